@@ -1,0 +1,78 @@
+# lenet-levels: one rule per artifact. `make run-all` and `make test` are the two commands.
+# The first target that needs Python creates .venv (with --system-site-packages, so a GPU
+# server's preinstalled CuPy and cuDNN are reused) and installs the project into it.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+EXTRAS ?= dev
+comma  := ,
+STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+WEIGHTS := weights/lenet5_mnist.weights.h5
+RESULTS := reports/results
+STUDIES := api_levels overhead batch_sweep precision
+# GPU rows only where a GPU is present (nvidia-smi answers); CPU rows always.
+DEVICES ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cpu,gpu || echo cpu)
+
+.PHONY: install install-gpu run-all test test-all weights verify verify-gpu studies smoke \
+        loc figures report doctor lint clean
+
+install: $(STAMP)
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
+	touch $@
+
+install-gpu:  ## CUDA 12 server: CuPy + the cuDNN 9 wheel
+	$(MAKE) install EXTRAS=dev,gpu
+
+run-all: $(STAMP)
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory verify studies loc figures report && \
+	echo "run-all finished in $$(( $$(date +%s) - start )) s"
+
+test: $(STAMP)
+	$(PY) -m pytest -q -m "not gpu"
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q
+
+weights: $(STAMP)
+	$(PY) -m harness.train --out $(WEIGHTS)
+
+verify: $(STAMP)
+	$(PY) -m harness verify --implementations numpy,tf,keras --device cpu
+	@if echo "$(DEVICES)" | grep -q gpu; then $(MAKE) --no-print-directory verify-gpu; fi
+
+verify-gpu: $(STAMP)
+	$(PY) -m harness verify --implementations tf,keras,cudnn --device gpu \
+	  --json $(RESULTS)/verify-gpu-$$(hostname).json || test $$? -eq 3
+
+studies: $(STAMP)
+	@for study in $(STUDIES); do \
+	  $(PY) -m harness run $$study --devices $(DEVICES) || exit $$?; \
+	done
+
+smoke: $(STAMP)
+	$(PY) -m harness run smoke --out /tmp/lenet-smoke
+
+loc: $(STAMP)
+	$(PY) -m harness loc
+
+figures: $(STAMP)
+	$(PY) -m harness figures
+
+report: $(STAMP)
+	$(PY) -m harness report
+
+doctor: $(STAMP)
+	$(PY) -m harness doctor
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

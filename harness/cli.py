@@ -1,0 +1,73 @@
+"""`python -m harness COMMAND`: the one place that turns errors into `ERROR: ...` and an exit code.
+
+Exit codes: 0 ok; 1 a check failed (verify disagreement); 2 bad input or environment
+(`ERROR:` line); 3 something asked for cannot run here (no GPU, library missing); 130 Ctrl-C.
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from harness import DEFAULT_WEIGHTS, procenv
+from harness.errors import HarnessError
+
+
+def split_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def cmd_verify(args) -> int:
+    from harness import verify, weights
+
+    names = split_list(args.implementations)
+    verify.require_known(names)
+    weights.read(args.weights)  # an unusable file fails here, in one line, before any work
+    procenv.apply(procenv.settings(args.threads, 1, args.device))
+    print(verify.HEADER, file=sys.stderr)
+    rows = verify.verify(names, args.device, args.weights, args.data_dir, args.limit,
+                         progress=lambda line: print(line, file=sys.stderr, flush=True))
+    code = verify.exit_code(rows)
+    if args.json:
+        text = json.dumps({"rows": rows, "exit_code": code, "weights": str(args.weights),
+                           "tolerance": verify.TOLERANCE}, indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).write_text(text + "\n")
+    verdict = {0: "all implementations agree", 1: "DISAGREEMENT: see FAIL rows",
+               3: "some implementations could not run here (see reasons)"}[code]
+    print(verdict, file=sys.stderr)
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=None,
+                        help="MNIST folder (default: $LENET_DATA_DIR or data/mnist)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("verify", help="check every implementation against the NumPy reference")
+    p.add_argument("--implementations", default="numpy,tf,keras",
+                   help="comma-separated names or module:Class paths (default: numpy,tf,keras)")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
+    p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
+                   help="write the rows as JSON to FILE (or stdout when no FILE)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N test images")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.set_defaults(func=cmd_verify)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except HarnessError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,29 @@
+"""What the TF and Keras levels share with the harness: device choice and thread pools."""
+
+import os
+
+from harness.errors import Unavailable
+
+
+def configure(device: str) -> str:
+    """Apply thread settings from the environment (harness.procenv) and return the TF device
+    name for `device`, or raise Unavailable when TF sees no GPU."""
+    import tensorflow as tf
+
+    threading = tf.config.threading
+    for name, setter in (("TF_NUM_INTRAOP_THREADS", threading.set_intra_op_parallelism_threads),
+                         ("TF_NUM_INTEROP_THREADS", threading.set_inter_op_parallelism_threads)):
+        if os.environ.get(name):
+            try:
+                setter(int(os.environ[name]))
+            except RuntimeError:
+                pass  # TF already initialised in this process: its pools are fixed
+    if device != "gpu":
+        return "/CPU:0"
+    if not tf.config.list_physical_devices("GPU"):
+        build = "a CUDA build" if tf.test.is_built_with_cuda() else "the CPU-only build"
+        raise Unavailable(
+            f"TensorFlow {tf.__version__} ({build}) sees no GPU; on a GPU server install "
+            "'tensorflow[and-cuda]' in place of tensorflow-cpu"
+        )
+    return "/GPU:0"

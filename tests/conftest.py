@@ -1,0 +1,58 @@
+import gzip
+import hashlib
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness import DEFAULT_DATA_DIR, DEFAULT_WEIGHTS, weights
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def mnist_copy(tmp_path) -> Path:
+    """A writable copy of the shipped MNIST folder, for damaging files."""
+    folder = tmp_path / "mnist"
+    shutil.copytree(DEFAULT_DATA_DIR, folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def shared_weights() -> dict:
+    return weights.read(DEFAULT_WEIGHTS)
+
+
+def random_weights(seed=0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {
+        name: weights.Layer(
+            rng.normal(0, 0.2, kernel).astype(np.float32), rng.normal(0, 0.1, bias).astype(np.float32)
+        )
+        for name, (kernel, bias) in weights.SHAPES.items()
+    }
+
+
+def write_keras3_file(path: Path, layers: dict, overrides=None) -> Path:
+    """A file in the Keras 3 save_weights layout: /layers/<group>/vars/{0,1} with a name attr."""
+    import h5py
+
+    groups = {"conv1": "conv2d", "conv2": "conv2d_1", "fc1": "dense", "fc2": "dense_1", "fc3": "dense_2"}
+    overrides = overrides or {}
+    with h5py.File(path, "w") as f:
+        for name, layer in layers.items():
+            group = f.create_group(f"layers/{groups[name]}/vars")
+            group.attrs["name"] = name
+            group["0"] = overrides.get(f"{name}/kernel", layer.kernel)
+            group["1"] = overrides.get(f"{name}/bias", layer.bias)
+    return path
+
+
+def gzip_idx(folder: Path, name: str, raw: bytes, fix_checksum=False) -> None:
+    (folder / f"{name}.gz").write_bytes(gzip.compress(raw))
+    if fix_checksum:
+        sums = folder / "SHA256SUMS"
+        lines = [line for line in sums.read_text().splitlines() if not line.endswith(name)]
+        lines.append(f"{hashlib.sha256(raw).hexdigest()}  {name}")
+        sums.write_text("\n".join(lines) + "\n")

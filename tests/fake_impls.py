@@ -1,0 +1,59 @@
+"""Lab-style implementations (`module:Class`) used by the tests."""
+
+import os
+import time
+
+import numpy as np
+
+from harness.base import LeNet
+from harness.registry import ImplSpec
+from lenet_numpy.model import NumpyLeNet
+
+
+class WrongLeNet(NumpyLeNet):
+    """Right shape, wrong answers: the reference's probabilities rolled by one class."""
+
+    spec = ImplSpec("wrong", "tests.fake_impls:WrongLeNet", "numpy", ("cpu",), ("default",),
+                    ("float32",), None)
+
+    def predict(self, images):
+        return np.roll(super().predict(images), 1, axis=1)
+
+
+class SlightlyOffLeNet(NumpyLeNet):
+    """Same argmax, but probabilities off by 1e-4: fails the 1e-5 tolerance."""
+
+    spec = ImplSpec("off", "tests.fake_impls:SlightlyOffLeNet", "numpy", ("cpu",), ("default",),
+                    ("float32",), None)
+
+    def predict(self, images):
+        p = super().predict(images)
+        return p + 1e-4 * (p == p.max(axis=1, keepdims=True))
+
+
+class CrashingLeNet(LeNet):
+    """Kills its own process on the call named by LENET_TEST_CRASH_AT (a worker crash)."""
+
+    spec = ImplSpec("crash", "tests.fake_impls:CrashingLeNet", "none", ("cpu",), ("default",),
+                    ("float32",), None)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls = 0
+        self.crash_at = int(os.environ.get("LENET_TEST_CRASH_AT", "5"))
+
+    def predict(self, images):
+        self.calls += 1
+        if self.calls == self.crash_at:
+            os._exit(9)  # as abrupt as a segfault in a native library
+        return np.zeros((len(images), 10), np.float32)
+
+
+class HangingLeNet(LeNet):
+    """Hangs on its first call (a worker that never answers)."""
+
+    spec = ImplSpec("hang", "tests.fake_impls:HangingLeNet", "none", ("cpu",), ("default",),
+                    ("float32",), None)
+
+    def predict(self, images):
+        time.sleep(3600)

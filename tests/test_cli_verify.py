@@ -1,0 +1,53 @@
+"""`python -m harness verify` exit codes and messages, run as a user runs it."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from tests.conftest import ROOT, random_weights, write_keras3_file
+
+
+def harness(*args):
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_agreeing_implementation_passes_with_json():
+    run = harness("verify", "--implementations", "numpy", "--limit", "300", "--json")
+    assert run.returncode == 0, run.stderr
+    rows = json.loads(run.stdout)["rows"]
+    assert rows[0]["agree"] == 300 and rows[0]["max_abs_diff"] == 0.0
+
+
+def test_wrong_answers_exit_1():
+    run = harness("verify", "--implementations", "numpy,tests.fake_impls:WrongLeNet", "--limit", "200")
+    assert run.returncode == 1
+    assert "FAIL" in run.stderr and "DISAGREEMENT" in run.stderr
+
+
+def test_probabilities_beyond_tolerance_exit_1_even_with_equal_argmax():
+    run = harness("verify", "--implementations", "tests.fake_impls:SlightlyOffLeNet",
+                  "--limit", "200", "--json")
+    assert run.returncode == 1
+    row = json.loads(run.stdout)["rows"][0]
+    assert row["agree"] == 200 and row["max_abs_diff"] > 1e-5 and row["status"] == "FAIL"
+
+
+def test_unusable_weights_give_one_line_error(tmp_path):
+    layers = random_weights()
+    bad = layers["fc1"].kernel.copy()
+    bad[0, 0] = np.inf
+    path = write_keras3_file(tmp_path / "inf.h5", layers, {"fc1/kernel": bad})
+    run = harness("verify", "--implementations", "numpy", "--weights", str(path))
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [
+        f"ERROR: {path}: fc1/kernel: 1 non-finite value(s) (NaN or Inf); expected finite weights"]
+
+
+def test_unknown_implementation_lists_known_names():
+    run = harness("verify", "--implementations", "numpy,pytorch")
+    assert run.returncode == 2
+    assert "unknown implementation 'pytorch'" in run.stderr and "keras" in run.stderr
+    assert "Traceback" not in run.stderr

@@ -1,0 +1,51 @@
+"""The TensorFlow and Keras levels against the NumPy reference on a fixed sample."""
+
+import numpy as np
+import pytest
+
+from harness import DEFAULT_WEIGHTS, mnist, registry
+from harness.errors import Unavailable
+
+pytest.importorskip("tensorflow", reason="TensorFlow is not installed")
+pytestmark = pytest.mark.tf
+
+SAMPLE = 256
+
+
+@pytest.fixture(scope="module")
+def sample():
+    images, _ = mnist.load("test")
+    x = mnist.to_input(images[:SAMPLE])
+    reference = registry.create("numpy", DEFAULT_WEIGHTS).predict(x)
+    return x, reference
+
+
+@pytest.mark.parametrize("name,variant", [
+    (name, variant) for name in ("tf", "keras") for variant in registry.REGISTRY[name].variants
+])
+def test_level_agrees_with_reference(sample, name, variant):
+    x, reference = sample
+    impl = registry.create(name, DEFAULT_WEIGHTS, device="cpu", variant=variant)
+    probs = impl.predict(x)
+    assert probs.shape == (SAMPLE, 10) and isinstance(probs, np.ndarray)
+    assert np.array_equal(probs.argmax(1), reference.argmax(1))
+    assert np.max(np.abs(probs - reference)) <= 1e-5
+    one = impl.predict(x[:1])  # the per-image call the harness times
+    assert one.shape == (1, 10)
+    assert np.max(np.abs(one - reference[:1])) <= 1e-5
+
+
+def test_tf_float64(sample):
+    x, reference = sample
+    probs = registry.create("tf", DEFAULT_WEIGHTS, dtype="float64").predict(x.astype(np.float64))
+    assert probs.dtype == np.float64
+    assert np.max(np.abs(probs - reference)) <= 1e-5
+
+
+def test_gpu_request_without_gpu_is_unavailable_with_reason():
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("this machine has a GPU visible to TensorFlow")
+    with pytest.raises(Unavailable, match="sees no GPU"):
+        registry.create("tf", DEFAULT_WEIGHTS, device="gpu")
