@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from harness import DEFAULT_WEIGHTS, procenv
+from harness import DEFAULT_RESULTS, DEFAULT_WEIGHTS, procenv
 from harness.errors import HarnessError
 
 
@@ -42,6 +42,39 @@ def cmd_verify(args) -> int:
     return code
 
 
+def cmd_run(args) -> int:
+    import dataclasses
+
+    from harness import results, runner, study, summary
+
+    if args.resume:
+        run_dir = results.find_run_dir(args.out, study.path_of(args.study).stem, args.run_id)
+        plan = study.parse((run_dir / "study.toml").read_text(), str(run_dir / "study.toml"))
+        args.run_id = run_dir.name
+    else:
+        plan = study.load(args.study)
+    if args.devices:
+        devices = split_list(args.devices)
+        for device in devices:
+            if device not in ("cpu", "gpu"):
+                raise HarnessError(f"--devices: unknown device {device!r}; allowed: cpu, gpu")
+        plan = dataclasses.replace(plan, cells=tuple(c for c in plan.cells if c.device in devices))
+        if not plan.cells:
+            raise HarnessError(f"--devices {args.devices}: no cell of study {plan.name!r} left")
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        run_dir, states = runner.start_run(plan, args.out, args.run_id, args.resume, args.weights, log)
+    except KeyboardInterrupt:
+        print("interrupted: finished rows are kept; complete the run with "
+              f"python -m harness run {args.study} --resume" +
+              (f" --run-id {args.run_id}" if args.run_id else ""), file=sys.stderr)
+        return 130
+    for line in summary.lines(states, plan):
+        print(line)
+    print(f"results: {run_dir}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None,
@@ -58,11 +91,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None, help="only the first N test images")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("run", help="run a study (studies/NAME.toml or a path)")
+    p.add_argument("study", help="a name in studies/ (api_levels, overhead, ...) or a .toml path")
+    p.add_argument("--devices", default=None, help="only these devices, e.g. cpu or cpu,gpu")
+    p.add_argument("--out", type=Path, default=DEFAULT_RESULTS,
+                   help="results folder (default reports/results)")
+    p.add_argument("--resume", action="store_true",
+                   help="complete an interrupted run (the newest, or --run-id)")
+    p.add_argument("--run-id", default=None, help="name of the run folder")
+    p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
+    p.set_defaults(func=cmd_run)
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.data_dir:
+        os.environ["LENET_DATA_DIR"] = str(args.data_dir)  # workers inherit it
     try:
         return args.func(args)
     except HarnessError as exc:

@@ -15,8 +15,10 @@ from harness.registry import REGISTRY
 def conv2d_relu(x, kernel, bias, pad):
     """x (N, H, W, C), kernel (R, S, C, K) HWIO -> relu(x * kernel + bias) (N, H', W', K)."""
     r, s, c, k = kernel.shape
-    if pad:
-        x = np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    if pad:  # zeros + assignment: several times faster than np.pad on one small image
+        padded = np.zeros((x.shape[0], x.shape[1] + 2 * pad, x.shape[2] + 2 * pad, c), x.dtype)
+        padded[:, pad:-pad, pad:-pad, :] = x
+        x = padded
     windows = sliding_window_view(x, (r, s), axis=(1, 2))  # (N, H', W', C, R, S)
     n, h, w = windows.shape[:3]
     cols = windows.transpose(0, 1, 2, 4, 5, 3).reshape(n * h * w, r * s * c)  # rows in HWC order
@@ -25,9 +27,10 @@ def conv2d_relu(x, kernel, bias, pad):
 
 
 def max_pool_2x2(x):
-    """(N, H, W, C) -> (N, H/2, W/2, C)"""
-    n, h, w, c = x.shape
-    return x.reshape(n, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+    """(N, H, W, C) -> (N, H/2, W/2, C): the max of the four strided quarter grids."""
+    top = np.maximum(x[:, 0::2, 0::2], x[:, 0::2, 1::2])
+    bottom = np.maximum(x[:, 1::2, 0::2], x[:, 1::2, 1::2])
+    return np.maximum(top, bottom)
 
 
 def dense(x, kernel, bias):

@@ -1,0 +1,104 @@
+"""The environment of a run, recorded with every run (env.json): small collect_* functions
+merged into one dict, as pyperf does. Nothing here imports a framework; every probe is
+allowed to fail and then records why."""
+
+import importlib.metadata
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+PACKAGES = ("numpy", "tensorflow", "tensorflow-cpu", "keras", "h5py", "cupy-cuda12x",
+            "cupy-cuda13x", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-ml-py",
+            "matplotlib", "pandas", "pygount", "jax", "torch", "lenet-levels")
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+               "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "CUDA_VISIBLE_DEVICES")
+
+
+def run_command(args, timeout=10) -> str | None:
+    if not shutil.which(args[0]):
+        return None
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def collect_system() -> dict:
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = os.cpu_count()
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return {"hostname": socket.gethostname(), "os": platform.platform(), "cpu": cpu,
+            "cpu_count": os.cpu_count(), "cpus_usable": affinity,
+            "loadavg": [round(x, 2) for x in load] if load else None,
+            "python": platform.python_version(), "python_executable": sys.executable}
+
+
+def collect_packages() -> dict:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def collect_gpus() -> dict:
+    """GPUs, driver, CUDA and the compute processes on them, from nvidia-smi."""
+    query = run_command(["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total,"
+                         "memory.used,utilization.gpu", "--format=csv,noheader,nounits"])
+    if query is None:
+        return {"gpus": [], "gpu_note": "no NVIDIA GPU found (nvidia-smi missing or failing)"}
+    gpus = []
+    for line in query.strip().splitlines():
+        index, name, driver, total, used, util = [part.strip() for part in line.split(",")]
+        gpus.append({"index": int(index), "name": name, "driver": driver,
+                     "memory_total_mib": float(total), "memory_used_mib": float(used),
+                     "utilization_pct": float(util)})
+    header = run_command(["nvidia-smi"]) or ""
+    cuda = next((part.split(":")[1].strip().split()[0] for part in header.split("|")
+                 if "CUDA Version" in part), None)
+    apps = run_command(["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory",
+                        "--format=csv,noheader,nounits"]) or ""
+    processes = [dict(zip(("pid", "name", "used_memory_mib"), [p.strip() for p in line.split(",")],
+                          strict=False)) for line in apps.strip().splitlines() if line.strip()]
+    return {"gpus": gpus, "cuda_driver_version": cuda, "gpu_processes": processes}
+
+
+def collect_cudnn() -> dict:
+    try:
+        from lenet_cudnn import binding
+    except ImportError as exc:  # the package is part of this project; keep env collection alive
+        return {"cudnn": None, "cudnn_note": str(exc)}
+    found = binding.probe()
+    return {"cudnn": found}
+
+
+def collect_threads(settings: dict | None = None) -> dict:
+    env = settings or os.environ
+    return {"threads": {var: env.get(var) for var in THREAD_VARS}}
+
+
+def collect(thread_settings: dict | None = None) -> dict:
+    info = {"collected_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    for collect_part in (collect_system, collect_gpus, collect_cudnn):
+        try:
+            info.update(collect_part())
+        except Exception as exc:  # an odd machine must not stop a run
+            info[f"{collect_part.__name__}_error"] = f"{type(exc).__name__}: {exc}"
+    info["packages"] = collect_packages()
+    info.update(collect_threads(thread_settings))
+    return info

@@ -1,0 +1,100 @@
+"""The results store: <out>/<study>/<run-id>/ with results.jsonl, env.json and study.toml.
+
+Every row is one JSON object on one line, carrying the schema version, written with a single
+write() and flushed to disk (fsync) as it is made, so a run killed at any point leaves valid
+JSON lines: at worst a partial last line, which readers skip and --resume cuts off.
+A run folder is never overwritten.
+"""
+
+import getpass
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+SCHEMA_VERSION = 1
+ROWS = "results.jsonl"
+
+
+def new_run_id() -> str:
+    host = socket.gethostname().split(".")[0] or "host"
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "user"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{host}-{user}-{os.getpid()}"
+
+
+def create_run_dir(out: Path, study: str, run_id: str | None) -> Path:
+    run_dir = Path(out) / study / (run_id or new_run_id())
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir()  # exclusive: two users at once never share a folder
+    except FileExistsError:
+        raise HarnessError(
+            f"{run_dir}: run folder exists; refusing to overwrite it "
+            "(add --resume to complete it, or choose another --run-id)"
+        ) from None
+    return run_dir
+
+
+def find_run_dir(out: Path, study: str, run_id: str | None) -> Path:
+    """The run to resume: --run-id, else the newest run of the study."""
+    base = Path(out) / study
+    if run_id:
+        run_dir = base / run_id
+        if not (run_dir / ROWS).is_file():
+            raise HarnessError(f"{run_dir}: no such run to resume (no {ROWS})")
+        return run_dir
+    runs = sorted((p for p in base.glob("*") if (p / ROWS).is_file()), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise HarnessError(f"{base}: no run of study {study!r} to resume")
+    return runs[-1]
+
+
+def read_rows(path: Path) -> list[dict]:
+    """All complete rows; a partial last line (a run killed mid-write) is skipped."""
+    rows = []
+    if not Path(path).is_file():
+        return rows
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.endswith("\n"):
+                break  # unfinished last row
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise HarnessError(f"{path}:{lineno}: not a JSON row ({exc})") from None
+    return rows
+
+
+class RowWriter:
+    """Appends rows to results.jsonl, each flushed and fsynced before the call returns."""
+
+    def __init__(self, run_dir: Path, run_id: str):
+        self.path = Path(run_dir) / ROWS
+        self.run_id = run_id
+        self._cut_partial_tail()
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def _cut_partial_tail(self):
+        if not self.path.is_file():
+            return
+        data = self.path.read_bytes()
+        end = data.rfind(b"\n") + 1
+        if end != len(data):
+            with open(self.path, "r+b") as f:
+                f.truncate(end)
+
+    def write(self, row: dict) -> dict:
+        row = {"schema": SCHEMA_VERSION, "run_id": self.run_id, "time": time.time(), **row}
+        data = (json.dumps(row, separators=(",", ":")) + "\n").encode()
+        os.write(self.fd, data)
+        os.fsync(self.fd)
+        return row
+
+    def close(self):
+        os.close(self.fd)

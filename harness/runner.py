@@ -1,0 +1,192 @@
+"""Run a study: cells interleaved in rounds (A B C A B C ...), one worker process per
+implementation x device, every measurement written as a row the moment it is made.
+
+Rows (results.jsonl), each with schema, run_id, time, kind:
+- setup: a cell's worker loaded it: import, load and cold-start times
+- round: one round of one cell: every per-call time (ns), device times where known
+- cell:  the cell's final row: status (ok, skipped, error, crashed, timeout), reason, every
+         per-call time by round, statistics, cold start, device-time statistics, warnings
+"""
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import DEFAULT_WEIGHTS, env, gpu, procenv, results, stats
+from harness.progress import Progress
+from harness.study import Cell, Study, chunk_sizes
+from harness.workerproc import WorkerDied, WorkerProcess
+
+
+@dataclass
+class CellState:
+    cell: Cell
+    chunks: list
+    rounds: dict = field(default_factory=dict)  # round -> (times_ns, device_ns or None)
+    setup: dict | None = None  # the first successful setup of this cell
+    ready_pid: int | None = None  # the worker process that has it loaded
+    final: dict | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.final is None
+
+
+class Runner:
+    def __init__(self, study: Study, run_dir: Path, writer, weights=DEFAULT_WEIGHTS,
+                 gpu_lock=None, report=print):
+        self.study = study
+        self.run_dir = run_dir
+        self.writer = writer
+        self.weights = str(weights)
+        self.report = report
+        self.gpu_lock = gpu_lock
+        self.workers: dict[str, WorkerProcess] = {}
+        m = study.measure
+        self.states = [CellState(c, chunk_sizes(c.calls, m["rounds"])) for c in study.cells]
+
+    # --- resume -------------------------------------------------------------------------
+    def restore(self, rows: list[dict]) -> int:
+        """Take finished cells and rounds from earlier rows; returns how many cells were done."""
+        by_id = {s.cell.id: s for s in self.states}
+        for row in rows:
+            state = by_id.get(row.get("cell_id"))
+            if state is None:
+                continue
+            if row["kind"] == "cell":
+                state.final = row
+            elif row["kind"] == "round":
+                state.rounds[row["round"]] = (row["times_ns"], row.get("device_ns"))
+            elif row["kind"] == "setup" and state.setup is None:
+                state.setup = row
+        return sum(not s.open for s in self.states)
+
+    # --- the run ------------------------------------------------------------------------
+    def run(self):
+        m = self.study.measure
+        self.skip_unrunnable()
+        todo = [(r, s) for r in range(m["rounds"]) for s in self.states if s.open and r not in s.rounds]
+        progress = Progress(todo, self.report)
+        try:
+            for r, state in todo:
+                if not state.open:
+                    continue
+                if state.ready_pid is None or state.ready_pid != self.worker(state.cell).pid:
+                    self.setup(state)
+                    if not state.open:
+                        continue
+                started = time.monotonic()
+                self.measure(state, r)
+                progress.advance(state.cell.id, r, time.monotonic() - started,
+                                 state.rounds.get(r, (None,))[0], state.final)
+            for state in self.states:
+                if state.open:
+                    self.finish(state, "ok")
+        finally:
+            for worker in self.workers.values():
+                worker.stop()
+        return self.states
+
+    def skip_unrunnable(self):
+        absent = gpu.absent_reason()
+        for state in self.states:
+            if state.open and state.cell.device == "gpu" and absent:
+                self.finish(state, "skipped", absent)
+
+    def worker(self, cell: Cell) -> WorkerProcess:
+        if cell.group not in self.workers:
+            m = self.study.measure
+            settings = procenv.settings(m["threads"], m["inter_op_threads"], cell.device)
+            worker_env = {**os.environ, **settings}
+            log = self.run_dir / "workers.log"
+            self.workers[cell.group] = WorkerProcess(cell.group, worker_env, log)
+        return self.workers[cell.group]
+
+    def ask(self, state: CellState, message: dict, timeout: float) -> dict | None:
+        """Send one request; a crash or timeout ends this cell (the study goes on)."""
+        worker = self.worker(state.cell)
+        try:
+            reply = worker.request(message, timeout)
+        except WorkerDied as exc:
+            self.finish(state, exc.status, exc.reason)
+            return None
+        if not reply.get("ok"):
+            self.finish(state, reply.get("status", "error"), reply.get("reason"))
+            return None
+        return reply
+
+    def setup(self, state: CellState):
+        m = self.study.measure
+        message = {"op": "setup", "cell": {**state.cell.to_dict(), "id": state.cell.id},
+                   "weights": self.weights, "warmup": m["warmup"]}
+        reply = self.ask(state, message, m["setup_timeout_s"])
+        if reply is None:
+            return
+        state.ready_pid = self.worker(state.cell).pid
+        row = self.writer.write({"kind": "setup", "cell_id": state.cell.id, "pid": state.ready_pid,
+                                 **{k: v for k, v in reply.items() if k != "ok"}})
+        if state.setup is None:
+            state.setup = row
+
+    def measure(self, state: CellState, r: int):
+        m = self.study.measure
+        start = 1 + m["warmup"] + sum(state.chunks[:r])  # each call a different image
+        message = {"op": "measure", "cell_id": state.cell.id, "calls": state.chunks[r], "start": start}
+        reply = self.ask(state, message, m["timeout_s"])
+        if reply is None:
+            return
+        state.rounds[r] = (reply["times_ns"], reply["device_ns"])
+        self.writer.write({"kind": "round", "cell_id": state.cell.id, "round": r,
+                           "pid": state.ready_pid, "times_ns": reply["times_ns"],
+                           "device_ns": reply["device_ns"]})
+
+    def finish(self, state: CellState, status: str, reason: str | None = None):
+        rounds = [state.rounds[r] for r in sorted(state.rounds)]
+        times = [t for times, _ in rounds for t in times]
+        device = [d for _, dev in rounds if dev for d in dev]
+        row = {"kind": "cell", "cell_id": state.cell.id, "study": self.study.name,
+               "cell": state.cell.to_dict(), "status": status, "reason": reason,
+               "rounds_ns": [times for times, _ in rounds],
+               "stats": stats.summarize(times) if times and status == "ok" else None,
+               "device_stats": stats.summarize(device) if device and status == "ok" else None,
+               "setup": {k: state.setup.get(k) for k in ("import_ns", "load_ns", "cold_start_ns",
+                                                         "cold_start_device_ns")}
+               if state.setup else None,
+               "warnings": []}
+        if row["stats"] and row["stats"]["noisy"]:
+            s = row["stats"]
+            row["warnings"].append(f"noisy: IQR/median = {s['iqr_ns'] / s['median_ns']:.2f} "
+                                   f"> {stats.NOISY_IQR_OVER_MEDIAN}")
+        state.final = self.writer.write(row)
+        if status != "ok":
+            self.report(f"  {state.cell.id}: {status}: {reason}")
+
+
+def start_run(study: Study, out: Path, run_id=None, resume=False, weights=DEFAULT_WEIGHTS,
+              report=print):
+    """Create (or reopen with resume) the run folder, record the environment, run the cells."""
+    if resume:
+        run_dir = results.find_run_dir(out, study.name, run_id)
+        run_id = run_dir.name
+    else:
+        run_dir = results.create_run_dir(out, study.name, run_id)
+        run_id = run_dir.name
+        (run_dir / "study.toml").write_text(study.source)
+        m = study.measure
+        info = env.collect(procenv.settings(m["threads"], m["inter_op_threads"], "cpu"))
+        (run_dir / "env.json").write_text(json.dumps(info, indent=2) + "\n")
+    writer = results.RowWriter(run_dir, run_id)
+    runner = Runner(study, run_dir, writer, weights, report=report)
+    if resume:
+        done = runner.restore(results.read_rows(writer.path))
+        report(f"resuming {run_dir}: {done} of {len(runner.states)} cells already finished")
+    report(f"study {study.name}: {len(study.cells)} cells, {study.measure['rounds']} rounds -> {run_dir}")
+    try:
+        runner.run()
+    finally:
+        writer.close()
+    return run_dir, runner.states
+
+

@@ -1,0 +1,182 @@
+"""Study files (studies/NAME.toml): a small validated schema, and the plan of cells it yields.
+
+    [study]                      name, question, figures (list), baseline (a cell's implementation)
+    [measure]                    calls, rounds, warmup, batch_sizes, dtypes, threads,
+                                 inter_op_threads, max_images, setup_timeout_s, timeout_s
+    [[cells]]                    implementation, variants ("all" or a list), devices,
+                                 and optionally batch_sizes, dtypes
+
+A cell = implementation x variant x device x batch size x dtype.
+"""
+
+import math
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from harness import ROOT, registry
+from harness.errors import HarnessError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+STUDIES_DIR = ROOT / "studies"
+STUDY_KEYS = {"name", "question", "figures", "baseline"}
+MEASURE_DEFAULTS = {
+    "calls": 1000, "rounds": 10, "warmup": 20, "batch_sizes": [1], "dtypes": ["float32"],
+    "threads": 1, "inter_op_threads": 1, "max_images": None,
+    "setup_timeout_s": 300, "timeout_s": 120,
+}
+CELL_KEYS = {"implementation", "variants", "devices", "batch_sizes", "dtypes"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What is measured (one cell of the grid)."""
+
+    implementation: str
+    variant: str
+    device: str
+    batch_size: int
+    dtype: str
+    calls: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.implementation}/{self.variant}/{self.device}/b{self.batch_size}/{self.dtype}"
+
+    @property
+    def group(self) -> str:
+        """Cells of one group share a worker process: one framework per interpreter."""
+        return f"{self.implementation}/{self.device}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    question: str
+    figures: tuple
+    baseline: str | None
+    measure: dict
+    cells: tuple  # of Cell
+    source: str  # the TOML text, copied into each run folder
+
+
+def _fail(where: str, message: str):
+    raise HarnessError(f"{where}: {message}")
+
+
+def _check_keys(where, table, allowed):
+    if not isinstance(table, dict):
+        _fail(where, f"expected a table, found {type(table).__name__}")
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        _fail(where, f"unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+
+
+def _list(where, key, value, allowed=None, kind=str):
+    values = value if isinstance(value, list) else [value]
+    for v in values:
+        if not isinstance(v, kind) or isinstance(v, bool):
+            _fail(where, f"{key}: expected {kind.__name__} values, found {v!r}")
+        if allowed is not None and v not in allowed:
+            _fail(where, f"{key}: unknown value {v!r}; allowed: {list(allowed)}")
+    if not values:
+        _fail(where, f"{key}: expected at least one value")
+    return values
+
+
+def path_of(name_or_path: str) -> Path:
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        return path
+    return STUDIES_DIR / f"{name_or_path}.toml"
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in STUDIES_DIR.glob("*.toml"))
+
+
+def load(name_or_path: str) -> Study:
+    path = path_of(name_or_path)
+    if not path.is_file():
+        raise HarnessError(f"study {name_or_path!r} not found ({path}); available: {available()}")
+    return parse(path.read_text(), str(path))
+
+
+def parse(text: str, where: str = "<study>") -> Study:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise HarnessError(f"{where}: TOML syntax error: {exc}") from None
+    _check_keys(where, data, {"study", "measure", "cells"})
+    head = data.get("study", {})
+    _check_keys(f"{where} [study]", head, STUDY_KEYS)
+    name = head.get("name") or Path(where).stem
+    measure = dict(MEASURE_DEFAULTS)
+    _check_keys(f"{where} [measure]", data.get("measure", {}), MEASURE_DEFAULTS)
+    measure.update(data.get("measure", {}))
+    for key in ("calls", "rounds", "warmup", "threads", "inter_op_threads",
+                "setup_timeout_s", "timeout_s"):
+        if not isinstance(measure[key], int) or isinstance(measure[key], bool) or measure[key] < 0:
+            _fail(f"{where} [measure]", f"{key}: expected a whole number >= 0, found {measure[key]!r}")
+    if measure["rounds"] < 1 or measure["calls"] < measure["rounds"]:
+        _fail(f"{where} [measure]", "expected rounds >= 1 and calls >= rounds")
+
+    entries = data.get("cells")
+    if not isinstance(entries, list) or not entries:
+        _fail(where, "expected at least one [[cells]] table")
+    cells = []
+    for i, entry in enumerate(entries, 1):
+        at = f"{where} [[cells]] #{i}"
+        _check_keys(at, entry, CELL_KEYS)
+        if "implementation" not in entry:
+            _fail(at, f"implementation: missing; allowed: {sorted(registry.REGISTRY)}")
+        try:
+            spec = registry.spec(entry["implementation"])
+        except HarnessError as exc:
+            _fail(at, str(exc))
+        variants = entry.get("variants", [spec.variants[0]])
+        variants = list(spec.variants) if variants == "all" else _list(at, "variants", variants, spec.variants)
+        devices = _list(at, "devices", entry.get("devices", list(spec.devices)), registry.DEVICES)
+        for device in devices:
+            if device not in spec.devices:
+                _fail(at, f"devices: {spec.name} does not run on {device!r}; allowed: {list(spec.devices)}")
+        batches = _list(at, "batch_sizes", entry.get("batch_sizes", measure["batch_sizes"]), kind=int)
+        dtypes = _list(at, "dtypes", entry.get("dtypes", measure["dtypes"]), spec.dtypes)
+        for variant in variants:
+            for device in devices:
+                for batch in batches:
+                    if batch < 1:
+                        _fail(at, f"batch_sizes: expected >= 1, found {batch}")
+                    for dtype in dtypes:
+                        cells.append(Cell(spec.name, variant, device, batch, dtype,
+                                          calls_for(measure, batch)))
+    ids = [cell.id for cell in cells]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        _fail(where, f"cells listed twice: {duplicates}")
+    baseline = head.get("baseline")
+    if baseline is not None and baseline not in {c.implementation for c in cells}:
+        _fail(f"{where} [study]", f"baseline {baseline!r} is not an implementation of this study")
+    return Study(name, head.get("question", ""), tuple(head.get("figures", [])), baseline,
+                 measure, tuple(cells), text)
+
+
+def calls_for(measure: dict, batch: int) -> int:
+    """Timed calls of one cell: `calls`, capped at max_images / batch (but >= rounds)."""
+    calls = measure["calls"]
+    if measure.get("max_images"):
+        calls = min(calls, max(measure["rounds"], math.ceil(measure["max_images"] / batch)))
+    return calls
+
+
+def chunk_sizes(calls: int, rounds: int) -> list[int]:
+    """Split a cell's calls as evenly as possible over the rounds."""
+    base, extra = divmod(calls, rounds)
+    return [base + (1 if r < extra else 0) for r in range(rounds)]

@@ -1,0 +1,125 @@
+"""A worker process: holds one implementation (one framework) and times it on request.
+
+Started by the runner as `python -m harness.worker` with thread and GPU-memory settings in its
+environment (harness.procenv), so they are in place before the framework is imported.
+Protocol: one JSON object per line. Requests on stdin, replies on a private copy of stdout;
+fd 1 itself is pointed at stderr so that nothing a framework prints can corrupt the replies.
+
+    {"op": "setup", "cell": {...}, "weights": PATH, "warmup": N}
+        -> {"ok": true, "import_ns", "load_ns", "cold_start_ns"}  (first call timed apart)
+    {"op": "measure", "cell_id": ID, "calls": K, "start": I}
+        -> {"ok": true, "times_ns": [...], "device_ns": [...] or null}
+    {"op": "exit"}
+"""
+
+import gc
+import json
+import os
+import sys
+import time
+import traceback
+
+from harness.errors import Unavailable
+
+perf_counter_ns = time.perf_counter_ns
+
+
+def time_calls(predict, batches, start, count, device_time=None):
+    """Wall time of `count` predict calls (host array in, host probabilities out), in ns.
+
+    The input batches are sliced beforehand; GC is off while the clock runs (as timeit does).
+    """
+    times = [0] * count
+    device = [0] * count if device_time else None
+    n = len(batches)
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(count):
+            x = batches[(start + i) % n]
+            t0 = perf_counter_ns()
+            predict(x)
+            t1 = perf_counter_ns()
+            times[i] = t1 - t0
+            if device is not None:
+                device[i] = device_time()
+    finally:
+        gc.enable()
+    if device is not None and any(d is None for d in device):
+        device = None
+    return times, device
+
+
+class Worker:
+    def __init__(self):
+        self.cells = {}  # cell id -> (impl, batches)
+        self.images = None
+
+    def test_images(self):
+        if self.images is None:
+            from harness import mnist
+
+            self.images, _ = mnist.load("test")
+        return self.images
+
+    def setup(self, cell, weights, warmup):
+        from harness import mnist, registry
+
+        t0 = perf_counter_ns()
+        cls = registry.import_class(registry.spec(cell["implementation"]).path)  # the framework
+        t1 = perf_counter_ns()
+        impl = cls(weights, device=cell["device"], variant=cell["variant"], dtype=cell["dtype"])
+        t2 = perf_counter_ns()
+        x = mnist.to_input(self.test_images(), cell["dtype"])
+        b = cell["batch_size"]
+        batches = [x[i:i + b] for i in range(0, len(x) - b + 1, b)]  # different images per call
+        t3 = perf_counter_ns()
+        impl.predict(batches[0])  # cold start: tracing, compilation, autotuning, lazy init
+        t4 = perf_counter_ns()
+        device_time = impl.last_device_time_ns()
+        time_calls(impl.predict, batches, 1, warmup)
+        self.cells[cell["id"]] = (impl, batches)
+        return {"import_ns": t1 - t0, "load_ns": t2 - t1, "cold_start_ns": t4 - t3,
+                "cold_start_device_ns": device_time}
+
+    def measure(self, cell_id, calls, start):
+        impl, batches = self.cells[cell_id]
+        probe = impl.last_device_time_ns if impl.last_device_time_ns() is not None else None
+        times, device = time_calls(impl.predict, batches, start, calls, probe)
+        return {"times_ns": times, "device_ns": device}
+
+    def close(self):
+        for impl, _ in self.cells.values():
+            impl.close()
+
+
+def main() -> int:
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # framework chatter on stdout goes to the log instead
+    sys.stdout = sys.stderr
+    worker = Worker()
+    for line in sys.stdin:
+        request = json.loads(line)
+        op = request["op"]
+        if op == "exit":
+            break
+        try:
+            if op == "setup":
+                reply = worker.setup(request["cell"], request["weights"], request["warmup"])
+            elif op == "measure":
+                reply = worker.measure(request["cell_id"], request["calls"], request["start"])
+            else:
+                raise ValueError(f"unknown op {op!r}")
+            reply["ok"] = True
+        except Unavailable as exc:
+            reply = {"ok": False, "status": "skipped", "reason": str(exc)}
+        except Exception as exc:  # reported as the cell's error, the worker goes on
+            traceback.print_exc()
+            reply = {"ok": False, "status": "error", "reason": f"{type(exc).__name__}: {exc}"}
+        replies.write(json.dumps(reply) + "\n")
+    worker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The raw cuDNN level: the cuDNN C API through ctypes, CuPy device memory, cuBLAS sgemm."""
