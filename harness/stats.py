@@ -54,7 +54,8 @@ def round_ratio(rounds_a: list, rounds_b: list) -> dict | None:
     Both cells were measured in the same rounds (A B A B ...), so a drift in machine speed
     hits both alike and cancels in each round's ratio.
     """
-    ratios = [np.median(a) / np.median(b) for a, b in zip(rounds_a, rounds_b) if len(a) and len(b)]
+    pairs = zip(rounds_a, rounds_b, strict=False)
+    ratios = [np.median(a) / np.median(b) for a, b in pairs if len(a) and len(b)]
     if not ratios:
         return None
     return {"ratio": float(np.median(ratios)), "min": float(np.min(ratios)),

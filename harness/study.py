@@ -142,7 +142,9 @@ def parse(text: str, where: str = "<study>") -> Study:
         except HarnessError as exc:
             _fail(at, str(exc))
         variants = entry.get("variants", [spec.variants[0]])
-        variants = list(spec.variants) if variants == "all" else _list(at, "variants", variants, spec.variants)
+        if variants == "all":
+            variants = list(spec.variants)
+        variants = _list(at, "variants", variants, spec.variants)
         devices = _list(at, "devices", entry.get("devices", list(spec.devices)), registry.DEVICES)
         for device in devices:
             if device not in spec.devices:
@@ -155,7 +157,7 @@ def parse(text: str, where: str = "<study>") -> Study:
                     if batch < 1:
                         _fail(at, f"batch_sizes: expected >= 1, found {batch}")
                     for dtype in dtypes:
-                        cells.append(Cell(spec.name, variant, device, batch, dtype,
+                        cells.append(Cell(entry["implementation"], variant, device, batch, dtype,
                                           calls_for(measure, batch)))
     ids = [cell.id for cell in cells]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})

@@ -57,3 +57,14 @@ class HangingLeNet(LeNet):
 
     def predict(self, images):
         time.sleep(3600)
+
+
+class SleepyLeNet(LeNet):
+    """2 ms per call: slow enough that a test can act while it runs."""
+
+    spec = ImplSpec("sleepy", "tests.fake_impls:SleepyLeNet", "none", ("cpu",), ("default",),
+                    ("float32",), None)
+
+    def predict(self, images):
+        time.sleep(0.002)
+        return np.zeros((len(images), 10), np.float32)

@@ -1,0 +1,170 @@
+"""The runner end to end, as a user runs it (subprocesses), with the null implementation and
+small lab-style fakes: a worker killed mid-run, a worker that hangs, resume, no overwrite."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness import results
+from tests.conftest import ROOT
+
+STUDY = """
+[study]
+name = "{name}"
+baseline = "null"
+[measure]
+calls = {calls}
+rounds = {rounds}
+warmup = 2
+timeout_s = {timeout}
+[[cells]]
+implementation = "null"
+devices = ["cpu"]
+{extra}
+"""
+
+
+def write_study(tmp_path, name="t", calls=40, rounds=4, timeout=60, extra=""):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(STUDY.format(name=name, calls=calls, rounds=rounds, timeout=timeout, extra=extra))
+    return path
+
+
+def lab_cell(path):
+    return f'[[cells]]\nimplementation = "tests.fake_impls:{path}"\n'
+
+
+def run_cli(*args, timeout=120, env=None):
+    return subprocess.run([sys.executable, "-m", "harness", "run", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def final_rows(run_dir):
+    return {r["cell_id"]: r for r in results.read_rows(run_dir / "results.jsonl") if r["kind"] == "cell"}
+
+
+def only_run(out, name="t"):
+    (run_dir,) = (out / name).iterdir()
+    return run_dir
+
+
+def test_smoke_study_with_null_overhead(tmp_path):
+    run = run_cli("smoke", "--out", tmp_path)
+    assert run.returncode == 0, run.stderr
+    run_dir = only_run(tmp_path, "smoke")
+    rows = final_rows(run_dir)
+    null = rows["null/default/cpu/b1/float32"]
+    assert null["status"] == "ok" and null["schema"] == results.SCHEMA_VERSION
+    assert sum(len(r) for r in null["rounds_ns"]) == 100 and len(null["rounds_ns"]) == 4
+    assert null["stats"]["n"] == 100 and null["setup"]["cold_start_ns"] > 0
+    assert rows["numpy/default/cpu/b1/float32"]["stats"]["median_ns"] > null["stats"]["median_ns"]
+    env = json.loads((run_dir / "env.json").read_text())
+    assert env["cpu_count"] >= 1 and "numpy" in env["packages"]
+    assert env["threads"]["OPENBLAS_NUM_THREADS"] == "1"
+    assert "[  1/8" in run.stderr and "ETA" in run.stderr  # progress per cell
+
+
+def test_crashing_worker_is_recorded_and_the_study_goes_on(tmp_path):
+    path = write_study(tmp_path, extra=lab_cell("CrashingLeNet"))
+    run = run_cli(path, "--out", tmp_path, env={"LENET_TEST_CRASH_AT": "20"})
+    assert run.returncode == 0, run.stderr
+    rows = final_rows(only_run(tmp_path))
+    crashed = rows["tests.fake_impls:CrashingLeNet/default/cpu/b1/float32"]
+    assert crashed["status"] == "crashed" and "exited with code 9" in crashed["reason"]
+    assert crashed["rounds_ns"]  # rounds measured before the crash are kept
+    assert rows["null/default/cpu/b1/float32"]["status"] == "ok"
+    assert len(rows["null/default/cpu/b1/float32"]["rounds_ns"]) == 4
+
+
+def test_worker_killed_from_outside_mid_run(tmp_path):
+    path = write_study(tmp_path, calls=1000, rounds=10, extra=lab_cell("SleepyLeNet"))
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(path), "--out", str(tmp_path)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    victim = None
+    deadline = time.monotonic() + 60
+    while victim is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        runs = list((tmp_path / "t").glob("*/results.jsonl"))
+        rows = results.read_rows(runs[0]) if runs else []
+        victim = next((r["pid"] for r in rows if r["kind"] == "round"
+                       and r["cell_id"].startswith("tests.fake_impls:SleepyLeNet")), None)
+    assert victim, "the sleepy cell never completed a round"
+    os.kill(victim, signal.SIGKILL)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 0
+    rows = final_rows(only_run(tmp_path))
+    killed = rows["tests.fake_impls:SleepyLeNet/default/cpu/b1/float32"]
+    assert killed["status"] == "crashed" and "SIGKILL" in killed["reason"]
+    assert 1 <= len(killed["rounds_ns"]) < 10
+    null = rows["null/default/cpu/b1/float32"]
+    assert null["status"] == "ok" and len(null["rounds_ns"]) == 10
+
+
+def test_hanging_worker_times_out(tmp_path):
+    path = write_study(tmp_path, timeout=2, extra=lab_cell("HangingLeNet"))
+    # the hang is in the first (cold-start) call, so it is the setup timeout that fires
+    text = path.read_text().replace("timeout_s = 2", "timeout_s = 2\nsetup_timeout_s = 3")
+    path.write_text(text)
+    started = time.monotonic()
+    run = run_cli(path, "--out", tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert time.monotonic() - started < 60
+    rows = final_rows(only_run(tmp_path))
+    hung = rows["tests.fake_impls:HangingLeNet/default/cpu/b1/float32"]
+    assert hung["status"] == "timeout" and "no answer within 3 s" in hung["reason"]
+    assert rows["null/default/cpu/b1/float32"]["status"] == "ok"
+
+
+def test_existing_run_folder_is_never_overwritten(tmp_path):
+    path = write_study(tmp_path)
+    assert run_cli(path, "--out", tmp_path, "--run-id", "r1").returncode == 0
+    before = (tmp_path / "t" / "r1" / "results.jsonl").read_bytes()
+    again = run_cli(path, "--out", tmp_path, "--run-id", "r1")
+    assert again.returncode == 2
+    assert "run folder exists; refusing to overwrite" in again.stderr and "--resume" in again.stderr
+    assert (tmp_path / "t" / "r1" / "results.jsonl").read_bytes() == before
+
+
+@pytest.mark.parametrize("kill_after_rounds", [1, 7, 15])
+def test_sigkill_of_the_runner_loses_no_finished_row_and_resume_completes(tmp_path, kill_after_rounds):
+    path = write_study(tmp_path, calls=400, rounds=10, extra=lab_cell("SleepyLeNet"))
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(path), "--out", str(tmp_path),
+                             "--run-id", "k"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    rows_path = tmp_path / "t" / "k" / "results.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        rows = results.read_rows(rows_path)
+        if sum(r["kind"] == "round" for r in rows) >= kill_after_rounds:
+            break
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)  # the runner and its workers, at once
+    proc.wait()
+    kept = [r for r in results.read_rows(rows_path) if r["kind"] == "round"]
+    assert len(kept) >= kill_after_rounds
+    run = run_cli(path.stem, "--out", tmp_path, "--resume", "--run-id", "k")
+    assert run.returncode == 0, run.stderr
+    rows = results.read_rows(rows_path)
+    rounds = [(r["cell_id"], r["round"]) for r in rows if r["kind"] == "round"]
+    assert len(rounds) == len(set(rounds)) == 20  # nothing redone, nothing missing
+    for r in kept:  # every row finished before the kill is still there, unchanged
+        assert r in rows
+    finals = final_rows(tmp_path / "t" / "k")
+    assert {f["status"] for f in finals.values()} == {"ok"} and len(finals) == 2
+    assert all(len(f["rounds_ns"]) == 10 for f in finals.values())
+
+
+def test_resume_of_a_finished_run_redoes_nothing(tmp_path):
+    path = write_study(tmp_path)
+    assert run_cli(path, "--out", tmp_path, "--run-id", "done").returncode == 0
+    rows_path = tmp_path / "t" / "done" / "results.jsonl"
+    before = rows_path.read_bytes()
+    run = run_cli("t", "--out", tmp_path, "--resume")
+    assert run.returncode == 0 and "1 of 1 cells already finished" in run.stderr
+    assert rows_path.read_bytes() == before

@@ -1,0 +1,80 @@
+import pytest
+
+from harness import study
+from harness.errors import HarnessError
+
+MINIMAL = """
+[measure]
+calls = 10
+rounds = 2
+[[cells]]
+implementation = "numpy"
+"""
+
+
+def test_all_shipped_studies_parse():
+    names = study.available()
+    assert {"smoke", "api_levels", "overhead", "batch_sweep", "precision"} <= set(names)
+    for name in names:
+        assert study.load(name).cells
+
+
+def test_grid_expands_variants_devices_batches_dtypes():
+    s = study.parse("""
+[measure]
+calls = 100
+rounds = 5
+max_images = 1000
+batch_sizes = [1, 512]
+dtypes = ["float32", "float64"]
+[[cells]]
+implementation = "tf"
+variants = "all"
+devices = ["cpu", "gpu"]
+""")
+    assert len(s.cells) == 3 * 2 * 2 * 2
+    calls = {c.batch_size: c.calls for c in s.cells}
+    assert calls == {1: 100, 512: 5}  # ceil(1000/512) = 2, but never fewer than rounds
+    assert s.cells[0].id == "tf/function/cpu/b1/float32" and s.cells[0].group == "tf/cpu"
+
+
+def test_api_levels_has_1000_images_per_cell_and_cold_start():
+    s = study.load("api_levels")
+    assert all(c.calls >= 1000 and c.batch_size == 1 for c in s.cells)
+    assert {c.implementation for c in s.cells} >= {"numpy", "tf", "keras", "cudnn"}
+
+
+def test_overhead_covers_every_variant():
+    s = study.load("overhead")
+    variants = {(c.implementation, c.variant) for c in s.cells}
+    for name in ("keras", "tf", "cudnn"):
+        from harness import registry
+
+        assert {(name, v) for v in registry.REGISTRY[name].variants} <= variants
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[measure]\ncals = 3\n[[cells]]\nimplementation='numpy'", r"unknown key\(s\) \['cals'\]; allowed: \["),
+    ("[[cells]]\nimplementation='pytorch'", r"unknown implementation 'pytorch'; expected one of \["),
+    ("[[cells]]\nimplementation='tf'\nvariants=['jit']", r"variants: unknown value 'jit'; allowed: \['function'"),
+    ("[[cells]]\nimplementation='numpy'\ndevices=['tpu']", r"devices: unknown value 'tpu'; allowed: \['cpu', 'gpu'\]"),
+    ("[[cells]]\nimplementation='numpy'\ndevices=['gpu']", r"numpy does not run on 'gpu'; allowed: \['cpu'\]"),
+    ("[[cells]]\nimplementation='keras'\ndtypes=['float64']", r"dtypes: unknown value 'float64'"),
+    ("[[cells]]\nimplementation='numpy'\nbogus=1", r"unknown key\(s\) \['bogus'\]"),
+    ("[study]\nname='x'\n", r"expected at least one \[\[cells\]\] table"),
+    ("[measure]\ncalls = 2\nrounds = 5\n[[cells]]\nimplementation='numpy'", "calls >= rounds"),
+    ("[[cells]\nimplementation='numpy'", "TOML syntax error"),
+])
+def test_bad_study_files_name_the_problem(text, message):
+    with pytest.raises(HarnessError, match=message):
+        study.parse(text, "bad.toml")
+
+
+def test_chunks_split_calls_over_rounds():
+    assert study.chunk_sizes(10, 3) == [4, 3, 3]
+    assert sum(study.chunk_sizes(1000, 10)) == 1000
+
+
+def test_minimal_study_defaults():
+    s = study.parse(MINIMAL, "x/minimal.toml")
+    assert s.name == "minimal" and s.measure["warmup"] == 20 and len(s.cells) == 1
