@@ -48,8 +48,10 @@ class WorkerProcess:
         self.buffer = b""
 
     def request(self, message: dict, timeout: float) -> dict:
-        if not self.alive():
+        if self.proc is None:
             self.start()
+        elif self.proc.poll() is not None:
+            self._died("while idle")  # the next request on its cells starts a fresh one
         try:
             self.proc.stdin.write((json.dumps(message) + "\n").encode())
             self.proc.stdin.flush()

@@ -100,7 +100,7 @@ def test_worker_killed_from_outside_mid_run(tmp_path):
     assert proc.returncode == 0
     rows = final_rows(only_run(tmp_path))
     killed = rows["tests.fake_impls:SleepyLeNet/default/cpu/b1/float32"]
-    assert killed["status"] == "crashed" and "SIGKILL" in killed["reason"]
+    assert killed["status"] == "crashed" and "SIGKILL" in killed["reason"], killed["reason"]
     assert 1 <= len(killed["rounds_ns"]) < 10
     null = rows["null/default/cpu/b1/float32"]
     assert null["status"] == "ok" and len(null["rounds_ns"]) == 10
