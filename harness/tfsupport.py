@@ -18,6 +18,9 @@ def configure(device: str) -> str:
                 setter(int(os.environ[name]))
             except RuntimeError:
                 pass  # TF already initialised in this process: its pools are fixed
+    # float32 means float32: no TF32 tensor-core matmuls/convolutions (on by default on Ampere+),
+    # the same rule as the cuDNN level, so every level agrees with the reference to 1e-5.
+    tf.config.experimental.enable_tensor_float_32_execution(False)
     if device != "gpu":
         return "/CPU:0"
     if not tf.config.list_physical_devices("GPU"):
