@@ -98,7 +98,8 @@ class CudnnLeNet(LeNet):
                                             self.beta, y_desc.ptr, y)
 
     def forward(self, d, buf, algos, ws, ws_size):
-        """Device pointers in `buf`; everything enqueued on the handle's stream."""
+        """Device pointers in `buf`; everything enqueued on one stream, cuDNN's and cuBLAS'."""
+        self.cp.cuda.cublas.setStream(self.blas, self.stream.ptr)  # CuPy shares this handle
         self.conv_bias_relu(d, d.x, buf["x"], d.w1, d.conv1, "conv1", d.c1, buf["c1"],
                             algos[0], ws, ws_size)
         self.pool(d, d.c1, buf["c1"], d.p1, buf["p1"])
