@@ -75,6 +75,74 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_loc(args) -> int:
+    from harness import loc
+
+    rows = loc.count()
+    path = loc.write_csv(rows, args.out)
+    for package, code in loc.totals(rows).items():
+        print(f"{package:<16} {code:>5} code lines")
+    print(f"wrote {path}")
+    return 0
+
+
+def load_results(args):
+    from harness import loc, reportdata
+
+    if not Path(args.results).is_dir():
+        raise HarnessError(f"{args.results}: no results folder (run make run-all, or --results DIR)")
+    runs, frame = reportdata.load(args.results)
+    loc_rows = loc.read_csv() if loc.CSV_PATH.is_file() else loc.count()
+    return runs, frame, loc_rows
+
+
+def cmd_figures(args) -> int:
+    from harness import figures
+
+    runs, frame, loc_rows = load_results(args)
+    for path in figures.draw_all(runs, frame, loc_rows, args.out,
+                                 report=lambda line: print(line, file=sys.stderr)):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from harness import report, reportdata
+
+    runs, frame, loc_rows = load_results(args)
+    text = report.build(runs, frame, loc_rows, reportdata.verify_records(args.results))
+    print(f"wrote {report.write(text, args.out)}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    """Median of each cell in run B over run A: how repeatable a study is."""
+    from harness import reportdata
+
+    frames = []
+    for run_dir in (args.run_a, args.run_b):
+        runs = [r for r in reportdata.load_runs(Path(run_dir).parent.parent)
+                if r["dir"].resolve() == Path(run_dir).resolve()]
+        if not runs:
+            raise HarnessError(f"{run_dir}: not a run folder (expected <out>/<study>/<run-id>/results.jsonl)")
+        frames.append(reportdata.cells_frame(runs).set_index("cell_id"))
+    a, b = frames
+    print(f"{'cell':<40} {'median A':>10} {'median B':>10} {'B / A':>7}  flags")
+    worst = 0.0
+    for cell in a.index.intersection(b.index):
+        ra, rb = a.loc[cell], b.loc[cell]
+        if ra["status"] != "ok" or rb["status"] != "ok":
+            continue
+        r = rb["median_ms"] / ra["median_ms"]
+        noisy = bool(ra["noisy"] or rb["noisy"])
+        if not noisy:
+            worst = max(worst, abs(r - 1))
+        print(f"{cell:<40} {ra['median_ms']:>9.4f}m {rb['median_ms']:>9.4f}m {r:>7.3f}  "
+              f"{'noisy' if noisy else ''}")
+    print(f"largest change among cells not flagged noisy: {100 * worst:.1f}%")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None,
@@ -102,6 +170,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", default=None, help="name of the run folder")
     p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
     p.set_defaults(func=cmd_run)
+
+    from harness import loc, report
+    from harness.figures import FIGURES_DIR
+
+    p = sub.add_parser("loc", help="count code lines per implementation package (pygount)")
+    p.add_argument("--out", type=Path, default=loc.CSV_PATH)
+    p.set_defaults(func=cmd_loc)
+    p = sub.add_parser("figures", help="draw the figures from the result files")
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    p.add_argument("--out", type=Path, default=FIGURES_DIR)
+    p.set_defaults(func=cmd_figures)
+    p = sub.add_parser("report", help="write REPORT.md from the result files")
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    p.add_argument("--out", type=Path, default=report.REPORT_PATH)
+    p.set_defaults(func=cmd_report)
+    p = sub.add_parser("compare", help="compare the medians of two runs of one study")
+    p.add_argument("run_a", type=Path)
+    p.add_argument("run_b", type=Path)
+    p.set_defaults(func=cmd_compare)
     return parser
 
 

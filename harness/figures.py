@@ -1,0 +1,295 @@
+"""The report's figures (PNG, 200 dpi), pure functions of the result files and loc.csv.
+
+Colour-blind-safe (Okabe-Ito), every axis labelled with units, a caption line naming the
+environment under each figure. `python -m harness figures` (make figures) draws them all.
+"""
+
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from harness import ROOT  # noqa: E402
+
+FIGURES_DIR = ROOT / "reports" / "figures"
+OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
+LEVEL_ORDER = ["numpy", "tensorflow-ops", "keras", "cudnn"]
+LEVEL_OF = {"numpy": "numpy", "tf": "tensorflow-ops", "keras": "keras", "cudnn": "cudnn"}
+DPI = 200
+
+
+def caption(runs, study=None) -> str:
+    """One line per machine: its hardware, threads, key library versions, run ids."""
+    lines = []
+    for run in runs:
+        if study and run["study"] != study:
+            continue
+        env = run["env"]
+        pk = env.get("packages", {})
+        tf = pk.get("tensorflow") or pk.get("tensorflow-cpu") or "-"
+        threads = (env.get("threads") or {}).get("OPENBLAS_NUM_THREADS") or "?"
+        gpu = ", ".join(f"{g['name']} (driver {g['driver']})" for g in env.get("gpus") or []) or "no GPU"
+        cudnn = (env.get("cudnn") or {}).get("version", "-")
+        lines.append(f"{run['machine']} | {gpu} | threads={threads} | TF {tf}, Keras "
+                     f"{pk.get('keras', '-')}, NumPy {pk.get('numpy', '-')}, cuDNN {cudnn} | "
+                     f"run {run['study']}/{run['run_id']}")
+    return "\n".join(textwrap.shorten(line, 170) for line in lines) or "no runs"
+
+
+def finish(fig, runs, study, path: Path, caption_text=None) -> Path:
+    text = caption_text or caption(runs, study)
+    fig.text(0.01, 0.005, text, fontsize=6, color="#444444", va="bottom", ha="left")
+    fig.tight_layout(rect=(0, 0.03 + 0.018 * text.count("\n"), 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def ok_cells(frame, study):
+    if frame.empty:
+        return frame
+    return frame[(frame["study"] == study) & (frame["status"] == "ok")]
+
+
+def fmt_ms(ms: float) -> str:
+    if ms >= 1000:
+        return f"{ms / 1000:.2g} s"
+    if ms >= 1:
+        return f"{ms:.3g} ms"
+    return f"{ms * 1000:.3g} µs"
+
+
+def fig_loc(loc_rows, out: Path, runs) -> Path:
+    parts = ["forward", "weight layout", "ffi binding"]
+    levels = [r for r in LEVEL_ORDER if any(row["api_level"] == r for row in loc_rows)]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    bottom = np.zeros(len(levels))
+    for i, part in enumerate(parts):
+        values = np.array([sum(r["code"] for r in loc_rows if r["api_level"] == lvl and r["part"] == part)
+                           for lvl in levels], dtype=float)
+        ax.bar(levels, values, bottom=bottom, color=OKABE_ITO[i], label=part)
+        bottom += values
+    for x, total in enumerate(bottom):
+        ax.text(x, total, f"{int(total)}", ha="center", va="bottom", fontsize=9)
+    shared = sum(r["code"] for r in loc_rows if r["api_level"] == "shared")
+    ax.bar(len(levels), shared, color="white", edgecolor="#777777", hatch="..",
+           label="shared loaders (every level uses them)")
+    ax.text(len(levels), shared, f"{shared}", ha="center", va="bottom", fontsize=9)
+    ax.set_xticks(range(len(levels) + 1), levels + ["shared loaders\n(MNIST, HDF5)"])
+    ax.set_ylabel("code lines (pygount)")
+    ax.set_xlabel("API level (implementation package); blanks, comments and docstrings not counted")
+    ax.set_title("Fig. 1  Lines of code per API level")
+    ax.legend(frameon=False)
+    return finish(fig, runs, None, out, "lines counted by pygount from this checkout (reports/loc.csv)")
+
+
+def fig_latency(frame, runs, out: Path) -> Path | None:
+    cells = ok_cells(frame, "api_levels")
+    cells = cells[(cells["implementation"] != "null") & (cells["batch_size"] == 1)]
+    if cells.empty:
+        return None
+    series = sorted({(m, d) for m, d in zip(cells["machine"], cells["device"], strict=True)},
+                    key=lambda s: (s[1], s[0]))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    width = 0.8 / len(series)
+    for i, (machine, device) in enumerate(series):
+        xs, ys, lo, hi = [], [], [], []
+        for x, level in enumerate(LEVEL_ORDER):
+            row = cells[(cells["machine"] == machine) & (cells["device"] == device)
+                        & (cells["implementation"].map(LEVEL_OF) == level)]
+            if row.empty:
+                continue
+            r = row.iloc[0]
+            xs.append(x + (i - (len(series) - 1) / 2) * width)
+            ys.append(r["median_ms"])
+            lo.append(r["median_ms"] - r["ci_low_ms"])
+            hi.append(r["ci_high_ms"] - r["median_ms"])
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, color=OKABE_ITO[i],
+               label=f"{device.upper()}: {machine}")
+        for x, y in zip(xs, ys, strict=True):
+            ax.text(x, y * 1.08, fmt_ms(y), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(LEVEL_ORDER)), LEVEL_ORDER)
+    ax.set_yscale("log")
+    measured = set(cells["implementation"].map(LEVEL_OF))
+    for x, level in enumerate(LEVEL_ORDER):
+        if level not in measured:
+            ax.text(x, ax.get_ylim()[0] * 1.5, "not measured\n(see REPORT.md:\nskipped cells)",
+                    ha="center", va="bottom", fontsize=7, color="#555555")
+    ax.set_ylabel("per-image inference time, median (ms, log scale)")
+    ax.set_xlabel("API level (default variant; cudnn: tuned)")
+    ax.set_title("Fig. 2  Per-image latency per API level (bars: median; whiskers: 95% CI)")
+    ax.legend(frameon=False, fontsize=8)
+    return finish(fig, runs, "api_levels", out)
+
+
+def fig_histograms(frame, runs, out: Path) -> Path | None:
+    cells = ok_cells(frame, "api_levels")
+    cells = cells[cells["implementation"] != "null"]
+    if cells.empty:
+        return None
+    n = len(cells)
+    cols = min(3, n)
+    rows = int(np.ceil(n / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), squeeze=False)
+    for ax, (_, r) in zip(axes.flat, cells.iterrows(), strict=False):
+        t = np.asarray(r["times_ms"])
+        bins = np.geomspace(max(t.min(), 1e-6), t.max() * 1.0001, 40)
+        ax.hist(t, bins=bins, color=OKABE_ITO[0] if r["device"] == "cpu" else OKABE_ITO[1])
+        ax.axvline(r["median_ms"], color="black", linewidth=1, label=f"median {fmt_ms(r['median_ms'])}")
+        ax.axvline(r["p99_ms"], color="#777777", linestyle="--", linewidth=1,
+                   label=f"p99 {fmt_ms(r['p99_ms'])}")
+        ax.set_xscale("log")
+        ax.set_title(f"{r['label']} on {r['device'].upper()}" + ("  [noisy]" if r["noisy"] else ""),
+                     fontsize=9)
+        ax.set_xlabel("per-image time (ms, log scale)")
+        ax.set_ylabel("calls")
+        ax.legend(frameon=False, fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    fig.suptitle("Fig. 3  Distribution of per-image latency (every timed call)")
+    return finish(fig, runs, "api_levels", out)
+
+
+def fig_cold_start(frame, runs, out: Path) -> Path | None:
+    cells = ok_cells(frame, "api_levels")
+    cells = cells[(cells["implementation"] != "null") & cells["cold_start_ms"].notna()]
+    if cells.empty:
+        return None
+    labels = [f"{r['label']}\n{r['device'].upper()}" for _, r in cells.iterrows()]
+    x = np.arange(len(cells))
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(cells)), 4.5))
+    ax.bar(x - 0.2, cells["cold_start_ms"], 0.4, color=OKABE_ITO[3], label="first call (cold start)")
+    ax.bar(x + 0.2, cells["median_ms"], 0.4, color=OKABE_ITO[0], label="steady state (median)")
+    for xi, (cold, warm) in enumerate(zip(cells["cold_start_ms"], cells["median_ms"], strict=True)):
+        ax.text(xi - 0.2, cold * 1.08, fmt_ms(cold), ha="center", fontsize=7)
+        ax.text(xi + 0.2, warm * 1.08, fmt_ms(warm), ha="center", fontsize=7)
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("time of one call (ms, log scale)")
+    ax.set_xlabel("implementation / variant, device")
+    ax.set_title("Fig. 4  Cold start (tracing, compilation, lazy set-up) against steady state")
+    ax.legend(frameon=False, fontsize=8)
+    return finish(fig, runs, "api_levels", out)
+
+
+def overhead_split(cells):
+    """Per cell: (compute or device part, host-overhead part, how the split was made)."""
+    out = []
+    for device in ("cpu", "gpu"):
+        part = cells[cells["device"] == device]
+        real = part[part["implementation"] != "null"]
+        if real.empty:
+            continue
+        floor = real["median_ms"].min()
+        floor_label = real.loc[real["median_ms"].idxmin(), "label"]
+        for _, r in real.sort_values("median_ms").iterrows():
+            if device == "gpu" and not np.isnan(r["device_median_ms"]):
+                base, how = r["device_median_ms"], "device time (CUDA events)"
+            elif device == "gpu":
+                base, how = np.nan, "no device timer"
+            else:
+                base, how = floor, f"CPU compute floor = fastest ({floor_label})"
+            out.append((r, base, how))
+    return out
+
+
+def fig_overhead(frame, runs, out: Path) -> Path | None:
+    cells = ok_cells(frame, "overhead")
+    cells = cells[cells["batch_size"] == 1] if not cells.empty else cells
+    if cells.empty:
+        return None
+    split = overhead_split(cells)
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(split) + 1.8))
+    labels = []
+    for y, (r, base, how) in enumerate(split):
+        labels.append(f"{r['label']} ({r['device'].upper()})")
+        total = r["median_ms"]
+        if np.isnan(base):
+            ax.barh(y, total, color="white", edgecolor=OKABE_ITO[7], hatch="//")
+        else:
+            ax.barh(y, base, color=OKABE_ITO[2])
+            ax.barh(y, max(total - base, 0), left=base, color=OKABE_ITO[3])
+        ax.text(total * 1.05, y, f"{fmt_ms(total)}", va="center", fontsize=7)
+    ax.set_yticks(range(len(split)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("per-image time, median (ms, log scale)")
+    ax.set_title("Fig. 5  Where a call's time goes: compute or device time vs host overhead")
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color=OKABE_ITO[2], label="GPU: device time; CPU: compute floor "
+                             "(fastest implementation of the same math)"),
+                       Patch(color=OKABE_ITO[3], label="host overhead (the rest)"),
+                       Patch(facecolor="white", edgecolor="black", hatch="//",
+                             label="GPU, not split (no device timer)")],
+              frameon=False, fontsize=7, loc="lower right")
+    return finish(fig, runs, "overhead", out)
+
+
+def fig_throughput(frame, runs, out: Path) -> Path | None:
+    cells = ok_cells(frame, "batch_sweep")
+    if cells.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    markers = "osD^vP*X"
+    for i, ((label, device, machine), part) in enumerate(cells.groupby(["label", "device", "machine"])):
+        part = part.sort_values("batch_size")
+        ax.plot(part["batch_size"], part["images_per_s"], marker=markers[i % len(markers)],
+                color=OKABE_ITO[i % len(OKABE_ITO)], label=f"{label} ({device.upper()})")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size (images per call, log scale)")
+    ax.set_ylabel("throughput (images/s, log scale)")
+    ax.set_title("Fig. 6  Throughput against batch size")
+    ax.legend(frameon=False, fontsize=8)
+    return finish(fig, runs, "batch_sweep", out)
+
+
+def fig_precision(frame, runs, out: Path) -> Path | None:
+    cells = ok_cells(frame, "precision")
+    if cells.empty:
+        return None
+    groups = sorted({(r["label"], r["device"]) for _, r in cells.iterrows()})
+    x = np.arange(len(groups))
+    fig, ax = plt.subplots(figsize=(max(6, 1.5 * len(groups)), 4.5))
+    for i, dtype in enumerate(("float32", "float64")):
+        ys = []
+        for label, device in groups:
+            row = cells[(cells["label"] == label) & (cells["device"] == device) & (cells["dtype"] == dtype)]
+            ys.append(row["median_ms"].iloc[0] if not row.empty else np.nan)
+        ax.bar(x + (i - 0.5) * 0.4, ys, 0.4, color=OKABE_ITO[i], label=dtype)
+        for xi, y in zip(x, ys, strict=True):
+            if not np.isnan(y):
+                ax.text(xi + (i - 0.5) * 0.4, y * 1.02, fmt_ms(y), ha="center", fontsize=7)
+    ax.set_xticks(x, [f"{label}\n{device.upper()}" for label, device in groups], fontsize=8)
+    ax.set_ylabel("per-image time, median (ms)")
+    ax.set_xlabel("implementation / variant, device")
+    ax.set_title("Fig. 7  float32 against float64")
+    ax.legend(frameon=False)
+    return finish(fig, runs, "precision", out)
+
+
+FIGURES = {
+    "fig2_latency.png": fig_latency,
+    "fig3_histograms.png": fig_histograms,
+    "fig4_cold_start.png": fig_cold_start,
+    "fig5_overhead.png": fig_overhead,
+    "fig6_throughput.png": fig_throughput,
+    "fig7_precision.png": fig_precision,
+}
+
+
+def draw_all(runs, frame, loc_rows, out_dir: Path = FIGURES_DIR, report=print) -> list[Path]:
+    drawn = [fig_loc(loc_rows, out_dir / "fig1_loc.png", runs)]
+    for name, draw in FIGURES.items():
+        path = draw(frame, runs, out_dir / name)
+        if path is None:
+            report(f"  {name}: no results for its study yet (make run-all)")
+        else:
+            drawn.append(path)
+    return drawn

@@ -1,0 +1,68 @@
+"""Lines of code per API level, counted by pygount as code lines (no blanks, no comments, no
+docstrings), the same numbers `pygount --format=summary PACKAGE` prints.
+
+Each implementation package is split by file into the parts a reader wants apart:
+  forward        building the network and predict
+  weight layout  converting the shared weights into the level's layout (layout.py)
+  ffi binding    declaring a C API to Python (binding.py): a cost of driving cuDNN from
+                 Python that a C++ program gets from #include <cudnn.h>
+and the loaders every level shares (MNIST, the HDF5 weights file) are one row of their own.
+"""
+
+import csv
+from pathlib import Path
+
+from harness import ROOT, registry
+
+PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding"}
+SHARED = ("harness/mnist.py", "harness/weights.py")
+CSV_PATH = ROOT / "reports" / "loc.csv"
+FIELDS = ["package", "api_level", "part", "files", "code", "comment"]
+
+
+def analyze(path: Path, group: str):
+    import pygount
+
+    return pygount.SourceAnalysis.from_file(str(path), group)
+
+
+def count(root: Path = ROOT) -> list[dict]:
+    rows = []
+    targets = [(spec.package, spec.api_level, sorted((root / spec.package).glob("*.py")))
+               for spec in registry.REGISTRY.values() if spec.package]
+    targets.append(("shared loaders", "shared", [root / p for p in SHARED]))
+    for package, level, files in targets:
+        parts = {}
+        for path in files:
+            analysis = analyze(path, package)
+            part = "shared" if level == "shared" else PARTS.get(path.name, "forward")
+            row = parts.setdefault(part, {"package": package, "api_level": level, "part": part,
+                                          "files": 0, "code": 0, "comment": 0})
+            row["files"] += 1
+            row["code"] += analysis.code_count
+            row["comment"] += analysis.documentation_count
+        rows += sorted(parts.values(), key=lambda r: r["part"])
+    return rows
+
+
+def totals(rows: list[dict]) -> dict[str, int]:
+    """Code lines per package, all parts."""
+    out = {}
+    for row in rows:
+        out[row["package"]] = out.get(row["package"], 0) + row["code"]
+    return out
+
+
+def write_csv(rows: list[dict], path: Path = CSV_PATH) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def read_csv(path: Path = CSV_PATH) -> list[dict]:
+    with open(path, newline="") as f:
+        return [{**row, "files": int(row["files"]), "code": int(row["code"]),
+                 "comment": int(row["comment"])} for row in csv.DictReader(f)]

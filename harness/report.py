@@ -1,0 +1,207 @@
+"""reports/REPORT.md, generated from the result files alone (and loc.csv): every number in it
+is read from a results row; nothing is typed by hand. `python -m harness report`."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from harness import ROOT, stats
+from harness.figures import caption, fmt_ms, overhead_split
+
+REPORT_PATH = ROOT / "reports" / "REPORT.md"
+
+
+def table(headers, rows) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def ms(value) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt_ms(value)
+
+
+def find(frame, study, label, device="cpu", batch=1, dtype="float32", machine=None):
+    if frame.empty:
+        return None
+    rows = frame[(frame["study"] == study) & (frame["label"] == label) & (frame["device"] == device)
+                 & (frame["batch_size"] == batch) & (frame["dtype"] == dtype) & (frame["status"] == "ok")]
+    if machine is not None:
+        rows = rows[rows["machine"] == machine]
+    return None if rows.empty else rows.iloc[0]
+
+
+def ratio(a, b) -> float | None:
+    """a's time over b's, taken within rounds (both from the same run)."""
+    if a is None or b is None or a["run_id"] != b["run_id"]:
+        return None
+    r = stats.round_ratio(a["rounds_ns"], b["rounds_ns"])
+    return r["ratio"] if r else None
+
+
+def findings(frame, loc_rows) -> list[str]:
+    out = []
+    if frame.empty:
+        return ["No results yet: run `make run-all`."]
+    for machine in sorted(frame["machine"].unique()):
+        predict = find(frame, "overhead", "keras/predict", machine=machine)
+        call = find(frame, "overhead", "keras/call", machine=machine)
+        function = find(frame, "overhead", "keras/function", machine=machine)
+        numpy_ref = find(frame, "overhead", "numpy/default", machine=machine)
+        if predict is not None and call is not None:
+            cells = frame[(frame["study"] == "overhead") & (frame["machine"] == machine)
+                          & (frame["status"] == "ok") & (frame["batch_size"] == 1)]
+            split = {r["cell_id"]: (base, how) for r, base, how in overhead_split(cells)}
+            base, how = split.get(predict["cell_id"], (np.nan, ""))
+            host = 100 * (1 - base / predict["median_ms"]) if not np.isnan(base) else None
+            out.append(
+                f"**Keras `model.predict` is {ratio(predict, call):.1f}x slower per image than "
+                f"`model(x)`** on {machine} (CPU): {ms(predict['median_ms'])} against "
+                f"{ms(call['median_ms'])} (medians; ratio taken within rounds)"
+                + (f"; {host:.1f}% of its time is host overhead above the {how}"
+                   f" ({ms(base)})." if host is not None else "."))
+            if function is not None:
+                out.append(f"Wrapping the same `model(x)` in `tf.function` brings Keras to "
+                           f"{ms(function['median_ms'])} per image, {ratio(predict, function):.0f}x "
+                           f"faster than `model.predict`, with the same weights and answers.")
+            if numpy_ref is not None:
+                out.append(f"The NumPy reference (im2col + BLAS, no framework) takes "
+                           f"{ms(numpy_ref['median_ms'])} per image on {machine}: "
+                           f"`model.predict` is {ratio(predict, numpy_ref):.0f}x slower than it.")
+        eager, tf_function = (find(frame, "overhead", "tf/eager", machine=machine),
+                              find(frame, "overhead", "tf/function", machine=machine))
+        if eager is not None and tf_function is not None:
+            out.append(f"TensorFlow ops: eager {ms(eager['median_ms'])} against tf.function "
+                       f"{ms(tf_function['median_ms'])} per image ({ratio(eager, tf_function):.1f}x).")
+        cold = find(frame, "api_levels", "keras/predict", machine=machine)
+        if cold is not None and not math.isnan(cold["cold_start_ms"]):
+            out.append(f"Cold start: the first `model.predict` call takes {ms(cold['cold_start_ms'])}, "
+                       f"{cold['cold_start_ms'] / cold['median_ms']:.1f}x a steady-state call.")
+        tuned = find(frame, "overhead", "cudnn/tuned", device="gpu", machine=machine)
+        naive = find(frame, "overhead", "cudnn/naive", device="gpu", machine=machine)
+        if tuned is not None and naive is not None:
+            dev = tuned["device_median_ms"]
+            out.append(f"cuDNN on {machine}: tuned {ms(tuned['median_ms'])} against naive "
+                       f"{ms(naive['median_ms'])} per image ({ratio(naive, tuned):.1f}x); the GPU "
+                       f"itself works {ms(dev)} of the tuned call "
+                       f"({100 * dev / tuned['median_ms']:.0f}%).")
+    totals = {}
+    for row in loc_rows:
+        totals[row["api_level"]] = totals.get(row["api_level"], 0) + row["code"]
+    if "keras" in totals and "cudnn" in totals:
+        out.append(f"Code: the cuDNN level takes {totals['cudnn']} lines, Keras {totals['keras']} "
+                   f"({totals['cudnn'] / totals['keras']:.0f}x), TensorFlow ops "
+                   f"{totals.get('tensorflow-ops', '-')}, NumPy {totals.get('numpy', '-')} "
+                   f"(pygount code lines; the shared loaders, {totals.get('shared', '-')} lines, apart).")
+    return out
+
+
+def latency_table(frame, study, with_device=False) -> str:
+    cells = frame[(frame["study"] == study) & (frame["status"] == "ok")] if not frame.empty else frame
+    if cells.empty:
+        return f"_No results for study `{study}` yet._"
+    rows = []
+    for _, r in cells.iterrows():
+        base = find(frame, study, "numpy/default", machine=r["machine"], batch=r["batch_size"],
+                    dtype=r["dtype"])
+        rel = ratio(r, base) if base is not None and r["label"] != "numpy/default" else None
+        flags = " ".join(f for f, on in (("noisy", r["noisy"]), ("contended", r["contended"])) if on)
+        row = [r["label"], r["device"], r["batch_size"], r["dtype"], ms(r["median_ms"]),
+               f"{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}", ms(r["p90_ms"]), ms(r["p99_ms"]),
+               ms(r["min_ms"]), r["n"], f"{rel:.2f}" if rel else "-", flags or "-", r["machine"]]
+        if with_device:
+            row.insert(5, ms(r["device_median_ms"]))
+        rows.append(row)
+    headers = ["implementation/variant", "device", "batch", "dtype", "median", "95% CI of median",
+               "p90", "p99", "min", "calls", "x numpy (within rounds)", "flags", "machine"]
+    if with_device:
+        headers.insert(5, "device time (median)")
+    return table(headers, rows)
+
+
+def build(runs, frame, loc_rows, verify_rows=()) -> str:
+    parts = ["# lenet-levels: what each API level costs and saves",
+             "",
+             "_Generated by `make report` from the result files in `reports/results/` and "
+             "`reports/loc.csv`. Do not edit: every number below is read from a results row._",
+             "", "## Findings", ""]
+    parts += [f"- {line}" for line in findings(frame, loc_rows)]
+    parts += ["", "## Environment of each run", ""]
+    env_rows = []
+    for run in runs:
+        env = run["env"]
+        pk = env.get("packages", {})
+        gpus = env.get("gpus") or []
+        env_rows.append([run["study"], run["run_id"], env.get("hostname", "-"), env.get("cpu", "-"),
+                         env.get("cpus_usable", "-"),
+                         ", ".join(g["name"] for g in gpus) or "none",
+                         gpus[0]["driver"] if gpus else "-", env.get("cuda_driver_version") or "-",
+                         (env.get("cudnn") or {}).get("version", "-"), env.get("python", "-"),
+                         pk.get("tensorflow") or pk.get("tensorflow-cpu") or "-", pk.get("keras", "-"),
+                         pk.get("numpy", "-"), (env.get("threads") or {}).get("OPENBLAS_NUM_THREADS", "-"),
+                         env.get("loadavg") or "-"])
+    parts.append(table(["study", "run", "host", "CPU", "cores", "GPU", "driver", "CUDA", "cuDNN",
+                        "Python", "TF", "Keras", "NumPy", "threads", "load avg"], env_rows)
+                 if env_rows else "_No runs yet._")
+
+    parts += ["", "## Fig. 1: lines of code per API level", "", "![](figures/fig1_loc.png)", "",
+              table(["package", "API level", "part", "files", "code lines", "comment lines"],
+                    [[r["package"], r["api_level"], r["part"], r["files"], r["code"], r["comment"]]
+                     for r in loc_rows])]
+    parts += ["", "## Fig. 2: per-image latency per API level (study `api_levels`)", "",
+              "![](figures/fig2_latency.png)", "", "![](figures/fig3_histograms.png)", "",
+              latency_table(frame, "api_levels")]
+    cold = frame[(frame["study"] == "api_levels") & (frame["status"] == "ok")] if not frame.empty else frame
+    parts += ["", "## Fig. 4: cold start against steady state", "", "![](figures/fig4_cold_start.png)", ""]
+    parts.append(table(["implementation/variant", "device", "framework import", "first call",
+                        "steady-state median", "first / steady", "machine"],
+                       [[r["label"], r["device"], f"{r['import_s']:.2f} s", ms(r["cold_start_ms"]),
+                         ms(r["median_ms"]), f"{r['cold_start_ms'] / r['median_ms']:.1f}",
+                         r["machine"]] for _, r in cold.iterrows()]) if not cold.empty else "_None._")
+    parts += ["", "## Fig. 5: where the time goes (study `overhead`)", "",
+              "![](figures/fig5_overhead.png)", "",
+              "On the GPU, device time is measured with CUDA events around the work of a call; on "
+              "the CPU there is no device, so the compute floor is estimated as the fastest "
+              "measured implementation of the same arithmetic, and the rest of a call is host "
+              "overhead.", "", latency_table(frame, "overhead", with_device=True)]
+    parts += ["", "## Fig. 6: throughput against batch size (study `batch_sweep`)", "",
+              "![](figures/fig6_throughput.png)", ""]
+    sweep = frame[(frame["study"] == "batch_sweep") & (frame["status"] == "ok")] if not frame.empty else frame
+    parts.append(table(["implementation/variant", "device", "batch", "median per call",
+                        "images/s", "machine"],
+                       [[r["label"], r["device"], r["batch_size"], ms(r["median_ms"]),
+                         f"{r['images_per_s']:,.0f}", r["machine"]] for _, r in sweep.iterrows()])
+                 if not sweep.empty else "_No results for study `batch_sweep` yet._")
+    parts += ["", "## Fig. 7: float32 against float64 (study `precision`)", "",
+              "![](figures/fig7_precision.png)", "", latency_table(frame, "precision")]
+    if verify_rows:
+        parts += ["", "## Agreement with the NumPy reference (verify)", "",
+                  table(["file", "implementation/variant", "device", "status", "accuracy",
+                         "argmax agreement", "max abs diff"],
+                        [[v["file"], f"{v['implementation']}/{v['variant']}", v["device"], v["status"],
+                          f"{v['accuracy']:.4f}" if "accuracy" in v else "-",
+                          f"{v['agree']}/{v['images']}" if "agree" in v else "-",
+                          f"{v['max_abs_diff']:.1e}" if "max_abs_diff" in v else v.get("reason", "-")]
+                         for v in verify_rows])]
+    parts += ["", "## Cells not measured, and why", ""]
+    missing = frame[frame["status"] != "ok"] if not frame.empty else frame
+    parts.append(table(["study", "cell", "status", "reason", "machine"],
+                       [[r["study"], r["cell_id"], r["status"], r["reason"], r["machine"]]
+                        for _, r in missing.iterrows()]) if not missing.empty else "_None._")
+    parts += ["", "## Noisy cells", "",
+              f"A cell is flagged noisy when the IQR of its per-call times exceeds "
+              f"{stats.NOISY_IQR_OVER_MEDIAN:.0%} of the median; read its median with care.", ""]
+    noisy = frame[frame["noisy"]] if not frame.empty else frame
+    parts.append(table(["study", "cell", "median", "IQR", "IQR / median", "machine"],
+                       [[r["study"], r["cell_id"], ms(r["median_ms"]), ms(r["iqr_ms"]),
+                         f"{r['iqr_ms'] / r['median_ms']:.2f}", r["machine"]]
+                        for _, r in noisy.iterrows()]) if not noisy.empty else "_None._")
+    parts += ["", "## Runs behind this report", "", "```", caption(runs), "```", ""]
+    return "\n".join(parts)
+
+
+def write(text: str, path: Path = REPORT_PATH) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path

@@ -1,0 +1,96 @@
+"""Result files -> tables for the figures and the report. Pure functions of the files in
+reports/results/ (no framework imported): the same files always give the same report.
+
+Runs of one study from several machines are combined; each machine is labelled by its
+environment (host, CPU or GPU). For a study on a machine, the newest run is used.
+"""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from harness import DEFAULT_RESULTS, results
+
+
+def machine_label(env: dict) -> str:
+    gpus = env.get("gpus") or []
+    hw = gpus[0]["name"] if gpus else f"{env.get('cpu', '?')} ({env.get('cpus_usable', '?')} cores)"
+    return f"{env.get('hostname', '?')}: {hw}"
+
+
+def load_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
+    """Every run folder: its study, id, environment and rows."""
+    runs = []
+    for rows_path in sorted(Path(root).glob("*/*/" + results.ROWS)):
+        run_dir = rows_path.parent
+        env_path = run_dir / "env.json"
+        env = json.loads(env_path.read_text()) if env_path.is_file() else {}
+        rows = results.read_rows(rows_path)
+        runs.append({"study": run_dir.parent.name, "run_id": run_dir.name, "dir": run_dir,
+                     "env": env, "machine": machine_label(env), "rows": rows,
+                     "started": min((r["time"] for r in rows), default=0.0)})
+    return runs
+
+
+def latest_runs(runs: list[dict]) -> list[dict]:
+    """The newest run of each study on each machine."""
+    best = {}
+    for run in runs:
+        key = (run["study"], run["machine"])
+        if key not in best or run["started"] > best[key]["started"]:
+            best[key] = run
+    return sorted(best.values(), key=lambda r: (r["study"], r["machine"]))
+
+
+def cells_frame(runs: list[dict]) -> pd.DataFrame:
+    """One row per final cell row, flattened: spec, status, statistics (ms), setup times."""
+    records = []
+    for run in runs:
+        for row in run["rows"]:
+            if row.get("kind") != "cell":
+                continue
+            spec, st, dev, setup = row["cell"], row.get("stats") or {}, row.get("device_stats") or {}, \
+                row.get("setup") or {}
+            times = [t for rnd in row.get("rounds_ns", []) for t in rnd]
+            records.append({
+                "study": run["study"], "run_id": run["run_id"], "machine": run["machine"],
+                "cell_id": row["cell_id"], **spec, "status": row["status"],
+                "reason": row.get("reason") or "",
+                "n": st.get("n", 0),
+                "median_ms": st.get("median_ns", float("nan")) / 1e6,
+                "ci_low_ms": st.get("ci95_low_ns", float("nan")) / 1e6,
+                "ci_high_ms": st.get("ci95_high_ns", float("nan")) / 1e6,
+                "p90_ms": st.get("p90_ns", float("nan")) / 1e6,
+                "p99_ms": st.get("p99_ns", float("nan")) / 1e6,
+                "mean_ms": st.get("mean_ns", float("nan")) / 1e6,
+                "min_ms": st.get("min_ns", float("nan")) / 1e6,
+                "iqr_ms": st.get("iqr_ns", float("nan")) / 1e6,
+                "noisy": bool(st.get("noisy", False)),
+                "contended": bool(row.get("contended", False)),
+                "device_median_ms": dev.get("median_ns", float("nan")) / 1e6,
+                "cold_start_ms": (setup.get("cold_start_ns") or float("nan")) / 1e6,
+                "import_s": (setup.get("import_ns") or float("nan")) / 1e9,
+                "times_ms": [t / 1e6 for t in times],
+                "rounds_ns": row.get("rounds_ns", []),
+            })
+    frame = pd.DataFrame.from_records(records)
+    if not frame.empty:
+        frame["images_per_s"] = frame["batch_size"] / (frame["median_ms"] / 1e3)
+        frame["label"] = frame["implementation"] + "/" + frame["variant"]
+    return frame
+
+
+def load(root: Path = DEFAULT_RESULTS) -> tuple[list[dict], pd.DataFrame]:
+    runs = latest_runs(load_runs(root))
+    return runs, cells_frame(runs)
+
+
+def verify_records(root: Path = DEFAULT_RESULTS) -> list[dict]:
+    """verify-*.json files written by `python -m harness verify --json FILE`."""
+    found = []
+    for path in sorted(Path(root).glob("verify*.json")):
+        data = json.loads(path.read_text())
+        for row in data.get("rows", []):
+            found.append({"file": path.name, **row})
+    return found
