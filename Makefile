@@ -51,7 +51,8 @@ weights: $(STAMP)
 	$(PY) -m harness.train --out $(WEIGHTS)
 
 verify: $(STAMP)
-	$(PY) -m harness verify --implementations numpy,tf,keras --device cpu
+	$(PY) -m harness verify --implementations numpy,tf,keras --device cpu \
+	  --json $(RESULTS)/verify-cpu-$$(hostname).json
 	@if echo "$(DEVICES)" | grep -q gpu; then $(MAKE) --no-print-directory verify-gpu; fi
 
 verify-gpu: $(STAMP)

@@ -7,11 +7,12 @@ Exit codes: 0 ok; 1 a check failed (verify disagreement); 2 bad input or environ
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
 from harness import DEFAULT_RESULTS, DEFAULT_WEIGHTS, procenv
-from harness.errors import HarnessError
+from harness.errors import HarnessError, Unavailable
 
 
 def split_list(text: str) -> list[str]:
@@ -45,8 +46,9 @@ def cmd_verify(args) -> int:
 def cmd_run(args) -> int:
     import dataclasses
 
-    from harness import results, runner, study, summary
+    from harness import gpu, results, runner, study, summary, weights
 
+    weights.read(args.weights)  # an unusable weights file stops here, not in every worker
     if args.resume:
         run_dir = results.find_run_dir(args.out, study.path_of(args.study).stem, args.run_id)
         plan = study.parse((run_dir / "study.toml").read_text(), str(run_dir / "study.toml"))
@@ -61,9 +63,12 @@ def cmd_run(args) -> int:
         plan = dataclasses.replace(plan, cells=tuple(c for c in plan.cells if c.device in devices))
         if not plan.cells:
             raise HarnessError(f"--devices {args.devices}: no cell of study {plan.name!r} left")
+        if "gpu" in devices and gpu.absent_reason():
+            raise Unavailable(f"--devices {args.devices}: {gpu.absent_reason()}")
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     try:
-        run_dir, states = runner.start_run(plan, args.out, args.run_id, args.resume, args.weights, log)
+        run_dir, states = runner.start_run(plan, args.out, args.run_id, args.resume, args.weights,
+                                           log, args.lock_timeout)
     except KeyboardInterrupt:
         print("interrupted: finished rows are kept; complete the run with "
               f"python -m harness run {args.study} --resume" +
@@ -143,10 +148,19 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_doctor(args) -> int:
+    from harness import doctor
+
+    names = split_list(args.implementations) if args.implementations else None
+    return doctor.report(args.weights, names)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None,
                         help="MNIST folder (default: $LENET_DATA_DIR or data/mnist)")
+    parser.add_argument("--gpu", default=None, metavar="N",
+                        help="the GPU to use on a shared server (sets CUDA_VISIBLE_DEVICES)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("verify", help="check every implementation against the NumPy reference")
@@ -169,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="complete an interrupted run (the newest, or --run-id)")
     p.add_argument("--run-id", default=None, help="name of the run folder")
     p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
+    p.add_argument("--lock-timeout", type=float, default=None, metavar="S",
+                   help="wait at most S seconds for another run's GPU lock, then measure anyway "
+                        "with the cells flagged contended (default: wait)")
     p.set_defaults(func=cmd_run)
 
     from harness import loc, report
@@ -185,6 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     p.add_argument("--out", type=Path, default=report.REPORT_PATH)
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("doctor", help="what can run here, and why not")
+    p.add_argument("--implementations", default=None, help="only these (default: all)")
+    p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
+    p.set_defaults(func=cmd_doctor)
     p = sub.add_parser("compare", help="compare the medians of two runs of one study")
     p.add_argument("run_a", type=Path)
     p.add_argument("run_b", type=Path)
@@ -192,12 +213,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def on_sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.data_dir:
         os.environ["LENET_DATA_DIR"] = str(args.data_dir)  # workers inherit it
+    if args.gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)
+    signal.signal(signal.SIGTERM, on_sigterm)  # a scheduler's kill: clean up like Ctrl-C
     try:
         return args.func(args)
+    except Unavailable as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 3
     except HarnessError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return 2

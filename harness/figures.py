@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
 from harness import ROOT  # noqa: E402
@@ -144,6 +145,8 @@ def fig_histograms(frame, runs, out: Path) -> Path | None:
         ax.axvline(r["p99_ms"], color="#777777", linestyle="--", linewidth=1,
                    label=f"p99 {fmt_ms(r['p99_ms'])}")
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_title(f"{r['label']} on {r['device'].upper()}" + ("  [noisy]" if r["noisy"] else ""),
                      fontsize=9)
         ax.set_xlabel("per-image time (ms, log scale)")
@@ -193,7 +196,7 @@ def overhead_split(cells):
             elif device == "gpu":
                 base, how = np.nan, "no device timer"
             else:
-                base, how = floor, f"CPU compute floor = fastest ({floor_label})"
+                base, how = floor, f"CPU compute floor (the fastest implementation, {floor_label})"
             out.append((r, base, how))
     return out
 
@@ -204,30 +207,33 @@ def fig_overhead(frame, runs, out: Path) -> Path | None:
     if cells.empty:
         return None
     split = overhead_split(cells)
-    fig, ax = plt.subplots(figsize=(9, 0.45 * len(split) + 1.8))
+    fig, ax = plt.subplots(figsize=(9, 0.42 * len(split) + 2.2))
     labels = []
-    for y, (r, base, how) in enumerate(split):
+    for y, (r, base, _how) in enumerate(split):
         labels.append(f"{r['label']} ({r['device'].upper()})")
         total = r["median_ms"]
         if np.isnan(base):
-            ax.barh(y, total, color="white", edgecolor=OKABE_ITO[7], hatch="//")
+            ax.barh(y, 100, color="white", edgecolor=OKABE_ITO[7], hatch="//")
         else:
-            ax.barh(y, base, color=OKABE_ITO[2])
-            ax.barh(y, max(total - base, 0), left=base, color=OKABE_ITO[3])
-        ax.text(total * 1.05, y, f"{fmt_ms(total)}", va="center", fontsize=7)
+            share = 100 * min(base / total, 1.0)
+            ax.barh(y, share, color=OKABE_ITO[2])
+            ax.barh(y, 100 - share, left=share, color=OKABE_ITO[3])
+        ax.text(101, y, f"{fmt_ms(total)} per image", va="center", fontsize=7)
     ax.set_yticks(range(len(split)), labels, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xscale("log")
-    ax.set_xlabel("per-image time, median (ms, log scale)")
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of the median per-image time (%)")
     ax.set_title("Fig. 5  Where a call's time goes: compute or device time vs host overhead")
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Patch(color=OKABE_ITO[2], label="GPU: device time; CPU: compute floor "
-                             "(fastest implementation of the same math)"),
-                       Patch(color=OKABE_ITO[3], label="host overhead (the rest)"),
+    ax.legend(handles=[Patch(color=OKABE_ITO[2], label="GPU: device time (CUDA events); CPU: compute "
+                             "floor = the fastest implementation's time"),
+                       Patch(color=OKABE_ITO[3], label="host overhead (the rest of the call)"),
                        Patch(facecolor="white", edgecolor="black", hatch="//",
                              label="GPU, not split (no device timer)")],
-              frameon=False, fontsize=7, loc="lower right")
+              frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / len(split)),
+              ncol=1)
+    fig.subplots_adjust(right=0.85)
     return finish(fig, runs, "overhead", out)
 
 
@@ -237,11 +243,13 @@ def fig_throughput(frame, runs, out: Path) -> Path | None:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
     markers = "osD^vP*X"
-    for i, ((label, device, machine), part) in enumerate(cells.groupby(["label", "device", "machine"])):
+    for i, ((label, device, _machine), part) in enumerate(cells.groupby(["label", "device", "machine"])):
         part = part.sort_values("batch_size")
         ax.plot(part["batch_size"], part["images_per_s"], marker=markers[i % len(markers)],
                 color=OKABE_ITO[i % len(OKABE_ITO)], label=f"{label} ({device.upper()})")
     ax.set_xscale("log", base=2)
+    sizes = sorted(cells["batch_size"].unique())
+    ax.set_xticks(sizes, [str(b) for b in sizes])
     ax.set_yscale("log")
     ax.set_xlabel("batch size (images per call, log scale)")
     ax.set_ylabel("throughput (images/s, log scale)")

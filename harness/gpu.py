@@ -22,3 +22,66 @@ def absent_reason() -> str | None:
         message = (done.stderr or done.stdout).strip().splitlines()
         return f"no usable NVIDIA GPU (nvidia-smi -L: {message[0] if message else done.returncode})"
     return None
+
+
+def visible_gpu_id() -> str:
+    """The GPU this process times on, as the lock names it (CUDA_VISIBLE_DEVICES' first)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return visible or "0"
+
+
+def sample(own_pids=()) -> dict | None:
+    """GPU utilization and the compute processes that are not ours, or None without a GPU.
+
+    NVML (nvidia-ml-py) where installed, nvidia-smi otherwise.
+    """
+    gpu_id = visible_gpu_id()
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            handle = (pynvml.nvmlDeviceGetHandleByIndex(int(gpu_id)) if gpu_id.isdigit()
+                      else pynvml.nvmlDeviceGetHandleByUUID(gpu_id))
+            util = pynvml.nvmlDeviceGetUtilizationRates(handle).gpu
+            pids = [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)]
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no pynvml, or NVML refuses: ask nvidia-smi
+        if not shutil.which("nvidia-smi"):
+            return None
+        target = ["-i", gpu_id]
+        try:
+            util_out = subprocess.run(["nvidia-smi", *target, "--query-gpu=utilization.gpu",
+                                       "--format=csv,noheader,nounits"],
+                                      capture_output=True, text=True, timeout=10).stdout
+            apps = subprocess.run(["nvidia-smi", *target, "--query-compute-apps=pid",
+                                   "--format=csv,noheader"], capture_output=True, text=True,
+                                  timeout=10).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        try:
+            util = float(util_out.strip().splitlines()[0])
+        except (ValueError, IndexError):
+            return None
+        pids = [int(p) for p in apps.split() if p.strip().isdigit()]
+    others = sorted(set(pids) - set(own_pids))
+    return {"utilization_pct": float(util), "other_pids": others}
+
+
+BUSY_UTILIZATION_PCT = 5.0
+
+
+def contention(samples: list, busy_before_run: dict | None = None) -> str | None:
+    """Why measurements around these samples were contended, or None.
+
+    Other compute processes on the GPU at a sample are the evidence. Utilization is used
+    only from the sample taken before this run touched the GPU: NVML's utilization is a
+    trailing average, so later samples would also see our own work.
+    """
+    for s in samples:
+        if s and s["other_pids"]:
+            return f"other processes on the GPU: pids {s['other_pids']}"
+    if busy_before_run and busy_before_run["utilization_pct"] > BUSY_UTILIZATION_PCT:
+        return f"GPU {busy_before_run['utilization_pct']:.0f}% busy before this run started"
+    return None

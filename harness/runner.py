@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, env, gpu, procenv, results, stats
+from harness.gpulock import GpuLock
 from harness.progress import Progress
 from harness.study import Cell, Study, chunk_sizes
 from harness.workerproc import WorkerDied, WorkerProcess
@@ -28,6 +29,7 @@ class CellState:
     setup: dict | None = None  # the first successful setup of this cell
     ready_pid: int | None = None  # the worker process that has it loaded
     final: dict | None = None
+    contended: list = field(default_factory=list)  # why its GPU measurements were disturbed
 
     @property
     def open(self) -> bool:
@@ -43,6 +45,7 @@ class Runner:
         self.weights = str(weights)
         self.report = report
         self.gpu_lock = gpu_lock
+        self.busy_before_run = None  # a GPU sample before this run touched the GPU
         self.workers: dict[str, WorkerProcess] = {}
         m = study.measure
         self.states = [CellState(c, chunk_sizes(c.calls, m["rounds"])) for c in study.cells]
@@ -59,6 +62,8 @@ class Runner:
                 state.final = row
             elif row["kind"] == "round":
                 state.rounds[row["round"]] = (row["times_ns"], row.get("device_ns"))
+                if row.get("contended") and row["contended"] not in state.contended:
+                    state.contended.append(row["contended"])
             elif row["kind"] == "setup" and state.setup is None:
                 state.setup = row
         return sum(not s.open for s in self.states)
@@ -68,7 +73,10 @@ class Runner:
         m = self.study.measure
         self.skip_unrunnable()
         todo = [(r, s) for r in range(m["rounds"]) for s in self.states if s.open and r not in s.rounds]
+        if any(s.cell.device == "gpu" for _, s in todo):
+            self.busy_before_run = gpu.sample()
         progress = Progress(todo, self.report)
+        clean_exit = False
         try:
             for r, state in todo:
                 if not state.open:
@@ -84,9 +92,11 @@ class Runner:
             for state in self.states:
                 if state.open:
                     self.finish(state, "ok")
+            clean_exit = True
         finally:
             for worker in self.workers.values():
-                worker.stop()
+                # done: ask it to free its GPU memory and exit; Ctrl-C, a crash: kill it now
+                worker.stop() if clean_exit else worker.kill()
         return self.states
 
     def skip_unrunnable(self):
@@ -105,16 +115,40 @@ class Runner:
         return self.workers[cell.group]
 
     def ask(self, state: CellState, message: dict, timeout: float) -> dict | None:
-        """Send one request; a crash or timeout ends this cell (the study goes on)."""
+        """Send one request; a crash or timeout ends this cell (the study goes on).
+
+        GPU work holds the GPU lock and is watched for other processes on the GPU."""
         worker = self.worker(state.cell)
         try:
-            reply = worker.request(message, timeout)
+            if state.cell.device != "gpu":
+                reply = worker.request(message, timeout)
+            else:
+                reply = self.ask_on_gpu(state, worker, message, timeout)
         except WorkerDied as exc:
             self.finish(state, exc.status, exc.reason)
             return None
         if not reply.get("ok"):
             self.finish(state, reply.get("status", "error"), reply.get("reason"))
             return None
+        return reply
+
+    def ask_on_gpu(self, state, worker, message, timeout):
+        lock = self.gpu_lock
+        got = lock.acquire() if lock else True
+        try:
+            before = gpu.sample(own_pids=[worker.pid] if worker.pid else [])
+            reply = worker.request(message, timeout)
+            after = gpu.sample(own_pids=[worker.pid] if worker.pid else [])
+        finally:
+            if lock and got:
+                lock.release()
+        reason = gpu.contention([before, after], self.busy_before_run)
+        if not got:
+            reason = f"GPU lock not obtained in time (held by {lock.holder()})"
+        reply["gpu_samples"] = [before, after]
+        reply["contended"] = reason
+        if reason and reason not in state.contended:
+            state.contended.append(reason)
         return reply
 
     def setup(self, state: CellState):
@@ -140,7 +174,8 @@ class Runner:
         state.rounds[r] = (reply["times_ns"], reply["device_ns"])
         self.writer.write({"kind": "round", "cell_id": state.cell.id, "round": r,
                            "pid": state.ready_pid, "times_ns": reply["times_ns"],
-                           "device_ns": reply["device_ns"]})
+                           "device_ns": reply["device_ns"], "contended": reply.get("contended"),
+                           "gpu_samples": reply.get("gpu_samples")})
 
     def finish(self, state: CellState, status: str, reason: str | None = None):
         rounds = [state.rounds[r] for r in sorted(state.rounds)]
@@ -154,6 +189,7 @@ class Runner:
                "setup": {k: state.setup.get(k) for k in ("import_ns", "load_ns", "cold_start_ns",
                                                          "cold_start_device_ns")}
                if state.setup else None,
+               "contended": bool(state.contended), "contended_reasons": state.contended,
                "warnings": []}
         if row["stats"] and row["stats"]["noisy"]:
             s = row["stats"]
@@ -165,7 +201,7 @@ class Runner:
 
 
 def start_run(study: Study, out: Path, run_id=None, resume=False, weights=DEFAULT_WEIGHTS,
-              report=print):
+              report=print, lock_timeout_s=None):
     """Create (or reopen with resume) the run folder, record the environment, run the cells."""
     if resume:
         run_dir = results.find_run_dir(out, study.name, run_id)
@@ -178,7 +214,10 @@ def start_run(study: Study, out: Path, run_id=None, resume=False, weights=DEFAUL
         info = env.collect(procenv.settings(m["threads"], m["inter_op_threads"], "cpu"))
         (run_dir / "env.json").write_text(json.dumps(info, indent=2) + "\n")
     writer = results.RowWriter(run_dir, run_id)
-    runner = Runner(study, run_dir, writer, weights, report=report)
+    lock = None
+    if any(c.device == "gpu" for c in study.cells) and gpu.absent_reason() is None:
+        lock = GpuLock(gpu.visible_gpu_id(), lock_timeout_s, report)
+    runner = Runner(study, run_dir, writer, weights, gpu_lock=lock, report=report)
     if resume:
         done = runner.restore(results.read_rows(writer.path))
         report(f"resuming {run_dir}: {done} of {len(runner.states)} cells already finished")

@@ -50,6 +50,14 @@ def time_calls(predict, batches, start, count, device_time=None):
     return times, device
 
 
+def is_out_of_memory(exc: Exception) -> bool:
+    """Host MemoryError, CuPy's OutOfMemoryError (a MemoryError), TF's ResourceExhaustedError."""
+    if isinstance(exc, MemoryError):
+        return True
+    names = ("ResourceExhaustedError", "OutOfMemoryError", "CUDARuntimeError")
+    return type(exc).__name__ in names and "memory" in str(exc).lower()
+
+
 class Worker:
     def __init__(self):
         self.cells = {}  # cell id -> (impl, batches)
@@ -115,7 +123,11 @@ def main() -> int:
             reply = {"ok": False, "status": "skipped", "reason": str(exc)}
         except Exception as exc:  # reported as the cell's error, the worker goes on
             traceback.print_exc()
-            reply = {"ok": False, "status": "error", "reason": f"{type(exc).__name__}: {exc}"}
+            reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            if is_out_of_memory(exc):
+                reason = (f"out of memory: {reason}; fix: free memory (other processes on the "
+                          "GPU?) or use a smaller batch size")
+            reply = {"ok": False, "status": "error", "reason": reason}
         replies.write(json.dumps(reply) + "\n")
     worker.close()
     return 0

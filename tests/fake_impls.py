@@ -68,3 +68,14 @@ class SleepyLeNet(LeNet):
     def predict(self, images):
         time.sleep(0.002)
         return np.zeros((len(images), 10), np.float32)
+
+
+class MemoryHogLeNet(LeNet):
+    """Asks for a petabyte on its first call: the allocator refuses (an out-of-memory error)."""
+
+    spec = ImplSpec("hog", "tests.fake_impls:MemoryHogLeNet", "none", ("cpu",), ("default",),
+                    ("float32",), None)
+
+    def predict(self, images):
+        np.empty(1 << 50, np.uint8)
+        return np.zeros((len(images), 10), np.float32)

@@ -1,0 +1,97 @@
+"""`python -m harness doctor`: what can run here, and if not, why and how to fix it, one line
+each. Every implementation is really constructed, each in its own subprocess (so one
+framework's state never hides another's problem), with the harness's process settings."""
+
+import json
+import os
+import subprocess
+import sys
+
+from harness import DEFAULT_WEIGHTS, ROOT, env, gpu, procenv, registry
+
+PROBE = r"""
+import json, sys
+from harness import registry
+from harness.errors import Unavailable
+name, device, weights = sys.argv[1:4]
+try:
+    registry.create(name, weights, device=device).close()
+    print(json.dumps({"ok": True}))
+except Unavailable as exc:
+    print(json.dumps({"ok": False, "reason": str(exc)}))
+except Exception as exc:
+    print(json.dumps({"ok": False, "reason": f"{type(exc).__name__}: {exc}"}))
+"""
+
+TF_GPU = ("import json, tensorflow as tf; print(json.dumps({'version': tf.__version__, "
+          "'gpus': [d.name for d in tf.config.list_physical_devices('GPU')], "
+          "'cuda_build': tf.test.is_built_with_cuda()}))")
+CUPY = ("import json, cupy; n = cupy.cuda.runtime.getDeviceCount(); "
+        "print(json.dumps({'version': cupy.__version__, 'devices': n, "
+        "'cuda_runtime': cupy.cuda.runtime.runtimeGetVersion()}))")
+
+
+def run_python(code: str, args=(), device="gpu", timeout=120) -> dict:
+    """Run a snippet in a fresh interpreter; its last stdout line is JSON."""
+    child_env = {**os.environ, **procenv.settings(1, 1, device)}
+    try:
+        done = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=child_env,
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "reason": f"no answer within {timeout} s"}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        return {"ok": False, "reason": last}
+    return json.loads(lines[-1])
+
+
+def implementation_rows(weights=DEFAULT_WEIGHTS, names=None):
+    rows = []
+    gpu_absent = gpu.absent_reason()
+    for name in names or [n for n in registry.REGISTRY if n != "null"]:
+        spec = registry.spec(name)
+        for device in registry.DEVICES:
+            if device not in spec.devices:
+                rows.append((name, device, "n/a", f"{name} runs on {', '.join(spec.devices)} only"))
+            elif device == "gpu" and gpu_absent:
+                rows.append((name, device, "no", f"{gpu_absent}; fix: run on a machine with an "
+                                                  "NVIDIA GPU (the course's GPU server)"))
+            else:
+                probe = run_python(PROBE, (name, device, str(weights)), device)
+                rows.append((name, device, "ok" if probe.get("ok") else "no", probe.get("reason", "")))
+    return rows
+
+
+def report(weights=DEFAULT_WEIGHTS, names=None, out=print) -> int:
+    info = env.collect()
+    out(f"Python {info['python']} ({info['python_executable']})")
+    out(f"CPU: {info['cpu']}, {info['cpus_usable']} usable cores, load average {info['loadavg']}")
+    out("packages: " + ", ".join(f"{k} {v}" for k, v in sorted(info["packages"].items())))
+    gpus = info.get("gpus") or []
+    if gpus:
+        for g in gpus:
+            out(f"GPU {g['index']}: {g['name']}, driver {g['driver']}, "
+                f"CUDA {info.get('cuda_driver_version')}, "
+                f"{g['memory_used_mib']:.0f}/{g['memory_total_mib']:.0f} MiB in use, "
+                f"{g['utilization_pct']:.0f}% busy")
+        procs = info.get("gpu_processes") or []
+        out("processes on the GPUs: " + (", ".join(f"{p.get('pid')} {p.get('name')} "
+                                                   f"({p.get('used_memory_mib')} MiB)" for p in procs)
+                                         or "none"))
+    else:
+        out(f"GPU: {info.get('gpu_note') or gpu.absent_reason()}")
+    cudnn = info.get("cudnn") or {}
+    out(f"cuDNN: version {cudnn['version']} from {cudnn['path']} ({cudnn['how']})" if cudnn.get("found")
+        else f"cuDNN: {cudnn.get('reason', 'not probed')}")
+    cupy = run_python(CUPY)
+    out(f"CuPy: {cupy['version']}, {cupy['devices']} device(s), CUDA runtime {cupy['cuda_runtime']}"
+        if "version" in cupy else f"CuPy: unusable ({cupy.get('reason')}); fix: make install-gpu")
+    tf = run_python(TF_GPU)
+    out(f"TensorFlow {tf['version']} ({'CUDA build' if tf['cuda_build'] else 'CPU-only build'}) "
+        f"sees {len(tf['gpus'])} GPU(s)" if "version" in tf else f"TensorFlow: {tf.get('reason')}")
+    out("")
+    out(f"{'implementation':<15} {'device':<6} {'runs':<5} reason / fix")
+    for name, device, status, reason in implementation_rows(weights, names):
+        out(f"{name:<15} {device:<6} {status:<5} {reason}")
+    return 0

@@ -1,0 +1,95 @@
+"""LOC, figures and REPORT.md: pure functions of the result files (no framework imported)."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import DEFAULT_RESULTS, loc, report, reportdata
+from tests.conftest import ROOT
+
+
+def test_loc_equals_pygount_summary_run_by_hand():
+    rows = loc.count()
+    totals = loc.totals(rows)
+    for package in ("lenet_numpy", "lenet_tf", "lenet_keras", "lenet_cudnn"):
+        pygount_cli = Path(sys.executable).parent / "pygount"  # the command a person runs
+        done = subprocess.run([str(pygount_cli), "--format=summary", package],
+                              cwd=ROOT, capture_output=True, text=True, check=True)
+        sum_line = next(line for line in done.stdout.splitlines() if "Sum" in line)
+        code = int(re.findall(r"\d+(?:\.\d+)?", sum_line)[2])  # files, %, code, ...
+        assert totals[package] == code, package
+
+
+def test_loc_splits_cudnn_layout_and_binding_and_counts_shared_apart():
+    rows = loc.count()
+    parts = {(r["package"], r["part"]) for r in rows}
+    assert {("lenet_cudnn", "forward"), ("lenet_cudnn", "weight layout"),
+            ("lenet_cudnn", "ffi binding"), ("shared loaders", "shared")} <= parts
+
+
+@pytest.fixture
+def results_copy(tmp_path):
+    if not any(DEFAULT_RESULTS.glob("*/*/results.jsonl")):
+        pytest.skip("no committed reference results (make run-all writes them)")
+    dest = tmp_path / "results"
+    shutil.copytree(DEFAULT_RESULTS, dest)
+    return dest
+
+
+def test_report_changes_when_a_results_row_is_deleted(results_copy):
+    runs, frame = reportdata.load(results_copy)
+    before = report.build(runs, frame, loc.count())
+    rows_path = next(p for p in results_copy.glob("api_levels/*/results.jsonl"))
+    lines = rows_path.read_text().splitlines(keepends=True)
+    victim = next(i for i, line in enumerate(lines)
+                  if '"kind":"cell"' in line and '"status":"ok"' in line and "numpy/default" in line)
+    removed = json.loads(lines[victim])
+    del lines[victim]
+    rows_path.write_text("".join(lines))
+    runs, frame = reportdata.load(results_copy)
+    after = report.build(runs, frame, loc.count())
+    assert before != after
+    median = report.ms(removed["stats"]["median_ns"] / 1e6)
+    section = lambda text: text.split("## Fig. 2")[1].split("## Fig. 4")[0]  # noqa: E731
+    assert f"| numpy/default | cpu | 1 | float32 | {median} |" in section(before)
+    assert "| numpy/default | cpu |" not in section(after)
+
+
+def test_report_numbers_come_from_rows(results_copy):
+    runs, frame = reportdata.load(results_copy)
+    text = report.build(runs, frame, loc.count())
+    ok = frame[(frame["study"] == "api_levels") & (frame["status"] == "ok")]
+    for _, r in ok.iterrows():
+        assert report.ms(r["median_ms"]) in text
+    skipped = frame[frame["status"] == "skipped"]
+    for _, r in skipped.iterrows():
+        assert r["reason"] in text
+
+
+def test_figures_and_report_regenerate_without_tensorflow(results_copy, tmp_path):
+    """make figures/report: a fresh interpreter that must not import TensorFlow."""
+    code = (
+        "import sys\n"
+        "from harness.cli import main\n"
+        f"assert main(['figures', '--results', r'{results_copy}', '--out', r'{tmp_path / 'figs'}']) == 0\n"
+        f"assert main(['report', '--results', r'{results_copy}', '--out', r'{tmp_path / 'R.md'}']) == 0\n"
+        "bad = [m for m in ('tensorflow', 'keras', 'cupy') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    pngs = sorted(p.name for p in (tmp_path / "figs").glob("*.png"))
+    assert "fig1_loc.png" in pngs and "fig2_latency.png" in pngs
+    assert (tmp_path / "R.md").read_text().startswith("# lenet-levels")
+
+
+def test_empty_results_give_a_report_that_says_so(tmp_path):
+    runs, frame = reportdata.load(tmp_path)
+    text = report.build(runs, frame, loc.count())
+    assert "No results yet" in text and "_No runs yet._" in text
