@@ -38,11 +38,13 @@ def caption(runs, study=None) -> str:
         lines.append(f"{run['machine']} | {gpu} | threads={threads} | TF {tf}, Keras "
                      f"{pk.get('keras', '-')}, NumPy {pk.get('numpy', '-')}, cuDNN {cudnn} | "
                      f"run {run['study']}/{run['run_id']}")
-    return "\n".join(textwrap.shorten(line, 170) for line in lines) or "no runs"
+    return "\n".join(lines) or "no runs"
 
 
 def finish(fig, runs, study, path: Path, caption_text=None) -> Path:
-    text = caption_text or caption(runs, study)
+    width_chars = int(fig.get_figwidth() * 21)  # 6-pt text: about 21 characters per inch
+    text = "\n".join(textwrap.fill(line, width_chars, subsequent_indent="    ")
+                     for line in (caption_text or caption(runs, study)).splitlines())
     fig.text(0.01, 0.005, text, fontsize=6, color="#444444", va="bottom", ha="left")
     fig.tight_layout(rect=(0, 0.03 + 0.018 * text.count("\n"), 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -165,7 +167,7 @@ def fig_cold_start(frame, runs, out: Path) -> Path | None:
         return None
     labels = [f"{r['label']}\n{r['device'].upper()}" for _, r in cells.iterrows()]
     x = np.arange(len(cells))
-    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(cells)), 4.5))
+    fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(cells)), 4.5))
     ax.bar(x - 0.2, cells["cold_start_ms"], 0.4, color=OKABE_ITO[3], label="first call (cold start)")
     ax.bar(x + 0.2, cells["median_ms"], 0.4, color=OKABE_ITO[0], label="steady state (median)")
     for xi, (cold, warm) in enumerate(zip(cells["cold_start_ms"], cells["median_ms"], strict=True)):
@@ -175,7 +177,7 @@ def fig_cold_start(frame, runs, out: Path) -> Path | None:
     ax.set_yscale("log")
     ax.set_ylabel("time of one call (ms, log scale)")
     ax.set_xlabel("implementation / variant, device")
-    ax.set_title("Fig. 4  Cold start (tracing, compilation, lazy set-up) against steady state")
+    ax.set_title("Fig. 4  Cold start (tracing, compilation, set-up) vs steady state")
     ax.legend(frameon=False, fontsize=8)
     return finish(fig, runs, "api_levels", out)
 
@@ -264,7 +266,7 @@ def fig_precision(frame, runs, out: Path) -> Path | None:
         return None
     groups = sorted({(r["label"], r["device"]) for _, r in cells.iterrows()})
     x = np.arange(len(groups))
-    fig, ax = plt.subplots(figsize=(max(6, 1.5 * len(groups)), 4.5))
+    fig, ax = plt.subplots(figsize=(max(8, 1.5 * len(groups)), 4.5))
     for i, dtype in enumerate(("float32", "float64")):
         ys = []
         for label, device in groups:

@@ -152,6 +152,7 @@ def test_gpu_out_of_memory_with_a_low_cupy_limit(tmp_path):
 
 # --- workers that hang, runs that are interrupted or killed ----------------------------------
 
+@pytest.mark.slow
 def test_hanging_worker_times_out(tmp_path):
     path = write_study(tmp_path, timeout=2, extra=lab_cell("HangingLeNet"))
     # the hang is in the first (cold-start) call, so it is the setup timeout that fires
@@ -169,6 +170,7 @@ def test_hanging_worker_times_out(tmp_path):
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_after_rounds", [1, 7, 15])
 def test_sigkill_of_the_runner_loses_no_finished_row_and_resume_completes(tmp_path, kill_after_rounds):
     path = write_study(tmp_path, calls=400, rounds=10, extra=lab_cell("SleepyLeNet"))
@@ -199,6 +201,7 @@ def test_sigkill_of_the_runner_loses_no_finished_row_and_resume_completes(tmp_pa
 
 
 
+@pytest.mark.slow
 def test_ctrl_c_mid_run_keeps_rows_leaves_no_process_and_resumes(tmp_path):
     path = write_study(tmp_path, calls=1000, rounds=10, extra=lab_cell("SleepyLeNet"))
     proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(path), "--out", str(tmp_path),
@@ -226,6 +229,7 @@ def test_ctrl_c_mid_run_keeps_rows_leaves_no_process_and_resumes(tmp_path):
     assert all(sum(len(r) for r in f["rounds_ns"]) == 1000 for f in finals.values())
 
 
+@pytest.mark.slow
 def test_sigterm_is_handled_like_ctrl_c(tmp_path):
     path = write_study(tmp_path, calls=1000, rounds=10, extra=lab_cell("SleepyLeNet"))
     proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(path), "--out", str(tmp_path)],
@@ -249,6 +253,7 @@ def test_partial_last_line_is_skipped_by_readers_and_cut_by_resume(tmp_path):
 
 # --- a server shared by a class ----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_two_users_at_once_write_separate_run_folders(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-m", "harness", "run", "smoke", "--out", str(tmp_path)],
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -308,6 +313,7 @@ def test_gpu_option_sets_cuda_visible_devices_for_workers():
     assert "CVD=3" in done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(NO_GPU is None, reason="this machine has a GPU")
 def test_doctor_gives_each_gpu_row_its_reason_in_one_line():
     run = harness("doctor", "--implementations", "numpy,cudnn")

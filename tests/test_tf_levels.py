@@ -7,7 +7,7 @@ from harness import DEFAULT_WEIGHTS, mnist, registry
 from harness.errors import Unavailable
 
 pytest.importorskip("tensorflow", reason="TensorFlow is not installed")
-pytestmark = pytest.mark.tf
+pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
 SAMPLE = 256
 
