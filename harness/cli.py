@@ -36,6 +36,7 @@ def cmd_verify(args) -> int:
         if args.json == "-":
             print(text)
         else:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(text + "\n")
     verdict = {0: "all implementations agree", 1: "DISAGREEMENT: see FAIL rows",
                3: "some implementations could not run here (see reasons)"}[code]

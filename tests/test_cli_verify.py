@@ -51,3 +51,10 @@ def test_unknown_implementation_lists_known_names():
     assert run.returncode == 2
     assert "unknown implementation 'pytorch'" in run.stderr and "keras" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_json_file_goes_into_a_new_folder(tmp_path):
+    target = tmp_path / "new" / "folder" / "verify.json"
+    run = harness("verify", "--implementations", "numpy", "--limit", "50", "--json", str(target))
+    assert run.returncode == 0, run.stderr
+    assert json.loads(target.read_text())["rows"][0]["agree"] == 50
