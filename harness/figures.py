@@ -53,6 +53,14 @@ def finish(fig, runs, study, path: Path, caption_text=None) -> Path:
     return path
 
 
+def decorate(ax, title, xlabel, ylabel, legend_size=8):
+    """Every figure's axes are labelled with units, titled, and given a legend."""
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(frameon=False, fontsize=legend_size)
+
+
 def ok_cells(frame, study):
     if frame.empty:
         return frame
@@ -84,10 +92,9 @@ def fig_loc(loc_rows, out: Path, runs) -> Path:
            label="shared loaders (every level uses them)")
     ax.text(len(levels), shared, f"{shared}", ha="center", va="bottom", fontsize=9)
     ax.set_xticks(range(len(levels) + 1), levels + ["shared loaders\n(MNIST, HDF5)"])
-    ax.set_ylabel("code lines (pygount)")
-    ax.set_xlabel("API level (implementation package); blanks, comments and docstrings not counted")
-    ax.set_title("Fig. 1  Lines of code per API level")
-    ax.legend(frameon=False)
+    decorate(ax, "Fig. 1  Lines of code per API level",
+             "API level (implementation package); blanks, comments and docstrings not counted",
+             "code lines (pygount)", legend_size=10)
     return finish(fig, runs, None, out, "lines counted by pygount from this checkout (reports/loc.csv)")
 
 
@@ -123,10 +130,9 @@ def fig_latency(frame, runs, out: Path) -> Path | None:
         if level not in measured:
             ax.text(x, ax.get_ylim()[0] * 1.5, "not measured\n(see REPORT.md:\nskipped cells)",
                     ha="center", va="bottom", fontsize=7, color="#555555")
-    ax.set_ylabel("per-image inference time, median (ms, log scale)")
-    ax.set_xlabel("API level (default variant; cudnn: tuned)")
-    ax.set_title("Fig. 2  Per-image latency per API level (bars: median; whiskers: 95% CI)")
-    ax.legend(frameon=False, fontsize=8)
+    decorate(ax, "Fig. 2  Per-image latency per API level (bars: median; whiskers: 95% CI)",
+             "API level (default variant; cudnn: tuned)",
+             "per-image inference time, median (ms, log scale)")
     return finish(fig, runs, "api_levels", out)
 
 
@@ -175,10 +181,9 @@ def fig_cold_start(frame, runs, out: Path) -> Path | None:
         ax.text(xi + 0.2, warm * 1.08, fmt_ms(warm), ha="center", fontsize=7)
     ax.set_xticks(x, labels, fontsize=8)
     ax.set_yscale("log")
-    ax.set_ylabel("time of one call (ms, log scale)")
-    ax.set_xlabel("implementation / variant, device")
-    ax.set_title("Fig. 4  Cold start (tracing, compilation, set-up) vs steady state")
-    ax.legend(frameon=False, fontsize=8)
+    decorate(ax, "Fig. 4  Cold start (tracing, compilation, set-up) vs steady state",
+             "implementation / variant, device",
+             "time of one call (ms, log scale)")
     return finish(fig, runs, "api_levels", out)
 
 
@@ -253,10 +258,9 @@ def fig_throughput(frame, runs, out: Path) -> Path | None:
     sizes = sorted(cells["batch_size"].unique())
     ax.set_xticks(sizes, [str(b) for b in sizes])
     ax.set_yscale("log")
-    ax.set_xlabel("batch size (images per call, log scale)")
-    ax.set_ylabel("throughput (images/s, log scale)")
-    ax.set_title("Fig. 6  Throughput against batch size")
-    ax.legend(frameon=False, fontsize=8)
+    decorate(ax, "Fig. 6  Throughput against batch size",
+             "batch size (images per call, log scale)",
+             "throughput (images/s, log scale)")
     return finish(fig, runs, "batch_sweep", out)
 
 
@@ -277,10 +281,9 @@ def fig_precision(frame, runs, out: Path) -> Path | None:
             if not np.isnan(y):
                 ax.text(xi + (i - 0.5) * 0.4, y * 1.02, fmt_ms(y), ha="center", fontsize=7)
     ax.set_xticks(x, [f"{label}\n{device.upper()}" for label, device in groups], fontsize=8)
-    ax.set_ylabel("per-image time, median (ms)")
-    ax.set_xlabel("implementation / variant, device")
-    ax.set_title("Fig. 7  float32 against float64")
-    ax.legend(frameon=False)
+    decorate(ax, "Fig. 7  float32 against float64",
+             "implementation / variant, device",
+             "per-image time, median (ms)", legend_size=10)
     return finish(fig, runs, "precision", out)
 
 
