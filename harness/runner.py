@@ -132,13 +132,17 @@ class Runner:
             return None
         return reply
 
+    def own_pids(self) -> list[int]:
+        """This run's workers: their GPU memory is ours, not another user's."""
+        return [w.pid for w in self.workers.values() if w.pid]
+
     def ask_on_gpu(self, state, worker, message, timeout):
         lock = self.gpu_lock
         got = lock.acquire() if lock else True
         try:
-            before = gpu.sample(own_pids=[worker.pid] if worker.pid else [])
+            before = gpu.sample(own_pids=self.own_pids())
             reply = worker.request(message, timeout)
-            after = gpu.sample(own_pids=[worker.pid] if worker.pid else [])
+            after = gpu.sample(own_pids=self.own_pids())
         finally:
             if lock and got:
                 lock.release()

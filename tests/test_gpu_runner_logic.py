@@ -1,0 +1,82 @@
+"""The runner's GPU-side logic, run for real on the CPU: the null implementation accepts
+device="gpu", and NVML's answers are replaced by scripted samples."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness import gpu, results, runner, study
+from tests.conftest import ROOT
+
+STUDY = """
+[study]
+name = "g"
+[measure]
+calls = 40
+rounds = 4
+warmup = 2
+[[cells]]
+implementation = "null"
+devices = ["gpu"]
+[[cells]]
+implementation = "null"
+devices = ["cpu"]
+"""
+FOREIGN_PID = 999_999
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch, tmp_path):
+    monkeypatch.setenv("LENET_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(gpu, "absent_reason", lambda: None)
+    calls = {"n": 0, "seen_own": []}
+
+    def sample(own_pids=()):
+        calls["n"] += 1
+        calls["seen_own"].append(list(own_pids))
+        # our workers are always on the GPU; a stranger shows up around the 5th sample only
+        pids = list(own_pids) + ([FOREIGN_PID] if calls["n"] == 5 else [])
+        return {"utilization_pct": 0.0, "other_pids": sorted(set(pids) - set(own_pids))}
+
+    monkeypatch.setattr(gpu, "sample", sample)
+    return calls
+
+
+def run(tmp_path, lock_timeout=None):
+    plan = study.parse(STUDY, "g.toml")
+    run_dir, states = runner.start_run(plan, tmp_path / "out", "r", lock_timeout_s=lock_timeout,
+                                       report=lambda line: None)
+    rows = results.read_rows(run_dir / "results.jsonl")
+    return {r["cell_id"]: r for r in rows if r["kind"] == "cell"}, rows
+
+
+def test_only_a_foreign_process_flags_contention(tmp_path, fake_gpu):
+    finals, rows = run(tmp_path)
+    cell = finals["null/default/gpu/b1/float32"]
+    assert cell["status"] == "ok"
+    assert cell["contended"] and cell["contended_reasons"] == [f"other processes on the GPU: pids [{FOREIGN_PID}]"]
+    flagged = [r["round"] for r in rows if r["kind"] == "round" and r.get("contended")]
+    assert len(flagged) == 1  # only the round around the stranger's sample
+    # samples 1 and 2 come before any worker exists (before the run, before the first setup);
+    # from then on our worker pids are always passed to be excluded
+    assert fake_gpu["seen_own"][0] == [] and all(fake_gpu["seen_own"][2:])
+    assert not finals["null/default/cpu/b1/float32"]["contended"]  # CPU cells are not sampled
+
+
+HOLD = "from harness.gpulock import GpuLock; import time; GpuLock('0').acquire(); print('held', flush=True); time.sleep(60)"
+
+
+def test_gpu_cells_flagged_when_the_lock_is_held_elsewhere(tmp_path, fake_gpu):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "LENET_LOCK_DIR": str(tmp_path)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        finals, _ = run(tmp_path, lock_timeout=0.3)
+    finally:
+        holder.kill()
+        holder.wait()
+    cell = finals["null/default/gpu/b1/float32"]
+    assert cell["status"] == "ok" and cell["contended"]
+    assert any(r.startswith("GPU lock not obtained in time (held by ") for r in cell["contended_reasons"])
