@@ -79,3 +79,13 @@ class MemoryHogLeNet(LeNet):
     def predict(self, images):
         np.empty(1 << 50, np.uint8)
         return np.zeros((len(images), 10), np.float32)
+
+
+class NullGpuLeNet(LeNet):
+    """A second GPU implementation that needs no GPU: a second worker group on the 'GPU'."""
+
+    spec = ImplSpec("nullgpu", "tests.fake_impls:NullGpuLeNet", "none", ("gpu",), ("default",),
+                    ("float32",), None)
+
+    def predict(self, images):
+        return np.zeros((len(images), 10), np.float32)
