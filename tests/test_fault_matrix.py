@@ -264,6 +264,9 @@ def test_two_users_at_once_write_separate_run_folders(tmp_path):
     for run_dir in runs:
         finals = final_rows(run_dir)
         assert len(finals) == 2 and all(f["run_id"] == run_dir.name for f in finals.values())
+    compared = harness("compare", *runs)  # and the two runs can be compared cell by cell
+    assert compared.returncode == 0, compared.stderr
+    assert "null/default/cpu/b1/float32" in compared.stdout and "numpy/default" in compared.stdout
 
 
 HOLD_LOCK = """
