@@ -79,12 +79,12 @@ class Runner:
         clean_exit = False
         try:
             for r, state in todo:
-                if not state.open:
+                worker_pid = self.worker(state.cell).pid  # None until started
+                if state.open and (state.ready_pid is None or state.ready_pid != worker_pid):
+                    self.setup(state)  # first use, or its worker died: load it (again)
+                if not state.open:  # skipped or failed: its chunks count as done
+                    progress.skip()
                     continue
-                if state.ready_pid is None or state.ready_pid != self.worker(state.cell).pid:
-                    self.setup(state)
-                    if not state.open:
-                        continue
                 started = time.monotonic()
                 self.measure(state, r)
                 progress.advance(state.cell.id, r, time.monotonic() - started,
