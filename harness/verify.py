@@ -19,7 +19,7 @@ def predict_all(impl, images: np.ndarray) -> np.ndarray:
     return np.concatenate([impl.predict(images[i:i + CHUNK]) for i in range(0, len(images), CHUNK)])
 
 
-def check(name, variant, device, probs, reference, labels) -> dict:
+def check(probs, reference, labels) -> dict:
     if probs.shape != reference.shape:
         return {"status": "FAIL", "reason": f"output shape {probs.shape}, expected {reference.shape}"}
     agree = int(np.sum(probs.argmax(1) == reference.argmax(1)))
@@ -59,7 +59,7 @@ def verify(names, device="cpu", weights_path=None, data_dir=None, limit=None, pr
                     probs = predict_all(impl, x)
                 finally:
                     impl.close()
-                row.update(check(name, variant, device, probs, reference, labels))
+                row.update(check(probs, reference, labels))
             except Unavailable as exc:
                 row.update(status="unavailable", reason=str(exc))
             except HarnessError:
