@@ -15,6 +15,11 @@ from harness import DEFAULT_RESULTS, DEFAULT_WEIGHTS, procenv
 from harness.errors import HarnessError, Unavailable
 
 
+def log(line: str) -> None:
+    """Progress and messages go to stderr, so stdout carries only results (tables, JSON)."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def split_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
@@ -26,9 +31,9 @@ def cmd_verify(args) -> int:
     verify.require_known(names)
     weights.read(args.weights)  # an unusable file fails here, in one line, before any work
     procenv.apply(procenv.settings(args.threads, 1, args.device))
-    print(verify.HEADER, file=sys.stderr)
+    log(verify.HEADER)
     rows = verify.verify(names, args.device, args.weights, args.data_dir, args.limit,
-                         progress=lambda line: print(line, file=sys.stderr, flush=True))
+                         progress=log)
     code = verify.exit_code(rows)
     if args.json:
         text = json.dumps({"rows": rows, "exit_code": code, "weights": str(args.weights),
@@ -40,14 +45,14 @@ def cmd_verify(args) -> int:
             Path(args.json).write_text(text + "\n")
     verdict = {0: "all implementations agree", 1: "DISAGREEMENT: see FAIL rows",
                3: "some implementations could not run here (see reasons)"}[code]
-    print(verdict, file=sys.stderr)
+    log(verdict)
     return code
 
 
 def cmd_run(args) -> int:
     import dataclasses
 
-    from harness import gpu, results, runner, study, summary, weights
+    from harness import gpu, registry, results, runner, study, summary, weights
 
     weights.read(args.weights)  # an unusable weights file stops here, not in every worker
     if args.resume:
@@ -59,14 +64,15 @@ def cmd_run(args) -> int:
     if args.devices:
         devices = split_list(args.devices)
         for device in devices:
-            if device not in ("cpu", "gpu"):
-                raise HarnessError(f"--devices: unknown device {device!r}; allowed: cpu, gpu")
+            if device not in registry.DEVICES:
+                raise HarnessError(f"--devices: unknown device {device!r}; "
+                                   f"allowed: {', '.join(registry.DEVICES)}")
         plan = dataclasses.replace(plan, cells=tuple(c for c in plan.cells if c.device in devices))
         if not plan.cells:
             raise HarnessError(f"--devices {args.devices}: no cell of study {plan.name!r} left")
-        if "gpu" in devices and gpu.absent_reason():
-            raise Unavailable(f"--devices {args.devices}: {gpu.absent_reason()}")
-    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+        absent = gpu.absent_reason() if "gpu" in devices else None
+        if absent:
+            raise Unavailable(f"--devices {args.devices}: {absent}")
     try:
         run_dir, states = runner.start_run(plan, args.out, args.run_id, args.resume, args.weights,
                                            log, args.lock_timeout)
@@ -107,7 +113,7 @@ def cmd_figures(args) -> int:
 
     runs, frame, loc_rows = load_results(args)
     for path in figures.draw_all(runs, frame, loc_rows, args.out,
-                                 report=lambda line: print(line, file=sys.stderr)):
+                                 report=log):
         print(f"wrote {path}")
     return 0
 
