@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import ROOT, stats
-from harness.figures import caption, fmt_ms, overhead_split
+from harness.figures import caption, fmt_ms, ok_cells, overhead_split
 
 REPORT_PATH = ROOT / "reports" / "REPORT.md"
 
@@ -98,7 +98,7 @@ def findings(frame, loc_rows) -> list[str]:
 
 
 def latency_table(frame, study, with_device=False) -> str:
-    cells = frame[(frame["study"] == study) & (frame["status"] == "ok")] if not frame.empty else frame
+    cells = ok_cells(frame, study)
     if cells.empty:
         return f"_No results for study `{study}` yet._"
     rows = []
@@ -152,7 +152,7 @@ def build(runs, frame, loc_rows, verify_rows=()) -> str:
     parts += ["", "## Fig. 2: per-image latency per API level (study `api_levels`)", "",
               "![](figures/fig2_latency.png)", "", "![](figures/fig3_histograms.png)", "",
               latency_table(frame, "api_levels")]
-    cold = frame[(frame["study"] == "api_levels") & (frame["status"] == "ok")] if not frame.empty else frame
+    cold = ok_cells(frame, "api_levels")
     parts += ["", "## Fig. 4: cold start against steady state", "", "![](figures/fig4_cold_start.png)", ""]
     parts.append(table(["implementation/variant", "device", "framework import", "first call",
                         "steady-state median", "first / steady", "machine"],
@@ -167,7 +167,7 @@ def build(runs, frame, loc_rows, verify_rows=()) -> str:
               "overhead.", "", latency_table(frame, "overhead", with_device=True)]
     parts += ["", "## Fig. 6: throughput against batch size (study `batch_sweep`)", "",
               "![](figures/fig6_throughput.png)", ""]
-    sweep = frame[(frame["study"] == "batch_sweep") & (frame["status"] == "ok")] if not frame.empty else frame
+    sweep = ok_cells(frame, "batch_sweep")
     parts.append(table(["implementation/variant", "device", "batch", "median per call",
                         "images/s", "machine"],
                        [[r["label"], r["device"], r["batch_size"], ms(r["median_ms"]),
