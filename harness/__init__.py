@@ -11,3 +11,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = ROOT / "data" / "mnist"
 DEFAULT_WEIGHTS = ROOT / "weights" / "lenet5_mnist.weights.h5"
 DEFAULT_RESULTS = ROOT / "reports" / "results"
+DEFAULT_FIGURES = ROOT / "reports" / "figures"
+DEFAULT_REPORT = ROOT / "reports" / "REPORT.md"
+DEFAULT_LOC_CSV = ROOT / "reports" / "loc.csv"

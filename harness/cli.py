@@ -11,7 +11,15 @@ import signal
 import sys
 from pathlib import Path
 
-from harness import DEFAULT_RESULTS, DEFAULT_WEIGHTS, procenv
+from harness import (
+    DEFAULT_FIGURES,
+    DEFAULT_LOC_CSV,
+    DEFAULT_REPORT,
+    DEFAULT_RESULTS,
+    DEFAULT_WEIGHTS,
+    procenv,
+    registry,
+)
 from harness.errors import HarnessError, Unavailable
 
 
@@ -52,7 +60,7 @@ def cmd_verify(args) -> int:
 def cmd_run(args) -> int:
     import dataclasses
 
-    from harness import gpu, registry, results, runner, study, summary, weights
+    from harness import gpu, results, runner, study, summary, weights
 
     weights.read(args.weights)  # an unusable weights file stops here, not in every worker
     if args.resume:
@@ -173,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check every implementation against the NumPy reference")
     p.add_argument("--implementations", default="numpy,tf,keras",
                    help="comma-separated names or module:Class paths (default: numpy,tf,keras)")
-    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--device", choices=registry.DEVICES, default="cpu")
     p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    help="write the rows as JSON to FILE (or stdout when no FILE)")
@@ -195,19 +203,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "with the cells flagged contended (default: wait)")
     p.set_defaults(func=cmd_run)
 
-    from harness import loc, report
-    from harness.figures import FIGURES_DIR
-
     p = sub.add_parser("loc", help="count code lines per implementation package (pygount)")
-    p.add_argument("--out", type=Path, default=loc.CSV_PATH)
+    p.add_argument("--out", type=Path, default=DEFAULT_LOC_CSV)
     p.set_defaults(func=cmd_loc)
     p = sub.add_parser("figures", help="draw the figures from the result files")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
-    p.add_argument("--out", type=Path, default=FIGURES_DIR)
+    p.add_argument("--out", type=Path, default=DEFAULT_FIGURES)
     p.set_defaults(func=cmd_figures)
     p = sub.add_parser("report", help="write REPORT.md from the result files")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
-    p.add_argument("--out", type=Path, default=report.REPORT_PATH)
+    p.add_argument("--out", type=Path, default=DEFAULT_REPORT)
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("doctor", help="what can run here, and why not")
     p.add_argument("--implementations", default=None, help="only these (default: all)")

@@ -14,9 +14,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
-from harness import ROOT  # noqa: E402
+from harness import DEFAULT_FIGURES, registry  # noqa: E402
 
-FIGURES_DIR = ROOT / "reports" / "figures"
+FIGURES_DIR = DEFAULT_FIGURES
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 LEVEL_ORDER = ["numpy", "tensorflow-ops", "keras", "cudnn"]
 LEVEL_OF = {"numpy": "numpy", "tf": "tensorflow-ops", "keras": "keras", "cudnn": "cudnn"}
@@ -190,7 +190,7 @@ def fig_cold_start(frame, runs, out: Path) -> Path | None:
 def overhead_split(cells):
     """Per cell: (compute or device part, host-overhead part, how the split was made)."""
     out = []
-    for device in ("cpu", "gpu"):
+    for device in registry.DEVICES:
         part = cells[cells["device"] == device]
         real = part[part["implementation"] != "null"]
         if real.empty:

@@ -12,11 +12,11 @@ and the loaders every level shares (MNIST, the HDF5 weights file) are one row of
 import csv
 from pathlib import Path
 
-from harness import ROOT, registry
+from harness import DEFAULT_LOC_CSV, ROOT, registry
 
 PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding"}
 SHARED = ("harness/mnist.py", "harness/weights.py")
-CSV_PATH = ROOT / "reports" / "loc.csv"
+CSV_PATH = DEFAULT_LOC_CSV
 FIELDS = ["package", "api_level", "part", "files", "code", "comment"]
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import ROOT, stats
+from harness import DEFAULT_REPORT, stats
 from harness.figures import caption, fmt_ms, ok_cells, overhead_split
 
-REPORT_PATH = ROOT / "reports" / "REPORT.md"
+REPORT_PATH = DEFAULT_REPORT
 
 
 def table(headers, rows) -> str:
