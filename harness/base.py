@@ -21,7 +21,7 @@ class LeNet:
         variant = variant or self.spec.variants[0]
         for field, value, allowed in (
             ("device", device, self.spec.devices),
-            ("variant", variant, self.spec.variants),
+            ("variant", variant, self.spec.variants_for(device)),
             ("dtype", dtype, self.spec.dtypes),
         ):
             if value not in allowed:

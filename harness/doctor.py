@@ -31,9 +31,9 @@ CUPY = ("import json, cupy; n = cupy.cuda.runtime.getDeviceCount(); "
         "'cuda_runtime': cupy.cuda.runtime.runtimeGetVersion()}))")
 
 
-def run_python(code: str, args=(), device="gpu", timeout=120) -> dict:
+def run_python(code: str, args=(), device="gpu", timeout=120, extra_env=None) -> dict:
     """Run a snippet in a fresh interpreter; its last stdout line is JSON."""
-    child_env = {**os.environ, **procenv.settings(1, 1, device)}
+    child_env = {**os.environ, **procenv.settings(1, 1, device), **(extra_env or {})}
     try:
         done = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=child_env,
                               capture_output=True, text=True, timeout=timeout)
@@ -58,7 +58,8 @@ def implementation_rows(weights=DEFAULT_WEIGHTS, names=None):
                 rows.append((name, device, "no", f"{gpu_absent}; fix: run on a machine with an "
                                                   "NVIDIA GPU (the course's GPU server)"))
             else:
-                probe = run_python(PROBE, (name, device, str(weights)), device)
+                probe = run_python(PROBE, (name, device, str(weights)), device,
+                                   extra_env=registry.process_env(name))
                 rows.append((name, device, "ok" if probe.get("ok") else "no", probe.get("reason", "")))
     return rows
 

@@ -28,8 +28,9 @@ def analyze(path: Path, group: str):
 
 def count(root: Path = ROOT) -> list[dict]:
     rows = []
-    targets = [(spec.package, spec.api_level, sorted((root / spec.package).glob("*.py")))
-               for spec in registry.REGISTRY.values() if spec.package]
+    packages = {spec.package: spec.api_level for spec in registry.REGISTRY.values() if spec.package}
+    # one package, counted once: keras, keras_jax and keras_torch are the same lenet_keras code
+    targets = [(package, level, sorted((root / package).glob("*.py"))) for package, level in packages.items()]
     targets.append(("shared loaders", "shared", [root / p for p in SHARED]))
     for package, level, files in targets:
         parts = {}

@@ -7,7 +7,7 @@ harness.base.LeNet and sets its own `spec = ImplSpec(...)`.
 """
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from harness.errors import HarnessError, Unavailable
 
@@ -21,7 +21,16 @@ class ImplSpec:
     variants: tuple[str, ...]  # the first is the default
     dtypes: tuple[str, ...]
     package: str | None  # counted by the LOC report
+    gpu_only: tuple[str, ...] = ()  # variants that need a GPU (CUDA graphs)
+    env: tuple[tuple[str, str], ...] = field(default=())  # set in its process before any import
 
+    def variants_for(self, device: str) -> tuple[str, ...]:
+        return tuple(v for v in self.variants if device == "gpu" or v not in self.gpu_only)
+
+
+# Keras reads KERAS_BACKEND once, at import: one backend per worker process. XLA:CPU (JAX)
+# gets the harness's one-thread rule through XLA_FLAGS (TF's own XLA is left alone).
+JAX_ENV = (("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"),)
 
 REGISTRY = {
     spec.name: spec
@@ -32,14 +41,36 @@ REGISTRY = {
                  ("default",), ("float32", "float64"), "lenet_numpy"),
         ImplSpec("tf", "lenet_tf.model:TFLeNet", "tensorflow-ops", ("cpu", "gpu"),
                  ("function", "eager", "xla"), ("float32", "float64"), "lenet_tf"),
+        ImplSpec("jax", "lenet_jax.model:JaxLeNet", "jax-ops", ("cpu", "gpu"),
+                 ("jit", "eager"), ("float32", "float64"), "lenet_jax", env=JAX_ENV),
+        ImplSpec("torch", "lenet_torch.model:TorchLeNet", "torch-ops", ("cpu", "gpu"),
+                 ("eager", "compile", "cudagraph"), ("float32", "float64"), "lenet_torch",
+                 gpu_only=("cudagraph",)),
         ImplSpec("keras", "lenet_keras.model:KerasLeNet", "keras", ("cpu", "gpu"),
                  ("predict", "predict_on_batch", "call", "function", "xla"), ("float32",),
-                 "lenet_keras"),
+                 "lenet_keras", env=(("KERAS_BACKEND", "tensorflow"),)),
+        ImplSpec("keras_jax", "lenet_keras.model:KerasJaxLeNet", "keras", ("cpu", "gpu"),
+                 ("predict", "predict_on_batch", "call", "jit"), ("float32",),
+                 "lenet_keras", env=(("KERAS_BACKEND", "jax"), *JAX_ENV)),
+        ImplSpec("keras_torch", "lenet_keras.model:KerasTorchLeNet", "keras", ("cpu", "gpu"),
+                 ("predict", "predict_on_batch", "call", "compile"), ("float32",),
+                 "lenet_keras", env=(("KERAS_BACKEND", "torch"),)),
         ImplSpec("cudnn", "lenet_cudnn.model:CudnnLeNet", "cudnn", ("gpu",),
                  ("tuned", "naive"), ("float32", "float64"), "lenet_cudnn"),
     )
 }
 DEVICES = ("cpu", "gpu")
+KERAS_BACKENDS = {"keras": "tensorflow", "keras_jax": "jax", "keras_torch": "torch"}
+
+# What to install when a framework is missing (the module's top-level name -> the fix).
+INSTALL = {
+    "tensorflow": "pip install tensorflow-cpu (a GPU server: 'tensorflow[and-cuda]')",
+    "keras": "pip install keras",
+    "jax": "pip install 'jax[cpu]' (a GPU server: 'jax[cuda12]')",
+    "jaxlib": "pip install 'jax[cpu]' (a GPU server: 'jax[cuda12]')",
+    "torch": "make install EXTRAS=dev,torch (or pip install torch)",
+    "cupy": "make install-gpu",
+}
 
 
 def import_class(path: str):
@@ -49,7 +80,9 @@ def import_class(path: str):
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:  # a framework that is not installed: the cell cannot run here
-        raise Unavailable(f"cannot import {module_name!r} for {path!r}: {exc}") from None
+        missing = (exc.name or "").split(".")[0]
+        fix = f"; install it: {INSTALL[missing]}" if missing in INSTALL else ""
+        raise Unavailable(f"cannot import {module_name!r} for {path!r}: {exc}{fix}") from None
     try:
         return getattr(module, class_name)
     except AttributeError:
@@ -69,6 +102,11 @@ def spec(name: str) -> ImplSpec:
         f"unknown implementation {name!r}; expected one of {sorted(REGISTRY)} "
         "or a 'module:Class' path"
     )
+
+
+def process_env(name: str) -> dict[str, str]:
+    """Environment variables the implementation's process needs before its first import."""
+    return dict(spec(name).env)
 
 
 def create(name: str, weights_path, device="cpu", variant=None, dtype="float32"):

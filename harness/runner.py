@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import DEFAULT_WEIGHTS, env, gpu, procenv, results, stats
+from harness import DEFAULT_WEIGHTS, env, gpu, procenv, registry, results, stats
 from harness.gpulock import GpuLock
 from harness.progress import Progress
-from harness.study import Cell, Study, chunk_sizes
+from harness.study import Cell, Study, capped_calls, chunk_sizes
 from harness.workerproc import WorkerDied, WorkerProcess
 
 
@@ -66,6 +66,8 @@ class Runner:
                     state.contended.append(row["contended"])
             elif row["kind"] == "setup" and state.setup is None:
                 state.setup = row
+                if row.get("calls"):
+                    state.chunks = chunk_sizes(row["calls"], self.study.measure["rounds"])
         return sum(not s.open for s in self.states)
 
     # --- the run ------------------------------------------------------------------------
@@ -109,7 +111,8 @@ class Runner:
         if cell.group not in self.workers:
             m = self.study.measure
             settings = procenv.settings(m["threads"], m["inter_op_threads"], cell.device)
-            worker_env = {**os.environ, **settings}
+            # the implementation's own variables (KERAS_BACKEND, XLA_FLAGS) win over the caller's
+            worker_env = {**os.environ, **settings, **registry.process_env(cell.implementation)}
             log = self.run_dir / "workers.log"
             self.workers[cell.group] = WorkerProcess(cell.group, worker_env, log)
         return self.workers[cell.group]
@@ -163,7 +166,14 @@ class Runner:
         if reply is None:
             return
         state.ready_pid = self.worker(state.cell).pid
+        if state.setup is None and reply.get("warmup_median_ns"):  # first setup: fit max_cell_seconds
+            calls = capped_calls(m, state.cell.calls, reply["warmup_median_ns"] / 1e9)
+            if calls != sum(state.chunks):
+                self.report(f"  {state.cell.id}: {calls} timed calls instead of {state.cell.calls} "
+                            f"(max_cell_seconds = {m['max_cell_seconds']:g})")
+            state.chunks = chunk_sizes(calls, m["rounds"])
         row = self.writer.write({"kind": "setup", "cell_id": state.cell.id, "pid": state.ready_pid,
+                                 "calls": sum(state.chunks),
                                  **{k: v for k, v in reply.items() if k != "ok"}})
         if state.setup is None:
             state.setup = row

@@ -2,7 +2,9 @@
 
     [study]                      name, question, figures (list), baseline (a cell's implementation)
     [measure]                    calls, rounds, warmup, batch_sizes, dtypes, threads,
-                                 inter_op_threads, max_images, setup_timeout_s, timeout_s
+                                 inter_op_threads, max_images, setup_timeout_s, timeout_s,
+                                 max_cell_seconds (a slow cell's calls are cut to fit, after
+                                 its warm-up has shown its speed)
     [[cells]]                    implementation, variants ("all" or a list), devices,
                                  and optionally batch_sizes, dtypes
 
@@ -27,8 +29,9 @@ STUDY_KEYS = {"name", "question", "figures", "baseline"}
 MEASURE_DEFAULTS = {
     "calls": 1000, "rounds": 10, "warmup": 20, "batch_sizes": [1], "dtypes": ["float32"],
     "threads": 1, "inter_op_threads": 1, "max_images": None,
-    "setup_timeout_s": 300, "timeout_s": 120,
+    "setup_timeout_s": 300, "timeout_s": 120, "max_cell_seconds": None,
 }
+MIN_CALLS_PER_ROUND = 10  # a time-capped cell still gets this many calls in every round
 CELL_KEYS = {"implementation", "variants", "devices", "batch_sizes", "dtypes"}
 
 
@@ -125,6 +128,9 @@ def parse(text: str, where: str = "<study>") -> Study:
                 "setup_timeout_s", "timeout_s"):
         if not isinstance(measure[key], int) or isinstance(measure[key], bool) or measure[key] < 0:
             _fail(f"{where} [measure]", f"{key}: expected a whole number >= 0, found {measure[key]!r}")
+    cap = measure["max_cell_seconds"]
+    if cap is not None and (not isinstance(cap, int | float) or isinstance(cap, bool) or cap <= 0):
+        _fail(f"{where} [measure]", f"max_cell_seconds: expected a number of seconds > 0, found {cap!r}")
     if measure["rounds"] < 1 or measure["calls"] < measure["rounds"]:
         _fail(f"{where} [measure]", "expected rounds >= 1 and calls >= rounds")
 
@@ -142,17 +148,19 @@ def parse(text: str, where: str = "<study>") -> Study:
         except HarnessError as exc:
             _fail(at, str(exc))
         variants = entry.get("variants", [spec.variants[0]])
-        if variants == "all":
-            variants = list(spec.variants)
-        variants = _list(at, "variants", variants, spec.variants)
+        if variants != "all":
+            variants = _list(at, "variants", variants, spec.variants)
         devices = _list(at, "devices", entry.get("devices", list(spec.devices)), registry.DEVICES)
         for device in devices:
             if device not in spec.devices:
                 _fail(at, f"devices: {spec.name} does not run on {device!r}; allowed: {list(spec.devices)}")
+            if variants != "all":
+                for variant in set(variants) - set(spec.variants_for(device)):
+                    _fail(at, f"variants: {variant!r} needs a GPU; list it in a cell with devices = [\"gpu\"]")
         batches = _list(at, "batch_sizes", entry.get("batch_sizes", measure["batch_sizes"]), kind=int)
         dtypes = _list(at, "dtypes", entry.get("dtypes", measure["dtypes"]), spec.dtypes)
-        for variant in variants:
-            for device in devices:
+        for device in devices:
+            for variant in spec.variants_for(device) if variants == "all" else variants:
                 for batch in batches:
                     if batch < 1:
                         _fail(at, f"batch_sizes: expected >= 1, found {batch}")
@@ -176,6 +184,16 @@ def calls_for(measure: dict, batch: int) -> int:
     if measure.get("max_images"):
         calls = min(calls, max(measure["rounds"], math.ceil(measure["max_images"] / batch)))
     return calls
+
+
+def capped_calls(measure: dict, planned: int, seconds_per_call: float) -> int:
+    """Timed calls of a cell once its speed is known (from the warm-up): at most
+    max_cell_seconds of timed calls, but never fewer than MIN_CALLS_PER_ROUND per round."""
+    cap = measure.get("max_cell_seconds")
+    if not cap or seconds_per_call <= 0:
+        return planned
+    floor = min(planned, measure["rounds"] * MIN_CALLS_PER_ROUND)
+    return max(floor, min(planned, int(cap / seconds_per_call)))
 
 
 def chunk_sizes(calls: int, rounds: int) -> list[int]:

@@ -4,19 +4,18 @@ test images, against the NumPy float32 reference.
 Pass: argmax equal on every image, and max |p - p_ref| <= 1e-5 (float32).
 """
 
-import time
+import json
+import os
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
 
-from harness import mnist, registry
-from harness.errors import HarnessError, Unavailable
+from harness import DEFAULT_WEIGHTS, ROOT, mnist, registry
+from harness.errors import HarnessError
 
 TOLERANCE = 1e-5
-CHUNK = 1000  # images per predict call: bounds memory, keeps every variant on one path
-
-
-def predict_all(impl, images: np.ndarray) -> np.ndarray:
-    return np.concatenate([impl.predict(images[i:i + CHUNK]) for i in range(0, len(images), CHUNK)])
 
 
 def check(probs, reference, labels) -> dict:
@@ -35,52 +34,74 @@ def check(probs, reference, labels) -> dict:
 
 
 def verify(names, device="cpu", weights_path=None, data_dir=None, limit=None, progress=print):
-    """One row per implementation x variant: status ok / FAIL / unavailable, with the numbers."""
+    """One row per implementation x variant: status ok / FAIL / unavailable, with the numbers.
+
+    Each implementation runs in a child process (harness.verifychild) with its registry
+    environment (KERAS_BACKEND, XLA_FLAGS), so three Keras backends verify in one command."""
+    from harness.verifychild import predict_all
     from lenet_numpy.model import NumpyLeNet  # the oracle: NumPy only
 
-    images, labels = mnist.load("test", data_dir)
+    weights_path = weights_path or DEFAULT_WEIGHTS
+    if data_dir:
+        os.environ["LENET_DATA_DIR"] = str(data_dir)  # the children read the same images
+    images, labels = mnist.load("test")
     if limit:
         images, labels = images[:limit], labels[:limit]
-    x = mnist.to_input(images)
-    reference = predict_all(NumpyLeNet(weights_path), x).astype(np.float64)
+    reference = predict_all(NumpyLeNet(weights_path), mnist.to_input(images)).astype(np.float64)
     rows = []
     for name in names:
         spec = registry.spec(name)
         if device not in spec.devices:
             rows.append({"implementation": name, "variant": "-", "device": device,
                          "status": "unavailable", "reason": f"{name} runs on {list(spec.devices)}"})
+            progress(format_row(rows[-1]))
             continue
-        for variant in spec.variants:
-            row = {"implementation": name, "variant": variant, "device": device}
-            started = time.perf_counter()
-            try:
-                impl = registry.create(name, weights_path, device=device, variant=variant)
-                try:
-                    probs = predict_all(impl, x)
-                finally:
-                    impl.close()
-                row.update(check(probs, reference, labels))
-            except Unavailable as exc:
-                row.update(status="unavailable", reason=str(exc))
-            except HarnessError:
-                raise  # bad weights, bad data: the whole command fails with that message
-            except Exception as exc:  # an implementation that crashes is a failed check
-                row.update(status="FAIL", reason=f"{type(exc).__name__}: {exc}")
-            row["seconds"] = round(time.perf_counter() - started, 2)
-            progress(format_row(row))
-            rows.append(row)
+        with tempfile.TemporaryDirectory(prefix="lenet-verify-") as out_dir:
+            for row in child_rows(name, device, weights_path, out_dir, limit):
+                row = {"implementation": name, "device": device, **row}
+                if row["status"] == "ok":
+                    probs = np.load(os.path.join(out_dir, f"{row['variant']}.npy"))
+                    row.update(check(probs, reference, labels))
+                progress(format_row(row))
+                rows.append(row)
     return rows
 
 
+def child_rows(name, device, weights_path, out_dir, limit):
+    """Run harness.verifychild for one implementation; yield its rows as they come."""
+    command = [sys.executable, "-m", "harness.verifychild", name, device,
+               str(weights_path), out_dir] + ([str(limit)] if limit else [])
+    child_env = {**os.environ, **registry.process_env(name)}
+    log_path = os.path.join(out_dir, "stderr.log")  # framework chatter; shown when something fails
+    with open(log_path, "w") as log, subprocess.Popen(command, cwd=ROOT, env=child_env, text=True,
+                                                      stdout=subprocess.PIPE, stderr=log) as child:
+        seen = []
+        for line in child.stdout:
+            row = json.loads(line)
+            if "fatal" in row:
+                child.wait()
+                raise HarnessError(row["fatal"])
+            seen.append(row["variant"])
+            yield row
+        code = child.wait()
+    missing = [v for v in registry.spec(name).variants_for(device) if v not in seen]
+    if code != 0 or missing:
+        tail = open(log_path).read().strip().splitlines()[-15:]
+        print("\n".join(f"  | {line}" for line in tail), file=sys.stderr)
+    for variant in missing:  # the child died before this variant (a crash in native code)
+        yield {"variant": variant, "status": "FAIL",
+               "reason": f"the verify process for {name} ended with exit code {code}"}
+
+
 def format_row(row: dict) -> str:
-    head = f"{row['implementation'] + '/' + row['variant']:<24} {row['device']:<4} {row['status']:<11}"
+    head = f"{row['implementation'] + '/' + row['variant']:<28} {row['device']:<4} {row['status']:<11}"
     if "agree" in row:
         return (f"{head} accuracy {row['accuracy']:.4f}  agree {row['agree']}/{row['images']}  "
                 f"max|dp| {row['max_abs_diff']:.1e}  ({row['seconds']} s)")
-    return f"{head} {row.get('reason', '')}"
+    return f"{head} {row.get('reason') or ''}"
 
 
-HEADER = (f"{'implementation/variant':<24} {'dev':<4} {'status':<11} "
+HEADER = (f"{'implementation/variant':<28} {'dev':<4} {'status':<11} "
           f"(tolerance: argmax equal, max|dp| <= {TOLERANCE:g})")
 
 

@@ -6,7 +6,8 @@ Protocol: one JSON object per line. Requests on stdin, replies on a private copy
 fd 1 itself is pointed at stderr so that nothing a framework prints can corrupt the replies.
 
     {"op": "setup", "cell": {...}, "weights": PATH, "warmup": N}
-        -> {"ok": true, "import_ns", "load_ns", "cold_start_ns"}  (first call timed apart)
+        -> {"ok": true, "import_ns", "load_ns", "cold_start_ns", "warmup_median_ns"}
+           (the first call timed apart; the warm-up's median tells the runner the cell's speed)
     {"op": "measure", "cell_id": ID, "calls": K, "start": I}
         -> {"ok": true, "times_ns": [...], "device_ns": [...] or null}
     {"op": "exit"}
@@ -85,10 +86,11 @@ class Worker:
         impl.predict(batches[0])  # cold start: tracing, compilation, autotuning, lazy init
         t4 = perf_counter_ns()
         device_time = impl.last_device_time_ns()
-        time_calls(impl.predict, batches, 1, warmup)
+        warm, _ = time_calls(impl.predict, batches, 1, warmup)
         self.cells[cell["id"]] = (impl, batches)
         return {"import_ns": t1 - t0, "load_ns": t2 - t1, "cold_start_ns": t4 - t3,
-                "cold_start_device_ns": device_time}
+                "cold_start_device_ns": device_time,
+                "warmup_median_ns": sorted(warm)[len(warm) // 2] if warm else None}
 
     def measure(self, cell_id, calls, start):
         impl, batches = self.cells[cell_id]

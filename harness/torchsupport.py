@@ -1,0 +1,41 @@
+"""What the PyTorch levels (torch ops, Keras on PyTorch) share with the harness: threads,
+precision and device."""
+
+import os
+
+from harness.errors import Unavailable
+
+
+def configure(device: str):
+    """Apply the harness's thread counts (harness.procenv) and return the torch.device for
+    `device`, or raise Unavailable when PyTorch sees no GPU."""
+    import torch
+
+    if os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    if os.environ.get("TF_NUM_INTEROP_THREADS"):  # the harness's inter-op count, for every framework
+        try:
+            torch.set_num_interop_threads(int(os.environ["TF_NUM_INTEROP_THREADS"]))
+        except RuntimeError:
+            pass  # inter-op work already started in this process: its pool is fixed
+    # float32 means float32: no TF32 tensor-core convolutions or matmuls (the cuDNN level's rule).
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if device != "gpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "CPU-only build"
+        raise Unavailable(
+            f"PyTorch {torch.__version__} ({build}) sees no GPU; on a GPU server install the CUDA "
+            "build of torch"
+        )
+    return torch.device("cuda", 0)
+
+
+def free(device) -> None:
+    """Give the CUDA caching allocator's memory back (polite on a shared GPU)."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()

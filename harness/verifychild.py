@@ -1,0 +1,67 @@
+"""One implementation's outputs for `verify`, in a process of its own (one framework, one Keras
+backend per interpreter, as in the studies' workers).
+
+    python -m harness.verifychild NAME DEVICE WEIGHTS OUT_DIR [LIMIT]
+
+For each variant it writes OUT_DIR/<variant>.npy (the probabilities of the test images) and
+prints one JSON line: {"variant", "status": "ok" | "unavailable" | "FAIL", "reason", "seconds"}.
+A fatal input error (bad weights, bad data) is one line {"fatal": "..."}.
+"""
+
+import json
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+from harness import mnist, registry
+from harness.errors import HarnessError, Unavailable
+
+CHUNK = 1000  # images per predict call: bounds memory, keeps every variant on one path
+
+
+def predict_all(impl, images: np.ndarray) -> np.ndarray:
+    return np.concatenate([impl.predict(images[i:i + CHUNK]) for i in range(0, len(images), CHUNK)])
+
+
+def outputs(name, device, weights_path, out_dir, limit=None, say=print):
+    images, _ = mnist.load("test")
+    x = mnist.to_input(images[:limit] if limit else images)
+    for variant in registry.spec(name).variants_for(device):
+        row = {"variant": variant, "status": "ok", "reason": None}
+        started = time.perf_counter()
+        try:
+            impl = registry.create(name, weights_path, device=device, variant=variant)
+            try:
+                np.save(os.path.join(out_dir, f"{variant}.npy"), predict_all(impl, x))
+            finally:
+                impl.close()
+        except Unavailable as exc:
+            row.update(status="unavailable", reason=str(exc))
+        except HarnessError:
+            raise
+        except Exception as exc:  # an implementation that crashes is a failed check
+            traceback.print_exc()
+            row.update(status="FAIL", reason=f"{type(exc).__name__}: {exc}".splitlines()[0])
+        row["seconds"] = round(time.perf_counter() - started, 2)
+        say(json.dumps(row))
+
+
+def main(argv=None) -> int:
+    name, device, weights_path, out_dir, *rest = argv or sys.argv[1:]
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # framework chatter on stdout goes to stderr, never into the replies
+    sys.stdout = sys.stderr
+    try:
+        outputs(name, device, weights_path, out_dir, int(rest[0]) if rest else None,
+                say=lambda line: replies.write(line + "\n"))
+    except HarnessError as exc:
+        replies.write(json.dumps({"fatal": str(exc)}) + "\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
