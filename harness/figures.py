@@ -18,8 +18,10 @@ from harness import DEFAULT_FIGURES, registry  # noqa: E402
 
 FIGURES_DIR = DEFAULT_FIGURES
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
-LEVEL_ORDER = ["numpy", "tensorflow-ops", "keras", "cudnn"]
-LEVEL_OF = {"numpy": "numpy", "tf": "tensorflow-ops", "keras": "keras", "cudnn": "cudnn"}
+# The ladder, bottom to top (and the reference beside it): API levels, then implementations.
+LEVEL_ORDER = ["numpy", "cudnn", "tensorflow-ops", "jax-ops", "torch-ops", "keras"]
+IMPL_ORDER = ["numpy", "cudnn", "tf", "jax", "torch", "keras", "keras_jax", "keras_torch"]
+BACKEND_OF = {"keras": "TensorFlow", "keras_jax": "JAX", "keras_torch": "PyTorch"}
 DPI = 200
 
 
@@ -36,7 +38,8 @@ def caption(runs, study=None) -> str:
         gpu = ", ".join(f"{g['name']} (driver {g['driver']})" for g in env.get("gpus") or []) or "no GPU"
         cudnn = (env.get("cudnn") or {}).get("version", "-")
         lines.append(f"{run['machine']} | {gpu} | threads={threads} | TF {tf}, Keras "
-                     f"{pk.get('keras', '-')}, NumPy {pk.get('numpy', '-')}, cuDNN {cudnn} | "
+                     f"{pk.get('keras', '-')}, JAX {pk.get('jax', '-')}, PyTorch {pk.get('torch', '-')}, "
+                     f"NumPy {pk.get('numpy', '-')}, cuDNN {cudnn} | "
                      f"run {run['study']}/{run['run_id']}")
     return "\n".join(lines) or "no runs"
 
@@ -105,13 +108,15 @@ def fig_latency(frame, runs, out: Path) -> Path | None:
         return None
     series = sorted({(m, d) for m, d in zip(cells["machine"], cells["device"], strict=True)},
                     key=lambda s: (s[1], s[0]))
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    impls = [i for i in IMPL_ORDER if i in set(cells["implementation"])]
+    impls += sorted(set(cells["implementation"]) - set(impls))  # a lab's module:Class
+    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(impls)), 4.8))
     width = 0.8 / len(series)
     for i, (machine, device) in enumerate(series):
         xs, ys, lo, hi = [], [], [], []
-        for x, level in enumerate(LEVEL_ORDER):
+        for x, impl in enumerate(impls):
             row = cells[(cells["machine"] == machine) & (cells["device"] == device)
-                        & (cells["implementation"].map(LEVEL_OF) == level)]
+                        & (cells["implementation"] == impl)]
             if row.empty:
                 continue
             r = row.iloc[0]
@@ -119,19 +124,15 @@ def fig_latency(frame, runs, out: Path) -> Path | None:
             ys.append(r["median_ms"])
             lo.append(r["median_ms"] - r["ci_low_ms"])
             hi.append(r["ci_high_ms"] - r["median_ms"])
-        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, color=OKABE_ITO[i],
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, color=OKABE_ITO[i % len(OKABE_ITO)],
                label=f"{device.upper()}: {machine}")
         for x, y in zip(xs, ys, strict=True):
-            ax.text(x, y * 1.08, fmt_ms(y), ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(LEVEL_ORDER)), LEVEL_ORDER)
+            ax.text(x, y * 1.08, fmt_ms(y), ha="center", va="bottom", fontsize=6)
+    labels = [f"{impl}\n{cells[cells['implementation'] == impl]['variant'].iloc[0]}" for impl in impls]
+    ax.set_xticks(range(len(impls)), labels, fontsize=8)
     ax.set_yscale("log")
-    measured = set(cells["implementation"].map(LEVEL_OF))
-    for x, level in enumerate(LEVEL_ORDER):
-        if level not in measured:
-            ax.text(x, ax.get_ylim()[0] * 1.5, "not measured\n(see REPORT.md:\nskipped cells)",
-                    ha="center", va="bottom", fontsize=7, color="#555555")
-    decorate(ax, "Fig. 2  Per-image latency per API level (bars: median; whiskers: 95% CI)",
-             "API level (default variant; cudnn: tuned)",
+    decorate(ax, "Fig. 2  Per-image latency per implementation (bars: median; whiskers: 95% CI)",
+             "implementation and its default variant, from the raw library up to Keras",
              "per-image inference time, median (ms, log scale)")
     return finish(fig, runs, "api_levels", out)
 
@@ -287,6 +288,54 @@ def fig_precision(frame, runs, out: Path) -> Path | None:
     return finish(fig, runs, "precision", out)
 
 
+def backend_rows(cells, device, machine):
+    """Per backend: {stage: row} with the compiled path as one stage (its variant named)."""
+    stages = {"predict": "predict", "predict_on_batch": "predict_on_batch", "call": "call",
+              "function": "compiled", "jit": "compiled", "compile": "compiled"}
+    found = {}
+    for _, r in cells[(cells["device"] == device) & (cells["machine"] == machine)].iterrows():
+        if r["implementation"] in BACKEND_OF and r["variant"] in stages:
+            found.setdefault(r["implementation"], {})[stages[r["variant"]]] = r
+    return found
+
+
+def fig_backends(frame, runs, out: Path) -> Path | None:
+    cells = ok_cells(frame, "backends")
+    cells = cells[cells["batch_size"] == 1] if not cells.empty else cells
+    if cells.empty:
+        return None
+    panels = sorted({(d, m) for d, m in zip(cells["device"], cells["machine"], strict=True)})
+    stages = ["predict", "predict_on_batch", "call", "compiled"]
+    fig, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels), 4.8), squeeze=False)
+    for ax, (device, machine) in zip(axes.flat, panels, strict=True):
+        by_backend = backend_rows(cells, device, machine)
+        impls = [i for i in BACKEND_OF if i in by_backend]
+        width = 0.8 / max(len(impls), 1)
+        for i, impl in enumerate(impls):
+            for x, stage in enumerate(stages):
+                r = by_backend[impl].get(stage)
+                if r is None:
+                    continue
+                xpos = x + (i - (len(impls) - 1) / 2) * width
+                ax.bar(xpos, r["median_ms"], width, color=OKABE_ITO[i],
+                       yerr=[[r["median_ms"] - r["ci_low_ms"]], [r["ci_high_ms"] - r["median_ms"]]],
+                       capsize=2, label=BACKEND_OF[impl] if x == 0 or stage == "predict" else None)
+                text = fmt_ms(r["median_ms"]) + (f"\n{r['variant']}" if stage == "compiled" else "")
+                ax.text(xpos, r["median_ms"] * 1.1, text, ha="center", va="bottom", fontsize=6)
+        floor = cells[(cells["device"] == device) & (cells["machine"] == machine)
+                      & (cells["implementation"] == "numpy")]
+        if not floor.empty:
+            ax.axhline(floor["median_ms"].iloc[0], color="#555555", linestyle=":", linewidth=1,
+                       label=f"NumPy reference ({fmt_ms(floor['median_ms'].iloc[0])})")
+        ax.set_xticks(range(len(stages)), ["model.predict", "predict_on_batch", "model(x)",
+                                           "compiled model(x)"])
+        ax.set_yscale("log")
+        decorate(ax, f"{device.upper()}: {machine}", "how the model is called",
+                 "per-image time, median (ms, log scale)")
+    fig.suptitle("Fig. 8  One Keras model, three backends (bars: median; whiskers: 95% CI)")
+    return finish(fig, runs, "backends", out)
+
+
 FIGURES = {
     "fig2_latency.png": fig_latency,
     "fig3_histograms.png": fig_histograms,
@@ -294,6 +343,7 @@ FIGURES = {
     "fig5_overhead.png": fig_overhead,
     "fig6_throughput.png": fig_throughput,
     "fig7_precision.png": fig_precision,
+    "fig8_backends.png": fig_backends,
 }
 
 

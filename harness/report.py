@@ -78,6 +78,7 @@ def findings(frame, loc_rows) -> list[str]:
         if cold is not None and not math.isnan(cold["cold_start_ms"]):
             out.append(f"Cold start: the first `model.predict` call takes {ms(cold['cold_start_ms'])}, "
                        f"{cold['cold_start_ms'] / cold['median_ms']:.1f}x a steady-state call.")
+        out += backend_findings(frame, machine)
         tuned = find(frame, "overhead", "cudnn/tuned", device="gpu", machine=machine)
         naive = find(frame, "overhead", "cudnn/naive", device="gpu", machine=machine)
         if tuned is not None and naive is not None:
@@ -91,9 +92,39 @@ def findings(frame, loc_rows) -> list[str]:
         totals[row["api_level"]] = totals.get(row["api_level"], 0) + row["code"]
     if "keras" in totals and "cudnn" in totals:
         out.append(f"Code: the cuDNN level takes {totals['cudnn']} lines, Keras {totals['keras']} "
-                   f"({totals['cudnn'] / totals['keras']:.0f}x), TensorFlow ops "
-                   f"{totals.get('tensorflow-ops', '-')}, NumPy {totals.get('numpy', '-')} "
-                   f"(pygount code lines; the shared loaders, {totals.get('shared', '-')} lines, apart).")
+                   f"({totals['cudnn'] / totals['keras']:.0f}x; one package for all three backends), "
+                   f"TensorFlow ops {totals.get('tensorflow-ops', '-')}, JAX ops "
+                   f"{totals.get('jax-ops', '-')}, PyTorch ops {totals.get('torch-ops', '-')}, NumPy "
+                   f"{totals.get('numpy', '-')} (pygount code lines; the shared loaders, "
+                   f"{totals.get('shared', '-')} lines, apart).")
+    return out
+
+
+def backend_findings(frame, machine) -> list[str]:
+    """The backends study in sentences: one Keras model's predict and compiled call per backend."""
+    out = []
+    names = {"keras": "TensorFlow", "keras_jax": "JAX", "keras_torch": "PyTorch"}
+    compiled = {"keras": "function", "keras_jax": "jit", "keras_torch": "compile"}
+    for device in ("cpu", "gpu"):
+        predict = {i: find(frame, "backends", f"{i}/predict", device=device, machine=machine)
+                   for i in names}
+        predict = {i: r for i, r in predict.items() if r is not None}
+        if len(predict) < 2:
+            continue
+        fastest = min(predict, key=lambda i: predict[i]["median_ms"])
+        parts = [f"{ms(r['median_ms'])} on {names[i]}" for i, r in predict.items()]
+        slowdowns = [f"{names[i]} {ratio(r, predict[fastest]):.1f}x" for i, r in predict.items()
+                     if i != fastest and ratio(r, predict[fastest])]
+        line = (f"**One Keras model, three backends** ({device.upper()}, {machine}): `model.predict` "
+                f"takes {', '.join(parts)} per image; against {names[fastest]}, "
+                f"{', '.join(slowdowns)} (within rounds).")
+        fast = {i: find(frame, "backends", f"{i}/{compiled[i]}", device=device, machine=machine)
+                for i in names}
+        fast = [f"{ms(r['median_ms'])} ({compiled[i]}, {names[i]})" for i, r in fast.items()
+                if r is not None]
+        if fast:
+            line += f" Compiled, the same model's call takes {', '.join(fast)}."
+        out.append(line)
     return out
 
 
@@ -139,10 +170,11 @@ def build(runs, frame, loc_rows, verify_rows=()) -> str:
                          gpus[0]["driver"] if gpus else "-", env.get("cuda_driver_version") or "-",
                          (env.get("cudnn") or {}).get("version", "-"), env.get("python", "-"),
                          pk.get("tensorflow") or pk.get("tensorflow-cpu") or "-", pk.get("keras", "-"),
+                         pk.get("jax", "-"), pk.get("torch", "-"),
                          pk.get("numpy", "-"), (env.get("threads") or {}).get("OPENBLAS_NUM_THREADS", "-"),
                          env.get("loadavg") or "-"])
     parts.append(table(["study", "run", "host", "CPU", "cores", "GPU", "driver", "CUDA", "cuDNN",
-                        "Python", "TF", "Keras", "NumPy", "threads", "load avg"], env_rows)
+                        "Python", "TF", "Keras", "JAX", "PyTorch", "NumPy", "threads", "load avg"], env_rows)
                  if env_rows else "_No runs yet._")
 
     parts += ["", "## Fig. 1: lines of code per API level", "", "![](figures/fig1_loc.png)", "",
@@ -165,6 +197,12 @@ def build(runs, frame, loc_rows, verify_rows=()) -> str:
               "the CPU there is no device, so the compute floor is estimated as the fastest "
               "measured implementation of the same arithmetic, and the rest of a call is host "
               "overhead.", "", latency_table(frame, "overhead", with_device=True)]
+    parts += ["", "## Fig. 8: one Keras model, three backends (study `backends`)", "",
+              "The same `lenet_keras` model and weights file, with KERAS_BACKEND set to tensorflow, "
+              "jax or torch in the worker before Keras is imported. Each backend's compiled path: "
+              "`function`/`xla` (tf.function, with XLA), `jit` (jax.jit of `model.stateless_call`), "
+              "`compile` (torch.compile of `model(x)`).", "",
+              "![](figures/fig8_backends.png)", "", latency_table(frame, "backends")]
     parts += ["", "## Fig. 6: throughput against batch size (study `batch_sweep`)", "",
               "![](figures/fig6_throughput.png)", ""]
     sweep = ok_cells(frame, "batch_sweep")

@@ -156,7 +156,8 @@ def parse(text: str, where: str = "<study>") -> Study:
                 _fail(at, f"devices: {spec.name} does not run on {device!r}; allowed: {list(spec.devices)}")
             if variants != "all":
                 for variant in set(variants) - set(spec.variants_for(device)):
-                    _fail(at, f"variants: {variant!r} needs a GPU; list it in a cell with devices = [\"gpu\"]")
+                    _fail(at, f"variants: {variant!r} needs a GPU; list it in a cell with "
+                              'devices = ["gpu"]')
         batches = _list(at, "batch_sizes", entry.get("batch_sizes", measure["batch_sizes"]), kind=int)
         dtypes = _list(at, "dtypes", entry.get("dtypes", measure["dtypes"]), spec.dtypes)
         for device in devices:

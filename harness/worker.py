@@ -23,6 +23,7 @@ import traceback
 from harness.errors import Unavailable
 
 perf_counter_ns = time.perf_counter_ns
+FRAMEWORKS = ("tensorflow", "keras", "jax", "torch", "cupy")
 
 
 def time_calls(predict, batches, start, count, device_time=None):
@@ -90,7 +91,9 @@ class Worker:
         self.cells[cell["id"]] = (impl, batches)
         return {"import_ns": t1 - t0, "load_ns": t2 - t1, "cold_start_ns": t4 - t3,
                 "cold_start_device_ns": device_time,
-                "warmup_median_ns": sorted(warm)[len(warm) // 2] if warm else None}
+                "warmup_median_ns": sorted(warm)[len(warm) // 2] if warm else None,
+                "frameworks": [m for m in FRAMEWORKS if m in sys.modules],  # loaded in this worker
+                "keras_backend": os.environ.get("KERAS_BACKEND")}
 
     def measure(self, cell_id, calls, start):
         impl, batches = self.cells[cell_id]

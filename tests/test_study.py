@@ -1,6 +1,6 @@
 import pytest
 
-from harness import study
+from harness import registry, study
 from harness.errors import HarnessError
 
 MINIMAL = """
@@ -41,16 +41,41 @@ devices = ["cpu", "gpu"]
 def test_api_levels_has_1000_images_per_cell_and_cold_start():
     s = study.load("api_levels")
     assert all(c.calls >= 1000 and c.batch_size == 1 for c in s.cells)
-    assert {c.implementation for c in s.cells} >= {"numpy", "tf", "keras", "cudnn"}
+    assert {c.implementation for c in s.cells} >= {"numpy", "tf", "jax", "torch", "keras", "keras_jax",
+                                                    "keras_torch", "cudnn"}
 
 
-def test_overhead_covers_every_variant():
+def test_overhead_covers_every_variant_on_the_devices_it_runs_on():
     s = study.load("overhead")
-    variants = {(c.implementation, c.variant) for c in s.cells}
-    for name in ("keras", "tf", "cudnn"):
-        from harness import registry
+    cells = {(c.implementation, c.variant, c.device) for c in s.cells}
+    for name in ("keras", "tf", "jax", "torch", "cudnn"):
+        spec = registry.REGISTRY[name]
+        for device in spec.devices:
+            assert {(name, v, device) for v in spec.variants_for(device)} <= cells
+    assert ("torch", "cudagraph", "gpu") in cells and ("torch", "cudagraph", "cpu") not in cells
 
-        assert {(name, v) for v in registry.REGISTRY[name].variants} <= variants
+
+def test_backends_study_has_every_keras_variant_on_three_backends():
+    s = study.load("backends")
+    cells = {(c.implementation, c.variant, c.device) for c in s.cells}
+    for name in registry.KERAS_BACKENDS:
+        for variant in registry.REGISTRY[name].variants:
+            assert {(name, variant, "cpu"), (name, variant, "gpu")} <= cells
+
+
+def test_gpu_only_variant_on_cpu_is_refused():
+    with pytest.raises(HarnessError, match=r"variants: 'cudagraph' needs a GPU"):
+        study.parse("[[cells]]\nimplementation='torch'\nvariants=['cudagraph']\ndevices=['cpu','gpu']")
+
+
+def test_time_cap_cuts_slow_cells_but_keeps_calls_in_every_round():
+    measure = {**study.MEASURE_DEFAULTS, "rounds": 10, "max_cell_seconds": 15}
+    assert study.capped_calls(measure, 1000, 50e-3) == 300       # Keras predict: 15 s of calls
+    assert study.capped_calls(measure, 1000, 1e-3) == 1000       # fast: all of them
+    assert study.capped_calls(measure, 1000, 5.0) == 100         # very slow: 10 per round
+    assert study.capped_calls({**measure, "max_cell_seconds": None}, 1000, 5.0) == 1000
+    with pytest.raises(HarnessError, match="max_cell_seconds: expected a number of seconds > 0"):
+        study.parse("[measure]\nmax_cell_seconds = 0\n[[cells]]\nimplementation='numpy'")
 
 
 @pytest.mark.parametrize("text,message", [
