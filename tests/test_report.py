@@ -16,13 +16,19 @@ from tests.conftest import ROOT
 def test_loc_equals_pygount_summary_run_by_hand():
     rows = loc.count()
     totals = loc.totals(rows)
-    for package in ("lenet_numpy", "lenet_tf", "lenet_keras", "lenet_cudnn"):
+    for package in ("lenet_numpy", "lenet_tf", "lenet_keras", "lenet_cudnn", "lenet_jax", "lenet_torch"):
         pygount_cli = Path(sys.executable).parent / "pygount"  # the command a person runs
         done = subprocess.run([str(pygount_cli), "--format=summary", package],
                               cwd=ROOT, capture_output=True, text=True, check=True)
         sum_line = next(line for line in done.stdout.splitlines() if "Sum" in line)
         code = int(re.findall(r"\d+(?:\.\d+)?", sum_line)[2])  # files, %, code, ...
         assert totals[package] == code, package
+
+
+def test_loc_counts_the_keras_package_once_for_three_backends():
+    rows = loc.count()
+    assert [r["package"] for r in rows].count("lenet_keras") == 1
+    assert ("lenet_torch", "weight layout") in {(r["package"], r["part"]) for r in rows}
 
 
 def test_loc_splits_cudnn_layout_and_binding_and_counts_shared_apart():
