@@ -73,7 +73,7 @@ studies: $(STAMP)
 	done
 
 smoke: $(STAMP)
-	$(PY) -m harness run smoke --out /tmp/lenet-smoke
+	$(PY) -m harness run smoke --out $${TMPDIR:-/tmp}/lenet-smoke-$$(id -u)  # per user: /tmp is shared
 
 loc: $(STAMP)
 	$(PY) -m harness loc

@@ -130,7 +130,8 @@ def cmd_report(args) -> int:
     from harness import report, reportdata
 
     runs, frame, loc_rows = load_results(args)
-    text = report.build(runs, frame, loc_rows, reportdata.verify_records(args.results))
+    history = reportdata.cells_frame(reportdata.load_runs(args.results))  # every committed run
+    text = report.build(runs, frame, loc_rows, reportdata.verify_records(args.results), history)
     print(f"wrote {report.write(text, args.out)}")
     return 0
 

@@ -3,6 +3,12 @@
 The kernel drops an flock when its holder dies, so a killed run never leaves a stale lock.
 A second run waits with a message; past --lock-timeout it runs anyway and its GPU cells are
 flagged `contended`.
+
+Many users, one file: whoever creates it makes it world-writable (0666, whatever their umask),
+and everyone else opens it without O_CREAT (in a sticky /tmp, Linux's protected_regular refuses
+O_CREAT on another user's file even when its mode allows writing). A file that another user
+created read-only (an older harness) is still locked through a read-only descriptor: flock
+needs none of the write bits; only the holder's note is then left out.
 """
 
 import fcntl
@@ -15,10 +21,62 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from harness.errors import HarnessError
+
 
 def lock_path(gpu_id: str) -> Path:
     folder = Path(os.environ.get("LENET_LOCK_DIR") or tempfile.gettempdir())
     return folder / f"lenet-levels-gpu{gpu_id}.lock"
+
+
+def open_shared(path: Path) -> tuple[int, bool]:
+    """(fd, writable) for the lock file, created world-writable by whoever comes first."""
+    for _ in range(3):  # another user may create or remove it between our two opens
+        for flags in (os.O_RDWR, os.O_RDONLY):
+            try:
+                return os.open(path, flags), flags == os.O_RDWR
+            except FileNotFoundError:
+                break
+            except PermissionError:
+                continue  # not writable for us: lock through a read-only descriptor
+        else:
+            raise HarnessError(f"GPU lock {path}: exists but this user may not open it "
+                               f"({describe(path)}); ask its owner to remove it, or set "
+                               "LENET_LOCK_DIR to a folder every user of the GPU can write")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise HarnessError(f"GPU lock folder {path.parent}: cannot create {path.name} "
+                               f"({exc.strerror}; {describe(path.parent)}); set LENET_LOCK_DIR to a "
+                               "folder every user of the GPU can write (e.g. a sticky 1777 folder)") from None
+        os.fchmod(fd, 0o666)  # the umask must not lock the next user out
+        return fd, True
+    raise HarnessError(f"GPU lock {path}: could not be opened or created (it keeps appearing and "
+                       "disappearing); try again")
+
+
+def user_name() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # a uid with no passwd entry (containers)
+        return f"uid {os.getuid()}"
+
+
+def describe(path: Path) -> str:
+    """Owner and mode of a path, for error messages."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    import pwd
+
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = f"uid {st.st_uid}"
+    return f"owner {owner}, mode {st.st_mode & 0o7777:o}"
 
 
 class GpuLock:
@@ -27,6 +85,7 @@ class GpuLock:
         self.timeout_s = timeout_s
         self.report = report
         self.fd = None
+        self.writable = False
         self.waited_in_vain = False  # True: timed out waiting; what we time is contended
 
     def holder(self) -> str:
@@ -35,6 +94,11 @@ class GpuLock:
         except (OSError, ValueError):
             return "another run"
         return f"{info.get('user')}@{info.get('host')} pid {info.get('pid')}"
+
+    def check(self) -> None:
+        """Fail now, with the fix, when the lock file cannot be opened or created."""
+        fd, _ = open_shared(self.path)
+        os.close(fd)
 
     def _try(self) -> bool:
         try:
@@ -47,7 +111,7 @@ class GpuLock:
         """True when held; False when the wait timed out (then the caller flags its cells)."""
         if self.fd is not None:
             return True
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        self.fd, self.writable = open_shared(self.path)
         if not self._try():
             self.report(f"GPU busy: {self.holder()} is timing on it ({self.path}); waiting"
                         + (f" up to {self.timeout_s:g} s" if self.timeout_s is not None else ""))
@@ -60,8 +124,10 @@ class GpuLock:
                     self.waited_in_vain = True
                     return False
                 time.sleep(0.2)
+        if not self.writable:
+            return True
         os.ftruncate(self.fd, 0)
-        os.write(self.fd, json.dumps({"user": getpass.getuser(), "host": socket.gethostname(),
+        os.write(self.fd, json.dumps({"user": user_name(), "host": socket.gethostname(),
                                       "pid": os.getpid(), "since": time.time()}).encode())
         return True
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import DEFAULT_RESULTS, results
+from harness import DEFAULT_RESULTS, results, stats
 
 
 def machine_label(env: dict) -> str:
@@ -50,9 +50,10 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
         for row in run["rows"]:
             if row.get("kind") != "cell":
                 continue
-            spec, st, dev, setup = row["cell"], row.get("stats") or {}, row.get("device_stats") or {}, \
-                row.get("setup") or {}
+            spec, dev, setup = row["cell"], row.get("device_stats") or {}, row.get("setup") or {}
             times = [t for rnd in row.get("rounds_ns", []) for t in rnd]
+            # recomputed from the raw times, so every run is read with today's statistics
+            st = stats.summarize(row["rounds_ns"]) if row["status"] == "ok" and times else {}
             records.append({
                 "study": run["study"], "run_id": run["run_id"], "machine": run["machine"],
                 "cell_id": row["cell_id"], **spec, "status": row["status"],
@@ -66,6 +67,9 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
                 "mean_ms": st.get("mean_ns", float("nan")) / 1e6,
                 "min_ms": st.get("min_ns", float("nan")) / 1e6,
                 "iqr_ms": st.get("iqr_ns", float("nan")) / 1e6,
+                "spread": st.get("spread", float("nan")),
+                "ci_over_median": st.get("ci_over_median", float("nan")),
+                "rounds": st.get("rounds", 0),
                 "noisy": bool(st.get("noisy", False)),
                 "contended": bool(row.get("contended", False)),
                 "device_median_ms": dev.get("median_ns", float("nan")) / 1e6,

@@ -30,13 +30,22 @@ def new_run_id() -> str:
 
 def create_run_dir(out: Path, study: str, run_id: str | None) -> Path:
     run_dir = Path(out) / study / (run_id or new_run_id())
-    run_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
         run_dir.mkdir()  # exclusive: two users at once never share a folder
     except FileExistsError:
         raise HarnessError(
             f"{run_dir}: run folder exists; refusing to overwrite it "
             "(add --resume to complete it, or choose another --run-id)"
+        ) from None
+    except PermissionError:
+        from harness.gpulock import describe
+
+        blocked = next(p for p in (run_dir.parent, *run_dir.parent.parents) if p.exists())
+        raise HarnessError(
+            f"{run_dir}: cannot create the run folder: {blocked} is not writable for this user "
+            f"({describe(blocked)}); use --out with a folder of your own, or ask its owner to "
+            f"make it shared (chmod 1777 {blocked})"
         ) from None
     return run_dir
 

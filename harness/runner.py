@@ -194,24 +194,33 @@ class Runner:
     def finish(self, state: CellState, status: str, reason: str | None = None):
         rounds = [state.rounds[r] for r in sorted(state.rounds)]
         times = [t for times, _ in rounds for t in times]
-        device = [d for _, dev in rounds if dev for d in dev]
+        device_rounds = [dev for _, dev in rounds if dev]
         row = {"kind": "cell", "cell_id": state.cell.id, "study": self.study.name,
                "cell": state.cell.to_dict(), "status": status, "reason": reason,
                "rounds_ns": [times for times, _ in rounds],
-               "stats": stats.summarize(times) if times and status == "ok" else None,
-               "device_stats": stats.summarize(device) if device and status == "ok" else None,
+               "stats": stats.summarize(row_times(rounds)) if times and status == "ok" else None,
+               "device_stats": stats.summarize(device_rounds) if device_rounds and status == "ok"
+               else None,
                "setup": {k: state.setup.get(k) for k in ("import_ns", "load_ns", "cold_start_ns",
                                                          "cold_start_device_ns")}
                if state.setup else None,
                "contended": bool(state.contended), "contended_reasons": state.contended,
                "warnings": []}
         if row["stats"] and row["stats"]["noisy"]:
-            s = row["stats"]
-            row["warnings"].append(f"noisy: IQR/median = {s['iqr_ns'] / s['median_ns']:.2f} "
-                                   f"> {stats.NOISY_IQR_OVER_MEDIAN}")
+            row["warnings"].append(noisy_warning(row["stats"]))
         state.final = self.writer.write(row)
         if status != "ok":
             self.report(f"  {state.cell.id}: {status}: {reason}")
+
+
+def row_times(rounds) -> list[list]:
+    """The per-round call times of (times, device times) pairs."""
+    return [times for times, _ in rounds]
+
+
+def noisy_warning(st: dict) -> str:
+    return (f"noisy: the 95% interval of the median spans {st['ci_over_median']:.0%} of it "
+            f"(> {stats.NOISY_CI_OVER_MEDIAN:.0%}); the machine's speed changed between rounds")
 
 
 def start_run(study: Study, out: Path, run_id=None, resume=False, weights=DEFAULT_WEIGHTS,
@@ -231,6 +240,7 @@ def start_run(study: Study, out: Path, run_id=None, resume=False, weights=DEFAUL
     lock = None
     if any(c.device == "gpu" for c in study.cells) and gpu.absent_reason() is None:
         lock = GpuLock(gpu.visible_gpu_id(), lock_timeout_s, report)
+        lock.check()  # an unusable lock folder stops the run here, with the fix
     runner = Runner(study, run_dir, writer, weights, gpu_lock=lock, report=report)
     if resume:
         done = runner.restore(results.read_rows(writer.path))

@@ -1,40 +1,69 @@
-"""Statistics of raw per-call times (ns): computed from the raw times, which are always kept.
+"""Statistics of raw per-call times (ns), computed from the raw times, which are always kept.
 
-Robust by default (median, percentiles, IQR), as in torch.utils.benchmark and pyperf; the 95%
-confidence interval of the median is a seeded percentile bootstrap, so it is reproducible.
+Robust by default (median, percentiles, IQR), as in torch.utils.benchmark and pyperf.
+
+Intervals come from the rounds, not from single calls. Calls within a round are correlated:
+the machine's speed shifts in phases lasting seconds, so a whole round can run 1.7x slower
+than the next. A bootstrap over calls treats 1000 calls as 1000 independent draws and gives
+an interval far too narrow (on the reference VM, runs of one cell minutes apart gave disjoint
+intervals 15 times in 17). So the 95% interval of a median is a cluster bootstrap: resample
+the rounds with replacement, pool their calls, take the median; the same for a within-round
+ratio (resample the rounds' ratios). Seeded, so the same rows always give the same report.
+
+A cell is flagged `noisy` when its estimate is unstable across rounds: the interval is wider
+than NOISY_CI_OVER_MEDIAN of the median. The per-call spread (IQR / median) is reported apart:
+a wide distribution measured in stable rounds is not noise in the estimate.
 """
 
 import numpy as np
 
-NOISY_IQR_OVER_MEDIAN = 0.10
-BOOTSTRAP_RESAMPLES = 2000
+NOISY_CI_OVER_MEDIAN = 0.10
+BOOTSTRAP_RESAMPLES = 1000
+LEVEL = 0.95
 
 
-def bootstrap_median_ci(times, resamples=BOOTSTRAP_RESAMPLES, seed=0, level=0.95):
-    times = np.asarray(times, dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    # Resample in blocks so memory stays bounded for long runs: (block, n) index arrays.
-    medians = []
-    block = max(1, min(resamples, 2_000_000 // max(len(times), 1)))
-    for start in range(0, resamples, block):
-        idx = rng.integers(0, len(times), size=(min(block, resamples - start), len(times)))
-        medians.append(np.median(times[idx], axis=1))
-    medians = np.concatenate(medians)
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(medians, [tail, 100 - tail])
+def _percentile_interval(estimates) -> tuple[float, float]:
+    tail = (1 - LEVEL) / 2 * 100
+    low, high = np.percentile(estimates, [tail, 100 - tail])
     return float(low), float(high)
 
 
-def summarize(times_ns) -> dict:
-    """Summary of per-call wall times in ns; `noisy` when IQR/median > 10%."""
-    t = np.asarray(times_ns, dtype=np.float64)
+def bootstrap_rounds_median_ci(rounds, resamples=BOOTSTRAP_RESAMPLES, seed=0):
+    """95% interval of the median of all calls, resampling whole rounds (clusters).
+
+    Fewer than two rounds carry no information on the spread between rounds: (nan, nan)."""
+    rounds = [np.asarray(r, dtype=np.float64) for r in rounds if len(r)]
+    if len(rounds) < 2:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(rounds), size=(resamples, len(rounds)))  # (B, R) round indices
+    if len({len(r) for r in rounds}) == 1:  # the usual case: equal chunks, one vectorised step
+        matrix = np.stack(rounds)  # (R, k)
+        medians = []
+        block = max(1, 4_000_000 // matrix.size)  # bound memory: (block, R * k) per step
+        for start in range(0, resamples, block):
+            pooled = matrix[picks[start:start + block]].reshape(len(picks[start:start + block]), -1)
+            medians.append(np.median(pooled, axis=1))
+        medians = np.concatenate(medians)
+    else:
+        medians = np.array([np.median(np.concatenate([rounds[i] for i in row])) for row in picks])
+    return _percentile_interval(medians)
+
+
+def summarize(rounds_ns) -> dict:
+    """Summary of per-call wall times in ns, given as rounds (a list of lists of calls)."""
+    rounds = [list(r) for r in rounds_ns if len(r)]
+    t = np.asarray([x for r in rounds for x in r], dtype=np.float64)
     if t.size == 0:
         raise ValueError("no times to summarize")
     q25, median, q75, p90, p99 = np.percentile(t, [25, 50, 75, 90, 99])
-    low, high = bootstrap_median_ci(t)
+    low, high = bootstrap_rounds_median_ci(rounds)
+    round_medians = [float(np.median(r)) for r in rounds]
     iqr = q75 - q25
+    ci_width = (high - low) / median if median > 0 and not np.isnan(low) else float("nan")
     return {
         "n": int(t.size),
+        "rounds": len(rounds),
         "median_ns": float(median),
         "mean_ns": float(t.mean()),
         "min_ns": float(t.min()),
@@ -42,21 +71,32 @@ def summarize(times_ns) -> dict:
         "p90_ns": float(p90),
         "p99_ns": float(p99),
         "iqr_ns": float(iqr),
+        "spread": float(iqr / median) if median > 0 else float("nan"),  # per-call IQR / median
+        "round_medians_ns": round_medians,
         "ci95_low_ns": low,
         "ci95_high_ns": high,
-        "noisy": bool(median > 0 and iqr / median > NOISY_IQR_OVER_MEDIAN),
+        "ci_over_median": ci_width,
+        "ci_method": "cluster bootstrap over rounds",
+        "noisy": bool(ci_width > NOISY_CI_OVER_MEDIAN),  # NaN (one round) compares False
     }
 
 
-def round_ratio(rounds_a: list, rounds_b: list) -> dict | None:
-    """Median over rounds of median(a in round r) / median(b in round r).
+def round_ratio(rounds_a: list, rounds_b: list, resamples=BOOTSTRAP_RESAMPLES, seed=0) -> dict | None:
+    """Median over rounds of median(a in round r) / median(b in round r), with a 95% interval
+    from resampling the rounds' ratios.
 
     Both cells were measured in the same rounds (A B A B ...), so a drift in machine speed
     hits both alike and cancels in each round's ratio.
     """
     pairs = zip(rounds_a, rounds_b, strict=False)
-    ratios = [np.median(a) / np.median(b) for a, b in pairs if len(a) and len(b)]
-    if not ratios:
+    ratios = np.array([np.median(a) / np.median(b) for a, b in pairs if len(a) and len(b)])
+    if not ratios.size:
         return None
+    low = high = float("nan")
+    if ratios.size >= 2:
+        rng = np.random.default_rng(seed)
+        picks = rng.integers(0, ratios.size, size=(resamples, ratios.size))
+        low, high = _percentile_interval(np.median(ratios[picks], axis=1))
     return {"ratio": float(np.median(ratios)), "min": float(np.min(ratios)),
-            "max": float(np.max(ratios)), "rounds": len(ratios)}
+            "max": float(np.max(ratios)), "rounds": int(ratios.size),
+            "ci95_low": low, "ci95_high": high}

@@ -19,7 +19,7 @@ def baseline_rounds(states, study):
 def lines(states, study) -> list[str]:
     base = baseline_rounds(states, study)
     out = [f"{'cell':<40} {'status':<8} {'median':>9} {'95% CI of median':>21} {'p90':>9}  "
-           f"{'vs ' + (study.baseline or '-'):>12}"]
+           f"{'vs ' + (study.baseline or '-') + ' [95% CI]':>24}"]
     for s in states:
         final = s.final or {}
         st = final.get("stats")
@@ -32,7 +32,9 @@ def lines(states, study) -> list[str]:
         if ref and s.cell.implementation != study.baseline:
             r = stats.round_ratio([s.rounds[k][0] for k in sorted(s.rounds)], ref)
             ratio = f"{r['ratio']:.2f}x" if r else ""
+            if r and r["ci95_low"] == r["ci95_low"]:  # not NaN: two rounds or more
+                ratio += f" [{r['ci95_low']:.2f}-{r['ci95_high']:.2f}]"
         flag = "  NOISY" if st["noisy"] else ""
         out.append(f"{s.cell.id:<40} {'ok':<8} {fmt_ns(st['median_ns']):>9} {ci:>21} "
-                   f"{fmt_ns(st['p90_ns']):>9}  {ratio:>12}{flag}")
+                   f"{fmt_ns(st['p90_ns']):>9}  {ratio:>24}{flag}")
     return out

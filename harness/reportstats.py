@@ -1,0 +1,83 @@
+"""The report's statistics sections: how the numbers are computed, which cells are noisy, and
+how the same cell compares across the committed runs of one machine (repeatability)."""
+
+import itertools
+
+from harness import stats
+from harness.figures import fmt_ms
+
+METHOD = [
+    "Every call is timed (`perf_counter_ns`, host array in, host probabilities out) and kept. "
+    "Cells are interleaved in rounds (A B C A B C ...). The median is that of all timed calls.",
+    "**95% intervals come from rounds, not calls**: the rounds are resampled with replacement "
+    f"({stats.BOOTSTRAP_RESAMPLES} seeded resamples), their calls pooled and the median taken "
+    "(a cluster bootstrap). Calls within a round are correlated, because the machine's speed "
+    "shifts in phases of seconds; an interval over calls would treat them as independent and "
+    "be far too narrow. The `x numpy` columns are within-round ratios (the median over rounds of "
+    "median(cell) / median(numpy) in the same round), with an interval from resampling the "
+    "rounds' ratios.",
+    f"A cell is flagged **noisy** when its estimate is unstable across rounds: the 95% interval "
+    f"of its median spans more than {stats.NOISY_CI_OVER_MEDIAN:.0%} of the median. The per-call "
+    "spread (IQR / median) is reported beside it: a wide distribution of calls measured in stable "
+    "rounds is not noise in the estimate.",
+]
+
+
+def ms(value) -> str:
+    return "-" if value != value else fmt_ms(value)  # NaN
+
+
+def table(headers, rows) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return "\n".join(lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
+
+
+def noisy_section(frame) -> list[str]:
+    out = [f"Flag: the 95% interval of the median spans more than "
+           f"{stats.NOISY_CI_OVER_MEDIAN:.0%} of it (the machine's speed changed between rounds). "
+           "Read such a median with care; within-round ratios are less affected.", ""]
+    ok = frame[frame["status"] == "ok"] if not frame.empty else frame
+    noisy = ok[ok["noisy"]] if not ok.empty else ok
+    if not ok.empty:
+        out += [f"{len(noisy)} of {len(ok)} measured cells are flagged.", ""]
+    out.append(table(["study", "cell", "median", "95% CI of median", "CI / median", "rounds",
+                      "per-call IQR / median", "machine"],
+                     [[r["study"], r["cell_id"], ms(r["median_ms"]),
+                       f"{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}", f"{r['ci_over_median']:.0%}",
+                       r["rounds"], f"{r['spread']:.2f}", r["machine"]]
+                      for _, r in noisy.iterrows()]) if not noisy.empty else "_None._")
+    return out
+
+
+def overlaps(a, b) -> bool:
+    return a["ci_low_ms"] <= b["ci_high_ms"] and b["ci_low_ms"] <= a["ci_high_ms"]
+
+
+def repeatability_section(frame) -> list[str]:
+    """The same cell (implementation, variant, device, batch, dtype) measured by several runs
+    (of one study or of several) on one machine: do their intervals overlap?"""
+    ok = frame[(frame["status"] == "ok") & (frame["rounds"] >= 2)] if not frame.empty else frame
+    rows, pairs, overlapping = [], 0, 0
+    if not ok.empty:
+        for (machine, cell), group in ok.groupby(["machine", "cell_id"]):
+            if len(group) < 2:
+                continue
+            for (_, a), (_, b) in itertools.combinations(group.iterrows(), 2):
+                pairs += 1
+                overlapping += overlaps(a, b)
+            rows.append([cell, "; ".join(f"{r['study']}/{r['run_id'][:15]}: {ms(r['median_ms'])} "
+                                         f"[{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}]"
+                                         for _, r in group.iterrows()),
+                         "yes" if all(overlaps(a, b) for (_, a), (_, b)
+                                      in itertools.combinations(group.iterrows(), 2)) else "no",
+                         machine])
+    if not pairs:
+        return ["_No cell was measured by more than one run on one machine._"]
+    out = [f"The same cell measured by different committed runs (minutes or hours apart) on one machine: "
+           f"{overlapping} of {pairs} pairs of 95% intervals overlap."]
+    if overlapping < pairs:
+        out.append("Where they do not, the machine ran at a different speed during the other "
+                   "study: an interval describes the rounds of its own run, and a shift in machine "
+                   "speed between runs (minutes or hours apart) is outside it. Compare levels within one "
+                   "run (the `x numpy` ratios), not across runs.")
+    return out + ["", table(["cell", "study/run: median [95% CI]", "all overlap", "machine"], rows)]
