@@ -1,13 +1,19 @@
 """Read the shared HDF5 weights into NumPy arrays, in Keras layouts, and check every tensor.
 
-Two file layouts are read:
-- Keras 3 `model.save_weights(...weights.h5)`: /layers/<group>/vars/{0,1}, the vars group's
-  `name` attribute holding the layer name (conv1 ... fc3 in our files);
-- legacy Keras 2 / tf.keras HDF5: [model_weights/]<layer>/<layer>/kernel:0 and bias:0, with the
-  layer order in the root's `layer_names` attribute (files students bring).
+Every weights file a student brings is read:
+- Keras 3 `model.save_weights("w.weights.h5")`: /layers/<group>/vars/{0,1}, the vars group's
+  `name` attribute holding the layer name where Keras wrote one (conv1 ... fc3 in our files);
+- Keras 3 `model.save("m.keras")`: a zip archive whose model.weights.h5 has that same layout;
+- legacy HDF5, weights only (tf.keras `save_weights("w.h5")`) or the whole model
+  (`model.save("m.h5")`, under model_weights/): <layer>/.../kernel[:0] and bias[:0], with the
+  layer order in the `layer_names` attribute.
 Where the layer names are not ours, the five weighted layers are taken in file order.
+Anything else is named (a PyTorch checkpoint, a NumPy archive, a SavedModel folder, text ...)
+with the list of what is accepted.
 """
 
+import io
+import zipfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -114,16 +120,57 @@ def _check(name: str, tensors: list, path: Path) -> Layer:
     return Layer(*arrays)
 
 
+ACCEPTED = ("expected a Keras weights file: .weights.h5 (Keras 3 model.save_weights), .keras "
+            "(Keras 3 model.save) or .h5 (legacy model.save or save_weights)")
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+KERAS_ARCHIVE_WEIGHTS = "model.weights.h5"
+
+
+def what_is(path: Path, head: bytes) -> str:
+    """A reader's name for a file that is not a Keras weights file."""
+    if path.is_dir():
+        saved = (path / "saved_model.pb").is_file()
+        return "a TensorFlow SavedModel folder" if saved else "a folder"
+    if not head:
+        return "an empty file"
+    if zipfile.is_zipfile(path):
+        names = zipfile.ZipFile(path).namelist()
+        if any(n.endswith("data.pkl") for n in names):
+            return "a PyTorch checkpoint (torch.save)"
+        if names and all(n.endswith(".npy") for n in names):
+            return "a NumPy .npz archive"
+        return f"a zip archive without {KERAS_ARCHIVE_WEIGHTS} (members: {names[:5]})"
+    if head.startswith(b"\x80"):
+        return "a Python pickle"
+    if head.startswith(b"\x93NUMPY"):
+        return "a NumPy .npy array"
+    text = head[:200].decode("utf-8", errors="ignore")
+    if text and all(c.isprintable() or c in "\t\r\n" for c in text):
+        return f"a text file (starts {text[:24]!r})"
+    return f"not HDF5 (starts with bytes {head[:8].hex(' ')})"
+
+
 def open_h5(path) -> h5py.File:
+    """The weights as an open HDF5 file: the file itself, or the weights inside a .keras archive."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise HarnessError(f"weights file not found: {path} (make weights trains and writes it)")
-    try:
-        return h5py.File(path, "r")
-    except OSError as exc:
-        raise HarnessError(
-            f"{path}: not a readable HDF5 file (truncated or damaged?): {exc}"
-        ) from None
+    head = b"" if path.is_dir() else path.open("rb").read(512)
+    if head.startswith(HDF5_SIGNATURE):
+        try:
+            return h5py.File(path, "r")
+        except OSError as exc:
+            raise HarnessError(f"{path}: an HDF5 file that cannot be read (truncated or damaged?): "
+                               f"{exc}") from None
+    if not path.is_dir() and zipfile.is_zipfile(path):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                if KERAS_ARCHIVE_WEIGHTS in archive.namelist():  # a Keras 3 .keras model archive
+                    return h5py.File(io.BytesIO(archive.read(KERAS_ARCHIVE_WEIGHTS)), "r")
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise HarnessError(f"{path}: a .keras archive that cannot be read (truncated or "
+                               f"damaged?): {exc}") from None
+    raise HarnessError(f"{path}: {what_is(path, head)}; {ACCEPTED}")
 
 
 def read(path=DEFAULT_WEIGHTS) -> dict[str, Layer]:

@@ -63,8 +63,8 @@ def bad_weights(tmp_path, kind):
 
 WEIGHT_CASES = {
     "missing": "weights file not found",
-    "corrupt": "not a readable HDF5 file",
-    "truncated": "not a readable HDF5 file",
+    "corrupt": "expected a Keras weights file: .weights.h5 (Keras 3 model.save_weights), .keras",
+    "truncated": "an HDF5 file that cannot be read (truncated or damaged?)",
     "other-architecture": "not a LeNet-5 weights file: expected 5 weighted layers",
     "wider-conv1": "conv1/kernel (/layers/conv2d/vars/0): expected shape (5, 5, 1, 6), found (5, 5, 1, 32)",
     "nan": "conv2/kernel: 1 non-finite value(s) (NaN or Inf)",

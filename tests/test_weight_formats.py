@@ -1,0 +1,96 @@
+"""Every weights file a student brings: the Keras 3 .keras archive, the legacy full-model .h5,
+the Keras 3 .weights.h5 and the legacy weights-only .h5 are read by every level; anything else
+is named, with the list of what is accepted."""
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+from harness import weights
+from harness.errors import HarnessError
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+WRITE = """
+import sys, h5py
+from keras.src.legacy.saving import legacy_h5_format
+from lenet_keras.model import build_model
+out = sys.argv[1]
+model = build_model()
+model.load_weights("weights/lenet5_mnist.weights.h5")
+model.save(f"{out}/model.keras")                  # Keras 3 archive
+model.save(f"{out}/model.h5")                     # legacy full model
+model.save_weights(f"{out}/model.weights.h5")     # Keras 3 weights only
+with h5py.File(f"{out}/legacy.h5", "w") as f:     # legacy weights only (tf.keras save_weights)
+    legacy_h5_format.save_weights_to_hdf5_group(f, model)
+"""
+FORMATS = ["model.keras", "model.h5", "model.weights.h5", "legacy.h5"]
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    out = tmp_path_factory.mktemp("saved")
+    done = subprocess.run([sys.executable, "-c", WRITE, str(out)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "KERAS_BACKEND": "jax"})
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_every_keras_format_reads_as_the_shared_weights(saved, shared_weights, name):
+    found = weights.read(saved / name)
+    for layer, (kernel, bias) in shared_weights.items():
+        assert np.array_equal(found[layer].kernel, kernel) and np.array_equal(found[layer].bias, bias)
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_every_keras_format_verifies(saved, name):
+    """The file goes through the CLI to NumPy, JAX ops and Keras' own load_weights."""
+    run = subprocess.run([sys.executable, "-m", "harness", "verify", "--implementations",
+                          "numpy,jax,keras_jax", "--weights", str(saved / name), "--limit", "100",
+                          "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    rows = json.loads(run.stdout)["rows"]
+    assert len(rows) == 7 and all(r["status"] == "ok" and r["agree"] == 100 for r in rows)
+
+
+def not_weights(tmp_path, kind):
+    path = tmp_path / f"bad-{kind}"
+    if kind == "pytorch":
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("model/data.pkl", b"\x80\x02}q\x00.")
+    elif kind == "npz":
+        np.savez(path, w=np.zeros(3))
+        path = path.with_suffix(".npz")
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "savedmodel":
+        path.mkdir()
+        (path / "saved_model.pb").write_bytes(b"\x08\x01")
+    elif kind == "text":
+        path.write_text("conv1: [[0.1, 0.2]]\n")
+    elif kind == "zip":
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("config.json", "{}")
+    return path
+
+
+@pytest.mark.parametrize("kind,what", [
+    ("pytorch", "a PyTorch checkpoint (torch.save)"),
+    ("npz", "a NumPy .npz archive"),
+    ("empty", "an empty file"),
+    ("savedmodel", "a TensorFlow SavedModel folder"),
+    ("text", "a text file (starts 'conv1: [[0.1, 0.2]]\\n')"),
+    ("zip", "a zip archive without model.weights.h5 (members: ['config.json'])"),
+])
+def test_other_files_are_named_with_what_is_accepted(tmp_path, kind, what):
+    path = not_weights(tmp_path, kind)
+    with pytest.raises(HarnessError) as info:
+        weights.read(path)
+    assert str(info.value) == f"{path}: {what}; {weights.ACCEPTED}"
