@@ -131,7 +131,8 @@ def cmd_report(args) -> int:
 
     runs, frame, loc_rows = load_results(args)
     history = reportdata.cells_frame(reportdata.load_runs(args.results))  # every committed run
-    text = report.build(runs, frame, loc_rows, reportdata.verify_records(args.results), history)
+    text = report.build(runs, frame, loc_rows, reportdata.verify_records(args.results), history,
+                        reportdata.crosscheck_records(args.results))
     print(f"wrote {report.write(text, args.out)}")
     return 0
 
@@ -161,6 +162,23 @@ def cmd_compare(args) -> int:
         print(f"{cell:<40} {ra['median_ms']:>9.4f}m {rb['median_ms']:>9.4f}m {r:>7.3f}  "
               f"{'noisy' if noisy else ''}")
     print(f"largest change among cells not flagged noisy: {100 * worst:.1f}%")
+    return 0
+
+
+def cmd_crosscheck(args) -> int:
+    from harness import crosscheck, env
+
+    procenv.apply(procenv.settings(1, 1, "cpu"))  # one thread, as in every study
+    result = crosscheck.crosscheck(args.implementation, args.calls, args.rounds, args.weights, log)
+    system = env.collect_system()
+    result["env"] = {k: system[k] for k in ("hostname", "cpu", "cpus_usable", "loadavg", "python")}
+    low, high = result["ratio_ci95"]
+    print(f"harness / timeit, mean per call: {result['ratio_median']:.3f} "
+          f"[95% CI {low:.3f}-{high:.3f}] over {result['rounds']} rounds ({args.implementation})")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {args.json}")
     return 0
 
 
@@ -219,6 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--implementations", default=None, help="only these (default: all)")
     p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
     p.set_defaults(func=cmd_doctor)
+    p = sub.add_parser("crosscheck", help="time one implementation with the harness and with timeit")
+    p.add_argument("--implementation", default="numpy")
+    p.add_argument("--calls", type=int, default=200, help="calls per round and timer")
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
+    p.add_argument("--json", default=None, metavar="FILE", help="write the result as JSON")
+    p.set_defaults(func=cmd_crosscheck)
     p = sub.add_parser("compare", help="compare the medians of two runs of one study")
     p.add_argument("run_a", type=Path)
     p.add_argument("run_b", type=Path)

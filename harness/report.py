@@ -163,7 +163,7 @@ def latency_table(frame, study, with_device=False) -> str:
     return table(headers, rows)
 
 
-def build(runs, frame, loc_rows, verify_rows=(), history=None) -> str:
+def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=()) -> str:
     """The report. `history`: every committed run's cells (not only the newest run of each
     study), for the repeatability section; by default the newest runs alone."""
     parts = ["# lenet-levels: what each API level costs and saves",
@@ -172,7 +172,8 @@ def build(runs, frame, loc_rows, verify_rows=(), history=None) -> str:
              "`reports/loc.csv`. Do not edit: every number below is read from a results row._",
              "", "## Findings", ""]
     parts += [f"- {line}" for line in findings(frame, loc_rows)]
-    parts += ["", "## How the numbers are computed", ""] + [f"- {line}" for line in reportstats.METHOD]
+    parts += ["", "## How the numbers are computed", ""] + [
+        f"- {line}" for line in reportstats.METHOD + reportstats.crosscheck_lines(crosschecks)]
     parts += ["", "## Environment of each run", ""]
     env_rows = []
     for run in runs:

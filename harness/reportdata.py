@@ -98,3 +98,9 @@ def verify_records(root: Path = DEFAULT_RESULTS) -> list[dict]:
         for row in data.get("rows", []):
             found.append({"file": path.name, **row})
     return found
+
+
+def crosscheck_records(root: Path = DEFAULT_RESULTS) -> list[dict]:
+    """crosscheck-*.json files written by `python -m harness crosscheck --json FILE`."""
+    return [{"file": path.name, **json.loads(path.read_text())}
+            for path in sorted(Path(root).glob("crosscheck*.json"))]

@@ -81,3 +81,17 @@ def repeatability_section(frame) -> list[str]:
                    "speed between runs (minutes or hours apart) is outside it. Compare levels within one "
                    "run (the `x numpy` ratios), not across runs.")
     return out + ["", table(["cell", "study/run: median [95% CI]", "all overlap", "machine"], rows)]
+
+
+def crosscheck_lines(records) -> list[str]:
+    """The harness's timer against timeit, from crosscheck-*.json."""
+    out = []
+    for rec in records:
+        low, high = rec["ratio_ci95"]
+        host = rec.get("env", {}).get("hostname", "?")
+        out.append(f"**Timer cross-check** ({rec['file']}, host {host}): timing "
+                   f"`{rec['implementation']}` predict on one image in {rec['rounds']} alternating "
+                   f"rounds of {rec['calls_per_round']} calls, the harness's mean per call is "
+                   f"{rec['ratio_median']:.3f}x timeit's (95% CI {low:.3f}–{high:.3f}); "
+                   "`python -m harness crosscheck` repeats it.")
+    return out

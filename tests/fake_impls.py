@@ -89,3 +89,24 @@ class NullGpuLeNet(LeNet):
 
     def predict(self, images):
         return np.zeros((len(images), 10), np.float32)
+
+
+class GatedLeNet(LeNet):
+    """Answers its first LENET_TEST_GATE_AFTER calls at once, then waits before each call until
+    the file named by LENET_TEST_GATE exists: a run that cannot end before the test says so,
+    however fast or loaded the machine is."""
+
+    spec = ImplSpec("gated", "tests.fake_impls:GatedLeNet", "none", ("cpu",), ("default",),
+                    ("float32",), None)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls = 0
+        self.after = int(os.environ.get("LENET_TEST_GATE_AFTER", "250"))
+        self.gate = os.environ.get("LENET_TEST_GATE", "")
+
+    def predict(self, images):
+        self.calls += 1
+        while self.calls > self.after and not os.path.exists(self.gate):
+            time.sleep(0.005)
+        return np.zeros((len(images), 10), np.float32)

@@ -58,3 +58,19 @@ def test_json_file_goes_into_a_new_folder(tmp_path):
     run = harness("verify", "--implementations", "numpy", "--limit", "50", "--json", str(target))
     assert run.returncode == 0, run.stderr
     assert json.loads(target.read_text())["rows"][0]["agree"] == 50
+
+
+def test_crosscheck_against_timeit_writes_its_result(tmp_path):
+    """The command runs and records both timers per round; the agreement itself is reported
+    (REPORT.md), not asserted: it depends on the machine."""
+    target = tmp_path / "crosscheck.json"
+    run = harness("crosscheck", "--calls", "20", "--rounds", "3", "--json", str(target))
+    assert run.returncode == 0, run.stderr
+    result = json.loads(target.read_text())
+    assert result["implementation"] == "numpy" and len(result["per_round"]) == 3
+    for r in result["per_round"]:
+        assert r["harness_mean_ns"] > 0 and r["timeit_mean_ns"] > 0
+        assert r["ratio"] == r["harness_mean_ns"] / r["timeit_mean_ns"]
+    low, high = result["ratio_ci95"]
+    assert low <= result["ratio_median"] <= high
+    assert "harness / timeit, mean per call:" in run.stdout

@@ -202,27 +202,45 @@ def test_sigkill_of_the_runner_loses_no_finished_row_and_resume_completes(tmp_pa
 
 
 @pytest.mark.slow
-def test_ctrl_c_mid_run_keeps_rows_leaves_no_process_and_resumes(tmp_path):
-    path = write_study(tmp_path, calls=1000, rounds=10, extra=lab_cell("SleepyLeNet"))
+def gated_run(tmp_path, *extra_args):
+    """A run whose gated cell blocks in its third round (after 250 calls) until tmp_path/gate
+    exists: by then 5 round rows are written, and the run cannot end on its own."""
+    path = write_study(tmp_path, calls=1000, rounds=10, extra=lab_cell("GatedLeNet"))
+    env = {**os.environ, "LENET_TEST_GATE": str(tmp_path / "gate"), "LENET_TEST_GATE_AFTER": "250"}
     proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(path), "--out", str(tmp_path),
-                             "--run-id", "c"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    rows_path = tmp_path / "t" / "c" / "results.jsonl"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and sum(r["kind"] == "round" for r in results.read_rows(rows_path)) < 4:
+                             *extra_args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    return path, proc, env
+
+
+def wait_for_rounds(rows_glob, count, proc):
+    """Until `count` round rows are written (no timing: the gated cell holds the run open)."""
+    deadline = time.monotonic() + 120  # a guard against a broken harness, not a timing check
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = list(rows_glob())
+        rows = results.read_rows(found[0]) if found else []
+        if sum(r["kind"] == "round" for r in rows) >= count:
+            return rows
         time.sleep(0.02)
+    raise AssertionError(f"never saw {count} round rows (runner exit code {proc.poll()})")
+
+
+def test_ctrl_c_mid_run_keeps_rows_leaves_no_process_and_resumes(tmp_path):
+    path, proc, env = gated_run(tmp_path, "--run-id", "c")
+    rows_path = tmp_path / "t" / "c" / "results.jsonl"
+    wait_for_rounds(lambda: [rows_path] if rows_path.exists() else [], 4, proc)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "Traceback" not in stderr
     assert "--resume" in stderr and "--run-id c" in stderr
     kept = results.read_rows(rows_path)
     pids = {r["pid"] for r in kept if r["kind"] == "setup"}
-    time.sleep(0.2)
-    for pid in pids:  # every worker is gone
+    for pid in pids:  # every worker is gone (the runner waits for each one it kills)
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-    assert sum(r["kind"] == "round" for r in kept) >= 4
-    run = run_cli("t", "--out", tmp_path, "--resume", "--run-id", "c")
+    assert 4 <= sum(r["kind"] == "round" for r in kept) < 20
+    (tmp_path / "gate").touch()  # open the gate: the resumed run can finish
+    run = run_cli("t", "--out", tmp_path, "--resume", "--run-id", "c", env=env)
     assert run.returncode == 0, run.stderr
     finals = final_rows(tmp_path / "t" / "c")
     assert {f["status"] for f in finals.values()} == {"ok"}
@@ -231,10 +249,8 @@ def test_ctrl_c_mid_run_keeps_rows_leaves_no_process_and_resumes(tmp_path):
 
 @pytest.mark.slow
 def test_sigterm_is_handled_like_ctrl_c(tmp_path):
-    path = write_study(tmp_path, calls=1000, rounds=10, extra=lab_cell("SleepyLeNet"))
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(path), "--out", str(tmp_path)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3)
+    _, proc, _ = gated_run(tmp_path)
+    wait_for_rounds(lambda: (tmp_path / "t").glob("*/results.jsonl"), 1, proc)
     proc.terminate()
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr

@@ -1,0 +1,54 @@
+"""Cross-check the harness's timer against an independent one (the standard library's timeit).
+
+The same callable (one implementation's predict on one image) is timed in alternating rounds:
+the harness's own per-call loop (harness.worker.time_calls), then timeit's loop
+(`Timer.repeat(number=...)`, which times a whole loop and divides). Per round, the ratio of
+the harness's mean per call to timeit's; their median over rounds, with a 95% interval from
+resampling the rounds, says whether the harness measures what timeit measures. Means, not
+medians, on both sides: timeit only knows the mean of a loop.
+
+    python -m harness crosscheck [--implementation numpy] [--calls 200] [--rounds 10] [--json FILE]
+"""
+
+import timeit
+
+import numpy as np
+
+from harness import DEFAULT_WEIGHTS, mnist, registry
+from harness.worker import time_calls
+
+SAMPLES_PER_ROUND = 5  # timeit.repeat: loops of calls // 5 calls each
+
+
+def crosscheck(name="numpy", calls=200, rounds=10, weights=DEFAULT_WEIGHTS, report=print) -> dict:
+    impl = registry.create(name, weights)
+    images, _ = mnist.load("test")
+    batches = list(mnist.to_input(images[:calls])[:, None])  # calls x (1, 28, 28, 1)
+    time_calls(impl.predict, batches, 0, min(20, calls))  # warm-up
+    state = {"i": 0}
+
+    def one_call():  # timeit's statement: the next image, as the harness feeds them
+        state["i"] += 1
+        impl.predict(batches[state["i"] % len(batches)])
+
+    loop = max(1, calls // SAMPLES_PER_ROUND)
+    per_round = []
+    for r in range(rounds):
+        times, _ = time_calls(impl.predict, batches, 0, calls)
+        harness_mean = float(np.mean(times))
+        samples = timeit.Timer(one_call).repeat(repeat=SAMPLES_PER_ROUND, number=loop)
+        timeit_mean = float(np.mean(samples) / loop * 1e9)
+        per_round.append({"round": r, "harness_mean_ns": harness_mean, "timeit_mean_ns": timeit_mean,
+                          "harness_median_ns": float(np.median(times)),
+                          "ratio": harness_mean / timeit_mean})
+        report(f"round {r + 1:>2}: harness {harness_mean / 1e3:8.1f} us/call  "
+               f"timeit {timeit_mean / 1e3:8.1f} us/call  ratio {harness_mean / timeit_mean:.3f}")
+    impl.close()
+    ratios = np.array([p["ratio"] for p in per_round])
+    rng = np.random.default_rng(0)
+    boot = np.median(ratios[rng.integers(0, len(ratios), (1000, len(ratios)))], axis=1)
+    low, high = (np.percentile(boot, [2.5, 97.5]) if len(ratios) > 1 else (np.nan, np.nan))
+    return {"implementation": name, "calls_per_round": calls, "rounds": rounds,
+            "ratio_median": float(np.median(ratios)), "ratio_ci95": [float(low), float(high)],
+            "timer": f"timeit (Python standard library), loops of {loop} calls",
+            "per_round": per_round}
