@@ -21,7 +21,7 @@ GPU_IMPLS := tf,jax,torch,keras,keras_jax,keras_torch,cudnn
 # verify on the GPU only where one is present (nvidia-smi answers).
 DEVICES ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cpu,gpu || echo cpu)
 
-.PHONY: install install-gpu run-all test test-fast weights verify verify-gpu studies crosscheck smoke \
+.PHONY: install install-gpu run-all test test-fast weights verify verify-gpu studies explain crosscheck smoke \
         loc figures report doctor lint clean
 
 install: $(STAMP)
@@ -36,7 +36,7 @@ install-gpu:  ## CUDA 12 server: CuPy + the cuDNN 9 wheel, and a CUDA build of t
 
 run-all: $(STAMP)
 	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory verify studies crosscheck loc figures report && \
+	$(MAKE) --no-print-directory verify studies explain crosscheck loc figures report && \
 	echo "run-all finished in $$(( $$(date +%s) - start )) s"
 
 # The cuDNN wheel (no deps: its libraries need only libz) lets the cuDNN level's descriptor
@@ -71,6 +71,11 @@ studies: $(STAMP)
 	@for study in $(STUDIES); do \
 	  $(PY) -m harness run $$study || exit $$?; \
 	done
+
+# Why Keras is slow: each Keras backend's predict, and the framework-ops levels, stage by stage.
+EXPLAIN := keras/predict,keras_jax/predict,keras_torch/predict,tf/eager,jax/eager,torch/eager
+explain: $(STAMP)
+	$(PY) -m harness explain $(EXPLAIN) --calls 100 --rounds 5 --out $(RESULTS)
 
 # The harness's timer against the standard library's timeit, on the NumPy level.
 crosscheck: $(STAMP)

@@ -165,6 +165,20 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_explain(args) -> int:
+    from harness import explain
+
+    rows = []
+    for target in split_list(args.targets):
+        log(f"explaining {target} on {args.device} ({args.calls} calls per step, {args.rounds} rounds)")
+        row = explain.explain(target, args.device, args.calls, args.rounds, args.weights)
+        print("\n".join(explain.table(row)) + "\n")
+        rows.append(row)
+    if args.out:
+        print(f"results: {explain.write(rows, args.out)}")
+    return 0
+
+
 def cmd_crosscheck(args) -> int:
     from harness import crosscheck, env
 
@@ -237,6 +251,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--implementations", default=None, help="only these (default: all)")
     p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
     p.set_defaults(func=cmd_doctor)
+    p = sub.add_parser("explain", help="where one call's time goes, stage by stage")
+    p.add_argument("targets", help="IMPL[/VARIANT], comma-separated (e.g. keras/predict,keras_jax/predict)")
+    p.add_argument("--device", choices=registry.DEVICES, default="cpu")
+    p.add_argument("--calls", type=int, default=200, help="timed calls per ladder step")
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
+    p.add_argument("--out", type=Path, default=None,
+                   help="write the rows to OUT/explain/<run-id>/ (the report reads reports/results)")
+    p.set_defaults(func=cmd_explain)
     p = sub.add_parser("crosscheck", help="time one implementation with the harness and with timeit")
     p.add_argument("--implementation", default="numpy")
     p.add_argument("--calls", type=int, default=200, help="calls per round and timer")

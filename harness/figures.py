@@ -348,7 +348,11 @@ FIGURES = {
 
 
 def draw_all(runs, frame, loc_rows, out_dir: Path = FIGURES_DIR, report=print) -> list[Path]:
+    from harness import explainreport
+
     drawn = [fig_loc(loc_rows, out_dir / "fig1_loc.png", runs)]
+    path = explainreport.fig_explain(explainreport.explain_rows(runs), runs, out_dir / "fig9_explain.png")
+    drawn += [path] if path else []
     for name, draw in FIGURES.items():
         path = draw(frame, runs, out_dir / name)
         if path is None:

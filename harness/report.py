@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import DEFAULT_REPORT, reportstats, stats
+from harness import DEFAULT_REPORT, explainreport, reportstats, stats
 from harness.figures import caption, fmt_ms, ok_cells, overhead_split
 
 REPORT_PATH = DEFAULT_REPORT
@@ -219,6 +219,8 @@ def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=()) -
               "`function`/`xla` (tf.function, with XLA), `jit` (jax.jit of `model.stateless_call`), "
               "`compile` (torch.compile of `model(x)`).", "",
               "![](figures/fig8_backends.png)", "", latency_table(frame, "backends")]
+    parts += ["", "## Why Keras is slow (Fig. 9, `python -m harness explain`)", "",
+              "![](figures/fig9_explain.png)", ""] + explainreport.section(explainreport.explain_rows(runs))
     parts += ["", "## Fig. 6: throughput against batch size (study `batch_sweep`)", "",
               "![](figures/fig6_throughput.png)", ""]
     sweep = ok_cells(frame, "batch_sweep")

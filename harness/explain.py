@@ -1,0 +1,131 @@
+"""`python -m harness explain IMPL[/VARIANT]`: where the time of one call goes, stage by stage.
+
+The method, in layers (REPORT.md states it too):
+(a) an ablation ladder of public calls, timed like any cell and interleaved in rounds; each
+    step down removes one stage, and the difference of neighbouring medians is its cost; the
+    last step is the compute floor (the NumPy reference in the same process);
+(b) for Keras' `predict` on TensorFlow, Keras' own internal steps timed in order, accepted
+    only when their sum is within 10% of a real `predict` timed in the same loop, the rest
+    shown as 'other';
+(c) cProfile for counts only (function calls, iterators and datasets created per call).
+The result is a row in <out>/explain/<run-id>/results.jsonl, which the report reads.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from harness import DEFAULT_WEIGHTS, ROOT, env, procenv, registry, results, stats
+from harness.errors import HarnessError, Unavailable
+
+TOLERANCE = 0.10  # (b) is accepted when its sum is this close to a real predict
+
+
+def ladder_stages(ladder: list[dict], rounds_ns: dict) -> list[dict]:
+    """Stage costs from the ladder: step i's median minus step i+1's; the last step whole."""
+    medians = [float(np.median([t for r in rounds_ns[s["step"]] for t in r])) for s in ladder]
+    stages = []
+    for i, step in enumerate(ladder):
+        below = medians[i + 1] if i + 1 < len(medians) else 0.0
+        stages.append({"name": step["removes"], "from": step["step"],
+                       "to": ladder[i + 1]["step"] if i + 1 < len(ladder) else None,
+                       "ns": medians[i] - below})
+    total = medians[0]
+    for stage in stages:
+        stage["share"] = stage["ns"] / total if total else float("nan")
+    return stages
+
+
+def internal_stages(internal: dict) -> dict:
+    """Keras' internal stages (medians) plus 'other' = real predict - their sum."""
+    if "refused" in internal:
+        return internal
+    predict = float(np.median([t for r in internal["predict_rounds_ns"] for t in r]))
+    stages = [{"name": s["name"], "ns": float(np.median([t for r in s["rounds_ns"] for t in r]))}
+              for s in internal["stages"]]
+    measured = sum(s["ns"] for s in stages)
+    stages.append({"name": "other", "ns": predict - measured})
+    for s in stages:
+        s["share"] = s["ns"] / predict
+    return {"stages": stages, "predict_ns": predict, "sum_ns": measured,
+            "accepted": abs(measured - predict) <= TOLERANCE * predict}
+
+
+def run_child(name, variant, device, calls, rounds, weights, timeout=600) -> dict:
+    child_env = {**os.environ, **procenv.settings(1, 1, device), **registry.process_env(name)}
+    done = subprocess.run([sys.executable, "-m", "harness.explainchild", name, variant, device,
+                           str(calls), str(rounds), str(weights)], cwd=ROOT, env=child_env,
+                          capture_output=True, text=True, timeout=timeout)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        if "No module named" in tail or "Unavailable" in tail:
+            raise Unavailable(f"explain {name}/{variant}: {tail}")
+        raise HarnessError(f"explain {name}/{variant} failed: {tail}")
+    return json.loads(lines[-1])
+
+
+def explain(target: str, device="cpu", calls=200, rounds=10, weights=DEFAULT_WEIGHTS) -> dict:
+    name, _, variant = target.partition("/")
+    spec = registry.spec(name)
+    variant = variant or spec.variants[0]
+    if variant not in spec.variants_for(device) or device not in spec.devices:
+        raise HarnessError(f"explain {target}: {name} has no variant {variant!r} on {device}; "
+                           f"expected one of {list(spec.variants_for(device))}")
+    raw = run_child(name, variant, device, calls, rounds, weights)
+    row = {"kind": "explain", "implementation": name, "variant": variant, "device": device,
+           "ladder": raw["ladder"], "rounds_ns": raw["rounds_ns"], "counts": raw["counts"],
+           "frameworks": raw["frameworks"],
+           "steps": [{"step": s["step"], **summary(raw["rounds_ns"][s["step"]])} for s in raw["ladder"]],
+           "stages": ladder_stages(raw["ladder"], raw["rounds_ns"])}
+    if "internal" in raw:
+        row["internal"] = {**raw["internal"], **internal_stages(raw["internal"])}
+    return row
+
+
+def summary(rounds_ns) -> dict:
+    st = stats.summarize(rounds_ns)
+    return {k: st[k] for k in ("median_ns", "ci95_low_ns", "ci95_high_ns", "noisy")}
+
+
+def table(row: dict) -> list[str]:
+    """The stages as printed on the terminal."""
+    out = [f"{row['implementation']}/{row['variant']} on {row['device']}: one call, "
+           f"median {row['steps'][0]['median_ns'] / 1e3:.1f} us",
+           "(a) ablation ladder: each step's cost = its median minus the next step's", "",
+           f"  {'step':<18} {'median':>10}   stage it removes (cost, share of the call)"]
+    for step, stage in zip(row["steps"], row["stages"], strict=True):
+        out.append(f"  {step['step']:<18} {step['median_ns'] / 1e3:>8.1f}us   {stage['name']}: "
+                   f"{stage['ns'] / 1e3:.1f} us ({100 * stage['share']:.1f}%)")
+    out.append(f"  {'other':<18} {'':>10}   0 by construction: the ladder telescopes to the top step")
+    internal = row.get("internal")
+    if internal and "refused" in internal:
+        out += ["", f"(b) Keras internals: not measured: {internal['refused']}"]
+    elif internal:
+        verdict = "accepted" if internal["accepted"] else f"REJECTED (off by more than {TOLERANCE:.0%})"
+        out += ["", f"(b) Keras predict's own steps, with a real predict in the same loop "
+                    f"({internal['predict_ns'] / 1e3:.1f} us); sum of steps "
+                    f"{internal['sum_ns'] / 1e3:.1f} us: {verdict}"]
+        for s in internal["stages"]:
+            out.append(f"  {s['name']:<70} {s['ns'] / 1e3:>9.1f} us {100 * s['share']:>6.1f}%")
+        out.append(f"  {'total':<70} {internal['predict_ns'] / 1e3:>9.1f} us {100.0:>6.1f}%")
+    counts = row["counts"]
+    out += ["", f"(c) cProfile of one {row['steps'][0]['step']} call (counts only): "
+                f"{counts['function_calls']} Python function calls, {counts['iterators_created']} "
+                f"tf.data iterators and {counts['datasets_created']} datasets created, "
+                f"{counts['tf_function_traces']} tf.function traces"]
+    return out
+
+
+def write(rows: list[dict], out, run_id=None):
+    run_dir = results.create_run_dir(out, "explain", run_id)
+    (run_dir / "env.json").write_text(json.dumps(env.collect(procenv.settings(1, 1, "cpu")),
+                                                 indent=2) + "\n")
+    writer = results.RowWriter(run_dir, run_dir.name)
+    for row in rows:
+        writer.write(row)
+    writer.close()
+    return run_dir

@@ -1,0 +1,86 @@
+"""The worker side of `explain`: one implementation (one framework) in a fresh process.
+
+    python -m harness.explainchild NAME VARIANT DEVICE CALLS ROUNDS WEIGHTS
+
+Prints one JSON object: the ladder's per-step times by round, Keras' internal stages with a
+real predict timed in the same loop (Keras on TensorFlow), and cProfile counts.
+"""
+
+import json
+import os
+import sys
+import time
+
+from harness import explainsteps, mnist
+from harness.worker import time_calls
+
+
+def interleaved(calls: dict, batches, rounds: int, per_round: int) -> dict:
+    """{step: [[ns per call] per round]}, the steps interleaved in each round (A B C A B C)."""
+    out = {step: [] for step in calls}
+    start = 0
+    for _ in range(rounds):
+        for step, fn in calls.items():
+            times, _ = time_calls(fn, batches, start, per_round)
+            out[step].append(times)
+        start += per_round
+    return out
+
+
+def internal(model, batches, rounds: int, per_round: int) -> dict:
+    """Keras' predict stages, each timed, alternating with a real model.predict."""
+    try:
+        stages = explainsteps.keras_tf_internal_steps(model)
+    except (ImportError, RuntimeError) as exc:
+        return {"refused": str(exc)}
+    clock = time.perf_counter_ns
+    stage_rounds = {name: [] for name, _ in stages}
+    predict_rounds = []
+    for r in range(rounds):
+        stage_times = {name: [] for name, _ in stages}
+        predict_times = []
+        for i in range(per_round):
+            x = batches[(r * per_round + i) % len(batches)]
+            state = {"x": x}
+            for name, fn in stages:
+                t0 = clock()
+                fn(state)
+                stage_times[name].append(clock() - t0)
+            t0 = clock()
+            model.predict(x, verbose=0)
+            predict_times.append(clock() - t0)
+        for name in stage_times:
+            stage_rounds[name].append(stage_times[name])
+        predict_rounds.append(predict_times)
+    return {"stages": [{"name": name, "rounds_ns": stage_rounds[name]} for name, _ in stages],
+            "predict_rounds_ns": predict_rounds}
+
+
+def main(argv=None) -> int:
+    name, variant, device, calls, rounds, weights = (argv or sys.argv[1:])
+    calls, rounds = int(calls), int(rounds)
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # framework chatter goes to stderr
+    sys.stdout = sys.stderr
+    images, _ = mnist.load("test")
+    batches = list(mnist.to_input(images[:2000])[:, None])  # one image per call
+    steps = explainsteps.build_calls(name, variant, weights, device)
+    model = steps.pop("_model", None)
+    for fn in steps.values():  # cold start and warm-up, apart from the timed calls
+        time_calls(fn, batches, 0, 10)
+    per_round = max(1, calls // rounds)
+    result = {"implementation": name, "variant": variant, "device": device,
+              "ladder": [{"step": step, "removes": removes}
+                         for step, removes in explainsteps.ladder(name, variant)],
+              "rounds_ns": interleaved(steps, batches, rounds, per_round),
+              "counts": explainsteps.profile_counts(next(iter(steps.values())), batches[0]),
+              "frameworks": [m for m in ("tensorflow", "keras", "jax", "torch") if m in sys.modules]}
+    if name == "keras" and variant == "predict" and model is not None:
+        result["internal"] = internal(model, batches, rounds, per_round)
+    replies.write(json.dumps(result) + "\n")
+    replies.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""The explain rows in the report: Fig. 9 (one bar per level and variant, split into the stages
+its ladder peels off, down to the compute floor) and the section "Why Keras is slow", its
+sentences generated from the rows. No framework imported."""
+
+from pathlib import Path
+
+from harness.figures import OKABE_ITO, decorate, finish, fmt_ms, plt
+
+CITATIONS = (
+    "The maintainers say the same: `model.predict` \"is designed for batch processing of large "
+    "numbers of inputs. It is not intended for use inside of loops that iterate over your data "
+    "and process small numbers of inputs at a time\" (its docstring, Keras 3); it converts the "
+    "input to a tf.data dataset, batches it, runs a tf.function and handles callbacks on every "
+    "call ([tensorflow/tensorflow#40261](https://github.com/tensorflow/tensorflow/issues/40261)); "
+    "\"most of the extra time is spent creating the dataset\" "
+    "([tensorflow/tensorflow#33340](https://github.com/tensorflow/tensorflow/issues/33340)).")
+METHOD = (
+    "Method: (a) an ablation ladder of public calls, timed like any cell and interleaved in rounds; "
+    "each step down removes one stage and the difference of neighbouring medians is that stage's "
+    "cost, down to the compute floor (the NumPy reference, timed in the same process); "
+    "(b) for Keras' `predict` on TensorFlow, Keras' own internal steps timed in the order "
+    "`Model.predict` runs them (private APIs of Keras 3.15), accepted only when their sum is within "
+    "10% of a real `predict` timed in the same loop, the rest shown as 'other'; (c) cProfile for "
+    "counts only (a profiler slows Python code and not C code, so it would skew proportions). "
+    "`python -m harness explain keras/predict` repeats it.")
+
+
+def explain_rows(runs) -> list[dict]:
+    """The rows of the newest explain run of each machine, each with its machine label."""
+    found = []
+    for run in runs:
+        if run["study"] == "explain":
+            found += [{**row, "machine": run["machine"]} for row in run["rows"]
+                      if row.get("kind") == "explain"]
+    return found
+
+
+def ms(ns: float) -> str:
+    return fmt_ms(ns / 1e6)
+
+
+def fig_explain(rows, runs, out: Path) -> Path | None:
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 0.7 * len(rows) + 2.6))
+    labels = []
+    for y, row in enumerate(rows):
+        labels.append(f"{row['implementation']}/{row['variant']}\n({row['device'].upper()}, "
+                      f"{ms(row['steps'][0]['median_ns'])})")
+        left = 0.0
+        for i, stage in enumerate(row["stages"]):
+            share = 100 * max(stage["share"], 0.0)  # a negative difference (noise) is drawn as 0
+            color = OKABE_ITO[7] if stage["to"] is None else OKABE_ITO[i % 7]
+            ax.barh(y, share, left=left, color=color, edgecolor="white")
+            if share > 6:
+                below = f"-> {stage['to']}" if stage["to"] else "floor"
+                ax.text(left + share / 2, y, f"{below}\n{share:.0f}%", ha="center", va="center",
+                        fontsize=6, color="white")
+            left += share
+    ax.set_yticks(range(len(rows)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.bar(0, 0, color=OKABE_ITO[7], label="the model's arithmetic (NumPy compute floor)")
+    ax.bar(0, 0, color=OKABE_ITO[0], label="stages peeled off, one per ladder step (-> the next step)")
+    decorate(ax, "Fig. 9  Where one call's time goes: ablation ladder down to the compute floor",
+             "share of the call's median time (%)", "implementation/variant (median per call)",
+             legend_size=7)
+    return finish(fig, runs, "explain", out)
+
+
+def section(rows) -> list[str]:
+    if not rows:
+        return ["_No explain results yet: `make explain` (part of `make run-all`)._"]
+    out = []
+    for row in rows:
+        top = row["steps"][0]
+        parts = [f"{stage['name']} {ms(stage['ns'])} ({100 * stage['share']:.0f}%)"
+                 for stage in row["stages"]]
+        out.append(f"- **{row['implementation']}/{row['variant']}** ({row['device'].upper()}, "
+                   f"{row['machine']}): one call takes {ms(top['median_ns'])}. Peeled step by "
+                   f"step: {'; '.join(parts)}.")
+        internal = row.get("internal")
+        if internal and "stages" in internal:
+            verdict = ("within 10% of a real `predict` in the same loop: accepted" if internal["accepted"]
+                       else "more than 10% away from a real `predict`: not accepted, shown for reference")
+            steps = [f"{s['name']} {ms(s['ns'])} ({100 * s['share']:.0f}%)" for s in internal["stages"]]
+            out.append(f"  Keras' own steps, in order ({ms(internal['sum_ns'])} summed against "
+                       f"{ms(internal['predict_ns'])} for `predict`, {verdict}): {'; '.join(steps)}.")
+        counts = row["counts"]
+        if counts.get("iterators_created") or counts.get("datasets_created"):
+            out.append(f"  One call (cProfile, counts only) runs {counts['function_calls']:,} Python "
+                       f"function calls and creates {counts['datasets_created']} tf.data datasets and "
+                       f"{counts['iterators_created']} iterators.")
+        elif counts:
+            out.append(f"  One call runs {counts['function_calls']:,} Python function calls "
+                       "(cProfile, counts only) and makes no tf.data dataset.")
+    return out + ["", METHOD, "", CITATIONS]

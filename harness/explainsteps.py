@@ -1,0 +1,162 @@
+"""The steps `explain` times, built inside the worker (the framework is imported there).
+
+(a) The ablation ladder: public calls, from the variant asked for down to the compute floor,
+    each removing one stage. Neighbours' difference = that stage's cost.
+(b) For Keras' own `predict` on TensorFlow: Keras' internal steps, called in the order
+    `Model.predict` calls them (Keras 3.15, keras/src/backend/tensorflow/trainer.py and
+    keras/src/trainers/epoch_iterator.py). Private APIs: other Keras versions are refused.
+(c) cProfile, for counts only (function calls, iterators and datasets made per call).
+"""
+
+import cProfile
+import pstats
+
+import numpy as np
+
+KERAS_CHECKED = ("3.15.",)  # the Keras versions whose predict internals (b) was written against
+
+# implementation -> the ladder, top to bottom: (variant or step name, what going below removes)
+LADDERS = {
+    "keras": [
+        ("predict", "tf.data pipeline built from the NumPy array on every call (data adapter, "
+                    "dataset, traced map functions)"),
+        ("predict_dataset", "epoch iterator, iterator creation (twice per call), callback list, "
+                            "output concatenation"),
+        ("predict_on_batch", "predict_function's distribution wrapper and output tree mapping"),
+        ("function", "TensorFlow's graph executor, op by op (XLA fuses the graph)"),
+        ("xla", "TensorFlow's per-call runtime: tensor conversion, function call, host copies"),
+    ],
+    "keras_jax": [
+        ("predict", "epoch iterator, NumPy data adapter, callback list, output concatenation"),
+        ("predict_on_batch", "Keras' predict_function wrapper and output conversion"),
+        ("jit", "JAX's per-call dispatch: argument checks, device transfer, compiled-call cache"),
+    ],
+    "keras_torch": [
+        ("predict", "epoch iterator, data adapter, callback list, output concatenation"),
+        ("predict_on_batch", "eager PyTorch op dispatch, one Keras layer call at a time"),
+        ("compile", "PyTorch's per-call runtime: guards, tensor conversion, host copies"),
+    ],
+    "tf": [("eager", "Python dispatch of every op"), ("function", "the graph executor, op by op"),
+           ("xla", "TensorFlow's per-call runtime: tensor conversion, function call, host copies")],
+    "jax": [("eager", "Python dispatch of every op (each one a compiled computation)"),
+            ("jit", "JAX's per-call dispatch: argument checks, compiled-call cache, host copies")],
+    "torch": [("eager", "Python dispatch of every op"),
+              ("compile", "PyTorch's per-call runtime: guards, tensor conversion, host copies")],
+}
+FLOOR = ("floor", "the model's arithmetic: the NumPy reference (im2col + BLAS), the CPU compute floor")
+
+
+def ladder(name: str, variant: str) -> list[tuple[str, str]]:
+    """The steps from `variant` down, then the floor; [(variant, 'model')] when nothing to peel."""
+    steps = LADDERS.get(name)
+    names = [step for step, _ in steps] if steps else []
+    if variant not in names:
+        return [(variant, "model")]
+    return steps[names.index(variant):] + [FLOOR]
+
+
+def build_calls(name, variant, weights, device, dtype="float32"):
+    """{step: callable(images)} for the ladder of name/variant, in this process."""
+    from harness import registry
+
+    calls = {}  # the first real step's Keras model (if any) rides along under "_model"
+    for step, _ in ladder(name, variant):
+        if step == "floor":
+            floor = registry.create("numpy", weights)
+            calls[step] = floor.predict
+        elif step == "predict_dataset":  # Keras predict on a ready tf.data.Dataset
+            import tensorflow as tf
+
+            model = calls_model(calls)
+            calls[step] = lambda x, m=model: m.predict(tf.data.Dataset.from_tensors(x), verbose=0)
+        else:
+            impl = registry.create(name, weights, device=device, variant=step, dtype=dtype)
+            calls[step] = impl.predict
+            calls.setdefault("_model", getattr(impl, "model", None))
+    return calls
+
+
+def calls_model(calls):
+    model = calls.get("_model")
+    if model is None:
+        raise RuntimeError("the Keras model is built by the first ladder step")
+    return model
+
+
+def keras_tf_internal_steps(model):
+    """Callables for Keras 3.15's TF `predict`, in its order, each doing one stage, sharing
+    state through a dict: [(stage name, fn(state))]."""
+    import keras
+    from keras.src import callbacks as callbacks_module
+    from keras.src import tree
+    from keras.src.backend.tensorflow.trainer import convert_to_np_if_not_ragged
+    from keras.src.trainers import data_adapters
+
+    if not keras.__version__.startswith(KERAS_CHECKED):
+        raise RuntimeError(f"the internal breakdown was written against Keras {KERAS_CHECKED}; "
+                           f"this is Keras {keras.__version__}: use the ladder (a) alone")
+
+    def adapter(s):
+        s["adapter"] = data_adapters.get_data_adapter(
+            x=s["x"], y=None, sample_weight=None, batch_size=None, steps_per_epoch=None,
+            shuffle=False, class_weight=None)
+
+    def pipeline(s):
+        dataset = s["adapter"].get_tf_dataset()
+        s["dataset"] = model.distribute_strategy.experimental_distribute_dataset(dataset)
+
+    def iterator(s):
+        s["iterator"] = iter(s["dataset"])
+
+    def callbacks(s):
+        s["callbacks"] = callbacks_module.CallbackList(None, add_progbar=False, verbose=0, epochs=1,
+                                                       steps=s["adapter"].num_batches, model=model)
+        s["callbacks"].on_predict_begin()
+        s["callbacks"].on_predict_batch_begin(0)
+
+    def next_batch(s):
+        s["data"] = [next(s["iterator"])]
+
+    def run(s):
+        model.make_predict_function()
+        s["out"] = model.predict_function(s["data"])
+
+    def second_iterator(s):  # the epoch iterator makes a fresh one when the epoch ends
+        s["iterator"] = iter(s["dataset"])
+
+    def outputs(s):
+        s["callbacks"].on_predict_batch_end(0, {"outputs": s["out"]})
+        s["callbacks"].on_predict_end()
+        s["result"] = tree.map_structure(convert_to_np_if_not_ragged, s["out"])
+
+    return [("choosing the data adapter", adapter),
+            ("building the tf.data pipeline (dataset, map functions, distribution)", pipeline),
+            ("creating the iterator", iterator),
+            ("callback list and progress machinery", callbacks),
+            ("reading the batch from the iterator", next_batch),
+            ("running the predict function (the model)", run),
+            ("creating the iterator again (end of epoch)", second_iterator),
+            ("callbacks and converting the outputs", outputs)]
+
+
+def profile_counts(fn, x) -> dict:
+    """cProfile of one call, for counts only (a profiler slows Python, not C: no proportions)."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    fn(x)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    counts = {"function_calls": stats.total_calls, "iterators_created": 0, "datasets_created": 0,
+              "tf_function_traces": 0}
+    for (filename, _line, func), (_cc, ncalls, _tt, _ct, _callers) in stats.stats.items():
+        if func == "__init__" and "iterator_ops" in filename:
+            counts["iterators_created"] += ncalls
+        elif func == "__init__" and filename.endswith("dataset_ops.py"):
+            counts["datasets_created"] += ncalls
+        elif func in ("_trace", "trace_function") and "polymorphic_function" in filename:
+            counts["tf_function_traces"] += ncalls
+    return counts
+
+
+def median_ns(times) -> float:
+    return float(np.median(times))

@@ -1,0 +1,100 @@
+"""`python -m harness explain`: the stage arithmetic on synthetic timings, and a real run for
+every CPU implementation."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from harness import explain, explainreport, explainsteps, registry, results
+from tests.conftest import ROOT
+
+LADDER = [{"step": "predict", "removes": "pipeline"}, {"step": "predict_on_batch", "removes": "loop"},
+          {"step": "floor", "removes": "arithmetic"}]
+
+
+def rounds(value, n=3, k=4):
+    return [[value] * k for _ in range(n)]
+
+
+def test_ladder_stages_are_neighbour_differences_and_sum_to_the_top_step():
+    stages = explain.ladder_stages(LADDER, {"predict": rounds(1000.0), "predict_on_batch": rounds(300.0),
+                                            "floor": rounds(100.0)})
+    assert [s["ns"] for s in stages] == [700.0, 200.0, 100.0]
+    assert [s["name"] for s in stages] == ["pipeline", "loop", "arithmetic"]
+    assert [s["to"] for s in stages] == ["predict_on_batch", "floor", None]
+    assert sum(s["share"] for s in stages) == pytest.approx(1.0)
+    assert sum(s["ns"] for s in stages) == 1000.0
+
+
+def test_a_noisy_step_gives_a_negative_stage_that_is_kept_not_hidden():
+    stages = explain.ladder_stages(LADDER, {"predict": rounds(1000.0), "predict_on_batch": rounds(1100.0),
+                                            "floor": rounds(100.0)})
+    assert stages[0]["ns"] == -100.0 and sum(s["share"] for s in stages) == pytest.approx(1.0)
+
+
+def internal(stage_values, predict):
+    return {"stages": [{"name": f"s{i}", "rounds_ns": rounds(v)} for i, v in enumerate(stage_values)],
+            "predict_rounds_ns": rounds(predict)}
+
+
+def test_internal_breakdown_shows_other_and_is_accepted_within_ten_percent():
+    done = explain.internal_stages(internal([500.0, 300.0, 150.0], 1000.0))
+    assert done["stages"][-1] == {"name": "other", "ns": 50.0, "share": 0.05}
+    assert sum(s["share"] for s in done["stages"]) == pytest.approx(1.0)
+    assert done["accepted"] and done["sum_ns"] == 950.0
+
+
+@pytest.mark.parametrize("values", [[500.0, 300.0], [700.0, 450.0]])  # 80% and 115% of predict
+def test_internal_breakdown_off_by_more_than_ten_percent_is_rejected(values):
+    done = explain.internal_stages(internal(values, 1000.0))
+    assert not done["accepted"]
+    assert sum(s["share"] for s in done["stages"]) == pytest.approx(1.0)  # 'other' takes the rest
+
+
+def test_levels_with_nothing_to_peel_have_one_stage_called_model():
+    assert explainsteps.ladder("numpy", "default") == [("default", "model")]
+    assert explainsteps.ladder("keras", "xla")[-1] == explainsteps.FLOOR
+    for name, steps in explainsteps.LADDERS.items():
+        variants = registry.REGISTRY[name].variants
+        assert all(step in variants or step == "predict_dataset" for step, _ in steps), name
+
+
+def test_report_section_is_generated_from_rows():
+    row = {"implementation": "keras", "variant": "predict", "device": "cpu", "machine": "m",
+           "steps": [{"step": "predict", "median_ns": 1e6}],
+           "stages": explain.ladder_stages(LADDER, {"predict": rounds(1e6), "predict_on_batch": rounds(3e5),
+                                                    "floor": rounds(1e5)}),
+           "counts": {"function_calls": 5000, "iterators_created": 2, "datasets_created": 7,
+                      "tf_function_traces": 0}}
+    text = "\n".join(explainreport.section([row]))
+    assert "one call takes 1 ms" in text and "pipeline 700 µs (70%)" in text
+    assert "creates 7 tf.data datasets and 2 iterators" in text and "tensorflow/tensorflow#33340" in text
+
+
+@pytest.mark.slow
+def test_explain_runs_for_every_cpu_implementation(tmp_path):
+    pytest.importorskip("torch", reason="PyTorch is not installed (make install EXTRAS=dev,torch)")
+    names = [n for n, spec in registry.REGISTRY.items() if "cpu" in spec.devices]
+    run = subprocess.run([sys.executable, "-m", "harness", "explain", ",".join(names), "--calls", "6",
+                          "--rounds", "2", "--out", str(tmp_path)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    (run_dir,) = (tmp_path / "explain").iterdir()
+    rows = {r["implementation"]: r for r in results.read_rows(run_dir / "results.jsonl")}
+    assert set(rows) == set(names)
+    for name, row in rows.items():
+        assert sum(s["share"] for s in row["stages"]) == pytest.approx(1.0), name
+        assert np.isclose(sum(s["ns"] for s in row["stages"]), row["steps"][0]["median_ns"]), name
+    assert [s["name"] for s in rows["numpy"]["stages"]] == ["model"]
+    assert [s["step"] for s in rows["keras"]["steps"]] == ["predict", "predict_dataset", "predict_on_batch",
+                                                          "function", "xla", "floor"]
+    keras_internal = rows["keras"]["internal"]
+    assert keras_internal["stages"][-1]["name"] == "other"
+    assert sum(s["share"] for s in keras_internal["stages"]) == pytest.approx(1.0)
+    assert rows["keras"]["counts"]["datasets_created"] > 0 and rows["keras_jax"]["counts"]["datasets_created"] == 0
+    assert "tensorflow" not in rows["keras_jax"]["frameworks"]
+    assert "(a) ablation ladder" in run.stdout and "(b) Keras predict's own steps" in run.stdout
+    json.dumps(rows)  # rows are plain JSON
