@@ -17,7 +17,7 @@ a wide distribution measured in stable rounds is not noise in the estimate.
 
 import numpy as np
 
-NOISY_CI_OVER_MEDIAN = 0.10
+NOISY_CI_OVER_MEDIAN = 0.20  # the median known to better than about +-10%
 BOOTSTRAP_RESAMPLES = 1000
 LEVEL = 0.95
 
