@@ -75,7 +75,7 @@ studies: $(STAMP)
 # Why Keras is slow: each Keras backend's predict, and the framework-ops levels, stage by stage.
 EXPLAIN := keras/predict,keras_jax/predict,keras_torch/predict,tf/eager,jax/eager,torch/eager
 explain: $(STAMP)
-	$(PY) -m harness explain $(EXPLAIN) --calls 100 --rounds 5 --out $(RESULTS)
+	$(PY) -m harness explain $(EXPLAIN) --calls 40 --rounds 4 --out $(RESULTS)
 
 # The harness's timer against the standard library's timeit, on the NumPy level.
 crosscheck: $(STAMP)
