@@ -12,7 +12,7 @@ import sys
 import time
 
 from harness import explainsteps, mnist
-from harness.worker import time_calls
+from harness.worker import freeze_heap, time_calls
 
 
 def interleaved(calls: dict, batches, rounds: int, per_round: int) -> dict:
@@ -68,6 +68,7 @@ def main(argv=None) -> int:
     model = steps.pop("_model", None)
     for fn in steps.values():  # cold start and warm-up, apart from the timed calls
         time_calls(fn, batches, 0, 10)
+    freeze_heap()
     per_round = max(1, calls // rounds)
     result = {"implementation": name, "variant": variant, "device": device,
               "ladder": [{"step": step, "removes": removes}

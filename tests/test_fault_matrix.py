@@ -304,7 +304,7 @@ def test_gpu_lock_makes_a_second_run_wait_then_flag(tmp_path, monkeypatch):
     lock = GpuLock("0", timeout_s=0.5, report=messages.append)
     started = time.monotonic()
     assert lock.acquire() is False and lock.waited_in_vain
-    assert 0.4 < time.monotonic() - started < 5
+    assert 0.4 < time.monotonic() - started < 60  # it waited its timeout, then gave up (a guard, not a timing check)
     assert "GPU busy:" in messages[0] and f"pid {holder.pid}" in messages[0] and "flagged contended" in messages[1]
     holder.kill()  # a killed holder never leaves a stale lock
     holder.wait()

@@ -1,16 +1,23 @@
-"""Lazy imports: the harness, the NumPy level and the cuDNN level never import TensorFlow."""
+"""Lazy imports: the harness, the NumPy level and the cuDNN level never import a framework;
+no level imports another level."""
 
+import ast
 import subprocess
 import sys
 
+import pytest
+
+from harness import registry
 from tests.conftest import ROOT
 
 CODE = """
 import sys
 import harness.cli, harness.runner, harness.worker, harness.report, harness.figures, harness.doctor
+import harness.verify, harness.verifychild, harness.explain, harness.explainchild, harness.explainreport
+import harness.crosscheck, harness.jaxsupport, harness.torchsupport, harness.tfsupport, harness.reportstats
 import lenet_numpy.model, lenet_cudnn.model
 from harness import registry
-registry.spec("keras"); registry.spec("tf")   # metadata only
+for name in registry.REGISTRY: registry.spec(name)   # metadata only
 loaded = [m for m in ("tensorflow", "keras", "cupy", "jax", "torch") if m in sys.modules]
 print(loaded)
 """
@@ -21,3 +28,18 @@ def test_no_framework_is_imported_until_an_implementation_is_built():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+LEVELS = sorted({spec.package for spec in registry.REGISTRY.values() if spec.package})
+
+
+@pytest.mark.parametrize("package", LEVELS)
+def test_no_level_imports_another_level(package):
+    others = set(LEVELS) - {package}
+    for path in (ROOT / package).glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                assert name.split(".")[0] not in others, f"{path.name} imports {name}"
