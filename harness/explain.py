@@ -30,7 +30,8 @@ def ladder_stages(ladder: list[dict], rounds_ns: dict) -> list[dict]:
     stages = []
     for i, step in enumerate(ladder):
         below = medians[i + 1] if i + 1 < len(medians) else 0.0
-        stages.append({"name": step["removes"], "from": step["step"],
+        stages.append({"name": step["removes"], "short": step.get("short", step["removes"]),
+                       "from": step["step"],
                        "to": ladder[i + 1]["step"] if i + 1 < len(ladder) else None,
                        "ns": medians[i] - below})
     total = medians[0]

@@ -71,8 +71,8 @@ def main(argv=None) -> int:
     freeze_heap()
     per_round = max(1, calls // rounds)
     result = {"implementation": name, "variant": variant, "device": device,
-              "ladder": [{"step": step, "removes": removes}
-                         for step, removes in explainsteps.ladder(name, variant)],
+              "ladder": [{"step": step, "removes": removes, "short": short}
+                         for step, removes, short in explainsteps.ladder(name, variant)],
               "rounds_ns": interleaved(steps, batches, rounds, per_round),
               "counts": explainsteps.profile_counts(next(iter(steps.values())), batches[0]),
               "frameworks": [m for m in ("tensorflow", "keras", "jax", "torch") if m in sys.modules]}

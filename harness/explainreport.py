@@ -4,7 +4,7 @@ sentences generated from the rows. No framework imported."""
 
 from pathlib import Path
 
-from harness.figures import OKABE_ITO, decorate, finish, fmt_ms, plt
+from harness.figures import OKABE_ITO, finish, fmt_ms, plt
 
 CITATIONS = (
     "The maintainers say the same: `model.predict` \"is designed for batch processing of large "
@@ -42,7 +42,7 @@ def ms(ns: float) -> str:
 def fig_explain(rows, runs, out: Path) -> Path | None:
     if not rows:
         return None
-    fig, ax = plt.subplots(figsize=(10, 0.7 * len(rows) + 2.6))
+    fig, ax = plt.subplots(figsize=(10, 0.75 * len(rows) + 2.4))
     labels = []
     for y, row in enumerate(rows):
         labels.append(f"{row['implementation']}/{row['variant']}\n({row['device'].upper()}, "
@@ -52,20 +52,44 @@ def fig_explain(rows, runs, out: Path) -> Path | None:
             share = 100 * max(stage["share"], 0.0)  # a negative difference (noise) is drawn as 0
             color = OKABE_ITO[7] if stage["to"] is None else OKABE_ITO[i % 7]
             ax.barh(y, share, left=left, color=color, edgecolor="white")
-            if share > 6:
-                below = f"-> {stage['to']}" if stage["to"] else "floor"
-                ax.text(left + share / 2, y, f"{below}\n{share:.0f}%", ha="center", va="center",
+            if share > 9:
+                name = stage.get("short") or stage["to"] or "floor"
+                ax.text(left + share / 2, y, f"{name}\n{share:.0f}%", ha="center", va="center",
                         fontsize=6, color="white")
             left += share
     ax.set_yticks(range(len(rows)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
-    ax.bar(0, 0, color=OKABE_ITO[7], label="the model's arithmetic (NumPy compute floor)")
-    ax.bar(0, 0, color=OKABE_ITO[0], label="stages peeled off, one per ladder step (-> the next step)")
-    decorate(ax, "Fig. 9  Where one call's time goes: ablation ladder down to the compute floor",
-             "share of the call's median time (%)", "implementation/variant (median per call)",
-             legend_size=7)
+    ax.set_title("Fig. 9  Where one call's time goes: each step down the ladder removes one stage")
+    ax.set_xlabel("share of the call's median time (%)  [black: the model's arithmetic, the NumPy "
+                  "floor; REPORT.md lists every stage]", fontsize=8)
+    ax.set_ylabel("implementation/variant (median per call)")
     return finish(fig, runs, "explain", out)
+
+
+def headline(rows) -> list[str]:
+    """The Findings' answer to 'why is Keras slow', from the keras/predict explain row."""
+    row = next((r for r in rows if r["implementation"] == "keras" and r["variant"] == "predict"), None)
+    if row is None:
+        return []
+    first = row["stages"][0]
+    line = (f"**Why Keras is slow** ({row['machine']}): of one `model.predict` call on TensorFlow "
+            f"({ms(row['steps'][0]['median_ns'])}), {100 * first['share']:.0f}% is the "
+            f"{first.get('short') or first['name']} it builds from the NumPy array on every call")
+    internal = row.get("internal") or {}
+    if internal.get("accepted"):
+        by_name = {s["name"]: s for s in internal["stages"]}
+        iterators = sum(s["share"] for n, s in by_name.items() if n.startswith("creating the iterator"))
+        model = next(s for n, s in by_name.items() if n.startswith("running the predict function"))
+        line += (f"; timed inside Keras, building that pipeline and creating its iterator twice per "
+                 f"call take {100 * (by_name[PIPELINE]['share'] + iterators):.0f}%, running the model "
+                 f"{100 * model['share']:.0f}%")
+    floor = row["stages"][-1]
+    return [line + f". The model's arithmetic (the NumPy floor) is {ms(floor['ns'])}: see "
+                   "\"Why Keras is slow\" below."]
+
+
+PIPELINE = "building the tf.data pipeline (dataset, map functions, distribution)"
 
 
 def section(rows) -> list[str]:

@@ -15,45 +15,60 @@ import numpy as np
 
 KERAS_CHECKED = ("3.15.",)  # the Keras versions whose predict internals (b) was written against
 
-# implementation -> the ladder, top to bottom: (variant or step name, what going below removes)
+# implementation -> the ladder, top to bottom: (variant or step name, what going one step
+# down removes, a short name for the figure)
 LADDERS = {
     "keras": [
         ("predict", "tf.data pipeline built from the NumPy array on every call (data adapter, "
-                    "dataset, traced map functions)"),
+                    "dataset, traced map functions)", "tf.data pipeline"),
         ("predict_dataset", "epoch iterator, iterator creation (twice per call), callback list, "
-                            "output concatenation"),
-        ("predict_on_batch", "predict_function's distribution wrapper and output tree mapping"),
-        ("function", "TensorFlow's graph executor, op by op (XLA fuses the graph)"),
-        ("xla", "TensorFlow's per-call runtime: tensor conversion, function call, host copies"),
+                            "output concatenation", "iterators + callbacks"),
+        ("predict_on_batch", "predict_function's distribution wrapper and output tree mapping",
+         "predict_function wrapper"),
+        ("function", "TensorFlow's graph executor, op by op (XLA fuses the graph)", "graph executor"),
+        ("xla", "TensorFlow's per-call runtime: tensor conversion, function call, host copies",
+         "TF per-call runtime"),
     ],
     "keras_jax": [
-        ("predict", "epoch iterator, NumPy data adapter, callback list, output concatenation"),
-        ("predict_on_batch", "Keras' predict_function wrapper and output conversion"),
-        ("jit", "JAX's per-call dispatch: argument checks, device transfer, compiled-call cache"),
+        ("predict", "epoch iterator, NumPy data adapter, callback list, output concatenation",
+         "epoch iterator + callbacks"),
+        ("predict_on_batch", "Keras' predict_function wrapper and output conversion",
+         "predict_function wrapper"),
+        ("jit", "JAX's per-call dispatch: argument checks, device transfer, compiled-call cache",
+         "JAX dispatch"),
     ],
     "keras_torch": [
-        ("predict", "epoch iterator, data adapter, callback list, output concatenation"),
-        ("predict_on_batch", "eager PyTorch op dispatch, one Keras layer call at a time"),
-        ("compile", "PyTorch's per-call runtime: guards, tensor conversion, host copies"),
+        ("predict", "epoch iterator, data adapter, callback list, output concatenation",
+         "epoch iterator + callbacks"),
+        ("predict_on_batch", "eager PyTorch op dispatch, one Keras layer call at a time",
+         "eager op dispatch"),
+        ("compile", "PyTorch's per-call runtime: guards, tensor conversion, host copies",
+         "torch per-call runtime"),
     ],
-    "tf": [("eager", "Python dispatch of every op"), ("function", "the graph executor, op by op"),
-           ("xla", "TensorFlow's per-call runtime: tensor conversion, function call, host copies")],
-    "jax": [("eager", "Python dispatch of every op (each one a compiled computation)"),
-            ("jit", "JAX's per-call dispatch: argument checks, compiled-call cache, host copies")],
+    "tf": [("eager", "Python dispatch of every op", "Python op dispatch"),
+           ("function", "the graph executor, op by op", "graph executor"),
+           ("xla", "TensorFlow's per-call runtime: tensor conversion, function call, host copies",
+            "TF per-call runtime")],
+    "jax": [("eager", "Python dispatch of every op (each one a compiled computation)",
+             "Python op dispatch"),
+            ("jit", "JAX's per-call dispatch: argument checks, compiled-call cache, host copies",
+             "JAX dispatch")],
     # torch.compile is no step down from eager for this small model on a CPU (measured slower
     # here), so the PyTorch ladder goes from eager straight to the floor.
     "torch": [("eager", "PyTorch's per-call runtime: dispatch of each op, tensor conversion, "
-                        "host copies")],
+                        "host copies", "torch per-call runtime")],
 }
-FLOOR = ("floor", "the model's arithmetic: the NumPy reference (im2col + BLAS), the CPU compute floor")
+FLOOR = ("floor", "the model's arithmetic: the NumPy reference (im2col + BLAS), the CPU compute floor",
+         "model arithmetic")
 
 
 def ladder(name: str, variant: str) -> list[tuple[str, str]]:
-    """The steps from `variant` down, then the floor; [(variant, 'model')] when nothing to peel."""
+    """The steps from `variant` down, then the floor; [(variant, 'model', 'model')] when there
+    is nothing to peel."""
     steps = LADDERS.get(name)
-    names = [step for step, _ in steps] if steps else []
+    names = [step[0] for step in steps] if steps else []
     if variant not in names:
-        return [(variant, "model")]
+        return [(variant, "model", "model")]
     return steps[names.index(variant):] + [FLOOR]
 
 
@@ -62,7 +77,7 @@ def build_calls(name, variant, weights, device, dtype="float32"):
     from harness import registry
 
     calls = {}  # the first real step's Keras model (if any) rides along under "_model"
-    for step, _ in ladder(name, variant):
+    for step, *_ in ladder(name, variant):
         if step == "floor":
             floor = registry.create("numpy", weights)
             calls[step] = floor.predict
