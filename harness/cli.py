@@ -285,6 +285,9 @@ def main(argv=None) -> int:
     if args.gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)
     signal.signal(signal.SIGTERM, on_sigterm)  # a scheduler's kill: clean up like Ctrl-C
+    # A process started in the background by a non-interactive shell (`cmd &`) inherits SIGINT
+    # ignored; `kill -INT` must still stop a run cleanly, keeping its rows.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return args.func(args)
     except Unavailable as exc:
