@@ -14,7 +14,7 @@ import timeit
 
 import numpy as np
 
-from harness import DEFAULT_WEIGHTS, mnist, registry
+from harness import DEFAULT_WEIGHTS, mnist, registry, stats
 from harness.worker import time_calls
 
 SAMPLES_PER_ROUND = 5  # timeit.repeat: loops of calls // 5 calls each
@@ -44,10 +44,8 @@ def crosscheck(name="numpy", calls=200, rounds=10, weights=DEFAULT_WEIGHTS, repo
         report(f"round {r + 1:>2}: harness {harness_mean / 1e3:8.1f} us/call  "
                f"timeit {timeit_mean / 1e3:8.1f} us/call  ratio {harness_mean / timeit_mean:.3f}")
     impl.close()
-    ratios = np.array([p["ratio"] for p in per_round])
-    rng = np.random.default_rng(0)
-    boot = np.median(ratios[rng.integers(0, len(ratios), (1000, len(ratios)))], axis=1)
-    low, high = (np.percentile(boot, [2.5, 97.5]) if len(ratios) > 1 else (np.nan, np.nan))
+    ratios = [p["ratio"] for p in per_round]
+    low, high = stats.median_interval(ratios)  # rounds resampled, as for every ratio
     return {"implementation": name, "calls_per_round": calls, "rounds": rounds,
             "ratio_median": float(np.median(ratios)), "ratio_ci95": [float(low), float(high)],
             "timer": f"timeit (Python standard library), loops of {loop} calls",

@@ -16,8 +16,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
-
 from harness import DEFAULT_WEIGHTS, ROOT, env, procenv, registry, results, stats
 from harness.errors import HarnessError, Unavailable
 
@@ -26,7 +24,7 @@ TOLERANCE = 0.10  # (b) is accepted when its sum is this close to a real predict
 
 def ladder_stages(ladder: list[dict], rounds_ns: dict) -> list[dict]:
     """Stage costs from the ladder: step i's median minus step i+1's; the last step whole."""
-    medians = [float(np.median([t for r in rounds_ns[s["step"]] for t in r])) for s in ladder]
+    medians = [stats.pooled_median(rounds_ns[s["step"]]) for s in ladder]
     stages = []
     for i, step in enumerate(ladder):
         below = medians[i + 1] if i + 1 < len(medians) else 0.0
@@ -44,9 +42,8 @@ def internal_stages(internal: dict) -> dict:
     """Keras' internal stages (medians) plus 'other' = real predict - their sum."""
     if "refused" in internal:
         return internal
-    predict = float(np.median([t for r in internal["predict_rounds_ns"] for t in r]))
-    stages = [{"name": s["name"], "ns": float(np.median([t for r in s["rounds_ns"] for t in r]))}
-              for s in internal["stages"]]
+    predict = stats.pooled_median(internal["predict_rounds_ns"])
+    stages = [{"name": s["name"], "ns": stats.pooled_median(s["rounds_ns"])} for s in internal["stages"]]
     measured = sum(s["ns"] for s in stages)
     stages.append({"name": "other", "ns": predict - measured})
     for s in stages:

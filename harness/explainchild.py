@@ -12,7 +12,7 @@ import sys
 import time
 
 from harness import explainsteps, mnist
-from harness.worker import freeze_heap, time_calls
+from harness.worker import freeze_heap, loaded_frameworks, time_calls
 
 
 def interleaved(calls: dict, batches, rounds: int, per_round: int) -> dict:
@@ -64,8 +64,7 @@ def main(argv=None) -> int:
     sys.stdout = sys.stderr
     images, _ = mnist.load("test")
     batches = list(mnist.to_input(images[:2000])[:, None])  # one image per call
-    steps = explainsteps.build_calls(name, variant, weights, device)
-    model = steps.pop("_model", None)
+    steps, model = explainsteps.build_calls(name, variant, weights, device)
     for fn in steps.values():  # cold start and warm-up, apart from the timed calls
         time_calls(fn, batches, 0, 10)
     freeze_heap()
@@ -75,7 +74,7 @@ def main(argv=None) -> int:
                          for step, removes, short in explainsteps.ladder(name, variant)],
               "rounds_ns": interleaved(steps, batches, rounds, per_round),
               "counts": explainsteps.profile_counts(next(iter(steps.values())), batches[0]),
-              "frameworks": [m for m in ("tensorflow", "keras", "jax", "torch") if m in sys.modules]}
+              "frameworks": loaded_frameworks()}
     if name == "keras" and variant == "predict" and model is not None:
         result["internal"] = internal(model, batches, rounds, per_round)
     replies.write(json.dumps(result) + "\n")

@@ -4,6 +4,7 @@ sentences generated from the rows. No framework imported."""
 
 from pathlib import Path
 
+from harness import explainsteps
 from harness.figures import OKABE_ITO, finish, fmt_ms, plt
 
 CITATIONS = (
@@ -81,15 +82,13 @@ def headline(rows) -> list[str]:
         by_name = {s["name"]: s for s in internal["stages"]}
         iterators = sum(s["share"] for n, s in by_name.items() if n.startswith("creating the iterator"))
         model = next(s for n, s in by_name.items() if n.startswith("running the predict function"))
+        pipeline = by_name[explainsteps.PIPELINE_STAGE]["share"]
         line += (f"; timed inside Keras, building that pipeline and creating its iterator twice per "
-                 f"call take {100 * (by_name[PIPELINE]['share'] + iterators):.0f}%, running the model "
+                 f"call take {100 * (pipeline + iterators):.0f}%, running the model "
                  f"{100 * model['share']:.0f}%")
     floor = row["stages"][-1]
     return [line + f". The model's arithmetic (the NumPy floor) is {ms(floor['ns'])}: see "
                    "\"Why Keras is slow\" below."]
-
-
-PIPELINE = "building the tf.data pipeline (dataset, map functions, distribution)"
 
 
 def section(rows) -> list[str]:

@@ -11,8 +11,6 @@
 import cProfile
 import pstats
 
-import numpy as np
-
 KERAS_CHECKED = ("3.15.",)  # the Keras versions whose predict internals (b) was written against
 
 # implementation -> the ladder, top to bottom: (variant or step name, what going one step
@@ -73,31 +71,26 @@ def ladder(name: str, variant: str) -> list[tuple[str, str]]:
 
 
 def build_calls(name, variant, weights, device, dtype="float32"):
-    """{step: callable(images)} for the ladder of name/variant, in this process."""
+    """({step: callable(images)}, the first step's Keras model or None) for the ladder of
+    name/variant, built in this process."""
     from harness import registry
 
-    calls = {}  # the first real step's Keras model (if any) rides along under "_model"
+    calls, model = {}, None
     for step, *_ in ladder(name, variant):
         if step == "floor":
-            floor = registry.create("numpy", weights)
-            calls[step] = floor.predict
+            calls[step] = registry.create("numpy", weights).predict
         elif step == "predict_dataset":  # Keras predict on a ready tf.data.Dataset
             import tensorflow as tf
 
-            model = calls_model(calls)
             calls[step] = lambda x, m=model: m.predict(tf.data.Dataset.from_tensors(x), verbose=0)
         else:
             impl = registry.create(name, weights, device=device, variant=step, dtype=dtype)
             calls[step] = impl.predict
-            calls.setdefault("_model", getattr(impl, "model", None))
-    return calls
+            model = model or getattr(impl, "model", None)
+    return calls, model
 
 
-def calls_model(calls):
-    model = calls.get("_model")
-    if model is None:
-        raise RuntimeError("the Keras model is built by the first ladder step")
-    return model
+PIPELINE_STAGE = "building the tf.data pipeline (dataset, map functions, distribution)"
 
 
 def keras_tf_internal_steps(model):
@@ -147,7 +140,7 @@ def keras_tf_internal_steps(model):
         s["result"] = tree.map_structure(convert_to_np_if_not_ragged, s["out"])
 
     return [("choosing the data adapter", adapter),
-            ("building the tf.data pipeline (dataset, map functions, distribution)", pipeline),
+            (PIPELINE_STAGE, pipeline),
             ("creating the iterator", iterator),
             ("callback list and progress machinery", callbacks),
             ("reading the batch from the iterator", next_batch),
@@ -173,7 +166,3 @@ def profile_counts(fn, x) -> dict:
         elif func in ("_trace", "trace_function") and "polymorphic_function" in filename:
             counts["tf_function_traces"] += ncalls
     return counts
-
-
-def median_ns(times) -> float:
-    return float(np.median(times))

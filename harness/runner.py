@@ -193,12 +193,13 @@ class Runner:
 
     def finish(self, state: CellState, status: str, reason: str | None = None):
         rounds = [state.rounds[r] for r in sorted(state.rounds)]
-        times = [t for times, _ in rounds for t in times]
+        rounds_ns = [times for times, _ in rounds]
         device_rounds = [dev for _, dev in rounds if dev]
+        measured = status == "ok" and any(rounds_ns)
         row = {"kind": "cell", "cell_id": state.cell.id, "study": self.study.name,
                "cell": state.cell.to_dict(), "status": status, "reason": reason,
-               "rounds_ns": [times for times, _ in rounds],
-               "stats": stats.summarize(row_times(rounds)) if times and status == "ok" else None,
+               "rounds_ns": rounds_ns,
+               "stats": stats.summarize(rounds_ns) if measured else None,
                "device_stats": stats.summarize(device_rounds) if device_rounds and status == "ok"
                else None,
                "setup": {k: state.setup.get(k) for k in ("import_ns", "load_ns", "cold_start_ns",
@@ -211,11 +212,6 @@ class Runner:
         state.final = self.writer.write(row)
         if status != "ok":
             self.report(f"  {state.cell.id}: {status}: {reason}")
-
-
-def row_times(rounds) -> list[list]:
-    """The per-round call times of (times, device times) pairs."""
-    return [times for times, _ in rounds]
 
 
 def noisy_warning(st: dict) -> str:

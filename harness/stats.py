@@ -81,6 +81,21 @@ def summarize(rounds_ns) -> dict:
     }
 
 
+def pooled_median(rounds) -> float:
+    """The median of every call of every round."""
+    return float(np.median([t for r in rounds for t in r]))
+
+
+def median_interval(values, resamples=BOOTSTRAP_RESAMPLES, seed=0) -> tuple[float, float]:
+    """95% interval of the median of independent values (one per round), by a seeded
+    bootstrap; (nan, nan) for fewer than two values."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size < 2:
+        return float("nan"), float("nan")
+    picks = np.random.default_rng(seed).integers(0, values.size, size=(resamples, values.size))
+    return _percentile_interval(np.median(values[picks], axis=1))
+
+
 def round_ratio(rounds_a: list, rounds_b: list, resamples=BOOTSTRAP_RESAMPLES, seed=0) -> dict | None:
     """Median over rounds of median(a in round r) / median(b in round r), with a 95% interval
     from resampling the rounds' ratios.
@@ -92,11 +107,7 @@ def round_ratio(rounds_a: list, rounds_b: list, resamples=BOOTSTRAP_RESAMPLES, s
     ratios = np.array([np.median(a) / np.median(b) for a, b in pairs if len(a) and len(b)])
     if not ratios.size:
         return None
-    low = high = float("nan")
-    if ratios.size >= 2:
-        rng = np.random.default_rng(seed)
-        picks = rng.integers(0, ratios.size, size=(resamples, ratios.size))
-        low, high = _percentile_interval(np.median(ratios[picks], axis=1))
+    low, high = median_interval(ratios, resamples, seed)
     return {"ratio": float(np.median(ratios)), "min": float(np.min(ratios)),
             "max": float(np.max(ratios)), "rounds": int(ratios.size),
             "ci95_low": low, "ci95_high": high}

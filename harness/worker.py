@@ -26,6 +26,11 @@ perf_counter_ns = time.perf_counter_ns
 FRAMEWORKS = ("tensorflow", "keras", "jax", "torch", "cupy")
 
 
+def loaded_frameworks() -> list[str]:
+    """The frameworks this process has imported (one per worker, by design)."""
+    return [m for m in FRAMEWORKS if m in sys.modules]
+
+
 def time_calls(predict, batches, start, count, device_time=None):
     """Wall time of `count` predict calls (host array in, host probabilities out), in ns.
 
@@ -102,7 +107,7 @@ class Worker:
         return {"import_ns": t1 - t0, "load_ns": t2 - t1, "cold_start_ns": t4 - t3,
                 "cold_start_device_ns": device_time,
                 "warmup_median_ns": sorted(warm)[len(warm) // 2] if warm else None,
-                "frameworks": [m for m in FRAMEWORKS if m in sys.modules],  # loaded in this worker
+                "frameworks": loaded_frameworks(),
                 "keras_backend": os.environ.get("KERAS_BACKEND")}
 
     def measure(self, cell_id, calls, start):
