@@ -106,14 +106,16 @@ def cmd_loc(args) -> int:
     return 0
 
 
-def load_results(args):
+def load_results(args, with_history=False):
+    """(runs, frame, loc rows), and with_history the cells of every run as a fourth."""
     from harness import loc, reportdata
 
     if not Path(args.results).is_dir():
         raise HarnessError(f"{args.results}: no results folder (run make run-all, or --results DIR)")
-    runs, frame = reportdata.load(args.results)
+    loaded = (reportdata.load_with_history(args.results) if with_history
+              else reportdata.load(args.results))
     loc_rows = loc.read_csv() if loc.CSV_PATH.is_file() else loc.count()
-    return runs, frame, loc_rows
+    return (*loaded[:2], loc_rows, *loaded[2:])
 
 
 def cmd_figures(args) -> int:
@@ -129,8 +131,7 @@ def cmd_figures(args) -> int:
 def cmd_report(args) -> int:
     from harness import report, reportdata
 
-    runs, frame, loc_rows = load_results(args)
-    history = reportdata.cells_frame(reportdata.load_runs(args.results))  # every committed run
+    runs, frame, loc_rows, history = load_results(args, with_history=True)  # every committed run
     text = report.build(runs, frame, loc_rows, reportdata.verify_records(args.results), history,
                         reportdata.crosscheck_records(args.results))
     print(f"wrote {report.write(text, args.out)}")

@@ -7,19 +7,10 @@ from pathlib import Path
 import numpy as np
 
 from harness import DEFAULT_REPORT, explainreport, reportstats, stats
-from harness.figures import caption, fmt_ms, ok_cells, overhead_split
+from harness.figures import caption, ok_cells, overhead_split
+from harness.reportstats import ms, table
 
 REPORT_PATH = DEFAULT_REPORT
-
-
-def table(headers, rows) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def ms(value) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt_ms(value)
 
 
 def find(frame, study, label, device="cpu", batch=1, dtype="float32", machine=None):

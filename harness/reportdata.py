@@ -90,6 +90,19 @@ def load(root: Path = DEFAULT_RESULTS) -> tuple[list[dict], pd.DataFrame]:
     return runs, cells_frame(runs)
 
 
+def load_with_history(root: Path = DEFAULT_RESULTS):
+    """(newest runs, their cells, the cells of every run): each file read and each cell
+    summarized once; the newest runs' cells are taken from the history, in `load`'s order."""
+    every = load_runs(root)
+    runs = latest_runs(every)
+    history = cells_frame(every)
+    if history.empty:
+        return runs, history, history
+    parts = [history[(history["study"] == r["study"]) & (history["run_id"] == r["run_id"])]
+             for r in runs]
+    return runs, pd.concat(parts, ignore_index=True), history
+
+
 def verify_records(root: Path = DEFAULT_RESULTS) -> list[dict]:
     """verify-*.json files written by `python -m harness verify --json FILE`."""
     found = []

@@ -2,6 +2,7 @@
 how the same cell compares across the committed runs of one machine (repeatability)."""
 
 import itertools
+import math
 
 from harness import stats
 from harness.figures import fmt_ms
@@ -24,12 +25,15 @@ METHOD = [
 
 
 def ms(value) -> str:
-    return "-" if value != value else fmt_ms(value)  # NaN
+    """Milliseconds for a table cell; '-' for a missing value (None or NaN)."""
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt_ms(value)
 
 
 def table(headers, rows) -> str:
+    """A Markdown table (the report's, and its statistics sections')."""
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    return "\n".join(lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
 
 
 def noisy_section(frame) -> list[str]:
