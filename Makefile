@@ -54,7 +54,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
 
 weights: $(STAMP)
-	$(PY) -m harness.train --out $(WEIGHTS)
+	$(PY) -m harness.data.train --out $(WEIGHTS)
 
 verify: $(STAMP)
 	$(PY) -m harness verify --implementations $(CPU_IMPLS) --device cpu \

@@ -1,10 +1,24 @@
-"""lenet-levels harness: everything that is not a LeNet (data, weights, registry, workers,
-timing, statistics, environment, results, LOC, figures, report, CLI).
+"""lenet-levels harness: everything that is not a LeNet, in wings.
+
+    cli.py commands.py          the command line (the one place that turns errors into exit codes)
+    report/                     runs, tables, figures, REPORT.md, lines of code
+    check/   explain/           verify and the timer cross-check; where a call's time goes
+    measure/                    study files -> plan -> workers -> rounds -> results -> statistics
+    machine/                    environment metadata, process settings, GPUs, the GPU lock, doctor
+    data/    frameworks/        MNIST and the weights file; per-framework set-up in a worker
+    base.py registry.py errors.py null_impl.py   the one interface a level implements
+
+The rule of the layout: a wing imports only from the wings listed below it (check and explain
+are siblings, as are data and frameworks: neither imports the other). Levels (`lenet_*`)
+import only base, registry, errors, data and frameworks; the harness imports a level only
+inside a function, through the registry or as the oracle. tests/test_layout.py reads every
+import and fails on a wrong arrow or a cycle.
 
 Nothing here imports a deep-learning framework at import time: a CuPy run never imports
 TensorFlow, and figures and reports are pure functions of result files.
 """
 
+import importlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -14,3 +28,12 @@ DEFAULT_RESULTS = ROOT / "reports" / "results"
 DEFAULT_FIGURES = ROOT / "reports" / "figures"
 DEFAULT_REPORT = ROOT / "reports" / "REPORT.md"
 DEFAULT_LOC_CSV = ROOT / "reports" / "loc.csv"
+
+# Names a lab's code used before the harness had wings: `from harness import weights` stays valid.
+MOVED = {"weights": "harness.data.weights", "mnist": "harness.data.mnist"}
+
+
+def __getattr__(name):
+    if name in MOVED:
+        return importlib.import_module(MOVED[name])
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")

@@ -27,7 +27,7 @@ def fc1_rows_nchw(kernel: np.ndarray, h=5, w=5, c=16) -> np.ndarray:
 
 
 def convert(layers: dict, dtype="float32") -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The shared weights (harness.weights.read) in cuDNN/cuBLAS layouts, as `dtype`."""
+    """The shared weights (harness.data.weights.read) in cuDNN/cuBLAS layouts, as `dtype`."""
     kernels = {
         "conv1": conv_kernel_kcrs(layers["conv1"].kernel),  # (6, 1, 5, 5)
         "conv2": conv_kernel_kcrs(layers["conv2"].kernel),  # (16, 6, 5, 5)

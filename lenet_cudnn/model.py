@@ -18,8 +18,8 @@ import ctypes
 
 import numpy as np
 
-from harness import weights
 from harness.base import LeNet
+from harness.data import weights
 from harness.errors import Unavailable
 from harness.registry import REGISTRY
 from lenet_cudnn import binding as cu

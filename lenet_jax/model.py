@@ -10,8 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from harness import jaxsupport, weights
 from harness.base import LeNet
+from harness.data import weights
+from harness.frameworks import jax_setup
 from harness.registry import REGISTRY
 
 LAYOUT = ("NHWC", "HWIO", "NHWC")
@@ -43,7 +44,7 @@ class JaxLeNet(LeNet):
 
     def __init__(self, weights_path, device="cpu", variant=None, dtype="float32"):
         super().__init__(weights_path, device, variant, dtype)
-        self.jax_device = jaxsupport.configure(device, dtype)
+        self.jax_device = jax_setup.configure(device, dtype)
         self.w = {
             name: tuple(jax.device_put(np.asarray(a, dtype), self.jax_device) for a in layer)
             for name, layer in weights.read(weights_path).items()

@@ -13,9 +13,10 @@ import keras
 import numpy as np
 from keras import layers
 
-from harness import jaxsupport, registry, tfsupport, torchsupport
+from harness import registry
 from harness.base import LeNet
 from harness.errors import HarnessError
+from harness.frameworks import jax_setup, tf_setup, torch_setup
 from harness.registry import REGISTRY
 
 
@@ -64,7 +65,7 @@ class KerasLeNet(LeNet):
             self.compiled = self.compile(self.variant)
 
     def configure(self, device):
-        tfsupport.configure(device)  # threads, no TF32, Unavailable without a GPU
+        tf_setup.configure(device)  # threads, no TF32, Unavailable without a GPU
 
     def compile(self, variant):
         """images (N, 28, 28, 1) -> probabilities on the host, through the compiled path."""
@@ -90,7 +91,7 @@ class KerasJaxLeNet(KerasLeNet):
     spec = REGISTRY["keras_jax"]
 
     def configure(self, device):
-        jaxsupport.configure(device)
+        jax_setup.configure(device)
 
     def compile(self, variant):
         """`jit`: model.stateless_call, the pure function Keras keeps for JAX, under jax.jit."""
@@ -113,7 +114,7 @@ class KerasTorchLeNet(KerasLeNet):
     spec = REGISTRY["keras_torch"]
 
     def configure(self, device):
-        self.torch_device = torchsupport.configure(device)
+        self.torch_device = torch_setup.configure(device)
 
     def compile(self, variant):
         """`compile`: model(x) through torch.compile (inductor), without autograd."""
@@ -128,4 +129,4 @@ class KerasTorchLeNet(KerasLeNet):
         return run
 
     def close(self):
-        torchsupport.free(self.torch_device)
+        torch_setup.free(self.torch_device)

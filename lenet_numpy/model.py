@@ -7,8 +7,8 @@ this level has no weight-conversion code.
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from harness import weights
 from harness.base import LeNet
+from harness.data import weights
 from harness.registry import REGISTRY
 
 

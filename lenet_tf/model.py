@@ -7,8 +7,9 @@ used as they are. Variants: `eager` (op by op), `function` (traced once into a g
 
 import tensorflow as tf
 
-from harness import tfsupport, weights
 from harness.base import LeNet
+from harness.data import weights
+from harness.frameworks import tf_setup
 from harness.registry import REGISTRY
 
 
@@ -17,7 +18,7 @@ class TFLeNet(LeNet):
 
     def __init__(self, weights_path, device="cpu", variant=None, dtype="float32"):
         super().__init__(weights_path, device, variant, dtype)
-        self.tf_device = tfsupport.configure(device)  # "/CPU:0" or "/GPU:0"
+        self.tf_device = tf_setup.configure(device)  # "/CPU:0" or "/GPU:0"
         with tf.device(self.tf_device):
             self.w = {
                 name: (tf.constant(layer.kernel, dtype=dtype), tf.constant(layer.bias, dtype=dtype))

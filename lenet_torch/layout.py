@@ -32,7 +32,7 @@ def fc1_columns_chw(kernel: np.ndarray, h=5, w=5, c=16) -> np.ndarray:
 
 
 def convert(layers: dict, dtype="float32") -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The shared weights (harness.weights.read) in PyTorch layouts, as `dtype`."""
+    """The shared weights (harness.data.weights.read) in PyTorch layouts, as `dtype`."""
     kernels = {
         "conv1": conv_kernel_oihw(layers["conv1"].kernel),  # (6, 1, 5, 5)
         "conv2": conv_kernel_oihw(layers["conv2"].kernel),  # (16, 6, 5, 5)

@@ -10,8 +10,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness import torchsupport, weights
 from harness.base import LeNet
+from harness.data import weights
+from harness.frameworks import torch_setup
 from harness.registry import REGISTRY
 from lenet_torch import layout
 
@@ -21,7 +22,7 @@ class TorchLeNet(LeNet):
 
     def __init__(self, weights_path, device="cpu", variant=None, dtype="float32"):
         super().__init__(weights_path, device, variant, dtype)
-        self.torch_device = torchsupport.configure(device)
+        self.torch_device = torch_setup.configure(device)
         self.w = {
             name: tuple(torch.from_numpy(a).to(self.torch_device) for a in pair)
             for name, pair in layout.convert(weights.read(weights_path), dtype).items()
@@ -84,4 +85,4 @@ class TorchLeNet(LeNet):
 
     def close(self):
         self.graphs.clear()
-        torchsupport.free(self.torch_device)
+        torch_setup.free(self.torch_device)

@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import DEFAULT_DATA_DIR, DEFAULT_WEIGHTS, weights
+from harness import DEFAULT_DATA_DIR, DEFAULT_WEIGHTS
+from harness.data import weights
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,8 +6,10 @@ thing against the reference."""
 import numpy as np
 import pytest
 
-from harness import DEFAULT_WEIGHTS, gpu, mnist, registry
+from harness import DEFAULT_WEIGHTS, registry
+from harness.data import mnist
 from harness.errors import Unavailable
+from harness.machine import gpu
 from lenet_cudnn import binding, layout
 from lenet_numpy.model import NumpyLeNet, conv2d_relu, max_pool_2x2, softmax
 
@@ -182,7 +184,7 @@ def test_discovery_order_and_unavailable_reason(monkeypatch, tmp_path):
 
 
 def test_cudnn_is_unavailable_on_cpu_with_reason():
-    from harness import verify
+    from harness.check import verify
 
     assert registry.REGISTRY["cudnn"].devices == ("gpu",)
     with pytest.raises(ValueError, match="unknown device 'cpu'"):

@@ -8,7 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from harness import explain, explainreport, explainsteps, registry, results
+from harness import registry
+from harness.explain import keras_steps, ladder
+from harness.measure import results
+from harness.report import explain_section
 from tests.conftest import ROOT
 
 LADDER = [{"step": "predict", "removes": "pipeline"}, {"step": "predict_on_batch", "removes": "loop"},
@@ -20,7 +23,7 @@ def rounds(value, n=3, k=4):
 
 
 def test_ladder_stages_are_neighbour_differences_and_sum_to_the_top_step():
-    stages = explain.ladder_stages(LADDER, {"predict": rounds(1000.0), "predict_on_batch": rounds(300.0),
+    stages = ladder.ladder_stages(LADDER, {"predict": rounds(1000.0), "predict_on_batch": rounds(300.0),
                                             "floor": rounds(100.0)})
     assert [s["ns"] for s in stages] == [700.0, 200.0, 100.0]
     assert [s["name"] for s in stages] == ["pipeline", "loop", "arithmetic"]
@@ -30,7 +33,7 @@ def test_ladder_stages_are_neighbour_differences_and_sum_to_the_top_step():
 
 
 def test_a_noisy_step_gives_a_negative_stage_that_is_kept_not_hidden():
-    stages = explain.ladder_stages(LADDER, {"predict": rounds(1000.0), "predict_on_batch": rounds(1100.0),
+    stages = ladder.ladder_stages(LADDER, {"predict": rounds(1000.0), "predict_on_batch": rounds(1100.0),
                                             "floor": rounds(100.0)})
     assert stages[0]["ns"] == -100.0 and sum(s["share"] for s in stages) == pytest.approx(1.0)
 
@@ -41,7 +44,7 @@ def internal(stage_values, predict):
 
 
 def test_internal_breakdown_shows_other_and_is_accepted_within_ten_percent():
-    done = explain.internal_stages(internal([500.0, 300.0, 150.0], 1000.0))
+    done = ladder.internal_stages(internal([500.0, 300.0, 150.0], 1000.0))
     assert done["stages"][-1] == {"name": "other", "ns": 50.0, "share": 0.05}
     assert sum(s["share"] for s in done["stages"]) == pytest.approx(1.0)
     assert done["accepted"] and done["sum_ns"] == 950.0
@@ -49,15 +52,15 @@ def test_internal_breakdown_shows_other_and_is_accepted_within_ten_percent():
 
 @pytest.mark.parametrize("values", [[500.0, 300.0], [700.0, 450.0]])  # 80% and 115% of predict
 def test_internal_breakdown_off_by_more_than_ten_percent_is_rejected(values):
-    done = explain.internal_stages(internal(values, 1000.0))
+    done = ladder.internal_stages(internal(values, 1000.0))
     assert not done["accepted"]
     assert sum(s["share"] for s in done["stages"]) == pytest.approx(1.0)  # 'other' takes the rest
 
 
 def test_levels_with_nothing_to_peel_have_one_stage_called_model():
-    assert explainsteps.ladder("numpy", "default") == [("default", "model", "model")]
-    assert explainsteps.ladder("keras", "xla")[-1] == explainsteps.FLOOR
-    for name, steps in explainsteps.LADDERS.items():
+    assert keras_steps.ladder("numpy", "default") == [("default", "model", "model")]
+    assert keras_steps.ladder("keras", "xla")[-1] == keras_steps.FLOOR
+    for name, steps in keras_steps.LADDERS.items():
         variants = registry.REGISTRY[name].variants
         assert all(step in variants or step == "predict_dataset" for step, *_ in steps), name
 
@@ -65,11 +68,11 @@ def test_levels_with_nothing_to_peel_have_one_stage_called_model():
 def test_report_section_is_generated_from_rows():
     row = {"implementation": "keras", "variant": "predict", "device": "cpu", "machine": "m",
            "steps": [{"step": "predict", "median_ns": 1e6}],
-           "stages": explain.ladder_stages(LADDER, {"predict": rounds(1e6), "predict_on_batch": rounds(3e5),
+           "stages": ladder.ladder_stages(LADDER, {"predict": rounds(1e6), "predict_on_batch": rounds(3e5),
                                                     "floor": rounds(1e5)}),
            "counts": {"function_calls": 5000, "iterators_created": 2, "datasets_created": 7,
                       "tf_function_traces": 0}}
-    text = "\n".join(explainreport.section([row]))
+    text = "\n".join(explain_section.section([row]))
     assert "one call takes 1 ms" in text and "pipeline 700 µs (70%)" in text
     assert "creates 7 tf.data datasets and 2 iterators" in text and "tensorflow/tensorflow#33340" in text
 

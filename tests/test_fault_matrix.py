@@ -11,8 +11,10 @@ import time
 import numpy as np
 import pytest
 
-from harness import DEFAULT_WEIGHTS, gpu, results
-from harness.gpulock import GpuLock
+from harness import DEFAULT_WEIGHTS
+from harness.machine import gpu
+from harness.machine.gpulock import GpuLock
+from harness.measure import results
 from tests.conftest import ROOT, random_weights, write_keras3_file
 from tests.test_runner import final_rows, lab_cell, only_run, run_cli, write_study
 
@@ -296,7 +298,7 @@ def test_two_users_at_once_write_separate_run_folders(tmp_path):
 
 HOLD_LOCK = """
 import sys, time
-from harness.gpulock import GpuLock
+from harness.machine.gpulock import GpuLock
 lock = GpuLock("0")
 assert lock.acquire()
 print("held", flush=True)

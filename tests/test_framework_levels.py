@@ -9,8 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from harness import DEFAULT_WEIGHTS, mnist, registry, results
+from harness import DEFAULT_WEIGHTS, registry
+from harness.data import mnist
 from harness.errors import HarnessError, Unavailable
+from harness.measure import results
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from harness import gpu, results, runner, study
+from harness.machine import gpu
+from harness.measure import results, runner, study
 from tests.conftest import ROOT
 
 STUDY = """
@@ -84,7 +85,7 @@ def test_only_a_foreign_process_flags_contention(tmp_path, fake_gpu):
     assert not finals["null/default/cpu/b1/float32"]["contended"]  # CPU cells are not sampled
 
 
-HOLD = "from harness.gpulock import GpuLock; import time; GpuLock('0').acquire(); print('held', flush=True); time.sleep(60)"
+HOLD = "from harness.machine.gpulock import GpuLock; import time; GpuLock('0').acquire(); print('held', flush=True); time.sleep(60)"
 
 
 def test_gpu_cells_flagged_when_the_lock_is_held_elsewhere(tmp_path, fake_gpu):

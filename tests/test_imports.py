@@ -12,9 +12,9 @@ from tests.conftest import ROOT
 
 CODE = """
 import sys
-import harness.cli, harness.runner, harness.worker, harness.report, harness.figures, harness.doctor
-import harness.verify, harness.verifychild, harness.explain, harness.explainchild, harness.explainreport
-import harness.crosscheck, harness.jaxsupport, harness.torchsupport, harness.tfsupport, harness.reportstats
+import harness.cli, harness.measure.runner, harness.measure.worker, harness.report.markdown, harness.report.figures, harness.machine.doctor
+import harness.check.verify, harness.check.child, harness.explain.ladder, harness.explain.child, harness.report.explain_section
+import harness.check.crosscheck, harness.frameworks.jax_setup, harness.frameworks.torch_setup, harness.frameworks.tf_setup, harness.report.tables
 import lenet_numpy.model, lenet_cudnn.model
 from harness import registry
 for name in registry.REGISTRY: registry.spec(name)   # metadata only

@@ -3,7 +3,7 @@ import gzip
 import numpy as np
 import pytest
 
-from harness import mnist
+from harness.data import mnist
 from harness.errors import HarnessError
 from tests.conftest import gzip_idx
 

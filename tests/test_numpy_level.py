@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from harness import DEFAULT_WEIGHTS, mnist
+from harness import DEFAULT_WEIGHTS
+from harness.data import mnist
 from lenet_numpy.model import NumpyLeNet, conv2d_relu, max_pool_2x2
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import DEFAULT_RESULTS, loc, report, reportdata
+from harness import DEFAULT_RESULTS
+from harness.report import loc, markdown, rundata
 from tests.conftest import ROOT
 
 
@@ -48,8 +49,8 @@ def results_copy(tmp_path):
 
 
 def test_report_changes_when_a_results_row_is_deleted(results_copy):
-    runs, frame = reportdata.load(results_copy)
-    before = report.build(runs, frame, loc.count())
+    runs, frame = rundata.load(results_copy)
+    before = markdown.build(runs, frame, loc.count())
     rows_path = next(r["dir"] for r in runs if r["study"] == "api_levels") / "results.jsonl"  # the one in use
     lines = rows_path.read_text().splitlines(keepends=True)
     victim = next(i for i, line in enumerate(lines)
@@ -57,21 +58,21 @@ def test_report_changes_when_a_results_row_is_deleted(results_copy):
     removed = json.loads(lines[victim])
     del lines[victim]
     rows_path.write_text("".join(lines))
-    runs, frame = reportdata.load(results_copy)
-    after = report.build(runs, frame, loc.count())
+    runs, frame = rundata.load(results_copy)
+    after = markdown.build(runs, frame, loc.count())
     assert before != after
-    median = report.ms(removed["stats"]["median_ns"] / 1e6)
+    median = markdown.ms(removed["stats"]["median_ns"] / 1e6)
     section = lambda text: text.split("## Fig. 2")[1].split("## Fig. 4")[0]  # noqa: E731
     assert f"| numpy/default | cpu | 1 | float32 | {median} |" in section(before)
     assert "| numpy/default | cpu |" not in section(after)
 
 
 def test_report_numbers_come_from_rows(results_copy):
-    runs, frame = reportdata.load(results_copy)
-    text = report.build(runs, frame, loc.count())
+    runs, frame = rundata.load(results_copy)
+    text = markdown.build(runs, frame, loc.count())
     ok = frame[(frame["study"] == "api_levels") & (frame["status"] == "ok")]
     for _, r in ok.iterrows():
-        assert report.ms(r["median_ms"]) in text
+        assert markdown.ms(r["median_ms"]) in text
     skipped = frame[frame["status"] == "skipped"]
     for _, r in skipped.iterrows():
         assert r["reason"] in text
@@ -96,8 +97,8 @@ def test_figures_and_report_regenerate_without_tensorflow(results_copy, tmp_path
 
 
 def test_empty_results_give_a_report_that_says_so(tmp_path):
-    runs, frame = reportdata.load(tmp_path)
-    text = report.build(runs, frame, loc.count())
+    runs, frame = rundata.load(tmp_path)
+    text = markdown.build(runs, frame, loc.count())
     assert "No results yet" in text and "_No runs yet._" in text
 
 

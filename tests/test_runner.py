@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from harness import results
+from harness.measure import results
 from tests.conftest import ROOT
 
 STUDY = """

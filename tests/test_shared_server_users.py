@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import results
 from harness.errors import HarnessError
-from harness.gpulock import GpuLock
+from harness.machine.gpulock import GpuLock
+from harness.measure import results
 
 USERS = ("lenet-test-a", "lenet-test-b")
 CONTEXT = multiprocessing.get_context("forkserver")

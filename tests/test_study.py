@@ -1,7 +1,8 @@
 import pytest
 
-from harness import registry, study
+from harness import registry
 from harness.errors import HarnessError
+from harness.measure import study
 
 MINIMAL = """
 [measure]

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from harness import DEFAULT_WEIGHTS, mnist, registry
+from harness import DEFAULT_WEIGHTS, registry
+from harness.data import mnist
 from harness.errors import Unavailable
 
 pytest.importorskip("tensorflow", reason="TensorFlow is not installed")

@@ -11,7 +11,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from harness import weights
+from harness.data import weights
 from harness.errors import HarnessError
 from tests.conftest import ROOT
 

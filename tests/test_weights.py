@@ -2,7 +2,8 @@ import h5py
 import numpy as np
 import pytest
 
-from harness import DEFAULT_WEIGHTS, weights
+from harness import DEFAULT_WEIGHTS
+from harness.data import weights
 from harness.errors import HarnessError
 from tests.conftest import random_weights, write_keras3_file
 

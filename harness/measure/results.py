@@ -39,7 +39,7 @@ def create_run_dir(out: Path, study: str, run_id: str | None) -> Path:
             "(add --resume to complete it, or choose another --run-id)"
         ) from None
     except PermissionError:
-        from harness.gpulock import describe
+        from harness.machine.gpulock import describe
 
         blocked = next(p for p in (run_dir.parent, *run_dir.parent.parents) if p.exists())
         raise HarnessError(

@@ -1,7 +1,7 @@
 """A worker process: holds one implementation (one framework) and times it on request.
 
-Started by the runner as `python -m harness.worker` with thread and GPU-memory settings in its
-environment (harness.procenv), so they are in place before the framework is imported.
+Started by the runner as `python -m harness.measure.worker` with thread and GPU-memory settings in its
+environment (harness.machine.procenv), so they are in place before the framework is imported.
 Protocol: one JSON object per line. Requests on stdin, replies on a private copy of stdout;
 fd 1 itself is pointed at stderr so that nothing a framework prints can corrupt the replies.
 
@@ -81,13 +81,14 @@ class Worker:
 
     def test_images(self):
         if self.images is None:
-            from harness import mnist
+            from harness.data import mnist
 
             self.images, _ = mnist.load("test")
         return self.images
 
     def setup(self, cell, weights, warmup):
-        from harness import mnist, registry
+        from harness import registry
+        from harness.data import mnist
 
         t0 = perf_counter_ns()
         cls = registry.import_class(registry.spec(cell["implementation"]).path)  # the framework

@@ -16,8 +16,10 @@ import os
 import subprocess
 import sys
 
-from harness import DEFAULT_WEIGHTS, ROOT, env, procenv, registry, results, stats
+from harness import DEFAULT_WEIGHTS, ROOT, registry
 from harness.errors import HarnessError, Unavailable
+from harness.machine import env, procenv
+from harness.measure import results, stats
 
 TOLERANCE = 0.10  # (b) is accepted when its sum is this close to a real predict
 
@@ -54,7 +56,7 @@ def internal_stages(internal: dict) -> dict:
 
 def run_child(name, variant, device, calls, rounds, weights, timeout=600) -> dict:
     child_env = {**os.environ, **procenv.settings(1, 1, device), **registry.process_env(name)}
-    done = subprocess.run([sys.executable, "-m", "harness.explainchild", name, variant, device,
+    done = subprocess.run([sys.executable, "-m", "harness.explain.child", name, variant, device,
                            str(calls), str(rounds), str(weights)], cwd=ROOT, env=child_env,
                           capture_output=True, text=True, timeout=timeout)
     lines = done.stdout.strip().splitlines()

@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 
-from harness import DEFAULT_WEIGHTS, ROOT, env, gpu, procenv, registry
+from harness import DEFAULT_WEIGHTS, ROOT, registry
+from harness.machine import env, gpu, procenv
 
 PROBE = r"""
 import json, sys

@@ -1,7 +1,7 @@
 """The table printed at the end of a run (the report has the full story)."""
 
-from harness import stats
-from harness.progress import fmt_ns
+from harness.measure import stats
+from harness.measure.progress import fmt_ns
 
 
 def baseline_rounds(states, study):

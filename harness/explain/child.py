@@ -1,6 +1,6 @@
 """The worker side of `explain`: one implementation (one framework) in a fresh process.
 
-    python -m harness.explainchild NAME VARIANT DEVICE CALLS ROUNDS WEIGHTS
+    python -m harness.explain.child NAME VARIANT DEVICE CALLS ROUNDS WEIGHTS
 
 Prints one JSON object: the ladder's per-step times by round, Keras' internal stages with a
 real predict timed in the same loop (Keras on TensorFlow), and cProfile counts.
@@ -11,8 +11,9 @@ import os
 import sys
 import time
 
-from harness import explainsteps, mnist
-from harness.worker import freeze_heap, loaded_frameworks, time_calls
+from harness.data import mnist
+from harness.explain import keras_steps
+from harness.measure.worker import freeze_heap, loaded_frameworks, time_calls
 
 
 def interleaved(calls: dict, batches, rounds: int, per_round: int) -> dict:
@@ -30,7 +31,7 @@ def interleaved(calls: dict, batches, rounds: int, per_round: int) -> dict:
 def internal(model, batches, rounds: int, per_round: int) -> dict:
     """Keras' predict stages, each timed, alternating with a real model.predict."""
     try:
-        stages = explainsteps.keras_tf_internal_steps(model)
+        stages = keras_steps.keras_tf_internal_steps(model)
     except (ImportError, RuntimeError) as exc:
         return {"refused": str(exc)}
     clock = time.perf_counter_ns
@@ -64,16 +65,16 @@ def main(argv=None) -> int:
     sys.stdout = sys.stderr
     images, _ = mnist.load("test")
     batches = list(mnist.to_input(images[:2000])[:, None])  # one image per call
-    steps, model = explainsteps.build_calls(name, variant, weights, device)
+    steps, model = keras_steps.build_calls(name, variant, weights, device)
     for fn in steps.values():  # cold start and warm-up, apart from the timed calls
         time_calls(fn, batches, 0, 10)
     freeze_heap()
     per_round = max(1, calls // rounds)
     result = {"implementation": name, "variant": variant, "device": device,
               "ladder": [{"step": step, "removes": removes, "short": short}
-                         for step, removes, short in explainsteps.ladder(name, variant)],
+                         for step, removes, short in keras_steps.ladder(name, variant)],
               "rounds_ns": interleaved(steps, batches, rounds, per_round),
-              "counts": explainsteps.profile_counts(next(iter(steps.values())), batches[0]),
+              "counts": keras_steps.profile_counts(next(iter(steps.values())), batches[0]),
               "frameworks": loaded_frameworks()}
     if name == "keras" and variant == "predict" and model is not None:
         result["internal"] = internal(model, batches, rounds, per_round)

@@ -6,7 +6,7 @@ from harness.errors import Unavailable
 
 
 def configure(device: str) -> str:
-    """Apply thread settings from the environment (harness.procenv) and return the TF device
+    """Apply thread settings from the environment (harness.machine.procenv) and return the TF device
     name for `device`, or raise Unavailable when TF sees no GPU."""
     import tensorflow as tf
 

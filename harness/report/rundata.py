@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import DEFAULT_RESULTS, results, stats
+from harness import DEFAULT_RESULTS
+from harness.measure import results, stats
 
 
 def machine_label(env: dict) -> str:

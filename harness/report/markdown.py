@@ -6,9 +6,12 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import DEFAULT_REPORT, explainreport, reportstats, stats
-from harness.figures import caption, ok_cells, overhead_split
-from harness.reportstats import ms, table
+from harness import DEFAULT_REPORT
+from harness.measure import stats
+from harness.report import explain_section, tables
+from harness.report.figures import overhead_split
+from harness.report.style import caption, ok_cells
+from harness.report.tables import ms, table
 
 REPORT_PATH = DEFAULT_REPORT
 
@@ -163,9 +166,9 @@ def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=()) -
              "`reports/loc.csv`. Do not edit: every number below is read from a results row._",
              "", "## Findings", ""]
     parts += [f"- {line}" for line in findings(frame, loc_rows)
-              + explainreport.headline(explainreport.explain_rows(runs))]
+              + explain_section.headline(explain_section.explain_rows(runs))]
     parts += ["", "## How the numbers are computed", ""] + [
-        f"- {line}" for line in reportstats.METHOD + reportstats.crosscheck_lines(crosschecks)]
+        f"- {line}" for line in tables.METHOD + tables.crosscheck_lines(crosschecks)]
     parts += ["", "## Environment of each run", ""]
     env_rows = []
     for run in runs:
@@ -212,7 +215,8 @@ def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=()) -
               "`compile` (torch.compile of `model(x)`).", "",
               "![](figures/fig8_backends.png)", "", latency_table(frame, "backends")]
     parts += ["", "## Why Keras is slow (Fig. 9, `python -m harness explain`)", "",
-              "![](figures/fig9_explain.png)", ""] + explainreport.section(explainreport.explain_rows(runs))
+              "![](figures/fig9_explain.png)", ""]
+    parts += explain_section.section(explain_section.explain_rows(runs))
     parts += ["", "## Fig. 6: throughput against batch size (study `batch_sweep`)", "",
               "![](figures/fig6_throughput.png)", ""]
     sweep = ok_cells(frame, "batch_sweep")
@@ -237,8 +241,8 @@ def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=()) -
     parts.append(table(["study", "cell", "status", "reason", "machine"],
                        [[r["study"], r["cell_id"], r["status"], r["reason"], r["machine"]]
                         for _, r in missing.iterrows()]) if not missing.empty else "_None._")
-    parts += ["", "## Noisy cells", ""] + reportstats.noisy_section(frame)
-    parts += ["", "## Repeatability across runs", ""] + reportstats.repeatability_section(
+    parts += ["", "## Noisy cells", ""] + tables.noisy_section(frame)
+    parts += ["", "## Repeatability across runs", ""] + tables.repeatability_section(
         frame if history is None else history)
     parts += ["", "## Runs behind this report", "", "```", caption(runs), "```", ""]
     return "\n".join(parts)

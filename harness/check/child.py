@@ -1,7 +1,7 @@
 """One implementation's outputs for `verify`, in a process of its own (one framework, one Keras
 backend per interpreter, as in the studies' workers).
 
-    python -m harness.verifychild NAME DEVICE WEIGHTS OUT_DIR [LIMIT]
+    python -m harness.check.child NAME DEVICE WEIGHTS OUT_DIR [LIMIT]
 
 For each variant it writes OUT_DIR/<variant>.npy (the probabilities of the test images) and
 prints one JSON line: {"variant", "status": "ok" | "unavailable" | "FAIL", "reason", "seconds"}.
@@ -16,7 +16,8 @@ import traceback
 
 import numpy as np
 
-from harness import mnist, registry
+from harness import registry
+from harness.data import mnist
 from harness.errors import HarnessError, Unavailable
 
 CHUNK = 1000  # images per predict call: bounds memory, keeps every variant on one path

@@ -4,7 +4,7 @@ Fixed seeds and deterministic ops, so a rerun on the same machine and versions g
 file. Writes weights/lenet5_mnist.weights.h5 with model.save_weights and records test
 accuracy, epochs, seed and library versions as HDF5 root attributes.
 
-    python -m harness.train [--epochs 15] [--seed 1] [--out PATH] [--data-dir DIR]
+    python -m harness.data.train [--epochs 15] [--seed 1] [--out PATH] [--data-dir DIR]
 """
 
 import argparse
@@ -14,7 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from harness import DEFAULT_WEIGHTS, mnist
+from harness import DEFAULT_WEIGHTS
+from harness.data import mnist
 from harness.errors import HarnessError
 
 MIN_ACCURACY = 0.990

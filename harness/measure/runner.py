@@ -11,29 +11,17 @@ Rows (results.jsonl), each with schema, run_id, time, kind:
 import json
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import DEFAULT_WEIGHTS, env, gpu, procenv, registry, results, stats
-from harness.gpulock import GpuLock
-from harness.progress import Progress
-from harness.study import Cell, Study, capped_calls, chunk_sizes
-from harness.workerproc import WorkerDied, WorkerProcess
-
-
-@dataclass
-class CellState:
-    cell: Cell
-    chunks: list
-    rounds: dict = field(default_factory=dict)  # round -> (times_ns, device_ns or None)
-    setup: dict | None = None  # the first successful setup of this cell
-    ready_pid: int | None = None  # the worker process that has it loaded
-    final: dict | None = None
-    contended: list = field(default_factory=list)  # why its GPU measurements were disturbed
-
-    @property
-    def open(self) -> bool:
-        return self.final is None
+from harness import DEFAULT_WEIGHTS, registry
+from harness.machine import env, gpu, procenv
+from harness.machine.gpulock import GpuLock
+from harness.measure import cells, results
+from harness.measure.cells import CellState
+from harness.measure.gpuwatch import GpuWatch
+from harness.measure.progress import Progress
+from harness.measure.study import Cell, Study, capped_calls, chunk_sizes
+from harness.measure.workerproc import WorkerDied, WorkerProcess
 
 
 class Runner:
@@ -44,8 +32,7 @@ class Runner:
         self.writer = writer
         self.weights = str(weights)
         self.report = report
-        self.gpu_lock = gpu_lock
-        self.busy_before_run = None  # a GPU sample before this run touched the GPU
+        self.gpu_watch = GpuWatch(gpu_lock, self.own_pids)
         self.workers: dict[str, WorkerProcess] = {}
         m = study.measure
         self.states = [CellState(c, chunk_sizes(c.calls, m["rounds"])) for c in study.cells]
@@ -53,22 +40,7 @@ class Runner:
     # --- resume -------------------------------------------------------------------------
     def restore(self, rows: list[dict]) -> int:
         """Take finished cells and rounds from earlier rows; returns how many cells were done."""
-        by_id = {s.cell.id: s for s in self.states}
-        for row in rows:
-            state = by_id.get(row.get("cell_id"))
-            if state is None:
-                continue
-            if row["kind"] == "cell":
-                state.final = row
-            elif row["kind"] == "round":
-                state.rounds[row["round"]] = (row["times_ns"], row.get("device_ns"))
-                if row.get("contended") and row["contended"] not in state.contended:
-                    state.contended.append(row["contended"])
-            elif row["kind"] == "setup" and state.setup is None:
-                state.setup = row
-                if row.get("calls"):
-                    state.chunks = chunk_sizes(row["calls"], self.study.measure["rounds"])
-        return sum(not s.open for s in self.states)
+        return cells.restore(self.states, rows, self.study.measure["rounds"])
 
     # --- the run ------------------------------------------------------------------------
     def run(self):
@@ -76,7 +48,7 @@ class Runner:
         self.skip_unrunnable()
         todo = [(r, s) for r in range(m["rounds"]) for s in self.states if s.open and r not in s.rounds]
         if any(s.cell.device == "gpu" for _, s in todo):
-            self.busy_before_run = gpu.sample()
+            self.gpu_watch.start()
         progress = Progress(todo, self.report)
         clean_exit = False
         try:
@@ -140,22 +112,9 @@ class Runner:
         return [w.pid for w in self.workers.values() if w.pid]
 
     def ask_on_gpu(self, state, worker, message, timeout):
-        lock = self.gpu_lock
-        got = lock.acquire() if lock else True
-        try:
-            before = gpu.sample(own_pids=self.own_pids())
-            reply = worker.request(message, timeout)
-            after = gpu.sample(own_pids=self.own_pids())
-        finally:
-            if lock and got:
-                lock.release()
-        reason = gpu.contention([before, after], self.busy_before_run)
-        if not got:
-            reason = f"GPU lock not obtained in time (held by {lock.holder()})"
-        reply["gpu_samples"] = [before, after]
-        reply["contended"] = reason
-        if reason and reason not in state.contended:
-            state.contended.append(reason)
+        reply = self.gpu_watch.request(worker, message, timeout)
+        if reply["contended"] and reply["contended"] not in state.contended:
+            state.contended.append(reply["contended"])
         return reply
 
     def setup(self, state: CellState):
@@ -192,31 +151,9 @@ class Runner:
                            "gpu_samples": reply.get("gpu_samples")})
 
     def finish(self, state: CellState, status: str, reason: str | None = None):
-        rounds = [state.rounds[r] for r in sorted(state.rounds)]
-        rounds_ns = [times for times, _ in rounds]
-        device_rounds = [dev for _, dev in rounds if dev]
-        measured = status == "ok" and any(rounds_ns)
-        row = {"kind": "cell", "cell_id": state.cell.id, "study": self.study.name,
-               "cell": state.cell.to_dict(), "status": status, "reason": reason,
-               "rounds_ns": rounds_ns,
-               "stats": stats.summarize(rounds_ns) if measured else None,
-               "device_stats": stats.summarize(device_rounds) if device_rounds and status == "ok"
-               else None,
-               "setup": {k: state.setup.get(k) for k in ("import_ns", "load_ns", "cold_start_ns",
-                                                         "cold_start_device_ns")}
-               if state.setup else None,
-               "contended": bool(state.contended), "contended_reasons": state.contended,
-               "warnings": []}
-        if row["stats"] and row["stats"]["noisy"]:
-            row["warnings"].append(noisy_warning(row["stats"]))
-        state.final = self.writer.write(row)
+        state.final = self.writer.write(cells.final_row(state, self.study.name, status, reason))
         if status != "ok":
             self.report(f"  {state.cell.id}: {status}: {reason}")
-
-
-def noisy_warning(st: dict) -> str:
-    return (f"noisy: the 95% interval of the median spans {st['ci_over_median']:.0%} of it "
-            f"(> {stats.NOISY_CI_OVER_MEDIAN:.0%}); the machine's speed changed between rounds")
 
 
 def start_run(study: Study, out: Path, run_id=None, resume=False, weights=DEFAULT_WEIGHTS,

@@ -4,8 +4,8 @@ how the same cell compares across the committed runs of one machine (repeatabili
 import itertools
 import math
 
-from harness import stats
-from harness.figures import fmt_ms
+from harness.measure import stats
+from harness.report.style import fmt_ms
 
 METHOD = [
     "Every call is timed (`perf_counter_ns`, host array in, host probabilities out) and kept. "

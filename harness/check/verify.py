@@ -12,7 +12,8 @@ import tempfile
 
 import numpy as np
 
-from harness import DEFAULT_WEIGHTS, ROOT, mnist, registry
+from harness import DEFAULT_WEIGHTS, ROOT, registry
+from harness.data import mnist
 from harness.errors import HarnessError
 
 TOLERANCE = 1e-5
@@ -36,9 +37,9 @@ def check(probs, reference, labels) -> dict:
 def verify(names, device="cpu", weights_path=None, data_dir=None, limit=None, progress=print):
     """One row per implementation x variant: status ok / FAIL / unavailable, with the numbers.
 
-    Each implementation runs in a child process (harness.verifychild) with its registry
+    Each implementation runs in a child process (harness.check.child) with its registry
     environment (KERAS_BACKEND, XLA_FLAGS), so three Keras backends verify in one command."""
-    from harness.verifychild import predict_all
+    from harness.check.child import predict_all
     from lenet_numpy.model import NumpyLeNet  # the oracle: NumPy only
 
     weights_path = weights_path or DEFAULT_WEIGHTS
@@ -68,8 +69,8 @@ def verify(names, device="cpu", weights_path=None, data_dir=None, limit=None, pr
 
 
 def child_rows(name, device, weights_path, out_dir, limit):
-    """Run harness.verifychild for one implementation; yield its rows as they come."""
-    command = [sys.executable, "-m", "harness.verifychild", name, device,
+    """Run harness.check.child for one implementation; yield its rows as they come."""
+    command = [sys.executable, "-m", "harness.check.child", name, device,
                str(weights_path), out_dir] + ([str(limit)] if limit else [])
     child_env = {**os.environ, **registry.process_env(name)}
     log_path = os.path.join(out_dir, "stderr.log")  # framework chatter; shown when something fails

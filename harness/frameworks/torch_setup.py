@@ -7,7 +7,7 @@ from harness.errors import Unavailable
 
 
 def configure(device: str):
-    """Apply the harness's thread counts (harness.procenv) and return the torch.device for
+    """Apply the harness's thread counts (harness.machine.procenv) and return the torch.device for
     `device`, or raise Unavailable when PyTorch sees no GPU."""
     import torch
 

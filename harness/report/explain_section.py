@@ -4,8 +4,8 @@ sentences generated from the rows. No framework imported."""
 
 from pathlib import Path
 
-from harness import explainsteps
-from harness.figures import OKABE_ITO, finish, fmt_ms, plt
+from harness.explain import keras_steps
+from harness.report.style import OKABE_ITO, finish, fmt_ms, plt
 
 CITATIONS = (
     "The maintainers say the same: `model.predict` \"is designed for batch processing of large "
@@ -82,7 +82,7 @@ def headline(rows) -> list[str]:
         by_name = {s["name"]: s for s in internal["stages"]}
         iterators = sum(s["share"] for n, s in by_name.items() if n.startswith("creating the iterator"))
         model = next(s for n, s in by_name.items() if n.startswith("running the predict function"))
-        pipeline = by_name[explainsteps.PIPELINE_STAGE]["share"]
+        pipeline = by_name[keras_steps.PIPELINE_STAGE]["share"]
         line += (f"; timed inside Keras, building that pipeline and creating its iterator twice per "
                  f"call take {100 * (pipeline + iterators):.0f}%, running the model "
                  f"{100 * model['share']:.0f}%")

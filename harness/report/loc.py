@@ -15,7 +15,7 @@ from pathlib import Path
 from harness import DEFAULT_LOC_CSV, ROOT, registry
 
 PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding"}
-SHARED = ("harness/mnist.py", "harness/weights.py")
+SHARED = ("harness/data/mnist.py", "harness/data/weights.py")
 CSV_PATH = DEFAULT_LOC_CSV
 FIELDS = ["package", "api_level", "part", "files", "code", "comment"]
 

@@ -1,0 +1,198 @@
+"""What each command does; harness.cli holds the command table and turns errors into exit codes.
+
+Each command imports its wing inside the function, so `--help` and the light commands start fast
+and no command imports a framework it does not use.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+from harness import registry
+from harness.errors import HarnessError, Unavailable
+from harness.machine import procenv
+
+
+def log(line: str) -> None:
+    """Progress and messages go to stderr, so stdout carries only results (tables, JSON)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def split_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def cmd_verify(args) -> int:
+    from harness.check import verify
+    from harness.data import weights
+
+    names = split_list(args.implementations)
+    verify.require_known(names)
+    weights.read(args.weights)  # an unusable file fails here, in one line, before any work
+    procenv.apply(procenv.settings(args.threads, 1, args.device))
+    log(verify.HEADER)
+    rows = verify.verify(names, args.device, args.weights, args.data_dir, args.limit,
+                         progress=log)
+    code = verify.exit_code(rows)
+    if args.json:
+        text = json.dumps({"rows": rows, "exit_code": code, "weights": str(args.weights),
+                           "tolerance": verify.TOLERANCE}, indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(text + "\n")
+    verdict = {0: "all implementations agree", 1: "DISAGREEMENT: see FAIL rows",
+               3: "some implementations could not run here (see reasons)"}[code]
+    log(verdict)
+    return code
+
+
+def cmd_run(args) -> int:
+    import dataclasses
+
+    from harness.data import weights
+    from harness.machine import gpu
+    from harness.measure import results, runner, study, summary
+
+    weights.read(args.weights)  # an unusable weights file stops here, not in every worker
+    if args.resume:
+        run_dir = results.find_run_dir(args.out, study.path_of(args.study).stem, args.run_id)
+        plan = study.parse((run_dir / "study.toml").read_text(), str(run_dir / "study.toml"))
+        args.run_id = run_dir.name
+    else:
+        plan = study.load(args.study)
+    if args.devices:
+        devices = split_list(args.devices)
+        for device in devices:
+            if device not in registry.DEVICES:
+                raise HarnessError(f"--devices: unknown device {device!r}; "
+                                   f"allowed: {', '.join(registry.DEVICES)}")
+        plan = dataclasses.replace(plan, cells=tuple(c for c in plan.cells if c.device in devices))
+        if not plan.cells:
+            raise HarnessError(f"--devices {args.devices}: no cell of study {plan.name!r} left")
+        absent = gpu.absent_reason() if "gpu" in devices else None
+        if absent:
+            raise Unavailable(f"--devices {args.devices}: {absent}")
+    try:
+        run_dir, states = runner.start_run(plan, args.out, args.run_id, args.resume, args.weights,
+                                           log, args.lock_timeout)
+    except KeyboardInterrupt:
+        print("interrupted: finished rows are kept; complete the run with "
+              f"python -m harness run {args.study} --resume" +
+              (f" --run-id {args.run_id}" if args.run_id else ""), file=sys.stderr)
+        return 130
+    for line in summary.lines(states, plan):
+        print(line)
+    print(f"results: {run_dir}")
+    return 0
+
+
+def cmd_loc(args) -> int:
+    from harness.report import loc
+
+    rows = loc.count()
+    path = loc.write_csv(rows, args.out)
+    for package, code in loc.totals(rows).items():
+        print(f"{package:<16} {code:>5} code lines")
+    print(f"wrote {path}")
+    return 0
+
+
+def load_results(args, with_history=False):
+    """(runs, frame, loc rows), and with_history the cells of every run as a fourth."""
+    from harness.report import loc, rundata
+
+    if not Path(args.results).is_dir():
+        raise HarnessError(f"{args.results}: no results folder (run make run-all, or --results DIR)")
+    loaded = (rundata.load_with_history(args.results) if with_history
+              else rundata.load(args.results))
+    loc_rows = loc.read_csv() if loc.CSV_PATH.is_file() else loc.count()
+    return (*loaded[:2], loc_rows, *loaded[2:])
+
+
+def cmd_figures(args) -> int:
+    from harness.report import figures
+
+    runs, frame, loc_rows = load_results(args)
+    for path in figures.draw_all(runs, frame, loc_rows, args.out,
+                                 report=log):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from harness.report import markdown, rundata
+
+    runs, frame, loc_rows, history = load_results(args, with_history=True)  # every committed run
+    text = markdown.build(runs, frame, loc_rows, rundata.verify_records(args.results), history,
+                        rundata.crosscheck_records(args.results))
+    print(f"wrote {markdown.write(text, args.out)}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    """Median of each cell in run B over run A: how repeatable a study is."""
+    from harness.report import rundata
+
+    frames = []
+    for run_dir in (args.run_a, args.run_b):
+        runs = [r for r in rundata.load_runs(Path(run_dir).parent.parent)
+                if r["dir"].resolve() == Path(run_dir).resolve()]
+        if not runs:
+            raise HarnessError(f"{run_dir}: not a run folder (expected <out>/<study>/<run-id>/results.jsonl)")
+        frames.append(rundata.cells_frame(runs).set_index("cell_id"))
+    a, b = frames
+    print(f"{'cell':<40} {'median A':>10} {'median B':>10} {'B / A':>7}  flags")
+    worst = 0.0
+    for cell in a.index.intersection(b.index):
+        ra, rb = a.loc[cell], b.loc[cell]
+        if ra["status"] != "ok" or rb["status"] != "ok":
+            continue
+        r = rb["median_ms"] / ra["median_ms"]
+        noisy = bool(ra["noisy"] or rb["noisy"])
+        if not noisy:
+            worst = max(worst, abs(r - 1))
+        print(f"{cell:<40} {ra['median_ms']:>9.4f}m {rb['median_ms']:>9.4f}m {r:>7.3f}  "
+              f"{'noisy' if noisy else ''}")
+    print(f"largest change among cells not flagged noisy: {100 * worst:.1f}%")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from harness.explain import ladder
+
+    rows = []
+    for target in split_list(args.targets):
+        log(f"explaining {target} on {args.device} ({args.calls} calls per step, {args.rounds} rounds)")
+        row = ladder.explain(target, args.device, args.calls, args.rounds, args.weights)
+        print("\n".join(ladder.table(row)) + "\n")
+        rows.append(row)
+    if args.out:
+        print(f"results: {ladder.write(rows, args.out)}")
+    return 0
+
+
+def cmd_crosscheck(args) -> int:
+    from harness.check import crosscheck
+    from harness.machine import env
+
+    procenv.apply(procenv.settings(1, 1, "cpu"))  # one thread, as in every study
+    result = crosscheck.crosscheck(args.implementation, args.calls, args.rounds, args.weights, log)
+    system = env.collect_system()
+    result["env"] = {k: system[k] for k in ("hostname", "cpu", "cpus_usable", "loadavg", "python")}
+    low, high = result["ratio_ci95"]
+    print(f"harness / timeit, mean per call: {result['ratio_median']:.3f} "
+          f"[95% CI {low:.3f}-{high:.3f}] over {result['rounds']} rounds ({args.implementation})")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from harness.machine import doctor
+
+    names = split_list(args.implementations) if args.implementations else None
+    return doctor.report(args.weights, names)

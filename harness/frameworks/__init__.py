@@ -1,0 +1,1 @@
+"""Per-framework set-up inside a worker, before or at import: threads, devices, no TF32."""

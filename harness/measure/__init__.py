@@ -1,0 +1,1 @@
+"""Study files -> plan -> worker processes -> rounds -> JSON-lines results -> statistics."""

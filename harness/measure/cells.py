@@ -1,0 +1,72 @@
+"""One cell's state through a run, and the final `cell` row made from it.
+
+A cell's timed calls are split into one chunk per round; its rounds, setup and final row are
+kept here, so a resumed run takes over exactly where the rows stop.
+"""
+
+from dataclasses import dataclass, field
+
+from harness.measure import stats
+from harness.measure.study import Cell, chunk_sizes
+
+SETUP_FIELDS = ("import_ns", "load_ns", "cold_start_ns", "cold_start_device_ns")
+
+
+@dataclass
+class CellState:
+    cell: Cell
+    chunks: list
+    rounds: dict = field(default_factory=dict)  # round -> (times_ns, device_ns or None)
+    setup: dict | None = None  # the first successful setup of this cell
+    ready_pid: int | None = None  # the worker process that has it loaded
+    final: dict | None = None
+    contended: list = field(default_factory=list)  # why its GPU measurements were disturbed
+
+    @property
+    def open(self) -> bool:
+        return self.final is None
+
+
+def restore(states: list[CellState], rows: list[dict], rounds: int) -> int:
+    """Take finished cells and rounds from earlier rows; returns how many cells were done."""
+    by_id = {s.cell.id: s for s in states}
+    for row in rows:
+        state = by_id.get(row.get("cell_id"))
+        if state is None:
+            continue
+        if row["kind"] == "cell":
+            state.final = row
+        elif row["kind"] == "round":
+            state.rounds[row["round"]] = (row["times_ns"], row.get("device_ns"))
+            if row.get("contended") and row["contended"] not in state.contended:
+                state.contended.append(row["contended"])
+        elif row["kind"] == "setup" and state.setup is None:
+            state.setup = row
+            if row.get("calls"):
+                state.chunks = chunk_sizes(row["calls"], rounds)
+    return sum(not s.open for s in states)
+
+
+def final_row(state: CellState, study_name: str, status: str, reason: str | None) -> dict:
+    """The cell's last row: its status, every per-call time by round, and the statistics."""
+    rounds = [state.rounds[r] for r in sorted(state.rounds)]
+    rounds_ns = [times for times, _ in rounds]
+    device_rounds = [dev for _, dev in rounds if dev]
+    measured = status == "ok" and any(rounds_ns)
+    row = {"kind": "cell", "cell_id": state.cell.id, "study": study_name,
+           "cell": state.cell.to_dict(), "status": status, "reason": reason,
+           "rounds_ns": rounds_ns,
+           "stats": stats.summarize(rounds_ns) if measured else None,
+           "device_stats": stats.summarize(device_rounds) if device_rounds and status == "ok"
+           else None,
+           "setup": {k: state.setup.get(k) for k in SETUP_FIELDS} if state.setup else None,
+           "contended": bool(state.contended), "contended_reasons": state.contended,
+           "warnings": []}
+    if row["stats"] and row["stats"]["noisy"]:
+        row["warnings"].append(noisy_warning(row["stats"]))
+    return row
+
+
+def noisy_warning(st: dict) -> str:
+    return (f"noisy: the 95% interval of the median spans {st['ci_over_median']:.0%} of it "
+            f"(> {stats.NOISY_CI_OVER_MEDIAN:.0%}); the machine's speed changed between rounds")

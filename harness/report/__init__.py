@@ -1,0 +1,1 @@
+"""From result files to REPORT.md and figures (no framework imported): runs, tables, figures, LOC."""

@@ -1,0 +1,158 @@
+"""The layout's rule (harness/__init__.py), read from the code itself with ast:
+
+- a harness wing imports only from wings below it (siblings do not import each other);
+- a level (lenet_*) imports only the harness's core, data and frameworks;
+- the harness imports a level only inside a function (lazily: a CuPy run never imports TF);
+- no import cycle among harness modules.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+# Lower number = lower in the stack. Wings of the same rank are siblings and stay apart.
+RANK = {"core": 0, "data": 1, "frameworks": 1, "machine": 2, "measure": 3, "check": 4,
+        "explain": 4, "report": 5, "lab": 6, "campaign": 6, "cli": 7}
+CORE_MODULES = {"__init__", "base", "registry", "errors", "null_impl"}
+CLI_MODULES = {"cli", "commands", "__main__"}
+LEVEL_MAY_IMPORT = {"core", "data", "frameworks"}
+MOVED = {"weights": "data", "mnist": "data"}  # harness.__getattr__ keeps these old names
+
+
+def wing_of(module: str, root: Path) -> str | None:
+    """harness.measure.stats -> measure; harness.base -> core; not the harness -> None."""
+    parts = module.split(".")
+    if parts[0] != "harness":
+        return None
+    if len(parts) == 1:
+        return "core"
+    if (root / "harness" / parts[1]).is_dir():
+        return parts[1]
+    if parts[1] in MOVED:
+        return MOVED[parts[1]]
+    return "cli" if parts[1] in CLI_MODULES else "core"
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, root: Path):
+    """(imported module, line, at top level?) for every import in the file."""
+    tree = ast.parse(path.read_text(), str(path))
+    lazy = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lazy.update(id(n) for n in ast.walk(node) if n is not node)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno, id(node) not in lazy
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:  # `from harness import weights` names a module
+                sub = f"{node.module}.{alias.name}"
+                is_module = (root / Path(*sub.split("."))).is_dir() or \
+                    (root / Path(*sub.split("."))).with_suffix(".py").is_file() or \
+                    (node.module == "harness" and alias.name in MOVED)
+                yield (sub if is_module else node.module), node.lineno, id(node) not in lazy
+
+
+def violations(root: Path) -> list[str]:
+    found = []
+    for path in sorted((root / "harness").rglob("*.py")):
+        here = module_name(path, root)
+        own = wing_of(here, root)
+        for target, line, top in imports(path, root):
+            where = f"{path.relative_to(root)}:{line}"
+            if target.split(".")[0].startswith("lenet_") and top:
+                found.append(f"{where}: imports the level {target} at import time (import it in a function)")
+            other = wing_of(target, root)
+            if other is None or other == own:
+                continue
+            if RANK[other] >= RANK[own]:
+                found.append(f"{where}: {own} imports {target} ({other} is not below {own})")
+    for path in sorted(root.glob("lenet_*/*.py")):
+        for target, line, _ in imports(path, root):
+            other = wing_of(target, root)
+            if other is not None and other not in LEVEL_MAY_IMPORT:
+                found.append(f"{path.relative_to(root)}:{line}: a level imports {target} ({other})")
+    return found
+
+
+def cycles(root: Path) -> list[list[str]]:
+    graph = {}
+    for path in (root / "harness").rglob("*.py"):
+        here = module_name(path, root)
+        graph[here] = {t for t, _, _ in imports(path, root) if t.startswith("harness.") and t != here}
+    found, state = [], {}
+
+    def visit(node, stack):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                found.append(stack[stack.index(nxt):] + [nxt] if nxt in stack else [node, nxt])
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return found
+
+
+def test_every_import_follows_the_layout():
+    assert violations(ROOT) == []
+
+
+def test_no_import_cycle_among_harness_modules():
+    assert cycles(ROOT) == []
+
+
+def test_at_most_eight_modules_directly_in_harness():
+    flat = sorted(p.name for p in (ROOT / "harness").glob("*.py"))
+    assert len(flat) <= 8, flat
+    for wing in (p for p in (ROOT / "harness").iterdir() if p.is_dir() and p.name != "__pycache__"):
+        doc = ast.get_docstring(ast.parse((wing / "__init__.py").read_text()))
+        assert doc and len(doc.splitlines()) == 1, f"{wing.name}/__init__.py needs a one-line docstring"
+
+
+def fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path
+
+
+BASE_TREE = {"harness/__init__.py": "", "harness/errors.py": "",
+             "harness/measure/__init__.py": "", "harness/measure/stats.py": "",
+             "harness/report/__init__.py": "", "harness/report/figures.py": "",
+             "harness/data/__init__.py": "", "harness/data/mnist.py": ""}
+
+
+@pytest.mark.parametrize("path,text,expected", [
+    ("harness/measure/stats.py", "from harness.report import figures\n", "measure imports harness.report.figures"),
+    ("harness/measure/stats.py", "import lenet_tf.model\n", "imports the level lenet_tf.model at import time"),
+    ("lenet_x/model.py", "from harness.measure import stats\n", "a level imports harness.measure.stats"),
+    ("harness/data/mnist.py", "from harness import weights\n", None),  # same wing, the old name
+    ("harness/report/figures.py", "def f():\n    import lenet_tf.model\n", None),  # lazy: allowed
+    ("harness/report/figures.py", "from harness.measure import stats\n", None),  # downward: allowed
+])
+def test_the_checker_names_a_wrong_arrow(tmp_path, path, text, expected):
+    root = fake_tree(tmp_path, {**BASE_TREE, path: text})
+    found = violations(root)
+    if expected is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and expected in found[0], found
+
+
+def test_the_checker_finds_a_cycle(tmp_path):
+    root = fake_tree(tmp_path, {**BASE_TREE, "harness/report/figures.py": "from harness.report import style\n",
+                                "harness/report/style.py": "def f():\n    from harness.report import figures\n"})
+    assert cycles(root) and "harness.report.figures" in cycles(root)[0]
