@@ -40,9 +40,12 @@ TENSOR_OP_MATH = (1, 2)  # CUDNN_TENSOR_OP_MATH, _ALLOW_CONVERSION: TF32 in floa
 def import_cupy():
     try:
         import cupy
-        import cupy.cuda.cublas  # noqa: F401  loads CuPy's libcublas: ours binds the same copy
     except ImportError as exc:
         raise Unavailable(f"CuPy is not installed ({exc}); make install-gpu") from None
+    try:
+        import cupy.cuda.cublas  # noqa: F401  loads CuPy's libcublas: cublas.load() binds that copy
+    except ImportError:
+        pass  # no libcublas for CuPy: cublas.load() says what it tried
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDARuntimeError: no driver, no device
