@@ -56,7 +56,7 @@ REGISTRY = {
                  ("predict", "predict_on_batch", "call", "compile"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "torch"),)),
         ImplSpec("cudnn", "lenet_cudnn.model:CudnnLeNet", "cudnn", ("gpu",),
-                 ("tuned", "naive"), ("float32", "float64"), "lenet_cudnn"),
+                 ("tuned", "naive", "graph"), ("float32", "float64"), "lenet_cudnn", gpu_only=("graph",)),
     )
 }
 DEVICES = ("cpu", "gpu")

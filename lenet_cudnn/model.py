@@ -1,4 +1,4 @@
-"""LeNet-5 on the cuDNN C API (ctypes), CuPy device memory and cuBLAS gemm, NCHW on the device.
+"""LeNet-5 on the cuDNN C API (ctypes), CuPy device memory and cuBLAS gemm (ctypes), NCHW on the device.
 
     x (N,1,28,28) -conv1+bias+relu-> (N,6,28,28) -pool-> (N,6,14,14)
       -conv2+bias+relu-> (N,16,10,10) -pool-> (N,16,5,5) = (N,400) in (c,h,w) order
@@ -12,6 +12,13 @@ Variants:
   (cudnnFindConvolutionForwardAlgorithm), buffers and workspace preallocated, pinned host
   memory, asynchronous copies on one stream, one synchronization per call, CUDA events
   around the work for the device time.
+- graph: tuned, with the whole call (copy in, the layers, copy out) captured once per batch
+  size into a CUDA graph and replayed: one launch per call instead of ~20 enqueued calls.
+
+cuDNN and cuBLAS share one stream, fixed when the level is built; the gemms go through a
+cuBLAS handle of the level's own (lenet_cudnn/cublas.py), because CuPy's re-binds its stream
+on every call, which a stream being captured refuses. float32 stays float32: the convolutions
+use FMA math and an algorithm whose math type is not tensor-op (TF32), cuBLAS its default math.
 """
 
 import ctypes
@@ -23,10 +30,11 @@ from harness.data import weights
 from harness.errors import Unavailable
 from harness.registry import REGISTRY
 from lenet_cudnn import binding as cu
-from lenet_cudnn import layout
+from lenet_cudnn import cublas, layout
 from lenet_cudnn.descriptors import LeNetDescriptors
 
 H2D, D2H = 1, 2  # cudaMemcpyKind
+TENSOR_OP_MATH = (1, 2)  # CUDNN_TENSOR_OP_MATH, _ALLOW_CONVERSION: TF32 in float32
 
 
 def import_cupy():
@@ -34,6 +42,10 @@ def import_cupy():
         import cupy
     except ImportError as exc:
         raise Unavailable(f"CuPy is not installed ({exc}); make install-gpu") from None
+    try:
+        import cupy.cuda.cublas  # noqa: F401  loads CuPy's libcublas: cublas.load() binds that copy
+    except ImportError:
+        pass  # no libcublas for CuPy: cublas.load() says what it tried
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDARuntimeError: no driver, no device
@@ -50,16 +62,23 @@ class CudnnLeNet(LeNet):
         super().__init__(weights_path, device, variant, dtype)
         self.cp = cp = import_cupy()
         self.lib = cu.load()
-        self.handle = cu.Handle()
+        self.blas_lib = cublas.load()
+        self.handle, self.blas = cu.Handle(), None
         try:
             self.lib.cudnnCreate(ctypes.byref(self.handle))
         except cu.CudnnError as exc:
             raise Unavailable(str(exc)) from None
-        tuned = self.variant == "tuned"
-        self.stream = cp.cuda.Stream(non_blocking=True) if tuned else cp.cuda.Stream.null
+        # naive: the legacy default stream, what a first attempt uses; tuned and graph: a
+        # stream of their own (a graph cannot be captured on the legacy default stream)
+        own = self.variant != "naive"
+        self.stream = cp.cuda.Stream(non_blocking=True) if own else cp.cuda.Stream.null
         self.lib.cudnnSetStream(self.handle, self.stream.ptr)  # cuDNN and cuBLAS on one stream
-        self.blas = cp.cuda.device.get_cublas_handle()
-        self.gemm = cp.cuda.cublas.sgemm if dtype == "float32" else cp.cuda.cublas.dgemm
+        with self.stream:
+            self.blas_ws = cp.empty(cublas.WORKSPACE_BYTES, cp.uint8)  # fixed address, kept alive
+        self.blas = cublas.BlasHandle(self.blas_lib, self.stream.ptr, self.blas_ws.data.ptr,
+                                      cublas.WORKSPACE_BYTES)
+        self.gemm = (self.blas_lib.cublasSgemm_v2 if dtype == "float32"
+                     else self.blas_lib.cublasDgemm_v2)
         scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
         self.one, self.zero = scalar(1.0), scalar(0.0)  # alpha/beta, host memory, kept alive
         self.alpha, self.beta = ctypes.addressof(self.one), ctypes.addressof(self.zero)
@@ -68,7 +87,8 @@ class CudnnLeNet(LeNet):
             self.w = {name: (cp.asarray(k), cp.asarray(b))
                       for name, (k, b) in layout.convert(weights.read(weights_path), dtype).items()}
         self.stream.synchronize()
-        self.plans = {}  # tuned: batch size -> preallocated everything
+        self.plans = {}  # tuned, graph: batch size -> preallocated everything (and the graph)
+        self.conv_math = []  # the math types of the convolution algorithms last picked
         self.last_device_ns = None
 
     # --- the layers ----------------------------------------------------------------------
@@ -88,7 +108,7 @@ class CudnnLeNet(LeNet):
         """y (n, out) = x (n, in) @ W (in, out) + b, as Y^T = W^T X^T in cuBLAS' column-major."""
         kernel, bias = self.w[name]
         g = layout.dense_gemm_args(d.n, fan_in, fan_out)
-        self.gemm(self.blas, g["transa"], g["transb"], g["m"], g["n"], g["k"], self.alpha,
+        self.gemm(self.blas.ptr, g["transa"], g["transb"], g["m"], g["n"], g["k"], self.alpha,
                   kernel.data.ptr, g["lda"], x, g["ldb"], self.beta, y, g["ldc"])
         y_desc = d.fc[name]
         self.lib.cudnnAddTensor(self.handle, self.alpha, d.bias[name].ptr, bias.data.ptr,
@@ -99,7 +119,10 @@ class CudnnLeNet(LeNet):
 
     def forward(self, d, buf, algos, ws, ws_size):
         """Device pointers in `buf`; everything enqueued on one stream, cuDNN's and cuBLAS'."""
-        self.cp.cuda.cublas.setStream(self.blas, self.stream.ptr)  # CuPy shares this handle
+        with self.stream:  # CuPy's current stream = the handles' stream
+            self.layers(d, buf, algos, ws, ws_size)
+
+    def layers(self, d, buf, algos, ws, ws_size):
         self.conv_bias_relu(d, d.x, buf["x"], d.w1, d.conv1, "conv1", d.c1, buf["c1"],
                             algos[0], ws, ws_size)
         self.pool(d, d.c1, buf["c1"], d.p1, buf["p1"])
@@ -120,7 +143,7 @@ class CudnnLeNet(LeNet):
 
     def pick_algos(self, d, find: bool):
         """The convolution algorithms and the workspace they need (bytes)."""
-        algos, ws_size = [], 0
+        algos, ws_size, math = [], 0, []
         for x, w, conv, y in ((d.x, d.w1, d.conv1, d.c1), (d.p1, d.w2, d.conv2, d.c2)):
             perf = (cu.ConvFwdAlgoPerf * cu.CONV_FWD_ALGOS)()
             count = ctypes.c_int()
@@ -128,15 +151,19 @@ class CudnnLeNet(LeNet):
                      else self.lib.cudnnGetConvolutionForwardAlgorithm_v7)
             query(self.handle, x.ptr, w.ptr, conv.ptr, y.ptr, cu.CONV_FWD_ALGOS,
                   ctypes.byref(count), perf)
-            usable = [p for p in perf[:count.value] if p.status == cu.STATUS_SUCCESS]
+            usable = [p for p in perf[:count.value] if p.status == cu.STATUS_SUCCESS and not
+                      (self.dtype == "float32" and p.mathType in TENSOR_OP_MATH)]  # no TF32
             if not usable:
-                raise RuntimeError(f"cuDNN offers no usable forward algorithm for {y.dims}")
+                raise RuntimeError(f"cuDNN offers no usable forward algorithm for {y.dims} "
+                                   "without tensor-op math")
             best = usable[0]  # Find: fastest measured first; _v7: best heuristic guess first
             size = ctypes.c_size_t()
             self.lib.cudnnGetConvolutionForwardWorkspaceSize(self.handle, x.ptr, w.ptr, conv.ptr,
                                                              y.ptr, best.algo, ctypes.byref(size))
             algos.append(best.algo)
+            math.append(best.mathType)
             ws_size = max(ws_size, size.value)
+        self.conv_math = math
         return algos, ws_size
 
     # --- naive: everything per call --------------------------------------------------------
@@ -175,44 +202,98 @@ class CudnnLeNet(LeNet):
             pinned_in = cp.cuda.alloc_pinned_memory(n * 784 * self.itemsize)
             pinned_out = cp.cuda.alloc_pinned_memory(n * 10 * self.itemsize)
             self.plans[n] = {
-                "d": d, "algos": algos, "ws": ws, "ws_size": ws_size, "arrays": arrays,
+                "d": d, "algos": algos, "conv_math": list(self.conv_math), "ws": ws,
+                "ws_size": ws_size, "arrays": arrays,
                 "buf": {name: a.data.ptr for name, a in arrays.items()},
                 "pinned": (pinned_in, pinned_out),
                 "host_in": np.frombuffer(pinned_in, self.dtype, n * 784).reshape(n, 1, 28, 28),
                 "host_out": np.frombuffer(pinned_out, self.dtype, n * 10).reshape(n, 10),
                 "events": (cp.cuda.Event(), cp.cuda.Event()),
+                "graph": None,
             }
         return self.plans[n]
 
-    def predict_tuned(self, images):
-        rt = self.cp.cuda.runtime
-        p = self.plan(len(images))
-        np.copyto(p["host_in"], images.transpose(0, 3, 1, 2))  # NHWC -> NCHW into pinned memory
-        start, end = p["events"]
-        s = self.stream
-        start.record(s)
+    def enqueue(self, p):
+        """One call's work on the stream: pinned input -> device, the layers, device -> pinned output.
+        Every address is the plan's, fixed for its lifetime: what a CUDA graph replays."""
+        rt, s = self.cp.cuda.runtime, self.stream
         rt.memcpyAsync(p["buf"]["x"], p["host_in"].ctypes.data, p["host_in"].nbytes, H2D, s.ptr)
         self.forward(p["d"], p["buf"], p["algos"], p["ws"].data.ptr, p["ws_size"])
         rt.memcpyAsync(p["host_out"].ctypes.data, p["buf"]["out"], p["host_out"].nbytes, D2H, s.ptr)
-        end.record(s)
+
+    def predict_tuned(self, images):
+        p = self.plan(len(images))
+        np.copyto(p["host_in"], images.transpose(0, 3, 1, 2))  # NHWC -> NCHW into pinned memory
+        start, end = p["events"]
+        start.record(self.stream)
+        self.enqueue(p)
+        end.record(self.stream)
         end.synchronize()  # the one synchronization per call
+        self.last_device_ns = int(self.cp.cuda.get_elapsed_time(start, end) * 1e6)
+        return p["host_out"].copy()
+
+    # --- graph: tuned, captured once per batch size and replayed ----------------------------
+    def capture(self, p):
+        """Capture the plan's call (enqueue) into a CUDA graph, once per batch size.
+
+        Everything that allocates, synchronizes or measures happens before the capture: Find
+        (it times the algorithms in memory of its own), the workspace query and the buffers
+        (plan), and one eager run on the pinned input (kernels loaded, cuBLAS' heuristics
+        cached), then a synchronization. Alpha and beta are host scalars read when each call is
+        enqueued (pointer mode host), so their values are frozen into the graph.
+        """
+        s = self.stream
+        if s.ptr == 0 or s is self.cp.cuda.Stream.null:
+            raise RuntimeError("a CUDA graph cannot be captured on the legacy default stream")
+        self.enqueue(p)  # the eager run
+        s.synchronize()
+        with s:
+            s.begin_capture()  # relaxed mode (CuPy's default)
+            try:
+                self.enqueue(p)
+            except BaseException:
+                try:
+                    s.end_capture()  # leave the stream usable; the first error is the one to see
+                except Exception:  # an invalidated capture also fails to end
+                    pass
+                raise
+            p["graph"] = s.end_capture()  # cupy.cuda.graph.Graph, instantiated
+
+    def predict_graph(self, images):
+        p = self.plan(len(images))
+        np.copyto(p["host_in"], images.transpose(0, 3, 1, 2))  # host side, outside the graph
+        if p["graph"] is None:
+            self.capture(p)
+        start, end = p["events"]
+        start.record(self.stream)
+        p["graph"].launch(self.stream)
+        end.record(self.stream)
+        end.synchronize()
         self.last_device_ns = int(self.cp.cuda.get_elapsed_time(start, end) * 1e6)
         return p["host_out"].copy()
 
     def predict(self, images):
         if self.variant == "naive":
             return self.predict_naive(images)
-        with self.stream:  # CuPy's current stream = the handle's stream (cuBLAS binds to it)
+        with self.stream:  # CuPy's current stream = the handles' stream
+            if self.variant == "graph":
+                return self.predict_graph(images)
             return self.predict_tuned(images)
 
     def last_device_time_ns(self):
         return self.last_device_ns
 
     def close(self):
+        self.stream.synchronize()
         for p in self.plans.values():
+            p["graph"] = None  # the graph's executable goes before the memory it points at
             p["d"].close()
         self.plans.clear()
         self.w = {}
+        if self.blas is not None:
+            self.blas.close()  # before its workspace is freed
+            self.blas = None
+        self.blas_ws = None
         if self.handle:
             self.lib.cudnnDestroy(self.handle)
             self.handle = cu.Handle()

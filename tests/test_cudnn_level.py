@@ -3,6 +3,8 @@ NCHW pipeline are checked by emulating cuDNN's and cuBLAS' conventions in NumPy;
 and output dimensions through the real libcudnn where it is installed. With a GPU: the real
 thing against the reference."""
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,7 @@ from harness import DEFAULT_WEIGHTS, registry
 from harness.data import mnist
 from harness.errors import Unavailable
 from harness.machine import gpu
-from lenet_cudnn import binding, layout
+from lenet_cudnn import binding, cublas, layout
 from lenet_numpy.model import NumpyLeNet, conv2d_relu, max_pool_2x2, softmax
 
 # --- NumPy stand-ins for what cuDNN and cuBLAS compute (test oracles, not the level) --------
@@ -165,7 +167,6 @@ def test_cudnn_create_without_gpu_is_a_checked_error():
     if gpu.absent_reason() is None:
         pytest.skip("a GPU is present")
     handle = binding.Handle()
-    import ctypes
 
     with pytest.raises(binding.CudnnError, match="cudnnCreate failed: CUDNN_STATUS_"):
         lib.cudnnCreate(ctypes.byref(handle))
@@ -192,12 +193,207 @@ def test_cudnn_is_unavailable_on_cpu_with_reason():
     assert verify.exit_code([{"status": "unavailable"}]) == 3
 
 
+# --- the cuBLAS binding (lenet_cudnn/cublas.py) ---------------------------------------------
+
+
+def test_cublas_signatures_are_complete_and_pointers_are_void_p():
+    """No function left to ctypes' int defaults: 64-bit handles and pointers would be truncated."""
+    assert set(cublas.SIGNATURES) >= {
+        "cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2", "cublasSetWorkspace_v2",
+        "cublasSetMathMode", "cublasSgemm_v2", "cublasDgemm_v2", "cublasGetVersion_v2"}
+    assert cublas.Handle is ctypes.c_void_p and cublas.Ptr is ctypes.c_void_p
+    for name, argtypes in cublas.SIGNATURES.items():
+        assert isinstance(argtypes, list), name
+        if name not in ("cublasGetStatusString",):
+            assert argtypes[0] in (cublas.Handle, ctypes.POINTER(cublas.Handle)), name
+    assert cublas.SIGNATURES["cublasCreate_v2"] == [ctypes.POINTER(ctypes.c_void_p)]
+    assert cublas.SIGNATURES["cublasSetStream_v2"] == [ctypes.c_void_p, ctypes.c_void_p]
+    assert cublas.SIGNATURES["cublasSetWorkspace_v2"] == [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    for gemm in ("cublasSgemm_v2", "cublasDgemm_v2"):
+        args = cublas.SIGNATURES[gemm]
+        assert len(args) == 14
+        # alpha, A, B, beta, C: pointers; m, n, k, lda, ldb, ldc and the ops: int
+        assert [i for i, t in enumerate(args) if t is ctypes.c_void_p] == [0, 6, 7, 9, 11, 12]
+    assert cublas.DEFAULT_MATH == 0 and cublas.TF32_TENSOR_OP_MATH == 3
+
+
+class FakeFunction:
+    def __init__(self, status=0):
+        self.argtypes = self.restype = None
+        self.status, self.calls = status, []
+
+    def __call__(self, *args):
+        self.calls.append(args)
+        if self.status == 0 and args and hasattr(args[0], "_obj"):  # cublasCreate_v2(&handle)
+            args[0]._obj.value = 0xABC
+        return self.status
+
+
+class FakeLib:
+    """Stands in for libcublas: every symbol, each returning `status` (GetStatusString: bytes)."""
+
+    def __init__(self, status=0, missing=()):
+        self.fns = {name: FakeFunction(status) for name in cublas.SIGNATURES if name not in missing}
+        self.fns["cublasGetStatusString"] = lambda status: b"an invalid value was passed"
+
+    def __getattr__(self, name):
+        try:
+            return self.fns[name]
+        except KeyError:
+            raise AttributeError(f"undefined symbol: {name}") from None
+
+
+def test_cublas_binding_sets_argtypes_restype_and_checks_statuses():
+    fake = FakeLib()
+    lib = cublas.Cublas("fake.so", "test", fake)
+    for name, argtypes in cublas.SIGNATURES.items():
+        if name == "cublasGetStatusString":
+            continue
+        assert fake.fns[name].argtypes == argtypes, name
+        assert fake.fns[name].restype is ctypes.c_int, name
+    fake.fns["cublasSgemm_v2"].status = 7
+    with pytest.raises(cublas.CublasError, match=r"cublasSgemm_v2 failed: CUBLAS_STATUS_INVALID_VALUE: an invalid value was passed \(status 7\)"):
+        lib.cublasSgemm_v2(*range(14))
+    with pytest.raises(AttributeError, match="cublasSetWorkspace_v2"):
+        cublas.Cublas("old.so", "test", FakeLib(missing=("cublasSetWorkspace_v2",)))
+
+
+def test_blas_handle_sets_workspace_after_stream_and_default_math():
+    fake = FakeLib()
+    handle = cublas.BlasHandle(cublas.Cublas("fake.so", "test", fake), 0x1234, 0x5000, 1 << 20)
+    order = [name for name in ("cublasCreate_v2", "cublasSetStream_v2", "cublasSetWorkspace_v2",
+                               "cublasSetPointerMode_v2", "cublasSetMathMode") if fake.fns[name].calls]
+    assert order == ["cublasCreate_v2", "cublasSetStream_v2", "cublasSetWorkspace_v2",
+                     "cublasSetPointerMode_v2", "cublasSetMathMode"]
+    assert fake.fns["cublasSetStream_v2"].calls[0][1] == 0x1234
+    assert fake.fns["cublasSetWorkspace_v2"].calls[0][1:] == (0x5000, 1 << 20)
+    assert fake.fns["cublasSetMathMode"].calls[0][1] == cublas.DEFAULT_MATH
+    handle.close()
+    assert len(fake.fns["cublasDestroy_v2"].calls) == 1 and not handle.ptr
+    handle.close()  # twice: nothing more
+    assert len(fake.fns["cublasDestroy_v2"].calls) == 1
+
+
+def test_blas_handle_create_failure_is_unavailable():
+    fake = FakeLib()
+    lib = cublas.Cublas("fake.so", "test", fake)
+    fake.fns["cublasCreate_v2"].status = 1
+    with pytest.raises(Unavailable, match="cublasCreate_v2 failed: CUBLAS_STATUS_NOT_INITIALIZED"):
+        cublas.BlasHandle(lib, 1, 2, 3)
+
+
+def test_cublas_discovery_order(monkeypatch, tmp_path):
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "7f00-7f01 r-xp 00000000 fd:01 1 /opt/x/libcublasLt.so.13\n"
+        "7f01-7f02 r-xp 00000000 fd:01 2 /opt/x/libcublas.so.13\n"
+        "7f02-7f03 r--p 00001000 fd:01 2 /opt/x/libcublas.so.13\n"
+        "7f03-7f04 rw-p 00000000 00:00 0 \n")
+    assert cublas.loaded_in_process(str(maps)) == ["/opt/x/libcublas.so.13"]
+    assert cublas.loaded_in_process(str(tmp_path / "absent")) == []
+    monkeypatch.setenv("LENET_CUBLAS_LIBRARY", "/chosen/libcublas.so.13")
+    monkeypatch.setattr(cublas, "loaded_in_process", lambda: ["/opt/x/libcublas.so.13"])
+    monkeypatch.setattr(cublas, "wheel_libraries", lambda: ["/site/nvidia/cu13/lib/libcublas.so.13"])
+    assert cublas.candidates() == [
+        ("/chosen/libcublas.so.13", "LENET_CUBLAS_LIBRARY"),
+        ("/opt/x/libcublas.so.13", "loaded in this process"),
+        ("/site/nvidia/cu13/lib/libcublas.so.13", "nvidia-cublas wheel"),
+        ("libcublas.so.13", "system"), ("libcublas.so.12", "system")]
+
+
+def test_cublas_wheel_layouts_cu13_and_cu12(monkeypatch, tmp_path):
+    import importlib.util
+
+    for rel in ("a/nvidia/cu13/lib/libcublas.so.13", "b/nvidia/cublas/lib/libcublas.so.12"):
+        (tmp_path / rel).parent.mkdir(parents=True)
+        (tmp_path / rel).write_bytes(b"")
+
+    class Spec:
+        submodule_search_locations = [str(tmp_path / "a/nvidia"), str(tmp_path / "b/nvidia")]
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: Spec() if name == "nvidia" else None)
+    assert cublas.wheel_libraries() == [str(tmp_path / "a/nvidia/cu13/lib/libcublas.so.13"),
+                                        str(tmp_path / "b/nvidia/cublas/lib/libcublas.so.12")]
+
+
+def test_cublas_missing_is_unavailable_naming_what_was_tried(monkeypatch, tmp_path):
+    monkeypatch.setattr(cublas, "_loaded", None)
+    monkeypatch.setenv("LENET_CUBLAS_LIBRARY", "/nonexistent/libcublas.so.13")
+    monkeypatch.setattr(cublas, "loaded_in_process", lambda: [])
+    monkeypatch.setattr(cublas, "wheel_libraries", lambda: [])
+    monkeypatch.setattr(cublas, "SONAMES", ("libcublas-lenet-absent.so.13",))
+    with pytest.raises(Unavailable) as info:
+        cublas.load()
+    message = str(info.value)
+    assert message.startswith("no usable libcublas found; tried /nonexistent/libcublas.so.13 (LENET_CUBLAS_LIBRARY)")
+    assert "libcublas-lenet-absent.so.13 (system)" in message and "LENET_CUBLAS_LIBRARY" in message
+    assert cublas.probe() == {"found": False, "reason": message}
+    monkeypatch.setattr(cublas, "_loaded", None)
+
+
+def test_real_libcublas_binds_and_reports_its_version_without_gpu(monkeypatch):
+    """The nvidia-cublas-cu12 wheel (or CUDA 13's nvidia-cublas) loads and binds on any x86 Linux;
+    cublasGetVersion needs no handle, cublasCreate needs a GPU."""
+    monkeypatch.setattr(cublas, "_loaded", None)
+    try:
+        lib = cublas.load()
+    except Unavailable as exc:
+        pytest.skip(f"libcublas not installed here (pip install --no-deps nvidia-cublas-cu12): {exc}")
+    finally:
+        monkeypatch.setattr(cublas, "_loaded", None)
+    assert lib.version >= 12000, lib.version
+    for name, argtypes in cublas.SIGNATURES.items():
+        fn = getattr(lib.lib, name)
+        assert fn.argtypes == argtypes, name
+        assert fn.restype is cublas.RESTYPES.get(name, ctypes.c_int), name
+    assert "not initialized" in lib.error_string(1) or "NOT_INITIALIZED" in lib.error_string(1)
+    if gpu.absent_reason() is not None:
+        handle = cublas.Handle()
+        with pytest.raises(cublas.CublasError, match="cublasCreate_v2 failed: CUBLAS_STATUS_"):
+            lib.cublasCreate_v2(ctypes.byref(handle))
+
+
+def test_registry_graph_variant_is_gpu_only():
+    spec = registry.spec("cudnn")
+    assert spec.variants == ("tuned", "naive", "graph") and spec.variants[0] == "tuned"
+    assert spec.gpu_only == ("graph",)
+    assert "graph" in spec.variants_for("gpu")
+    assert "graph" not in spec.variants_for("cpu")
+
+
+def test_tf32_algorithms_are_skipped_in_float32():
+    """pick_algos takes the first usable Find entry whose math type is not tensor-op in float32."""
+    from lenet_cudnn import model
+
+    assert model.TENSOR_OP_MATH == (1, 2) and binding.FMA_MATH == 3
+
+    class Lib:
+        def cudnnFindConvolutionForwardAlgorithm(self, h, x, w, conv, y, n, count, perf):
+            entries = [(6, 0, 1), (1, 0, 2), (7, 3, 0), (0, 0, 3), (2, 0, 0)]  # algo, status, math
+            for i, (algo, status, math) in enumerate(entries):
+                perf[i].algo, perf[i].status, perf[i].mathType = algo, status, math
+            count._obj.value = len(entries)
+
+        def cudnnGetConvolutionForwardWorkspaceSize(self, h, x, w, conv, y, algo, size):
+            size._obj.value = 100 * algo
+
+    class D:
+        x = w1 = conv1 = c1 = p1 = w2 = conv2 = c2 = type("Desc", (), {"ptr": None, "dims": ()})()
+
+    impl = model.CudnnLeNet.__new__(model.CudnnLeNet)
+    impl.lib, impl.handle, impl.dtype = Lib(), None, "float32"
+    assert impl.pick_algos(D(), find=True) == ([0, 0], 0)  # 6 (TF32), 1 (conversion), 7 (failed) skipped
+    assert impl.conv_math == [3, 3]
+    impl.dtype = "float64"
+    assert impl.pick_algos(D(), find=True) == ([6, 6], 600)  # tensor-op math is not TF32 there
+
+
 # --- on a GPU ---------------------------------------------------------------------------------
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(gpu.absent_reason() is not None, reason=f"needs an NVIDIA GPU: {gpu.absent_reason()}")
-@pytest.mark.parametrize("variant", ["tuned", "naive"])
+@pytest.mark.parametrize("variant", ["tuned", "naive", "graph"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_gpu_level_agrees_with_reference(sample, variant, dtype):
     x, reference = sample
@@ -209,7 +405,32 @@ def test_gpu_level_agrees_with_reference(sample, variant, dtype):
         assert np.max(np.abs(probs - reference)) <= 1e-5
         one = impl.predict(x[:1].astype(dtype))
         assert np.max(np.abs(one - reference[:1])) <= 1e-5
-        if variant == "tuned":
+        if variant != "naive":
             assert impl.last_device_time_ns() > 0
+        if dtype == "float32":
+            assert impl.conv_math and not set(impl.conv_math) & {1, 2}  # no TF32 convolutions
+        assert impl.blas.math_mode() == cublas.DEFAULT_MATH
+    finally:
+        impl.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu.absent_reason() is not None, reason=f"needs an NVIDIA GPU: {gpu.absent_reason()}")
+def test_gpu_graph_replays_new_inputs_per_batch_size(sample):
+    """One graph per batch size, captured once; each replay reads the new pinned input."""
+    x, reference = sample
+    impl = registry.create("cudnn", DEFAULT_WEIGHTS, device="gpu", variant="graph")
+    try:
+        assert impl.stream.ptr != 0  # never the legacy default stream
+        for _ in range(3):
+            for i in (0, 5, 9):
+                one = impl.predict(x[i:i + 1])
+                assert np.max(np.abs(one - reference[i:i + 1])) <= 1e-5
+        graphs = {n: p["graph"] for n, p in impl.plans.items()}
+        assert set(graphs) == {1} and graphs[1] is not None
+        np.testing.assert_allclose(impl.predict(x[:16]), reference[:16], atol=1e-5)
+        assert impl.plans[1]["graph"] is graphs[1]  # not captured again
+        assert set(impl.plans) == {1, 16}
+        assert not set(impl.plans[16]["conv_math"]) & {1, 2}
     finally:
         impl.close()

@@ -19,8 +19,13 @@ def configure(device: str):
         except RuntimeError:
             pass  # inter-op work already started in this process: its pool is fixed
     # float32 means float32: no TF32 tensor-core convolutions or matmuls (the cuDNN level's rule).
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    # torch >= 2.9 has fp32_precision and warns on the old allow_tf32 flags (not to be mixed).
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+        torch.backends.cudnn.conv.fp32_precision = "ieee"
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     if device != "gpu":
         return torch.device("cpu")
     if not torch.cuda.is_available():

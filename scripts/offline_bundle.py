@@ -1,0 +1,286 @@
+"""An offline bundle of the wheels the GPU half of lenet-levels needs and a GPU server usually
+lacks (Keras and its pure-Python requirements, h5py, ml-dtypes), for a server with no package
+index.
+
+    # on a machine with pip and a package index:
+    python scripts/offline_bundle.py build --python 3.12 --out DIR
+    # on the server (copy DIR there):
+    python scripts/offline_bundle.py install --bundle DIR --target DIR2
+    PYTHONPATH=DIR2 python -m harness ...
+
+`build` downloads binary wheels for CPython X.Y on manylinux x86_64 (no dependency resolution:
+the list below is Keras' Requires-Dist closure, checked against the downloaded wheels' metadata)
+and writes DIR/bundle.json: the Python version, and each wheel's distribution, version and
+sha256. numpy is left out: every GPU stack (CuPy, torch, JAX) brings its own, and a second
+numpy on PYTHONPATH would shadow it.
+
+`install` checks the bundle (Python version, every wheel present, every sha256), then installs
+with `pip install --no-index --no-deps --target DIR2` only the wheels whose distribution is not
+already installed in the running interpreter: PYTHONPATH precedes site-packages, so a bundled
+ml-dtypes must never shadow the one JAX was built with. It prints what it installed, what it
+skipped and why, and exits non-zero naming the file when a wheel is missing or corrupt, or
+naming both versions when the bundle was built for another Python. `--python X.Y` installs a
+bundle for another Python (pip's --python-version and --platform; nothing is skipped): a check
+that the bundle is complete, made before carrying it to the server.
+"""
+
+import argparse
+import hashlib
+import importlib.metadata
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+# Keras' requirements (keras 3.15's METADATA: absl-py, numpy, rich, namex, h5py, optree,
+# ml-dtypes, packaging) and theirs (rich: markdown-it-py, pygments; markdown-it-py: mdurl;
+# optree: typing-extensions). pygount (lines of code) and tomli (Python < 3.11) are not on
+# the GPU path.
+REQUIREMENTS = [
+    "keras>=3.8,<4", "namex", "optree", "absl-py", "rich", "markdown-it-py", "mdurl", "pygments",
+    "packaging", "typing-extensions", "ml-dtypes", "h5py",
+]
+SERVER_PROVIDES = {"numpy"}  # required by the bundle's wheels, never bundled (see above)
+PLATFORMS = ["manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64"]
+MAX_BYTES = 16 << 20
+MANIFEST = "bundle.json"
+
+
+class BundleError(Exception):
+    """A bundle that cannot be built or installed; the message names the file or version."""
+
+
+def normalize(name: str) -> str:
+    """PEP 503: 'Markdown_It.Py' -> 'markdown-it-py'."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def wheel_name_version(filename: str) -> tuple[str, str]:
+    parts = Path(filename).name.split("-")
+    if len(parts) < 5 or not filename.endswith(".whl"):
+        raise BundleError(f"{filename}: not a wheel file name (name-version-python-abi-platform.whl)")
+    return normalize(parts[0]), parts[1]
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def python_tag() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+# --- build ------------------------------------------------------------------------------------
+
+
+def requires_dist(wheel: Path) -> list[str]:
+    """The Requires-Dist lines of a wheel's METADATA."""
+    with zipfile.ZipFile(wheel) as z:
+        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        text = z.read(meta).decode("utf-8", "replace")
+    headers = text.split("\n\n", 1)[0]
+    return [line.split(":", 1)[1].strip() for line in headers.splitlines()
+            if line.startswith("Requires-Dist:")]
+
+
+def applies(requirement: str, python: str) -> bool:
+    """Whether a Requires-Dist line applies to CPython `python` on Linux x86_64, without extras."""
+    name, _, marker = requirement.partition(";")
+    if not marker.strip():
+        return True
+    if "extra" in marker:
+        return False
+    try:
+        from packaging.markers import Marker
+    except ImportError:  # pip vendors it
+        from pip._vendor.packaging.markers import Marker
+    env = {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
+           "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
+           "implementation_name": "cpython", "platform_python_implementation": "CPython",
+           "extra": ""}
+    return Marker(marker.strip()).evaluate(env)
+
+
+def requirement_name(requirement: str) -> str:
+    return normalize(re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement).group(1))
+
+
+def missing_requirements(wheels: list[Path], python: str) -> list[str]:
+    """'wheel needs name' for each requirement (for this Python, no extras) that is neither in the
+    bundle nor expected on the server."""
+    have = {wheel_name_version(w.name)[0] for w in wheels} | SERVER_PROVIDES
+    missing = []
+    for wheel in wheels:
+        for requirement in requires_dist(wheel):
+            if applies(requirement, python) and requirement_name(requirement) not in have:
+                missing.append(f"{wheel.name} needs {requirement}")
+    return missing
+
+
+def write_manifest(out: Path, python: str, requirements=None) -> dict:
+    wheels = sorted(out.glob("*.whl"))
+    manifest = {
+        "python": python, "platforms": PLATFORMS, "requirements": requirements or [],
+        "server_provides": sorted(SERVER_PROVIDES),
+        "wheels": [{"file": w.name, "name": wheel_name_version(w.name)[0],
+                    "version": wheel_name_version(w.name)[1], "sha256": sha256(w),
+                    "bytes": w.stat().st_size} for w in wheels],
+    }
+    manifest["total_bytes"] = sum(w["bytes"] for w in manifest["wheels"])
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def download_command(python: str, out: Path, requirements: list[str]) -> list[str]:
+    command = [sys.executable, "-m", "pip", "download", "--only-binary", ":all:", "--no-deps",
+               "--python-version", python, "--implementation", "cp", "--dest", str(out)]
+    for platform in PLATFORMS:
+        command += ["--platform", platform]
+    return command + requirements
+
+
+def build(python: str, out: Path, requirements=None, max_bytes=MAX_BYTES) -> dict:
+    requirements = list(requirements or REQUIREMENTS)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob("*.whl"):
+        stale.unlink()
+    result = subprocess.run(download_command(python, out, requirements))
+    if result.returncode != 0:
+        raise BundleError(f"pip download failed (exit {result.returncode}); is a package index reachable?")
+    wheels = sorted(out.glob("*.whl"))
+    missing = missing_requirements(wheels, python)
+    if missing and requirements == REQUIREMENTS:
+        raise BundleError("the bundle is incomplete: " + "; ".join(missing) +
+                          ". Add them to REQUIREMENTS in scripts/offline_bundle.py")
+    manifest = write_manifest(out, python, requirements)
+    if manifest["total_bytes"] > max_bytes:
+        raise BundleError(f"the bundle is {manifest['total_bytes'] / 2**20:.1f} MiB, over "
+                          f"{max_bytes / 2**20:.0f} MiB")
+    for w in manifest["wheels"]:
+        print(f"  {w['file']}  {w['bytes'] / 2**20:.2f} MiB")
+    print(f"bundle for Python {python}: {len(wheels)} wheels, "
+          f"{manifest['total_bytes'] / 2**20:.1f} MiB in {out}")
+    return manifest
+
+
+# --- install ----------------------------------------------------------------------------------
+
+
+def read_manifest(bundle: Path) -> dict:
+    path = bundle / MANIFEST
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BundleError(f"{path}: missing; not a bundle (build one with `build`)") from None
+    except json.JSONDecodeError as exc:
+        raise BundleError(f"{path}: not valid JSON ({exc})") from None
+
+
+def check(bundle: Path, manifest: dict, python: str) -> None:
+    """Raise BundleError naming the version or the file when the bundle cannot be installed."""
+    if manifest.get("python") != python:
+        raise BundleError(f"{bundle / MANIFEST}: the bundle was built for Python {manifest.get('python')}, "
+                          f"this is Python {python}; build one with `build --python {python}`")
+    for wheel in manifest["wheels"]:
+        path = bundle / wheel["file"]
+        if not path.is_file():
+            raise BundleError(f"{path}: missing from the bundle")
+        found = sha256(path)
+        if found != wheel["sha256"]:
+            raise BundleError(f"{path}: corrupt (sha256 {found}, bundle.json says {wheel['sha256']})")
+
+
+def installed_version(name: str) -> str | None:
+    """The version of distribution `name` importable in this interpreter (sys.path), or None."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def in_target(target: Path, name: str) -> str | None:
+    for info in target.glob("*.dist-info"):
+        dist_name, _, version = info.name[: -len(".dist-info")].partition("-")
+        if normalize(dist_name) == name:
+            return version
+    return None
+
+
+def plan(manifest: dict, target: Path, installed=installed_version) -> tuple[list, list]:
+    """(wheels to install, [(wheel, why skipped)]). `installed(name)` -> version or None."""
+    to_install, skipped = [], []
+    for wheel in manifest["wheels"]:
+        there = in_target(target, wheel["name"])
+        if there is not None:
+            skipped.append((wheel, f"already in {target} ({wheel['name']} {there})"))
+            continue
+        version = installed(wheel["name"])
+        if version is not None:
+            skipped.append((wheel, f"{wheel['name']} {version} is already installed; the bundled "
+                                   f"{wheel['version']} would shadow it"))
+        else:
+            to_install.append(wheel)
+    return to_install, skipped
+
+
+def install_command(bundle: Path, target: Path, wheels: list[dict], python: str | None) -> list[str]:
+    command = [sys.executable, "-m", "pip", "install", "--isolated", "--no-index", "--no-deps",
+               "--target", str(target)]  # --isolated: no find-links or index from pip.conf or PIP_*
+    if python is not None:  # another Python's bundle: pip checks the wheels' tags against that
+        command += ["--only-binary", ":all:", "--python-version", python, "--implementation", "cp"]
+        for platform in PLATFORMS:
+            command += ["--platform", platform]
+    return command + [str(bundle / w["file"]) for w in wheels]
+
+
+def install(bundle: Path, target: Path, python: str | None = None, installed=installed_version) -> int:
+    manifest = read_manifest(bundle)
+    check(bundle, manifest, python or python_tag())
+    if python is not None and python != python_tag():
+        installed = lambda name: None  # noqa: E731  the server's packages are not these
+    to_install, skipped = plan(manifest, target, installed)
+    for wheel, why in skipped:
+        print(f"skipped   {wheel['file']}: {why}")
+    if to_install:
+        target.mkdir(parents=True, exist_ok=True)
+        result = subprocess.run(install_command(bundle, target, to_install, python))
+        if result.returncode != 0:
+            raise BundleError(f"pip install --no-index failed (exit {result.returncode}) for "
+                              + ", ".join(w["file"] for w in to_install))
+    for wheel in to_install:
+        print(f"installed {wheel['file']} into {target}")
+    print(f"{len(to_install)} installed, {len(skipped)} skipped. Use it with: "
+          f"PYTHONPATH={target.resolve()}${{PYTHONPATH:+:$PYTHONPATH}}")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="download the wheels and write bundle.json (needs an index)")
+    b.add_argument("--python", default=python_tag(), help="X.Y of the server's Python (default: this one)")
+    b.add_argument("--out", type=Path, required=True)
+    i = sub.add_parser("install", help="install the bundle's missing wheels, offline")
+    i.add_argument("--bundle", type=Path, required=True)
+    i.add_argument("--target", type=Path, required=True)
+    i.add_argument("--python", default=None,
+                   help="install a bundle for another Python X.Y (a completeness check; skips nothing)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "build":
+            build(args.python, args.out)
+            return 0
+        return install(args.bundle, args.target, args.python)
+    except BundleError as exc:
+        print(f"offline_bundle: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
