@@ -151,8 +151,9 @@ class Plan:
             src, src_md = name, prim.md(dnnl.QUERY_DST_MD)
 
     def run(self, stream):
+        execute = self.lib.dnnl_primitive_execute
         for prim, count, args in self.steps:
-            self.lib.dnnl_primitive_execute(prim.ptr, stream, count, args)
+            execute(prim.ptr, stream, count, args)
         self.lib.dnnl_stream_wait(stream)
 
     def close(self):

@@ -93,10 +93,14 @@ class Primitive:
     def __init__(self, lib, name, create_pd):
         self.lib, self.name, self.pd, self.ptr = lib, name, Ptr(), Ptr()
         create_pd(ctypes.byref(self.pd))
-        impl = ctypes.c_char_p()
-        lib.dnnl_primitive_desc_query(self.pd, dnnl.QUERY_IMPL_INFO_STR, 0, ctypes.byref(impl))
-        self.impl = impl.value.decode()
-        lib.dnnl_primitive_create(ctypes.byref(self.ptr), self.pd)
+        try:
+            impl = ctypes.c_char_p()
+            lib.dnnl_primitive_desc_query(self.pd, dnnl.QUERY_IMPL_INFO_STR, 0, ctypes.byref(impl))
+            self.impl = impl.value.decode()
+            lib.dnnl_primitive_create(ctypes.byref(self.ptr), self.pd)
+        except BaseException:
+            self.close()
+            raise
 
     def md(self, what) -> Ptr:
         """src/weights/dst memory desc the primitive chose; owned by the pd (do not destroy)."""

@@ -1,4 +1,4 @@
-"""Lazy imports: the harness, the NumPy level and the cuDNN level never import a framework;
+"""Lazy imports: the harness, the NumPy, cuDNN and oneDNN levels never import a framework;
 no level imports another level."""
 
 import ast
@@ -15,7 +15,7 @@ import sys
 import harness.cli, harness.runner, harness.worker, harness.report, harness.figures, harness.doctor
 import harness.verify, harness.verifychild, harness.explain, harness.explainchild, harness.explainreport
 import harness.crosscheck, harness.jaxsupport, harness.torchsupport, harness.tfsupport, harness.reportstats
-import lenet_numpy.model, lenet_cudnn.model
+import lenet_numpy.model, lenet_cudnn.model, lenet_onednn.model
 from harness import registry
 for name in registry.REGISTRY: registry.spec(name)   # metadata only
 loaded = [m for m in ("tensorflow", "keras", "cupy", "jax", "torch") if m in sys.modules]
