@@ -102,26 +102,27 @@ class Plan:
         bias_md = {name: self.md(b[1], dt, b[2]) for name, (_, b) in w.items()}  # (K,) x
 
         x_md = self.md((n, 1, 28, 28), dt, dnnl.TAG_NHWC)  # explicit: conv1's src as given
-        conv1 = self.primitive("conv1", P.convolution(
+        # each layer's output layout is `any`: the primitive picks it, the next layer takes it as is
+        conv1 = self.primitive("conv1", P.convolution(  # (N, 1, 28, 28) -> (N, 6, 28, 28)
             lib, engine, x_md, self.md((6, 1, 5, 5), dt, ANY), bias_md["conv1"],
             self.md((n, 6, 28, 28), dt, ANY), 2, relu))  # "same": pad 2
-        pool1 = self.primitive("pool1", P.max_pool_2x2(
+        pool1 = self.primitive("pool1", P.max_pool_2x2(  # -> (N, 6, 14, 14)
             lib, engine, conv1.md(dnnl.QUERY_DST_MD), self.md((n, 6, 14, 14), dt, ANY)))
-        conv2 = self.primitive("conv2", P.convolution(
+        conv2 = self.primitive("conv2", P.convolution(  # -> (N, 16, 10, 10)
             lib, engine, pool1.md(dnnl.QUERY_DST_MD), self.md((16, 6, 5, 5), dt, ANY), bias_md["conv2"],
             self.md((n, 16, 10, 10), dt, ANY), 0, relu))  # "valid"
-        pool2 = self.primitive("pool2", P.max_pool_2x2(
+        pool2 = self.primitive("pool2", P.max_pool_2x2(  # -> (N, 16, 5, 5)
             lib, engine, conv2.md(dnnl.QUERY_DST_MD), self.md((n, 16, 5, 5), dt, ANY)))
-        fc1 = self.primitive("fc1", P.inner_product(  # straight from the 4-D pool2 output
+        fc1 = self.primitive("fc1", P.inner_product(  # 4-D pool2 output, no flatten -> (N, 120)
             lib, engine, pool2.md(dnnl.QUERY_DST_MD), self.md((120, 16, 5, 5), dt, ANY), bias_md["fc1"],
             self.md((n, 120), dt, ANY), relu))
-        fc2 = self.primitive("fc2", P.inner_product(
+        fc2 = self.primitive("fc2", P.inner_product(  # -> (N, 84)
             lib, engine, fc1.md(dnnl.QUERY_DST_MD), self.md((84, 120), dt, ANY), bias_md["fc2"],
             self.md((n, 84), dt, ANY), relu))
-        fc3 = self.primitive("fc3", P.inner_product(
+        fc3 = self.primitive("fc3", P.inner_product(  # -> (N, 10)
             lib, engine, fc2.md(dnnl.QUERY_DST_MD), self.md((10, 84), dt, ANY), bias_md["fc3"],
             self.md((n, 10), dt, ANY)))  # no ReLU: logits
-        softmax = self.primitive("softmax", P.softmax(
+        softmax = self.primitive("softmax", P.softmax(  # over the 10 classes (axis 1) -> (N, 10) nc
             lib, engine, fc3.md(dnnl.QUERY_DST_MD), self.md((n, 10), dt, dnnl.TAG_NC)))
         chain = {"conv1": conv1, "pool1": pool1, "conv2": conv2, "pool2": pool2,
                  "fc1": fc1, "fc2": fc2, "fc3": fc3, "softmax": softmax}
