@@ -57,6 +57,11 @@ REGISTRY = {
                  "lenet_keras", env=(("KERAS_BACKEND", "torch"),)),
         ImplSpec("cudnn", "lenet_cudnn.model:CudnnLeNet", "cudnn", ("gpu",),
                  ("tuned", "naive", "graph"), ("float32", "float64"), "lenet_cudnn", gpu_only=("graph",)),
+        # float32 only: oneDNN 3.2 has no f64 conv/pooling/inner product on the CPU. No env
+        # entry: OMP_NUM_THREADS comes from the harness's thread rule (procenv), set before
+        # libgomp loads; an entry here would override a study's thread count.
+        ImplSpec("onednn", "lenet_onednn.model:OnednnLeNet", "onednn", ("cpu",),
+                 ("tuned", "naive", "naive_nocache"), ("float32",), "lenet_onednn"),
     )
 }
 DEVICES = ("cpu", "gpu")

@@ -1,4 +1,4 @@
-"""Lazy imports: the harness, the NumPy level and the cuDNN level never import a framework;
+"""Lazy imports: the harness, the NumPy, cuDNN and oneDNN levels never import a framework;
 no level imports another level."""
 
 import ast
@@ -12,10 +12,11 @@ from tests.conftest import ROOT
 
 CODE = """
 import sys
-import harness.cli, harness.measure.runner, harness.measure.worker, harness.report.markdown, harness.report.figures, harness.machine.doctor
-import harness.check.verify, harness.check.child, harness.explain.ladder, harness.explain.child, harness.report.explain_section
-import harness.check.crosscheck, harness.frameworks.jax_setup, harness.frameworks.torch_setup, harness.frameworks.tf_setup, harness.report.tables
-import lenet_numpy.model, lenet_cudnn.model
+import importlib, pkgutil, harness
+for module in pkgutil.walk_packages(harness.__path__, "harness."):  # every harness module
+    if not module.name.endswith("__main__"):
+        importlib.import_module(module.name)
+import lenet_numpy.model, lenet_cudnn.model, lenet_cudnn.cublas, lenet_onednn.model
 from harness import registry
 for name in registry.REGISTRY: registry.spec(name)   # metadata only
 loaded = [m for m in ("tensorflow", "keras", "cupy", "jax", "torch") if m in sys.modules]

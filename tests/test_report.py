@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 
 from harness import DEFAULT_RESULTS
-from harness.report import loc, markdown, rundata
+from harness.report.markdown import loc, markdown, rundata
 from tests.conftest import ROOT
 
 
 def test_loc_equals_pygount_summary_run_by_hand():
     rows = loc.count()
     totals = loc.totals(rows)
-    for package in ("lenet_numpy", "lenet_tf", "lenet_keras", "lenet_cudnn", "lenet_jax", "lenet_torch"):
+    for package in ("lenet_numpy", "lenet_tf", "lenet_keras", "lenet_cudnn", "lenet_jax", "lenet_torch",
+                    "lenet_onednn"):
         pygount_cli = Path(sys.executable).parent / "pygount"  # the command a person runs
         done = subprocess.run([str(pygount_cli), "--format=summary", package],
                               cwd=ROOT, capture_output=True, text=True, check=True)
