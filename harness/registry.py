@@ -23,6 +23,8 @@ class ImplSpec:
     package: str | None  # counted by the LOC report
     gpu_only: tuple[str, ...] = ()  # variants that need a GPU (CUDA graphs)
     env: tuple[tuple[str, str], ...] = field(default=())  # set in its process before any import
+    trainer: str | None = None  # "module:Class" of its harness.base.Trainer; None: cannot train
+    train_variants: tuple[str, ...] = ()  # the first is the default
 
     def variants_for(self, device: str) -> tuple[str, ...]:
         return tuple(v for v in self.variants if device == "gpu" or v not in self.gpu_only)
