@@ -65,12 +65,12 @@ def main(argv=None) -> int:
     sys.stdout = sys.stderr
     images, _ = mnist.load("test")
     batches = list(mnist.to_input(images[:2000])[:, None])  # one image per call
-    steps, model = keras_steps.build_calls(name, variant, weights, device)
+    steps, model, floor = keras_steps.build_calls(name, variant, weights, device)
     for fn in steps.values():  # cold start and warm-up, apart from the timed calls
         time_calls(fn, batches, 0, 10)
     freeze_heap()
     per_round = max(1, calls // rounds)
-    result = {"implementation": name, "variant": variant, "device": device,
+    result = {"implementation": name, "variant": variant, "device": device, "floor": floor,
               "ladder": [{"step": step, "removes": removes, "short": short}
                          for step, removes, short in keras_steps.ladder(name, variant)],
               "rounds_ns": interleaved(steps, batches, rounds, per_round),

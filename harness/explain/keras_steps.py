@@ -56,8 +56,11 @@ LADDERS = {
     "torch": [("eager", "PyTorch's per-call runtime: dispatch of each op, tensor conversion, "
                         "host copies", "torch per-call runtime")],
 }
-FLOOR = ("floor", "the model's arithmetic: the NumPy reference (im2col + BLAS), the CPU compute floor",
-         "model arithmetic")
+FLOOR = ("floor", "the model's arithmetic: the raw library's tuned primitives (oneDNN on the CPU, "
+                  "cuDNN's CUDA graph on the GPU), the measured compute floor", "model arithmetic")
+# The floor is measured in the same rounds: the fastest raw-library implementation on the device.
+# Where it cannot run (no oneDNN wheel off x86), the NumPy reference stands in and says so.
+FLOOR_IMPLEMENTATIONS = {"cpu": ("onednn", "tuned"), "gpu": ("cudnn", "graph")}
 
 
 def ladder(name: str, variant: str) -> list[tuple[str, str]]:
@@ -71,14 +74,14 @@ def ladder(name: str, variant: str) -> list[tuple[str, str]]:
 
 
 def build_calls(name, variant, weights, device, dtype="float32"):
-    """({step: callable(images)}, the first step's Keras model or None) for the ladder of
-    name/variant, built in this process."""
+    """({step: callable(images)}, the first step's Keras model or None, the floor's
+    implementation/variant) for the ladder of name/variant, built in this process."""
     from harness import registry
 
-    calls, model = {}, None
+    calls, model, floor = {}, None, None
     for step, *_ in ladder(name, variant):
         if step == "floor":
-            calls[step] = registry.create("numpy", weights).predict
+            calls[step], floor = floor_call(weights, device)
         elif step == "predict_dataset":  # Keras predict on a ready tf.data.Dataset
             import tensorflow as tf
 
@@ -87,7 +90,22 @@ def build_calls(name, variant, weights, device, dtype="float32"):
             impl = registry.create(name, weights, device=device, variant=step, dtype=dtype)
             calls[step] = impl.predict
             model = model or getattr(impl, "model", None)
-    return calls, model
+    return calls, model, floor
+
+
+def floor_call(weights, device):
+    """(predict, "name/variant") of the floor: the tuned raw library, or the NumPy reference
+    where that cannot run here."""
+    from harness import registry
+    from harness.errors import Unavailable
+
+    name, variant = FLOOR_IMPLEMENTATIONS[device]
+    try:
+        return registry.create(name, weights, device=device, variant=variant).predict, f"{name}/{variant}"
+    except Unavailable as exc:
+        print(f"explain: floor {name}/{variant} unavailable ({exc}); using the NumPy reference",
+              flush=True)
+        return registry.create("numpy", weights).predict, "numpy/default"
 
 
 PIPELINE_STAGE = "building the tf.data pipeline (dataset, map functions, distribution)"

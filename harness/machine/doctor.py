@@ -86,6 +86,10 @@ def report(weights=DEFAULT_WEIGHTS, names=None, out=print) -> int:
     cudnn = info.get("cudnn") or {}
     out(f"cuDNN: version {cudnn['version']} from {cudnn['path']} ({cudnn['how']})" if cudnn.get("found")
         else f"cuDNN: {cudnn.get('reason', 'not probed')}")
+    onednn = info.get("onednn") or {}
+    out(f"oneDNN: version {onednn['version']} from {onednn['path']} ({onednn['how']}), "
+        f"{onednn['threads']} OpenMP thread(s)" if onednn.get("found")
+        else f"oneDNN: {onednn.get('reason', 'not probed')}")
     cupy = run_python(CUPY)
     out(f"CuPy: {cupy['version']}, {cupy['devices']} device(s), CUDA runtime {cupy['cuda_runtime']}"
         if "version" in cupy else f"CuPy: unusable ({cupy.get('reason')}); fix: make install-gpu")

@@ -13,7 +13,7 @@ import time
 
 PACKAGES = ("numpy", "tensorflow", "tensorflow-cpu", "keras", "h5py", "cupy-cuda12x",
             "cupy-cuda13x", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-ml-py",
-            "matplotlib", "pandas", "pygount", "jax", "torch", "lenet-levels")
+            "onednn-cpu-gomp", "matplotlib", "pandas", "pygount", "jax", "torch", "lenet-levels")
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "CUDA_VISIBLE_DEVICES")
 
@@ -87,6 +87,15 @@ def collect_cudnn() -> dict:
     return {"cudnn": found}
 
 
+def collect_onednn() -> dict:
+    """The oneDNN library the raw CPU level would load: path, version, OpenMP threads."""
+    try:
+        from lenet_onednn import binding
+    except ImportError as exc:
+        return {"onednn": None, "onednn_note": str(exc)}
+    return {"onednn": binding.probe()}
+
+
 def collect_threads(settings: dict | None = None) -> dict:
     env = settings or os.environ
     return {"threads": {var: env.get(var) for var in THREAD_VARS}}
@@ -94,7 +103,7 @@ def collect_threads(settings: dict | None = None) -> dict:
 
 def collect(thread_settings: dict | None = None) -> dict:
     info = {"collected_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    for collect_part in (collect_system, collect_gpus, collect_cudnn):
+    for collect_part in (collect_system, collect_gpus, collect_cudnn, collect_onednn):
         try:
             info.update(collect_part())
         except Exception as exc:  # an odd machine must not stop a run

@@ -18,7 +18,8 @@ CITATIONS = (
 METHOD = (
     "Method: (a) an ablation ladder of public calls, timed like any cell and interleaved in rounds; "
     "each step down removes one stage and the difference of neighbouring medians is that stage's "
-    "cost, down to the compute floor (the NumPy reference, timed in the same process); "
+    "cost, down to the compute floor (the fastest raw-library implementation, oneDNN's tuned "
+    "primitives on the CPU, timed in the same process and rounds); "
     "(b) for Keras' `predict` on TensorFlow, Keras' own internal steps timed in the order "
     "`Model.predict` runs them (private APIs of Keras 3.15), accepted only when their sum is within "
     "10% of a real `predict` timed in the same loop, the rest shown as 'other'; (c) cProfile for "
@@ -62,8 +63,8 @@ def fig_explain(rows, runs, out: Path) -> Path | None:
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
     ax.set_title("Fig. 9  Where one call's time goes: each step down the ladder removes one stage")
-    ax.set_xlabel("share of the call's median time (%)  [black: the model's arithmetic, the NumPy "
-                  "floor; REPORT.md lists every stage]", fontsize=8)
+    ax.set_xlabel("share of the call's median time (%)  [black: the model's arithmetic, the raw "
+                  "library's floor; REPORT.md lists every stage]", fontsize=8)
     ax.set_ylabel("implementation/variant (median per call)")
     return finish(fig, runs, "explain", out)
 
@@ -87,8 +88,14 @@ def headline(rows) -> list[str]:
                  f"call take {100 * (pipeline + iterators):.0f}%, running the model "
                  f"{100 * model['share']:.0f}%")
     floor = row["stages"][-1]
-    return [line + f". The model's arithmetic (the NumPy floor) is {ms(floor['ns'])}: see "
-                   "\"Why Keras is slow\" below."]
+    return [line + f". The model's arithmetic (the floor, {floor_name(row)}) is {ms(floor['ns'])}: "
+                   "see \"Why Keras is slow\" below."]
+
+
+def floor_name(row) -> str:
+    """Which implementation the row's floor was (rows before the oneDNN floor used NumPy)."""
+    return {"onednn/tuned": "oneDNN tuned", "cudnn/graph": "cuDNN graph"}.get(
+        row.get("floor"), "the NumPy reference")
 
 
 def section(rows) -> list[str]:

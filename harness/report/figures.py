@@ -182,7 +182,7 @@ def fig_overhead(frame, runs, out: Path) -> Path | None:
     from matplotlib.patches import Patch
 
     ax.legend(handles=[Patch(color=OKABE_ITO[2], label="GPU: device time (CUDA events); CPU: compute "
-                             "floor = the fastest implementation's time"),
+                             "floor = the fastest implementation's time in the study"),
                        Patch(color=OKABE_ITO[3], label="host overhead (the rest of the call)"),
                        Patch(facecolor="white", edgecolor="black", hatch="//",
                              label="GPU, not split (no device timer)")],

@@ -84,25 +84,66 @@ def findings(frame, loc_rows) -> list[str]:
         if cold is not None and not math.isnan(cold["cold_start_ms"]):
             out.append(f"Cold start: the first `model.predict` call takes {ms(cold['cold_start_ms'])}, "
                        f"{cold['cold_start_ms'] / cold['median_ms']:.1f}x a steady-state call.")
+        out += raw_library_findings(frame, machine)
         out += backend_findings(frame, machine)
         tuned = find(frame, "overhead", "cudnn/tuned", device="gpu", machine=machine)
         naive = find(frame, "overhead", "cudnn/naive", device="gpu", machine=machine)
+        graph = find(frame, "overhead", "cudnn/graph", device="gpu", machine=machine)
         if tuned is not None and naive is not None:
             dev = tuned["device_median_ms"]
             out.append(f"cuDNN on {machine}: tuned {ms(tuned['median_ms'])} against naive "
                        f"{ms(naive['median_ms'])} per image ({ratio(naive, tuned):.1f}x); the GPU "
                        f"itself works {ms(dev)} of the tuned call "
-                       f"({100 * dev / tuned['median_ms']:.0f}%).")
+                       f"({100 * dev / tuned['median_ms']:.0f}%)."
+                       + (f" Replayed as one CUDA graph, the call takes {ms(graph['median_ms'])} "
+                          f"(tuned/graph {fmt_ratio(ratio_ci(tuned, graph))}x within rounds)."
+                          if graph is not None else ""))
     totals = {}
     for row in loc_rows:
         totals[row["api_level"]] = totals.get(row["api_level"], 0) + row["code"]
     if "keras" in totals and "cudnn" in totals:
         out.append(f"Code: the cuDNN level takes {totals['cudnn']} lines, Keras {totals['keras']} "
                    f"({totals['cudnn'] / totals['keras']:.0f}x; one package for all three backends), "
+                   f"oneDNN {totals.get('onednn', '-')}, "
                    f"TensorFlow ops {totals.get('tensorflow-ops', '-')}, JAX ops "
                    f"{totals.get('jax-ops', '-')}, PyTorch ops {totals.get('torch-ops', '-')}, NumPy "
                    f"{totals.get('numpy', '-')} (pygount code lines; the shared loaders, "
                    f"{totals.get('shared', '-')} lines, apart).")
+    return out
+
+
+FRAMEWORK_OPS = ("tf/function", "jax/jit", "torch/eager")  # each framework's default in api_levels
+
+
+def raw_library_findings(frame, machine) -> list[str]:
+    """The CPU ladder from the raw library up (api_levels), and what oneDNN's cache saves (overhead)."""
+    out = []
+    tuned = find(frame, "api_levels", "onednn/tuned", machine=machine)
+    if tuned is None:
+        return out
+    naive = find(frame, "api_levels", "onednn/naive", machine=machine)
+    numpy_ref = find(frame, "api_levels", "numpy/default", machine=machine)
+    ops = [r for r in (find(frame, "api_levels", label, machine=machine) for label in FRAMEWORK_OPS)
+           if r is not None]
+    best_ops = min(ops, key=lambda r: r["median_ms"]) if ops else None
+    predict = find(frame, "api_levels", "keras/predict", machine=machine)
+    line = (f"**The CPU ladder on {machine}, raw library → framework ops → Keras** (`api_levels`, "
+            f"ratios within rounds): oneDNN tuned takes {ms(tuned['median_ms'])} per image")
+    steps = [(naive, "oneDNN naive (everything created per call)"), (numpy_ref, "the NumPy reference"),
+             (best_ops, f"the fastest framework-ops level ({best_ops['label']})" if best_ops is not None
+              else ""), (predict, "Keras `model.predict`")]
+    parts = [f"{what} {ms(r['median_ms'])} ({fmt_ratio(ratio_ci(r, tuned))}x)" for r, what in steps
+             if r is not None]
+    if parts:
+        line += "; " + ", ".join(parts)
+    out.append(line + ". The tuned raw level is the measured compute floor of this CPU.")
+    on, off = (find(frame, "overhead", "onednn/naive", machine=machine),
+               find(frame, "overhead", "onednn/naive_nocache", machine=machine))
+    if on is not None and off is not None:
+        out.append(f"oneDNN's primitive cache: the naive level takes {ms(on['median_ms'])} per image "
+                   f"with it and {ms(off['median_ms'])} without it "
+                   f"({fmt_ratio(ratio_ci(off, on))}x within rounds): creating the primitives "
+                   "again on every call is what the cache saves a first attempt.")
     return out
 
 

@@ -15,8 +15,8 @@ from harness import DEFAULT_FIGURES  # noqa: E402
 FIGURES_DIR = DEFAULT_FIGURES
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 # The ladder, bottom to top (and the reference beside it): API levels, then implementations.
-LEVEL_ORDER = ["numpy", "cudnn", "tensorflow-ops", "jax-ops", "torch-ops", "keras"]
-IMPL_ORDER = ["numpy", "cudnn", "tf", "jax", "torch", "keras", "keras_jax", "keras_torch"]
+LEVEL_ORDER = ["numpy", "cudnn", "onednn", "tensorflow-ops", "jax-ops", "torch-ops", "keras"]
+IMPL_ORDER = ["numpy", "cudnn", "onednn", "tf", "jax", "torch", "keras", "keras_jax", "keras_torch"]
 BACKEND_OF = {"keras": "TensorFlow", "keras_jax": "JAX", "keras_torch": "PyTorch"}
 DPI = 200
 
