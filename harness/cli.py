@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    help="write the rows as JSON to FILE (or stdout when no FILE)")
     p.add_argument("--limit", type=int, default=None, help="only the first N test images")
+    p.add_argument("--dtypes", default="float32",
+                   help="comma-separated: float32, float64 (each level checks those it offers)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.set_defaults(func=commands.cmd_verify)
 

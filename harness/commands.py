@@ -31,8 +31,12 @@ def cmd_verify(args) -> int:
     weights.read(args.weights)  # an unusable file fails here, in one line, before any work
     procenv.apply(procenv.settings(args.threads, 1, args.device))
     log(verify.HEADER)
+    dtypes = split_list(args.dtypes)
+    for dtype in dtypes:
+        if dtype not in ("float32", "float64"):
+            raise HarnessError(f"--dtypes: unknown dtype {dtype!r}; allowed: float32, float64")
     rows = verify.verify(names, args.device, args.weights, args.data_dir, args.limit,
-                         progress=log)
+                         progress=log, dtypes=dtypes)
     code = verify.exit_code(rows)
     if args.json:
         text = json.dumps({"rows": rows, "exit_code": code, "weights": str(args.weights),

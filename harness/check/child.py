@@ -1,7 +1,7 @@
 """One implementation's outputs for `verify`, in a process of its own (one framework, one Keras
 backend per interpreter, as in the studies' workers).
 
-    python -m harness.check.child NAME DEVICE WEIGHTS OUT_DIR [LIMIT]
+    python -m harness.check.child NAME DEVICE WEIGHTS OUT_DIR DTYPE [LIMIT]
 
 For each variant it writes OUT_DIR/<variant>.npy (the probabilities of the test images) and
 prints one JSON line: {"variant", "status": "ok" | "unavailable" | "FAIL", "reason", "seconds"}.
@@ -27,14 +27,14 @@ def predict_all(impl, images: np.ndarray) -> np.ndarray:
     return np.concatenate([impl.predict(images[i:i + CHUNK]) for i in range(0, len(images), CHUNK)])
 
 
-def outputs(name, device, weights_path, out_dir, limit=None, say=print):
+def outputs(name, device, weights_path, out_dir, dtype="float32", limit=None, say=print):
     images, _ = mnist.load("test")
-    x = mnist.to_input(images[:limit] if limit else images)
+    x = mnist.to_input(images[:limit] if limit else images).astype(dtype)
     for variant in registry.spec(name).variants_for(device):
         row = {"variant": variant, "status": "ok", "reason": None}
         started = time.perf_counter()
         try:
-            impl = registry.create(name, weights_path, device=device, variant=variant)
+            impl = registry.create(name, weights_path, device=device, variant=variant, dtype=dtype)
             try:
                 np.save(os.path.join(out_dir, f"{variant}.npy"), predict_all(impl, x))
             finally:
@@ -51,12 +51,12 @@ def outputs(name, device, weights_path, out_dir, limit=None, say=print):
 
 
 def main(argv=None) -> int:
-    name, device, weights_path, out_dir, *rest = argv or sys.argv[1:]
+    name, device, weights_path, out_dir, dtype, *rest = argv or sys.argv[1:]
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # framework chatter on stdout goes to stderr, never into the replies
     sys.stdout = sys.stderr
     try:
-        outputs(name, device, weights_path, out_dir, int(rest[0]) if rest else None,
+        outputs(name, device, weights_path, out_dir, dtype, int(rest[0]) if rest else None,
                 say=lambda line: replies.write(line + "\n"))
     except HarnessError as exc:
         replies.write(json.dumps({"fatal": str(exc)}) + "\n")

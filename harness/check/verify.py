@@ -1,7 +1,7 @@
-"""Prove the implementations agree: every chosen implementation and variant over all 10,000
-test images, against the NumPy float32 reference.
+"""Prove the implementations agree: every chosen implementation, variant and dtype over all
+10,000 test images, against the NumPy reference in the same dtype.
 
-Pass: argmax equal on every image, and max |p - p_ref| <= 1e-5 (float32).
+Pass: argmax equal on every image, and max |p - p_ref| <= 1e-5.
 """
 
 import json
@@ -34,8 +34,10 @@ def check(probs, reference, labels) -> dict:
     }
 
 
-def verify(names, device="cpu", weights_path=None, data_dir=None, limit=None, progress=print):
-    """One row per implementation x variant: status ok / FAIL / unavailable, with the numbers.
+def verify(names, device="cpu", weights_path=None, data_dir=None, limit=None, progress=print,
+           dtypes=("float32",)):
+    """One row per implementation x variant x dtype: status ok / FAIL / unavailable, with the
+    numbers. A dtype the level does not offer is left out (a level offering none is a row).
 
     Each implementation runs in a child process (harness.check.child) with its registry
     environment (KERAS_BACKEND, XLA_FLAGS), so three Keras backends verify in one command."""
@@ -48,30 +50,36 @@ def verify(names, device="cpu", weights_path=None, data_dir=None, limit=None, pr
     images, labels = mnist.load("test")
     if limit:
         images, labels = images[:limit], labels[:limit]
-    reference = predict_all(NumpyLeNet(weights_path), mnist.to_input(images)).astype(np.float64)
+    x = mnist.to_input(images)
+    references = {dtype: predict_all(NumpyLeNet(weights_path, dtype=dtype), x.astype(dtype))
+                  .astype(np.float64) for dtype in dtypes}
     rows = []
     for name in names:
         spec = registry.spec(name)
-        if device not in spec.devices:
-            rows.append({"implementation": name, "variant": "-", "device": device,
-                         "status": "unavailable", "reason": f"{name} runs on {list(spec.devices)}"})
+        offered = [dtype for dtype in dtypes if dtype in spec.dtypes]
+        reason = (f"{name} runs on {list(spec.devices)}" if device not in spec.devices else
+                  f"{name} offers {list(spec.dtypes)}, not {list(dtypes)}" if not offered else None)
+        if reason:
+            rows.append({"implementation": name, "variant": "-", "device": device, "dtype": "-",
+                         "status": "unavailable", "reason": reason})
             progress(format_row(rows[-1]))
             continue
-        with tempfile.TemporaryDirectory(prefix="lenet-verify-") as out_dir:
-            for row in child_rows(name, device, weights_path, out_dir, limit):
-                row = {"implementation": name, "device": device, **row}
-                if row["status"] == "ok":
-                    probs = np.load(os.path.join(out_dir, f"{row['variant']}.npy"))
-                    row.update(check(probs, reference, labels))
-                progress(format_row(row))
-                rows.append(row)
+        for dtype in offered:
+            with tempfile.TemporaryDirectory(prefix="lenet-verify-") as out_dir:
+                for row in child_rows(name, device, weights_path, out_dir, limit, dtype):
+                    row = {"implementation": name, "device": device, "dtype": dtype, **row}
+                    if row["status"] == "ok":
+                        probs = np.load(os.path.join(out_dir, f"{row['variant']}.npy"))
+                        row.update(check(probs, references[dtype], labels))
+                    progress(format_row(row))
+                    rows.append(row)
     return rows
 
 
-def child_rows(name, device, weights_path, out_dir, limit):
-    """Run harness.check.child for one implementation; yield its rows as they come."""
+def child_rows(name, device, weights_path, out_dir, limit, dtype="float32"):
+    """Run harness.check.child for one implementation and dtype; yield its rows as they come."""
     command = [sys.executable, "-m", "harness.check.child", name, device,
-               str(weights_path), out_dir] + ([str(limit)] if limit else [])
+               str(weights_path), out_dir, dtype] + ([str(limit)] if limit else [])
     child_env = {**os.environ, **registry.process_env(name)}
     log_path = os.path.join(out_dir, "stderr.log")  # framework chatter; shown when something fails
     with open(log_path, "w") as log, subprocess.Popen(command, cwd=ROOT, env=child_env, text=True,
@@ -95,14 +103,15 @@ def child_rows(name, device, weights_path, out_dir, limit):
 
 
 def format_row(row: dict) -> str:
-    head = f"{row['implementation'] + '/' + row['variant']:<28} {row['device']:<4} {row['status']:<11}"
+    head = (f"{row['implementation'] + '/' + row['variant']:<28} {row['device']:<4} "
+            f"{row.get('dtype', 'float32'):<8} {row['status']:<11}")
     if "agree" in row:
         return (f"{head} accuracy {row['accuracy']:.4f}  agree {row['agree']}/{row['images']}  "
                 f"max|dp| {row['max_abs_diff']:.1e}  ({row['seconds']} s)")
     return f"{head} {row.get('reason') or ''}"
 
 
-HEADER = (f"{'implementation/variant':<28} {'dev':<4} {'status':<11} "
+HEADER = (f"{'implementation/variant':<28} {'dev':<4} {'dtype':<8} {'status':<11} "
           f"(tolerance: argmax equal, max|dp| <= {TOLERANCE:g})")
 
 

@@ -270,9 +270,10 @@ def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=()) -
               "![](figures/fig7_precision.png)", "", latency_table(frame, "precision")]
     if verify_rows:
         parts += ["", "## Agreement with the NumPy reference (verify)", "",
-                  table(["file", "implementation/variant", "device", "status", "accuracy",
+                  table(["file", "implementation/variant", "device", "dtype", "status", "accuracy",
                          "argmax agreement", "max abs diff"],
-                        [[v["file"], f"{v['implementation']}/{v['variant']}", v["device"], v["status"],
+                        [[v["file"], f"{v['implementation']}/{v['variant']}", v["device"],
+                          v.get("dtype", "float32"), v["status"],
                           f"{v['accuracy']:.4f}" if "accuracy" in v else "-",
                           f"{v['agree']}/{v['images']}" if "agree" in v else "-",
                           f"{v['max_abs_diff']:.1e}" if "max_abs_diff" in v else v.get("reason", "-")]
