@@ -22,7 +22,7 @@ GPU_IMPLS := tf,jax,torch,keras,keras_jax,keras_torch,cudnn
 DEVICES ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cpu,gpu || echo cpu)
 
 .PHONY: install install-gpu run-all test test-fast weights verify verify-gpu studies explain crosscheck smoke \
-        loc figures report doctor lint clean
+        loc figures report doctor lint clean offline-bundle gpu-study import-results
 
 install: $(STAMP)
 $(STAMP): pyproject.toml
@@ -96,9 +96,31 @@ report: $(STAMP)
 doctor: $(STAMP)
 	$(PY) -m harness doctor
 
+# --- The GPU half on a server with no package index (README: "Running the GPU half") -------
+# On a machine with pip: the wheels Keras needs, for the server's Python (about 10 MiB).
+BUNDLE_PY ?= 3.12
+BUNDLE_DIR ?= dist/offline-bundle-py$(BUNDLE_PY)
+offline-bundle:
+	$(PYTHON) scripts/offline_bundle.py build --python $(BUNDLE_PY) --out $(BUNDLE_DIR)
+
+# On the GPU server: no venv, no index. BUNDLE=DIR installs the bundle's missing wheels into
+# .bundle-site (on PYTHONPATH); QUICK=1 is the two-minute first smoke. One archive in GPU_OUT.
+BUNDLE ?=
+GPU_OUT ?= gpu-study-out
+GPU_PYTHON ?= $(PYTHON)
+gpu-study:
+	@if [ -n "$(BUNDLE)" ]; then \
+	  $(GPU_PYTHON) scripts/offline_bundle.py install --bundle $(BUNDLE) --target .bundle-site || exit $$?; fi
+	PYTHONPATH=$(CURDIR)/.bundle-site:$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} \
+	  $(GPU_PYTHON) -m harness gpu-study --out $(GPU_OUT) $(if $(QUICK),--quick)
+
+# Back on this machine: ARCHIVE=gpu-study-....tar.gz into reports/results, then make figures report.
+import-results: $(STAMP)
+	$(PY) -m harness import-results $(ARCHIVE)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist .bundle-site *.egg-info .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

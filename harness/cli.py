@@ -92,6 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_a", type=Path)
     p.add_argument("run_b", type=Path)
     p.set_defaults(func=commands.cmd_compare)
+    p = sub.add_parser("gpu-study", help="the whole GPU half in one command, into one archive")
+    p.add_argument("--out", type=Path, required=True, help="folder for results, logs, manifest, archive")
+    p.add_argument("--quick", action="store_true",
+                   help="a first smoke: doctor, verify on 1,000 images, api_levels' GPU cells, few calls")
+    p.set_defaults(func=commands.cmd_gpu_study)
+    p = sub.add_parser("import-results", help="unpack a gpu-study archive into reports/results")
+    p.add_argument("archive", type=Path)
+    p.add_argument("--into", type=Path, default=DEFAULT_RESULTS)
+    p.set_defaults(func=commands.cmd_import_results)
     return parser
 
 

@@ -200,3 +200,26 @@ def cmd_doctor(args) -> int:
 
     names = split_list(args.implementations) if args.implementations else None
     return doctor.report(args.weights, names)
+
+
+def cmd_gpu_study(args) -> int:
+    from harness.campaign import gpu_study
+    from harness.machine import gpu
+
+    absent = gpu.absent_reason()
+    if absent:
+        raise Unavailable(f"gpu-study needs a GPU: {absent}")
+    manifest, archive = gpu_study.gpu_study(args.out, args.quick, say=log)
+    failed = [s["name"] for s in manifest["steps"] if s["status"] not in ("ok",)]
+    print(f"manifest: {Path(args.out) / 'manifest.json'}")
+    print(f"archive: {archive} ({archive.stat().st_size / 2**20:.1f} MiB)")
+    if failed:
+        log(f"steps not ok: {', '.join(failed)} (see the manifest; the others' results are in the archive)")
+    return 1 if failed else 0
+
+
+def cmd_import_results(args) -> int:
+    from harness.campaign import archive
+
+    archive.import_results(args.archive, args.into, say=print)
+    return 0

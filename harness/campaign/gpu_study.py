@@ -1,0 +1,77 @@
+"""`python -m harness gpu-study --out DIR`: the whole GPU half in one command, for the rare
+minutes a GPU is at hand, on a server with no package index.
+
+Steps, in order (each a subprocess, recorded in the manifest; a failure never stops the next):
+doctor; verify on the GPU (every level, variant and dtype it offers); the GPU cells of every
+study; explain for the GPU ladders; pytest -m gpu. Then one archive under the size cap.
+`--quick` is the first smoke: doctor, verify on 1,000 images, api_levels' GPU cells with few calls.
+"""
+
+import re
+import socket
+import time
+from pathlib import Path
+
+from harness.campaign import archive, steps
+from harness.campaign.steps import python_step
+from harness.measure import results, study
+
+GPU_IMPLS = "cudnn,jax,torch,keras_jax,keras_torch,tf,keras"  # tf, keras: skipped where TF is absent
+STUDIES = ("api_levels", "overhead", "backends", "batch_sweep", "precision")
+EXPLAIN = "keras_jax/predict,keras_torch/predict,jax/eager,torch/eager"
+BUDGET_S = {"quick": 110, "full": 470}  # one command may run 10 minutes on the borrowed machine
+QUICK_MEASURE = {"calls": 100, "rounds": 3, "warmup": 5, "max_cell_seconds": 2}
+
+
+def quick_study(name: str, out: Path) -> Path:
+    """A copy of studies/<name>.toml with few calls (same study name, so the report reads it)."""
+    text = study.path_of(name).read_text()
+    for key, value in QUICK_MEASURE.items():
+        text, n = re.subn(rf"(?m)^{key}\s*=.*$", f"{key} = {value}", text)
+        if n == 0:
+            text = text.replace("[measure]\n", f"[measure]\n{key} = {value}\n", 1)
+    study.parse(text, f"quick {name}")  # still a valid study
+    path = out / f"quick-{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def plan(out: Path, run_id: str, quick: bool) -> list[steps.Step]:
+    res = out / "results"
+    host = socket.gethostname().split(".")[0] or "host"
+    verify = ["-m", "harness", "verify", "--implementations", GPU_IMPLS, "--device", "gpu",
+              "--dtypes", "float32,float64", "--json", str(res / f"verify-gpu-{host}.json")]
+    todo = [python_step("doctor", ["-m", "harness", "doctor"], 90),
+            python_step("verify", verify + (["--limit", "1000"] if quick else []), 90 if quick else 150,
+                        ok_codes=(0, 3))]
+    for name in ("api_levels",) if quick else STUDIES:
+        source = str(quick_study(name, out)) if quick else name
+        todo.append(python_step(f"study-{name}", ["-m", "harness", "run", source, "--devices", "gpu",
+                                                  "--out", str(res), "--run-id", run_id], 120))
+    if not quick:
+        todo.append(python_step("explain", ["-m", "harness", "explain", EXPLAIN, "--device", "gpu",
+                                            "--calls", "40", "--rounds", "4", "--out", str(res)], 120))
+        todo.append(python_step("pytest-gpu", ["-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
+                                               "--junitxml", str(res.parent / "logs" / "pytest-gpu.xml"),
+                                               "tests"], 150))
+    return todo
+
+
+def run_campaign(out: Path, name: str, todo: list[steps.Step], budget_s: float,
+                 cap_bytes: int = archive.CAP_BYTES, say=print) -> tuple[dict, Path]:
+    """Run the steps into out/, then pack out/<name>.tar.gz. Returns (manifest, archive path)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results").mkdir(exist_ok=True)
+    manifest = {"campaign": name, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "budget_s": budget_s, "steps": []}
+    steps.run_all(todo, out, manifest, budget_s, say)
+    return manifest, archive.pack(out, name, cap_bytes, say)
+
+
+def gpu_study(out: Path, quick: bool, say=print) -> tuple[dict, Path]:
+    run_id = results.new_run_id()
+    name = f"gpu-study-{socket.gethostname().split('.')[0] or 'host'}-{run_id}"
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    todo = plan(out, run_id, quick)
+    return run_campaign(out, name, todo, BUDGET_S["quick" if quick else "full"], say=say)

@@ -1,0 +1,108 @@
+"""Run a list of commands one after another, each a Step, and record each in a manifest.
+
+A step is a subprocess with its own log file and time limit. A failing or timed-out step is a
+record with its exit code and the log's last lines, never the end of the campaign; a step
+that would start after the overall deadline is recorded as skipped. The manifest (JSON) is
+rewritten after every step, so a campaign killed half-way still says what it did.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import ROOT
+
+TAIL_LINES = 20
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str  # also the log's file name: logs/<name>.log
+    command: tuple[str, ...]
+    timeout_s: float
+    env: tuple[tuple[str, str], ...] = field(default=())
+    ok_codes: tuple[int, ...] = (0,)  # e.g. verify's 3: some level cannot run here (a row says why)
+
+
+def python_step(name, args, timeout_s, **kwargs) -> Step:
+    """A step that runs this Python (`python -m ...`), so it uses the same environment."""
+    return Step(name, (sys.executable, *args), timeout_s, **kwargs)
+
+
+def tail(path: Path, lines=TAIL_LINES) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def run_step(step: Step, log_path: Path) -> dict:
+    """Run one step; its stdout and stderr go to log_path. Returns its manifest record."""
+    started = time.monotonic()
+    record = {"name": step.name, "command": list(step.command), "log": str(log_path.name)}
+    with open(log_path, "w") as log:
+        try:
+            child = subprocess.Popen(step.command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **dict(step.env)}, start_new_session=True)
+        except OSError as exc:
+            record.update(exit_code=None, status="failed", reason=f"could not start: {exc}")
+            return {**record, "seconds": 0.0, "tail": []}
+        try:
+            code = child.wait(timeout=step.timeout_s)
+            status = "ok" if code in step.ok_codes else "failed"
+        except subprocess.TimeoutExpired:
+            stop(child)
+            code, status = child.returncode, "timeout"
+            record["reason"] = f"stopped after {step.timeout_s:g} s (its rows so far are kept)"
+    record.update(exit_code=code, status=status, seconds=round(time.monotonic() - started, 1),
+                  tail=tail(log_path))
+    return record
+
+
+def stop(child: subprocess.Popen, grace_s=15.0):
+    """SIGTERM to the step's process group (the harness keeps its rows), then SIGKILL."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            child.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_all(steps: list[Step], out: Path, manifest: dict, deadline_s: float, say=print) -> dict:
+    """Run the steps in order into out/logs/, the manifest written to out/manifest.json after each."""
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    manifest.setdefault("steps", [])
+    for i, step in enumerate(steps, 1):
+        left = deadline_s - (time.monotonic() - started)
+        if left < min(step.timeout_s, 30):
+            record = {"name": step.name, "command": list(step.command), "status": "skipped",
+                      "exit_code": None, "seconds": 0.0, "tail": [],
+                      "reason": f"out of time: {left:.0f} s left of the {deadline_s:g} s budget"}
+        else:
+            say(f"[{i}/{len(steps)}] {step.name}: {' '.join(step.command[1:] or step.command)}")
+            step = Step(step.name, step.command, min(step.timeout_s, left), step.env, step.ok_codes)
+            record = run_step(step, logs / f"{step.name}.log")
+        say(f"[{i}/{len(steps)}] {step.name}: {record['status']} ({record['seconds']} s)")
+        manifest["steps"].append(record)
+        write_manifest(out, manifest)
+    manifest["seconds"] = round(time.monotonic() - started, 1)
+    write_manifest(out, manifest)
+    return manifest
+
+
+def write_manifest(out: Path, manifest: dict) -> Path:
+    path = out / "manifest.json"
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    return path
