@@ -26,9 +26,9 @@ from harness.report.style import (
 
 
 def fig_loc(loc_rows, out: Path, runs) -> Path:
-    parts = ["forward", "weight layout", "ffi binding"]
+    parts = ["forward", "weight layout", "ffi binding", "training step"]
     levels = [r for r in LEVEL_ORDER if any(row["api_level"] == r for row in loc_rows)]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(9, 4.4))
     bottom = np.zeros(len(levels))
     for i, part in enumerate(parts):
         values = np.array([sum(r["code"] for r in loc_rows if r["api_level"] == lvl and r["part"] == part)
@@ -41,7 +41,8 @@ def fig_loc(loc_rows, out: Path, runs) -> Path:
     ax.bar(len(levels), shared, color="white", edgecolor="#777777", hatch="..",
            label="shared loaders (every level uses them)")
     ax.text(len(levels), shared, f"{shared}", ha="center", va="bottom", fontsize=9)
-    ax.set_xticks(range(len(levels) + 1), levels + ["shared loaders\n(MNIST, HDF5)"])
+    ax.set_xticks(range(len(levels) + 1), [lvl.replace("-", "\n") for lvl in levels]
+                  + ["shared loaders\n(MNIST, HDF5)"])
     decorate(ax, "Fig. 1  Lines of code per API level",
              "API level (implementation package); blanks, comments and docstrings not counted",
              "code lines (pygount)", legend_size=10)

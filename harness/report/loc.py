@@ -4,8 +4,9 @@ docstrings), the same numbers `pygount --format=summary PACKAGE` prints.
 Each implementation package is split by file into the parts a reader wants apart:
   forward        building the network and predict
   weight layout  converting the shared weights into the level's layout (layout.py)
-  ffi binding    declaring a C API to Python (binding.py): a cost of driving cuDNN from
-                 Python that a C++ program gets from #include <cudnn.h>
+  ffi binding    declaring a C API to Python (binding.py, cublas.py): a cost of driving cuDNN
+                 or oneDNN from Python that a C++ program gets from #include <cudnn.h>
+  training step  the level's train_step (train.py), counted apart so inference stays comparable
 and the loaders every level shares (MNIST, the HDF5 weights file) are one row of their own.
 """
 
@@ -14,7 +15,8 @@ from pathlib import Path
 
 from harness import DEFAULT_LOC_CSV, ROOT, registry
 
-PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding"}
+PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding", "cublas.py": "ffi binding",
+         "train.py": "training step"}
 SHARED = ("harness/data/mnist.py", "harness/data/weights.py")
 CSV_PATH = DEFAULT_LOC_CSV
 FIELDS = ["package", "api_level", "part", "files", "code", "comment"]
