@@ -59,3 +59,15 @@ def test_pool_ties_go_to_the_first_maximum():
     out, mask = pool_forward(x)
     dx = pool_backward(np.full_like(out, 3.0), mask)
     assert dx[0, :, :, 0].tolist() == [[3.0, 0.0], [0.0, 0.0]]
+
+
+def test_init_weights_are_deterministic(tmp_path):
+    from harness.data import init_weights
+
+    again = init_weights.write(tmp_path / "init.weights.h5", init_weights.glorot(0), 0)
+    assert again.read_bytes() == init_weights.DEFAULT_INIT.read_bytes()  # the committed file
+    shipped = weights.read(init_weights.DEFAULT_INIT)
+    for name, (kernel_shape, _) in weights.SHAPES.items():
+        fan_in, fan_out = init_weights.fans(kernel_shape)
+        assert np.abs(shipped[name].kernel).max() <= np.sqrt(6 / (fan_in + fan_out))
+        assert not shipped[name].bias.any()
