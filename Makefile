@@ -15,7 +15,7 @@ comma  := ,
 STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 WEIGHTS := weights/lenet5_mnist.weights.h5
 RESULTS := reports/results
-STUDIES := api_levels overhead backends batch_sweep precision
+STUDIES := api_levels overhead backends batch_sweep precision training
 CPU_IMPLS := numpy,onednn,tf,jax,torch,keras,keras_jax,keras_torch
 GPU_IMPLS := tf,jax,torch,keras,keras_jax,keras_torch,cudnn
 # verify on the GPU only where one is present (nvidia-smi answers).

@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="complete an interrupted run (the newest, or --run-id)")
     p.add_argument("--run-id", default=None, help="name of the run folder")
-    p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
+    p.add_argument("--weights", type=Path, default=None,
+                   help="default: the trained weights; a train-mode study: the seeded initial weights")
     p.add_argument("--lock-timeout", type=float, default=None, metavar="S",
                    help="wait at most S seconds for another run's GPU lock, then measure anyway "
                         "with the cells flagged contended (default: wait)")

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness import registry
+from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import HarnessError, Unavailable
 from harness.machine import procenv
 
@@ -87,17 +87,19 @@ def cmd_verify_train(args) -> int:
 def cmd_run(args) -> int:
     import dataclasses
 
-    from harness.data import weights
+    from harness.data import init_weights, weights
     from harness.machine import gpu
     from harness.measure import results, runner, study, summary
 
-    weights.read(args.weights)  # an unusable weights file stops here, not in every worker
     if args.resume:
         run_dir = results.find_run_dir(args.out, study.path_of(args.study).stem, args.run_id)
         plan = study.parse((run_dir / "study.toml").read_text(), str(run_dir / "study.toml"))
         args.run_id = run_dir.name
     else:
         plan = study.load(args.study)
+    if args.weights is None:  # training starts from the seeded initial weights, inference from trained ones
+        args.weights = init_weights.DEFAULT_INIT if plan.mode == "train" else DEFAULT_WEIGHTS
+    weights.read(args.weights)  # an unusable weights file stops here, not in every worker
     if args.devices:
         devices = split_list(args.devices)
         for device in devices:

@@ -21,6 +21,7 @@ class CellState:
     ready_pid: int | None = None  # the worker process that has it loaded
     final: dict | None = None
     contended: list = field(default_factory=list)  # why its GPU measurements were disturbed
+    convergence: dict | None = None  # train mode: the convergence run's result
 
     @property
     def open(self) -> bool:
@@ -61,7 +62,7 @@ def final_row(state: CellState, study_name: str, status: str, reason: str | None
            else None,
            "setup": {k: state.setup.get(k) for k in SETUP_FIELDS} if state.setup else None,
            "contended": bool(state.contended), "contended_reasons": state.contended,
-           "warnings": []}
+           "convergence": state.convergence, "warnings": []}
     if row["stats"] and row["stats"]["noisy"]:
         row["warnings"].append(noisy_warning(row["stats"]))
     return row

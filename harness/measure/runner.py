@@ -64,6 +64,8 @@ class Runner:
                 progress.advance(state.cell.id, r, time.monotonic() - started,
                                  state.rounds.get(r, (None,))[0], state.final)
             for state in self.states:
+                if state.open and self.converges(state.cell):
+                    self.converge(state)
                 if state.open:
                     self.finish(state, "ok")
             clean_exit = True
@@ -82,7 +84,8 @@ class Runner:
     def worker(self, cell: Cell) -> WorkerProcess:
         if cell.group not in self.workers:
             m = self.study.measure
-            settings = procenv.settings(m["threads"], m["inter_op_threads"], cell.device)
+            threads = cell.threads if cell.threads is not None else m["threads"]
+            settings = procenv.settings(threads, m["inter_op_threads"], cell.device)
             # the implementation's own variables (KERAS_BACKEND, XLA_FLAGS) win over the caller's
             worker_env = {**os.environ, **settings, **registry.process_env(cell.implementation)}
             log = self.run_dir / "workers.log"
@@ -149,6 +152,26 @@ class Runner:
                            "pid": state.ready_pid, "times_ns": reply["times_ns"],
                            "device_ns": reply["device_ns"], "contended": reply.get("contended"),
                            "gpu_samples": reply.get("gpu_samples")})
+
+    def converges(self, cell: Cell) -> bool:
+        """Train mode: one convergence run per level, its default training variant at the
+        study's convergence batch size, in float32 with the study's thread count."""
+        m = self.study.measure
+        return (cell.mode == "train" and bool(m["converge_images"] or m["converge_seconds"])
+                and cell.variant == registry.spec(cell.implementation).train_variants[0]
+                and cell.batch_size == m["converge_batch_size"] and cell.dtype == "float32"
+                and cell.threads is None)
+
+    def converge(self, state: CellState):
+        m = self.study.measure
+        self.report(f"  {state.cell.id}: convergence run (at most {m['converge_images']} images "
+                    f"or {m['converge_seconds']} s)")
+        message = {"op": "converge", "cell_id": state.cell.id, "images": m["converge_images"],
+                   "seconds": m["converge_seconds"]}
+        timeout = (m["converge_seconds"] or 600) * 3 + m["setup_timeout_s"]
+        reply = self.ask(state, message, timeout)
+        if reply is not None:
+            state.convergence = reply["convergence"]
 
     def finish(self, state: CellState, status: str, reason: str | None = None):
         state.final = self.writer.write(cells.final_row(state, self.study.name, status, reason))

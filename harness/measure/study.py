@@ -1,14 +1,19 @@
 """Study files (studies/NAME.toml): a small validated schema, and the plan of cells it yields.
 
-    [study]                      name, question, figures (list), baseline (a cell's implementation)
+    [study]                      name, question, figures (list), baseline (a cell's implementation),
+                                 mode ("inference", the default: predict calls; or "train": one
+                                 SGD step per call, from the seeded initial weights)
     [measure]                    calls, rounds, warmup, batch_sizes, dtypes, threads,
                                  inter_op_threads, max_images, setup_timeout_s, timeout_s,
                                  max_cell_seconds (a slow cell's calls are cut to fit, after
-                                 its warm-up has shown its speed)
+                                 its warm-up has shown its speed); train mode: converge_images,
+                                 converge_seconds (a convergence run per level, whichever ends
+                                 first) at converge_batch_size
     [[cells]]                    implementation, variants ("all" or a list), devices,
-                                 and optionally batch_sizes, dtypes
+                                 and optionally batch_sizes, dtypes, threads (a list: one cell each)
 
-A cell = implementation x variant x device x batch size x dtype.
+A cell = implementation x variant x device x batch size x dtype (x threads where a cell sets them).
+In train mode the variants are the level's training variants (ImplSpec.train_variants).
 """
 
 import math
@@ -25,14 +30,16 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 STUDIES_DIR = ROOT / "studies"
-STUDY_KEYS = {"name", "question", "figures", "baseline"}
+STUDY_KEYS = {"name", "question", "figures", "baseline", "mode"}
+MODES = ("inference", "train")
 MEASURE_DEFAULTS = {
     "calls": 1000, "rounds": 10, "warmup": 20, "batch_sizes": [1], "dtypes": ["float32"],
     "threads": 1, "inter_op_threads": 1, "max_images": None,
     "setup_timeout_s": 300, "timeout_s": 120, "max_cell_seconds": None,
+    "converge_images": None, "converge_seconds": None, "converge_batch_size": 32,
 }
 MIN_CALLS_PER_ROUND = 10  # a time-capped cell still gets this many calls in every round
-CELL_KEYS = {"implementation", "variants", "devices", "batch_sizes", "dtypes"}
+CELL_KEYS = {"implementation", "variants", "devices", "batch_sizes", "dtypes", "threads"}
 
 
 @dataclass(frozen=True)
@@ -45,15 +52,21 @@ class Cell:
     batch_size: int
     dtype: str
     calls: int
+    mode: str = "inference"  # or "train": each call one training step
+    threads: int | None = None  # None: the study's [measure] threads
 
     @property
     def id(self) -> str:
-        return f"{self.implementation}/{self.variant}/{self.device}/b{self.batch_size}/{self.dtype}"
+        threads = f"/t{self.threads}" if self.threads is not None else ""
+        return (f"{self.implementation}/{self.variant}/{self.device}/b{self.batch_size}/"
+                f"{self.dtype}{threads}")
 
     @property
     def group(self) -> str:
-        """Cells of one group share a worker process: one framework per interpreter."""
-        return f"{self.implementation}/{self.device}"
+        """Cells of one group share a worker process: one framework (and thread count) per
+        interpreter, since threads are set before the framework is imported."""
+        threads = f"/t{self.threads}" if self.threads is not None else ""
+        return f"{self.implementation}/{self.device}{threads}"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -68,6 +81,7 @@ class Study:
     measure: dict
     cells: tuple  # of Cell
     source: str  # the TOML text, copied into each run folder
+    mode: str = "inference"
 
 
 def _fail(where: str, message: str):
@@ -133,6 +147,14 @@ def parse(text: str, where: str = "<study>") -> Study:
         _fail(f"{where} [measure]", f"max_cell_seconds: expected a number of seconds > 0, found {cap!r}")
     if measure["rounds"] < 1 or measure["calls"] < measure["rounds"]:
         _fail(f"{where} [measure]", "expected rounds >= 1 and calls >= rounds")
+    mode = head.get("mode", "inference")
+    if mode not in MODES:
+        _fail(f"{where} [study]", f"mode: unknown value {mode!r}; allowed: {list(MODES)}")
+    for key in ("converge_images", "converge_seconds", "converge_batch_size"):
+        value = measure[key]
+        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)
+                                  or value <= 0):
+            _fail(f"{where} [measure]", f"{key}: expected a number > 0, found {value!r}")
 
     entries = data.get("cells")
     if not isinstance(entries, list) or not entries:
@@ -147,27 +169,36 @@ def parse(text: str, where: str = "<study>") -> Study:
             spec = registry.spec(entry["implementation"])
         except HarnessError as exc:
             _fail(at, str(exc))
-        variants = entry.get("variants", [spec.variants[0]])
+        offered = spec.variants if mode == "inference" else spec.train_variants
+        if not offered:
+            trainable = sorted(n for n, s in registry.REGISTRY.items() if s.train_variants)
+            _fail(at, f"implementation: {spec.name} has no training step; levels that train: {trainable}")
+        variants = entry.get("variants", [offered[0]])
         if variants != "all":
-            variants = _list(at, "variants", variants, spec.variants)
+            variants = _list(at, "variants", variants, offered)
         devices = _list(at, "devices", entry.get("devices", list(spec.devices)), registry.DEVICES)
         for device in devices:
             if device not in spec.devices:
                 _fail(at, f"devices: {spec.name} does not run on {device!r}; allowed: {list(spec.devices)}")
-            if variants != "all":
+            if variants != "all" and mode == "inference":
                 for variant in set(variants) - set(spec.variants_for(device)):
                     _fail(at, f"variants: {variant!r} needs a GPU; list it in a cell with "
                               'devices = ["gpu"]')
         batches = _list(at, "batch_sizes", entry.get("batch_sizes", measure["batch_sizes"]), kind=int)
         dtypes = _list(at, "dtypes", entry.get("dtypes", measure["dtypes"]), spec.dtypes)
+        threads = _list(at, "threads", entry["threads"], kind=int) if "threads" in entry else [None]
+        if any(t is not None and t < 1 for t in threads):
+            _fail(at, f"threads: expected whole numbers >= 1, found {threads}")
         for device in devices:
-            for variant in spec.variants_for(device) if variants == "all" else variants:
+            every = spec.variants_for(device) if mode == "inference" else spec.train_variants
+            for variant in every if variants == "all" else variants:
                 for batch in batches:
                     if batch < 1:
                         _fail(at, f"batch_sizes: expected >= 1, found {batch}")
                     for dtype in dtypes:
-                        cells.append(Cell(entry["implementation"], variant, device, batch, dtype,
-                                          calls_for(measure, batch)))
+                        for count in threads:
+                            cells.append(Cell(entry["implementation"], variant, device, batch, dtype,
+                                              calls_for(measure, batch), mode, count))
     ids = [cell.id for cell in cells]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
@@ -176,7 +207,7 @@ def parse(text: str, where: str = "<study>") -> Study:
     if baseline is not None and baseline not in {c.implementation for c in cells}:
         _fail(f"{where} [study]", f"baseline {baseline!r} is not an implementation of this study")
     return Study(name, head.get("question", ""), tuple(head.get("figures", [])), baseline,
-                 measure, tuple(cells), text)
+                 measure, tuple(cells), text, mode)
 
 
 def calls_for(measure: dict, batch: int) -> int:

@@ -10,7 +10,12 @@ fd 1 itself is pointed at stderr so that nothing a framework prints can corrupt 
            (the first call timed apart; the warm-up's median tells the runner the cell's speed)
     {"op": "measure", "cell_id": ID, "calls": K, "start": I}
         -> {"ok": true, "times_ns": [...], "device_ns": [...] or null}
+    {"op": "converge", "cell_id": ID, "images": N, "seconds": S}      (train mode only)
+        -> {"ok": true, "convergence": {images, steps, seconds, losses, test_accuracy}}
     {"op": "exit"}
+
+In train mode (cell["mode"] == "train") a call is one training step of the level's trainer
+(harness.measure.training) instead of a predict; a NaN loss is the status `diverged`.
 """
 
 import gc
@@ -21,6 +26,7 @@ import time
 import traceback
 
 from harness.errors import Unavailable
+from harness.measure import training
 
 perf_counter_ns = time.perf_counter_ns
 FRAMEWORKS = ("tensorflow", "keras", "jax", "torch", "cupy")
@@ -77,6 +83,7 @@ def is_out_of_memory(exc: Exception) -> bool:
 class Worker:
     def __init__(self):
         self.cells = {}  # cell id -> (impl, batches)
+        self.trainers = {}  # train mode: cell id -> (trainer, batches, losses, cell, weights)
         self.images = None
 
     def test_images(self):
@@ -87,6 +94,8 @@ class Worker:
         return self.images
 
     def setup(self, cell, weights, warmup):
+        if cell.get("mode") == "train":
+            return self.setup_training(cell, weights, warmup)
         from harness import registry
         from harness.data import mnist
 
@@ -112,14 +121,65 @@ class Worker:
                 "keras_backend": os.environ.get("KERAS_BACKEND")}
 
     def measure(self, cell_id, calls, start):
+        if cell_id in self.trainers:
+            return self.measure_training(cell_id, calls, start)
         impl, batches = self.cells[cell_id]
         probe = impl.last_device_time_ns if impl.last_device_time_ns() is not None else None
         times, device = time_calls(impl.predict, batches, start, calls, probe)
         return {"times_ns": times, "device_ns": device}
 
+    # --- train mode ---------------------------------------------------------------------
+    def make_trainer(self, cell, weights):
+        from harness import registry
+
+        return registry.create_trainer(cell["implementation"], weights, device=cell["device"],
+                                       variant=cell["variant"], dtype=cell["dtype"])
+
+    def setup_training(self, cell, weights, warmup):
+        from harness import registry
+
+        t0 = perf_counter_ns()
+        path = registry.spec(cell["implementation"]).trainer
+        if path is None:
+            raise Unavailable(f"{cell['implementation']}: this level has no training step")
+        registry.import_class(path)  # the framework
+        t1 = perf_counter_ns()
+        trainer = self.make_trainer(cell, weights)
+        t2 = perf_counter_ns()
+        pairs = training.batches(cell["dtype"], cell["batch_size"])
+        losses = []
+        step = training.stepper(trainer, losses)
+        t3 = perf_counter_ns()
+        step(pairs[0])  # cold start: tracing, compilation, primitive creation
+        t4 = perf_counter_ns()
+        warm, _ = time_calls(step, pairs, 1, warmup)
+        training.check_finite(losses)
+        self.trainers[cell["id"]] = (trainer, pairs, losses, cell, weights)
+        freeze_heap()
+        return {"import_ns": t1 - t0, "load_ns": t2 - t1, "cold_start_ns": t4 - t3,
+                "cold_start_device_ns": None,
+                "warmup_median_ns": sorted(warm)[len(warm) // 2] if warm else None,
+                "frameworks": loaded_frameworks(), "keras_backend": os.environ.get("KERAS_BACKEND")}
+
+    def measure_training(self, cell_id, calls, start):
+        trainer, pairs, losses, _, _ = self.trainers[cell_id]
+        losses.clear()
+        times, _ = time_calls(training.stepper(trainer, losses), pairs, start, calls)
+        training.check_finite(losses, start)
+        return {"times_ns": times, "device_ns": None,
+                "loss_first": losses[0], "loss_last": losses[-1]}
+
+    def converge(self, cell_id, images, seconds):
+        _, pairs, _, cell, weights = self.trainers[cell_id]
+        result = training.converge(lambda: self.make_trainer(cell, weights), pairs, cell["dtype"],
+                                   images, seconds)
+        return {"convergence": result}
+
     def close(self):
         for impl, _ in self.cells.values():
             impl.close()
+        for trainer, *_ in self.trainers.values():
+            trainer.close()
 
 
 def main() -> int:
@@ -137,11 +197,15 @@ def main() -> int:
                 reply = worker.setup(request["cell"], request["weights"], request["warmup"])
             elif op == "measure":
                 reply = worker.measure(request["cell_id"], request["calls"], request["start"])
+            elif op == "converge":
+                reply = worker.converge(request["cell_id"], request["images"], request["seconds"])
             else:
                 raise ValueError(f"unknown op {op!r}")
             reply["ok"] = True
         except Unavailable as exc:
             reply = {"ok": False, "status": "skipped", "reason": str(exc)}
+        except training.Diverged as exc:
+            reply = {"ok": False, "status": "diverged", "reason": str(exc)}
         except Exception as exc:  # reported as the cell's error, the worker goes on
             traceback.print_exc()
             reason = f"{type(exc).__name__}: {exc}".splitlines()[0]

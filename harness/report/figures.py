@@ -10,7 +10,7 @@ import matplotlib.ticker
 import numpy as np
 
 from harness import registry
-from harness.report import explain_section
+from harness.report import explain_section, training_section
 from harness.report.style import (
     BACKEND_OF,
     FIGURES_DIR,
@@ -292,6 +292,7 @@ FIGURES = {
     "fig6_throughput.png": fig_throughput,
     "fig7_precision.png": fig_precision,
     "fig8_backends.png": fig_backends,
+    "fig10_training.png": training_section.fig_training,
 }
 
 

@@ -7,43 +7,13 @@ from pathlib import Path
 import numpy as np
 
 from harness import DEFAULT_REPORT
-from harness.measure import stats
-from harness.report import explain_section, tables
+from harness.report import explain_section, tables, training_section
 from harness.report.figures import overhead_split
+from harness.report.rundata import find, ratio, ratio_ci
 from harness.report.style import caption, ok_cells
-from harness.report.tables import ms, table
+from harness.report.tables import fmt_ratio, ms, table
 
 REPORT_PATH = DEFAULT_REPORT
-
-
-def find(frame, study, label, device="cpu", batch=1, dtype="float32", machine=None):
-    if frame.empty:
-        return None
-    rows = frame[(frame["study"] == study) & (frame["label"] == label) & (frame["device"] == device)
-                 & (frame["batch_size"] == batch) & (frame["dtype"] == dtype) & (frame["status"] == "ok")]
-    if machine is not None:
-        rows = rows[rows["machine"] == machine]
-    return None if rows.empty else rows.iloc[0]
-
-
-def ratio_ci(a, b) -> dict | None:
-    """a's time over b's, taken within rounds (both from the same run), with its interval."""
-    if a is None or b is None or a["run_id"] != b["run_id"]:
-        return None
-    return stats.round_ratio(a["rounds_ns"], b["rounds_ns"])
-
-
-def ratio(a, b) -> float | None:
-    r = ratio_ci(a, b)
-    return r["ratio"] if r else None
-
-
-def fmt_ratio(r: dict | None) -> str:
-    if not r:
-        return "-"
-    if math.isnan(r["ci95_low"]):
-        return f"{r['ratio']:.2f}"
-    return f"{r['ratio']:.2f} [{r['ci95_low']:.2f}–{r['ci95_high']:.2f}]"
 
 
 def findings(frame, loc_rows) -> list[str]:
@@ -85,6 +55,7 @@ def findings(frame, loc_rows) -> list[str]:
             out.append(f"Cold start: the first `model.predict` call takes {ms(cold['cold_start_ms'])}, "
                        f"{cold['cold_start_ms'] / cold['median_ms']:.1f}x a steady-state call.")
         out += raw_library_findings(frame, machine)
+        out += training_section.findings(frame, machine)
         out += backend_findings(frame, machine)
         tuned = find(frame, "overhead", "cudnn/tuned", device="gpu", machine=machine)
         naive = find(frame, "overhead", "cudnn/naive", device="gpu", machine=machine)
@@ -268,6 +239,7 @@ def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=()) -
                  if not sweep.empty else "_No results for study `batch_sweep` yet._")
     parts += ["", "## Fig. 7: float32 against float64 (study `precision`)", "",
               "![](figures/fig7_precision.png)", "", latency_table(frame, "precision")]
+    parts += training_section.section(frame)
     if verify_rows:
         parts += ["", "## Agreement with the NumPy reference (verify)", "",
                   table(["file", "implementation/variant", "device", "dtype", "status", "accuracy",

@@ -55,6 +55,7 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
             times = [t for rnd in row.get("rounds_ns", []) for t in rnd]
             # recomputed from the raw times, so every run is read with today's statistics
             st = stats.summarize(row["rounds_ns"]) if row["status"] == "ok" and times else {}
+            spec = {"mode": "inference", "threads": None, **spec}  # rows before train mode lack them
             records.append({
                 "study": run["study"], "run_id": run["run_id"], "machine": run["machine"],
                 "cell_id": row["cell_id"], **spec, "status": row["status"],
@@ -78,6 +79,7 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
                 "import_s": (setup.get("import_ns") or float("nan")) / 1e9,
                 "times_ms": [t / 1e6 for t in times],
                 "rounds_ns": row.get("rounds_ns", []),
+                "convergence": row.get("convergence"),
             })
     frame = pd.DataFrame.from_records(records)
     if not frame.empty:
@@ -118,3 +120,29 @@ def crosscheck_records(root: Path = DEFAULT_RESULTS) -> list[dict]:
     """crosscheck-*.json files written by `python -m harness crosscheck --json FILE`."""
     return [{"file": path.name, **json.loads(path.read_text())}
             for path in sorted(Path(root).glob("crosscheck*.json"))]
+
+
+def find(frame, study, label, device="cpu", batch=1, dtype="float32", machine=None, threads=None):
+    """The ok cell of that study, label, device, batch, dtype (and machine), or None. threads:
+    None for a cell at the study's own thread count, else the cell's `threads`."""
+    if frame.empty:
+        return None
+    rows = frame[(frame["study"] == study) & (frame["label"] == label) & (frame["device"] == device)
+                 & (frame["batch_size"] == batch) & (frame["dtype"] == dtype) & (frame["status"] == "ok")]
+    if machine is not None:
+        rows = rows[rows["machine"] == machine]
+    if "threads" in rows:
+        rows = rows[rows["threads"].isna()] if threads is None else rows[rows["threads"] == threads]
+    return None if rows.empty else rows.iloc[0]
+
+
+def ratio_ci(a, b) -> dict | None:
+    """a's time over b's, taken within rounds (both from the same run), with its interval."""
+    if a is None or b is None or a["run_id"] != b["run_id"]:
+        return None
+    return stats.round_ratio(a["rounds_ns"], b["rounds_ns"])
+
+
+def ratio(a, b) -> float | None:
+    r = ratio_ci(a, b)
+    return r["ratio"] if r else None

@@ -99,3 +99,11 @@ def crosscheck_lines(records) -> list[str]:
                    f"{rec['ratio_median']:.3f}x timeit's (95% CI {low:.3f}–{high:.3f}); "
                    "`python -m harness crosscheck` repeats it.")
     return out
+
+
+def fmt_ratio(r: dict | None) -> str:
+    if not r:
+        return "-"
+    if math.isnan(r["ci95_low"]):
+        return f"{r['ratio']:.2f}"
+    return f"{r['ratio']:.2f} [{r['ci95_low']:.2f}–{r['ci95_high']:.2f}]"

@@ -1,0 +1,135 @@
+"""The report's "What training costs at each level" (study `training`): Fig. 10, the tables of
+time per step and of each level's convergence run, and the findings, all read from rows."""
+
+import math
+from pathlib import Path
+
+from harness.report.rundata import find, ratio_ci
+from harness.report.style import OKABE_ITO, decorate, finish, ok_cells, plt
+from harness.report.tables import fmt_ratio, ms, table
+
+STUDY = "training"
+
+
+def default_threads(cells):
+    """Cells at the study's own thread count (a cell with `threads` set is a variation)."""
+    return cells[cells["threads"].isna()] if "threads" in cells else cells
+
+
+def fig_training(frame, runs, out: Path) -> Path | None:
+    cells = ok_cells(frame, STUDY)
+    if cells.empty:
+        return None
+    cells = default_threads(cells)
+    cells = cells[cells["dtype"] == "float32"]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    markers = "osD^vP*Xh<>"
+    groups = list(cells.groupby(["label", "device", "machine"]))
+    for i, ((label, device, _machine), part) in enumerate(groups):
+        part = part.sort_values("batch_size")
+        ax.plot(part["batch_size"], part["median_ms"], marker=markers[i % len(markers)],
+                color=OKABE_ITO[i % len(OKABE_ITO)], linestyle="-" if i < len(OKABE_ITO) else "--",
+                label=f"{label} ({device.upper()})")
+    ax.set_xscale("log", base=2)
+    sizes = sorted(cells["batch_size"].unique())
+    ax.set_xticks(sizes, [str(b) for b in sizes])
+    ax.set_yscale("log")
+    decorate(ax, "Fig. 10  What one training step costs at each level",
+             "batch size (images per SGD step, log scale)",
+             "time per training step, median (ms, log scale)", legend_size=7)
+    return finish(fig, runs, STUDY, out)
+
+
+def step_table(frame) -> str:
+    cells = ok_cells(frame, STUDY)
+    if cells.empty:
+        return f"_No results for study `{STUDY}` yet._"
+    rows = []
+    for _, r in cells.iterrows():
+        threads = None if r["threads"] is None or math.isnan(r["threads"]) else int(r["threads"])
+        base = find(frame, STUDY, "numpy/default", machine=r["machine"], batch=r["batch_size"],
+                    dtype=r["dtype"], threads=threads)
+        rel = ratio_ci(r, base) if base is not None and r["label"] != "numpy/default" else None
+        rows.append([r["label"], r["device"], r["batch_size"], r["dtype"], threads or "study default",
+                     ms(r["median_ms"]), f"{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}",
+                     f"{r['images_per_s']:,.0f}", fmt_ratio(rel), "noisy" if r["noisy"] else "-",
+                     r["machine"]])
+    return table(["level/variant", "device", "batch", "dtype", "threads", "median per step",
+                  "95% CI", "images/s", "x numpy (within rounds) [95% CI]", "flags", "machine"], rows)
+
+
+def convergence_rows(frame) -> list[dict]:
+    if frame.empty:
+        return []
+    cells = frame[(frame["study"] == STUDY)]
+    return [r for _, r in cells.iterrows() if isinstance(r.get("convergence"), dict)
+            or r["status"] == "diverged"]
+
+
+def convergence_table(frame) -> str:
+    rows = []
+    for r in convergence_rows(frame):
+        c = r["convergence"] if isinstance(r["convergence"], dict) else {}
+        rows.append([r["label"], r["device"], r["batch_size"], r["status"], c.get("images", "-"),
+                     c.get("seconds", "-"),
+                     f"{c['loss_first']:.3f} → {c['loss_last']:.3f}" if "loss_last" in c else "-",
+                     f"{c['test_accuracy']:.4f}" if "test_accuracy" in c else r["reason"] or "-",
+                     r["machine"]])
+    if not rows:
+        return "_No convergence runs yet._"
+    return table(["level/variant", "device", "batch", "status", "images seen", "seconds",
+                  "loss, first step → last", "test accuracy", "machine"], rows)
+
+
+def findings(frame, machine) -> list[str]:
+    cells = ok_cells(frame, STUDY)
+    if cells.empty:
+        return []
+    cells = default_threads(cells[(cells["machine"] == machine) & (cells["device"] == "cpu")
+                                  & (cells["dtype"] == "float32")])
+    out = []
+    for batch in (32, 512):
+        at = cells[cells["batch_size"] == batch]
+        if len(at) < 2:
+            continue
+        fastest, slowest = at.loc[at["median_ms"].idxmin()], at.loc[at["median_ms"].idxmax()]
+        out.append(f"**Training on {machine} (CPU), batch {batch}:** one SGD step takes from "
+                   f"{ms(fastest['median_ms'])} ({fastest['label']}, "
+                   f"{fastest['images_per_s']:,.0f} images/s) to {ms(slowest['median_ms'])} "
+                   f"({slowest['label']}), {slowest['median_ms'] / fastest['median_ms']:.1f}x apart "
+                   "(medians; `training` study).")
+    for backend in ("keras", "keras_jax", "keras_torch"):
+        fit = find(frame, STUDY, f"{backend}/fit", batch=32, machine=machine)
+        step = find(frame, STUDY, f"{backend}/train_on_batch", batch=32, machine=machine)
+        if fit is not None and step is not None:
+            out.append(f"`{backend}`: `model.fit` on one batch of 32 takes {ms(fit['median_ms'])}, "
+                       f"`train_on_batch` {ms(step['median_ms'])} "
+                       f"({fmt_ratio(ratio_ci(fit, step))}x within rounds).")
+    for label in ("numpy/default", "tf/function", "torch/eager"):
+        one = find(frame, STUDY, label, batch=512, machine=machine)
+        two = find(frame, STUDY, label, batch=512, machine=machine, threads=2)
+        if one is not None and two is not None:
+            out.append(f"{label} at batch 512 with 2 threads instead of 1: {ms(two['median_ms'])} "
+                       f"against {ms(one['median_ms'])} per step "
+                       f"({two['median_ms'] / one['median_ms']:.2f}x; separate workers, "
+                       "not a within-round ratio).")
+    converged = [r for r in convergence_rows(frame) if r["machine"] == machine]
+    if converged:
+        parts = [f"{r['label']} {r['convergence']['test_accuracy']:.3f} after "
+                 f"{r['convergence']['images']:,} images" for r in converged
+                 if isinstance(r["convergence"], dict) and "test_accuracy" in r["convergence"]]
+        bad = [f"{r['label']} ({r['reason']})" for r in converged if r["status"] == "diverged"]
+        out.append("Convergence runs (batch 32, from the seeded initial weights, at most one epoch "
+                   "or the study's time budget): test accuracy " + "; ".join(parts) + "."
+                   + (f" Diverged: {'; '.join(bad)}." if bad else ""))
+    return out
+
+
+def section(frame) -> list[str]:
+    return ["", "## Fig. 10: what training costs at each level (study `training`)", "",
+            "Each timed call is one plain SGD step (softmax cross-entropy, learning rate 0.05) on "
+            "the next batch of MNIST training images, starting from the seeded initial weights "
+            "(`weights/lenet5_init.weights.h5`); `make verify` checks every level's steps against "
+            "the NumPy oracle (`verify-train`).", "",
+            "![](figures/fig10_training.png)", "", step_table(frame), "",
+            "Convergence runs:", "", convergence_table(frame)]
