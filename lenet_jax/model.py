@@ -26,8 +26,9 @@ def conv_relu(x, kernel, bias, padding):
 
 def max_pool_2x2(x):
     """(N, H, W, C) -> (N, H/2, W/2, C)."""
-    lowest = jnp.array(-jnp.inf, x.dtype)
-    return lax.reduce_window(x, lowest, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    # A Python -inf as the initial value: JAX then knows the max monoid, which it can differentiate
+    # (an array there, traced under jit and grad, makes a generic reduce_window with no gradient).
+    return lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
 
 
 def logits(w, x):

@@ -27,7 +27,7 @@ class KerasTrainer(Trainer):
         super().__init__(weights_path, device, variant, dtype, learning_rate)
         require_backend(self.spec.name)
         self.configure(device)
-        self.scope = f"{device}:0"
+        self.scope = self.device_scope(device)
         with keras.device(self.scope):
             self.model = build_model()
             for name, layer in weights.read(weights_path).items():
@@ -37,6 +37,9 @@ class KerasTrainer(Trainer):
 
     def configure(self, device):
         tf_setup.configure(device)
+
+    def device_scope(self, device):
+        return f"{device}:0"  # keras.device() names cpu:0 / gpu:0 alike on every backend
 
     def train_step(self, images, labels):
         x = np.asarray(images, dtype=self.dtype)                     # (N, 28, 28, 1)
@@ -67,6 +70,12 @@ class KerasTorchTrainer(KerasTrainer):
 
     def configure(self, device):
         self.torch_device = torch_setup.configure(device)
+
+    def device_scope(self, device):
+        """"cpu", not "cpu:0": Keras on PyTorch makes each weight a Parameter, then .to(the scope's
+        device); "cpu:0" is another device to torch than "cpu", so .to copies it into a tensor that
+        is no leaf, backward fills no .grad, and fit fails: "No gradients provided for any variable"."""
+        return "cpu" if device == "cpu" else "gpu:0"
 
     def close(self):
         torch_setup.free(self.torch_device)
