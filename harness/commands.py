@@ -48,6 +48,38 @@ def cmd_verify(args) -> int:
     return code
 
 
+def cmd_verify_train(args) -> int:
+    from harness.check import train_verify, verify
+    from harness.data import weights
+
+    names = split_list(args.implementations)
+    verify.require_known(names)
+    for field, value in (("--steps", args.steps), ("--batch", args.batch)):
+        if value < 1:
+            raise HarnessError(f"{field}: expected a positive number, found {value}")
+    weights_path = args.weights or train_verify.DEFAULT_INIT
+    weights.read(weights_path)  # an unusable file fails here, in one line, before any work
+    procenv.apply(procenv.settings(args.threads, 1, args.device))
+    log(train_verify.HEADER)
+    rows = train_verify.verify_train(names, args.device, weights_path, args.steps, args.batch,
+                                     args.dtype, args.data_dir, progress=log)
+    code = train_verify.exit_code(rows)
+    if args.json:
+        text = json.dumps({"rows": rows, "exit_code": code, "weights": str(weights_path),
+                           "steps": args.steps, "batch": args.batch, "dtype": args.dtype,
+                           "loss_tolerance": train_verify.LOSS_TOLERANCE,
+                           "weight_tolerance": train_verify.WEIGHT_TOLERANCE}, indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(text + "\n")
+    verdict = {0: "every training step agrees with the oracle", 1: "DRIFT: see FAIL rows",
+               3: "some implementations could not run here (see reasons)"}[code]
+    log(verdict)
+    return code
+
+
 def cmd_run(args) -> int:
     import dataclasses
 

@@ -34,29 +34,38 @@ class ImplSpec:
 # gets the harness's one-thread rule through XLA_FLAGS (TF's own XLA is left alone).
 JAX_ENV = (("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"),)
 
+KERAS_TRAIN = ("train_on_batch", "fit")  # one batch per call, as a student writes a step
+
 REGISTRY = {
     spec.name: spec
     for spec in (
         ImplSpec("null", "harness.null_impl:NullLeNet", "none", ("cpu", "gpu"),
                  ("default",), ("float32", "float64"), None),
         ImplSpec("numpy", "lenet_numpy.model:NumpyLeNet", "numpy", ("cpu",),
-                 ("default",), ("float32", "float64"), "lenet_numpy"),
+                 ("default",), ("float32", "float64"), "lenet_numpy",
+                 trainer="lenet_numpy.train:NumpyTrainer", train_variants=("default",)),
         ImplSpec("tf", "lenet_tf.model:TFLeNet", "tensorflow-ops", ("cpu", "gpu"),
-                 ("function", "eager", "xla"), ("float32", "float64"), "lenet_tf"),
+                 ("function", "eager", "xla"), ("float32", "float64"), "lenet_tf",
+                 trainer="lenet_tf.train:TFTrainer", train_variants=("function", "eager")),
         ImplSpec("jax", "lenet_jax.model:JaxLeNet", "jax-ops", ("cpu", "gpu"),
-                 ("jit", "eager"), ("float32", "float64"), "lenet_jax", env=JAX_ENV),
+                 ("jit", "eager"), ("float32", "float64"), "lenet_jax", env=JAX_ENV,
+                 trainer="lenet_jax.train:JaxTrainer", train_variants=("jit",)),
         ImplSpec("torch", "lenet_torch.model:TorchLeNet", "torch-ops", ("cpu", "gpu"),
                  ("eager", "compile", "cudagraph"), ("float32", "float64"), "lenet_torch",
-                 gpu_only=("cudagraph",)),
+                 gpu_only=("cudagraph",), trainer="lenet_torch.train:TorchTrainer",
+                 train_variants=("eager", "compile")),
         ImplSpec("keras", "lenet_keras.model:KerasLeNet", "keras", ("cpu", "gpu"),
                  ("predict", "predict_on_batch", "call", "function", "xla"), ("float32",),
-                 "lenet_keras", env=(("KERAS_BACKEND", "tensorflow"),)),
+                 "lenet_keras", env=(("KERAS_BACKEND", "tensorflow"),),
+                 trainer="lenet_keras.train:KerasTrainer", train_variants=KERAS_TRAIN),
         ImplSpec("keras_jax", "lenet_keras.model:KerasJaxLeNet", "keras", ("cpu", "gpu"),
                  ("predict", "predict_on_batch", "call", "jit"), ("float32",),
-                 "lenet_keras", env=(("KERAS_BACKEND", "jax"), *JAX_ENV)),
+                 "lenet_keras", env=(("KERAS_BACKEND", "jax"), *JAX_ENV),
+                 trainer="lenet_keras.train:KerasJaxTrainer", train_variants=KERAS_TRAIN),
         ImplSpec("keras_torch", "lenet_keras.model:KerasTorchLeNet", "keras", ("cpu", "gpu"),
                  ("predict", "predict_on_batch", "call", "compile"), ("float32",),
-                 "lenet_keras", env=(("KERAS_BACKEND", "torch"),)),
+                 "lenet_keras", env=(("KERAS_BACKEND", "torch"),),
+                 trainer="lenet_keras.train:KerasTorchTrainer", train_variants=KERAS_TRAIN),
         ImplSpec("cudnn", "lenet_cudnn.model:CudnnLeNet", "cudnn", ("gpu",),
                  ("tuned", "naive", "graph"), ("float32", "float64"), "lenet_cudnn", gpu_only=("graph",),
                  trainer="lenet_cudnn.train:CudnnTrainer", train_variants=("default",)),
@@ -121,3 +130,11 @@ def process_env(name: str) -> dict[str, str]:
 def create(name: str, weights_path, device="cpu", variant=None, dtype="float32"):
     """Import the class of `name` and build it (this is where a framework gets imported)."""
     return import_class(spec(name).path)(weights_path, device=device, variant=variant, dtype=dtype)
+
+
+def create_trainer(name: str, weights_path, device="cpu", variant=None, dtype="float32", **options):
+    """Import the trainer class of `name` (its spec's `trainer`) and build it."""
+    path = spec(name).trainer
+    if path is None:
+        raise Unavailable(f"{name}: this level has no training step (no trainer in its ImplSpec)")
+    return import_class(path)(weights_path, device=device, variant=variant, dtype=dtype, **options)

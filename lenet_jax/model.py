@@ -26,17 +26,23 @@ def conv_relu(x, kernel, bias, padding):
 
 def max_pool_2x2(x):
     """(N, H, W, C) -> (N, H/2, W/2, C)."""
-    lowest = jnp.array(-jnp.inf, x.dtype)
-    return lax.reduce_window(x, lowest, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    # A Python -inf as the initial value: JAX then knows the max monoid, which it can differentiate
+    # (an array there, traced under jit and grad, makes a generic reduce_window with no gradient).
+    return lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
 
 
-def forward(w, x):
+def logits(w, x):
+    """w {"conv1": (kernel HWIO, bias), ...}, x (N, 28, 28, 1) -> (N, 10) logits."""
     x = max_pool_2x2(conv_relu(x, *w["conv1"], "SAME"))      # (N, 14, 14, 6)
     x = max_pool_2x2(conv_relu(x, *w["conv2"], "VALID"))     # (N, 5, 5, 16)
     x = x.reshape(x.shape[0], -1)                            # (N, 400), NHWC order
     x = jax.nn.relu(x @ w["fc1"][0] + w["fc1"][1])           # (N, 120)
     x = jax.nn.relu(x @ w["fc2"][0] + w["fc2"][1])           # (N, 84)
-    return jax.nn.softmax(x @ w["fc3"][0] + w["fc3"][1])     # (N, 10)
+    return x @ w["fc3"][0] + w["fc3"][1]                     # (N, 10)
+
+
+def forward(w, x):
+    return jax.nn.softmax(logits(w, x))                      # (N, 10) probabilities
 
 
 class JaxLeNet(LeNet):

@@ -13,6 +13,18 @@ from harness.frameworks import tf_setup
 from harness.registry import REGISTRY
 
 
+def logits(w, x):
+    """w {"conv1": (kernel HWIO, bias), ...} constants or variables, x (N, 28, 28, 1) -> (N, 10)."""
+    x = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w["conv1"][0], 1, "SAME"), w["conv1"][1]))
+    x = tf.nn.max_pool2d(x, 2, 2, "VALID")                       # (N, 14, 14, 6)
+    x = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w["conv2"][0], 1, "VALID"), w["conv2"][1]))
+    x = tf.nn.max_pool2d(x, 2, 2, "VALID")                       # (N, 5, 5, 16)
+    x = tf.reshape(x, (-1, 400))                                 # NHWC flatten order
+    x = tf.nn.relu(tf.matmul(x, w["fc1"][0]) + w["fc1"][1])      # (N, 120)
+    x = tf.nn.relu(tf.matmul(x, w["fc2"][0]) + w["fc2"][1])      # (N, 84)
+    return tf.matmul(x, w["fc3"][0]) + w["fc3"][1]               # (N, 10) logits
+
+
 class TFLeNet(LeNet):
     spec = REGISTRY["tf"]
 
@@ -32,15 +44,7 @@ class TFLeNet(LeNet):
         self.run = forward[self.variant]
 
     def forward(self, x):
-        w = self.w
-        x = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w["conv1"][0], 1, "SAME"), w["conv1"][1]))
-        x = tf.nn.max_pool2d(x, 2, 2, "VALID")                       # (N, 14, 14, 6)
-        x = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w["conv2"][0], 1, "VALID"), w["conv2"][1]))
-        x = tf.nn.max_pool2d(x, 2, 2, "VALID")                       # (N, 5, 5, 16)
-        x = tf.reshape(x, (-1, 400))                                 # NHWC flatten order
-        x = tf.nn.relu(tf.matmul(x, w["fc1"][0]) + w["fc1"][1])      # (N, 120)
-        x = tf.nn.relu(tf.matmul(x, w["fc2"][0]) + w["fc2"][1])      # (N, 84)
-        return tf.nn.softmax(tf.matmul(x, w["fc3"][0]) + w["fc3"][1])  # (N, 10)
+        return tf.nn.softmax(logits(self.w, x))                      # (N, 10)
 
     def predict(self, images):
         with tf.device(self.tf_device):

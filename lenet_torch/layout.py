@@ -42,3 +42,19 @@ def convert(layers: dict, dtype="float32") -> dict[str, tuple[np.ndarray, np.nda
     }
     return {name: (kernel.astype(dtype), layers[name].bias.astype(dtype))
             for name, kernel in kernels.items()}
+
+
+
+def to_keras(torch_layers: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The inverse of convert: {name: (kernel, bias)} in PyTorch layouts -> Keras layouts."""
+    k = {name: kernel for name, (kernel, _) in torch_layers.items()}
+    fc1_chw_rows = k["fc1"].T                                        # (400, 120), rows (c, h, w)
+    kernels = {
+        "conv1": k["conv1"].transpose(2, 3, 1, 0),                   # (6, 1, 5, 5) -> (5, 5, 1, 6)
+        "conv2": k["conv2"].transpose(2, 3, 1, 0),                   # (16, 6, 5, 5) -> (5, 5, 6, 16)
+        "fc1": fc1_chw_rows.reshape(16, 5, 5, -1).transpose(1, 2, 0, 3).reshape(400, -1),
+        "fc2": k["fc2"].T,                                           # (84, 120) -> (120, 84)
+        "fc3": k["fc3"].T,                                           # (10, 84) -> (84, 10)
+    }
+    return {name: (np.ascontiguousarray(kernel), torch_layers[name][1])
+            for name, kernel in kernels.items()}

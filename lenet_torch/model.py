@@ -17,6 +17,16 @@ from harness.registry import REGISTRY
 from lenet_torch import layout
 
 
+def logits(w, x):
+    """w {"conv1": (kernel OIHW, bias), ...} (layout.convert), x (N, 1, 28, 28) -> (N, 10) logits."""
+    x = F.max_pool2d(F.relu(F.conv2d(x, *w["conv1"], padding=2)), 2)  # (N, 6, 14, 14)
+    x = F.max_pool2d(F.relu(F.conv2d(x, *w["conv2"])), 2)             # (N, 16, 5, 5)
+    x = x.flatten(1)                          # (N, 400) in (c, h, w) order, as fc1's columns
+    x = F.relu(F.linear(x, *w["fc1"]))                                 # (N, 120)
+    x = F.relu(F.linear(x, *w["fc2"]))                                 # (N, 84)
+    return F.linear(x, *w["fc3"])                                      # (N, 10)
+
+
 class TorchLeNet(LeNet):
     spec = REGISTRY["torch"]
 
@@ -36,13 +46,7 @@ class TorchLeNet(LeNet):
         self.device_ns = None
 
     def forward(self, x):
-        w = self.w
-        x = F.max_pool2d(F.relu(F.conv2d(x, *w["conv1"], padding=2)), 2)  # (N, 6, 14, 14)
-        x = F.max_pool2d(F.relu(F.conv2d(x, *w["conv2"])), 2)             # (N, 16, 5, 5)
-        x = x.flatten(1)                          # (N, 400) in (c, h, w) order, as fc1's columns
-        x = F.relu(F.linear(x, *w["fc1"]))                                 # (N, 120)
-        x = F.relu(F.linear(x, *w["fc2"]))                                 # (N, 84)
-        return F.softmax(F.linear(x, *w["fc3"]), dim=1)                    # (N, 10)
+        return F.softmax(logits(self.w, x), dim=1)                         # (N, 10)
 
     def replay(self, x):
         """Capture the forward for this batch size once (after a warm-up on a side stream, so

@@ -1,0 +1,110 @@
+"""One implementation's SGD steps for `verify-train`, beside the NumPy oracle, in a process of its
+own (one framework, one Keras backend per interpreter, as verify's child).
+
+    python -m harness.check.train_child NAME DEVICE WEIGHTS STEPS BATCH DTYPE
+
+Step k (1-based) trains on training images (k-1)*BATCH ... k*BATCH-1 (uint8 / 255). The oracle
+(lenet_numpy.train, float64: the exact arithmetic's stand-in) takes the same steps once. For each
+training variant it prints one JSON line: {"variant", "status": "ok" | "unavailable" | "FAIL",
+"reason", "seconds", "ms_per_step", "steps": [{"step", "loss", "oracle_loss", "rel_loss",
+"layers": {"conv1": [max|dkernel|, max|dbias|], ...}}]}, the weights compared after each step.
+A fatal input error (bad weights, bad data) is one line {"fatal": "..."}.
+"""
+
+import json
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+from harness import registry
+from harness.data import mnist
+from harness.errors import HarnessError, Unavailable
+
+ORACLE_DTYPE = "float64"
+
+
+def batches(steps: int, batch: int, dtype: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The first steps*batch training images in order: [(x (B, 28, 28, 1), labels (B,)), ...]."""
+    images, labels = mnist.load("train")
+    if steps * batch > len(images):
+        raise HarnessError(f"--steps x --batch: expected at most {len(images)} images, "
+                           f"found {steps} x {batch} = {steps * batch}")
+    x = mnist.to_input(images[:steps * batch], dtype)
+    y = labels[:steps * batch].astype(np.int64)
+    return [(x[i:i + batch], y[i:i + batch]) for i in range(0, steps * batch, batch)]
+
+
+def oracle_run(weights_path, data) -> list[tuple[float, dict]]:
+    """The oracle's (loss, weights after the step) for every step."""
+    from lenet_numpy.train import NumpyTrainer  # the oracle: NumPy only
+
+    oracle = NumpyTrainer(weights_path, dtype=ORACLE_DTYPE)
+    return [(oracle.train_step(x, y), oracle.weights()) for x, y in data]
+
+
+def compare(step, loss, oracle_loss, found, expected) -> dict:
+    """One step's row: the losses, their relative difference, per layer max |dw| vs the oracle."""
+    layers = {}
+    for name, (kernel, bias) in expected.items():
+        layer = found[name]
+        for role, ours, theirs in (("kernel", layer[0], kernel), ("bias", layer[1], bias)):
+            if np.shape(ours) != theirs.shape:
+                raise ValueError(f"weights()[{name!r}] {role}: expected shape {theirs.shape}, "
+                                 f"found {np.shape(ours)}")
+        layers[name] = [float(np.max(np.abs(np.asarray(layer[0], np.float64) - kernel))),
+                        float(np.max(np.abs(np.asarray(layer[1], np.float64) - bias)))]
+    rel = abs(loss - oracle_loss) / max(abs(oracle_loss), 1e-12)
+    return {"step": step, "loss": loss, "oracle_loss": oracle_loss, "rel_loss": rel, "layers": layers}
+
+
+def train_rows(name, device, weights_path, steps, batch, dtype, say=print):
+    data = batches(steps, batch, dtype)
+    reference = oracle_run(weights_path, data)
+    for variant in registry.spec(name).train_variants:
+        row = {"variant": variant, "status": "ok", "reason": None, "steps": []}
+        started = time.perf_counter()
+        try:
+            trainer = registry.create_trainer(name, weights_path, device=device, variant=variant,
+                                              dtype=dtype)
+            try:
+                times = []
+                for k, ((x, y), (oracle_loss, expected)) in enumerate(zip(data, reference, strict=True), 1):
+                    t0 = time.perf_counter_ns()
+                    loss = float(trainer.train_step(x, y))
+                    times.append(time.perf_counter_ns() - t0)
+                    row["steps"].append(compare(k, loss, oracle_loss, trainer.weights(), expected))
+                warm = times[1:] or times  # the first step traces / compiles
+                row["ms_per_step"] = round(float(np.median(warm)) / 1e6, 3)
+                row["first_step_ms"] = round(times[0] / 1e6, 1)
+            finally:
+                trainer.close()
+        except Unavailable as exc:
+            row.update(status="unavailable", reason=str(exc))
+        except HarnessError:
+            raise
+        except Exception as exc:  # a trainer that crashes is a failed check; the steps so far stay
+            traceback.print_exc()
+            row.update(status="FAIL", reason=f"{type(exc).__name__}: {exc}".splitlines()[0])
+        row["seconds"] = round(time.perf_counter() - started, 2)
+        say(json.dumps(row))
+
+
+def main(argv=None) -> int:
+    name, device, weights_path, steps, batch, dtype = argv or sys.argv[1:]
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # framework chatter on stdout goes to stderr, never into the replies
+    sys.stdout = sys.stderr
+    try:
+        train_rows(name, device, weights_path, int(steps), int(batch), dtype,
+                   say=lambda line: replies.write(line + "\n"))
+    except HarnessError as exc:
+        replies.write(json.dumps({"fatal": str(exc)}) + "\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,132 @@
+"""Prove the training steps agree: every chosen implementation and training variant takes the same
+SGD steps from the same seeded weights as the NumPy oracle (lenet_numpy.train, float64).
+
+All start from weights/lenet5_init.weights.h5; step k trains on training images (k-1)*B ... k*B-1
+(uint8 / 255), learning rate harness.base.LEARNING_RATE. Pass: at every step the loss within
+relative 1e-4 of the oracle's and every kernel and bias within 1e-4 absolute of the oracle's
+(so after the last step too). A level that drifts is named by the first step and layer over.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from harness import ROOT, registry
+from harness.errors import HarnessError
+
+DEFAULT_INIT = ROOT / "weights" / "lenet5_init.weights.h5"
+LOSS_TOLERANCE = 1e-4   # relative, every step
+WEIGHT_TOLERANCE = 1e-4  # absolute, every kernel and bias entry, after every step
+STEPS, BATCH = 20, 32
+
+
+def first_failure(steps) -> str | None:
+    """The first step (and layer) over tolerance, or None; NaN counts as over."""
+    for s in steps:
+        if not s["rel_loss"] <= LOSS_TOLERANCE:
+            return (f"step {s['step']} loss: {s['loss']:.7g} vs oracle {s['oracle_loss']:.7g} "
+                    f"(relative {s['rel_loss']:.1e} > {LOSS_TOLERANCE:g})")
+        for name, diffs in s["layers"].items():
+            for role, diff in zip(("kernel", "bias"), diffs, strict=True):
+                if not diff <= WEIGHT_TOLERANCE:
+                    return (f"step {s['step']} {name} {role}: max|dw| {diff:.1e} vs oracle "
+                            f"(> {WEIGHT_TOLERANCE:g})")
+    return None
+
+
+def check(row: dict, steps: int) -> dict:
+    """Summarise a child's row: max relative loss difference, max |dw| after the last step, verdict."""
+    done = row.pop("steps")
+    row["steps_done"] = len(done)
+    if done:
+        row["max_rel_loss"] = max(s["rel_loss"] for s in done)
+        row["final_max_dw"] = max(max(d) for d in done[-1]["layers"].values())
+        row["final_layers"] = done[-1]["layers"]
+        row["per_step"] = done
+    if row["status"] != "ok":
+        return row
+    failure = first_failure(done)
+    if failure or len(done) != steps:
+        row.update(status="FAIL", reason=failure or f"{len(done)} of {steps} steps")
+    return row
+
+
+def verify_train(names, device="cpu", weights_path=None, steps=STEPS, batch=BATCH, dtype="float32",
+                 data_dir=None, progress=print):
+    """One row per implementation x training variant: ok / FAIL / unavailable, with the numbers.
+    Each implementation trains in a child process (harness.check.train_child) with its registry
+    environment; one that crashes leaves a FAIL row, never loses the others'."""
+    weights_path = weights_path or DEFAULT_INIT
+    if data_dir:
+        os.environ["LENET_DATA_DIR"] = str(data_dir)
+    rows = []
+    for name in names:
+        spec = registry.spec(name)
+        why = None
+        if not spec.trainer or not spec.train_variants:
+            why = f"{name} has no training step (no trainer in its ImplSpec)"
+        elif device not in spec.devices:
+            why = f"{name} runs on {list(spec.devices)}"
+        elif dtype not in spec.dtypes:
+            why = f"{name} trains in {list(spec.dtypes)}, not {dtype}"
+        if why:
+            rows.append({"implementation": name, "variant": "-", "device": device,
+                         "status": "unavailable", "reason": why})
+            progress(format_row(rows[-1]))
+            continue
+        for row in child_rows(name, device, weights_path, steps, batch, dtype):
+            row = check({"implementation": name, "device": device, "dtype": dtype, **row}, steps)
+            progress(format_row(row))
+            rows.append(row)
+    return rows
+
+
+def child_rows(name, device, weights_path, steps, batch, dtype):
+    """Run harness.check.train_child for one implementation; yield its rows as they come."""
+    command = [sys.executable, "-m", "harness.check.train_child", name, device, str(weights_path),
+               str(steps), str(batch), dtype]
+    child_env = {**os.environ, **registry.process_env(name)}
+    with tempfile.TemporaryDirectory(prefix="lenet-verify-train-") as out_dir:
+        log_path = os.path.join(out_dir, "stderr.log")  # framework chatter; shown when something fails
+        with open(log_path, "w") as log, subprocess.Popen(command, cwd=ROOT, env=child_env, text=True,
+                                                          stdout=subprocess.PIPE, stderr=log) as child:
+            seen = []
+            for line in child.stdout:
+                row = json.loads(line)
+                if "fatal" in row:
+                    child.wait()
+                    raise HarnessError(row["fatal"])
+                seen.append(row["variant"])
+                yield row
+            code = child.wait()
+        missing = [v for v in registry.spec(name).train_variants if v not in seen]
+        if code != 0 or missing:
+            tail = open(log_path).read().strip().splitlines()[-15:]
+            print("\n".join(f"  | {line}" for line in tail), file=sys.stderr)
+    for variant in missing:  # the child died before this variant (a crash in native code)
+        yield {"variant": variant, "status": "FAIL", "steps": [],
+               "reason": f"the verify-train process for {name} ended with exit code {code}"}
+
+
+def format_row(row: dict) -> str:
+    head = f"{row['implementation'] + '/' + row['variant']:<28} {row['device']:<4} {row['status']:<11}"
+    if "max_rel_loss" in row:
+        text = (f"{head} max rel dloss {row['max_rel_loss']:.1e}  max|dw| {row['final_max_dw']:.1e} "
+                f"after {row['steps_done']} steps")
+        if "ms_per_step" in row:
+            text += f"  {row['ms_per_step']:.2f} ms/step ({row['seconds']} s)"
+        return text + (f"\n{'':<45}{row['reason']}" if row["status"] != "ok" else "")
+    return f"{head} {row.get('reason') or ''}"
+
+
+HEADER = (f"{'implementation/variant':<28} {'dev':<4} {'status':<11} (tolerance: every step's loss "
+          f"within relative {LOSS_TOLERANCE:g}, weights within {WEIGHT_TOLERANCE:g} of the oracle)")
+
+
+def exit_code(rows) -> int:
+    """1 when any level drifted or crashed, 3 when nothing failed but something could not run, else 0."""
+    if any(row["status"] == "FAIL" for row in rows):
+        return 1
+    return 3 if any(row["status"] == "unavailable" for row in rows) else 0
