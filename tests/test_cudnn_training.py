@@ -298,3 +298,42 @@ def test_gpu_k_steps_agree_with_the_oracle(dtype):
         assert set(ours.plans) == {7, 32, 1}
     finally:
         ours.close()
+
+
+# --- the trainer itself, on the NumPy 'GPU' (tests/fake_gpu.py) ----------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_trainer_on_a_numpy_device_agrees_with_the_oracle(monkeypatch, dtype):
+    """CudnnTrainer end to end with libcudnn, libcublas and CuPy replaced by NumPy behind ctypes
+    callbacks with the real argtypes: every call's arguments converted, counted and computed."""
+    from tests import fake_gpu
+
+    lib, blas = fake_gpu.install(monkeypatch, cudnn_train)
+    images, labels = mnist.load("train")
+    x, y = mnist.to_input(images[:40]), labels[:40].astype(np.int64)
+    ours = cudnn_train.CudnnTrainer(INIT, dtype=dtype)
+    oracle = NumpyTrainer(INIT, dtype="float64")
+    tol = 1e-5 if dtype == "float32" else 1e-10
+    try:
+        loss, grads = ours.gradients(x[:7], y[:7])
+        expected_loss, expected = oracle.gradients(x[:7], y[:7])
+        assert abs(loss - expected_loss) <= tol * abs(expected_loss)
+        for name, (kernel, bias) in expected.items():
+            np.testing.assert_allclose(grads[name].kernel, kernel, atol=tol, rtol=0, err_msg=name)
+            np.testing.assert_allclose(grads[name].bias, bias, atol=tol, rtol=0, err_msg=name)
+        for start, n in ((0, 16), (16, 1), (17, 16)):  # two batch sizes: two plans, one set of weights
+            loss = ours.train_step(x[start:start + n], y[start:start + n])
+            expected_loss = oracle.train_step(x[start:start + n], y[start:start + n])
+            assert abs(loss - expected_loss) <= 1e-4 * abs(expected_loss), (start, n)
+        found, want = ours.weights(), oracle.weights()
+        for name in want:
+            np.testing.assert_allclose(found[name].kernel, want[name].kernel, atol=tol, rtol=0, err_msg=name)
+            np.testing.assert_allclose(found[name].bias, want[name].bias, atol=tol, rtol=0, err_msg=name)
+        assert set(ours.plans) == {7, 16, 1}
+    finally:
+        ours.close()
+    assert not lib.lib.errors and not blas.lib.errors, lib.lib.errors + blas.lib.errors
+    called = set(lib.lib.calls)
+    assert {"cudnnConvolutionBackwardData", "cudnnConvolutionBackwardFilter", "cudnnConvolutionBackwardBias",
+            "cudnnPoolingBackward", "cudnnActivationBackward"} <= called
+    axpy = "cublasSaxpy_v2" if dtype == "float32" else "cublasDaxpy_v2"
+    assert blas.lib.calls.count(axpy) == 3 * 10  # three steps, ten tensors
