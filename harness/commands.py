@@ -74,7 +74,10 @@ def cmd_verify_train(args) -> int:
         else:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(text + "\n")
-    verdict = {0: "every training step agrees with the oracle", 1: "DRIFT: see FAIL rows",
+    ties = sum(row["status"] == "tie" for row in rows)
+    verdict = {0: "every training step agrees with the oracle" + (
+                   f" ({ties} row(s) up to a max-pool near-tie, then another valid path)" if ties else ""),
+               1: "DRIFT: see FAIL rows",
                3: "some implementations could not run here (see reasons)"}[code]
     log(verdict)
     return code

@@ -71,3 +71,68 @@ def test_init_weights_are_deterministic(tmp_path):
         fan_in, fan_out = init_weights.fans(kernel_shape)
         assert np.abs(shipped[name].kernel).max() <= np.sqrt(6 / (fan_in + fan_out))
         assert not shipped[name].bias.any()
+
+
+def run_verify_train(names, steps=3, batch=8, json_path=None):
+    """`python -m harness verify-train` as a user runs it: (exit code, rows)."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    out = json_path or "-"
+    done = subprocess.run([sys.executable, "-m", "harness", "verify-train", "--implementations",
+                           ",".join(names), "--steps", str(steps), "--batch", str(batch), "--threads", "1",
+                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    text = done.stdout if out == "-" else open(out).read()
+    return done.returncode, json.loads(text)["rows"], done.stderr
+
+
+def test_a_sign_flip_in_one_gradient_is_caught_and_named():
+    code, rows, err = run_verify_train(["numpy", "tests.train_fakes:SignFlipTrainer",
+                                        "tests.train_fakes:CrashingTrainer"])
+    assert code == 1, err
+    by_name = {row["implementation"]: row for row in rows}
+    assert by_name["numpy"]["status"] == "ok"
+    flipped = by_name["tests.train_fakes:SignFlipTrainer"]
+    assert flipped["status"] == "FAIL"
+    assert flipped["reason"].startswith("step 1 conv2 bias"), flipped["reason"]
+    crashed = by_name["tests.train_fakes:CrashingTrainer"]
+    assert crashed["status"] == "FAIL" and "out of cheese" in crashed["reason"]
+    assert crashed["steps_done"] == 2  # the steps before the crash are kept
+
+
+def test_a_level_without_a_trainer_is_unavailable():
+    from harness.check import train_verify
+
+    rows = train_verify.verify_train(["null"], steps=1, batch=2, progress=lambda line: None)
+    assert rows[0]["status"] == "unavailable" and train_verify.exit_code(rows) == 3
+
+
+def test_the_near_tie_rule_passes_only_drift_after_a_tie():
+    from harness.check.train_verify import check
+
+    def step(k, dw, ties=0):
+        return {"step": k, "loss": 2.0, "oracle_loss": 2.0, "rel_loss": 0.0,
+                "layers": {"conv1": [dw, 0.0]}, "oracle_near_ties": {"pool1": 0, "pool2": ties}}
+
+    late = check({"status": "ok", "steps": [step(1, 0), step(2, 1e-3, ties=1)]}, 2)
+    assert late["status"] == "tie" and "step(s) 2 (pool2 x1)" in late["reason"]
+    early = check({"status": "ok", "steps": [step(1, 1e-3), step(2, 1e-3, ties=1)]}, 2)
+    assert early["status"] == "FAIL" and early["reason"].startswith("step 1 conv1 kernel")
+
+
+@pytest.mark.slow
+@pytest.mark.tf
+def test_every_framework_level_trains_like_the_oracle(tmp_path):
+    names = ["tf", "jax", "torch", "keras", "keras_jax", "keras_torch"]
+    code, rows, err = run_verify_train(names, steps=3, batch=16, json_path=tmp_path / "rows.json")
+    bad = [(r["implementation"], r["variant"], r["status"], r.get("reason")) for r in rows
+           if r["status"] not in ("ok", "tie")]
+    assert code == 0 and not bad, (bad, err[-2000:])
+    assert {(r["implementation"], r["variant"]) for r in rows} >= {
+        ("tf", "function"), ("tf", "eager"), ("jax", "jit"), ("torch", "eager"), ("torch", "compile"),
+        ("keras", "train_on_batch"), ("keras", "fit"), ("keras_jax", "fit"), ("keras_torch", "fit")}
+    for row in rows:
+        assert row["max_rel_loss"] <= 1e-4 and row["final_max_dw"] <= 1e-4, row["implementation"]

@@ -7,7 +7,8 @@ Step k (1-based) trains on training images (k-1)*BATCH ... k*BATCH-1 (uint8 / 25
 (lenet_numpy.train, float64: the exact arithmetic's stand-in) takes the same steps once. For each
 training variant it prints one JSON line: {"variant", "status": "ok" | "unavailable" | "FAIL",
 "reason", "seconds", "ms_per_step", "steps": [{"step", "loss", "oracle_loss", "rel_loss",
-"layers": {"conv1": [max|dkernel|, max|dbias|], ...}}]}, the weights compared after each step.
+"layers": {"conv1": [max|dkernel|, max|dbias|], ...}, "oracle_near_ties": {"pool1": n, "pool2": n}}]},
+the weights compared after each step.
 A fatal input error (bad weights, bad data) is one line {"fatal": "..."}.
 """
 
@@ -37,12 +38,36 @@ def batches(steps: int, batch: int, dtype: str) -> list[tuple[np.ndarray, np.nda
     return [(x[i:i + batch], y[i:i + batch]) for i in range(0, steps * batch, batch)]
 
 
-def oracle_run(weights_path, data) -> list[tuple[float, dict]]:
-    """The oracle's (loss, weights after the step) for every step."""
+NEAR_TIE = 1e-6  # relative gap of a pool window's top two values that float32 rounding may swap
+
+
+def near_ties(w, x) -> dict[str, int]:
+    """Max-pool windows of the oracle's forward whose top two values are positive and differ by less
+    than NEAR_TIE relative (exact ties excluded: those are identical patches, e.g. the background).
+    A float32 level may route such a window's gradient to the other pixel: a different, equally
+    valid path from that step on."""
+    from lenet_numpy.train import QUARTERS, conv_forward, pool_forward
+
+    found = {}
+    for pool, conv, pad in (("pool1", "conv1", 2), ("pool2", "conv2", 0)):
+        a = np.maximum(conv_forward(x, *w[conv], pad=pad)[0], 0)          # (N, H, W, K)
+        top2 = np.sort(np.stack([a[:, i::2, j::2] for i, j in QUARTERS]), axis=0)[-2:]
+        gap = (top2[1] - top2[0]) / np.maximum(top2[1], 1e-30)
+        found[pool] = int(np.sum((top2[1] > 0) & (gap > 0) & (gap < NEAR_TIE)))
+        x = pool_forward(a)[0]
+    return found
+
+
+def oracle_run(weights_path, data) -> list[tuple[float, dict, dict]]:
+    """The oracle's (loss, weights after the step, near-ties in the step's forward) for every step."""
     from lenet_numpy.train import NumpyTrainer  # the oracle: NumPy only
 
     oracle = NumpyTrainer(weights_path, dtype=ORACLE_DTYPE)
-    return [(oracle.train_step(x, y), oracle.weights()) for x, y in data]
+    steps = []
+    for x, y in data:
+        ties = near_ties(oracle.w, x.astype(ORACLE_DTYPE))
+        steps.append((oracle.train_step(x, y), oracle.weights(), ties))
+    return steps
 
 
 def compare(step, loss, oracle_loss, found, expected) -> dict:
@@ -71,11 +96,13 @@ def train_rows(name, device, weights_path, steps, batch, dtype, say=print):
                                               dtype=dtype)
             try:
                 times = []
-                for k, ((x, y), (oracle_loss, expected)) in enumerate(zip(data, reference, strict=True), 1):
+                for k, ((x, y), (oracle_loss, expected, ties)) in enumerate(
+                        zip(data, reference, strict=True), 1):
                     t0 = time.perf_counter_ns()
                     loss = float(trainer.train_step(x, y))
                     times.append(time.perf_counter_ns() - t0)
-                    row["steps"].append(compare(k, loss, oracle_loss, trainer.weights(), expected))
+                    row["steps"].append(compare(k, loss, oracle_loss, trainer.weights(), expected)
+                                        | {"oracle_near_ties": ties})
                 warm = times[1:] or times  # the first step traces / compiles
                 row["ms_per_step"] = round(float(np.median(warm)) / 1e6, 3)
                 row["first_step_ms"] = round(times[0] / 1e6, 1)
