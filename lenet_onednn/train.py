@@ -5,9 +5,11 @@ backward weights (with the bias gradient); max pooling forward_training with its
 pooling backward; ReLU as eltwise forward_training / backward (use_dst_for_bwd); inner product
 forward_training, backward data and backward weights; softmax forward; the cross-entropy
 gradient (probs - onehot) / N as a binary sub with a linear post-op; the SGD update
-w += (-lr) * grad as a binary add in place with a runtime scale. On the host (NumPy): copying
-the images in, the one-hot rows from the labels, and the loss from the (N, 10) logits (a
-float64 logsumexp, 10 numbers a row).
+w += (-lr) * grad as a binary add in place with a runtime scale (a sum primitive with scales
+where oneDNN has only reference code for the binary on a weight layout; on this machine fc2's and
+fc3's blocked brgemm kernels end up on `ref:` code either way, 8k and 1k numbers). On the host
+(NumPy): copying the images in, the one-hot rows from the labels, and the loss from the (N, 10)
+logits (a float64 logsumexp, 10 numbers a row: the loss is returned, nothing depends on it).
 
 Primitives and memories are built once per batch size (like the tuned inference variant). The
 weights live in the plan last used, in the layouts its forward primitives chose; a step at

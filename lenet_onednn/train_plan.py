@@ -18,7 +18,8 @@ Backward, every gradient in the layout of the tensor it belongs to (d_c2 in c2's
     fc3, fc2, fc1: backward weights (dW, db) and backward data; ReLU backward in place on the gradient
     pool2 backward (ws2) -> relu2 backward -> conv2 backward weights (dW, db) and backward data
     pool1 backward (ws1) -> relu1 backward -> conv1 backward weights (no backward data: x needs none)
-SGD (update=True): w += (-lr) * dw for the 10 tensors, binary add in place with a runtime scale.
+SGD (update=True): w += (-lr) * dw for the 10 tensors, binary add in place with a runtime scale
+(or a sum primitive with scales where the binary has only reference code for the layout).
 
 Weights live here in the layouts the forward primitives chose; `load` and `export` reorder them
 from and to the Keras arrays (layout.py's conventions). Where a backward primitive wants another
