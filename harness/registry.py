@@ -67,12 +67,14 @@ REGISTRY = {
                  "lenet_keras", env=(("KERAS_BACKEND", "torch"),),
                  trainer="lenet_keras.train:KerasTorchTrainer", train_variants=KERAS_TRAIN),
         ImplSpec("cudnn", "lenet_cudnn.model:CudnnLeNet", "cudnn", ("gpu",),
-                 ("tuned", "naive", "graph"), ("float32", "float64"), "lenet_cudnn", gpu_only=("graph",)),
+                 ("tuned", "naive", "graph"), ("float32", "float64"), "lenet_cudnn", gpu_only=("graph",),
+                 trainer="lenet_cudnn.train:CudnnTrainer", train_variants=("default",)),
         # float32 only: oneDNN 3.2 has no f64 conv/pooling/inner product on the CPU. No env
         # entry: OMP_NUM_THREADS comes from the harness's thread rule (procenv), set before
         # libgomp loads; an entry here would override a study's thread count.
         ImplSpec("onednn", "lenet_onednn.model:OnednnLeNet", "onednn", ("cpu",),
-                 ("tuned", "naive", "naive_nocache"), ("float32",), "lenet_onednn"),
+                 ("tuned", "naive", "naive_nocache"), ("float32",), "lenet_onednn",
+                 trainer="lenet_onednn.train:OnednnTrainer", train_variants=("default",)),
     )
 }
 DEVICES = ("cpu", "gpu")

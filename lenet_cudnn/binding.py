@@ -28,6 +28,8 @@ POOLING_MAX = 0
 SOFTMAX_ACCURATE = 1
 SOFTMAX_MODE_CHANNEL = 1  # over C at each (h, w): with (N, 10, 1, 1) tensors, over the 10 classes
 CONV_FWD_ALGOS = 8  # CUDNN_CONVOLUTION_FWD_ALGO_COUNT
+CONV_BWD_DATA_ALGOS, CONV_BWD_FILTER_ALGOS = 6, 7  # CUDNN_CONVOLUTION_BWD_{DATA,FILTER}_ALGO_COUNT
+DETERMINISTIC = 1  # cudnnDeterminism_t: CUDNN_NON_DETERMINISTIC 0 (atomic adds), CUDNN_DETERMINISTIC 1
 FMA_MATH = 3  # no TF32 tensor cores: float32 stays float32 (1e-5 agreement with the reference)
 DATA_TYPES = {"float32": DATA_FLOAT, "float64": DATA_DOUBLE}
 
@@ -45,6 +47,18 @@ class ConvFwdAlgoPerf(ctypes.Structure):
                 ("memory", c_size_t), ("determinism", c_int), ("mathType", c_int),
                 ("reserved", c_int * 3)]
 
+
+# cudnnConvolutionBwdDataAlgoPerf_t and cudnnConvolutionBwdFilterAlgoPerf_t: the same fields
+ConvBwdDataAlgoPerf = ConvBwdFilterAlgoPerf = ConvFwdAlgoPerf
+# cudnnConvolutionBackwardData / BackwardFilter: handle, alpha, a desc, a, dy desc, dy, conv desc,
+# algo, workspace, workspace bytes, beta, out desc, out
+CONV_BACKWARD = [Handle, Ptr, Desc, Ptr, Desc, Ptr, Desc, c_int, Ptr, c_size_t, Ptr, Desc, Ptr]
+# cudnnPoolingBackward / cudnnActivationBackward: handle, desc, alpha, y desc, y, dy desc, dy,
+# x desc, x, beta, dx desc, dx
+Y_DY_X_BACKWARD = [Handle, Desc, Ptr, Desc, Ptr, Desc, Ptr, Desc, Ptr, Ptr, Desc, Ptr]
+# the algorithm queries: handle, 4 descriptors, requested count, returned count, perf results
+ALGO_QUERY = [Handle, Desc, Desc, Desc, Desc, c_int, IntP, ctypes.POINTER(ConvFwdAlgoPerf)]
+WORKSPACE_QUERY = [Handle, Desc, Desc, Desc, Desc, c_int, ctypes.POINTER(c_size_t)]
 
 # name -> argtypes; every one returns cudnnStatus_t (int) unless listed in RESTYPES
 SIGNATURES = {
@@ -82,6 +96,22 @@ SIGNATURES = {
     "cudnnDestroyPoolingDescriptor": [Desc],
     "cudnnPoolingForward": [Handle, Desc, Ptr, Desc, Ptr, Ptr, Desc, Ptr],
     "cudnnSoftmaxForward": [Handle, c_int, c_int, Ptr, Desc, Ptr, Ptr, Desc, Ptr],
+    # --- training ---
+    # w desc, w, dy desc, dy, conv, algo, ws, ws bytes, beta, dx desc, dx
+    "cudnnConvolutionBackwardData": CONV_BACKWARD,
+    # x desc, x, dy desc, dy, conv, algo, ws, ws bytes, beta, dw (filter) desc, dw
+    "cudnnConvolutionBackwardFilter": CONV_BACKWARD,
+    # handle, alpha, dy desc, dy, beta, db desc, db
+    "cudnnConvolutionBackwardBias": [Handle, Ptr, Desc, Ptr, Ptr, Desc, Ptr],
+    # (w, dy, conv, dx) and (x, dy, conv, dw) descriptors
+    "cudnnGetConvolutionBackwardDataAlgorithm_v7": ALGO_QUERY,
+    "cudnnFindConvolutionBackwardDataAlgorithm": ALGO_QUERY,
+    "cudnnGetConvolutionBackwardFilterAlgorithm_v7": ALGO_QUERY,
+    "cudnnFindConvolutionBackwardFilterAlgorithm": ALGO_QUERY,
+    "cudnnGetConvolutionBackwardDataWorkspaceSize": WORKSPACE_QUERY,
+    "cudnnGetConvolutionBackwardFilterWorkspaceSize": WORKSPACE_QUERY,
+    "cudnnPoolingBackward": Y_DY_X_BACKWARD,
+    "cudnnActivationBackward": Y_DY_X_BACKWARD,
     "cudnnGetVersion": [],
     "cudnnGetErrorString": [c_int],
 }

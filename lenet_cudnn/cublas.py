@@ -47,6 +47,7 @@ Ptr = ctypes.c_void_p  # device memory, host scalars, cudaStream_t
 c_int, c_size_t = ctypes.c_int, ctypes.c_size_t
 IntP = ctypes.POINTER(c_int)
 GEMM = [Handle, c_int, c_int, c_int, c_int, c_int, Ptr, Ptr, c_int, Ptr, c_int, Ptr, Ptr, c_int]
+AXPY = [Handle, c_int, Ptr, Ptr, c_int, Ptr, c_int]  # handle, n, *alpha, x, incx, y, incy
 
 # name -> argtypes; every one returns cublasStatus_t (int) unless listed in RESTYPES
 SIGNATURES = {
@@ -60,6 +61,9 @@ SIGNATURES = {
     # handle, transa, transb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc
     "cublasSgemm_v2": GEMM,
     "cublasDgemm_v2": GEMM,
+    # y = alpha * x + y (the SGD step: w += (-lr) * grad)
+    "cublasSaxpy_v2": AXPY,
+    "cublasDaxpy_v2": AXPY,
     "cublasGetVersion_v2": [Handle, IntP],
     "cublasGetStatusString": [c_int],
 }

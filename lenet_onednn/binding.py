@@ -41,20 +41,29 @@ STREAM_DEFAULT_FLAGS = 1  # dnnl_stream_in_order
 TAG_ANY, TAG_A, TAG_AB, TAG_ABCD, TAG_BA, TAG_ACDB, TAG_CDBA = 1, 2, 3, 5, 14, 22, 28
 TAG_X, TAG_NC, TAG_NCHW, TAG_NHWC, TAG_IO, TAG_HWIO = TAG_A, TAG_AB, TAG_ABCD, TAG_ACDB, TAG_BA, TAG_CDBA
 FORMAT_KIND_BLOCKED = 2  # dnnl_format_kind_t: undef, any, blocked, opaque
-FORWARD_INFERENCE = 96  # dnnl_prop_kind_t (max pooling in training mode wants a workspace)
+FORWARD_TRAINING, FORWARD_INFERENCE = 64, 96  # dnnl_prop_kind_t (max pooling trains with a workspace)
 CONVOLUTION_DIRECT = 0x1  # dnnl_alg_kind_t
 ELTWISE_RELU = 0x20
+ELTWISE_LINEAR = 0x26  # alpha * x + beta (relu 0x20, tanh, elu, square, abs, sqrt, linear)
+ELTWISE_RELU_USE_DST_FOR_BWD = 0x100  # ReLU whose backward reads dst (dst > 0), not src
 POOLING_MAX = 0x1FF
+BINARY_ADD, BINARY_SUB = 0x1FFF0, 0x1FFF5  # dst = src0 + src1, src0 - src1
 SOFTMAX_ACCURATE = 0x30000
 # dnnl_query_t
 QUERY_IMPL_INFO_STR = 8
-QUERY_SRC_MD, QUERY_WEIGHTS_MD, QUERY_DST_MD = 129, 131, 133
+QUERY_SRC_MD, QUERY_DIFF_SRC_MD, QUERY_WEIGHTS_MD, QUERY_DIFF_WEIGHTS_MD = 129, 130, 131, 132
+QUERY_DST_MD, QUERY_DIFF_DST_MD, QUERY_WORKSPACE_MD = 133, 134, 135
+QUERY_EXEC_ARG_MD = 255  # the memory desc of execution argument `index` (a DNNL_ARG_*)
 QUERY_NDIMS_S32, QUERY_DIMS, QUERY_DATA_TYPE = 256, 257, 258
 QUERY_STRIDES = 14  # dnnl_query_strides: of a memory desc, its strides (result: dnnl_dims_t **)
 QUERY_FORMAT_KIND, QUERY_INNER_NBLKS_S32 = 262, 263
 # execute arguments (DNNL_ARG_*)
-ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 17, 33, 41
+ARG_SRC, ARG_SRC_1, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 2, 17, 33, 41
 ARG_FROM, ARG_TO = ARG_SRC, ARG_DST
+ARG_WORKSPACE = 64
+ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS, ARG_DIFF_BIAS = 129, 145, 161, 169
+ARG_MULTIPLE_SRC = 1024  # sum: source i is ARG_MULTIPLE_SRC + i
+ARG_ATTR_SCALES = 4096  # a runtime scale of argument `arg` is passed as ARG_ATTR_SCALES | arg
 MEMORY_ALLOCATE = ctypes.c_void_p(2**64 - 1)  # DNNL_MEMORY_ALLOCATE ((void *)(size_t)-1)
 MAX_NDIMS = 12
 
@@ -103,6 +112,32 @@ SIGNATURES = {
     "dnnl_inner_product_forward_primitive_desc_create": [PtrP, Ptr, c_int, Ptr, Ptr, Ptr, Ptr, Ptr],
     # pd, engine, prop, alg, src, dst, axis, attr
     "dnnl_softmax_forward_primitive_desc_create": [PtrP, Ptr, c_int, c_int, Ptr, Ptr, c_int, Ptr],
+    # --- training (backward primitives take the forward pd as a hint) ---
+    # pd, engine, alg, diff_src, weights, diff_dst, strides, dilates, padding_l, padding_r, hint, attr
+    "dnnl_convolution_backward_data_primitive_desc_create": [PtrP, Ptr, c_int, Ptr, Ptr, Ptr,
+                                                             Dims, Dims, Dims, Dims, Ptr, Ptr],
+    # pd, engine, alg, src, diff_weights, diff_bias, diff_dst, strides, dilates, padding_l,
+    # padding_r, hint, attr
+    "dnnl_convolution_backward_weights_primitive_desc_create": [PtrP, Ptr, c_int, Ptr, Ptr, Ptr, Ptr,
+                                                                Dims, Dims, Dims, Dims, Ptr, Ptr],
+    # pd, engine, alg, diff_src, diff_dst, strides, kernel, dilation, padding_l, padding_r, hint, attr
+    "dnnl_pooling_backward_primitive_desc_create": [PtrP, Ptr, c_int, Ptr, Ptr,
+                                                    Dims, Dims, Dims, Dims, Dims, Ptr, Ptr],
+    # pd, engine, prop, alg, src, dst, alpha, beta (C floats), attr
+    "dnnl_eltwise_forward_primitive_desc_create": [PtrP, Ptr, c_int, c_int, Ptr, Ptr, c_float, c_float, Ptr],
+    # pd, engine, alg, diff_src, diff_dst, data (src or dst), alpha, beta, hint, attr
+    "dnnl_eltwise_backward_primitive_desc_create": [PtrP, Ptr, c_int, Ptr, Ptr, Ptr, c_float, c_float,
+                                                    Ptr, Ptr],
+    # pd, engine, diff_src, weights, diff_dst, hint, attr
+    "dnnl_inner_product_backward_data_primitive_desc_create": [PtrP, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr],
+    # pd, engine, src, diff_weights, diff_bias, diff_dst, hint, attr
+    "dnnl_inner_product_backward_weights_primitive_desc_create": [PtrP, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr],
+    # pd, engine, alg, src0, src1, dst, attr
+    "dnnl_binary_primitive_desc_create": [PtrP, Ptr, c_int, Ptr, Ptr, Ptr, Ptr],
+    # pd, engine, dst, n, scales (const float *), src descs (const_dnnl_memory_desc_t const *), attr
+    "dnnl_sum_primitive_desc_create": [PtrP, Ptr, Ptr, c_int, ctypes.POINTER(c_float), PtrP, Ptr],
+    # attr, arg (DNNL_ARG_*), mask (0: one scale for the whole tensor, given at execution)
+    "dnnl_primitive_attr_set_scales_mask": [Ptr, c_int, c_int],
     # pd, src md, src engine, dst md, dst engine, attr
     "dnnl_reorder_primitive_desc_create": [PtrP, Ptr, Ptr, Ptr, Ptr, Ptr],
     "dnnl_primitive_desc_query": [Ptr, c_int, c_int, Ptr],
