@@ -130,6 +130,7 @@ class Grader:
     def grade(self, student: str, folder: Path) -> dict:
         lab = self.lab
         row = {"lab": lab.name, "student": student, "status": "ok", "reason": None,
+               "batch_size": lab.measure["batch_size"],
                "rank_by": lab.rank_by.label, "references": [r.label for r in lab.references],
                "device": lab.device, "node": self.node, "started": time.time()}
         row.update(count_loc(folder, student))
@@ -185,6 +186,7 @@ class Grader:
         labels = [r.label for r in lab.references]
         times = {who: [] for who in [SUBMISSION, *labels]}
         trips = {who: [] for who in [SUBMISSION, *labels]}
+        cpu = {who: [] for who in [SUBMISSION, *labels]}
         seeds = []
         for r, calls in enumerate(chunk_sizes(m["calls"], m["rounds"])):
             seed = timing.new_seed()
@@ -196,20 +198,25 @@ class Grader:
                 result = self.chunk(who, box if who == SUBMISSION else self.reference(who), images, oracle)
                 times[who].append(result["times_ns"])
                 trips[who].append(result["trips_ns"])
+                cpu[who].append(result["cpu_ns"])
             seeds.append(seed)  # revealed only now, for audit
-        return self.verdict(times, trips, seeds, labels)
+        return self.verdict(times, trips, cpu, seeds, labels)
 
-    def verdict(self, times, trips, seeds, labels) -> dict:
-        rounds = len(seeds)
-        gaps = [max(timing.protocol_gap_ns(times[ref][r], trips[ref][r]) for ref in labels)
-                for r in range(rounds)]
+    def verdict(self, times, trips, cpu, seeds, labels) -> dict:
+        rounds, gpu = len(seeds), self.lab.device == "gpu"
+        cpu_gaps = [max(timing.protocol_gap_ns(times[ref][r], cpu[ref][r]) for ref in labels)
+                    for r in range(rounds)]
+        trip_gaps = [max(timing.protocol_gap_ns(times[ref][r], trips[ref][r]) for ref in labels)
+                     for r in range(rounds)]
         flagged = []
         for r in range(rounds):
-            why = timing.inconsistency(times[SUBMISSION][r], trips[SUBMISSION][r], gaps[r])
+            why = timing.inconsistency(times[SUBMISSION][r], cpu[SUBMISSION][r], cpu_gaps[r],
+                                       trips[SUBMISSION][r] if gpu else None, trip_gaps[r])
             if why:
                 flagged.append({"round": r, "reason": why})
         used = [r for r in range(rounds) if r not in {f["round"] for f in flagged}]
-        out = {"seeds": seeds, "times_ns": times, "trips_ns": trips, "protocol_gap_ns": gaps,
+        out = {"seeds": seeds, "times_ns": times, "trips_ns": trips, "cpu_ns": cpu,
+               "protocol_cpu_ns": cpu_gaps, "protocol_trip_ns": trip_gaps,
                "inconsistent_rounds": flagged, "rounds_used": used}
         if timing.too_many(len(flagged), rounds):
             raise_with = Failure("timing-inconsistent",

@@ -53,6 +53,12 @@ def limiter(memory_mb: int | None, cpu_s: float | None, address_space: bool):
     return apply
 
 
+def cpu_clock(pid: int) -> int:
+    """The clock id of another process's CPU time (clock_getcpuclockid: all its threads, in ns,
+    precise even while it runs): Linux's MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)."""
+    return ((~pid) << 3) | 2
+
+
 def rss_mb(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -213,11 +219,13 @@ class Sandbox:
 
     def stream(self, images: np.ndarray, timeout: float) -> dict:
         """Time one chunk of calls: images (K, B, 28, 28) uint8, one call per (B, 28, 28), sent
-        only after the previous answer. Returns the worker's times, the parent's round trips
-        (send -> answer, ns) and the answers (K, B, 10)."""
+        only after the previous answer. Returns per call the worker's own times, the parent's round
+        trips (send -> answer, ns), the worker's CPU time over each round trip (all its threads,
+        from the kernel: a submission cannot change it) and the answers (K, B, 10)."""
         calls, batch = images.shape[:2]
         answer = 8 + batch * CLASSES * 4
-        times, trips = [0] * calls, [0] * calls
+        times, trips, cpu = [0] * calls, [0] * calls, [0] * calls
+        clock = cpu_clock(self.proc.pid)
         out = np.empty((calls, batch, CLASSES), dtype=np.float32)
         started = time.monotonic()
         try:
@@ -225,6 +233,10 @@ class Sandbox:
             self._send((json.dumps({"op": "stream", "calls": calls, "batch": batch}) + "\n").encode())
             for i in range(calls):
                 pixels = np.ascontiguousarray(images[i], dtype=np.uint8).tobytes()
+                try:
+                    c0 = time.clock_gettime_ns(clock)
+                except OSError:  # the process is gone
+                    raise self.died() from None
                 t0 = time.perf_counter_ns()
                 self._send(pixels)
                 head = self._exact(8, deadline, why)
@@ -234,10 +246,14 @@ class Sandbox:
                     raise Failure("crashed", "a timed call failed without a reason")
                 frame = self._exact(answer - 8, deadline, why)
                 trips[i] = time.perf_counter_ns() - t0
+                try:
+                    cpu[i] = time.clock_gettime_ns(clock) - c0
+                except OSError:
+                    raise self.died() from None
                 out[i] = np.frombuffer(frame, dtype="<f4").reshape(batch, CLASSES)
             self.watch_memory()
             if self.killed_for:
                 raise Failure("out-of-memory", self.killed_for)
-            return {"times_ns": times, "trips_ns": trips, "outputs": out}
+            return {"times_ns": times, "trips_ns": trips, "cpu_ns": cpu, "outputs": out}
         finally:
             self.busy_s += time.monotonic() - started
