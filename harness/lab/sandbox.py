@@ -231,6 +231,7 @@ class Sandbox:
         try:
             deadline, why = self._deadline(timeout, "timing")
             self._send((json.dumps({"op": "stream", "calls": calls, "batch": batch}) + "\n").encode())
+            self._checked(self._line(deadline, why))  # ready: its garbage collected, clocks may start
             for i in range(calls):
                 pixels = np.ascontiguousarray(images[i], dtype=np.uint8).tobytes()
                 try:

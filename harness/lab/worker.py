@@ -11,7 +11,8 @@ call's answer, so no submission ever holds an image it has not answered yet.
     {"op": "load", "submission": DIR, "module": "lenet.py", "class": ""      (or "implementation":
      NAME, "variant": V), "device", "dtype", "weights"}  -> {"ok", "class", "import_ns", "load_ns"}
     {"op": "gate", "images": N, "batch": B}  -> {"ok", "rows": N} then N*10 float32 (little-endian)
-    {"op": "stream", "calls": K, "batch": B}  -> K times: the parent sends B*784 uint8 pixels, the
+    {"op": "stream", "calls": K, "batch": B}  -> {"ok", "ready"}, then K times: the parent sends
+        B*784 uint8 pixels, the
         worker answers int64 ns (its clock around predict) then B*10 float32; -1 instead of the
         time means the call failed, and one JSON error line follows
     {"op": "exit"}
@@ -171,6 +172,7 @@ class Worker:
 
         gc.collect()
         gc.disable()  # no collection inside a timed call, as in timeit
+        self.channel.reply({"ok": True, "ready": True})  # the parent's clocks start after this
         try:
             for _ in range(calls):
                 pixels = np.frombuffer(self.channel.exact(batch * PIXELS), dtype=np.uint8)
