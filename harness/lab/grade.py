@@ -243,14 +243,15 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume=False, only=None, w
     from harness.machine import gpu
     from harness.machine.gpulock import GpuLock
 
-    store.prepare(out, lab.source, lab.path)
+    store.prepare(out, lab.name, lab.source, lab.path)
     names = store.students(submissions, lab.module)
     if only:
         unknown = sorted(set(only) - set(names))
         if unknown:
             raise HarnessError(f"--only: no submission folder {unknown} in {submissions}; found {names}")
         names = [n for n in names if n in only]
-    done = [n for n in names if store.read_row(out, n) is not None]
+    # a row the Slurm merge made for a task that left none (cancelled, crashed) is not a result
+    done = [n for n in names if (store.read_row(out, n) or {"from_merge": True}).get("from_merge") is not True]
     if done and not resume:
         raise HarnessError(f"{out}: already holds results for {len(done)} submission(s) ({done[:5]}); "
                            "add --resume to grade only the others, or use another --out")

@@ -122,11 +122,11 @@ def markdown(rows, lab) -> str:
 
 
 def build(out: Path, report=print) -> list[Path]:
-    """Everything readers see, from OUT/results/*/row.json and OUT/lab.toml alone."""
+    """Everything readers see, from OUT/results/*/row.json and OUT/<lab>.toml alone."""
     from harness.lab import feedback, plots
 
     out = Path(out)
-    lab = labfile.parse((out / "lab.toml").read_text(), str(out / "lab.toml"))
+    lab = labfile.load(str(store.lab_copy(out)))
     rows = store.read_rows(out)
     paths = [write_csv(rows, out / "leaderboard.csv")]
     (out / "LEADERBOARD.md").write_text(markdown(rows, lab))

@@ -1,6 +1,8 @@
 """A grading's folder: one result folder per submission, so Slurm tasks never share a file.
 
-    OUT/lab.toml                      the lab file graded (Slurm tasks and `lab report` read it)
+    OUT/<lab>.toml                    a copy of the lab file graded, named after the lab (so a lab
+                                      named by its file name keeps it); Slurm tasks and `lab report`
+                                      read it
     OUT/results/<student>/row.json    the submission's row (written last, atomically: present = done)
     OUT/results/<student>/started.json  written first (node, time): a folder without row.json is
                                       a submission whose grading was cut off
@@ -37,15 +39,27 @@ def students(submissions: Path, module: str) -> list[str]:
     return names
 
 
-def prepare(out: Path, lab_source: str, lab_path: str) -> None:
-    """OUT/lab.toml: the lab being graded; another lab's folder is refused, not mixed."""
+def lab_copy(out: Path) -> Path:
+    """OUT/<lab>.toml, the one lab file of a grading folder."""
+    found = sorted(Path(out).glob("*.toml"))
+    if len(found) != 1:
+        raise HarnessError(f"{out}: not a lab grading folder (expected one <lab>.toml in it, found "
+                           f"{[p.name for p in found]})")
+    return found[0]
+
+
+def prepare(out: Path, lab_name: str, lab_source: str, lab_path: str) -> Path:
+    """OUT/<lab>.toml: the lab being graded; another lab's folder is refused, not mixed."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    copy = out / "lab.toml"
-    if copy.is_file() and copy.read_text() != lab_source:
-        raise HarnessError(f"{out}: holds results of another lab file ({copy} differs from {lab_path}); "
-                           "use another --out")
-    copy.write_text(lab_source)
+    copy = out / f"{lab_name}.toml"
+    others = [p for p in out.glob("*.toml") if p != copy]
+    if others or (copy.is_file() and copy.read_text() != lab_source):
+        raise HarnessError(f"{out}: holds results of another lab file ({(others or [copy])[0].name} differs "
+                           f"from {lab_path}); use another --out")
+    if Path(lab_path).resolve() != copy.resolve():
+        copy.write_text(lab_source)
+    return copy
 
 
 def write_json(path: Path, data: dict) -> None:

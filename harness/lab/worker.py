@@ -12,9 +12,8 @@ call's answer, so no submission ever holds an image it has not answered yet.
      NAME, "variant": V), "device", "dtype", "weights"}  -> {"ok", "class", "import_ns", "load_ns"}
     {"op": "gate", "images": N, "batch": B}  -> {"ok", "rows": N} then N*10 float32 (little-endian)
     {"op": "stream", "calls": K, "batch": B}  -> {"ok", "ready"}, then K times: the parent sends
-        B*784 uint8 pixels, the
-        worker answers int64 ns (its clock around predict) then B*10 float32; -1 instead of the
-        time means the call failed, and one JSON error line follows
+        B*784 uint8 pixels, the worker answers int64 ns (its clock around predict) then B*10
+        float32; -1 instead of the time means the call failed, and one JSON error line follows
     {"op": "exit"}
 
 An error reply is {"ok": false, "status": ..., "reason": ...}; the status is import-error,
