@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS
 from harness.errors import HarnessError
-from harness.lab import grade, labfile, store
+from harness.lab import grade, labfile
 
 QUICK = {"rounds": 2, "calls": 40, "warmup": 5}
 
@@ -36,5 +36,4 @@ def check(lab: labfile.Lab, path: Path, weights=DEFAULT_WEIGHTS, report=print) -
         feedback.write(row, quick, 1 if row["status"] == "ok" else None, 1, out)
         text = (out / "feedback" / f"{name}.md").read_text()
         text = text.replace(f"![time per call]({name}.png)", "(histogram: left out in a check)")
-        store.read_rows(out)
     return row, text

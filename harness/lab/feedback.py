@@ -55,7 +55,8 @@ def write(row: dict, lab, place: int | None, ranked: int, out: Path) -> list[Pat
         lines += [f"Median time per image: {fmt(row['median_per_image_ns'])} on {node.get('hostname')} "
                   f"({node.get('gpu') or node.get('cpu')}), over {len(row['rounds_used'])} rounds.", ""]
         for label, r in row["ratios"].items():
-            lines.append(f"- × {label}: {r['ratio']:.2f} [95% interval {r['ci95_low']:.2f}–{r['ci95_high']:.2f}]"
+            lines.append(f"- × {label}: {r['ratio']:.2f} "
+                         f"[95% interval {r['ci95_low']:.2f}–{r['ci95_high']:.2f}]"
                          f" ({'faster' if r['ratio'] < 1 else 'slower'} than {label}; "
                          f"{label} took {fmt(row['reference_medians_ns'][label])} per call beside you)")
         lines += ["", f"Lines of code: {row['loc']} in {row['files']} file(s)."]

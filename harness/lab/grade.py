@@ -83,7 +83,8 @@ class Grader:
         if label not in self.refs:
             ref = self.lab.reference(label)
             ref_env = {**self.env, **registry.process_env(ref.implementation)}
-            box = Sandbox(label, ref_env, self.scratch, self.scratch / "references.log", device=self.lab.device)
+            box = Sandbox(label, ref_env, self.scratch, self.scratch / "references.log",
+                          device=self.lab.device)
             try:
                 box.request({"op": "load", "implementation": ref.implementation, "variant": ref.variant,
                              "device": self.lab.device, "dtype": self.lab.dtype, "weights": self.weights},
@@ -115,9 +116,11 @@ class Grader:
         check = timing.disagreements(result["outputs"].reshape(-1, 10), oracle, self.lab.gate["max_abs_diff"])
         if check["bad"]:
             if who != SUBMISSION:
-                raise HarnessError(f"reference {who} disagrees with the NumPy oracle on timed images: {check}")
+                raise HarnessError(f"reference {who} disagrees with the NumPy oracle on timed images: "
+                                   f"{check}")
             raise Failure("wrong", f"timed calls: {check['bad']} of {check['calls']} answers on unseen "
-                                   f"images disagree with the oracle (worst |dp| {check['max_abs_diff']:.2g})")
+                                   "images disagree with the oracle "
+                                   f"(worst |dp| {check['max_abs_diff']:.2g})")
         return result
 
     def close(self):
@@ -137,7 +140,8 @@ class Grader:
         results = store.result_dir(self.out, student)
         results.mkdir(parents=True, exist_ok=True)
         workdir = Path(tempfile.mkdtemp(prefix=f"lenet-lab-{student}-"))
-        box = Sandbox(student, self.env, workdir, results / "worker.log", limits=lab.limits, device=lab.device)
+        box = Sandbox(student, self.env, workdir, results / "worker.log", limits=lab.limits,
+                      device=lab.device)
         try:
             if not (folder / lab.module).is_file():
                 raise Failure("import-error", f"no {lab.module} in the submission folder "
@@ -231,7 +235,8 @@ class Grader:
         out["median_per_image_ns"] = summary["median_ns"] / self.lab.measure["batch_size"]
         out["ratios"] = {ref: stats.round_ratio(sub, [times[ref][r] for r in used]) for ref in labels}
         rank = self.lab.rank_by.label
-        out["reference_medians_ns"] = {ref: stats.pooled_median([times[ref][r] for r in used]) for ref in labels}
+        out["reference_medians_ns"] = {ref: stats.pooled_median([times[ref][r] for r in used])
+                                       for ref in labels}
         out["reference_ratios"] = {ref: stats.round_ratio([times[ref][r] for r in used],
                                                           [times[rank][r] for r in used]) for ref in labels}
         return out
@@ -251,7 +256,8 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume=False, only=None, w
             raise HarnessError(f"--only: no submission folder {unknown} in {submissions}; found {names}")
         names = [n for n in names if n in only]
     # a row the Slurm merge made for a task that left none (cancelled, crashed) is not a result
-    done = [n for n in names if (store.read_row(out, n) or {"from_merge": True}).get("from_merge") is not True]
+    done = [n for n in names
+            if (store.read_row(out, n) or {"from_merge": True}).get("from_merge") is not True]
     if done and not resume:
         raise HarnessError(f"{out}: already holds results for {len(done)} submission(s) ({done[:5]}); "
                            "add --resume to grade only the others, or use another --out")
@@ -290,6 +296,7 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume=False, only=None, w
 def one_line(row: dict) -> str:
     if row["status"] == "ok":
         r = row["ratios"][row["rank_by"]]
-        return (f"ok  {row['median_per_image_ns'] / 1e3:.1f} us per image, {r['ratio']:.2f}x {row['rank_by']} "
+        return (f"ok  {row['median_per_image_ns'] / 1e3:.1f} us per image, "
+                f"{r['ratio']:.2f}x {row['rank_by']} "
                 f"[{r['ci95_low']:.2f}-{r['ci95_high']:.2f}], {row['loc']} lines ({row['seconds']} s)")
     return f"{row['status']}: {row['reason']} ({row.get('seconds', '-')} s)"

@@ -32,7 +32,8 @@ CSV_FIELDS = ["rank", "student", "status", "median_us_per_image", "rank_by", "ra
 def ranked(rows: list[dict]) -> list[tuple[int | None, dict]]:
     ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: (ratio_of(r)["ratio"], r["student"]))
     rest = sorted((r for r in rows if r["status"] != "ok"),
-                  key=lambda r: (STATUSES.index(r["status"]) if r["status"] in STATUSES else 99, r["student"]))
+                  key=lambda r: (STATUSES.index(r["status"]) if r["status"] in STATUSES else 99,
+                                 r["student"]))
     return [(i, r) for i, r in enumerate(ok, 1)] + [(None, r) for r in rest]
 
 
@@ -42,7 +43,8 @@ def ratio_of(row: dict, label: str | None = None) -> dict:
 
 def node_name(row: dict) -> str:
     node = row.get("node") or {}
-    return f"{node.get('hostname', '?')}: {node.get('gpu') or node.get('cpu') or '?'}"
+    hardware = node.get("gpu") or node.get("cpu")
+    return f"{node.get('hostname', '?')}: {hardware}" if hardware else node.get("hostname", "?")
 
 
 def fmt_us(ns: float) -> str:
@@ -97,7 +99,8 @@ def markdown(rows, lab) -> str:
              f"gate first: {lab.gate['min_agree']} of {lab.gate['images']} test images with the NumPy "
              f"reference's argmax and every |dp| <= {lab.gate['max_abs_diff']:g}; every timed answer, on "
              "images it had not seen, was checked too.", "",
-             f"| rank | student | status | median per image | × {rank_by} [95% interval] | LOC | node | note |",
+             f"| rank | student | status | median per image | × {rank_by} [95% interval] | LOC | node "
+             "| note |",
              "| ---: | --- | --- | ---: | ---: | ---: | --- | --- |"]
     for rank, row in ranked(rows):
         if row["status"] == "ok":
@@ -108,7 +111,8 @@ def markdown(rows, lab) -> str:
             note = f"{dropped} round(s) dropped (timing)" if dropped else ""
         else:
             speed, ratio, note = "–", "–", (row.get("reason") or "")[:90].replace("|", "/")
-        lines.append(f"| {rank or '–'} | [{row['student']}](feedback/{row['student']}.md) | {row['status']} | "
+        lines.append(f"| {rank or '–'} | [{row['student']}](feedback/{row['student']}.md) | "
+                     f"{row['status']} | "
                      f"{speed} | {ratio} | {row.get('loc', '–')} | {node_name(row)} | {note} |")
     refs = reference_summary(rows)
     if refs:
@@ -133,7 +137,7 @@ def build(out: Path, report=print) -> list[Path]:
     paths.append(out / "LEADERBOARD.md")
     paths.append(plots.speed_vs_loc(rows, lab, reference_summary(rows), out / "leaderboard.png"))
     places = {row["student"]: rank for rank, row in ranked(rows)}
+    ranked_count = len([r for r in rows if r["status"] == "ok"])
     for row in rows:
-        paths += feedback.write(row, lab, places[row["student"]], len([r for r in rows if r["status"] == "ok"]),
-                                out)
+        paths += feedback.write(row, lab, places[row["student"]], ranked_count, out)
     return paths

@@ -172,7 +172,8 @@ class Sandbox:
         try:
             return json.loads(line)
         except ValueError:
-            raise Failure("crashed", f"the worker wrote something that is not a reply: {line[:80]!r}") from None
+            raise Failure("crashed", f"the worker wrote something that is not a reply: "
+                                     f"{line[:80]!r}") from None
 
     def _exact(self, n, deadline, why) -> bytes:
         while len(self.buffer) < n:

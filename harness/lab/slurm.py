@@ -56,7 +56,8 @@ def scripts(lab: Lab, submissions: Path, out: Path, count: int, partition=None, 
         header({"job-name": f"lab-{lab.name}", "array": array, "time": minutes, "mem": f"{mem}M",
                 "cpus-per-task": lab.measure["threads"], "partition": partition, "gres": gres,
                 "output": f"{out}/slurm/task_%a.out"}),
-        common + f'student=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" {q(str(out / "slurm" / "students.txt"))})',
+        common + 'student=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" '
+        f'{q(str(out / "slurm" / "students.txt"))})',
         f"exec {q(sys.executable)} -m harness lab grade {q(str(out / (lab.name + '.toml')))} --submissions "
         f"{q(str(submissions))} --out {q(str(out))} --only \"$student\" --resume --no-report "
         f"--weights {q(str(Path(weights).resolve()))}", ""])
@@ -139,8 +140,11 @@ def missing_row(student: str, state: dict | None, started: dict | None) -> dict:
     if state is None:
         return {"status": "crashed", "reason": "no result, and Slurm no longer knows the task (purged)"}
     name = state["state"]
-    detail = f"Slurm state {name}" + (f", exit code {state['exit_code']}" if state.get("exit_code") else "") + \
-        (f", reason {state['reason']}" if state.get("reason") and state["reason"] != "None" else "")
+    detail = f"Slurm state {name}"
+    if state.get("exit_code"):
+        detail += f", exit code {state['exit_code']}"
+    if state.get("reason") and state["reason"] != "None":
+        detail += f", reason {state['reason']}"
     if name == "CANCELLED" or name.startswith("CANCELLED"):
         when = "while grading" + where if started else "before it started"
         return {"status": "cancelled", "reason": f"the Slurm task was cancelled {when} ({detail})"}

@@ -145,7 +145,8 @@ class Worker:
 
             out = np.asarray(out, dtype=np.float32)
         except Exception as exc:
-            raise Failed("wrong", f"predict returned {type(out).__name__}, not an array: {describe(exc)}")
+            raise Failed("wrong", f"predict returned {type(out).__name__}, not an array: "
+                                  f"{describe(exc)}") from None
         if out.shape != (rows, CLASSES):
             raise Failed("wrong", f"predict returned shape {out.shape}, expected ({rows}, {CLASSES})")
         return out
