@@ -269,6 +269,18 @@ def test_an_honest_submission_is_ok_on_a_loaded_machine(lab_file, tmp_path):
     assert {n: r["status"] for n, r in rows.items()} == {"correct": "ok", "slow": "ok"}, done.stderr
 
 
+def test_a_cpu_hog_is_stopped_by_the_cpu_limit(tmp_path):
+    lab = tmp_path / "cpu_limit.toml"
+    lab.write_text(LAB.replace("cpu_s = 60", "cpu_s = 3").replace("import_s = 10", "import_s = 60"))
+    (tmp_path / "subs" / "spin").mkdir(parents=True)
+    (tmp_path / "subs" / "spin" / "lenet.py").write_text("while True:\n    pass\n")
+    done = python("lab", "grade", str(lab), "--submissions", str(tmp_path / "subs"), "--out",
+                  str(tmp_path / "out"), "--no-report")
+    assert done.returncode == 0, done.stderr
+    row = store.read_row(tmp_path / "out", "spin")
+    assert row["status"] == "timeout" and "CPU-time limit of 3 s" in row["reason"], row
+
+
 def test_a_student_checks_a_submission_before_handing_in(lab_file):
     good = python("lab", "check", str(lab_file), str(ROOT / "labs" / "examples" / "correct" / "lenet.py"))
     assert good.returncode == 0, good.stderr
