@@ -1,6 +1,7 @@
 """lenet-levels harness: everything that is not a LeNet, in wings.
 
     cli.py commands.py          the command line (the one place that turns errors into exit codes)
+    lab/                        grading a class's submissions: limited workers, leaderboard, Slurm
     report/                     runs, tables, figures, REPORT.md, lines of code
     check/   explain/           verify and the timer cross-check; where a call's time goes
     measure/                    study files -> plan -> workers -> rounds -> results -> statistics

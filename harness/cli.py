@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
     p.add_argument("--json", default=None, metavar="FILE", help="write the result as JSON")
     p.set_defaults(func=commands.cmd_crosscheck)
+    add_lab_commands(sub)
     p = sub.add_parser("compare", help="compare the medians of two runs of one study")
     p.add_argument("run_a", type=Path)
     p.add_argument("run_b", type=Path)
@@ -117,6 +118,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--into", type=Path, default=DEFAULT_RESULTS)
     p.set_defaults(func=commands.cmd_import_results)
     return parser
+
+
+def add_lab_commands(sub) -> None:
+    """`lab grade | report | check | merge`: grading a class's submissions (harness.lab)."""
+    lab = sub.add_parser("lab", help="grade lab submissions: leaderboard, feedback, Slurm job arrays")
+    labs = lab.add_subparsers(dest="lab_command", required=True)
+    p = labs.add_parser("grade", help="grade every submission folder DIR/<student>/ of a lab")
+    p.add_argument("lab", help="a name in labs/ (cpu_numpy, cudnn) or a .toml path")
+    p.add_argument("--submissions", type=Path, required=True, help="one folder per student")
+    p.add_argument("--out", type=Path, required=True, help="results, leaderboard and feedback go here")
+    p.add_argument("--resume", action="store_true", help="skip submissions already graded in --out")
+    p.add_argument("--only", default=None, help="comma-separated student folders (default: all)")
+    p.add_argument("--no-report", action="store_true", help="rows only (Slurm tasks; the merge reports)")
+    p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
+    p.add_argument("--slurm", action="store_true", help="one job-array task per submission + a merge job")
+    p.add_argument("--partition", default=None, help="Slurm partition (default: the cluster's default)")
+    p.add_argument("--gres", default=None, help="Slurm generic resources per task, e.g. gpu:1")
+    p.add_argument("--max-parallel", type=int, default=None, metavar="K",
+                   help="at most K tasks at once (sbatch --array=0-N%%K)")
+    p.add_argument("--dry-run", action="store_true", help="with --slurm: print the batch scripts only")
+    p.set_defaults(func=commands.cmd_lab_grade)
+    p = labs.add_parser("report", help="rebuild the leaderboard, figure and feedback from OUT's rows")
+    p.add_argument("out", type=Path)
+    p.set_defaults(func=commands.cmd_lab_report)
+    p = labs.add_parser("check", help="a student's own check: the gate and a short timing of one file")
+    p.add_argument("lab", help="a name in labs/ or a .toml path")
+    p.add_argument("path", type=Path, help="your lenet.py (or the folder holding it)")
+    p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
+    p.set_defaults(func=commands.cmd_lab_check)
+    p = labs.add_parser("merge", help="(the Slurm merge job) rows for tasks that left none, then the report")
+    p.add_argument("out", type=Path)
+    p.add_argument("--submissions", type=Path, required=True)
+    p.add_argument("--job", default=None, help="the array job id, to read its tasks' states")
+    p.set_defaults(func=commands.cmd_lab_merge)
 
 
 def on_sigterm(signum, frame):

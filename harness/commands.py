@@ -259,4 +259,50 @@ def cmd_import_results(args) -> int:
     from harness.campaign import archive
 
     archive.import_results(args.archive, args.into, say=print)
+
+
+def cmd_lab_grade(args) -> int:
+    from harness.lab import grade, labfile, leaderboard
+
+    lab = labfile.load(str(args.lab))
+    if args.slurm:
+        from harness.lab import slurm
+
+        return slurm.submit(lab, args.submissions, args.out, partition=args.partition, gres=args.gres,
+                            max_parallel=args.max_parallel, dry_run=args.dry_run, weights=args.weights,
+                            report=log)
+    if args.dry_run:
+        raise HarnessError("--dry-run: only with --slurm (it prints the batch scripts)")
+    procenv.apply(procenv.settings(lab.measure["threads"], 1, lab.device))  # the oracle's threads
+    only = split_list(args.only) if args.only else None
+    grade.grade_all(lab, args.submissions, args.out, args.resume, only, args.weights, report=log)
+    if not args.no_report:
+        leaderboard.build(args.out)
+        print(f"leaderboard: {args.out / 'LEADERBOARD.md'}")
+    return 0
+
+
+def cmd_lab_report(args) -> int:
+    from harness.lab import leaderboard
+
+    paths = leaderboard.build(args.out)
+    print(f"wrote {len(paths)} files; leaderboard: {args.out / 'LEADERBOARD.md'}")
+    return 0
+
+
+def cmd_lab_check(args) -> int:
+    from harness.lab import check, labfile
+
+    lab = labfile.load(str(args.lab))
+    procenv.apply(procenv.settings(lab.measure["threads"], 1, lab.device))
+    row, text = check.check(lab, args.path, args.weights, report=log)
+    print(text)
+    return 0 if row["status"] == "ok" else 1
+
+
+def cmd_lab_merge(args) -> int:
+    from harness.lab import slurm
+
+    slurm.merge(args.out, args.submissions, args.job, report=log)
+    print(f"leaderboard: {args.out / 'LEADERBOARD.md'}")
     return 0

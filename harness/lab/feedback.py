@@ -1,0 +1,75 @@
+"""OUT/feedback/<student>.md: what failed and why, or how far from the references, with that
+submission's latency histogram (OUT/feedback/<student>.png)."""
+
+from pathlib import Path
+
+from harness.lab import store
+
+NEXT_STEP = {
+    "too-slow": "Profile one predict call on a single image: Python loops over pixels or channels are "
+                "the usual cause; express each layer as a few whole-array operations.",
+    "timing-inconsistent": "The grader times every call twice, once inside your process and once from "
+                           "outside; leave the timing alone (no patched clocks, no background work).",
+    "wrong": "Run `python -m harness lab check LAB lenet.py` and compare layer by layer with "
+             "lenet_numpy/model.py: the flatten order (NHWC), padding ('same' for conv1) and the kernel "
+             "layouts (HWIO) are the usual suspects. Timed calls use new images: answers must be computed, "
+             "not remembered.",
+    "crashed": "The log below shows where; run your predict on a batch of 1 and of 1000 images.",
+    "out-of-memory": "Process the images in chunks, and free what you no longer need.",
+    "timeout": "Something did not finish within the lab's limits (a loop that never ends, a blocking read?).",
+    "import-error": "Import your file in a fresh Python: `python -c 'import lenet'` from its folder; it must "
+                    "hold exactly one harness.base.LeNet subclass.",
+    "cancelled": "The grading job was cancelled before it finished; ask the course staff.",
+}
+
+
+def log_tail(out: Path, student: str, lines=15) -> list[str]:
+    path = store.result_dir(out, student) / "worker.log"
+    try:
+        return path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def fmt(ns: float) -> str:
+    return f"{ns / 1e6:.3g} ms" if ns >= 1e6 else f"{ns / 1e3:.3g} µs"
+
+
+def write(row: dict, lab, place: int | None, ranked: int, out: Path) -> list[Path]:
+    from harness.lab import plots
+
+    folder = Path(out) / "feedback"
+    folder.mkdir(parents=True, exist_ok=True)
+    student = row["student"]
+    node = row.get("node") or {}
+    lines = [f"# {student}: lab {lab.name}", "", f"Status: **{row['status']}**" +
+             (f" — rank {place} of {ranked}" if place else ""), ""]
+    if row.get("reason"):
+        lines += [f"What happened: {row['reason']}", ""]
+    gate = row.get("gate")
+    if gate:
+        lines += [f"Gate: {gate['agree']} of {gate['images']} test images agree with the NumPy reference "
+                  f"(needed {lab.gate['min_agree']}); worst |dp| {gate['max_abs_diff']:.2g} (allowed "
+                  f"{lab.gate['max_abs_diff']:g}).", ""]
+    if row["status"] == "ok":
+        lines += [f"Median time per image: {fmt(row['median_per_image_ns'])} on {node.get('hostname')} "
+                  f"({node.get('gpu') or node.get('cpu')}), over {len(row['rounds_used'])} rounds.", ""]
+        for label, r in row["ratios"].items():
+            lines.append(f"- × {label}: {r['ratio']:.2f} "
+                         f"[95% interval {r['ci95_low']:.2f}–{r['ci95_high']:.2f}]"
+                         f" ({'faster' if r['ratio'] < 1 else 'slower'} than {label}; "
+                         f"{label} took {fmt(row['reference_medians_ns'][label])} per call beside you)")
+        lines += ["", f"Lines of code: {row['loc']} in {row['files']} file(s)."]
+    elif row["status"] in NEXT_STEP:
+        lines += [f"Next step: {NEXT_STEP[row['status']]}"]
+    for flagged in row.get("inconsistent_rounds") or []:
+        lines.append(f"- round {flagged['round']} dropped: {flagged['reason']}")
+    picture = plots.histogram(row, folder / f"{student}.png")
+    if picture:
+        lines += ["", f"![time per call]({picture.name})"]
+    tail = log_tail(out, student) if row["status"] in ("crashed", "import-error", "out-of-memory") else []
+    if tail:
+        lines += ["", "The end of your worker's log:", "", "```", *tail, "```"]
+    path = folder / f"{student}.md"
+    path.write_text("\n".join(lines) + "\n")
+    return [path] + ([picture] if picture else [])

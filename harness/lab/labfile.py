@@ -1,0 +1,188 @@
+"""Lab files (labs/NAME.toml): what students implement, what each submission is timed beside,
+the correctness gate and the per-submission limits. Validated like study files: an unknown key
+is an error naming the file, the table and the allowed keys.
+
+    [lab]      name, title, rung (the API level students implement), module (default lenet.py),
+               class ("" = the module's one harness.base.LeNet subclass), device, dtype,
+               references (registry names, "name/variant"), rank_by (default: the first reference)
+    [measure]  calls (timed calls per participant, split over rounds), rounds, warmup, batch_size,
+               threads
+    [gate]     images (first N test images), min_agree (default: all of them), max_abs_diff
+    [limits]   wall_s (the grader's whole wait on one submission), import_s (import + construction),
+               memory_mb (RLIMIT_AS on the CPU; resident memory watched on the GPU), cpu_s
+               (RLIMIT_CPU), max_ratio (slower than this x rank_by in its warm-up: too-slow, not timed)
+"""
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import ROOT, registry
+from harness.errors import HarnessError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+LABS_DIR = ROOT / "labs"
+LEVELS = ("numpy", "onednn", "cudnn", "tensorflow-ops", "jax-ops", "torch-ops", "keras")
+DEFAULTS = {
+    "lab": {"name": None, "title": "", "rung": "numpy", "module": "lenet.py", "class": "",
+            "device": "cpu", "dtype": "float32", "references": ["numpy"], "rank_by": None},
+    "measure": {"calls": 300, "rounds": 10, "warmup": 20, "batch_size": 1, "threads": 1},
+    "gate": {"images": 10000, "min_agree": None, "max_abs_diff": 1e-4},
+    "limits": {"wall_s": 600, "import_s": 120, "memory_mb": 4096, "cpu_s": 900, "max_ratio": 100},
+}
+TEST_IMAGES = 10000
+
+
+@dataclass(frozen=True)
+class Reference:
+    implementation: str
+    variant: str
+
+    @property
+    def label(self) -> str:
+        """As a lab file writes it: `numpy`, `onednn/tuned`."""
+        return self.implementation if self.variant == "default" else f"{self.implementation}/{self.variant}"
+
+
+@dataclass(frozen=True)
+class Lab:
+    name: str
+    title: str
+    rung: str
+    module: str
+    class_name: str
+    device: str
+    dtype: str
+    references: tuple  # of Reference
+    rank_by: Reference
+    measure: dict
+    gate: dict
+    limits: dict
+    source: str  # the TOML text (copied next to the results, read by Slurm tasks)
+    path: str
+
+    def reference(self, label: str) -> Reference:
+        return next(r for r in self.references if r.label == label)
+
+
+def _fail(where, message):
+    raise HarnessError(f"{where}: {message}")
+
+
+def _number(where, key, value, minimum, whole=False):
+    kinds = (int,) if whole else (int, float)
+    if not isinstance(value, kinds) or isinstance(value, bool) or value < minimum:
+        kind = "a whole number" if whole else "a number"
+        _fail(where, f"{key}: expected {kind} >= {minimum}, found {value!r}")
+    return value
+
+
+def parse_reference(where, text, device) -> Reference:
+    if not isinstance(text, str):
+        _fail(where, f"references: expected 'name' or 'name/variant' strings, found {text!r}")
+    name, _, variant = text.partition("/")
+    try:
+        spec = registry.spec(name)
+    except HarnessError as exc:
+        _fail(where, f"references: {exc}")
+    if device not in spec.devices:
+        _fail(where, f"references: {name} does not run on {device!r}; it runs on {list(spec.devices)}")
+    variant = variant or spec.variants[0]
+    if variant not in spec.variants_for(device):
+        _fail(where, f"references: unknown variant {variant!r} of {name}; "
+                     f"allowed: {list(spec.variants_for(device))}")
+    return Reference(name, variant)
+
+
+def path_of(name_or_path: str) -> Path:
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        return path
+    return LABS_DIR / f"{name_or_path}.toml"
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in LABS_DIR.glob("*.toml"))
+
+
+def load(name_or_path: str) -> Lab:
+    path = path_of(name_or_path)
+    if not path.is_file():
+        raise HarnessError(f"lab {name_or_path!r} not found ({path}); available: {available()}")
+    return parse(path.read_text(), str(path))
+
+
+def parse(text: str, where: str = "<lab>") -> Lab:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise HarnessError(f"{where}: TOML syntax error: {exc}") from None
+    unknown = sorted(set(data) - set(DEFAULTS))
+    if unknown:
+        _fail(where, f"unknown table(s) {unknown}; allowed: {sorted(DEFAULTS)}")
+    tables = {}
+    for table, defaults in DEFAULTS.items():
+        given = data.get(table, {})
+        if not isinstance(given, dict):
+            _fail(f"{where} [{table}]", f"expected a table, found {type(given).__name__}")
+        unknown = sorted(set(given) - set(defaults))
+        if unknown:
+            _fail(f"{where} [{table}]", f"unknown key(s) {unknown}; allowed: {sorted(defaults)}")
+        tables[table] = {**defaults, **given}
+    head, measure, gate, limits = (tables[t] for t in ("lab", "measure", "gate", "limits"))
+
+    at = f"{where} [lab]"
+    for key in ("title", "module", "class"):
+        if not isinstance(head[key], str):
+            _fail(at, f"{key}: expected a string, found {head[key]!r}")
+    if not head["module"].endswith(".py") or "/" in head["module"]:
+        _fail(at, f"module: expected a file name ending in .py (e.g. lenet.py), found {head['module']!r}")
+    if head["rung"] not in LEVELS:
+        _fail(at, f"rung: unknown API level {head['rung']!r}; allowed: {list(LEVELS)}")
+    if head["device"] not in registry.DEVICES:
+        _fail(at, f"device: unknown {head['device']!r}; allowed: {list(registry.DEVICES)}")
+    if head["dtype"] not in ("float32", "float64"):
+        _fail(at, f"dtype: expected 'float32' or 'float64', found {head['dtype']!r}")
+    refs = head["references"] if isinstance(head["references"], list) else [head["references"]]
+    if not refs:
+        _fail(at, "references: expected at least one reference implementation")
+    references = tuple(parse_reference(at, r, head["device"]) for r in refs)
+    labels = [r.label for r in references]
+    if len(set(labels)) != len(labels):
+        _fail(at, f"references: listed twice: {labels}")
+    rank_by = references[0]
+    if head["rank_by"] is not None:
+        wanted = parse_reference(at, head["rank_by"], head["device"]).label
+        if wanted not in labels:
+            _fail(at, f"rank_by: {head['rank_by']!r} is not one of the references {labels}")
+        rank_by = references[labels.index(wanted)]
+
+    at = f"{where} [measure]"
+    for key in ("calls", "rounds", "warmup", "batch_size", "threads"):
+        _number(at, key, measure[key], 0 if key == "warmup" else 1, whole=True)
+    if measure["calls"] < measure["rounds"]:
+        _fail(at, f"expected calls >= rounds, found calls = {measure['calls']}, rounds = {measure['rounds']}")
+
+    at = f"{where} [gate]"
+    _number(at, "images", gate["images"], 1, whole=True)
+    if gate["images"] > TEST_IMAGES:
+        _fail(at, f"images: expected at most {TEST_IMAGES} (the MNIST test set), found {gate['images']}")
+    if gate["min_agree"] is None:
+        gate["min_agree"] = gate["images"]
+    _number(at, "min_agree", gate["min_agree"], 0, whole=True)
+    if gate["min_agree"] > gate["images"]:
+        _fail(at, f"min_agree: expected at most images ({gate['images']}), found {gate['min_agree']}")
+    _number(at, "max_abs_diff", gate["max_abs_diff"], 0)
+
+    at = f"{where} [limits]"
+    for key in ("wall_s", "import_s", "cpu_s", "max_ratio"):
+        _number(at, key, limits[key], 1)
+    _number(at, "memory_mb", limits["memory_mb"], 64, whole=True)
+
+    name = head["name"] or Path(where).stem
+    return Lab(name, head["title"], head["rung"], head["module"], head["class"], head["device"],
+               head["dtype"], references, rank_by, measure, gate, limits, text, where)

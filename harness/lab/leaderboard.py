@@ -1,0 +1,143 @@
+"""The leaderboard from the rows alone: OUT/leaderboard.csv, OUT/LEADERBOARD.md, the figure and
+every student's feedback (`python -m harness lab report OUT` rebuilds them all).
+
+Ranked by the within-round ratio to the lab's rank_by reference, timed in the same rounds on the
+same node: machines of different speed (Slurm nodes) still rank fairly. The absolute median
+and the node are shown beside it, never used for the ranking.
+"""
+
+import csv
+from pathlib import Path
+
+from harness.lab import labfile, store
+
+# The order of the unranked, most useful first; ok rows come before all of them.
+STATUSES = ("ok", "too-slow", "timing-inconsistent", "wrong", "crashed", "out-of-memory", "timeout",
+            "import-error", "cancelled")
+MEANING = {
+    "ok": "passed the gate; timed and ranked",
+    "too-slow": "passed the gate; slower than the lab's max_ratio in its warm-up, so not timed",
+    "timing-inconsistent": "its reported call times do not fit the grader's own clock",
+    "wrong": "answers disagree with the NumPy reference (test images or unseen timed images)",
+    "crashed": "the worker died or predict raised",
+    "out-of-memory": "past the lab's memory limit",
+    "timeout": "past the lab's wall-time or CPU-time limit",
+    "import-error": "the module could not be imported or the class built",
+    "cancelled": "the Slurm task was cancelled",
+}
+CSV_FIELDS = ["rank", "student", "status", "median_us_per_image", "rank_by", "ratio", "ratio_ci95_low",
+              "ratio_ci95_high", "other_ratios", "loc", "files", "host", "cpu", "gpu", "reason"]
+
+
+def ranked(rows: list[dict]) -> list[tuple[int | None, dict]]:
+    ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: (ratio_of(r)["ratio"], r["student"]))
+    rest = sorted((r for r in rows if r["status"] != "ok"),
+                  key=lambda r: (STATUSES.index(r["status"]) if r["status"] in STATUSES else 99,
+                                 r["student"]))
+    return [(i, r) for i, r in enumerate(ok, 1)] + [(None, r) for r in rest]
+
+
+def ratio_of(row: dict, label: str | None = None) -> dict:
+    return row["ratios"][label or row["rank_by"]]
+
+
+def node_name(row: dict) -> str:
+    node = row.get("node") or {}
+    hardware = node.get("gpu") or node.get("cpu")
+    return f"{node.get('hostname', '?')}: {hardware}" if hardware else node.get("hostname", "?")
+
+
+def fmt_us(ns: float) -> str:
+    us = ns / 1e3
+    return f"{us / 1e3:.3g} ms" if us >= 1000 else f"{us:.3g} µs"
+
+
+def csv_row(rank, row) -> dict:
+    node = row.get("node") or {}
+    out = {"rank": rank or "", "student": row["student"], "status": row["status"], "rank_by": row["rank_by"],
+           "loc": row.get("loc", ""), "files": row.get("files", ""), "host": node.get("hostname", ""),
+           "cpu": node.get("cpu", ""), "gpu": node.get("gpu") or "", "reason": row.get("reason") or ""}
+    if row["status"] == "ok":
+        r = ratio_of(row)
+        out.update(median_us_per_image=round(row["median_per_image_ns"] / 1e3, 3), ratio=round(r["ratio"], 4),
+                   ratio_ci95_low=round(r["ci95_low"], 4), ratio_ci95_high=round(r["ci95_high"], 4),
+                   other_ratios=" ".join(f"{k}={v['ratio']:.4g}" for k, v in row["ratios"].items()
+                                         if k != row["rank_by"]))
+    return out
+
+
+def write_csv(rows, path: Path) -> Path:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(csv_row(rank, row) for rank, row in ranked(rows))
+    return path
+
+
+def reference_summary(rows) -> dict[str, dict]:
+    """Per reference: the median over graded submissions of its median time and of its ratio to
+    rank_by (each measured beside that submission)."""
+    import numpy as np
+
+    out = {}
+    for row in rows:
+        for label, median in (row.get("reference_medians_ns") or {}).items():
+            entry = out.setdefault(label, {"medians": [], "ratios": []})
+            entry["medians"].append(median / row.get("batch_size", 1))
+            entry["ratios"].append((row.get("reference_ratios") or {}).get(label, {}).get("ratio", 1.0))
+    return {k: {"median_ns": float(np.median(v["medians"])), "ratio": float(np.median(v["ratios"])),
+                "n": len(v["medians"])} for k, v in out.items()}
+
+
+def markdown(rows, lab) -> str:
+    rank_by = lab.rank_by.label
+    lines = [f"# Leaderboard: {lab.title or lab.name}", "",
+             f"Lab `{lab.name}` ({lab.rung} level, {lab.device}). Ranked by the within-round ratio to "
+             f"`{rank_by}`, timed in the same rounds on the same node (the median over rounds of "
+             "each round's median ratio, with a 95% interval from resampling rounds); lower is faster. "
+             "The absolute median depends on the node and is shown beside it. Each submission passed the "
+             f"gate first: {lab.gate['min_agree']} of {lab.gate['images']} test images with the NumPy "
+             f"reference's argmax and every |dp| <= {lab.gate['max_abs_diff']:g}; every timed answer, on "
+             "images it had not seen, was checked too.", "",
+             f"| rank | student | status | median per image | × {rank_by} [95% interval] | LOC | node "
+             "| note |",
+             "| ---: | --- | --- | ---: | ---: | ---: | --- | --- |"]
+    for rank, row in ranked(rows):
+        if row["status"] == "ok":
+            r = ratio_of(row)
+            speed = fmt_us(row["median_per_image_ns"])
+            ratio = f"{r['ratio']:.2f} [{r['ci95_low']:.2f}–{r['ci95_high']:.2f}]"
+            dropped = len(row.get("inconsistent_rounds") or [])
+            note = f"{dropped} round(s) dropped (timing)" if dropped else ""
+        else:
+            speed, ratio, note = "–", "–", (row.get("reason") or "")[:90].replace("|", "/")
+        lines.append(f"| {rank or '–'} | [{row['student']}](feedback/{row['student']}.md) | "
+                     f"{row['status']} | "
+                     f"{speed} | {ratio} | {row.get('loc', '–')} | {node_name(row)} | {note} |")
+    refs = reference_summary(rows)
+    if refs:
+        lines += ["", "References, timed beside every submission (medians over submissions):", ""]
+        lines += [f"- `{label}`: {fmt_us(v['median_ns'])} per image, {v['ratio']:.2f}× {rank_by}"
+                  for label, v in refs.items()]
+    lines += ["", "Statuses:", ""]
+    lines += [f"- `{s}`: {MEANING[s]}" for s in STATUSES if any(r["status"] == s for r in rows)]
+    lines += ["", "![speed against lines of code](leaderboard.png)", ""]
+    return "\n".join(lines)
+
+
+def build(out: Path, report=print) -> list[Path]:
+    """Everything readers see, from OUT/results/*/row.json and OUT/<lab>.toml alone."""
+    from harness.lab import feedback, plots
+
+    out = Path(out)
+    lab = labfile.load(str(store.lab_copy(out)))
+    rows = store.read_rows(out)
+    paths = [write_csv(rows, out / "leaderboard.csv")]
+    (out / "LEADERBOARD.md").write_text(markdown(rows, lab))
+    paths.append(out / "LEADERBOARD.md")
+    paths.append(plots.speed_vs_loc(rows, lab, reference_summary(rows), out / "leaderboard.png"))
+    places = {row["student"]: rank for rank, row in ranked(rows)}
+    ranked_count = len([r for r in rows if r["status"] == "ok"])
+    for row in rows:
+        paths += feedback.write(row, lab, places[row["student"]], ranked_count, out)
+    return paths

@@ -1,0 +1,117 @@
+"""Fair, tamper-evident timing: unseen images, answers checked, worker clocks bounded by the
+parent's.
+
+Unseen images. Each round's images are drawn from the training set by a seed made at grading
+time (secrets), then shifted by up to 2 pixels and given random noise: a submission cannot
+precompute them (memoising all 60,000 training images gains nothing), and the seed is stored
+only after the timing. The parent sends one call's images only after it has the previous
+call's answer (harness.lab.sandbox), so no submission sees an image before answering the last.
+
+Answers. Every timed call's probabilities come back and are compared with the NumPy oracle on
+the same images: speed cannot come from wrong or stale answers.
+
+Clocks. The worker times each predict with its own clock, inside the submission's process, so
+a submission could patch it. The parent measures each call from outside with two clocks the
+submission cannot touch: the round trip (images sent -> answer read) and the worker process's
+CPU time over that round trip (the kernel's per-process CPU clock, all threads). One thread
+cannot use more CPU time than wall time, so an honest call reports at least its CPU time,
+less the protocol's own CPU cost (decoding the images, encoding the answer). The references
+(trusted) are timed through the same protocol in the same round, and their CPU beyond their
+reported time measures that cost:
+
+    p = the largest median (cpu - reported) of a reference in the round, at least 0
+    a = 2 * p + ALLOWANCE_NS                                       (per-call allowance)
+    inconsistent when  median(reported) < 0.5 * (median(cpu) - a)
+                  or   sum(reported)    < 0.5 * (sum(cpu) - calls * a)
+
+Load cannot flag an honest submission: waiting for a core adds wall time, never CPU time (the
+parent's round trips cannot be used the same way: on a loaded machine a CPU-heavy worker waits
+for a core at each wake-up, outside its own clock, milliseconds per call). A clock that runs
+slow is caught in every round; an unflagged lie gains at most 2x (plus the allowance). On the
+GPU, time waiting for the device is not CPU time, so there the round trip is checked as well:
+median(reported) < 0.5 * (median(trip) - 2 * g - ALLOWANCE_NS), g the references' median
+(trip - reported). A round that fails is dropped from the ranking; the submission is
+timing-inconsistent when half its rounds or more fail.
+
+Not covered: work handed to another process (its CPU time is not the worker's), and a
+submission that computes on several threads is flagged (the lab fixes threads = 1).
+"""
+
+import secrets
+
+import numpy as np
+
+ALLOWANCE_NS = 20_000  # per call, beyond twice the references' protocol cost
+SHIFT = 2  # pixels
+NOISE = 32  # uint8 levels, added
+
+
+def new_seed() -> int:
+    return secrets.randbits(62)
+
+
+def timing_images(seed: int, count: int, train: np.ndarray) -> np.ndarray:
+    """(count, 28, 28) uint8: training images shifted by up to SHIFT pixels, plus noise."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(train), count)
+    shifts = rng.integers(-SHIFT, SHIFT + 1, (count, 2))
+    noise = rng.integers(0, NOISE, (count, 28, 28))
+    out = np.empty((count, 28, 28), dtype=np.uint8)
+    for i, (p, (dy, dx)) in enumerate(zip(picks, shifts, strict=True)):
+        out[i] = np.clip(np.roll(train[p], (int(dy), int(dx)), axis=(0, 1)) + noise[i], 0, 255)
+    return out
+
+
+def compare(probs: np.ndarray, oracle: np.ndarray, tolerance: float) -> dict:
+    """Gate numbers: argmax agreement and the worst |dp| (NaN counts as the worst)."""
+    probs = np.asarray(probs, dtype=np.float64).reshape(oracle.shape)
+    diff = np.abs(probs - oracle)
+    diff[np.isnan(diff)] = np.inf
+    return {"images": int(len(oracle)), "agree": int(np.sum(probs.argmax(1) == oracle.argmax(1))),
+            "max_abs_diff": float(diff.max()) if diff.size else 0.0}
+
+
+def disagreements(probs: np.ndarray, oracle: np.ndarray, tolerance: float) -> dict:
+    """Timed answers against the oracle: an answer is bad when any |dp| > tolerance, or its
+    argmax differs where the oracle's top two are further apart than 2 * tolerance (a near tie
+    may flip within the tolerance)."""
+    probs = np.asarray(probs, dtype=np.float64).reshape(oracle.shape)
+    diff = np.abs(probs - oracle).max(axis=1)
+    diff[np.isnan(diff)] = np.inf
+    top2 = np.sort(oracle, axis=1)[:, -2:]
+    clear = (top2[:, 1] - top2[:, 0]) > 2 * tolerance
+    bad = (diff > tolerance) | (clear & (probs.argmax(1) != oracle.argmax(1)))
+    return {"bad": int(bad.sum()), "calls": int(len(oracle)), "max_abs_diff": float(diff.max())}
+
+
+def protocol_gap_ns(times_ns, other_ns) -> float:
+    """Median per-call protocol cost of a trusted worker: its CPU time (or round trip) beyond
+    its own reported time, at least 0."""
+    gap = np.asarray(other_ns, np.float64) - np.asarray(times_ns, np.float64)
+    return max(float(np.median(gap)), 0.0)
+
+
+def inconsistency(times_ns, cpu_ns, cpu_gap_ns: float, trips_ns=None, trip_gap_ns=0.0) -> str | None:
+    """None when the reported times fit the parent's clocks (rule in the module doc), else the
+    reason, with the numbers. trips_ns is given on the GPU only."""
+    t = np.asarray(times_ns, dtype=np.float64)
+    cpu = np.asarray(cpu_ns, dtype=np.float64)
+    a = 2 * cpu_gap_ns + ALLOWANCE_NS
+    med_t, med_cpu = float(np.median(t)), float(np.median(cpu))
+    if med_t < 0.5 * (med_cpu - a):
+        return (f"median reported {med_t / 1e3:.1f} us per call, but the worker used a median "
+                f"{med_cpu / 1e3:.1f} us of CPU per call (protocol allowance {a / 1e3:.1f} us)")
+    if t.sum() < 0.5 * (cpu.sum() - len(t) * a):
+        return (f"reported calls sum to {t.sum() / 1e6:.2f} ms, but the worker used {cpu.sum() / 1e6:.2f} ms "
+                f"of CPU for them (allowance {len(t) * a / 1e6:.2f} ms)")
+    if trips_ns is not None:
+        trip = float(np.median(trips_ns))
+        b = 2 * trip_gap_ns + ALLOWANCE_NS
+        if med_t < 0.5 * (trip - b):
+            return (f"median reported {med_t / 1e3:.1f} us per call, but the grader's round trips have "
+                    f"median {trip / 1e3:.1f} us (protocol allowance {b / 1e3:.1f} us)")
+    return None
+
+
+def too_many(inconsistent_rounds: int, rounds: int) -> bool:
+    return inconsistent_rounds * 2 >= rounds

@@ -1,0 +1,238 @@
+"""A lab worker: one submission (untrusted, under the parent's limits) or one reference, in a
+process of its own, started by harness.lab.sandbox in a private temporary working directory.
+
+    python -m harness.lab.worker
+
+Control messages are JSON lines on stdin; replies go to a private copy of stdout (fd 1 itself
+is pointed at stderr, so a submission's prints cannot corrupt them). Images and answers travel
+as raw bytes, in lockstep: the parent sends a call's images only after it has the previous
+call's answer, so no submission ever holds an image it has not answered yet.
+
+    {"op": "load", "submission": DIR, "module": "lenet.py", "class": ""      (or "implementation":
+     NAME, "variant": V), "device", "dtype", "weights"}  -> {"ok", "class", "import_ns", "load_ns"}
+    {"op": "gate", "images": N, "batch": B}  -> {"ok", "rows": N} then N*10 float32 (little-endian)
+    {"op": "stream", "calls": K, "batch": B}  -> {"ok", "ready"}, then K times: the parent sends
+        B*784 uint8 pixels, the worker answers int64 ns (its clock around predict) then B*10
+        float32; -1 instead of the time means the call failed, and one JSON error line follows
+    {"op": "exit"}
+
+An error reply is {"ok": false, "status": ..., "reason": ...}; the status is import-error,
+crashed, wrong (output of the wrong shape) or out-of-memory.
+"""
+
+import gc
+import importlib
+import inspect
+import json
+import os
+import sys
+import time
+import traceback
+
+PIXELS = 28 * 28
+CLASSES = 10
+
+
+class Failed(Exception):
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+
+
+def failure(exc: BaseException, status: str) -> Failed:
+    traceback.print_exception(exc)
+    return Failed("out-of-memory" if isinstance(exc, MemoryError) else status, describe(exc))
+
+
+class Channel:
+    """Exact reads from fd 0 (JSON lines and raw bytes share it), writes to a private fd."""
+
+    def __init__(self, out_fd: int):
+        self.out_fd = out_fd
+        self.buffer = b""
+
+    def _fill(self) -> None:
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            raise EOFError
+        self.buffer += chunk
+
+    def line(self) -> dict:
+        while b"\n" not in self.buffer:
+            self._fill()
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return json.loads(line)
+
+    def exact(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            self._fill()
+        data, self.buffer = self.buffer[:n], self.buffer[n:]
+        return data
+
+    def send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.out_fd, view):]
+
+    def reply(self, message: dict) -> None:
+        self.send((json.dumps(message) + "\n").encode())
+
+
+def submission_class(folder: str, module: str, class_name: str):
+    """The student's class: the named one, or the module's one harness.base.LeNet subclass (the
+    most derived, where the module subclasses its own class)."""
+    from harness.base import LeNet
+
+    sys.path.insert(0, folder)  # the submission's own helper modules import by name
+    mod = importlib.import_module(module[:-3])
+    if class_name:
+        cls = getattr(mod, class_name, None)
+        if not inspect.isclass(cls):
+            raise Failed("import-error", f"{module} has no class {class_name!r}")
+        return cls
+    found = [v for v in vars(mod).values() if inspect.isclass(v) and issubclass(v, LeNet)
+             and v is not LeNet and v.__module__ == mod.__name__]
+    leaves = [c for c in found if not any(o is not c and issubclass(o, c) for o in found)]
+    if len(leaves) != 1:  # a student's own base class is fine: the one most derived class is taken
+        names = [c.__name__ for c in leaves]
+        raise Failed("import-error", f"{module}: expected one harness.base.LeNet subclass (or set the "
+                                     f"lab's class), found {len(leaves)} {names}")
+    return leaves[0]
+
+
+class Worker:
+    def __init__(self, channel: Channel):
+        self.channel = channel
+        self.impl = None
+        self.dtype = "float32"
+
+    def load(self, request: dict) -> dict:
+        from harness import registry
+        from harness.registry import ImplSpec
+
+        self.dtype = request["dtype"]
+        t0 = time.perf_counter_ns()
+        try:
+            if request.get("implementation"):
+                cls = registry.import_class(registry.spec(request["implementation"]).path)
+            else:
+                cls = submission_class(request["submission"], request["module"], request["class"])
+        except Failed:
+            raise
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt at import count too
+            raise failure(exc, "import-error") from None
+        if not isinstance(getattr(cls, "spec", None), ImplSpec):  # a student may leave it out
+            cls.spec = ImplSpec(cls.__name__, f"lenet:{cls.__name__}", "lab", (request["device"],),
+                                ("default",), (request["dtype"],), None)
+        t1 = time.perf_counter_ns()
+        try:
+            self.impl = cls(request["weights"], device=request["device"],
+                            variant=request.get("variant"), dtype=request["dtype"])
+        except BaseException as exc:
+            raise failure(exc, "import-error") from None
+        t2 = time.perf_counter_ns()
+        return {"class": f"{cls.__module__}.{cls.__name__}", "import_ns": t1 - t0, "load_ns": t2 - t1}
+
+    def predict(self, x, rows: int):
+        out = self.impl.predict(x)
+        try:
+            import numpy as np
+
+            out = np.asarray(out, dtype=np.float32)
+        except Exception as exc:
+            raise Failed("wrong", f"predict returned {type(out).__name__}, not an array: "
+                                  f"{describe(exc)}") from None
+        if out.shape != (rows, CLASSES):
+            raise Failed("wrong", f"predict returned shape {out.shape}, expected ({rows}, {CLASSES})")
+        return out
+
+    def gate(self, images: int, batch: int) -> None:
+        import numpy as np
+
+        from harness.data import mnist
+
+        x = mnist.to_input(mnist.load("test")[0][:images], self.dtype)
+        parts = []
+        for i in range(0, images, batch):
+            try:
+                parts.append(self.predict(x[i:i + batch], len(x[i:i + batch])))
+            except Failed:
+                raise
+            except BaseException as exc:
+                raise failure(exc, "crashed") from None
+        out = np.ascontiguousarray(np.concatenate(parts), dtype="<f4")
+        self.channel.reply({"ok": True, "rows": images})
+        self.channel.send(out.tobytes())
+
+    def stream(self, calls: int, batch: int) -> None:
+        import numpy as np
+
+        gc.collect()
+        gc.disable()  # no collection inside a timed call, as in timeit
+        self.channel.reply({"ok": True, "ready": True})  # the parent's clocks start after this
+        try:
+            for _ in range(calls):
+                pixels = np.frombuffer(self.channel.exact(batch * PIXELS), dtype=np.uint8)
+                x = (pixels.reshape(batch, 28, 28, 1).astype(self.dtype) / 255.0).astype(self.dtype)
+                try:
+                    t0 = time.perf_counter_ns()  # looked up each call: a patched clock is caught
+                    out = np.asarray(self.impl.predict(x))  # lazy results are forced inside the clock
+                    t1 = time.perf_counter_ns()
+                    out = self.predict_checked(out, batch)
+                except Failed as exc:
+                    self.channel.send((-1).to_bytes(8, "little", signed=True))
+                    self.channel.reply({"ok": False, "status": exc.status, "reason": exc.reason})
+                    return
+                except BaseException as exc:
+                    error = failure(exc, "crashed")
+                    self.channel.send((-1).to_bytes(8, "little", signed=True))
+                    self.channel.reply({"ok": False, "status": error.status, "reason": error.reason})
+                    return
+                self.channel.send((t1 - t0).to_bytes(8, "little", signed=True) +
+                                  np.ascontiguousarray(out, dtype="<f4").tobytes())
+        finally:
+            gc.enable()
+
+    @staticmethod
+    def predict_checked(out, rows):
+        import numpy as np
+
+        if out.shape != (rows, CLASSES):
+            raise Failed("wrong", f"predict returned shape {out.shape}, expected ({rows}, {CLASSES})")
+        return out.astype(np.float32, copy=False)
+
+
+def main() -> int:
+    out_fd = os.dup(1)
+    os.dup2(2, 1)  # anything printed goes to the log, never into the replies
+    sys.stdout = sys.stderr
+    channel = Channel(out_fd)
+    worker = Worker(channel)
+    while True:
+        try:
+            request = channel.line()
+        except EOFError:
+            return 0
+        op = request.get("op")
+        if op == "exit":
+            return 0
+        try:
+            if op == "load":
+                channel.reply({"ok": True, **worker.load(request)})
+            elif op == "gate":
+                worker.gate(request["images"], request["batch"])
+            elif op == "stream":
+                worker.stream(request["calls"], request["batch"])
+            else:
+                raise Failed("crashed", f"unknown op {op!r}")
+        except Failed as exc:
+            channel.reply({"ok": False, "status": exc.status, "reason": exc.reason})
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
