@@ -22,7 +22,7 @@ GPU_IMPLS := tf,jax,torch,keras,keras_jax,keras_torch,cudnn
 DEVICES ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cpu,gpu || echo cpu)
 
 .PHONY: install install-gpu run-all test test-fast weights verify verify-gpu studies explain crosscheck smoke \
-        loc figures report doctor lint clean offline-bundle gpu-study import-results
+        loc figures report doctor lint clean offline-bundle gpu-study import-results init-weights
 
 install: $(STAMP)
 $(STAMP): pyproject.toml
@@ -56,9 +56,15 @@ test-fast: $(STAMP)
 weights: $(STAMP)
 	$(PY) -m harness.data.train --out $(WEIGHTS)
 
+# The seeded initial weights every level's training starts from (byte-reproducible).
+init-weights: $(STAMP)
+	$(PY) -m harness.data.init_weights --seed 0 --out weights/lenet5_init.weights.h5
+
 verify: $(STAMP)
 	$(PY) -m harness verify --implementations $(CPU_IMPLS) --device cpu \
 	  --json $(RESULTS)/verify-cpu-$$(hostname).json || test $$? -eq 3
+	$(PY) -m harness verify-train --implementations $(CPU_IMPLS) --device cpu \
+	  --json $(RESULTS)/verify-train-cpu-$$(hostname).json || test $$? -eq 3
 	@if echo "$(DEVICES)" | grep -q gpu; then $(MAKE) --no-print-directory verify-gpu; fi
 
 verify-gpu: $(STAMP)

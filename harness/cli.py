@@ -44,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=commands.cmd_verify)
 
     p = sub.add_parser("verify-train", help="check every level's SGD steps against the NumPy oracle")
-    p.add_argument("--implementations", default="numpy,tf,jax,torch,keras,keras_jax,keras_torch",
-                   help="comma-separated names or module:Class paths (default: every framework level)")
+    p.add_argument("--implementations", default="numpy,onednn,tf,jax,torch,keras,keras_jax,keras_torch",
+                   help="comma-separated names or module:Class paths (default: every CPU level)")
     p.add_argument("--device", choices=registry.DEVICES, default="cpu")
     p.add_argument("--weights", type=Path, default=None,
                    help="initial weights (default weights/lenet5_init.weights.h5)")
@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    help="write the rows (with every step's numbers) as JSON to FILE (or stdout)")
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--threads", type=int, default=1,
+                   help="threads per level (default 1, as in the studies: one reduction order)")
     p.set_defaults(func=commands.cmd_verify_train)
 
     p = sub.add_parser("run", help="run a study (studies/NAME.toml or a path)")

@@ -167,7 +167,8 @@ def cmd_report(args) -> int:
 
     runs, frame, loc_rows, history = load_results(args, with_history=True)  # every committed run
     text = markdown.build(runs, frame, loc_rows, rundata.verify_records(args.results), history,
-                        rundata.crosscheck_records(args.results))
+                          rundata.crosscheck_records(args.results),
+                          rundata.verify_records(args.results, "verify-train-*.json"))
     print(f"wrote {markdown.write(text, args.out)}")
     return 0
 

@@ -6,7 +6,8 @@ Each implementation package is split by file into the parts a reader wants apart
   weight layout  converting the shared weights into the level's layout (layout.py)
   ffi binding    declaring a C API to Python (binding.py, cublas.py): a cost of driving cuDNN
                  or oneDNN from Python that a C++ program gets from #include <cudnn.h>
-  training step  the level's train_step (train.py), counted apart so inference stays comparable
+  training step  the level's train_step (train.py, and the raw levels' backward.py,
+                 train_plan.py, train_algos.py), counted apart so inference stays comparable
 and the loaders every level shares (MNIST, the HDF5 weights file) are one row of their own.
 """
 
@@ -16,7 +17,8 @@ from pathlib import Path
 from harness import DEFAULT_LOC_CSV, ROOT, registry
 
 PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding", "cublas.py": "ffi binding",
-         "train.py": "training step"}
+         "train.py": "training step", "backward.py": "training step", "train_plan.py": "training step",
+         "train_algos.py": "training step"}
 SHARED = ("harness/data/mnist.py", "harness/data/weights.py")
 CSV_PATH = DEFAULT_LOC_CSV
 FIELDS = ["package", "api_level", "part", "files", "code", "comment"]

@@ -169,7 +169,8 @@ def latency_table(frame, study, with_device=False) -> str:
     return table(headers, rows)
 
 
-def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=()) -> str:
+def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=(),
+          verify_train_rows=()) -> str:
     """The report. `history`: every committed run's cells (not only the newest run of each
     study), for the repeatability section; by default the newest runs alone."""
     parts = ["# lenet-levels: what each API level costs and saves",
@@ -239,7 +240,7 @@ def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=()) -
                  if not sweep.empty else "_No results for study `batch_sweep` yet._")
     parts += ["", "## Fig. 7: float32 against float64 (study `precision`)", "",
               "![](figures/fig7_precision.png)", "", latency_table(frame, "precision")]
-    parts += training_section.section(frame)
+    parts += training_section.section(frame, verify_train_rows)
     if verify_rows:
         parts += ["", "## Agreement with the NumPy reference (verify)", "",
                   table(["file", "implementation/variant", "device", "dtype", "status", "accuracy",

@@ -106,10 +106,13 @@ def load_with_history(root: Path = DEFAULT_RESULTS):
     return runs, pd.concat(parts, ignore_index=True), history
 
 
-def verify_records(root: Path = DEFAULT_RESULTS) -> list[dict]:
-    """verify-*.json files written by `python -m harness verify --json FILE`."""
+def verify_records(root: Path = DEFAULT_RESULTS, pattern="verify-*.json") -> list[dict]:
+    """verify-*.json files written by `python -m harness verify --json FILE` (with
+    pattern="verify-train-*.json": `verify-train`'s)."""
     found = []
-    for path in sorted(Path(root).glob("verify*.json")):
+    for path in sorted(Path(root).glob(pattern)):
+        if pattern == "verify-*.json" and path.name.startswith("verify-train-"):
+            continue
         data = json.loads(path.read_text())
         for row in data.get("rows", []):
             found.append({"file": path.name, **row})

@@ -125,11 +125,27 @@ def findings(frame, machine) -> list[str]:
     return out
 
 
-def section(frame) -> list[str]:
+def verify_table(rows) -> str:
+    """verify-train's rows: each level's SGD steps against the NumPy oracle's."""
+    if not rows:
+        return "_No verify-train results yet (make verify)._"
+    return table(["file", "level/variant", "device", "dtype", "status", "steps",
+                  "max relative loss difference", "max |Δw| after the last step", "first drift"],
+                 [[r["file"], f"{r['implementation']}/{r['variant']}", r["device"], r.get("dtype", "-"),
+                   r["status"], r.get("steps_done", "-"),
+                   f"{r['max_rel_loss']:.1e}" if r.get("max_rel_loss") is not None else "-",
+                   f"{r['final_max_dw']:.1e}" if r.get("final_max_dw") is not None else "-",
+                   r.get("reason") or "-"] for r in rows])
+
+
+def section(frame, verify_rows=()) -> list[str]:
     return ["", "## Fig. 10: what training costs at each level (study `training`)", "",
             "Each timed call is one plain SGD step (softmax cross-entropy, learning rate 0.05) on "
             "the next batch of MNIST training images, starting from the seeded initial weights "
             "(`weights/lenet5_init.weights.h5`); `make verify` checks every level's steps against "
             "the NumPy oracle (`verify-train`).", "",
             "![](figures/fig10_training.png)", "", step_table(frame), "",
-            "Convergence runs:", "", convergence_table(frame)]
+            "Convergence runs:", "", convergence_table(frame), "",
+            "Every level's training steps against the NumPy oracle (`python -m harness verify-train`: "
+            "the same initial weights and batches; each step's loss within a relative 1e-4, the "
+            "weights within 1e-4):", "", verify_table(verify_rows)]
