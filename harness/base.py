@@ -19,20 +19,20 @@ import numpy as np
 from harness.registry import ImplSpec
 
 
+def check_choice(spec: ImplSpec, device, variant_field, variant, variants, dtype):
+    """ValueError naming the field, the value and what the spec allows."""
+    for field, value, allowed in (("device", device, spec.devices), (variant_field, variant, variants),
+                                  ("dtype", dtype, spec.dtypes)):
+        if value not in allowed:
+            raise ValueError(f"{spec.name}: unknown {field} {value!r}; expected one of {list(allowed)}")
+
+
 class LeNet:
     spec: ImplSpec
 
     def __init__(self, weights_path, device="cpu", variant=None, dtype="float32"):
         variant = variant or self.spec.variants[0]
-        for field, value, allowed in (
-            ("device", device, self.spec.devices),
-            ("variant", variant, self.spec.variants_for(device)),
-            ("dtype", dtype, self.spec.dtypes),
-        ):
-            if value not in allowed:
-                raise ValueError(
-                    f"{self.spec.name}: unknown {field} {value!r}; expected one of {list(allowed)}"
-                )
+        check_choice(self.spec, device, "variant", variant, self.spec.variants_for(device), dtype)
         self.weights_path = weights_path
         self.device = device
         self.variant = variant
@@ -68,15 +68,7 @@ class Trainer:
         if not self.spec.train_variants:
             raise ValueError(f"{self.spec.name}: this level has no training step")
         variant = variant or self.spec.train_variants[0]
-        for field, value, allowed in (
-            ("device", device, self.spec.devices),
-            ("training variant", variant, self.spec.train_variants),
-            ("dtype", dtype, self.spec.dtypes),
-        ):
-            if value not in allowed:
-                raise ValueError(
-                    f"{self.spec.name}: unknown {field} {value!r}; expected one of {list(allowed)}"
-                )
+        check_choice(self.spec, device, "training variant", variant, self.spec.train_variants, dtype)
         self.weights_path = weights_path
         self.device = device
         self.variant = variant

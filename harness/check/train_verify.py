@@ -9,14 +9,12 @@ relative 1e-4 of the oracle's and every kernel and bias within 1e-4 absolute of 
 (see check); a pass, with the step named.
 """
 
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
 from harness import ROOT, registry
-from harness.errors import HarnessError
+from harness.check import verify
 
 DEFAULT_INIT = ROOT / "weights" / "lenet5_init.weights.h5"
 LOSS_TOLERANCE = 1e-4   # relative, every step
@@ -110,27 +108,10 @@ def child_rows(name, device, weights_path, steps, batch, dtype):
     """Run harness.check.train_child for one implementation; yield its rows as they come."""
     command = [sys.executable, "-m", "harness.check.train_child", name, device, str(weights_path),
                str(steps), str(batch), dtype]
-    child_env = {**os.environ, **registry.process_env(name)}
     with tempfile.TemporaryDirectory(prefix="lenet-verify-train-") as out_dir:
-        log_path = os.path.join(out_dir, "stderr.log")  # framework chatter; shown when something fails
-        with open(log_path, "w") as log, subprocess.Popen(command, cwd=ROOT, env=child_env, text=True,
-                                                          stdout=subprocess.PIPE, stderr=log) as child:
-            seen = []
-            for line in child.stdout:
-                row = json.loads(line)
-                if "fatal" in row:
-                    child.wait()
-                    raise HarnessError(row["fatal"])
-                seen.append(row["variant"])
-                yield row
-            code = child.wait()
-        missing = [v for v in registry.spec(name).train_variants if v not in seen]
-        if code != 0 or missing:
-            tail = open(log_path).read().strip().splitlines()[-15:]
-            print("\n".join(f"  | {line}" for line in tail), file=sys.stderr)
-    for variant in missing:  # the child died before this variant (a crash in native code)
-        yield {"variant": variant, "status": "FAIL", "steps": [],
-               "reason": f"the verify-train process for {name} ended with exit code {code}"}
+        for row in verify.rows_of_child(command, name, registry.spec(name).train_variants,
+                                        os.path.join(out_dir, "stderr.log"), "verify-train"):
+            yield {"steps": [], **row}
 
 
 def format_row(row: dict) -> str:

@@ -80,8 +80,14 @@ def child_rows(name, device, weights_path, out_dir, limit, dtype="float32"):
     """Run harness.check.child for one implementation and dtype; yield its rows as they come."""
     command = [sys.executable, "-m", "harness.check.child", name, device,
                str(weights_path), out_dir, dtype] + ([str(limit)] if limit else [])
+    yield from rows_of_child(command, name, registry.spec(name).variants_for(device),
+                             os.path.join(out_dir, "stderr.log"), "verify")
+
+
+def rows_of_child(command, name, variants, log_path, what):
+    """Run one child (with the level's registry environment), yield its JSON rows as they come,
+    then a FAIL row for each variant it never reported (it died: a crash in native code)."""
     child_env = {**os.environ, **registry.process_env(name)}
-    log_path = os.path.join(out_dir, "stderr.log")  # framework chatter; shown when something fails
     with open(log_path, "w") as log, subprocess.Popen(command, cwd=ROOT, env=child_env, text=True,
                                                       stdout=subprocess.PIPE, stderr=log) as child:
         seen = []
@@ -93,13 +99,13 @@ def child_rows(name, device, weights_path, out_dir, limit, dtype="float32"):
             seen.append(row["variant"])
             yield row
         code = child.wait()
-    missing = [v for v in registry.spec(name).variants_for(device) if v not in seen]
-    if code != 0 or missing:
+    missing = [v for v in variants if v not in seen]
+    if code != 0 or missing:  # framework chatter, shown when something failed
         tail = open(log_path).read().strip().splitlines()[-15:]
         print("\n".join(f"  | {line}" for line in tail), file=sys.stderr)
-    for variant in missing:  # the child died before this variant (a crash in native code)
+    for variant in missing:
         yield {"variant": variant, "status": "FAIL",
-               "reason": f"the verify process for {name} ended with exit code {code}"}
+               "reason": f"the {what} process for {name} ended with exit code {code}"}
 
 
 def format_row(row: dict) -> str:
