@@ -22,13 +22,17 @@ class Diverged(RuntimeError):
     """The training loss became NaN or infinite, or stopped going down."""
 
 
+_TRAIN_SET = {}  # dtype -> (images (60000, 28, 28, 1), labels (60000,)): read once per worker
+
+
 def batches(dtype: str, batch: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """(images (B, 28, 28, 1), labels (B,)) pairs over the training set, in file order."""
     from harness.data import mnist
 
-    images, labels = mnist.load("train")
-    x = mnist.to_input(images, dtype)
-    y = labels.astype(np.int64)
+    if dtype not in _TRAIN_SET:
+        images, labels = mnist.load("train")
+        _TRAIN_SET[dtype] = (mnist.to_input(images, dtype), labels.astype(np.int64))
+    x, y = _TRAIN_SET[dtype]
     return [(x[i:i + batch], y[i:i + batch]) for i in range(0, len(x) - batch + 1, batch)]
 
 

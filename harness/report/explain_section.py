@@ -47,8 +47,9 @@ def fig_explain(rows, runs, out: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(10, 0.75 * len(rows) + 2.4))
     labels = []
     for y, row in enumerate(rows):
+        machine = row.get("machine", "").split(": ", 1)[-1].split(" (")[0]  # the CPU (or GPU) model
         labels.append(f"{row['implementation']}/{row['variant']}\n({row['device'].upper()}, "
-                      f"{ms(row['steps'][0]['median_ns'])})")
+                      f"{ms(row['steps'][0]['median_ns'])})\n{machine}")
         left = 0.0
         for i, stage in enumerate(row["stages"]):
             share = 100 * max(stage["share"], 0.0)  # a negative difference (noise) is drawn as 0
@@ -63,8 +64,8 @@ def fig_explain(rows, runs, out: Path) -> Path | None:
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
     ax.set_title("Fig. 9  Where one call's time goes: each step down the ladder removes one stage")
-    ax.set_xlabel("share of the call's median time (%)  [black: the model's arithmetic, the raw "
-                  "library's floor; REPORT.md lists every stage]", fontsize=8)
+    ax.set_xlabel("share of the call's median time (%)  [black: the model's arithmetic, the floor: oneDNN "
+                  "tuned (NumPy in runs made before it); REPORT.md lists every stage]", fontsize=8)
     ax.set_ylabel("implementation/variant (median per call)")
     return finish(fig, runs, "explain", out)
 

@@ -22,7 +22,7 @@ def fig_training(frame, runs, out: Path) -> Path | None:
         return None
     cells = default_threads(cells)
     cells = cells[cells["dtype"] == "float32"]
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(10, 5))
     markers = "osD^vP*Xh<>"
     groups = list(cells.groupby(["label", "device", "machine"]))
     for i, ((label, device, _machine), part) in enumerate(groups):
@@ -37,6 +37,7 @@ def fig_training(frame, runs, out: Path) -> Path | None:
     decorate(ax, "Fig. 10  What one training step costs at each level",
              "batch size (images per SGD step, log scale)",
              "time per training step, median (ms, log scale)", legend_size=7)
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the lines
     return finish(fig, runs, STUDY, out)
 
 
