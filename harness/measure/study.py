@@ -6,7 +6,8 @@
     [measure]                    calls, rounds, warmup, batch_sizes, dtypes, threads,
                                  inter_op_threads, max_images, setup_timeout_s, timeout_s,
                                  max_cell_seconds (a slow cell's calls are cut to fit, after
-                                 its warm-up has shown its speed); train mode: converge_images,
+                                 its warm-up has shown its speed, to no fewer than
+                                 min_calls_per_round, default 10, in each round); train mode: converge_images,
                                  converge_seconds (a convergence run per level, whichever ends
                                  first) at converge_batch_size
     [[cells]]                    implementation, variants ("all" or a list), devices,
@@ -37,8 +38,8 @@ MEASURE_DEFAULTS = {
     "threads": 1, "inter_op_threads": 1, "max_images": None,
     "setup_timeout_s": 300, "timeout_s": 120, "max_cell_seconds": None,
     "converge_images": None, "converge_seconds": None, "converge_batch_size": 32,
+    "min_calls_per_round": 10,
 }
-MIN_CALLS_PER_ROUND = 10  # a time-capped cell still gets this many calls in every round
 CELL_KEYS = {"implementation", "variants", "devices", "batch_sizes", "dtypes", "threads"}
 
 
@@ -139,7 +140,7 @@ def parse(text: str, where: str = "<study>") -> Study:
     _check_keys(f"{where} [measure]", data.get("measure", {}), MEASURE_DEFAULTS)
     measure.update(data.get("measure", {}))
     for key in ("calls", "rounds", "warmup", "threads", "inter_op_threads",
-                "setup_timeout_s", "timeout_s"):
+                "setup_timeout_s", "timeout_s", "min_calls_per_round"):
         if not isinstance(measure[key], int) or isinstance(measure[key], bool) or measure[key] < 0:
             _fail(f"{where} [measure]", f"{key}: expected a whole number >= 0, found {measure[key]!r}")
     cap = measure["max_cell_seconds"]
@@ -220,11 +221,11 @@ def calls_for(measure: dict, batch: int) -> int:
 
 def capped_calls(measure: dict, planned: int, seconds_per_call: float) -> int:
     """Timed calls of a cell once its speed is known (from the warm-up): at most
-    max_cell_seconds of timed calls, but never fewer than MIN_CALLS_PER_ROUND per round."""
+    max_cell_seconds of timed calls, but never fewer than min_calls_per_round in each round."""
     cap = measure.get("max_cell_seconds")
     if not cap or seconds_per_call <= 0:
         return planned
-    floor = min(planned, measure["rounds"] * MIN_CALLS_PER_ROUND)
+    floor = min(planned, measure["rounds"] * measure.get("min_calls_per_round", 10))
     return max(floor, min(planned, int(cap / seconds_per_call)))
 
 

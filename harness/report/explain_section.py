@@ -71,10 +71,12 @@ def fig_explain(rows, runs, out: Path) -> Path | None:
 
 
 def headline(rows) -> list[str]:
-    """The Findings' answer to 'why is Keras slow', from the keras/predict explain row."""
-    row = next((r for r in rows if r["implementation"] == "keras" and r["variant"] == "predict"), None)
-    if row is None:
-        return []
+    """The Findings' answer to 'why is Keras slow', from each machine's keras/predict explain row."""
+    return [line for row in rows if row["implementation"] == "keras" and row["variant"] == "predict"
+            for line in headline_of(row)]
+
+
+def headline_of(row) -> list[str]:
     first = row["stages"][0]
     line = (f"**Why Keras is slow** ({row['machine']}): of one `model.predict` call on TensorFlow "
             f"({ms(row['steps'][0]['median_ns'])}), {100 * first['share']:.0f}% is the "

@@ -103,7 +103,7 @@ def raw_library_findings(frame, machine) -> list[str]:
     steps = [(naive, "oneDNN naive (everything created per call)"), (numpy_ref, "the NumPy reference"),
              (best_ops, f"the fastest framework-ops level ({best_ops['label']})" if best_ops is not None
               else ""), (predict, "Keras `model.predict`")]
-    parts = [f"{what} {ms(r['median_ms'])} ({fmt_ratio(ratio_ci(r, tuned))}x)" for r, what in steps
+    parts = [f"{what} {ms(r['median_ms'])} ({fmt_ratio(ratio_ci(r, tuned))}x tuned)" for r, what in steps
              if r is not None]
     if parts:
         line += "; " + ", ".join(parts)
