@@ -77,6 +77,7 @@ def explain(target: str, device="cpu", calls=200, rounds=10, weights=DEFAULT_WEI
                            f"expected one of {list(spec.variants_for(device))}")
     raw = run_child(name, variant, device, calls, rounds, weights)
     row = {"kind": "explain", "implementation": name, "variant": variant, "device": device,
+           "floor": raw.get("floor"),  # which implementation the last step ran ("onednn/tuned")
            "ladder": raw["ladder"], "rounds_ns": raw["rounds_ns"], "counts": raw["counts"],
            "frameworks": raw["frameworks"],
            "steps": [{"step": s["step"], **summary(raw["rounds_ns"][s["step"]])} for s in raw["ladder"]],
