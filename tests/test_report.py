@@ -55,7 +55,8 @@ def results_copy(tmp_path):
 def test_report_changes_when_a_results_row_is_deleted(results_copy):
     runs, frame = rundata.load(results_copy)
     before = markdown.build(runs, frame, loc.count())
-    rows_path = next(r["dir"] for r in runs if r["study"] == "api_levels") / "results.jsonl"  # the one in use
+    run = next(r for r in runs if r["study"] == "api_levels")  # a run in use
+    rows_path = run["dir"] / "results.jsonl"
     lines = rows_path.read_text().splitlines(keepends=True)
     victim = next(i for i, line in enumerate(lines)
                   if '"kind":"cell"' in line and '"status":"ok"' in line and "numpy/default" in line)
@@ -67,8 +68,12 @@ def test_report_changes_when_a_results_row_is_deleted(results_copy):
     assert before != after
     median = markdown.ms(removed["stats"]["median_ns"] / 1e6)
     section = lambda text: text.split("## Fig. 2")[1].split("## Fig. 4")[0]  # noqa: E731
-    assert f"| numpy/default | cpu | 1 | float32 | {median} |" in section(before)
-    assert "| numpy/default | cpu |" not in section(after)
+    row = f"| numpy/default | cpu | 1 | float32 | {median} |"
+    rows_of = lambda text: [line for line in section(text).splitlines()  # noqa: E731
+                            if line.startswith(row) and line.endswith(f"| {run['machine']} |")]
+    assert len(rows_of(before)) == 1 and rows_of(after) == []
+    # one machine's numpy row is gone; another machine's runs keep theirs
+    assert section(after).count("| numpy/default | cpu |") == section(before).count("| numpy/default | cpu |") - 1
 
 
 def test_report_numbers_come_from_rows(results_copy):
