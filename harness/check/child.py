@@ -52,12 +52,18 @@ def outputs(name, device, weights_path, out_dir, dtype="float32", limit=None, sa
 
 def main(argv=None) -> int:
     name, device, weights_path, out_dir, dtype, *rest = argv or sys.argv[1:]
+    return serve(lambda say: outputs(name, device, weights_path, out_dir, dtype,
+                                     int(rest[0]) if rest else None, say=say))
+
+
+def serve(produce) -> int:
+    """Run produce(say) with stdout kept for the JSON lines alone: framework chatter on fd 1
+    goes to stderr. A HarnessError is one {"fatal": ...} line and exit code 2."""
     replies = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # framework chatter on stdout goes to stderr, never into the replies
+    os.dup2(2, 1)
     sys.stdout = sys.stderr
     try:
-        outputs(name, device, weights_path, out_dir, dtype, int(rest[0]) if rest else None,
-                say=lambda line: replies.write(line + "\n"))
+        produce(lambda line: replies.write(line + "\n"))
     except HarnessError as exc:
         replies.write(json.dumps({"fatal": str(exc)}) + "\n")
         return 2

@@ -13,7 +13,6 @@ A fatal input error (bad weights, bad data) is one line {"fatal": "..."}.
 """
 
 import json
-import os
 import sys
 import time
 import traceback
@@ -21,6 +20,7 @@ import traceback
 import numpy as np
 
 from harness import registry
+from harness.check import child
 from harness.data import mnist
 from harness.errors import HarnessError, Unavailable
 
@@ -121,16 +121,8 @@ def train_rows(name, device, weights_path, steps, batch, dtype, say=print):
 
 def main(argv=None) -> int:
     name, device, weights_path, steps, batch, dtype = argv or sys.argv[1:]
-    replies = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # framework chatter on stdout goes to stderr, never into the replies
-    sys.stdout = sys.stderr
-    try:
-        train_rows(name, device, weights_path, int(steps), int(batch), dtype,
-                   say=lambda line: replies.write(line + "\n"))
-    except HarnessError as exc:
-        replies.write(json.dumps({"fatal": str(exc)}) + "\n")
-        return 2
-    return 0
+    return child.serve(lambda say: train_rows(name, device, weights_path, int(steps), int(batch),
+                                              dtype, say=say))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from harness import ROOT
+from harness.machine import procenv
 
 TICK_S = 0.25  # how often a long wait looks at the worker's memory
 PIXELS = 28 * 28
@@ -104,12 +105,7 @@ class Sandbox:
     def kill(self):
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
+        procenv.kill_group(self.proc)
         for pipe in (self.proc.stdin, self.proc.stdout):
             try:
                 pipe.close()

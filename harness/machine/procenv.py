@@ -7,6 +7,7 @@ preallocate, so a shared GPU server stays usable for the others.
 """
 
 import os
+import signal
 
 BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
@@ -29,3 +30,14 @@ def settings(threads: int = 1, inter_op_threads: int = 1, device: str = "cpu") -
 def apply(env: dict[str, str]) -> None:
     """Set them in this process; only useful before numpy/TF/CuPy are imported."""
     os.environ.update(env)
+
+
+def kill_group(proc) -> None:
+    """SIGKILL a child started with start_new_session=True, with everything it started (its
+    process group), and reap it. A child already gone is fine."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()

@@ -9,6 +9,7 @@ import sys
 import time
 
 from harness import ROOT
+from harness.machine import procenv
 
 
 class WorkerDied(Exception):
@@ -83,12 +84,7 @@ class WorkerProcess:
     def kill(self):
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
+        procenv.kill_group(self.proc)
         self.proc = None
 
     def stop(self):
