@@ -1,7 +1,8 @@
 """lenet-levels harness: everything that is not a LeNet, in wings.
 
     cli.py commands.py          the command line (the one place that turns errors into exit codes)
-    lab/                        grading a class's submissions: limited workers, leaderboard, Slurm
+    lab/     campaign/          grading a class's submissions (limited workers, leaderboard, Slurm);
+                                the GPU half in one command (steps, manifest, archive)
     report/                     runs, tables, figures, REPORT.md, lines of code
     check/   explain/           verify and the timer cross-check; where a call's time goes
     measure/                    study files -> plan -> workers -> rounds -> results -> statistics
@@ -10,7 +11,7 @@
     base.py registry.py errors.py null_impl.py   the one interface a level implements
 
 The rule of the layout: a wing imports only from the wings listed below it (check and explain
-are siblings, as are data and frameworks: neither imports the other). Levels (`lenet_*`)
+are siblings, as are lab and campaign, and data and frameworks: neither imports the other). Levels (`lenet_*`)
 import only base, registry, errors, data and frameworks; the harness imports a level only
 inside a function, through the registry or as the oracle. tests/test_layout.py reads every
 import and fails on a wrong arrow or a cycle.
