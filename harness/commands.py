@@ -22,6 +22,16 @@ def split_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
+def write_json(target: str, data: dict) -> None:
+    """--json FILE (its folder created), or a bare --json: stdout."""
+    text = json.dumps(data, indent=2)
+    if target == "-":
+        print(text)
+    else:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        Path(target).write_text(text + "\n")
+
+
 def cmd_verify(args) -> int:
     from harness.check import verify
     from harness.data import weights
@@ -39,13 +49,8 @@ def cmd_verify(args) -> int:
                          progress=log, dtypes=dtypes)
     code = verify.exit_code(rows)
     if args.json:
-        text = json.dumps({"rows": rows, "exit_code": code, "weights": str(args.weights),
-                           "tolerance": verify.TOLERANCE}, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(text + "\n")
+        write_json(args.json, {"rows": rows, "exit_code": code, "weights": str(args.weights),
+                               "tolerance": verify.TOLERANCE})
     verdict = {0: "all implementations agree", 1: "DISAGREEMENT: see FAIL rows",
                3: "some implementations could not run here (see reasons)"}[code]
     log(verdict)
@@ -54,14 +59,14 @@ def cmd_verify(args) -> int:
 
 def cmd_verify_train(args) -> int:
     from harness.check import train_verify, verify
-    from harness.data import weights
+    from harness.data import init_weights, weights
 
     names = split_list(args.implementations)
     verify.require_known(names)
     for field, value in (("--steps", args.steps), ("--batch", args.batch)):
         if value < 1:
             raise HarnessError(f"{field}: expected a positive number, found {value}")
-    weights_path = args.weights or train_verify.DEFAULT_INIT
+    weights_path = args.weights or init_weights.DEFAULT_INIT
     weights.read(weights_path)  # an unusable file fails here, in one line, before any work
     procenv.apply(procenv.settings(args.threads, 1, args.device))
     log(train_verify.HEADER)
@@ -69,15 +74,10 @@ def cmd_verify_train(args) -> int:
                                      args.dtype, args.data_dir, progress=log)
     code = train_verify.exit_code(rows)
     if args.json:
-        text = json.dumps({"rows": rows, "exit_code": code, "weights": str(weights_path),
-                           "steps": args.steps, "batch": args.batch, "dtype": args.dtype,
-                           "loss_tolerance": train_verify.LOSS_TOLERANCE,
-                           "weight_tolerance": train_verify.WEIGHT_TOLERANCE}, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(text + "\n")
+        write_json(args.json, {"rows": rows, "exit_code": code, "weights": str(weights_path),
+                               "steps": args.steps, "batch": args.batch, "dtype": args.dtype,
+                               "loss_tolerance": train_verify.LOSS_TOLERANCE,
+                               "weight_tolerance": train_verify.WEIGHT_TOLERANCE})
     ties = sum(row["status"] == "tie" for row in rows)
     verdict = {0: "every training step agrees with the oracle" + (
                    f" ({ties} row(s) up to a max-pool near-tie, then another valid path)" if ties else ""),

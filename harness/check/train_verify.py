@@ -13,10 +13,10 @@ import os
 import sys
 import tempfile
 
-from harness import ROOT, registry
+from harness import registry
 from harness.check import verify
+from harness.data import init_weights
 
-DEFAULT_INIT = ROOT / "weights" / "lenet5_init.weights.h5"
 LOSS_TOLERANCE = 1e-4   # relative, every step
 WEIGHT_TOLERANCE = 1e-4  # absolute, every kernel and bias entry, after every step
 STEPS, BATCH = 20, 32
@@ -79,7 +79,7 @@ def verify_train(names, device="cpu", weights_path=None, steps=STEPS, batch=BATC
     """One row per implementation x training variant: ok / FAIL / unavailable, with the numbers.
     Each implementation trains in a child process (harness.check.train_child) with its registry
     environment; one that crashes leaves a FAIL row, never loses the others'."""
-    weights_path = weights_path or DEFAULT_INIT
+    weights_path = weights_path or init_weights.DEFAULT_INIT
     if data_dir:
         os.environ["LENET_DATA_DIR"] = str(data_dir)
     rows = []
@@ -129,8 +129,6 @@ HEADER = (f"{'implementation/variant':<28} {'dev':<4} {'status':<11} (tolerance:
           f"within relative {LOSS_TOLERANCE:g}, weights within {WEIGHT_TOLERANCE:g} of the oracle)")
 
 
-def exit_code(rows) -> int:
-    """1 when any level drifted or crashed, 3 when nothing failed but something could not run, else 0."""
-    if any(row["status"] == "FAIL" for row in rows):
-        return 1
-    return 3 if any(row["status"] == "unavailable" for row in rows) else 0
+# 1 when any level drifted or crashed, 3 when nothing failed but something could not run, else 0
+# ("tie" is a pass): the same rule as verify's.
+exit_code = verify.exit_code
