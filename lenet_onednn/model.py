@@ -34,7 +34,6 @@ import numpy as np
 
 from harness.base import LeNet
 from harness.data import weights
-from harness.errors import Unavailable
 from harness.registry import REGISTRY
 from lenet_onednn import binding as dnnl
 from lenet_onednn import layout
@@ -172,12 +171,8 @@ class OnednnLeNet(LeNet):
         self.lib = lib = dnnl.load()
         self.data_type = dnnl.DATA_TYPES[dtype]
         self.w = layout.convert(weights.read(weights_path), dtype)
-        self.engine, self.stream = dnnl.Ptr(), dnnl.Ptr()
-        try:
-            lib.dnnl_engine_create(ctypes.byref(self.engine), dnnl.CPU, 0)
-        except dnnl.OnednnError as exc:
-            raise Unavailable(f"oneDNN has no CPU engine here: {exc}") from None
-        lib.dnnl_stream_create(ctypes.byref(self.stream), self.engine, dnnl.STREAM_DEFAULT_FLAGS)
+        self.cpu = P.CpuEngine(lib)
+        self.engine, self.stream = self.cpu.engine, self.cpu.stream
         self.plans = {}  # tuned: batch size -> Plan
 
     def plan(self, n) -> Plan:
@@ -238,9 +233,4 @@ class OnednnLeNet(LeNet):
         for p in self.plans.values():
             p.close()
         self.plans.clear()
-        if self.stream:
-            self.lib.dnnl_stream_destroy(self.stream)
-            self.stream = dnnl.Ptr()
-        if self.engine:
-            self.lib.dnnl_engine_destroy(self.engine)
-            self.engine = dnnl.Ptr()
+        self.cpu.close()

@@ -5,8 +5,30 @@ tested without running the network."""
 
 import ctypes
 
+from harness.errors import Unavailable
 from lenet_onednn import binding as dnnl
 from lenet_onednn.binding import Ptr
+
+
+class CpuEngine:
+    """The CPU engine and the one stream every primitive of the level runs on."""
+
+    def __init__(self, lib):
+        self.lib, self.engine, self.stream = lib, Ptr(), Ptr()
+        try:
+            lib.dnnl_engine_create(ctypes.byref(self.engine), dnnl.CPU, 0)
+        except dnnl.OnednnError as exc:
+            raise Unavailable(f"oneDNN has no CPU engine here: {exc}") from None
+        lib.dnnl_stream_create(ctypes.byref(self.stream), self.engine, dnnl.STREAM_DEFAULT_FLAGS)
+
+    def close(self):
+        """Destroy both; the handles are zeroed in place, so every holder sees them gone."""
+        if self.stream:
+            self.lib.dnnl_stream_destroy(self.stream)
+            self.stream.value = None
+        if self.engine:
+            self.lib.dnnl_engine_destroy(self.engine)
+            self.engine.value = None
 
 
 class MemoryDesc:

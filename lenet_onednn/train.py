@@ -18,15 +18,14 @@ another batch size moves them (reorder to the Keras arrays, then into that plan'
 flatten order. float32 only (oneDNN 3.2 has no f64 convolution on the CPU).
 """
 
-import ctypes
 
 import numpy as np
 
 from harness.base import LEARNING_RATE, Trainer
 from harness.data import weights
-from harness.errors import Unavailable
 from harness.registry import REGISTRY
 from lenet_onednn import binding as dnnl
+from lenet_onednn import primitives as P
 from lenet_onednn.train_plan import TrainPlan
 
 
@@ -41,12 +40,8 @@ class OnednnTrainer(Trainer):
         self.host = {name: weights.Layer(np.ascontiguousarray(layer.kernel, np.float32),
                                          np.ascontiguousarray(layer.bias, np.float32))
                      for name, layer in weights.read(weights_path).items()}
-        self.engine, self.stream = dnnl.Ptr(), dnnl.Ptr()
-        try:
-            lib.dnnl_engine_create(ctypes.byref(self.engine), dnnl.CPU, 0)
-        except dnnl.OnednnError as exc:
-            raise Unavailable(f"oneDNN has no CPU engine here: {exc}") from None
-        lib.dnnl_stream_create(ctypes.byref(self.stream), self.engine, dnnl.STREAM_DEFAULT_FLAGS)
+        self.cpu = P.CpuEngine(lib)
+        self.engine, self.stream = self.cpu.engine, self.cpu.stream
         self.plans = {}  # batch size -> TrainPlan
         self.active = None  # the plan that holds the current weights
 
@@ -103,9 +98,4 @@ class OnednnTrainer(Trainer):
         for p in self.plans.values():
             p.close()
         self.plans.clear()
-        if self.stream:
-            self.lib.dnnl_stream_destroy(self.stream)
-            self.stream = dnnl.Ptr()
-        if self.engine:
-            self.lib.dnnl_engine_destroy(self.engine)
-            self.engine = dnnl.Ptr()
+        self.cpu.close()
