@@ -8,7 +8,6 @@ study; explain for the GPU ladders; pytest -m gpu. Then one archive under the si
 """
 
 import re
-import socket
 import time
 from pathlib import Path
 
@@ -38,7 +37,7 @@ def quick_study(name: str, out: Path) -> Path:
 
 def plan(out: Path, run_id: str, quick: bool) -> list[steps.Step]:
     res = out / "results"
-    host = socket.gethostname().split(".")[0] or "host"
+    host = results.short_hostname()
     verify = ["-m", "harness", "verify", "--implementations", GPU_IMPLS, "--device", "gpu",
               "--dtypes", "float32,float64", "--json", str(res / f"verify-gpu-{host}.json")]
     todo = [python_step("doctor", ["-m", "harness", "doctor"], 90),
@@ -70,7 +69,7 @@ def run_campaign(out: Path, name: str, todo: list[steps.Step], budget_s: float,
 
 def gpu_study(out: Path, quick: bool, say=print) -> tuple[dict, Path]:
     run_id = results.new_run_id()
-    name = f"gpu-study-{socket.gethostname().split('.')[0] or 'host'}-{run_id}"
+    name = f"gpu-study-{results.short_hostname()}-{run_id}"
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     todo = plan(out, run_id, quick)

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness import ROOT
@@ -92,7 +92,7 @@ def run_all(steps: list[Step], out: Path, manifest: dict, deadline_s: float, say
                       "reason": f"out of time: {left:.0f} s left of the {deadline_s:g} s budget"}
         else:
             say(f"[{i}/{len(steps)}] {step.name}: {' '.join(step.command[1:] or step.command)}")
-            step = Step(step.name, step.command, min(step.timeout_s, left), step.env, step.ok_codes)
+            step = replace(step, timeout_s=min(step.timeout_s, left))
             record = run_step(step, logs / f"{step.name}.log")
         say(f"[{i}/{len(steps)}] {step.name}: {record['status']} ({record['seconds']} s)")
         manifest["steps"].append(record)

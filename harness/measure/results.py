@@ -19,8 +19,12 @@ SCHEMA_VERSION = 1
 ROWS = "results.jsonl"
 
 
+def short_hostname() -> str:
+    return socket.gethostname().split(".")[0] or "host"
+
+
 def new_run_id() -> str:
-    host = socket.gethostname().split(".")[0] or "host"
+    host = short_hostname()
     try:
         user = getpass.getuser()
     except (KeyError, OSError):

@@ -166,8 +166,7 @@ class Worker:
         losses.clear()
         times, _ = time_calls(training.stepper(trainer, losses), pairs, start, calls)
         training.check_finite(losses, start)
-        return {"times_ns": times, "device_ns": None,
-                "loss_first": losses[0], "loss_last": losses[-1]}
+        return {"times_ns": times, "device_ns": None}
 
     def converge(self, cell_id, images, seconds):
         _, pairs, _, cell, weights = self.trainers[cell_id]
