@@ -7,6 +7,7 @@ first, then reads its test accuracy with the NumPy reference; a loss that did no
 `Diverged` too.
 """
 
+import itertools
 import math
 import tempfile
 import time
@@ -67,7 +68,7 @@ def converge(make_trainer, pairs, dtype: str, max_images: int | None, max_second
     losses, seen = [], 0
     started = time.perf_counter()
     try:
-        for i in range(10**9):
+        for i in itertools.count():
             x, y = pairs[i % len(pairs)]
             losses.append(float(trainer.train_step(x, y)))
             seen += len(x)

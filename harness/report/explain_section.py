@@ -5,7 +5,7 @@ sentences generated from the rows. No framework imported."""
 from pathlib import Path
 
 from harness.explain import keras_steps
-from harness.report.style import OKABE_ITO, finish, fmt_ms, plt
+from harness.report.style import OKABE_ITO, finish, fmt_ms, plt, short_machine
 
 CITATIONS = (
     "The maintainers say the same: `model.predict` \"is designed for batch processing of large "
@@ -47,7 +47,7 @@ def fig_explain(rows, runs, out: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(10, 0.75 * len(rows) + 2.4))
     labels = []
     for y, row in enumerate(rows):
-        machine = row.get("machine", "").split(": ", 1)[-1].split(" (")[0]  # the CPU (or GPU) model
+        machine = short_machine(row.get("machine", ""))  # the CPU (or GPU) model
         labels.append(f"{row['implementation']}/{row['variant']}\n({row['device'].upper()}, "
                       f"{ms(row['steps'][0]['median_ns'])})\n{machine}")
         left = 0.0

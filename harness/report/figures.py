@@ -20,6 +20,7 @@ from harness.report.style import (
     decorate,
     finish,
     fmt_ms,
+    lines_against_batch,
     ok_cells,
     plt,
 )
@@ -197,19 +198,12 @@ def fig_throughput(frame, runs, out: Path) -> Path | None:
     cells = ok_cells(frame, "batch_sweep")
     if cells.empty:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    markers = "osD^vP*X"
-    for i, ((label, device, _machine), part) in enumerate(cells.groupby(["label", "device", "machine"])):
-        part = part.sort_values("batch_size")
-        ax.plot(part["batch_size"], part["images_per_s"], marker=markers[i % len(markers)],
-                color=OKABE_ITO[i % len(OKABE_ITO)], label=f"{label} ({device.upper()})")
-    ax.set_xscale("log", base=2)
-    sizes = sorted(cells["batch_size"].unique())
-    ax.set_xticks(sizes, [str(b) for b in sizes])
-    ax.set_yscale("log")
+    fig, ax = plt.subplots(figsize=(11, 5))
+    lines_against_batch(ax, cells, "images_per_s")
     decorate(ax, "Fig. 6  Throughput against batch size",
              "batch size (images per call, log scale)",
              "throughput (images/s, log scale)")
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the lines
     return finish(fig, runs, "batch_sweep", out)
 
 

@@ -72,3 +72,28 @@ def fmt_ms(ms: float) -> str:
     if ms >= 1:
         return f"{ms:.3g} ms"
     return f"{ms * 1000:.3g} µs"
+
+
+MARKERS = "osD^vP*Xh<>"
+
+
+def short_machine(machine: str) -> str:
+    """'vm: Intel(R) Xeon(R) Processor (2 cores)' -> 'Intel(R) Xeon(R) Processor': the model."""
+    return machine.split(": ", 1)[-1].split(" (")[0]
+
+
+def lines_against_batch(ax, cells, column: str):
+    """One line per label x device x machine of `column` against batch size (log-log), the
+    machine named where there are several. Past the eight colours a line is dashed and keeps
+    its own marker, so no two lines look alike. The legend goes beside the axes."""
+    several = cells["machine"].nunique() > 1
+    for i, ((label, device, machine), part) in enumerate(cells.groupby(["label", "device", "machine"])):
+        part = part.sort_values("batch_size")
+        where = f"{device.upper()}, {short_machine(machine)}" if several else device.upper()
+        ax.plot(part["batch_size"], part[column], marker=MARKERS[i % len(MARKERS)],
+                color=OKABE_ITO[i % len(OKABE_ITO)], linestyle="-" if i < len(OKABE_ITO) else "--",
+                label=f"{label} ({where})")
+    ax.set_xscale("log", base=2)
+    sizes = sorted(cells["batch_size"].unique())
+    ax.set_xticks(sizes, [str(b) for b in sizes])
+    ax.set_yscale("log")

@@ -5,7 +5,7 @@ import math
 from pathlib import Path
 
 from harness.report.rundata import find, ratio_ci
-from harness.report.style import OKABE_ITO, decorate, finish, ok_cells, plt
+from harness.report.style import decorate, finish, lines_against_batch, ok_cells, plt
 from harness.report.tables import fmt_ratio, ms, table
 
 STUDY = "training"
@@ -23,17 +23,7 @@ def fig_training(frame, runs, out: Path) -> Path | None:
     cells = default_threads(cells)
     cells = cells[cells["dtype"] == "float32"]
     fig, ax = plt.subplots(figsize=(10, 5))
-    markers = "osD^vP*Xh<>"
-    groups = list(cells.groupby(["label", "device", "machine"]))
-    for i, ((label, device, _machine), part) in enumerate(groups):
-        part = part.sort_values("batch_size")
-        ax.plot(part["batch_size"], part["median_ms"], marker=markers[i % len(markers)],
-                color=OKABE_ITO[i % len(OKABE_ITO)], linestyle="-" if i < len(OKABE_ITO) else "--",
-                label=f"{label} ({device.upper()})")
-    ax.set_xscale("log", base=2)
-    sizes = sorted(cells["batch_size"].unique())
-    ax.set_xticks(sizes, [str(b) for b in sizes])
-    ax.set_yscale("log")
+    lines_against_batch(ax, cells, "median_ms")
     decorate(ax, "Fig. 10  What one training step costs at each level",
              "batch size (images per SGD step, log scale)",
              "time per training step, median (ms, log scale)", legend_size=7)
