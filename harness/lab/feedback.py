@@ -4,6 +4,7 @@ submission's latency histogram (OUT/feedback/<student>.png)."""
 from pathlib import Path
 
 from harness.lab import store
+from harness.report.style import fmt_ms
 
 NEXT_STEP = {
     "too-slow": "Profile one predict call on a single image: Python loops over pixels or channels are "
@@ -31,8 +32,6 @@ def log_tail(out: Path, student: str, lines=15) -> list[str]:
         return []
 
 
-def fmt(ns: float) -> str:
-    return f"{ns / 1e6:.3g} ms" if ns >= 1e6 else f"{ns / 1e3:.3g} µs"
 
 
 def write(row: dict, lab, place: int | None, ranked: int, out: Path) -> list[Path]:
@@ -52,13 +51,15 @@ def write(row: dict, lab, place: int | None, ranked: int, out: Path) -> list[Pat
                   f"(needed {lab.gate['min_agree']}); worst |dp| {gate['max_abs_diff']:.2g} (allowed "
                   f"{lab.gate['max_abs_diff']:g}).", ""]
     if row["status"] == "ok":
-        lines += [f"Median time per image: {fmt(row['median_per_image_ns'])} on {node.get('hostname')} "
+        median = fmt_ms(row["median_per_image_ns"] / 1e6)
+        lines += [f"Median time per image: {median} on {node.get('hostname')} "
                   f"({node.get('gpu') or node.get('cpu')}), over {len(row['rounds_used'])} rounds.", ""]
         for label, r in row["ratios"].items():
             lines.append(f"- × {label}: {r['ratio']:.2f} "
                          f"[95% interval {r['ci95_low']:.2f}–{r['ci95_high']:.2f}]"
                          f" ({'faster' if r['ratio'] < 1 else 'slower'} than {label}; "
-                         f"{label} took {fmt(row['reference_medians_ns'][label])} per call beside you)")
+                         f"{label} took {fmt_ms(row['reference_medians_ns'][label] / 1e6)} per call "
+                         "beside you)")
         lines += ["", f"Lines of code: {row['loc']} in {row['files']} file(s)."]
     elif row["status"] in NEXT_STEP:
         lines += [f"Next step: {NEXT_STEP[row['status']]}"]

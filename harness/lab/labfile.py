@@ -19,6 +19,7 @@ from pathlib import Path
 
 from harness import ROOT, registry
 from harness.errors import HarnessError
+from harness.measure import study
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -99,14 +100,11 @@ def parse_reference(where, text, device) -> Reference:
 
 
 def path_of(name_or_path: str) -> Path:
-    path = Path(name_or_path)
-    if path.suffix == ".toml" or path.exists():
-        return path
-    return LABS_DIR / f"{name_or_path}.toml"
+    return study.toml_path(LABS_DIR, name_or_path)
 
 
 def available() -> list[str]:
-    return sorted(p.stem for p in LABS_DIR.glob("*.toml"))
+    return study.toml_names(LABS_DIR)
 
 
 def load(name_or_path: str) -> Lab:

@@ -10,6 +10,7 @@ import csv
 from pathlib import Path
 
 from harness.lab import labfile, store
+from harness.report.style import fmt_ms
 
 # The order of the unranked, most useful first; ok rows come before all of them.
 STATUSES = ("ok", "too-slow", "timing-inconsistent", "wrong", "crashed", "out-of-memory", "timeout",
@@ -48,8 +49,7 @@ def node_name(row: dict) -> str:
 
 
 def fmt_us(ns: float) -> str:
-    us = ns / 1e3
-    return f"{us / 1e3:.3g} ms" if us >= 1000 else f"{us:.3g} µs"
+    return fmt_ms(ns / 1e6)  # the report's format: µs, ms or s
 
 
 def csv_row(rank, row) -> dict:

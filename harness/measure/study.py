@@ -109,15 +109,24 @@ def _list(where, key, value, allowed=None, kind=str):
     return values
 
 
-def path_of(name_or_path: str) -> Path:
+def toml_path(folder: Path, name_or_path: str) -> Path:
+    """A .toml path (or an existing file) as it is, a bare name as folder/NAME.toml."""
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.exists():
         return path
-    return STUDIES_DIR / f"{name_or_path}.toml"
+    return folder / f"{name_or_path}.toml"
+
+
+def toml_names(folder: Path) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.toml"))
+
+
+def path_of(name_or_path: str) -> Path:
+    return toml_path(STUDIES_DIR, name_or_path)
 
 
 def available() -> list[str]:
-    return sorted(p.stem for p in STUDIES_DIR.glob("*.toml"))
+    return toml_names(STUDIES_DIR)
 
 
 def load(name_or_path: str) -> Study:
