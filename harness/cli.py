@@ -22,6 +22,10 @@ from harness import (
 from harness.errors import HarnessError, Unavailable
 
 
+def comma_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None,
@@ -113,6 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="folder for results, logs, manifest, archive")
     p.add_argument("--quick", action="store_true",
                    help="a first smoke: doctor, verify on 1,000 images, api_levels' GPU cells, few calls")
+    p.add_argument("--steps", type=comma_list, default=None, metavar="NAMES",
+                   help="only these steps, e.g. doctor,verify,study-api_levels (default: all; "
+                        "split the full set over two calls where one call is limited to 10 minutes)")
+    p.add_argument("--budget-s", type=float, default=None, metavar="S",
+                   help="overall time budget in seconds (default: 240 quick, 540 full)")
     p.set_defaults(func=commands.cmd_gpu_study)
     p = sub.add_parser("import-results", help="unpack a gpu-study archive into reports/results")
     p.add_argument("archive", type=Path)

@@ -247,7 +247,7 @@ def cmd_gpu_study(args) -> int:
     absent = gpu.absent_reason()
     if absent:
         raise Unavailable(f"gpu-study needs a GPU: {absent}")
-    manifest, archive = gpu_study.gpu_study(args.out, args.quick, say=log)
+    manifest, archive = gpu_study.gpu_study(args.out, args.quick, args.steps, args.budget_s, say=log)
     failed = [s["name"] for s in manifest["steps"] if s["status"] not in ("ok",)]
     print(f"manifest: {Path(args.out) / 'manifest.json'}")
     print(f"archive: {archive} ({archive.stat().st_size / 2**20:.1f} MiB)")
