@@ -45,12 +45,15 @@ def cmd_verify(args) -> int:
     for dtype in dtypes:
         if dtype not in ("float32", "float64"):
             raise HarnessError(f"--dtypes: unknown dtype {dtype!r}; allowed: float32, float64")
+    def save(rows, code=None):  # after every row: a run stopped half-way keeps what it checked
+        if args.json:
+            write_json(args.json, {"rows": rows, "exit_code": code, "complete": code is not None,
+                                   "weights": str(args.weights), "tolerance": verify.TOLERANCE})
+
     rows = verify.verify(names, args.device, args.weights, args.data_dir, args.limit,
-                         progress=log, dtypes=dtypes)
+                         progress=log, dtypes=dtypes, on_row=save if args.json != "-" else None)
     code = verify.exit_code(rows)
-    if args.json:
-        write_json(args.json, {"rows": rows, "exit_code": code, "weights": str(args.weights),
-                               "tolerance": verify.TOLERANCE})
+    save(rows, code)
     verdict = {0: "all implementations agree", 1: "DISAGREEMENT: see FAIL rows",
                3: "some implementations could not run here (see reasons)"}[code]
     log(verdict)

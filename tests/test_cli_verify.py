@@ -74,3 +74,21 @@ def test_crosscheck_against_timeit_writes_its_result(tmp_path):
     low, high = result["ratio_ci95"]
     assert low <= result["ratio_median"] <= high
     assert "harness / timeit, mean per call:" in run.stdout
+
+
+def test_a_verify_stopped_half_way_keeps_the_rows_it_checked(tmp_path):
+    """gpu-study stops a verify that outruns its time (SIGTERM): the rows so far are in the file."""
+    target = tmp_path / "verify.json"
+    child = subprocess.Popen([sys.executable, "-m", "harness", "verify", "--implementations",
+                              "numpy,tests.fake_impls:HangingLeNet", "--limit", "50", "--json", str(target)],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in child.stdout:  # numpy's row is printed after it is saved
+            if line.startswith("numpy/"):
+                break
+        saved = json.loads(target.read_text())
+    finally:
+        child.terminate()
+        child.wait(timeout=60)
+    assert [r["implementation"] for r in saved["rows"]] == ["numpy"]
+    assert saved["rows"][0]["agree"] == 50 and saved["complete"] is False and saved["exit_code"] is None

@@ -18,6 +18,7 @@ from harness.errors import HarnessError
 from harness.measure import results, study
 
 GPU_IMPLS = "cudnn,jax,torch,keras_jax,keras_torch,tf,keras"  # tf, keras: skipped where TF is absent
+GPU_TRAIN_IMPLS = "cudnn,jax,torch,keras_jax,keras_torch"
 STUDIES = ("api_levels", "overhead", "backends", "batch_sweep", "precision")
 EXPLAIN = "keras_jax/predict,keras_torch/predict,jax/eager,torch/eager"
 # One command may run 10 minutes on the borrowed machine; a cold start's first imports are slow
@@ -45,9 +46,14 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True) -> list[steps.
     host = results.short_hostname()
     verify = ["-m", "harness", "verify", "--implementations", GPU_IMPLS, "--device", "gpu",
               "--dtypes", "float32,float64", "--json", str(res / f"verify-gpu-{host}.json")]
+    # verify took 150 s on the H100 machine for 10,000 images x 2 dtypes of every GPU level
     todo = [python_step("doctor", ["-m", "harness", "doctor"], 90),
-            python_step("verify", verify + (["--limit", "1000"] if quick else []), 90 if quick else 150,
+            python_step("verify", verify + (["--limit", "1000"] if quick else []), 90 if quick else 300,
                         ok_codes=(0, 3))]
+    if not quick:
+        todo.append(python_step("verify-train", [
+            "-m", "harness", "verify-train", "--implementations", GPU_TRAIN_IMPLS, "--device", "gpu",
+            "--json", str(res / f"verify-train-gpu-{host}.json")], 150, ok_codes=(0, 3)))
     for name in ("api_levels",) if quick else STUDIES:
         source = str(quick_study(name, out)) if quick and write else name
         todo.append(python_step(f"study-{name}", ["-m", "harness", "run", source, "--devices", "gpu",

@@ -35,9 +35,10 @@ def check(probs, reference, labels) -> dict:
 
 
 def verify(names, device="cpu", weights_path=None, data_dir=None, limit=None, progress=print,
-           dtypes=("float32",)):
+           dtypes=("float32",), on_row=None):
     """One row per implementation x variant x dtype: status ok / FAIL / unavailable, with the
     numbers. A dtype the level does not offer is left out (a level offering none is a row).
+    on_row(rows so far) is called after each row, so a run stopped half-way keeps its rows.
 
     Each implementation runs in a child process (harness.check.child) with its registry
     environment (KERAS_BACKEND, XLA_FLAGS), so three Keras backends verify in one command."""
@@ -62,6 +63,8 @@ def verify(names, device="cpu", weights_path=None, data_dir=None, limit=None, pr
         if reason:
             rows.append({"implementation": name, "variant": "-", "device": device, "dtype": "-",
                          "status": "unavailable", "reason": reason})
+            if on_row:
+                on_row(rows)
             progress(format_row(rows[-1]))
             continue
         for dtype in offered:
@@ -71,8 +74,10 @@ def verify(names, device="cpu", weights_path=None, data_dir=None, limit=None, pr
                     if row["status"] == "ok":
                         probs = np.load(os.path.join(out_dir, f"{row['variant']}.npy"))
                         row.update(check(probs, references[dtype], labels))
-                    progress(format_row(row))
                     rows.append(row)
+                    if on_row:
+                        on_row(rows)
+                    progress(format_row(row))
     return rows
 
 
