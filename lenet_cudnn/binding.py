@@ -85,6 +85,9 @@ SIGNATURES = {
                                                 ctypes.POINTER(c_size_t)],
     "cudnnConvolutionForward": [Handle, Ptr, Desc, Ptr, Desc, Ptr, Desc, c_int, Ptr, c_size_t,
                                 Ptr, Desc, Ptr],
+    # y = relu(alpha1 conv(x) + alpha2 z + bias): conv, bias and activation in one call
+    "cudnnConvolutionBiasActivationForward": [Handle, Ptr, Desc, Ptr, Desc, Ptr, Desc, c_int, Ptr,
+                                              c_size_t, Ptr, Desc, Ptr, Desc, Ptr, Desc, Desc, Ptr],
     "cudnnAddTensor": [Handle, Ptr, Desc, Ptr, Ptr, Desc, Ptr],
     "cudnnCreateActivationDescriptor": [ctypes.POINTER(Desc)],
     "cudnnSetActivationDescriptor": [Desc, c_int, c_int, c_double],

@@ -9,9 +9,10 @@ Variants:
   algorithm (cudnnGetConvolutionForwardAlgorithm_v7), cudaMalloc fresh buffers and workspace,
   synchronous copies from pageable memory; all freed again at the end of the call.
 - tuned: descriptors once per batch size, the algorithm picked once by timing them
-  (cudnnFindConvolutionForwardAlgorithm), buffers and workspace preallocated, pinned host
-  memory, asynchronous copies on one stream, one synchronization per call, CUDA events
-  around the work for the device time.
+  (cudnnFindConvolutionForwardAlgorithm), each convolution, its bias and ReLU in one call
+  (cudnnConvolutionBiasActivationForward; three calls where cuDNN refuses it), buffers and
+  workspace preallocated, pinned host memory, asynchronous copies on one stream, one
+  synchronization per call, CUDA events around the work for the device time.
 - graph: tuned, with the whole call (copy in, the layers, copy out) captured once per batch
   size into a CUDA graph and replayed: one launch per call instead of ~20 enqueued calls.
 
@@ -89,12 +90,18 @@ class CudnnLeNet(LeNet):
         self.stream.synchronize()
         self.plans = {}  # tuned, graph: batch size -> preallocated everything (and the graph)
         self.conv_math = []  # the math types of the convolution algorithms last picked
+        self.fusion_note = None  # tuned, graph: whether the convolutions run fused, and why not
         self.last_device_ns = None
 
     # --- the layers ----------------------------------------------------------------------
-    def conv_bias_relu(self, d, x_desc, x, w_desc, conv, name, y_desc, y, algo, ws, ws_size):
+    def conv_bias_relu(self, d, x_desc, x, w_desc, conv, name, y_desc, y, algo, ws, ws_size, fused):
         kernel, bias = self.w[name]
         lib, h = self.lib, self.handle
+        if fused:  # alpha2 = 0: the z input (y itself here) is not read
+            lib.cudnnConvolutionBiasActivationForward(
+                h, self.alpha, x_desc.ptr, x, w_desc.ptr, kernel.data.ptr, conv.ptr, algo, ws, ws_size,
+                self.beta, y_desc.ptr, y, d.bias[name].ptr, bias.data.ptr, d.relu.ptr, y_desc.ptr, y)
+            return
         lib.cudnnConvolutionForward(h, self.alpha, x_desc.ptr, x, w_desc.ptr, kernel.data.ptr,
                                     conv.ptr, algo, ws, ws_size, self.beta, y_desc.ptr, y)
         lib.cudnnAddTensor(h, self.alpha, d.bias[name].ptr, bias.data.ptr, self.alpha, y_desc.ptr, y)
@@ -117,17 +124,17 @@ class CudnnLeNet(LeNet):
             self.lib.cudnnActivationForward(self.handle, d.relu.ptr, self.alpha, y_desc.ptr, y,
                                             self.beta, y_desc.ptr, y)
 
-    def forward(self, d, buf, algos, ws, ws_size):
+    def forward(self, d, buf, algos, ws, ws_size, fused=False):
         """Device pointers in `buf`; everything enqueued on one stream, cuDNN's and cuBLAS'."""
         with self.stream:  # CuPy's current stream = the handles' stream
-            self.layers(d, buf, algos, ws, ws_size)
+            self.layers(d, buf, algos, ws, ws_size, fused)
 
-    def layers(self, d, buf, algos, ws, ws_size):
+    def layers(self, d, buf, algos, ws, ws_size, fused):
         self.conv_bias_relu(d, d.x, buf["x"], d.w1, d.conv1, "conv1", d.c1, buf["c1"],
-                            algos[0], ws, ws_size)
+                            algos[0], ws, ws_size, fused)
         self.pool(d, d.c1, buf["c1"], d.p1, buf["p1"])
         self.conv_bias_relu(d, d.p1, buf["p1"], d.w2, d.conv2, "conv2", d.c2, buf["c2"],
-                            algos[1], ws, ws_size)
+                            algos[1], ws, ws_size, fused)
         self.pool(d, d.c2, buf["c2"], d.p2, buf["p2"])
         self.dense(d, "fc1", buf["p2"], buf["fc1"], 400, 120)
         self.dense(d, "fc2", buf["fc1"], buf["fc2"], 120, 84)
@@ -209,16 +216,29 @@ class CudnnLeNet(LeNet):
                 "host_in": np.frombuffer(pinned_in, self.dtype, n * 784).reshape(n, 1, 28, 28),
                 "host_out": np.frombuffer(pinned_out, self.dtype, n * 10).reshape(n, 10),
                 "events": (cp.cuda.Event(), cp.cuda.Event()),
-                "graph": None,
+                "graph": None, "fused": False,
             }
+            self.plans[n]["fused"] = self.fusion_works(self.plans[n])
         return self.plans[n]
+
+    def fusion_works(self, p) -> bool:
+        """One fused call per convolution, if cuDNN takes it for the algorithms Find picked
+        (the reason it refused is kept in self.fusion_note)."""
+        try:
+            self.forward(p["d"], p["buf"], p["algos"], p["ws"].data.ptr, p["ws_size"], fused=True)
+            self.stream.synchronize()
+        except cu.CudnnError as exc:
+            self.fusion_note = f"three calls per convolution: {exc}"
+            return False
+        self.fusion_note = "conv, bias and ReLU in one cudnnConvolutionBiasActivationForward"
+        return True
 
     def enqueue(self, p):
         """One call's work on the stream: pinned input -> device, the layers, device -> pinned output.
         Every address is the plan's, fixed for its lifetime: what a CUDA graph replays."""
         rt, s = self.cp.cuda.runtime, self.stream
         rt.memcpyAsync(p["buf"]["x"], p["host_in"].ctypes.data, p["host_in"].nbytes, H2D, s.ptr)
-        self.forward(p["d"], p["buf"], p["algos"], p["ws"].data.ptr, p["ws_size"])
+        self.forward(p["d"], p["buf"], p["algos"], p["ws"].data.ptr, p["ws_size"], p["fused"])
         rt.memcpyAsync(p["host_out"].ctypes.data, p["buf"]["out"], p["host_out"].nbytes, D2H, s.ptr)
 
     def predict_tuned(self, images):

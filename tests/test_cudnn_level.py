@@ -12,7 +12,7 @@ from harness import DEFAULT_WEIGHTS, registry
 from harness.data import mnist
 from harness.errors import Unavailable
 from harness.machine import gpu
-from lenet_cudnn import binding, cublas, layout
+from lenet_cudnn import binding, cublas, layout, model
 from lenet_numpy.model import NumpyLeNet, conv2d_relu, max_pool_2x2, softmax
 
 # --- NumPy stand-ins for what cuDNN and cuBLAS compute (test oracles, not the level) --------
@@ -434,3 +434,45 @@ def test_gpu_graph_replays_new_inputs_per_batch_size(sample):
         assert not set(impl.plans[16]["conv_math"]) & {1, 2}
     finally:
         impl.close()
+
+
+def test_tuned_convolutions_run_fused_and_fall_back_to_three_calls_when_refused():
+    """tuned/graph: conv + bias + ReLU as one cudnnConvolutionBiasActivationForward (alpha2 = 0,
+    so z is not read); where cuDNN refuses it at plan time, the plan keeps the three calls."""
+    calls = []
+
+    class Lib:
+        refuse = False
+
+        def __getattr__(self, name):
+            def call(*args):
+                calls.append((name, args))
+                if Lib.refuse and name == "cudnnConvolutionBiasActivationForward":
+                    raise binding.CudnnError(name, 9, "CUDNN_STATUS_NOT_SUPPORTED")
+            return call
+
+    desc = type("Desc", (), {"ptr": 7})()
+    d = type("D", (), {"bias": {"conv1": desc}, "relu": desc})()
+    impl = model.CudnnLeNet.__new__(model.CudnnLeNet)
+    impl.lib, impl.handle, impl.alpha, impl.beta = Lib(), "h", "one", "zero"
+    kernel, bias = (type("A", (), {"data": type("P", (), {"ptr": p})()})() for p in (101, 102))
+    impl.w = {"conv1": (kernel, bias)}
+    impl.conv_bias_relu(d, desc, "x", desc, desc, "conv1", desc, "y", 3, "ws", 64, fused=True)
+    assert [name for name, _ in calls] == ["cudnnConvolutionBiasActivationForward"]
+    args = calls[0][1]
+    assert args[1] == "one" and args[3] == "x" and args[5] == 101 and args[7] == 3
+    assert args[10] == "zero" and args[12] == "y" and args[14] == 102 and args[17] == "y"
+    calls.clear()
+    impl.conv_bias_relu(d, desc, "x", desc, desc, "conv1", desc, "y", 3, "ws", 64, fused=False)
+    assert [name for name, _ in calls] == ["cudnnConvolutionForward", "cudnnAddTensor",
+                                           "cudnnActivationForward"]
+
+    tried = []
+    impl.stream = type("S", (), {"synchronize": lambda self: None})()
+    impl.forward = lambda *args, fused: (tried.append(fused), impl.conv_bias_relu(
+        d, desc, "x", desc, desc, "conv1", desc, "y", 3, "ws", 64, fused))
+    plan = {"d": d, "buf": {}, "algos": [3, 3], "ws": kernel, "ws_size": 64}
+    assert impl.fusion_works(plan) is True and "one cudnnConvolutionBiasActivationForward" in impl.fusion_note
+    Lib.refuse = True
+    assert impl.fusion_works(plan) is False and tried == [True, True]
+    assert impl.fusion_note.startswith("three calls per convolution") and "NOT_SUPPORTED" in impl.fusion_note
