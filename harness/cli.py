@@ -101,6 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None,
                    help="write the rows to OUT/explain/<run-id>/ (the report reads reports/results)")
     p.set_defaults(func=commands.cmd_explain)
+    p = sub.add_parser("kernels", help="where one GPU call's time goes: kernels, copies, CUDA calls "
+                                       "(CUPTI through torch.profiler)")
+    p.add_argument("targets", help="comma-separated IMPL[/VARIANT], e.g. cudnn/tuned,cudnn/graph")
+    p.add_argument("--device", choices=("gpu",), default="gpu")
+    p.add_argument("--calls", type=int, default=200, help="profiled calls, one image each (default 200)")
+    p.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
+    p.add_argument("--out", type=Path, default=None,
+                   help="write the rows to OUT/kernels/<run-id>/ (the report reads reports/results)")
+    p.set_defaults(func=commands.cmd_kernels)
     p = sub.add_parser("crosscheck", help="time one implementation with the harness and with timeit")
     p.add_argument("--implementation", default="numpy")
     p.add_argument("--calls", type=int, default=200, help="calls per round and timer")

@@ -218,6 +218,33 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def cmd_kernels(args) -> int:
+    """Each target on its own: one that cannot run is a row saying why, the others still run."""
+    from harness.explain import kernels
+    from harness.machine import gpu
+
+    absent = gpu.absent_reason()
+    if absent:
+        raise Unavailable(f"kernels needs a GPU: {absent}")
+    if args.calls < 1:
+        raise HarnessError(f"--calls: expected a positive number, found {args.calls}")
+    rows = []
+    for target in split_list(args.targets):
+        log(f"profiling {target} on {args.device} ({args.calls} calls)")
+        try:
+            row = {**kernels.profile(target, args.device, args.calls, args.weights), "status": "ok"}
+            print("\n".join(kernels.table(row)) + "\n")
+        except HarnessError as exc:  # Unavailable too
+            log(f"{target}: {exc}")
+            name, _, variant = target.partition("/")
+            row = {"kind": "kernels", "implementation": name, "variant": variant or "-",
+                   "device": args.device, "status": "failed", "reason": str(exc)}
+        rows.append(row)
+    if args.out:
+        print(f"results: {kernels.write(rows, args.out)}")
+    return 0 if all(r["status"] == "ok" for r in rows) else 1
+
+
 def cmd_crosscheck(args) -> int:
     from harness.check import crosscheck
     from harness.machine import env

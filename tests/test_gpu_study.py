@@ -157,7 +157,7 @@ def test_the_plans_ask_for_the_gpu_half(tmp_path):
     assert plan.name == "api_levels" and plan.measure["calls"] == 100 and plan.measure["rounds"] == 3
     full = gpu_study.plan(tmp_path, "r", quick=False)
     assert [s.name for s in full] == ["doctor", "verify", "verify-train"] + \
-        [f"study-{s}" for s in gpu_study.STUDIES] + ["explain", "pytest-gpu"]
+        [f"study-{s}" for s in gpu_study.STUDIES] + ["explain", "kernels", "pytest-gpu"]
     assert all("gpu" in s.command for s in full if s.name.startswith("study-"))
     assert sum(s.timeout_s for s in full) >= gpu_study.BUDGET_S["full"]  # the budget is what binds
 

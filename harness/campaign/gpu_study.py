@@ -2,8 +2,9 @@
 minutes a GPU is at hand, on a server with no package index.
 
 Steps, in order (each a subprocess, recorded in the manifest; a failure never stops the next):
-doctor; verify on the GPU (every level, variant and dtype it offers); the GPU cells of every
-study; explain for the GPU ladders; pytest -m gpu. Then one archive under the size cap.
+doctor; verify on the GPU (every level, variant and dtype it offers); verify-train; the GPU
+cells of every study; explain for the GPU ladders; kernels (where the GPU time goes);
+pytest -m gpu. Then one archive under the size cap.
 `--quick` is the first smoke: doctor, verify on 1,000 images, api_levels' GPU cells with few calls.
 `--steps` runs some steps only (the full set rarely fits in one 10-minute call: split it in two).
 """
@@ -21,6 +22,8 @@ GPU_IMPLS = "cudnn,jax,torch,keras_jax,keras_torch,tf,keras"  # tf, keras: skipp
 GPU_TRAIN_IMPLS = "cudnn,jax,torch,keras_jax,keras_torch"
 STUDIES = ("api_levels", "overhead", "backends", "batch_sweep", "precision")
 EXPLAIN = "keras_jax/predict,keras_torch/predict,jax/eager,torch/eager"
+KERNELS = ("cudnn/naive,cudnn/tuned,cudnn/graph,torch/eager,torch/cudagraph,jax/jit,"
+           "keras_jax/predict,keras_torch/predict")
 # One command may run 10 minutes on the borrowed machine; a cold start's first imports are slow
 # (doctor took 82 s on a fresh H100 machine before its probes ran in parallel).
 BUDGET_S = {"quick": 240, "full": 540}
@@ -61,6 +64,8 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True) -> list[steps.
     if not quick:
         todo.append(python_step("explain", ["-m", "harness", "explain", EXPLAIN, "--device", "gpu",
                                             "--calls", "40", "--rounds", "4", "--out", str(res)], 120))
+        todo.append(python_step("kernels", ["-m", "harness", "kernels", KERNELS, "--calls", "200",
+                                            "--out", str(res)], 150))
         todo.append(python_step("pytest-gpu", ["-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
                                                "--junitxml", str(res.parent / "logs" / "pytest-gpu.xml"),
                                                "tests"], 150))

@@ -1,0 +1,170 @@
+"""`python -m harness kernels IMPL/VARIANT,... --device gpu`: where one call's GPU time goes.
+
+Each target runs in a process of its own (its registry environment, one thread): warm-up
+calls, then the host time per call (perf_counter, no profiler attached), then the same calls
+under torch.profiler. Its CUPTI trace holds every kernel and copy of the process, whoever
+launched it (cuDNN, cuBLAS, XLA, PyTorch), and every CUDA runtime/driver call on the host.
+Per call, from that trace: each kernel and copy with its device time, the GPU's busy time
+(the union of their intervals), and the host time spent inside CUDA calls. Busy time far
+below host time means the GPU waits on the host: the call is bound by launches, not math.
+PyTorch must be importable on the GPU machine (it brings CUPTI); the row says so if not.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from harness import DEFAULT_WEIGHTS, ROOT, registry
+from harness.errors import HarnessError, Unavailable
+from harness.machine import env, procenv
+from harness.measure import results
+
+WARMUP = 30
+DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+HOST_CATEGORIES = ("cuda_runtime", "cuda_driver")
+TOP = 6  # device operations kept per row, the longest first
+
+
+def short_name(name: str, width=60) -> str:
+    """A kernel's name without its template arguments and signature: cuDNN's run to 500 chars."""
+    for cut in ("<", "("):
+        if cut in name[1:]:
+            name = name[:name.index(cut, 1)]
+    name = name.removeprefix("void ").strip()
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
+def busy_us(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of (start, end) intervals: concurrent kernels count once."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
+
+
+def summarize_trace(events: list[dict], calls: int) -> dict:
+    """Per-call numbers from a Chrome trace's events (durations in µs)."""
+    ops, intervals, api_us, api_calls = {}, [], 0.0, 0
+    for ev in events:
+        cat, dur = ev.get("cat"), ev.get("dur")
+        if dur is None or ev.get("ph") != "X":
+            continue
+        if cat in DEVICE_CATEGORIES:
+            key = (cat, short_name(ev.get("name", "?")))
+            count, total = ops.get(key, (0, 0.0))
+            ops[key] = (count + 1, total + dur)
+            intervals.append((ev["ts"], ev["ts"] + dur))
+        elif cat in HOST_CATEGORIES:
+            api_us += dur
+            api_calls += 1
+    if not intervals:
+        raise HarnessError("the profiler saw no kernel or copy on the GPU: did the calls run there?")
+    listed = sorted(({"category": cat, "name": name, "per_call": count / calls,
+                      "ns_per_call": 1e3 * total / calls} for (cat, name), (count, total) in ops.items()),
+                    key=lambda op: -op["ns_per_call"])
+    return {"gpu_busy_ns_per_call": 1e3 * busy_us(intervals) / calls,
+            "device_ops_per_call": sum(op["per_call"] for op in listed),
+            "device_ns_per_call": sum(op["ns_per_call"] for op in listed),
+            "api_ns_per_call": 1e3 * api_us / calls, "api_calls_per_call": api_calls / calls,
+            "ops": listed[:TOP], "ops_not_listed": max(0, len(listed) - TOP)}
+
+
+def run_child(name, variant, device, calls, weights, timeout=300) -> dict:
+    """The child measures and writes the trace; the parent reads it (the trace can be MBs)."""
+    child_env = {**os.environ, **procenv.settings(1, 1, device), **registry.process_env(name)}
+    with tempfile.TemporaryDirectory(prefix="lenet-kernels-") as tmp:
+        trace = os.path.join(tmp, "trace.json")
+        done = subprocess.run([sys.executable, "-m", "harness.explain.kernels", name, variant, device,
+                               str(calls), str(weights), trace], cwd=ROOT, env=child_env,
+                              capture_output=True, text=True, timeout=timeout)
+        lines = done.stdout.strip().splitlines()
+        if done.returncode != 0 or not lines:
+            tail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+            if "No module named" in tail or "Unavailable" in tail:
+                raise Unavailable(f"kernels {name}/{variant}: {tail}")
+            raise HarnessError(f"kernels {name}/{variant} failed: {tail}")
+        with open(trace) as f:
+            events = json.load(f).get("traceEvents", [])
+    return {**json.loads(lines[-1]), "events": events}
+
+
+def profile(target: str, device="gpu", calls=200, weights=DEFAULT_WEIGHTS) -> dict:
+    name, _, variant = target.partition("/")
+    spec = registry.spec(name)
+    variant = variant or spec.variants[0]
+    if device not in spec.devices or variant not in spec.variants_for(device):
+        raise HarnessError(f"kernels {target}: {name} has no variant {variant!r} on {device}; "
+                           f"expected one of {list(spec.variants_for(device))}")
+    raw = run_child(name, variant, device, calls, weights)
+    row = {"kind": "kernels", "implementation": name, "variant": variant, "device": device,
+           "calls": calls, "host_ns_per_call": raw["host_ns_per_call"],
+           **summarize_trace(raw["events"], calls)}
+    if raw.get("note"):
+        row["note"] = raw["note"]
+    return row
+
+
+def table(row: dict) -> list[str]:
+    """The row as printed on the terminal."""
+    host, busy = row["host_ns_per_call"] / 1e3, row["gpu_busy_ns_per_call"] / 1e3
+    out = [f"{row['implementation']}/{row['variant']} on {row['device']}, batch 1, {row['calls']} calls: "
+           f"host {host:.1f} us per call, GPU busy {busy:.1f} us ({100 * busy / host:.0f}%), "
+           f"{row['device_ops_per_call']:.1f} kernels/copies, {row['api_calls_per_call']:.1f} CUDA calls "
+           f"taking {row['api_ns_per_call'] / 1e3:.1f} us of host time"]
+    for op in row["ops"]:
+        out.append(f"  {op['ns_per_call'] / 1e3:>8.2f} us  x{op['per_call']:<4.1f} "
+                   f"{op['category']:<10} {op['name']}")
+    if row["ops_not_listed"]:
+        out.append(f"  ... and {row['ops_not_listed']} more")
+    if row.get("note"):
+        out.append(f"  note: {row['note']}")
+    return out
+
+
+def write(rows: list[dict], out, run_id=None):
+    run_dir = results.create_run_dir(out, "kernels", run_id)
+    (run_dir / "env.json").write_text(json.dumps(env.collect(procenv.settings(1, 1, "gpu")),
+                                                 indent=2) + "\n")
+    writer = results.RowWriter(run_dir, run_dir.name)
+    for row in rows:
+        writer.write(row)
+    writer.close()
+    return run_dir
+
+
+def child(name, variant, device, calls, weights, trace_path):
+    """In the child: measure, profile, write the trace; print one JSON line."""
+    from harness.data import mnist
+
+    impl = registry.create(name, weights, device=device, variant=variant)
+    images = mnist.to_input(mnist.load("test")[0][:calls])
+    batches = [images[i:i + 1] for i in range(calls)]
+    for i in range(WARMUP):
+        impl.predict(batches[i % calls])
+    start = time.perf_counter_ns()
+    for x in batches:
+        impl.predict(x)
+    host_ns = (time.perf_counter_ns() - start) / calls
+    try:
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as torch_profile
+    except ImportError as exc:
+        raise Unavailable(f"PyTorch is needed for its CUPTI profiler: {exc}") from None
+    with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for x in batches:
+            impl.predict(x)
+    prof.export_chrome_trace(trace_path)
+    note = getattr(impl, "fusion_note", None)
+    impl.close()
+    print(json.dumps({"host_ns_per_call": host_ns, "note": note}))
+
+
+if __name__ == "__main__":
+    n, v, d, c, w, t = sys.argv[1:7]
+    child(n, v, d, int(c), w, t)
