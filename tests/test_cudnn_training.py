@@ -274,30 +274,30 @@ def test_bad_batches_are_clear_errors():
 @pytest.mark.skipif(GPU_ABSENT is not None, reason=f"needs an NVIDIA GPU: {GPU_ABSENT}")
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_gpu_k_steps_agree_with_the_oracle(dtype):
-    steps, batch = 20, 32
+    """The first gradients exactly; then K steps as verify-train checks them. In float32 a step
+    may go the other way at a max-pool near-tie and drift after it (PyTorch on the same GPU
+    does the same, at the same steps: the H100 run's verify-train rows); float64 never may."""
+    from harness.check import train_verify
+
     images, labels = mnist.load("train")
-    x, y = mnist.to_input(images[:steps * batch]), labels[:steps * batch].astype(np.int64)
+    x, y = mnist.to_input(images[:7]), labels[:7].astype(np.int64)
     ours = registry.import_class(registry.spec("cudnn").trainer)(INIT, device="gpu", dtype=dtype)
     oracle = NumpyTrainer(INIT, dtype="float64")
     try:
-        loss, grads = ours.gradients(x[:7], y[:7])
-        expected_loss, expected = oracle.gradients(x[:7], y[:7])
+        loss, grads = ours.gradients(x, y)
+        expected_loss, expected = oracle.gradients(x, y)
         assert abs(loss - expected_loss) <= 1e-4 * abs(expected_loss)
         for name, (kernel, bias) in expected.items():
             np.testing.assert_allclose(grads[name].kernel, kernel, atol=1e-5, rtol=0, err_msg=name)
             np.testing.assert_allclose(grads[name].bias, bias, atol=1e-5, rtol=0, err_msg=name)
-        for k in range(steps):
-            xb, yb = x[k * batch:(k + 1) * batch], y[k * batch:(k + 1) * batch]
-            loss, expected_loss = ours.train_step(xb, yb), oracle.train_step(xb, yb)
-            assert abs(loss - expected_loss) <= 1e-4 * abs(expected_loss), k
-        found, want = ours.weights(), oracle.weights()
-        worst = max(float(np.max(np.abs(found[n][i] - want[n][i]))) for n in want for i in (0, 1))
-        print(f"\ncuDNN ({dtype}) vs oracle after {steps} steps: max |dw| {worst:.1e}")
-        assert worst <= 1e-4
         ours.train_step(x[:1], y[:1])  # another batch size: its own plan, the same weights
-        assert set(ours.plans) == {7, 32, 1}
+        assert set(ours.plans) == {7, 1}
     finally:
         ours.close()
+    rows = train_verify.verify_train(["cudnn"], "gpu", INIT, steps=20, batch=32, dtype=dtype,
+                                     progress=lambda line: None)
+    allowed = ("ok", "tie") if dtype == "float32" else ("ok",)
+    assert len(rows) == 1 and rows[0]["status"] in allowed, rows
 
 
 # --- the trainer itself, on the NumPy 'GPU' (tests/fake_gpu.py) ----------------------------------
