@@ -19,6 +19,9 @@ def test_short_name_drops_template_arguments_and_signature():
     assert kernels.short_name(long) == "cudnn::cnn::conv2d_grouped_direct_kernel"
     assert kernels.short_name("Memcpy HtoD (Pinned -> Device)") == "Memcpy HtoD"
     assert len(kernels.short_name("k" * 200)) == 60
+    cublas = ("void std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, "
+              "float, float, float, false, true>(cublasGemvParamsEx<int, float const>)")
+    assert kernels.short_name(cublas) == "internal::gemvx::kernel"
 
 
 def test_busy_time_is_the_union_of_intervals():

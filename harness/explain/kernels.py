@@ -30,6 +30,14 @@ TOP = 6  # device operations kept per row, the longest first
 
 def short_name(name: str, width=60) -> str:
     """A kernel's name without its template arguments and signature: cuDNN's run to 500 chars."""
+    name = name.removeprefix("void ").strip()
+    if name.startswith("std::enable_if<"):  # cuBLAS: "std::enable_if<..., void>::type ns::kernel<...>(...)"
+        depth = 0
+        for i, ch in enumerate(name):
+            depth += {"<": 1, ">": -1}.get(ch, 0)
+            if ch == ">" and depth == 0:
+                name = name[i + 1:].removeprefix("::type").strip()
+                break
     for cut in ("<", "("):
         if cut in name[1:]:
             name = name[:name.index(cut, 1)]

@@ -1,0 +1,114 @@
+"""The GPU half in sentences and one table: the ladder from raw cuDNN up, the speed targets
+(met or missed, and by how much), and where a GPU call's time goes (`kernels` rows).
+
+Every number is read from a results row; the targets are the project's goals, not results.
+"""
+
+from harness.report.rundata import find, ratio_ci
+from harness.report.tables import fmt_ratio, ms, table
+
+TARGETS_MS = {"cudnn/tuned": 0.040, "cudnn/graph": 0.020}  # goals per image at batch 1, end to end
+TORCH_VARIANTS = ("torch/eager", "torch/compile", "torch/cudagraph")
+CUDNN_VARIANTS = ("cudnn/naive", "cudnn/tuned", "cudnn/graph")
+
+
+def kernel_rows(runs) -> list[dict]:
+    """The newest `kernels` run of each machine: its ok rows, each with its machine."""
+    return [{**row, "machine": run["machine"]} for run in runs if run["study"] == "kernels"
+            for row in run["rows"] if row.get("kind") == "kernels" and row.get("status") == "ok"]
+
+
+def kernels_of(rows, label, machine) -> dict | None:
+    return next((r for r in rows if f"{r['implementation']}/{r['variant']}" == label
+                 and r["machine"] == machine), None)
+
+
+def us(ns) -> str:
+    return ms(ns / 1e6)
+
+
+def ladder_line(frame, machine) -> str | None:
+    """api_levels on the GPU: every level against the CUDA-graph floor, within rounds."""
+    graph = find(frame, "api_levels", "cudnn/graph", device="gpu", machine=machine)
+    if graph is None:
+        return None
+    others = [("cudnn/tuned", "cuDNN tuned (the same calls enqueued one by one)"),
+              ("torch/eager", "PyTorch ops"), ("jax/jit", "JAX jit"),
+              ("keras_jax/predict", "Keras `model.predict` on JAX"),
+              ("keras_torch/predict", "on PyTorch"), ("keras/predict", "on TensorFlow")]
+    parts = []
+    for label, what in others:
+        row = find(frame, "api_levels", label, device="gpu", machine=machine)
+        if row is not None:
+            parts.append(f"{what} {ms(row['median_ms'])} ({fmt_ratio(ratio_ci(row, graph))}x)")
+    return (f"**The GPU ladder on {machine}, raw library → framework ops → Keras** (`api_levels`, "
+            f"batch 1, ratios to the floor within rounds): cuDNN replayed as one CUDA graph takes "
+            f"{ms(graph['median_ms'])} per image end to end (CUDA events: {ms(graph['device_median_ms'])} "
+            f"on the stream); " + ", ".join(parts) + ".")
+
+
+def target_lines(frame, rows, machine) -> list[str]:
+    """The speed targets from the overhead study (all variants in one run), and where the time goes."""
+    out = []
+    for label, goal in TARGETS_MS.items():
+        cell = find(frame, "overhead", label, device="gpu", machine=machine)
+        if cell is None:
+            continue
+        miss = cell["median_ms"] - goal
+        verdict = (f"met ({ms(-miss)} under)" if miss <= 0 else
+                   f"missed by {ms(miss)} ({cell['median_ms'] / goal:.1f}x the goal)")
+        line = f"Target {label} ≤ {ms(goal)} per image: {ms(cell['median_ms'])} (`overhead`), {verdict}."
+        k = kernels_of(rows, label, machine)
+        if miss > 0 and k is not None:
+            busy, host = k["gpu_busy_ns_per_call"], k["host_ns_per_call"]
+            line += (f" Where it goes (`kernels`): the GPU is busy {us(busy)} of a {us(host)} call "
+                     f"({100 * busy / host:.0f}%), in {k['device_ops_per_call']:.0f} kernels and copies, "
+                     f"the longest {k['ops'][0]['name']} ({us(k['ops'][0]['ns_per_call'])} for "
+                     f"{k['ops'][0]['per_call']:.0f}); the host makes {k['api_calls_per_call']:.0f} CUDA "
+                     f"calls ({us(k['api_ns_per_call'])} inside them under the profiler, which slows them).")
+        out.append(line)
+    best = {}
+    for family, labels in (("cuDNN", CUDNN_VARIANTS), ("PyTorch", TORCH_VARIANTS)):
+        cells = [c for c in (find(frame, "overhead", lb, device="gpu", machine=machine) for lb in labels)
+                 if c is not None]
+        if cells:
+            best[family] = min(cells, key=lambda c: c["median_ms"])
+    if len(best) == 2:
+        cudnn, torch = best["cuDNN"], best["PyTorch"]
+        r = ratio_ci(cudnn, torch)
+        verdict = "met" if r and r["ratio"] <= 1 else "missed"
+        out.append(f"Target: the best cuDNN variant no slower than the best PyTorch variant on the same "
+                   f"GPU: {cudnn['label']} {ms(cudnn['median_ms'])} against {torch['label']} "
+                   f"{ms(torch['median_ms'])} ({fmt_ratio(r)}x within rounds): {verdict}.")
+    return out
+
+
+def findings(frame, runs, machine) -> list[str]:
+    line = ladder_line(frame, machine)
+    return ([line] if line else []) + target_lines(frame, kernel_rows(runs), machine)
+
+
+def section(runs) -> list[str]:
+    """## Where a GPU call's time goes: one row per profiled level."""
+    rows = kernel_rows(runs)
+    if not rows:
+        return []
+    body = []
+    for r in rows:
+        busy, host = r["gpu_busy_ns_per_call"], r["host_ns_per_call"]
+        top = "; ".join(f"{op['name']} x{op['per_call']:.0f} {us(op['ns_per_call'])}" for op in r["ops"][:3])
+        api = f"{r['api_calls_per_call']:.0f} ({us(r['api_ns_per_call'])})"
+        body.append([f"{r['implementation']}/{r['variant']}", us(host), us(busy), f"{100 * busy / host:.0f}%",
+                     f"{r['device_ops_per_call']:.0f}", api, top, r["machine"]])
+    return ["", "## Where a GPU call's time goes (`python -m harness kernels`)", "",
+            "One image per call, batch 1, 200 calls per level, each level in its own process. Host time "
+            "per call is timed without the profiler; the rest comes from a CUPTI trace of the same calls "
+            "(torch.profiler): every kernel and copy on the GPU, whoever launched it, and the host's "
+            "time inside CUDA calls (the profiler slows those calls: that column can exceed the "
+            "unprofiled host time). GPU busy is the union of the kernels' and copies' intervals; where "
+            "it is a small share of the call, the call is bound by the host's launches, not by the "
+            "GPU's arithmetic. CUDA events around a call (the studies' device time) span the host's "
+            "enqueueing too, so they overstate the GPU's work for every variant but a graph.", "",
+            table(["level/variant", "host per call", "GPU busy", "busy share", "kernels+copies",
+                   "CUDA calls (host time, profiled)", "longest three on the GPU (per call)", "machine"],
+                  body)]
