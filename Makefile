@@ -110,7 +110,8 @@ offline-bundle:
 	$(PYTHON) scripts/offline_bundle.py build --python $(BUNDLE_PY) --out $(BUNDLE_DIR)
 
 # On the GPU server: no venv, no index. BUNDLE=DIR installs the bundle's missing wheels into
-# .bundle-site (on PYTHONPATH); QUICK=1 is the two-minute first smoke. One archive in GPU_OUT.
+# .bundle-site (on PYTHONPATH); QUICK=1 is the first smoke; STEPS=a,b runs some steps only.
+# One archive in GPU_OUT.
 BUNDLE ?=
 GPU_OUT ?= gpu-study-out
 GPU_PYTHON ?= $(PYTHON)
@@ -118,7 +119,7 @@ gpu-study:
 	@if [ -n "$(BUNDLE)" ]; then \
 	  $(GPU_PYTHON) scripts/offline_bundle.py install --bundle $(BUNDLE) --target .bundle-site || exit $$?; fi
 	PYTHONPATH=$(CURDIR)/.bundle-site:$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} \
-	  $(GPU_PYTHON) -m harness gpu-study --out $(GPU_OUT) $(if $(QUICK),--quick)
+	  $(GPU_PYTHON) -m harness gpu-study --out $(GPU_OUT) $(if $(QUICK),--quick) $(if $(STEPS),--steps $(STEPS))
 
 # Back on this machine: ARCHIVE=gpu-study-....tar.gz into reports/results, then make figures report.
 import-results: $(STAMP)

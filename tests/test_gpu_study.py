@@ -172,3 +172,10 @@ def test_steps_selects_some_steps_in_plan_order_and_names_the_known_ones(tmp_pat
     assert not list(tmp_path.glob("quick-*.toml"))  # write=False plans write nothing
     gpu_study.plan(tmp_path, "r", quick=True, write=False)
     assert not list(tmp_path.glob("quick-*.toml"))
+
+
+def test_a_folder_that_holds_a_campaign_is_refused(tmp_path):
+    """Its results would ride along in the new archive and its manifest be overwritten."""
+    (tmp_path / "manifest.json").write_text("{}")
+    with pytest.raises(HarnessError, match="already holds a campaign"):
+        gpu_study.gpu_study(tmp_path, quick=True, only=["doctor"])

@@ -22,8 +22,9 @@ GPU_IMPLS = "cudnn,jax,torch,keras_jax,keras_torch,tf,keras"  # tf, keras: skipp
 GPU_TRAIN_IMPLS = "cudnn,jax,torch,keras_jax,keras_torch"
 STUDIES = ("api_levels", "overhead", "backends", "batch_sweep", "precision")
 EXPLAIN = "keras_jax/predict,keras_torch/predict,jax/eager,torch/eager"
-KERNELS = ("cudnn/naive,cudnn/tuned,cudnn/graph,torch/eager,torch/cudagraph,jax/jit,"
-           "keras_jax/predict,keras_torch/predict")
+KERNELS = ("cudnn/naive,cudnn/tuned,cudnn/graph,torch/eager,torch/compile,torch/cudagraph,jax/jit,"
+           "jax/eager,keras_jax/predict,keras_torch/predict")  # every GPU variant of `overhead`, and Keras'
+
 # One command may run 10 minutes on the borrowed machine; a cold start's first imports are slow
 # (doctor took 82 s on a fresh H100 machine before its probes ran in parallel).
 BUDGET_S = {"quick": 240, "full": 540}
@@ -65,7 +66,7 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True) -> list[steps.
         todo.append(python_step("explain", ["-m", "harness", "explain", EXPLAIN, "--device", "gpu",
                                             "--calls", "40", "--rounds", "4", "--out", str(res)], 120))
         todo.append(python_step("kernels", ["-m", "harness", "kernels", KERNELS, "--calls", "200",
-                                            "--out", str(res)], 150))
+                                            "--out", str(res)], 240))
         todo.append(python_step("pytest-gpu", ["-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
                                                "--junitxml", str(res.parent / "logs" / "pytest-gpu.xml"),
                                                "tests"], 150))
@@ -100,6 +101,9 @@ def gpu_study(out: Path, quick: bool, only: list[str] | None = None, budget_s: f
     name = f"gpu-study-{results.short_hostname()}-{run_id}"
     out = Path(out)
     select(plan(out, run_id, quick, write=False), only)  # a bad --steps fails before anything runs
+    if (out / "manifest.json").exists():  # its results would ride along in this archive, its manifest lost
+        raise HarnessError(f"--out {out} already holds a campaign ({out / 'manifest.json'}); "
+                           "give each gpu-study a new folder")
     out.mkdir(parents=True, exist_ok=True)
     todo = select(plan(out, run_id, quick), only)
     return run_campaign(out, name, todo, budget_s or BUDGET_S["quick" if quick else "full"], say=say)

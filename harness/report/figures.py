@@ -10,7 +10,7 @@ import matplotlib.ticker
 import numpy as np
 
 from harness import registry
-from harness.report import explain_section, training_section
+from harness.report import explain_section, gpu_section, training_section
 from harness.report.style import (
     BACKEND_OF,
     FIGURES_DIR,
@@ -59,13 +59,16 @@ def fig_latency(frame, runs, out: Path) -> Path | None:
                     key=lambda s: (s[1], s[0]))
     impls = [i for i in IMPL_ORDER if i in set(cells["implementation"])]
     impls += sorted(set(cells["implementation"]) - set(impls))  # a lab's module:Class
-    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(impls)), 4.8))
+    # every variant the study measured (cuDNN's graph is the GPU floor, oneDNN's naive its first try)
+    keys = [(impl, variant) for impl in impls
+            for variant in dict.fromkeys(cells[cells["implementation"] == impl]["variant"])]
+    fig, ax = plt.subplots(figsize=(max(8, 1.0 * len(keys)), 4.8))
     width = 0.8 / len(series)
     for i, (machine, device) in enumerate(series):
         xs, ys, lo, hi = [], [], [], []
-        for x, impl in enumerate(impls):
+        for x, (impl, variant) in enumerate(keys):
             row = cells[(cells["machine"] == machine) & (cells["device"] == device)
-                        & (cells["implementation"] == impl)]
+                        & (cells["implementation"] == impl) & (cells["variant"] == variant)]
             if row.empty:
                 continue
             r = row.iloc[0]
@@ -75,13 +78,13 @@ def fig_latency(frame, runs, out: Path) -> Path | None:
             hi.append(r["ci_high_ms"] - r["median_ms"])
         ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, color=OKABE_ITO[i % len(OKABE_ITO)],
                label=f"{device.upper()}: {machine}")
-        for x, y in zip(xs, ys, strict=True):
-            ax.text(x, y * 1.08, fmt_ms(y), ha="center", va="bottom", fontsize=6)
-    labels = [f"{impl}\n{cells[cells['implementation'] == impl]['variant'].iloc[0]}" for impl in impls]
-    ax.set_xticks(range(len(impls)), labels, fontsize=8)
+        for x, y, up in zip(xs, ys, hi, strict=True):
+            ax.text(x, (y + up) * 1.1, fmt_ms(y), ha="center", va="bottom", fontsize=6, rotation=90)
+    ax.set_xticks(range(len(keys)), [f"{impl}\n{variant}" for impl, variant in keys], fontsize=8)
     ax.set_yscale("log")
+    ax.set_ylim(top=ax.get_ylim()[1] * 4)  # room for the labels above the tallest whisker
     decorate(ax, "Fig. 2  Per-image latency per implementation (bars: median; whiskers: 95% CI)",
-             "implementation and its default variant, from the raw library up to Keras",
+             "implementation and variant, from the raw library up to Keras",
              "per-image inference time, median (ms, log scale)")
     return finish(fig, runs, "api_levels", out)
 
@@ -137,8 +140,10 @@ def fig_cold_start(frame, runs, out: Path) -> Path | None:
     return finish(fig, runs, "api_levels", out)
 
 
-def overhead_split(cells):
-    """Per cell: (compute or device part, host-overhead part, how the split was made)."""
+def overhead_split(cells, gpu_busy=None):
+    """Per cell: (compute or device part, host-overhead part, how the split was made).
+    gpu_busy: {(machine, label): ms} from `kernels` rows, the GPU's own busy time; CUDA events
+    otherwise, which also span the host's enqueueing."""
     out = []
     for device in registry.DEVICES:
         part = cells[cells["device"] == device]
@@ -148,7 +153,9 @@ def overhead_split(cells):
         floor = real["median_ms"].min()
         floor_label = real.loc[real["median_ms"].idxmin(), "label"]
         for _, r in real.sort_values("median_ms").iterrows():
-            if device == "gpu" and not np.isnan(r["device_median_ms"]):
+            if device == "gpu" and (r["machine"], r["label"]) in (gpu_busy or {}):
+                base, how = gpu_busy[(r["machine"], r["label"])], "GPU busy time (kernels trace)"
+            elif device == "gpu" and not np.isnan(r["device_median_ms"]):
                 base, how = r["device_median_ms"], "device time (CUDA events)"
             elif device == "gpu":
                 base, how = np.nan, "no device timer"
@@ -163,7 +170,9 @@ def fig_overhead(frame, runs, out: Path) -> Path | None:
     cells = cells[cells["batch_size"] == 1] if not cells.empty else cells
     if cells.empty:
         return None
-    split = overhead_split(cells)
+    busy = {(r["machine"], f"{r['implementation']}/{r['variant']}"): r["gpu_busy_ns_per_call"] / 1e6
+            for r in gpu_section.kernel_rows(runs)}
+    split = overhead_split(cells, busy)
     fig, ax = plt.subplots(figsize=(9, 0.42 * len(split) + 2.2))
     labels = []
     for y, (r, base, _how) in enumerate(split):
@@ -183,8 +192,9 @@ def fig_overhead(frame, runs, out: Path) -> Path | None:
     ax.set_title("Fig. 5  Where a call's time goes: compute or device time vs host overhead")
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Patch(color=OKABE_ITO[2], label="GPU: device time (CUDA events); CPU: compute "
-                             "floor = the fastest implementation's time in the study"),
+    ax.legend(handles=[Patch(color=OKABE_ITO[2], label="GPU: busy time from the kernels trace (else CUDA "
+                             "events, which span the host's enqueueing too); CPU: compute floor = the "
+                             "fastest implementation's time in the study"),
                        Patch(color=OKABE_ITO[3], label="host overhead (the rest of the call)"),
                        Patch(facecolor="white", edgecolor="black", hatch="//",
                              label="GPU, not split (no device timer)")],
