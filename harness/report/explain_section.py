@@ -18,8 +18,9 @@ CITATIONS = (
 METHOD = (
     "Method: (a) an ablation ladder of public calls, timed like any cell and interleaved in rounds; "
     "each step down removes one stage and the difference of neighbouring medians is that stage's "
-    "cost, down to the compute floor (the fastest raw-library implementation, oneDNN's tuned "
-    "primitives on the CPU, timed in the same process and rounds); "
+    "cost, down to the compute floor (the fastest raw-library implementation: oneDNN's tuned "
+    "primitives on the CPU, cuDNN replayed as one CUDA graph on the GPU; timed in the same process "
+    "and rounds); "
     "(b) for Keras' `predict` on TensorFlow, Keras' own internal steps timed in the order "
     "`Model.predict` runs them (private APIs of Keras 3.15), accepted only when their sum is within "
     "10% of a real `predict` timed in the same loop, the rest shown as 'other'; (c) cProfile for "
@@ -65,7 +66,8 @@ def fig_explain(rows, runs, out: Path) -> Path | None:
     ax.set_xlim(0, 100)
     ax.set_title("Fig. 9  Where one call's time goes: each step down the ladder removes one stage")
     ax.set_xlabel("share of the call's median time (%)  [black: the model's arithmetic, the floor: oneDNN "
-                  "tuned (NumPy in runs made before it); REPORT.md lists every stage]", fontsize=8)
+                  "tuned on the CPU (NumPy in runs made before it), cuDNN's CUDA graph on the GPU; "
+                  "REPORT.md lists every stage]", fontsize=8)
     ax.set_ylabel("implementation/variant (median per call)")
     return finish(fig, runs, "explain", out)
 
