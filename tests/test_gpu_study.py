@@ -179,3 +179,31 @@ def test_a_folder_that_holds_a_campaign_is_refused(tmp_path):
     (tmp_path / "manifest.json").write_text("{}")
     with pytest.raises(HarnessError, match="already holds a campaign"):
         gpu_study.gpu_study(tmp_path, quick=True, only=["doctor"])
+
+
+def tar_of(path, top, files):
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in files.items():
+            info = tarfile.TarInfo(f"{top}/results/{name}")
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    return path
+
+
+def test_a_later_campaign_replaces_verify_json_but_never_a_run(tmp_path):
+    """verify-*.json is the newest check on a machine (its name has no run id): replaced, and said."""
+    into, said = tmp_path / "results", []
+    first = tar_of(tmp_path / "a.tar.gz", "gpu-study-a", {"verify-gpu-h.json": '{"rows": ["old"]}',
+                                                          "api_levels/r1/results.jsonl": "{}\n"})
+    second = tar_of(tmp_path / "b.tar.gz", "gpu-study-b", {"verify-gpu-h.json": '{"rows": ["new"]}',
+                                                           "api_levels/r2/results.jsonl": "{}\n"})
+    clash = tar_of(tmp_path / "c.tar.gz", "gpu-study-c", {"verify-gpu-h.json": '{"rows": ["newest"]}',
+                                                          "api_levels/r1/results.jsonl": "{}\n"})
+    archive.import_results(first, into, say=said.append)
+    archive.import_results(second, into, say=said.append)
+    assert json.loads((into / "verify-gpu-h.json").read_text())["rows"] == ["new"]
+    assert any(line.startswith("replacing") and "verify-gpu-h.json" in line for line in said)
+    assert (into / "api_levels" / "r2" / "results.jsonl").is_file()
+    with pytest.raises(HarnessError, match=r"would overwrite 1 file\(s\).*api_levels/r1/results.jsonl"):
+        archive.import_results(clash, into, say=said.append)
+    assert json.loads((into / "verify-gpu-h.json").read_text())["rows"] == ["new"]  # nothing written

@@ -5,9 +5,12 @@
       gpu-study-<host>-<run-id>/results/...      run folders, explain rows, verify JSON (never dropped)
       gpu-study-<host>-<run-id>/logs/*.log       raw logs (dropped first when over the cap)
 
-`import-results` unpacks results/ into reports/results/ and refuses to overwrite any file there.
+`import-results` unpacks results/ into reports/results/ and refuses to overwrite any file there,
+but for verify's and verify-train's JSON (verify-*.json at the top): each is the newest check on
+its machine, as `make verify` rewrites it, so a later campaign replaces it and says so.
 """
 
+import fnmatch
 import json
 import shutil
 import tarfile
@@ -66,9 +69,15 @@ def safe_members(tar: tarfile.TarFile, archive: Path):
     return top, found
 
 
+def replaceable(rel: Path) -> bool:
+    """verify-*.json at the top of results/: the newest check on a machine, replaced by a newer one."""
+    return len(rel.parts) == 1 and fnmatch.fnmatch(rel.name, "verify-*.json")
+
+
 def import_results(archive: Path, into: Path, say=print) -> list[Path]:
     """Unpack the archive's results/ into `into`; returns the files written. Nothing existing is
-    overwritten: a clash is one error listing the files, before anything is written."""
+    overwritten (verify's JSON aside: replaced, and said): a clash is one error naming the files,
+    before anything is written."""
     archive, into = Path(archive), Path(into)
     if not archive.is_file():
         raise HarnessError(f"{archive}: no such archive (expected gpu-study-<host>-<run-id>.tar.gz)")
@@ -78,13 +87,15 @@ def import_results(archive: Path, into: Path, say=print) -> list[Path]:
         raise HarnessError(f"{archive}: not a readable tar archive ({exc})") from None
     with tar:
         top, members = safe_members(tar, archive)
-        clashes = [str(into / rel) for _, rel in members if (into / rel).exists()]
+        clashes = [str(into / rel) for _, rel in members if (into / rel).exists() and not replaceable(rel)]
         if clashes:
             raise HarnessError(f"{archive}: would overwrite {len(clashes)} file(s) in {into}, e.g. "
                                f"{clashes[0]}; results are never overwritten (already imported?)")
         written = []
         for member, rel in members:
             target = into / rel
+            if target.exists():
+                say(f"replacing {target}: the newer check from this campaign")
             target.parent.mkdir(parents=True, exist_ok=True)
             with tar.extractfile(member) as src, open(target, "wb") as dst:
                 shutil.copyfileobj(src, dst)
