@@ -12,15 +12,13 @@ PyTorch must be importable on the GPU machine (it brings CUPTI); the row says so
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
-from harness import DEFAULT_WEIGHTS, ROOT, registry
+from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import HarnessError, Unavailable
-from harness.machine import env, procenv
-from harness.measure import results
+from harness.explain import plumbing
 
 WARMUP = 30
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -85,30 +83,17 @@ def summarize_trace(events: list[dict], calls: int) -> dict:
 
 def run_child(name, variant, device, calls, weights, timeout=300) -> dict:
     """The child measures and writes the trace; the parent reads it (the trace can be MBs)."""
-    child_env = {**os.environ, **procenv.settings(1, 1, device), **registry.process_env(name)}
     with tempfile.TemporaryDirectory(prefix="lenet-kernels-") as tmp:
         trace = os.path.join(tmp, "trace.json")
-        done = subprocess.run([sys.executable, "-m", "harness.explain.kernels", name, variant, device,
-                               str(calls), str(weights), trace], cwd=ROOT, env=child_env,
-                              capture_output=True, text=True, timeout=timeout)
-        lines = done.stdout.strip().splitlines()
-        if done.returncode != 0 or not lines:
-            tail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
-            if "No module named" in tail or "Unavailable" in tail:
-                raise Unavailable(f"kernels {name}/{variant}: {tail}")
-            raise HarnessError(f"kernels {name}/{variant} failed: {tail}")
+        answer = plumbing.run_child("harness.explain.kernels", (name, variant, device, calls, weights, trace),
+                                    name, variant, device, "kernels", timeout)
         with open(trace) as f:
             events = json.load(f).get("traceEvents", [])
-    return {**json.loads(lines[-1]), "events": events}
+    return {**answer, "events": events}
 
 
 def profile(target: str, device="gpu", calls=200, weights=DEFAULT_WEIGHTS) -> dict:
-    name, _, variant = target.partition("/")
-    spec = registry.spec(name)
-    variant = variant or spec.variants[0]
-    if device not in spec.devices or variant not in spec.variants_for(device):
-        raise HarnessError(f"kernels {target}: {name} has no variant {variant!r} on {device}; "
-                           f"expected one of {list(spec.variants_for(device))}")
+    name, variant = plumbing.target_of(target, device, "kernels")
     raw = run_child(name, variant, device, calls, weights)
     row = {"kind": "kernels", "implementation": name, "variant": variant, "device": device,
            "calls": calls, "host_ns_per_call": raw["host_ns_per_call"],
@@ -137,14 +122,7 @@ def table(row: dict) -> list[str]:
 
 
 def write(rows: list[dict], out, run_id=None):
-    run_dir = results.create_run_dir(out, "kernels", run_id)
-    (run_dir / "env.json").write_text(json.dumps(env.collect(procenv.settings(1, 1, "gpu")),
-                                                 indent=2) + "\n")
-    writer = results.RowWriter(run_dir, run_dir.name)
-    for row in rows:
-        writer.write(row)
-    writer.close()
-    return run_dir
+    return plumbing.write(rows, out, "kernels", "gpu", run_id)
 
 
 def child(name, variant, device, calls, weights, trace_path):

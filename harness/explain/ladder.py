@@ -11,15 +11,9 @@ The method, in layers (REPORT.md states it too):
 The result is a row in <out>/explain/<run-id>/results.jsonl, which the report reads.
 """
 
-import json
-import os
-import subprocess
-import sys
-
-from harness import DEFAULT_WEIGHTS, ROOT, registry
-from harness.errors import HarnessError, Unavailable
-from harness.machine import env, procenv
-from harness.measure import results, stats
+from harness import DEFAULT_WEIGHTS
+from harness.explain import plumbing
+from harness.measure import stats
 
 TOLERANCE = 0.10  # (b) is accepted when its sum is this close to a real predict
 
@@ -55,26 +49,12 @@ def internal_stages(internal: dict) -> dict:
 
 
 def run_child(name, variant, device, calls, rounds, weights, timeout=600) -> dict:
-    child_env = {**os.environ, **procenv.settings(1, 1, device), **registry.process_env(name)}
-    done = subprocess.run([sys.executable, "-m", "harness.explain.child", name, variant, device,
-                           str(calls), str(rounds), str(weights)], cwd=ROOT, env=child_env,
-                          capture_output=True, text=True, timeout=timeout)
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
-        if "No module named" in tail or "Unavailable" in tail:
-            raise Unavailable(f"explain {name}/{variant}: {tail}")
-        raise HarnessError(f"explain {name}/{variant} failed: {tail}")
-    return json.loads(lines[-1])
+    return plumbing.run_child("harness.explain.child", (name, variant, device, calls, rounds, weights),
+                              name, variant, device, "explain", timeout)
 
 
 def explain(target: str, device="cpu", calls=200, rounds=10, weights=DEFAULT_WEIGHTS) -> dict:
-    name, _, variant = target.partition("/")
-    spec = registry.spec(name)
-    variant = variant or spec.variants[0]
-    if variant not in spec.variants_for(device) or device not in spec.devices:
-        raise HarnessError(f"explain {target}: {name} has no variant {variant!r} on {device}; "
-                           f"expected one of {list(spec.variants_for(device))}")
+    name, variant = plumbing.target_of(target, device, "explain")
     raw = run_child(name, variant, device, calls, rounds, weights)
     row = {"kind": "explain", "implementation": name, "variant": variant, "device": device,
            "floor": raw.get("floor"),  # which implementation the last step ran ("onednn/tuned")
@@ -122,11 +102,4 @@ def table(row: dict) -> list[str]:
 
 
 def write(rows: list[dict], out, run_id=None):
-    run_dir = results.create_run_dir(out, "explain", run_id)
-    (run_dir / "env.json").write_text(json.dumps(env.collect(procenv.settings(1, 1, "cpu")),
-                                                 indent=2) + "\n")
-    writer = results.RowWriter(run_dir, run_dir.name)
-    for row in rows:
-        writer.write(row)
-    writer.close()
-    return run_dir
+    return plumbing.write(rows, out, "explain", "cpu", run_id)
