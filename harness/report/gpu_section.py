@@ -4,7 +4,7 @@
 Every number is read from a results row; the targets are the project's goals, not results.
 """
 
-from harness.report.rundata import find, ratio_ci
+from harness.report.rundata import find, ratio, ratio_ci
 from harness.report.tables import fmt_ratio, ms, table
 
 TARGETS_MS = {"cudnn/tuned": 0.040, "cudnn/graph": 0.020}  # goals per image at batch 1, end to end
@@ -25,6 +25,24 @@ def kernels_of(rows, label, machine) -> dict | None:
 
 def us(ns) -> str:
     return ms(ns / 1e6)
+
+
+def cudnn_line(frame, machine) -> str | None:
+    """naive against tuned, and tuned against its CUDA graph (overhead: all three in one run)."""
+    tuned = find(frame, "overhead", "cudnn/tuned", device="gpu", machine=machine)
+    naive = find(frame, "overhead", "cudnn/naive", device="gpu", machine=machine)
+    graph = find(frame, "overhead", "cudnn/graph", device="gpu", machine=machine)
+    if tuned is None or naive is None:
+        return None
+    dev = tuned["device_median_ms"]
+    return (f"cuDNN on {machine}: tuned {ms(tuned['median_ms'])} against naive "
+            f"{ms(naive['median_ms'])} per image ({ratio(naive, tuned):.1f}x); CUDA events "
+            f"around the tuned call span {ms(dev)} ({100 * dev / tuned['median_ms']:.0f}%), "
+            "the stream waiting on the host's enqueueing as much as working (the GPU's "
+            "busy time is under \"Where a GPU call's time goes\")."
+            + (f" Replayed as one CUDA graph, the call takes {ms(graph['median_ms'])} "
+               f"(tuned/graph {fmt_ratio(ratio_ci(tuned, graph))}x within rounds)."
+               if graph is not None else ""))
 
 
 def ladder_line(frame, machine) -> str | None:
@@ -84,8 +102,8 @@ def target_lines(frame, rows, machine) -> list[str]:
 
 
 def findings(frame, runs, machine) -> list[str]:
-    line = ladder_line(frame, machine)
-    return ([line] if line else []) + target_lines(frame, kernel_rows(runs), machine)
+    lines = [cudnn_line(frame, machine), ladder_line(frame, machine)]
+    return [line for line in lines if line] + target_lines(frame, kernel_rows(runs), machine)
 
 
 def section(runs) -> list[str]:

@@ -57,19 +57,6 @@ def findings(frame, loc_rows, runs=()) -> list[str]:
         out += raw_library_findings(frame, machine)
         out += training_section.findings(frame, machine)
         out += backend_findings(frame, machine)
-        tuned = find(frame, "overhead", "cudnn/tuned", device="gpu", machine=machine)
-        naive = find(frame, "overhead", "cudnn/naive", device="gpu", machine=machine)
-        graph = find(frame, "overhead", "cudnn/graph", device="gpu", machine=machine)
-        if tuned is not None and naive is not None:
-            dev = tuned["device_median_ms"]
-            out.append(f"cuDNN on {machine}: tuned {ms(tuned['median_ms'])} against naive "
-                       f"{ms(naive['median_ms'])} per image ({ratio(naive, tuned):.1f}x); CUDA events "
-                       f"around the tuned call span {ms(dev)} ({100 * dev / tuned['median_ms']:.0f}%), "
-                       "the stream waiting on the host's enqueueing as much as working (the GPU's "
-                       "busy time is under \"Where a GPU call's time goes\")."
-                       + (f" Replayed as one CUDA graph, the call takes {ms(graph['median_ms'])} "
-                          f"(tuned/graph {fmt_ratio(ratio_ci(tuned, graph))}x within rounds)."
-                          if graph is not None else ""))
         out += gpu_section.findings(frame, runs, machine)
     totals = {}
     for row in loc_rows:
