@@ -22,10 +22,6 @@ from harness import (
 from harness.errors import HarnessError, Unavailable
 
 
-def comma_list(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None,
@@ -126,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="folder for results, logs, manifest, archive")
     p.add_argument("--quick", action="store_true",
                    help="a first smoke: doctor, verify on 1,000 images, api_levels' GPU cells, few calls")
-    p.add_argument("--steps", type=comma_list, default=None, metavar="NAMES",
+    p.add_argument("--steps", type=commands.split_list, default=None, metavar="NAMES",
                    help="only these steps, e.g. doctor,verify,study-api_levels (default: all; "
                         "split the full set over two calls where one call is limited to 10 minutes)")
     p.add_argument("--budget-s", type=float, default=None, metavar="S",
