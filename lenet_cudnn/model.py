@@ -216,9 +216,9 @@ class CudnnLeNet(LeNet):
                 "host_in": np.frombuffer(pinned_in, self.dtype, n * 784).reshape(n, 1, 28, 28),
                 "host_out": np.frombuffer(pinned_out, self.dtype, n * 10).reshape(n, 10),
                 "events": (cp.cuda.Event(), cp.cuda.Event()),
-                "graph": None, "fused": False,
+                "graph": None,
             }
-            self.plans[n]["fused"] = self.fusion_works(self.plans[n])
+            self.plans[n]["fused"] = self.fusion_works(self.plans[n])  # reads the plan's buffers
         return self.plans[n]
 
     def fusion_works(self, p) -> bool:
