@@ -153,6 +153,8 @@ def add_lab_commands(sub) -> None:
     p.add_argument("--max-parallel", type=int, default=None, metavar="K",
                    help="at most K tasks at once (sbatch --array=0-N%%K)")
     p.add_argument("--dry-run", action="store_true", help="with --slurm: print the batch scripts only")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="grade without bubblewrap (submissions run as your user; the leaderboard says so)")
     p.set_defaults(func=commands.cmd_lab_grade)
     p = labs.add_parser("report", help="rebuild the leaderboard, figure and feedback from OUT's rows")
     p.add_argument("out", type=Path)

@@ -301,12 +301,13 @@ def cmd_lab_grade(args) -> int:
 
         return slurm.submit(lab, args.submissions, args.out, partition=args.partition, gres=args.gres,
                             max_parallel=args.max_parallel, dry_run=args.dry_run, weights=args.weights,
-                            report=log)
+                            report=log, no_sandbox=args.no_sandbox)
     if args.dry_run:
         raise HarnessError("--dry-run: only with --slurm (it prints the batch scripts)")
     procenv.apply(procenv.settings(lab.measure["threads"], 1, lab.device))  # the oracle's threads
     only = split_list(args.only) if args.only else None
-    grade.grade_all(lab, args.submissions, args.out, args.resume, only, args.weights, report=log)
+    grade.grade_all(lab, args.submissions, args.out, args.resume, only, args.weights, report=log,
+                    no_sandbox=args.no_sandbox)
     if not args.no_report:
         leaderboard.build(args.out)
         print(f"leaderboard: {args.out / 'LEADERBOARD.md'}")

@@ -45,6 +45,9 @@ def write(row: dict, lab, place: int | None, ranked: int, out: Path) -> list[Pat
              (f" — rank {place} of {ranked}" if place else ""), ""]
     if row.get("reason"):
         lines += [f"What happened: {row['reason']}", ""]
+    if row.get("skipped_files"):
+        lines += ["Left out of your folder's copy (only regular files inside it are graded):", "",
+                  *[f"- {entry}" for entry in row["skipped_files"][:20]], ""]
     gate = row.get("gate")
     if gate:
         lines += [f"Gate: {gate['agree']} of {gate['images']} test images agree with the NumPy reference "

@@ -8,10 +8,14 @@ One submission, step by step (each failure is a row with a status, never a stopp
   warm-up   `warmup` calls; median vs rank_by's warm-up    too-slow (not timed), wrong
   rounds    per round one secret seed, the same images for every participant, the order
             rotated each round; every answer checked       wrong, crashed, timeout
-  clocks    worker clocks against the parent's round trips (harness.lab.timing)
+  clocks    worker clocks against the grader's round trips and the worker's cgroup CPU
+            counter, and that counter while the others are timed (harness.lab.timing)
                                                            timing-inconsistent
   ok        median per image, within-round ratio to every reference with a 95% interval
             (harness.measure.stats, resampling rounds), lines of code (pygount)
+
+Every worker, the references' too, runs in the sandbox (harness.lab.isolation): the submission
+sees a private copy of its folder (harness.lab.files), never the folder itself.
 """
 
 import os
@@ -22,16 +26,17 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import DEFAULT_WEIGHTS, registry
+from harness import DEFAULT_WEIGHTS, ROOT, registry
 from harness.data import mnist
 from harness.errors import HarnessError
-from harness.lab import store, timing
+from harness.lab import files, isolation, store, timing
 from harness.lab.labfile import Lab
-from harness.lab.sandbox import Failure, Sandbox
+from harness.lab.sandbox import Failure, Sandbox, capped_log
 from harness.machine import env, procenv
 from harness.measure import stats
 from harness.measure.study import chunk_sizes
 
+MAX_ATTEMPTS = 2  # gradings cut off by the grader's death before a submission gets a row
 GATE_BATCH = 1000  # images per predict call in the gate: bounds memory
 REFERENCE_TIMEOUT_S = 300
 SUBMISSION = "submission"
@@ -48,16 +53,17 @@ def node_info(device: str) -> dict:
 
 
 def count_loc(folder: Path, student: str) -> dict:
+    """Code lines of the .py files of a submission's private copy (regular files only)."""
     from harness.report import loc
 
-    files = sorted(p for p in Path(folder).rglob("*.py") if "__pycache__" not in p.parts)
-    return {"loc": sum(loc.analyze(p, student).code_count for p in files), "files": len(files)}
+    found = sorted(p for p in Path(folder).rglob("*.py") if p.is_file() and not p.is_symlink())
+    return {"loc": sum(loc.analyze(p, student).code_count for p in found), "files": len(found)}
 
 
 class Grader:
     """Holds the oracle, the training images and the references' workers across submissions."""
 
-    def __init__(self, lab: Lab, out: Path, weights=DEFAULT_WEIGHTS, report=print):
+    def __init__(self, lab: Lab, out: Path, weights=DEFAULT_WEIGHTS, report=print, iso=None):
         from lenet_numpy.model import NumpyLeNet  # the oracle: NumPy only
 
         self.lab = lab
@@ -66,12 +72,14 @@ class Grader:
         self.report = report
         self.oracle = NumpyLeNet(self.weights, dtype=lab.dtype)
         n = lab.gate["images"]
-        self.gate_oracle = self.predict_oracle(mnist.load("test")[0][:n])
+        self.gate_images = mnist.load("test")[0][:n]  # sent to each worker: no MNIST in the sandbox
+        self.gate_oracle = self.predict_oracle(self.gate_images)
         self.train = mnist.load("train")[0]
-        self.env = {**os.environ, **procenv.settings(lab.measure["threads"], 1, lab.device)}
+        self.env = procenv.settings(lab.measure["threads"], 1, lab.device)
+        self.iso = iso or isolation.decide()
         self.refs: dict[str, Sandbox] = {}
         self.node = node_info(lab.device)
-        self.scratch = Path(tempfile.mkdtemp(prefix="lenet-lab-refs-"))
+        self.scratch = Path(tempfile.mkdtemp(prefix="lenet-lab-"))  # 0700: the grader's alone
 
     def predict_oracle(self, images_u8: np.ndarray) -> np.ndarray:
         x = mnist.to_input(images_u8, self.lab.dtype)
@@ -82,17 +90,24 @@ class Grader:
     def reference(self, label: str) -> Sandbox:
         if label not in self.refs:
             ref = self.lab.reference(label)
-            ref_env = {**self.env, **registry.process_env(ref.implementation)}
-            box = Sandbox(label, ref_env, self.scratch, self.scratch / "references.log",
-                          device=self.lab.device)
+            package = registry.spec(ref.implementation).package
+            ref_env = {**self.env, **registry.process_env(ref.implementation),
+                       "LENET_LAB_ALLOW": package or ""}
+            slot = 1 + [r.label for r in self.lab.references].index(label)
+            limits = {k: self.lab.limits[k] for k in ("memory_mb", "pids", "output_mb")}
+            box = Sandbox(label, ref_env, self.scratch, self.iso, slot, limits, self.lab.device,
+                          packages=[package] if package else [], weights=self.weights)
             try:
-                box.request({"op": "load", "implementation": ref.implementation, "variant": ref.variant,
-                             "device": self.lab.device, "dtype": self.lab.dtype, "weights": self.weights},
-                            REFERENCE_TIMEOUT_S, "import")
+                box.load({"op": "load", "implementation": ref.implementation, "variant": ref.variant,
+                          "device": self.lab.device, "dtype": self.lab.dtype, "weights": self.weights},
+                         REFERENCE_TIMEOUT_S)
             except Failure as exc:
-                box.kill()
+                box.stop()
                 raise HarnessError(f"reference {label} cannot run here ({exc.status}): {exc.reason}; "
-                                   f"log: {self.scratch / 'references.log'}") from None
+                                   f"log: {self.out / 'references.log'}") from None
+            finally:
+                capped_log(box.log_path, self.out / "references.log")
+                box.log_path.write_bytes(b"")
             self.refs[label] = box
         return self.refs[label]
 
@@ -126,6 +141,7 @@ class Grader:
     def close(self):
         for box in self.refs.values():
             box.stop()
+            capped_log(box.log_path, self.out / "references.log")
         self.refs.clear()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -135,37 +151,46 @@ class Grader:
         row = {"lab": lab.name, "student": student, "status": "ok", "reason": None,
                "batch_size": lab.measure["batch_size"],
                "rank_by": lab.rank_by.label, "references": [r.label for r in lab.references],
-               "device": lab.device, "node": self.node, "started": time.time()}
-        row.update(count_loc(folder, student))
+               "device": lab.device, "node": self.node, "sandbox": self.iso.mode,
+               "isolation": self.iso.note, "started": time.time()}
         results = store.result_dir(self.out, student)
         results.mkdir(parents=True, exist_ok=True)
-        workdir = Path(tempfile.mkdtemp(prefix=f"lenet-lab-{student}-"))
-        box = Sandbox(student, self.env, workdir, results / "worker.log", limits=lab.limits,
-                      device=lab.device)
+        copy = self.scratch / "submission"
+        shutil.rmtree(copy, ignore_errors=True)
+        copied = files.copy_submission(folder, copy, self.iso.uid(0))
+        row.update(count_loc(copy, student), skipped_files=copied["skipped"], bytes=copied["bytes"])
+        env = {**self.env, "LENET_LAB_ALLOW": ",".join(lab.allow_imports)}
+        packages = [p for p in lab.allow_imports if (ROOT / p).is_dir()]
+        box = Sandbox(student, env, self.scratch, self.iso, 0, lab.limits, lab.device, submission=copy,
+                      packages=packages, weights=self.weights)
         try:
-            if not (folder / lab.module).is_file():
-                raise Failure("import-error", f"no {lab.module} in the submission folder "
-                                              f"({sorted(p.name for p in folder.iterdir())})")
-            shutil.copytree(folder, workdir / "submission", ignore=shutil.ignore_patterns("__pycache__"))
-            row.update(self.steps(box, workdir / "submission", row))
+            if not (copy / lab.module).is_file():
+                raise Failure("import-error", f"no {lab.module} (a regular file) in the submission folder "
+                                              f"({sorted(p.name for p in copy.iterdir())[:20]}"
+                                              + (f"; skipped: {copied['skipped'][:5]}" if copied["skipped"]
+                                                 else "") + ")")
+            row.update(self.steps(box, row))
         except Failure as exc:
             row.update(status=exc.status, reason=exc.reason, **getattr(exc, "extra", {}))
         finally:
             box.stop()
-            shutil.rmtree(workdir, ignore_errors=True)
+            capped_log(box.log_path, results / "worker.log")
+            box.log_path.unlink(missing_ok=True)
+            shutil.rmtree(copy, ignore_errors=True)
         row["seconds"] = round(time.time() - row["started"], 2)
         row["busy_s"] = round(box.busy_s, 2)
+        row["sandbox_start_s"] = round(box.start_s, 4) if box.start_s is not None else None
         return row
 
-    def steps(self, box: Sandbox, folder: Path, row: dict) -> dict:
+    def steps(self, box: Sandbox, row: dict) -> dict:
         lab, m = self.lab, self.lab.measure
-        loaded = box.request({"op": "load", "submission": str(folder), "module": lab.module,
-                              "class": lab.class_name, "device": lab.device, "dtype": lab.dtype,
-                              "weights": self.weights}, lab.limits["import_s"], "import")
+        loaded = box.load({"op": "load", "submission": box.submission_path(), "module": lab.module,
+                           "class": lab.class_name, "device": lab.device, "dtype": lab.dtype,
+                           "weights": self.weights}, lab.limits["import_s"])
         row["class"] = loaded["class"]
         row["import_s"] = round((loaded["import_ns"] + loaded["load_ns"]) / 1e9, 3)
 
-        probs = box.gate(lab.gate["images"], GATE_BATCH, lab.limits["wall_s"])
+        probs = box.gate(self.gate_images, GATE_BATCH, lab.limits["wall_s"])
         gate = timing.compare(probs, self.gate_oracle, lab.gate["max_abs_diff"])
         row["gate"] = gate
         if gate["agree"] < lab.gate["min_agree"] or not gate["max_abs_diff"] <= lab.gate["max_abs_diff"]:
@@ -191,6 +216,7 @@ class Grader:
         times = {who: [] for who in [SUBMISSION, *labels]}
         trips = {who: [] for who in [SUBMISSION, *labels]}
         cpu = {who: [] for who in [SUBMISSION, *labels]}
+        idle = []  # per round: (the submission's CPU while the references were timed, their wall time)
         seeds = []
         for r, calls in enumerate(chunk_sizes(m["calls"], m["rounds"])):
             seed = timing.new_seed()
@@ -198,15 +224,22 @@ class Grader:
             oracle = self.predict_oracle(images)
             order = [SUBMISSION, *labels]
             order = order[r % len(order):] + order[:r % len(order)]  # rotated: no fixed position
+            busy, wall = 0, 0
             for who in order:
-                result = self.chunk(who, box if who == SUBMISSION else self.reference(who), images, oracle)
+                other = who != SUBMISSION
+                ref = self.reference(who) if other else box
+                c0, t0 = box.cpu_ns(), time.perf_counter_ns()
+                result = self.chunk(who, ref, images, oracle)
+                if other:  # the submission should be asleep, waiting for its next call
+                    busy, wall = busy + box.cpu_ns() - c0, wall + time.perf_counter_ns() - t0
                 times[who].append(result["times_ns"])
                 trips[who].append(result["trips_ns"])
                 cpu[who].append(result["cpu_ns"])
+            idle.append((busy, wall))
             seeds.append(seed)  # revealed only now, for audit
-        return self.verdict(times, trips, cpu, seeds, labels)
+        return self.verdict(times, trips, cpu, seeds, labels, idle)
 
-    def verdict(self, times, trips, cpu, seeds, labels) -> dict:
+    def verdict(self, times, trips, cpu, seeds, labels, idle) -> dict:
         rounds, gpu = len(seeds), self.lab.device == "gpu"
         cpu_gaps = [max(timing.protocol_gap_ns(times[ref][r], cpu[ref][r]) for ref in labels)
                     for r in range(rounds)]
@@ -214,13 +247,15 @@ class Grader:
                      for r in range(rounds)]
         flagged = []
         for r in range(rounds):
-            why = timing.inconsistency(times[SUBMISSION][r], cpu[SUBMISSION][r], cpu_gaps[r],
-                                       trips[SUBMISSION][r] if gpu else None, trip_gaps[r])
+            why = (timing.busy_while_idle(*idle[r]) or timing.longer_than_trip(times[SUBMISSION][r],
+                                                                                  trips[SUBMISSION][r])
+                   or timing.inconsistency(times[SUBMISSION][r], cpu[SUBMISSION][r], cpu_gaps[r],
+                                           trips[SUBMISSION][r] if gpu else None, trip_gaps[r]))
             if why:
                 flagged.append({"round": r, "reason": why})
         used = [r for r in range(rounds) if r not in {f["round"] for f in flagged}]
         out = {"seeds": seeds, "times_ns": times, "trips_ns": trips, "cpu_ns": cpu,
-               "protocol_cpu_ns": cpu_gaps, "protocol_trip_ns": trip_gaps,
+               "idle_cpu_ns": [b for b, _ in idle], "protocol_cpu_ns": cpu_gaps, "protocol_trip_ns": trip_gaps,
                "inconsistent_rounds": flagged, "rounds_used": used}
         if timing.too_many(len(flagged), rounds):
             raise_with = Failure("timing-inconsistent",
@@ -243,13 +278,15 @@ class Grader:
 
 
 def grade_all(lab: Lab, submissions: Path, out: Path, resume=False, only=None, weights=DEFAULT_WEIGHTS,
-              report=print) -> list[dict]:
+              report=print, no_sandbox=False, strict=True) -> list[dict]:
     """Grade every submission folder (or `only` these), writing each row as it is made."""
     from harness.machine import gpu
     from harness.machine.gpulock import GpuLock
 
+    iso = isolation.decide(no_sandbox, strict)
     store.prepare(out, lab.name, lab.source, lab.path)
     names = store.students(submissions, lab.module)
+    store.write_students(out, names)
     if only:
         unknown = sorted(set(only) - set(names))
         if unknown:
@@ -264,6 +301,7 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume=False, only=None, w
     todo = [n for n in names if n not in done]
     report(f"lab {lab.name}: {len(todo)} submission(s) to grade" +
            (f", {len(done)} already graded (--resume)" if done else "") + f" -> {out}")
+    report(f"sandbox: {iso.note}")
     lock = None
     if lab.device == "gpu":
         absent = gpu.absent_reason()
@@ -274,9 +312,16 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume=False, only=None, w
         lock = GpuLock(gpu.visible_gpu_id(), None, report)
         lock.check()
     rows = []
-    grader = Grader(lab, out, weights, report) if todo else None
+    grader = Grader(lab, out, weights, report, iso) if todo else None
     try:
         for i, name in enumerate(todo, 1):
+            previous = (store.started(out, name) or {}).get("attempt", 0)
+            if previous >= MAX_ATTEMPTS:  # the grader died while grading it, each time
+                row = interrupted_row(lab, name, previous)
+                store.write_row(out, row)
+                report(f"[{i}/{len(todo)}] {name}: {one_line(row)}")
+                rows.append(row)
+                continue
             store.mark_started(out, name, slurm_job=os.environ.get("SLURM_JOB_ID"))
             report(f"[{i}/{len(todo)}] {name}: grading")
             if lock is not None:
@@ -291,6 +336,13 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume=False, only=None, w
         if grader is not None:
             grader.close()
     return rows
+
+
+def interrupted_row(lab: Lab, student: str, attempts: int) -> dict:
+    return {"lab": lab.name, "student": student, "status": "crashed", "rank_by": lab.rank_by.label,
+            "references": [r.label for r in lab.references], "device": lab.device, "node": node_info("cpu"),
+            "reason": f"the grader was interrupted {attempts} times while grading this submission; "
+                      "not graded again (delete its results folder to try once more)"}
 
 
 def one_line(row: dict) -> str:

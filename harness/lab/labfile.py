@@ -4,13 +4,16 @@ is an error naming the file, the table and the allowed keys.
 
     [lab]      name, title, rung (the API level students implement), module (default lenet.py),
                class ("" = the module's one harness.base.LeNet subclass), device, dtype,
-               references (registry names, "name/variant"), rank_by (default: the first reference)
+               references (registry names, "name/variant"), rank_by (default: the first reference),
+               allow_imports (the project's level packages a submission may import; default none)
     [measure]  calls (timed calls per participant, split over rounds), rounds, warmup, batch_size,
                threads
     [gate]     images (first N test images), min_agree (default: all of them), max_abs_diff
     [limits]   wall_s (the grader's whole wait on one submission), import_s (import + construction),
-               memory_mb (RLIMIT_AS on the CPU; resident memory watched on the GPU), cpu_s
-               (RLIMIT_CPU), max_ratio (slower than this x rank_by in its warm-up: too-slow, not timed)
+               memory_mb (the worker's cgroup; also RLIMIT_AS on the CPU, resident memory watched on
+               the GPU), cpu_s (RLIMIT_CPU), max_ratio (slower than this x rank_by in its warm-up:
+               too-slow, not timed), pids (processes and threads, the cgroup's pids.max), output_mb
+               (RLIMIT_FSIZE: any one file it writes, its log included)
 """
 
 import sys
@@ -30,10 +33,12 @@ LABS_DIR = ROOT / "labs"
 LEVELS = ("numpy", "onednn", "cudnn", "tensorflow-ops", "jax-ops", "torch-ops", "keras")
 DEFAULTS = {
     "lab": {"name": None, "title": "", "rung": "numpy", "module": "lenet.py", "class": "",
-            "device": "cpu", "dtype": "float32", "references": ["numpy"], "rank_by": None},
+            "device": "cpu", "dtype": "float32", "references": ["numpy"], "rank_by": None,
+            "allow_imports": []},
     "measure": {"calls": 300, "rounds": 10, "warmup": 20, "batch_size": 1, "threads": 1},
     "gate": {"images": 10000, "min_agree": None, "max_abs_diff": 1e-4},
-    "limits": {"wall_s": 600, "import_s": 120, "memory_mb": 4096, "cpu_s": 900, "max_ratio": 100},
+    "limits": {"wall_s": 600, "import_s": 120, "memory_mb": 4096, "cpu_s": 900, "max_ratio": 100,
+               "pids": 64, "output_mb": 16},
 }
 TEST_IMAGES = 10000
 
@@ -60,6 +65,7 @@ class Lab:
     dtype: str
     references: tuple  # of Reference
     rank_by: Reference
+    allow_imports: tuple  # level packages (lenet_*) a submission may import
     measure: dict
     gate: dict
     limits: dict
@@ -180,7 +186,13 @@ def parse(text: str, where: str = "<lab>") -> Lab:
     for key in ("wall_s", "import_s", "cpu_s", "max_ratio"):
         _number(at, key, limits[key], 1)
     _number(at, "memory_mb", limits["memory_mb"], 64, whole=True)
+    _number(at, "pids", limits["pids"], 4, whole=True)
+    _number(at, "output_mb", limits["output_mb"], 1, whole=True)
 
     name = head["name"] or Path(where).stem
+    allow = head["allow_imports"]
+    packages = sorted({s.package for s in registry.REGISTRY.values() if s.package})
+    if not isinstance(allow, list) or any(a not in packages for a in allow):
+        _fail(at, f"allow_imports: expected a list of the project's level packages {packages}, found {allow!r}")
     return Lab(name, head["title"], head["rung"], head["module"], head["class"], head["device"],
-               head["dtype"], references, rank_by, measure, gate, limits, text, where)
+               head["dtype"], references, rank_by, tuple(allow), measure, gate, limits, text, where)

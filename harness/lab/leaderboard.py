@@ -14,7 +14,7 @@ from harness.report.style import fmt_ms
 
 # The order of the unranked, most useful first; ok rows come before all of them.
 STATUSES = ("ok", "too-slow", "timing-inconsistent", "wrong", "crashed", "out-of-memory", "timeout",
-            "import-error", "cancelled")
+            "import-error", "cancelled", "tampered")
 MEANING = {
     "ok": "passed the gate; timed and ranked",
     "too-slow": "passed the gate; slower than the lab's max_ratio in its warm-up, so not timed",
@@ -25,6 +25,7 @@ MEANING = {
     "timeout": "past the lab's wall-time or CPU-time limit",
     "import-error": "the module could not be imported or the class built",
     "cancelled": "the Slurm task was cancelled",
+    "tampered": "its row was changed after the grader wrote it; not ranked",
 }
 CSV_FIELDS = ["rank", "student", "status", "median_us_per_image", "rank_by", "ratio", "ratio_ci95_low",
               "ratio_ci95_high", "other_ratios", "loc", "files", "host", "cpu", "gpu", "reason"]
@@ -89,9 +90,22 @@ def reference_summary(rows) -> dict[str, dict]:
                 "n": len(v["medians"])} for k, v in out.items()}
 
 
-def markdown(rows, lab) -> str:
+def isolation_lines(rows) -> list[str]:
+    """How the workers were isolated, said out loud; a warning unless every row was fully sandboxed."""
+    notes = sorted({r.get("isolation") or "unknown (a row from before the sandbox)" for r in rows
+                    if r.get("status") != "tampered"})
+    weak = any(r.get("sandbox") != "full" for r in rows if r.get("status") not in ("tampered", "cancelled")
+               and not r.get("from_merge"))
+    lines = [f"Sandbox: {note}." for note in notes]
+    if weak:
+        lines.append("**Warning: timing is not tamper-evident for every row** (no cgroup CPU counter: the "
+                     "grader did not run as root with bubblewrap); see labs/README.md.")
+    return lines + [""] if lines else []
+
+
+def markdown(rows, lab, notes=()) -> str:
     rank_by = lab.rank_by.label
-    lines = [f"# Leaderboard: {lab.title or lab.name}", "",
+    lines = [f"# Leaderboard: {lab.title or lab.name}", "", *isolation_lines(rows),
              f"Lab `{lab.name}` ({lab.rung} level, {lab.device}). Ranked by the within-round ratio to "
              f"`{rank_by}`, timed in the same rounds on the same node (the median over rounds of "
              "each round's median ratio, with a 95% interval from resampling rounds); lower is faster. "
@@ -119,6 +133,9 @@ def markdown(rows, lab) -> str:
         lines += ["", "References, timed beside every submission (medians over submissions):", ""]
         lines += [f"- `{label}`: {fmt_us(v['median_ns'])} per image, {v['ratio']:.2f}× {rank_by}"
                   for label, v in refs.items()]
+    if notes:
+        lines += ["", "Set aside (not from this grader, or changed after it wrote them):", ""]
+        lines += [f"- {note}" for note in notes]
     lines += ["", "Statuses:", ""]
     lines += [f"- `{s}`: {MEANING[s]}" for s in STATUSES if any(r["status"] == s for r in rows)]
     lines += ["", "![speed against lines of code](leaderboard.png)", ""]
@@ -131,9 +148,9 @@ def build(out: Path, report=print) -> list[Path]:
 
     out = Path(out)
     lab = labfile.load(str(store.lab_copy(out)))
-    rows = store.read_rows(out)
+    rows, notes = store.checked_rows(out)
     paths = [write_csv(rows, out / "leaderboard.csv")]
-    (out / "LEADERBOARD.md").write_text(markdown(rows, lab))
+    (out / "LEADERBOARD.md").write_text(markdown(rows, lab, notes))
     paths.append(out / "LEADERBOARD.md")
     paths.append(plots.speed_vs_loc(rows, lab, reference_summary(rows), out / "leaderboard.png"))
     places = {row["student"]: rank for rank, row in ranked(rows)}

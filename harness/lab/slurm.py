@@ -23,7 +23,7 @@ from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, ROOT
 from harness.errors import HarnessError, Unavailable
-from harness.lab import store
+from harness.lab import isolation, store
 from harness.lab.labfile import Lab
 
 TIME_HEADROOM = 1.5
@@ -43,7 +43,7 @@ def header(lines: dict) -> str:
 
 
 def scripts(lab: Lab, submissions: Path, out: Path, count: int, partition=None, gres=None,
-            max_parallel=None, weights=DEFAULT_WEIGHTS) -> tuple[str, str]:
+            max_parallel=None, weights=DEFAULT_WEIGHTS, no_sandbox=False) -> tuple[str, str]:
     """(task.sh, merge.sh); merge.sh's dependency names the array job as $ARRAY_JOB_ID."""
     out, submissions = Path(out).resolve(), Path(submissions).resolve()
     minutes, mem = task_resources(lab)
@@ -60,7 +60,7 @@ def scripts(lab: Lab, submissions: Path, out: Path, count: int, partition=None, 
         f'{q(str(out / "slurm" / "students.txt"))})',
         f"exec {q(sys.executable)} -m harness lab grade {q(str(out / (lab.name + '.toml')))} --submissions "
         f"{q(str(submissions))} --out {q(str(out))} --only \"$student\" --resume --no-report "
-        f"--weights {q(str(Path(weights).resolve()))}", ""])
+        f"--weights {q(str(Path(weights).resolve()))}" + (" --no-sandbox" if no_sandbox else ""), ""])
     merge = "\n".join([
         "#!/bin/bash",
         header({"job-name": f"lab-{lab.name}-merge", "dependency": "afterany:$ARRAY_JOB_ID",
@@ -79,19 +79,21 @@ def sbatch(*args: str) -> str:
 
 
 def submit(lab: Lab, submissions: Path, out: Path, partition=None, gres=None, max_parallel=None,
-           dry_run=False, weights=DEFAULT_WEIGHTS, report=print) -> int:
+           dry_run=False, weights=DEFAULT_WEIGHTS, report=print, no_sandbox=False) -> int:
     names = store.students(submissions, lab.module)
     if max_parallel is not None and max_parallel < 1:
         raise HarnessError(f"--max-parallel: expected a whole number >= 1, found {max_parallel}")
-    task, merge = scripts(lab, submissions, out, len(names), partition, gres, max_parallel, weights)
+    task, merge = scripts(lab, submissions, out, len(names), partition, gres, max_parallel, weights, no_sandbox)
     if dry_run:
         print(f"# {Path(out) / 'slurm' / 'task.sh'} ({len(names)} tasks: {', '.join(names)})\n{task}")
         print(f"# {Path(out) / 'slurm' / 'merge.sh'} (ARRAY_JOB_ID = the array job's id)\n{merge}")
         return 0
+    isolation.decide(no_sandbox)  # refused here, not in every task, when there is no sandbox tool
     if not shutil.which("sbatch"):
         raise Unavailable("sbatch not found: --slurm needs a Slurm cluster (a one-node Slurm for trying it: "
                           "sudo scripts/slurm-local.sh start); without it, drop --slurm")
     store.prepare(out, lab.name, lab.source, lab.path)
+    store.write_students(out, names)
     folder = Path(out) / "slurm"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "students.txt").write_text("\n".join(names) + "\n")

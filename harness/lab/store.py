@@ -6,11 +6,21 @@
     OUT/results/<student>/row.json    the submission's row (written last, atomically: present = done)
     OUT/results/<student>/started.json  written first (node, time): a folder without row.json is
                                       a submission whose grading was cut off
-    OUT/results/<student>/worker.log  what the submission's worker printed
+    OUT/results/<student>/worker.log  what the submission's worker printed (its first and last
+                                      32 KiB)
+    OUT/students.json                 the submission folders' names: the leaderboard lists these
+    OUT/.grader-key                   the key of the rows' MACs (readable by the grader alone)
+
+Only the grader writes here (no worker can see --out). Each row and the students list carry an
+HMAC-SHA256 under the grader's key: a row edited afterwards, or one added, is named on the
+leaderboard instead of ranked.
 """
 
+import hashlib
+import hmac
 import json
 import os
+import secrets
 import socket
 import time
 from pathlib import Path
@@ -19,6 +29,8 @@ from harness.errors import HarnessError
 
 SCHEMA_VERSION = 1
 RESULTS = "results"
+KEY = ".grader-key"
+STUDENTS = "students.json"
 
 
 def result_dir(out: Path, student: str) -> Path:
@@ -59,7 +71,48 @@ def prepare(out: Path, lab_name: str, lab_source: str, lab_path: str) -> Path:
                            f"from {lab_path}); use another --out")
     if Path(lab_path).resolve() != copy.resolve():
         copy.write_text(lab_source)
+    key = out / KEY
+    if not key.exists():
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
     return copy
+
+
+def mac(out: Path, data: dict) -> str:
+    """HMAC-SHA256 of a row (without its own "mac") under the grading's key."""
+    try:
+        key = (Path(out) / KEY).read_bytes()
+    except OSError as exc:
+        raise HarnessError(f"{out}: cannot read the grader's key {KEY} ({exc.strerror}); rows are "
+                           "written and checked by the grader's user only") from None
+    body = json.dumps({k: v for k, v in data.items() if k != "mac"}, sort_keys=True, separators=(",", ":"))
+    return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+
+
+def genuine(out: Path, data: dict) -> bool:
+    return isinstance(data.get("mac"), str) and hmac.compare_digest(data["mac"], mac(out, data))
+
+
+def write_students(out: Path, names: list[str]) -> None:
+    data = {"students": sorted(names)}
+    write_json(Path(out) / STUDENTS, {**data, "mac": mac(out, data)})
+
+
+def listed_students(out: Path) -> list[str] | None:
+    """The graded class, as the grader wrote it; None for a folder from before the list existed,
+    and an error when the list was edited."""
+    path = Path(out) / STUDENTS
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        data = {}
+    if not isinstance(data, dict) or not genuine(out, data):
+        raise HarnessError(f"{path}: changed after the grader wrote it (its MAC does not match); "
+                           "grade the class again into a new --out")
+    return list(data["students"])
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -69,14 +122,20 @@ def write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)  # atomic: a reader sees the old file or the new one
 
 
-def mark_started(out: Path, student: str, **info) -> None:
+def mark_started(out: Path, student: str, **info) -> int:
+    """Note that grading `student` starts; returns which attempt this is (a grader that died
+    while grading it left the previous one)."""
+    attempt = (started(out, student) or {}).get("attempt", 0) + 1
     write_json(result_dir(out, student) / "started.json",
-               {"student": student, "host": socket.gethostname(), "time": time.time(), **info})
+               {"student": student, "host": socket.gethostname(), "time": time.time(), "attempt": attempt,
+                **info})
+    return attempt
 
 
 def write_row(out: Path, row: dict) -> Path:
     path = result_dir(out, row["student"]) / "row.json"
-    write_json(path, {"schema": SCHEMA_VERSION, **row})
+    data = {"schema": SCHEMA_VERSION, **row}
+    write_json(path, {**data, "mac": mac(out, data)})
     return path
 
 
@@ -90,9 +149,10 @@ def read_row(out: Path, student: str) -> dict | None:
 
 def started(out: Path, student: str) -> dict | None:
     try:
-        return json.loads((result_dir(out, student) / "started.json").read_text())
+        data = json.loads((result_dir(out, student) / "started.json").read_text())
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) and isinstance(data.get("attempt", 1), int) else None
 
 
 def read_rows(out: Path) -> list[dict]:
@@ -101,4 +161,23 @@ def read_rows(out: Path) -> list[dict]:
         raise HarnessError(f"{out}: no graded submissions ({base} missing); run "
                            "python -m harness lab grade LAB --submissions DIR --out OUT first")
     rows = [read_row(out, p.name) for p in sorted(base.iterdir()) if p.is_dir()]
-    return [r for r in rows if r is not None]
+    return [r for r in rows if isinstance(r, dict)]
+
+
+def checked_rows(out: Path) -> tuple[list[dict], list[str]]:
+    """(the rows of the class, what was set aside): a row whose MAC fails becomes a `tampered`
+    row of its student; a row of a name not in the class list is dropped and named."""
+    names = listed_students(out)
+    rows, notes = [], []
+    for row in read_rows(out):
+        student = row.get("student") if isinstance(row.get("student"), str) else "?"
+        if names is not None and student not in names:
+            notes.append(f"results/{student}: not a student of this grading (not in {STUDENTS}); ignored")
+            continue
+        if not genuine(out, row):
+            row = {"student": student, "status": "tampered", "rank_by": row.get("rank_by", "?"),
+                   "reason": "row.json was changed after the grader wrote it (its MAC does not match); "
+                             "delete results/<student> and grade it again with --resume"}
+            notes.append(f"results/{student}/row.json: changed after the grader wrote it")
+        rows.append(row)
+    return rows, notes

@@ -113,5 +113,27 @@ def inconsistency(times_ns, cpu_ns, cpu_gap_ns: float, trips_ns=None, trip_gap_n
     return None
 
 
+IDLE_BUSY_NS = 20_000_000  # CPU a sleeping worker may use while the others are timed ...
+IDLE_BUSY_SHARE = 0.05  # ... or this share of their wall time, whichever is more
+
+
+def busy_while_idle(busy_ns: float, wall_ns: float) -> str | None:
+    """A submission waiting for its next call uses no CPU; one that computes (a background
+    thread, a helper process, a fork bomb) while the references are timed slows them down."""
+    if busy_ns > max(IDLE_BUSY_NS, IDLE_BUSY_SHARE * wall_ns):
+        return (f"the submission used {busy_ns / 1e6:.1f} ms of CPU while the references were timed "
+                f"({wall_ns / 1e6:.1f} ms): background work slows the others")
+    return None
+
+
+def longer_than_trip(times_ns, trips_ns) -> str | None:
+    """A call cannot take longer inside the worker than the grader's round trip around it."""
+    t, trip = np.asarray(times_ns, dtype=np.float64), np.asarray(trips_ns, dtype=np.float64)
+    over = int(np.sum(t > trip))
+    if over:
+        return f"{over} call(s) reported a time longer than the grader's own round trip around them"
+    return None
+
+
 def too_many(inconsistent_rounds: int, rounds: int) -> bool:
     return inconsistent_rounds * 2 >= rounds

@@ -1,7 +1,12 @@
-"""A lab worker: one submission (untrusted, under the parent's limits) or one reference, in a
-process of its own, started by harness.lab.sandbox in a private temporary working directory.
+"""A lab worker: one submission (untrusted) or one reference, in a process of its own, started by
+harness.lab.sandbox inside the sandbox (harness.lab.bwrap): it sees its own folder's private copy,
+the Python environment, the interface's harness modules and the weights, nothing else.
 
     python -m harness.lab.worker
+
+Started as root inside the sandbox (a grader run with sudo), its first act, before any student
+code is imported, is to become the unprivileged UID/GID in $LENET_LAB_UID ("uid:gid"), with no
+supplementary groups, no capabilities and no_new_privs.
 
 Control messages are JSON lines on stdin; replies go to a private copy of stdout (fd 1 itself
 is pointed at stderr, so a submission's prints cannot corrupt them). Images and answers travel
@@ -10,7 +15,8 @@ call's answer, so no submission ever holds an image it has not answered yet.
 
     {"op": "load", "submission": DIR, "module": "lenet.py", "class": ""      (or "implementation":
      NAME, "variant": V), "device", "dtype", "weights"}  -> {"ok", "class", "import_ns", "load_ns"}
-    {"op": "gate", "images": N, "batch": B}  -> {"ok", "rows": N} then N*10 float32 (little-endian)
+    {"op": "gate", "images": N, "batch": B}, then N*784 uint8 pixels  -> {"ok", "rows": N} then
+        N*10 float32 (little-endian); the grader sends the gate's images (no MNIST in the sandbox)
     {"op": "stream", "calls": K, "batch": B}  -> {"ok", "ready"}, then K times: the parent sends
         B*784 uint8 pixels, the worker answers int64 ns (its clock around predict) then B*10
         float32; -1 instead of the time means the call failed, and one JSON error line follows
@@ -20,6 +26,7 @@ An error reply is {"ok": false, "status": ..., "reason": ...}; the status is imp
 crashed, wrong (output of the wrong shape) or out-of-memory.
 """
 
+import ctypes
 import gc
 import importlib
 import inspect
@@ -31,6 +38,24 @@ import traceback
 
 PIXELS = 28 * 28
 CLASSES = 10
+PR_SET_NO_NEW_PRIVS = 38
+LEVEL_PREFIX = "lenet_"  # the project's own levels: a submission writes its level itself
+
+
+def confine() -> None:
+    """Become the sandbox slot's UID/GID (when started as root), for good: no way back."""
+    ids = os.environ.pop("LENET_LAB_UID", "")
+    if ids and os.getuid() == 0:
+        uid, gid = (int(v) for v in ids.split(":"))
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)  # from 0 to non-zero: the kernel clears every capability
+        if os.getuid() != uid or os.geteuid() != uid:
+            raise SystemExit(f"worker: could not become UID {uid}")
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 class Failed(Exception):
@@ -88,15 +113,25 @@ def submission_class(folder: str, module: str, class_name: str):
     most derived, where the module subclasses its own class)."""
     from harness.base import LeNet
 
+    os.chdir(folder)
     sys.path.insert(0, folder)  # the submission's own helper modules import by name
-    mod = importlib.import_module(module[:-3])
+    try:
+        mod = importlib.import_module(module[:-3])
+    except ModuleNotFoundError as exc:
+        name = (exc.name or "").split(".")[0]
+        allowed = [p for p in os.environ.get("LENET_LAB_ALLOW", "").split(",") if p]
+        if name.startswith(LEVEL_PREFIX) and name not in allowed:
+            raise Failed("import-error", f"{module} imports {name}, one of the project's own levels: a "
+                                         f"submission writes its level itself (this lab allows "
+                                         f"{allowed or 'none of them'})") from None
+        raise
     if class_name:
         cls = getattr(mod, class_name, None)
         if not inspect.isclass(cls):
             raise Failed("import-error", f"{module} has no class {class_name!r}")
         return cls
-    found = [v for v in vars(mod).values() if inspect.isclass(v) and issubclass(v, LeNet)
-             and v is not LeNet and v.__module__ == mod.__name__]
+    found = {id(v): v for v in vars(mod).values() if inspect.isclass(v) and issubclass(v, LeNet)
+             and v is not LeNet and v.__module__ == mod.__name__}.values()  # an alias is one class
     leaves = [c for c in found if not any(o is not c and issubclass(o, c) for o in found)]
     if len(leaves) != 1:  # a student's own base class is fine: the one most derived class is taken
         names = [c.__name__ for c in leaves]
@@ -154,9 +189,8 @@ class Worker:
     def gate(self, images: int, batch: int) -> None:
         import numpy as np
 
-        from harness.data import mnist
-
-        x = mnist.to_input(mnist.load("test")[0][:images], self.dtype)
+        pixels = np.frombuffer(self.channel.exact(images * PIXELS), dtype=np.uint8)
+        x = (pixels.reshape(images, 28, 28, 1).astype(self.dtype) / 255.0).astype(self.dtype)
         parts = []
         for i in range(0, images, batch):
             try:
@@ -208,6 +242,7 @@ class Worker:
 
 
 def main() -> int:
+    confine()
     out_fd = os.dup(1)
     os.dup2(2, 1)  # anything printed goes to the log, never into the replies
     sys.stdout = sys.stderr
