@@ -1,17 +1,23 @@
-"""Lab grading (harness.lab): the shipped examples and submissions written here that hang, eat
-memory, fail to import, crash, patch the clock, memoise, answer stale, or crawl; each gets its
-status, the leaderboard lists all of them; the same through a job array on the local Slurm.
+"""Lab grading (harness.lab): the shipped examples, submissions written here that hang, eat
+memory, fail to import, crash, patch the clock, memoise, answer stale, or crawl, and a hostile
+class (tests/lab_hostile.py) that attacks the grader, its classmates, the project and --out; all
+graded in one run, each gets its status, the leaderboard lists all of them; the same through a job
+array on the local Slurm.
 
 Nothing here depends on the machine's speed: the statuses come from limits far from honest
 behaviour (a 10 s import limit against a sleep of an hour, 1 GiB against 64 GiB, 100x against a
 quarter-second sleep per image), and the one speed comparison is the 10x-slow example."""
 
+import hashlib
 import json
 import os
 import shutil
+import socket
+import stat
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -19,18 +25,21 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.lab import labfile, slurm, store, timing
+from tests import lab_hostile
 from tests.conftest import ROOT
+
+IS_ROOT = os.geteuid() == 0
 
 LAB = """
 [lab]
 name = "test_cpu"
 references = ["numpy", "onednn/tuned"]
 [measure]
-calls = 90
+calls = 60
 rounds = 3
 warmup = 5
 [gate]
-images = 1000
+images = 500
 [limits]
 wall_s = 60
 import_s = 10
@@ -52,18 +61,13 @@ SUBMISSIONS = {
     # a clock that runs 20x slow: every timed call looks 20x faster
     "clock": WRAP + "\n\n_real = time.perf_counter_ns\ntime.perf_counter_ns = lambda: _real() // 20\n\n"
                     "class Clocked(CorrectLeNet):\n    pass\n",
-    # remembers every answer by the input's bytes; precomputes 5000 training images at import
+    # remembers every answer by the input's bytes (the gate's images included)
     "memo": WRAP + """
 
 class Memo(CorrectLeNet):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        from harness.data import mnist
         self.cache = {}
-        x = mnist.to_input(mnist.load("train")[0][:5000])
-        for i in range(0, len(x), 500):
-            for image, p in zip(x[i:i + 500], super().predict(x[i:i + 500])):
-                self.cache[image.tobytes()] = p
 
     def predict(self, images):
         images = np.asarray(images, dtype=np.float32)
@@ -93,7 +97,8 @@ class Stale(CorrectLeNet):
 }
 EXPECTED = {"correct": "ok", "slow": "ok", "wrong": "wrong", "hang": "timeout", "broken": "import-error",
             "hog": "out-of-memory", "segfault": "crashed", "clock": "timing-inconsistent", "memo": "ok",
-            "stale": "wrong", "sleepy": "too-slow"}
+            "stale": "wrong", "sleepy": "too-slow", **lab_hostile.EXPECTED}
+HONEST = lab_hostile.HONEST | {"memo"}
 
 
 def python(*args, timeout=600, **kwargs) -> subprocess.CompletedProcess:
@@ -110,22 +115,74 @@ def lab_file(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def submissions(tmp_path_factory) -> Path:
+def out_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("graded")
+
+
+@pytest.fixture(scope="module")
+def listener():
+    """A TCP port on the host's loopback that no sandboxed worker may reach."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    yield server.getsockname()[1]
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def submissions(tmp_path_factory, out_dir, listener) -> Path:
     folder = tmp_path_factory.mktemp("submissions")
     for name in ("correct", "slow", "wrong"):
         shutil.copytree(ROOT / "labs" / "examples" / name, folder / name)
     for name, text in SUBMISSIONS.items():
         (folder / name).mkdir()
         (folder / name / "lenet.py").write_text(text)
+    lab_hostile.write(folder, folder, out_dir, listener, uuid.uuid4().hex[:8])
     return folder
 
 
+def snapshot(folder: Path) -> dict:
+    """{relative path: kind and content hash} of a tree, without following links or opening pipes."""
+    found = {}
+    for path in sorted(Path(folder).rglob("*")):
+        if "__pycache__" in path.parts or ".pytest_cache" in path.parts:
+            continue
+        mode = path.lstat().st_mode
+        if stat.S_ISREG(mode):
+            found[str(path.relative_to(folder))] = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            found[str(path.relative_to(folder))] = stat.S_IFMT(mode)
+    return found
+
+
+def checkout_snapshot() -> dict:
+    return {name: snapshot(ROOT / name) for name in ("harness", "labs", "lenet_numpy", "lenet_onednn", "weights")}
+
+
+def sandbox_processes() -> list[str]:
+    """Processes left of any lab worker: a sandbox UID, or the worker's command line."""
+    left = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            uid = int((entry / "status").read_text().split("Uid:")[1].split()[0])
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue
+        if 61000 <= uid < 61000 + 64 * 8 or "harness.lab.worker" in cmdline:
+            left.append(f"{entry.name} uid {uid}: {cmdline[:80]}")
+    return left
+
+
 @pytest.fixture(scope="module")
-def graded(lab_file, submissions, tmp_path_factory):
-    out = tmp_path_factory.mktemp("graded")
-    done = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(out))
+def graded(lab_file, submissions, out_dir):
+    """One `lab grade` of the whole class, hostile students included, with what it left behind."""
+    before_class, before_checkout = snapshot(submissions), checkout_snapshot()
+    done = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(out_dir))
     assert done.returncode == 0, done.stderr
-    return out, done
+    after = {"class": snapshot(submissions), "checkout": checkout_snapshot(), "processes": sandbox_processes()}
+    return out_dir, done, {"class": before_class, "checkout": before_checkout}, after
 
 
 def rows_by_student(out: Path) -> dict:
@@ -200,22 +257,22 @@ def test_timed_images_are_new_and_secret():
 
 # --- grading the class ---------------------------------------------------------------------------
 def test_every_submission_gets_its_status(graded):
-    out, done = graded
+    out, done = graded[:2]
     rows = rows_by_student(out)
     assert {name: row["status"] for name, row in rows.items()} == EXPECTED, \
         {name: (row["status"], row["reason"]) for name, row in rows.items()}
-    assert "[1/11]" in done.stderr and "clock: timing-inconsistent" in done.stderr  # progress on stderr
+    assert f"[1/{len(EXPECTED)}]" in done.stderr and "clock: timing-inconsistent" in done.stderr  # progress
     assert "import limit of 10 s" in rows["hang"]["reason"]
     assert "MemoryError" in rows["hog"]["reason"]
     assert "SIGSEGV" in rows["segfault"]["reason"]
     assert "forgot something" in rows["broken"]["reason"]
-    assert "disagree" in rows["stale"]["reason"] and rows["stale"]["gate"]["agree"] == 1000
-    assert rows["wrong"]["gate"]["agree"] < 500 and "test images disagree" in rows["wrong"]["reason"]
+    assert "disagree" in rows["stale"]["reason"] and rows["stale"]["gate"]["agree"] == 500
+    assert rows["wrong"]["gate"]["agree"] < 250 and "test images disagree" in rows["wrong"]["reason"]
     assert "warm-up" in rows["sleepy"]["reason"]
 
 
 def test_the_ranking_and_what_the_cheats_gained(graded):
-    out, _ = graded
+    out = graded[0]
     rows = rows_by_student(out)
     ratio = {name: row["ratios"]["numpy"]["ratio"] for name, row in rows.items() if row["status"] == "ok"}
     assert ratio["slow"] > 3 * ratio["correct"]
@@ -228,7 +285,7 @@ def test_the_ranking_and_what_the_cheats_gained(graded):
 
 
 def test_the_leaderboard_lists_everyone_and_is_rebuilt_from_the_rows(graded):
-    out, _ = graded
+    out = graded[0]
     for name in ("leaderboard.csv", "LEADERBOARD.md", "leaderboard.png"):
         (out / name).unlink()
     done = python("lab", "report", str(out), timeout=120)
@@ -239,7 +296,8 @@ def test_the_leaderboard_lists_everyone_and_is_rebuilt_from_the_rows(graded):
     lines = (out / "leaderboard.csv").read_text().splitlines()
     assert len(lines) == 1 + len(EXPECTED)
     ranked = [line.split(",")[1] for line in lines[1:] if line.split(",")[0]]
-    assert sorted(ranked) == ["correct", "memo", "slow"] and ranked.index("correct") < ranked.index("slow")
+    assert sorted(ranked) == sorted(n for n, status in EXPECTED.items() if status == "ok")
+    assert ranked.index("correct") < ranked.index("slow")
     assert (out / "leaderboard.png").stat().st_size > 10_000
     assert "rank" in (out / "feedback" / "correct.md").read_text()
     assert (out / "feedback" / "correct.png").is_file()
@@ -247,12 +305,115 @@ def test_the_leaderboard_lists_everyone_and_is_rebuilt_from_the_rows(graded):
 
 
 def test_resume_skips_finished_submissions_and_a_second_grade_is_refused(graded, lab_file, submissions):
-    out, _ = graded
+    out = graded[0]
     refused = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(out))
     assert refused.returncode == 2 and "--resume" in refused.stderr
     resumed = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(out),
                      "--resume", timeout=120)
-    assert resumed.returncode == 0 and "0 submission(s) to grade, 11 already graded" in resumed.stderr
+    assert resumed.returncode == 0 and f"0 submission(s) to grade, {len(EXPECTED)} already graded" in resumed.stderr
+
+
+# --- the hostile class ------------------------------------------------------------------------------
+def hostile_lines(out: Path, student: str) -> str:
+    log = (store.result_dir(out, student) / "worker.log").read_text(errors="replace")
+    return "\n".join(line for line in log.splitlines() if line.startswith("HOSTILE"))
+
+
+def test_the_hostile_class_leaves_everything_outside_its_sandbox_as_it_was(graded):
+    out, _, before, after = graded
+    assert after["class"] == before["class"]  # nobody edited a classmate's folder
+    assert after["checkout"] == before["checkout"]  # nor the project's reference or harness
+    assert after["processes"] == []  # fork bombs, thread bombs and daemons all gone
+    assert not list(Path("/tmp").glob("lenet-loot-*"))  # nothing copied out to the host's /tmp
+    assert sorted(p.name for p in (out / "results").iterdir()) == sorted(EXPECTED)  # no ghost
+    rows, notes = store.checked_rows(out)
+    assert notes == [] and len(rows) == len(EXPECTED)  # every row as the grader wrote it
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    assert size < 20 << 20, f"--out is {size} bytes after a student printed 1 GiB"
+
+
+def test_what_the_hostile_students_could_see_and_do(graded):
+    out = graded[0]
+    spy = hostile_lines(out, "spy")
+    assert "spy pids [1]" in spy  # its own process, nothing else: no grader, reference or classmate
+    assert "spy seen []" in spy  # no submissions, --out, reference code, tests, MNIST or /etc/shadow
+    assert "spy net refused" in spy  # no network: not even the host's loopback
+    if IS_ROOT:
+        assert "Uid:\t61000\t61000\t61000\t61000" in spy and "Groups:\t" in spy
+        assert "CapEff:\t0000000000000000" in spy and "CapPrm:\t0000000000000000" in spy
+        assert "NoNewPrivs:\t1" in spy
+    assert "assassin hit []" in hostile_lines(out, "assassin")
+    vandal = hostile_lines(out, "vandal")  # what it wrote went to its private /tmp, if anywhere
+    assert str(ROOT) not in vandal and "vandal did" in vandal, vandal
+    bombs = hostile_lines(out, "forkbomb") + "\n" + hostile_lines(out, "threadbomb")
+    counts = [int(word) for word in bombs.split() if word.isdigit()]
+    assert len(counts) == 2 and all(0 < n < 64 for n in counts), bombs  # the lab's pids limit
+
+
+def test_the_cheats_are_ranked_behind_every_honest_submission(graded):
+    rows = rows_by_student(graded[0])
+    ratio = {n: r["ratios"]["numpy"]["ratio"] for n, r in rows.items() if r["status"] == "ok"}
+    honest = max(ratio[n] for n in HONEST)
+    assert all(ratio[n] > honest for n in lab_hostile.CHEATS), ratio
+
+
+def test_the_hostile_students_statuses_say_why(graded):
+    out = graded[0]
+    rows = rows_by_student(out)
+    for name in ("forger", "garbage", "flood"):
+        assert "not a reply" in rows[name]["reason"], rows[name]["reason"]
+    assert "without a newline" in rows["flood"]["reason"]
+    assert "one of the project's own levels" in rows["importer"]["reason"]
+    assert "lenet_onednn" in rows["importer"]["reason"]
+    assert "output limit of 16 MB" in rows["spammer"]["reason"], rows["spammer"]["reason"]
+    log = (store.result_dir(out, "spammer") / "worker.log").read_text()
+    assert "bytes cut" in log and len(log) < 100_000
+    assert "while the references were timed" in rows["daemon"]["reason"]
+    assert "CPU" in rows["helper"]["reason"]  # its helper's CPU counts: the cgroup sees it
+    skipped = " ".join(rows["oddfiles"]["skipped_files"])
+    for entry, kind in (("ghost.py", "a link"), ("passwd", "a link"), ("sibling", "a link"),
+                        ("pipe", "a named pipe"), ("socket", "a socket")):
+        assert f"{entry}: {kind}" in skipped, skipped
+    assert "socket: a socket" in (out / "feedback" / "oddfiles.md").read_text()
+    assert rows["oddfiles"]["files"] == 1
+    assert "sandbox: bubblewrap" in graded[1].stderr
+
+
+def test_an_edited_row_and_a_ghost_row_are_named_not_ranked(graded, tmp_path):
+    copy = tmp_path / "out"
+    shutil.copytree(graded[0], copy)
+    path = store.result_dir(copy, "slow") / "row.json"
+    row = json.loads(path.read_text())
+    row["ratios"]["numpy"]["ratio"] = 0.01  # a student's dream, written after the grader
+    path.write_text(json.dumps(row))
+    ghost = json.loads((store.result_dir(copy, "correct") / "row.json").read_text())
+    (copy / "results" / "ghost").mkdir()
+    (copy / "results" / "ghost" / "row.json").write_text(json.dumps({**ghost, "student": "ghost"}))
+    done = python("lab", "report", str(copy), timeout=120)
+    assert done.returncode == 0, done.stderr
+    text = (copy / "LEADERBOARD.md").read_text()
+    assert "[slow](feedback/slow.md) | tampered |" in text
+    assert "results/slow/row.json: changed after the grader wrote it" in text
+    assert "results/ghost: not a student of this grading" in text
+    assert "[ghost](" not in text
+    csv = (copy / "leaderboard.csv").read_text()
+    assert ",ghost," not in csv and ",slow,tampered," in csv
+
+
+def test_a_submission_whose_grading_was_cut_off_is_graded_once_more(graded, lab_file, submissions, tmp_path):
+    """correct: the grader died once while grading it (graded again); wrong: twice (a row, no third try)."""
+    copy = tmp_path / "out"
+    shutil.copytree(graded[0], copy)
+    for name, attempt in (("correct", 1), ("wrong", 2)):
+        (store.result_dir(copy, name) / "row.json").unlink()
+        started = json.loads((store.result_dir(copy, name) / "started.json").read_text())
+        (store.result_dir(copy, name) / "started.json").write_text(json.dumps({**started, "attempt": attempt}))
+    done = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(copy),
+                  "--resume", "--only", "correct,wrong", "--no-report", timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = rows_by_student(copy)
+    assert rows["correct"]["status"] == "ok"
+    assert rows["wrong"]["status"] == "crashed" and "interrupted 2 times" in rows["wrong"]["reason"]
 
 
 def test_an_honest_submission_is_ok_on_a_loaded_machine(lab_file, tmp_path):

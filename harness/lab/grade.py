@@ -255,7 +255,8 @@ class Grader:
                 flagged.append({"round": r, "reason": why})
         used = [r for r in range(rounds) if r not in {f["round"] for f in flagged}]
         out = {"seeds": seeds, "times_ns": times, "trips_ns": trips, "cpu_ns": cpu,
-               "idle_cpu_ns": [b for b, _ in idle], "protocol_cpu_ns": cpu_gaps, "protocol_trip_ns": trip_gaps,
+               "idle_cpu_ns": [b for b, _ in idle], "protocol_cpu_ns": cpu_gaps,
+               "protocol_trip_ns": trip_gaps,
                "inconsistent_rounds": flagged, "rounds_used": used}
         if timing.too_many(len(flagged), rounds):
             raise_with = Failure("timing-inconsistent",

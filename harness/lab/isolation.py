@@ -43,7 +43,8 @@ class Isolation:
 
 
 def lock_dir() -> Path:
-    base = Path("/run") if os.path.isdir("/run") and os.access("/run", os.W_OK) else Path(tempfile.gettempdir())
+    usable = os.path.isdir("/run") and os.access("/run", os.W_OK)
+    base = Path("/run") if usable else Path(tempfile.gettempdir())
     folder = base / "lenet-lab-uids"
     folder.mkdir(mode=0o700, exist_ok=True)
     return folder

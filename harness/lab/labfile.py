@@ -193,6 +193,7 @@ def parse(text: str, where: str = "<lab>") -> Lab:
     allow = head["allow_imports"]
     packages = sorted({s.package for s in registry.REGISTRY.values() if s.package})
     if not isinstance(allow, list) or any(a not in packages for a in allow):
-        _fail(at, f"allow_imports: expected a list of the project's level packages {packages}, found {allow!r}")
+        _fail(at, f"allow_imports: expected a list of the project's level packages {packages}, "
+                  f"found {allow!r}")
     return Lab(name, head["title"], head["rung"], head["module"], head["class"], head["device"],
                head["dtype"], references, rank_by, tuple(allow), measure, gate, limits, text, where)

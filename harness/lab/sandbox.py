@@ -249,12 +249,19 @@ class Sandbox:
         if code == -signal.SIGXCPU:
             return Failure("timeout", f"CPU-time limit of {self.limits.get('cpu_s')} s exceeded "
                                       "(killed by SIGXCPU)")
-        if code == -signal.SIGXFSZ:
-            return Failure("crashed", f"wrote more than the output limit of {self.limits.get('output_mb')} MB "
-                                      "to one file or its log (killed by SIGXFSZ)")
+        if code == -signal.SIGXFSZ or self.output_full():  # Python ignores SIGXFSZ: writes fail
+            return Failure("crashed", f"wrote more than the output limit of {self.limits.get('output_mb')} "
+                                      "MB to one file or to its log")
         if code < 0 and -code in signal.valid_signals():
             return Failure("crashed", f"the worker was killed by {signal.Signals(-code).name}")
         return Failure("crashed", f"the worker exited with code {code}")
+
+    def output_full(self) -> bool:
+        limit = self.limits.get("output_mb")
+        try:
+            return bool(limit) and self.log_path.stat().st_size >= int(limit) << 20
+        except OSError:
+            return False
 
     # --- waiting ------------------------------------------------------------------------------
     def _deadline(self, timeout: float, what: str) -> tuple[float, str]:

@@ -83,7 +83,8 @@ def submit(lab: Lab, submissions: Path, out: Path, partition=None, gres=None, ma
     names = store.students(submissions, lab.module)
     if max_parallel is not None and max_parallel < 1:
         raise HarnessError(f"--max-parallel: expected a whole number >= 1, found {max_parallel}")
-    task, merge = scripts(lab, submissions, out, len(names), partition, gres, max_parallel, weights, no_sandbox)
+    task, merge = scripts(lab, submissions, out, len(names), partition, gres, max_parallel, weights,
+                          no_sandbox)
     if dry_run:
         print(f"# {Path(out) / 'slurm' / 'task.sh'} ({len(names)} tasks: {', '.join(names)})\n{task}")
         print(f"# {Path(out) / 'slurm' / 'merge.sh'} (ARRAY_JOB_ID = the array job's id)\n{merge}")
