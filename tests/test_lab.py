@@ -199,7 +199,9 @@ def test_shipped_labs_parse():
 
 @pytest.mark.parametrize("text,expected", [
     ("[limits]\nwall = 5\n", "[limits]: unknown key(s) ['wall']; allowed: ['cpu_s', 'import_s', 'max_ratio', "
-                             "'memory_mb', 'wall_s']"),
+                             "'memory_mb', 'output_mb', 'pids', 'wall_s']"),
+    ("[lab]\nallow_imports = ['lenet_nope']\n", "allow_imports: expected a list of the project's level packages"),
+    ("[limits]\npids = 2\n", "pids: expected a whole number >= 4, found 2"),
     ("[labs]\n", "unknown table(s) ['labs']"),
     ("[lab]\nreferences = ['numpy/tuned']\n", "unknown variant 'tuned' of numpy"),
     ("[lab]\nreferences = ['numpy']\nrank_by = 'onednn/tuned'\n", "rank_by: 'onednn/tuned' is not one of"),
@@ -456,7 +458,7 @@ def test_dry_run_prints_the_batch_scripts(lab_file, submissions, tmp_path):
                   "--slurm", "--max-parallel", "3", "--partition", "gpu", "--gres", "gpu:1", "--dry-run",
                   timeout=60)
     assert done.returncode == 0, done.stderr
-    for line in ("#SBATCH --array=0-10%3", "#SBATCH --time=7", "#SBATCH --mem=3072M", "#SBATCH --gres=gpu:1",
+    for line in (f"#SBATCH --array=0-{len(EXPECTED) - 1}%3", "#SBATCH --time=7", "#SBATCH --mem=3072M", "#SBATCH --gres=gpu:1",
                  "#SBATCH --partition=gpu", "#SBATCH --dependency=afterany:$ARRAY_JOB_ID",
                  "lab merge", "--only \"$student\""):
         assert line in done.stdout
@@ -492,13 +494,22 @@ def merge_running(job: str) -> bool:
     return state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
 
 
+ON_SLURM = ("correct", "slow", "hang", "spy", "vandal", "forkbomb", "daemon", "helper")
+
+
 @pytest.mark.slurm
 def test_the_same_lab_on_slurm_gives_the_same_statuses_and_ranking(graded, lab_file, submissions, tmp_path):
+    """Part of the class (the sandbox's attacks among them), to keep it short: each task runs the
+    same sandbox; the statuses and the ranking are those of the local run."""
     why = slurm_ready()
     if why:
         pytest.skip(why)
+    part = tmp_path / "submissions"
+    for name in ON_SLURM:
+        shutil.copytree(submissions / name, part / name)
+    expected = {name: EXPECTED[name] for name in ON_SLURM}
     out = tmp_path / "slurm-out"
-    done = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(out),
+    done = python("lab", "grade", str(lab_file), "--submissions", str(part), "--out", str(out),
                   "--slurm", "--max-parallel", "2", timeout=120)
     assert done.returncode == 0, done.stderr
     jobs = dict(line.split() for line in (out / "slurm" / "jobs.txt").read_text().splitlines())
@@ -516,7 +527,7 @@ def test_the_same_lab_on_slurm_gives_the_same_statuses_and_ranking(graded, lab_f
     finally:
         subprocess.run(["scancel", jobs["array"], jobs["merge"]], capture_output=True, timeout=30)
     rows = rows_by_student(out)
-    assert {n: r["status"] for n, r in rows.items()} == {**EXPECTED, "hang": "cancelled"}, \
+    assert {n: r["status"] for n, r in rows.items()} == {**expected, "hang": "cancelled"}, \
         {n: (r["status"], r["reason"]) for n, r in rows.items()}
     assert "while grading" in rows["hang"]["reason"]
     local = rows_by_student(graded[0])
@@ -524,7 +535,8 @@ def test_the_same_lab_on_slurm_gives_the_same_statuses_and_ranking(graded, lab_f
         ranked = sorted((r["ratios"]["numpy"]["ratio"], n) for n, r in run.items() if r["status"] == "ok")
         assert [n for _, n in ranked].index("correct") < [n for _, n in ranked].index("slow")
     text = (out / "LEADERBOARD.md").read_text()
-    assert all(f"[{name}](feedback/{name}.md)" in text for name in EXPECTED)
+    assert all(f"[{name}](feedback/{name}.md)" in text for name in expected)
+    assert "spy pids [1]" in hostile_lines(out, "spy") and sandbox_processes() == []
     assert json.loads((out / "results" / "hang" / "row.json").read_text())["from_merge"] is True
     assert "interrupted" not in (out / "slurm" / "merge.out").read_text()
     assert (out / "feedback" / "hang.md").is_file() and (out / "leaderboard.png").is_file()

