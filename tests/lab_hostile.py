@@ -49,7 +49,7 @@ def cheat(attack: str) -> str:
 ASSASSIN = """
 import os, signal
 hit = []
-for pid in range(2, 65536):  # every pid of the host, most not visible here
+for pid in set(range(1, 65536)) - {os.getpid()}:  # every pid of the host, most not visible here
     for sig in (signal.SIGSTOP, signal.SIGKILL):
         try:
             os.kill(pid, sig)
