@@ -48,7 +48,7 @@ class Launch(NamedTuple):
     grid: int  # blocks (1-D)
     block: int  # threads per block (1-D)
     args: tuple  # buffer names ("x", "conv1.kernel", ...) and ints, in PARAMS order
-    outputs: int  # elements the launch writes: grid * block must cover them (layers)
+    threads: int  # threads with work: grid * block covers them (one per output; softmax: per row)
 
 
 def source(variant: str) -> str:
@@ -105,7 +105,7 @@ def layer_launches(n: int) -> list[Launch]:
 def fused_launches(n: int) -> list[Launch]:
     """One block per image; its threads share the image's work (fused.cu)."""
     weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
-    return [Launch("lenet_fused", n, FUSED_THREADS, ("x", *weights, "out", n), n * 10)]
+    return [Launch("lenet_fused", n, FUSED_THREADS, ("x", *weights, "out", n), n * FUSED_THREADS)]
 
 
 def launches(variant: str, n: int) -> list[Launch]:

@@ -148,7 +148,7 @@ class FakeKernel:
         if len(args) != len(self.params):
             raise TypeError(f"{self.expr}: {len(args)} arguments, the kernel takes {len(self.params)}")
         values = []
-        for i, (param, arg) in enumerate(zip(self.params, args)):
+        for i, (param, arg) in enumerate(zip(self.params, args, strict=True)):
             if param == "T*":
                 if not isinstance(arg, DeviceArray) or arg.dtype != self.dtype:
                     raise TypeError(f"{self.expr} argument {i}: expected a {self.dtype} device array, "

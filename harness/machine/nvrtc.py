@@ -197,5 +197,5 @@ def probe() -> dict:
         lib = load()
     except Unavailable as exc:
         return {"found": False, "reason": str(exc)}
-    return {"found": True, "path": lib.path, "how": lib.how, "version": "%d.%d" % lib.version,
+    return {"found": True, "path": lib.path, "how": lib.how, "version": "{}.{}".format(*lib.version),
             "archs": lib.supported_archs()}
