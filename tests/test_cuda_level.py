@@ -354,3 +354,25 @@ def test_gpu_kernels_load_within_the_devices_limits():
         assert fn.max_threads_per_block >= kernels.FUSED_THREADS and fn.num_regs > 0
     finally:
         impl.close()
+
+
+# --- doctor ------------------------------------------------------------------------------------
+def test_doctor_names_nvrtc_and_each_kernels_registers_and_shared_memory():
+    from harness.machine import doctor
+
+    nvrtc_or_skip()
+    lines = doctor.cuda_lines(caps=["9.0"])
+    assert re.match(r"NVRTC: version 1\d\.\d+ from .*libnvrtc\.so.* compiles for sm_\d+ to sm_\d+$", lines[0])
+    assert lines[1].startswith("CUDA kernels for compute capability 9.0 (sm_90): ")
+    for dtype, shared in (("float", 21608), ("double", 43216)):
+        assert re.search(rf"lenet_fused<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
+    assert re.search(r"conv_bias_relu<float> \d+ regs 0 B shared", lines[1])
+    assert "do not compile" in doctor.cuda_lines(caps=["1.0"])[1]  # an arch NVRTC does not know
+    assert "no GPU here" in doctor.cuda_lines(caps=[])[1]
+
+
+def test_doctor_without_nvrtc_says_how_to_install_it(monkeypatch):
+    from harness.machine import doctor
+
+    monkeypatch.setattr(nvrtc, "probe", lambda: {"found": False, "reason": "no usable libnvrtc found; tried x"})
+    assert doctor.cuda_lines(caps=["9.0"]) == ["NVRTC: no usable libnvrtc found; tried x"]

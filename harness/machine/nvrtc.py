@@ -170,6 +170,15 @@ class Nvrtc:
         return text.value.decode(errors="replace").strip()
 
 
+def resources(lib: "Nvrtc", source: str, name: str, arch: str, options=(), name_expressions=()) -> dict:
+    """{name expression: ptxas' registers, shared memory, spills} for a real arch (sm_XY)."""
+    if not arch.startswith("sm_"):
+        raise ValueError(f"arch: registers are known for a real arch (sm_XY) only, found {arch!r}")
+    done = lib.compile(source, name, arch, (*options, "--ptxas-options=-v"), name_expressions)
+    found = done.resources()
+    return {expr: found.get(mangled, {}) for expr, mangled in done.lowered.items()}
+
+
 _loaded = None
 
 
