@@ -7,6 +7,7 @@ own code runs end to end against the oracle. With a GPU: the real thing on 10,00
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -376,3 +377,18 @@ def test_doctor_without_nvrtc_says_how_to_install_it(monkeypatch):
 
     monkeypatch.setattr(nvrtc, "probe", lambda: {"found": False, "reason": "no usable libnvrtc found; tried x"})
     assert doctor.cuda_lines(caps=["9.0"]) == ["NVRTC: no usable libnvrtc found; tried x"]
+
+
+# --- lines of code -----------------------------------------------------------------------------
+def test_loc_counts_kernel_source_and_python_glue_apart_as_pygount_does():
+    from harness.report import loc
+
+    rows = {r["part"]: r for r in loc.count() if r["package"] == "lenet_cuda"}
+    assert set(rows) == {"forward", "kernel source"} and rows["kernel source"]["files"] == len(FILES)
+    assert all(r["api_level"] == "cuda" for r in rows.values())
+    pygount_cli = str(Path(sys.executable).parent / "pygount")  # the command a person runs
+    done = subprocess.run([pygount_cli, "--format=summary", "lenet_cuda"], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    sums = {line.split()[1]: int(re.findall(r"\d+(?:\.\d+)?", line)[2])
+            for line in done.stdout.splitlines() if re.match(r"\W*(Python|CUDA|Sum)\b", line)}
+    assert rows["kernel source"]["code"] == sums["CUDA"] and rows["forward"]["code"] == sums["Python"]
