@@ -149,7 +149,8 @@ def child(name, variant, device, calls, weights, trace_path):
             impl.predict(x)
         profiled_ns = (time.perf_counter_ns() - start) / calls
     prof.export_chrome_trace(trace_path)
-    note = getattr(impl, "fusion_note", None)
+    notes = [getattr(impl, attr, None) for attr in ("fusion_note", "dense_note")]  # cuDNN: convs, dense
+    note = "; ".join(n for n in notes if n) or None
     impl.close()
     print(json.dumps({"host_ns_per_call": host_ns, "profiled_ns_per_call": profiled_ns, "note": note}))
 
