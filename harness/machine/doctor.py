@@ -71,6 +71,15 @@ def implementation_rows(weights=DEFAULT_WEIGHTS, names=None):
         return list(pool.map(lambda nd: probe_row(*nd, weights, gpu_absent), todo))
 
 
+def cublaslt_line() -> str:
+    """cuBLASLt, whose matmul epilogues carry the cuDNN level's dense layers (tuned, graph)."""
+    from lenet_cudnn import cublaslt
+
+    found = cublaslt.probe()
+    return (f"cuBLASLt: version {found['version']} from {found['path']} ({found['how']})" if found["found"]
+            else f"cuBLASLt: {found['reason']} (cuDNN's dense layers then use cuBLAS gemm + cuDNN ops)")
+
+
 def compute_capabilities() -> list[str]:
     """Each GPU's compute capability ("9.0"), from nvidia-smi; [] where there is none."""
     text = env.run_command(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]) or ""
@@ -135,6 +144,7 @@ def report(weights=DEFAULT_WEIGHTS, names=None, out=print) -> int:
     out(f"oneDNN: version {onednn['version']} from {onednn['path']} ({onednn['how']}), "
         f"{onednn['threads']} OpenMP thread(s)" if onednn.get("found")
         else f"oneDNN: {onednn.get('reason', 'not probed')}")
+    out(cublaslt_line())
     for line in cuda_lines():
         out(line)
     cupy = run_python(CUPY)

@@ -4,7 +4,7 @@ docstrings), the same numbers `pygount --format=summary PACKAGE` prints.
 Each implementation package is split by file into the parts a reader wants apart:
   forward        building the network and predict
   weight layout  converting the shared weights into the level's layout (layout.py)
-  ffi binding    declaring a C API to Python (binding.py, cublas.py): a cost of driving cuDNN
+  ffi binding    declaring a C API to Python (binding.py, cublas.py, cublaslt.py): a cost of driving cuDNN
                  or oneDNN from Python that a C++ program gets from #include <cudnn.h>
   training step  the level's train_step (train.py, and the raw levels' backward.py,
                  train_plan.py, train_algos.py), counted apart so inference stays comparable
@@ -18,6 +18,7 @@ from pathlib import Path
 from harness import DEFAULT_LOC_CSV, ROOT, registry
 
 PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding", "cublas.py": "ffi binding",
+         "cublaslt.py": "ffi binding",
          "train.py": "training step", "backward.py": "training step", "train_plan.py": "training step",
          "train_algos.py": "training step", ".cu": "kernel source"}
 SHARED = ("harness/data/mnist.py", "harness/data/weights.py")
