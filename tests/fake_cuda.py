@@ -9,6 +9,7 @@ numpy.int32 for ints), as CuPy would pass them."""
 
 import ctypes
 import hashlib
+import re
 import shutil
 import subprocess
 import types
@@ -23,37 +24,28 @@ GUARD = 64  # elements of NaN (or 0xAB bytes) on each side of a device array
 CPP_TYPES = {"T*": "{T}*", "int": "int"}
 
 
-def wrapper_source() -> str:
-    """C++ that includes both .cu files and exports emu_<kernel>_<type>(grid, block, params...)."""
-    parts = ['#include "cuda_emu.h"']
-    for cu in sorted(set(kernels.SOURCES.values())):
-        parts.append(f'#include "{ROOT / "lenet_cuda" / cu}"')
-    for variant, names in kernels.KERNELS.items():
-        if variant == "graph":
-            continue
-        barriers = "__syncthreads" in kernels.source(variant)
-        for kernel in names:
-            for ctype in kernels.CTYPES.values():
-                params = [CPP_TYPES[p].format(T=ctype) for p in kernels.PARAMS[kernel]]
-                decl = ", ".join(f"{p} a{i}" for i, p in enumerate(params))
-                call = ", ".join(f"a{i}" for i in range(len(params)))
-                parts.append(f'extern "C" int emu_{kernel}_{ctype}(unsigned grid, unsigned block, {decl}) '
-                             f'{{ return emu_launch(grid, block, {str(barriers).lower()}, '
-                             f'[=] {{ {kernel}<{ctype}>({call}); }}); }}')
-    return "\n".join(parts) + "\n"
+def wrapper(symbol: str, call: str, params: list[str], barriers: bool) -> str:
+    """extern "C" int symbol(grid, block, params...): runs `call` as a launch (0 ok, 1 divergent barriers)."""
+    decl = ", ".join(f"{p} a{i}" for i, p in enumerate(params))
+    args = ", ".join(f"a{i}" for i in range(len(params)))
+    return (f'extern "C" int {symbol}(unsigned grid, unsigned block, {decl}) '
+            f'{{ return emu_launch(grid, block, {str(barriers).lower()}, [=] {{ {call}({args}); }}); }}')
 
 
-def build(folder) -> ctypes.CDLL:
-    """Compile the emulated kernels into folder/ (g++, C++20 for std::barrier); cached by source."""
+def compile_emulated(folder, codes: list[str], wrappers: list[str]) -> ctypes.CDLL:
+    """The CUDA sources `codes` and the wrappers as one shared library for the CPU (g++, C++20 for
+    std::barrier), in folder/, cached by content."""
     if shutil.which("g++") is None:
         raise FileNotFoundError("g++ is not installed: the CPU emulation of the CUDA kernels needs it")
-    source = wrapper_source()
-    text = source + (EMU / "cuda_emu.h").read_text() + "".join(
-        kernels.source(v) for v in ("layers", "fused"))
-    lib = folder / f"emu-{hashlib.sha256(text.encode()).hexdigest()[:16]}.so"
+    key = hashlib.sha256("\0".join([(EMU / "cuda_emu.h").read_text(), *codes, *wrappers]).encode()).hexdigest()[:16]
+    lib = folder / f"emu-{key}.so"
     if not lib.exists():
-        cpp = folder / "emu.cpp"
-        cpp.write_text(source)
+        includes = []
+        for i, code in enumerate(codes):
+            (folder / f"src-{key}-{i}.cu").write_text(code)
+            includes.append(f'#include "src-{key}-{i}.cu"')
+        cpp = folder / f"emu-{key}.cpp"
+        cpp.write_text("\n".join(['#include "cuda_emu.h"', *includes, *wrappers]) + "\n")
         done = subprocess.run(["g++", "-std=c++20", "-O2", "-shared", "-fPIC", "-pthread", "-Wall",
                                "-Wno-unused-function", "-I", str(EMU), str(cpp), "-o", str(lib)],
                               capture_output=True, text=True, timeout=300)
@@ -62,12 +54,28 @@ def build(folder) -> ctypes.CDLL:
     return ctypes.CDLL(str(lib))
 
 
+def build(folder) -> ctypes.CDLL:
+    """lenet_cuda's two .cu files, every template instance as emu_<kernel>_<type>."""
+    wrappers = []
+    for variant in ("layers", "fused"):
+        barriers = "__syncthreads" in kernels.source(variant)
+        for kernel in kernels.KERNELS[variant]:
+            for ctype in kernels.CTYPES.values():
+                params = [CPP_TYPES[p].format(T=ctype) for p in kernels.PARAMS[kernel]]
+                wrappers.append(wrapper(f"emu_{kernel}_{ctype}", f"{kernel}<{ctype}>", params, barriers))
+    return compile_emulated(folder, [kernels.source(v) for v in ("layers", "fused")], wrappers)
+
+
 class DeviceArray(np.ndarray):
     """A host array standing in for cupy.ndarray: `.data.ptr` is its address."""
 
     @property
     def data(self):
         return types.SimpleNamespace(ptr=self.ctypes.data)
+
+    def get(self):
+        """Device -> host, as cupy.ndarray.get: a plain NumPy copy."""
+        return np.array(self).view(np.ndarray)
 
 
 class FakeCupy:
@@ -96,8 +104,9 @@ class FakeCupy:
         self.guarded.append(whole)
         return whole[GUARD:GUARD + count].reshape(shape).view(DeviceArray)
 
-    def asarray(self, array):
-        out = self.empty(np.shape(array), np.asarray(array).dtype)
+    def asarray(self, array, dtype=None):
+        array = np.asarray(array, dtype)
+        out = self.empty(array.shape, array.dtype)
         out[...] = array
         return out
 
@@ -208,3 +217,55 @@ class FakeEvent:
 
     def synchronize(self):
         pass
+
+
+# --- a lab submission: extern "C" kernels of its own, CuPy as a student's glue uses it ------------
+def extern_c_kernels(code: str) -> dict[str, list[str]]:
+    """{kernel name: parameter C types} of every extern "C" __global__ function in `code`."""
+    code = re.sub(r"//[^\n]*", "", code)
+    return {name: [" ".join(p.split()[:-1]) for p in params.split(",")]
+            for name, params in re.findall(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)', code)}
+
+
+class LabCupy(FakeCupy):
+    """cupy.RawModule(code=...) compiles the submission's own kernels for the CPU (g++)."""
+
+    float32 = np.float32
+
+    def __init__(self, folder):
+        super().__init__(None)
+        self.folder = folder
+        self.RawModule = self.raw_module
+
+    def raw_module(self, code, options=()):
+        found = extern_c_kernels(code)
+        barriers = "__syncthreads" in code
+        lib = compile_emulated(self.folder, [code], [wrapper(f"emu_{name}", name, params, barriers)
+                                                      for name, params in found.items()])
+        return types.SimpleNamespace(get_function=lambda name: LabKernel(self, lib, name, found[name]))
+
+
+class LabKernel:
+    CTYPES = {"int": ctypes.c_int, "float": ctypes.c_float}
+
+    def __init__(self, fake, lib, name, params):
+        self.fake, self.name, self.params = fake, name, params
+        self.fn = getattr(lib, f"emu_{name}")
+        self.fn.argtypes = [ctypes.c_uint, ctypes.c_uint] + [
+            ctypes.c_void_p if p.endswith("*") else self.CTYPES[p] for p in params]
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        if len(args) != len(self.params):
+            raise TypeError(f"{self.name}: {len(args)} arguments, the kernel takes {len(self.params)}")
+        values = []
+        for i, (param, arg) in enumerate(zip(self.params, args, strict=True)):
+            if param.endswith("*"):
+                if not isinstance(arg, DeviceArray) or arg.dtype != np.float32:
+                    raise TypeError(f"{self.name} argument {i}: expected a float32 device array")
+                values.append(arg.data.ptr)
+            else:
+                if param == "int" and type(arg) is not np.int32:
+                    raise TypeError(f"{self.name} argument {i}: expected numpy.int32, found {type(arg).__name__}")
+                values.append(arg)
+        if self.fn(grid[0], block[0], *values) != 0:
+            raise AssertionError(f"{self.name}: threads of a block passed different numbers of barriers")
