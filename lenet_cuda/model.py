@@ -53,8 +53,12 @@ class CudaLeNet(LeNet):
                                   name_expressions=kernels.name_expressions(self.variant, dtype))
             self.fn = {expr.partition("<")[0]: module.get_function(expr)  # compiles (NVRTC) here
                        for expr in kernels.name_expressions(self.variant, dtype)}
-        except cp.cuda.compiler.CompileException as exc:
+        except cp.cuda.compiler.CompileException as exc:  # the source: a bug, not this machine
             raise RuntimeError(f"NVRTC could not compile {kernels.SOURCES[self.variant]}: {exc}") from None
+        except Exception as exc:  # no libnvrtc, a driver too old for the PTX: this machine
+            raise Unavailable(f"CuPy cannot compile or load the CUDA kernels here ({type(exc).__name__}: "
+                              f"{exc}); install NVRTC: pip install 'cupy-cuda12x[ctk]' or "
+                              "nvidia-cuda-nvrtc-cu12") from None
         self.module = module
         with self.stream:
             self.w = {f"{name}.{part}": cp.asarray(np.ascontiguousarray(array, dtype))
