@@ -392,3 +392,22 @@ def test_loc_counts_kernel_source_and_python_glue_apart_as_pygount_does():
     sums = {line.split()[1]: int(re.findall(r"\d+(?:\.\d+)?", line)[2])
             for line in done.stdout.splitlines() if re.match(r"\W*(Python|CUDA|Sum)\b", line)}
     assert rows["kernel source"]["code"] == sums["CUDA"] and rows["forward"]["code"] == sums["Python"]
+
+
+def test_no_nvrtc_is_unavailable_and_a_bad_source_is_an_error(monkeypatch, emulator):
+    fake = fake_cuda.FakeCupy(emulator)
+    monkeypatch.setattr(model, "import_cupy", lambda: fake)
+
+    def missing(**_):
+        raise OSError("libnvrtc.so.12: cannot open shared object file")
+
+    fake.RawModule = missing
+    with pytest.raises(Unavailable, match=r"cannot compile or load the CUDA kernels here \(OSError: libnvrtc"):
+        model.CudaLeNet(DEFAULT_WEIGHTS, variant="fused")
+
+    def bad(**_):
+        raise fake.cuda.compiler.CompileException("fused.cu(3): error")
+
+    fake.RawModule = bad
+    with pytest.raises(RuntimeError, match=r"NVRTC could not compile fused.cu: fused.cu\(3\): error"):
+        model.CudaLeNet(DEFAULT_WEIGHTS, variant="fused")
