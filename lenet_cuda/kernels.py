@@ -22,7 +22,7 @@ FUSED_THREADS = 256  # must equal LENET_THREADS in fused.cu (the tests read it f
 STATIC_SHARED_LIMIT = 48 * 1024  # bytes of static __shared__ per block, every architecture
 
 # Each kernel's parameters, in the .cu's order: "T*" a device array of the element type, "int"
-# a 32-bit int (passed as numpy.int32: CuPy would pass a Python int as 64 bits).
+# a 32-bit int (passed as numpy.int32, so its size is never CuPy's guess from a Python int).
 PARAMS = {
     "conv_bias_relu": ("T*",) * 4 + ("int",) * 10,  # x, w, b, y, n h w c k r s pad ho wo
     "max_pool_2x2": ("T*",) * 2 + ("int",) * 4,  # x, y, n h w c

@@ -60,6 +60,9 @@ class CudaLeNet(LeNet):
                               f"{exc}); install NVRTC: pip install 'cupy-cuda12x[ctk]' or "
                               "nvidia-cuda-nvrtc-cu12") from None
         self.module = module
+        # {"conv1.kernel": (5, 5, 1, 6) HWIO, "conv1.bias": (6,), "conv2.kernel": (5, 5, 6, 16), ...,
+        #  "fc1.kernel": (400, 120) rows in NHWC flatten order, "fc2.kernel": (120, 84),
+        #  "fc3.kernel": (84, 10), each bias (out,)}
         with self.stream:
             self.w = {f"{name}.{part}": cp.asarray(np.ascontiguousarray(array, dtype))
                       for name, layer in weights.read(weights_path).items()
