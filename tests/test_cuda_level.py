@@ -411,3 +411,10 @@ def test_no_nvrtc_is_unavailable_and_a_bad_source_is_an_error(monkeypatch, emula
     fake.RawModule = bad
     with pytest.raises(RuntimeError, match=r"NVRTC could not compile fused.cu: fused.cu\(3\): error"):
         model.CudaLeNet(DEFAULT_WEIGHTS, variant="fused")
+
+
+def test_env_records_the_nvrtc_that_compiles_the_kernels():
+    from harness.machine import env
+
+    found = env.collect_nvrtc()["nvrtc"]
+    assert set(found) in ({"found", "path", "how", "version"}, {"found", "reason"})
