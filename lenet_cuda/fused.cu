@@ -10,9 +10,12 @@
 // of a pool window and keeps the largest (relu(max) = max(relu): ReLU is monotone).
 // Templated on the element type T (float, double). Static shared memory per block:
 // (784 + 150 + 6 + 2400 + 16 + 1176 + 400 + 120 + 84 + 10 + LENET_THREADS) elements,
-// 21,608 bytes in float and 43,216 in double (under the 48 KiB static limit).
+// 22,632 bytes in float and 45,264 in double (under the 48 KiB static limit).
+// 512 threads: at batch 1 the block is the whole GPU's work, and its longest thread bounds the
+// time: conv2's 400 pool windows (4 x 150 multiply-adds each) then take one pass, not two.
+// Registers: 512 threads x at most 128 per thread fit an SM's 65,536.
 
-#define LENET_THREADS 256
+#define LENET_THREADS 512
 
 template <typename T>
 __device__ __forceinline__ T fused_relu(T v) { return v > T(0) ? v : T(0); }
@@ -21,7 +24,7 @@ __device__ __forceinline__ float fused_exp(float v) { return expf(v); }
 __device__ __forceinline__ double fused_exp(double v) { return exp(v); }
 
 // out (OUT) = act(in (IN) @ w (IN, OUT) + b (OUT)) for one image, in and out in shared memory.
-// Split over the block: PARTS = blockDim / OUT threads per output (2 for fc1, 3 for fc2, 25 for
+// Split over the block: PARTS = blockDim / OUT threads per output (4 for fc1, 6 for fc2, 51 for
 // fc3); thread t sums inputs part, part + PARTS, ... of output j = t % OUT into partial[t],
 // then the first OUT threads add their output's PARTS partial sums and the bias.
 template <typename T>
