@@ -49,6 +49,8 @@ def compile_emulated(folder, codes: list[str], wrappers: list[str]) -> ctypes.CD
         done = subprocess.run(["g++", "-std=c++20", "-O2", "-shared", "-fPIC", "-pthread", "-Wall",
                                "-Wno-unused-function", "-I", str(EMU), str(cpp), "-o", str(lib)],
                               capture_output=True, text=True, timeout=300)
+        if "barrier: No such file" in done.stderr:  # g++ older than 11: no C++20 std::barrier
+            raise FileNotFoundError("this g++ has no C++20 <barrier>: the CPU emulation needs g++ >= 11")
         if done.returncode != 0:
             raise RuntimeError(f"g++ could not compile the kernels for the CPU:\n{done.stderr}")
     return ctypes.CDLL(str(lib))
