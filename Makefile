@@ -17,7 +17,7 @@ WEIGHTS := weights/lenet5_mnist.weights.h5
 RESULTS := reports/results
 STUDIES := api_levels overhead backends batch_sweep precision training
 CPU_IMPLS := numpy,onednn,tf,jax,torch,keras,keras_jax,keras_torch
-GPU_IMPLS := tf,jax,torch,keras,keras_jax,keras_torch,cudnn
+GPU_IMPLS := tf,jax,torch,keras,keras_jax,keras_torch,cudnn,cuda
 # verify on the GPU only where one is present (nvidia-smi answers).
 DEVICES ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cpu,gpu || echo cpu)
 

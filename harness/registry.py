@@ -66,6 +66,9 @@ REGISTRY = {
                  ("predict", "predict_on_batch", "call", "compile"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "torch"),),
                  trainer="lenet_keras.train:KerasTorchTrainer", train_variants=KERAS_TRAIN),
+        # hand-written CUDA C kernels (NVRTC through CuPy): the GPU's floor, the CUDA lab's rung
+        ImplSpec("cuda", "lenet_cuda.model:CudaLeNet", "cuda", ("gpu",),
+                 ("fused", "layers", "graph"), ("float32", "float64"), "lenet_cuda", gpu_only=("graph",)),
         ImplSpec("cudnn", "lenet_cudnn.model:CudnnLeNet", "cudnn", ("gpu",),
                  ("tuned", "naive", "graph"), ("float32", "float64"), "lenet_cudnn", gpu_only=("graph",),
                  trainer="lenet_cudnn.train:CudnnTrainer", train_variants=("default",)),

@@ -10,9 +10,13 @@ Variants:
   synchronous copies from pageable memory; all freed again at the end of the call.
 - tuned: descriptors once per batch size, the algorithm picked once by timing them
   (cudnnFindConvolutionForwardAlgorithm), each convolution, its bias and ReLU in one call
-  (cudnnConvolutionBiasActivationForward; three calls where cuDNN refuses it), buffers and
+  (cudnnConvolutionBiasActivationForward; three calls where cuDNN refuses it), each dense layer,
+  its bias and ReLU in one cuBLASLt matmul with a bias (+ReLU) epilogue (cublaslt.py; the cuBLAS
+  gemm + two cuDNN tensor ops where cuBLASLt refuses, the reason kept in dense_note), buffers and
   workspace preallocated, pinned host memory, asynchronous copies on one stream, one
-  synchronization per call, CUDA events around the work for the device time.
+  synchronization per call, CUDA events around the work for the device time. Every call of a
+  predict (the copies, cuDNN's, cuBLASLt's) is built once per batch size as (function, argument
+  tuple): the per-call Python is one loop over them.
 - graph: tuned, with the whole call (copy in, the layers, copy out) captured once per batch
   size into a CUDA graph and replayed: one launch per call instead of ~20 enqueued calls.
 
@@ -31,11 +35,13 @@ from harness.data import weights
 from harness.errors import Unavailable
 from harness.registry import REGISTRY
 from lenet_cudnn import binding as cu
-from lenet_cudnn import cublas, layout
+from lenet_cudnn import cublas, cublaslt, layout
 from lenet_cudnn.descriptors import LeNetDescriptors
 
 H2D, D2H = 1, 2  # cudaMemcpyKind
 TENSOR_OP_MATH = (1, 2)  # CUDNN_TENSOR_OP_MATH, _ALLOW_CONVERSION: TF32 in float32
+# the dense layers: name, input buffer, fan in, fan out, ReLU
+DENSE = (("fc1", "p2", 400, 120, True), ("fc2", "fc1", 120, 84, True), ("fc3", "fc2", 84, 10, False))
 
 
 def import_cupy():
@@ -91,57 +97,76 @@ class CudnnLeNet(LeNet):
         self.plans = {}  # tuned, graph: batch size -> preallocated everything (and the graph)
         self.conv_math = []  # the math types of the convolution algorithms last picked
         self.fusion_note = None  # tuned, graph: whether the convolutions run fused, and why not
+        self.dense_note = None  # tuned, graph: whether the dense layers are cuBLASLt matmuls, and why not
         self.last_device_ns = None
+        self.lt, self.lt_handle = None, cublaslt.Handle()
+        if self.variant != "naive":
+            try:
+                self.lt = cublaslt.load()
+                self.lt.cublasLtCreate(ctypes.byref(self.lt_handle))
+            except (Unavailable, cublas.CublasError) as exc:
+                self.lt = None
+                self.dense_note = f"cuBLAS gemm + cuDNN bias and ReLU: no cuBLASLt ({exc})"
 
     # --- the layers ----------------------------------------------------------------------
+    # --- the layers, each as the (function, argument tuple) calls that run it ----------------
     def conv_bias_relu(self, d, x_desc, x, w_desc, conv, name, y_desc, y, algo, ws, ws_size, fused):
         kernel, bias = self.w[name]
         lib, h = self.lib, self.handle
         if fused:  # alpha2 = 0: the z input (y itself here) is not read
-            lib.cudnnConvolutionBiasActivationForward(
+            return [(lib.cudnnConvolutionBiasActivationForward, (
                 h, self.alpha, x_desc.ptr, x, w_desc.ptr, kernel.data.ptr, conv.ptr, algo, ws, ws_size,
-                self.beta, y_desc.ptr, y, d.bias[name].ptr, bias.data.ptr, d.relu.ptr, y_desc.ptr, y)
-            return
-        lib.cudnnConvolutionForward(h, self.alpha, x_desc.ptr, x, w_desc.ptr, kernel.data.ptr,
-                                    conv.ptr, algo, ws, ws_size, self.beta, y_desc.ptr, y)
-        lib.cudnnAddTensor(h, self.alpha, d.bias[name].ptr, bias.data.ptr, self.alpha, y_desc.ptr, y)
-        lib.cudnnActivationForward(h, d.relu.ptr, self.alpha, y_desc.ptr, y, self.beta, y_desc.ptr, y)
+                self.beta, y_desc.ptr, y, d.bias[name].ptr, bias.data.ptr, d.relu.ptr, y_desc.ptr, y))]
+        return [(lib.cudnnConvolutionForward, (h, self.alpha, x_desc.ptr, x, w_desc.ptr, kernel.data.ptr,
+                                               conv.ptr, algo, ws, ws_size, self.beta, y_desc.ptr, y)),
+                (lib.cudnnAddTensor, (h, self.alpha, d.bias[name].ptr, bias.data.ptr, self.alpha,
+                                      y_desc.ptr, y)),
+                (lib.cudnnActivationForward, (h, d.relu.ptr, self.alpha, y_desc.ptr, y, self.beta,
+                                              y_desc.ptr, y))]
 
     def pool(self, d, x_desc, x, y_desc, y):
-        self.lib.cudnnPoolingForward(self.handle, d.pool.ptr, self.alpha, x_desc.ptr, x,
-                                     self.beta, y_desc.ptr, y)
+        return [(self.lib.cudnnPoolingForward, (self.handle, d.pool.ptr, self.alpha, x_desc.ptr, x,
+                                                self.beta, y_desc.ptr, y))]
 
-    def dense(self, d, name, x, y, fan_in, fan_out, relu=True):
-        """y (n, out) = x (n, in) @ W (in, out) + b, as Y^T = W^T X^T in cuBLAS' column-major."""
+    def dense(self, d, name, x, y, fan_in, fan_out, relu=True, lt=None):
+        """y (n, out) = x (n, in) @ W (in, out) + b, as Y^T = W^T X^T in cuBLAS' column-major:
+        one cuBLASLt matmul with the bias (and ReLU) in its epilogue where `lt` (the plan's
+        cublaslt.DenseMatmul per layer) has it, else the gemm and two cuDNN tensor ops."""
+        if lt is not None:
+            return [(self.lt.cublasLtMatmul, lt[name].args)]
         kernel, bias = self.w[name]
         g = layout.dense_gemm_args(d.n, fan_in, fan_out)
-        self.gemm(self.blas.ptr, g["transa"], g["transb"], g["m"], g["n"], g["k"], self.alpha,
-                  kernel.data.ptr, g["lda"], x, g["ldb"], self.beta, y, g["ldc"])
         y_desc = d.fc[name]
-        self.lib.cudnnAddTensor(self.handle, self.alpha, d.bias[name].ptr, bias.data.ptr,
-                                self.alpha, y_desc.ptr, y)
+        calls = [(self.gemm, (self.blas.ptr, g["transa"], g["transb"], g["m"], g["n"], g["k"], self.alpha,
+                              kernel.data.ptr, g["lda"], x, g["ldb"], self.beta, y, g["ldc"])),
+                 (self.lib.cudnnAddTensor, (self.handle, self.alpha, d.bias[name].ptr, bias.data.ptr,
+                                            self.alpha, y_desc.ptr, y))]
         if relu:
-            self.lib.cudnnActivationForward(self.handle, d.relu.ptr, self.alpha, y_desc.ptr, y,
-                                            self.beta, y_desc.ptr, y)
+            calls.append((self.lib.cudnnActivationForward, (self.handle, d.relu.ptr, self.alpha, y_desc.ptr,
+                                                            y, self.beta, y_desc.ptr, y)))
+        return calls
 
-    def forward(self, d, buf, algos, ws, ws_size, fused=False):
-        """Device pointers in `buf`; everything enqueued on one stream, cuDNN's and cuBLAS'."""
-        with self.stream:  # CuPy's current stream = the handles' stream
-            self.layers(d, buf, algos, ws, ws_size, fused)
+    def forward(self, d, buf, algos, ws, ws_size, fused=False, lt=None):
+        """Device pointers in `buf`; everything enqueued on the stream the handles are bound to."""
+        for fn, args in self.layers(d, buf, algos, ws, ws_size, fused, lt):
+            fn(*args)
 
-    def layers(self, d, buf, algos, ws, ws_size, fused):
-        self.conv_bias_relu(d, d.x, buf["x"], d.w1, d.conv1, "conv1", d.c1, buf["c1"],
-                            algos[0], ws, ws_size, fused)
-        self.pool(d, d.c1, buf["c1"], d.p1, buf["p1"])
-        self.conv_bias_relu(d, d.p1, buf["p1"], d.w2, d.conv2, "conv2", d.c2, buf["c2"],
-                            algos[1], ws, ws_size, fused)
-        self.pool(d, d.c2, buf["c2"], d.p2, buf["p2"])
-        self.dense(d, "fc1", buf["p2"], buf["fc1"], 400, 120)
-        self.dense(d, "fc2", buf["fc1"], buf["fc2"], 120, 84)
-        self.dense(d, "fc3", buf["fc2"], buf["fc3"], 84, 10, relu=False)
+    def layers(self, d, buf, algos, ws, ws_size, fused, lt=None) -> list:
+        """The forward pass as (function, argument tuple) calls, in order."""
         d3 = d.fc["fc3"]
-        self.lib.cudnnSoftmaxForward(self.handle, cu.SOFTMAX_ACCURATE, cu.SOFTMAX_MODE_CHANNEL,
-                                     self.alpha, d3.ptr, buf["fc3"], self.beta, d3.ptr, buf["out"])
+        return [
+            *self.conv_bias_relu(d, d.x, buf["x"], d.w1, d.conv1, "conv1", d.c1, buf["c1"],
+                                 algos[0], ws, ws_size, fused),
+            *self.pool(d, d.c1, buf["c1"], d.p1, buf["p1"]),
+            *self.conv_bias_relu(d, d.p1, buf["p1"], d.w2, d.conv2, "conv2", d.c2, buf["c2"],
+                                 algos[1], ws, ws_size, fused),
+            *self.pool(d, d.c2, buf["c2"], d.p2, buf["p2"]),
+            *self.dense(d, "fc1", buf["p2"], buf["fc1"], 400, 120, lt=lt),
+            *self.dense(d, "fc2", buf["fc1"], buf["fc2"], 120, 84, lt=lt),
+            *self.dense(d, "fc3", buf["fc2"], buf["fc3"], 84, 10, relu=False, lt=lt),
+            (self.lib.cudnnSoftmaxForward, (self.handle, cu.SOFTMAX_ACCURATE, cu.SOFTMAX_MODE_CHANNEL,
+                                            self.alpha, d3.ptr, buf["fc3"], self.beta, d3.ptr, buf["out"])),
+        ]
 
     def buffer_sizes(self, n) -> dict:
         counts = {"x": 784, "c1": 6 * 784, "p1": 6 * 196, "c2": 1600, "p2": 400,
@@ -218,8 +243,38 @@ class CudnnLeNet(LeNet):
                 "events": (cp.cuda.Event(), cp.cuda.Event()),
                 "graph": None,
             }
-            self.plans[n]["fused"] = self.fusion_works(self.plans[n])  # reads the plan's buffers
+            p = self.plans[n]
+            p["fused"] = self.fusion_works(p)  # reads the plan's buffers
+            p["lt"] = self.dense_matmuls(p)
+            rt, s = self.cp.cuda.runtime, self.stream.ptr
+            p["calls"] = [  # the whole call, prebuilt: pinned input -> device, the layers, -> pinned output
+                (rt.memcpyAsync, (p["buf"]["x"], p["host_in"].ctypes.data, p["host_in"].nbytes, H2D, s)),
+                *self.layers(d, p["buf"], algos, ws.data.ptr, ws_size, p["fused"], p["lt"]),
+                (rt.memcpyAsync, (p["host_out"].ctypes.data, p["buf"]["out"], p["host_out"].nbytes, D2H, s))]
         return self.plans[n]
+
+    def dense_matmuls(self, p) -> dict | None:
+        """The three dense layers as cuBLASLt matmuls with the bias (+ReLU) epilogue, checked by
+        one eager run; None where cuBLASLt refuses (the reason kept in self.dense_note)."""
+        if self.lt is None:
+            return None
+        d, buf, made = p["d"], p["buf"], {}
+        try:
+            for name, x, fan_in, fan_out, relu in DENSE:
+                kernel, bias = self.w[name]
+                made[name] = cublaslt.DenseMatmul(
+                    self.lt, self.lt_handle, self.dtype, d.n, fan_in, fan_out, relu, kernel.data.ptr,
+                    buf[x], buf[name], bias.data.ptr, self.alpha, self.beta, self.blas_ws.data.ptr,
+                    cublas.WORKSPACE_BYTES, self.stream.ptr)  # cuBLAS' workspace: the same stream, in order
+            self.forward(d, buf, p["algos"], p["ws"].data.ptr, p["ws_size"], p["fused"], made)
+            self.stream.synchronize()
+        except cublas.CublasError as exc:
+            for matmul in made.values():
+                matmul.close()
+            self.dense_note = f"cuBLAS gemm + cuDNN bias and ReLU: cuBLASLt refused: {exc}"
+            return None
+        self.dense_note = "each dense layer one cublasLtMatmul, bias and ReLU in its epilogue"
+        return made
 
     def fusion_works(self, p) -> bool:
         """One fused call per convolution, if cuDNN takes it for the algorithms Find picked
@@ -234,12 +289,11 @@ class CudnnLeNet(LeNet):
         return True
 
     def enqueue(self, p):
-        """One call's work on the stream: pinned input -> device, the layers, device -> pinned output.
-        Every address is the plan's, fixed for its lifetime: what a CUDA graph replays."""
-        rt, s = self.cp.cuda.runtime, self.stream
-        rt.memcpyAsync(p["buf"]["x"], p["host_in"].ctypes.data, p["host_in"].nbytes, H2D, s.ptr)
-        self.forward(p["d"], p["buf"], p["algos"], p["ws"].data.ptr, p["ws_size"], p["fused"])
-        rt.memcpyAsync(p["host_out"].ctypes.data, p["buf"]["out"], p["host_out"].nbytes, D2H, s.ptr)
+        """One call's work on the stream: pinned input -> device, the layers, device -> pinned output,
+        prebuilt in p["calls"]. Every address is the plan's, fixed for its lifetime: what a CUDA
+        graph replays."""
+        for fn, args in p["calls"]:
+            fn(*args)
 
     def predict_tuned(self, images):
         p = self.plan(len(images))
@@ -295,10 +349,9 @@ class CudnnLeNet(LeNet):
     def predict(self, images):
         if self.variant == "naive":
             return self.predict_naive(images)
-        with self.stream:  # CuPy's current stream = the handles' stream
-            if self.variant == "graph":
-                return self.predict_graph(images)
-            return self.predict_tuned(images)
+        if self.variant == "graph":  # no CuPy work per call: the stream is named where it matters
+            return self.predict_graph(images)
+        return self.predict_tuned(images)
 
     def last_device_time_ns(self):
         return self.last_device_ns
@@ -308,6 +361,11 @@ class CudnnLeNet(LeNet):
         for p in self.plans.values():
             p["graph"] = None  # the graph's executable goes before the memory it points at
             p["d"].close()
+            for matmul in (p.get("lt") or {}).values():
+                matmul.close()
+        if self.lt is not None and self.lt_handle:
+            self.lt.cublasLtDestroy(self.lt_handle)
+            self.lt_handle = cublaslt.Handle()
         self.plans.clear()
         self.w = {}
         if self.blas is not None:

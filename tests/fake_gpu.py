@@ -14,7 +14,7 @@ import types
 import numpy as np
 
 from lenet_cudnn import binding as cu
-from lenet_cudnn import cublas
+from lenet_cudnn import cublas, cublaslt
 from tests.test_cudnn_level import pool_nchw, xcorr_nchw
 
 
@@ -260,6 +260,67 @@ class FakeCublas(FakeLibrary):
 
     def do_cublasDaxpy_v2(self, handle, n, alpha, x, incx, y, incy):
         self.do_cublasSaxpy_v2(handle, n, alpha, x, incx, y, incy, np.float64)
+
+
+class FakeCublasLt(FakeLibrary):
+    """cuBLASLt's matmul with its bias / ReLU+bias epilogue, reading A, B, D and the bias as the
+    descriptors and layouts say (column-major), so a wrong layout, leading dimension, bias length
+    or epilogue shows up as a wrong answer or an out-of-range read. `refuse`: the heuristic finds
+    no algorithm (as cuBLASLt does for a problem it does not support)."""
+
+    def __init__(self, refuse=False):
+        self.refuse, self.desc, self.ids = refuse, {}, itertools.count(0x2000)
+        super().__init__(cublaslt.SIGNATURES, cublaslt.RESTYPES)
+        self.cublasLtGetVersion = lambda: 120900
+
+    def new(self, ref, what):
+        key = next(self.ids)
+        ref[0] = key
+        self.desc[key] = what
+
+    def do_cublasLtCreate(self, ref):
+        ref[0] = 0x17
+
+    def do_cublasLtMatmulDescCreate(self, ref, compute, scale):
+        assert (compute, scale) in cublaslt.COMPUTE.values(), (compute, scale)  # never TF32
+        self.new(ref, {"kind": "op", "compute": compute, "scale": scale, "attrs": {}})
+
+    def do_cublasLtMatmulDescSetAttribute(self, desc, attribute, buf, size):
+        raw = at(buf, size, np.uint8).tobytes()
+        self.desc[desc]["attrs"][attribute] = int.from_bytes(raw, "little")
+
+    def do_cublasLtMatrixLayoutCreate(self, ref, dtype, rows, cols, ld):
+        assert ld >= rows, "a column-major leading dimension is at least the rows"
+        self.new(ref, {"kind": "layout", "dtype": {cublaslt.R_32F: np.float32, cublaslt.R_64F: np.float64}[dtype],
+                       "rows": rows, "cols": cols, "ld": ld})
+
+    def do_cublasLtMatmulPreferenceCreate(self, ref):
+        self.new(ref, {"kind": "pref"})
+
+    def do_cublasLtMatmulAlgoGetHeuristic(self, h, op, a, b, c, d, pref, requested, results, returned):
+        returned[0] = 0 if self.refuse else 1
+
+    def matrix(self, layout, address):
+        """The column-major (rows, cols) matrix at `address` with leading dimension ld."""
+        lay = self.desc[layout]
+        flat = device(address, lay["ld"] * lay["cols"], lay["dtype"])
+        return flat.reshape(lay["cols"], lay["ld"]).T[:lay["rows"], :]
+
+    def do_cublasLtMatmul(self, h, op, alpha, a, a_lay, b, b_lay, beta, c, c_lay, d, d_lay, algo, ws, wss, stream):
+        desc = self.desc[op]
+        dtype = self.desc[d_lay]["dtype"]
+        assert (at(alpha, 1, dtype)[0], at(beta, 1, dtype)[0]) == (1, 0), "plain products"
+        attrs = desc["attrs"]
+        assert attrs.get(cublaslt.DESC_TRANSA, 0) == attrs.get(cublaslt.DESC_TRANSB, 0) == cublaslt.OP_N
+        am, bm = self.matrix(a_lay, a), self.matrix(b_lay, b)  # (m, k), (k, n)
+        out = am @ bm  # (m, n)
+        epilogue = attrs.get(cublaslt.DESC_EPILOGUE, 1)
+        if epilogue & cublaslt.EPILOGUE_BIAS:  # a vector of D's rows, broadcast over its columns
+            out = out + device(attrs[cublaslt.DESC_BIAS_POINTER], out.shape[0], dtype)[:, None]
+        if epilogue & 2:  # RELU
+            out = np.maximum(out, 0)
+        assert c == d and c_lay == d_lay
+        self.matrix(d_lay, d)[...] = out
 
 
 # --- CuPy -------------------------------------------------------------------------------------------

@@ -410,6 +410,9 @@ def test_gpu_level_agrees_with_reference(sample, variant, dtype):
         if dtype == "float32":
             assert impl.conv_math and not set(impl.conv_math) & {1, 2}  # no TF32 convolutions
         assert impl.blas.math_mode() == cublas.DEFAULT_MATH
+        if variant != "naive":  # float32: the dense layers are cuBLASLt matmuls with epilogues
+            assert impl.dense_note and (dtype == "float64" or impl.dense_note.startswith(
+                "each dense layer one cublasLtMatmul")), impl.dense_note
     finally:
         impl.close()
 
@@ -436,6 +439,12 @@ def test_gpu_graph_replays_new_inputs_per_batch_size(sample):
         impl.close()
 
 
+def run(calls):
+    """Run a layer's prebuilt (function, argument tuple) calls, as forward and enqueue do."""
+    for fn, args in calls:
+        fn(*args)
+
+
 def test_tuned_convolutions_run_fused_and_fall_back_to_three_calls_when_refused():
     """tuned/graph: conv + bias + ReLU as one cudnnConvolutionBiasActivationForward (alpha2 = 0,
     so z is not read); where cuDNN refuses it at plan time, the plan keeps the three calls."""
@@ -457,22 +466,113 @@ def test_tuned_convolutions_run_fused_and_fall_back_to_three_calls_when_refused(
     impl.lib, impl.handle, impl.alpha, impl.beta = Lib(), "h", "one", "zero"
     kernel, bias = (type("A", (), {"data": type("P", (), {"ptr": p})()})() for p in (101, 102))
     impl.w = {"conv1": (kernel, bias)}
-    impl.conv_bias_relu(d, desc, "x", desc, desc, "conv1", desc, "y", 3, "ws", 64, fused=True)
+    run(impl.conv_bias_relu(d, desc, "x", desc, desc, "conv1", desc, "y", 3, "ws", 64, fused=True))
     assert [name for name, _ in calls] == ["cudnnConvolutionBiasActivationForward"]
     args = calls[0][1]
     assert args[1] == "one" and args[3] == "x" and args[5] == 101 and args[7] == 3
     assert args[10] == "zero" and args[12] == "y" and args[14] == 102 and args[17] == "y"
     calls.clear()
-    impl.conv_bias_relu(d, desc, "x", desc, desc, "conv1", desc, "y", 3, "ws", 64, fused=False)
+    run(impl.conv_bias_relu(d, desc, "x", desc, desc, "conv1", desc, "y", 3, "ws", 64, fused=False))
     assert [name for name, _ in calls] == ["cudnnConvolutionForward", "cudnnAddTensor",
                                            "cudnnActivationForward"]
 
     tried = []
     impl.stream = type("S", (), {"synchronize": lambda self: None})()
-    impl.forward = lambda *args, fused: (tried.append(fused), impl.conv_bias_relu(
-        d, desc, "x", desc, desc, "conv1", desc, "y", 3, "ws", 64, fused))
+    impl.forward = lambda *args, fused: (tried.append(fused), run(impl.conv_bias_relu(
+        d, desc, "x", desc, desc, "conv1", desc, "y", 3, "ws", 64, fused)))
     plan = {"d": d, "buf": {}, "algos": [3, 3], "ws": kernel, "ws_size": 64}
     assert impl.fusion_works(plan) is True and "one cudnnConvolutionBiasActivationForward" in impl.fusion_note
     Lib.refuse = True
     assert impl.fusion_works(plan) is False and tried == [True, True]
     assert impl.fusion_note.startswith("three calls per convolution") and "NOT_SUPPORTED" in impl.fusion_note
+
+
+# --- cuBLASLt: each dense layer one matmul with its bias (+ReLU) epilogue -------------------------
+
+
+@pytest.mark.parametrize("batch,fan_in,fan_out,relu", [(1, 400, 120, True), (7, 120, 84, True), (512, 84, 10, False)])
+def test_cublaslt_problem_is_the_oracles_dense_layer_column_major(batch, fan_in, fan_out, relu):
+    from lenet_cudnn import cublaslt
+
+    g = cublaslt.layout_args(batch, fan_in, fan_out, relu)
+    assert (g["m"], g["n"], g["k"]) == (fan_out, batch, fan_in)
+    assert g["a"] == (fan_out, fan_in, fan_out) and g["b"] == (fan_in, batch, fan_in)
+    assert g["d"] == (fan_out, batch, fan_out) and g["bias_length"] == g["d"][0] == fan_out
+    assert g["epilogue"] == (cublaslt.EPILOGUE_RELU_BIAS if relu else cublaslt.EPILOGUE_BIAS)
+    assert cublaslt.EPILOGUE_RELU_BIAS == 6 and cublaslt.EPILOGUE_BIAS == 4  # cublasLt.h: RELU 2 | BIAS 4
+    assert cublaslt.COMPUTE == {"float32": (68, 0), "float64": (70, 1)}  # COMPUTE_32F (not _FAST_TF32 = 77)
+    with pytest.raises(ValueError, match="expected positive sizes"):
+        cublaslt.layout_args(0, fan_in, fan_out, relu)
+
+
+def test_cublaslt_signatures_leave_nothing_to_ctypes_defaults():
+    from lenet_cudnn import cublaslt
+
+    for name, argtypes in cublaslt.SIGNATURES.items():
+        assert isinstance(argtypes, list), name
+    assert len(cublaslt.SIGNATURES["cublasLtMatmul"]) == 16
+    assert cublaslt.SIGNATURES["cublasLtMatrixLayoutCreate"][2:] == [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int64]
+    assert ctypes.sizeof(cublaslt.HeuristicResult) == 64 + 8 + 4 + 4 + 16  # cublasLtMatmulHeuristicResult_t
+
+
+def fake_lt(refuse=False):
+    from lenet_cudnn import cublaslt
+    from tests import fake_gpu
+
+    return cublaslt.CublasLt("fake-libcublasLt", "test", fake_gpu.FakeCublasLt(refuse)), fake_gpu.fake_cupy()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cublaslt_dense_layers_with_epilogues_reproduce_the_oracle(shared_weights, sample, dtype):
+    """pool2's output from the NumPy oracle, then fc1, fc2 (RELU_BIAS) and fc3 (BIAS) as the
+    level's DenseMatmuls on the fake cuBLASLt (column-major reads as the layouts say), then softmax."""
+    from lenet_cudnn import cublaslt
+
+    x, reference = sample
+    lt, cp = fake_lt()
+    w = shared_weights
+    h = max_pool_2x2(conv2d_relu(max_pool_2x2(conv2d_relu(x, *w["conv1"], pad=2)), *w["conv2"], pad=0))
+    n = len(h)
+    scalar = ctypes.c_float if dtype == "float32" else ctypes.c_double
+    one, zero = scalar(1), scalar(0)
+    bufs = {"p2": cp.asarray(h.reshape(n, 400).astype(dtype)),  # NHWC flatten (the oracle's own)
+            **{name: cp.empty((n, size), dtype) for name, size in (("fc1", 120), ("fc2", 84), ("fc3", 10))}}
+    for name, src, fan_in, fan_out, relu in (("fc1", "p2", 400, 120, True), ("fc2", "fc1", 120, 84, True),
+                                             ("fc3", "fc2", 84, 10, False)):
+        kernel, bias = (cp.asarray(a.astype(dtype)) for a in w[name])
+        matmul = cublaslt.DenseMatmul(lt, 0x17, dtype, n, fan_in, fan_out, relu, kernel.data.ptr,
+                                      bufs[src].data.ptr, bufs[name].data.ptr, bias.data.ptr,
+                                      ctypes.addressof(one), ctypes.addressof(zero), 0, 1 << 20, 0)
+        matmul.run()
+        matmul.close()
+    assert not lt.lib.errors, lt.lib.errors
+    assert lt.lib.calls.count("cublasLtMatmul") == 3
+    np.testing.assert_allclose(softmax(np.asarray(bufs["fc3"], np.float64)), reference, atol=1e-5)
+    assert bufs["fc1"].min() >= 0 and bufs["fc3"].min() < 0  # ReLU on fc1, none on fc3's logits
+
+
+def test_cublaslt_refusal_falls_back_to_the_gemm_path_with_the_reason():
+    """No algorithm from the heuristic: the plan keeps cuBLAS' gemm + cuDNN's bias and ReLU."""
+    lt, cp = fake_lt(refuse=True)
+    impl = model.CudnnLeNet.__new__(model.CudnnLeNet)
+    impl.lt, impl.lt_handle, impl.dtype, impl.dense_note = lt, 0x17, "float32", None
+    impl.alpha = impl.beta = 0x10
+    impl.blas_ws = cp.empty(16, cp.uint8)
+    impl.stream = type("S", (), {"ptr": 0, "synchronize": lambda self: None})()
+    impl.w = {name: (cp.empty((size, 1)), cp.empty(size)) for name, size in (("fc1", 120), ("fc2", 84), ("fc3", 10))}
+    d = type("D", (), {"n": 2})()
+    plan = {"d": d, "buf": dict.fromkeys(("p2", "fc1", "fc2", "fc3"), 0x40), "algos": [0, 0],
+            "ws": impl.blas_ws, "ws_size": 0, "fused": True}
+    assert impl.dense_matmuls(plan) is None
+    assert impl.dense_note.startswith("cuBLAS gemm + cuDNN bias and ReLU: cuBLASLt refused: "
+                                      "cublasLtMatmulAlgoGetHeuristic failed: no algorithm for float32 (120 x 400)")
+    assert lt.lib.calls.count("cublasLtMatmulDescDestroy") == 1  # the refused layer's descriptors freed
+    impl.lt = None
+    assert impl.dense_matmuls(plan) is None  # no cuBLASLt at all: the note set at construction stays
+
+
+def test_dense_is_one_prebuilt_lt_call_where_the_plan_has_it():
+    impl = model.CudnnLeNet.__new__(model.CudnnLeNet)
+    impl.lt = type("Lt", (), {"cublasLtMatmul": "matmul"})()
+    prebuilt = {"fc2": type("M", (), {"args": ("h", "op", "alpha")})()}
+    assert impl.dense(None, "fc2", 1, 2, 120, 84, lt=prebuilt) == [("matmul", ("h", "op", "alpha"))]

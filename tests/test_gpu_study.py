@@ -207,3 +207,19 @@ def test_a_later_campaign_replaces_verify_json_but_never_a_run(tmp_path):
     with pytest.raises(HarnessError, match=r"would overwrite 1 file\(s\).*api_levels/r1/results.jsonl"):
         archive.import_results(clash, into, say=said.append)
     assert json.loads((into / "verify-gpu-h.json").read_text())["rows"] == ["new"]  # nothing written
+
+
+def test_the_plans_include_the_hand_written_cuda_rung(tmp_path):
+    """verify and pytest-gpu see every cuda variant, kernels profiles each, quick api_levels times it."""
+    from harness import registry
+
+    variants = registry.spec("cuda").variants
+    full = {s.name: s.command for s in gpu_study.plan(tmp_path, "r", quick=False, write=False)}
+    verify = full["verify"]
+    assert "cuda" in verify[verify.index("--implementations") + 1].split(",")
+    kernels = full["kernels"]
+    assert {f"cuda/{v}" for v in variants} <= set(kernels[kernels.index("kernels") + 1].split(","))
+    quick = gpu_study.plan(tmp_path, "r", quick=True)
+    cells = study.load(quick[2].command[quick[2].command.index("run") + 1]).cells
+    assert {(c.implementation, c.variant) for c in cells if c.implementation == "cuda"} == {
+        ("cuda", "fused"), ("cuda", "graph")}

@@ -1,4 +1,4 @@
-"""Lazy imports: the harness, the NumPy, cuDNN and oneDNN levels never import a framework;
+"""Lazy imports: the harness, the NumPy, CUDA, cuDNN and oneDNN levels never import a framework;
 no level imports another level."""
 
 import ast
@@ -16,7 +16,7 @@ import importlib, pkgutil, harness
 for module in pkgutil.walk_packages(harness.__path__, "harness."):  # every harness module
     if not module.name.endswith("__main__"):
         importlib.import_module(module.name)
-import lenet_numpy.model, lenet_cudnn.model, lenet_cudnn.cublas, lenet_onednn.model
+import lenet_numpy.model, lenet_cudnn.model, lenet_cudnn.cublas, lenet_onednn.model, lenet_cuda.model
 from harness import registry
 for name in registry.REGISTRY: registry.spec(name)   # metadata only
 loaded = [m for m in ("tensorflow", "keras", "cupy", "jax", "torch") if m in sys.modules]

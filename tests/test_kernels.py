@@ -47,6 +47,10 @@ def test_summary_per_call_from_a_trace():
     assert summary["api_ns_per_call"] == 6e3 and summary["api_calls_per_call"] == 2
     assert [op["name"] for op in summary["ops"]][:2] == ["conv", "pool"]
     assert summary["ops"][0] == {"category": "kernel", "name": "conv", "per_call": 1.0, "ns_per_call": 10e3}
+    assert summary["api_ops"] == [{"name": "cudaLaunchKernel", "per_call": 2.0, "ns_per_call": 6e3}]
+    row = {"implementation": "cudnn", "variant": "tuned", "device": "gpu", "calls": 2, "host_ns_per_call": 30e3,
+           **summary}
+    assert kernels.table(row)[-1] == "  host in CUDA calls: cudaLaunchKernel x2.0 6.00 us"
 
 
 def test_a_trace_without_gpu_work_is_a_clear_error():

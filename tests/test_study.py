@@ -43,17 +43,26 @@ def test_api_levels_has_1000_images_per_cell_and_cold_start():
     s = study.load("api_levels")
     assert all(c.calls >= 1000 and c.batch_size == 1 for c in s.cells)
     assert {c.implementation for c in s.cells} >= {"numpy", "tf", "jax", "torch", "keras", "keras_jax",
-                                                    "keras_torch", "cudnn"}
+                                                    "keras_torch", "cudnn", "cuda"}
+    assert {(c.implementation, c.variant) for c in s.cells if c.device == "gpu"} >= {
+        ("cuda", "fused"), ("cuda", "graph"), ("cudnn", "graph")}  # the hand-written rung at the ladder's foot
 
 
 def test_overhead_covers_every_variant_on_the_devices_it_runs_on():
     s = study.load("overhead")
     cells = {(c.implementation, c.variant, c.device) for c in s.cells}
-    for name in ("keras", "tf", "jax", "torch", "cudnn"):
+    for name in ("keras", "tf", "jax", "torch", "cudnn", "cuda"):
         spec = registry.REGISTRY[name]
         for device in spec.devices:
             assert {(name, v, device) for v in spec.variants_for(device)} <= cells
     assert ("torch", "cudagraph", "gpu") in cells and ("torch", "cudagraph", "cpu") not in cells
+
+
+def test_batch_sweep_and_precision_have_the_cuda_rung_on_the_gpu():
+    sweep = {(c.variant, c.batch_size) for c in study.load("batch_sweep").cells if c.implementation == "cuda"}
+    assert sweep == {(v, b) for v in ("fused", "layers", "graph") for b in (1, 8, 64, 512)}
+    precision = {(c.variant, c.dtype, c.device) for c in study.load("precision").cells if c.implementation == "cuda"}
+    assert precision == {("fused", "float32", "gpu"), ("fused", "float64", "gpu")}
 
 
 def test_backends_study_has_every_keras_variant_on_three_backends():

@@ -18,12 +18,13 @@ from harness.campaign.steps import python_step
 from harness.errors import HarnessError
 from harness.measure import results, study
 
-GPU_IMPLS = "cudnn,jax,torch,keras_jax,keras_torch,tf,keras"  # tf, keras: skipped where TF is absent
+GPU_IMPLS = "cuda,cudnn,jax,torch,keras_jax,keras_torch,tf,keras"  # tf, keras: skipped where TF is absent
 GPU_TRAIN_IMPLS = "cudnn,jax,torch,keras_jax,keras_torch"
 STUDIES = ("api_levels", "overhead", "backends", "batch_sweep", "precision")
 EXPLAIN = "keras_jax/predict,keras_torch/predict,jax/eager,torch/eager"
-KERNELS = ("cudnn/naive,cudnn/tuned,cudnn/graph,torch/eager,torch/compile,torch/cudagraph,jax/jit,"
-           "jax/eager,keras_jax/predict,keras_torch/predict")  # every GPU variant of `overhead`, and Keras'
+# every GPU variant of `overhead`, and Keras'
+KERNELS = ("cuda/layers,cuda/fused,cuda/graph,cudnn/naive,cudnn/tuned,cudnn/graph,torch/eager,torch/compile,"
+           "torch/cudagraph,jax/jit,jax/eager,keras_jax/predict,keras_torch/predict")
 
 # One command may run 10 minutes on the borrowed machine; a cold start's first imports are slow
 # (doctor took 82 s on a fresh H100 machine before its probes ran in parallel).

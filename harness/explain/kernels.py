@@ -56,7 +56,7 @@ def busy_us(intervals: list[tuple[float, float]]) -> float:
 
 def summarize_trace(events: list[dict], calls: int) -> dict:
     """Per-call numbers from a Chrome trace's events (durations in µs)."""
-    ops, intervals, api_us, api_calls = {}, [], 0.0, 0
+    ops, intervals, api_us, api_calls, api = {}, [], 0.0, 0, {}
     for ev in events:
         cat, dur = ev.get("cat"), ev.get("dur")
         if dur is None or ev.get("ph") != "X":
@@ -69,6 +69,8 @@ def summarize_trace(events: list[dict], calls: int) -> dict:
         elif cat in HOST_CATEGORIES:
             api_us += dur
             api_calls += 1
+            count, total = api.get(ev.get("name", "?"), (0, 0.0))
+            api[ev.get("name", "?")] = (count + 1, total + dur)
     if not intervals:
         raise HarnessError("the profiler saw no kernel or copy on the GPU: did the calls run there?")
     listed = sorted(({"category": cat, "name": name, "per_call": count / calls,
@@ -78,7 +80,10 @@ def summarize_trace(events: list[dict], calls: int) -> dict:
             "device_ops_per_call": sum(op["per_call"] for op in listed),
             "device_ns_per_call": sum(op["ns_per_call"] for op in listed),
             "api_ns_per_call": 1e3 * api_us / calls, "api_calls_per_call": api_calls / calls,
-            "ops": listed[:TOP], "ops_not_listed": max(0, len(listed) - TOP)}
+            "ops": listed[:TOP], "ops_not_listed": max(0, len(listed) - TOP),
+            # where the host's time inside CUDA goes, per API function (cudaLaunchKernel, ...)
+            "api_ops": sorted(({"name": name, "per_call": n / calls, "ns_per_call": 1e3 * total / calls}
+                               for name, (n, total) in api.items()), key=lambda op: -op["ns_per_call"])[:TOP]}
 
 
 def run_child(name, variant, device, calls, weights, timeout=300) -> dict:
@@ -116,6 +121,9 @@ def table(row: dict) -> list[str]:
                    f"{op['category']:<10} {op['name']}")
     if row["ops_not_listed"]:
         out.append(f"  ... and {row['ops_not_listed']} more")
+    if row.get("api_ops"):
+        out.append("  host in CUDA calls: " + "; ".join(
+            f"{op['name']} x{op['per_call']:.1f} {op['ns_per_call'] / 1e3:.2f} us" for op in row["api_ops"]))
     if row.get("note"):
         out.append(f"  note: {row['note']}")
     return out
@@ -149,7 +157,8 @@ def child(name, variant, device, calls, weights, trace_path):
             impl.predict(x)
         profiled_ns = (time.perf_counter_ns() - start) / calls
     prof.export_chrome_trace(trace_path)
-    note = getattr(impl, "fusion_note", None)
+    notes = [getattr(impl, attr, None) for attr in ("fusion_note", "dense_note")]  # cuDNN: convs, dense
+    note = "; ".join(n for n in notes if n) or None
     impl.close()
     print(json.dumps({"host_ns_per_call": host_ns, "profiled_ns_per_call": profiled_ns, "note": note}))
 

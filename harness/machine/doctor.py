@@ -9,7 +9,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from harness import DEFAULT_WEIGHTS, ROOT, registry
-from harness.machine import env, gpu, procenv
+from harness.machine import env, gpu, nvrtc, procenv
 
 PROBE = r"""
 import json, sys
@@ -71,6 +71,54 @@ def implementation_rows(weights=DEFAULT_WEIGHTS, names=None):
         return list(pool.map(lambda nd: probe_row(*nd, weights, gpu_absent), todo))
 
 
+def cublaslt_line() -> str:
+    """cuBLASLt, whose matmul epilogues carry the cuDNN level's dense layers (tuned, graph)."""
+    from lenet_cudnn import cublaslt
+
+    found = cublaslt.probe()
+    return (f"cuBLASLt: version {found['version']} from {found['path']} ({found['how']})" if found["found"]
+            else f"cuBLASLt: {found['reason']} (cuDNN's dense layers then use cuBLAS gemm + cuDNN ops)")
+
+
+def compute_capabilities() -> list[str]:
+    """Each GPU's compute capability ("9.0"), from nvidia-smi; [] where there is none."""
+    text = env.run_command(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]) or ""
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def cuda_lines(caps=None) -> list[str]:
+    """NVRTC, and the hand-written CUDA level's kernels compiled for each GPU here: registers per
+    thread and static shared memory per block, as ptxas reports them (no CuPy needed)."""
+    from lenet_cuda import kernels  # the level's own list of files and template instances
+
+    probe = nvrtc.probe()
+    if not probe["found"]:
+        return [f"NVRTC: {probe['reason']}"]
+    archs = probe["archs"]
+    lines = [f"NVRTC: version {probe['version']} from {probe['path']} ({probe['how']}), "
+             f"compiles for sm_{min(archs)} to sm_{max(archs)}"]
+    caps = compute_capabilities() if caps is None else caps
+    if not caps:
+        lines.append("CUDA kernels: no GPU here, no compute capability to compile them for "
+                     "(the tests compile them for sm_80 and sm_90)")
+    for cap in sorted(set(caps)):
+        arch = "sm_" + cap.replace(".", "")
+        uses = []
+        try:
+            for variant in ("layers", "fused"):
+                exprs = [e for dtype in kernels.CTYPES for e in kernels.name_expressions(variant, dtype)]
+                found = nvrtc.resources(nvrtc.load(), kernels.source(variant), kernels.SOURCES[variant],
+                                        arch, kernels.OPTIONS, exprs)
+                uses += [f"{expr} {r.get('registers', '?')} regs {r.get('shared_bytes', '?')} B shared"
+                         for expr, r in found.items()]
+        except (nvrtc.NvrtcError, ValueError) as exc:
+            first = str(exc).splitlines()[0]
+            lines.append(f"CUDA kernels for compute capability {cap}: do not compile: {first}")
+            continue
+        lines.append(f"CUDA kernels for compute capability {cap} ({arch}): " + "; ".join(uses))
+    return lines
+
+
 def report(weights=DEFAULT_WEIGHTS, names=None, out=print) -> int:
     info = env.collect()
     out(f"Python {info['python']} ({info['python_executable']})")
@@ -96,6 +144,9 @@ def report(weights=DEFAULT_WEIGHTS, names=None, out=print) -> int:
     out(f"oneDNN: version {onednn['version']} from {onednn['path']} ({onednn['how']}), "
         f"{onednn['threads']} OpenMP thread(s)" if onednn.get("found")
         else f"oneDNN: {onednn.get('reason', 'not probed')}")
+    out(cublaslt_line())
+    for line in cuda_lines():
+        out(line)
     cupy = run_python(CUPY)
     out(f"CuPy: {cupy['version']}, {cupy['devices']} device(s), CUDA runtime {cupy['cuda_runtime']}"
         if "version" in cupy else f"CuPy: unusable ({cupy.get('reason')}); fix: make install-gpu")

@@ -12,8 +12,9 @@ import sys
 import time
 
 PACKAGES = ("numpy", "tensorflow", "tensorflow-cpu", "keras", "h5py", "cupy-cuda12x",
-            "cupy-cuda13x", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-ml-py",
-            "onednn-cpu-gomp", "matplotlib", "pandas", "pygount", "jax", "torch", "lenet-levels")
+            "cupy-cuda13x", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-cuda-nvrtc-cu12",
+            "nvidia-ml-py", "onednn-cpu-gomp", "matplotlib", "pandas", "pygount", "jax", "torch",
+            "lenet-levels")
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "CUDA_VISIBLE_DEVICES")
 
@@ -96,6 +97,15 @@ def collect_onednn() -> dict:
     return {"onednn": binding.probe()}
 
 
+def collect_nvrtc() -> dict:
+    """The NVRTC that compiles the hand-written CUDA level's kernels here: path and version."""
+    from harness.machine import nvrtc
+
+    found = nvrtc.probe()
+    found.pop("archs", None)
+    return {"nvrtc": found}
+
+
 def collect_threads(settings: dict | None = None) -> dict:
     env = settings or os.environ
     return {"threads": {var: env.get(var) for var in THREAD_VARS}}
@@ -103,7 +113,7 @@ def collect_threads(settings: dict | None = None) -> dict:
 
 def collect(thread_settings: dict | None = None) -> dict:
     info = {"collected_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    for collect_part in (collect_system, collect_gpus, collect_cudnn, collect_onednn):
+    for collect_part in (collect_system, collect_gpus, collect_cudnn, collect_onednn, collect_nvrtc):
         try:
             info.update(collect_part())
         except Exception as exc:  # an odd machine must not stop a run

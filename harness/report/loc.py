@@ -4,10 +4,11 @@ docstrings), the same numbers `pygount --format=summary PACKAGE` prints.
 Each implementation package is split by file into the parts a reader wants apart:
   forward        building the network and predict
   weight layout  converting the shared weights into the level's layout (layout.py)
-  ffi binding    declaring a C API to Python (binding.py, cublas.py): a cost of driving cuDNN
+  ffi binding    declaring a C API to Python (binding.py, cublas.py, cublaslt.py): a cost of driving cuDNN
                  or oneDNN from Python that a C++ program gets from #include <cudnn.h>
   training step  the level's train_step (train.py, and the raw levels' backward.py,
                  train_plan.py, train_algos.py), counted apart so inference stays comparable
+  kernel source  CUDA C kernels (*.cu, the hand-written level), apart from their Python glue
 and the loaders every level shares (MNIST, the HDF5 weights file) are one row of their own.
 """
 
@@ -17,8 +18,9 @@ from pathlib import Path
 from harness import DEFAULT_LOC_CSV, ROOT, registry
 
 PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding", "cublas.py": "ffi binding",
+         "cublaslt.py": "ffi binding",
          "train.py": "training step", "backward.py": "training step", "train_plan.py": "training step",
-         "train_algos.py": "training step"}
+         "train_algos.py": "training step", ".cu": "kernel source"}
 SHARED = ("harness/data/mnist.py", "harness/data/weights.py")
 CSV_PATH = DEFAULT_LOC_CSV
 FIELDS = ["package", "api_level", "part", "files", "code", "comment"]
@@ -34,13 +36,14 @@ def count(root: Path = ROOT) -> list[dict]:
     rows = []
     packages = {spec.package: spec.api_level for spec in registry.REGISTRY.values() if spec.package}
     # one package, counted once: keras, keras_jax and keras_torch are the same lenet_keras code
-    targets = [(package, level, sorted((root / package).glob("*.py"))) for package, level in packages.items()]
+    targets = [(package, level, sorted([*(root / package).glob("*.py"), *(root / package).glob("*.cu")]))
+               for package, level in packages.items()]
     targets.append(("shared loaders", "shared", [root / p for p in SHARED]))
     for package, level, files in targets:
         parts = {}
         for path in files:
             analysis = analyze(path, package)
-            part = "shared" if level == "shared" else PARTS.get(path.name, "forward")
+            part = "shared" if level == "shared" else PARTS.get(path.name, PARTS.get(path.suffix, "forward"))
             row = parts.setdefault(part, {"package": package, "api_level": level, "part": part,
                                           "files": 0, "code": 0, "comment": 0})
             row["files"] += 1

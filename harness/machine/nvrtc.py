@@ -1,0 +1,210 @@
+"""A small ctypes binding over libnvrtc, CUDA's run-time compiler: CUDA C -> PTX or cubin, no GPU needed.
+
+The hand-written CUDA level compiles through CuPy (cupy.RawModule, which calls NVRTC itself);
+this binding lets the tests and `doctor` compile the same kernels on any machine, without CuPy
+or a GPU: a syntax or type error never waits for a GPU, and ptxas reports each kernel's
+registers and shared memory.
+
+Library discovery, first found wins:
+  1. $LENET_NVRTC_LIBRARY (a path to libnvrtc.so.*)
+  2. the nvidia-cuda-nvrtc-cu12 wheel (nvidia/cuda_nvrtc/lib/libnvrtc.so.12), CUDA 13's
+     nvidia-cuda-nvrtc (nvidia/cu13/lib/libnvrtc.so.13)
+  3. the system's libnvrtc.so.13, then libnvrtc.so.12
+"""
+
+import ctypes
+import importlib.util
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import Unavailable
+
+SUCCESS = 0
+SONAMES = ("libnvrtc.so.13", "libnvrtc.so.12")
+WHEEL_PATHS = ("cuda_nvrtc/lib/libnvrtc.so.12", "cu13/lib/libnvrtc.so.13", "cuda_nvrtc/lib/libnvrtc.so.13")
+
+Program = ctypes.c_void_p  # nvrtcProgram
+c_int, c_size_t, c_char_p = ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p
+SIGNATURES = {
+    "nvrtcVersion": [ctypes.POINTER(c_int), ctypes.POINTER(c_int)],
+    "nvrtcGetNumSupportedArchs": [ctypes.POINTER(c_int)],
+    "nvrtcGetSupportedArchs": [ctypes.POINTER(c_int)],
+    # prog, source, name, number of headers, headers, include names
+    "nvrtcCreateProgram": [ctypes.POINTER(Program), c_char_p, c_char_p, c_int,
+                           ctypes.POINTER(c_char_p), ctypes.POINTER(c_char_p)],
+    "nvrtcDestroyProgram": [ctypes.POINTER(Program)],
+    "nvrtcCompileProgram": [Program, c_int, ctypes.POINTER(c_char_p)],
+    "nvrtcGetPTXSize": [Program, ctypes.POINTER(c_size_t)],
+    "nvrtcGetPTX": [Program, ctypes.c_char_p],
+    "nvrtcGetCUBINSize": [Program, ctypes.POINTER(c_size_t)],
+    "nvrtcGetCUBIN": [Program, ctypes.c_char_p],
+    "nvrtcGetProgramLogSize": [Program, ctypes.POINTER(c_size_t)],
+    "nvrtcGetProgramLog": [Program, ctypes.c_char_p],
+    "nvrtcAddNameExpression": [Program, c_char_p],
+    "nvrtcGetLoweredName": [Program, c_char_p, ctypes.POINTER(c_char_p)],
+    "nvrtcGetErrorString": [c_int],
+}
+RESTYPES = {"nvrtcGetErrorString": c_char_p}
+
+
+class NvrtcError(RuntimeError):
+    def __init__(self, function: str, status: int, message: str, log: str = ""):
+        super().__init__(f"{function} failed: {message} (status {status})" + (f"\n{log}" if log else ""))
+        self.function, self.status, self.log = function, status, log
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One compiled program: PTX (a virtual arch, compute_XY) or a cubin (a real one, sm_XY)."""
+
+    arch: str
+    image: bytes  # PTX text or cubin bytes
+    log: str  # the compiler's log (warnings; ptxas' resource lines with --ptxas-options=-v)
+    lowered: dict  # name expression ("lenet_fused<float>") -> mangled kernel name
+
+    def resources(self) -> dict:
+        """ptxas' report per kernel: {mangled name: {"registers": r, "shared_bytes": s, ...}}."""
+        return ptxas_resources(self.log)
+
+
+def ptxas_resources(log: str) -> dict:
+    """Parse `ptxas info : Function properties for NAME` / `Used R registers, ... S bytes smem`."""
+    found, current = {}, None
+    for line in log.splitlines():
+        m = re.search(r"Compiling entry function '([^']+)'", line) or \
+            re.search(r"Function properties for (\S+)", line)
+        if m:
+            current = m.group(1)
+            continue
+        m = re.search(r"Used (\d+) registers", line)
+        if m and current:
+            row = found.setdefault(current, {})
+            row["registers"] = int(m.group(1))
+            smem = re.search(r"(\d+) bytes smem", line)
+            row["shared_bytes"] = int(smem.group(1)) if smem else 0
+            cmem = re.findall(r"(\d+) bytes cmem\[(\d+)\]", line)
+            row["constant_bytes"] = {int(bank): int(size) for size, bank in cmem}
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m and current:
+            row = found.setdefault(current, {})
+            row["stack_bytes"], row["spill_stores"], row["spill_loads"] = map(int, m.groups())
+    return found
+
+
+def candidates() -> list[tuple[str, str]]:
+    """(path or soname, how it was found), in discovery order."""
+    found = []
+    if os.environ.get("LENET_NVRTC_LIBRARY"):
+        found.append((os.environ["LENET_NVRTC_LIBRARY"], "LENET_NVRTC_LIBRARY"))
+    spec = importlib.util.find_spec("nvidia")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        for rel in WHEEL_PATHS:
+            if (Path(folder) / rel).is_file():
+                found.append((str(Path(folder) / rel), "nvidia-cuda-nvrtc wheel"))
+    return found + [(soname, "system") for soname in SONAMES]
+
+
+class Nvrtc:
+    """The loaded library: every function with argtypes and restype, statuses checked."""
+
+    def __init__(self, path: str, how: str, lib: ctypes.CDLL):
+        self.path, self.how, self.lib = path, how, lib
+        for name, argtypes in SIGNATURES.items():
+            fn = getattr(lib, name)  # AttributeError: a symbol this NVRTC lacks
+            fn.argtypes, fn.restype = argtypes, RESTYPES.get(name, c_int)
+        major, minor = c_int(), c_int()
+        self.check("nvrtcVersion", ctypes.byref(major), ctypes.byref(minor))
+        self.version = (major.value, minor.value)
+
+    def check(self, name, *args, log=""):
+        status = getattr(self.lib, name)(*args)
+        if status != SUCCESS:
+            raise NvrtcError(name, status, self.lib.nvrtcGetErrorString(status).decode(), log)
+
+    def supported_archs(self) -> list[int]:
+        count = c_int()
+        self.check("nvrtcGetNumSupportedArchs", ctypes.byref(count))
+        archs = (c_int * count.value)()
+        self.check("nvrtcGetSupportedArchs", archs)
+        return list(archs)
+
+    def compile(self, source: str, name: str, arch: str, options=(), name_expressions=()) -> Compiled:
+        """Compile `source` for `arch`: "compute_90" gives PTX, "sm_90" a cubin (ptxas ran).
+        NvrtcError carries the compiler's log when the source does not compile."""
+        if not re.fullmatch(r"(compute|sm)_\d+[a-z]?", arch):
+            raise ValueError(f"arch: expected compute_XY (PTX) or sm_XY (cubin), found {arch!r}")
+        prog = Program()
+        self.check("nvrtcCreateProgram", ctypes.byref(prog), source.encode(), name.encode(), 0, None, None)
+        try:
+            for expr in name_expressions:
+                self.check("nvrtcAddNameExpression", prog, expr.encode())
+            opts = [f"--gpu-architecture={arch}", *options]
+            argv = (c_char_p * len(opts))(*[o.encode() for o in opts])
+            status = self.lib.nvrtcCompileProgram(prog, len(opts), argv)
+            log = self._log(prog)
+            if status != SUCCESS:
+                raise NvrtcError("nvrtcCompileProgram", status,
+                                 self.lib.nvrtcGetErrorString(status).decode(), log)
+            cubin = arch.startswith("sm_")
+            size = c_size_t()
+            self.check("nvrtcGetCUBINSize" if cubin else "nvrtcGetPTXSize", prog, ctypes.byref(size))
+            image = ctypes.create_string_buffer(size.value)
+            self.check("nvrtcGetCUBIN" if cubin else "nvrtcGetPTX", prog, image)
+            lowered = {}
+            for expr in name_expressions:
+                out = c_char_p()
+                self.check("nvrtcGetLoweredName", prog, expr.encode(), ctypes.byref(out))
+                lowered[expr] = out.value.decode()
+            raw = image.raw[:size.value]
+            return Compiled(arch, raw if cubin else raw.rstrip(b"\0"), log, lowered)
+        finally:
+            self.lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+    def _log(self, prog) -> str:
+        size = c_size_t()
+        self.check("nvrtcGetProgramLogSize", prog, ctypes.byref(size))
+        text = ctypes.create_string_buffer(max(size.value, 1))
+        self.check("nvrtcGetProgramLog", prog, text)
+        return text.value.decode(errors="replace").strip()
+
+
+def resources(lib: "Nvrtc", source: str, name: str, arch: str, options=(), name_expressions=()) -> dict:
+    """{name expression: ptxas' registers, shared memory, spills} for a real arch (sm_XY)."""
+    if not arch.startswith("sm_"):
+        raise ValueError(f"arch: registers are known for a real arch (sm_XY) only, found {arch!r}")
+    done = lib.compile(source, name, arch, (*options, "--ptxas-options=-v"), name_expressions)
+    found = done.resources()
+    return {expr: found.get(mangled, {}) for expr, mangled in done.lowered.items()}
+
+
+_loaded = None
+
+
+def load() -> Nvrtc:
+    """The first libnvrtc found (see module docstring), or Unavailable naming what was tried."""
+    global _loaded
+    if _loaded is None:
+        tried = []
+        for path, how in candidates():
+            try:
+                _loaded = Nvrtc(path, how, ctypes.CDLL(path))
+                break
+            except (OSError, AttributeError, NvrtcError) as exc:
+                tried.append(f"{path} ({how}): {exc}".splitlines()[0])
+        else:
+            raise Unavailable("no usable libnvrtc found; tried " + "; ".join(tried) +
+                              ". Install it: pip install nvidia-cuda-nvrtc-cu12 (in the dev extra), "
+                              "or set LENET_NVRTC_LIBRARY")
+    return _loaded
+
+
+def probe() -> dict:
+    """For doctor: which libnvrtc, its version and the architectures it compiles for; or why none."""
+    try:
+        lib = load()
+    except Unavailable as exc:
+        return {"found": False, "reason": str(exc)}
+    return {"found": True, "path": lib.path, "how": lib.how, "version": "{}.{}".format(*lib.version),
+            "archs": lib.supported_archs()}

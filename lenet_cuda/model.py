@@ -1,0 +1,153 @@
+"""LeNet-5 as hand-written CUDA C kernels (layers.cu, fused.cu), compiled at run time by NVRTC
+through CuPy (cupy.RawModule), CuPy device memory, NHWC on the device.
+
+The weights go to the device as the shared file holds them (Keras layouts: HWIO conv kernels,
+(in, out) dense kernels, fc1's rows in NHWC flatten order), only cast to the dtype: the kernels
+index those layouts directly (kernels.py lists every launch and buffer).
+
+Variants:
+- layers: one kernel per layer (conv+bias+ReLU, max pool, dense+bias+ReLU, softmax): 8 launches.
+- fused: the whole network in one kernel, one block per image, activations in shared memory.
+- graph: fused, with its call (copy in, the kernel, copy out) captured once per batch size into
+  a CUDA graph and replayed (the rules of cudnn/graph): one launch per call.
+All three: buffers and pinned host memory allocated once per batch size, argument tuples built
+once per batch size, asynchronous copies on one stream of the level's own, one synchronization
+per call, CUDA events around the work for the device time. float32 and float64 (the kernels are
+templates; `name<float>` or `name<double>` is compiled).
+"""
+
+import numpy as np
+
+from harness.base import LeNet
+from harness.data import weights
+from harness.errors import Unavailable
+from harness.registry import REGISTRY
+from lenet_cuda import kernels
+
+H2D, D2H = 1, 2  # cudaMemcpyKind
+
+
+def import_cupy():
+    try:
+        import cupy
+    except ImportError as exc:
+        raise Unavailable(f"CuPy is not installed ({exc}); make install-gpu") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDARuntimeError: no driver, no device
+        raise Unavailable(f"no CUDA device usable by CuPy: {exc}") from None
+    if count == 0:
+        raise Unavailable("no CUDA device usable by CuPy")
+    return cupy
+
+
+class CudaLeNet(LeNet):
+    spec = REGISTRY["cuda"]
+
+    def __init__(self, weights_path, device="gpu", variant=None, dtype="float32"):
+        super().__init__(weights_path, device, variant, dtype)
+        self.cp = cp = import_cupy()
+        self.stream = cp.cuda.Stream(non_blocking=True)  # a graph cannot be captured on the legacy one
+        try:
+            module = cp.RawModule(code=kernels.source(self.variant), options=kernels.OPTIONS,
+                                  name_expressions=kernels.name_expressions(self.variant, dtype))
+            self.fn = {expr.partition("<")[0]: module.get_function(expr)  # compiles (NVRTC) here
+                       for expr in kernels.name_expressions(self.variant, dtype)}
+        except cp.cuda.compiler.CompileException as exc:  # the source: a bug, not this machine
+            raise RuntimeError(f"NVRTC could not compile {kernels.SOURCES[self.variant]}: {exc}") from None
+        except Exception as exc:  # no libnvrtc, a driver too old for the PTX: this machine
+            raise Unavailable(f"CuPy cannot compile or load the CUDA kernels here ({type(exc).__name__}: "
+                              f"{exc}); install NVRTC: pip install 'cupy-cuda12x[ctk]' or "
+                              "nvidia-cuda-nvrtc-cu12") from None
+        self.module = module
+        # {"conv1.kernel": (5, 5, 1, 6) HWIO, "conv1.bias": (6,), "conv2.kernel": (5, 5, 6, 16), ...,
+        #  "fc1.kernel": (400, 120) rows in NHWC flatten order, "fc2.kernel": (120, 84),
+        #  "fc3.kernel": (84, 10), each bias (out,)}
+        with self.stream:
+            self.w = {f"{name}.{part}": cp.asarray(np.ascontiguousarray(array, dtype))
+                      for name, layer in weights.read(weights_path).items()
+                      for part, array in (("kernel", layer.kernel), ("bias", layer.bias))}
+        self.stream.synchronize()
+        self.plans = {}  # batch size -> buffers, pinned memory, argument tuples, events, graph
+        self.last_device_ns = None
+
+    def plan(self, n):
+        """Everything a call of batch size n needs, allocated and built once."""
+        if n not in self.plans:
+            cp, itemsize = self.cp, np.dtype(self.dtype).itemsize
+            with self.stream:
+                arrays = {name: cp.empty(shape, self.dtype)
+                          for name, shape in kernels.buffer_shapes(self.variant, n).items()}
+            pinned_in = cp.cuda.alloc_pinned_memory(n * 784 * itemsize)
+            pinned_out = cp.cuda.alloc_pinned_memory(n * 10 * itemsize)
+            named = {**self.w, **arrays}
+            self.plans[n] = {
+                "arrays": arrays, "pinned": (pinned_in, pinned_out),
+                "host_in": np.frombuffer(pinned_in, self.dtype, n * 784).reshape(n, 28, 28, 1),
+                "host_out": np.frombuffer(pinned_out, self.dtype, n * 10).reshape(n, 10),
+                # (kernel, grid, block, args): args prebuilt, device arrays and numpy.int32
+                "launches": [(self.fn[k.kernel], (k.grid,), (k.block,),
+                              tuple(named[a] if isinstance(a, str) else np.int32(a) for a in k.args))
+                             for k in kernels.launches(self.variant, n)],
+                "events": (cp.cuda.Event(), cp.cuda.Event()),
+                "graph": None,
+            }
+        return self.plans[n]
+
+    def enqueue(self, p):
+        """One call's work on the stream: pinned input -> device, the kernels, device -> pinned
+        output. Every address is the plan's, fixed for its lifetime: what a CUDA graph replays."""
+        rt, s = self.cp.cuda.runtime, self.stream.ptr
+        rt.memcpyAsync(p["arrays"]["x"].data.ptr, p["host_in"].ctypes.data, p["host_in"].nbytes, H2D, s)
+        for fn, grid, block, args in p["launches"]:
+            fn(grid, block, args)  # on CuPy's current stream: self.stream (predict enters it)
+        rt.memcpyAsync(p["host_out"].ctypes.data, p["arrays"]["out"].data.ptr, p["host_out"].nbytes, D2H, s)
+
+    def capture(self, p):
+        """Capture the plan's call into a CUDA graph, once per batch size, after one eager run
+        (the module loaded on the device, nothing left to allocate)."""
+        s = self.stream
+        self.enqueue(p)
+        s.synchronize()
+        s.begin_capture()
+        try:
+            self.enqueue(p)
+        except BaseException:
+            try:
+                s.end_capture()  # leave the stream usable; the first error is the one to see
+            except Exception:
+                pass
+            raise
+        p["graph"] = s.end_capture()  # cupy.cuda.graph.Graph, instantiated
+
+    def predict(self, images):
+        images = np.asarray(images)
+        if images.ndim != 4 or images.shape[1:] != (28, 28, 1) or len(images) == 0:
+            raise ValueError(f"images: expected shape (N, 28, 28, 1) with N >= 1, found {images.shape}")
+        with self.stream:  # CuPy's current stream: the kernels launch on it
+            p = self.plan(len(images))
+            np.copyto(p["host_in"], images)  # (N, 28, 28, 1) NHWC as it is, cast to the dtype
+            start, end = p["events"]
+            if self.variant == "graph" and p["graph"] is None:
+                self.capture(p)
+            start.record(self.stream)
+            if self.variant == "graph":
+                p["graph"].launch(self.stream)
+            else:
+                self.enqueue(p)
+            end.record(self.stream)
+            end.synchronize()  # the one synchronization per call
+        self.last_device_ns = int(self.cp.cuda.get_elapsed_time(start, end) * 1e6)
+        return p["host_out"].copy()
+
+    def last_device_time_ns(self):
+        return self.last_device_ns
+
+    def close(self):
+        self.stream.synchronize()
+        for p in self.plans.values():
+            p["graph"] = None  # the graph's executable goes before the memory it points at
+        self.plans.clear()
+        self.w = {}
+        self.cp.get_default_memory_pool().free_all_blocks()
+        self.cp.get_default_pinned_memory_pool().free_all_blocks()

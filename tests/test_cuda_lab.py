@@ -1,0 +1,86 @@
+"""The CUDA lab (labs/cuda.toml): its template and example submissions compile with NVRTC for sm_80
+and sm_90, and run on the CPU-emulated kernels (tests/fake_cuda.py) behind a fake CuPy: the correct
+example passes the lab's gate against the oracle, the wrong one and the untouched template fail it."""
+
+import importlib.util
+import sys
+
+import numpy as np
+import pytest
+
+from harness import DEFAULT_WEIGHTS
+from harness.data import mnist
+from harness.errors import Unavailable
+from harness.lab import labfile
+from harness.machine import nvrtc
+from lenet_numpy.model import NumpyLeNet
+from tests import fake_cuda
+from tests.conftest import ROOT
+
+FOLDERS = {"template": ROOT / "labs" / "template-cuda", "correct": ROOT / "labs" / "examples-cuda" / "correct",
+           "wrong": ROOT / "labs" / "examples-cuda" / "wrong"}
+KERNELS = {"conv_bias_relu", "max_pool_2x2", "dense_bias_act", "softmax_rows"}
+
+
+@pytest.mark.parametrize("arch", ["compute_80", "compute_90", "sm_80", "sm_90"])
+@pytest.mark.parametrize("name", sorted(FOLDERS))
+def test_lab_kernels_compile_with_nvrtc(name, arch):
+    try:
+        lib = nvrtc.load()
+    except Unavailable as exc:
+        pytest.skip(f"NVRTC not installed here (pip install nvidia-cuda-nvrtc-cu12): {exc}")
+    code = (FOLDERS[name] / "lenet.cu").read_text()
+    assert set(fake_cuda.extern_c_kernels(code)) == KERNELS  # what the glue looks up by name
+    done = lib.compile(code, "lenet.cu", arch, ("--std=c++17",))
+    if arch.startswith("compute_"):
+        for kernel in KERNELS:
+            assert f".entry {kernel}(" in done.image.decode()  # extern "C": the plain name
+
+
+def lab_text() -> str:
+    return (ROOT / "labs" / "cuda.toml").read_text()
+
+
+def test_lab_file_references_and_limits():
+    """Everything but the rung, which the lab wing's LEVELS has to learn (see the next test)."""
+    lab = labfile.parse(lab_text().replace('rung = "cuda"', 'rung = "cudnn"'), "labs/cuda.toml")
+    assert lab.device == "gpu" and lab.dtype == "float32" and lab.module == "lenet.py"
+    assert [r.label for r in lab.references] == ["cuda/fused", "cudnn/graph"]
+    assert lab.rank_by.label == "cuda/fused" and lab.gate["max_abs_diff"] == 1e-4
+
+
+@pytest.mark.xfail("cuda" not in labfile.LEVELS, strict=True,
+                   reason="harness/lab/labfile.py LEVELS has no 'cuda' rung yet (a lab-wing change, issue 29)")
+def test_lab_file_loads():
+    assert labfile.load("cuda").rung == "cuda"
+
+
+@pytest.fixture(scope="module")
+def sample():
+    x = mnist.to_input(mnist.load("test")[0][:12])
+    return x, NumpyLeNet(DEFAULT_WEIGHTS).predict(x)
+
+
+def build_submission(name, monkeypatch, folder):
+    """Import the folder's lenet.py as the grader does and build its LeNet on the fake CuPy."""
+    fake = fake_cuda.LabCupy(folder)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    spec = importlib.util.spec_from_file_location(f"lab_cuda_{name}", FOLDERS[name] / "lenet.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return fake, module.StudentLeNet(DEFAULT_WEIGHTS)
+
+
+@pytest.mark.parametrize("name,passes", [("correct", True), ("wrong", False), ("template", False)])
+def test_lab_examples_against_the_gate_on_emulated_kernels(name, passes, monkeypatch, tmp_path_factory, sample):
+    x, reference = sample
+    try:
+        fake, impl = build_submission(name, monkeypatch, tmp_path_factory.mktemp(f"lab-{name}"))
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    probs = impl.predict(x)
+    assert probs.shape == (12, 10) and isinstance(probs, np.ndarray)
+    fake.check_guards()
+    gate = labfile.DEFAULTS["gate"]["max_abs_diff"]
+    ok = bool(np.array_equal(probs.argmax(1), reference.argmax(1)) and np.max(np.abs(probs - reference)) <= gate)
+    assert ok is passes, np.max(np.abs(probs - reference))

@@ -1,0 +1,421 @@
+"""The hand-written CUDA level (lenet_cuda). Without a GPU: every kernel compiled by the real
+NVRTC (the pip wheel) to PTX and cubin for sm_80 and sm_90, with ptxas' registers and shared
+memory; the launch configuration and buffers against the oracle's shapes; the kernels run on the
+CPU (tests/fake_cuda.py: g++ and one thread per CUDA thread) behind a fake CuPy, so the level's
+own code runs end to end against the oracle. With a GPU: the real thing on 10,000 images."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness import DEFAULT_WEIGHTS, registry
+from harness.data import mnist
+from harness.errors import Unavailable
+from harness.machine import gpu, nvrtc
+from lenet_cuda import kernels, model
+from lenet_numpy.model import NumpyLeNet, conv2d_relu, max_pool_2x2
+from tests import fake_cuda
+from tests.conftest import ROOT
+
+ARCHS = ("compute_80", "compute_90", "sm_80", "sm_90")  # PTX, and cubins (ptxas ran) for A100, H100
+FILES = sorted(set(kernels.SOURCES.values()))
+
+
+def nvrtc_or_skip():
+    try:
+        return nvrtc.load()
+    except Unavailable as exc:
+        pytest.skip(f"NVRTC not installed here (pip install nvidia-cuda-nvrtc-cu12): {exc}")
+
+
+def instances(cu: str) -> list[str]:
+    variant = next(v for v, f in kernels.SOURCES.items() if f == cu)
+    return [e for dtype in kernels.CTYPES for e in kernels.name_expressions(variant, dtype)]
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """{(file, arch): Compiled}: every .cu, both element types, for every arch."""
+    lib = nvrtc_or_skip()
+    out = {}
+    for cu in FILES:
+        for arch in ARCHS:
+            options = (*kernels.OPTIONS, *(("--ptxas-options=-v",) if arch.startswith("sm_") else ()))
+            out[cu, arch] = lib.compile((ROOT / "lenet_cuda" / cu).read_text(), cu, arch, options, instances(cu))
+    return out
+
+
+# --- NVRTC: every kernel compiles --------------------------------------------------------------
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("cu", FILES)
+def test_every_kernel_compiles_with_nvrtc(compiled, cu, arch):
+    result = compiled[cu, arch]
+    assert set(result.lowered) == set(instances(cu))  # every template instance the model asks for
+    if arch.startswith("compute_"):
+        text = result.image.decode()
+        assert f".target sm_{arch[-2:]}" in text
+        for mangled in result.lowered.values():
+            assert f".entry {mangled}(" in text
+    else:
+        assert result.image[:4] == b"\x7fELF"  # a cubin
+        assert set(result.resources()) == set(result.lowered.values())
+
+
+@pytest.mark.parametrize("arch", ("sm_80", "sm_90"))
+def test_registers_and_shared_memory_fit_with_no_spills(compiled, arch):
+    for cu in FILES:
+        result = compiled[cu, arch]
+        for expr, mangled in result.lowered.items():
+            use = result.resources()[mangled]
+            threads = kernels.FUSED_THREADS if expr.startswith("lenet_fused") else kernels.LAYER_THREADS
+            assert use["registers"] * threads <= 65536, (expr, use)  # a block's registers fit an SM
+            assert use["spill_stores"] == 0 and use["stack_bytes"] == 0, (expr, use)
+            if expr.startswith("lenet_fused"):
+                dtype = "float32" if "<float>" in expr else "float64"
+                assert use["shared_bytes"] == kernels.fused_shared_bytes(dtype) <= kernels.STATIC_SHARED_LIMIT
+            else:
+                assert use["shared_bytes"] == 0, (expr, use)
+
+
+def test_a_compile_error_carries_the_compiler_log():
+    lib = nvrtc_or_skip()
+    with pytest.raises(nvrtc.NvrtcError, match=r'nvrtcCompileProgram failed(.|\n)*bad.cu\(1\): error: identifier "oops" is undefined'):
+        lib.compile("__global__ void k(float* y) { y[0] = oops; }", "bad.cu", "compute_90")
+    with pytest.raises(ValueError, match="arch: expected compute_XY"):
+        lib.compile("", "x.cu", "90")
+
+
+def test_ptxas_log_parsing():
+    log = ("ptxas info    : Compiling entry function '_Z1kPf' for 'sm_80'\n"
+           "ptxas info    : Function properties for _Z1kPf\n"
+           "ptxas         .     8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+           "ptxas info    : Used 40 registers, used 1 barriers, 1024 bytes smem, 360 bytes cmem[0]\n")
+    assert nvrtc.ptxas_resources(log) == {"_Z1kPf": {
+        "registers": 40, "shared_bytes": 1024, "constant_bytes": {0: 360},
+        "stack_bytes": 8, "spill_stores": 4, "spill_loads": 4}}
+
+
+def test_nvrtc_discovery_and_unavailable_reason(monkeypatch, tmp_path):
+    monkeypatch.setattr(nvrtc, "_loaded", None)
+    monkeypatch.setenv("LENET_NVRTC_LIBRARY", str(tmp_path / "libnvrtc.so.12"))
+    found = nvrtc.candidates()
+    assert found[0] == (str(tmp_path / "libnvrtc.so.12"), "LENET_NVRTC_LIBRARY")
+    assert found[-2:] == [("libnvrtc.so.13", "system"), ("libnvrtc.so.12", "system")]
+    monkeypatch.setattr(nvrtc, "candidates", lambda: [(str(tmp_path / "nope.so"), "test")])
+    with pytest.raises(Unavailable, match="no usable libnvrtc found; tried .*nope.so.*nvidia-cuda-nvrtc-cu12"):
+        nvrtc.load()
+    assert nvrtc.probe()["found"] is False
+    monkeypatch.setattr(nvrtc, "_loaded", None)
+
+
+# --- the host-side contract (kernels.py) against the .cu files and the oracle ------------------
+def cu_signatures() -> dict[str, tuple]:
+    """Each __global__ function's parameters as PARAMS writes them ("T*" or "int")."""
+    found = {}
+    for cu in FILES:
+        text = re.sub(r"//[^\n]*", "", (ROOT / "lenet_cuda" / cu).read_text())  # comments out
+        for name, params in re.findall(r"__global__ void (?:__launch_bounds__\(\w+\)\s*)?(\w+)\(([^)]*)\)", text):
+            found[name] = tuple("T*" if "T*" in p else "int" if p.split()[0] == "int" else p.strip()
+                                for p in params.split(","))
+    return found
+
+
+def test_params_table_matches_the_kernels_signatures():
+    assert cu_signatures() == kernels.PARAMS
+
+
+def test_fused_block_size_is_the_one_in_fused_cu():
+    text = (ROOT / "lenet_cuda" / "fused.cu").read_text()
+    assert int(re.search(r"#define LENET_THREADS (\d+)", text).group(1)) == kernels.FUSED_THREADS
+    declared = re.findall(r"__shared__ T (\w+)\[([^\]]+)\]", text)  # name, size expression
+    sizes = {name: eval(size, {"LENET_THREADS": kernels.FUSED_THREADS}) for name, size in declared}
+    assert sizes == kernels.FUSED_SHARED
+    # dense_block splits each output over blockDim / fan_out threads: at least one per output
+    assert kernels.FUSED_THREADS >= 120 and kernels.FUSED_THREADS % 32 == 0
+
+
+def oracle_shapes(n, shared_weights):
+    """The NumPy oracle's activation shapes for a batch of n (NHWC)."""
+    w = shared_weights
+    x = np.zeros((n, 28, 28, 1), np.float32)
+    c1 = conv2d_relu(x, *w["conv1"], pad=2)
+    p1 = max_pool_2x2(c1)
+    c2 = conv2d_relu(p1, *w["conv2"], pad=0)
+    p2 = max_pool_2x2(c2)
+    return {"x": x.shape, "c1": c1.shape, "p1": p1.shape, "c2": c2.shape, "p2": p2.shape,
+            "fc1": (n, 120), "fc2": (n, 84), "fc3": (n, 10), "out": (n, 10)}
+
+
+@pytest.mark.parametrize("n", [1, 7, 512, 10000])
+@pytest.mark.parametrize("variant", ["layers", "fused", "graph"])
+def test_launches_cover_every_output_and_name_real_buffers(shared_weights, variant, n):
+    shapes = kernels.buffer_shapes(variant, n)
+    oracle = oracle_shapes(n, shared_weights)
+    assert all(oracle[name] == shape for name, shape in shapes.items())
+    weights = {f"{name}.{part}": getattr(layer, part).shape
+               for name, layer in shared_weights.items() for part in ("kernel", "bias")}
+    launches = kernels.launches(variant, n)
+    assert [k.kernel for k in launches] == (
+        ["lenet_fused"] if variant != "layers" else
+        ["conv_bias_relu", "max_pool_2x2", "conv_bias_relu", "max_pool_2x2"] + ["dense_bias_act"] * 3
+        + ["softmax_rows"])
+    for k in launches:
+        assert len(k.args) == len(kernels.PARAMS[k.kernel])
+        for param, arg in zip(kernels.PARAMS[k.kernel], k.args, strict=True):
+            assert (param == "T*") == isinstance(arg, str), (k.kernel, arg)
+            assert not isinstance(arg, str) or arg in shapes or arg in weights, arg
+            assert isinstance(arg, str) or 0 <= arg < 2**31
+        assert 1 <= k.block <= 1024 and k.block % 32 == 0 and 1 <= k.grid < 2**31
+        if k.kernel == "lenet_fused":
+            assert k.grid == n and k.threads == n * kernels.FUSED_THREADS
+            continue
+        pointer_args = [a for a in k.args if isinstance(a, str)]
+        out = pointer_args[-1]  # every layer kernel's last pointer is its output
+        per_thread = k.args[-1] if k.kernel == "softmax_rows" else 1  # a row of classes, or one element
+        assert k.threads * per_thread == np.prod(shapes[out]), k  # every output has its thread ...
+        assert k.grid * k.block >= k.threads > (k.grid - 1) * k.block  # ... and no block is idle
+
+
+def test_layer_launch_arguments_are_the_oracles_layer_shapes():
+    conv1, pool1, conv2, pool2, fc1, fc2, fc3, soft = kernels.layer_launches(3)
+    # x, w, b, y, n, h, w, c, k, r, s, pad, ho, wo
+    assert conv1.args[4:] == (3, 28, 28, 1, 6, 5, 5, 2, 28, 28)  # "same": padding 2
+    assert conv2.args[4:] == (3, 14, 14, 6, 16, 5, 5, 0, 10, 10)  # "valid"
+    assert pool1.args == ("c1", "p1", 3, 28, 28, 6) and pool2.args == ("c2", "p2", 3, 10, 10, 16)
+    assert [k.args[4:] for k in (fc1, fc2, fc3)] == [(3, 400, 120, 1), (3, 120, 84, 1), (3, 84, 10, 0)]
+    assert fc1.args[:4] == ("p2", "fc1.kernel", "fc1.bias", "fc1")  # p2 (3, 5, 5, 16) read as (3, 400)
+    assert soft.args == ("fc3", "out", 3, 10)
+
+
+def test_bad_batch_and_dtype_are_value_errors():
+    with pytest.raises(ValueError, match="batch size: expected >= 1, found 0"):
+        kernels.launches("fused", 0)
+    with pytest.raises(ValueError, match="dtype: expected one of"):
+        kernels.name_expressions("fused", "float16")
+
+
+def test_registry_entry():
+    spec = registry.spec("cuda")
+    assert spec.api_level == "cuda" and spec.devices == ("gpu",) and spec.package == "lenet_cuda"
+    assert spec.variants == ("fused", "layers", "graph") and spec.dtypes == ("float32", "float64")
+    with pytest.raises(ValueError, match="unknown device 'cpu'"):
+        registry.create("cuda", DEFAULT_WEIGHTS, device="cpu")
+
+
+# --- the level's own code, end to end, on the CPU-emulated kernels -----------------------------
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory):
+    try:
+        return fake_cuda.build(tmp_path_factory.mktemp("cuda-emu"))
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def sample():
+    x = mnist.to_input(mnist.load("test")[0][:12])
+    return x, {dtype: NumpyLeNet(DEFAULT_WEIGHTS, dtype=dtype).predict(x.astype(dtype))
+               for dtype in ("float32", "float64")}
+
+
+def emulated(monkeypatch, emulator, variant, dtype):
+    fake = fake_cuda.FakeCupy(emulator)
+    monkeypatch.setattr(model, "import_cupy", lambda: fake)
+    return fake, model.CudaLeNet(DEFAULT_WEIGHTS, variant=variant, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype,tolerance", [("float32", 1e-5), ("float64", 1e-12)])
+@pytest.mark.parametrize("variant", ["layers", "fused", "graph"])
+def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, variant, dtype, tolerance):
+    x, reference = sample[0], sample[1][dtype]
+    fake, impl = emulated(monkeypatch, emulator, variant, dtype)
+    assert fake.compiled == [(kernels.SOURCES[variant], kernels.OPTIONS,
+                              tuple(kernels.name_expressions(variant, dtype)))]
+    probs = impl.predict(x)
+    assert probs.shape == (12, 10) and probs.dtype == np.dtype(dtype)
+    assert np.array_equal(probs.argmax(1), reference.argmax(1))
+    assert np.max(np.abs(probs - reference)) <= tolerance
+    one = impl.predict(x[5:6])  # a second batch size: a plan of its own
+    assert np.max(np.abs(one - reference[5:6])) <= tolerance
+    fake.check_guards()  # no kernel wrote outside its buffer
+    assert set(impl.plans) == {12, 1} and impl.last_device_time_ns() == 250_000
+    impl.close()
+
+
+def test_emulated_call_sequences(monkeypatch, emulator, sample):
+    x = sample[0]
+    for variant, kernel_count in (("layers", 8), ("fused", 1)):
+        fake, impl = emulated(monkeypatch, emulator, variant, "float32")
+        impl.predict(x[:2])
+        kinds = [w[0] for w in fake.launched]
+        assert kinds == ["memcpy"] + ["kernel"] * kernel_count + ["memcpy"], fake.launched
+        assert fake.launched[0][1:] == (model.H2D, 2 * 784 * 4) and fake.launched[-1][1:] == (model.D2H, 2 * 10 * 4)
+
+
+def test_emulated_graph_is_captured_once_per_batch_size_and_replays_new_inputs(monkeypatch, emulator, sample):
+    x, reference = sample[0], sample[1]["float32"]
+    fake, impl = emulated(monkeypatch, emulator, "graph", "float32")
+    for i in (0, 3, 7):
+        one = impl.predict(x[i:i + 1])
+        assert np.max(np.abs(one - reference[i:i + 1])) <= 1e-5  # the replay reads the new input
+    graph = impl.plans[1]["graph"]
+    assert graph.launches == 3 and len(graph.steps) == 3  # copy in, lenet_fused, copy out
+    impl.predict(x[:4])
+    assert impl.plans[1]["graph"] is graph and set(impl.plans) == {1, 4}
+
+
+def test_predict_refuses_a_wrong_shape(monkeypatch, emulator):
+    _, impl = emulated(monkeypatch, emulator, "fused", "float32")
+    with pytest.raises(ValueError, match=r"images: expected shape \(N, 28, 28, 1\)"):
+        impl.predict(np.zeros((2, 28, 28)))
+
+
+def test_a_wrong_kernel_argument_is_caught_by_the_fake(emulator):
+    fake = fake_cuda.FakeCupy(emulator)
+    module = fake.RawModule(kernels.source("layers"), kernels.OPTIONS, kernels.name_expressions("layers", "float32"))
+    fn = module.get_function("softmax_rows<float>")
+    a = fake.empty((2, 10), "float32")
+    with pytest.raises(TypeError, match="expected numpy.int32, found int"):
+        fn((1,), (32,), (a, a, 2, np.int32(10)))
+    with pytest.raises(TypeError, match="expected a float32 device array"):
+        fn((1,), (32,), (a, np.zeros((2, 10), np.float64), np.int32(2), np.int32(10)))
+
+
+# --- without a GPU: unavailable, with the reason -----------------------------------------------
+@pytest.mark.skipif(gpu.absent_reason() is None, reason="a GPU is present: the GPU tests below run instead")
+def test_verify_lists_every_variant_as_unavailable_with_the_reason(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "harness", "verify", "--implementations", "cuda",
+                           "--device", "gpu", "--limit", "20"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 3, done.stdout + done.stderr
+    text = done.stdout + done.stderr
+    for variant in registry.spec("cuda").variants:
+        assert re.search(rf"cuda/{variant}.*unavailable", text), text
+
+
+# --- on a GPU ----------------------------------------------------------------------------------
+needs_gpu = pytest.mark.skipif(gpu.absent_reason() is not None, reason=f"needs an NVIDIA GPU: {gpu.absent_reason()}")
+
+
+@pytest.fixture(scope="module")
+def test_set():
+    x = mnist.to_input(mnist.load("test")[0])
+    return x, {dtype: NumpyLeNet(DEFAULT_WEIGHTS, dtype=dtype).predict(x.astype(dtype))
+               for dtype in ("float32", "float64")}
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("variant", ["layers", "fused", "graph"])
+def test_gpu_level_agrees_with_the_oracle_on_10000_images(test_set, variant, dtype):
+    x, reference = test_set[0], test_set[1][dtype]
+    impl = registry.create("cuda", DEFAULT_WEIGHTS, device="gpu", variant=variant, dtype=dtype)
+    try:
+        probs = np.concatenate([impl.predict(x[i:i + 1000]) for i in range(0, len(x), 1000)])
+        assert probs.shape == (10000, 10) and probs.dtype == np.dtype(dtype)
+        assert np.array_equal(probs.argmax(1), reference.argmax(1))
+        assert np.max(np.abs(probs - reference)) <= 1e-5
+        for i in (0, 1, 9999):  # batch 1, the latency cell's size
+            assert np.max(np.abs(impl.predict(x[i:i + 1]) - reference[i:i + 1])) <= 1e-5
+        assert impl.last_device_time_ns() > 0
+    finally:
+        impl.close()
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_graph_is_captured_once_per_batch_size(test_set):
+    x, reference = test_set[0], test_set[1]["float32"]
+    impl = registry.create("cuda", DEFAULT_WEIGHTS, device="gpu", variant="graph")
+    try:
+        assert impl.stream.ptr != 0  # never the legacy default stream
+        for _ in range(3):
+            for i in (0, 5, 9):
+                assert np.max(np.abs(impl.predict(x[i:i + 1]) - reference[i:i + 1])) <= 1e-5
+        graph = impl.plans[1]["graph"]
+        np.testing.assert_allclose(impl.predict(x[:16]), reference[:16], atol=1e-5)
+        assert impl.plans[1]["graph"] is graph and set(impl.plans) == {1, 16}
+    finally:
+        impl.close()
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_kernels_load_within_the_devices_limits():
+    """The compiled module's attributes on this GPU: registers and static shared memory per
+    kernel, as the driver reports them (what doctor prints)."""
+    impl = registry.create("cuda", DEFAULT_WEIGHTS, device="gpu", variant="fused")
+    try:
+        fn = impl.fn["lenet_fused"]
+        assert fn.shared_size_bytes == kernels.fused_shared_bytes("float32")
+        assert fn.max_threads_per_block >= kernels.FUSED_THREADS and fn.num_regs > 0
+    finally:
+        impl.close()
+
+
+# --- doctor ------------------------------------------------------------------------------------
+def test_doctor_names_nvrtc_and_each_kernels_registers_and_shared_memory():
+    from harness.machine import doctor
+
+    nvrtc_or_skip()
+    lines = doctor.cuda_lines(caps=["9.0"])
+    assert re.match(r"NVRTC: version 1\d\.\d+ from .*libnvrtc\.so.* compiles for sm_\d+ to sm_\d+$", lines[0])
+    assert lines[1].startswith("CUDA kernels for compute capability 9.0 (sm_90): ")
+    for dtype, shared in (("float", 22632), ("double", 45264)):
+        assert re.search(rf"lenet_fused<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
+    assert re.search(r"conv_bias_relu<float> \d+ regs 0 B shared", lines[1])
+    assert "do not compile" in doctor.cuda_lines(caps=["1.0"])[1]  # an arch NVRTC does not know
+    assert "no GPU here" in doctor.cuda_lines(caps=[])[1]
+
+
+def test_doctor_without_nvrtc_says_how_to_install_it(monkeypatch):
+    from harness.machine import doctor
+
+    monkeypatch.setattr(nvrtc, "probe", lambda: {"found": False, "reason": "no usable libnvrtc found; tried x"})
+    assert doctor.cuda_lines(caps=["9.0"]) == ["NVRTC: no usable libnvrtc found; tried x"]
+
+
+# --- lines of code -----------------------------------------------------------------------------
+def test_loc_counts_kernel_source_and_python_glue_apart_as_pygount_does():
+    from harness.report import loc
+
+    rows = {r["part"]: r for r in loc.count() if r["package"] == "lenet_cuda"}
+    assert set(rows) == {"forward", "kernel source"} and rows["kernel source"]["files"] == len(FILES)
+    assert all(r["api_level"] == "cuda" for r in rows.values())
+    pygount_cli = str(Path(sys.executable).parent / "pygount")  # the command a person runs
+    done = subprocess.run([pygount_cli, "--format=summary", "lenet_cuda"], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    sums = {line.split()[1]: int(re.findall(r"\d+(?:\.\d+)?", line)[2])
+            for line in done.stdout.splitlines() if re.match(r"\W*(Python|CUDA|Sum)\b", line)}
+    assert rows["kernel source"]["code"] == sums["CUDA"] and rows["forward"]["code"] == sums["Python"]
+
+
+def test_no_nvrtc_is_unavailable_and_a_bad_source_is_an_error(monkeypatch, emulator):
+    fake = fake_cuda.FakeCupy(emulator)
+    monkeypatch.setattr(model, "import_cupy", lambda: fake)
+
+    def missing(**_):
+        raise OSError("libnvrtc.so.12: cannot open shared object file")
+
+    fake.RawModule = missing
+    with pytest.raises(Unavailable, match=r"cannot compile or load the CUDA kernels here \(OSError: libnvrtc"):
+        model.CudaLeNet(DEFAULT_WEIGHTS, variant="fused")
+
+    def bad(**_):
+        raise fake.cuda.compiler.CompileException("fused.cu(3): error")
+
+    fake.RawModule = bad
+    with pytest.raises(RuntimeError, match=r"NVRTC could not compile fused.cu: fused.cu\(3\): error"):
+        model.CudaLeNet(DEFAULT_WEIGHTS, variant="fused")
+
+
+def test_env_records_the_nvrtc_that_compiles_the_kernels():
+    from harness.machine import env
+
+    found = env.collect_nvrtc()["nvrtc"]
+    assert set(found) in ({"found", "path", "how", "version"}, {"found", "reason"})
