@@ -49,8 +49,6 @@ def test_lab_file_references_and_limits():
     assert lab.rank_by.label == "cuda/fused" and lab.gate["max_abs_diff"] == 1e-4
 
 
-@pytest.mark.xfail("cuda" not in labfile.LEVELS, strict=True,
-                   reason="harness/lab/labfile.py LEVELS has no 'cuda' rung yet (a lab-wing change, issue 29)")
 def test_lab_file_loads():
     assert labfile.load("cuda").rung == "cuda"
 

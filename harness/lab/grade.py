@@ -52,11 +52,15 @@ def node_info(device: str) -> dict:
     return info
 
 
+SOURCES = ("*.py", "*.cu", "*.cuh")  # Python glue and CUDA kernels (the CUDA lab)
+
+
 def count_loc(folder: Path, student: str) -> dict:
-    """Code lines of the .py files of a submission's private copy (regular files only)."""
+    """Code lines of the source files of a submission's private copy (regular files only)."""
     from harness.report import loc
 
-    found = sorted(p for p in Path(folder).rglob("*.py") if p.is_file() and not p.is_symlink())
+    found = sorted(p for pattern in SOURCES for p in Path(folder).rglob(pattern)
+                   if p.is_file() and not p.is_symlink())
     return {"loc": sum(loc.analyze(p, student).code_count for p in found), "files": len(found)}
 
 

@@ -30,7 +30,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 LABS_DIR = ROOT / "labs"
-LEVELS = ("numpy", "onednn", "cudnn", "tensorflow-ops", "jax-ops", "torch-ops", "keras")
+LEVELS = ("numpy", "onednn", "cudnn", "cuda", "tensorflow-ops", "jax-ops", "torch-ops", "keras")
 DEFAULTS = {
     "lab": {"name": None, "title": "", "rung": "numpy", "module": "lenet.py", "class": "",
             "device": "cpu", "dtype": "float32", "references": ["numpy"], "rank_by": None,

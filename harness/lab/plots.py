@@ -17,7 +17,8 @@ def reference_loc(implementation: str) -> int | None:
     package = registry.REGISTRY[implementation].package if implementation in registry.REGISTRY else None
     if not package:
         return None
-    return sum(loc.analyze(p, package).code_count for p in sorted((ROOT / package).glob("*.py")))
+    sources = [p for pattern in ("*.py", "*.cu") for p in (ROOT / package).glob(pattern)]
+    return sum(loc.analyze(p, package).code_count for p in sorted(sources))
 
 
 def speed_vs_loc(rows, lab, refs: dict, path: Path) -> Path:

@@ -167,7 +167,8 @@ class Sandbox:
         env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
         env.update(self.env)
         env.update({"HOME": "/tmp", "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1",
-                    "PYTHONNOUSERSITE": "1", "MPLCONFIGDIR": "/tmp"})
+                    "PYTHONNOUSERSITE": "1", "MPLCONFIGDIR": "/tmp",
+                    "CUPY_CACHE_DIR": "/tmp/cupy"})  # CuPy's kernel cache: private, gone with the worker
         uid = self.isolation.uid(self.slot)
         if uid is not None:
             env["LENET_LAB_UID"] = f"{uid}:{uid}"
