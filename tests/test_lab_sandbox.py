@@ -186,3 +186,11 @@ def test_a_log_is_kept_by_its_first_and_last_part(tmp_path):
     kept = (tmp_path / "kept.log").read_bytes()
     assert len(kept) < 70_000 and kept.startswith(b"A" * 1000) and kept.endswith(b"Z" * 1000)
     assert b"[... 134464 bytes cut: the log was 200000 bytes ...]" in kept
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the UID drop needs root")
+def test_as_root_without_cgroups_each_worker_still_gets_its_own_uid(monkeypatch):
+    monkeypatch.setattr(cgroup, "reason_unavailable", lambda: "no cgroup hierarchy (test)")
+    iso = isolation.decide()
+    assert iso.mode == "namespaces" and not iso.cgroups and iso.uid(0) >= isolation.DEFAULT_UID_BASE
+    assert "not tamper-evident" in iso.note and "no cgroup hierarchy (test)" in iso.note

@@ -2,8 +2,9 @@
 
     full        root + bubblewrap + cgroups: each worker its own UID, namespaces and cgroup;
                 the cgroup's CPU counter times every call (tamper-evident)
-    namespaces  bubblewrap without root: files, processes and network isolated, no cgroup; the
-                CPU check reads the worker process's own clock (helper processes escape it)
+    namespaces  bubblewrap without cgroups (not root, or no usable cgroup hierarchy): files,
+                processes and network isolated (as root, each worker its own UID too); the CPU
+                check reads the worker process's own clock (helper processes escape it)
     none        --no-sandbox: the worker runs as the grader's user, with its files and processes
 
 UIDs: a grading holds one block of SLOTS UIDs from LENET_LAB_UID_BASE (default 61000), taken
@@ -78,15 +79,16 @@ def decide(no_sandbox: bool = False, strict: bool = True) -> Isolation:
                                "(the leaderboard then says so)")
         return Isolation("none", None, False, f"no sandbox ({why}); timing not tamper-evident")
     version = bwrap.version(binary)
-    no_cgroup = cgroup.reason_unavailable()
-    if os.geteuid() != 0 or no_cgroup:
+    if os.geteuid() != 0:
         return Isolation("namespaces", binary, False,
-                         f"{version}, namespaces only ({no_cgroup or 'not root'}): files, processes and "
-                         "network isolated, but timing is not tamper-evident (no cgroup CPU counter)")
+                         f"{version}, namespaces only (not root): files, processes and network isolated, "
+                         "but no cgroup, so timing is not tamper-evident")
     base = int(os.environ.get("LENET_LAB_UID_BASE", DEFAULT_UID_BASE))
     first, lock = take_block(base)
-    version_cg = cgroup.layout()[0]
-    return Isolation("full", binary, True,
-                     f"{version}, own UID per worker ({first}-{first + SLOTS - 1}), PID/IPC/network/mount "
-                     f"namespaces, cgroup {version_cg} (CPU counter, memory and pids limits)",
-                     uid_base=first, _lock=lock)
+    uids = f"own UID per worker ({first}-{first + SLOTS - 1}), PID/IPC/network/mount namespaces"
+    no_cgroup = cgroup.reason_unavailable()
+    if no_cgroup:
+        return Isolation("namespaces", binary, False, f"{version}, {uids}, but no cgroup ({no_cgroup}): "
+                         "timing is not tamper-evident", uid_base=first, _lock=lock)
+    return Isolation("full", binary, True, f"{version}, {uids}, cgroup {cgroup.layout()[0]} (CPU counter, "
+                     "memory and pids limits)", uid_base=first, _lock=lock)
