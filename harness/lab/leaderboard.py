@@ -98,8 +98,8 @@ def isolation_lines(rows) -> list[str]:
                and not r.get("from_merge"))
     lines = [f"Sandbox: {note}." for note in notes]
     if weak:
-        lines.append("**Warning: timing is not tamper-evident for every row** (no cgroup CPU counter: the "
-                     "grader did not run as root with bubblewrap); see labs/README.md.")
+        lines.append("**Warning: timing is not tamper-evident for every row**: some workers had no cgroup, "
+                     "so work in a helper process escaped the CPU check (labs/README.md, 'The sandbox').")
     return lines + [""] if lines else []
 
 
