@@ -16,7 +16,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -477,67 +476,3 @@ def test_dry_run_prints_the_batch_scripts(lab_file, submissions, tmp_path):
 def test_the_merge_turns_a_task_without_a_row_into_a_row(state, started, status, words):
     row = slurm.missing_row("ann", state, started)
     assert row["status"] == status and words in row["reason"]
-
-
-def slurm_ready() -> str | None:
-    if not shutil.which("sbatch"):
-        return "sbatch is not on PATH; start a one-node Slurm with: sudo scripts/slurm-local.sh start"
-    sinfo = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=15)
-    if sinfo.returncode != 0 or not sinfo.stdout.strip():
-        return f"sinfo failed ({sinfo.stderr.strip()}); start it with: sudo scripts/slurm-local.sh start"
-    return None
-
-
-def merge_running(job: str) -> bool:
-    """Pending or running; a finished job (or one purged) is not."""
-    state = subprocess.run(["squeue", "-h", "-t", "all", "-j", job, "-o", "%T"], capture_output=True, text=True,
-                           timeout=30).stdout.strip()
-    return state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
-
-
-ON_SLURM = ("correct", "slow", "hang", "spy", "vandal", "forkbomb", "daemon", "helper")
-
-
-@pytest.mark.slurm
-def test_the_same_lab_on_slurm_gives_the_same_statuses_and_ranking(graded, lab_file, submissions, tmp_path):
-    """Part of the class (the sandbox's attacks among them), to keep it short: each task runs the
-    same sandbox; the statuses and the ranking are those of the local run."""
-    why = slurm_ready()
-    if why:
-        pytest.skip(why)
-    part = tmp_path / "submissions"
-    for name in ON_SLURM:
-        shutil.copytree(submissions / name, part / name)
-    expected = {name: EXPECTED[name] for name in ON_SLURM}
-    out = tmp_path / "slurm-out"
-    done = python("lab", "grade", str(lab_file), "--submissions", str(part), "--out", str(out),
-                  "--slurm", "--max-parallel", "2", timeout=120)
-    assert done.returncode == 0, done.stderr
-    jobs = dict(line.split() for line in (out / "slurm" / "jobs.txt").read_text().splitlines())
-    names = (out / "slurm" / "students.txt").read_text().split()
-    try:
-        hang = f"{jobs['array']}_{names.index('hang')}"  # cancelled while it hangs in its import
-        deadline = time.monotonic() + 240
-        while store.started(out, "hang") is None:
-            assert time.monotonic() < deadline, subprocess.run(["squeue"], capture_output=True, text=True).stdout
-            time.sleep(0.5)
-        subprocess.run(["scancel", hang], check=True, timeout=30)
-        while merge_running(jobs["merge"]):
-            assert time.monotonic() < deadline, subprocess.run(["squeue"], capture_output=True, text=True).stdout
-            time.sleep(1)
-    finally:
-        subprocess.run(["scancel", jobs["array"], jobs["merge"]], capture_output=True, timeout=30)
-    rows = rows_by_student(out)
-    assert {n: r["status"] for n, r in rows.items()} == {**expected, "hang": "cancelled"}, \
-        {n: (r["status"], r["reason"]) for n, r in rows.items()}
-    assert "while grading" in rows["hang"]["reason"]
-    local = rows_by_student(graded[0])
-    for run in (rows, local):
-        ranked = sorted((r["ratios"]["numpy"]["ratio"], n) for n, r in run.items() if r["status"] == "ok")
-        assert [n for _, n in ranked].index("correct") < [n for _, n in ranked].index("slow")
-    text = (out / "LEADERBOARD.md").read_text()
-    assert all(f"[{name}](feedback/{name}.md)" in text for name in expected)
-    assert "spy pids [1, 2]" in hostile_lines(out, "spy") and sandbox_processes() == []
-    assert json.loads((out / "results" / "hang" / "row.json").read_text())["from_merge"] is True
-    assert "interrupted" not in (out / "slurm" / "merge.out").read_text()
-    assert (out / "feedback" / "hang.md").is_file() and (out / "leaderboard.png").is_file()

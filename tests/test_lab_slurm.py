@@ -1,0 +1,97 @@
+"""Lab grading on the local one-node Slurm (scripts/slurm-local.sh): part of tests/test_lab.py's
+class, hostile students among them, as a job array with a merge job; one task cancelled while it
+grades. Its own file, so that it runs beside the local grading (pytest-xdist), not after it."""
+
+import json
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from harness.lab import store
+from tests import lab_hostile
+from tests.conftest import ROOT
+from tests.test_lab import (
+    EXPECTED,
+    LAB,
+    SUBMISSIONS,
+    hostile_lines,
+    python,
+    rows_by_student,
+    sandbox_processes,
+)
+
+
+def slurm_ready() -> str | None:
+    if not shutil.which("sbatch"):
+        return "sbatch is not on PATH; start a one-node Slurm with: sudo scripts/slurm-local.sh start"
+    sinfo = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=15)
+    if sinfo.returncode != 0 or not sinfo.stdout.strip():
+        return f"sinfo failed ({sinfo.stderr.strip()}); start it with: sudo scripts/slurm-local.sh start"
+    return None
+
+
+def merge_running(job: str) -> bool:
+    """Pending or running; a finished job (or one purged) is not."""
+    state = subprocess.run(["squeue", "-h", "-t", "all", "-j", job, "-o", "%T"], capture_output=True, text=True,
+                           timeout=30).stdout.strip()
+    return state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+
+
+ON_SLURM = ("correct", "slow", "hang", "spy", "vandal", "forkbomb", "daemon", "helper")
+
+
+@pytest.mark.slurm
+def test_the_same_lab_on_slurm_gives_the_same_statuses_and_ranking(tmp_path):
+    """Part of the class (the sandbox's attacks among them), to keep it short: each task runs the
+    same sandbox; the statuses are those of the local run (tests/test_lab.py), and the honest
+    ranking too."""
+    why = slurm_ready()
+    if why:
+        pytest.skip(why)
+    lab_file = tmp_path / "test_cpu.toml"
+    lab_file.write_text(LAB)
+    out = tmp_path / "slurm-out"
+    everyone, part = tmp_path / "class", tmp_path / "submissions"
+    everyone.mkdir()
+    lab_hostile.write(everyone, part, out, 9, uuid.uuid4().hex[:8])  # port 9: nothing listens
+    for name in ("correct", "slow"):
+        shutil.copytree(ROOT / "labs" / "examples" / name, everyone / name)
+    (everyone / "hang").mkdir()
+    (everyone / "hang" / "lenet.py").write_text(SUBMISSIONS["hang"])
+    for name in ON_SLURM:
+        shutil.copytree(everyone / name, part / name)
+    expected = {name: EXPECTED[name] for name in ON_SLURM}
+    done = python("lab", "grade", str(lab_file), "--submissions", str(part), "--out", str(out),
+                  "--slurm", "--max-parallel", "2", timeout=120)
+    assert done.returncode == 0, done.stderr
+    jobs = dict(line.split() for line in (out / "slurm" / "jobs.txt").read_text().splitlines())
+    names = (out / "slurm" / "students.txt").read_text().split()
+    try:
+        hang = f"{jobs['array']}_{names.index('hang')}"  # cancelled while it hangs in its import
+        deadline = time.monotonic() + 240
+        while store.started(out, "hang") is None:
+            assert time.monotonic() < deadline, subprocess.run(["squeue"], capture_output=True, text=True).stdout
+            time.sleep(0.5)
+        subprocess.run(["scancel", hang], check=True, timeout=30)
+        while merge_running(jobs["merge"]):
+            assert time.monotonic() < deadline, subprocess.run(["squeue"], capture_output=True, text=True).stdout
+            time.sleep(1)
+    finally:
+        subprocess.run(["scancel", jobs["array"], jobs["merge"]], capture_output=True, timeout=30)
+    rows = rows_by_student(out)
+    assert {n: r["status"] for n, r in rows.items()} == {**expected, "hang": "cancelled"}, \
+        {n: (r["status"], r["reason"]) for n, r in rows.items()}
+    assert "while grading" in rows["hang"]["reason"]
+    ranked = [n for _, n in sorted((r["ratios"]["numpy"]["ratio"], n) for n, r in rows.items()
+                                   if r["status"] == "ok")]
+    assert ranked.index("correct") < ranked.index("slow")
+    assert all(ranked.index(cheat) > ranked.index("slow") for cheat in lab_hostile.CHEATS & set(ON_SLURM))
+    text = (out / "LEADERBOARD.md").read_text()
+    assert all(f"[{name}](feedback/{name}.md)" in text for name in expected)
+    assert "spy pids [1, 2]" in hostile_lines(out, "spy") and sandbox_processes() == []
+    assert json.loads((out / "results" / "hang" / "row.json").read_text())["from_merge"] is True
+    assert "interrupted" not in (out / "slurm" / "merge.out").read_text()
+    assert (out / "feedback" / "hang.md").is_file() and (out / "leaderboard.png").is_file()
