@@ -311,7 +311,7 @@ def test_resume_skips_finished_submissions_and_a_second_grade_is_refused(graded,
     refused = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(out))
     assert refused.returncode == 2 and "--resume" in refused.stderr
     resumed = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(out),
-                     "--resume", timeout=120)
+                     "--resume", "--no-report", timeout=120)
     assert resumed.returncode == 0 and f"0 submission(s) to grade, {len(EXPECTED)} already graded" in resumed.stderr
 
 
@@ -416,40 +416,6 @@ def test_a_submission_whose_grading_was_cut_off_is_graded_once_more(graded, lab_
     rows = rows_by_student(copy)
     assert rows["correct"]["status"] == "ok"
     assert rows["wrong"]["status"] == "crashed" and "interrupted 2 times" in rows["wrong"]["reason"]
-
-
-def test_an_honest_submission_is_ok_on_a_loaded_machine(lab_file, tmp_path):
-    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
-    try:
-        done = python("lab", "grade", str(lab_file), "--submissions", str(ROOT / "labs" / "examples"),
-                      "--out", str(tmp_path / "out"), "--only", "correct,slow")
-    finally:
-        for burner in burners:
-            burner.kill()
-            burner.wait()
-    assert done.returncode == 0, done.stderr
-    rows = rows_by_student(tmp_path / "out")
-    assert {n: r["status"] for n, r in rows.items()} == {"correct": "ok", "slow": "ok"}, done.stderr
-
-
-def test_a_cpu_hog_is_stopped_by_the_cpu_limit(tmp_path):
-    lab = tmp_path / "cpu_limit.toml"
-    lab.write_text(LAB.replace("cpu_s = 60", "cpu_s = 3").replace("import_s = 10", "import_s = 60"))
-    (tmp_path / "subs" / "spin").mkdir(parents=True)
-    (tmp_path / "subs" / "spin" / "lenet.py").write_text("while True:\n    pass\n")
-    done = python("lab", "grade", str(lab), "--submissions", str(tmp_path / "subs"), "--out",
-                  str(tmp_path / "out"), "--no-report")
-    assert done.returncode == 0, done.stderr
-    row = store.read_row(tmp_path / "out", "spin")
-    assert row["status"] == "timeout" and "CPU-time limit of 3 s" in row["reason"], row
-
-
-def test_a_student_checks_a_submission_before_handing_in(lab_file):
-    good = python("lab", "check", str(lab_file), str(ROOT / "labs" / "examples" / "correct" / "lenet.py"))
-    assert good.returncode == 0, good.stderr
-    assert "Status: **ok**" in good.stdout and "× numpy" in good.stdout
-    bad = python("lab", "check", str(lab_file), str(ROOT / "labs" / "template"))
-    assert bad.returncode == 1 and "NotImplementedError" in bad.stdout
 
 
 # --- Slurm: scripts, the merge's rows, and a real job array --------------------------------------

@@ -1,0 +1,54 @@
+"""Lab grading under limits, each test its own short grading (apart from tests/test_lab.py's
+class, so that pytest-xdist runs them beside it): an honest submission on a loaded machine, a CPU
+hog, and a student's own check."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.lab import store
+from tests.conftest import ROOT
+from tests.test_lab import LAB, python, rows_by_student
+
+
+@pytest.fixture(scope="module")
+def lab_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("lab") / "test_cpu.toml"
+    path.write_text(LAB)
+    return path
+
+
+def test_an_honest_submission_is_ok_on_a_loaded_machine(lab_file, tmp_path):
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
+    try:
+        done = python("lab", "grade", str(lab_file), "--submissions", str(ROOT / "labs" / "examples"),
+                      "--out", str(tmp_path / "out"), "--only", "correct,slow")
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert done.returncode == 0, done.stderr
+    rows = rows_by_student(tmp_path / "out")
+    assert {n: r["status"] for n, r in rows.items()} == {"correct": "ok", "slow": "ok"}, done.stderr
+
+
+def test_a_cpu_hog_is_stopped_by_the_cpu_limit(tmp_path):
+    lab = tmp_path / "cpu_limit.toml"
+    lab.write_text(LAB.replace("cpu_s = 60", "cpu_s = 3").replace("import_s = 10", "import_s = 60"))
+    (tmp_path / "subs" / "spin").mkdir(parents=True)
+    (tmp_path / "subs" / "spin" / "lenet.py").write_text("while True:\n    pass\n")
+    done = python("lab", "grade", str(lab), "--submissions", str(tmp_path / "subs"), "--out",
+                  str(tmp_path / "out"), "--no-report")
+    assert done.returncode == 0, done.stderr
+    row = store.read_row(tmp_path / "out", "spin")
+    assert row["status"] == "timeout" and "CPU-time limit of 3 s" in row["reason"], row
+
+
+def test_a_student_checks_a_submission_before_handing_in(lab_file):
+    good = python("lab", "check", str(lab_file), str(ROOT / "labs" / "examples" / "correct" / "lenet.py"))
+    assert good.returncode == 0, good.stderr
+    assert "Status: **ok**" in good.stdout and "× numpy" in good.stdout
+    bad = python("lab", "check", str(lab_file), str(ROOT / "labs" / "template"))
+    assert bad.returncode == 1 and "NotImplementedError" in bad.stdout
