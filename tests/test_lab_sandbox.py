@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.errors import HarnessError
@@ -163,20 +164,32 @@ import time; time.sleep(30)
     (b"x" * 70000, "more than 65536 bytes without a newline"),
 ])
 def test_a_malformed_reply_ends_the_worker_as_crashed_with_the_reason(tmp_path, monkeypatch, reply, words):
-    script = tmp_path / "fake.py"
-    script.write_text(FAKE_WORKER)
-    iso = isolation.Isolation("none", None, False, "test")
-    box = Sandbox("fake", {"REPLY": reply.decode("latin-1")}, tmp_path, iso, limits={"wall_s": 20})
-    real = subprocess.Popen
-
-    def fake_popen(argv, **kwargs):  # the worker module swapped for the fake one
-        return real([sys.executable, str(script)], **kwargs)
-
-    monkeypatch.setattr(subprocess, "Popen", fake_popen)
+    box = fake_box(tmp_path, monkeypatch, FAKE_WORKER, {"REPLY": reply.decode("latin-1")})
     with pytest.raises(Failure) as caught:
         box.load({"op": "load"}, 10)
     box.stop()
     assert caught.value.status == "crashed" and words in caught.value.reason, caught.value.reason
+
+
+def fake_box(tmp_path, monkeypatch, script_text, env=None, limits=None) -> Sandbox:
+    """A Sandbox whose worker is `script_text` (no bubblewrap), for the grader's side alone."""
+    script = tmp_path / "fake.py"
+    script.write_text(script_text)
+    real = subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen", lambda argv, **kw: real([sys.executable, str(script)], **kw))
+    return Sandbox("fake", env or {}, tmp_path, isolation.Isolation("none", None, False, "test"),
+                   limits=limits or {"wall_s": 20})
+
+
+def test_a_worker_that_stops_reading_cannot_stall_the_grader(tmp_path, monkeypatch):
+    box = fake_box(tmp_path, monkeypatch, "import time\ntime.sleep(60)\n", limits={"wall_s": 2})
+    box.start()
+    t0 = time.monotonic()
+    with pytest.raises(Failure) as caught:
+        box.gate(np.zeros((20000, 28, 28), dtype=np.uint8), 1000, 60)  # 15 MB: far past a pipe's buffer
+    box.stop()
+    assert caught.value.status == "timeout" and "stopped reading its input" in caught.value.reason
+    assert time.monotonic() - t0 < 15
 
 
 def test_a_log_is_kept_by_its_first_and_last_part(tmp_path):

@@ -199,6 +199,7 @@ class Sandbox:
                 preexec_fn=limiter(self.limits, self.device == "cpu", self.group),
                 start_new_session=True,  # its own process group: killed whole, spared the terminal's ^C
             )
+        os.set_blocking(self.proc.stdin.fileno(), False)  # _send waits with a deadline instead
         self.pid = worker_pid(self.proc.pid) if iso.bwrap else self.proc.pid
         self.start_s = time.perf_counter() - t0
 
@@ -325,11 +326,23 @@ class Sandbox:
         data, self.buffer = self.buffer[:n], self.buffer[n:]
         return data
 
-    def _send(self, data: bytes):
+    def _send(self, data: bytes, deadline: float, why: str):
+        """Write to the worker without ever blocking past the deadline: a worker that stops
+        reading (a patched protocol) cannot stall the grader on a full pipe."""
+        fd = self.proc.stdin.fileno()
+        view = memoryview(data)
         try:
-            view = memoryview(data)
             while view:
-                view = view[os.write(self.proc.stdin.fileno(), view):]
+                try:
+                    view = view[os.write(fd, view):]
+                    continue
+                except BlockingIOError:  # the pipe is full: wait until it drains, or the deadline
+                    pass
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self.kill()
+                    raise Failure("timeout", f"the worker stopped reading its input ({why}); worker killed")
+                select.select([], [fd], [], min(remaining, TICK_S))
         except (BrokenPipeError, OSError, ValueError):
             raise self.died() from None
 
@@ -357,7 +370,7 @@ class Sandbox:
         started = time.monotonic()
         try:
             deadline, why = self._deadline(timeout, what)
-            self._send((json.dumps(message) + "\n").encode())
+            self._send((json.dumps(message) + "\n").encode(), deadline, why)
             return self._checked(self._line(deadline, why), expect or {})
         finally:
             self.busy_s += time.monotonic() - started
@@ -374,8 +387,9 @@ class Sandbox:
         started = time.monotonic()
         try:
             deadline, why = self._deadline(timeout, "gate")
-            self._send((json.dumps({"op": "gate", "images": images, "batch": batch}) + "\n").encode())
-            self._send(np.ascontiguousarray(images_u8, dtype=np.uint8).tobytes())
+            self._send((json.dumps({"op": "gate", "images": images, "batch": batch}) + "\n").encode(),
+                       deadline, why)
+            self._send(np.ascontiguousarray(images_u8, dtype=np.uint8).tobytes(), deadline, why)
             self._checked(self._line(deadline, why), {"rows": images})
             raw = self._exact(images * CLASSES * 4, deadline, why)
             return np.frombuffer(raw, dtype="<f4").reshape(images, CLASSES)
@@ -394,13 +408,14 @@ class Sandbox:
         started = time.monotonic()
         try:
             deadline, why = self._deadline(timeout, "timing")
-            self._send((json.dumps({"op": "stream", "calls": calls, "batch": batch}) + "\n").encode())
+            self._send((json.dumps({"op": "stream", "calls": calls, "batch": batch}) + "\n").encode(),
+                       deadline, why)
             self._checked(self._line(deadline, why), {"ready": True})  # clocks may start
             for i in range(calls):
                 pixels = np.ascontiguousarray(images[i], dtype=np.uint8).tobytes()
                 c0 = self.cpu_ns()
                 t0 = time.perf_counter_ns()
-                self._send(pixels)
+                self._send(pixels, deadline, why)
                 head = self._exact(8, deadline, why)
                 times[i] = int.from_bytes(head, "little", signed=True)
                 if times[i] == -1:  # the call failed; its error line follows
