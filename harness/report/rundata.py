@@ -48,6 +48,7 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
     """One row per final cell row, flattened: spec, status, statistics (ms), setup times."""
     records = []
     for run in runs:
+        own = own_process(run["rows"])
         for row in run["rows"]:
             if row.get("kind") != "cell":
                 continue
@@ -76,6 +77,7 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
                 "contended": bool(row.get("contended", False)),
                 "device_median_ms": dev.get("median_ns", float("nan")) / 1e6,
                 "cold_start_ms": (setup.get("cold_start_ns") or float("nan")) / 1e6,
+                "own_process": own.get(row["cell_id"]),
                 "import_s": (setup.get("import_ns") or float("nan")) / 1e9,
                 "times_ms": [t / 1e6 for t in times],
                 "rounds_ns": row.get("rounds_ns", []),
@@ -86,6 +88,17 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
         frame["images_per_s"] = frame["batch_size"] / (frame["median_ms"] / 1e3)
         frame["label"] = frame["implementation"] + "/" + frame["variant"]
     return frame
+
+
+def own_process(rows) -> dict[str, bool]:
+    """cell_id -> whether its worker process started for it (its first call was a cold start)
+    or had already run another cell (that call came after another variant's warm-up)."""
+    seen, out = set(), {}
+    for row in rows:
+        if row.get("kind") == "setup" and row.get("pid") is not None:
+            out[row["cell_id"]] = row["pid"] not in seen
+            seen.add(row["pid"])
+    return out
 
 
 def load(root: Path = DEFAULT_RESULTS) -> tuple[list[dict], pd.DataFrame]:
