@@ -83,8 +83,8 @@ def why_missing(frame, study, machine, implementation, device) -> str:
 
 def short_reason(reason: str, status: str) -> str:
     if "No module named 'tensorflow'" in reason:
-        return ("the GPU machine has no TensorFlow: its GPU build (`pip install 'tensorflow[and-cuda]'`) "
-                "was not installed there")
+        return ("the GPU machine has no TensorFlow (its GPU build, `pip install 'tensorflow[and-cuda]'`, "
+                "was not installed there)")
     first = reason.split("; ")[0].split(". ")[0]
     return f"{status}: {first}"
 
