@@ -8,7 +8,6 @@ from harness.report.headline import interval
 from harness.report.rundata import find, ratio_ci
 from harness.report.tables import fmt_ratio, includes_one, ms, sig3
 
-
 NAMES = {"onednn": "oneDNN", "cudnn": "cuDNN", "cuda": "hand-written CUDA"}
 
 

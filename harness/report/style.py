@@ -67,12 +67,13 @@ def caption(runs, study=None) -> str:
     return "\n".join(lines) or "no runs"
 
 
-def finish(fig, runs, study, path: Path, caption_text=None) -> Path:
+def finish(fig, runs, study, path: Path, caption_text=None, top=1.0) -> Path:
     width_chars = int(fig.get_figwidth() * 21)  # 6-pt text: about 21 characters per inch
     text = "\n".join(textwrap.fill(line, width_chars, subsequent_indent="    ")
                      for line in (caption_text or caption(runs, study)).splitlines())
     fig.text(0.01, 0.005, text, fontsize=6, color="#444444", va="bottom", ha="left")
-    fig.tight_layout(rect=(0, 0.03 + 0.018 * text.count("\n"), 1, 1))
+    lines = text.count("\n") + 1
+    fig.tight_layout(rect=(0, (0.11 * lines + 0.05) / fig.get_figheight(), 1, top))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
