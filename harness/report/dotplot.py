@@ -15,6 +15,9 @@ def stacked(rows_per_panel: list[int], width=9.0, per_row=0.3, sharex=True):
     return fig, list(axes[:, 0])
 
 
+STACKED = {"left": 0.2, "right": 0.97, "top_in": 0.75, "bottom_in": 0.5, "gap_in": 0.35}
+
+
 def time_axis(ax, label="per-image time, median (log scale)"):
     """A log time axis labelled in µs/ms/s; 2 and 5 labelled too where it spans under two decades
     (call it after the data are drawn)."""
@@ -26,7 +29,8 @@ def time_axis(ax, label="per-image time, median (log scale)"):
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.grid(True, axis="x", which="major", color="#EEEEEE")
     ax.set_axisbelow(True)
-    ax.set_xlabel(label)
+    if ax.get_subplotspec() is None or ax.get_subplotspec().is_last_row():
+        ax.set_xlabel(label)
 
 
 def rows_axis(ax, labels, title):

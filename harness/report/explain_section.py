@@ -89,8 +89,9 @@ def fig_explain(rows, runs, out: Path) -> Path | None:
     ax.set_xlabel("share of the call's median time (%)")
     kinds = [k for k in KINDS + [OTHER_KIND] if k in used]
     ax.legend(handles=[Patch(color=c, label=n) for n, c, _ in kinds], frameon=False, fontsize=7,
-              loc="upper center", bbox_to_anchor=(0.4, -0.08 - 0.5 / len(rows)), ncol=2)
-    return finish(fig, runs, "explain", out)
+              loc="upper center", bbox_to_anchor=(0.4, -0.5 / (0.42 * len(rows) + 0.5)), ncol=2)
+    return finish(fig, runs, "explain", out, margins={"left": 0.27, "right": 0.98, "top_in": 0.4,
+                                                      "bottom_in": 1.15})
 
 
 def headline(rows) -> list[str]:

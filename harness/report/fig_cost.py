@@ -66,4 +66,5 @@ def fig_cost(frame, loc_rows, runs, out: Path) -> Path | None:
     ax.set_xlabel("lines of code for inference (pygount; log scale)")
     ax.set_ylabel("per-image latency at batch 1, median (log scale)")
     shown = {p["machine"] for p in pts}
-    return finish(fig, [r for r in runs if r["machine"] in shown], "api_levels", out)
+    return finish(fig, [r for r in runs if r["machine"] in shown], "api_levels", out,
+                  margins={"left": 0.11, "right": 0.98, "top_in": 0.4, "bottom_in": 0.5})

@@ -51,7 +51,8 @@ def fig_loc(loc_rows, out: Path, runs) -> Path:
     decorate(ax, "Fig. 2  Lines of code per level, by part",
              "level (implementation package), bottom rung first; blanks, comments and docstrings not counted",
              "code lines (pygount)", legend_size=8)
-    return finish(fig, runs, None, out, "lines counted by pygount from this checkout (reports/loc.csv)")
+    return finish(fig, runs, None, out, "lines counted by pygount from this checkout (reports/loc.csv)",
+                  margins={"left": 0.08, "right": 0.99, "top_in": 0.4, "bottom_in": 0.85})
 
 
 def api_cells(frame):
@@ -83,7 +84,7 @@ def fig_latency(frame, runs, out: Path) -> Path | None:
         if len(machines) > 1 or device == devices[-1]:
             ax.legend(handles=machine_handles(machines), frameon=False, fontsize=7, loc="lower right")
     fig.suptitle("Fig. 3  Per-image latency of every implementation (dot: median; whisker: 95% CI)")
-    return finish(fig, runs, "api_levels", out)
+    return finish(fig, runs, "api_levels", out, margins=dotplot.STACKED)
 
 
 MACHINE_MARKERS = "o^vD"
@@ -119,7 +120,7 @@ def fig_distributions(frame, runs, out: Path) -> Path | None:
         dotplot.rows_axis(ax, labels[(device, machine)], dotplot.panel_title(device, machine))
         dotplot.time_axis(ax, "per-image time of every timed call (log scale)")
     fig.suptitle("Fig. 4  Spread of every timed call (box: quartiles, black line: median; whiskers: p1–p99)")
-    return finish(fig, runs, "api_levels", out)
+    return finish(fig, runs, "api_levels", out, margins=dotplot.STACKED)
 
 
 def fig_cold_start(frame, runs, out: Path) -> Path | None:
@@ -152,8 +153,9 @@ def fig_cold_start(frame, runs, out: Path) -> Path | None:
                             matplotlib.lines.Line2D([], [], marker="D", color="#555555", markerfacecolor="white",
                                                     linestyle="none", label="first call (cold start)")],
                    frameon=False, fontsize=7, loc="lower right")
-    fig.suptitle("Fig. 5  Cold start (tracing, compilation, set-up) against steady state")
-    return finish(fig, runs, "api_levels", out)
+    fig.suptitle("Fig. 5  Cold start (tracing, compilation, set-up) against steady state, for variants "
+                 "that started their own process", fontsize=10)
+    return finish(fig, runs, "api_levels", out, margins=dotplot.STACKED)
 
 
 def overhead_split(cells, gpu_busy=None):
@@ -213,10 +215,11 @@ def fig_overhead(frame, runs, out: Path) -> Path | None:
                               "GPU: busy time (kernels trace, else CUDA events)"),
                         Patch(color=OKABE_ITO[3], label="host overhead (the rest of the call)"),
                         Patch(facecolor="white", edgecolor="#555555", hatch="//", label="GPU, no device timer")],
-               frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.975), ncol=2)
-    fig.suptitle("Fig. 6  Where a call's time goes: the floor or the GPU's work, and host overhead", y=0.995)
-    fig.subplots_adjust(right=0.88)
-    return finish(fig, runs, "overhead", out, top=0.93)
+               frameon=False, fontsize=7, loc="upper center", ncol=2,
+               bbox_to_anchor=(0.5, 1 - 0.4 / fig.get_figheight()))
+    fig.suptitle("Fig. 6  Where a call's time goes: the floor or the GPU's work, and host overhead",
+                 y=1 - 0.1 / fig.get_figheight(), va="top")
+    return finish(fig, runs, "overhead", out, margins={**dotplot.STACKED, "right": 0.9, "top_in": 1.2})
 
 
 def panel_grid(n, width_each=4.3, height=4.2):
@@ -244,7 +247,8 @@ def fig_throughput(frame, runs, out: Path) -> Path | None:
     for ax in axes:
         ax.set_ylim(ymin, ymax)
     fig.suptitle("Fig. 9  Throughput against batch size (the same y scale in every panel)")
-    return finish(fig, runs, "batch_sweep", out)
+    return finish(fig, runs, "batch_sweep", out, margins={"left": 0.06, "right": 0.99, "top_in": 0.75,
+                                                           "bottom_in": 1.7, "wspace": 0.15})
 
 
 def fig_precision(frame, runs, out: Path) -> Path | None:
@@ -272,7 +276,7 @@ def fig_precision(frame, runs, out: Path) -> Path | None:
                             for m, f, d in (("o", "#555555", "float32"), ("D", "white", "float64"))],
                    frameon=False, fontsize=7, loc="lower right")
     fig.suptitle("Fig. 10  float32 (filled) against float64 (hollow), batch 1")
-    return finish(fig, runs, "precision", out)
+    return finish(fig, runs, "precision", out, margins=dotplot.STACKED)
 
 
 def backend_rows(cells, device, machine):
@@ -332,7 +336,8 @@ def fig_backends(frame, runs, out: Path) -> Path | None:
     for ax in axes:
         ax.set_ylim(ymin, ymax)
     fig.suptitle("Fig. 8  One Keras model, three backends, called four ways (dot: median; whisker: 95% CI)")
-    return finish(fig, runs, "backends", out)
+    return finish(fig, runs, "backends", out, margins={"left": 0.07, "right": 0.99, "top_in": 0.75,
+                                                        "bottom_in": 0.55, "wspace": 0.18})
 
 
 def draw_all(runs, frame, loc_rows, out_dir: Path = FIGURES_DIR, report=print) -> list[Path]:

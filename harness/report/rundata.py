@@ -8,6 +8,7 @@ environment (host, CPU or GPU). For a study on a machine, the newest run is used
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from harness import DEFAULT_RESULTS
@@ -140,16 +141,20 @@ def crosscheck_records(root: Path = DEFAULT_RESULTS) -> list[dict]:
 
 def find(frame, study, label, device="cpu", batch=1, dtype="float32", machine=None, threads=None):
     """The ok cell of that study, label, device, batch, dtype (and machine), or None. threads:
-    None for a cell at the study's own thread count, else the cell's `threads`."""
+    None for a cell at the study's own thread count, else the cell's `threads`. One boolean mask,
+    then one row taken: no sub-frame (with every call's times) is copied."""
     if frame.empty:
         return None
-    rows = frame[(frame["study"] == study) & (frame["label"] == label) & (frame["device"] == device)
-                 & (frame["batch_size"] == batch) & (frame["dtype"] == dtype) & (frame["status"] == "ok")]
+    mask = ((frame["study"].to_numpy() == study) & (frame["label"].to_numpy() == label)
+            & (frame["device"].to_numpy() == device) & (frame["batch_size"].to_numpy() == batch)
+            & (frame["dtype"].to_numpy() == dtype) & (frame["status"].to_numpy() == "ok"))
     if machine is not None:
-        rows = rows[rows["machine"] == machine]
-    if "threads" in rows:
-        rows = rows[rows["threads"].isna()] if threads is None else rows[rows["threads"] == threads]
-    return None if rows.empty else rows.iloc[0]
+        mask &= frame["machine"].to_numpy() == machine
+    if "threads" in frame:
+        threads_col = frame["threads"]
+        mask &= (threads_col.isna() if threads is None else threads_col == threads).to_numpy()
+    hits = np.flatnonzero(mask)
+    return None if hits.size == 0 else frame.iloc[hits[0]]
 
 
 def ratio_ci(a, b) -> dict | None:

@@ -50,7 +50,8 @@ def fig_training(frame, runs, out: Path) -> Path | None:
     axes[0][0].set_ylabel("time per training step, median (log scale)")
     axes[0][0].yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_ms(v)))
     fig.suptitle("Fig. 11  What one training step costs at each level")
-    return finish(fig, runs, STUDY, out)
+    return finish(fig, runs, STUDY, out, margins={"left": 0.09, "right": 0.99, "top_in": 1.0,
+                                                  "bottom_in": 1.4, "wspace": 0.08})
 
 
 def step_table(frame) -> str:
