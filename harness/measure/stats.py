@@ -63,7 +63,8 @@ def _pooled_medians_by_counts(rounds, picks) -> np.ndarray:
     out = []
     block = max(1, 4_000_000 // values.size)  # bound memory: (block, N) per step
     for start in range(0, len(counts), block):
-        cumulative = np.cumsum(counts[start:start + block][:, labels], axis=1)  # pooled calls up to each value
+        # (block, N): how many pooled calls lie at or below each sorted value
+        cumulative = np.cumsum(counts[start:start + block][:, labels], axis=1)
         total = cumulative[:, -1]
         upper = (cumulative > (total // 2)[:, None]).argmax(axis=1)  # the value at position total // 2
         lower = (cumulative > ((total - 1) // 2)[:, None]).argmax(axis=1)  # at (total - 1) // 2

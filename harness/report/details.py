@@ -53,7 +53,8 @@ def not_measured(frame) -> list[str]:
         out += ["", table(["status", "reason", "machine", "cells"],
                           [[status, reason, machine, ", ".join(f"{r['study']}:{r['cell_id']}"
                                                                for _, r in group.iterrows())]
-                           for (status, reason, machine), group in rest.groupby(["status", "reason", "machine"])])]
+                           for (status, reason, machine), group
+                           in rest.groupby(["status", "reason", "machine"])])]
     return out
 
 

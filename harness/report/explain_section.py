@@ -44,11 +44,13 @@ def ms(ns: float) -> str:
 
 # Each stage an ablation peels off falls in one of these kinds: one colour per kind in every row.
 KINDS = [("tf.data pipeline built per call", "#E69F00", ("tf.data",)),
-         ("Keras' predict loop (iterators, callbacks, wrappers)", "#CC79A7", ("iterator", "callback", "wrapper")),
+         ("Keras' predict loop (iterators, callbacks, wrappers)", "#CC79A7",
+          ("iterator", "callback", "wrapper")),
          ("framework op dispatch", "#56B4E9", ("dispatch", "executor")),
          ("framework per-call runtime", "#0072B2", ("runtime",)),
          ("the fastest measured implementation (the floor)", "#000000", ())]
 OTHER_KIND = ("other", "#999999", ())
+DARK = ("#000000", "#0072B2", "#CC79A7")  # white text on these
 
 
 def kind_of(stage) -> tuple:
@@ -80,7 +82,7 @@ def fig_explain(rows, runs, out: Path) -> Path | None:
             if share > 12:
                 name = "floor" if stage["to"] is None else (stage.get("short") or stage["to"])
                 ax.text(left + share / 2, y, f"{name} {share:.0f}%", ha="center", va="center",
-                        fontsize=6, color="white" if kind[1] in ("#000000", "#0072B2", "#CC79A7") else "black")
+                        fontsize=6, color="white" if kind[1] in DARK else "black")
             left += share
     ax.set_yticks(range(len(rows)), labels, fontsize=7)
     ax.invert_yaxis()

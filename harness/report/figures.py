@@ -142,7 +142,8 @@ def fig_cold_start(frame, runs, out: Path) -> Path | None:
             y = labels[(device, machine)].index(r["label"])
             ax.plot([r["median_ms"], r["cold_start_ms"]], [y, y], color="#BBBBBB", linewidth=1, zorder=1)
             dotplot.dot(ax, y, r, colour(r["implementation"]), column="median_ms")
-            dotplot.dot(ax, y, r, colour(r["implementation"]), marker="D", filled=False, column="cold_start_ms")
+            dotplot.dot(ax, y, r, colour(r["implementation"]), marker="D", filled=False,
+                        column="cold_start_ms")
             ax.text(r["cold_start_ms"] * 1.25, y, f"{fmt_ms(r['cold_start_ms'])}", va="center", fontsize=6)
         dotplot.rows_axis(ax, labels[(device, machine)], dotplot.panel_title(device, machine))
         dotplot.time_axis(ax, "time of one call (log scale)")
@@ -150,8 +151,9 @@ def fig_cold_start(frame, runs, out: Path) -> Path | None:
 
     axes[0].legend(handles=[matplotlib.lines.Line2D([], [], marker="o", color="#555555", linestyle="none",
                                                     label="steady state (median)"),
-                            matplotlib.lines.Line2D([], [], marker="D", color="#555555", markerfacecolor="white",
-                                                    linestyle="none", label="first call (cold start)")],
+                            matplotlib.lines.Line2D([], [], marker="D", color="#555555",
+                                                    markerfacecolor="white", linestyle="none",
+                                                    label="first call (cold start)")],
                    frameon=False, fontsize=7, loc="lower right")
     fig.suptitle("Fig. 5  Cold start (tracing, compilation, set-up) against steady state, for variants "
                  "that started their own process", fontsize=10)
@@ -164,7 +166,7 @@ def overhead_split(cells, gpu_busy=None):
     gpu_busy: {(machine, label): ms} from `kernels` rows, the GPU's own busy time; CUDA events
     otherwise, which also span the host's enqueueing."""
     out = []
-    for (machine, device), part in sorted(cells.groupby(["machine", "device"]),
+    for (_machine, device), part in sorted(cells.groupby(["machine", "device"]),
                                           key=lambda kv: (kv[0][1] != "cpu", kv[0][0])):
         real = part[part["implementation"] != "null"]
         if real.empty:
@@ -194,8 +196,8 @@ def fig_overhead(frame, runs, out: Path) -> Path | None:
             for r in gpu_section.kernel_rows(runs)}
     split = overhead_split(cells, busy)
     groups = list(dict.fromkeys((r["device"], r["machine"]) for r, _, _ in split))
-    fig, axes = dotplot.stacked([sum(1 for r, _, _ in split if (r["device"], r["machine"]) == g) for g in groups],
-                                per_row=0.24)
+    sizes = [sum(1 for r, _, _ in split if (r["device"], r["machine"]) == g) for g in groups]
+    fig, axes = dotplot.stacked(sizes, per_row=0.24)
     for ax, group in zip(axes, groups, strict=True):
         rows = [(r, base) for r, base, _ in split if (r["device"], r["machine"]) == group]
         for y, (r, base) in enumerate(rows):
@@ -214,7 +216,8 @@ def fig_overhead(frame, runs, out: Path) -> Path | None:
     fig.legend(handles=[Patch(color=OKABE_ITO[2], label="CPU: the machine's fastest measured implementation; "
                               "GPU: busy time (kernels trace, else CUDA events)"),
                         Patch(color=OKABE_ITO[3], label="host overhead (the rest of the call)"),
-                        Patch(facecolor="white", edgecolor="#555555", hatch="//", label="GPU, no device timer")],
+                        Patch(facecolor="white", edgecolor="#555555", hatch="//",
+                              label="GPU, no device timer")],
                frameon=False, fontsize=7, loc="upper center", ncol=2,
                bbox_to_anchor=(0.5, 1 - 0.4 / fig.get_figheight()))
     fig.suptitle("Fig. 6  Where a call's time goes: the floor or the GPU's work, and host overhead",
@@ -290,6 +293,10 @@ def backend_rows(cells, device, machine):
     return found
 
 
+def first_stage(found, stages):
+    return next(s for s in stages if s in found)
+
+
 def fig_backends(frame, runs, out: Path) -> Path | None:
     """Fig. 8: one Keras model on three backends, a panel per machine and device; each backend
     keeps its colour in every panel, whichever backends a panel has."""
@@ -312,7 +319,7 @@ def fig_backends(frame, runs, out: Path) -> Path | None:
                                                              [r["ci_high_ms"] - r["median_ms"]]],
                             marker="o", markersize=6, color=colour(impl), markeredgecolor="black",
                             markeredgewidth=0.5, capsize=2, linestyle="none",
-                            label=BACKEND_OF[impl] if stage == next(s for s in stages if s in by_backend[impl])
+                            label=BACKEND_OF[impl] if stage == first_stage(by_backend[impl], stages)
                             else None)
         floor = cells[(cells["device"] == device) & (cells["machine"] == machine)
                       & (cells["implementation"] == "numpy")]

@@ -153,8 +153,8 @@ def seed_finding(levels, machines) -> str:
             f"({why}); measured instead, Keras `predict` on the GPU takes "
             + ", ".join(f"{with_ci(c)} on {lv.name.split(' on ')[-1]} ({times(lv.ratios.get('gpu'))} cuDNN)"
                         for lv, c in measured)
-            + (f", and on TensorFlow on the CPU {with_ci(keras.cells['cpu'])}" if keras and "cpu" in keras.cells
-               else "")
+            + (f", and on TensorFlow on the CPU {with_ci(keras.cells['cpu'])}"
+               if keras and "cpu" in keras.cells else "")
             + "; on a GPU server, `pip install 'tensorflow[and-cuda]'` and `make gpu-study` measure it.")
 
 

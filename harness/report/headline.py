@@ -91,6 +91,8 @@ def short_reason(reason: str, status: str) -> str:
 
 def levels(frame, loc_rows) -> tuple[list[Level], dict]:
     """The table's rows, and {device: machine} of the runs they come from."""
+    if frame.empty:
+        return [], {"cpu": None, "gpu": None}
     machines = {d: pick_machine(frame, d) for d in ("cpu", "gpu")}
     batch1 = {d: ok_batch1(frame, STUDY, m, d) for d, m in machines.items()}
     raws = {d: fastest(batch1[d], RAW[d]) if not batch1[d].empty else None for d in batch1}
@@ -150,11 +152,13 @@ def render(frame, loc_rows) -> tuple[list[str], dict]:
     raw_name = {d: dict((i, n) for n, i in LEVELS)[RAW[d]].split(": ")[-1] for d in RAW}
     body = []
     for lv in rows:
-        line = [lv.name, str(lv.loc) if lv.loc is not None else dash("lines of code not counted (no package)")]
+        line = [lv.name, str(lv.loc) if lv.loc is not None
+                else dash("lines of code not counted (no package)")]
         for device in ("cpu", "gpu"):
             if device in lv.cells:
-                line += [latency(lv.cells[device]),
-                         "1 (itself)" if lv.implementation == RAW[device] else fmt_ratio(lv.ratios.get(device))]
+                itself = lv.implementation == RAW[device]
+                ratio = "1 (itself)" if itself else fmt_ratio(lv.ratios.get(device))
+                line += [latency(lv.cells[device]), ratio]
             else:
                 line += [dash(lv.missing[device]), "–"]
         line.append(images_per_s(lv.throughput) if lv.throughput is not None

@@ -72,7 +72,8 @@ def write_csv(rows: list[dict], path: Path = CSV_PATH, root: Path = ROOT) -> Pat
 def sources(root: Path = ROOT) -> list[Path]:
     """Every file the counts come from: the level packages and the shared loaders."""
     packages = {spec.package for spec in registry.REGISTRY.values() if spec.package}
-    return sorted(p for package in packages for p in (root / package).glob("*.py")) + [root / p for p in SHARED]
+    files = sorted(p for package in packages for p in (root / package).glob("*.py"))
+    return files + [root / p for p in SHARED]
 
 
 def fingerprint(root: Path = ROOT) -> str:

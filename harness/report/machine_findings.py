@@ -44,7 +44,8 @@ def findings(frame, loc_rows, runs=()) -> list[str]:
                               find(frame, "overhead", "tf/function", machine=machine))
         if eager is not None and tf_function is not None:
             out.append(f"TensorFlow ops: eager {ms(eager['median_ms'])} against tf.function "
-                       f"{ms(tf_function['median_ms'])} per image ({sig3(ratio(eager, tf_function))}x within rounds).")
+                       f"{ms(tf_function['median_ms'])} per image "
+                       f"({sig3(ratio(eager, tf_function))}x within rounds).")
         cold = find(frame, "api_levels", "keras/predict", machine=machine)
         if cold is not None and not math.isnan(cold["cold_start_ms"]) and cold["own_process"] is not False:
             out.append(f"Cold start: the first `model.predict` call takes {ms(cold['cold_start_ms'])}, "

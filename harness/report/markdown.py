@@ -97,7 +97,8 @@ def arithmetic_line(levels, machines_by_device) -> str:
     """The model's arithmetic, computed from its layer shapes, against the fastest measured call."""
     macs = (28 * 28 * 6 * 5 * 5 * 1 + 10 * 10 * 16 * 5 * 5 * 6 + 400 * 120 + 120 * 84 + 84 * 10)
     floors = [f"{fmt_ms(lv.cells[d]['median_ms'])} on the {d.upper()} ({lv.cells[d]['label']})"
-              for d in ("cpu", "gpu") for lv in levels if lv.implementation == headline.RAW[d] and d in lv.cells]
+              for d in ("cpu", "gpu") for lv in levels
+              if lv.implementation == headline.RAW[d] and d in lv.cells]
     return (f"**Floor and arithmetic.** The model's arithmetic is {macs:,} multiply-adds per image "
             f"(computed from its layer shapes); the floor in this report is the fastest measured call, "
             + (", ".join(floors) if floors else "not measured yet")
