@@ -131,7 +131,7 @@ def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=(),
                        [[r["label"], r["device"], r["batch_size"], ms(r["median_ms"]),
                          f"{r['images_per_s']:,.0f}", r["machine"]] for _, r in sweep.iterrows()])
                  if not sweep.empty else "_No results for study `batch_sweep` yet._")
-    parts += ["", "## float32 against float64 (study `precision`, Fig. 10)", "",
+    parts += ["", "## float32 against float64 (study `precision`, Fig. 11)", "",
               latency_table(frame, "precision")]
     parts += training_section.section(frame, verify_train_rows)
     if verify_rows:

@@ -255,7 +255,7 @@ def fig_throughput(frame, runs, out: Path) -> Path | None:
 
 
 def fig_precision(frame, runs, out: Path) -> Path | None:
-    """Fig. 10: float32 (filled) against float64 (hollow), one panel per machine and device."""
+    """Fig. 11: float32 (filled) against float64 (hollow), one panel per machine and device."""
     cells = ok_cells(frame, "precision")
     if cells.empty:
         return None
@@ -278,7 +278,7 @@ def fig_precision(frame, runs, out: Path) -> Path | None:
                                                     markerfacecolor=f, label=d)
                             for m, f, d in (("o", "#555555", "float32"), ("D", "white", "float64"))],
                    frameon=False, fontsize=7, loc="lower right")
-    fig.suptitle("Fig. 10  float32 (filled) against float64 (hollow), batch 1")
+    fig.suptitle("Fig. 11  float32 (filled) against float64 (hollow), batch 1")
     return finish(fig, runs, "precision", out, margins=dotplot.STACKED)
 
 
@@ -360,8 +360,8 @@ def draw_all(runs, frame, loc_rows, out_dir: Path = FIGURES_DIR, report=print) -
         ("fig07_explain.png", lambda p: explain_section.fig_explain(explain, runs, p)),
         ("fig08_backends.png", lambda p: fig_backends(frame, runs, p)),
         ("fig09_throughput.png", lambda p: fig_throughput(frame, runs, p)),
-        ("fig10_precision.png", lambda p: fig_precision(frame, runs, p)),
-        ("fig11_training.png", lambda p: training_section.fig_training(frame, runs, p)),
+        ("fig10_training.png", lambda p: training_section.fig_training(frame, runs, p)),
+        ("fig11_precision.png", lambda p: fig_precision(frame, runs, p)),
     ]
     drawn = []
     for name, draw in figures:

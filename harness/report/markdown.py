@@ -48,12 +48,12 @@ FIGURES = [
     ("fig09_throughput.png", "Throughput against batch size",
      "Images per second as batches grow, one panel per machine, the same y scale: the batch at which a "
      "GPU line passes the best CPU line is where the GPU starts to pay."),
-    ("fig10_precision.png", "float32 against float64",
-     "Filled float32, hollow float64, per machine: where their whiskers overlap, double precision "
-     "costs nothing measurable at batch 1."),
-    ("fig11_training.png", "What one training step costs",
+    ("fig10_training.png", "What one training step costs",
      "Time per SGD step against batch size: raw, framework-ops and reference levels on the left, Keras "
      "on the right (`fit` dashed, `train_on_batch` solid)."),
+    ("fig11_precision.png", "float32 against float64",
+     "Filled float32, hollow float64, per machine: where their whiskers overlap, double precision "
+     "costs nothing measurable at batch 1."),
 ]
 
 GLOSSARY = [

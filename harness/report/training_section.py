@@ -28,7 +28,7 @@ def default_threads(cells):
 
 
 def fig_training(frame, runs, out: Path) -> Path | None:
-    """Fig. 11: time per SGD step against batch size, float32, one panel per machine and device for
+    """Fig. 10: time per SGD step against batch size, float32, one panel per machine and device for
     the raw, framework-ops and reference levels and one for Keras (at most about eight lines each)."""
     cells = ok_cells(frame, STUDY)
     if cells.empty:
@@ -49,7 +49,7 @@ def fig_training(frame, runs, out: Path) -> Path | None:
         ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     axes[0][0].set_ylabel("time per training step, median (log scale)")
     axes[0][0].yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_ms(v)))
-    fig.suptitle("Fig. 11  What one training step costs at each level")
+    fig.suptitle("Fig. 10  What one training step costs at each level")
     return finish(fig, runs, STUDY, out, margins={"left": 0.09, "right": 0.99, "top_in": 1.0,
                                                   "bottom_in": 1.4, "wspace": 0.08})
 
@@ -153,7 +153,8 @@ def verify_table(rows) -> str:
 
 
 def section(frame, verify_rows=()) -> list[str]:
-    return ["", "## What training costs at each level (study `training`, Fig. 11)", "",
+    return ["", "## What training costs at each level (study `training`, "
+                "[Fig. 10](figures/fig10_training.png))", "",
             "Each timed call is one plain SGD step (softmax cross-entropy, learning rate 0.05) on "
             "the next batch of MNIST training images, starting from the seeded initial weights "
             "(`weights/lenet5_init.weights.h5`); `make verify` checks every level's steps against "
