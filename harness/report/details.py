@@ -6,10 +6,10 @@ and the runs behind the report. `python -m harness report` writes it beside REPO
 from collections import Counter
 
 from harness.report import explain_section, gpu_section, machine_findings, tables, training_section
-from harness.report.machines import cuda_runtime, cudnn_version
 from harness.report.rundata import find, ratio_ci
 from harness.report.style import caption, ok_cells
 from harness.report.tables import fmt_ratio, ms, table
+from harness.report.versions import cuda_runtime, cudnn_version
 
 NO_GPU = "no NVIDIA GPU on this machine"
 

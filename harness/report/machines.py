@@ -2,9 +2,8 @@
 vendors print them (cuDNN 91900 -> 9.19.0), and a line naming what differs between the machine
 of the CPU rows and that of the GPU rows. Read from each run's env.json."""
 
-import re
-
 from harness.report.tables import table
+from harness.report.versions import cuda_runtime, cudnn_version
 
 VERSION_FIELDS = (("Python", lambda e: e.get("python")),
                   ("NumPy", lambda e: pkg(e, "numpy")),
@@ -17,33 +16,6 @@ VERSION_FIELDS = (("Python", lambda e: e.get("python")),
 def pkg(env, *names) -> str | None:
     packages = env.get("packages") or {}
     return next((packages[n] for n in names if packages.get(n)), None)
-
-
-def cudnn_version(env) -> str | None:
-    """cuDNN's integer version as its vendor prints it: 91900 -> 9.19.0 (cuDNN 9 counts
-    major*10000 + minor*100 + patch; cuDNN 8, major*1000 + minor*100 + patch)."""
-    found = env.get("cudnn") or {}
-    v = found.get("version") if found.get("found", True) else None
-    if not isinstance(v, int):
-        return str(v) if v else None
-    major, rest = (v // 10000, v % 10000) if v >= 90000 else (v // 1000, v % 1000)
-    return f"{major}.{rest // 100}.{rest % 100}"
-
-
-def cuda_runtime(env) -> str | None:
-    """The CUDA runtime the GPU levels ran on (not the driver): recorded as `cuda_runtime`
-    (CUDA's integer, 13000 -> 13.0) where the run has it, else the major version of the
-    CuPy wheel that loads it (cupy-cuda13x -> 13.x)."""
-    v = env.get("cuda_runtime")
-    if isinstance(v, int):
-        return f"{v // 1000}.{(v % 1000) // 10}"
-    if v:
-        return str(v)
-    for name in sorted(env.get("packages") or {}):
-        m = re.fullmatch(r"cupy-cuda(\d+)x", name)
-        if m:
-            return f"{m.group(1)}.x ({name})"
-    return None
 
 
 def onednn_version(env) -> str | None:

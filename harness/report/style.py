@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
 from harness import DEFAULT_FIGURES  # noqa: E402
+from harness.report.versions import cuda_runtime, cudnn_version  # noqa: E402
 
 FIGURES_DIR = DEFAULT_FIGURES
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -49,8 +50,6 @@ def ladder_sorted(labels) -> list[str]:
 
 def caption(runs, study=None) -> str:
     """One line per machine: its hardware, threads, key library versions, run ids."""
-    from harness.report.machines import cuda_runtime, cudnn_version
-
     lines = []
     for run in runs:
         if study and run["study"] != study:
