@@ -93,17 +93,40 @@ METHOD = [
 ]
 
 
-def arithmetic_line(levels, machines_by_device) -> str:
-    """The model's arithmetic, computed from its layer shapes, against the fastest measured call."""
-    macs = (28 * 28 * 6 * 5 * 5 * 1 + 10 * 10 * 16 * 5 * 5 * 6 + 400 * 120 + 120 * 84 + 84 * 10)
+# Datasheet FP32 peaks (non-tensor-core), for the arithmetic line only: not measurements.
+PEAK_FLOPS = {"H100": (67e12, "NVIDIA's H100 SXM datasheet")}
+MACS = 28 * 28 * 6 * 5 * 5 * 1 + 10 * 10 * 16 * 5 * 5 * 6 + 400 * 120 + 120 * 84 + 84 * 10  # per image
+
+
+def best_rate(frame, device, machine):
+    """The highest images/s that batch_sweep measured on a device, or None."""
+    if frame.empty or machine is None:
+        return None
+    cells = frame[(frame["study"] == "batch_sweep") & (frame["status"] == "ok") & (frame["device"] == device)
+                  & (frame["machine"] == machine)]
+    return None if cells.empty else cells.loc[cells["images_per_s"].idxmax()]
+
+
+def arithmetic_line(frame, levels, machines_by_device) -> str:
+    """The model's arithmetic, computed from its layer shapes, apart from the measured floor."""
     floors = [f"{fmt_ms(lv.cells[d]['median_ms'])} on the {d.upper()} ({lv.cells[d]['label']})"
               for d in ("cpu", "gpu") for lv in levels
               if lv.implementation == headline.RAW[d] and d in lv.cells]
-    return (f"**Floor and arithmetic.** The model's arithmetic is {macs:,} multiply-adds per image "
-            f"(computed from its layer shapes); the floor in this report is the fastest measured call, "
+    line = ("**Floor and arithmetic.** The floor in this report is the fastest measured batch-1 call, "
             + (", ".join(floors) if floors else "not measured yet")
-            + ", Python call and copies included: at batch 1 every level is bound by calls and memory "
-              "traffic, not by arithmetic.")
+            + f", Python call and copies included. The arithmetic is apart: {MACS:,} multiply-adds per "
+              "image (from the layer shapes)")
+    gpu = machines_by_device.get("gpu") or ""
+    peak = next((v for k, v in PEAK_FLOPS.items() if k in gpu), None)
+    if peak:
+        line += f", {2 * MACS / peak[0] * 1e9:.3g} ns at the GPU's FP32 peak ({peak[1]})"
+    rates = [(d, best_rate(frame, d, machines_by_device.get(d))) for d in ("cpu", "gpu")]
+    rates = [f"{fmt_ms(1e3 / r['images_per_s'])} per image on the {d.upper()} ({r['label']}, batch "
+             f"{int(r['batch_size'])})" for d, r in rates if r is not None]
+    if rates:
+        line += ("; at large batches the same work measured " + " and ".join(rates)
+                 + ", so most of a batch-1 call is the cost of making a call")
+    return line + "."
 
 
 def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=(), verify_train_rows=()) -> str:
@@ -131,7 +154,7 @@ def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=(), v
     diff = machines.difference_line(runs, by_device.get("cpu"), by_device.get("gpu"))
     parts += ["", diff] if diff else []
     parts += ["", "## How the numbers are computed", ""]
-    parts += [f"- {line}" for line in METHOD + [arithmetic_line(levels, by_device)]
+    parts += [f"- {line}" for line in METHOD + [arithmetic_line(frame, levels, by_device)]
               + tables.crosscheck_lines(crosschecks)]
     parts += ["", "Every study's full table, verify and verify-train, the cells not measured and why, "
                   "noisy cells and repeatability: [DETAILS.md](DETAILS.md).", ""]
