@@ -1,5 +1,5 @@
 """The explain rows in the report: Fig. 9 (one bar per level and variant, split into the stages
-its ladder peels off, down to the compute floor) and the section "Why Keras is slow", its
+its ladder peels off, down to the fastest measured implementation) and the section "Why Keras is slow", its
 sentences generated from the rows. No framework imported."""
 
 from pathlib import Path
@@ -18,7 +18,7 @@ CITATIONS = (
 METHOD = (
     "Method: (a) an ablation ladder of public calls, timed like any cell and interleaved in rounds; "
     "each step down removes one stage and the difference of neighbouring medians is that stage's "
-    "cost, down to the compute floor (the fastest raw-library implementation: oneDNN's tuned "
+    "cost, down to the floor (the fastest measured implementation, not the arithmetic: oneDNN's tuned "
     "primitives on the CPU, cuDNN replayed as one CUDA graph on the GPU; timed in the same process "
     "and rounds); "
     "(b) for Keras' `predict` on TensorFlow, Keras' own internal steps timed in the order "
@@ -117,7 +117,8 @@ def headline_of(row) -> list[str]:
                  f"call take {100 * (pipeline + iterators):.0f}%, running the model "
                  f"{100 * model['share']:.0f}%")
     floor = row["stages"][-1]
-    return [line + f". The model's arithmetic (the floor, {floor_name(row)}) is {ms(floor['ns'])}: "
+    return [line + f". The fastest measured implementation (the floor, {floor_name(row)}) takes "
+                   f"{ms(floor['ns'])}: "
                    "see \"Why Keras is slow\" below."]
 
 
