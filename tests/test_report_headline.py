@@ -4,11 +4,12 @@ short with the answer first, and lines of code are recounted when the sources ch
 import json
 import shutil
 
+import pandas as pd
 import pytest
 
 from harness import DEFAULT_RESULTS
 from harness.errors import HarnessError
-from harness.report import findings, headline, loc, markdown, rundata
+from harness.report import findings, headline, loc, markdown, rundata, style
 from harness.report.tables import fmt_ratio, ms, sig3
 
 
@@ -114,3 +115,24 @@ def test_loc_is_recounted_when_the_sources_change_and_refused_stale_without_pygo
     monkeypatch.setattr(loc, "count", lambda root=None: [dict(counted[0], code=counted[0]["code"] + 1)])
     assert loc.current_rows(csv_path)[0]["code"] == counted[0]["code"] + 1  # stale: recounted
     assert loc.read_csv(csv_path)[0]["code"] == counted[0]["code"] + 1
+
+
+def test_a_hand_written_cuda_rung_appears_below_cudnn_without_code_changes(results_copy, loc_rows):
+    runs, frame = rundata.load(results_copy)
+    gpu = headline.pick_machine(frame, "gpu")
+    graph = rundata.find(frame, "api_levels", "cudnn/graph", device="gpu", machine=gpu)
+    if graph is None:
+        pytest.skip("no committed cuDNN rows")
+    fake = graph.copy()
+    fake["implementation"], fake["label"], fake["cell_id"] = "cuda", "cuda/graph", "cuda/graph/gpu/b1/float32"
+    fake["median_ms"], fake["ci_low_ms"], fake["ci_high_ms"] = (graph["median_ms"] / 2, graph["ci_low_ms"] / 2,
+                                                                graph["ci_high_ms"] / 2)
+    fake["rounds_ns"] = [[t / 2 for t in r] for r in graph["rounds_ns"]]
+    frame = pd.concat([frame, fake.to_frame().T], ignore_index=True)
+    levels, _ = headline.levels(frame, loc_rows)
+    assert [lv.implementation for lv in levels][:2] == ["cuda", "cudnn"]  # the ladder's bottom rung first
+    cuda = levels[0]
+    assert cuda.ratios["gpu"]["ratio"] == pytest.approx(0.5)  # within rounds, against cuDNN
+    assert "runs on the GPU only" in cuda.missing["cpu"] or "not measured" in cuda.missing["cpu"]
+    assert style.colour("cuda") not in {style.colour(i) for i in style.IMPL_ORDER if i != "cuda"}
+    assert style.ladder_sorted(["cudnn/graph", "cuda/graph", "keras/predict"])[0] == "cuda/graph"

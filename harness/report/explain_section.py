@@ -124,8 +124,9 @@ def headline_of(row) -> list[str]:
 
 def floor_name(row) -> str:
     """Which implementation the row's floor was (rows before the oneDNN floor used NumPy)."""
-    return {"onednn/tuned": "oneDNN tuned", "cudnn/graph": "cuDNN graph"}.get(
-        row.get("floor"), "the NumPy reference")
+    floor = row.get("floor")
+    names = {"onednn/tuned": "oneDNN tuned", "cudnn/graph": "cuDNN graph"}
+    return names.get(floor, floor or "the NumPy reference")
 
 
 def section(rows) -> list[str]:
