@@ -134,7 +134,9 @@ def findings(frame, machine) -> list[str]:
                  if isinstance(r["convergence"], dict) and "test_accuracy" in r["convergence"]]
         bad = [f"{r['label']} ({r['reason']})" for r in converged if r["status"] == "diverged"]
         out.append("Convergence runs (batch 32, from the seeded initial weights, at most one epoch "
-                   "or the study's time budget): test accuracy " + "; ".join(parts) + "."
+                   "or the study's time budget, compilation included): test accuracy " + "; ".join(parts)
+                   + ". This is what each level reached within that budget, not the accuracy it can "
+                     "reach: a faster step sees more images."
                    + (f" Diverged: {'; '.join(bad)}." if bad else ""))
     return out
 
