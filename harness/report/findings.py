@@ -65,7 +65,7 @@ def code_finding(levels) -> str | None:
     return (f"**Each step up saves code:** inference takes {' and '.join(raws)} at the bottom, "
             + (f"{min(ops)}–{max(ops)} with framework ops, " if ops else "")
             + f"and {loc['keras']} with Keras (one model for all three backends)"
-            + (f", {biggest / loc['keras']:.1f}x fewer than the largest raw level" if biggest else "")
+            + (f", {sig3(biggest / loc['keras'])}x fewer than the largest raw level" if biggest else "")
             + " (pygount code lines, exact counts; training code apart).")
 
 
