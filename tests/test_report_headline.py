@@ -94,8 +94,12 @@ def test_ratios_have_three_significant_figures_and_say_when_there_is_no_differen
     assert [sig3(x) for x in (1878.53, 18.85, 0.49, 99.96)] == ["1880", "18.9", "0.490", "100"]
     assert fmt_ratio({"ratio": 1.04, "ci95_low": 0.97, "ci95_high": 1.12}).endswith("(no measurable difference)")
     assert "no measurable" not in fmt_ratio({"ratio": 1.2, "ci95_low": 1.05, "ci95_high": 1.3})
-    assert findings.times({"ratio": 1.04, "ci95_low": 0.97, "ci95_high": 1.12}).startswith(
-        "no measurable difference")
+    same = {"ratio": 1.04, "ci95_low": 0.97, "ci95_high": 1.12}
+    assert findings.compare("a", "b", same) == "a and b show no measurable difference (1.04x)"
+    assert findings.compare("a", "b", {"ratio": 2.0, "ci95_low": 1.5, "ci95_high": 2.5}).startswith(
+        "a is 2.00x [1.50–2.50] faster than b")
+    assert findings.compare("a", "b", {"ratio": 0.5, "ci95_low": 0.4, "ci95_high": 0.8}).startswith(
+        "a is 2.00x [1.25–2.50] slower than b")
 
 
 def test_loc_is_recounted_when_the_sources_change_and_refused_stale_without_pygount(tmp_path, monkeypatch):

@@ -22,12 +22,21 @@ def per_s(cell) -> str:
     return f"{int(float(sig3(cell['images_per_s']))):,} [{int(float(sig3(lo))):,}–{int(float(sig3(hi))):,}]"
 
 
-def times(r: dict | None) -> str:
-    """'2.3x [2.1–2.6]' or, where the interval includes 1, 'no measurable difference'."""
+def x_of(r: dict | None) -> str:
+    """'1880x [1670–2530]', with '(no measurable difference)' where the interval includes 1."""
+    return fmt_ratio(r).replace(" [", "x [", 1) if r else "-"
+
+
+def compare(a: str, b: str, r: dict | None) -> str:
+    """A sentence part from r = time(b) / time(a) within rounds: a faster, slower, or no difference."""
     if not r:
-        return "-"
-    return "no measurable difference (" + fmt_ratio(r).split(" (")[0] + "x)" if includes_one(r) \
-        else fmt_ratio(r).replace(" [", "x [", 1)
+        return f"{a} against {b}: no within-round ratio"
+    if includes_one(r):
+        return f"{a} and {b} show no measurable difference ({sig3(r['ratio'])}x)"
+    if r["ratio"] >= 1:
+        return f"{a} is {x_of(r)} faster than {b}"
+    inverse = {"ratio": 1 / r["ratio"], "ci95_low": 1 / r["ci95_high"], "ci95_high": 1 / r["ci95_low"]}
+    return f"{a} is {x_of(inverse)} slower than {b}"
 
 
 def keras_finding(frame, runs, levels, machines) -> str | None:
@@ -37,20 +46,21 @@ def keras_finding(frame, runs, levels, machines) -> str | None:
     if keras is None or "cpu" not in keras.cells:
         return None
     cell, raw = keras.cells["cpu"], headline.RAW["cpu"]
-    line = (f"**Keras costs most in `model.predict`, not in the model:** on the CPU, `model.predict` on "
-            f"TensorFlow takes {with_ci(cell)} per image, {times(keras.ratios.get('cpu'))} the time of "
-            f"the raw library ({NAMES[raw]})")
     why = next((r for r in explain_section.explain_rows(runs) if r["implementation"] == "keras"
                 and r["variant"] == "predict" and r["machine"] == cpu), None)
-    if why is not None:
-        first = why["stages"][0]
-        line += (f", because {100 * first['share']:.0f}% of each call builds a "
-                 f"{first.get('short') or first['name']} from the NumPy array (`explain`)")
+    first = why["stages"][0] if why is not None else None
+    head = ("Keras' cost is in `model.predict`, not in the model" if first and first["share"] >= 0.5
+            else "What Keras costs")
+    line = (f"**{head}:** on the CPU, `model.predict` on TensorFlow takes {with_ci(cell)} per image, "
+            f"{x_of(keras.ratios.get('cpu'))} the time of the raw library ({NAMES[raw]})")
+    if first is not None:
+        line += (f", and {100 * first['share']:.0f}% of each call is the first stage `explain` peels off "
+                 f"({first.get('short') or first['name']}, built from the NumPy array on every call)")
     function = find(frame, "overhead", "keras/function", machine=cpu)
     predict = find(frame, "overhead", "keras/predict", machine=cpu)
     if function is not None and predict is not None:
-        line += (f"; the same model called inside `tf.function` takes {with_ci(function)}, "
-                 f"{times(ratio_ci(predict, function))} faster (`overhead`)")
+        line += (f"; the same model called inside `tf.function` takes {with_ci(function)}: "
+                 + compare("`tf.function`", "`predict`", ratio_ci(predict, function)) + " (`overhead`)")
     return line + "."
 
 
@@ -62,7 +72,7 @@ def code_finding(levels) -> str | None:
     raws[0] = raws[0].replace(" with ", " lines with ", 1)
     ops = [loc[i] for i in ("tf", "jax", "torch") if i in loc]
     biggest = max((loc[i] for i in ("cuda", "cudnn", "onednn") if i in loc), default=None)
-    return (f"**Each step up saves code:** inference takes {' and '.join(raws)} at the bottom, "
+    return (f"**What each level costs in code:** inference takes {' and '.join(raws)} at the bottom, "
             + (f"{min(ops)}–{max(ops)} with framework ops, " if ops else "")
             + f"and {loc['keras']} with Keras (one model for all three backends)"
             + (f", {sig3(biggest / loc['keras'])}x fewer than the largest raw level" if biggest else "")
@@ -78,7 +88,8 @@ def devices_finding(frame, levels, machines) -> str | None:
     overlap = c["ci_low_ms"] <= g["ci_high_ms"] and g["ci_low_ms"] <= c["ci_high_ms"]
     verdict = ("is no measurably faster than" if overlap else
                "does not beat" if g["median_ms"] > c["median_ms"] else "beats")
-    line = (f"**The GPU pays off only with large batches:** at batch 1 the GPU ({short(machines['gpu'])}) "
+    head = "The GPU pays off only with large batches" if verdict != "beats" else "The CPU against the GPU"
+    line = (f"**{head}:** at batch 1 the GPU ({short(machines['gpu'])}) "
             f"{verdict} the CPU ({short(machines['cpu'])}): cuDNN `{g['variant']}` takes {with_ci(g)} per "
             f"image against oneDNN `{c['variant']}`'s {with_ci(c)}")
     sweep = gpu_raw.throughput
@@ -109,11 +120,12 @@ def raw_finding(levels) -> str | None:
         if not ops or not by.get(headline.RAW[device]) or device not in by[headline.RAW[device]].cells:
             continue
         best = min(ops, key=lambda lv: lv.cells[device]["median_ms"])
-        parts.append(f"on the {device.upper()}, {raw_name} is {times(best.ratios.get(device))} faster than "
-                     f"the fastest framework ops ({best.cells[device]['label']})")
+        parts.append(f"on the {device.upper()}, " + compare(raw_name, f"the fastest framework ops "
+                                                           f"({best.cells[device]['label']})",
+                                                           best.ratios.get(device)))
     if not parts:
         return None
-    return ("**The raw libraries buy speed at batch 1:** " + "; ".join(parts)
+    return ("**What the raw libraries buy at batch 1:** " + "; ".join(parts)
             + " (within-round ratios of medians, `api_levels`).")
 
 
@@ -127,13 +139,13 @@ def training_finding(frame, machines) -> str | None:
     if len(cells) < 2:
         return None
     low, high = cells.loc[cells["median_ms"].idxmin()], cells.loc[cells["median_ms"].idxmax()]
-    line = (f"**Training costs the same ladder:** one SGD step of 32 images on the CPU takes "
-            f"{with_ci(low)} with {low['label']} and {with_ci(high)} with {high['label']}, "
-            f"{times(ratio_ci(high, low))} slower")
+    line = (f"**What training costs:** one SGD step of 32 images on the CPU takes "
+            f"{with_ci(low)} with {low['label']} and {with_ci(high)} with {high['label']}: "
+            + compare(low["label"], high["label"], ratio_ci(high, low)))
     fit, step = (find(frame, "training", "keras/fit", batch=32, machine=cpu),
                  find(frame, "training", "keras/train_on_batch", batch=32, machine=cpu))
     if fit is not None and step is not None and high["label"] == "keras/fit":
-        line += f"; Keras' `train_on_batch` is {times(ratio_ci(fit, step))} faster than `fit`"
+        line += "; in Keras, " + compare("`train_on_batch`", "`fit`", ratio_ci(fit, step))
     return line + " (within rounds, `training`)."
 
 
@@ -143,15 +155,16 @@ def seed_finding(levels, machines) -> str:
     if keras and "gpu" in keras.cells:
         return (f"**The seed's question, cuDNN → TensorFlow ops → Keras on the GPU:** Keras `predict` on "
                 f"TensorFlow takes {with_ci(keras.cells['gpu'])} per image, "
-                f"{times(keras.ratios.get('gpu'))} cuDNN"
-                + (f", TensorFlow ops {with_ci(ops.cells['gpu'])} ({times(ops.ratios.get('gpu'))})"
+                f"{x_of(keras.ratios.get('gpu'))} the time of cuDNN"
+                + (f", TensorFlow ops {with_ci(ops.cells['gpu'])} ({x_of(ops.ratios.get('gpu'))})"
                    if ops and "gpu" in ops.cells else "") + ".")
     measured = [(lv, lv.cells["gpu"]) for lv in (by.get("keras_jax"), by.get("keras_torch"))
                 if lv and "gpu" in lv.cells]
     why = keras.missing.get("gpu", "not measured") if keras else "not measured"
     return ("**The seed's question (Keras on TensorFlow on the GPU) is not answered by these runs** "
             f"({why}); measured instead, Keras `predict` on the GPU takes "
-            + ", ".join(f"{with_ci(c)} on {lv.name.split(' on ')[-1]} ({times(lv.ratios.get('gpu'))} cuDNN)"
+            + ", ".join(f"{with_ci(c)} on {lv.name.split(' on ')[-1]} "
+                        f"({x_of(lv.ratios.get('gpu'))} cuDNN's time)"
                         for lv, c in measured)
             + (f", and on TensorFlow on the CPU {with_ci(keras.cells['cpu'])}"
                if keras and "cpu" in keras.cells else "")
