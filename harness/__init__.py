@@ -3,7 +3,7 @@
     cli.py commands.py          the command line (the one place that turns errors into exit codes)
     lab/     campaign/          grading a class's submissions (limited workers, leaderboard, Slurm);
                                 the GPU half in one command (steps, manifest, archive)
-    report/                     runs, tables, figures, REPORT.md, lines of code
+    report/                     runs, tables, figures, REPORT.md and DETAILS.md, lines of code
     check/   explain/           verify and the timer cross-check; where a call's time goes
     measure/                    study files -> plan -> workers -> rounds -> results -> statistics
     machine/                    environment metadata, process settings, GPUs, the GPU lock, doctor

@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     p.add_argument("--out", type=Path, default=DEFAULT_FIGURES)
     p.set_defaults(func=commands.cmd_figures)
-    p = sub.add_parser("report", help="write REPORT.md from the result files")
+    p = sub.add_parser("report", help="write REPORT.md (and DETAILS.md beside it) from the result files")
     p.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     p.add_argument("--out", type=Path, default=DEFAULT_REPORT)
     p.set_defaults(func=commands.cmd_report)

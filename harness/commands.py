@@ -151,8 +151,7 @@ def load_results(args, with_history=False):
         raise HarnessError(f"{args.results}: no results folder (run make run-all, or --results DIR)")
     loaded = (rundata.load_with_history(args.results) if with_history
               else rundata.load(args.results))
-    loc_rows = loc.read_csv() if loc.CSV_PATH.is_file() else loc.count()
-    return (*loaded[:2], loc_rows, *loaded[2:])
+    return (*loaded[:2], loc.current_rows(), *loaded[2:])
 
 
 def cmd_figures(args) -> int:
@@ -166,13 +165,15 @@ def cmd_figures(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from harness.report import markdown, rundata
+    """REPORT.md at --out, and DETAILS.md beside it."""
+    from harness.report import details, markdown, rundata
 
     runs, frame, loc_rows, history = load_results(args, with_history=True)  # every committed run
-    text = markdown.build(runs, frame, loc_rows, rundata.verify_records(args.results), history,
-                          rundata.crosscheck_records(args.results),
-                          rundata.verify_records(args.results, "verify-train-*.json"))
-    print(f"wrote {markdown.write(text, args.out)}")
+    extra = (rundata.verify_records(args.results), history, rundata.crosscheck_records(args.results),
+             rundata.verify_records(args.results, "verify-train-*.json"))
+    print(f"wrote {markdown.write(markdown.build(runs, frame, loc_rows, *extra), args.out)}")
+    detail_path = Path(args.out).with_name("DETAILS.md")
+    print(f"wrote {markdown.write(details.build(runs, frame, loc_rows, *extra), detail_path)}")
     return 0
 
 

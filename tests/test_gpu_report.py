@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from harness import DEFAULT_RESULTS
-from harness.report import gpu_section, loc, markdown, rundata
+from harness.report import details, gpu_section, loc, rundata
 from harness.report.tables import ms
 
 
@@ -55,5 +55,5 @@ def test_the_kernels_table_has_one_line_per_ok_row_and_follows_its_numbers(resul
     runs, frame = rundata.load(results_copy)
     text = "\n".join(gpu_section.section(runs))
     assert "| 12.3 µs |" in text and "jax/eager" not in text
-    report = markdown.build(runs, frame, loc.count())
+    report = details.build(runs, frame, loc.count())
     assert "## Where a GPU call's time goes" in report and "the GPU is busy 12.3 µs" in report

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness import DEFAULT_RESULTS
-from harness.report import loc, markdown, rundata
+from harness.report import details, loc, markdown, rundata
 from tests.conftest import ROOT
 
 
@@ -52,9 +52,9 @@ def results_copy(tmp_path):
     return dest
 
 
-def test_report_changes_when_a_results_row_is_deleted(results_copy):
+def test_details_change_when_a_results_row_is_deleted(results_copy):
     runs, frame = rundata.load(results_copy)
-    before = markdown.build(runs, frame, loc.count())
+    before = details.build(runs, frame, loc.count())
     run = next(r for r in runs if r["study"] == "api_levels")  # a run in use
     rows_path = run["dir"] / "results.jsonl"
     lines = rows_path.read_text().splitlines(keepends=True)
@@ -64,10 +64,10 @@ def test_report_changes_when_a_results_row_is_deleted(results_copy):
     del lines[victim]
     rows_path.write_text("".join(lines))
     runs, frame = rundata.load(results_copy)
-    after = markdown.build(runs, frame, loc.count())
+    after = details.build(runs, frame, loc.count())
     assert before != after
-    median = markdown.ms(removed["stats"]["median_ns"] / 1e6)
-    section = lambda text: text.split("## Fig. 2")[1].split("## Fig. 4")[0]  # noqa: E731
+    median = details.ms(removed["stats"]["median_ns"] / 1e6)
+    section = lambda text: text.split("## Per-image latency")[1].split("## Cold start")[0]  # noqa: E731
     row = f"| numpy/default | cpu | 1 | float32 | {median} |"
     rows_of = lambda text: [line for line in section(text).splitlines()  # noqa: E731
                             if line.startswith(row) and line.endswith(f"| {run['machine']} |")]
@@ -76,12 +76,12 @@ def test_report_changes_when_a_results_row_is_deleted(results_copy):
     assert section(after).count("| numpy/default | cpu |") == section(before).count("| numpy/default | cpu |") - 1
 
 
-def test_report_numbers_come_from_rows(results_copy):
+def test_details_numbers_come_from_rows(results_copy):
     runs, frame = rundata.load(results_copy)
-    text = markdown.build(runs, frame, loc.count())
+    text = details.build(runs, frame, loc.count())
     ok = frame[(frame["study"] == "api_levels") & (frame["status"] == "ok")]
     for _, r in ok.iterrows():
-        assert markdown.ms(r["median_ms"]) in text
+        assert details.ms(r["median_ms"]) in text
     skipped = frame[frame["status"] == "skipped"]
     for _, r in skipped.iterrows():
         assert r["reason"] in text
@@ -101,8 +101,9 @@ def test_figures_and_report_regenerate_without_tensorflow(results_copy, tmp_path
                           timeout=120)
     assert done.returncode == 0, done.stderr
     pngs = sorted(p.name for p in (tmp_path / "figs").glob("*.png"))
-    assert "fig1_loc.png" in pngs and "fig2_latency.png" in pngs
+    assert "fig01_cost_vs_code.png" in pngs and "fig02_loc.png" in pngs and "fig03_latency.png" in pngs
     assert (tmp_path / "R.md").read_text().startswith("# lenet-levels")
+    assert (tmp_path / "DETAILS.md").read_text().startswith("# lenet-levels: the details")
 
 
 def test_empty_results_give_a_report_that_says_so(tmp_path):
@@ -122,7 +123,8 @@ def test_committed_figures_and_report_are_reproduced_byte_for_byte(tmp_path):
         done = subprocess.run([sys.executable, "-m", "harness", command, "--out", str(out)], cwd=ROOT,
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
-    assert (tmp_path / "REPORT.md").read_text() == (ROOT / "reports" / "REPORT.md").read_text()
+    for name in ("REPORT.md", "DETAILS.md"):
+        assert (tmp_path / name).read_text() == (ROOT / "reports" / name).read_text(), name
     rebuilt = sorted(p.name for p in (tmp_path / "figures").glob("*.png"))
     assert rebuilt == sorted(p.name for p in committed_figures.glob("*.png"))
     for name in rebuilt:

@@ -45,9 +45,31 @@ def bootstrap_rounds_median_ci(rounds, resamples=BOOTSTRAP_RESAMPLES, seed=0):
             pooled = matrix[picks[start:start + block]].reshape(len(picks[start:start + block]), -1)
             medians.append(np.median(pooled, axis=1))
         medians = np.concatenate(medians)
-    else:
-        medians = np.array([np.median(np.concatenate([rounds[i] for i in row])) for row in picks])
+    else:  # rounds of different lengths: no matrix, but no pool built per resample either
+        medians = _pooled_medians_by_counts(rounds, picks)
     return _percentile_interval(medians)
+
+
+def _pooled_medians_by_counts(rounds, picks) -> np.ndarray:
+    """For each row of picks, the median of the picked rounds' calls pooled: exactly what
+    np.median(np.concatenate(...)) gives, without building each pool. Every call is sorted once;
+    a resample repeats round i's calls as often as it picked round i, so its pooled median is
+    found by walking the cumulative repeat counts to the middle position(s)."""
+    values = np.concatenate(rounds)
+    labels = np.concatenate([np.full(len(r), i) for i, r in enumerate(rounds)])
+    order = np.argsort(values, kind="stable")
+    values, labels = values[order], labels[order]
+    counts = np.stack([np.bincount(row, minlength=len(rounds)) for row in picks])  # (B, R)
+    out = []
+    block = max(1, 4_000_000 // values.size)  # bound memory: (block, N) per step
+    for start in range(0, len(counts), block):
+        # (block, N): how many pooled calls lie at or below each sorted value
+        cumulative = np.cumsum(counts[start:start + block][:, labels], axis=1)
+        total = cumulative[:, -1]
+        upper = (cumulative > (total // 2)[:, None]).argmax(axis=1)  # the value at position total // 2
+        lower = (cumulative > ((total - 1) // 2)[:, None]).argmax(axis=1)  # at (total - 1) // 2
+        out.append(np.where(total % 2 == 1, values[upper], (values[lower] + values[upper]) / 2))
+    return np.concatenate(out)
 
 
 def summarize(rounds_ns) -> dict:

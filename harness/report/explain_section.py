@@ -1,11 +1,11 @@
 """The explain rows in the report: Fig. 9 (one bar per level and variant, split into the stages
-its ladder peels off, down to the compute floor) and the section "Why Keras is slow", its
+its ladder peels off, down to the fastest measured implementation) and the section "Why Keras is slow", its
 sentences generated from the rows. No framework imported."""
 
 from pathlib import Path
 
 from harness.explain import keras_steps
-from harness.report.style import OKABE_ITO, finish, fmt_ms, plt, short_machine
+from harness.report.style import finish, fmt_ms, plt, short_machine
 
 CITATIONS = (
     "The maintainers say the same: `model.predict` \"is designed for batch processing of large "
@@ -18,7 +18,7 @@ CITATIONS = (
 METHOD = (
     "Method: (a) an ablation ladder of public calls, timed like any cell and interleaved in rounds; "
     "each step down removes one stage and the difference of neighbouring medians is that stage's "
-    "cost, down to the compute floor (the fastest raw-library implementation: oneDNN's tuned "
+    "cost, down to the floor (the fastest measured implementation, not the arithmetic: oneDNN's tuned "
     "primitives on the CPU, cuDNN replayed as one CUDA graph on the GPU; timed in the same process "
     "and rounds); "
     "(b) for Keras' `predict` on TensorFlow, Keras' own internal steps timed in the order "
@@ -42,34 +42,58 @@ def ms(ns: float) -> str:
     return fmt_ms(ns / 1e6)
 
 
+# Each stage an ablation peels off falls in one of these kinds: one colour per kind in every row.
+KINDS = [("tf.data pipeline built per call", "#E69F00", ("tf.data",)),
+         ("Keras' predict loop (iterators, callbacks, wrappers)", "#CC79A7",
+          ("iterator", "callback", "wrapper")),
+         ("framework op dispatch", "#56B4E9", ("dispatch", "executor")),
+         ("framework per-call runtime", "#0072B2", ("runtime",)),
+         ("the fastest measured implementation (the floor)", "#000000", ())]
+OTHER_KIND = ("other", "#999999", ())
+DARK = ("#000000", "#0072B2", "#CC79A7")  # white text on these
+
+
+def kind_of(stage) -> tuple:
+    if stage["to"] is None:
+        return KINDS[-1]
+    name = (stage.get("short") or stage["name"]).lower()
+    return next((k for k in KINDS[:-1] if any(word in name for word in k[2])), OTHER_KIND)
+
+
 def fig_explain(rows, runs, out: Path) -> Path | None:
+    """Fig. 7: one bar per explained call, split into the stages its ladder peels off, coloured by
+    the kind of stage; the rows grouped by machine."""
     if not rows:
         return None
-    fig, ax = plt.subplots(figsize=(10, 0.75 * len(rows) + 2.4))
-    labels = []
+    from matplotlib.patches import Patch
+
+    fig, ax = plt.subplots(figsize=(9, 0.42 * len(rows) + 2.4))
+    labels, used = [], []
     for y, row in enumerate(rows):
-        machine = short_machine(row.get("machine", ""))  # the CPU (or GPU) model
-        labels.append(f"{row['implementation']}/{row['variant']}\n({row['device'].upper()}, "
+        machine = short_machine(row.get("machine", ""))
+        labels.append(f"{row['implementation']}/{row['variant']} ({row['device'].upper()}, "
                       f"{ms(row['steps'][0]['median_ns'])})\n{machine}")
         left = 0.0
-        for i, stage in enumerate(row["stages"]):
+        for stage in row["stages"]:
             share = 100 * max(stage["share"], 0.0)  # a negative difference (noise) is drawn as 0
-            color = OKABE_ITO[7] if stage["to"] is None else OKABE_ITO[i % 7]
-            ax.barh(y, share, left=left, color=color, edgecolor="white")
-            if share > 9:
-                name = stage.get("short") or stage["to"] or "floor"
-                ax.text(left + share / 2, y, f"{name}\n{share:.0f}%", ha="center", va="center",
-                        fontsize=6, color="white")
+            kind = kind_of(stage)
+            used.append(kind)
+            ax.barh(y, share, left=left, color=kind[1], edgecolor="white", height=0.75)
+            if share > 12:
+                name = "floor" if stage["to"] is None else (stage.get("short") or stage["to"])
+                ax.text(left + share / 2, y, f"{name} {share:.0f}%", ha="center", va="center",
+                        fontsize=6, color="white" if kind[1] in DARK else "black")
             left += share
     ax.set_yticks(range(len(rows)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
-    ax.set_title("Fig. 9  Where one call's time goes: each step down the ladder removes one stage")
-    ax.set_xlabel("share of the call's median time (%)  [black: the model's arithmetic, the floor: oneDNN "
-                  "tuned on the CPU (NumPy in runs made before it), cuDNN's CUDA graph on the GPU; "
-                  "REPORT.md lists every stage]", fontsize=8)
-    ax.set_ylabel("implementation/variant (median per call)")
-    return finish(fig, runs, "explain", out)
+    ax.set_title("Fig. 7  Where one call's time goes, stage by stage (ablation ladder)", fontsize=10)
+    ax.set_xlabel("share of the call's median time (%)")
+    kinds = [k for k in KINDS + [OTHER_KIND] if k in used]
+    ax.legend(handles=[Patch(color=c, label=n) for n, c, _ in kinds], frameon=False, fontsize=7,
+              loc="upper center", bbox_to_anchor=(0.4, -0.5 / (0.42 * len(rows) + 0.5)), ncol=2)
+    return finish(fig, runs, "explain", out, margins={"left": 0.27, "right": 0.98, "top_in": 0.4,
+                                                      "bottom_in": 1.15})
 
 
 def headline(rows) -> list[str]:
@@ -93,14 +117,16 @@ def headline_of(row) -> list[str]:
                  f"call take {100 * (pipeline + iterators):.0f}%, running the model "
                  f"{100 * model['share']:.0f}%")
     floor = row["stages"][-1]
-    return [line + f". The model's arithmetic (the floor, {floor_name(row)}) is {ms(floor['ns'])}: "
+    return [line + f". The fastest measured implementation (the floor, {floor_name(row)}) takes "
+                   f"{ms(floor['ns'])}: "
                    "see \"Why Keras is slow\" below."]
 
 
 def floor_name(row) -> str:
     """Which implementation the row's floor was (rows before the oneDNN floor used NumPy)."""
-    return {"onednn/tuned": "oneDNN tuned", "cudnn/graph": "cuDNN graph"}.get(
-        row.get("floor"), "the NumPy reference")
+    floor = row.get("floor")
+    names = {"onednn/tuned": "oneDNN tuned", "cudnn/graph": "cuDNN graph"}
+    return names.get(floor, floor or "the NumPy reference")
 
 
 def section(rows) -> list[str]:

@@ -1,8 +1,7 @@
-"""The report's figures (PNG, 200 dpi), pure functions of the result files and loc.csv.
-
-Colour-blind-safe (Okabe-Ito), every axis labelled with units, a caption line naming the
-environment under each figure. `python -m harness figures` (make figures) draws them all.
-"""
+"""The report's figures (PNG, 150 dpi), pure functions of the result files and loc.csv, named
+in reading order (fig01 ... fig11). One colour per implementation in every figure (style.colour),
+one panel per machine and device, dots on log scales, every axis labelled with units, a caption
+line naming the environment under each figure. `python -m harness figures` draws them all."""
 
 from pathlib import Path
 
@@ -10,25 +9,30 @@ import matplotlib.ticker
 import numpy as np
 
 from harness import registry
-from harness.report import explain_section, gpu_section, training_section
+from harness.report import dotplot, explain_section, fig_cost, gpu_section, training_section
 from harness.report.style import (
     BACKEND_OF,
     FIGURES_DIR,
-    IMPL_ORDER,
-    LEVEL_ORDER,
     OKABE_ITO,
+    colour,
     decorate,
     finish,
     fmt_ms,
+    ladder_sorted,
     lines_against_batch,
     ok_cells,
+    panels,
     plt,
+    short_machine,
 )
 
 
 def fig_loc(loc_rows, out: Path, runs) -> Path:
+    """Fig. 2: code lines per level, split into the parts a reader wants apart."""
     parts = ["forward", "weight layout", "ffi binding", "training step"]
-    levels = [r for r in LEVEL_ORDER if any(row["api_level"] == r for row in loc_rows)]
+    ladder = ["cuda", "cudnn", "onednn", "tensorflow-ops", "jax-ops", "torch-ops", "keras", "numpy"]
+    present = {row["api_level"] for row in loc_rows} - {"shared"}
+    levels = [lvl for lvl in ladder if lvl in present] + sorted(present - set(ladder))
     fig, ax = plt.subplots(figsize=(9, 4.4))
     bottom = np.zeros(len(levels))
     for i, part in enumerate(parts):
@@ -43,110 +47,127 @@ def fig_loc(loc_rows, out: Path, runs) -> Path:
            label="shared loaders (every level uses them)")
     ax.text(len(levels), shared, f"{shared}", ha="center", va="bottom", fontsize=9)
     ax.set_xticks(range(len(levels) + 1), [lvl.replace("-", "\n") for lvl in levels]
-                  + ["shared loaders\n(MNIST, HDF5)"])
-    decorate(ax, "Fig. 1  Lines of code per API level",
-             "API level (implementation package); blanks, comments and docstrings not counted",
-             "code lines (pygount)", legend_size=10)
-    return finish(fig, runs, None, out, "lines counted by pygount from this checkout (reports/loc.csv)")
+                  + ["shared loaders\n(MNIST, HDF5)"], fontsize=8)
+    decorate(ax, "Fig. 2  Lines of code per level, by part",
+             "level (implementation package), bottom rung first; blanks, comments and docstrings not counted",
+             "code lines (pygount)", legend_size=8)
+    return finish(fig, runs, None, out, "lines counted by pygount from this checkout (reports/loc.csv)",
+                  margins={"left": 0.08, "right": 0.99, "top_in": 0.4, "bottom_in": 0.85})
+
+
+def api_cells(frame):
+    """api_levels at batch 1, float32, without the harness's null implementation."""
+    cells = ok_cells(frame, "api_levels")
+    if cells.empty:
+        return cells
+    return cells[(cells["implementation"] != "null") & (cells["batch_size"] == 1)
+                 & (cells["dtype"] == "float32")]
 
 
 def fig_latency(frame, runs, out: Path) -> Path | None:
-    cells = ok_cells(frame, "api_levels")
-    cells = cells[(cells["implementation"] != "null") & (cells["batch_size"] == 1)]
+    """Fig. 3: every implementation and variant at batch 1, a dot per machine, CPU and GPU apart."""
+    cells = api_cells(frame)
     if cells.empty:
         return None
-    series = sorted({(m, d) for m, d in zip(cells["machine"], cells["device"], strict=True)},
-                    key=lambda s: (s[1], s[0]))
-    impls = [i for i in IMPL_ORDER if i in set(cells["implementation"])]
-    impls += sorted(set(cells["implementation"]) - set(impls))  # a lab's module:Class
-    # every variant the study measured (cuDNN's graph is the GPU floor, oneDNN's naive its first try)
-    keys = [(impl, variant) for impl in impls
-            for variant in dict.fromkeys(cells[cells["implementation"] == impl]["variant"])]
-    fig, ax = plt.subplots(figsize=(max(8, 1.0 * len(keys)), 4.8))
-    width = 0.8 / len(series)
-    for i, (machine, device) in enumerate(series):
-        xs, ys, lo, hi = [], [], [], []
-        for x, (impl, variant) in enumerate(keys):
-            row = cells[(cells["machine"] == machine) & (cells["device"] == device)
-                        & (cells["implementation"] == impl) & (cells["variant"] == variant)]
-            if row.empty:
-                continue
-            r = row.iloc[0]
-            xs.append(x + (i - (len(series) - 1) / 2) * width)
-            ys.append(r["median_ms"])
-            lo.append(r["median_ms"] - r["ci_low_ms"])
-            hi.append(r["ci_high_ms"] - r["median_ms"])
-        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, color=OKABE_ITO[i % len(OKABE_ITO)],
-               label=f"{device.upper()}: {machine}")
-        for x, y, up in zip(xs, ys, hi, strict=True):
-            ax.text(x, (y + up) * 1.1, fmt_ms(y), ha="center", va="bottom", fontsize=6, rotation=90)
-    ax.set_xticks(range(len(keys)), [f"{impl}\n{variant}" for impl, variant in keys], fontsize=8)
-    ax.set_yscale("log")
-    ax.set_ylim(top=ax.get_ylim()[1] * 4)  # room for the labels above the tallest whisker
-    decorate(ax, "Fig. 2  Per-image latency per implementation (bars: median; whiskers: 95% CI)",
-             "implementation and variant, from the raw library up to Keras",
-             "per-image inference time, median (ms, log scale)")
-    return finish(fig, runs, "api_levels", out)
+    devices = [d for d in registry.DEVICES if (cells["device"] == d).any()]
+    labels = {d: ladder_sorted(cells[cells["device"] == d]["label"]) for d in devices}
+    fig, axes = dotplot.stacked([len(labels[d]) for d in devices])
+    for ax, device in zip(axes, devices, strict=True):
+        part = cells[cells["device"] == device]
+        machines = sorted(part["machine"].unique())
+        for k, machine in enumerate(machines):
+            for _, r in part[part["machine"] == machine].iterrows():
+                dotplot.dot(ax, labels[device].index(r["label"]) + (k - (len(machines) - 1) / 2) * 0.22, r,
+                            colour(r["implementation"]), marker=MACHINE_MARKERS[k % len(MACHINE_MARKERS)])
+        dotplot.rows_axis(ax, labels[device], f"{device.upper()}, batch 1")
+        dotplot.time_axis(ax)
+        if len(machines) > 1 or device == devices[-1]:
+            ax.legend(handles=machine_handles(machines), frameon=False, fontsize=7, loc="lower right")
+    fig.suptitle("Fig. 3  Per-image latency of every implementation (dot: median; whisker: 95% CI)")
+    return finish(fig, runs, "api_levels", out, margins=dotplot.STACKED)
 
 
-def fig_histograms(frame, runs, out: Path) -> Path | None:
-    cells = ok_cells(frame, "api_levels")
-    cells = cells[cells["implementation"] != "null"]
+MACHINE_MARKERS = "o^vD"
+
+
+def machine_handles(machines):
+    import matplotlib.lines
+
+    return [matplotlib.lines.Line2D([], [], marker=MACHINE_MARKERS[k % len(MACHINE_MARKERS)], color="#555555",
+                                    linestyle="none", label=short_machine(m)) for k, m in enumerate(machines)]
+
+
+def fig_distributions(frame, runs, out: Path) -> Path | None:
+    """Fig. 4: every timed call of every cell, as a box (quartiles) with whiskers at p1 and p99,
+    one panel per machine and device."""
+    cells = api_cells(frame)
     if cells.empty:
         return None
-    n = len(cells)
-    cols = min(3, n)
-    rows = int(np.ceil(n / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), squeeze=False)
-    for ax, (_, r) in zip(axes.flat, cells.iterrows(), strict=False):
-        t = np.asarray(r["times_ms"])
-        bins = np.geomspace(max(t.min(), 1e-6), t.max() * 1.0001, 40)
-        ax.hist(t, bins=bins, color=OKABE_ITO[0] if r["device"] == "cpu" else OKABE_ITO[1])
-        ax.axvline(r["median_ms"], color="black", linewidth=1, label=f"median {fmt_ms(r['median_ms'])}")
-        ax.axvline(r["p99_ms"], color="#777777", linestyle="--", linewidth=1,
-                   label=f"p99 {fmt_ms(r['p99_ms'])}")
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_title(f"{r['label']} on {r['device'].upper()}" + ("  [noisy]" if r["noisy"] else ""),
-                     fontsize=9)
-        ax.set_xlabel("per-image time (ms, log scale)")
-        ax.set_ylabel("calls")
-        ax.legend(frameon=False, fontsize=7)
-    for ax in list(axes.flat)[n:]:
-        ax.set_visible(False)
-    fig.suptitle("Fig. 3  Distribution of per-image latency (every timed call)")
-    return finish(fig, runs, "api_levels", out)
+    groups = panels(cells)
+    labels = {g: ladder_sorted(cells[(cells["device"] == g[0]) & (cells["machine"] == g[1])]["label"])
+              for g in groups}
+    fig, axes = dotplot.stacked([len(labels[g]) for g in groups], per_row=0.32)
+    for ax, (device, machine) in zip(axes, groups, strict=True):
+        part = cells[(cells["device"] == device) & (cells["machine"] == machine)]
+        for _, r in part.iterrows():
+            y = labels[(device, machine)].index(r["label"])
+            box = ax.boxplot([r["times_ms"]], positions=[y], vert=False, whis=(1, 99), showfliers=False,
+                             widths=0.6, patch_artist=True, medianprops={"color": "black"})
+            box["boxes"][0].set_facecolor(colour(r["implementation"]))
+            box["boxes"][0].set_alpha(0.8)
+            if r["noisy"]:
+                ax.text(r["p99_ms"] * 1.1, y, "noisy", va="center", fontsize=6, color="#555555")
+        dotplot.rows_axis(ax, labels[(device, machine)], dotplot.panel_title(device, machine))
+        dotplot.time_axis(ax, "per-image time of every timed call (log scale)")
+    fig.suptitle("Fig. 4  Spread of every timed call (box: quartiles, black line: median; whiskers: p1–p99)")
+    return finish(fig, runs, "api_levels", out, margins=dotplot.STACKED)
 
 
 def fig_cold_start(frame, runs, out: Path) -> Path | None:
-    cells = ok_cells(frame, "api_levels")
-    cells = cells[(cells["implementation"] != "null") & cells["cold_start_ms"].notna()]
+    """Fig. 5: the first call against the steady state, for cells whose worker started for them
+    (a variant that shared a process with an earlier one had no cold start)."""
+    cells = api_cells(frame)
     if cells.empty:
         return None
-    labels = [f"{r['label']}\n{r['device'].upper()}" for _, r in cells.iterrows()]
-    x = np.arange(len(cells))
-    fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(cells)), 4.5))
-    ax.bar(x - 0.2, cells["cold_start_ms"], 0.4, color=OKABE_ITO[3], label="first call (cold start)")
-    ax.bar(x + 0.2, cells["median_ms"], 0.4, color=OKABE_ITO[0], label="steady state (median)")
-    for xi, (cold, warm) in enumerate(zip(cells["cold_start_ms"], cells["median_ms"], strict=True)):
-        ax.text(xi - 0.2, cold * 1.08, fmt_ms(cold), ha="center", fontsize=7)
-        ax.text(xi + 0.2, warm * 1.08, fmt_ms(warm), ha="center", fontsize=7)
-    ax.set_xticks(x, labels, fontsize=8)
-    ax.set_yscale("log")
-    decorate(ax, "Fig. 4  Cold start (tracing, compilation, set-up) vs steady state",
-             "implementation / variant, device",
-             "time of one call (ms, log scale)")
-    return finish(fig, runs, "api_levels", out)
+    cells = cells[cells["cold_start_ms"].notna() & (cells["own_process"] == True)]  # noqa: E712
+    if cells.empty:
+        return None
+    groups = panels(cells)
+    labels = {g: ladder_sorted(cells[(cells["device"] == g[0]) & (cells["machine"] == g[1])]["label"])
+              for g in groups}
+    fig, axes = dotplot.stacked([len(labels[g]) for g in groups])
+    for ax, (device, machine) in zip(axes, groups, strict=True):
+        part = cells[(cells["device"] == device) & (cells["machine"] == machine)]
+        for _, r in part.iterrows():
+            y = labels[(device, machine)].index(r["label"])
+            ax.plot([r["median_ms"], r["cold_start_ms"]], [y, y], color="#BBBBBB", linewidth=1, zorder=1)
+            dotplot.dot(ax, y, r, colour(r["implementation"]), column="median_ms")
+            dotplot.dot(ax, y, r, colour(r["implementation"]), marker="D", filled=False,
+                        column="cold_start_ms")
+            ax.text(r["cold_start_ms"] * 1.25, y, f"{fmt_ms(r['cold_start_ms'])}", va="center", fontsize=6)
+        dotplot.rows_axis(ax, labels[(device, machine)], dotplot.panel_title(device, machine))
+        dotplot.time_axis(ax, "time of one call (log scale)")
+    import matplotlib.lines
+
+    axes[0].legend(handles=[matplotlib.lines.Line2D([], [], marker="o", color="#555555", linestyle="none",
+                                                    label="steady state (median)"),
+                            matplotlib.lines.Line2D([], [], marker="D", color="#555555",
+                                                    markerfacecolor="white", linestyle="none",
+                                                    label="first call (cold start)")],
+                   frameon=False, fontsize=7, loc="lower right")
+    fig.suptitle("Fig. 5  Cold start (tracing, compilation, set-up) against steady state, for variants "
+                 "that started their own process", fontsize=10)
+    return finish(fig, runs, "api_levels", out, margins=dotplot.STACKED)
 
 
 def overhead_split(cells, gpu_busy=None):
-    """Per cell: (compute or device part, host-overhead part, how the split was made).
+    """Per cell: (compute or device part, host-overhead part, how the split was made), each
+    machine's CPU cells against that machine's own floor (its fastest measured implementation).
     gpu_busy: {(machine, label): ms} from `kernels` rows, the GPU's own busy time; CUDA events
     otherwise, which also span the host's enqueueing."""
     out = []
-    for device in registry.DEVICES:
-        part = cells[cells["device"] == device]
+    for (_machine, device), part in sorted(cells.groupby(["machine", "device"]),
+                                          key=lambda kv: (kv[0][1] != "cpu", kv[0][0])):
         real = part[part["implementation"] != "null"]
         if real.empty:
             continue
@@ -160,12 +181,13 @@ def overhead_split(cells, gpu_busy=None):
             elif device == "gpu":
                 base, how = np.nan, "no device timer"
             else:
-                base, how = floor, f"CPU compute floor (the fastest implementation, {floor_label})"
+                base, how = floor, f"fastest measured implementation on this CPU ({floor_label})"
             out.append((r, base, how))
     return out
 
 
 def fig_overhead(frame, runs, out: Path) -> Path | None:
+    """Fig. 6: each call's share above its machine's floor (CPU) or outside the GPU's work."""
     cells = ok_cells(frame, "overhead")
     cells = cells[cells["batch_size"] == 1] if not cells.empty else cells
     if cells.empty:
@@ -173,71 +195,91 @@ def fig_overhead(frame, runs, out: Path) -> Path | None:
     busy = {(r["machine"], f"{r['implementation']}/{r['variant']}"): r["gpu_busy_ns_per_call"] / 1e6
             for r in gpu_section.kernel_rows(runs)}
     split = overhead_split(cells, busy)
-    fig, ax = plt.subplots(figsize=(9, 0.42 * len(split) + 2.2))
-    labels = []
-    for y, (r, base, _how) in enumerate(split):
-        labels.append(f"{r['label']} ({r['device'].upper()})")
-        total = r["median_ms"]
-        if np.isnan(base):
-            ax.barh(y, 100, color="white", edgecolor=OKABE_ITO[7], hatch="//")
-        else:
-            share = 100 * min(base / total, 1.0)
-            ax.barh(y, share, color=OKABE_ITO[2])
-            ax.barh(y, 100 - share, left=share, color=OKABE_ITO[3])
-        ax.text(101, y, f"{fmt_ms(total)} per image", va="center", fontsize=7)
-    ax.set_yticks(range(len(split)), labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("share of the median per-image time (%)")
-    ax.set_title("Fig. 5  Where a call's time goes: compute or device time vs host overhead")
+    groups = list(dict.fromkeys((r["device"], r["machine"]) for r, _, _ in split))
+    sizes = [sum(1 for r, _, _ in split if (r["device"], r["machine"]) == g) for g in groups]
+    fig, axes = dotplot.stacked(sizes, per_row=0.24)
+    for ax, group in zip(axes, groups, strict=True):
+        rows = [(r, base) for r, base, _ in split if (r["device"], r["machine"]) == group]
+        for y, (r, base) in enumerate(rows):
+            if np.isnan(base):
+                ax.barh(y, 100, color="white", edgecolor="#555555", hatch="//")
+            else:
+                share = 100 * min(base / r["median_ms"], 1.0)
+                ax.barh(y, share, color=OKABE_ITO[2])
+                ax.barh(y, 100 - share, left=share, color=OKABE_ITO[3])
+            ax.text(101, y, fmt_ms(r["median_ms"]), va="center", fontsize=7)
+        dotplot.rows_axis(ax, [r["label"] for r, _ in rows], dotplot.panel_title(*group))
+        ax.set_xlim(0, 100)
+    axes[-1].set_xlabel("share of the median per-image time (%); the median is written at the right")
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Patch(color=OKABE_ITO[2], label="GPU: busy time from the kernels trace (else CUDA "
-                             "events, which span the host's enqueueing too); CPU: compute floor = the "
-                             "fastest implementation's time in the study"),
-                       Patch(color=OKABE_ITO[3], label="host overhead (the rest of the call)"),
-                       Patch(facecolor="white", edgecolor="black", hatch="//",
-                             label="GPU, not split (no device timer)")],
-              frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / len(split)),
-              ncol=1)
-    fig.subplots_adjust(right=0.85)
-    return finish(fig, runs, "overhead", out)
+    fig.legend(handles=[Patch(color=OKABE_ITO[2], label="CPU: the machine's fastest measured implementation; "
+                              "GPU: busy time (kernels trace, else CUDA events)"),
+                        Patch(color=OKABE_ITO[3], label="host overhead (the rest of the call)"),
+                        Patch(facecolor="white", edgecolor="#555555", hatch="//",
+                              label="GPU, no device timer")],
+               frameon=False, fontsize=7, loc="upper center", ncol=2,
+               bbox_to_anchor=(0.5, 1 - 0.4 / fig.get_figheight()))
+    fig.suptitle("Fig. 6  Where a call's time goes: the floor or the GPU's work, and host overhead",
+                 y=1 - 0.1 / fig.get_figheight(), va="top")
+    return finish(fig, runs, "overhead", out, margins={**dotplot.STACKED, "right": 0.9, "top_in": 1.2})
+
+
+def panel_grid(n, width_each=4.3, height=4.2):
+    fig, axes = plt.subplots(1, n, figsize=(width_each * n, height), squeeze=False)
+    return fig, list(axes[0])
 
 
 def fig_throughput(frame, runs, out: Path) -> Path | None:
+    """Fig. 9: images/s against batch size, one panel per machine and device."""
     cells = ok_cells(frame, "batch_sweep")
     if cells.empty:
         return None
-    fig, ax = plt.subplots(figsize=(11, 5))
-    lines_against_batch(ax, cells, "images_per_s")
-    decorate(ax, "Fig. 6  Throughput against batch size",
-             "batch size (images per call, log scale)",
-             "throughput (images/s, log scale)")
-    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the lines
-    return finish(fig, runs, "batch_sweep", out)
+    groups = panels(cells)
+    fig, axes = panel_grid(len(groups), height=5.2)
+    for ax, (device, machine) in zip(axes, groups, strict=True):
+        lines_against_batch(ax, cells[(cells["device"] == device) & (cells["machine"] == machine)],
+                            "images_per_s")
+        ax.set_title(dotplot.panel_title(device, machine), fontsize=9, loc="left")
+        ax.set_xlabel("batch size (images per call)")
+        ax.grid(True, which="major", color="#EEEEEE")
+        ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+    axes[0].set_ylabel("throughput (images/s, log scale)")
+    ymin = min(ax.get_ylim()[0] for ax in axes)
+    ymax = max(ax.get_ylim()[1] for ax in axes)
+    for ax in axes:
+        ax.set_ylim(ymin, ymax)
+    fig.suptitle("Fig. 9  Throughput against batch size (the same y scale in every panel)")
+    return finish(fig, runs, "batch_sweep", out, margins={"left": 0.06, "right": 0.99, "top_in": 0.75,
+                                                           "bottom_in": 1.7, "wspace": 0.15})
 
 
 def fig_precision(frame, runs, out: Path) -> Path | None:
+    """Fig. 11: float32 (filled) against float64 (hollow), one panel per machine and device."""
     cells = ok_cells(frame, "precision")
     if cells.empty:
         return None
-    groups = sorted({(r["label"], r["device"]) for _, r in cells.iterrows()})
-    x = np.arange(len(groups))
-    fig, ax = plt.subplots(figsize=(max(8, 1.5 * len(groups)), 4.5))
-    for i, dtype in enumerate(("float32", "float64")):
-        ys = []
-        for label, device in groups:
-            row = cells[(cells["label"] == label) & (cells["device"] == device) & (cells["dtype"] == dtype)]
-            ys.append(row["median_ms"].iloc[0] if not row.empty else np.nan)
-        ax.bar(x + (i - 0.5) * 0.4, ys, 0.4, color=OKABE_ITO[i], label=dtype)
-        for xi, y in zip(x, ys, strict=True):
-            if not np.isnan(y):
-                ax.text(xi + (i - 0.5) * 0.4, y * 1.02, fmt_ms(y), ha="center", fontsize=7)
-    ax.set_xticks(x, [f"{label}\n{device.upper()}" for label, device in groups], fontsize=8)
-    decorate(ax, "Fig. 7  float32 against float64",
-             "implementation / variant, device",
-             "per-image time, median (ms)", legend_size=10)
-    return finish(fig, runs, "precision", out)
+    cells = cells[cells["batch_size"] == 1]
+    groups = panels(cells)
+    labels = {g: ladder_sorted(cells[(cells["device"] == g[0]) & (cells["machine"] == g[1])]["label"])
+              for g in groups}
+    fig, axes = dotplot.stacked([len(labels[g]) for g in groups])
+    for ax, (device, machine) in zip(axes, groups, strict=True):
+        part = cells[(cells["device"] == device) & (cells["machine"] == machine)]
+        for _, r in part.iterrows():
+            y = labels[(device, machine)].index(r["label"]) + (0.15 if r["dtype"] == "float64" else -0.15)
+            dotplot.dot(ax, y, r, colour(r["implementation"]), filled=r["dtype"] == "float32",
+                        marker="o" if r["dtype"] == "float32" else "D")
+        dotplot.rows_axis(ax, labels[(device, machine)], dotplot.panel_title(device, machine))
+        dotplot.time_axis(ax)
+    import matplotlib.lines
+
+    axes[0].legend(handles=[matplotlib.lines.Line2D([], [], marker=m, color="#555555", linestyle="none",
+                                                    markerfacecolor=f, label=d)
+                            for m, f, d in (("o", "#555555", "float32"), ("D", "white", "float64"))],
+                   frameon=False, fontsize=7, loc="lower right")
+    fig.suptitle("Fig. 11  float32 (filled) against float64 (hollow), batch 1")
+    return finish(fig, runs, "precision", out, margins=dotplot.STACKED)
 
 
 def backend_rows(cells, device, machine):
@@ -251,62 +293,79 @@ def backend_rows(cells, device, machine):
     return found
 
 
+def first_stage(found, stages):
+    return next(s for s in stages if s in found)
+
+
 def fig_backends(frame, runs, out: Path) -> Path | None:
+    """Fig. 8: one Keras model on three backends, a panel per machine and device; each backend
+    keeps its colour in every panel, whichever backends a panel has."""
     cells = ok_cells(frame, "backends")
     cells = cells[cells["batch_size"] == 1] if not cells.empty else cells
     if cells.empty:
         return None
-    panels = sorted({(d, m) for d, m in zip(cells["device"], cells["machine"], strict=True)})
+    groups = panels(cells)
     stages = ["predict", "predict_on_batch", "call", "compiled"]
-    fig, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels), 4.8), squeeze=False)
-    for ax, (device, machine) in zip(axes.flat, panels, strict=True):
+    fig, axes = panel_grid(len(groups))
+    for ax, (device, machine) in zip(axes, groups, strict=True):
         by_backend = backend_rows(cells, device, machine)
-        impls = [i for i in BACKEND_OF if i in by_backend]
-        width = 0.8 / max(len(impls), 1)
-        for i, impl in enumerate(impls):
+        for impl in BACKEND_OF:  # fixed order and fixed offsets: a missing backend leaves a gap
+            offset = (list(BACKEND_OF).index(impl) - 1) * 0.2
             for x, stage in enumerate(stages):
-                r = by_backend[impl].get(stage)
+                r = by_backend.get(impl, {}).get(stage)
                 if r is None:
                     continue
-                xpos = x + (i - (len(impls) - 1) / 2) * width
-                ax.bar(xpos, r["median_ms"], width, color=OKABE_ITO[i],
-                       yerr=[[r["median_ms"] - r["ci_low_ms"]], [r["ci_high_ms"] - r["median_ms"]]],
-                       capsize=2, label=BACKEND_OF[impl] if x == 0 or stage == "predict" else None)
-                text = fmt_ms(r["median_ms"]) + (f"\n{r['variant']}" if stage == "compiled" else "")
-                ax.text(xpos, r["median_ms"] * 1.1, text, ha="center", va="bottom", fontsize=6)
+                ax.errorbar(x + offset, r["median_ms"], yerr=[[r["median_ms"] - r["ci_low_ms"]],
+                                                             [r["ci_high_ms"] - r["median_ms"]]],
+                            marker="o", markersize=6, color=colour(impl), markeredgecolor="black",
+                            markeredgewidth=0.5, capsize=2, linestyle="none",
+                            label=BACKEND_OF[impl] if stage == first_stage(by_backend[impl], stages)
+                            else None)
         floor = cells[(cells["device"] == device) & (cells["machine"] == machine)
                       & (cells["implementation"] == "numpy")]
         if not floor.empty:
             ax.axhline(floor["median_ms"].iloc[0], color="#555555", linestyle=":", linewidth=1,
                        label=f"NumPy reference ({fmt_ms(floor['median_ms'].iloc[0])})")
-        ax.set_xticks(range(len(stages)), ["model.predict", "predict_on_batch", "model(x)",
-                                           "compiled model(x)"])
+        ax.set_xticks(range(len(stages)), ["predict", "predict_on\n_batch", "model(x)", "compiled\nmodel(x)"],
+                      fontsize=8)
         ax.set_yscale("log")
-        decorate(ax, f"{device.upper()}: {machine}", "how the model is called",
-                 "per-image time, median (ms, log scale)")
-    fig.suptitle("Fig. 8  One Keras model, three backends (bars: median; whiskers: 95% CI)")
-    return finish(fig, runs, "backends", out)
-
-
-FIGURES = {
-    "fig2_latency.png": fig_latency,
-    "fig3_histograms.png": fig_histograms,
-    "fig4_cold_start.png": fig_cold_start,
-    "fig5_overhead.png": fig_overhead,
-    "fig6_throughput.png": fig_throughput,
-    "fig7_precision.png": fig_precision,
-    "fig8_backends.png": fig_backends,
-    "fig10_training.png": training_section.fig_training,
-}
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_ms(v)))
+        ax.grid(True, axis="y", color="#EEEEEE")
+        ax.set_title(dotplot.panel_title(device, machine), fontsize=9, loc="left")
+        missing = [BACKEND_OF[i] for i in BACKEND_OF if i not in by_backend]
+        if missing:
+            ax.text(0.02, 0.02, f"not measured: {', '.join(missing)}", transform=ax.transAxes, fontsize=7,
+                    color="#555555")
+        ax.legend(frameon=False, fontsize=7, loc="upper right")
+    axes[0].set_ylabel("per-image time, median (log scale)")
+    ymin = min(ax.get_ylim()[0] for ax in axes)
+    ymax = max(ax.get_ylim()[1] for ax in axes)
+    for ax in axes:
+        ax.set_ylim(ymin, ymax)
+    fig.suptitle("Fig. 8  One Keras model, three backends, called four ways (dot: median; whisker: 95% CI)")
+    return finish(fig, runs, "backends", out, margins={"left": 0.07, "right": 0.99, "top_in": 0.75,
+                                                        "bottom_in": 0.55, "wspace": 0.18})
 
 
 def draw_all(runs, frame, loc_rows, out_dir: Path = FIGURES_DIR, report=print) -> list[Path]:
-
-    drawn = [fig_loc(loc_rows, out_dir / "fig1_loc.png", runs)]
-    path = explain_section.fig_explain(explain_section.explain_rows(runs), runs, out_dir / "fig9_explain.png")
-    drawn += [path] if path else []
-    for name, draw in FIGURES.items():
-        path = draw(frame, runs, out_dir / name)
+    """Every figure, in reading order; a figure whose study has no rows is named, not drawn."""
+    explain = explain_section.explain_rows(runs)
+    figures = [
+        ("fig01_cost_vs_code.png", lambda p: fig_cost.fig_cost(frame, loc_rows, runs, p)),
+        ("fig02_loc.png", lambda p: fig_loc(loc_rows, p, runs)),
+        ("fig03_latency.png", lambda p: fig_latency(frame, runs, p)),
+        ("fig04_distributions.png", lambda p: fig_distributions(frame, runs, p)),
+        ("fig05_cold_start.png", lambda p: fig_cold_start(frame, runs, p)),
+        ("fig06_time_split.png", lambda p: fig_overhead(frame, runs, p)),
+        ("fig07_explain.png", lambda p: explain_section.fig_explain(explain, runs, p)),
+        ("fig08_backends.png", lambda p: fig_backends(frame, runs, p)),
+        ("fig09_throughput.png", lambda p: fig_throughput(frame, runs, p)),
+        ("fig10_training.png", lambda p: training_section.fig_training(frame, runs, p)),
+        ("fig11_precision.png", lambda p: fig_precision(frame, runs, p)),
+    ]
+    drawn = []
+    for name, draw in figures:
+        path = draw(out_dir / name)
         if path is None:
             report(f"  {name}: no results for its study yet (make run-all)")
         else:

@@ -61,13 +61,56 @@ def totals(rows: list[dict]) -> dict[str, int]:
     return out
 
 
-def write_csv(rows: list[dict], path: Path = CSV_PATH) -> Path:
+def write_csv(rows: list[dict], path: Path = CSV_PATH, root: Path = ROOT) -> Path:
+    """The rows, and beside them the fingerprint of the sources they were counted from."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, FIELDS)
         writer.writeheader()
         writer.writerows(rows)
+    fingerprint_path(path).write_text(fingerprint(root) + "\n")
     return path
+
+
+def sources(root: Path = ROOT) -> list[Path]:
+    """Every file the counts come from: the level packages and the shared loaders."""
+    packages = {spec.package for spec in registry.REGISTRY.values() if spec.package}
+    files = sorted(p for package in packages for p in (root / package).glob("*.py"))
+    return files + [root / p for p in SHARED]
+
+
+def fingerprint(root: Path = ROOT) -> str:
+    """sha256 over the names and contents of every counted file: what loc.csv was counted from."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sources(root):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        digest.update(path.read_bytes() if path.is_file() else b"(missing)")
+    return digest.hexdigest()
+
+
+def fingerprint_path(path: Path) -> Path:
+    return path.with_name(path.stem + ".sources.sha256")
+
+
+def current_rows(path: Path = CSV_PATH, root: Path = ROOT) -> list[dict]:
+    """loc.csv's rows, recounted first (pygount, about two seconds) when the level sources are not
+    the ones it was counted from (their fingerprint, written beside it), so the figures and the
+    report never show stale counts. Without pygount a stale file is an error, not an old number."""
+    stamp = fingerprint_path(path)
+    now = fingerprint(root)
+    if path.is_file() and stamp.is_file() and stamp.read_text().strip() == now:
+        return read_csv(path)
+    try:
+        rows = count(root)
+    except ImportError as exc:
+        from harness.errors import HarnessError
+
+        raise HarnessError(f"{path} was counted from other level sources than these and pygount is "
+                           f"missing to recount ({exc}): pip install pygount, then make loc") from exc
+    write_csv(rows, path, root)
+    return rows
 
 
 def read_csv(path: Path = CSV_PATH) -> list[dict]:

@@ -1,255 +1,163 @@
-"""reports/REPORT.md, generated from the result files alone (and loc.csv): every number in it
-is read from a results row; nothing is typed by hand. `python -m harness report`."""
+"""reports/REPORT.md, the answer on its first screen: the question, the headline table, Fig. 1
+(cost against code) and at most six findings; then the figures in reading order with captions,
+a glossary, the machines and the method. Every number is read from a results row or loc.csv;
+every other table is in DETAILS.md (harness/report/details.py). `python -m harness report`."""
 
-import math
 from pathlib import Path
 
-import numpy as np
-
 from harness import DEFAULT_REPORT
-from harness.report import explain_section, gpu_section, tables, training_section
-from harness.report.figures import overhead_split
-from harness.report.rundata import find, ratio, ratio_ci
-from harness.report.style import caption, ok_cells
-from harness.report.tables import fmt_ratio, ms, table
+from harness.report import findings, headline, machines, tables
+from harness.report.style import fmt_ms
 
 REPORT_PATH = DEFAULT_REPORT
 
+QUESTION = ("LeNet-5 is written at every level of a deep-learning API: the raw primitive libraries "
+            "(cuDNN on the GPU, oneDNN on the CPU, driven through ctypes), framework ops (TensorFlow, "
+            "JAX, PyTorch) and one Keras model on three backends, with a NumPy reference, all with the "
+            "same weights and the same answers. What does each step up the ladder cost in speed per "
+            "image, and what does it save in code, on the CPU and on the GPU?")
 
-def findings(frame, loc_rows, runs=()) -> list[str]:
-    out = []
-    if frame.empty:
-        return ["No results yet: run `make run-all`."]
-    for machine in sorted(frame["machine"].unique()):
-        predict = find(frame, "overhead", "keras/predict", machine=machine)
-        call = find(frame, "overhead", "keras/call", machine=machine)
-        function = find(frame, "overhead", "keras/function", machine=machine)
-        numpy_ref = find(frame, "overhead", "numpy/default", machine=machine)
-        if predict is not None and call is not None:
-            cells = frame[(frame["study"] == "overhead") & (frame["machine"] == machine)
-                          & (frame["status"] == "ok") & (frame["batch_size"] == 1)]
-            split = {r["cell_id"]: (base, how) for r, base, how in overhead_split(cells)}
-            base, how = split.get(predict["cell_id"], (np.nan, ""))
-            host = 100 * (1 - base / predict["median_ms"]) if not np.isnan(base) else None
-            out.append(
-                f"**Keras `model.predict` is {ratio(predict, call):.1f}x slower per image than "
-                f"`model(x)`** on {machine} (CPU): {ms(predict['median_ms'])} against "
-                f"{ms(call['median_ms'])} (medians; ratio taken within rounds)"
-                + (f"; {host:.1f}% of its time is host overhead above the {how}"
-                   f" ({ms(base)})." if host is not None else "."))
-            if function is not None:
-                out.append(f"Wrapping the same `model(x)` in `tf.function` brings Keras to "
-                           f"{ms(function['median_ms'])} per image, {ratio(predict, function):.0f}x "
-                           f"faster than `model.predict`, with the same weights and answers.")
-            if numpy_ref is not None:
-                out.append(f"The NumPy reference (im2col + BLAS, no framework) takes "
-                           f"{ms(numpy_ref['median_ms'])} per image on {machine}: "
-                           f"`model.predict` is {ratio(predict, numpy_ref):.0f}x slower than it.")
-        eager, tf_function = (find(frame, "overhead", "tf/eager", machine=machine),
-                              find(frame, "overhead", "tf/function", machine=machine))
-        if eager is not None and tf_function is not None:
-            out.append(f"TensorFlow ops: eager {ms(eager['median_ms'])} against tf.function "
-                       f"{ms(tf_function['median_ms'])} per image ({ratio(eager, tf_function):.1f}x).")
-        cold = find(frame, "api_levels", "keras/predict", machine=machine)
-        if cold is not None and not math.isnan(cold["cold_start_ms"]):
-            out.append(f"Cold start: the first `model.predict` call takes {ms(cold['cold_start_ms'])}, "
-                       f"{cold['cold_start_ms'] / cold['median_ms']:.1f}x a steady-state call.")
-        out += raw_library_findings(frame, machine)
-        out += training_section.findings(frame, machine)
-        out += backend_findings(frame, machine)
-        out += gpu_section.findings(frame, runs, machine)
-    totals = {}
-    for row in loc_rows:
-        totals[row["api_level"]] = totals.get(row["api_level"], 0) + row["code"]
-    if "keras" in totals and "cudnn" in totals:
-        out.append(f"Code: the cuDNN level takes {totals['cudnn']} lines, Keras {totals['keras']} "
-                   f"({totals['cudnn'] / totals['keras']:.0f}x; one package for all three backends), "
-                   f"oneDNN {totals.get('onednn', '-')}, "
-                   f"TensorFlow ops {totals.get('tensorflow-ops', '-')}, JAX ops "
-                   f"{totals.get('jax-ops', '-')}, PyTorch ops {totals.get('torch-ops', '-')}, NumPy "
-                   f"{totals.get('numpy', '-')} (pygount code lines; the shared loaders, "
-                   f"{totals.get('shared', '-')} lines, apart).")
-    return out
+# (file, title, what to look at): the figures in reading order, each read from its study's rows.
+FIGURES = [
+    ("fig01_cost_vs_code.png", "Cost against code",
+     "Each level is a marker (circle CPU, square GPU) at its lines of code and its batch-1 time; the grey "
+     "lines join each device's ladder, raw library → framework ops → Keras on that framework. Down and to "
+     "the right is fast but long; up and to the left, short but slow."),
+    ("fig02_loc.png", "Lines of code per level",
+     "Where each level's lines go: the forward pass, converting the shared weights, declaring a C API to "
+     "Python (the raw levels' ffi binding), and the training step (counted apart)."),
+    ("fig03_latency.png", "Per-image latency of every implementation",
+     "Every variant `api_levels` measured, one marker per machine: the gaps between rungs dwarf the gaps "
+     "between machines, and the whiskers (95% intervals) show which differences are real."),
+    ("fig04_distributions.png", "Spread of every timed call",
+     "Boxes are quartiles of all timed calls, whiskers p1–p99: a long right whisker is a slow tail (the "
+     "p99 a user sees now and then), not an unstable median; `noisy` marks a median that moved between "
+     "rounds."),
+    ("fig05_cold_start.png", "Cold start against steady state",
+     "The first call (hollow) against the steady state (filled), for variants whose worker started for "
+     "them: the distance between the two is the price of tracing, compiling and setting up."),
+    ("fig06_time_split.png", "Where a call's time goes",
+     "Green is the part of a call that the machine's fastest measured implementation also needs (CPU) or "
+     "the GPU's own busy time (GPU); vermillion is everything else: Python, dispatch, data handling."),
+    ("fig07_explain.png", "Why the high levels are slow, stage by stage",
+     "Each bar is one call peeled down an ablation ladder of public calls; a colour is a kind of stage in "
+     "every row; the longest segment of a bar is the stage to remove first."),
+    ("fig08_backends.png", "One Keras model, three backends",
+     "The same model called four ways on each backend: compare the spread along a panel (how the "
+     "model is called) with the spread at one call (the backend); each backend keeps its colour."),
+    ("fig09_throughput.png", "Throughput against batch size",
+     "Images per second as batches grow, one panel per machine, the same y scale: the batch at which a "
+     "GPU line passes the best CPU line is where the GPU starts to pay."),
+    ("fig10_training.png", "What one training step costs",
+     "Time per SGD step against batch size: raw, framework-ops and reference levels on the left, Keras "
+     "on the right (`fit` dashed, `train_on_batch` solid)."),
+    ("fig11_precision.png", "float32 against float64",
+     "Filled float32, hollow float64, per machine: where their whiskers overlap, double precision "
+     "costs nothing measurable at batch 1."),
+]
 
+GLOSSARY = [
+    ("`impl/variant`", "an implementation and how it is called: `tf/function` is TensorFlow ops inside "
+     "`tf.function`, `cudnn/graph` the cuDNN level replayed as one CUDA graph, `onednn/naive_nocache` "
+     "oneDNN creating its primitives on every call with its primitive cache off; `null` returns zeros "
+     "and measures the harness itself"),
+    ("floor", "the fastest implementation measured on a device, Python call included; not the "
+     "arithmetic, which is computed separately (see the method)"),
+    ("within-round ratio", "cells are timed in interleaved rounds; the ratio of two cells is the median "
+     "over rounds of their medians' ratio in the same round, so a drift in machine speed cancels"),
+    ("interval", "95% interval of a median or ratio, from resampling whole rounds (a cluster "
+     "bootstrap); an interval that includes 1 reads \"no measurable difference\""),
+    ("noisy", "a cell whose median's interval spans more than 20% of it: the machine's speed moved "
+     "between rounds"),
+    ("cold start", "the first call of a worker process that started for that cell (tracing, compiling, "
+     "allocating); reported only for such cells"),
+    ("CUDA graph", "a recorded sequence of GPU kernels and copies replayed by one launch, so the host "
+     "enqueues once per call instead of once per kernel"),
+    ("host vs device time", "host time is the wall time of a call (array in, probabilities out); device "
+     "time is the GPU's own, from CUDA events or a kernel trace"),
+    ("tie", "in verify-train, a max-pool window whose top two values were equal within float32 "
+     "rounding, where a level took the other, equally valid, branch: a pass"),
+]
 
-FRAMEWORK_OPS = ("tf/function", "jax/jit", "torch/eager")  # each framework's default in api_levels
-
-
-def raw_library_findings(frame, machine) -> list[str]:
-    """The CPU ladder from the raw library up (api_levels), and what oneDNN's cache saves (overhead)."""
-    out = []
-    tuned = find(frame, "api_levels", "onednn/tuned", machine=machine)
-    if tuned is None:
-        return out
-    naive = find(frame, "api_levels", "onednn/naive", machine=machine)
-    numpy_ref = find(frame, "api_levels", "numpy/default", machine=machine)
-    ops = [r for r in (find(frame, "api_levels", label, machine=machine) for label in FRAMEWORK_OPS)
-           if r is not None]
-    best_ops = min(ops, key=lambda r: r["median_ms"]) if ops else None
-    predict = find(frame, "api_levels", "keras/predict", machine=machine)
-    line = (f"**The CPU ladder on {machine}, raw library → framework ops → Keras** (`api_levels`, "
-            f"ratios within rounds): oneDNN tuned takes {ms(tuned['median_ms'])} per image")
-    steps = [(naive, "oneDNN naive (everything created per call)"), (numpy_ref, "the NumPy reference"),
-             (best_ops, f"the fastest framework-ops level ({best_ops['label']})" if best_ops is not None
-              else ""), (predict, "Keras `model.predict`")]
-    parts = [f"{what} {ms(r['median_ms'])} ({fmt_ratio(ratio_ci(r, tuned))}x tuned)" for r, what in steps
-             if r is not None]
-    if parts:
-        line += "; " + ", ".join(parts)
-    out.append(line + ". The tuned raw level is the measured compute floor of this CPU.")
-    on, off = (find(frame, "overhead", "onednn/naive", machine=machine),
-               find(frame, "overhead", "onednn/naive_nocache", machine=machine))
-    if on is not None and off is not None:
-        out.append(f"oneDNN's primitive cache: the naive level takes {ms(on['median_ms'])} per image "
-                   f"with it and {ms(off['median_ms'])} without it "
-                   f"({fmt_ratio(ratio_ci(off, on))}x within rounds): creating the primitives "
-                   "again on every call is what the cache saves a first attempt.")
-    return out
+METHOD = [
+    "Every call is timed (`perf_counter_ns`, host array in, host probabilities out) and kept; cells are "
+    "interleaved in rounds (A B C A B C ...) in one run per machine; warm-up calls are dropped.",
+    "A median is that of all timed calls; its 95% interval comes from resampling rounds, not calls, "
+    "because calls within a round are correlated.",
+    "**Why a within-round ratio differs from the ratio of two medians:** the ratio is the median of "
+    "per-round ratios, so a round in which the machine was slow for both cells counts once, as a ratio, "
+    "while the medians pool every call; when speed drifts between rounds the two differ, and the "
+    "within-round ratio is the one to trust.",
+    "Across machines (the CPU against the GPU) there are no shared rounds: those comparisons are of "
+    "medians, each with its own interval.",
+]
 
 
-def backend_findings(frame, machine) -> list[str]:
-    """The backends study in sentences: one Keras model's predict and compiled call per backend."""
-    out = []
-    names = {"keras": "TensorFlow", "keras_jax": "JAX", "keras_torch": "PyTorch"}
-    compiled = {"keras": "function", "keras_jax": "jit", "keras_torch": "compile"}
-    for device in ("cpu", "gpu"):
-        predict = {i: find(frame, "backends", f"{i}/predict", device=device, machine=machine)
-                   for i in names}
-        predict = {i: r for i, r in predict.items() if r is not None}
-        if len(predict) < 2:
-            continue
-        fastest = min(predict, key=lambda i: predict[i]["median_ms"])
-        parts = [f"{ms(r['median_ms'])} on {names[i]}" for i, r in predict.items()]
-        slowdowns = [f"{names[i]} {ratio(r, predict[fastest]):.1f}x" for i, r in predict.items()
-                     if i != fastest and ratio(r, predict[fastest])]
-        line = (f"**One Keras model, three backends** ({device.upper()}, {machine}): `model.predict` "
-                f"takes {', '.join(parts)} per image; against {names[fastest]}, "
-                f"{', '.join(slowdowns)} (within rounds).")
-        fast = {i: find(frame, "backends", f"{i}/{compiled[i]}", device=device, machine=machine)
-                for i in names}
-        fast = [f"{ms(r['median_ms'])} ({compiled[i]}, {names[i]})" for i, r in fast.items()
-                if r is not None]
-        if fast:
-            line += f" Compiled, the same model's call takes {', '.join(fast)}."
-        out.append(line)
-    return out
+# Datasheet FP32 peaks (non-tensor-core), for the arithmetic line only: not measurements.
+PEAK_FLOPS = {"H100": (67e12, "NVIDIA's H100 SXM datasheet")}
+MACS = 28 * 28 * 6 * 5 * 5 * 1 + 10 * 10 * 16 * 5 * 5 * 6 + 400 * 120 + 120 * 84 + 84 * 10  # per image
 
 
-def latency_table(frame, study, with_device=False) -> str:
-    cells = ok_cells(frame, study)
-    if cells.empty:
-        return f"_No results for study `{study}` yet._"
-    rows = []
-    for _, r in cells.iterrows():
-        base = find(frame, study, "numpy/default", machine=r["machine"], batch=r["batch_size"],
-                    dtype=r["dtype"])
-        rel = ratio_ci(r, base) if base is not None and r["label"] != "numpy/default" else None
-        flags = " ".join(f for f, on in (("noisy", r["noisy"]), ("contended", r["contended"])) if on)
-        row = [r["label"], r["device"], r["batch_size"], r["dtype"], ms(r["median_ms"]),
-               f"{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}", ms(r["p90_ms"]), ms(r["p99_ms"]),
-               ms(r["min_ms"]), r["n"], fmt_ratio(rel), flags or "-", r["machine"]]
-        if with_device:
-            row.insert(5, ms(r["device_median_ms"]))
-        rows.append(row)
-    headers = ["implementation/variant", "device", "batch", "dtype", "median", "95% CI of median",
-               "p90", "p99", "min", "calls", "x numpy (within rounds) [95% CI]", "flags", "machine"]
-    if with_device:
-        headers.insert(5, "device time (median)")
-    return table(headers, rows)
+def best_rate(frame, device, machine):
+    """The highest images/s that batch_sweep measured on a device, or None."""
+    if frame.empty or machine is None:
+        return None
+    cells = frame[(frame["study"] == "batch_sweep") & (frame["status"] == "ok") & (frame["device"] == device)
+                  & (frame["machine"] == machine)]
+    return None if cells.empty else cells.loc[cells["images_per_s"].idxmax()]
 
 
-def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=(),
-          verify_train_rows=()) -> str:
-    """The report. `history`: every committed run's cells (not only the newest run of each
-    study), for the repeatability section; by default the newest runs alone."""
-    parts = ["# lenet-levels: what each API level costs and saves",
-             "",
-             "_Generated by `make report` from the result files in `reports/results/` and "
-             "`reports/loc.csv`. Do not edit: every number below is read from a results row._",
-             "", "## Findings", ""]
-    parts += [f"- {line}" for line in findings(frame, loc_rows, runs)
-              + explain_section.headline(explain_section.explain_rows(runs))]
-    parts += ["", "## How the numbers are computed", ""] + [
-        f"- {line}" for line in tables.METHOD + tables.crosscheck_lines(crosschecks)]
-    parts += ["", "## Environment of each run", ""]
-    env_rows = []
-    for run in runs:
-        env = run["env"]
-        pk = env.get("packages", {})
-        gpus = env.get("gpus") or []
-        env_rows.append([run["study"], run["run_id"], env.get("hostname", "-"), env.get("cpu", "-"),
-                         env.get("cpus_usable", "-"),
-                         ", ".join(g["name"] for g in gpus) or "none",
-                         gpus[0]["driver"] if gpus else "-", env.get("cuda_driver_version") or "-",
-                         (env.get("cudnn") or {}).get("version", "-"), env.get("python", "-"),
-                         pk.get("tensorflow") or pk.get("tensorflow-cpu") or "-", pk.get("keras", "-"),
-                         pk.get("jax", "-"), pk.get("torch", "-"),
-                         pk.get("numpy", "-"), (env.get("threads") or {}).get("OPENBLAS_NUM_THREADS", "-"),
-                         env.get("loadavg") or "-"])
-    parts.append(table(["study", "run", "host", "CPU", "cores", "GPU", "driver", "CUDA", "cuDNN",
-                        "Python", "TF", "Keras", "JAX", "PyTorch", "NumPy", "threads", "load avg"], env_rows)
-                 if env_rows else "_No runs yet._")
+def arithmetic_line(frame, levels, machines_by_device) -> str:
+    """The model's arithmetic, computed from its layer shapes, apart from the measured floor."""
+    floors = [f"{fmt_ms(lv.cells[d]['median_ms'])} on the {d.upper()} ({lv.cells[d]['label']})"
+              for d in ("cpu", "gpu") for lv in levels
+              if lv.implementation == headline.RAW[d] and d in lv.cells]
+    line = ("**Floor and arithmetic.** The floor in this report is the fastest measured batch-1 call, "
+            + (", ".join(floors) if floors else "not measured yet")
+            + f", Python call and copies included. The arithmetic is apart: {MACS:,} multiply-adds per "
+              "image (from the layer shapes)")
+    gpu = machines_by_device.get("gpu") or ""
+    peak = next((v for k, v in PEAK_FLOPS.items() if k in gpu), None)
+    if peak:
+        line += f", {2 * MACS / peak[0] * 1e9:.3g} ns at the GPU's FP32 peak ({peak[1]})"
+    rates = [(d, best_rate(frame, d, machines_by_device.get(d))) for d in ("cpu", "gpu")]
+    rates = [f"{fmt_ms(1e3 / r['images_per_s'])} per image on the {d.upper()} ({r['label']}, batch "
+             f"{int(r['batch_size'])})" for d, r in rates if r is not None]
+    if rates:
+        line += ("; at large batches the same work measured " + " and ".join(rates)
+                 + ", so most of a batch-1 call is the cost of making a call")
+    return line + "."
 
-    parts += ["", "## Fig. 1: lines of code per API level", "", "![](figures/fig1_loc.png)", "",
-              table(["package", "API level", "part", "files", "code lines", "comment lines"],
-                    [[r["package"], r["api_level"], r["part"], r["files"], r["code"], r["comment"]]
-                     for r in loc_rows])]
-    parts += ["", "## Fig. 2: per-image latency per API level (study `api_levels`)", "",
-              "![](figures/fig2_latency.png)", "", "![](figures/fig3_histograms.png)", "",
-              latency_table(frame, "api_levels")]
-    cold = ok_cells(frame, "api_levels")
-    parts += ["", "## Fig. 4: cold start against steady state", "", "![](figures/fig4_cold_start.png)", ""]
-    parts.append(table(["implementation/variant", "device", "framework import", "first call",
-                        "steady-state median", "first / steady", "machine"],
-                       [[r["label"], r["device"], f"{r['import_s']:.2f} s", ms(r["cold_start_ms"]),
-                         ms(r["median_ms"]), f"{r['cold_start_ms'] / r['median_ms']:.1f}",
-                         r["machine"]] for _, r in cold.iterrows()]) if not cold.empty else "_None._")
-    parts += ["", "## Fig. 5: where the time goes (study `overhead`)", "",
-              "![](figures/fig5_overhead.png)", "",
-              "On the GPU, device time is measured with CUDA events around the work of a call; on "
-              "the CPU there is no device, so the compute floor is estimated as the fastest "
-              "measured implementation of the same arithmetic, and the rest of a call is host "
-              "overhead.", "", latency_table(frame, "overhead", with_device=True)]
-    parts += ["", "## Fig. 8: one Keras model, three backends (study `backends`)", "",
-              "The same `lenet_keras` model and weights file, with KERAS_BACKEND set to tensorflow, "
-              "jax or torch in the worker before Keras is imported. Each backend's compiled path: "
-              "`function`/`xla` (tf.function, with XLA), `jit` (jax.jit of `model.stateless_call`), "
-              "`compile` (torch.compile of `model(x)`).", "",
-              "![](figures/fig8_backends.png)", "", latency_table(frame, "backends")]
-    parts += ["", "## Why Keras is slow (Fig. 9, `python -m harness explain`)", "",
-              "![](figures/fig9_explain.png)", ""]
-    parts += explain_section.section(explain_section.explain_rows(runs))
-    parts += gpu_section.section(runs)
-    parts += ["", "## Fig. 6: throughput against batch size (study `batch_sweep`)", "",
-              "![](figures/fig6_throughput.png)", ""]
-    sweep = ok_cells(frame, "batch_sweep")
-    parts.append(table(["implementation/variant", "device", "batch", "median per call",
-                        "images/s", "machine"],
-                       [[r["label"], r["device"], r["batch_size"], ms(r["median_ms"]),
-                         f"{r['images_per_s']:,.0f}", r["machine"]] for _, r in sweep.iterrows()])
-                 if not sweep.empty else "_No results for study `batch_sweep` yet._")
-    parts += ["", "## Fig. 7: float32 against float64 (study `precision`)", "",
-              "![](figures/fig7_precision.png)", "", latency_table(frame, "precision")]
-    parts += training_section.section(frame, verify_train_rows)
-    if verify_rows:
-        parts += ["", "## Agreement with the NumPy reference (verify)", "",
-                  table(["file", "implementation/variant", "device", "dtype", "status", "accuracy",
-                         "argmax agreement", "max abs diff"],
-                        [[v["file"], f"{v['implementation']}/{v['variant']}", v["device"],
-                          v.get("dtype", "float32"), v["status"],
-                          f"{v['accuracy']:.4f}" if "accuracy" in v else "-",
-                          f"{v['agree']}/{v['images']}" if "agree" in v else "-",
-                          f"{v['max_abs_diff']:.1e}" if "max_abs_diff" in v else v.get("reason", "-")]
-                         for v in verify_rows])]
-    parts += ["", "## Cells not measured, and why", ""]
-    missing = frame[frame["status"] != "ok"] if not frame.empty else frame
-    parts.append(table(["study", "cell", "status", "reason", "machine"],
-                       [[r["study"], r["cell_id"], r["status"], r["reason"], r["machine"]]
-                        for _, r in missing.iterrows()]) if not missing.empty else "_None._")
-    parts += ["", "## Noisy cells", ""] + tables.noisy_section(frame)
-    parts += ["", "## Repeatability across runs", ""] + tables.repeatability_section(
-        frame if history is None else history)
-    parts += ["", "## Runs behind this report", "", "```", caption(runs), "```", ""]
+
+def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=(), verify_train_rows=()) -> str:
+    """REPORT.md. The extra arguments are DETAILS.md's (details.build); this page ignores them."""
+    table_lines, by_device = headline.render(frame, loc_rows)
+    levels, _ = headline.levels(frame, loc_rows)
+    source = "; ".join(f"{d.upper()} columns from `api_levels` on {m}" for d, m in by_device.items() if m)
+    parts = ["# lenet-levels: what each API level costs and saves", "",
+             "_Generated by `make report` from `reports/results/` and `reports/loc.csv`: every number is "
+             "read from a results row. Every other table is in [DETAILS.md](DETAILS.md)._", "",
+             f"**The question.** {QUESTION}", "", "## The answer", ""]
+    parts += table_lines
+    if source:
+        parts += ["", f"{source}. Each cell is the level's fastest variant measured (named); `x oneDNN` "
+                      "and `x cuDNN` are within-round ratios to that device's raw library, with 95% "
+                      "intervals; code lines are pygount's, for inference (training apart)."]
+    parts += ["", f"![Fig. 1: {FIGURES[0][1]}](figures/{FIGURES[0][0]})", "",
+              f"_Fig. 1: {FIGURES[0][1]}._ {FIGURES[0][2]}", "", "### Findings", ""]
+    parts += [f"{i}. {line}" for i, line in enumerate(findings.findings(frame, runs, loc_rows), 1)]
+    parts += ["", "## The figures, in reading order", ""]
+    for i, (name, title, look) in enumerate(FIGURES[1:], 2):
+        parts += [f"![Fig. {i}: {title}](figures/{name})", "", f"_Fig. {i}: {title}._ {look}", ""]
+    parts += ["## Glossary", ""] + [f"- **{term}**: {meaning}." for term, meaning in GLOSSARY]
+    parts += ["", "## Machines", "", machines.machine_table(runs)]
+    diff = machines.difference_line(runs, by_device.get("cpu"), by_device.get("gpu"))
+    parts += ["", diff] if diff else []
+    parts += ["", "## How the numbers are computed", ""]
+    parts += [f"- {line}" for line in METHOD + [arithmetic_line(frame, levels, by_device)]
+              + tables.crosscheck_lines(crosschecks)]
+    parts += ["", "Every study's full table, verify and verify-train, the cells not measured and why, "
+                  "noisy cells and repeatability: [DETAILS.md](DETAILS.md).", ""]
     return "\n".join(parts)
 
 

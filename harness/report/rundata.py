@@ -8,6 +8,7 @@ environment (host, CPU or GPU). For a study on a machine, the newest run is used
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from harness import DEFAULT_RESULTS
@@ -48,6 +49,7 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
     """One row per final cell row, flattened: spec, status, statistics (ms), setup times."""
     records = []
     for run in runs:
+        own = own_process(run["rows"])
         for row in run["rows"]:
             if row.get("kind") != "cell":
                 continue
@@ -76,6 +78,7 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
                 "contended": bool(row.get("contended", False)),
                 "device_median_ms": dev.get("median_ns", float("nan")) / 1e6,
                 "cold_start_ms": (setup.get("cold_start_ns") or float("nan")) / 1e6,
+                "own_process": own.get(row["cell_id"]),
                 "import_s": (setup.get("import_ns") or float("nan")) / 1e9,
                 "times_ms": [t / 1e6 for t in times],
                 "rounds_ns": row.get("rounds_ns", []),
@@ -86,6 +89,17 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
         frame["images_per_s"] = frame["batch_size"] / (frame["median_ms"] / 1e3)
         frame["label"] = frame["implementation"] + "/" + frame["variant"]
     return frame
+
+
+def own_process(rows) -> dict[str, bool]:
+    """cell_id -> whether its worker process started for it (its first call was a cold start)
+    or had already run another cell (that call came after another variant's warm-up)."""
+    seen, out = set(), {}
+    for row in rows:
+        if row.get("kind") == "setup" and row.get("pid") is not None:
+            out[row["cell_id"]] = row["pid"] not in seen
+            seen.add(row["pid"])
+    return out
 
 
 def load(root: Path = DEFAULT_RESULTS) -> tuple[list[dict], pd.DataFrame]:
@@ -127,16 +141,20 @@ def crosscheck_records(root: Path = DEFAULT_RESULTS) -> list[dict]:
 
 def find(frame, study, label, device="cpu", batch=1, dtype="float32", machine=None, threads=None):
     """The ok cell of that study, label, device, batch, dtype (and machine), or None. threads:
-    None for a cell at the study's own thread count, else the cell's `threads`."""
+    None for a cell at the study's own thread count, else the cell's `threads`. One boolean mask,
+    then one row taken: no sub-frame (with every call's times) is copied."""
     if frame.empty:
         return None
-    rows = frame[(frame["study"] == study) & (frame["label"] == label) & (frame["device"] == device)
-                 & (frame["batch_size"] == batch) & (frame["dtype"] == dtype) & (frame["status"] == "ok")]
+    mask = ((frame["study"].to_numpy() == study) & (frame["label"].to_numpy() == label)
+            & (frame["device"].to_numpy() == device) & (frame["batch_size"].to_numpy() == batch)
+            & (frame["dtype"].to_numpy() == dtype) & (frame["status"].to_numpy() == "ok"))
     if machine is not None:
-        rows = rows[rows["machine"] == machine]
-    if "threads" in rows:
-        rows = rows[rows["threads"].isna()] if threads is None else rows[rows["threads"] == threads]
-    return None if rows.empty else rows.iloc[0]
+        mask &= frame["machine"].to_numpy() == machine
+    if "threads" in frame:
+        threads_col = frame["threads"]
+        mask &= (threads_col.isna() if threads is None else threads_col == threads).to_numpy()
+    hits = np.flatnonzero(mask)
+    return None if hits.size == 0 else frame.iloc[hits[0]]
 
 
 def ratio_ci(a, b) -> dict | None:

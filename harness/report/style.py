@@ -1,5 +1,5 @@
-"""What every figure shares: matplotlib off-screen, the Okabe-Ito colours, the ladder's order,
-the caption naming each machine, axis decoration, and number formats."""
+"""What every figure shares: matplotlib off-screen, one fixed colour per implementation, the
+ladder's order, the caption naming each machine, axis decoration, and number formats."""
 
 import textwrap
 from pathlib import Path
@@ -11,14 +11,41 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
 from harness import DEFAULT_FIGURES  # noqa: E402
+from harness.report.versions import cuda_runtime, cudnn_version  # noqa: E402
 
 FIGURES_DIR = DEFAULT_FIGURES
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
+# One colour per implementation in every figure (Okabe-Ito, then Paul Tol's muted colours for the
+# Keras backends and the hand-written rung): a series keeps its colour when another is missing.
+IMPL_COLOURS = {
+    "cuda": "#332288", "cudnn": "#0072B2", "onednn": "#56B4E9",
+    "tf": "#E69F00", "jax": "#009E73", "torch": "#D55E00",
+    "keras": "#CC79A7", "keras_jax": "#117733", "keras_torch": "#882255",
+    "numpy": "#000000", "null": "#999999",
+}
+OTHER_COLOUR = "#777777"  # a lab's module:Class, or an implementation added later
 # The ladder, bottom to top (and the reference beside it): API levels, then implementations.
-LEVEL_ORDER = ["numpy", "cudnn", "onednn", "tensorflow-ops", "jax-ops", "torch-ops", "keras"]
-IMPL_ORDER = ["numpy", "cudnn", "onednn", "tf", "jax", "torch", "keras", "keras_jax", "keras_torch"]
+LEVEL_ORDER = ["numpy", "cuda", "cudnn", "onednn", "tensorflow-ops", "jax-ops", "torch-ops", "keras"]
+IMPL_ORDER = ["cuda", "cudnn", "onednn", "tf", "jax", "torch", "keras", "keras_jax", "keras_torch", "numpy"]
 BACKEND_OF = {"keras": "TensorFlow", "keras_jax": "JAX", "keras_torch": "PyTorch"}
-DPI = 200
+DEVICE_MARKER = {"cpu": "o", "gpu": "s"}
+DPI = 150
+
+
+def colour(implementation: str) -> str:
+    return IMPL_COLOURS.get(implementation, OTHER_COLOUR)
+
+
+def impl_rank(implementation: str) -> int:
+    """Ladder position (bottom first); anything unknown after the known ones."""
+    return IMPL_ORDER.index(implementation) if implementation in IMPL_ORDER else len(IMPL_ORDER)
+
+
+def ladder_sorted(labels) -> list[str]:
+    """'impl/variant' labels in ladder order, variants in the order given."""
+    labels = list(dict.fromkeys(labels))
+    return sorted(labels, key=lambda lb: (impl_rank(lb.split("/")[0]), lb.split("/")[0],
+                                          labels.index(lb)))
 
 
 def caption(runs, study=None) -> str:
@@ -31,21 +58,34 @@ def caption(runs, study=None) -> str:
         pk = env.get("packages", {})
         tf = pk.get("tensorflow") or pk.get("tensorflow-cpu") or "-"
         threads = (env.get("threads") or {}).get("OPENBLAS_NUM_THREADS") or "?"
-        gpu = ", ".join(f"{g['name']} (driver {g['driver']})" for g in env.get("gpus") or []) or "no GPU"
-        cudnn = (env.get("cudnn") or {}).get("version", "-")
+        gpu = ", ".join(g["name"] for g in env.get("gpus") or []) or "no GPU"
+        cuda = f", CUDA {cuda_runtime(env)}, cuDNN {cudnn_version(env)}" if env.get("gpus") else ""
         lines.append(f"{run['machine']} | {gpu} | threads={threads} | TF {tf}, Keras "
                      f"{pk.get('keras', '-')}, JAX {pk.get('jax', '-')}, PyTorch {pk.get('torch', '-')}, "
-                     f"NumPy {pk.get('numpy', '-')}, cuDNN {cudnn} | "
-                     f"run {run['study']}/{run['run_id']}")
+                     f"NumPy {pk.get('numpy', '-')}{cuda} | run {run['study']}/{run['run_id']}")
     return "\n".join(lines) or "no runs"
 
 
-def finish(fig, runs, study, path: Path, caption_text=None) -> Path:
+def finish(fig, runs, study, path: Path, caption_text=None, top=1.0, margins=None) -> Path:
+    """The caption under the figure, the layout, the PNG. margins (inches, or fractions of the
+    width for left/right): a fixed layout, which costs a fraction of tight_layout's time; keys
+    left, right, top_in, bottom_in (above the caption), gap_in (between stacked panels), wspace."""
     width_chars = int(fig.get_figwidth() * 21)  # 6-pt text: about 21 characters per inch
     text = "\n".join(textwrap.fill(line, width_chars, subsequent_indent="    ")
                      for line in (caption_text or caption(runs, study)).splitlines())
     fig.text(0.01, 0.005, text, fontsize=6, color="#444444", va="bottom", ha="left")
-    fig.tight_layout(rect=(0, 0.03 + 0.018 * text.count("\n"), 1, 1))
+    caption_in = 0.11 * (text.count("\n") + 1) + 0.05
+    height = fig.get_figheight()
+    if margins is None:
+        fig.tight_layout(rect=(0, caption_in / height, 1, top))
+    else:
+        bottom = (caption_in + margins.get("bottom_in", 0.5)) / height
+        top_frac = 1 - margins.get("top_in", 0.5) / height
+        rows = len({ax.get_subplotspec().rowspan.start for ax in fig.axes if ax.get_subplotspec()})
+        gap = margins.get("gap_in", 0.4)
+        mean_axes = max((height * (top_frac - bottom) - (rows - 1) * gap) / max(rows, 1), 0.1)
+        fig.subplots_adjust(left=margins.get("left", 0.1), right=margins.get("right", 0.97), top=top_frac,
+                            bottom=bottom, hspace=gap / mean_axes, wspace=margins.get("wspace", 0.2))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
@@ -82,18 +122,28 @@ def short_machine(machine: str) -> str:
     return machine.split(": ", 1)[-1].split(" (")[0]
 
 
+LINESTYLES = ["-", "--", ":", "-."]
+
+
 def lines_against_batch(ax, cells, column: str):
-    """One line per label x device x machine of `column` against batch size (log-log), the
-    machine named where there are several. Past the eight colours a line is dashed and keeps
-    its own marker, so no two lines look alike. The legend goes beside the axes."""
-    several = cells["machine"].nunique() > 1
-    for i, ((label, device, machine), part) in enumerate(cells.groupby(["label", "device", "machine"])):
-        part = part.sort_values("batch_size")
-        where = f"{device.upper()}, {short_machine(machine)}" if several else device.upper()
-        ax.plot(part["batch_size"], part[column], marker=MARKERS[i % len(MARKERS)],
-                color=OKABE_ITO[i % len(OKABE_ITO)], linestyle="-" if i < len(OKABE_ITO) else "--",
-                label=f"{label} ({where})")
+    """One line per label of `column` against batch size (log-log), for the cells of one panel
+    (one machine and device: the caller splits them). The colour is the implementation's; a
+    second or third variant of one implementation is dashed or dotted, with its own marker."""
+    labels = ladder_sorted(cells["label"])
+    seen: dict[str, int] = {}
+    for label in labels:
+        impl = label.split("/")[0]
+        k = seen[impl] = seen.get(impl, -1) + 1
+        part = cells[cells["label"] == label].sort_values("batch_size")
+        ax.plot(part["batch_size"], part[column], marker=MARKERS[k % len(MARKERS)],
+                color=colour(impl), linestyle=LINESTYLES[k % len(LINESTYLES)], label=label)
     ax.set_xscale("log", base=2)
     sizes = sorted(cells["batch_size"].unique())
     ax.set_xticks(sizes, [str(b) for b in sizes])
     ax.set_yscale("log")
+
+
+def panels(cells) -> list[tuple[str, str]]:
+    """(device, machine) pairs in reading order: the CPU machines, then the GPU machines."""
+    return sorted({(d, m) for d, m in zip(cells["device"], cells["machine"], strict=True)},
+                  key=lambda p: (p[0] != "cpu", p[1]))

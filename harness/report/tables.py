@@ -101,9 +101,30 @@ def crosscheck_lines(records) -> list[str]:
     return out
 
 
+def sig3(x: float) -> str:
+    """Three significant figures, never in exponent form: 1878.5 -> 1880, 18.85 -> 18.9, 0.49 -> 0.490."""
+    if x is None or math.isnan(x):
+        return "-"
+    if x == 0:
+        return "0"
+    rounded = float(f"{x:.3g}")
+    digits = 2 - int(math.floor(math.log10(abs(rounded))))
+    if digits <= 0:
+        return f"{int(rounded):d}"
+    return f"{rounded:.{digits}f}"
+
+
+def includes_one(r: dict | None) -> bool:
+    """Whether a ratio's 95% interval includes 1: no measurable difference."""
+    return bool(r) and not math.isnan(r["ci95_low"]) and r["ci95_low"] <= 1 <= r["ci95_high"]
+
+
 def fmt_ratio(r: dict | None) -> str:
+    """A within-round ratio with its interval, three significant figures; an interval that
+    includes 1 says so."""
     if not r:
         return "-"
     if math.isnan(r["ci95_low"]):
-        return f"{r['ratio']:.2f}"
-    return f"{r['ratio']:.2f} [{r['ci95_low']:.2f}–{r['ci95_high']:.2f}]"
+        return sig3(r["ratio"])
+    text = f"{sig3(r['ratio'])} [{sig3(r['ci95_low'])}–{sig3(r['ci95_high'])}]"
+    return text + " (no measurable difference)" if includes_one(r) else text

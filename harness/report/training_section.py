@@ -4,8 +4,19 @@ time per step and of each level's convergence run, and the findings, all read fr
 import math
 from pathlib import Path
 
+import matplotlib.ticker
+
 from harness.report.rundata import find, ratio_ci
-from harness.report.style import decorate, finish, lines_against_batch, ok_cells, plt
+from harness.report.style import (
+    BACKEND_OF,
+    finish,
+    fmt_ms,
+    lines_against_batch,
+    ok_cells,
+    panels,
+    plt,
+    short_machine,
+)
 from harness.report.tables import fmt_ratio, ms, table
 
 STUDY = "training"
@@ -17,18 +28,30 @@ def default_threads(cells):
 
 
 def fig_training(frame, runs, out: Path) -> Path | None:
+    """Fig. 10: time per SGD step against batch size, float32, one panel per machine and device for
+    the raw, framework-ops and reference levels and one for Keras (at most about eight lines each)."""
     cells = ok_cells(frame, STUDY)
     if cells.empty:
         return None
     cells = default_threads(cells)
     cells = cells[cells["dtype"] == "float32"]
-    fig, ax = plt.subplots(figsize=(10, 5))
-    lines_against_batch(ax, cells, "median_ms")
-    decorate(ax, "Fig. 10  What one training step costs at each level",
-             "batch size (images per SGD step, log scale)",
-             "time per training step, median (ms, log scale)", legend_size=7)
-    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the lines
-    return finish(fig, runs, STUDY, out)
+    keras = cells["implementation"].isin(list(BACKEND_OF))
+    groups = [(device, machine, is_keras) for device, machine in panels(cells) for is_keras in (False, True)
+              if (keras == is_keras)[(cells["device"] == device) & (cells["machine"] == machine)].any()]
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.6 * len(groups), 5.6), squeeze=False, sharey=True)
+    for ax, (device, machine, is_keras) in zip(axes[0], groups, strict=True):
+        part = cells[(cells["device"] == device) & (cells["machine"] == machine) & (keras == is_keras)]
+        lines_against_batch(ax, part, "median_ms")
+        what = "Keras, three backends" if is_keras else "raw library, framework ops, NumPy"
+        ax.set_title(f"{device.upper()}: {short_machine(machine)}\n{what}", fontsize=9, loc="left")
+        ax.set_xlabel("batch size (images per SGD step)")
+        ax.grid(True, which="major", color="#EEEEEE")
+        ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+    axes[0][0].set_ylabel("time per training step, median (log scale)")
+    axes[0][0].yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_ms(v)))
+    fig.suptitle("Fig. 10  What one training step costs at each level")
+    return finish(fig, runs, STUDY, out, margins={"left": 0.09, "right": 0.99, "top_in": 1.0,
+                                                  "bottom_in": 1.4, "wspace": 0.08})
 
 
 def step_table(frame) -> str:
@@ -111,7 +134,9 @@ def findings(frame, machine) -> list[str]:
                  if isinstance(r["convergence"], dict) and "test_accuracy" in r["convergence"]]
         bad = [f"{r['label']} ({r['reason']})" for r in converged if r["status"] == "diverged"]
         out.append("Convergence runs (batch 32, from the seeded initial weights, at most one epoch "
-                   "or the study's time budget): test accuracy " + "; ".join(parts) + "."
+                   "or the study's time budget, compilation included): test accuracy " + "; ".join(parts)
+                   + ". This is what each level reached within that budget, not the accuracy it can "
+                     "reach: a faster step sees more images."
                    + (f" Diverged: {'; '.join(bad)}." if bad else ""))
     return out
 
@@ -130,12 +155,13 @@ def verify_table(rows) -> str:
 
 
 def section(frame, verify_rows=()) -> list[str]:
-    return ["", "## Fig. 10: what training costs at each level (study `training`)", "",
+    return ["", "## What training costs at each level (study `training`, "
+                "[Fig. 10](figures/fig10_training.png))", "",
             "Each timed call is one plain SGD step (softmax cross-entropy, learning rate 0.05) on "
             "the next batch of MNIST training images, starting from the seeded initial weights "
             "(`weights/lenet5_init.weights.h5`); `make verify` checks every level's steps against "
             "the NumPy oracle (`verify-train`).", "",
-            "![](figures/fig10_training.png)", "", step_table(frame), "",
+            step_table(frame), "",
             "Convergence runs:", "", convergence_table(frame), "",
             "Every level's training steps against the NumPy oracle (`python -m harness verify-train`: "
             "the same initial weights and batches; each step's loss within a relative 1e-4, the "

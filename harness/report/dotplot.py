@@ -1,0 +1,55 @@
+"""Horizontal dot plots on a log time axis, one panel per machine and device stacked with a
+shared axis: the shape of most of the report's figures (a dot per measured cell, its 95%
+interval as a whisker, the implementation's colour, the ladder's order from the top)."""
+
+import matplotlib.ticker
+
+from harness.report.style import fmt_ms, plt, short_machine
+
+
+def stacked(rows_per_panel: list[int], width=9.0, per_row=0.3, sharex=True):
+    """A figure of panels stacked vertically, each as tall as its rows."""
+    heights = [max(n, 1) * per_row + 0.7 for n in rows_per_panel]
+    fig, axes = plt.subplots(len(heights), 1, figsize=(width, sum(heights) + 1.3), sharex=sharex,
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    return fig, list(axes[:, 0])
+
+
+STACKED = {"left": 0.2, "right": 0.97, "top_in": 0.75, "bottom_in": 0.5, "gap_in": 0.35}
+
+
+def time_axis(ax, label="per-image time, median (log scale)"):
+    """A log time axis labelled in µs/ms/s; 2 and 5 labelled too where it spans under two decades
+    (call it after the data are drawn)."""
+    ax.set_xscale("log")
+    low, high = ax.get_xlim()
+    if high / low < 100:
+        ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_ms(v)))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.grid(True, axis="x", which="major", color="#EEEEEE")
+    ax.set_axisbelow(True)
+    if ax.get_subplotspec() is None or ax.get_subplotspec().is_last_row():
+        ax.set_xlabel(label)
+
+
+def rows_axis(ax, labels, title):
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    ax.set_title(title, fontsize=9, loc="left")
+
+
+def panel_title(device, machine) -> str:
+    return f"{device.upper()}: {short_machine(machine)}"
+
+
+def dot(ax, y, cell, colour, marker="o", filled=True, size=6, column="median_ms", label=None):
+    """One cell's median with its 95% interval."""
+    value = cell[column]
+    err = None
+    if column == "median_ms":
+        err = [[value - cell["ci_low_ms"]], [cell["ci_high_ms"] - value]]
+    ax.errorbar(value, y, xerr=err, marker=marker, markersize=size, color=colour, capsize=2,
+                linestyle="none", markerfacecolor=colour if filled else "white",
+                markeredgecolor=colour if not filled else "black", markeredgewidth=0.6 if filled else 1.4,
+                label=label, zorder=3)

@@ -1,0 +1,70 @@
+"""Fig. 1, the report's picture of its answer: per-image latency at batch 1 (log) against lines
+of code, one marker per level and device (circle CPU, square GPU, the colour the level's),
+and each device's levels joined in ladder order: raw library -> framework ops -> Keras on the
+same framework (three paths), the hand-written rung below the raw library where it exists."""
+
+from pathlib import Path
+
+import matplotlib.lines
+import matplotlib.ticker
+
+from harness.report import headline
+from harness.report.style import DEVICE_MARKER, colour, finish, fmt_ms, plt
+
+PATHS = [("cuda", "cudnn"), ("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
+         ("cudnn", "torch", "keras_torch"), ("onednn", "tf", "keras"), ("onednn", "jax", "keras_jax"),
+         ("onednn", "torch", "keras_torch")]
+SHORT = {"cuda": "CUDA", "cudnn": "cuDNN", "onednn": "oneDNN", "tf": "TF ops", "jax": "JAX ops",
+         "torch": "PyTorch ops", "keras": "Keras/TF", "keras_jax": "Keras/JAX",
+         "keras_torch": "Keras/PyTorch", "numpy": "NumPy ref."}
+
+
+def points(frame, loc_rows) -> list[dict]:
+    """One point per level and device: x lines of code, y median and its interval (ms)."""
+    rows, machines = headline.levels(frame, loc_rows)
+    return [{"implementation": lv.implementation, "device": d, "loc": lv.loc, "machine": machines[d],
+             "label": cell["label"], "median": cell["median_ms"], "low": cell["ci_low_ms"],
+             "high": cell["ci_high_ms"]}
+            for lv in rows if lv.loc is not None for d, cell in lv.cells.items()]
+
+
+def fig_cost(frame, loc_rows, runs, out: Path) -> Path | None:
+    pts = points(frame, loc_rows)
+    if not pts:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 5))
+    at = {(p["implementation"], p["device"]): p for p in pts}
+    for device, style in (("cpu", "-"), ("gpu", "--")):
+        for path in PATHS:
+            chain = [at[(i, device)] for i in path if (i, device) in at]
+            if len(chain) > 1:
+                ax.plot([p["loc"] for p in chain], [p["median"] for p in chain], style, color="#BBBBBB",
+                        linewidth=1, zorder=1)
+    for p in pts:
+        ax.errorbar(p["loc"], p["median"], yerr=[[p["median"] - p["low"]], [p["high"] - p["median"]]],
+                    marker=DEVICE_MARKER[p["device"]], markersize=8, color=colour(p["implementation"]),
+                    markeredgecolor="black", markeredgewidth=0.5, capsize=2, linestyle="none", zorder=3)
+        left = p["device"] == "gpu"
+        ax.annotate(f"{SHORT.get(p['implementation'], p['implementation'])} {fmt_ms(p['median'])}",
+                    (p["loc"], p["median"]), xytext=(-7 if left else 7, 0), textcoords="offset points",
+                    ha="right" if left else "left", va="center", fontsize=7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    lo, hi = min(p["loc"] for p in pts), max(p["loc"] for p in pts)
+    ax.set_xlim(lo / 1.8, hi * 1.8)
+    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: fmt_ms(v)))
+    ax.grid(True, which="major", color="#EEEEEE", zorder=0)
+    handles = [matplotlib.lines.Line2D([], [], marker=DEVICE_MARKER[d], color="#555555", linestyle=s,
+                                       label=f"{d.upper()} ({short})")
+               for d, s in (("cpu", "-"), ("gpu", "--"))
+               for short in [next((p["machine"] for p in pts if p["device"] == d), "not measured")]]
+    ax.legend(handles=handles, frameon=False, fontsize=7, loc="upper right")
+    ax.set_title("Fig. 1  What each level costs per image against the code it takes")
+    ax.set_xlabel("lines of code for inference (pygount; log scale)")
+    ax.set_ylabel("per-image latency at batch 1, median (log scale)")
+    shown = {p["machine"] for p in pts}
+    return finish(fig, [r for r in runs if r["machine"] in shown], "api_levels", out,
+                  margins={"left": 0.11, "right": 0.98, "top_in": 0.4, "bottom_in": 0.5})

@@ -1,0 +1,181 @@
+"""At most six findings in plain words, each one sentence with its number and interval, generated
+from the headline table's rows: what Keras costs and why, what each level saves in code, the CPU
+against the GPU at batch 1 and at a large batch, what the raw libraries buy, what training
+costs, and the seed's question (cuDNN -> TensorFlow ops -> Keras on the GPU)."""
+
+from harness.report import explain_section, headline
+from harness.report.headline import interval
+from harness.report.rundata import find, ratio_ci
+from harness.report.tables import fmt_ratio, includes_one, ms, sig3
+
+NAMES = {"onednn": "oneDNN", "cudnn": "cuDNN", "cuda": "hand-written CUDA"}
+
+
+def with_ci(cell) -> str:
+    return f"{ms(cell['median_ms'])} [{interval(cell['ci_low_ms'], cell['ci_high_ms'])}]"
+
+
+def per_s(cell) -> str:
+    """Images per second with the interval that the median's gives (batch / time)."""
+    b = cell["batch_size"]
+    lo, hi = b / (cell["ci_high_ms"] / 1e3), b / (cell["ci_low_ms"] / 1e3)
+    return f"{int(float(sig3(cell['images_per_s']))):,} [{int(float(sig3(lo))):,}–{int(float(sig3(hi))):,}]"
+
+
+def x_of(r: dict | None) -> str:
+    """'1880x [1670–2530]', with '(no measurable difference)' where the interval includes 1."""
+    return fmt_ratio(r).replace(" [", "x [", 1) if r else "-"
+
+
+def compare(a: str, b: str, r: dict | None) -> str:
+    """A sentence part from r = time(b) / time(a) within rounds: a faster, slower, or no difference."""
+    if not r:
+        return f"{a} against {b}: no within-round ratio"
+    if includes_one(r):
+        return f"{a} and {b} show no measurable difference ({sig3(r['ratio'])}x)"
+    if r["ratio"] >= 1:
+        return f"{a} is {x_of(r)} faster than {b}"
+    inverse = {"ratio": 1 / r["ratio"], "ci95_low": 1 / r["ci95_high"], "ci95_high": 1 / r["ci95_low"]}
+    return f"{a} is {x_of(inverse)} slower than {b}"
+
+
+def keras_finding(frame, runs, levels, machines) -> str | None:
+    by = {lv.implementation: lv for lv in levels}
+    cpu = machines.get("cpu")
+    keras = by.get("keras")
+    if keras is None or "cpu" not in keras.cells:
+        return None
+    cell, raw = keras.cells["cpu"], headline.RAW["cpu"]
+    why = next((r for r in explain_section.explain_rows(runs) if r["implementation"] == "keras"
+                and r["variant"] == "predict" and r["machine"] == cpu), None)
+    first = why["stages"][0] if why is not None else None
+    head = ("Keras' cost is in `model.predict`, not in the model" if first and first["share"] >= 0.5
+            else "What Keras costs")
+    line = (f"**{head}:** on the CPU, `model.predict` on TensorFlow takes {with_ci(cell)} per image, "
+            f"{x_of(keras.ratios.get('cpu'))} the time of the raw library ({NAMES[raw]})")
+    if first is not None:
+        line += (f", and {100 * first['share']:.0f}% of each call is the first stage `explain` peels off "
+                 f"({first.get('short') or first['name']}, built from the NumPy array on every call)")
+    function = find(frame, "overhead", "keras/function", machine=cpu)
+    predict = find(frame, "overhead", "keras/predict", machine=cpu)
+    if function is not None and predict is not None:
+        line += (f"; the same model called inside `tf.function` takes {with_ci(function)}: "
+                 + compare("`tf.function`", "`predict`", ratio_ci(predict, function)) + " (`overhead`)")
+    return line + "."
+
+
+def code_finding(levels) -> str | None:
+    loc = {lv.implementation: lv.loc for lv in levels if lv.loc is not None}
+    if "keras" not in loc:
+        return None
+    raws = [f"{loc[impl]} with {NAMES[impl]}" for impl in ("cuda", "cudnn", "onednn") if impl in loc]
+    raws[0] = raws[0].replace(" with ", " lines with ", 1)
+    ops = [loc[i] for i in ("tf", "jax", "torch") if i in loc]
+    biggest = max((loc[i] for i in ("cuda", "cudnn", "onednn") if i in loc), default=None)
+    return (f"**What each level costs in code:** inference takes {' and '.join(raws)} at the bottom, "
+            + (f"{min(ops)}–{max(ops)} with framework ops, " if ops else "")
+            + f"and {loc['keras']} with Keras (one model for all three backends)"
+            + (f", {sig3(biggest / loc['keras'])}x fewer than the largest raw level" if biggest else "")
+            + " (pygount code lines, exact counts; training code apart).")
+
+
+def devices_finding(frame, levels, machines) -> str | None:
+    by = {lv.implementation: lv for lv in levels}
+    cpu_raw, gpu_raw = by.get("onednn"), by.get("cudnn")
+    if not cpu_raw or not gpu_raw or "cpu" not in cpu_raw.cells or "gpu" not in gpu_raw.cells:
+        return None
+    c, g = cpu_raw.cells["cpu"], gpu_raw.cells["gpu"]
+    overlap = c["ci_low_ms"] <= g["ci_high_ms"] and g["ci_low_ms"] <= c["ci_high_ms"]
+    verdict = ("is no measurably faster than" if overlap else
+               "does not beat" if g["median_ms"] > c["median_ms"] else "beats")
+    head = "The GPU pays off only with large batches" if verdict != "beats" else "The CPU against the GPU"
+    line = (f"**{head}:** at batch 1 the GPU ({short(machines['gpu'])}) "
+            f"{verdict} the CPU ({short(machines['cpu'])}): cuDNN `{g['variant']}` takes {with_ci(g)} per "
+            f"image against oneDNN `{c['variant']}`'s {with_ci(c)}")
+    sweep = gpu_raw.throughput
+    if sweep is None:
+        return line + "."
+    line += (f"; at batch {int(sweep['batch_size'])} cuDNN `{sweep['variant']}` runs {per_s(sweep)} "
+             "images/s")
+    cpu_sweep = frame[(frame["study"] == headline.SWEEP) & (frame["status"] == "ok")
+                      & (frame["machine"] == machines["cpu"]) & (frame["device"] == "cpu")
+                      & (frame["implementation"] == "onednn") & (frame["batch_size"] == sweep["batch_size"])]
+    if not cpu_sweep.empty:
+        best = cpu_sweep.loc[cpu_sweep["images_per_s"].idxmax()]
+        line += (f" against oneDNN `{best['variant']}`'s {per_s(best)}, "
+                 f"{sig3(sweep['images_per_s'] / best['images_per_s'])}x (medians on two machines: no "
+                 "within-round ratio)")
+    return line + "."
+
+
+def short(machine: str) -> str:
+    return machine.split(": ", 1)[-1]
+
+
+def raw_finding(levels) -> str | None:
+    by = {lv.implementation: lv for lv in levels}
+    parts = []
+    for device, raw_name in (("cpu", "oneDNN"), ("gpu", "cuDNN")):
+        ops = [lv for lv in (by.get(i) for i in ("tf", "jax", "torch")) if lv and device in lv.cells]
+        if not ops or not by.get(headline.RAW[device]) or device not in by[headline.RAW[device]].cells:
+            continue
+        best = min(ops, key=lambda lv: lv.cells[device]["median_ms"])
+        parts.append(f"on the {device.upper()}, " + compare(raw_name, f"the fastest framework ops "
+                                                           f"({best.cells[device]['label']})",
+                                                           best.ratios.get(device)))
+    if not parts:
+        return None
+    return ("**What the raw libraries buy at batch 1:** " + "; ".join(parts)
+            + " (within-round ratios of medians, `api_levels`).")
+
+
+def training_finding(frame, machines) -> str | None:
+    cpu = machines.get("cpu")
+    cells = frame[(frame["study"] == "training") & (frame["status"] == "ok") & (frame["machine"] == cpu)
+                  & (frame["batch_size"] == 32) & (frame["dtype"] == "float32")
+                  & (frame["device"] == "cpu")] if not frame.empty else frame
+    if "threads" in cells:
+        cells = cells[cells["threads"].isna()]
+    if len(cells) < 2:
+        return None
+    low, high = cells.loc[cells["median_ms"].idxmin()], cells.loc[cells["median_ms"].idxmax()]
+    line = (f"**What training costs:** one SGD step of 32 images on the CPU takes "
+            f"{with_ci(low)} with {low['label']} and {with_ci(high)} with {high['label']}: "
+            + compare(low["label"], high["label"], ratio_ci(high, low)))
+    fit, step = (find(frame, "training", "keras/fit", batch=32, machine=cpu),
+                 find(frame, "training", "keras/train_on_batch", batch=32, machine=cpu))
+    if fit is not None and step is not None and high["label"] == "keras/fit":
+        line += "; in Keras, " + compare("`train_on_batch`", "`fit`", ratio_ci(fit, step))
+    return line + " (within rounds, `training`)."
+
+
+def seed_finding(levels, machines) -> str:
+    by = {lv.implementation: lv for lv in levels}
+    keras, ops = by.get("keras"), by.get("tf")
+    if keras and "gpu" in keras.cells:
+        return (f"**The seed's question, cuDNN → TensorFlow ops → Keras on the GPU:** Keras `predict` on "
+                f"TensorFlow takes {with_ci(keras.cells['gpu'])} per image, "
+                f"{x_of(keras.ratios.get('gpu'))} the time of cuDNN"
+                + (f", TensorFlow ops {with_ci(ops.cells['gpu'])} ({x_of(ops.ratios.get('gpu'))})"
+                   if ops and "gpu" in ops.cells else "") + ".")
+    measured = [(lv, lv.cells["gpu"]) for lv in (by.get("keras_jax"), by.get("keras_torch"))
+                if lv and "gpu" in lv.cells]
+    why = keras.missing.get("gpu", "not measured") if keras else "not measured"
+    return ("**The seed's question (Keras on TensorFlow on the GPU) is not answered by these runs** "
+            f"({why}); measured instead, Keras `predict` on the GPU takes "
+            + ", ".join(f"{with_ci(c)} on {lv.name.split(' on ')[-1]} "
+                        f"({x_of(lv.ratios.get('gpu'))} cuDNN's time)"
+                        for lv, c in measured)
+            + (f", and on TensorFlow on the CPU {with_ci(keras.cells['cpu'])}"
+               if keras and "cpu" in keras.cells else "")
+            + "; on a GPU server, `pip install 'tensorflow[and-cuda]'` and `make gpu-study` measure it.")
+
+
+def findings(frame, runs, loc_rows) -> list[str]:
+    levels, machines = headline.levels(frame, loc_rows)
+    if not levels:
+        return ["No results yet: run `make run-all`."]
+    lines = [keras_finding(frame, runs, levels, machines), code_finding(levels),
+             devices_finding(frame, levels, machines), raw_finding(levels), training_finding(frame, machines),
+             seed_finding(levels, machines)]
+    return [line for line in lines if line][:6]

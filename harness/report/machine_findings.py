@@ -1,0 +1,131 @@
+"""DETAILS.md's findings, machine by machine: every study's result in a sentence (the short
+answer, six findings, is harness/report/findings.py). Every number is read from a results row."""
+
+import math
+
+import numpy as np
+
+from harness.report import gpu_section, training_section
+from harness.report.figures import overhead_split
+from harness.report.rundata import find, ratio, ratio_ci
+from harness.report.tables import fmt_ratio, ms, sig3
+
+
+def findings(frame, loc_rows, runs=()) -> list[str]:
+    out = []
+    if frame.empty:
+        return ["No results yet: run `make run-all`."]
+    for machine in sorted(frame["machine"].unique()):
+        predict = find(frame, "overhead", "keras/predict", machine=machine)
+        call = find(frame, "overhead", "keras/call", machine=machine)
+        function = find(frame, "overhead", "keras/function", machine=machine)
+        numpy_ref = find(frame, "overhead", "numpy/default", machine=machine)
+        if predict is not None and call is not None:
+            cells = frame[(frame["study"] == "overhead") & (frame["machine"] == machine)
+                          & (frame["status"] == "ok") & (frame["batch_size"] == 1)]
+            split = {r["cell_id"]: (base, how) for r, base, how in overhead_split(cells)}
+            base, how = split.get(predict["cell_id"], (np.nan, ""))
+            host = 100 * (1 - base / predict["median_ms"]) if not np.isnan(base) else None
+            out.append(
+                f"**Keras `model.predict` is {sig3(ratio(predict, call))}x slower per image than "
+                f"`model(x)`** on {machine} (CPU): {ms(predict['median_ms'])} against "
+                f"{ms(call['median_ms'])} (medians; ratio taken within rounds)"
+                + (f"; {host:.1f}% of its time is host overhead above the {how}"
+                   f" ({ms(base)})." if host is not None else "."))
+            if function is not None:
+                out.append(f"Wrapping the same `model(x)` in `tf.function` brings Keras to "
+                           f"{ms(function['median_ms'])} per image, {sig3(ratio(predict, function))}x "
+                           f"faster than `model.predict`, with the same weights and answers.")
+            if numpy_ref is not None:
+                out.append(f"The NumPy reference (im2col + BLAS, no framework) takes "
+                           f"{ms(numpy_ref['median_ms'])} per image on {machine}: "
+                           f"`model.predict` is {sig3(ratio(predict, numpy_ref))}x slower than it.")
+        eager, tf_function = (find(frame, "overhead", "tf/eager", machine=machine),
+                              find(frame, "overhead", "tf/function", machine=machine))
+        if eager is not None and tf_function is not None:
+            out.append(f"TensorFlow ops: eager {ms(eager['median_ms'])} against tf.function "
+                       f"{ms(tf_function['median_ms'])} per image "
+                       f"({sig3(ratio(eager, tf_function))}x within rounds).")
+        cold = find(frame, "api_levels", "keras/predict", machine=machine)
+        if cold is not None and not math.isnan(cold["cold_start_ms"]) and cold["own_process"] is not False:
+            out.append(f"Cold start: the first `model.predict` call takes {ms(cold['cold_start_ms'])}, "
+                       f"{cold['cold_start_ms'] / cold['median_ms']:.1f}x a steady-state call.")
+        out += raw_library_findings(frame, machine)
+        out += training_section.findings(frame, machine)
+        out += backend_findings(frame, machine)
+        out += gpu_section.findings(frame, runs, machine)
+    totals = {}
+    for row in loc_rows:
+        totals[row["api_level"]] = totals.get(row["api_level"], 0) + row["code"]
+    if "keras" in totals and "cudnn" in totals:
+        out.append(f"Code: the cuDNN level takes {totals['cudnn']} lines, Keras {totals['keras']} "
+                   f"({totals['cudnn'] / totals['keras']:.0f}x; one package for all three backends), "
+                   f"oneDNN {totals.get('onednn', '-')}, "
+                   f"TensorFlow ops {totals.get('tensorflow-ops', '-')}, JAX ops "
+                   f"{totals.get('jax-ops', '-')}, PyTorch ops {totals.get('torch-ops', '-')}, NumPy "
+                   f"{totals.get('numpy', '-')} (pygount code lines; the shared loaders, "
+                   f"{totals.get('shared', '-')} lines, apart).")
+    return out
+
+
+FRAMEWORK_OPS = ("tf/function", "jax/jit", "torch/eager")  # each framework's default in api_levels
+
+
+def raw_library_findings(frame, machine) -> list[str]:
+    """The CPU ladder from the raw library up (api_levels), and what oneDNN's cache saves (overhead)."""
+    out = []
+    tuned = find(frame, "api_levels", "onednn/tuned", machine=machine)
+    if tuned is None:
+        return out
+    naive = find(frame, "api_levels", "onednn/naive", machine=machine)
+    numpy_ref = find(frame, "api_levels", "numpy/default", machine=machine)
+    ops = [r for r in (find(frame, "api_levels", label, machine=machine) for label in FRAMEWORK_OPS)
+           if r is not None]
+    best_ops = min(ops, key=lambda r: r["median_ms"]) if ops else None
+    predict = find(frame, "api_levels", "keras/predict", machine=machine)
+    line = (f"**The CPU ladder on {machine}, raw library → framework ops → Keras** (`api_levels`, "
+            f"ratios within rounds): oneDNN tuned takes {ms(tuned['median_ms'])} per image")
+    steps = [(naive, "oneDNN naive (everything created per call)"), (numpy_ref, "the NumPy reference"),
+             (best_ops, f"the fastest framework-ops level ({best_ops['label']})" if best_ops is not None
+              else ""), (predict, "Keras `model.predict`")]
+    parts = [f"{what} {ms(r['median_ms'])} ({fmt_ratio(ratio_ci(r, tuned))}x tuned)" for r, what in steps
+             if r is not None]
+    if parts:
+        line += "; " + ", ".join(parts)
+    out.append(line + ". The tuned raw level is the fastest implementation measured on this CPU (its floor).")
+    on, off = (find(frame, "overhead", "onednn/naive", machine=machine),
+               find(frame, "overhead", "onednn/naive_nocache", machine=machine))
+    if on is not None and off is not None:
+        out.append(f"oneDNN's primitive cache: the naive level takes {ms(on['median_ms'])} per image "
+                   f"with it and {ms(off['median_ms'])} without it "
+                   f"({fmt_ratio(ratio_ci(off, on))}x within rounds): creating the primitives "
+                   "again on every call is what the cache saves a first attempt.")
+    return out
+
+
+def backend_findings(frame, machine) -> list[str]:
+    """The backends study in sentences: one Keras model's predict and compiled call per backend."""
+    out = []
+    names = {"keras": "TensorFlow", "keras_jax": "JAX", "keras_torch": "PyTorch"}
+    compiled = {"keras": "function", "keras_jax": "jit", "keras_torch": "compile"}
+    for device in ("cpu", "gpu"):
+        predict = {i: find(frame, "backends", f"{i}/predict", device=device, machine=machine)
+                   for i in names}
+        predict = {i: r for i, r in predict.items() if r is not None}
+        if len(predict) < 2:
+            continue
+        fastest = min(predict, key=lambda i: predict[i]["median_ms"])
+        parts = [f"{ms(r['median_ms'])} on {names[i]}" for i, r in predict.items()]
+        slowdowns = [f"{names[i]} {sig3(ratio(r, predict[fastest]))}x" for i, r in predict.items()
+                     if i != fastest and ratio(r, predict[fastest])]
+        line = (f"**One Keras model, three backends** ({device.upper()}, {machine}): `model.predict` "
+                f"takes {', '.join(parts)} per image; against {names[fastest]}, "
+                f"{', '.join(slowdowns)} (within rounds).")
+        fast = {i: find(frame, "backends", f"{i}/{compiled[i]}", device=device, machine=machine)
+                for i in names}
+        fast = [f"{ms(r['median_ms'])} ({compiled[i]}, {names[i]})" for i, r in fast.items()
+                if r is not None]
+        if fast:
+            line += f" Compiled, the same model's call takes {', '.join(fast)}."
+        out.append(line)
+    return out

@@ -1,0 +1,72 @@
+"""The machines behind the report in one short table, their versions printed the way their
+vendors print them (cuDNN 91900 -> 9.19.0), and a line naming what differs between the machine
+of the CPU rows and that of the GPU rows. Read from each run's env.json."""
+
+from harness.report.tables import table
+from harness.report.versions import cuda_runtime, cudnn_version
+
+VERSION_FIELDS = (("Python", lambda e: e.get("python")),
+                  ("NumPy", lambda e: pkg(e, "numpy")),
+                  ("TensorFlow", lambda e: pkg(e, "tensorflow", "tensorflow-cpu")),
+                  ("Keras", lambda e: pkg(e, "keras")),
+                  ("JAX", lambda e: pkg(e, "jax")),
+                  ("PyTorch", lambda e: pkg(e, "torch")))
+
+
+def pkg(env, *names) -> str | None:
+    packages = env.get("packages") or {}
+    return next((packages[n] for n in names if packages.get(n)), None)
+
+
+def onednn_version(env) -> str | None:
+    found = env.get("onednn") or {}
+    return found.get("version", "").split(" ")[0] or None if found.get("found") else None
+
+
+def describe(env) -> dict:
+    gpus = env.get("gpus") or []
+    return {"CPU": env.get("cpu", "?"), "cores": env.get("cpus_usable", "?"),
+            "GPU": ", ".join(g["name"] for g in gpus) or "none",
+            **{name: get(env) for name, get in VERSION_FIELDS},
+            "oneDNN": onednn_version(env), "CUDA runtime": cuda_runtime(env),
+            "cuDNN": cudnn_version(env),
+            "driver": gpus[0]["driver"] if gpus else None}
+
+
+def by_machine(runs) -> dict[str, dict]:
+    """Each machine's newest environment, and the studies it ran."""
+    out = {}
+    for run in sorted(runs, key=lambda r: r["started"]):
+        entry = out.setdefault(run["machine"], {"studies": []})
+        entry["env"] = run["env"]
+        entry["studies"].append(run["study"])
+    return out
+
+
+def machine_table(runs) -> str:
+    machines = by_machine(runs)
+    if not machines:
+        return "_No runs yet._"
+    headers = ["machine", "CPU", "cores", "GPU", "driver", "CUDA runtime", "cuDNN", "oneDNN", "Python",
+               "NumPy", "TensorFlow", "Keras", "JAX", "PyTorch", "studies"]
+    rows = []
+    for machine, entry in machines.items():
+        d = describe(entry["env"])
+        rows.append([machine] + [d[h] or "–" for h in headers[1:-1]]
+                    + [", ".join(sorted(set(entry["studies"])))])
+    return table(headers, rows)
+
+
+def difference_line(runs, cpu_machine, gpu_machine) -> str | None:
+    """What differs between the machine of the CPU rows and that of the GPU rows."""
+    machines = by_machine(runs)
+    if cpu_machine not in machines or gpu_machine not in machines or cpu_machine == gpu_machine:
+        return None
+    a, b = describe(machines[cpu_machine]["env"]), describe(machines[gpu_machine]["env"])
+    keys = ["CPU", "cores"] + [name for name, _ in VERSION_FIELDS]
+    diffs = [f"{k} {a[k] or 'none'} / {b[k] or 'none'}" for k in keys if a[k] != b[k]]
+    if not diffs:
+        return f"The CPU rows ({cpu_machine}) and the GPU rows ({gpu_machine}) share CPU and versions."
+    return (f"The CPU rows come from {cpu_machine} and the GPU rows from {gpu_machine}, two machines "
+            f"that differ in (CPU rows / GPU rows): {'; '.join(diffs)}. Compare levels within a "
+            "device; across devices, a ratio also includes these differences.")

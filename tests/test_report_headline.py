@@ -1,0 +1,142 @@
+"""REPORT.md's first screen: the headline table and the findings follow the rows, the page stays
+short with the answer first, and lines of code are recounted when the sources change."""
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from harness import DEFAULT_RESULTS
+from harness.errors import HarnessError
+from harness.report import findings, headline, loc, markdown, rundata, style
+from harness.report.tables import fmt_ratio, ms, sig3
+
+
+@pytest.fixture
+def results_copy(tmp_path):
+    if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl")):
+        pytest.skip("no committed reference results (make run-all writes them)")
+    dest = tmp_path / "results"
+    shutil.copytree(DEFAULT_RESULTS, dest)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def loc_rows():
+    return loc.count()
+
+
+def table_row(text, level):
+    return next(line for line in text.splitlines() if line.startswith(f"| {level} |"))
+
+
+def slow_down(results, machine, label, factor):
+    """Multiply every call time of one api_levels cell on one machine by factor, in its file."""
+    run = next(r for r in rundata.latest_runs(rundata.load_runs(results))
+               if r["study"] == "api_levels" and r["machine"] == machine)
+    path = run["dir"] / "results.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows:
+        if row.get("kind") == "cell" and row["cell_id"] == f"{label}/cpu/b1/float32":
+            row["rounds_ns"] = [[t * factor for t in r] for r in row["rounds_ns"]]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_a_changed_row_changes_the_headline_table_and_the_finding(results_copy, loc_rows):
+    runs, frame = rundata.load(results_copy)
+    machine = headline.pick_machine(frame, "cpu")
+    before = markdown.build(runs, frame, loc_rows)
+    old = rundata.find(frame, "api_levels", "keras/predict", machine=machine)
+    assert f"| {ms(old['median_ms'])} [" in table_row(before, "Keras on TensorFlow")
+
+    slow_down(results_copy, machine, "keras/predict", 3)
+    runs, frame = rundata.load(results_copy)
+    after = markdown.build(runs, frame, loc_rows)
+    new = rundata.find(frame, "api_levels", "keras/predict", machine=machine)
+    raw = rundata.find(frame, "api_levels", "onednn/tuned", machine=machine)
+    row = table_row(after, "Keras on TensorFlow")
+    assert f"| {ms(new['median_ms'])} [" in row and ms(old["median_ms"]) not in row
+    assert fmt_ratio(rundata.ratio_ci(new, raw)) in row  # the ratio is recomputed within rounds
+    first = findings.keras_finding(frame, runs, *headline.levels(frame, loc_rows))
+    assert f"takes {ms(new['median_ms'])} [" in first and first in after
+    assert f"takes {ms(old['median_ms'])} [" not in after
+
+
+def test_a_missing_cell_is_a_dash_with_its_reason(results_copy, loc_rows):
+    runs, frame = rundata.load(results_copy)
+    text = "\n".join(headline.render(frame, loc_rows)[0])
+    skipped = frame[(frame["study"] == "api_levels") & (frame["implementation"] == "keras")
+                    & (frame["device"] == "gpu") & (frame["status"] != "ok")
+                    & (frame["machine"] == headline.pick_machine(frame, "gpu"))]
+    if skipped.empty:
+        pytest.skip("Keras on TensorFlow was measured on the GPU")
+    row = table_row(text, "Keras on TensorFlow")
+    note = row.split("| – (")[1][0]  # the footnote letter of the GPU cell
+    assert f"({note}) {headline.short_reason(skipped.iloc[0]['reason'], 'skipped')}." in text
+    assert "| – (" in table_row(text, "raw library: oneDNN")  # no GPU column for a CPU-only level
+
+
+def test_the_answer_comes_first_and_the_page_is_short(results_copy, loc_rows):
+    runs, frame = rundata.load(results_copy)
+    text = markdown.build(runs, frame, loc_rows)
+    assert len(text.splitlines()) <= 250
+    heads = [line for line in text.splitlines() if line.startswith("## ")]
+    assert heads[0] == "## The answer"
+    answer = text.split("## The answer")[1].split("\n## ")[0]
+    assert "| level | code lines |" in answer and "fig01_cost_vs_code.png" in answer
+    numbered = [line for line in answer.splitlines() if line[:2] in {f"{i}." for i in range(1, 10)}]
+    assert 1 <= len(numbered) <= 6
+    assert "[DETAILS.md](DETAILS.md)" in text and "9.19.0" in text and "91900" not in text
+
+
+def test_ratios_have_three_significant_figures_and_say_when_there_is_no_difference():
+    assert [sig3(x) for x in (1878.53, 18.85, 0.49, 99.96)] == ["1880", "18.9", "0.490", "100"]
+    assert fmt_ratio({"ratio": 1.04, "ci95_low": 0.97, "ci95_high": 1.12}).endswith("(no measurable difference)")
+    assert "no measurable" not in fmt_ratio({"ratio": 1.2, "ci95_low": 1.05, "ci95_high": 1.3})
+    same = {"ratio": 1.04, "ci95_low": 0.97, "ci95_high": 1.12}
+    assert findings.compare("a", "b", same) == "a and b show no measurable difference (1.04x)"
+    assert findings.compare("a", "b", {"ratio": 2.0, "ci95_low": 1.5, "ci95_high": 2.5}).startswith(
+        "a is 2.00x [1.50–2.50] faster than b")
+    assert findings.compare("a", "b", {"ratio": 0.5, "ci95_low": 0.4, "ci95_high": 0.8}).startswith(
+        "a is 2.00x [1.25–2.50] slower than b")
+
+
+def test_loc_is_recounted_when_the_sources_change_and_refused_stale_without_pygount(tmp_path, monkeypatch):
+    csv_path = tmp_path / "loc.csv"
+    counted = loc.current_rows(csv_path)  # no file yet: counted, with the sources' fingerprint
+    assert csv_path.is_file() and loc.fingerprint_path(csv_path).read_text().strip() == loc.fingerprint()
+    monkeypatch.setattr(loc, "count", lambda root=None: pytest.fail("recounted current counts"))
+    assert loc.current_rows(csv_path) == counted  # current: read, not recounted
+    loc.fingerprint_path(csv_path).write_text("counted from other sources\n")
+
+    def no_pygount(root=None):
+        raise ImportError("No module named 'pygount'")
+
+    monkeypatch.setattr(loc, "count", no_pygount)
+    with pytest.raises(HarnessError, match="pygount"):
+        loc.current_rows(csv_path)
+    monkeypatch.setattr(loc, "count", lambda root=None: [dict(counted[0], code=counted[0]["code"] + 1)])
+    assert loc.current_rows(csv_path)[0]["code"] == counted[0]["code"] + 1  # stale: recounted
+    assert loc.read_csv(csv_path)[0]["code"] == counted[0]["code"] + 1
+
+
+def test_a_hand_written_cuda_rung_appears_below_cudnn_without_code_changes(results_copy, loc_rows):
+    runs, frame = rundata.load(results_copy)
+    gpu = headline.pick_machine(frame, "gpu")
+    graph = rundata.find(frame, "api_levels", "cudnn/graph", device="gpu", machine=gpu)
+    if graph is None:
+        pytest.skip("no committed cuDNN rows")
+    fake = graph.copy()
+    fake["implementation"], fake["label"], fake["cell_id"] = "cuda", "cuda/graph", "cuda/graph/gpu/b1/float32"
+    fake["median_ms"], fake["ci_low_ms"], fake["ci_high_ms"] = (graph["median_ms"] / 2, graph["ci_low_ms"] / 2,
+                                                                graph["ci_high_ms"] / 2)
+    fake["rounds_ns"] = [[t / 2 for t in r] for r in graph["rounds_ns"]]
+    frame = pd.concat([frame, fake.to_frame().T], ignore_index=True)
+    levels, _ = headline.levels(frame, loc_rows)
+    assert [lv.implementation for lv in levels][:2] == ["cuda", "cudnn"]  # the ladder's bottom rung first
+    cuda = levels[0]
+    assert cuda.ratios["gpu"]["ratio"] == pytest.approx(0.5)  # within rounds, against cuDNN
+    assert "runs on the GPU only" in cuda.missing["cpu"] or "not measured" in cuda.missing["cpu"]
+    assert style.colour("cuda") not in {style.colour(i) for i in style.IMPL_ORDER if i != "cuda"}
+    assert style.ladder_sorted(["cudnn/graph", "cuda/graph", "keras/predict"])[0] == "cuda/graph"
