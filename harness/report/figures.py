@@ -29,7 +29,7 @@ from harness.report.style import (
 
 def fig_loc(loc_rows, out: Path, runs) -> Path:
     """Fig. 2: code lines per level, split into the parts a reader wants apart."""
-    parts = ["forward", "weight layout", "ffi binding", "training step"]
+    parts = ["forward", "kernel source", "weight layout", "ffi binding", "training step"]
     ladder = ["cuda", "cudnn", "onednn", "tensorflow-ops", "jax-ops", "torch-ops", "keras", "numpy"]
     present = {row["api_level"] for row in loc_rows} - {"shared"}
     levels = [lvl for lvl in ladder if lvl in present] + sorted(present - set(ladder))
