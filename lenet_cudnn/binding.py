@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from harness.errors import Unavailable
+from harness.frameworks import native
 
 # --- enums (cudnn_graph.h, cudnn_ops.h, cudnn_cnn.h) --------------------------------------
 STATUS_SUCCESS = 0
@@ -174,16 +175,9 @@ def load() -> Cudnn:
     """The first libcudnn found (see module docstring), or Unavailable naming what was tried."""
     global _loaded
     if _loaded is None:
-        tried = []
-        for path, how in candidates():
-            try:
-                _loaded = Cudnn(path, how, ctypes.CDLL(path))
-                break
-            except (OSError, AttributeError) as exc:
-                tried.append(f"{path} ({how}): {exc}".splitlines()[0])
-        else:
-            raise Unavailable("no usable libcudnn found; tried " + "; ".join(tried) +
-                              ". Install the gpu extra (make install-gpu) or set LENET_CUDNN_LIBRARY")
+        _loaded = native.first_library(
+            candidates(), Cudnn, "libcudnn",
+            "Install the gpu extra (make install-gpu) or set LENET_CUDNN_LIBRARY")
     return _loaded
 
 

@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 
 from harness.errors import Unavailable
+from harness.frameworks import native
 
 # --- enums (cublas_api.h) -----------------------------------------------------------------
 STATUS_SUCCESS = 0
@@ -148,17 +149,10 @@ def load() -> Cublas:
     """The first libcublas found (see module docstring), or Unavailable naming what was tried."""
     global _loaded
     if _loaded is None:
-        tried = []
-        for path, how in candidates():
-            try:
-                _loaded = Cublas(path, how, ctypes.CDLL(path))
-                break
-            except (OSError, AttributeError, CublasError) as exc:
-                tried.append(f"{path} ({how}): {exc}".splitlines()[0])
-        else:
-            raise Unavailable("no usable libcublas found; tried " + "; ".join(tried) +
-                              ". Install CuPy's CUDA libraries (make install-gpu; CUDA 13: "
-                              "pip install 'cupy-cuda13x[ctk]') or set LENET_CUBLAS_LIBRARY")
+        _loaded = native.first_library(
+            candidates(), Cublas, "libcublas",
+            "Install CuPy's CUDA libraries (make install-gpu; CUDA 13: pip install 'cupy-cuda13x[ctk]') "
+            "or set LENET_CUBLAS_LIBRARY", errors=(OSError, AttributeError, CublasError))
     return _loaded
 
 

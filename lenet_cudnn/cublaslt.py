@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 from harness.errors import Unavailable
+from harness.frameworks import native
 from lenet_cudnn.cublas import STATUS_NAMES, CublasError
 
 # --- enums (cublasLt.h, cublas_api.h, library_types.h) -------------------------------------
@@ -147,17 +148,9 @@ _loaded = None
 def load() -> CublasLt:
     global _loaded
     if _loaded is None:
-        tried = []
-        for path, how in candidates():
-            try:
-                _loaded = CublasLt(path, how, ctypes.CDLL(path))
-                break
-            except (OSError, AttributeError) as exc:
-                tried.append(f"{path} ({how}): {exc}".splitlines()[0])
-        else:
-            raise Unavailable("no usable libcublasLt found; tried " + "; ".join(tried) +
-                              ". Install CuPy's CUDA libraries (make install-gpu) "
-                              "or set LENET_CUBLASLT_LIBRARY")
+        _loaded = native.first_library(
+            candidates(), CublasLt, "libcublasLt",
+            "Install CuPy's CUDA libraries (make install-gpu) or set LENET_CUBLASLT_LIBRARY")
     return _loaded
 
 

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from harness.errors import Unavailable
+from harness.frameworks import native
 
 # --- enums (dnnl_common_types.h, dnnl_types.h of v3.2) --------------------------------------
 STATUS = {0: "dnnl_success", 1: "dnnl_out_of_memory", 2: "dnnl_invalid_arguments",
@@ -227,16 +228,9 @@ def load() -> Onednn:
     """The first libdnnl found (see module docstring), or Unavailable naming what was tried."""
     global _loaded
     if _loaded is None:
-        tried = []
-        for path, how in candidates():
-            try:
-                _loaded = Onednn(path, how, ctypes.CDLL(path))
-                break
-            except (OSError, AttributeError) as exc:
-                tried.append(f"{path} ({how}): {exc}".splitlines()[0])
-        else:
-            raise Unavailable("no usable libdnnl.so.3 (oneDNN v3) found; tried " + "; ".join(tried) +
-                              ". pip install onednn-cpu-gomp==2023.2.0 (x86_64) or set LENET_ONEDNN_LIBRARY")
+        _loaded = native.first_library(
+            candidates(), Onednn, "libdnnl.so.3 (oneDNN v3)",
+            "pip install onednn-cpu-gomp==2023.2.0 (x86_64) or set LENET_ONEDNN_LIBRARY")
     return _loaded
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import Unavailable
+from harness.frameworks import native
 
 SUCCESS = 0
 SONAMES = ("libnvrtc.so.13", "libnvrtc.so.12")
@@ -186,17 +187,10 @@ def load() -> Nvrtc:
     """The first libnvrtc found (see module docstring), or Unavailable naming what was tried."""
     global _loaded
     if _loaded is None:
-        tried = []
-        for path, how in candidates():
-            try:
-                _loaded = Nvrtc(path, how, ctypes.CDLL(path))
-                break
-            except (OSError, AttributeError, NvrtcError) as exc:
-                tried.append(f"{path} ({how}): {exc}".splitlines()[0])
-        else:
-            raise Unavailable("no usable libnvrtc found; tried " + "; ".join(tried) +
-                              ". Install it: pip install nvidia-cuda-nvrtc-cu12 (in the dev extra), "
-                              "or set LENET_NVRTC_LIBRARY")
+        _loaded = native.first_library(
+            candidates(), Nvrtc, "libnvrtc",
+            "Install it: pip install nvidia-cuda-nvrtc-cu12 (in the dev extra), or set LENET_NVRTC_LIBRARY",
+            errors=(OSError, AttributeError, NvrtcError))
     return _loaded
 
 
