@@ -12,6 +12,28 @@ from harness.data import weights
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (--dist loadgroup)
+def pytest_collection_modifyitems(config, items):
+    """Groups for `pytest -n N --dist loadgroup` (make test): a group runs on one worker, in order.
+
+    A file is one group, so its module fixtures (a lab graded, a study run, Keras files written)
+    and the frameworks it imports in-process are built once, not once per worker. Every file with
+    a Slurm test is one group "slurm": the one-node Slurm has 2 CPUs, and jobs from two workers
+    would queue behind each other past the tests' deadlines. GPU tests are one group "gpu": one
+    at a time on the GPU, as in a serial run."""
+    slurm_files = {item.path for item in items if item.get_closest_marker("slurm")}
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        if item.get_closest_marker("gpu"):
+            group = "gpu"
+        elif item.path in slurm_files:
+            group = "slurm"
+        else:
+            group = item.path.name
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture
 def mnist_copy(tmp_path) -> Path:
     """A writable copy of the shipped MNIST folder, for damaging files."""
