@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_DATA_DIR, DEFAULT_WEIGHTS
-from harness.data import weights
+from harness.data import mnist, weights
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,6 +45,24 @@ def mnist_copy(tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def shared_weights() -> dict:
     return weights.read(DEFAULT_WEIGHTS)
+
+
+def read_only(*arrays):
+    for array in arrays:
+        array.setflags(write=False)  # shared by the whole session: a test that writes fails loudly
+    return arrays
+
+
+@pytest.fixture(scope="session")
+def mnist_test() -> tuple[np.ndarray, np.ndarray]:
+    """The shipped test split (images (10000, 28, 28) uint8, labels), read and checked once."""
+    return read_only(*mnist.load("test"))
+
+
+@pytest.fixture(scope="session")
+def mnist_train() -> tuple[np.ndarray, np.ndarray]:
+    """The shipped training split (60000 images), read and checked once."""
+    return read_only(*mnist.load("train"))
 
 
 def random_weights(seed=0) -> dict:
