@@ -40,7 +40,9 @@ def pytest_collection_modifyitems(config, items):
         groups[item] = marked.args[0] if marked and marked.args else xdist_group_of(item, slurm_files)
         if not marked:
             item.add_marker(pytest.mark.xdist_group(groups[item]))
-    if config.getoption("dist", "no") == "loadgroup":  # a serial run keeps the files' order
+    # xdist sets option.loadgroup in its workers (they collect; their option.dist reads "no");
+    # a serial run keeps the files' order
+    if getattr(config.option, "loadgroup", False):
         rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
         items.sort(key=lambda item: rank.get(groups[item], len(rank)))  # stable: files stay whole
 
