@@ -47,11 +47,19 @@ $(CUDNN_STAMP): $(STAMP)
 	  echo "cuDNN wheel not installed: the descriptor tests will be skipped"
 	touch $@
 
+# The suite in TEST_WORKERS processes (pytest-xdist): most tests wait on subprocesses that use one
+# core each, so two workers use both cores of a small machine. Each test file runs whole on one
+# worker, the Slurm and GPU tests on one worker between them, the longest first (tests/conftest.py;
+# --no-loadscope-reorder keeps that order); TEST_WORKERS=0 runs everything in one process, as plain
+# `pytest` does.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+
 test: $(STAMP) $(CUDNN_STAMP)  ## GPU tests run where a GPU is present, else skip with the reason
-	$(PY) -m pytest -q
+	$(PYTEST)
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 weights: $(STAMP)
 	$(PY) -m harness.data.train --out $(WEIGHTS)

@@ -7,9 +7,44 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_DATA_DIR, DEFAULT_WEIGHTS
-from harness.data import weights
+from harness.data import mnist, weights
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+# The longest groups, longest first (summed from --durations=0 on two workers): each worker takes
+# the next group when it is nearly done, so no long one starts last while the other idles.
+LONGEST_FIRST = ("slurm", "test_report.py", "test_framework_levels.py", "test_explain.py",
+                 "test_weight_formats.py", "test_training.py", "test_fault_matrix.py")
+
+
+def xdist_group_of(item, slurm_files) -> str:
+    if item.get_closest_marker("gpu"):
+        return "gpu"
+    return "slurm" if item.path in slurm_files else item.path.name
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (--dist loadgroup)
+def pytest_collection_modifyitems(config, items):
+    """Groups for `pytest -n N --dist loadgroup` (make test): a group runs on one worker, in order.
+
+    A file is one group, so its module fixtures (a lab graded, a study run, Keras files written)
+    and the frameworks it imports in-process are built once, not once per worker. Every file with
+    a Slurm test is one group "slurm": the one-node Slurm has 2 CPUs, and jobs from two workers
+    would queue behind each other past the tests' deadlines. GPU tests are one group "gpu": one
+    at a time on the GPU, as in a serial run."""
+    slurm_files = {item.path for item in items if item.get_closest_marker("slurm")}
+    groups = {}
+    for item in items:
+        marked = item.get_closest_marker("xdist_group")
+        groups[item] = marked.args[0] if marked and marked.args else xdist_group_of(item, slurm_files)
+        if not marked:
+            item.add_marker(pytest.mark.xdist_group(groups[item]))
+    # xdist sets option.loadgroup in its workers (they collect; their option.dist reads "no");
+    # a serial run keeps the files' order
+    if getattr(config.option, "loadgroup", False):
+        rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(groups[item], len(rank)))  # stable: files stay whole
 
 
 @pytest.fixture
@@ -23,6 +58,24 @@ def mnist_copy(tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def shared_weights() -> dict:
     return weights.read(DEFAULT_WEIGHTS)
+
+
+def read_only(*arrays):
+    for array in arrays:
+        array.setflags(write=False)  # shared by the whole session: a test that writes fails loudly
+    return arrays
+
+
+@pytest.fixture(scope="session")
+def mnist_test() -> tuple[np.ndarray, np.ndarray]:
+    """The shipped test split (images (10000, 28, 28) uint8, labels), read and checked once."""
+    return read_only(*mnist.load("test"))
+
+
+@pytest.fixture(scope="session")
+def mnist_train() -> tuple[np.ndarray, np.ndarray]:
+    """The shipped training split (60000 images), read and checked once."""
+    return read_only(*mnist.load("train"))
 
 
 def random_weights(seed=0) -> dict:

@@ -20,8 +20,8 @@ SAMPLE = 256
 
 
 @pytest.fixture(scope="module")
-def sample():
-    images, _ = mnist.load("test")
+def sample(mnist_test):
+    images, _ = mnist_test
     x = mnist.to_input(images[:SAMPLE])
     return x, registry.create("numpy", DEFAULT_WEIGHTS).predict(x)
 
@@ -117,13 +117,15 @@ def test_wrong_keras_backend_in_process_is_a_clear_error():
     assert issubclass(Unavailable, HarnessError)
 
 
+# the fewest calls that still time every cell in two rounds: these tests check the workers'
+# set-up and the rows, not the times
 BACKENDS_STUDY = """
 [study]
 name = "kb"
 [measure]
-calls = 20
+calls = 4
 rounds = 2
-warmup = 2
+warmup = 1
 [[cells]]
 implementation = "keras_jax"
 variants = ["predict", "jit"]

@@ -50,12 +50,16 @@ def fake_gpu(monkeypatch, tmp_path):
     monkeypatch.setenv("LENET_LOCK_DIR", str(tmp_path))
     monkeypatch.setattr(gpu, "absent_reason", lambda: None)
     calls = {"n": 0, "seen_own": []}
+    # children this process had before the run (an earlier test's multiprocessing forkserver, in
+    # a pytest-xdist worker) are not the run's workers and hold no GPU memory
+    earlier = set(our_children())
 
     def sample(own_pids=()):
         calls["n"] += 1
         calls["seen_own"].append(list(own_pids))
         # every worker of this run holds GPU memory; a stranger shows up at the 5th sample only
-        on_gpu = our_children() + ([FOREIGN_PID] if calls["n"] == 5 else [])
+        workers = [pid for pid in our_children() if pid not in earlier]
+        on_gpu = workers + ([FOREIGN_PID] if calls["n"] == 5 else [])
         return {"utilization_pct": 0.0, "other_pids": sorted(set(on_gpu) - set(own_pids))}
 
     monkeypatch.setattr(gpu, "sample", sample)

@@ -56,22 +56,30 @@ def campaign(tmp_path, extra=(), cap=archive.CAP_BYTES, budget=240):
     return gpu_study.run_campaign(out, "gpu-study-test-r1", todo, budget, cap, say=lambda line: None)
 
 
-def test_manifest_records_every_step_and_a_failure_does_not_stop_the_next(tmp_path):
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """One campaign (a null study, a failing step, a step after it) that three tests read:
+    (folder, manifest, archive path)."""
+    folder = tmp_path_factory.mktemp("campaign")
     after = python_step("after", ["-c", "print('still ran')"], 30)
-    manifest, path = campaign(tmp_path, extra=[after])
+    return folder, *campaign(folder, extra=[after])
+
+
+def test_manifest_records_every_step_and_a_failure_does_not_stop_the_next(finished):
+    folder, manifest, _ = finished
     by_name = {s["name"]: s for s in manifest["steps"]}
     assert [s["name"] for s in manifest["steps"]] == ["study-null", "fails", "after"]
     assert by_name["study-null"]["status"] == "ok" and by_name["study-null"]["exit_code"] == 0
     assert by_name["fails"]["status"] == "failed" and by_name["fails"]["exit_code"] == 4
     assert by_name["fails"]["tail"] == ["about to fail"]
     assert by_name["after"]["status"] == "ok" and by_name["after"]["tail"] == ["still ran"]
-    on_disk = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    on_disk = json.loads((folder / "out" / "manifest.json").read_text())
     assert on_disk["steps"] == manifest["steps"]
     assert all(isinstance(s["seconds"], float) and s["command"] for s in manifest["steps"])
 
 
-def test_archive_layout(tmp_path):
-    _, path = campaign(tmp_path)
+def test_archive_layout(finished):
+    _, _, path = finished
     assert path.name == "gpu-study-test-r1.tar.gz"
     with tarfile.open(path) as tar:
         names = set(tar.getnames())
@@ -122,8 +130,8 @@ def test_over_the_cap_logs_are_dropped_never_results(tmp_path):
     assert any("dropping the raw logs" in m for m in messages)
 
 
-def test_import_results_then_the_report_reads_the_imported_run(tmp_path):
-    _, path = campaign(tmp_path)
+def test_import_results_then_the_report_reads_the_imported_run(finished, tmp_path):
+    _, _, path = finished
     into = tmp_path / "results"
     done = harness("import-results", str(path), "--into", str(into))
     assert done.returncode == 0, done.stderr

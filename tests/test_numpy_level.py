@@ -32,8 +32,8 @@ def lenet_loop(image, w):
     return e / e.sum()
 
 
-def test_reference_matches_direct_loops(shared_weights):
-    images, _ = mnist.load("test")
+def test_reference_matches_direct_loops(shared_weights, mnist_test):
+    images, _ = mnist_test
     x = mnist.to_input(images[:3])
     fast = NumpyLeNet(DEFAULT_WEIGHTS).predict(x)
     for i in range(3):
@@ -49,8 +49,8 @@ def test_conv_shapes_same_and_valid():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_dtypes_and_probabilities(dtype):
-    images, labels = mnist.load("test")
+def test_dtypes_and_probabilities(dtype, mnist_test):
+    images, labels = mnist_test
     probs = NumpyLeNet(DEFAULT_WEIGHTS, dtype=dtype).predict(mnist.to_input(images[:500], dtype))
     assert probs.dtype == np.dtype(dtype) and probs.shape == (500, 10)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)

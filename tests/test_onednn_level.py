@@ -42,8 +42,8 @@ def engine(lib):
 
 
 @pytest.fixture(scope="module")
-def sample():
-    images, _ = mnist.load("test")
+def sample(mnist_test):
+    images, _ = mnist_test
     x = mnist.to_input(images[:320])
     return x, NumpyLeNet(DEFAULT_WEIGHTS).predict(x)
 

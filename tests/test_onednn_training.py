@@ -30,8 +30,8 @@ def lib():
 
 
 @pytest.fixture(scope="module")
-def data():
-    images, labels = mnist.load("train")
+def data(mnist_train):
+    images, labels = mnist_train
     return mnist.to_input(images[:STEPS * BATCH]), labels[:STEPS * BATCH].astype(np.int64)
 
 

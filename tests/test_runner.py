@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from harness.measure import results
 from tests.conftest import ROOT
 
@@ -107,21 +109,28 @@ def test_worker_killed_from_outside_mid_run(tmp_path):
     assert null["status"] == "ok" and len(null["rounds_ns"]) == 10
 
 
-def test_existing_run_folder_is_never_overwritten(tmp_path):
-    path = write_study(tmp_path)
-    assert run_cli(path, "--out", tmp_path, "--run-id", "r1").returncode == 0
-    before = (tmp_path / "t" / "r1" / "results.jsonl").read_bytes()
-    again = run_cli(path, "--out", tmp_path, "--run-id", "r1")
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """One finished run, t/done, that the two tests below try to change (neither may):
+    (study file, --out folder, results.jsonl)."""
+    out = tmp_path_factory.mktemp("finished")
+    path = write_study(out)
+    assert run_cli(path, "--out", out, "--run-id", "done").returncode == 0
+    return path, out, out / "t" / "done" / "results.jsonl"
+
+
+def test_existing_run_folder_is_never_overwritten(finished_run):
+    path, out, rows_path = finished_run
+    before = rows_path.read_bytes()
+    again = run_cli(path, "--out", out, "--run-id", "done")
     assert again.returncode == 2
     assert "run folder exists; refusing to overwrite" in again.stderr and "--resume" in again.stderr
-    assert (tmp_path / "t" / "r1" / "results.jsonl").read_bytes() == before
+    assert rows_path.read_bytes() == before
 
 
-def test_resume_of_a_finished_run_redoes_nothing(tmp_path):
-    path = write_study(tmp_path)
-    assert run_cli(path, "--out", tmp_path, "--run-id", "done").returncode == 0
-    rows_path = tmp_path / "t" / "done" / "results.jsonl"
+def test_resume_of_a_finished_run_redoes_nothing(finished_run):
+    _, out, rows_path = finished_run
     before = rows_path.read_bytes()
-    run = run_cli("t", "--out", tmp_path, "--resume")
+    run = run_cli("t", "--out", out, "--resume")
     assert run.returncode == 0 and "1 of 1 cells already finished" in run.stderr
     assert rows_path.read_bytes() == before

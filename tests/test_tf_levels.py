@@ -14,8 +14,8 @@ SAMPLE = 256
 
 
 @pytest.fixture(scope="module")
-def sample():
-    images, _ = mnist.load("test")
+def sample(mnist_test):
+    images, _ = mnist_test
     x = mnist.to_input(images[:SAMPLE])
     reference = registry.create("numpy", DEFAULT_WEIGHTS).predict(x)
     return x, reference

@@ -15,14 +15,14 @@ def float64_weights(path=DEFAULT_WEIGHTS) -> dict:
             for name, layer in weights.read(path).items()}
 
 
-def batch(n=8, dtype="float64"):
-    images, labels = mnist.load("train")
+def batch(split, n=8, dtype="float64"):
+    images, labels = split
     return mnist.to_input(images[:n], dtype), labels[:n].astype(np.int64)
 
 
-def test_oracle_gradients_match_finite_differences():
+def test_oracle_gradients_match_finite_differences(mnist_train):
     w = float64_weights()
-    x, y = batch()
+    x, y = batch(mnist_train)
     _, grads = loss_and_grads(w, x, y)
     rng = np.random.default_rng(0)
     eps = 1e-6
@@ -42,8 +42,8 @@ def test_oracle_gradients_match_finite_differences():
                 assert abs(numeric - grad[idx]) <= 1e-7 + 1e-5 * abs(numeric), (name, role, idx)
 
 
-def test_oracle_loss_is_the_inference_levels_cross_entropy():
-    x, y = batch(16, "float32")
+def test_oracle_loss_is_the_inference_levels_cross_entropy(mnist_train):
+    x, y = batch(mnist_train, 16, "float32")
     probs = NumpyLeNet(DEFAULT_WEIGHTS, dtype="float64").predict(x)
     expected = -np.mean(np.log(probs[np.arange(len(y)), y]))
     trainer = NumpyTrainer(DEFAULT_WEIGHTS, dtype="float64")
