@@ -139,7 +139,7 @@ def test_import_results_then_the_report_reads_the_imported_run(finished, tmp_pat
     assert (into / "campaigns" / "gpu-study-test-r1.manifest.json").is_file()
     report = harness("report", "--results", str(into), "--out", str(tmp_path / "R.md"))
     assert report.returncode == 0, report.stderr
-    assert "api_levels/r1" in (tmp_path / "R.md").read_text()
+    assert "| api_levels | r1 |" in (tmp_path / "DETAILS.md").read_text()  # each run's environment
     again = harness("import-results", str(path), "--into", str(into))
     assert again.returncode == 2 and "never overwritten" in again.stderr
 

@@ -248,6 +248,15 @@ def test_the_rule_flags_a_slow_clock_and_a_faked_median():
     assert timing.too_many(2, 3) and timing.too_many(1, 2) and not timing.too_many(1, 3)
 
 
+def test_background_work_and_impossible_times_are_flagged():
+    assert timing.busy_while_idle(40e3, 50e6) is None  # an honest worker finishing its last reply
+    assert timing.busy_while_idle(1.5e6, 300e6) is None
+    assert "used 8.0 ms of CPU while the references were timed" in timing.busy_while_idle(8e6, 50e6)
+    assert timing.busy_while_idle(3e6, 500e6) is None and timing.busy_while_idle(11e6, 500e6)
+    assert timing.longer_than_trip([100, 200], [150, 250]) is None
+    assert "1 call(s) reported a time longer" in timing.longer_than_trip([100, 300], [150, 250])
+
+
 def test_timed_images_are_new_and_secret():
     train = np.random.default_rng(0).integers(0, 256, (100, 28, 28), dtype=np.uint8)
     a, b = timing.timing_images(1, 50, train), timing.timing_images(2, 50, train)
