@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The longest groups, longest first (summed from --durations=0 on two workers): each worker takes
 # the next group when it is nearly done, so no long one starts last while the other idles.
-LONGEST_FIRST = ("slurm", "test_lab.py", "test_report.py", "test_framework_levels.py", "test_explain.py",
+# test_lab_sandbox.py (seconds) first: it forks with a preexec_fn in-process, before any file of that
+# worker has imported JAX (whose threads can deadlock Python code between fork and exec).
+LONGEST_FIRST = ("test_lab_sandbox.py", "slurm", "test_lab.py", "test_report.py", "test_framework_levels.py", "test_explain.py",
                  "test_lab_limits.py", "test_weight_formats.py", "test_training.py", "test_fault_matrix.py")
 
 

@@ -146,13 +146,11 @@ class Cgroup:
         return [folder / "cgroup.procs" for folder in self.dirs.values()]
 
     def join(self) -> None:
-        """Move the calling process into every hierarchy's group (async-signal-safe enough for a
-        preexec_fn: os.open/os.write only)."""
-        pid = str(os.getpid()).encode()
+        """Move the calling process into every hierarchy's group ("0": the writer itself)."""
         for path in self.procs_files():
             fd = os.open(path, os.O_WRONLY)
             try:
-                os.write(fd, pid)
+                os.write(fd, b"0")
             finally:
                 os.close(fd)
 

@@ -59,25 +59,27 @@ class Failure(Exception):
 
 
 def limiter(limits: dict, address_space: bool, group: Cgroup | None):
-    """The child's set-up between fork and exec: rlimits, its cgroup, death with the grader."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
+    """The child's set-up between fork and exec: rlimits and its cgroup. Only system calls on
+    values computed here, in the parent (Python code between fork and exec must not allocate or
+    lock). When the grader dies, bwrap's --die-with-parent takes the sandbox with it."""
+    caps = [(resource.RLIMIT_CORE, 0, 0)]
+    if limits.get("cpu_s"):
+        soft = int(limits["cpu_s"])
+        caps.append((resource.RLIMIT_CPU, soft, soft + 5))  # soft: SIGXCPU, hard: SIGKILL
+    if limits.get("memory_mb") and address_space:
+        caps.append((resource.RLIMIT_AS, int(limits["memory_mb"]) << 20, int(limits["memory_mb"]) << 20))
+    if limits.get("output_mb"):
+        caps.append((resource.RLIMIT_FSIZE, int(limits["output_mb"]) << 20, int(limits["output_mb"]) << 20))
+    caps = [(kind, (soft, hard)) for kind, soft, hard in caps]
+    procs = [bytes(path) for path in group.procs_files()] if group is not None else []
 
     def apply():
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: the grader dies, so does bwrap
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if limits.get("cpu_s"):
-            soft = int(limits["cpu_s"])
-            resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 5))  # soft: SIGXCPU, hard: SIGKILL
-        if limits.get("memory_mb") and address_space:
-            limit = int(limits["memory_mb"]) << 20
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        if limits.get("output_mb"):
-            size = int(limits["output_mb"]) << 20
-            resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-        if group is not None:
-            group.join()
+        for kind, values in caps:
+            resource.setrlimit(kind, values)
+        for path in procs:  # "0": the writing process itself
+            fd = os.open(path, os.O_WRONLY)
+            os.write(fd, b"0")
+            os.close(fd)
 
     return apply
 
