@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The longest groups, longest first (summed from --durations=0 on two workers): each worker takes
 # the next group when it is nearly done, so no long one starts last while the other idles.
-LONGEST_FIRST = ("slurm", "test_report.py", "test_framework_levels.py", "test_explain.py",
-                 "test_weight_formats.py", "test_training.py", "test_fault_matrix.py")
+LONGEST_FIRST = ("slurm", "test_report.py", "test_weight_formats.py", "test_fault_matrix.py",
+                 "test_framework_levels.py", "test_explain.py", "test_training.py")
 
 
 def xdist_group_of(item, slurm_files) -> str:
