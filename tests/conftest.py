@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # the next group when it is nearly done, so no long one starts last while the other idles.
 # test_lab_sandbox.py (seconds) first: it forks with a preexec_fn in-process, before any file of that
 # worker has imported JAX (whose threads can deadlock Python code between fork and exec).
-LONGEST_FIRST = ("test_lab_sandbox.py", "slurm", "test_lab.py", "test_report.py", "test_framework_levels.py", "test_explain.py",
-                 "test_lab_limits.py", "test_weight_formats.py", "test_training.py", "test_fault_matrix.py")
+LONGEST_FIRST = ("test_lab_sandbox.py", "slurm", "test_lab.py", "test_report.py", "test_weight_formats.py",
+                 "test_fault_matrix.py", "test_framework_levels.py", "test_explain.py", "test_lab_limits.py",
+                 "test_training.py")
 
 
 def xdist_group_of(item, slurm_files) -> str:

@@ -204,14 +204,18 @@ def test_sigkill_of_the_runner_loses_no_finished_row_and_resume_completes(tmp_pa
 
 
 @pytest.mark.slow
-def gated_run(tmp_path, *extra_args, preexec_fn=None):
+def gated_run(tmp_path, *extra_args, sigint_ignored=False):
     """A run whose gated cell blocks in its third round (after 250 calls) until tmp_path/gate
     exists: by then 5 round rows are written, and the run cannot end on its own."""
     path = write_study(tmp_path, calls=1000, rounds=10, extra=lab_cell("GatedLeNet"))
     env = {**os.environ, "LENET_TEST_GATE": str(tmp_path / "gate"), "LENET_TEST_GATE_AFTER": "250"}
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(path), "--out", str(tmp_path),
-                             *extra_args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, preexec_fn=preexec_fn)
+    command = [sys.executable, "-m", "harness", "run", str(path), "--out", str(tmp_path), *extra_args]
+    if sigint_ignored:  # as `cmd &` in a script: SIGINT ignored, inherited through exec. A shell
+        # rather than preexec_fn: no Python runs between fork and exec, which can deadlock in a
+        # pytest(-xdist) process that imported JAX for an earlier test
+        command = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *command]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
     return path, proc, env
 
 
@@ -251,7 +255,7 @@ def test_ctrl_c_mid_run_keeps_rows_leaves_no_process_and_resumes(tmp_path):
 
 def test_interrupt_works_when_started_in_the_background(tmp_path):
     """`harness run ... &` from a script inherits SIGINT ignored; kill -INT still stops it cleanly."""
-    _, proc, _ = gated_run(tmp_path, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    _, proc, _ = gated_run(tmp_path, sigint_ignored=True)
     wait_for_rounds(lambda: (tmp_path / "t").glob("*/results.jsonl"), 1, proc)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
