@@ -203,7 +203,6 @@ def test_sigkill_of_the_runner_loses_no_finished_row_and_resume_completes(tmp_pa
 
 
 
-@pytest.mark.slow
 def gated_run(tmp_path, *extra_args, sigint_ignored=False):
     """A run whose gated cell blocks in its third round (after 250 calls) until tmp_path/gate
     exists: by then 5 round rows are written, and the run cannot end on its own."""

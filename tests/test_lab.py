@@ -267,6 +267,7 @@ def test_timed_images_are_new_and_secret():
 
 
 # --- grading the class ---------------------------------------------------------------------------
+@pytest.mark.slow  # the class graded once: about a minute
 def test_every_submission_gets_its_status(graded):
     out, done = graded[:2]
     rows = rows_by_student(out)
@@ -282,6 +283,7 @@ def test_every_submission_gets_its_status(graded):
     assert "warm-up" in rows["sleepy"]["reason"]
 
 
+@pytest.mark.slow  # the class graded once: about a minute
 def test_the_ranking_and_what_the_cheats_gained(graded):
     out = graded[0]
     rows = rows_by_student(out)
@@ -295,6 +297,7 @@ def test_the_ranking_and_what_the_cheats_gained(graded):
     assert low <= ratio["correct"] <= high
 
 
+@pytest.mark.slow  # the class graded once: about a minute
 def test_the_leaderboard_lists_everyone_and_is_rebuilt_from_the_rows(graded):
     out = graded[0]
     for name in ("leaderboard.csv", "LEADERBOARD.md", "leaderboard.png"):
@@ -315,6 +318,7 @@ def test_the_leaderboard_lists_everyone_and_is_rebuilt_from_the_rows(graded):
     assert "Next step" in (out / "feedback" / "broken.md").read_text()
 
 
+@pytest.mark.slow  # the class graded once: about a minute
 def test_resume_skips_finished_submissions_and_a_second_grade_is_refused(graded, lab_file, submissions):
     out = graded[0]
     refused = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(out))
@@ -330,6 +334,7 @@ def hostile_lines(out: Path, student: str) -> str:
     return "\n".join(line for line in log.splitlines() if line.startswith("HOSTILE"))
 
 
+@pytest.mark.slow  # the class graded once: about a minute
 def test_the_hostile_class_leaves_everything_outside_its_sandbox_as_it_was(graded):
     out, _, before, after = graded
     assert after["class"] == before["class"]  # nobody edited a classmate's folder
@@ -343,6 +348,7 @@ def test_the_hostile_class_leaves_everything_outside_its_sandbox_as_it_was(grade
     assert size < 20 << 20, f"--out is {size} bytes after a student printed 1 GiB"
 
 
+@pytest.mark.slow  # the class graded once: about a minute
 def test_what_the_hostile_students_could_see_and_do(graded):
     out = graded[0]
     spy = hostile_lines(out, "spy")
@@ -361,6 +367,7 @@ def test_what_the_hostile_students_could_see_and_do(graded):
     assert len(counts) == 2 and all(0 < n < 64 for n in counts), bombs  # the lab's pids limit
 
 
+@pytest.mark.slow  # the class graded once: about a minute
 def test_the_cheats_are_ranked_behind_every_honest_submission(graded):
     rows = rows_by_student(graded[0])
     ratio = {n: r["ratios"]["numpy"]["ratio"] for n, r in rows.items() if r["status"] == "ok"}
@@ -368,6 +375,7 @@ def test_the_cheats_are_ranked_behind_every_honest_submission(graded):
     assert all(ratio[n] > honest for n in lab_hostile.CHEATS), ratio
 
 
+@pytest.mark.slow  # the class graded once: about a minute
 def test_the_hostile_students_statuses_say_why(graded):
     out = graded[0]
     rows = rows_by_student(out)
@@ -390,6 +398,7 @@ def test_the_hostile_students_statuses_say_why(graded):
     assert "sandbox: bubblewrap" in graded[1].stderr
 
 
+@pytest.mark.slow  # the class graded once: about a minute
 def test_an_edited_row_and_a_ghost_row_are_named_not_ranked(graded, tmp_path):
     copy = tmp_path / "out"
     shutil.copytree(graded[0], copy)
@@ -411,6 +420,7 @@ def test_an_edited_row_and_a_ghost_row_are_named_not_ranked(graded, tmp_path):
     assert ",ghost," not in csv and ",slow,tampered," in csv
 
 
+@pytest.mark.slow  # the class graded once: about a minute
 def test_a_submission_whose_grading_was_cut_off_is_graded_once_more(graded, lab_file, submissions, tmp_path):
     """correct: the grader died once while grading it (graded again); wrong: twice (a row, no third try)."""
     copy = tmp_path / "out"

@@ -20,6 +20,7 @@ def lab_file(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_an_honest_submission_is_ok_on_a_loaded_machine(lab_file, tmp_path):
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
     try:
@@ -34,6 +35,7 @@ def test_an_honest_submission_is_ok_on_a_loaded_machine(lab_file, tmp_path):
     assert {n: r["status"] for n, r in rows.items()} == {"correct": "ok", "slow": "ok"}, done.stderr
 
 
+@pytest.mark.slow
 def test_a_cpu_hog_is_stopped_by_the_cpu_limit(tmp_path):
     lab = tmp_path / "cpu_limit.toml"
     lab.write_text(LAB.replace("cpu_s = 60", "cpu_s = 3").replace("import_s = 10", "import_s = 60"))

@@ -44,6 +44,7 @@ ON_SLURM = ("correct", "slow", "hang", "spy", "vandal", "forkbomb", "daemon", "h
 
 
 @pytest.mark.slurm
+@pytest.mark.slow
 def test_the_same_lab_on_slurm_gives_the_same_statuses_and_ranking(tmp_path):
     """Part of the class (the sandbox's attacks among them), to keep it short: each task runs the
     same sandbox; the statuses are those of the local run (tests/test_lab.py), and the honest
