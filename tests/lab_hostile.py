@@ -229,7 +229,11 @@ EXPECTED = {"assassin": "ok", "spy": "ok", "vandal": "ok", "forkbomb": "ok", "th
             "forger": "crashed", "garbage": "crashed", "flood": "crashed", "importer": "import-error",
             "alias": "ok", "oddfiles": "ok"}
 CHEATS = {"assassin", "spy", "vandal", "forkbomb"}  # ok, but must rank behind the honest
-HONEST = {"correct", "slow", "alias", "oddfiles"}
+# The honest submissions written with the correct example's im2col (about 1.5x numpy). A cheat that
+# gained nothing computes at twice the slow example's 30x; one that won (answers read, not computed;
+# the references slowed) would rank ahead of these. Not against `slow` itself: a 10 ms reference
+# window in a 0.5 s round makes ratios that far apart swing 3x on a loaded machine.
+HONEST = {"correct", "alias", "oddfiles"}
 
 
 def write(folder: Path, subs: Path, out: Path, port: int, tag: str) -> None:

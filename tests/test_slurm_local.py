@@ -94,7 +94,9 @@ def scontrol_state(job: str) -> str | None:
 
 # Each task writes its id to task_<id>.txt and its end time (epoch seconds) to task_<id>.end; the
 # merge job writes its start time first, then concatenates the tasks' files.
-TASK = ('if [ "$SLURM_ARRAY_TASK_ID" = {slow} ]; then sleep 120; fi; '
+# A cancelled task's sleep dies by Slurm's SIGTERM while its shell may live on until the SIGKILL that
+# follows (KillWait): `|| exit` keeps that shell from writing its files (it did, under load).
+TASK = ('if [ "$SLURM_ARRAY_TASK_ID" = {slow} ]; then sleep 120 || exit 1; fi; '
         'echo "$SLURM_ARRAY_TASK_ID" > task_$SLURM_ARRAY_TASK_ID.txt; '
         'date +%s.%N > task_$SLURM_ARRAY_TASK_ID.end')
 MERGE = "date +%s.%N > merge.start; cat task_*.txt > merged.txt"
