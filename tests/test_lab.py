@@ -36,11 +36,11 @@ LAB = """
 name = "test_cpu"
 references = ["numpy", "onednn/tuned"]
 [measure]
-calls = 60
+calls = 36
 rounds = 3
 warmup = 5
 [gate]
-images = 500
+images = 300
 [limits]
 wall_s = 60
 import_s = 10
@@ -290,8 +290,8 @@ def test_every_submission_gets_its_status(graded):
     assert "MemoryError" in rows["hog"]["reason"]
     assert "SIGSEGV" in rows["segfault"]["reason"]
     assert "forgot something" in rows["broken"]["reason"]
-    assert "disagree" in rows["stale"]["reason"] and rows["stale"]["gate"]["agree"] == 500
-    assert rows["wrong"]["gate"]["agree"] < 250 and "test images disagree" in rows["wrong"]["reason"]
+    assert "disagree" in rows["stale"]["reason"] and rows["stale"]["gate"]["agree"] == 300
+    assert rows["wrong"]["gate"]["agree"] < 150 and "test images disagree" in rows["wrong"]["reason"]
     assert "warm-up" in rows["sleepy"]["reason"]
 
 
