@@ -207,3 +207,11 @@ def test_as_root_without_cgroups_each_worker_still_gets_its_own_uid(monkeypatch)
     iso = isolation.decide()
     assert iso.mode == "namespaces" and not iso.cgroups and iso.uid(0) >= isolation.DEFAULT_UID_BASE
     assert "not tamper-evident" in iso.note and "no cgroup hierarchy (test)" in iso.note
+
+
+def test_the_private_tmp_is_mounted_before_the_view():
+    """A checkout, venv or weights under /tmp (a CI clone) stay visible: bwrap applies mounts in
+    order, so /tmp's tmpfs must come before every bind (it hid /tmp/<clone>/.venv once)."""
+    args = bwrap.command("bwrap", Path("/tmp/x"), ["python"], "/tmp/clone/weights/w.h5")
+    tmpfs = args.index("--tmpfs")
+    assert args[tmpfs + 1] == "/tmp" and tmpfs < args.index("--ro-bind") < args.index("/tmp/clone/weights/w.h5")

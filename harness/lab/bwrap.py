@@ -135,9 +135,9 @@ def parents(path: Path) -> list[str]:
 def command(binary: str, submission: Path | None, argv: list[str], weights: str, packages=(),
             gpu: bool = False) -> list[str]:
     """The whole bwrap command line for one worker."""
-    args = [binary, *namespaces(), *view(packages, gpu)]
+    # /tmp first: a checkout, a venv or weights under /tmp (a CI clone) are bound on top of it
+    args = [binary, *namespaces(), "--perms", "1777", "--tmpfs", "/tmp", *view(packages, gpu)]
     args += parents(Path(weights)) + ["--ro-bind", weights, weights]
-    args += ["--perms", "1777", "--tmpfs", "/tmp"]
     if submission is not None:
         args += parents(Path(SUBMISSION_DIR)) + ["--bind", str(submission), SUBMISSION_DIR]
     if os.geteuid() == 0:
