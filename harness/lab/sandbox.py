@@ -191,8 +191,6 @@ class Sandbox:
             env = {**os.environ, **self.env, "PYTHONPATH": os.pathsep.join(
                 [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
             cwd = str(self.submission or self.scratch)
-        if self.submission is not None:
-            env["LENET_LAB_SUBMISSION"] = bwrap.SUBMISSION_DIR if iso.bwrap else str(self.submission)
         with open(self.log_path, "ab") as log:
             log.write(f"--- {self.label}: worker started {time.ctime()}\n".encode())
             log.flush()

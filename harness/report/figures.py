@@ -27,6 +27,14 @@ from harness.report.style import (
 )
 
 
+def same_y_scale(axes) -> None:
+    """Every panel on the y range that holds all of them (panels compare by eye)."""
+    low = min(ax.get_ylim()[0] for ax in axes)
+    high = max(ax.get_ylim()[1] for ax in axes)
+    for ax in axes:
+        ax.set_ylim(low, high)
+
+
 def fig_loc(loc_rows, out: Path, runs) -> Path:
     """Fig. 2: code lines per level, split into the parts a reader wants apart."""
     parts = ["forward", "kernel source", "weight layout", "ffi binding", "training step"]
@@ -245,10 +253,7 @@ def fig_throughput(frame, runs, out: Path) -> Path | None:
         ax.grid(True, which="major", color="#EEEEEE")
         ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     axes[0].set_ylabel("throughput (images/s, log scale)")
-    ymin = min(ax.get_ylim()[0] for ax in axes)
-    ymax = max(ax.get_ylim()[1] for ax in axes)
-    for ax in axes:
-        ax.set_ylim(ymin, ymax)
+    same_y_scale(axes)
     fig.suptitle("Fig. 9  Throughput against batch size (the same y scale in every panel)")
     return finish(fig, runs, "batch_sweep", out, margins={"left": 0.06, "right": 0.99, "top_in": 0.75,
                                                            "bottom_in": 1.7, "wspace": 0.15})
@@ -338,10 +343,7 @@ def fig_backends(frame, runs, out: Path) -> Path | None:
                     color="#555555")
         ax.legend(frameon=False, fontsize=7, loc="upper right")
     axes[0].set_ylabel("per-image time, median (log scale)")
-    ymin = min(ax.get_ylim()[0] for ax in axes)
-    ymax = max(ax.get_ylim()[1] for ax in axes)
-    for ax in axes:
-        ax.set_ylim(ymin, ymax)
+    same_y_scale(axes)
     fig.suptitle("Fig. 8  One Keras model, three backends, called four ways (dot: median; whisker: 95% CI)")
     return finish(fig, runs, "backends", out, margins={"left": 0.07, "right": 0.99, "top_in": 0.75,
                                                         "bottom_in": 0.55, "wspace": 0.18})
