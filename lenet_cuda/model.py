@@ -21,24 +21,11 @@ import numpy as np
 from harness.base import LeNet
 from harness.data import weights
 from harness.errors import Unavailable
+from harness.frameworks.cupy_setup import import_cupy
 from harness.registry import REGISTRY
 from lenet_cuda import kernels
 
 H2D, D2H = 1, 2  # cudaMemcpyKind
-
-
-def import_cupy():
-    try:
-        import cupy
-    except ImportError as exc:
-        raise Unavailable(f"CuPy is not installed ({exc}); make install-gpu") from None
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # CUDARuntimeError: no driver, no device
-        raise Unavailable(f"no CUDA device usable by CuPy: {exc}") from None
-    if count == 0:
-        raise Unavailable("no CUDA device usable by CuPy")
-    return cupy
 
 
 class CudaLeNet(LeNet):

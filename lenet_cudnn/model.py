@@ -33,6 +33,7 @@ import numpy as np
 from harness.base import LeNet
 from harness.data import weights
 from harness.errors import Unavailable
+from harness.frameworks import cupy_setup
 from harness.registry import REGISTRY
 from lenet_cudnn import binding as cu
 from lenet_cudnn import cublas, cublaslt, layout
@@ -45,20 +46,11 @@ DENSE = (("fc1", "p2", 400, 120, True), ("fc2", "fc1", 120, 84, True), ("fc3", "
 
 
 def import_cupy():
-    try:
-        import cupy
-    except ImportError as exc:
-        raise Unavailable(f"CuPy is not installed ({exc}); make install-gpu") from None
+    cupy = cupy_setup.import_cupy()
     try:
         import cupy.cuda.cublas  # noqa: F401  loads CuPy's libcublas: cublas.load() binds that copy
     except ImportError:
         pass  # no libcublas for CuPy: cublas.load() says what it tried
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # CUDARuntimeError: no driver, no device
-        raise Unavailable(f"no CUDA device usable by CuPy: {exc}") from None
-    if count == 0:
-        raise Unavailable("no CUDA device usable by CuPy")
     return cupy
 
 
