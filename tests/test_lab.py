@@ -13,6 +13,7 @@ example's work) against every honest submission."""
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import stat
@@ -367,8 +368,12 @@ def test_what_the_hostile_students_could_see_and_do(graded):
     assert "spy pids [1, 2]" in spy  # bwrap's init and itself: no grader, reference or classmate
     assert "spy seen []" in spy  # no submissions, --out, reference code, tests, MNIST or /etc/shadow
     assert "spy net refused" in spy  # no network: not even the host's loopback
-    if IS_ROOT:
-        uid = CLASS_UID_BASE  # slot 0 of the first block: the submission's own
+    if IS_ROOT:  # slot 0 of the block this grading held: the submission's own UID. Which block depends
+        # on the gradings running beside it (the blocks' locks are shared), so it is read from the progress
+        block = re.search(r"own UID per worker \((\d+)-(\d+)\)", graded[1].stderr)
+        uid = int(block[1])
+        assert (uid - CLASS_UID_BASE) % isolation.SLOTS == 0 and int(block[2]) == uid + isolation.SLOTS - 1
+        assert CLASS_UID_BASE <= uid < CLASS_UID_BASE + isolation.BLOCKS * isolation.SLOTS, block[0]
         assert f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}" in spy and "Groups:\t" in spy
         assert "CapEff:\t0000000000000000" in spy and "CapPrm:\t0000000000000000" in spy
         assert "NoNewPrivs:\t1" in spy
