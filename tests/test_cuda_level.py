@@ -381,10 +381,8 @@ def test_doctor_without_nvrtc_says_how_to_install_it(monkeypatch):
 
 
 # --- lines of code -----------------------------------------------------------------------------
-def test_loc_counts_kernel_source_and_python_glue_apart_as_pygount_does():
-    from harness.report import loc
-
-    rows = {r["part"]: r for r in loc.count() if r["package"] == "lenet_cuda"}
+def test_loc_counts_kernel_source_and_python_glue_apart_as_pygount_does(loc_rows):
+    rows = {r["part"]: r for r in loc_rows if r["package"] == "lenet_cuda"}
     assert set(rows) == {"forward", "kernel source"} and rows["kernel source"]["files"] == len(FILES)
     assert all(r["api_level"] == "cuda" for r in rows.values())
     pygount_cli = str(Path(sys.executable).parent / "pygount")  # the command a person runs

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from harness import DEFAULT_WEIGHTS
+from harness import DEFAULT_WEIGHTS, registry
 from harness.machine import gpu
 from harness.machine.gpulock import GpuLock
 from harness.measure import results
@@ -358,3 +358,10 @@ def test_doctor_gives_each_gpu_row_its_reason_in_one_line():
     assert "cpu" in rows[("cudnn", "cpu")] and "n/a" in rows[("cudnn", "cpu")]
     assert NO_GPU in rows[("cudnn", "gpu")] and "fix:" in rows[("cudnn", "gpu")]
     assert "cuDNN: version" in run.stdout or "cuDNN: no usable libcudnn" in run.stdout
+    assert "TensorFlow" not in run.stdout  # no level asked for runs on it: its 5-7 s import is skipped
+
+
+def test_doctor_asks_tensorflow_only_for_the_levels_that_run_on_it():
+    from harness.machine import doctor
+
+    assert [n for n in registry.REGISTRY if doctor.uses_tensorflow(n)] == ["tf", "keras"]

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from harness import DEFAULT_RESULTS
-from harness.report import details, gpu_section, loc, rundata
+from harness.report import details, gpu_section, rundata
 from harness.report.tables import ms
 
 
@@ -64,7 +64,7 @@ def test_the_hand_written_rung_becomes_the_gpu_floor_and_gets_its_targets(result
     assert speedup.endswith("missed."), speedup  # the copied rows hold cudnn/graph's own calls: 1x
 
 
-def test_the_kernels_table_has_one_line_per_ok_row_and_follows_its_numbers(results_copy):
+def test_the_kernels_table_has_one_line_per_ok_row_and_follows_its_numbers(results_copy, loc_rows):
     runs, frame = rundata.load(results_copy)
     rows_path = next(r for r in runs if r["study"] == "kernels")["dir"] / "results.jsonl"
     rows = [json.loads(line) for line in rows_path.read_text().splitlines()]
@@ -79,5 +79,5 @@ def test_the_kernels_table_has_one_line_per_ok_row_and_follows_its_numbers(resul
     runs, frame = rundata.load(results_copy)
     text = "\n".join(gpu_section.section(runs))
     assert "| 12.3 µs |" in text and "jax/eager" not in text
-    report = details.build(runs, frame, loc.count())
+    report = details.build(runs, frame, loc_rows)
     assert "## Where a GPU call's time goes" in report and "the GPU is busy 12.3 µs" in report

@@ -22,11 +22,6 @@ def results_copy(tmp_path):
     return dest
 
 
-@pytest.fixture(scope="module")
-def loc_rows():
-    return loc.count()
-
-
 def table_row(text, level):
     return next(line for line in text.splitlines() if line.startswith(f"| {level} |"))
 

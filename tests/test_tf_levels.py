@@ -7,10 +7,16 @@ from harness import DEFAULT_WEIGHTS, registry
 from harness.data import mnist
 from harness.errors import Unavailable
 
-pytest.importorskip("tensorflow", reason="TensorFlow is not installed")
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
 SAMPLE = 256
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tensorflow():
+    """Imported by the first test, not at collection: every pytest-xdist worker collects every
+    file, and importing TensorFlow takes 7 s of CPU here."""
+    return pytest.importorskip("tensorflow", reason="TensorFlow is not installed")
 
 
 @pytest.fixture(scope="module")

@@ -119,7 +119,13 @@ def cuda_lines(caps=None) -> list[str]:
     return lines
 
 
+def uses_tensorflow(name: str) -> bool:
+    return name == "tf" or registry.KERAS_BACKENDS.get(name) == "tensorflow"
+
+
 def report(weights=DEFAULT_WEIGHTS, names=None, out=print) -> int:
+    """The machine, then one row per implementation and device (names: all when None). The
+    TensorFlow line is printed when a level asked for runs on TensorFlow."""
     info = env.collect()
     out(f"Python {info['python']} ({info['python_executable']})")
     out(f"CPU: {info['cpu']}, {info['cpus_usable']} usable cores, load average {info['loadavg']}")
@@ -150,9 +156,10 @@ def report(weights=DEFAULT_WEIGHTS, names=None, out=print) -> int:
     cupy = run_python(CUPY)
     out(f"CuPy: {cupy['version']}, {cupy['devices']} device(s), CUDA runtime {cupy['cuda_runtime']}"
         if "version" in cupy else f"CuPy: unusable ({cupy.get('reason')}); fix: make install-gpu")
-    tf = run_python(TF_GPU)
-    out(f"TensorFlow {tf['version']} ({'CUDA build' if tf['cuda_build'] else 'CPU-only build'}) "
-        f"sees {len(tf['gpus'])} GPU(s)" if "version" in tf else f"TensorFlow: {tf.get('reason')}")
+    if names is None or any(uses_tensorflow(name) for name in names):  # its import alone takes 5-7 s
+        tf = run_python(TF_GPU)
+        out(f"TensorFlow {tf['version']} ({'CUDA build' if tf['cuda_build'] else 'CPU-only build'}) "
+            f"sees {len(tf['gpus'])} GPU(s)" if "version" in tf else f"TensorFlow: {tf.get('reason')}")
     out("")
     out(f"{'implementation':<15} {'device':<6} {'runs':<5} reason / fix")
     for name, device, status, reason in implementation_rows(weights, names):
