@@ -4,6 +4,7 @@ memory; the launch configuration and buffers against the oracle's shapes; the ke
 CPU (tests/fake_cuda.py: g++ and one thread per CUDA thread) behind a fake CuPy, so the level's
 own code runs end to end against the oracle. With a GPU: the real thing on 10,000 images."""
 
+import functools
 import re
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_WEIGHTS, registry
-from harness.data import mnist
+from harness.data import mnist, weights
 from harness.errors import Unavailable
 from harness.machine import gpu, nvrtc
 from lenet_cuda import kernels, model
@@ -138,9 +139,11 @@ def test_fused_block_size_is_the_one_in_fused_cu():
     assert kernels.FUSED_THREADS >= 120 and kernels.FUSED_THREADS % 32 == 0
 
 
-def oracle_shapes(n, shared_weights):
-    """The NumPy oracle's activation shapes for a batch of n (NHWC)."""
-    w = shared_weights
+@functools.cache
+def oracle_shapes(n):
+    """The NumPy oracle's activation shapes for a batch of n (NHWC), run once per n for the
+    three variants (10,000 images: 1-2 s a run)."""
+    w = weights.read(DEFAULT_WEIGHTS)
     x = np.zeros((n, 28, 28, 1), np.float32)
     c1 = conv2d_relu(x, *w["conv1"], pad=2)
     p1 = max_pool_2x2(c1)
@@ -154,7 +157,7 @@ def oracle_shapes(n, shared_weights):
 @pytest.mark.parametrize("variant", ["layers", "fused", "graph"])
 def test_launches_cover_every_output_and_name_real_buffers(shared_weights, variant, n):
     shapes = kernels.buffer_shapes(variant, n)
-    oracle = oracle_shapes(n, shared_weights)
+    oracle = oracle_shapes(n)
     assert all(oracle[name] == shape for name, shape in shapes.items())
     weights = {f"{name}.{part}": getattr(layer, part).shape
                for name, layer in shared_weights.items() for part in ("kernel", "bias")}
