@@ -19,11 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # small XLA programs: Keras' initializers alone take 3.5 s of a 4 s model build on 2 cores. One
 # compilation cache per test process and the subprocesses it starts (inherited through the
 # environment) compiles each once. Only the tests set it: `make run-all` and the studies never do.
-_JAX_CACHE = tempfile.mkdtemp(prefix="lenet-tests-jax-cache-")
-atexit.register(shutil.rmtree, _JAX_CACHE, ignore_errors=True)
-for _name, _value in {"JAX_COMPILATION_CACHE_DIR": _JAX_CACHE, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-                      "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"}.items():
-    os.environ.setdefault(_name, _value)
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # the first pytest process: xdist's workers inherit it
+    _JAX_CACHE = tempfile.mkdtemp(prefix="lenet-tests-jax-cache-")
+    atexit.register(shutil.rmtree, _JAX_CACHE, ignore_errors=True)  # by its maker, after the workers
+    os.environ.update({"JAX_COMPILATION_CACHE_DIR": _JAX_CACHE, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                       "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"})
 
 
 # The longest groups, longest first (summed from --durations=0 on two workers): each worker takes
