@@ -51,9 +51,9 @@ $(CUDNN_STAMP): $(STAMP)
 # core each, so two workers use both cores of a small machine. Each test file runs whole on one
 # worker, the Slurm and GPU tests on one worker between them, the longest first (tests/conftest.py;
 # --no-loadscope-reorder keeps that order); TEST_WORKERS=0 runs everything in one process, as plain
-# `pytest` does.
+# `pytest` does. The ten slowest tests are listed at the end, so a slow newcomer is seen.
 TEST_WORKERS ?= 2
-PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=10
 
 test: $(STAMP) $(CUDNN_STAMP)  ## GPU tests run where a GPU is present, else skip with the reason
 	$(PYTEST)
