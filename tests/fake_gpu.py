@@ -81,10 +81,13 @@ def device(address, count, dtype):
 # --- the libraries -----------------------------------------------------------------------------
 class FakeLibrary:
     """Every name in `signatures` as a ctypes callback with those argtypes (int status back);
-    the ones a subclass defines as `do_<name>` compute, the others succeed doing nothing."""
+    the ones a subclass defines as `do_<name>` compute, the others succeed doing nothing.
+    `new` hands out descriptor ids from `first_id` on, so two libraries' ids never meet."""
 
-    def __init__(self, signatures, restypes):
+    def __init__(self, signatures, restypes, first_id=0x1000):
         self.calls, self.errors, self._keep = [], [], []
+        self.desc = {}  # id -> what the descriptor says, kind first: ("tensor", dtype, dims), ("conv", pad), ...
+        self.ids = itertools.count(first_id)
         for name, argtypes in signatures.items():
             restype = restypes.get(name, ctypes.c_int)
             impl = getattr(self, f"do_{name}", None)
@@ -98,6 +101,11 @@ class FakeLibrary:
     def last_error(self, status) -> bytes:
         """The error string the binding puts in its exception: what the fake found wrong."""
         return (self.errors[-1] if self.errors else f"fake status {status}").encode()
+
+    def new(self, ref, what):
+        key = next(self.ids)
+        ref[0] = key
+        self.desc[key] = what
 
     def _wrap(self, name, impl):
         def call(*args):  # an exception in a ctypes callback would be printed and lost: a status
@@ -114,16 +122,9 @@ class FakeLibrary:
 
 class FakeCudnn(FakeLibrary):
     def __init__(self):
-        self.desc = {}  # id -> ("tensor", dtype, dims) / ("filter", dtype, dims) / ("conv", pad) / ...
-        self.ids = itertools.count(0x1000)
         super().__init__(cu.SIGNATURES, cu.RESTYPES)
         self.cudnnGetVersion = lambda: 90000
         self.cudnnGetErrorString = lambda status: self.last_error(status)
-
-    def new(self, ref, what):
-        key = next(self.ids)
-        ref[0] = key
-        self.desc[key] = what
 
     # descriptors
     def do_cudnnCreate(self, ref):
@@ -269,14 +270,9 @@ class FakeCublasLt(FakeLibrary):
     no algorithm (as cuBLASLt does for a problem it does not support)."""
 
     def __init__(self, refuse=False):
-        self.refuse, self.desc, self.ids = refuse, {}, itertools.count(0x2000)
-        super().__init__(cublaslt.SIGNATURES, cublaslt.RESTYPES)
+        self.refuse = refuse
+        super().__init__(cublaslt.SIGNATURES, cublaslt.RESTYPES, first_id=0x2000)
         self.cublasLtGetVersion = lambda: 120900
-
-    def new(self, ref, what):
-        key = next(self.ids)
-        ref[0] = key
-        self.desc[key] = what
 
     def do_cublasLtCreate(self, ref):
         ref[0] = 0x17
