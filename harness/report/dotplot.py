@@ -4,7 +4,7 @@ interval as a whisker, the implementation's colour, the ladder's order from the 
 
 import matplotlib.ticker
 
-from harness.report.style import fmt_ms, plt, short_machine
+from harness.report.style import fmt_ms, ladder_sorted, panels, plt, short_machine
 
 
 def stacked(rows_per_panel: list[int], width=9.0, per_row=0.3, sharex=True):
@@ -13,6 +13,17 @@ def stacked(rows_per_panel: list[int], width=9.0, per_row=0.3, sharex=True):
     fig, axes = plt.subplots(len(heights), 1, figsize=(width, sum(heights) + 1.3), sharex=sharex,
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
     return fig, list(axes[:, 0])
+
+
+def ladder_panels(cells, **stacked_options):
+    """A stacked figure with a panel per (device, machine) of `cells`, rows in the ladder's order:
+    the figure and, per panel, (ax, the panel's cells, its row labels, its title)."""
+    groups = panels(cells)
+    parts = [cells[(cells["device"] == device) & (cells["machine"] == machine)] for device, machine in groups]
+    labels = [ladder_sorted(part["label"]) for part in parts]
+    fig, axes = stacked([len(rows) for rows in labels], **stacked_options)
+    titles = [panel_title(device, machine) for device, machine in groups]
+    return fig, list(zip(axes, parts, labels, titles, strict=True))
 
 
 STACKED = {"left": 0.2, "right": 0.97, "top_in": 0.75, "bottom_in": 0.5, "gap_in": 0.35}

@@ -111,21 +111,17 @@ def fig_distributions(frame, runs, out: Path) -> Path | None:
     cells = api_cells(frame)
     if cells.empty:
         return None
-    groups = panels(cells)
-    labels = {g: ladder_sorted(cells[(cells["device"] == g[0]) & (cells["machine"] == g[1])]["label"])
-              for g in groups}
-    fig, axes = dotplot.stacked([len(labels[g]) for g in groups], per_row=0.32)
-    for ax, (device, machine) in zip(axes, groups, strict=True):
-        part = cells[(cells["device"] == device) & (cells["machine"] == machine)]
+    fig, panel_list = dotplot.ladder_panels(cells, per_row=0.32)
+    for ax, part, labels, title in panel_list:
         for _, r in part.iterrows():
-            y = labels[(device, machine)].index(r["label"])
+            y = labels.index(r["label"])
             box = ax.boxplot([r["times_ms"]], positions=[y], vert=False, whis=(1, 99), showfliers=False,
                              widths=0.6, patch_artist=True, medianprops={"color": "black"})
             box["boxes"][0].set_facecolor(colour(r["implementation"]))
             box["boxes"][0].set_alpha(0.8)
             if r["noisy"]:
                 ax.text(r["p99_ms"] * 1.1, y, "noisy", va="center", fontsize=6, color="#555555")
-        dotplot.rows_axis(ax, labels[(device, machine)], dotplot.panel_title(device, machine))
+        dotplot.rows_axis(ax, labels, title)
         dotplot.time_axis(ax, "per-image time of every timed call (log scale)")
     fig.suptitle("Fig. 4  Spread of every timed call (box: quartiles, black line: median; whiskers: p1–p99)")
     return finish(fig, runs, "api_levels", out, margins=dotplot.STACKED)
@@ -140,29 +136,25 @@ def fig_cold_start(frame, runs, out: Path) -> Path | None:
     cells = cells[cells["cold_start_ms"].notna() & (cells["own_process"] == True)]  # noqa: E712
     if cells.empty:
         return None
-    groups = panels(cells)
-    labels = {g: ladder_sorted(cells[(cells["device"] == g[0]) & (cells["machine"] == g[1])]["label"])
-              for g in groups}
-    fig, axes = dotplot.stacked([len(labels[g]) for g in groups])
-    for ax, (device, machine) in zip(axes, groups, strict=True):
-        part = cells[(cells["device"] == device) & (cells["machine"] == machine)]
+    fig, panel_list = dotplot.ladder_panels(cells)
+    for ax, part, labels, title in panel_list:
         for _, r in part.iterrows():
-            y = labels[(device, machine)].index(r["label"])
+            y = labels.index(r["label"])
             ax.plot([r["median_ms"], r["cold_start_ms"]], [y, y], color="#BBBBBB", linewidth=1, zorder=1)
             dotplot.dot(ax, y, r, colour(r["implementation"]), column="median_ms")
             dotplot.dot(ax, y, r, colour(r["implementation"]), marker="D", filled=False,
                         column="cold_start_ms")
             ax.text(r["cold_start_ms"] * 1.25, y, f"{fmt_ms(r['cold_start_ms'])}", va="center", fontsize=6)
-        dotplot.rows_axis(ax, labels[(device, machine)], dotplot.panel_title(device, machine))
+        dotplot.rows_axis(ax, labels, title)
         dotplot.time_axis(ax, "time of one call (log scale)")
     import matplotlib.lines
 
-    axes[0].legend(handles=[matplotlib.lines.Line2D([], [], marker="o", color="#555555", linestyle="none",
-                                                    label="steady state (median)"),
-                            matplotlib.lines.Line2D([], [], marker="D", color="#555555",
-                                                    markerfacecolor="white", linestyle="none",
-                                                    label="first call (cold start)")],
-                   frameon=False, fontsize=7, loc="lower right")
+    fig.axes[0].legend(handles=[matplotlib.lines.Line2D([], [], marker="o", color="#555555", linestyle="none",
+                                                        label="steady state (median)"),
+                                matplotlib.lines.Line2D([], [], marker="D", color="#555555",
+                                                        markerfacecolor="white", linestyle="none",
+                                                        label="first call (cold start)")],
+                       frameon=False, fontsize=7, loc="lower right")
     fig.suptitle("Fig. 5  Cold start (tracing, compilation, set-up) against steady state, for variants "
                  "that started their own process", fontsize=10)
     return finish(fig, runs, "api_levels", out, margins=dotplot.STACKED)
@@ -265,24 +257,20 @@ def fig_precision(frame, runs, out: Path) -> Path | None:
     if cells.empty:
         return None
     cells = cells[cells["batch_size"] == 1]
-    groups = panels(cells)
-    labels = {g: ladder_sorted(cells[(cells["device"] == g[0]) & (cells["machine"] == g[1])]["label"])
-              for g in groups}
-    fig, axes = dotplot.stacked([len(labels[g]) for g in groups])
-    for ax, (device, machine) in zip(axes, groups, strict=True):
-        part = cells[(cells["device"] == device) & (cells["machine"] == machine)]
+    fig, panel_list = dotplot.ladder_panels(cells)
+    for ax, part, labels, title in panel_list:
         for _, r in part.iterrows():
-            y = labels[(device, machine)].index(r["label"]) + (0.15 if r["dtype"] == "float64" else -0.15)
+            y = labels.index(r["label"]) + (0.15 if r["dtype"] == "float64" else -0.15)
             dotplot.dot(ax, y, r, colour(r["implementation"]), filled=r["dtype"] == "float32",
                         marker="o" if r["dtype"] == "float32" else "D")
-        dotplot.rows_axis(ax, labels[(device, machine)], dotplot.panel_title(device, machine))
+        dotplot.rows_axis(ax, labels, title)
         dotplot.time_axis(ax)
     import matplotlib.lines
 
-    axes[0].legend(handles=[matplotlib.lines.Line2D([], [], marker=m, color="#555555", linestyle="none",
-                                                    markerfacecolor=f, label=d)
-                            for m, f, d in (("o", "#555555", "float32"), ("D", "white", "float64"))],
-                   frameon=False, fontsize=7, loc="lower right")
+    fig.axes[0].legend(handles=[matplotlib.lines.Line2D([], [], marker=m, color="#555555", linestyle="none",
+                                                        markerfacecolor=f, label=d)
+                                for m, f, d in (("o", "#555555", "float32"), ("D", "white", "float64"))],
+                       frameon=False, fontsize=7, loc="lower right")
     fig.suptitle("Fig. 11  float32 (filled) against float64 (hollow), batch 1")
     return finish(fig, runs, "precision", out, margins=dotplot.STACKED)
 
