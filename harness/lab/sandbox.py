@@ -62,15 +62,16 @@ def limiter(limits: dict, address_space: bool, group: Cgroup | None):
     """The child's set-up between fork and exec: rlimits and its cgroup. Only system calls on
     values computed here, in the parent (Python code between fork and exec must not allocate or
     lock). When the grader dies, bwrap's --die-with-parent takes the sandbox with it."""
-    caps = [(resource.RLIMIT_CORE, 0, 0)]
+    caps = [(resource.RLIMIT_CORE, (0, 0))]  # (kind, (soft, hard))
     if limits.get("cpu_s"):
         soft = int(limits["cpu_s"])
-        caps.append((resource.RLIMIT_CPU, soft, soft + 5))  # soft: SIGXCPU, hard: SIGKILL
+        caps.append((resource.RLIMIT_CPU, (soft, soft + 5)))  # soft: SIGXCPU, hard: SIGKILL
     if limits.get("memory_mb") and address_space:
-        caps.append((resource.RLIMIT_AS, int(limits["memory_mb"]) << 20, int(limits["memory_mb"]) << 20))
+        size = int(limits["memory_mb"]) << 20
+        caps.append((resource.RLIMIT_AS, (size, size)))
     if limits.get("output_mb"):
-        caps.append((resource.RLIMIT_FSIZE, int(limits["output_mb"]) << 20, int(limits["output_mb"]) << 20))
-    caps = [(kind, (soft, hard)) for kind, soft, hard in caps]
+        size = int(limits["output_mb"]) << 20
+        caps.append((resource.RLIMIT_FSIZE, (size, size)))
     procs = [bytes(path) for path in group.procs_files()] if group is not None else []
 
     def apply():
