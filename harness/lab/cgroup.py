@@ -104,9 +104,20 @@ def enable_v2_controllers(parent: Path) -> None:
     (parent / "cgroup.subtree_control").write_text(wanted)
 
 
+def enter(procs_files) -> None:
+    """Move the calling process into each group of `procs_files` ("0": the writer itself). Called
+    between fork and exec, on paths computed before the fork: system calls only."""
+    for path in procs_files:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+
+
 class Cgroup:
-    """One worker's group. `join()` runs in the child between fork and exec (the worker and
-    everything it starts are in the group from its first instruction)."""
+    """One worker's group. The child calls `enter(group.procs_files())` between fork and exec (the
+    worker and everything it starts are in the group from its first instruction)."""
 
     def __init__(self, name: str, memory_mb: int | None = None, pids: int | None = None, where=None):
         self.version, parents = where or layout()
@@ -144,15 +155,6 @@ class Cgroup:
 
     def procs_files(self) -> list[Path]:
         return [folder / "cgroup.procs" for folder in self.dirs.values()]
-
-    def join(self) -> None:
-        """Move the calling process into every hierarchy's group ("0": the writer itself)."""
-        for path in self.procs_files():
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.write(fd, b"0")
-            finally:
-                os.close(fd)
 
     # --- readings -----------------------------------------------------------------------------
     def cpu_ns(self) -> int:

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import ROOT
-from harness.lab import bwrap
+from harness.lab import bwrap, cgroup
 from harness.lab.cgroup import Cgroup
 from harness.lab.isolation import Isolation
 from harness.machine import procenv
@@ -77,10 +77,7 @@ def limiter(limits: dict, address_space: bool, group: Cgroup | None):
     def apply():
         for kind, values in caps:
             resource.setrlimit(kind, values)
-        for path in procs:  # "0": the writing process itself
-            fd = os.open(path, os.O_WRONLY)
-            os.write(fd, b"0")
-            os.close(fd)
+        cgroup.enter(procs)
 
     return apply
 
