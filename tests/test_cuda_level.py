@@ -159,8 +159,8 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
     shapes = kernels.buffer_shapes(variant, n)
     oracle = oracle_shapes(n)
     assert all(oracle[name] == shape for name, shape in shapes.items())
-    weights = {f"{name}.{part}": getattr(layer, part).shape
-               for name, layer in shared_weights.items() for part in ("kernel", "bias")}
+    weight_buffers = {f"{name}.{part}": getattr(layer, part).shape
+                      for name, layer in shared_weights.items() for part in ("kernel", "bias")}
     launches = kernels.launches(variant, n)
     assert [k.kernel for k in launches] == (
         ["lenet_fused"] if variant != "layers" else
@@ -170,7 +170,7 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
         assert len(k.args) == len(kernels.PARAMS[k.kernel])
         for param, arg in zip(kernels.PARAMS[k.kernel], k.args, strict=True):
             assert (param == "T*") == isinstance(arg, str), (k.kernel, arg)
-            assert not isinstance(arg, str) or arg in shapes or arg in weights, arg
+            assert not isinstance(arg, str) or arg in shapes or arg in weight_buffers, arg
             assert isinstance(arg, str) or 0 <= arg < 2**31
         assert 1 <= k.block <= 1024 and k.block % 32 == 0 and 1 <= k.grid < 2**31
         if k.kernel == "lenet_fused":
