@@ -135,6 +135,7 @@ import-results: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) build dist .bundle-site *.egg-info .pytest_cache .ruff_cache
