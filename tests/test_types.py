@@ -4,7 +4,6 @@ annotates each parameter (self and cls aside) and its return. One test per wing,
 owner can run its own."""
 
 import ast
-from pathlib import Path
 
 import pytest
 
