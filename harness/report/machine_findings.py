@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from harness.report import gpu_section, training_section
-from harness.report.figures import overhead_split
+from harness.report.figures.overhead import overhead_split
 from harness.report.rundata import find, ratio, ratio_ci
 from harness.report.tables import fmt_ratio, ms, sig3
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from harness import DEFAULT_REPORT
 from harness.report import findings, headline, machines, tables
+from harness.report.rundata import ReportData
 from harness.report.style import fmt_ms
 
 REPORT_PATH = DEFAULT_REPORT
@@ -129,8 +130,9 @@ def arithmetic_line(frame, levels, machines_by_device) -> str:
     return line + "."
 
 
-def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=(), verify_train_rows=()) -> str:
-    """REPORT.md. The extra arguments are DETAILS.md's (details.build); this page ignores them."""
+def build(data: ReportData) -> str:
+    """REPORT.md: the newest runs' cells, loc.csv and the cross-checks (the rest is DETAILS.md's)."""
+    runs, frame, loc_rows = data.runs, data.frame, data.loc_rows
     table_lines, by_device = headline.render(frame, loc_rows)
     levels, _ = headline.levels(frame, loc_rows)
     source = "; ".join(f"{d.upper()} columns from `api_levels` on {m}" for d, m in by_device.items() if m)
@@ -155,7 +157,7 @@ def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=(), v
     parts += ["", diff] if diff else []
     parts += ["", "## How the numbers are computed", ""]
     parts += [f"- {line}" for line in METHOD + [arithmetic_line(frame, levels, by_device)]
-              + tables.crosscheck_lines(crosschecks)]
+              + tables.crosscheck_lines(data.crosschecks)]
     parts += ["", "Every study's full table, verify and verify-train, the cells not measured and why, "
                   "noisy cells and repeatability: [DETAILS.md](DETAILS.md).", ""]
     return "\n".join(parts)

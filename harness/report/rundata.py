@@ -6,6 +6,7 @@ environment (host, CPU or GPU). For a study on a machine, the newest run is used
 """
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -107,7 +108,7 @@ def load(root: Path = DEFAULT_RESULTS) -> tuple[list[dict], pd.DataFrame]:
     return runs, cells_frame(runs)
 
 
-def load_with_history(root: Path = DEFAULT_RESULTS):
+def load_with_history(root: Path = DEFAULT_RESULTS) -> tuple[list[dict], pd.DataFrame, pd.DataFrame]:
     """(newest runs, their cells, the cells of every run): each file read and each cell
     summarized once; the newest runs' cells are taken from the history, in `load`'s order."""
     every = load_runs(root)
@@ -137,6 +138,35 @@ def crosscheck_records(root: Path = DEFAULT_RESULTS) -> list[dict]:
     """crosscheck-*.json files written by `python -m harness crosscheck --json FILE`."""
     return [{"file": path.name, **json.loads(path.read_text())}
             for path in sorted(Path(root).glob("crosscheck*.json"))]
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """What the figures, REPORT.md and DETAILS.md are drawn from, read once. runs: the newest run
+    of each study on each machine (load_runs' dicts); frame: their cells (cells_frame); loc_rows:
+    loc.csv's rows; history: the cells of every committed run, for repeatability (the newest
+    runs' cells where only those were read); the verify, verify-train and cross-check records."""
+
+    runs: list[dict]
+    frame: pd.DataFrame
+    loc_rows: list[dict]
+    history: pd.DataFrame
+    verify_rows: list[dict] = field(default_factory=list)
+    verify_train_rows: list[dict] = field(default_factory=list)
+    crosschecks: list[dict] = field(default_factory=list)
+
+
+def load_report(root: Path, loc_rows: list[dict], every_run: bool = False) -> ReportData:
+    """The report's data from a results folder. every_run: read the cells of every committed run
+    into `history` (a second or so more); otherwise `history` is the newest runs' cells."""
+    if every_run:
+        runs, frame, history = load_with_history(root)
+    else:
+        runs, frame = load(root)
+        history = frame
+    return ReportData(runs=runs, frame=frame, loc_rows=loc_rows, history=history,
+                      verify_rows=verify_records(root), crosschecks=crosscheck_records(root),
+                      verify_train_rows=verify_records(root, "verify-train-*.json"))
 
 
 def find(frame, study, label, device="cpu", batch=1, dtype="float32", machine=None, threads=None):

@@ -9,6 +9,7 @@ import matplotlib.lines
 import matplotlib.ticker
 
 from harness.report import headline
+from harness.report.rundata import ReportData
 from harness.report.style import DEVICE_MARKER, colour, finish, fmt_ms, plt
 
 PATHS = [("cuda", "cudnn"), ("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
@@ -28,8 +29,8 @@ def points(frame, loc_rows) -> list[dict]:
             for lv in rows if lv.loc is not None for d, cell in lv.cells.items()]
 
 
-def fig_cost(frame, loc_rows, runs, out: Path) -> Path | None:
-    pts = points(frame, loc_rows)
+def fig_cost(data: ReportData, out: Path) -> Path | None:
+    pts = points(data.frame, data.loc_rows)
     if not pts:
         return None
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -66,5 +67,5 @@ def fig_cost(frame, loc_rows, runs, out: Path) -> Path | None:
     ax.set_xlabel("lines of code for inference (pygount; log scale)")
     ax.set_ylabel("per-image latency at batch 1, median (log scale)")
     shown = {p["machine"] for p in pts}
-    return finish(fig, [r for r in runs if r["machine"] in shown], "api_levels", out,
+    return finish(fig, [r for r in data.runs if r["machine"] in shown], "api_levels", out,
                   margins={"left": 0.11, "right": 0.98, "top_in": 0.4, "bottom_in": 0.5})
