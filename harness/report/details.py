@@ -6,6 +6,8 @@ and the runs behind the report. `python -m harness report` writes it beside REPO
 from collections import Counter
 from collections.abc import Callable
 
+import pandas as pd
+
 from harness.report import explain_section, gpu_section, machine_findings, tables, training_section
 from harness.report.rundata import ReportData, find, ratio_ci
 from harness.report.style import caption, ok_cells
@@ -15,7 +17,7 @@ from harness.report.versions import cuda_runtime, cudnn_version
 NO_GPU = "no NVIDIA GPU on this machine"
 
 
-def latency_table(frame, study, with_device=False) -> str:
+def latency_table(frame: pd.DataFrame, study: str, with_device: bool = False) -> str:
     """Every ok cell of a study, with its ratio to the NumPy reference within rounds."""
     cells = ok_cells(frame, study)
     if cells.empty:
@@ -39,7 +41,7 @@ def latency_table(frame, study, with_device=False) -> str:
     return table(headers, rows)
 
 
-def not_measured(frame) -> list[str]:
+def not_measured(frame: pd.DataFrame) -> list[str]:
     """Cells that have no number, grouped by reason: the expected one (GPU cells on a machine
     without a GPU) as one count per machine, every other reason with its cells."""
     missing = frame[frame["status"] != "ok"] if not frame.empty else frame
@@ -75,7 +77,7 @@ def method(data: ReportData) -> list[str]:
         f"- {line}" for line in tables.METHOD + tables.crosscheck_lines(data.crosschecks)]
 
 
-def environment_row(run: dict) -> list:
+def environment_row(run: dict) -> list[object]:
     """A run's machine, GPU, driver and library versions, threads and load."""
     env = run["env"]
     pk = env.get("packages", {})

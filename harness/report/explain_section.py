@@ -27,7 +27,7 @@ METHOD = (
     "`python -m harness explain keras/predict` repeats it.")
 
 
-def explain_rows(runs) -> list[dict]:
+def explain_rows(runs: list[dict]) -> list[dict]:
     """The rows of the newest explain run of each machine, each with its machine label."""
     found = []
     for run in runs:
@@ -41,13 +41,13 @@ def ms(ns: float) -> str:
     return fmt_ms(ns / 1e6)
 
 
-def headline(rows) -> list[str]:
+def headline(rows: list[dict]) -> list[str]:
     """The Findings' answer to 'why is Keras slow', from each machine's keras/predict explain row."""
     return [line for row in rows if row["implementation"] == "keras" and row["variant"] == "predict"
             for line in headline_of(row)]
 
 
-def headline_of(row) -> list[str]:
+def headline_of(row: dict) -> list[str]:
     first = row["stages"][0]
     line = (f"**Why Keras is slow** ({row['machine']}): of one `model.predict` call on TensorFlow "
             f"({ms(row['steps'][0]['median_ns'])}), {100 * first['share']:.0f}% is the "
@@ -67,14 +67,16 @@ def headline_of(row) -> list[str]:
                    "see \"Why Keras is slow\" below."]
 
 
-def floor_name(row) -> str:
+def floor_name(row: dict) -> str:
     """Which implementation the row's floor was (rows before the oneDNN floor used NumPy)."""
     floor = row.get("floor")
     names = {"onednn/tuned": "oneDNN tuned", "cudnn/graph": "cuDNN graph"}
-    return names.get(floor, floor or "the NumPy reference")
+    if not floor:
+        return "the NumPy reference"
+    return names.get(floor, floor)
 
 
-def section(rows) -> list[str]:
+def section(rows: list[dict]) -> list[str]:
     if not rows:
         return ["_No explain results yet: `make explain` (part of `make run-all`)._"]
     out = []

@@ -38,7 +38,7 @@ def load_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
 
 def latest_runs(runs: list[dict]) -> list[dict]:
     """The newest run of each study on each machine."""
-    best = {}
+    best: dict[tuple[str, str], dict] = {}
     for run in runs:
         key = (run["study"], run["machine"])
         if key not in best or run["started"] > best[key]["started"]:
@@ -92,7 +92,7 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
     return frame
 
 
-def own_process(rows) -> dict[str, bool]:
+def own_process(rows: list[dict]) -> dict[str, bool]:
     """cell_id -> whether its worker process started for it (its first call was a cold start)
     or had already run another cell (that call came after another variant's warm-up)."""
     seen, out = set(), {}
@@ -121,7 +121,7 @@ def load_with_history(root: Path = DEFAULT_RESULTS) -> tuple[list[dict], pd.Data
     return runs, pd.concat(parts, ignore_index=True), history
 
 
-def verify_records(root: Path = DEFAULT_RESULTS, pattern="verify-*.json") -> list[dict]:
+def verify_records(root: Path = DEFAULT_RESULTS, pattern: str = "verify-*.json") -> list[dict]:
     """verify-*.json files written by `python -m harness verify --json FILE` (with
     pattern="verify-train-*.json": `verify-train`'s)."""
     found = []
@@ -169,7 +169,8 @@ def load_report(root: Path, loc_rows: list[dict], every_run: bool = False) -> Re
                       verify_train_rows=verify_records(root, "verify-train-*.json"))
 
 
-def find(frame, study, label, device="cpu", batch=1, dtype="float32", machine=None, threads=None):
+def find(frame: pd.DataFrame, study: str, label: str, device: str = "cpu", batch: int = 1,
+         dtype: str = "float32", machine: str | None = None, threads: int | None = None) -> pd.Series | None:
     """The ok cell of that study, label, device, batch, dtype (and machine), or None. threads:
     None for a cell at the study's own thread count, else the cell's `threads`. One boolean mask,
     then one row taken: no sub-frame (with every call's times) is copied."""
@@ -187,13 +188,13 @@ def find(frame, study, label, device="cpu", batch=1, dtype="float32", machine=No
     return None if hits.size == 0 else frame.iloc[hits[0]]
 
 
-def ratio_ci(a, b) -> dict | None:
+def ratio_ci(a: pd.Series | None, b: pd.Series | None) -> dict | None:
     """a's time over b's, taken within rounds (both from the same run), with its interval."""
     if a is None or b is None or a["run_id"] != b["run_id"]:
         return None
     return stats.round_ratio(a["rounds_ns"], b["rounds_ns"])
 
 
-def ratio(a, b) -> float | None:
+def ratio(a: pd.Series | None, b: pd.Series | None) -> float | None:
     r = ratio_ci(a, b)
     return r["ratio"] if r else None

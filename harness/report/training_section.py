@@ -3,6 +3,9 @@ step, of each level's convergence run and of verify-train, and the findings, all
 (Fig. 10 is figures/training.py)."""
 
 import math
+from collections.abc import Sequence
+
+import pandas as pd
 
 from harness.report.rundata import find, ratio_ci
 from harness.report.style import ok_cells
@@ -11,12 +14,12 @@ from harness.report.tables import fmt_ratio, ms, table
 STUDY = "training"
 
 
-def default_threads(cells):
+def default_threads(cells: pd.DataFrame) -> pd.DataFrame:
     """Cells at the study's own thread count (a cell with `threads` set is a variation)."""
     return cells[cells["threads"].isna()] if "threads" in cells else cells
 
 
-def step_table(frame) -> str:
+def step_table(frame: pd.DataFrame) -> str:
     cells = ok_cells(frame, STUDY)
     if cells.empty:
         return f"_No results for study `{STUDY}` yet._"
@@ -34,7 +37,7 @@ def step_table(frame) -> str:
                   "95% CI", "images/s", "x numpy (within rounds) [95% CI]", "flags", "machine"], rows)
 
 
-def convergence_rows(frame) -> list[dict]:
+def convergence_rows(frame: pd.DataFrame) -> list[pd.Series]:
     if frame.empty:
         return []
     cells = frame[(frame["study"] == STUDY)]
@@ -42,7 +45,7 @@ def convergence_rows(frame) -> list[dict]:
             or r["status"] == "diverged"]
 
 
-def convergence_table(frame) -> str:
+def convergence_table(frame: pd.DataFrame) -> str:
     rows = []
     for r in convergence_rows(frame):
         c = r["convergence"] if isinstance(r["convergence"], dict) else {}
@@ -57,7 +60,7 @@ def convergence_table(frame) -> str:
                   "loss, first step → last", "test accuracy", "machine"], rows)
 
 
-def findings(frame, machine) -> list[str]:
+def findings(frame: pd.DataFrame, machine: str) -> list[str]:
     cells = ok_cells(frame, STUDY)
     if cells.empty:
         return []
@@ -103,7 +106,7 @@ def findings(frame, machine) -> list[str]:
     return out
 
 
-def verify_table(rows) -> str:
+def verify_table(rows: Sequence[dict]) -> str:
     """verify-train's rows: each level's SGD steps against the NumPy oracle's."""
     if not rows:
         return "_No verify-train results yet (make verify)._"
@@ -116,7 +119,7 @@ def verify_table(rows) -> str:
                    r.get("reason") or "-"] for r in rows])
 
 
-def section(frame, verify_rows=()) -> list[str]:
+def section(frame: pd.DataFrame, verify_rows: Sequence[dict] = ()) -> list[str]:
     return ["", "## What training costs at each level (study `training`, "
                 "[Fig. 10](figures/fig10_training.png))", "",
             "Each timed call is one plain SGD step (softmax cross-entropy, learning rate 0.05) on "

@@ -4,6 +4,7 @@ machine and device; each backend keeps its colour whichever backends a panel has
 from pathlib import Path
 
 import matplotlib.ticker
+import pandas as pd
 
 from harness.report.figures import dotplot
 from harness.report.figures.grid import panel_grid, same_y_scale
@@ -11,11 +12,11 @@ from harness.report.rundata import ReportData
 from harness.report.style import BACKEND_OF, colour, finish, fmt_ms, ok_cells, panels
 
 
-def backend_rows(cells, device, machine):
+def backend_rows(cells: pd.DataFrame, device: str, machine: str) -> dict[str, dict[str, pd.Series]]:
     """Per backend: {stage: row} with the compiled path as one stage (its variant named)."""
     stages = {"predict": "predict", "predict_on_batch": "predict_on_batch", "call": "call",
               "function": "compiled", "jit": "compiled", "compile": "compiled"}
-    found = {}
+    found: dict[str, dict[str, pd.Series]] = {}
     for _, r in cells[(cells["device"] == device) & (cells["machine"] == machine)].iterrows():
         if r["implementation"] in BACKEND_OF and r["variant"] in stages:
             found.setdefault(r["implementation"], {})[stages[r["variant"]]] = r
@@ -23,7 +24,7 @@ def backend_rows(cells, device, machine):
 
 
 
-def first_stage(found, stages):
+def first_stage(found: dict[str, pd.Series], stages: list[str]) -> str:
     return next(s for s in stages if s in found)
 
 

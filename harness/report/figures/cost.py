@@ -7,10 +7,11 @@ from pathlib import Path
 
 import matplotlib.lines
 import matplotlib.ticker
+import pandas as pd
 
 from harness.report import headline
 from harness.report.rundata import ReportData
-from harness.report.style import DEVICE_MARKER, colour, finish, fmt_ms, plt
+from harness.report.style import DEVICE_LINES, DEVICE_MARKER, colour, finish, fmt_ms, plt
 
 PATHS = [("cuda", "cudnn"), ("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
          ("cudnn", "torch", "keras_torch"), ("onednn", "tf", "keras"), ("onednn", "jax", "keras_jax"),
@@ -20,7 +21,7 @@ SHORT = {"cuda": "CUDA", "cudnn": "cuDNN", "onednn": "oneDNN", "tf": "TF ops", "
          "keras_torch": "Keras/PyTorch", "numpy": "NumPy ref."}
 
 
-def points(frame, loc_rows) -> list[dict]:
+def points(frame: pd.DataFrame, loc_rows: list[dict]) -> list[dict]:
     """One point per level and device: x lines of code, y median and its interval (ms)."""
     rows, machines = headline.levels(frame, loc_rows)
     return [{"implementation": lv.implementation, "device": d, "loc": lv.loc, "machine": machines[d],
@@ -35,7 +36,7 @@ def fig_cost(data: ReportData, out: Path) -> Path | None:
         return None
     fig, ax = plt.subplots(figsize=(8, 5))
     at = {(p["implementation"], p["device"]): p for p in pts}
-    for device, style in (("cpu", "-"), ("gpu", "--")):
+    for device, style in DEVICE_LINES:
         for path in PATHS:
             chain = [at[(i, device)] for i in path if (i, device) in at]
             if len(chain) > 1:
@@ -60,7 +61,7 @@ def fig_cost(data: ReportData, out: Path) -> Path | None:
     ax.grid(True, which="major", color="#EEEEEE", zorder=0)
     handles = [matplotlib.lines.Line2D([], [], marker=DEVICE_MARKER[d], color="#555555", linestyle=s,
                                        label=f"{d.upper()} ({short})")
-               for d, s in (("cpu", "-"), ("gpu", "--"))
+               for d, s in DEVICE_LINES
                for short in [next((p["machine"] for p in pts if p["device"] == d), "not measured")]]
     ax.legend(handles=handles, frameon=False, fontsize=7, loc="upper right")
     ax.set_title("Fig. 1  What each level costs per image against the code it takes")

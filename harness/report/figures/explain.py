@@ -8,17 +8,19 @@ from harness.report.rundata import ReportData
 from harness.report.style import finish, plt, short_machine
 
 # Each stage an ablation peels off falls in one of these kinds: one colour per kind in every row.
-KINDS = [("tf.data pipeline built per call", "#E69F00", ("tf.data",)),
+# (name, colour, words in a stage's name that put it in this kind)
+Kind = tuple[str, str, tuple[str, ...]]
+KINDS: list[Kind] = [("tf.data pipeline built per call", "#E69F00", ("tf.data",)),
          ("Keras' predict loop (iterators, callbacks, wrappers)", "#CC79A7",
           ("iterator", "callback", "wrapper")),
          ("framework op dispatch", "#56B4E9", ("dispatch", "executor")),
          ("framework per-call runtime", "#0072B2", ("runtime",)),
          ("the fastest measured implementation (the floor)", "#000000", ())]
-OTHER_KIND = ("other", "#999999", ())
+OTHER_KIND: Kind = ("other", "#999999", ())
 DARK = ("#000000", "#0072B2", "#CC79A7")  # white text on these
 
 
-def kind_of(stage) -> tuple:
+def kind_of(stage: dict) -> Kind:
     if stage["to"] is None:
         return KINDS[-1]
     name = (stage.get("short") or stage["name"]).lower()

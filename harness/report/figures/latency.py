@@ -3,13 +3,16 @@ per machine), the spread of every timed call, and its cold start against its ste
 
 from pathlib import Path
 
+import pandas as pd
+from matplotlib.lines import Line2D
+
 from harness import registry
 from harness.report.figures import dotplot
 from harness.report.rundata import ReportData
 from harness.report.style import colour, finish, fmt_ms, ladder_sorted, ok_cells, short_machine
 
 
-def api_cells(frame):
+def api_cells(frame: pd.DataFrame) -> pd.DataFrame:
     """api_levels at batch 1, float32, without the harness's null implementation."""
     cells = ok_cells(frame, "api_levels")
     if cells.empty:
@@ -22,7 +25,7 @@ MACHINE_MARKERS = "o^vD"
 
 
 
-def machine_handles(machines):
+def machine_handles(machines: list[str]) -> list[Line2D]:
     import matplotlib.lines
 
     return [matplotlib.lines.Line2D([], [], marker=MACHINE_MARKERS[k % len(MACHINE_MARKERS)], color="#555555",

@@ -4,6 +4,7 @@
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from harness.report import gpu_section
 from harness.report.figures import dotplot
@@ -11,11 +12,13 @@ from harness.report.rundata import ReportData
 from harness.report.style import OKABE_ITO, finish, fmt_ms, ok_cells
 
 
-def overhead_split(cells, gpu_busy=None):
-    """Per cell: (compute or device part, host-overhead part, how the split was made), each
+def overhead_split(cells: pd.DataFrame, gpu_busy: dict[tuple[str, str], float] | None = None
+                   ) -> list[tuple[pd.Series, float, str]]:
+    """Per cell: (its row, its compute or device part in ms, how that part was found), each
     machine's CPU cells against that machine's own floor (its fastest measured implementation).
     gpu_busy: {(machine, label): ms} from `kernels` rows, the GPU's own busy time; CUDA events
     otherwise, which also span the host's enqueueing."""
+    busy = gpu_busy or {}
     out = []
     for (_machine, device), part in sorted(cells.groupby(["machine", "device"]),
                                           key=lambda kv: (kv[0][1] != "cpu", kv[0][0])):
@@ -25,8 +28,8 @@ def overhead_split(cells, gpu_busy=None):
         floor = real["median_ms"].min()
         floor_label = real.loc[real["median_ms"].idxmin(), "label"]
         for _, r in real.sort_values("median_ms").iterrows():
-            if device == "gpu" and (r["machine"], r["label"]) in (gpu_busy or {}):
-                base, how = gpu_busy[(r["machine"], r["label"])], "GPU busy time (kernels trace)"
+            if device == "gpu" and (r["machine"], r["label"]) in busy:
+                base, how = busy[(r["machine"], r["label"])], "GPU busy time (kernels trace)"
             elif device == "gpu" and not np.isnan(r["device_median_ms"]):
                 base, how = r["device_median_ms"], "device time (CUDA events)"
             elif device == "gpu":
