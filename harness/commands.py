@@ -143,37 +143,31 @@ def cmd_loc(args) -> int:
     return 0
 
 
-def load_results(args, with_history=False):
-    """(runs, frame, loc rows), and with_history the cells of every run as a fourth."""
+def load_results(args, every_run=False):
+    """The report's data (rundata.ReportData) from --results; every_run: every run's cells too."""
     from harness.report import loc, rundata
 
     if not Path(args.results).is_dir():
         raise HarnessError(f"{args.results}: no results folder (run make run-all, or --results DIR)")
-    loaded = (rundata.load_with_history(args.results) if with_history
-              else rundata.load(args.results))
-    return (*loaded[:2], loc.current_rows(), *loaded[2:])
+    return rundata.load_report(args.results, loc.current_rows(), every_run)
 
 
 def cmd_figures(args) -> int:
     from harness.report import figures
 
-    runs, frame, loc_rows = load_results(args)
-    for path in figures.draw_all(runs, frame, loc_rows, args.out,
-                                 report=log):
+    for path in figures.draw_all(load_results(args), args.out, report=log):
         print(f"wrote {path}")
     return 0
 
 
 def cmd_report(args) -> int:
     """REPORT.md at --out, and DETAILS.md beside it."""
-    from harness.report import details, markdown, rundata
+    from harness.report import details, markdown
 
-    runs, frame, loc_rows, history = load_results(args, with_history=True)  # every committed run
-    extra = (rundata.verify_records(args.results), history, rundata.crosscheck_records(args.results),
-             rundata.verify_records(args.results, "verify-train-*.json"))
-    print(f"wrote {markdown.write(markdown.build(runs, frame, loc_rows, *extra), args.out)}")
+    data = load_results(args, every_run=True)  # every committed run, for repeatability
+    print(f"wrote {markdown.write(markdown.build(data), args.out)}")
     detail_path = Path(args.out).with_name("DETAILS.md")
-    print(f"wrote {markdown.write(details.build(runs, frame, loc_rows, *extra), detail_path)}")
+    print(f"wrote {markdown.write(details.build(data), detail_path)}")
     return 0
 
 

@@ -76,8 +76,8 @@ def test_the_kernels_table_has_one_line_per_ok_row_and_follows_its_numbers(resul
     failed = {"kind": "kernels", "implementation": "jax", "variant": "eager", "device": "gpu",
               "status": "failed", "reason": "no GPU kernels", "time": graph["time"]}
     rows_path.write_text("".join(json.dumps(r) + "\n" for r in rows + [failed]))
-    runs, frame = rundata.load(results_copy)
-    text = "\n".join(gpu_section.section(runs))
+    data = rundata.load_report(results_copy, loc_rows)
+    text = "\n".join(gpu_section.section(data.runs))
     assert "| 12.3 µs |" in text and "jax/eager" not in text
-    report = details.build(runs, frame, loc_rows)
+    report = details.build(data)
     assert "## Where a GPU call's time goes" in report and "the GPU is busy 12.3 µs" in report

@@ -52,9 +52,9 @@ def results_copy(tmp_path):
 
 
 def test_details_change_when_a_results_row_is_deleted(results_copy, loc_rows):
-    runs, frame = rundata.load(results_copy)
-    before = details.build(runs, frame, loc_rows)
-    run = next(r for r in runs if r["study"] == "api_levels")  # a run in use
+    data = rundata.load_report(results_copy, loc_rows)
+    before = details.build(data)
+    run = next(r for r in data.runs if r["study"] == "api_levels")  # a run in use
     rows_path = run["dir"] / "results.jsonl"
     lines = rows_path.read_text().splitlines(keepends=True)
     victim = next(i for i, line in enumerate(lines)
@@ -62,8 +62,7 @@ def test_details_change_when_a_results_row_is_deleted(results_copy, loc_rows):
     removed = json.loads(lines[victim])
     del lines[victim]
     rows_path.write_text("".join(lines))
-    runs, frame = rundata.load(results_copy)
-    after = details.build(runs, frame, loc_rows)
+    after = details.build(rundata.load_report(results_copy, loc_rows))
     assert before != after
     median = details.ms(removed["stats"]["median_ns"] / 1e6)
     section = lambda text: text.split("## Per-image latency")[1].split("## Cold start")[0]  # noqa: E731
@@ -76,8 +75,9 @@ def test_details_change_when_a_results_row_is_deleted(results_copy, loc_rows):
 
 
 def test_details_numbers_come_from_rows(results_copy, loc_rows):
-    runs, frame = rundata.load(results_copy)
-    text = details.build(runs, frame, loc_rows)
+    data = rundata.load_report(results_copy, loc_rows)
+    text = details.build(data)
+    frame = data.frame
     ok = frame[(frame["study"] == "api_levels") & (frame["status"] == "ok")]
     for _, r in ok.iterrows():
         assert details.ms(r["median_ms"]) in text
@@ -87,8 +87,7 @@ def test_details_numbers_come_from_rows(results_copy, loc_rows):
 
 
 def test_empty_results_give_a_report_that_says_so(tmp_path, loc_rows):
-    runs, frame = rundata.load(tmp_path)
-    text = markdown.build(runs, frame, loc_rows)
+    text = markdown.build(rundata.load_report(tmp_path, loc_rows))
     assert "No results yet" in text and "_No runs yet._" in text
 
 

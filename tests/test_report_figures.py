@@ -8,7 +8,8 @@ import matplotlib.colors
 import pandas as pd
 import pytest
 
-from harness.report import figures
+from harness.report.figures import backends, overhead, precision
+from harness.report.rundata import ReportData
 
 
 def cell(study, label, device, machine, median, dtype="float32", batch=1):
@@ -29,8 +30,15 @@ def drawn(monkeypatch, tmp_path):
         captured.append(fig)
         return path
 
-    monkeypatch.setattr(figures, "finish", keep)
+    for module in (backends, precision):
+        monkeypatch.setattr(module, "finish", keep)
     return captured
+
+
+def data_of(rows) -> ReportData:
+    """The report's data with these cells and no runs."""
+    frame = pd.DataFrame(rows)
+    return ReportData(runs=[], frame=frame, loc_rows=[], history=frame)
 
 
 def plotted_values(fig) -> list[float]:
@@ -53,7 +61,7 @@ def test_each_machine_is_split_against_its_own_floor():
                           cell("overhead", "tf/function", "cpu", "amd", 0.450),
                           cell("overhead", "onednn/tuned", "cpu", "intel", 0.030),
                           cell("overhead", "numpy/default", "cpu", "intel", 0.180)])
-    split = figures.overhead_split(cells)
+    split = overhead.overhead_split(cells)
     assert len(split) == 4
     for row, base, _how in split:
         own_floor = cells[cells["machine"] == row["machine"]]["median_ms"].min()
@@ -64,7 +72,7 @@ def test_precision_draws_every_machine(drawn, tmp_path):
     rows = [cell("precision", "numpy/default", "cpu", machine, median, dtype)
             for machine, medians in (("amd", (0.150, 0.160)), ("intel", (0.190, 0.230)))
             for median, dtype in zip(medians, ("float32", "float64"), strict=True)]
-    figures.fig_precision(pd.DataFrame(rows), [], tmp_path / "p.png")
+    precision.fig_precision(data_of(rows), tmp_path / "p.png")
     values = plotted_values(drawn[0])
     for row in rows:
         assert drawn_with(values, row["median_ms"]), (row["machine"], row["dtype"])
@@ -86,7 +94,7 @@ def test_a_backend_keeps_its_colour_when_another_backend_is_missing(drawn, tmp_p
             for impl, median in (("keras", 50.0), ("keras_jax", 0.9), ("keras_torch", 4.0))]
     rows += [cell("backends", f"{impl}/predict", "gpu", "gpu-box", median)  # no TensorFlow here
              for impl, median in (("keras_jax", 1.9), ("keras_torch", 5.8))]
-    figures.fig_backends(pd.DataFrame(rows), [], tmp_path / "b.png")
+    backends.fig_backends(data_of(rows), tmp_path / "b.png")
     colours = []
     for ax in drawn[0].axes:
         handles, labels = ax.get_legend_handles_labels()

@@ -39,15 +39,16 @@ def slow_down(results, machine, label, factor):
 
 
 def test_a_changed_row_changes_the_headline_table_and_the_finding(results_copy, loc_rows):
-    runs, frame = rundata.load(results_copy)
-    machine = headline.pick_machine(frame, "cpu")
-    before = markdown.build(runs, frame, loc_rows)
-    old = rundata.find(frame, "api_levels", "keras/predict", machine=machine)
+    data = rundata.load_report(results_copy, loc_rows)
+    machine = headline.pick_machine(data.frame, "cpu")
+    before = markdown.build(data)
+    old = rundata.find(data.frame, "api_levels", "keras/predict", machine=machine)
     assert f"| {ms(old['median_ms'])} [" in table_row(before, "Keras on TensorFlow")
 
     slow_down(results_copy, machine, "keras/predict", 3)
-    runs, frame = rundata.load(results_copy)
-    after = markdown.build(runs, frame, loc_rows)
+    data = rundata.load_report(results_copy, loc_rows)
+    runs, frame = data.runs, data.frame
+    after = markdown.build(data)
     new = rundata.find(frame, "api_levels", "keras/predict", machine=machine)
     raw = rundata.find(frame, "api_levels", "onednn/tuned", machine=machine)
     row = table_row(after, "Keras on TensorFlow")
@@ -73,8 +74,7 @@ def test_a_missing_cell_is_a_dash_with_its_reason(results_copy, loc_rows):
 
 
 def test_the_answer_comes_first_and_the_page_is_short(results_copy, loc_rows):
-    runs, frame = rundata.load(results_copy)
-    text = markdown.build(runs, frame, loc_rows)
+    text = markdown.build(rundata.load_report(results_copy, loc_rows))
     assert len(text.splitlines()) <= 250
     heads = [line for line in text.splitlines() if line.startswith("## ")]
     assert heads[0] == "## The answer"

@@ -9,6 +9,7 @@ import pytest
 from harness.errors import HarnessError
 from harness.measure import results, study
 from harness.report import rundata, training_section
+from harness.report.figures import training as training_figure
 from tests.conftest import ROOT
 
 TRAIN_STUDY = """
@@ -104,4 +105,4 @@ def test_the_training_section_reads_the_rows(train_run, tmp_path):
     assert "fig10_training.png" in text and "numpy/default" in text
     conv = training_section.convergence_table(frame)
     assert "diverged" in conv and "did not go down" in conv
-    assert training_section.fig_training(frame, runs, tmp_path / "f.png").is_file()
+    assert training_figure.fig_training(rundata.load_report(out, []), tmp_path / "f.png").is_file()

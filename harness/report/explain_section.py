@@ -1,11 +1,10 @@
-"""The explain rows in the report: Fig. 9 (one bar per level and variant, split into the stages
-its ladder peels off, down to the fastest measured implementation) and the section "Why Keras is slow", its
-sentences generated from the rows. No framework imported."""
+"""The explain rows in the report: the newest explain run's rows of each machine, the findings'
+"Why Keras is slow" line and the section of that name, its sentences generated from the rows (Fig. 7,
+which draws the same rows, is figures/explain.py). No framework imported."""
 
-from pathlib import Path
 
 from harness.explain import keras_steps
-from harness.report.style import finish, fmt_ms, plt, short_machine
+from harness.report.style import fmt_ms
 
 CITATIONS = (
     "The maintainers say the same: `model.predict` \"is designed for batch processing of large "
@@ -28,7 +27,7 @@ METHOD = (
     "`python -m harness explain keras/predict` repeats it.")
 
 
-def explain_rows(runs) -> list[dict]:
+def explain_rows(runs: list[dict]) -> list[dict]:
     """The rows of the newest explain run of each machine, each with its machine label."""
     found = []
     for run in runs:
@@ -42,67 +41,13 @@ def ms(ns: float) -> str:
     return fmt_ms(ns / 1e6)
 
 
-# Each stage an ablation peels off falls in one of these kinds: one colour per kind in every row.
-KINDS = [("tf.data pipeline built per call", "#E69F00", ("tf.data",)),
-         ("Keras' predict loop (iterators, callbacks, wrappers)", "#CC79A7",
-          ("iterator", "callback", "wrapper")),
-         ("framework op dispatch", "#56B4E9", ("dispatch", "executor")),
-         ("framework per-call runtime", "#0072B2", ("runtime",)),
-         ("the fastest measured implementation (the floor)", "#000000", ())]
-OTHER_KIND = ("other", "#999999", ())
-DARK = ("#000000", "#0072B2", "#CC79A7")  # white text on these
-
-
-def kind_of(stage) -> tuple:
-    if stage["to"] is None:
-        return KINDS[-1]
-    name = (stage.get("short") or stage["name"]).lower()
-    return next((k for k in KINDS[:-1] if any(word in name for word in k[2])), OTHER_KIND)
-
-
-def fig_explain(rows, runs, out: Path) -> Path | None:
-    """Fig. 7: one bar per explained call, split into the stages its ladder peels off, coloured by
-    the kind of stage; the rows grouped by machine."""
-    if not rows:
-        return None
-    from matplotlib.patches import Patch
-
-    fig, ax = plt.subplots(figsize=(9, 0.42 * len(rows) + 2.4))
-    labels, used = [], []
-    for y, row in enumerate(rows):
-        machine = short_machine(row.get("machine", ""))
-        labels.append(f"{row['implementation']}/{row['variant']} ({row['device'].upper()}, "
-                      f"{ms(row['steps'][0]['median_ns'])})\n{machine}")
-        left = 0.0
-        for stage in row["stages"]:
-            share = 100 * max(stage["share"], 0.0)  # a negative difference (noise) is drawn as 0
-            kind = kind_of(stage)
-            used.append(kind)
-            ax.barh(y, share, left=left, color=kind[1], edgecolor="white", height=0.75)
-            if share > 12:
-                name = "floor" if stage["to"] is None else (stage.get("short") or stage["to"])
-                ax.text(left + share / 2, y, f"{name} {share:.0f}%", ha="center", va="center",
-                        fontsize=6, color="white" if kind[1] in DARK else "black")
-            left += share
-    ax.set_yticks(range(len(rows)), labels, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 100)
-    ax.set_title("Fig. 7  Where one call's time goes, stage by stage (ablation ladder)", fontsize=10)
-    ax.set_xlabel("share of the call's median time (%)")
-    kinds = [k for k in KINDS + [OTHER_KIND] if k in used]
-    ax.legend(handles=[Patch(color=c, label=n) for n, c, _ in kinds], frameon=False, fontsize=7,
-              loc="upper center", bbox_to_anchor=(0.4, -0.5 / (0.42 * len(rows) + 0.5)), ncol=2)
-    return finish(fig, runs, "explain", out, margins={"left": 0.27, "right": 0.98, "top_in": 0.4,
-                                                      "bottom_in": 1.15})
-
-
-def headline(rows) -> list[str]:
+def headline(rows: list[dict]) -> list[str]:
     """The Findings' answer to 'why is Keras slow', from each machine's keras/predict explain row."""
     return [line for row in rows if row["implementation"] == "keras" and row["variant"] == "predict"
             for line in headline_of(row)]
 
 
-def headline_of(row) -> list[str]:
+def headline_of(row: dict) -> list[str]:
     first = row["stages"][0]
     line = (f"**Why Keras is slow** ({row['machine']}): of one `model.predict` call on TensorFlow "
             f"({ms(row['steps'][0]['median_ns'])}), {100 * first['share']:.0f}% is the "
@@ -122,14 +67,16 @@ def headline_of(row) -> list[str]:
                    "see \"Why Keras is slow\" below."]
 
 
-def floor_name(row) -> str:
+def floor_name(row: dict) -> str:
     """Which implementation the row's floor was (rows before the oneDNN floor used NumPy)."""
     floor = row.get("floor")
     names = {"onednn/tuned": "oneDNN tuned", "cudnn/graph": "cuDNN graph"}
-    return names.get(floor, floor or "the NumPy reference")
+    if not floor:
+        return "the NumPy reference"
+    return names.get(floor, floor)
 
 
-def section(rows) -> list[str]:
+def section(rows: list[dict]) -> list[str]:
     if not rows:
         return ["_No explain results yet: `make explain` (part of `make run-all`)._"]
     out = []

@@ -3,19 +3,21 @@ from the headline table's rows: what Keras costs and why, what each level saves 
 against the GPU at batch 1 and at a large batch, what the raw libraries buy, what training
 costs, and the seed's question (cuDNN -> TensorFlow ops -> Keras on the GPU)."""
 
+import pandas as pd
+
 from harness.report import explain_section, headline
-from harness.report.headline import interval
+from harness.report.headline import Level, interval
 from harness.report.rundata import find, ratio_ci
 from harness.report.tables import fmt_ratio, includes_one, ms, sig3
 
 NAMES = {"onednn": "oneDNN", "cudnn": "cuDNN", "cuda": "hand-written CUDA"}
 
 
-def with_ci(cell) -> str:
+def with_ci(cell: pd.Series) -> str:
     return f"{ms(cell['median_ms'])} [{interval(cell['ci_low_ms'], cell['ci_high_ms'])}]"
 
 
-def per_s(cell) -> str:
+def per_s(cell: pd.Series) -> str:
     """Images per second with the interval that the median's gives (batch / time)."""
     b = cell["batch_size"]
     lo, hi = b / (cell["ci_high_ms"] / 1e3), b / (cell["ci_low_ms"] / 1e3)
@@ -39,7 +41,7 @@ def compare(a: str, b: str, r: dict | None) -> str:
     return f"{a} is {x_of(inverse)} slower than {b}"
 
 
-def keras_finding(frame, runs, levels, machines) -> str | None:
+def keras_finding(frame: pd.DataFrame, runs: list[dict], levels: list[Level], machines: dict) -> str | None:
     by = {lv.implementation: lv for lv in levels}
     cpu = machines.get("cpu")
     keras = by.get("keras")
@@ -64,7 +66,7 @@ def keras_finding(frame, runs, levels, machines) -> str | None:
     return line + "."
 
 
-def code_finding(levels) -> str | None:
+def code_finding(levels: list[Level]) -> str | None:
     loc = {lv.implementation: lv.loc for lv in levels if lv.loc is not None}
     if "keras" not in loc:
         return None
@@ -79,7 +81,7 @@ def code_finding(levels) -> str | None:
             + " (pygount code lines, exact counts; training code apart).")
 
 
-def devices_finding(frame, levels, machines) -> str | None:
+def devices_finding(frame: pd.DataFrame, levels: list[Level], machines: dict) -> str | None:
     by = {lv.implementation: lv for lv in levels}
     cpu_raw, gpu_raw = by.get("onednn"), by.get("cudnn")
     if not cpu_raw or not gpu_raw or "cpu" not in cpu_raw.cells or "gpu" not in gpu_raw.cells:
@@ -112,7 +114,7 @@ def short(machine: str) -> str:
     return machine.split(": ", 1)[-1]
 
 
-def raw_finding(levels) -> str | None:
+def raw_finding(levels: list[Level]) -> str | None:
     by = {lv.implementation: lv for lv in levels}
     parts = []
     for device, raw_name in (("cpu", "oneDNN"), ("gpu", "cuDNN")):
@@ -129,7 +131,7 @@ def raw_finding(levels) -> str | None:
             + " (within-round ratios of medians, `api_levels`).")
 
 
-def training_finding(frame, machines) -> str | None:
+def training_finding(frame: pd.DataFrame, machines: dict) -> str | None:
     cpu = machines.get("cpu")
     cells = frame[(frame["study"] == "training") & (frame["status"] == "ok") & (frame["machine"] == cpu)
                   & (frame["batch_size"] == 32) & (frame["dtype"] == "float32")
@@ -149,7 +151,7 @@ def training_finding(frame, machines) -> str | None:
     return line + " (within rounds, `training`)."
 
 
-def seed_finding(levels, machines) -> str:
+def seed_finding(levels: list[Level], machines: dict) -> str:
     by = {lv.implementation: lv for lv in levels}
     keras, ops = by.get("keras"), by.get("tf")
     if keras and "gpu" in keras.cells:
@@ -171,7 +173,7 @@ def seed_finding(levels, machines) -> str:
             + "; on a GPU server, `pip install 'tensorflow[and-cuda]'` and `make gpu-study` measure it.")
 
 
-def findings(frame, runs, loc_rows) -> list[str]:
+def findings(frame: pd.DataFrame, runs: list[dict], loc_rows: list[dict]) -> list[str]:
     levels, machines = headline.levels(frame, loc_rows)
     if not levels:
         return ["No results yet: run `make run-all`."]

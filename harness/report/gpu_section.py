@@ -4,6 +4,10 @@
 Every number is read from a results row; the targets are the project's goals, not results.
 """
 
+from collections.abc import Sequence
+
+import pandas as pd
+
 from harness.report.rundata import find, ratio, ratio_ci
 from harness.report.tables import fmt_ratio, ms, table
 
@@ -16,22 +20,22 @@ TORCH_VARIANTS = ("torch/eager", "torch/compile", "torch/cudagraph")
 CUDNN_VARIANTS = ("cudnn/naive", "cudnn/tuned", "cudnn/graph")
 
 
-def kernel_rows(runs) -> list[dict]:
+def kernel_rows(runs: Sequence[dict]) -> list[dict]:
     """The newest `kernels` run of each machine: its ok rows, each with its machine."""
     return [{**row, "machine": run["machine"]} for run in runs if run["study"] == "kernels"
             for row in run["rows"] if row.get("kind") == "kernels" and row.get("status") == "ok"]
 
 
-def kernels_of(rows, label, machine) -> dict | None:
+def kernels_of(rows: list[dict], label: str, machine: str) -> dict | None:
     return next((r for r in rows if f"{r['implementation']}/{r['variant']}" == label
                  and r["machine"] == machine), None)
 
 
-def us(ns) -> str:
+def us(ns: float) -> str:
     return ms(ns / 1e6)
 
 
-def cudnn_line(frame, machine) -> str | None:
+def cudnn_line(frame: pd.DataFrame, machine: str) -> str | None:
     """naive against tuned, and tuned against its CUDA graph (overhead: all three in one run)."""
     tuned = find(frame, "overhead", "cudnn/tuned", device="gpu", machine=machine)
     naive = find(frame, "overhead", "cudnn/naive", device="gpu", machine=machine)
@@ -49,7 +53,7 @@ def cudnn_line(frame, machine) -> str | None:
                if graph is not None else ""))
 
 
-def ladder_line(frame, machine) -> str | None:
+def ladder_line(frame: pd.DataFrame, machine: str) -> str | None:
     """api_levels on the GPU: every level against the floor (the fastest CUDA graph measured: the
     hand-written kernels' where they ran, else cuDNN's), within rounds."""
     floors = [c for c in (find(frame, "api_levels", lb, device="gpu", machine=machine) for lb in FLOORS)
@@ -76,7 +80,7 @@ def ladder_line(frame, machine) -> str | None:
             f"on the stream); " + ", ".join(parts) + ".")
 
 
-def target_lines(frame, rows, machine) -> list[str]:
+def target_lines(frame: pd.DataFrame, rows: list[dict], machine: str) -> list[str]:
     """The speed targets from the overhead study (all variants in one run), and where the time goes."""
     out = []
     for label, goal in TARGETS_MS.items():
@@ -118,12 +122,12 @@ def target_lines(frame, rows, machine) -> list[str]:
     return out
 
 
-def findings(frame, runs, machine) -> list[str]:
+def findings(frame: pd.DataFrame, runs: Sequence[dict], machine: str) -> list[str]:
     lines = [cudnn_line(frame, machine), ladder_line(frame, machine)]
     return [line for line in lines if line] + target_lines(frame, kernel_rows(runs), machine)
 
 
-def section(runs) -> list[str]:
+def section(runs: list[dict]) -> list[str]:
     """## Where a GPU call's time goes: one row per profiled level."""
     rows = kernel_rows(runs)
     if not rows:

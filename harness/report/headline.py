@@ -5,6 +5,8 @@ within rounds), and its GPU throughput at the largest batch. A cell that was not
 
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from harness import registry
 from harness.report.rundata import ratio_ci
 from harness.report.tables import fmt_ratio, ms, sig3, table
@@ -26,11 +28,11 @@ class Level:
     loc: int | None = None
     cells: dict = field(default_factory=dict)  # device -> the fastest ok batch-1 cell
     ratios: dict = field(default_factory=dict)  # device -> within-round ratio to the raw library
-    throughput: object = None  # the fastest ok cell at the GPU sweep's largest batch
+    throughput: pd.Series | None = None  # the fastest ok cell at the GPU sweep's largest batch
     missing: dict = field(default_factory=dict)  # column -> why not measured
 
 
-def ok_batch1(frame, study, machine, device):
+def ok_batch1(frame: pd.DataFrame, study: str, machine: str | None, device: str) -> pd.DataFrame:
     if frame.empty:
         return frame
     cells = frame[(frame["study"] == study) & (frame["status"] == "ok") & (frame["machine"] == machine)
@@ -39,7 +41,7 @@ def ok_batch1(frame, study, machine, device):
     return cells[cells["threads"].isna()] if "threads" in cells else cells
 
 
-def pick_machine(frame, device) -> str | None:
+def pick_machine(frame: pd.DataFrame, device: str) -> str | None:
     """The machine whose api_levels run answers for `device`: the one that measured the device's
     raw library, then the one with the most measured cells, then by name."""
     if frame.empty:
@@ -53,19 +55,20 @@ def pick_machine(frame, device) -> str | None:
     return max(sorted(score), key=lambda m: score[m])
 
 
-def fastest(cells, implementation):
+def fastest(cells: pd.DataFrame, implementation: str) -> pd.Series | None:
     part = cells[cells["implementation"] == implementation]
     return None if part.empty else part.loc[part["median_ms"].idxmin()]
 
 
-def inference_loc(loc_rows, implementation) -> int | None:
+def inference_loc(loc_rows: list[dict], implementation: str) -> int | None:
     spec = registry.REGISTRY.get(implementation)
     package = spec.package if spec else LOC_PACKAGE.get(implementation)
     parts = [r["code"] for r in loc_rows if r["package"] == package and r["part"] != "training step"]
     return sum(parts) if parts else None
 
 
-def why_missing(frame, study, machine, implementation, device) -> str:
+def why_missing(frame: pd.DataFrame, study: str, machine: str | None, implementation: str,
+                device: str) -> str:
     """Why a cell has no number: its skipped row's reason, the level's devices, or its absence."""
     spec = registry.REGISTRY.get(implementation)
     if spec and device not in spec.devices:
@@ -89,7 +92,7 @@ def short_reason(reason: str, status: str) -> str:
     return f"{status}: {first}"
 
 
-def levels(frame, loc_rows) -> tuple[list[Level], dict]:
+def levels(frame: pd.DataFrame, loc_rows: list[dict]) -> tuple[list[Level], dict]:
     """The table's rows, and {device: machine} of the runs they come from."""
     if frame.empty:
         return [], {"cpu": None, "gpu": None}
@@ -120,7 +123,7 @@ def levels(frame, loc_rows) -> tuple[list[Level], dict]:
     return out, machines
 
 
-def interval(low_ms, high_ms) -> str:
+def interval(low_ms: float, high_ms: float) -> str:
     """'28.2–43.4 µs', the unit once where both ends share it."""
     low, high = ms(low_ms), ms(high_ms)
     lo_num, _, lo_unit = low.partition(" ")
@@ -128,16 +131,16 @@ def interval(low_ms, high_ms) -> str:
     return f"{lo_num}–{high}" if lo_unit == hi_unit else f"{low}–{high}"
 
 
-def latency(cell) -> str:
+def latency(cell: pd.Series) -> str:
     variant = "" if cell["variant"] == "default" else f" `{cell['variant']}`"
     return f"{ms(cell['median_ms'])} [{interval(cell['ci_low_ms'], cell['ci_high_ms'])}]{variant}"
 
 
-def images_per_s(cell) -> str:
+def images_per_s(cell: pd.Series) -> str:
     return f"{int(float(sig3(cell['images_per_s']))):,}/s `{cell['variant']}`"
 
 
-def render(frame, loc_rows) -> tuple[list[str], dict]:
+def render(frame: pd.DataFrame, loc_rows: list[dict]) -> tuple[list[str], dict]:
     """The headline table and its footnotes, as Markdown lines; {device: machine} behind them."""
     rows, machines = levels(frame, loc_rows)
     if not rows:

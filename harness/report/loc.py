@@ -14,6 +14,7 @@ and the loaders every level shares (MNIST, the HDF5 weights file) are one row of
 
 import csv
 from pathlib import Path
+from typing import Any
 
 from harness import DEFAULT_LOC_CSV, ROOT, registry
 
@@ -26,7 +27,7 @@ CSV_PATH = DEFAULT_LOC_CSV
 FIELDS = ["package", "api_level", "part", "files", "code", "comment"]
 
 
-def analyze(path: Path, group: str):
+def analyze(path: Path, group: str) -> Any:  # a pygount.SourceAnalysis
     import pygount
 
     return pygount.SourceAnalysis.from_file(str(path), group)
@@ -40,7 +41,7 @@ def count(root: Path = ROOT) -> list[dict]:
                for package, level in packages.items()]
     targets.append(("shared loaders", "shared", [root / p for p in SHARED]))
     for package, level, files in targets:
-        parts = {}
+        parts: dict[str, dict] = {}
         for path in files:
             analysis = analyze(path, package)
             part = "shared" if level == "shared" else PARTS.get(path.name, PARTS.get(path.suffix, "forward"))
@@ -55,7 +56,7 @@ def count(root: Path = ROOT) -> list[dict]:
 
 def totals(rows: list[dict]) -> dict[str, int]:
     """Code lines per package, all parts."""
-    out = {}
+    out: dict[str, int] = {}
     for row in rows:
         out[row["package"]] = out.get(row["package"], 0) + row["code"]
     return out

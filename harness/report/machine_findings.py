@@ -2,16 +2,18 @@
 answer, six findings, is harness/report/findings.py). Every number is read from a results row."""
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 
 from harness.report import gpu_section, training_section
-from harness.report.figures import overhead_split
+from harness.report.figures.overhead import overhead_split
 from harness.report.rundata import find, ratio, ratio_ci
 from harness.report.tables import fmt_ratio, ms, sig3
 
 
-def findings(frame, loc_rows, runs=()) -> list[str]:
+def findings(frame: pd.DataFrame, loc_rows: list[dict], runs: Sequence[dict] = ()) -> list[str]:
     out = []
     if frame.empty:
         return ["No results yet: run `make run-all`."]
@@ -54,7 +56,7 @@ def findings(frame, loc_rows, runs=()) -> list[str]:
         out += training_section.findings(frame, machine)
         out += backend_findings(frame, machine)
         out += gpu_section.findings(frame, runs, machine)
-    totals = {}
+    totals: dict[str, int] = {}
     for row in loc_rows:
         totals[row["api_level"]] = totals.get(row["api_level"], 0) + row["code"]
     if "keras" in totals and "cudnn" in totals:
@@ -71,9 +73,9 @@ def findings(frame, loc_rows, runs=()) -> list[str]:
 FRAMEWORK_OPS = ("tf/function", "jax/jit", "torch/eager")  # each framework's default in api_levels
 
 
-def raw_library_findings(frame, machine) -> list[str]:
+def raw_library_findings(frame: pd.DataFrame, machine: str) -> list[str]:
     """The CPU ladder from the raw library up (api_levels), and what oneDNN's cache saves (overhead)."""
-    out = []
+    out: list[str] = []
     tuned = find(frame, "api_levels", "onednn/tuned", machine=machine)
     if tuned is None:
         return out
@@ -103,15 +105,15 @@ def raw_library_findings(frame, machine) -> list[str]:
     return out
 
 
-def backend_findings(frame, machine) -> list[str]:
+def backend_findings(frame: pd.DataFrame, machine: str) -> list[str]:
     """The backends study in sentences: one Keras model's predict and compiled call per backend."""
     out = []
     names = {"keras": "TensorFlow", "keras_jax": "JAX", "keras_torch": "PyTorch"}
     compiled = {"keras": "function", "keras_jax": "jit", "keras_torch": "compile"}
     for device in ("cpu", "gpu"):
-        predict = {i: find(frame, "backends", f"{i}/predict", device=device, machine=machine)
-                   for i in names}
-        predict = {i: r for i, r in predict.items() if r is not None}
+        found = {i: find(frame, "backends", f"{i}/predict", device=device, machine=machine)
+                 for i in names}
+        predict = {i: r for i, r in found.items() if r is not None}
         if len(predict) < 2:
             continue
         fastest = min(predict, key=lambda i: predict[i]["median_ms"])
@@ -121,9 +123,9 @@ def backend_findings(frame, machine) -> list[str]:
         line = (f"**One Keras model, three backends** ({device.upper()}, {machine}): `model.predict` "
                 f"takes {', '.join(parts)} per image; against {names[fastest]}, "
                 f"{', '.join(slowdowns)} (within rounds).")
-        fast = {i: find(frame, "backends", f"{i}/{compiled[i]}", device=device, machine=machine)
-                for i in names}
-        fast = [f"{ms(r['median_ms'])} ({compiled[i]}, {names[i]})" for i, r in fast.items()
+        calls = {i: find(frame, "backends", f"{i}/{compiled[i]}", device=device, machine=machine)
+                 for i in names}
+        fast = [f"{ms(r['median_ms'])} ({compiled[i]}, {names[i]})" for i, r in calls.items()
                 if r is not None]
         if fast:
             line += f" Compiled, the same model's call takes {', '.join(fast)}."

@@ -13,17 +13,17 @@ VERSION_FIELDS = (("Python", lambda e: e.get("python")),
                   ("PyTorch", lambda e: pkg(e, "torch")))
 
 
-def pkg(env, *names) -> str | None:
+def pkg(env: dict, *names: str) -> str | None:
     packages = env.get("packages") or {}
     return next((packages[n] for n in names if packages.get(n)), None)
 
 
-def onednn_version(env) -> str | None:
+def onednn_version(env: dict) -> str | None:
     found = env.get("onednn") or {}
     return found.get("version", "").split(" ")[0] or None if found.get("found") else None
 
 
-def describe(env) -> dict:
+def describe(env: dict) -> dict:
     gpus = env.get("gpus") or []
     return {"CPU": env.get("cpu", "?"), "cores": env.get("cpus_usable", "?"),
             "GPU": ", ".join(g["name"] for g in gpus) or "none",
@@ -33,9 +33,9 @@ def describe(env) -> dict:
             "driver": gpus[0]["driver"] if gpus else None}
 
 
-def by_machine(runs) -> dict[str, dict]:
+def by_machine(runs: list[dict]) -> dict[str, dict]:
     """Each machine's newest environment, and the studies it ran."""
-    out = {}
+    out: dict[str, dict] = {}
     for run in sorted(runs, key=lambda r: r["started"]):
         entry = out.setdefault(run["machine"], {"studies": []})
         entry["env"] = run["env"]
@@ -43,7 +43,7 @@ def by_machine(runs) -> dict[str, dict]:
     return out
 
 
-def machine_table(runs) -> str:
+def machine_table(runs: list[dict]) -> str:
     machines = by_machine(runs)
     if not machines:
         return "_No runs yet._"
@@ -57,7 +57,7 @@ def machine_table(runs) -> str:
     return table(headers, rows)
 
 
-def difference_line(runs, cpu_machine, gpu_machine) -> str | None:
+def difference_line(runs: list[dict], cpu_machine: str | None, gpu_machine: str | None) -> str | None:
     """What differs between the machine of the CPU rows and that of the GPU rows."""
     machines = by_machine(runs)
     if cpu_machine not in machines or gpu_machine not in machines or cpu_machine == gpu_machine:

@@ -5,8 +5,11 @@ every other table is in DETAILS.md (harness/report/details.py). `python -m harne
 
 from pathlib import Path
 
+import pandas as pd
+
 from harness import DEFAULT_REPORT
 from harness.report import findings, headline, machines, tables
+from harness.report.rundata import ReportData
 from harness.report.style import fmt_ms
 
 REPORT_PATH = DEFAULT_REPORT
@@ -98,7 +101,7 @@ PEAK_FLOPS = {"H100": (67e12, "NVIDIA's H100 SXM datasheet")}
 MACS = 28 * 28 * 6 * 5 * 5 * 1 + 10 * 10 * 16 * 5 * 5 * 6 + 400 * 120 + 120 * 84 + 84 * 10  # per image
 
 
-def best_rate(frame, device, machine):
+def best_rate(frame: pd.DataFrame, device: str, machine: str | None) -> pd.Series | None:
     """The highest images/s that batch_sweep measured on a device, or None."""
     if frame.empty or machine is None:
         return None
@@ -107,7 +110,7 @@ def best_rate(frame, device, machine):
     return None if cells.empty else cells.loc[cells["images_per_s"].idxmax()]
 
 
-def arithmetic_line(frame, levels, machines_by_device) -> str:
+def arithmetic_line(frame: pd.DataFrame, levels: list[headline.Level], machines_by_device: dict) -> str:
     """The model's arithmetic, computed from its layer shapes, apart from the measured floor."""
     floors = [f"{fmt_ms(lv.cells[d]['median_ms'])} on the {d.upper()} ({lv.cells[d]['label']})"
               for d in ("cpu", "gpu") for lv in levels
@@ -120,17 +123,18 @@ def arithmetic_line(frame, levels, machines_by_device) -> str:
     peak = next((v for k, v in PEAK_FLOPS.items() if k in gpu), None)
     if peak:
         line += f", {2 * MACS / peak[0] * 1e9:.3g} ns at the GPU's FP32 peak ({peak[1]})"
-    rates = [(d, best_rate(frame, d, machines_by_device.get(d))) for d in ("cpu", "gpu")]
+    best = [(d, best_rate(frame, d, machines_by_device.get(d))) for d in ("cpu", "gpu")]
     rates = [f"{fmt_ms(1e3 / r['images_per_s'])} per image on the {d.upper()} ({r['label']}, batch "
-             f"{int(r['batch_size'])})" for d, r in rates if r is not None]
+             f"{int(r['batch_size'])})" for d, r in best if r is not None]
     if rates:
         line += ("; at large batches the same work measured " + " and ".join(rates)
                  + ", so most of a batch-1 call is the cost of making a call")
     return line + "."
 
 
-def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=(), verify_train_rows=()) -> str:
-    """REPORT.md. The extra arguments are DETAILS.md's (details.build); this page ignores them."""
+def build(data: ReportData) -> str:
+    """REPORT.md: the newest runs' cells, loc.csv and the cross-checks (the rest is DETAILS.md's)."""
+    runs, frame, loc_rows = data.runs, data.frame, data.loc_rows
     table_lines, by_device = headline.render(frame, loc_rows)
     levels, _ = headline.levels(frame, loc_rows)
     source = "; ".join(f"{d.upper()} columns from `api_levels` on {m}" for d, m in by_device.items() if m)
@@ -155,7 +159,7 @@ def build(runs, frame, loc_rows, verify_rows=(), history=None, crosschecks=(), v
     parts += ["", diff] if diff else []
     parts += ["", "## How the numbers are computed", ""]
     parts += [f"- {line}" for line in METHOD + [arithmetic_line(frame, levels, by_device)]
-              + tables.crosscheck_lines(crosschecks)]
+              + tables.crosscheck_lines(data.crosschecks)]
     parts += ["", "Every study's full table, verify and verify-train, the cells not measured and why, "
                   "noisy cells and repeatability: [DETAILS.md](DETAILS.md).", ""]
     return "\n".join(parts)

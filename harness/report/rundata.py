@@ -6,6 +6,7 @@ environment (host, CPU or GPU). For a study on a machine, the newest run is used
 """
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +38,7 @@ def load_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
 
 def latest_runs(runs: list[dict]) -> list[dict]:
     """The newest run of each study on each machine."""
-    best = {}
+    best: dict[tuple[str, str], dict] = {}
     for run in runs:
         key = (run["study"], run["machine"])
         if key not in best or run["started"] > best[key]["started"]:
@@ -91,7 +92,7 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
     return frame
 
 
-def own_process(rows) -> dict[str, bool]:
+def own_process(rows: list[dict]) -> dict[str, bool]:
     """cell_id -> whether its worker process started for it (its first call was a cold start)
     or had already run another cell (that call came after another variant's warm-up)."""
     seen, out = set(), {}
@@ -107,7 +108,7 @@ def load(root: Path = DEFAULT_RESULTS) -> tuple[list[dict], pd.DataFrame]:
     return runs, cells_frame(runs)
 
 
-def load_with_history(root: Path = DEFAULT_RESULTS):
+def load_with_history(root: Path = DEFAULT_RESULTS) -> tuple[list[dict], pd.DataFrame, pd.DataFrame]:
     """(newest runs, their cells, the cells of every run): each file read and each cell
     summarized once; the newest runs' cells are taken from the history, in `load`'s order."""
     every = load_runs(root)
@@ -120,7 +121,7 @@ def load_with_history(root: Path = DEFAULT_RESULTS):
     return runs, pd.concat(parts, ignore_index=True), history
 
 
-def verify_records(root: Path = DEFAULT_RESULTS, pattern="verify-*.json") -> list[dict]:
+def verify_records(root: Path = DEFAULT_RESULTS, pattern: str = "verify-*.json") -> list[dict]:
     """verify-*.json files written by `python -m harness verify --json FILE` (with
     pattern="verify-train-*.json": `verify-train`'s)."""
     found = []
@@ -139,7 +140,37 @@ def crosscheck_records(root: Path = DEFAULT_RESULTS) -> list[dict]:
             for path in sorted(Path(root).glob("crosscheck*.json"))]
 
 
-def find(frame, study, label, device="cpu", batch=1, dtype="float32", machine=None, threads=None):
+@dataclass(frozen=True)
+class ReportData:
+    """What the figures, REPORT.md and DETAILS.md are drawn from, read once. runs: the newest run
+    of each study on each machine (load_runs' dicts); frame: their cells (cells_frame); loc_rows:
+    loc.csv's rows; history: the cells of every committed run, for repeatability (the newest
+    runs' cells where only those were read); the verify, verify-train and cross-check records."""
+
+    runs: list[dict]
+    frame: pd.DataFrame
+    loc_rows: list[dict]
+    history: pd.DataFrame
+    verify_rows: list[dict] = field(default_factory=list)
+    verify_train_rows: list[dict] = field(default_factory=list)
+    crosschecks: list[dict] = field(default_factory=list)
+
+
+def load_report(root: Path, loc_rows: list[dict], every_run: bool = False) -> ReportData:
+    """The report's data from a results folder. every_run: read the cells of every committed run
+    into `history` (a second or so more); otherwise `history` is the newest runs' cells."""
+    if every_run:
+        runs, frame, history = load_with_history(root)
+    else:
+        runs, frame = load(root)
+        history = frame
+    return ReportData(runs=runs, frame=frame, loc_rows=loc_rows, history=history,
+                      verify_rows=verify_records(root), crosschecks=crosscheck_records(root),
+                      verify_train_rows=verify_records(root, "verify-train-*.json"))
+
+
+def find(frame: pd.DataFrame, study: str, label: str, device: str = "cpu", batch: int = 1,
+         dtype: str = "float32", machine: str | None = None, threads: int | None = None) -> pd.Series | None:
     """The ok cell of that study, label, device, batch, dtype (and machine), or None. threads:
     None for a cell at the study's own thread count, else the cell's `threads`. One boolean mask,
     then one row taken: no sub-frame (with every call's times) is copied."""
@@ -157,13 +188,13 @@ def find(frame, study, label, device="cpu", batch=1, dtype="float32", machine=No
     return None if hits.size == 0 else frame.iloc[hits[0]]
 
 
-def ratio_ci(a, b) -> dict | None:
+def ratio_ci(a: pd.Series | None, b: pd.Series | None) -> dict | None:
     """a's time over b's, taken within rounds (both from the same run), with its interval."""
     if a is None or b is None or a["run_id"] != b["run_id"]:
         return None
     return stats.round_ratio(a["rounds_ns"], b["rounds_ns"])
 
 
-def ratio(a, b) -> float | None:
+def ratio(a: pd.Series | None, b: pd.Series | None) -> float | None:
     r = ratio_ci(a, b)
     return r["ratio"] if r else None

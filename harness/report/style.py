@@ -2,6 +2,7 @@
 ladder's order, the caption naming each machine, axis decoration, and number formats."""
 
 import textwrap
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -9,6 +10,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.typing import LineStyleType  # noqa: E402
 
 from harness import DEFAULT_FIGURES  # noqa: E402
 from harness.report.versions import cuda_runtime, cudnn_version  # noqa: E402
@@ -29,6 +34,7 @@ LEVEL_ORDER = ["numpy", "cuda", "cudnn", "onednn", "tensorflow-ops", "jax-ops", 
 IMPL_ORDER = ["cuda", "cudnn", "onednn", "tf", "jax", "torch", "keras", "keras_jax", "keras_torch", "numpy"]
 BACKEND_OF = {"keras": "TensorFlow", "keras_jax": "JAX", "keras_torch": "PyTorch"}
 DEVICE_MARKER = {"cpu": "o", "gpu": "s"}
+DEVICE_LINES: tuple[tuple[str, LineStyleType], ...] = (("cpu", "-"), ("gpu", "--"))  # Fig. 1's ladders
 DPI = 150
 
 
@@ -41,14 +47,14 @@ def impl_rank(implementation: str) -> int:
     return IMPL_ORDER.index(implementation) if implementation in IMPL_ORDER else len(IMPL_ORDER)
 
 
-def ladder_sorted(labels) -> list[str]:
+def ladder_sorted(labels: Iterable[str]) -> list[str]:
     """'impl/variant' labels in ladder order, variants in the order given."""
     labels = list(dict.fromkeys(labels))
     return sorted(labels, key=lambda lb: (impl_rank(lb.split("/")[0]), lb.split("/")[0],
                                           labels.index(lb)))
 
 
-def caption(runs, study=None) -> str:
+def caption(runs: Sequence[dict], study: str | None = None) -> str:
     """One line per machine: its hardware, threads, key library versions, run ids."""
     lines = []
     for run in runs:
@@ -66,7 +72,8 @@ def caption(runs, study=None) -> str:
     return "\n".join(lines) or "no runs"
 
 
-def finish(fig, runs, study, path: Path, caption_text=None, top=1.0, margins=None) -> Path:
+def finish(fig: Figure, runs: Sequence[dict], study: str | None, path: Path, caption_text: str | None = None,
+           top: float = 1.0, margins: dict[str, float] | None = None) -> Path:
     """The caption under the figure, the layout, the PNG. margins (inches, or fractions of the
     width for left/right): a fixed layout, which costs a fraction of tight_layout's time; keys
     left, right, top_in, bottom_in (above the caption), gap_in (between stacked panels), wspace."""
@@ -81,7 +88,7 @@ def finish(fig, runs, study, path: Path, caption_text=None, top=1.0, margins=Non
     else:
         bottom = (caption_in + margins.get("bottom_in", 0.5)) / height
         top_frac = 1 - margins.get("top_in", 0.5) / height
-        rows = len({ax.get_subplotspec().rowspan.start for ax in fig.axes if ax.get_subplotspec()})
+        rows = len({spec.rowspan.start for ax in fig.axes if (spec := ax.get_subplotspec()) is not None})
         gap = margins.get("gap_in", 0.4)
         mean_axes = max((height * (top_frac - bottom) - (rows - 1) * gap) / max(rows, 1), 0.1)
         fig.subplots_adjust(left=margins.get("left", 0.1), right=margins.get("right", 0.97), top=top_frac,
@@ -92,7 +99,7 @@ def finish(fig, runs, study, path: Path, caption_text=None, top=1.0, margins=Non
     return path
 
 
-def decorate(ax, title, xlabel, ylabel, legend_size=8):
+def decorate(ax: Axes, title: str, xlabel: str, ylabel: str, legend_size: float = 8) -> None:
     """Every figure's axes are labelled with units, titled, and given a legend."""
     ax.set_title(title)
     ax.set_xlabel(xlabel)
@@ -100,7 +107,7 @@ def decorate(ax, title, xlabel, ylabel, legend_size=8):
     ax.legend(frameon=False, fontsize=legend_size)
 
 
-def ok_cells(frame, study):
+def ok_cells(frame: pd.DataFrame, study: str) -> pd.DataFrame:
     if frame.empty:
         return frame
     return frame[(frame["study"] == study) & (frame["status"] == "ok")]
@@ -125,7 +132,7 @@ def short_machine(machine: str) -> str:
 LINESTYLES = ["-", "--", ":", "-."]
 
 
-def lines_against_batch(ax, cells, column: str):
+def lines_against_batch(ax: Axes, cells: pd.DataFrame, column: str) -> None:
     """One line per label of `column` against batch size (log-log), for the cells of one panel
     (one machine and device: the caller splits them). The colour is the implementation's; a
     second or third variant of one implementation is dashed or dotted, with its own marker."""
@@ -143,7 +150,7 @@ def lines_against_batch(ax, cells, column: str):
     ax.set_yscale("log")
 
 
-def panels(cells) -> list[tuple[str, str]]:
+def panels(cells: pd.DataFrame) -> list[tuple[str, str]]:
     """(device, machine) pairs in reading order: the CPU machines, then the GPU machines."""
     return sorted({(d, m) for d, m in zip(cells["device"], cells["machine"], strict=True)},
                   key=lambda p: (p[0] != "cpu", p[1]))

@@ -3,6 +3,9 @@ how the same cell compares across the committed runs of one machine (repeatabili
 
 import itertools
 import math
+from collections.abc import Iterable, Sequence
+
+import pandas as pd
 
 from harness.measure import stats
 from harness.report.style import fmt_ms
@@ -24,19 +27,19 @@ METHOD = [
 ]
 
 
-def ms(value) -> str:
+def ms(value: float | None) -> str:
     """Milliseconds for a table cell; '-' for a missing value (None or NaN)."""
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt_ms(value)
 
 
-def table(headers, rows) -> str:
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     """A Markdown table (the report's, and its statistics sections')."""
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
-def noisy_section(frame) -> list[str]:
+def noisy_section(frame: pd.DataFrame) -> list[str]:
     out = [f"Flag: the 95% interval of the median spans more than "
            f"{stats.NOISY_CI_OVER_MEDIAN:.0%} of it (the machine's speed changed between rounds). "
            "Read such a median with care; within-round ratios are less affected.", ""]
@@ -53,11 +56,11 @@ def noisy_section(frame) -> list[str]:
     return out
 
 
-def overlaps(a, b) -> bool:
+def overlaps(a: pd.Series, b: pd.Series) -> bool:
     return a["ci_low_ms"] <= b["ci_high_ms"] and b["ci_low_ms"] <= a["ci_high_ms"]
 
 
-def repeatability_section(frame) -> list[str]:
+def repeatability_section(frame: pd.DataFrame) -> list[str]:
     """The same cell (implementation, variant, device, batch, dtype) measured by several runs
     (of one study or of several) on one machine: do their intervals overlap?"""
     ok = frame[(frame["status"] == "ok") & (frame["rounds"] >= 2)] if not frame.empty else frame
@@ -87,7 +90,7 @@ def repeatability_section(frame) -> list[str]:
     return out + ["", table(["cell", "study/run: median [95% CI]", "all overlap", "machine"], rows)]
 
 
-def crosscheck_lines(records) -> list[str]:
+def crosscheck_lines(records: Iterable[dict]) -> list[str]:
     """The harness's timer against timeit, from crosscheck-*.json."""
     out = []
     for rec in records:
@@ -101,7 +104,7 @@ def crosscheck_lines(records) -> list[str]:
     return out
 
 
-def sig3(x: float) -> str:
+def sig3(x: float | None) -> str:
     """Three significant figures, never in exponent form: 1878.5 -> 1880, 18.85 -> 18.9, 0.49 -> 0.490."""
     if x is None or math.isnan(x):
         return "-"
@@ -116,7 +119,9 @@ def sig3(x: float) -> str:
 
 def includes_one(r: dict | None) -> bool:
     """Whether a ratio's 95% interval includes 1: no measurable difference."""
-    return bool(r) and not math.isnan(r["ci95_low"]) and r["ci95_low"] <= 1 <= r["ci95_high"]
+    if not r:
+        return False
+    return not math.isnan(r["ci95_low"]) and r["ci95_low"] <= 1 <= r["ci95_high"]
 
 
 def fmt_ratio(r: dict | None) -> str:

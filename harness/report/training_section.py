@@ -1,60 +1,25 @@
-"""The report's "What training costs at each level" (study `training`): Fig. 10, the tables of
-time per step and of each level's convergence run, and the findings, all read from rows."""
+"""The report's "What training costs at each level" (study `training`): the tables of time per
+step, of each level's convergence run and of verify-train, and the findings, all read from rows
+(Fig. 10 is figures/training.py)."""
 
 import math
-from pathlib import Path
+from collections.abc import Sequence
 
-import matplotlib.ticker
+import pandas as pd
 
 from harness.report.rundata import find, ratio_ci
-from harness.report.style import (
-    BACKEND_OF,
-    finish,
-    fmt_ms,
-    lines_against_batch,
-    ok_cells,
-    panels,
-    plt,
-    short_machine,
-)
+from harness.report.style import ok_cells
 from harness.report.tables import fmt_ratio, ms, table
 
 STUDY = "training"
 
 
-def default_threads(cells):
+def default_threads(cells: pd.DataFrame) -> pd.DataFrame:
     """Cells at the study's own thread count (a cell with `threads` set is a variation)."""
     return cells[cells["threads"].isna()] if "threads" in cells else cells
 
 
-def fig_training(frame, runs, out: Path) -> Path | None:
-    """Fig. 10: time per SGD step against batch size, float32, one panel per machine and device for
-    the raw, framework-ops and reference levels and one for Keras (at most about eight lines each)."""
-    cells = ok_cells(frame, STUDY)
-    if cells.empty:
-        return None
-    cells = default_threads(cells)
-    cells = cells[cells["dtype"] == "float32"]
-    keras = cells["implementation"].isin(list(BACKEND_OF))
-    groups = [(device, machine, is_keras) for device, machine in panels(cells) for is_keras in (False, True)
-              if (keras == is_keras)[(cells["device"] == device) & (cells["machine"] == machine)].any()]
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.6 * len(groups), 5.6), squeeze=False, sharey=True)
-    for ax, (device, machine, is_keras) in zip(axes[0], groups, strict=True):
-        part = cells[(cells["device"] == device) & (cells["machine"] == machine) & (keras == is_keras)]
-        lines_against_batch(ax, part, "median_ms")
-        what = "Keras, three backends" if is_keras else "raw library, framework ops, NumPy"
-        ax.set_title(f"{device.upper()}: {short_machine(machine)}\n{what}", fontsize=9, loc="left")
-        ax.set_xlabel("batch size (images per SGD step)")
-        ax.grid(True, which="major", color="#EEEEEE")
-        ax.legend(frameon=False, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
-    axes[0][0].set_ylabel("time per training step, median (log scale)")
-    axes[0][0].yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_ms(v)))
-    fig.suptitle("Fig. 10  What one training step costs at each level")
-    return finish(fig, runs, STUDY, out, margins={"left": 0.09, "right": 0.99, "top_in": 1.0,
-                                                  "bottom_in": 1.4, "wspace": 0.08})
-
-
-def step_table(frame) -> str:
+def step_table(frame: pd.DataFrame) -> str:
     cells = ok_cells(frame, STUDY)
     if cells.empty:
         return f"_No results for study `{STUDY}` yet._"
@@ -72,7 +37,7 @@ def step_table(frame) -> str:
                   "95% CI", "images/s", "x numpy (within rounds) [95% CI]", "flags", "machine"], rows)
 
 
-def convergence_rows(frame) -> list[dict]:
+def convergence_rows(frame: pd.DataFrame) -> list[pd.Series]:
     if frame.empty:
         return []
     cells = frame[(frame["study"] == STUDY)]
@@ -80,7 +45,7 @@ def convergence_rows(frame) -> list[dict]:
             or r["status"] == "diverged"]
 
 
-def convergence_table(frame) -> str:
+def convergence_table(frame: pd.DataFrame) -> str:
     rows = []
     for r in convergence_rows(frame):
         c = r["convergence"] if isinstance(r["convergence"], dict) else {}
@@ -95,7 +60,7 @@ def convergence_table(frame) -> str:
                   "loss, first step → last", "test accuracy", "machine"], rows)
 
 
-def findings(frame, machine) -> list[str]:
+def findings(frame: pd.DataFrame, machine: str) -> list[str]:
     cells = ok_cells(frame, STUDY)
     if cells.empty:
         return []
@@ -141,7 +106,7 @@ def findings(frame, machine) -> list[str]:
     return out
 
 
-def verify_table(rows) -> str:
+def verify_table(rows: Sequence[dict]) -> str:
     """verify-train's rows: each level's SGD steps against the NumPy oracle's."""
     if not rows:
         return "_No verify-train results yet (make verify)._"
@@ -154,7 +119,7 @@ def verify_table(rows) -> str:
                    r.get("reason") or "-"] for r in rows])
 
 
-def section(frame, verify_rows=()) -> list[str]:
+def section(frame: pd.DataFrame, verify_rows: Sequence[dict] = ()) -> list[str]:
     return ["", "## What training costs at each level (study `training`, "
                 "[Fig. 10](figures/fig10_training.png))", "",
             "Each timed call is one plain SGD step (softmax cross-entropy, learning rate 0.05) on "

@@ -4,7 +4,7 @@
 import re
 
 
-def cudnn_version(env) -> str | None:
+def cudnn_version(env: dict) -> str | None:
     """cuDNN's integer version as its vendor prints it: 91900 -> 9.19.0 (cuDNN 9 counts
     major*10000 + minor*100 + patch; cuDNN 8, major*1000 + minor*100 + patch)."""
     found = env.get("cudnn") or {}
@@ -15,7 +15,7 @@ def cudnn_version(env) -> str | None:
     return f"{major}.{rest // 100}.{rest % 100}"
 
 
-def cuda_runtime(env) -> str | None:
+def cuda_runtime(env: dict) -> str | None:
     """The CUDA runtime the GPU levels ran on (not the driver): recorded as `cuda_runtime`
     (CUDA's integer, 13000 -> 13.0) where the run has it, else the major version of the
     CuPy wheel that loads it (cupy-cuda13x -> 13.x)."""

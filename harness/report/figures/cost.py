@@ -7,9 +7,11 @@ from pathlib import Path
 
 import matplotlib.lines
 import matplotlib.ticker
+import pandas as pd
 
 from harness.report import headline
-from harness.report.style import DEVICE_MARKER, colour, finish, fmt_ms, plt
+from harness.report.rundata import ReportData
+from harness.report.style import DEVICE_LINES, DEVICE_MARKER, colour, finish, fmt_ms, plt
 
 PATHS = [("cuda", "cudnn"), ("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
          ("cudnn", "torch", "keras_torch"), ("onednn", "tf", "keras"), ("onednn", "jax", "keras_jax"),
@@ -19,7 +21,7 @@ SHORT = {"cuda": "CUDA", "cudnn": "cuDNN", "onednn": "oneDNN", "tf": "TF ops", "
          "keras_torch": "Keras/PyTorch", "numpy": "NumPy ref."}
 
 
-def points(frame, loc_rows) -> list[dict]:
+def points(frame: pd.DataFrame, loc_rows: list[dict]) -> list[dict]:
     """One point per level and device: x lines of code, y median and its interval (ms)."""
     rows, machines = headline.levels(frame, loc_rows)
     return [{"implementation": lv.implementation, "device": d, "loc": lv.loc, "machine": machines[d],
@@ -28,13 +30,13 @@ def points(frame, loc_rows) -> list[dict]:
             for lv in rows if lv.loc is not None for d, cell in lv.cells.items()]
 
 
-def fig_cost(frame, loc_rows, runs, out: Path) -> Path | None:
-    pts = points(frame, loc_rows)
+def fig_cost(data: ReportData, out: Path) -> Path | None:
+    pts = points(data.frame, data.loc_rows)
     if not pts:
         return None
     fig, ax = plt.subplots(figsize=(8, 5))
     at = {(p["implementation"], p["device"]): p for p in pts}
-    for device, style in (("cpu", "-"), ("gpu", "--")):
+    for device, style in DEVICE_LINES:
         for path in PATHS:
             chain = [at[(i, device)] for i in path if (i, device) in at]
             if len(chain) > 1:
@@ -59,12 +61,12 @@ def fig_cost(frame, loc_rows, runs, out: Path) -> Path | None:
     ax.grid(True, which="major", color="#EEEEEE", zorder=0)
     handles = [matplotlib.lines.Line2D([], [], marker=DEVICE_MARKER[d], color="#555555", linestyle=s,
                                        label=f"{d.upper()} ({short})")
-               for d, s in (("cpu", "-"), ("gpu", "--"))
+               for d, s in DEVICE_LINES
                for short in [next((p["machine"] for p in pts if p["device"] == d), "not measured")]]
     ax.legend(handles=handles, frameon=False, fontsize=7, loc="upper right")
     ax.set_title("Fig. 1  What each level costs per image against the code it takes")
     ax.set_xlabel("lines of code for inference (pygount; log scale)")
     ax.set_ylabel("per-image latency at batch 1, median (log scale)")
     shown = {p["machine"] for p in pts}
-    return finish(fig, [r for r in runs if r["machine"] in shown], "api_levels", out,
+    return finish(fig, [r for r in data.runs if r["machine"] in shown], "api_levels", out,
                   margins={"left": 0.11, "right": 0.98, "top_in": 0.4, "bottom_in": 0.5})

@@ -3,11 +3,15 @@ shared axis: the shape of most of the report's figures (a dot per measured cell,
 interval as a whisker, the implementation's colour, the ladder's order from the top)."""
 
 import matplotlib.ticker
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from harness.report.style import fmt_ms, ladder_sorted, panels, plt, short_machine
 
 
-def stacked(rows_per_panel: list[int], width=9.0, per_row=0.3, sharex=True):
+def stacked(rows_per_panel: list[int], width: float = 9.0, per_row: float = 0.3,
+            sharex: bool = True) -> tuple[Figure, list[Axes]]:
     """A figure of panels stacked vertically, each as tall as its rows."""
     heights = [max(n, 1) * per_row + 0.7 for n in rows_per_panel]
     fig, axes = plt.subplots(len(heights), 1, figsize=(width, sum(heights) + 1.3), sharex=sharex,
@@ -15,13 +19,14 @@ def stacked(rows_per_panel: list[int], width=9.0, per_row=0.3, sharex=True):
     return fig, list(axes[:, 0])
 
 
-def ladder_panels(cells, **stacked_options):
+def ladder_panels(cells: pd.DataFrame,
+                  per_row: float = 0.3) -> tuple[Figure, list[tuple[Axes, pd.DataFrame, list[str], str]]]:
     """A stacked figure with a panel per (device, machine) of `cells`, rows in the ladder's order:
     the figure and, per panel, (ax, the panel's cells, its row labels, its title)."""
     groups = panels(cells)
     parts = [cells[(cells["device"] == device) & (cells["machine"] == machine)] for device, machine in groups]
     labels = [ladder_sorted(part["label"]) for part in parts]
-    fig, axes = stacked([len(rows) for rows in labels], **stacked_options)
+    fig, axes = stacked([len(rows) for rows in labels], per_row=per_row)
     titles = [panel_title(device, machine) for device, machine in groups]
     return fig, list(zip(axes, parts, labels, titles, strict=True))
 
@@ -29,7 +34,7 @@ def ladder_panels(cells, **stacked_options):
 STACKED = {"left": 0.2, "right": 0.97, "top_in": 0.75, "bottom_in": 0.5, "gap_in": 0.35}
 
 
-def time_axis(ax, label="per-image time, median (log scale)"):
+def time_axis(ax: Axes, label: str = "per-image time, median (log scale)") -> None:
     """A log time axis labelled in µs/ms/s; 2 and 5 labelled too where it spans under two decades
     (call it after the data are drawn)."""
     ax.set_xscale("log")
@@ -40,21 +45,23 @@ def time_axis(ax, label="per-image time, median (log scale)"):
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.grid(True, axis="x", which="major", color="#EEEEEE")
     ax.set_axisbelow(True)
-    if ax.get_subplotspec() is None or ax.get_subplotspec().is_last_row():
+    spec = ax.get_subplotspec()
+    if spec is None or spec.is_last_row():
         ax.set_xlabel(label)
 
 
-def rows_axis(ax, labels, title):
+def rows_axis(ax: Axes, labels: list[str], title: str) -> None:
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.set_ylim(len(labels) - 0.5, -0.5)
     ax.set_title(title, fontsize=9, loc="left")
 
 
-def panel_title(device, machine) -> str:
+def panel_title(device: str, machine: str) -> str:
     return f"{device.upper()}: {short_machine(machine)}"
 
 
-def dot(ax, y, cell, colour, marker="o", filled=True, size=6, column="median_ms", label=None):
+def dot(ax: Axes, y: float, cell: pd.Series, colour: str, marker: str = "o", filled: bool = True,
+        size: float = 6, column: str = "median_ms", label: str | None = None) -> None:
     """One cell's median with its 95% interval."""
     value = cell[column]
     err = None

@@ -1,0 +1,76 @@
+"""Fig. 8: one Keras model on three backends, called four ways (study `backends`), a panel per
+machine and device; each backend keeps its colour whichever backends a panel has."""
+
+from pathlib import Path
+
+import matplotlib.ticker
+import pandas as pd
+
+from harness.report.figures import dotplot
+from harness.report.figures.grid import panel_grid, same_y_scale
+from harness.report.rundata import ReportData
+from harness.report.style import BACKEND_OF, colour, finish, fmt_ms, ok_cells, panels
+
+
+def backend_rows(cells: pd.DataFrame, device: str, machine: str) -> dict[str, dict[str, pd.Series]]:
+    """Per backend: {stage: row} with the compiled path as one stage (its variant named)."""
+    stages = {"predict": "predict", "predict_on_batch": "predict_on_batch", "call": "call",
+              "function": "compiled", "jit": "compiled", "compile": "compiled"}
+    found: dict[str, dict[str, pd.Series]] = {}
+    for _, r in cells[(cells["device"] == device) & (cells["machine"] == machine)].iterrows():
+        if r["implementation"] in BACKEND_OF and r["variant"] in stages:
+            found.setdefault(r["implementation"], {})[stages[r["variant"]]] = r
+    return found
+
+
+
+def first_stage(found: dict[str, pd.Series], stages: list[str]) -> str:
+    return next(s for s in stages if s in found)
+
+
+
+def fig_backends(data: ReportData, out: Path) -> Path | None:
+    """Fig. 8: one Keras model on three backends, a panel per machine and device; each backend
+    keeps its colour in every panel, whichever backends a panel has."""
+    cells = ok_cells(data.frame, "backends")
+    cells = cells[cells["batch_size"] == 1] if not cells.empty else cells
+    if cells.empty:
+        return None
+    groups = panels(cells)
+    stages = ["predict", "predict_on_batch", "call", "compiled"]
+    fig, axes = panel_grid(len(groups))
+    for ax, (device, machine) in zip(axes, groups, strict=True):
+        by_backend = backend_rows(cells, device, machine)
+        for impl in BACKEND_OF:  # fixed order and fixed offsets: a missing backend leaves a gap
+            offset = (list(BACKEND_OF).index(impl) - 1) * 0.2
+            for x, stage in enumerate(stages):
+                r = by_backend.get(impl, {}).get(stage)
+                if r is None:
+                    continue
+                ax.errorbar(x + offset, r["median_ms"], yerr=[[r["median_ms"] - r["ci_low_ms"]],
+                                                             [r["ci_high_ms"] - r["median_ms"]]],
+                            marker="o", markersize=6, color=colour(impl), markeredgecolor="black",
+                            markeredgewidth=0.5, capsize=2, linestyle="none",
+                            label=BACKEND_OF[impl] if stage == first_stage(by_backend[impl], stages)
+                            else None)
+        floor = cells[(cells["device"] == device) & (cells["machine"] == machine)
+                      & (cells["implementation"] == "numpy")]
+        if not floor.empty:
+            ax.axhline(floor["median_ms"].iloc[0], color="#555555", linestyle=":", linewidth=1,
+                       label=f"NumPy reference ({fmt_ms(floor['median_ms'].iloc[0])})")
+        ax.set_xticks(range(len(stages)), ["predict", "predict_on\n_batch", "model(x)", "compiled\nmodel(x)"],
+                      fontsize=8)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_ms(v)))
+        ax.grid(True, axis="y", color="#EEEEEE")
+        ax.set_title(dotplot.panel_title(device, machine), fontsize=9, loc="left")
+        missing = [BACKEND_OF[i] for i in BACKEND_OF if i not in by_backend]
+        if missing:
+            ax.text(0.02, 0.02, f"not measured: {', '.join(missing)}", transform=ax.transAxes, fontsize=7,
+                    color="#555555")
+        ax.legend(frameon=False, fontsize=7, loc="upper right")
+    axes[0].set_ylabel("per-image time, median (log scale)")
+    same_y_scale(axes)
+    fig.suptitle("Fig. 8  One Keras model, three backends, called four ways (dot: median; whisker: 95% CI)")
+    return finish(fig, data.runs, "backends", out, margins={"left": 0.07, "right": 0.99, "top_in": 0.75,
+                                                        "bottom_in": 0.55, "wspace": 0.18})
