@@ -134,6 +134,7 @@ gpu-study:  ## the whole GPU half into one archive (BUNDLE=DIR, QUICK=1, STEPS=a
 import-results: $(STAMP)  ## unpack ARCHIVE (a gpu-study archive) into reports/results
 	$(PY) -m harness import-results $(ARCHIVE)
 
+# --- Checks and housekeeping ----------------------------------------------------------------
 lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/mypy

@@ -139,6 +139,12 @@ class Worker:
         times, device = time_calls(impl.predict, batches, start, calls, probe)
         return {"times_ns": times, "device_ns": device}
 
+    def close(self) -> None:
+        for impl, _ in self.cells.values():
+            impl.close()
+        for trainer, *_ in self.trainers.values():
+            trainer.close()
+
     # --- train mode ---------------------------------------------------------------------
     def make_trainer(self, cell: Request, weights: str) -> Trainer:
         from harness import registry
@@ -184,12 +190,6 @@ class Worker:
         result = training.converge(lambda: self.make_trainer(cell, weights), pairs, cell["dtype"],
                                    images, seconds)
         return {"convergence": result}
-
-    def close(self) -> None:
-        for impl, _ in self.cells.values():
-            impl.close()
-        for trainer, *_ in self.trainers.values():
-            trainer.close()
 
 
 def main() -> int:
