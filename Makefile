@@ -1,4 +1,5 @@
-# lenet-levels: one rule per artifact. `make run-all` and `make test` are the two commands.
+# lenet-levels: one rule per artifact. `make run-all` and `make test` are the two commands;
+# `make help` lists every target (the `## ...` after each target's name is its line there).
 # The first target that needs Python creates .venv (with --system-site-packages, so a GPU
 # server's preinstalled CuPy and cuDNN are reused) and installs the project into it.
 
@@ -22,9 +23,9 @@ GPU_IMPLS := tf,jax,torch,keras,keras_jax,keras_torch,cudnn,cuda
 DEVICES ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cpu,gpu || echo cpu)
 
 .PHONY: install install-gpu run-all test test-fast weights verify verify-gpu studies explain crosscheck smoke \
-        loc figures report doctor lint clean offline-bundle gpu-study import-results init-weights
+        loc figures report doctor lint clean offline-bundle gpu-study import-results init-weights help
 
-install: $(STAMP)
+install: $(STAMP)  ## create .venv and install the project into it (what plain `make` does)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -34,7 +35,7 @@ $(STAMP): pyproject.toml
 install-gpu:  ## CUDA 12 server: CuPy + the cuDNN 9 wheel, and a CUDA build of torch
 	$(MAKE) install EXTRAS=dev,gpu,torch TORCH=
 
-run-all: $(STAMP)
+run-all: $(STAMP)  ## verify, every study, explain, crosscheck, LOC, figures, report
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory verify studies explain crosscheck loc figures report && \
 	echo "run-all finished in $$(( $$(date +%s) - start )) s"
@@ -55,66 +56,66 @@ $(CUDNN_STAMP): $(STAMP)
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=10
 
-test: $(STAMP) $(CUDNN_STAMP)  ## GPU tests run where a GPU is present, else skip with the reason
+test: $(STAMP) $(CUDNN_STAMP)  ## the test suite (GPU tests run where a GPU is present, else skip with the reason)
 	$(PYTEST)
 
-test-fast: $(STAMP)
+test-fast: $(STAMP)  ## the test suite without the end-to-end runs marked slow
 	$(PYTEST) -m "not slow"
 
-weights: $(STAMP)
+weights: $(STAMP)  ## retrain the shared weights (Keras, fixed seeds)
 	$(PY) -m harness.data.train --out $(WEIGHTS)
 
 # The seeded initial weights every level's training starts from (byte-reproducible).
-init-weights: $(STAMP)
+init-weights: $(STAMP)  ## the seeded initial weights every level's training starts from
 	$(PY) -m harness.data.init_weights --seed 0 --out weights/lenet5_init.weights.h5
 
-verify: $(STAMP)
+verify: $(STAMP)  ## every level against the NumPy oracle: inference, then SGD steps (GPU too where present)
 	$(PY) -m harness verify --implementations $(CPU_IMPLS) --device cpu \
 	  --json $(RESULTS)/verify-cpu-$$(hostname).json || test $$? -eq 3
 	$(PY) -m harness verify-train --implementations $(CPU_IMPLS) --device cpu \
 	  --json $(RESULTS)/verify-train-cpu-$$(hostname).json || test $$? -eq 3
 	@if echo "$(DEVICES)" | grep -q gpu; then $(MAKE) --no-print-directory verify-gpu; fi
 
-verify-gpu: $(STAMP)
+verify-gpu: $(STAMP)  ## inference verify on the GPU only
 	$(PY) -m harness verify --implementations $(GPU_IMPLS) --device gpu \
 	  --json $(RESULTS)/verify-gpu-$$(hostname).json || test $$? -eq 3
 
 # Every cell of every study: GPU cells on a machine without a GPU are recorded as skipped,
 # with the reason, so the report says why a row is missing.
-studies: $(STAMP)
+studies: $(STAMP)  ## every study in STUDIES (GPU cells recorded as skipped where no GPU)
 	@for study in $(STUDIES); do \
 	  $(PY) -m harness run $$study || exit $$?; \
 	done
 
 # Why Keras is slow: each Keras backend's predict, and the framework-ops levels, stage by stage.
 EXPLAIN := keras/predict,keras_jax/predict,keras_torch/predict,tf/eager,jax/eager,torch/eager
-explain: $(STAMP)
+explain: $(STAMP)  ## why Keras is slow: each backend's predict and the framework ops, stage by stage
 	$(PY) -m harness explain $(EXPLAIN) --calls 40 --rounds 4 --out $(RESULTS)
 
 # The harness's timer against the standard library's timeit, on the NumPy level.
-crosscheck: $(STAMP)
+crosscheck: $(STAMP)  ## the harness's timer against timeit, on the NumPy level
 	$(PY) -m harness crosscheck --json $(RESULTS)/crosscheck-$$(hostname).json
 
-smoke: $(STAMP)
+smoke: $(STAMP)  ## a seconds-long study, to check the plumbing
 	$(PY) -m harness run smoke --out $${TMPDIR:-/tmp}/lenet-smoke-$$(id -u)  # per user: /tmp is shared
 
-loc: $(STAMP)
+loc: $(STAMP)  ## count code lines per implementation package (reports/loc.csv)
 	$(PY) -m harness loc
 
-figures: $(STAMP)
+figures: $(STAMP)  ## draw reports/figures/*.png from the result files
 	$(PY) -m harness figures
 
-report: $(STAMP)
+report: $(STAMP)  ## write reports/REPORT.md and DETAILS.md from the result files
 	$(PY) -m harness report
 
-doctor: $(STAMP)
+doctor: $(STAMP)  ## what can run here, and why not
 	$(PY) -m harness doctor
 
 # --- The GPU half on a server with no package index (README: "Running the GPU half") -------
 # On a machine with pip: the wheels Keras needs, for the server's Python (about 10 MiB).
 BUNDLE_PY ?= 3.12
 BUNDLE_DIR ?= dist/offline-bundle-py$(BUNDLE_PY)
-offline-bundle:
+offline-bundle:  ## the wheels Keras needs, for a GPU server with no package index (BUNDLE_PY)
 	$(PYTHON) scripts/offline_bundle.py build --python $(BUNDLE_PY) --out $(BUNDLE_DIR)
 
 # On the GPU server: no venv, no index. BUNDLE=DIR installs the bundle's missing wheels into
@@ -123,20 +124,26 @@ offline-bundle:
 BUNDLE ?=
 GPU_OUT ?= gpu-study-out
 GPU_PYTHON ?= $(PYTHON)
-gpu-study:
+gpu-study:  ## the whole GPU half into one archive (BUNDLE=DIR, QUICK=1, STEPS=a,b, GPU_OUT)
 	@if [ -n "$(BUNDLE)" ]; then \
 	  $(GPU_PYTHON) scripts/offline_bundle.py install --bundle $(BUNDLE) --target .bundle-site || exit $$?; fi
 	PYTHONPATH=$(CURDIR)/.bundle-site:$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} \
 	  $(GPU_PYTHON) -m harness gpu-study --out $(GPU_OUT) $(if $(QUICK),--quick) $(if $(STEPS),--steps $(STEPS))
 
 # Back on this machine: ARCHIVE=gpu-study-....tar.gz into reports/results, then make figures report.
-import-results: $(STAMP)
+import-results: $(STAMP)  ## unpack ARCHIVE (a gpu-study archive) into reports/results
 	$(PY) -m harness import-results $(ARCHIVE)
 
-lint: $(STAMP)
+# --- Checks and housekeeping ----------------------------------------------------------------
+lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-clean:
+clean:  ## remove .venv, build outputs and caches
 	rm -rf $(VENV) build dist .bundle-site *.egg-info .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# Every target with its `## ...` line, in the file's order.
+help:  ## this list
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | \
+	  awk 'BEGIN {FS = ":[^#]*## "}; {printf "  %-16s %s\n", $$1, $$2}'

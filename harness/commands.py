@@ -4,9 +4,11 @@ Each command imports its wing inside the function, so `--help` and the light com
 and no command imports a framework it does not use.
 """
 
+import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import HarnessError, Unavailable
@@ -22,7 +24,7 @@ def split_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
-def write_json(target: str, data: dict) -> None:
+def write_json(target: str, data: dict[str, Any]) -> None:
     """--json FILE (its folder created), or a bare --json: stdout."""
     text = json.dumps(data, indent=2)
     if target == "-":
@@ -32,7 +34,7 @@ def write_json(target: str, data: dict) -> None:
         Path(target).write_text(text + "\n")
 
 
-def cmd_verify(args) -> int:
+def cmd_verify(args: argparse.Namespace) -> int:
     from harness.check import verify
     from harness.data import weights
 
@@ -45,7 +47,8 @@ def cmd_verify(args) -> int:
     for dtype in dtypes:
         if dtype not in ("float32", "float64"):
             raise HarnessError(f"--dtypes: unknown dtype {dtype!r}; allowed: float32, float64")
-    def save(rows, code=None):  # after every row: a run stopped half-way keeps what it checked
+    def save(rows: list[dict[str, Any]], code: int | None = None) -> None:
+        """Called after every row: a run stopped half-way keeps what it checked."""
         if args.json:
             write_json(args.json, {"rows": rows, "exit_code": code, "complete": code is not None,
                                    "weights": str(args.weights), "tolerance": verify.TOLERANCE})
@@ -60,7 +63,7 @@ def cmd_verify(args) -> int:
     return code
 
 
-def cmd_verify_train(args) -> int:
+def cmd_verify_train(args: argparse.Namespace) -> int:
     from harness.check import train_verify, verify
     from harness.data import init_weights, weights
 
@@ -90,7 +93,7 @@ def cmd_verify_train(args) -> int:
     return code
 
 
-def cmd_run(args) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     import dataclasses
 
     from harness.data import init_weights, weights
@@ -132,7 +135,7 @@ def cmd_run(args) -> int:
     return 0
 
 
-def cmd_loc(args) -> int:
+def cmd_loc(args: argparse.Namespace) -> int:
     from harness.report import loc
 
     rows = loc.count()
@@ -152,7 +155,7 @@ def load_results(args, every_run=False):
     return rundata.load_report(args.results, loc.current_rows(), every_run)
 
 
-def cmd_figures(args) -> int:
+def cmd_figures(args: argparse.Namespace) -> int:
     from harness.report import figures
 
     for path in figures.draw_all(load_results(args), args.out, report=log):
@@ -160,7 +163,7 @@ def cmd_figures(args) -> int:
     return 0
 
 
-def cmd_report(args) -> int:
+def cmd_report(args: argparse.Namespace) -> int:
     """REPORT.md at --out, and DETAILS.md beside it."""
     from harness.report import details, markdown
 
@@ -171,7 +174,7 @@ def cmd_report(args) -> int:
     return 0
 
 
-def cmd_compare(args) -> int:
+def cmd_compare(args: argparse.Namespace) -> int:
     """Median of each cell in run B over run A: how repeatable a study is."""
     from harness.report import rundata
 
@@ -199,7 +202,7 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def cmd_explain(args) -> int:
+def cmd_explain(args: argparse.Namespace) -> int:
     from harness.explain import ladder
 
     rows = []
@@ -213,7 +216,7 @@ def cmd_explain(args) -> int:
     return 0
 
 
-def cmd_kernels(args) -> int:
+def cmd_kernels(args: argparse.Namespace) -> int:
     """Each target on its own: one that cannot run is a row saying why, the others still run."""
     from harness.explain import kernels
     from harness.machine import gpu
@@ -240,7 +243,7 @@ def cmd_kernels(args) -> int:
     return 0 if all(r["status"] == "ok" for r in rows) else 1
 
 
-def cmd_crosscheck(args) -> int:
+def cmd_crosscheck(args: argparse.Namespace) -> int:
     from harness.check import crosscheck
     from harness.machine import env
 
@@ -258,14 +261,14 @@ def cmd_crosscheck(args) -> int:
     return 0
 
 
-def cmd_doctor(args) -> int:
+def cmd_doctor(args: argparse.Namespace) -> int:
     from harness.machine import doctor
 
     names = split_list(args.implementations) if args.implementations else None
     return doctor.report(args.weights, names)
 
 
-def cmd_gpu_study(args) -> int:
+def cmd_gpu_study(args: argparse.Namespace) -> int:
     from harness.campaign import gpu_study
     from harness.machine import gpu
 
@@ -281,13 +284,14 @@ def cmd_gpu_study(args) -> int:
     return 1 if failed else 0
 
 
-def cmd_import_results(args) -> int:
+def cmd_import_results(args: argparse.Namespace) -> int:
     from harness.campaign import archive
 
     archive.import_results(args.archive, args.into, say=print)
+    return 0
 
 
-def cmd_lab_grade(args) -> int:
+def cmd_lab_grade(args: argparse.Namespace) -> int:
     from harness.lab import grade, labfile, leaderboard
 
     lab = labfile.load(str(args.lab))
@@ -309,7 +313,7 @@ def cmd_lab_grade(args) -> int:
     return 0
 
 
-def cmd_lab_report(args) -> int:
+def cmd_lab_report(args: argparse.Namespace) -> int:
     from harness.lab import leaderboard
 
     paths = leaderboard.build(args.out)
@@ -317,7 +321,7 @@ def cmd_lab_report(args) -> int:
     return 0
 
 
-def cmd_lab_check(args) -> int:
+def cmd_lab_check(args: argparse.Namespace) -> int:
     from harness.lab import check, labfile
 
     lab = labfile.load(str(args.lab))
@@ -327,7 +331,7 @@ def cmd_lab_check(args) -> int:
     return 0 if row["status"] == "ok" else 1
 
 
-def cmd_lab_merge(args) -> int:
+def cmd_lab_merge(args: argparse.Namespace) -> int:
     from harness.lab import slurm
 
     slurm.merge(args.out, args.submissions, args.job, report=log)

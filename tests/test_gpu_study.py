@@ -162,7 +162,7 @@ def test_the_plans_ask_for_the_gpu_half(tmp_path):
     assert verify[verify.index("--device") + 1] == "gpu" and "--limit" in verify
     assert "float64" in verify[verify.index("--dtypes") + 1] and quick[1].ok_codes == (0, 3)
     plan = study.load(quick[2].command[quick[2].command.index("run") + 1])
-    assert plan.name == "api_levels" and plan.measure["calls"] == 100 and plan.measure["rounds"] == 3
+    assert plan.name == "api_levels" and plan.measure.calls == 100 and plan.measure.rounds == 3
     full = gpu_study.plan(tmp_path, "r", quick=False)
     assert [s.name for s in full] == ["doctor", "verify", "verify-train"] + \
         [f"study-{s}" for s in gpu_study.STUDIES] + ["explain", "kernels", "pytest-gpu"]

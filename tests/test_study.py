@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from harness import registry
@@ -79,11 +81,11 @@ def test_gpu_only_variant_on_cpu_is_refused():
 
 
 def test_time_cap_cuts_slow_cells_but_keeps_calls_in_every_round():
-    measure = {**study.MEASURE_DEFAULTS, "rounds": 10, "max_cell_seconds": 15}
+    measure = study.Measure(rounds=10, max_cell_seconds=15)
     assert study.capped_calls(measure, 1000, 50e-3) == 300       # Keras predict: 15 s of calls
     assert study.capped_calls(measure, 1000, 1e-3) == 1000       # fast: all of them
     assert study.capped_calls(measure, 1000, 5.0) == 100         # very slow: 10 per round
-    assert study.capped_calls({**measure, "max_cell_seconds": None}, 1000, 5.0) == 1000
+    assert study.capped_calls(dataclasses.replace(measure, max_cell_seconds=None), 1000, 5.0) == 1000
     with pytest.raises(HarnessError, match="max_cell_seconds: expected a number of seconds > 0"):
         study.parse("[measure]\nmax_cell_seconds = 0\n[[cells]]\nimplementation='numpy'")
 
@@ -112,4 +114,4 @@ def test_chunks_split_calls_over_rounds():
 
 def test_minimal_study_defaults():
     s = study.parse(MINIMAL, "x/minimal.toml")
-    assert s.name == "minimal" and s.measure["warmup"] == 20 and len(s.cells) == 1
+    assert s.name == "minimal" and s.measure.warmup == 20 and len(s.cells) == 1

@@ -14,7 +14,9 @@ import fnmatch
 import json
 import shutil
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from harness.errors import HarnessError
 
@@ -22,7 +24,7 @@ CAP_BYTES = 16 * 1024 * 1024  # what one file brought back from a borrowed GPU m
 MANIFESTS = "campaigns"  # reports/results/campaigns/<name>.manifest.json: what each import brought
 
 
-def pack(out: Path, name: str, cap_bytes: int = CAP_BYTES, say=print) -> Path:
+def pack(out: Path, name: str, cap_bytes: int = CAP_BYTES, say: Callable[[str], None] = print) -> Path:
     """out/<name>.tar.gz from out/manifest.json, out/results/ and out/logs/, under the cap."""
     out = Path(out)
     archive = out / f"{name}.tar.gz"
@@ -43,15 +45,16 @@ def pack(out: Path, name: str, cap_bytes: int = CAP_BYTES, say=print) -> Path:
     return archive
 
 
-def write(archive: Path, out: Path, name: str, parts: list[str]):
+def write(archive: Path, out: Path, name: str, parts: list[str]) -> None:
     with tarfile.open(archive, "w:gz") as tar:
         for part in parts:
             if (out / part).exists():
                 tar.add(out / part, arcname=f"{name}/{part}")
 
 
-def safe_members(tar: tarfile.TarFile, archive: Path):
-    """(member, path under results/) for the archive's results; anything odd is an error."""
+def safe_members(tar: tarfile.TarFile, archive: Path) -> tuple[str, list[tuple[tarfile.TarInfo, Path]]]:
+    """The top folder's name, and (member, path under results/) for each of the archive's results;
+    anything odd is an error."""
     members = tar.getmembers()
     tops = {m.name.split("/")[0] for m in members}
     if len(tops) != 1:
@@ -74,7 +77,15 @@ def replaceable(rel: Path) -> bool:
     return len(rel.parts) == 1 and fnmatch.fnmatch(rel.name, "verify-*.json")
 
 
-def import_results(archive: Path, into: Path, say=print) -> list[Path]:
+def member_file(tar: tarfile.TarFile, member: tarfile.TarInfo, archive: Path) -> IO[bytes]:
+    """The member's bytes (safe_members and the manifest's lookup let only files through)."""
+    src = tar.extractfile(member)
+    if src is None:
+        raise HarnessError(f"{archive}: {member.name} is not a file")
+    return src
+
+
+def import_results(archive: Path, into: Path, say: Callable[[str], None] = print) -> list[Path]:
     """Unpack the archive's results/ into `into`; returns the files written. Nothing existing is
     overwritten (verify's JSON aside: replaced, and said): a clash is one error naming the files,
     before anything is written."""
@@ -97,14 +108,15 @@ def import_results(archive: Path, into: Path, say=print) -> list[Path]:
             if target.exists():
                 say(f"replacing {target}: the newer check from this campaign")
             target.parent.mkdir(parents=True, exist_ok=True)
-            with tar.extractfile(member) as src, open(target, "wb") as dst:
+            with member_file(tar, member, archive) as src, open(target, "wb") as dst:
                 shutil.copyfileobj(src, dst)
             written.append(target)
-        manifest = next((m for m in tar.getmembers() if m.name == f"{top}/manifest.json"), None)
+        manifest = next((m for m in tar.getmembers() if m.name == f"{top}/manifest.json" and m.isfile()),
+                        None)
         if manifest is not None:
             target = into / MANIFESTS / f"{top}.manifest.json"
             target.parent.mkdir(parents=True, exist_ok=True)
-            with tar.extractfile(manifest) as src:
+            with member_file(tar, manifest, archive) as src:
                 target.write_bytes(src.read())
             written.append(target)
     say(f"imported {len(written)} files from {archive.name} into {into}")

@@ -11,7 +11,9 @@ pytest -m gpu. Then one archive under the size cap.
 
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from harness.campaign import archive, steps
 from harness.campaign.steps import python_step
@@ -86,7 +88,8 @@ def select(todo: list[steps.Step], names: list[str] | None) -> list[steps.Step]:
 
 
 def run_campaign(out: Path, name: str, todo: list[steps.Step], budget_s: float,
-                 cap_bytes: int = archive.CAP_BYTES, say=print) -> tuple[dict, Path]:
+                 cap_bytes: int = archive.CAP_BYTES,
+                 say: Callable[[str], None] = print) -> tuple[dict[str, Any], Path]:
     """Run the steps into out/, then pack out/<name>.tar.gz. Returns (manifest, archive path)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "results").mkdir(exist_ok=True)
@@ -97,7 +100,7 @@ def run_campaign(out: Path, name: str, todo: list[steps.Step], budget_s: float,
 
 
 def gpu_study(out: Path, quick: bool, only: list[str] | None = None, budget_s: float | None = None,
-              say=print) -> tuple[dict, Path]:
+              say: Callable[[str], None] = print) -> tuple[dict[str, Any], Path]:
     run_id = results.new_run_id()
     name = f"gpu-study-{results.short_hostname()}-{run_id}"
     out = Path(out)

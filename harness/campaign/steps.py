@@ -12,8 +12,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from harness import ROOT
 
@@ -29,22 +31,22 @@ class Step:
     ok_codes: tuple[int, ...] = (0,)  # e.g. verify's 3: some level cannot run here (a row says why)
 
 
-def python_step(name, args, timeout_s, **kwargs) -> Step:
+def python_step(name: str, args: Sequence[str], timeout_s: float, **kwargs: Any) -> Step:
     """A step that runs this Python (`python -m ...`), so it uses the same environment."""
     return Step(name, (sys.executable, *args), timeout_s, **kwargs)
 
 
-def tail(path: Path, lines=TAIL_LINES) -> list[str]:
+def tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
     try:
         return path.read_text(errors="replace").splitlines()[-lines:]
     except OSError:
         return []
 
 
-def run_step(step: Step, log_path: Path) -> dict:
+def run_step(step: Step, log_path: Path) -> dict[str, Any]:
     """Run one step; its stdout and stderr go to log_path. Returns its manifest record."""
     started = time.monotonic()
-    record = {"name": step.name, "command": list(step.command), "log": str(log_path.name)}
+    record: dict[str, Any] = {"name": step.name, "command": list(step.command), "log": str(log_path.name)}
     with open(log_path, "w") as log:
         try:
             child = subprocess.Popen(step.command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
@@ -64,7 +66,7 @@ def run_step(step: Step, log_path: Path) -> dict:
     return record
 
 
-def stop(child: subprocess.Popen, grace_s=15.0):
+def stop(child: subprocess.Popen, grace_s: float = 15.0) -> None:
     """SIGTERM to the step's process group (the harness keeps its rows), then SIGKILL."""
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
         try:
@@ -78,7 +80,8 @@ def stop(child: subprocess.Popen, grace_s=15.0):
             continue
 
 
-def run_all(steps: list[Step], out: Path, manifest: dict, deadline_s: float, say=print) -> dict:
+def run_all(steps: list[Step], out: Path, manifest: dict[str, Any], deadline_s: float,
+            say: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the steps in order into out/logs/, the manifest written to out/manifest.json after each."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -87,7 +90,7 @@ def run_all(steps: list[Step], out: Path, manifest: dict, deadline_s: float, say
     for i, step in enumerate(steps, 1):
         left = deadline_s - (time.monotonic() - started)
         if left < min(step.timeout_s, 30):
-            record = {"name": step.name, "command": list(step.command), "status": "skipped",
+            record: dict[str, Any] = {"name": step.name, "command": list(step.command), "status": "skipped",
                       "exit_code": None, "seconds": 0.0, "tail": [],
                       "reason": f"out of time: {left:.0f} s left of the {deadline_s:g} s budget"}
         else:
@@ -102,7 +105,7 @@ def run_all(steps: list[Step], out: Path, manifest: dict, deadline_s: float, say
     return manifest
 
 
-def write_manifest(out: Path, manifest: dict) -> Path:
+def write_manifest(out: Path, manifest: dict[str, Any]) -> Path:
     path = out / "manifest.json"
     path.write_text(json.dumps(manifest, indent=2) + "\n")
     return path

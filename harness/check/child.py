@@ -13,25 +13,30 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 from harness import registry
+from harness.base import LeNet
 from harness.data import mnist
 from harness.errors import HarnessError, Unavailable
 
 CHUNK = 1000  # images per predict call: bounds memory, keeps every variant on one path
+Say = Callable[[str], object]  # where a JSON line goes (its return value unused)
 
 
-def predict_all(impl, images: np.ndarray) -> np.ndarray:
+def predict_all(impl: LeNet, images: np.ndarray) -> np.ndarray:
     return np.concatenate([impl.predict(images[i:i + CHUNK]) for i in range(0, len(images), CHUNK)])
 
 
-def outputs(name, device, weights_path, out_dir, dtype="float32", limit=None, say=print):
+def outputs(name: str, device: str, weights_path: str | Path, out_dir: str, dtype: str = "float32",
+            limit: int | None = None, say: Say = print) -> None:
     images, _ = mnist.load("test")
     x = mnist.to_input(images[:limit] if limit else images).astype(dtype)
     for variant in registry.spec(name).variants_for(device):
-        row = {"variant": variant, "status": "ok", "reason": None}
+        row: dict[str, object] = {"variant": variant, "status": "ok", "reason": None}
         started = time.perf_counter()
         try:
             impl = registry.create(name, weights_path, device=device, variant=variant, dtype=dtype)
@@ -50,13 +55,13 @@ def outputs(name, device, weights_path, out_dir, dtype="float32", limit=None, sa
         say(json.dumps(row))
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     name, device, weights_path, out_dir, dtype, *rest = argv or sys.argv[1:]
     return serve(lambda say: outputs(name, device, weights_path, out_dir, dtype,
                                      int(rest[0]) if rest else None, say=say))
 
 
-def serve(produce) -> int:
+def serve(produce: Callable[[Say], None]) -> int:
     """Run produce(say) with stdout kept for the JSON lines alone: framework chatter on fd 1
     goes to stderr. A HarnessError is one {"fatal": ...} line and exit code 2."""
     replies = os.fdopen(os.dup(1), "w", buffering=1)

@@ -11,6 +11,9 @@ medians, on both sides: timeit only knows the mean of a loop.
 """
 
 import timeit
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -22,14 +25,15 @@ from harness.measure.worker import time_calls
 SAMPLES_PER_ROUND = 5  # timeit.repeat: loops of calls // 5 calls each
 
 
-def crosscheck(name="numpy", calls=200, rounds=10, weights=DEFAULT_WEIGHTS, report=print) -> dict:
+def crosscheck(name: str = "numpy", calls: int = 200, rounds: int = 10, weights: Path = DEFAULT_WEIGHTS,
+               report: Callable[[str], None] = print) -> dict[str, Any]:
     impl = registry.create(name, weights)
     images, _ = mnist.load("test")
     batches = list(mnist.to_input(images[:calls])[:, None])  # calls x (1, 28, 28, 1)
     time_calls(impl.predict, batches, 0, min(20, calls))  # warm-up
     state = {"i": 0}
 
-    def one_call():  # timeit's statement: the next image, as the harness feeds them
+    def one_call() -> None:  # timeit's statement: the next image, as the harness feeds them
         state["i"] += 1
         impl.predict(batches[state["i"] % len(batches)])
 

@@ -16,18 +16,22 @@ import json
 import sys
 import time
 import traceback
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from harness import registry
 from harness.check import child
-from harness.data import mnist
+from harness.data import mnist, weights
 from harness.errors import HarnessError, Unavailable
 
 ORACLE_DTYPE = "float64"
+Pair = tuple[np.ndarray, np.ndarray]  # (x (B, 28, 28, 1), labels (B,))
+Weights = dict[str, weights.Layer]  # layer name -> (kernel, bias), Keras layouts
 
 
-def batches(steps: int, batch: int, dtype: str) -> list[tuple[np.ndarray, np.ndarray]]:
+def batches(steps: int, batch: int, dtype: str) -> list[Pair]:
     """The first steps*batch training images in order: [(x (B, 28, 28, 1), labels (B,)), ...]."""
     images, labels = mnist.load("train")
     if steps * batch > len(images):
@@ -41,7 +45,7 @@ def batches(steps: int, batch: int, dtype: str) -> list[tuple[np.ndarray, np.nda
 NEAR_TIE = 1e-6  # relative gap of a pool window's top two values that float32 rounding may swap
 
 
-def near_ties(w, x) -> dict[str, int]:
+def near_ties(w: Weights, x: np.ndarray) -> dict[str, int]:
     """Max-pool windows of the oracle's forward whose top two values are positive and differ by less
     than NEAR_TIE relative (exact ties excluded: those are identical patches, e.g. the background).
     A float32 level may route such a window's gradient to the other pixel: a different, equally
@@ -50,7 +54,7 @@ def near_ties(w, x) -> dict[str, int]:
 
     found = {}
     for pool, conv, pad in (("pool1", "conv1", 2), ("pool2", "conv2", 0)):
-        a = np.maximum(conv_forward(x, *w[conv], pad=pad)[0], 0)          # (N, H, W, K)
+        a = np.maximum(conv_forward(x, w[conv].kernel, w[conv].bias, pad=pad)[0], 0)  # (N, H, W, K)
         top2 = np.sort(np.stack([a[:, i::2, j::2] for i, j in QUARTERS]), axis=0)[-2:]
         gap = (top2[1] - top2[0]) / np.maximum(top2[1], 1e-30)
         found[pool] = int(np.sum((top2[1] > 0) & (gap > 0) & (gap < NEAR_TIE)))
@@ -58,7 +62,7 @@ def near_ties(w, x) -> dict[str, int]:
     return found
 
 
-def oracle_run(weights_path, data) -> list[tuple[float, dict, dict]]:
+def oracle_run(weights_path: str | Path, data: list[Pair]) -> list[tuple[float, Weights, dict[str, int]]]:
     """The oracle's (loss, weights after the step, near-ties in the step's forward) for every step."""
     from lenet_numpy.train import NumpyTrainer  # the oracle: NumPy only
 
@@ -70,7 +74,8 @@ def oracle_run(weights_path, data) -> list[tuple[float, dict, dict]]:
     return steps
 
 
-def compare(step, loss, oracle_loss, found, expected) -> dict:
+def compare(step: int, loss: float, oracle_loss: float, found: dict[str, Any],
+            expected: Weights) -> dict[str, Any]:
     """One step's row: the losses, their relative difference, per layer max |dw| vs the oracle."""
     layers = {}
     for name, (kernel, bias) in expected.items():
@@ -85,11 +90,12 @@ def compare(step, loss, oracle_loss, found, expected) -> dict:
     return {"step": step, "loss": loss, "oracle_loss": oracle_loss, "rel_loss": rel, "layers": layers}
 
 
-def train_rows(name, device, weights_path, steps, batch, dtype, say=print):
+def train_rows(name: str, device: str, weights_path: str | Path, steps: int, batch: int, dtype: str,
+               say: child.Say = print) -> None:
     data = batches(steps, batch, dtype)
     reference = oracle_run(weights_path, data)
     for variant in registry.spec(name).train_variants:
-        row = {"variant": variant, "status": "ok", "reason": None, "steps": []}
+        row: dict[str, Any] = {"variant": variant, "status": "ok", "reason": None, "steps": []}
         started = time.perf_counter()
         try:
             trainer = registry.create_trainer(name, weights_path, device=device, variant=variant,
@@ -119,7 +125,7 @@ def train_rows(name, device, weights_path, steps, batch, dtype, say=print):
         say(json.dumps(row))
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     name, device, weights_path, steps, batch, dtype = argv or sys.argv[1:]
     return child.serve(lambda say: train_rows(name, device, weights_path, int(steps), int(batch),
                                               dtype, say=say))

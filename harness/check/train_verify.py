@@ -12,17 +12,23 @@ relative 1e-4 of the oracle's and every kernel and bias within 1e-4 absolute of 
 import os
 import sys
 import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 from harness import registry
 from harness.check import verify
 from harness.data import init_weights
+
+Row = dict[str, Any]  # one implementation x variant, as printed and written by --json
+Failure = tuple[int, str, str]  # (step, "loss" or "weights", what)
 
 LOSS_TOLERANCE = 1e-4   # relative, every step
 WEIGHT_TOLERANCE = 1e-4  # absolute, every kernel and bias entry, after every step
 STEPS, BATCH = 20, 32
 
 
-def first_failure(steps) -> tuple[int, str, str] | None:
+def first_failure(steps: list[Row]) -> Failure | None:
     """(step, "loss" or "weights", what) of the first step over tolerance, or None; NaN is over."""
     for s in steps:
         if not s["rel_loss"] <= LOSS_TOLERANCE:
@@ -37,7 +43,7 @@ def first_failure(steps) -> tuple[int, str, str] | None:
     return None
 
 
-def near_ties_before(steps, failure) -> list[str]:
+def near_ties_before(steps: list[Row], failure: Failure) -> list[str]:
     """The steps up to the failure whose forward (in the oracle) had a max-pool near-tie, as text.
     A step's loss comes from its forward before its update, so a loss failure needs an earlier tie."""
     step, kind, _ = failure
@@ -46,7 +52,7 @@ def near_ties_before(steps, failure) -> list[str]:
             for s in steps if 1 < s["step"] <= last and any(s.get("oracle_near_ties", {}).values())]
 
 
-def check(row: dict, steps: int) -> dict:
+def check(row: Row, steps: int) -> Row:
     """Summarise a child's row: max relative loss difference, max |dw| after the last step, verdict.
 
     A drift that starts after a step (not the first) whose forward had a max-pool near-tie in the
@@ -66,7 +72,7 @@ def check(row: dict, steps: int) -> dict:
     ties = near_ties_before(done, failure) if failure else []
     if len(done) != steps:
         row.update(status="FAIL", reason=f"{len(done)} of {steps} steps")
-    elif ties:
+    elif failure and ties:
         row.update(status="tie", reason=(f"within tolerance through step {failure[0] - 1}; max-pool "
                                          f"near-ties in step(s) {', '.join(ties)}, then {failure[2]}"))
     elif failure:
@@ -74,8 +80,9 @@ def check(row: dict, steps: int) -> dict:
     return row
 
 
-def verify_train(names, device="cpu", weights_path=None, steps=STEPS, batch=BATCH, dtype="float32",
-                 data_dir=None, progress=print):
+def verify_train(names: Sequence[str], device: str = "cpu", weights_path: str | Path | None = None,
+                 steps: int = STEPS, batch: int = BATCH, dtype: str = "float32",
+                 data_dir: str | Path | None = None, progress: Callable[[str], None] = print) -> list[Row]:
     """One row per implementation x training variant: ok / FAIL / unavailable, with the numbers.
     Each implementation trains in a child process (harness.check.train_child) with its registry
     environment; one that crashes leaves a FAIL row, never loses the others'."""
@@ -104,7 +111,8 @@ def verify_train(names, device="cpu", weights_path=None, steps=STEPS, batch=BATC
     return rows
 
 
-def child_rows(name, device, weights_path, steps, batch, dtype):
+def child_rows(name: str, device: str, weights_path: str | Path, steps: int, batch: int,
+               dtype: str) -> Iterator[Row]:
     """Run harness.check.train_child for one implementation; yield its rows as they come."""
     command = [sys.executable, "-m", "harness.check.train_child", name, device, str(weights_path),
                str(steps), str(batch), dtype]
@@ -114,7 +122,7 @@ def child_rows(name, device, weights_path, steps, batch, dtype):
             yield {"steps": [], **row}
 
 
-def format_row(row: dict) -> str:
+def format_row(row: Row) -> str:
     head = f"{row['implementation'] + '/' + row['variant']:<28} {row['device']:<4} {row['status']:<11}"
     if "max_rel_loss" in row:
         text = (f"{head} max rel dloss {row['max_rel_loss']:.1e}  max|dw| {row['final_max_dw']:.1e} "

@@ -9,6 +9,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,9 +20,10 @@ from harness.data import mnist
 from harness.errors import HarnessError
 
 TOLERANCE = 1e-5
+Row = dict[str, Any]  # one implementation x variant x dtype, as printed and written by --json
 
 
-def check(probs, reference, labels) -> dict:
+def check(probs: np.ndarray, reference: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
     if probs.shape != reference.shape:
         return {"status": "FAIL", "reason": f"output shape {probs.shape}, expected {reference.shape}"}
     agree = int(np.sum(probs.argmax(1) == reference.argmax(1)))
@@ -34,8 +38,10 @@ def check(probs, reference, labels) -> dict:
     }
 
 
-def verify(names, device="cpu", weights_path=None, data_dir=None, limit=None, progress=print,
-           dtypes=("float32",), on_row=None):
+def verify(names: Sequence[str], device: str = "cpu", weights_path: str | Path | None = None,
+           data_dir: str | Path | None = None, limit: int | None = None,
+           progress: Callable[[str], None] = print, dtypes: Sequence[str] = ("float32",),
+           on_row: Callable[[list[Row]], None] | None = None) -> list[Row]:
     """One row per implementation x variant x dtype: status ok / FAIL / unavailable, with the
     numbers. A dtype the level does not offer is left out (a level offering none is a row).
     on_row(rows so far) is called after each row, so a run stopped half-way keeps its rows.
@@ -81,7 +87,8 @@ def verify(names, device="cpu", weights_path=None, data_dir=None, limit=None, pr
     return rows
 
 
-def child_rows(name, device, weights_path, out_dir, limit, dtype="float32"):
+def child_rows(name: str, device: str, weights_path: str | Path, out_dir: str, limit: int | None,
+               dtype: str = "float32") -> Iterator[Row]:
     """Run harness.check.child for one implementation and dtype; yield its rows as they come."""
     command = [sys.executable, "-m", "harness.check.child", name, device,
                str(weights_path), out_dir, dtype] + ([str(limit)] if limit else [])
@@ -89,14 +96,15 @@ def child_rows(name, device, weights_path, out_dir, limit, dtype="float32"):
                              os.path.join(out_dir, "stderr.log"), "verify")
 
 
-def rows_of_child(command, name, variants, log_path, what):
+def rows_of_child(command: list[str], name: str, variants: Sequence[str], log_path: str,
+                  what: str) -> Iterator[Row]:
     """Run one child (with the level's registry environment), yield its JSON rows as they come,
     then a FAIL row for each variant it never reported (it died: a crash in native code)."""
     child_env = {**os.environ, **registry.process_env(name)}
     with open(log_path, "w") as log, subprocess.Popen(command, cwd=ROOT, env=child_env, text=True,
                                                       stdout=subprocess.PIPE, stderr=log) as child:
         seen = []
-        for line in child.stdout:
+        for line in child.stdout or ():  # a PIPE: never None
             row = json.loads(line)
             if "fatal" in row:
                 child.wait()
@@ -113,7 +121,7 @@ def rows_of_child(command, name, variants, log_path, what):
                "reason": f"the {what} process for {name} ended with exit code {code}"}
 
 
-def format_row(row: dict) -> str:
+def format_row(row: Row) -> str:
     head = (f"{row['implementation'] + '/' + row['variant']:<28} {row['device']:<4} "
             f"{row.get('dtype', 'float32'):<8} {row['status']:<11}")
     if "agree" in row:
@@ -126,14 +134,14 @@ HEADER = (f"{'implementation/variant':<28} {'dev':<4} {'dtype':<8} {'status':<11
           f"(tolerance: argmax equal, max|dp| <= {TOLERANCE:g})")
 
 
-def exit_code(rows) -> int:
+def exit_code(rows: list[Row]) -> int:
     """1 when any check failed, 3 when nothing failed but something could not run, else 0."""
     if any(row["status"] == "FAIL" for row in rows):
         return 1
     return 3 if any(row["status"] == "unavailable" for row in rows) else 0
 
 
-def require_known(names):
+def require_known(names: Sequence[str]) -> None:
     for name in names:
         registry.spec(name)  # raises with the list of known names
     if not names:

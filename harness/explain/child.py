@@ -10,15 +10,18 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from harness.data import mnist
 from harness.explain import keras_steps
 from harness.measure.worker import freeze_heap, loaded_frameworks, time_calls
 
 
-def interleaved(calls: dict, batches, rounds: int, per_round: int) -> dict:
+def interleaved(calls: dict[str, Callable[[Any], Any]], batches: Sequence[Any], rounds: int,
+                per_round: int) -> dict[str, list[list[int]]]:
     """{step: [[ns per call] per round]}, the steps interleaved in each round (A B C A B C)."""
-    out = {step: [] for step in calls}
+    out: dict[str, list[list[int]]] = {step: [] for step in calls}
     start = 0
     for _ in range(rounds):
         for step, fn in calls.items():
@@ -28,17 +31,17 @@ def interleaved(calls: dict, batches, rounds: int, per_round: int) -> dict:
     return out
 
 
-def internal(model, batches, rounds: int, per_round: int) -> dict:
+def internal(model: Any, batches: Sequence[Any], rounds: int, per_round: int) -> dict[str, Any]:
     """Keras' predict stages, each timed, alternating with a real model.predict."""
     try:
         stages = keras_steps.keras_tf_internal_steps(model)
     except (ImportError, RuntimeError) as exc:
         return {"refused": str(exc)}
     clock = time.perf_counter_ns
-    stage_rounds = {name: [] for name, _ in stages}
+    stage_rounds: dict[str, list[list[int]]] = {name: [] for name, _ in stages}
     predict_rounds = []
     for r in range(rounds):
-        stage_times = {name: [] for name, _ in stages}
+        stage_times: dict[str, list[int]] = {name: [] for name, _ in stages}
         predict_times = []
         for i in range(per_round):
             x = batches[(r * per_round + i) % len(batches)]
@@ -57,9 +60,9 @@ def internal(model, batches, rounds: int, per_round: int) -> dict:
             "predict_rounds_ns": predict_rounds}
 
 
-def main(argv=None) -> int:
-    name, variant, device, calls, rounds, weights = (argv or sys.argv[1:])
-    calls, rounds = int(calls), int(rounds)
+def main(argv: list[str] | None = None) -> int:
+    name, variant, device, calls_text, rounds_text, weights = (argv or sys.argv[1:])
+    calls, rounds = int(calls_text), int(rounds_text)
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # framework chatter goes to stderr
     sys.stdout = sys.stderr

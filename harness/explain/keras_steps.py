@@ -10,12 +10,18 @@
 
 import cProfile
 import pstats
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Rung = tuple[str, str, str]  # (variant or step name, what going one step down removes, short name)
+Stage = tuple[str, Callable[[dict[str, Any]], None]]  # (stage name, fn(state))
 
 KERAS_CHECKED = ("3.15.",)  # the Keras versions whose predict internals (b) was written against
 
 # implementation -> the ladder, top to bottom: (variant or step name, what going one step
 # down removes, a short name for the figure)
-LADDERS = {
+LADDERS: dict[str, list[Rung]] = {
     "keras": [
         ("predict", "tf.data pipeline built from the NumPy array on every call (data adapter, "
                     "dataset, traced map functions)", "tf.data pipeline"),
@@ -56,36 +62,42 @@ LADDERS = {
     "torch": [("eager", "PyTorch's per-call runtime: dispatch of each op, tensor conversion, "
                         "host copies", "torch per-call runtime")],
 }
-FLOOR = ("floor", "the model's arithmetic: the raw library's tuned primitives (oneDNN on the CPU, "
+FLOOR: Rung = ("floor", "the model's arithmetic: the raw library's tuned primitives (oneDNN on the CPU, "
                   "cuDNN's CUDA graph on the GPU), the measured compute floor", "model arithmetic")
 # The floor is measured in the same rounds: the fastest raw-library implementation on the device.
 # Where it cannot run (no oneDNN wheel off x86), the NumPy reference stands in and says so.
 FLOOR_IMPLEMENTATIONS = {"cpu": ("onednn", "tuned"), "gpu": ("cudnn", "graph")}
 
 
-def ladder(name: str, variant: str) -> list[tuple[str, str]]:
+def ladder(name: str, variant: str) -> list[Rung]:
     """The steps from `variant` down, then the floor; [(variant, 'model', 'model')] when there
     is nothing to peel."""
-    steps = LADDERS.get(name)
-    names = [step[0] for step in steps] if steps else []
+    steps = LADDERS.get(name, [])
+    names = [step[0] for step in steps]
     if variant not in names:
         return [(variant, "model", "model")]
     return steps[names.index(variant):] + [FLOOR]
 
 
-def build_calls(name, variant, weights, device, dtype="float32"):
+def build_calls(name: str, variant: str, weights: str | Path, device: str,
+                dtype: str = "float32") -> tuple[dict[str, Callable[[Any], Any]], Any, str | None]:
     """({step: callable(images)}, the first step's Keras model or None, the floor's
     implementation/variant) for the ladder of name/variant, built in this process."""
     from harness import registry
 
-    calls, model, floor = {}, None, None
+    calls: dict[str, Callable[[Any], Any]] = {}
+    model: Any = None  # the first step's Keras model
+    floor: str | None = None
     for step, *_ in ladder(name, variant):
         if step == "floor":
             calls[step], floor = floor_call(weights, device)
         elif step == "predict_dataset":  # Keras predict on a ready tf.data.Dataset
             import tensorflow as tf
 
-            calls[step] = lambda x, m=model: m.predict(tf.data.Dataset.from_tensors(x), verbose=0)
+            def on_dataset(x: Any, m: Any = model) -> Any:
+                return m.predict(tf.data.Dataset.from_tensors(x), verbose=0)
+
+            calls[step] = on_dataset
         else:
             impl = registry.create(name, weights, device=device, variant=step, dtype=dtype)
             calls[step] = impl.predict
@@ -93,7 +105,7 @@ def build_calls(name, variant, weights, device, dtype="float32"):
     return calls, model, floor
 
 
-def floor_call(weights, device):
+def floor_call(weights: str | Path, device: str) -> tuple[Callable[[Any], Any], str]:
     """(predict, "name/variant") of the floor: the tuned raw library, or the NumPy reference
     where that cannot run here."""
     from harness import registry
@@ -111,7 +123,7 @@ def floor_call(weights, device):
 PIPELINE_STAGE = "building the tf.data pipeline (dataset, map functions, distribution)"
 
 
-def keras_tf_internal_steps(model):
+def keras_tf_internal_steps(model: Any) -> list[Stage]:
     """Callables for Keras 3.15's TF `predict`, in its order, each doing one stage, sharing
     state through a dict: [(stage name, fn(state))]."""
     import keras
@@ -167,16 +179,19 @@ def keras_tf_internal_steps(model):
             ("callbacks and converting the outputs", outputs)]
 
 
-def profile_counts(fn, x) -> dict:
+def profile_counts(fn: Callable[[Any], Any], x: Any) -> dict[str, int]:
     """cProfile of one call, for counts only (a profiler slows Python, not C: no proportions)."""
     profiler = cProfile.Profile()
     profiler.enable()
     fn(x)
     profiler.disable()
     stats = pstats.Stats(profiler)
-    counts = {"function_calls": stats.total_calls, "iterators_created": 0, "datasets_created": 0,
+    # Stats.total_calls and Stats.stats: attributes that typeshed leaves out
+    total_calls: int = stats.total_calls  # type: ignore[attr-defined]
+    entries: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
+    counts = {"function_calls": total_calls, "iterators_created": 0, "datasets_created": 0,
               "tf_function_traces": 0}
-    for (filename, _line, func), (_cc, ncalls, _tt, _ct, _callers) in stats.stats.items():
+    for (filename, _line, func), (_cc, ncalls, _tt, _ct, _callers) in entries.items():
         if func == "__init__" and "iterator_ops" in filename:
             counts["iterators_created"] += ncalls
         elif func == "__init__" and filename.endswith("dataset_ops.py"):

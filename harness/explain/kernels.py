@@ -15,6 +15,8 @@ import os
 import sys
 import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
 from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import HarnessError, Unavailable
@@ -24,9 +26,10 @@ WARMUP = 30
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 HOST_CATEGORIES = ("cuda_runtime", "cuda_driver")
 TOP = 6  # device operations kept per row, the longest first
+Row = dict[str, Any]  # one kernels row, as results.jsonl holds it
 
 
-def short_name(name: str, width=60) -> str:
+def short_name(name: str, width: int = 60) -> str:
     """A kernel's name without its template arguments and signature: cuDNN's run to 500 chars."""
     name = name.removeprefix("void ").strip()
     if name.startswith("std::enable_if<"):  # cuBLAS: "std::enable_if<..., void>::type ns::kernel<...>(...)"
@@ -54,9 +57,12 @@ def busy_us(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def summarize_trace(events: list[dict], calls: int) -> dict:
+def summarize_trace(events: list[dict[str, Any]], calls: int) -> dict[str, Any]:
     """Per-call numbers from a Chrome trace's events (durations in µs)."""
-    ops, intervals, api_us, api_calls, api = {}, [], 0.0, 0, {}
+    ops: dict[tuple[str, str], tuple[int, float]] = {}  # (category, name) -> (count, total µs)
+    api: dict[str, tuple[int, float]] = {}  # CUDA call -> (count, total µs)
+    intervals: list[tuple[float, float]] = []
+    api_us, api_calls = 0.0, 0
     for ev in events:
         cat, dur = ev.get("cat"), ev.get("dur")
         if dur is None or ev.get("ph") != "X":
@@ -73,9 +79,9 @@ def summarize_trace(events: list[dict], calls: int) -> dict:
             api[ev.get("name", "?")] = (count + 1, total + dur)
     if not intervals:
         raise HarnessError("the profiler saw no kernel or copy on the GPU: did the calls run there?")
-    listed = sorted(({"category": cat, "name": name, "per_call": count / calls,
+    listed: list[dict[str, Any]] = sorted(({"category": cat, "name": name, "per_call": count / calls,
                       "ns_per_call": 1e3 * total / calls} for (cat, name), (count, total) in ops.items()),
-                    key=lambda op: -op["ns_per_call"])
+                    key=by_time)
     return {"gpu_busy_ns_per_call": 1e3 * busy_us(intervals) / calls,
             "device_ops_per_call": sum(op["per_call"] for op in listed),
             "device_ns_per_call": sum(op["ns_per_call"] for op in listed),
@@ -83,10 +89,16 @@ def summarize_trace(events: list[dict], calls: int) -> dict:
             "ops": listed[:TOP], "ops_not_listed": max(0, len(listed) - TOP),
             # where the host's time inside CUDA goes, per API function (cudaLaunchKernel, ...)
             "api_ops": sorted(({"name": name, "per_call": n / calls, "ns_per_call": 1e3 * total / calls}
-                               for name, (n, total) in api.items()), key=lambda op: -op["ns_per_call"])[:TOP]}
+                               for name, (n, total) in api.items()), key=by_time)[:TOP]}
 
 
-def run_child(name, variant, device, calls, weights, timeout=300) -> dict:
+def by_time(op: dict[str, Any]) -> float:
+    """The longest first: the sort key of an op's row."""
+    return -op["ns_per_call"]
+
+
+def run_child(name: str, variant: str, device: str, calls: int, weights: str | Path,
+              timeout: float = 300) -> dict[str, Any]:
     """The child measures and writes the trace; the parent reads it (the trace can be MBs)."""
     with tempfile.TemporaryDirectory(prefix="lenet-kernels-") as tmp:
         trace = os.path.join(tmp, "trace.json")
@@ -97,7 +109,7 @@ def run_child(name, variant, device, calls, weights, timeout=300) -> dict:
     return {**answer, "events": events}
 
 
-def profile(target: str, device="gpu", calls=200, weights=DEFAULT_WEIGHTS) -> dict:
+def profile(target: str, device: str = "gpu", calls: int = 200, weights: str | Path = DEFAULT_WEIGHTS) -> Row:
     name, variant = plumbing.target_of(target, device, "kernels")
     raw = run_child(name, variant, device, calls, weights)
     row = {"kind": "kernels", "implementation": name, "variant": variant, "device": device,
@@ -109,7 +121,7 @@ def profile(target: str, device="gpu", calls=200, weights=DEFAULT_WEIGHTS) -> di
     return row
 
 
-def table(row: dict) -> list[str]:
+def table(row: Row) -> list[str]:
     """The row as printed on the terminal."""
     host, busy = row["host_ns_per_call"] / 1e3, row["gpu_busy_ns_per_call"] / 1e3
     out = [f"{row['implementation']}/{row['variant']} on {row['device']}, batch 1, {row['calls']} calls: "
@@ -129,11 +141,11 @@ def table(row: dict) -> list[str]:
     return out
 
 
-def write(rows: list[dict], out, run_id=None):
+def write(rows: list[Row], out: Path, run_id: str | None = None) -> Path:
     return plumbing.write(rows, out, "kernels", "gpu", run_id)
 
 
-def child(name, variant, device, calls, weights, trace_path):
+def child(name: str, variant: str, device: str, calls: int, weights: str, trace_path: str) -> None:
     """In the child: measure, profile, write the trace; print one JSON line."""
     from harness.data import mnist
 

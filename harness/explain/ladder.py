@@ -11,14 +11,19 @@ The method, in layers (REPORT.md states it too):
 The result is a row in <out>/explain/<run-id>/results.jsonl, which the report reads.
 """
 
+from pathlib import Path
+from typing import Any
+
 from harness import DEFAULT_WEIGHTS
 from harness.explain import plumbing
 from harness.measure import stats
 
 TOLERANCE = 0.10  # (b) is accepted when its sum is this close to a real predict
+Row = dict[str, Any]  # one explain row, as results.jsonl holds it
 
 
-def ladder_stages(ladder: list[dict], rounds_ns: dict) -> list[dict]:
+def ladder_stages(ladder: list[dict[str, Any]],
+                  rounds_ns: dict[str, list[list[int]]]) -> list[dict[str, Any]]:
     """Stage costs from the ladder: step i's median minus step i+1's; the last step whole."""
     medians = [stats.pooled_median(rounds_ns[s["step"]]) for s in ladder]
     stages = []
@@ -34,7 +39,7 @@ def ladder_stages(ladder: list[dict], rounds_ns: dict) -> list[dict]:
     return stages
 
 
-def internal_stages(internal: dict) -> dict:
+def internal_stages(internal: dict[str, Any]) -> dict[str, Any]:
     """Keras' internal stages (medians) plus 'other' = real predict - their sum."""
     if "refused" in internal:
         return internal
@@ -48,12 +53,14 @@ def internal_stages(internal: dict) -> dict:
             "accepted": abs(measured - predict) <= TOLERANCE * predict}
 
 
-def run_child(name, variant, device, calls, rounds, weights, timeout=600) -> dict:
+def run_child(name: str, variant: str, device: str, calls: int, rounds: int, weights: str | Path,
+              timeout: float = 600) -> dict[str, Any]:
     return plumbing.run_child("harness.explain.child", (name, variant, device, calls, rounds, weights),
                               name, variant, device, "explain", timeout)
 
 
-def explain(target: str, device="cpu", calls=200, rounds=10, weights=DEFAULT_WEIGHTS) -> dict:
+def explain(target: str, device: str = "cpu", calls: int = 200, rounds: int = 10,
+            weights: str | Path = DEFAULT_WEIGHTS) -> Row:
     name, variant = plumbing.target_of(target, device, "explain")
     raw = run_child(name, variant, device, calls, rounds, weights)
     row = {"kind": "explain", "implementation": name, "variant": variant, "device": device,
@@ -67,12 +74,12 @@ def explain(target: str, device="cpu", calls=200, rounds=10, weights=DEFAULT_WEI
     return row
 
 
-def summary(rounds_ns) -> dict:
+def summary(rounds_ns: list[list[int]]) -> dict[str, Any]:
     st = stats.summarize(rounds_ns)
     return {k: st[k] for k in ("median_ns", "ci95_low_ns", "ci95_high_ns", "noisy")}
 
 
-def table(row: dict) -> list[str]:
+def table(row: Row) -> list[str]:
     """The stages as printed on the terminal."""
     out = [f"{row['implementation']}/{row['variant']} on {row['device']}: one call, "
            f"median {row['steps'][0]['median_ns'] / 1e3:.1f} us",
@@ -101,5 +108,5 @@ def table(row: dict) -> list[str]:
     return out
 
 
-def write(rows: list[dict], out, run_id=None):
+def write(rows: list[Row], out: Path, run_id: str | None = None) -> Path:
     return plumbing.write(rows, out, "explain", "cpu", run_id)

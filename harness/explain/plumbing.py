@@ -6,6 +6,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from harness import ROOT, registry
 from harness.errors import HarnessError, Unavailable
@@ -24,7 +27,8 @@ def target_of(target: str, device: str, what: str) -> tuple[str, str]:
     return name, variant
 
 
-def run_child(module: str, args, name: str, variant: str, device: str, what: str, timeout) -> dict:
+def run_child(module: str, args: Sequence[object], name: str, variant: str, device: str, what: str,
+              timeout: float) -> dict[str, Any]:
     """`python -m module args...` with the harness's one-thread settings and the level's registry
     environment; its last stdout line is JSON. A missing framework is Unavailable."""
     child_env = {**os.environ, **procenv.settings(1, 1, device), **registry.process_env(name)}
@@ -39,7 +43,7 @@ def run_child(module: str, args, name: str, variant: str, device: str, what: str
     return json.loads(lines[-1])
 
 
-def write(rows: list[dict], out, study: str, device: str, run_id=None):
+def write(rows: list[dict[str, Any]], out: Path, study: str, device: str, run_id: str | None = None) -> Path:
     run_dir = results.create_run_dir(out, study, run_id)
     (run_dir / "env.json").write_text(json.dumps(env.collect(procenv.settings(1, 1, device)),
                                                  indent=2) + "\n")

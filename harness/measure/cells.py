@@ -5,6 +5,7 @@ kept here, so a resumed run takes over exactly where the rows stop.
 """
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness.measure import stats
 from harness.measure.study import Cell, chunk_sizes
@@ -15,24 +16,25 @@ SETUP_FIELDS = ("import_ns", "load_ns", "cold_start_ns", "cold_start_device_ns")
 @dataclass
 class CellState:
     cell: Cell
-    chunks: list
-    rounds: dict = field(default_factory=dict)  # round -> (times_ns, device_ns or None)
-    setup: dict | None = None  # the first successful setup of this cell
+    chunks: list[int]  # timed calls in each round
+    # round -> (times_ns, device_ns or None)
+    rounds: dict[int, tuple[list[int], list[int] | None]] = field(default_factory=dict)
+    setup: dict[str, Any] | None = None  # the first successful setup of this cell
     ready_pid: int | None = None  # the worker process that has it loaded
-    final: dict | None = None
-    contended: list = field(default_factory=list)  # why its GPU measurements were disturbed
-    convergence: dict | None = None  # train mode: the convergence run's result
+    final: dict[str, Any] | None = None
+    contended: list[str] = field(default_factory=list)  # why its GPU measurements were disturbed
+    convergence: dict[str, Any] | None = None  # train mode: the convergence run's result
 
     @property
     def open(self) -> bool:
         return self.final is None
 
 
-def restore(states: list[CellState], rows: list[dict], rounds: int) -> int:
+def restore(states: list[CellState], rows: list[dict[str, Any]], rounds: int) -> int:
     """Take finished cells and rounds from earlier rows; returns how many cells were done."""
     by_id = {s.cell.id: s for s in states}
     for row in rows:
-        state = by_id.get(row.get("cell_id"))
+        state = by_id.get(row.get("cell_id", ""))
         if state is None:
             continue
         if row["kind"] == "cell":
@@ -48,13 +50,13 @@ def restore(states: list[CellState], rows: list[dict], rounds: int) -> int:
     return sum(not s.open for s in states)
 
 
-def final_row(state: CellState, study_name: str, status: str, reason: str | None) -> dict:
+def final_row(state: CellState, study_name: str, status: str, reason: str | None) -> dict[str, Any]:
     """The cell's last row: its status, every per-call time by round, and the statistics."""
     rounds = [state.rounds[r] for r in sorted(state.rounds)]
     rounds_ns = [times for times, _ in rounds]
     device_rounds = [dev for _, dev in rounds if dev]
     measured = status == "ok" and any(rounds_ns)
-    row = {"kind": "cell", "cell_id": state.cell.id, "study": study_name,
+    row: dict[str, Any] = {"kind": "cell", "cell_id": state.cell.id, "study": study_name,
            "cell": state.cell.to_dict(), "status": status, "reason": reason,
            "rounds_ns": rounds_ns,
            "stats": stats.summarize(rounds_ns) if measured else None,
@@ -68,6 +70,6 @@ def final_row(state: CellState, study_name: str, status: str, reason: str | None
     return row
 
 
-def noisy_warning(st: dict) -> str:
+def noisy_warning(st: dict[str, Any]) -> str:
     return (f"noisy: the 95% interval of the median spans {st['ci_over_median']:.0%} of it "
             f"(> {stats.NOISY_CI_OVER_MEDIAN:.0%}); the machine's speed changed between rounds")

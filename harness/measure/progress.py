@@ -1,6 +1,8 @@
 """Progress on the terminal: one line per measured chunk, with elapsed time and an ETA."""
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 
 def fmt_seconds(seconds: float) -> str:
@@ -16,12 +18,12 @@ def fmt_ns(ns: float) -> str:
 
 
 class Progress:
-    def __init__(self, todo: list, report=print):
+    def __init__(self, todo: list[tuple[int, Any]], report: Callable[[str], None] = print):
         self.todo = list(todo)  # (round, state) pairs, in order
         self.report = report
         self.done = 0
         self.started = time.monotonic()
-        self.chunk_seconds = {}  # cell id -> seconds of its last chunk
+        self.chunk_seconds: dict[str, float] = {}  # cell id -> seconds of its last chunk
 
     def eta(self) -> str:
         remaining = self.todo[self.done:]
@@ -32,10 +34,11 @@ class Progress:
                       for _, state in remaining if state.open)
         return fmt_seconds(seconds)
 
-    def skip(self):
+    def skip(self) -> None:
         self.done += 1
 
-    def advance(self, cell_id, r, seconds, times, final):
+    def advance(self, cell_id: str, r: int, seconds: float, times: list[int],
+                final: dict[str, Any] | None) -> None:
         self.done += 1
         if times:
             self.chunk_seconds[cell_id] = seconds

@@ -70,7 +70,7 @@ def find_run_dir(out: Path, study: str, run_id: str | None) -> Path:
 
 def read_rows(path: Path) -> list[dict]:
     """All complete rows; a partial last line (a run killed mid-write) is skipped."""
-    rows = []
+    rows: list[dict] = []
     if not Path(path).is_file():
         return rows
     with open(path, encoding="utf-8") as f:
@@ -109,5 +109,5 @@ class RowWriter:
         os.fsync(self.fd)
         return row
 
-    def close(self):
+    def close(self) -> None:
         os.close(self.fd)

@@ -15,42 +15,48 @@ than NOISY_CI_OVER_MEDIAN of the median. The per-call spread (IQR / median) is r
 a wide distribution measured in stable rounds is not noise in the estimate.
 """
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
+
+Rounds = Sequence[Sequence[float]]  # per-call times (or values), one list per round
 
 NOISY_CI_OVER_MEDIAN = 0.20  # the median known to better than about +-10%
 BOOTSTRAP_RESAMPLES = 1000
 LEVEL = 0.95
 
 
-def _percentile_interval(estimates) -> tuple[float, float]:
+def _percentile_interval(estimates: Any) -> tuple[float, float]:
     tail = (1 - LEVEL) / 2 * 100
     low, high = np.percentile(estimates, [tail, 100 - tail])
     return float(low), float(high)
 
 
-def bootstrap_rounds_median_ci(rounds, resamples=BOOTSTRAP_RESAMPLES, seed=0):
+def bootstrap_rounds_median_ci(rounds: Rounds, resamples: int = BOOTSTRAP_RESAMPLES,
+                               seed: int = 0) -> tuple[float, float]:
     """95% interval of the median of all calls, resampling whole rounds (clusters).
 
     Fewer than two rounds carry no information on the spread between rounds: (nan, nan)."""
-    rounds = [np.asarray(r, dtype=np.float64) for r in rounds if len(r)]
-    if len(rounds) < 2:
+    arrays = [np.asarray(r, dtype=np.float64) for r in rounds if len(r)]
+    if len(arrays) < 2:
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(rounds), size=(resamples, len(rounds)))  # (B, R) round indices
-    if len({len(r) for r in rounds}) == 1:  # the usual case: equal chunks, one vectorised step
-        matrix = np.stack(rounds)  # (R, k)
-        medians = []
+    picks = rng.integers(0, len(arrays), size=(resamples, len(arrays)))  # (B, R) round indices
+    if len({len(r) for r in arrays}) == 1:  # the usual case: equal chunks, one vectorised step
+        matrix = np.stack(arrays)  # (R, k)
+        blocks = []
         block = max(1, 4_000_000 // matrix.size)  # bound memory: (block, R * k) per step
         for start in range(0, resamples, block):
             pooled = matrix[picks[start:start + block]].reshape(len(picks[start:start + block]), -1)
-            medians.append(np.median(pooled, axis=1))
-        medians = np.concatenate(medians)
+            blocks.append(np.median(pooled, axis=1))
+        medians = np.concatenate(blocks)
     else:  # rounds of different lengths: no matrix, but no pool built per resample either
-        medians = _pooled_medians_by_counts(rounds, picks)
+        medians = _pooled_medians_by_counts(arrays, picks)
     return _percentile_interval(medians)
 
 
-def _pooled_medians_by_counts(rounds, picks) -> np.ndarray:
+def _pooled_medians_by_counts(rounds: list[np.ndarray], picks: np.ndarray) -> np.ndarray:
     """For each row of picks, the median of the picked rounds' calls pooled: exactly what
     np.median(np.concatenate(...)) gives, without building each pool. Every call is sorted once;
     a resample repeats round i's calls as often as it picked round i, so its pooled median is
@@ -72,7 +78,7 @@ def _pooled_medians_by_counts(rounds, picks) -> np.ndarray:
     return np.concatenate(out)
 
 
-def summarize(rounds_ns) -> dict:
+def summarize(rounds_ns: Rounds) -> dict[str, Any]:
     """Summary of per-call wall times in ns, given as rounds (a list of lists of calls)."""
     rounds = [list(r) for r in rounds_ns if len(r)]
     t = np.asarray([x for r in rounds for x in r], dtype=np.float64)
@@ -103,22 +109,24 @@ def summarize(rounds_ns) -> dict:
     }
 
 
-def pooled_median(rounds) -> float:
+def pooled_median(rounds: Rounds) -> float:
     """The median of every call of every round."""
     return float(np.median([t for r in rounds for t in r]))
 
 
-def median_interval(values, resamples=BOOTSTRAP_RESAMPLES, seed=0) -> tuple[float, float]:
+def median_interval(values: Sequence[float] | np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES,
+                    seed: int = 0) -> tuple[float, float]:
     """95% interval of the median of independent values (one per round), by a seeded
     bootstrap; (nan, nan) for fewer than two values."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.size < 2:
+    array = np.asarray(values, dtype=np.float64)
+    if array.size < 2:
         return float("nan"), float("nan")
-    picks = np.random.default_rng(seed).integers(0, values.size, size=(resamples, values.size))
-    return _percentile_interval(np.median(values[picks], axis=1))
+    picks = np.random.default_rng(seed).integers(0, array.size, size=(resamples, array.size))
+    return _percentile_interval(np.median(array[picks], axis=1))
 
 
-def round_ratio(rounds_a: list, rounds_b: list, resamples=BOOTSTRAP_RESAMPLES, seed=0) -> dict | None:
+def round_ratio(rounds_a: Rounds, rounds_b: Rounds, resamples: int = BOOTSTRAP_RESAMPLES,
+                seed: int = 0) -> dict[str, Any] | None:
     """Median over rounds of median(a in round r) / median(b in round r), with a 95% interval
     from resampling the rounds' ratios.
 

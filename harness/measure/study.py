@@ -15,12 +15,16 @@
 
 A cell = implementation x variant x device x batch size x dtype (x threads where a cell sets them).
 In train mode the variants are the level's training variants (ImplSpec.train_variants).
+A file parses into frozen records: a Study holding its Measure (the [measure] table over its
+defaults) and its plan, a tuple of Cells.
 """
 
 import math
 import sys
-from dataclasses import asdict, dataclass
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any, NoReturn
 
 from harness import ROOT, registry
 from harness.errors import HarnessError
@@ -33,14 +37,38 @@ else:  # pragma: no cover
 STUDIES_DIR = ROOT / "studies"
 STUDY_KEYS = {"name", "question", "figures", "baseline", "mode"}
 MODES = ("inference", "train")
-MEASURE_DEFAULTS = {
-    "calls": 1000, "rounds": 10, "warmup": 20, "batch_sizes": [1], "dtypes": ["float32"],
-    "threads": 1, "inter_op_threads": 1, "max_images": None,
-    "setup_timeout_s": 300, "timeout_s": 120, "max_cell_seconds": None,
-    "converge_images": None, "converge_seconds": None, "converge_batch_size": 32,
-    "min_calls_per_round": 10,
-}
 CELL_KEYS = {"implementation", "variants", "devices", "batch_sizes", "dtypes", "threads"}
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A study's [measure] table, its defaults filled in (the module docstring says what each is)."""
+
+    calls: int = 1000
+    rounds: int = 10
+    warmup: int = 20
+    batch_sizes: tuple[int, ...] = (1,)  # a cell's own batch_sizes replace these
+    dtypes: tuple[str, ...] = ("float32",)
+    threads: int = 1
+    inter_op_threads: int = 1
+    max_images: int | None = None
+    setup_timeout_s: int = 300
+    timeout_s: int = 120
+    max_cell_seconds: float | None = None
+    converge_images: int | None = None
+    converge_seconds: float | None = None
+    converge_batch_size: int = 32
+    min_calls_per_round: int = 10
+
+    def __getitem__(self, key: str) -> Any:
+        """measure["rounds"]: the runner still reads the table by key (until it moves to attributes)."""
+        return getattr(self, key)
+
+
+MEASURE_KEYS = frozenset(field.name for field in fields(Measure))
+WHOLE_NUMBERS = ("calls", "rounds", "warmup", "threads", "inter_op_threads",
+                 "setup_timeout_s", "timeout_s", "min_calls_per_round")
+CONVERGE_KEYS = ("converge_images", "converge_seconds", "converge_batch_size")
 
 
 @dataclass(frozen=True)
@@ -69,36 +97,42 @@ class Cell:
         threads = f"/t{self.threads}" if self.threads is not None else ""
         return f"{self.implementation}/{self.device}{threads}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 @dataclass(frozen=True)
 class Study:
+    """A parsed study file: its [study] head, its [measure] table and the plan of cells."""
+
     name: str
     question: str
-    figures: tuple
+    figures: tuple[str, ...]
     baseline: str | None
-    measure: dict
-    cells: tuple  # of Cell
+    measure: Measure
+    cells: tuple[Cell, ...]
     source: str  # the TOML text, copied into each run folder
     mode: str = "inference"
 
 
-def _fail(where: str, message: str):
+def _fail(where: str, message: str) -> NoReturn:
     raise HarnessError(f"{where}: {message}")
 
 
-def _check_keys(where, table, allowed):
+def _check_keys(where: str, table: object, allowed: Collection[str]) -> dict[str, Any]:
+    """The table itself, once it is a table with no unknown key."""
     if not isinstance(table, dict):
         _fail(where, f"expected a table, found {type(table).__name__}")
     unknown = sorted(set(table) - set(allowed))
     if unknown:
         _fail(where, f"unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+    return table
 
 
-def _list(where, key, value, allowed=None, kind=str):
-    values = value if isinstance(value, list) else [value]
+def _list(where: str, key: str, value: Any, allowed: Collection[Any] | None = None,
+          kind: type = str) -> list[Any]:
+    """A value or a list of values (a tuple: a default already read), each checked."""
+    values = list(value) if isinstance(value, list | tuple) else [value]
     for v in values:
         if not isinstance(v, kind) or isinstance(v, bool):
             _fail(where, f"{key}: expected {kind.__name__} values, found {v!r}")
@@ -142,73 +176,18 @@ def parse(text: str, where: str = "<study>") -> Study:
     except tomllib.TOMLDecodeError as exc:
         raise HarnessError(f"{where}: TOML syntax error: {exc}") from None
     _check_keys(where, data, {"study", "measure", "cells"})
-    head = data.get("study", {})
-    _check_keys(f"{where} [study]", head, STUDY_KEYS)
+    head = _check_keys(f"{where} [study]", data.get("study", {}), STUDY_KEYS)
     name = head.get("name") or Path(where).stem
-    measure = dict(MEASURE_DEFAULTS)
-    _check_keys(f"{where} [measure]", data.get("measure", {}), MEASURE_DEFAULTS)
-    measure.update(data.get("measure", {}))
-    for key in ("calls", "rounds", "warmup", "threads", "inter_op_threads",
-                "setup_timeout_s", "timeout_s", "min_calls_per_round"):
-        if not isinstance(measure[key], int) or isinstance(measure[key], bool) or measure[key] < 0:
-            _fail(f"{where} [measure]", f"{key}: expected a whole number >= 0, found {measure[key]!r}")
-    cap = measure["max_cell_seconds"]
-    if cap is not None and (not isinstance(cap, int | float) or isinstance(cap, bool) or cap <= 0):
-        _fail(f"{where} [measure]", f"max_cell_seconds: expected a number of seconds > 0, found {cap!r}")
-    if measure["rounds"] < 1 or measure["calls"] < measure["rounds"]:
-        _fail(f"{where} [measure]", "expected rounds >= 1 and calls >= rounds")
+    measure = _measure(f"{where} [measure]", data.get("measure", {}))
     mode = head.get("mode", "inference")
     if mode not in MODES:
         _fail(f"{where} [study]", f"mode: unknown value {mode!r}; allowed: {list(MODES)}")
-    for key in ("converge_images", "converge_seconds", "converge_batch_size"):
-        value = measure[key]
-        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)
-                                  or value <= 0):
-            _fail(f"{where} [measure]", f"{key}: expected a number > 0, found {value!r}")
-
+    _check_converge(f"{where} [measure]", measure)
     entries = data.get("cells")
     if not isinstance(entries, list) or not entries:
         _fail(where, "expected at least one [[cells]] table")
-    cells = []
-    for i, entry in enumerate(entries, 1):
-        at = f"{where} [[cells]] #{i}"
-        _check_keys(at, entry, CELL_KEYS)
-        if "implementation" not in entry:
-            _fail(at, f"implementation: missing; allowed: {sorted(registry.REGISTRY)}")
-        try:
-            spec = registry.spec(entry["implementation"])
-        except HarnessError as exc:
-            _fail(at, str(exc))
-        offered = spec.variants if mode == "inference" else spec.train_variants
-        if not offered:
-            trainable = sorted(n for n, s in registry.REGISTRY.items() if s.train_variants)
-            _fail(at, f"implementation: {spec.name} has no training step; levels that train: {trainable}")
-        variants = entry.get("variants", [offered[0]])
-        if variants != "all":
-            variants = _list(at, "variants", variants, offered)
-        devices = _list(at, "devices", entry.get("devices", list(spec.devices)), registry.DEVICES)
-        for device in devices:
-            if device not in spec.devices:
-                _fail(at, f"devices: {spec.name} does not run on {device!r}; allowed: {list(spec.devices)}")
-            if variants != "all" and mode == "inference":
-                for variant in set(variants) - set(spec.variants_for(device)):
-                    _fail(at, f"variants: {variant!r} needs a GPU; list it in a cell with "
-                              'devices = ["gpu"]')
-        batches = _list(at, "batch_sizes", entry.get("batch_sizes", measure["batch_sizes"]), kind=int)
-        dtypes = _list(at, "dtypes", entry.get("dtypes", measure["dtypes"]), spec.dtypes)
-        threads = _list(at, "threads", entry["threads"], kind=int) if "threads" in entry else [None]
-        if any(t is not None and t < 1 for t in threads):
-            _fail(at, f"threads: expected whole numbers >= 1, found {threads}")
-        for device in devices:
-            every = spec.variants_for(device) if mode == "inference" else spec.train_variants
-            for variant in every if variants == "all" else variants:
-                for batch in batches:
-                    if batch < 1:
-                        _fail(at, f"batch_sizes: expected >= 1, found {batch}")
-                    for dtype in dtypes:
-                        for count in threads:
-                            cells.append(Cell(entry["implementation"], variant, device, batch, dtype,
-                                              calls_for(measure, batch), mode, count))
+    cells = [cell for i, entry in enumerate(entries, 1)
+             for cell in _cells(f"{where} [[cells]] #{i}", entry, measure, mode)]
     ids = [cell.id for cell in cells]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
@@ -220,21 +199,97 @@ def parse(text: str, where: str = "<study>") -> Study:
                  measure, tuple(cells), text, mode)
 
 
-def calls_for(measure: dict, batch: int) -> int:
+def _measure(where: str, table: object) -> Measure:
+    """The [measure] table over the defaults, its counts and the time cap checked."""
+    values: dict[str, Any] = {  # as TOML gives them: checked below and, per cell, by _cells
+        key: tuple(v) if key in ("batch_sizes", "dtypes") and isinstance(v, list) else v
+        for key, v in _check_keys(where, table, MEASURE_KEYS).items()}
+    measure = Measure(**values)
+    for key in WHOLE_NUMBERS:
+        value = getattr(measure, key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            _fail(where, f"{key}: expected a whole number >= 0, found {value!r}")
+    cap = measure.max_cell_seconds
+    if cap is not None and (not isinstance(cap, int | float) or isinstance(cap, bool) or cap <= 0):
+        _fail(where, f"max_cell_seconds: expected a number of seconds > 0, found {cap!r}")
+    if measure.rounds < 1 or measure.calls < measure.rounds:
+        _fail(where, "expected rounds >= 1 and calls >= rounds")
+    return measure
+
+
+def _check_converge(where: str, measure: Measure) -> None:
+    """Train mode's convergence run: each of its numbers, where set, > 0."""
+    for key in CONVERGE_KEYS:
+        value = getattr(measure, key)
+        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)
+                                  or value <= 0):
+            _fail(where, f"{key}: expected a number > 0, found {value!r}")
+
+
+def _cells(at: str, table: object, measure: Measure, mode: str) -> list[Cell]:
+    """The cells of one [[cells]] table: every variant x device x batch size x dtype x threads."""
+    entry = _check_keys(at, table, CELL_KEYS)
+    spec = _spec(at, entry, mode)
+    offered = spec.variants if mode == "inference" else spec.train_variants
+    variants = entry.get("variants", [offered[0]])
+    if variants != "all":
+        variants = _list(at, "variants", variants, offered)
+    devices = _list(at, "devices", entry.get("devices", list(spec.devices)), registry.DEVICES)
+    for device in devices:
+        if device not in spec.devices:
+            _fail(at, f"devices: {spec.name} does not run on {device!r}; allowed: {list(spec.devices)}")
+        if variants != "all" and mode == "inference":
+            for variant in set(variants) - set(spec.variants_for(device)):
+                _fail(at, f"variants: {variant!r} needs a GPU; list it in a cell with "
+                          'devices = ["gpu"]')
+    batches = _list(at, "batch_sizes", entry.get("batch_sizes", measure.batch_sizes), kind=int)
+    dtypes = _list(at, "dtypes", entry.get("dtypes", measure.dtypes), spec.dtypes)
+    threads = _list(at, "threads", entry["threads"], kind=int) if "threads" in entry else [None]
+    if any(t is not None and t < 1 for t in threads):
+        _fail(at, f"threads: expected whole numbers >= 1, found {threads}")
+    cells = []
+    for device in devices:
+        every = spec.variants_for(device) if mode == "inference" else spec.train_variants
+        for variant in every if variants == "all" else variants:
+            for batch in batches:
+                if batch < 1:
+                    _fail(at, f"batch_sizes: expected >= 1, found {batch}")
+                cells += [Cell(entry["implementation"], variant, device, batch, dtype,
+                               calls_for(measure, batch), mode, count)
+                          for dtype in dtypes for count in threads]
+    return cells
+
+
+def _spec(at: str, entry: dict[str, Any], mode: str) -> registry.ImplSpec:
+    """The cell's implementation, known to the registry and, in train mode, able to train."""
+    if "implementation" not in entry:
+        _fail(at, f"implementation: missing; allowed: {sorted(registry.REGISTRY)}")
+    try:
+        spec = registry.spec(entry["implementation"])
+    except HarnessError as exc:
+        _fail(at, str(exc))
+    offered = spec.variants if mode == "inference" else spec.train_variants
+    if not offered:
+        trainable = sorted(n for n, s in registry.REGISTRY.items() if s.train_variants)
+        _fail(at, f"implementation: {spec.name} has no training step; levels that train: {trainable}")
+    return spec
+
+
+def calls_for(measure: Measure, batch: int) -> int:
     """Timed calls of one cell: `calls`, capped at max_images / batch (but >= rounds)."""
-    calls = measure["calls"]
-    if measure.get("max_images"):
-        calls = min(calls, max(measure["rounds"], math.ceil(measure["max_images"] / batch)))
+    calls = measure.calls
+    if measure.max_images:
+        calls = min(calls, max(measure.rounds, math.ceil(measure.max_images / batch)))
     return calls
 
 
-def capped_calls(measure: dict, planned: int, seconds_per_call: float) -> int:
+def capped_calls(measure: Measure, planned: int, seconds_per_call: float) -> int:
     """Timed calls of a cell once its speed is known (from the warm-up): at most
     max_cell_seconds of timed calls, but never fewer than min_calls_per_round in each round."""
-    cap = measure.get("max_cell_seconds")
+    cap = measure.max_cell_seconds
     if not cap or seconds_per_call <= 0:
         return planned
-    floor = min(planned, measure["rounds"] * measure.get("min_calls_per_round", 10))
+    floor = min(planned, measure.rounds * measure.min_calls_per_round)
     return max(floor, min(planned, int(cap / seconds_per_call)))
 
 

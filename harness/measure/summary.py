@@ -1,14 +1,16 @@
 """The table printed at the end of a run (the report has the full story)."""
 
 from harness.measure import stats
+from harness.measure.cells import CellState
 from harness.measure.progress import fmt_ns
+from harness.measure.study import Study
 
 
-def baseline_rounds(states, study):
+def baseline_rounds(states: list[CellState], study: Study) -> dict[tuple[str, int, str], list[list[int]]]:
     """Per-round times of the baseline cell matching each cell's device, batch and dtype."""
     if not study.baseline:
         return {}
-    found = {}
+    found: dict[tuple[str, int, str], list[list[int]]] = {}
     for s in states:
         c = s.cell
         if c.implementation == study.baseline and s.rounds:
@@ -16,7 +18,7 @@ def baseline_rounds(states, study):
     return found
 
 
-def lines(states, study) -> list[str]:
+def lines(states: list[CellState], study: Study) -> list[str]:
     base = baseline_rounds(states, study)
     out = [f"{'cell':<40} {'status':<8} {'median':>9} {'95% CI of median':>21} {'p90':>9}  "
            f"{'vs ' + (study.baseline or '-') + ' [95% CI]':>24}"]

@@ -11,9 +11,15 @@ import itertools
 import math
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from harness.base import Trainer
+
+Pair = tuple[np.ndarray, np.ndarray]  # (images (B, 28, 28, 1), labels (B,))
 
 DOWN_FRACTION = 0.1  # the convergence run's first and last tenth of steps are compared ...
 MIN_DROP = 0.05  # ... and the last tenth's mean loss must be at least 5% below the first's
@@ -23,10 +29,10 @@ class Diverged(RuntimeError):
     """The training loss became NaN or infinite, or stopped going down."""
 
 
-_TRAIN_SET = {}  # dtype -> (images (60000, 28, 28, 1), labels (60000,)): read once per worker
+_TRAIN_SET: dict[str, Pair] = {}  # dtype -> the 60,000 training pairs: read once per worker
 
 
-def batches(dtype: str, batch: int) -> list[tuple[np.ndarray, np.ndarray]]:
+def batches(dtype: str, batch: int) -> list[Pair]:
     """(images (B, 28, 28, 1), labels (B,)) pairs over the training set, in file order."""
     from harness.data import mnist
 
@@ -37,20 +43,20 @@ def batches(dtype: str, batch: int) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(x[i:i + batch], y[i:i + batch]) for i in range(0, len(x) - batch + 1, batch)]
 
 
-def stepper(trainer, losses: list):
+def stepper(trainer: Trainer, losses: list[float]) -> Callable[[Pair], None]:
     """fn((images, labels)): one step, its loss kept (the harness times fn; the append is ~50 ns)."""
-    def step(pair):
+    def step(pair: Pair) -> None:
         losses.append(trainer.train_step(pair[0], pair[1]))
     return step
 
 
-def check_finite(losses: list, first_step: int = 0):
+def check_finite(losses: list[float], first_step: int = 0) -> None:
     for i, loss in enumerate(losses):
         if not math.isfinite(loss):
             raise Diverged(f"loss became {loss} at step {first_step + i}")
 
 
-def test_accuracy(trainer, dtype: str) -> float:
+def test_accuracy(trainer: Trainer, dtype: str) -> float:
     """The trainer's current weights, read back and run through the NumPy reference."""
     from harness.data import init_weights, mnist
     from lenet_numpy.model import NumpyLeNet
@@ -62,10 +68,12 @@ def test_accuracy(trainer, dtype: str) -> float:
     return float(np.mean(probs.argmax(1) == labels))
 
 
-def converge(make_trainer, pairs, dtype: str, max_images: int | None, max_seconds: float | None) -> dict:
+def converge(make_trainer: Callable[[], Trainer], pairs: list[Pair], dtype: str, max_images: int | None,
+             max_seconds: float | None) -> dict[str, Any]:
     """Train a fresh trainer until max_images or max_seconds; the loss curve and test accuracy."""
     trainer = make_trainer()
-    losses, seen = [], 0
+    losses: list[float] = []
+    seen = 0
     started = time.perf_counter()
     try:
         for i in itertools.count():

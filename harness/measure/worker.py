@@ -24,7 +24,12 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
 
+import numpy as np
+
+from harness.base import LeNet, Trainer
 from harness.errors import Unavailable
 from harness.measure import training
 
@@ -37,13 +42,14 @@ def loaded_frameworks() -> list[str]:
     return [m for m in FRAMEWORKS if m in sys.modules]
 
 
-def time_calls(predict, batches, start, count, device_time=None):
+def time_calls(predict: Callable[[Any], object], batches: Sequence[Any], start: int, count: int,
+               device_time: Callable[[], int | None] | None = None) -> tuple[list[int], list[int] | None]:
     """Wall time of `count` predict calls (host array in, host probabilities out), in ns.
 
     The input batches are sliced beforehand; GC is off while the clock runs (as timeit does).
     """
     times = [0] * count
-    device = [0] * count if device_time else None
+    device: list[int | None] | None = [0] * count if device_time else None
     n = len(batches)
     gc.collect()
     gc.disable()
@@ -54,16 +60,16 @@ def time_calls(predict, batches, start, count, device_time=None):
             predict(x)
             t1 = perf_counter_ns()
             times[i] = t1 - t0
-            if device is not None:
+            if device is not None and device_time is not None:
                 device[i] = device_time()
     finally:
         gc.enable()
-    if device is not None and any(d is None for d in device):
-        device = None
-    return times, device
+    if device is None or any(d is None for d in device):
+        return times, None
+    return times, [d for d in device if d is not None]
 
 
-def freeze_heap():
+def freeze_heap() -> None:
     """Move everything allocated so far (the framework, the model) out of the collector's
     reach. time_calls runs gc.collect() before each timed chunk; with TensorFlow or PyTorch
     loaded, a full collection scans their whole heap (~0.2 s on the reference VM) for nothing.
@@ -80,20 +86,25 @@ def is_out_of_memory(exc: Exception) -> bool:
     return type(exc).__name__ in names and "memory" in str(exc).lower()
 
 
-class Worker:
-    def __init__(self):
-        self.cells = {}  # cell id -> (impl, batches)
-        self.trainers = {}  # train mode: cell id -> (trainer, batches, losses, cell, weights)
-        self.images = None
+Request = dict[str, Any]  # a cell as a dict (Cell.to_dict() and its id), as the runner sends it
+Reply = dict[str, Any]
 
-    def test_images(self):
+
+class Worker:
+    def __init__(self) -> None:
+        self.cells: dict[str, tuple[LeNet, list[np.ndarray]]] = {}  # cell id -> (impl, batches)
+        # train mode: cell id -> (trainer, batches, losses, cell, weights)
+        self.trainers: dict[str, tuple[Trainer, list[training.Pair], list[float], Request, str]] = {}
+        self.images: np.ndarray | None = None
+
+    def test_images(self) -> np.ndarray:
         if self.images is None:
             from harness.data import mnist
 
             self.images, _ = mnist.load("test")
         return self.images
 
-    def setup(self, cell, weights, warmup):
+    def setup(self, cell: Request, weights: str, warmup: int) -> Reply:
         if cell.get("mode") == "train":
             return self.setup_training(cell, weights, warmup)
         from harness import registry
@@ -120,7 +131,7 @@ class Worker:
                 "frameworks": loaded_frameworks(),
                 "keras_backend": os.environ.get("KERAS_BACKEND")}
 
-    def measure(self, cell_id, calls, start):
+    def measure(self, cell_id: str, calls: int, start: int) -> Reply:
         if cell_id in self.trainers:
             return self.measure_training(cell_id, calls, start)
         impl, batches = self.cells[cell_id]
@@ -128,14 +139,20 @@ class Worker:
         times, device = time_calls(impl.predict, batches, start, calls, probe)
         return {"times_ns": times, "device_ns": device}
 
+    def close(self) -> None:
+        for impl, _ in self.cells.values():
+            impl.close()
+        for trainer, *_ in self.trainers.values():
+            trainer.close()
+
     # --- train mode ---------------------------------------------------------------------
-    def make_trainer(self, cell, weights):
+    def make_trainer(self, cell: Request, weights: str) -> Trainer:
         from harness import registry
 
         return registry.create_trainer(cell["implementation"], weights, device=cell["device"],
                                        variant=cell["variant"], dtype=cell["dtype"])
 
-    def setup_training(self, cell, weights, warmup):
+    def setup_training(self, cell: Request, weights: str, warmup: int) -> Reply:
         from harness import registry
 
         t0 = perf_counter_ns()
@@ -147,7 +164,7 @@ class Worker:
         trainer = self.make_trainer(cell, weights)
         t2 = perf_counter_ns()
         pairs = training.batches(cell["dtype"], cell["batch_size"])
-        losses = []
+        losses: list[float] = []
         step = training.stepper(trainer, losses)
         t3 = perf_counter_ns()
         step(pairs[0])  # cold start: tracing, compilation, primitive creation
@@ -161,24 +178,18 @@ class Worker:
                 "warmup_median_ns": sorted(warm)[len(warm) // 2] if warm else None,
                 "frameworks": loaded_frameworks(), "keras_backend": os.environ.get("KERAS_BACKEND")}
 
-    def measure_training(self, cell_id, calls, start):
+    def measure_training(self, cell_id: str, calls: int, start: int) -> Reply:
         trainer, pairs, losses, _, _ = self.trainers[cell_id]
         losses.clear()
         times, _ = time_calls(training.stepper(trainer, losses), pairs, start, calls)
         training.check_finite(losses, start)
         return {"times_ns": times, "device_ns": None}
 
-    def converge(self, cell_id, images, seconds):
+    def converge(self, cell_id: str, images: int | None, seconds: float | None) -> Reply:
         _, pairs, _, cell, weights = self.trainers[cell_id]
         result = training.converge(lambda: self.make_trainer(cell, weights), pairs, cell["dtype"],
                                    images, seconds)
         return {"convergence": result}
-
-    def close(self):
-        for impl, _ in self.cells.values():
-            impl.close()
-        for trainer, *_ in self.trainers.values():
-            trainer.close()
 
 
 def main() -> int:
