@@ -8,11 +8,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import HarnessError, Unavailable
 from harness.machine import procenv
+
+if TYPE_CHECKING:  # the report wing is imported by the commands that need it
+    from harness.report import rundata
 
 
 def log(line: str) -> None:
@@ -146,7 +149,7 @@ def cmd_loc(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_results(args, every_run=False):
+def load_results(args: argparse.Namespace, every_run: bool = False) -> "rundata.ReportData":
     """The report's data (rundata.ReportData) from --results; every_run: every run's cells too."""
     from harness.report import loc, rundata
 
