@@ -136,8 +136,8 @@ def submission_class(folder: str, module: str, class_name: str) -> type:
         allowed = [p for p in os.environ.get("LENET_LAB_ALLOW", "").split(",") if p]
         if name.startswith(LEVEL_PREFIX) and name not in allowed:
             raise Failure("import-error", f"{module} imports {name}, one of the project's own levels: a "
-                                         f"submission writes its level itself (this lab allows "
-                                         f"{allowed or 'none of them'})") from None
+                                          f"submission writes its level itself (this lab allows "
+                                          f"{allowed or 'none of them'})") from None
         raise
     if class_name:
         cls = getattr(mod, class_name, None)
@@ -150,7 +150,7 @@ def submission_class(folder: str, module: str, class_name: str) -> type:
     if len(leaves) != 1:  # a student's own base class is fine: the one most derived class is taken
         names = [c.__name__ for c in leaves]
         raise Failure("import-error", f"{module}: expected one harness.base.LeNet subclass (or set the "
-                                     f"lab's class), found {len(leaves)} {names}")
+                                      f"lab's class), found {len(leaves)} {names}")
     return leaves[0]
 
 
@@ -195,7 +195,7 @@ class Worker:
             out = np.asarray(out, dtype=np.float32)
         except Exception as exc:
             raise Failure("wrong", f"predict returned {type(out).__name__}, not an array: "
-                                  f"{describe(exc)}") from None
+                                   f"{describe(exc)}") from None
         return as_answer(out, rows)
 
     def gate(self, images: int, batch: int) -> None:
