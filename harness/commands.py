@@ -295,9 +295,9 @@ def cmd_import_results(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_grade(args: argparse.Namespace) -> int:
-    from harness.lab import grade, labfile, leaderboard
+    from harness.lab import assignment, grade, leaderboard
 
-    lab = labfile.load(str(args.lab))
+    lab = assignment.load(str(args.lab))
     if args.slurm:
         from harness.lab import slurm
 
@@ -306,7 +306,7 @@ def cmd_lab_grade(args: argparse.Namespace) -> int:
                             report=log, no_sandbox=args.no_sandbox)
     if args.dry_run:
         raise HarnessError("--dry-run: only with --slurm (it prints the batch scripts)")
-    procenv.apply(procenv.settings(lab.measure["threads"], 1, lab.device))  # the oracle's threads
+    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # the oracle's threads
     only = split_list(args.only) if args.only else None
     grade.grade_all(lab, args.submissions, args.out, args.resume, only, args.weights, report=log,
                     no_sandbox=args.no_sandbox)
@@ -325,10 +325,10 @@ def cmd_lab_report(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_check(args: argparse.Namespace) -> int:
-    from harness.lab import check, labfile
+    from harness.lab import assignment, check
 
-    lab = labfile.load(str(args.lab))
-    procenv.apply(procenv.settings(lab.measure["threads"], 1, lab.device))
+    lab = assignment.load(str(args.lab))
+    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))
     row, text = check.check(lab, args.path, args.weights, report=log)
     print(text)
     return 0 if row["status"] == "ok" else 1

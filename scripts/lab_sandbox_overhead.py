@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import ROOT  # noqa: E402
-from harness.lab import cgroup, grade, labfile  # noqa: E402
+from harness.lab import assignment, cgroup, grade  # noqa: E402
 
 LAB = """
 [lab]
@@ -52,7 +52,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    lab = labfile.parse(LAB, "overhead.toml")
+    lab = assignment.parse(LAB, "overhead.toml")
     found = {"sandbox": [], "none": []}
     with tempfile.TemporaryDirectory(prefix="lenet-overhead-") as tmp:
         for repeat in range(args.repeats):

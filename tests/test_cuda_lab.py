@@ -11,7 +11,7 @@ import pytest
 from harness import DEFAULT_WEIGHTS
 from harness.data import mnist
 from harness.errors import Unavailable
-from harness.lab import labfile
+from harness.lab import assignment
 from harness.machine import nvrtc
 from lenet_numpy.model import NumpyLeNet
 from tests import fake_cuda
@@ -43,14 +43,14 @@ def lab_text() -> str:
 
 def test_lab_file_references_and_limits():
     """Everything but the rung, which the lab wing's LEVELS has to learn (see the next test)."""
-    lab = labfile.parse(lab_text().replace('rung = "cuda"', 'rung = "cudnn"'), "labs/cuda.toml")
+    lab = assignment.parse(lab_text().replace('rung = "cuda"', 'rung = "cudnn"'), "labs/cuda.toml")
     assert lab.device == "gpu" and lab.dtype == "float32" and lab.module == "lenet.py"
     assert [r.label for r in lab.references] == ["cuda/fused", "cudnn/graph"]
-    assert lab.rank_by.label == "cuda/fused" and lab.gate["max_abs_diff"] == 1e-4
+    assert lab.rank_by.label == "cuda/fused" and lab.gate.max_abs_diff == 1e-4
 
 
 def test_lab_file_loads():
-    assert labfile.load("cuda").rung == "cuda"
+    assert assignment.load("cuda").rung == "cuda"
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +79,6 @@ def test_lab_examples_against_the_gate_on_emulated_kernels(name, passes, monkeyp
     probs = impl.predict(x)
     assert probs.shape == (12, 10) and isinstance(probs, np.ndarray)
     fake.check_guards()
-    gate = labfile.DEFAULTS["gate"]["max_abs_diff"]
+    gate = assignment.DEFAULTS["gate"]["max_abs_diff"]
     ok = bool(np.array_equal(probs.argmax(1), reference.argmax(1)) and np.max(np.abs(probs - reference)) <= gate)
     assert ok is passes, np.max(np.abs(probs - reference))

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from harness.errors import HarnessError
-from harness.lab import isolation, labfile, slurm, store, timing
+from harness.lab import assignment, isolation, slurm, store, timing
 from tests import lab_hostile
 from tests.conftest import ROOT
 
@@ -204,9 +204,9 @@ def rows_by_student(out: Path) -> dict:
 
 # --- the lab file ----------------------------------------------------------------------------------
 def test_shipped_labs_parse():
-    cpu, gpu = labfile.load("cpu_numpy"), labfile.load("cudnn")
+    cpu, gpu = assignment.load("cpu_numpy"), assignment.load("cudnn")
     assert [r.label for r in cpu.references] == ["numpy", "onednn/tuned"] and cpu.rank_by.label == "numpy"
-    assert cpu.gate == {"images": 10000, "min_agree": 10000, "max_abs_diff": 1e-4}
+    assert cpu.gate == assignment.Gate(images=10000, min_agree=10000, max_abs_diff=1e-4)
     assert gpu.device == "gpu" and gpu.rank_by.label == "cudnn/tuned"
 
 
@@ -224,7 +224,7 @@ def test_shipped_labs_parse():
 ])
 def test_a_bad_lab_file_names_the_file_and_the_key(text, expected):
     with pytest.raises(HarnessError) as caught:
-        labfile.parse(text, "labs/bad.toml")
+        assignment.parse(text, "labs/bad.toml")
     assert str(caught.value).startswith("labs/bad.toml") and expected in str(caught.value)
 
 

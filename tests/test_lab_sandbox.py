@@ -2,8 +2,10 @@
 cgroup v1 when run as root; a v2 tree's files written as a fake), the copy of a hostile folder,
 the choice of isolation, and the grader's distrust of a worker's replies."""
 
+import ast
 import functools
 import os
+import re
 import subprocess
 import sys
 import time
@@ -12,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import HarnessError
+from harness.errors import Failure, HarnessError
 from harness.lab import bwrap, cgroup, files, isolation
-from harness.lab.sandbox import Failure, Sandbox, capped_log
+from harness.lab.box import Limits, capped_log
+from harness.lab.sandbox import Sandbox
 
 ROOT_ONLY = pytest.mark.skipif(cgroup.reason_unavailable() is not None,
                                reason=f"no worker cgroups here: {cgroup.reason_unavailable()}")
@@ -180,11 +183,11 @@ def fake_box(tmp_path, monkeypatch, script_text, env=None, limits=None) -> Sandb
     real = subprocess.Popen
     monkeypatch.setattr(subprocess, "Popen", lambda argv, **kw: real([sys.executable, str(script)], **kw))
     return Sandbox("fake", env or {}, tmp_path, isolation.Isolation("none", None, False, "test"),
-                   limits=limits or {"wall_s": 20})
+                   limits=limits or Limits(wall_s=20))
 
 
 def test_a_worker_that_stops_reading_cannot_stall_the_grader(tmp_path, monkeypatch):
-    box = fake_box(tmp_path, monkeypatch, "import time\ntime.sleep(60)\n", limits={"wall_s": 2})
+    box = fake_box(tmp_path, monkeypatch, "import time\ntime.sleep(60)\n", limits=Limits(wall_s=2))
     box.start()
     t0 = time.monotonic()
     with pytest.raises(Failure) as caught:
@@ -217,3 +220,15 @@ def test_the_private_tmp_is_mounted_before_the_view():
     args = bwrap.command("bwrap", Path("/tmp/x"), ["python"], "/tmp/clone/weights/w.h5")
     tmpfs = args.index("--tmpfs")
     assert args[tmpfs + 1] == "/tmp" and tmpfs < args.index("--ro-bind") < args.index("/tmp/clone/weights/w.h5")
+
+
+def test_each_lab_module_says_what_it_holds():
+    """Like isolate's header: every module of the lab wing names its public functions and classes
+    in its docstring, so the docstrings stay true when code moves."""
+    for path in sorted((bwrap.ROOT / "harness" / "lab").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        doc = ast.get_docstring(tree) or ""
+        public = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+                  and not n.name.startswith("_")]
+        missing = [name for name in public if not re.search(rf"\b{name}\b", doc)]
+        assert not missing, f"{path.name}'s docstring does not name {missing}"

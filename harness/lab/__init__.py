@@ -1,1 +1,1 @@
-"""Lab assignments: grading a class's submissions in limited workers, Slurm job arrays, leaderboard."""
+"""Lab assignments: grading a class's submissions in sandboxed workers, Slurm job arrays, leaderboard."""

@@ -15,12 +15,17 @@ only CAP_SETUID and CAP_SETGID, and harness.lab.worker's first act, before any s
 is to become the slot's unprivileged UID/GID with no groups, no capabilities and
 no_new_privs. Run as a normal user, bwrap makes a user namespace and the worker stays that
 user (the fallback: files, processes and network still isolated, no cgroup).
+
+    find() -> path or None, version(binary), reason_unusable(binary) -> why not, or None
+    command(binary, submission, argv, weights, packages, gpu) -> argv   one worker's bwrap line
+    view(packages, gpu), namespaces(), python_paths(), parents(path)    its parts
 """
 
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from harness import ROOT
@@ -98,7 +103,7 @@ def python_paths() -> list[Path]:
     return sorted({p for p in found if not any(p != q and p.is_relative_to(q) for q in found)})
 
 
-def view(packages=(), gpu: bool = False) -> list[str]:
+def view(packages: Iterable[str] = (), gpu: bool = False) -> list[str]:
     """bwrap arguments for the read-only view (everything but the submission and /tmp)."""
     args = ["--proc", "/proc", "--dev", "/dev"]
     for top in HOST_TOP:
@@ -132,7 +137,7 @@ def parents(path: Path) -> list[str]:
     return out
 
 
-def command(binary: str, submission: Path | None, argv: list[str], weights: str, packages=(),
+def command(binary: str, submission: Path | None, argv: list[str], weights: str, packages: Iterable[str] = (),
             gpu: bool = False) -> list[str]:
     """The whole bwrap command line for one worker."""
     # /tmp first: a checkout, a venv or weights under /tmp (a CI clone) are bound on top of it

@@ -11,11 +11,17 @@ group of each hierarchy (on Slurm: inside the task's), in a folder `lenet-lab`:
 
 Only root can make them: without root, `reason_unavailable()` says so and the lab runs without
 cgroups (the leaderboard says its timing is not tamper-evident).
+
+    Cgroup(name, memory_mb, pids)   one worker's group: .procs_files(), .cpu_ns(), .oom_kills(),
+                                    .pids_now(), .kill(), .remove() (and .set_limits())
+    enter(procs_files)              the child joins its groups (between fork and exec)
+    reason_unavailable() -> why not, or None; layout(), mounts(), own_groups(), enable_v2_controllers()
 """
 
 import os
 import signal
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 PARENT = "lenet-lab"
@@ -24,9 +30,9 @@ V2_CONTROLLERS = ("cpu", "memory", "pids")
 KILL_WAIT_S = 10.0
 
 
-def mounts(mounts_file="/proc/self/mounts") -> dict:
+def mounts(mounts_file: str | Path = "/proc/self/mounts") -> dict:
     """{"v2": mountpoint} and/or {controller: mountpoint} of the v1 hierarchies."""
-    found = {}
+    found: dict[str, str] = {}
     for line in Path(mounts_file).read_text().splitlines():
         parts = line.split()
         if len(parts) < 4:
@@ -41,7 +47,7 @@ def mounts(mounts_file="/proc/self/mounts") -> dict:
     return found
 
 
-def own_groups(cgroup_file="/proc/self/cgroup") -> dict:
+def own_groups(cgroup_file: str | Path = "/proc/self/cgroup") -> dict:
     """{"v2": path} and {controller: path} of this process's groups (paths start with /)."""
     groups = {}
     for line in Path(cgroup_file).read_text().splitlines():
@@ -53,7 +59,8 @@ def own_groups(cgroup_file="/proc/self/cgroup") -> dict:
     return groups
 
 
-def layout(mounts_file="/proc/self/mounts", cgroup_file="/proc/self/cgroup") -> tuple[str, dict]:
+def layout(mounts_file: str | Path = "/proc/self/mounts",
+           cgroup_file: str | Path = "/proc/self/cgroup") -> tuple[str, dict]:
     """("v2", {"v2": parent folder}) when the unified hierarchy has the controllers, else
     ("v1", {controller: parent folder}); raises OSError with the reason when neither works."""
     found, own = mounts(mounts_file), own_groups(cgroup_file)
@@ -104,7 +111,7 @@ def enable_v2_controllers(parent: Path) -> None:
     (parent / "cgroup.subtree_control").write_text(wanted)
 
 
-def enter(procs_files) -> None:
+def enter(procs_files: Iterable[bytes | str | Path]) -> None:
     """Move the calling process into each group of `procs_files` ("0": the writer itself). Called
     between fork and exec, on paths computed before the fork: system calls only."""
     for path in procs_files:
@@ -119,7 +126,8 @@ class Cgroup:
     """One worker's group. The child calls `enter(group.procs_files())` between fork and exec (the
     worker and everything it starts are in the group from its first instruction)."""
 
-    def __init__(self, name: str, memory_mb: int | None = None, pids: int | None = None, where=None):
+    def __init__(self, name: str, memory_mb: int | None = None, pids: int | None = None,
+                 where: tuple[str, dict] | None = None) -> None:
         self.version, parents = where or layout()
         self.dirs = {c: p / name for c, p in parents.items()}
         for folder in self.dirs.values():
@@ -180,7 +188,7 @@ class Cgroup:
         return 0
 
     def pids_now(self) -> list[int]:
-        found = set()
+        found: set[int] = set()
         for path in self.procs_files():
             try:
                 found.update(int(p) for p in path.read_text().split())

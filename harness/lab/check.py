@@ -1,20 +1,25 @@
 """`lab check LAB path/to/lenet.py`: a student's own check before handing in. The same worker,
 limits and gate as the grader, then a short timing beside the lab's rank_by reference only
 (2 rounds): minutes become seconds, and the answer says what the grader would say. It uses the
-best sandbox the laptop has (bubblewrap if present; without it, none), never refuses."""
+best sandbox the laptop has (bubblewrap if present; without it, none), never refuses.
+
+    check(lab, path, weights, report) -> (row, feedback text)
+"""
 
 import dataclasses
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS
 from harness.errors import HarnessError
-from harness.lab import grade, labfile
+from harness.lab import assignment, grade
 
 QUICK = {"rounds": 2, "calls": 40, "warmup": 5}
 
 
-def check(lab: labfile.Lab, path: Path, weights=DEFAULT_WEIGHTS, report=print) -> tuple[dict, str]:
+def check(lab: assignment.Lab, path: Path, weights: str | Path = DEFAULT_WEIGHTS,
+          report: Callable[[str], None] = print) -> tuple[dict, str]:
     """(the row, the feedback text) for one submission file or folder."""
     from harness.lab import feedback
 
@@ -25,7 +30,7 @@ def check(lab: labfile.Lab, path: Path, weights=DEFAULT_WEIGHTS, report=print) -
     if not module.endswith(".py"):
         raise HarnessError(f"{path}: expected a .py file (the lab's module is {lab.module})")
     quick = dataclasses.replace(lab, module=module, references=(lab.rank_by,),
-                                measure={**lab.measure, **QUICK})
+                                measure=dataclasses.replace(lab.measure, **QUICK))
     with tempfile.TemporaryDirectory(prefix="lenet-lab-check-") as tmp:
         submissions = Path(tmp) / "submissions"
         submissions.mkdir()

@@ -1,9 +1,13 @@
 """OUT/feedback/<student>.md: what failed and why, or how far from the references, with that
-submission's latency histogram (OUT/feedback/<student>.png)."""
+submission's latency histogram (OUT/feedback/<student>.png).
+
+    write(row, lab, place, ranked, out) -> paths; log_tail(out, student, lines)
+"""
 
 from pathlib import Path
 
 from harness.lab import store
+from harness.lab.assignment import Lab
 from harness.report.style import fmt_ms
 
 NEXT_STEP = {
@@ -24,7 +28,7 @@ NEXT_STEP = {
 }
 
 
-def log_tail(out: Path, student: str, lines=15) -> list[str]:
+def log_tail(out: Path, student: str, lines: int = 15) -> list[str]:
     path = store.result_dir(out, student) / "worker.log"
     try:
         return path.read_text(errors="replace").splitlines()[-lines:]
@@ -34,7 +38,7 @@ def log_tail(out: Path, student: str, lines=15) -> list[str]:
 
 
 
-def write(row: dict, lab, place: int | None, ranked: int, out: Path) -> list[Path]:
+def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> list[Path]:
     from harness.lab import plots
 
     folder = Path(out) / "feedback"
@@ -51,8 +55,8 @@ def write(row: dict, lab, place: int | None, ranked: int, out: Path) -> list[Pat
     gate = row.get("gate")
     if gate:
         lines += [f"Gate: {gate['agree']} of {gate['images']} test images agree with the NumPy reference "
-                  f"(needed {lab.gate['min_agree']}); worst |dp| {gate['max_abs_diff']:.2g} (allowed "
-                  f"{lab.gate['max_abs_diff']:g}).", ""]
+                  f"(needed {lab.gate.min_agree}); worst |dp| {gate['max_abs_diff']:.2g} (allowed "
+                  f"{lab.gate.max_abs_diff:g}).", ""]
     if row["status"] == "ok":
         median = fmt_ms(row["median_per_image_ns"] / 1e6)
         lines += [f"Median time per image: {median} on {node.get('hostname')} "

@@ -1,7 +1,10 @@
 """A submission folder, read as hostile input: only regular files and folders inside it are
 copied (into the worker's private copy) and counted; a link (to anywhere), a named pipe, a
 socket or a device is skipped and named, never opened or followed; caps on the number of files
-and their size. The grader reads the copy afterwards, never the student's folder again."""
+and their size. The grader reads the copy afterwards, never the student's folder again.
+
+    copy_submission(folder, target, uid) -> {"files", "bytes", "skipped"}; copy_file(src, dst, room)
+"""
 
 import os
 import stat
@@ -20,7 +23,7 @@ def copy_submission(folder: Path, target: Path, uid: int | None = None) -> dict:
     target.mkdir(mode=0o700)
     copied, total, skipped = 0, 0, []
 
-    def walk(src: Path, dst: Path, depth: int):
+    def walk(src: Path, dst: Path, depth: int) -> None:
         nonlocal copied, total
         try:
             entries = sorted(os.scandir(src), key=lambda e: e.name)

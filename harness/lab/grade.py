@@ -16,23 +16,36 @@ One submission, step by step (each failure is a row with a status, never a stopp
 
 Every worker, the references' too, runs in the sandbox (harness.lab.isolation): the submission
 sees a private copy of its folder (harness.lab.files), never the folder itself.
+
+    grade_all(lab, submissions, out, ...) -> rows    every submission (or --only these), row by row
+    Grader(lab, out, weights, report, iso)           the oracle and the references' workers
+      .grade(student, folder) -> row                 one submission: .steps dispatches to one
+                                                     method per step, each returning its values:
+      .imported, .gate + .pass_gate, .warm_up + .fast_enough, .rounds -> Rounds, .verdict
+    Warmup, Rounds                                   what the warm-up and the rounds measured
+    to_grade, gpu_lock, interrupted_row, one_line, node_info, count_loc
 """
 
+import contextlib
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from harness import DEFAULT_WEIGHTS, ROOT, registry
 from harness.data import mnist
-from harness.errors import HarnessError
-from harness.lab import files, isolation, store, timing
-from harness.lab.labfile import Lab
-from harness.lab.sandbox import Failure, Sandbox, capped_log
-from harness.machine import env, procenv
+from harness.errors import Failure, HarnessError, Unavailable
+from harness.lab import box, files, isolation, store, timing
+from harness.lab.assignment import Lab
+from harness.lab.sandbox import Chunk, Sandbox
+from harness.machine import env, gpu, procenv
+from harness.machine.gpulock import GpuLock
 from harness.measure import stats
 from harness.measure.study import chunk_sizes
 
@@ -64,10 +77,30 @@ def count_loc(folder: Path, student: str) -> dict:
     return {"loc": sum(loc.analyze(p, student).code_count for p in found), "files": len(found)}
 
 
+@dataclass(frozen=True)
+class Warmup:
+    """The warm-up: the submission's median call time over rank_by's, in the same calls."""
+
+    ratio: float
+    median_ns: float
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """The timed rounds, by round: its seed; each participant's chunk (keyed submission first, then
+    the references; each round timed them in a rotated order); the submission's CPU time while
+    the references were timed, and their wall time: (busy_ns, wall_ns)."""
+
+    seeds: list[int]
+    chunks: dict[str, list[Chunk]]
+    idle: list[tuple[int, int]]
+
+
 class Grader:
     """Holds the oracle, the training images and the references' workers across submissions."""
 
-    def __init__(self, lab: Lab, out: Path, weights=DEFAULT_WEIGHTS, report=print, iso=None):
+    def __init__(self, lab: Lab, out: Path, weights: str | Path = DEFAULT_WEIGHTS,
+                 report: Callable[[str], None] = print, iso: isolation.Isolation | None = None) -> None:
         from lenet_numpy.model import NumpyLeNet  # the oracle: NumPy only
 
         self.lab = lab
@@ -75,11 +108,10 @@ class Grader:
         self.weights = str(weights)
         self.report = report
         self.oracle = NumpyLeNet(self.weights, dtype=lab.dtype)
-        n = lab.gate["images"]
-        self.gate_images = mnist.load("test")[0][:n]  # sent to each worker: no MNIST in the sandbox
+        self.gate_images = mnist.load("test")[0][:lab.gate.images]  # sent to each worker: no MNIST there
         self.gate_oracle = self.predict_oracle(self.gate_images)
         self.train = mnist.load("train")[0]
-        self.env = procenv.settings(lab.measure["threads"], 1, lab.device)
+        self.env = procenv.settings(lab.measure.threads, 1, lab.device)
         self.iso = iso or isolation.decide()
         self.refs: dict[str, Sandbox] = {}
         self.node = node_info(lab.device)
@@ -98,41 +130,41 @@ class Grader:
             ref_env = {**self.env, **registry.process_env(ref.implementation),
                        "LENET_LAB_ALLOW": package or ""}
             slot = 1 + [r.label for r in self.lab.references].index(label)
-            limits = {k: self.lab.limits[k] for k in ("memory_mb", "pids", "output_mb")}
-            box = Sandbox(label, ref_env, self.scratch, self.iso, slot, limits, self.lab.device,
-                          packages=[package] if package else [], weights=self.weights)
+            limits = self.lab.limits
+            trusted = box.Limits(memory_mb=limits.memory_mb, pids=limits.pids, output_mb=limits.output_mb)
+            worker = Sandbox(label, ref_env, self.scratch, self.iso, slot, trusted, self.lab.device,
+                             packages=[package] if package else [], weights=self.weights)
             try:
-                box.load({"op": "load", "implementation": ref.implementation, "variant": ref.variant,
-                          "device": self.lab.device, "dtype": self.lab.dtype, "weights": self.weights},
-                         REFERENCE_TIMEOUT_S)
+                worker.load({"op": "load", "implementation": ref.implementation, "variant": ref.variant,
+                             "device": self.lab.device, "dtype": self.lab.dtype, "weights": self.weights},
+                            REFERENCE_TIMEOUT_S)
             except Failure as exc:
-                box.stop()
+                worker.stop()
                 raise HarnessError(f"reference {label} cannot run here ({exc.status}): {exc.reason}; "
                                    f"log: {self.out / 'references.log'}") from None
             finally:
-                capped_log(box.log_path, self.out / "references.log")
-                box.log_path.write_bytes(b"")
-            self.refs[label] = box
+                box.capped_log(worker.box.log_path, self.out / "references.log")
+                worker.box.log_path.write_bytes(b"")
+            self.refs[label] = worker
         return self.refs[label]
 
-    def chunk(self, who: str, box: Sandbox, images: np.ndarray, oracle: np.ndarray) -> dict:
+    def chunk(self, who: str, worker: Sandbox, images: np.ndarray, oracle: np.ndarray) -> Chunk:
         """Stream one chunk; a reference that fails is restarted once, then the grading stops."""
-        b = self.lab.measure["batch_size"]
-        calls = images.reshape(-1, b, 28, 28)
-        timeout = REFERENCE_TIMEOUT_S if who != SUBMISSION else self.lab.limits["wall_s"]
+        calls = images.reshape(-1, self.lab.measure.batch_size, 28, 28)
+        timeout = REFERENCE_TIMEOUT_S if who != SUBMISSION else self.lab.limits.wall_s
         for attempt in (1, 2):
             try:
-                result = box.stream(calls, timeout)
+                result = worker.stream(calls, timeout)
                 break
             except Failure as exc:
                 if who == SUBMISSION:
                     raise
-                box.kill()
+                worker.box.kill()
                 self.refs.pop(who, None)
                 if attempt == 2:
                     raise HarnessError(f"reference {who} failed twice ({exc.status}: {exc.reason})") from None
-                box = self.reference(who)
-        check = timing.disagreements(result["outputs"].reshape(-1, 10), oracle, self.lab.gate["max_abs_diff"])
+                worker = self.reference(who)
+        check = timing.disagreements(result.outputs.reshape(-1, 10), oracle, self.lab.gate.max_abs_diff)
         if check["bad"]:
             if who != SUBMISSION:
                 raise HarnessError(f"reference {who} disagrees with the NumPy oracle on timed images: "
@@ -142,18 +174,18 @@ class Grader:
                                    f"(worst |dp| {check['max_abs_diff']:.2g})")
         return result
 
-    def close(self):
-        for box in self.refs.values():
-            box.stop()
-            capped_log(box.log_path, self.out / "references.log")
+    def close(self) -> None:
+        for worker in self.refs.values():
+            worker.stop()
+            box.capped_log(worker.box.log_path, self.out / "references.log")
         self.refs.clear()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     # --- one submission -----------------------------------------------------------------------
     def grade(self, student: str, folder: Path) -> dict:
         lab = self.lab
-        row = {"lab": lab.name, "student": student, "status": "ok", "reason": None,
-               "batch_size": lab.measure["batch_size"],
+        row: dict[str, Any] = {"lab": lab.name, "student": student, "status": "ok", "reason": None,
+               "batch_size": lab.measure.batch_size,
                "rank_by": lab.rank_by.label, "references": [r.label for r in lab.references],
                "device": lab.device, "node": self.node, "sandbox": self.iso.mode,
                "isolation": self.iso.note, "started": time.time()}
@@ -165,114 +197,124 @@ class Grader:
         row.update(count_loc(copy, student), skipped_files=copied["skipped"], bytes=copied["bytes"])
         env = {**self.env, "LENET_LAB_ALLOW": ",".join(lab.allow_imports)}
         packages = [p for p in lab.allow_imports if (ROOT / p).is_dir()]
-        box = Sandbox(student, env, self.scratch, self.iso, 0, lab.limits, lab.device, submission=copy,
-                      packages=packages, weights=self.weights)
+        given = lab.limits
+        limits = box.Limits(given.wall_s, given.cpu_s, given.memory_mb, given.pids, given.output_mb)
+        worker = Sandbox(student, env, self.scratch, self.iso, 0, limits, lab.device, submission=copy,
+                         packages=packages, weights=self.weights)
         try:
             if not (copy / lab.module).is_file():
                 raise Failure("import-error", f"no {lab.module} (a regular file) in the submission folder "
                                               f"({sorted(p.name for p in copy.iterdir())[:20]}"
                                               + (f"; skipped: {copied['skipped'][:5]}" if copied["skipped"]
                                                  else "") + ")")
-            row.update(self.steps(box, row))
+            self.steps(worker, row)
         except Failure as exc:
-            row.update(status=exc.status, reason=exc.reason, **getattr(exc, "extra", {}))
+            row.update(status=exc.status, reason=exc.reason, **exc.extra)
         finally:
-            box.stop()
-            capped_log(box.log_path, results / "worker.log")
-            box.log_path.unlink(missing_ok=True)
+            worker.stop()
+            box.capped_log(worker.box.log_path, results / "worker.log")
+            worker.box.log_path.unlink(missing_ok=True)
             shutil.rmtree(copy, ignore_errors=True)
         row["seconds"] = round(time.time() - row["started"], 2)
-        row["busy_s"] = round(box.busy_s, 2)
-        row["sandbox_start_s"] = round(box.start_s, 4) if box.start_s is not None else None
+        row["busy_s"] = round(worker.busy_s, 2)
+        start_s = worker.box.start_s
+        row["sandbox_start_s"] = round(start_s, 4) if start_s is not None else None
         return row
 
-    def steps(self, box: Sandbox, row: dict) -> dict:
-        lab, m = self.lab, self.lab.measure
-        loaded = box.load({"op": "load", "submission": box.submission_path(), "module": lab.module,
-                           "class": lab.class_name, "device": lab.device, "dtype": lab.dtype,
-                           "weights": self.weights}, lab.limits["import_s"])
-        row["class"] = loaded["class"]
-        row["import_s"] = round((loaded["import_ns"] + loaded["load_ns"]) / 1e9, 3)
+    def steps(self, worker: Sandbox, row: dict) -> None:
+        """The phases in order (the module's docstring), each returning its values; they go into
+        the row as they come, so a failure's row keeps what was measured before it."""
+        row.update(self.imported(worker))
+        row["gate"] = gate = self.gate(worker)
+        self.pass_gate(gate)
+        if self.lab.measure.warmup:
+            warm = self.warm_up(worker)
+            row["warmup_ratio"] = warm.ratio
+            self.fast_enough(warm)
+        row.update(self.verdict(self.rounds(worker)))
 
-        probs = box.gate(self.gate_images, GATE_BATCH, lab.limits["wall_s"])
-        gate = timing.compare(probs, self.gate_oracle, lab.gate["max_abs_diff"])
-        row["gate"] = gate
-        if gate["agree"] < lab.gate["min_agree"] or not gate["max_abs_diff"] <= lab.gate["max_abs_diff"]:
+    def imported(self, worker: Sandbox) -> dict:
+        """import: the module loaded and the class built; the row's class and import_s."""
+        lab = self.lab
+        loaded = worker.load({"op": "load", "submission": worker.box.submission_path(), "module": lab.module,
+                              "class": lab.class_name, "device": lab.device, "dtype": lab.dtype,
+                              "weights": self.weights}, lab.limits.import_s)
+        import_s = round((loaded["import_ns"] + loaded["load_ns"]) / 1e9, 3)
+        return {"class": loaded["class"], "import_s": import_s}
+
+    def gate(self, worker: Sandbox) -> dict:
+        """gate: the worker's answers on the gate's test images against the oracle's."""
+        probs = worker.gate(self.gate_images, GATE_BATCH, self.lab.limits.wall_s)
+        return timing.compare(probs, self.gate_oracle, self.lab.gate.max_abs_diff)
+
+    def pass_gate(self, gate: dict) -> None:
+        want = self.lab.gate
+        if gate["agree"] < want.min_agree or not gate["max_abs_diff"] <= want.max_abs_diff:
             raise Failure("wrong", f"{gate['images'] - gate['agree']} of {gate['images']} test images "
                                    f"disagree with the NumPy reference (argmax), worst |dp| "
-                                   f"{gate['max_abs_diff']:.2g} (gate: at least {lab.gate['min_agree']} "
-                                   f"agree, |dp| <= {lab.gate['max_abs_diff']:g})")
+                                   f"{gate['max_abs_diff']:.2g} (gate: at least {want.min_agree} "
+                                   f"agree, |dp| <= {want.max_abs_diff:g})")
 
-        b, rank = m["batch_size"], lab.rank_by.label
-        if m["warmup"]:
-            images = timing.timing_images(timing.new_seed(), m["warmup"] * b, self.train)
-            oracle = self.predict_oracle(images)
-            ref_warm = self.chunk(rank, self.reference(rank), images, oracle)
-            warm = self.chunk(SUBMISSION, box, images, oracle)
-            slower = np.median(warm["times_ns"]) / np.median(ref_warm["times_ns"])
-            row["warmup_ratio"] = float(slower)
-            if slower > lab.limits["max_ratio"]:
-                raise Failure("too-slow", f"{slower:.0f}x {rank} in its warm-up "
-                                          f"({np.median(warm['times_ns']) / 1e3:.0f} us per call); the limit "
-                                          f"is {lab.limits['max_ratio']:g}x, so it was not timed")
+    def warm_up(self, worker: Sandbox) -> Warmup:
+        """warm-up: `warmup` calls of the submission and of rank_by, on the same fresh images."""
+        rank, m = self.lab.rank_by.label, self.lab.measure
+        images = timing.timing_images(timing.new_seed(), m.warmup * m.batch_size, self.train)
+        oracle = self.predict_oracle(images)
+        ref_warm = self.chunk(rank, self.reference(rank), images, oracle)
+        warm = self.chunk(SUBMISSION, worker, images, oracle)
+        median_ns = float(np.median(warm.times_ns))
+        return Warmup(float(median_ns / np.median(ref_warm.times_ns)), median_ns)
 
-        labels = [r.label for r in lab.references]
-        times = {who: [] for who in [SUBMISSION, *labels]}
-        trips = {who: [] for who in [SUBMISSION, *labels]}
-        cpu = {who: [] for who in [SUBMISSION, *labels]}
-        idle = []  # per round: (the submission's CPU while the references were timed, their wall time)
-        seeds = []
-        for r, calls in enumerate(chunk_sizes(m["calls"], m["rounds"])):
+    def fast_enough(self, warm: Warmup) -> None:
+        max_ratio = self.lab.limits.max_ratio
+        if warm.ratio > max_ratio:
+            raise Failure("too-slow", f"{warm.ratio:.0f}x {self.lab.rank_by.label} in its warm-up "
+                                      f"({warm.median_ns / 1e3:.0f} us per call); the limit "
+                                      f"is {max_ratio:g}x, so it was not timed")
+
+    def rounds(self, worker: Sandbox) -> Rounds:
+        """rounds: per round one secret seed, the same images for every participant, the order
+        rotated; the submission's CPU is read while the references are timed (it should sleep)."""
+        m = self.lab.measure
+        everyone = [SUBMISSION, *(r.label for r in self.lab.references)]
+        seeds: list[int] = []
+        chunks: dict[str, list[Chunk]] = {who: [] for who in everyone}
+        idle: list[tuple[int, int]] = []
+        for r, calls in enumerate(chunk_sizes(m.calls, m.rounds)):
             seed = timing.new_seed()
-            images = timing.timing_images(seed, calls * b, self.train)
+            images = timing.timing_images(seed, calls * m.batch_size, self.train)
             oracle = self.predict_oracle(images)
-            order = [SUBMISSION, *labels]
-            order = order[r % len(order):] + order[:r % len(order)]  # rotated: no fixed position
             busy, wall = 0, 0
-            for who in order:
+            for who in everyone[r % len(everyone):] + everyone[:r % len(everyone)]:  # no fixed position
                 other = who != SUBMISSION
-                ref = self.reference(who) if other else box
-                c0, t0 = box.cpu_ns(), time.perf_counter_ns()
-                result = self.chunk(who, ref, images, oracle)
+                participant = self.reference(who) if other else worker
+                c0, t0 = worker.box.cpu_ns(), time.perf_counter_ns()
+                chunks[who].append(self.chunk(who, participant, images, oracle))
                 if other:  # the submission should be asleep, waiting for its next call
-                    busy, wall = busy + box.cpu_ns() - c0, wall + time.perf_counter_ns() - t0
-                times[who].append(result["times_ns"])
-                trips[who].append(result["trips_ns"])
-                cpu[who].append(result["cpu_ns"])
+                    busy, wall = busy + worker.box.cpu_ns() - c0, wall + time.perf_counter_ns() - t0
             idle.append((busy, wall))
             seeds.append(seed)  # revealed only now, for audit
-        return self.verdict(times, trips, cpu, seeds, labels, idle)
+        return Rounds(seeds, chunks, idle)
 
-    def verdict(self, times, trips, cpu, seeds, labels, idle) -> dict:
-        rounds, gpu = len(seeds), self.lab.device == "gpu"
-        cpu_gaps = [max(timing.protocol_gap_ns(times[ref][r], cpu[ref][r]) for ref in labels)
-                    for r in range(rounds)]
-        trip_gaps = [max(timing.protocol_gap_ns(times[ref][r], trips[ref][r]) for ref in labels)
-                     for r in range(rounds)]
-        flagged = []
-        for r in range(rounds):
-            why = (timing.busy_while_idle(*idle[r]) or timing.longer_than_trip(times[SUBMISSION][r],
-                                                                                  trips[SUBMISSION][r])
-                   or timing.inconsistency(times[SUBMISSION][r], cpu[SUBMISSION][r], cpu_gaps[r],
-                                           trips[SUBMISSION][r] if gpu else None, trip_gaps[r]))
-            if why:
-                flagged.append({"round": r, "reason": why})
-        used = [r for r in range(rounds) if r not in {f["round"] for f in flagged}]
-        out = {"seeds": seeds, "times_ns": times, "trips_ns": trips, "cpu_ns": cpu,
-               "idle_cpu_ns": [b for b, _ in idle], "protocol_cpu_ns": cpu_gaps,
-               "protocol_trip_ns": trip_gaps,
-               "inconsistent_rounds": flagged, "rounds_used": used}
-        if timing.too_many(len(flagged), rounds):
-            raise_with = Failure("timing-inconsistent",
-                                 f"in {len(flagged)} of {rounds} rounds the reported times do not fit "
-                                 f"the grader's clock; first: {flagged[0]['reason']}")
-            raise_with.extra = out
-            raise raise_with
+    def verdict(self, rounds: Rounds) -> dict:
+        """clocks, then ok: the rounds that fit the grader's clocks, ranked by within-round ratio."""
+        labels = [r.label for r in self.lab.references]
+        times = {who: [c.times_ns for c in chunks] for who, chunks in rounds.chunks.items()}
+        trips = {who: [c.trips_ns for c in chunks] for who, chunks in rounds.chunks.items()}
+        cpu = {who: [c.cpu_ns for c in chunks] for who, chunks in rounds.chunks.items()}
+        checks = self.clock_checks(times, trips, cpu, rounds.idle, labels)
+        flagged, used = checks["inconsistent_rounds"], checks["rounds_used"]
+        out = {"seeds": rounds.seeds, "times_ns": times, "trips_ns": trips, "cpu_ns": cpu,
+               "idle_cpu_ns": [b for b, _ in rounds.idle], **checks}
+        if timing.too_many(len(flagged), len(rounds.seeds)):
+            raise Failure("timing-inconsistent",
+                          f"in {len(flagged)} of {len(rounds.seeds)} rounds the reported times do not fit "
+                          f"the grader's clock; first: {flagged[0]['reason']}", extra=out)
         sub = [times[SUBMISSION][r] for r in used]
         summary = stats.summarize(sub)
         out.update({k: summary[k] for k in ("median_ns", "ci95_low_ns", "ci95_high_ns", "p90_ns",
                                             "mean_ns", "min_ns", "noisy")})
-        out["median_per_image_ns"] = summary["median_ns"] / self.lab.measure["batch_size"]
+        out["median_per_image_ns"] = summary["median_ns"] / self.lab.measure.batch_size
         out["ratios"] = {ref: stats.round_ratio(sub, [times[ref][r] for r in used]) for ref in labels}
         rank = self.lab.rank_by.label
         out["reference_medians_ns"] = {ref: stats.pooled_median([times[ref][r] for r in used])
@@ -281,15 +323,63 @@ class Grader:
                                                           [times[rank][r] for r in used]) for ref in labels}
         return out
 
+    def clock_checks(self, times: dict, trips: dict, cpu: dict, idle: list, labels: list[str]) -> dict:
+        """Each round's protocol gaps (the references' own), and the rounds whose submission's
+        times do not fit the grader's clocks (harness.lab.timing)."""
+        rounds, on_gpu = len(idle), self.lab.device == "gpu"
+        cpu_gaps = [max(timing.protocol_gap_ns(times[ref][r], cpu[ref][r]) for ref in labels)
+                    for r in range(rounds)]
+        trip_gaps = [max(timing.protocol_gap_ns(times[ref][r], trips[ref][r]) for ref in labels)
+                     for r in range(rounds)]
+        flagged = []
+        for r in range(rounds):
+            why = (timing.busy_while_idle(*idle[r])
+                   or timing.longer_than_trip(times[SUBMISSION][r], trips[SUBMISSION][r])
+                   or timing.inconsistency(times[SUBMISSION][r], cpu[SUBMISSION][r], cpu_gaps[r],
+                                           trips[SUBMISSION][r] if on_gpu else None, trip_gaps[r]))
+            if why:
+                flagged.append({"round": r, "reason": why})
+        used = [r for r in range(rounds) if r not in {f["round"] for f in flagged}]
+        return {"protocol_cpu_ns": cpu_gaps, "protocol_trip_ns": trip_gaps,
+                "inconsistent_rounds": flagged, "rounds_used": used}
 
-def grade_all(lab: Lab, submissions: Path, out: Path, resume=False, only=None, weights=DEFAULT_WEIGHTS,
-              report=print, no_sandbox=False, strict=True) -> list[dict]:
+
+def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only: list[str] | None = None,
+              weights: str | Path = DEFAULT_WEIGHTS, report: Callable[[str], None] = print,
+              no_sandbox: bool = False, strict: bool = True) -> list[dict]:
     """Grade every submission folder (or `only` these), writing each row as it is made."""
-    from harness.machine import gpu
-    from harness.machine.gpulock import GpuLock
-
     iso = isolation.decide(no_sandbox, strict)
     store.prepare(out, lab.name, lab.source, lab.path)
+    todo, done = to_grade(lab, submissions, out, only, resume)
+    report(f"lab {lab.name}: {len(todo)} submission(s) to grade" +
+           (f", {len(done)} already graded (--resume)" if done else "") + f" -> {out}")
+    report(f"sandbox: {iso.note}")
+    lock = gpu_lock(lab, report)
+    if not todo:
+        return []
+    rows = []
+    grader = Grader(lab, out, weights, report, iso)
+    try:
+        for i, name in enumerate(todo, 1):
+            previous = (store.started(out, name) or {}).get("attempt", 0)
+            if previous >= MAX_ATTEMPTS:  # the grader died while grading it, each time
+                row = interrupted_row(lab, name, previous)
+            else:
+                store.mark_started(out, name, slurm_job=os.environ.get("SLURM_JOB_ID"))
+                report(f"[{i}/{len(todo)}] {name}: grading")
+                with lock.held() if lock is not None else contextlib.nullcontext():
+                    row = grader.grade(name, Path(submissions) / name)
+            store.write_row(out, row)
+            report(f"[{i}/{len(todo)}] {name}: {one_line(row)}")
+            rows.append(row)
+    finally:
+        grader.close()
+    return rows
+
+
+def to_grade(lab: Lab, submissions: Path, out: Path, only: list[str] | None,
+             resume: bool) -> tuple[list[str], list[str]]:
+    """(the submissions to grade, those already graded); the class list written to `out`."""
     names = store.students(submissions, lab.module)
     store.write_students(out, names)
     if only:
@@ -303,44 +393,19 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume=False, only=None, w
     if done and not resume:
         raise HarnessError(f"{out}: already holds results for {len(done)} submission(s) ({done[:5]}); "
                            "add --resume to grade only the others, or use another --out")
-    todo = [n for n in names if n not in done]
-    report(f"lab {lab.name}: {len(todo)} submission(s) to grade" +
-           (f", {len(done)} already graded (--resume)" if done else "") + f" -> {out}")
-    report(f"sandbox: {iso.note}")
-    lock = None
-    if lab.device == "gpu":
-        absent = gpu.absent_reason()
-        if absent:
-            from harness.errors import Unavailable
+    return [n for n in names if n not in done], done
 
-            raise Unavailable(f"lab {lab.name} runs on the GPU: {absent}")
-        lock = GpuLock(gpu.visible_gpu_id(), None, report)
-        lock.check()
-    rows = []
-    grader = Grader(lab, out, weights, report, iso) if todo else None
-    try:
-        for i, name in enumerate(todo, 1):
-            previous = (store.started(out, name) or {}).get("attempt", 0)
-            if previous >= MAX_ATTEMPTS:  # the grader died while grading it, each time
-                row = interrupted_row(lab, name, previous)
-                store.write_row(out, row)
-                report(f"[{i}/{len(todo)}] {name}: {one_line(row)}")
-                rows.append(row)
-                continue
-            store.mark_started(out, name, slurm_job=os.environ.get("SLURM_JOB_ID"))
-            report(f"[{i}/{len(todo)}] {name}: grading")
-            if lock is not None:
-                with lock.held():
-                    row = grader.grade(name, Path(submissions) / name)
-            else:
-                row = grader.grade(name, Path(submissions) / name)
-            store.write_row(out, row)
-            report(f"[{i}/{len(todo)}] {name}: {one_line(row)}")
-            rows.append(row)
-    finally:
-        if grader is not None:
-            grader.close()
-    return rows
+
+def gpu_lock(lab: Lab, report: Callable[[str], None]) -> GpuLock | None:
+    """The GPU lock that timing on the GPU holds (checked now); None on the CPU."""
+    if lab.device != "gpu":
+        return None
+    absent = gpu.absent_reason()
+    if absent:
+        raise Unavailable(f"lab {lab.name} runs on the GPU: {absent}")
+    lock = GpuLock(gpu.visible_gpu_id(), None, report)
+    lock.check()
+    return lock
 
 
 def interrupted_row(lab: Lab, student: str, attempts: int) -> dict:

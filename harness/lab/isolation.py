@@ -10,6 +10,9 @@
 UIDs: a grading holds one block of SLOTS UIDs from LENET_LAB_UID_BASE (default 61000), taken
 with an flock so that graders on one node (Slurm tasks) never share one: the submission is slot
 0, the references slots 1.. . No accounts are needed; nothing on the host belongs to them.
+
+    decide(no_sandbox, strict) -> Isolation   .mode, .bwrap, .cgroups, .note, .uid(slot)
+    take_block(base), lock_dir()              the UID block and its lock
 """
 
 import fcntl
@@ -17,6 +20,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from harness.errors import HarnessError
 from harness.lab import bwrap, cgroup
@@ -51,7 +55,7 @@ def lock_dir() -> Path:
     return folder
 
 
-def take_block(base: int):
+def take_block(base: int) -> tuple[int, IO[str]]:
     """(first UID, the held lock file) of a free block."""
     folder = lock_dir()
     for block in range(BLOCKS):
@@ -73,7 +77,7 @@ def decide(no_sandbox: bool = False, strict: bool = True) -> Isolation:
                                               "user, with its files and processes; timing not tamper-evident")
     binary = bwrap.find()
     why = bwrap.reason_unusable(binary)
-    if why:
+    if why or binary is None:
         if strict:
             raise HarnessError(f"lab grade: {why}. Fix it, or pass --no-sandbox to grade without one "
                                "(the leaderboard then says so)")

@@ -4,16 +4,21 @@ every student's feedback (`python -m harness lab report OUT` rebuilds them all).
 Ranked by the within-round ratio to the lab's rank_by reference, timed in the same rounds on the
 same node: machines of different speed (Slurm nodes) still rank fairly. The absolute median
 and the node are shown beside it, never used for the ranking.
+
+    build(out, report) -> paths   everything below, from the rows
+    ranked(rows), markdown(rows, lab, notes), write_csv(rows, path), csv_row(rank, row),
+    reference_summary(rows), isolation_lines(rows), ratio_of(row), node_name(row), fmt_us(ns)
 """
 
 import csv
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness.lab import labfile, store
+from harness.lab import assignment, store
 from harness.report.style import fmt_ms
 
-# The order of the unranked, most useful first; ok rows come before all of them.
-STATUSES = ("ok", "too-slow", "timing-inconsistent", "wrong", "crashed", "out-of-memory", "timeout",
+# Every status a row may have, in the order of the unranked (most useful first); ok rows come first.
+ROW_STATUSES = ("ok", "too-slow", "timing-inconsistent", "wrong", "crashed", "out-of-memory", "timeout",
             "import-error", "cancelled", "tampered")
 MEANING = {
     "ok": "passed the gate; timed and ranked",
@@ -34,7 +39,7 @@ CSV_FIELDS = ["rank", "student", "status", "median_us_per_image", "rank_by", "ra
 def ranked(rows: list[dict]) -> list[tuple[int | None, dict]]:
     ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: (ratio_of(r)["ratio"], r["student"]))
     rest = sorted((r for r in rows if r["status"] != "ok"),
-                  key=lambda r: (STATUSES.index(r["status"]) if r["status"] in STATUSES else 99,
+                  key=lambda r: (ROW_STATUSES.index(r["status"]) if r["status"] in ROW_STATUSES else 99,
                                  r["student"]))
     return [(i, r) for i, r in enumerate(ok, 1)] + [(None, r) for r in rest]
 
@@ -53,7 +58,7 @@ def fmt_us(ns: float) -> str:
     return fmt_ms(ns / 1e6)  # the report's format: µs, ms or s
 
 
-def csv_row(rank, row) -> dict:
+def csv_row(rank: int | None, row: dict) -> dict:
     node = row.get("node") or {}
     out = {"rank": rank or "", "student": row["student"], "status": row["status"], "rank_by": row["rank_by"],
            "loc": row.get("loc", ""), "files": row.get("files", ""), "host": node.get("hostname", ""),
@@ -67,7 +72,7 @@ def csv_row(rank, row) -> dict:
     return out
 
 
-def write_csv(rows, path: Path) -> Path:
+def write_csv(rows: list[dict], path: Path) -> Path:
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, CSV_FIELDS)
         writer.writeheader()
@@ -75,12 +80,12 @@ def write_csv(rows, path: Path) -> Path:
     return path
 
 
-def reference_summary(rows) -> dict[str, dict]:
+def reference_summary(rows: list[dict]) -> dict[str, dict]:
     """Per reference: the median over graded submissions of its median time and of its ratio to
     rank_by (each measured beside that submission)."""
     import numpy as np
 
-    out = {}
+    out: dict[str, dict[str, list[float]]] = {}
     for row in rows:
         for label, median in (row.get("reference_medians_ns") or {}).items():
             entry = out.setdefault(label, {"medians": [], "ratios": []})
@@ -90,7 +95,7 @@ def reference_summary(rows) -> dict[str, dict]:
                 "n": len(v["medians"])} for k, v in out.items()}
 
 
-def isolation_lines(rows) -> list[str]:
+def isolation_lines(rows: list[dict]) -> list[str]:
     """How the workers were isolated, said out loud; a warning unless every row was fully sandboxed."""
     notes = sorted({r.get("isolation") or "unknown (a row from before the sandbox)" for r in rows
                     if r.get("status") != "tampered"})
@@ -103,15 +108,15 @@ def isolation_lines(rows) -> list[str]:
     return lines + [""] if lines else []
 
 
-def markdown(rows, lab, notes=()) -> str:
+def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = ()) -> str:
     rank_by = lab.rank_by.label
     lines = [f"# Leaderboard: {lab.title or lab.name}", "", *isolation_lines(rows),
              f"Lab `{lab.name}` ({lab.rung} level, {lab.device}). Ranked by the within-round ratio to "
              f"`{rank_by}`, timed in the same rounds on the same node (the median over rounds of "
              "each round's median ratio, with a 95% interval from resampling rounds); lower is faster. "
              "The absolute median depends on the node and is shown beside it. Each submission passed the "
-             f"gate first: {lab.gate['min_agree']} of {lab.gate['images']} test images with the NumPy "
-             f"reference's argmax and every |dp| <= {lab.gate['max_abs_diff']:g}; every timed answer, on "
+             f"gate first: {lab.gate.min_agree} of {lab.gate.images} test images with the NumPy "
+             f"reference's argmax and every |dp| <= {lab.gate.max_abs_diff:g}; every timed answer, on "
              "images it had not seen, was checked too.", "",
              f"| rank | student | status | median per image | × {rank_by} [95% interval] | LOC | node "
              "| note |",
@@ -137,17 +142,17 @@ def markdown(rows, lab, notes=()) -> str:
         lines += ["", "Set aside (not from this grader, or changed after it wrote them):", ""]
         lines += [f"- {note}" for note in notes]
     lines += ["", "Statuses:", ""]
-    lines += [f"- `{s}`: {MEANING[s]}" for s in STATUSES if any(r["status"] == s for r in rows)]
+    lines += [f"- `{s}`: {MEANING[s]}" for s in ROW_STATUSES if any(r["status"] == s for r in rows)]
     lines += ["", "![speed against lines of code](leaderboard.png)", ""]
     return "\n".join(lines)
 
 
-def build(out: Path, report=print) -> list[Path]:
+def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
     """Everything readers see, from OUT/results/*/row.json and OUT/<lab>.toml alone."""
     from harness.lab import feedback, plots
 
     out = Path(out)
-    lab = labfile.load(str(store.lab_copy(out)))
+    lab = assignment.load(str(store.lab_copy(out)))
     rows, notes = store.checked_rows(out)
     paths = [write_csv(rows, out / "leaderboard.csv")]
     (out / "LEADERBOARD.md").write_text(markdown(rows, lab, notes))

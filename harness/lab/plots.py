@@ -1,11 +1,15 @@
 """The lab's figures: speed against lines of code (one point per ranked submission, the
-references marked), and one submission's per-call latency histogram."""
+references marked), and one submission's per-call latency histogram.
+
+    speed_vs_loc(rows, lab, refs, path), histogram(row, path), reference_loc(implementation)
+"""
 
 from pathlib import Path
 
 import numpy as np
 
 from harness import ROOT, registry
+from harness.lab.assignment import Lab
 from harness.report import style
 from harness.report.style import plt
 
@@ -21,7 +25,7 @@ def reference_loc(implementation: str) -> int | None:
     return sum(loc.analyze(p, package).code_count for p in sorted(sources))
 
 
-def speed_vs_loc(rows, lab, refs: dict, path: Path) -> Path:
+def speed_vs_loc(rows: list[dict], lab: Lab, refs: dict, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ok = [r for r in rows if r["status"] == "ok"]
     rank_by = lab.rank_by.label
@@ -57,7 +61,7 @@ def speed_vs_loc(rows, lab, refs: dict, path: Path) -> Path:
     return style.finish(fig, [], None, path, caption_text=caption)
 
 
-def histogram(row, path: Path) -> Path | None:
+def histogram(row: dict, path: Path) -> Path | None:
     """Per-call latency of one submission (every timed call of the rounds used), references'
     medians marked."""
     times = row.get("times_ns") or {}
@@ -67,7 +71,7 @@ def histogram(row, path: Path) -> Path | None:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.5))
     us = np.asarray(calls, dtype=np.float64) / 1e3
-    bins = np.logspace(np.log10(max(us.min(), 0.1)), np.log10(max(us.max(), 0.2)), 40)
+    bins = np.logspace(np.log10(max(us.min(), 0.1)), np.log10(max(us.max(), 0.2)), 40).tolist()
     ax.hist(us, bins=bins, color=style.OKABE_ITO[0], alpha=0.8, label=f"{row['student']} ({len(us)} calls)")
     ax.axvline(np.median(us), color=style.OKABE_ITO[0], linestyle="-", linewidth=1)
     for i, (label, median) in enumerate((row.get("reference_medians_ns") or {}).items()):

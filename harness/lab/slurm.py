@@ -11,6 +11,10 @@ state (squeue, then scontrol: no accounting database needed), and builds the lea
 Limits map to the task: --time = wall_s x TIME_HEADROOM + SETUP_S, --mem = memory_mb + MEM_EXTRA_MB
 (the grader, the oracle and the references share the task). Inside a node the GPU lock still
 serialises timing. Plain sbatch scripts: submitit's polling needs slurmdbd (sacct).
+
+    submit(lab, submissions, out, ...) -> the array job; scripts(...) -> (task.sh, merge.sh)
+    merge(out, submissions, job) -> rows; task_states, scontrol_state, missing_row, task_resources,
+    header, sbatch
 """
 
 import math
@@ -19,12 +23,13 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, ROOT
 from harness.errors import HarnessError, Unavailable
 from harness.lab import isolation, store
-from harness.lab.labfile import Lab
+from harness.lab.assignment import Lab
 
 TIME_HEADROOM = 1.5
 SETUP_S = 300  # the oracle, the training images, the references' workers and warm-up
@@ -34,16 +39,17 @@ MERGE_MINUTES = 15
 
 def task_resources(lab: Lab) -> tuple[int, int]:
     """(--time in minutes, --mem in MB) of one task."""
-    minutes = math.ceil((lab.limits["wall_s"] * TIME_HEADROOM + SETUP_S) / 60)
-    return minutes, int(lab.limits["memory_mb"]) + MEM_EXTRA_MB
+    minutes = math.ceil((lab.limits.wall_s * TIME_HEADROOM + SETUP_S) / 60)
+    return minutes, int(lab.limits.memory_mb) + MEM_EXTRA_MB
 
 
 def header(lines: dict) -> str:
     return "\n".join(f"#SBATCH --{key}={value}" for key, value in lines.items() if value is not None)
 
 
-def scripts(lab: Lab, submissions: Path, out: Path, count: int, partition=None, gres=None,
-            max_parallel=None, weights=DEFAULT_WEIGHTS, no_sandbox=False) -> tuple[str, str]:
+def scripts(lab: Lab, submissions: Path, out: Path, count: int, partition: str | None = None,
+            gres: str | None = None, max_parallel: int | None = None, weights: str | Path = DEFAULT_WEIGHTS,
+            no_sandbox: bool = False) -> tuple[str, str]:
     """(task.sh, merge.sh); merge.sh's dependency names the array job as $ARRAY_JOB_ID."""
     out, submissions = Path(out).resolve(), Path(submissions).resolve()
     minutes, mem = task_resources(lab)
@@ -54,7 +60,7 @@ def scripts(lab: Lab, submissions: Path, out: Path, count: int, partition=None, 
     task = "\n".join([
         "#!/bin/bash",
         header({"job-name": f"lab-{lab.name}", "array": array, "time": minutes, "mem": f"{mem}M",
-                "cpus-per-task": lab.measure["threads"], "partition": partition, "gres": gres,
+                "cpus-per-task": lab.measure.threads, "partition": partition, "gres": gres,
                 "output": f"{out}/slurm/task_%a.out"}),
         common + 'student=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" '
         f'{q(str(out / "slurm" / "students.txt"))})',
@@ -78,8 +84,9 @@ def sbatch(*args: str) -> str:
     return done.stdout.strip().split(";")[0]  # "id" or "id;cluster"
 
 
-def submit(lab: Lab, submissions: Path, out: Path, partition=None, gres=None, max_parallel=None,
-           dry_run=False, weights=DEFAULT_WEIGHTS, report=print, no_sandbox=False) -> int:
+def submit(lab: Lab, submissions: Path, out: Path, partition: str | None = None, gres: str | None = None,
+           max_parallel: int | None = None, dry_run: bool = False, weights: str | Path = DEFAULT_WEIGHTS,
+           report: Callable[[str], None] = print, no_sandbox: bool = False) -> int:
     names = store.students(submissions, lab.module)
     if max_parallel is not None and max_parallel < 1:
         raise HarnessError(f"--max-parallel: expected a whole number >= 1, found {max_parallel}")
@@ -161,12 +168,12 @@ def missing_row(student: str, state: dict | None, started: dict | None) -> dict:
                                            "killed past --mem shows as FAILED on Slurm without accounting)"}
 
 
-def merge(out: Path, submissions: Path, job: str | None, report=print) -> list[dict]:
+def merge(out: Path, submissions: Path, job: str | None, report: Callable[[str], None] = print) -> list[dict]:
     """Rows for every student the tasks left without one, then the leaderboard."""
-    from harness.lab import labfile, leaderboard
+    from harness.lab import assignment, leaderboard
 
     out = Path(out)
-    lab = labfile.load(str(store.lab_copy(out)))
+    lab = assignment.load(str(store.lab_copy(out)))
     listed = out / "slurm" / "students.txt"
     names = listed.read_text().splitlines() if listed.is_file() else store.students(submissions, lab.module)
     states = task_states(job) if job else {}

@@ -14,6 +14,10 @@
 Only the grader writes here (no worker can see --out). Each row and the students list carry an
 HMAC-SHA256 under the grader's key: a row edited afterwards, or one added, is named on the
 leaderboard instead of ranked.
+
+    prepare, result_dir, lab_copy, students, write_students, listed_students   the folder
+    mark_started, started, write_row, read_row, read_rows, checked_rows, write_json   the rows
+    mac, genuine                                                                   their MACs
 """
 
 import hashlib
@@ -122,7 +126,7 @@ def write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)  # atomic: a reader sees the old file or the new one
 
 
-def mark_started(out: Path, student: str, **info) -> int:
+def mark_started(out: Path, student: str, **info: object) -> int:
     """Note that grading `student` starts; returns which attempt this is (a grader that died
     while grading it left the previous one)."""
     attempt = (started(out, student) or {}).get("attempt", 0) + 1

@@ -35,11 +35,16 @@ timing-inconsistent when half its rounds or more fail.
 
 Not covered: work handed to another process (its CPU time is not the worker's), and a
 submission that computes on several threads is flagged (the lab fixes threads = 1).
+
+    new_seed(), timing_images(seed, count, train)        unseen images
+    compare(probs, oracle, tolerance), disagreements(...)    answers against the oracle
+    protocol_gap_ns, inconsistency, busy_while_idle, longer_than_trip, too_many   the clock rules
 """
 
 import secrets
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 ALLOWANCE_NS = 20_000  # per call, beyond twice the references' protocol cost
 SHIFT = 2  # pixels
@@ -84,14 +89,15 @@ def disagreements(probs: np.ndarray, oracle: np.ndarray, tolerance: float) -> di
     return {"bad": int(bad.sum()), "calls": int(len(oracle)), "max_abs_diff": float(diff.max())}
 
 
-def protocol_gap_ns(times_ns, other_ns) -> float:
+def protocol_gap_ns(times_ns: ArrayLike, other_ns: ArrayLike) -> float:
     """Median per-call protocol cost of a trusted worker: its CPU time (or round trip) beyond
     its own reported time, at least 0."""
     gap = np.asarray(other_ns, np.float64) - np.asarray(times_ns, np.float64)
     return max(float(np.median(gap)), 0.0)
 
 
-def inconsistency(times_ns, cpu_ns, cpu_gap_ns: float, trips_ns=None, trip_gap_ns=0.0) -> str | None:
+def inconsistency(times_ns: ArrayLike, cpu_ns: ArrayLike, cpu_gap_ns: float,
+                  trips_ns: ArrayLike | None = None, trip_gap_ns: float = 0.0) -> str | None:
     """None when the reported times fit the parent's clocks (rule in the module doc), else the
     reason, with the numbers. trips_ns is given on the GPU only."""
     t = np.asarray(times_ns, dtype=np.float64)
@@ -105,7 +111,7 @@ def inconsistency(times_ns, cpu_ns, cpu_gap_ns: float, trips_ns=None, trip_gap_n
         return (f"reported calls sum to {t.sum() / 1e6:.2f} ms, but the worker used {cpu.sum() / 1e6:.2f} ms "
                 f"of CPU for them (allowance {len(t) * a / 1e6:.2f} ms)")
     if trips_ns is not None:
-        trip = float(np.median(trips_ns))
+        trip = float(np.median(np.asarray(trips_ns, dtype=np.float64)))
         b = 2 * trip_gap_ns + ALLOWANCE_NS
         if med_t < 0.5 * (trip - b):
             return (f"median reported {med_t / 1e3:.1f} us per call, but the grader's round trips have "
@@ -129,7 +135,7 @@ def busy_while_idle(busy_ns: float, wall_ns: float) -> str | None:
     return None
 
 
-def longer_than_trip(times_ns, trips_ns) -> str | None:
+def longer_than_trip(times_ns: ArrayLike, trips_ns: ArrayLike) -> str | None:
     """A call cannot take longer inside the worker than the grader's round trip around it."""
     t, trip = np.asarray(times_ns, dtype=np.float64), np.asarray(trips_ns, dtype=np.float64)
     over = int(np.sum(t > trip))

@@ -23,7 +23,13 @@ call's answer, so no submission ever holds an image it has not answered yet.
     {"op": "exit"}
 
 An error reply is {"ok": false, "status": ..., "reason": ...}; the status is import-error,
-crashed, wrong (output of the wrong shape) or out-of-memory.
+crashed, wrong (output of the wrong shape) or out-of-memory (a harness.errors.Failure here).
+
+    main()                      the request loop
+    Worker(channel)             .load(request), .gate(images, batch), .stream(calls, batch)
+    Channel(out_fd)             the worker's end of its pipes: .line(), .exact(n), .send(), .reply()
+    submission_class(folder, module, class_name), confine(), failure(exc, status),
+    as_answer(out, rows), describe(exc)
 """
 
 import ctypes
@@ -35,6 +41,9 @@ import os
 import sys
 import time
 import traceback
+from typing import Any
+
+from harness.errors import Failure
 
 PIXELS = 28 * 28
 CLASSES = 10
@@ -58,26 +67,31 @@ def confine() -> None:
         pass
 
 
-class Failed(Exception):
-    def __init__(self, status: str, reason: str):
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
 def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
 
 
-def failure(exc: BaseException, status: str) -> Failed:
+def failure(exc: BaseException, status: str) -> Failure:
+    """The Failure a submission's exception is (printed to the log first)."""
     traceback.print_exception(exc)
-    return Failed("out-of-memory" if isinstance(exc, MemoryError) else status, describe(exc))
+    return Failure("out-of-memory" if isinstance(exc, MemoryError) else status, describe(exc))
+
+
+def as_answer(out: Any, rows: int) -> Any:
+    """predict's output (an ndarray) as an answer: (rows, 10) float32, or the Failure `wrong`."""
+    import numpy as np
+
+    if out.shape != (rows, CLASSES):
+        raise Failure("wrong", f"predict returned shape {out.shape}, expected ({rows}, {CLASSES})")
+    return out.astype(np.float32, copy=False)
 
 
 class Channel:
-    """Exact reads from fd 0 (JSON lines and raw bytes share it), writes to a private fd."""
+    """The worker's end of its pipes (the grader's is harness.measure.channel, not visible here):
+    exact reads from fd 0 (JSON lines and raw bytes share it), writes to a private fd. No
+    deadlines: the grader keeps them."""
 
-    def __init__(self, out_fd: int):
+    def __init__(self, out_fd: int) -> None:
         self.out_fd = out_fd
         self.buffer = b""
 
@@ -108,7 +122,7 @@ class Channel:
         self.send((json.dumps(message) + "\n").encode())
 
 
-def submission_class(folder: str, module: str, class_name: str):
+def submission_class(folder: str, module: str, class_name: str) -> type:
     """The student's class: the named one, or the module's one harness.base.LeNet subclass (the
     most derived, where the module subclasses its own class)."""
     from harness.base import LeNet
@@ -121,29 +135,29 @@ def submission_class(folder: str, module: str, class_name: str):
         name = (exc.name or "").split(".")[0]
         allowed = [p for p in os.environ.get("LENET_LAB_ALLOW", "").split(",") if p]
         if name.startswith(LEVEL_PREFIX) and name not in allowed:
-            raise Failed("import-error", f"{module} imports {name}, one of the project's own levels: a "
-                                         f"submission writes its level itself (this lab allows "
-                                         f"{allowed or 'none of them'})") from None
+            raise Failure("import-error", f"{module} imports {name}, one of the project's own levels: a "
+                                          f"submission writes its level itself (this lab allows "
+                                          f"{allowed or 'none of them'})") from None
         raise
     if class_name:
         cls = getattr(mod, class_name, None)
         if not inspect.isclass(cls):
-            raise Failed("import-error", f"{module} has no class {class_name!r}")
+            raise Failure("import-error", f"{module} has no class {class_name!r}")
         return cls
     found = {id(v): v for v in vars(mod).values() if inspect.isclass(v) and issubclass(v, LeNet)
              and v is not LeNet and v.__module__ == mod.__name__}.values()  # an alias is one class
     leaves = [c for c in found if not any(o is not c and issubclass(o, c) for o in found)]
     if len(leaves) != 1:  # a student's own base class is fine: the one most derived class is taken
         names = [c.__name__ for c in leaves]
-        raise Failed("import-error", f"{module}: expected one harness.base.LeNet subclass (or set the "
-                                     f"lab's class), found {len(leaves)} {names}")
+        raise Failure("import-error", f"{module}: expected one harness.base.LeNet subclass (or set the "
+                                      f"lab's class), found {len(leaves)} {names}")
     return leaves[0]
 
 
 class Worker:
-    def __init__(self, channel: Channel):
+    def __init__(self, channel: Channel) -> None:
         self.channel = channel
-        self.impl = None
+        self.impl: Any = None
         self.dtype = "float32"
 
     def load(self, request: dict) -> dict:
@@ -157,7 +171,7 @@ class Worker:
                 cls = registry.import_class(registry.spec(request["implementation"]).path)
             else:
                 cls = submission_class(request["submission"], request["module"], request["class"])
-        except Failed:
+        except Failure:
             raise
         except BaseException as exc:  # SystemExit and KeyboardInterrupt at import count too
             raise failure(exc, "import-error") from None
@@ -173,18 +187,16 @@ class Worker:
         t2 = time.perf_counter_ns()
         return {"class": f"{cls.__module__}.{cls.__name__}", "import_ns": t1 - t0, "load_ns": t2 - t1}
 
-    def predict(self, x, rows: int):
+    def predict(self, x: Any, rows: int) -> Any:
         out = self.impl.predict(x)
         try:
             import numpy as np
 
             out = np.asarray(out, dtype=np.float32)
         except Exception as exc:
-            raise Failed("wrong", f"predict returned {type(out).__name__}, not an array: "
-                                  f"{describe(exc)}") from None
-        if out.shape != (rows, CLASSES):
-            raise Failed("wrong", f"predict returned shape {out.shape}, expected ({rows}, {CLASSES})")
-        return out
+            raise Failure("wrong", f"predict returned {type(out).__name__}, not an array: "
+                                   f"{describe(exc)}") from None
+        return as_answer(out, rows)
 
     def gate(self, images: int, batch: int) -> None:
         import numpy as np
@@ -195,7 +207,7 @@ class Worker:
         for i in range(0, images, batch):
             try:
                 parts.append(self.predict(x[i:i + batch], len(x[i:i + batch])))
-            except Failed:
+            except Failure:
                 raise
             except BaseException as exc:
                 raise failure(exc, "crashed") from None
@@ -217,8 +229,8 @@ class Worker:
                     t0 = time.perf_counter_ns()  # looked up each call: a patched clock is caught
                     out = np.asarray(self.impl.predict(x))  # lazy results are forced inside the clock
                     t1 = time.perf_counter_ns()
-                    out = self.predict_checked(out, batch)
-                except Failed as exc:
+                    out = as_answer(out, batch)
+                except Failure as exc:
                     self.channel.send((-1).to_bytes(8, "little", signed=True))
                     self.channel.reply({"ok": False, "status": exc.status, "reason": exc.reason})
                     return
@@ -231,14 +243,6 @@ class Worker:
                                   np.ascontiguousarray(out, dtype="<f4").tobytes())
         finally:
             gc.enable()
-
-    @staticmethod
-    def predict_checked(out, rows):
-        import numpy as np
-
-        if out.shape != (rows, CLASSES):
-            raise Failed("wrong", f"predict returned shape {out.shape}, expected ({rows}, {CLASSES})")
-        return out.astype(np.float32, copy=False)
 
 
 def main() -> int:
@@ -264,8 +268,8 @@ def main() -> int:
             elif op == "stream":
                 worker.stream(request["calls"], request["batch"])
             else:
-                raise Failed("crashed", f"unknown op {op!r}")
-        except Failed as exc:
+                raise Failure("crashed", f"unknown op {op!r}")
+        except Failure as exc:
             channel.reply({"ok": False, "status": exc.status, "reason": exc.reason})
 
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, registry
+from harness.errors import Failure
 from harness.machine import env, gpu, procenv
 from harness.machine.gpulock import GpuLock
 from harness.measure import cells, results
@@ -21,7 +22,7 @@ from harness.measure.cells import CellState
 from harness.measure.gpuwatch import GpuWatch
 from harness.measure.progress import Progress
 from harness.measure.study import Cell, Study, capped_calls, chunk_sizes
-from harness.measure.workerproc import WorkerDied, WorkerProcess
+from harness.measure.workerproc import WorkerProcess
 
 
 class Runner:
@@ -102,7 +103,7 @@ class Runner:
                 reply = worker.request(message, timeout)
             else:
                 reply = self.ask_on_gpu(state, worker, message, timeout)
-        except WorkerDied as exc:
+        except Failure as exc:
             self.finish(state, exc.status, exc.reason)
             return None
         if not reply.get("ok"):

@@ -1,99 +1,94 @@
-"""The runner's side of a worker: start, ask with a deadline, kill (the whole process group)."""
+"""The runner's side of a study worker (harness.measure.worker): start it, ask over its channel
+(harness.measure.channel) with a deadline, kill it (the whole process group).
+
+    WorkerProcess(group, env, log_path)
+      .request(message, timeout) -> dict   its reply; a crash or a timeout is a
+                                           harness.errors.Failure, `crashed` or `timeout`
+      .start(), .alive(), .pid, .kill(), .stop()
+"""
 
 import json
-import os
-import select
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from harness import ROOT
+from harness.errors import Failure
 from harness.machine import procenv
+from harness.measure import channel
+from harness.measure.channel import Channel
 
-
-class WorkerDied(Exception):
-    """The worker crashed or ran past its deadline; `status` is 'crashed' or 'timeout'."""
-
-    def __init__(self, status: str, reason: str):
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
+EXIT = b'{"op": "exit"}\n'
 
 
 class WorkerProcess:
-    def __init__(self, group: str, env: dict, log_path):
+    def __init__(self, group: str, env: dict, log_path: Path) -> None:
         self.group = group
         self.env = env
         self.log_path = log_path
-        self.proc = None
-        self.buffer = b""
+        self.proc: subprocess.Popen | None = None
+        self.channel: Channel | None = None
 
     @property
-    def pid(self):
+    def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self):
-        log = open(self.log_path, "ab")
-        log.write(f"--- worker for {self.group} started {time.ctime()}\n".encode())
-        log.flush()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.measure.worker"], cwd=ROOT, env=self.env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-            start_new_session=True,  # its own process group: killed whole, spared the terminal's ^C
-        )
-        log.close()
-        self.buffer = b""
+    def start(self) -> Channel:
+        with open(self.log_path, "ab") as log:
+            log.write(f"--- worker for {self.group} started {time.ctime()}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "harness.measure.worker"], cwd=ROOT, env=self.env,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                start_new_session=True,  # its own process group: killed whole, spared the terminal's ^C
+            )
+        if self.proc.stdout is None or self.proc.stdin is None:
+            raise ValueError("the worker's stdin and stdout must be pipes")
+        self.channel = Channel(self.proc.stdout, self.proc.stdin)
+        return self.channel
 
     def request(self, message: dict, timeout: float) -> dict:
-        if self.proc is None:
-            self.start()
-        elif self.proc.poll() is not None:
-            self._died("while idle")  # the next request on its cells starts a fresh one
-        try:
-            self.proc.stdin.write((json.dumps(message) + "\n").encode())
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            self._died("before the request")
+        if self.proc is not None and self.proc.poll() is not None:
+            raise self._died("while idle")  # the next request on its cells starts a fresh one
+        pipe = self.channel if self.channel is not None else self.start()
         deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self.buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.kill()
-                raise WorkerDied("timeout", f"no answer within {timeout:g} s; worker killed")
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if ready:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    self._died("while working")
-                self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return json.loads(line)
+        when = "before the request"
+        try:
+            pipe.send((json.dumps(message) + "\n").encode(), deadline)
+            when = "while working"
+            return pipe.message(deadline)
+        except channel.TimedOut:
+            self.kill()
+            raise Failure("timeout", f"no answer within {timeout:g} s; worker killed") from None
+        except channel.Closed:
+            raise self._died(when) from None
 
-    def _died(self, when: str):
+    def _died(self, when: str) -> Failure:
+        if self.proc is None:
+            raise ValueError("the worker was not started")
         code = self.proc.wait()
-        self.proc = None
+        self.proc = self.channel = None
         name = signal.Signals(-code).name if code < 0 and -code in signal.valid_signals() else None
         how = f"killed by {name}" if name else f"exited with code {code}"
-        raise WorkerDied("crashed", f"worker {how} {when} (see workers.log)")
+        return Failure("crashed", f"worker {how} {when} (see workers.log)")
 
-    def kill(self):
+    def kill(self) -> None:
         if self.proc is None:
             return
         procenv.kill_group(self.proc)
-        self.proc = None
+        self.proc = self.channel = None
 
-    def stop(self):
+    def stop(self) -> None:
         """Ask politely (the implementation frees its GPU memory), then make sure."""
-        if self.alive():
+        if self.alive() and self.proc is not None and self.channel is not None:
             try:
-                self.proc.stdin.write(b'{"op": "exit"}\n')
-                self.proc.stdin.flush()
+                self.channel.send(EXIT, time.monotonic() + 1)
                 self.proc.wait(timeout=10)
-            except (BrokenPipeError, subprocess.TimeoutExpired):
+            except (channel.ChannelError, subprocess.TimeoutExpired):
                 pass
         self.kill()

@@ -14,11 +14,19 @@ is an error naming the file, the table and the allowed keys.
                the GPU), cpu_s (RLIMIT_CPU), max_ratio (slower than this x rank_by in its warm-up:
                too-slow, not timed), pids (processes and threads, the cgroup's pids.max), output_mb
                (RLIMIT_FSIZE: any one file it writes, its log included)
+
+    load(name_or_path) -> Lab       a lab of labs/ by name, or a lab file by path
+    parse(text, where) -> Lab       a lab file's text; `where` names it in errors
+    Lab                             the lab: its [lab] keys, and .measure, .gate, .limits
+    Measure, Gate, Limits           the other tables, one record each
+    Reference                       a reference implementation: .implementation, .variant, .label
+    parse_reference, path_of(name), available()
 """
 
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NoReturn
 
 from harness import ROOT, registry
 from harness.errors import HarnessError
@@ -31,7 +39,7 @@ else:  # pragma: no cover
 
 LABS_DIR = ROOT / "labs"
 LEVELS = ("numpy", "onednn", "cudnn", "cuda", "tensorflow-ops", "jax-ops", "torch-ops", "keras")
-DEFAULTS = {
+DEFAULTS: dict[str, dict[str, Any]] = {
     "lab": {"name": None, "title": "", "rung": "numpy", "module": "lenet.py", "class": "",
             "device": "cpu", "dtype": "float32", "references": ["numpy"], "rank_by": None,
             "allow_imports": []},
@@ -55,6 +63,40 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class Measure:
+    """[measure]: timed calls per participant (split over rounds), rounds, warm-up calls, batch, threads."""
+
+    calls: int
+    rounds: int
+    warmup: int
+    batch_size: int
+    threads: int
+
+
+@dataclass(frozen=True)
+class Gate:
+    """[gate]: the first `images` test images; at least min_agree argmaxes as the oracle's, every
+    probability within max_abs_diff."""
+
+    images: int
+    min_agree: int
+    max_abs_diff: float
+
+
+@dataclass(frozen=True)
+class Limits:
+    """[limits]: per submission (see the module's docstring)."""
+
+    wall_s: float
+    import_s: float
+    memory_mb: int
+    cpu_s: float
+    max_ratio: float
+    pids: int
+    output_mb: int
+
+
+@dataclass(frozen=True)
 class Lab:
     name: str
     title: str
@@ -63,12 +105,12 @@ class Lab:
     class_name: str
     device: str
     dtype: str
-    references: tuple  # of Reference
+    references: tuple[Reference, ...]
     rank_by: Reference
-    allow_imports: tuple  # level packages (lenet_*) a submission may import
-    measure: dict
-    gate: dict
-    limits: dict
+    allow_imports: tuple[str, ...]  # level packages (lenet_*) a submission may import
+    measure: Measure
+    gate: Gate
+    limits: Limits
     source: str  # the TOML text (copied next to the results, read by Slurm tasks)
     path: str
 
@@ -76,11 +118,11 @@ class Lab:
         return next(r for r in self.references if r.label == label)
 
 
-def _fail(where, message):
+def _fail(where: str, message: str) -> NoReturn:
     raise HarnessError(f"{where}: {message}")
 
 
-def _number(where, key, value, minimum, whole=False):
+def _number(where: str, key: str, value: Any, minimum: float, whole: bool = False) -> Any:
     kinds = (int,) if whole else (int, float)
     if not isinstance(value, kinds) or isinstance(value, bool) or value < minimum:
         kind = "a whole number" if whole else "a number"
@@ -88,7 +130,7 @@ def _number(where, key, value, minimum, whole=False):
     return value
 
 
-def parse_reference(where, text, device) -> Reference:
+def parse_reference(where: str, text: object, device: str) -> Reference:
     if not isinstance(text, str):
         _fail(where, f"references: expected 'name' or 'name/variant' strings, found {text!r}")
     name, _, variant = text.partition("/")
@@ -125,6 +167,19 @@ def parse(text: str, where: str = "<lab>") -> Lab:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise HarnessError(f"{where}: TOML syntax error: {exc}") from None
+    tables = _tables(data, where)
+    head = tables["lab"]
+    references, rank_by = _references(head, f"{where} [lab]")
+    measure = _measure(tables["measure"], f"{where} [measure]")
+    gate = _gate(tables["gate"], f"{where} [gate]")
+    limits = _limits(tables["limits"], f"{where} [limits]")
+    allow = _allow_imports(head["allow_imports"], f"{where} [lab]")
+    return Lab(head["name"] or Path(where).stem, head["title"], head["rung"], head["module"], head["class"],
+               head["device"], head["dtype"], references, rank_by, allow, measure, gate, limits, text, where)
+
+
+def _tables(data: dict, where: str) -> dict[str, dict]:
+    """Each table's keys over its defaults; an unknown table or key is an error."""
     unknown = sorted(set(data) - set(DEFAULTS))
     if unknown:
         _fail(where, f"unknown table(s) {unknown}; allowed: {sorted(DEFAULTS)}")
@@ -137,9 +192,11 @@ def parse(text: str, where: str = "<lab>") -> Lab:
         if unknown:
             _fail(f"{where} [{table}]", f"unknown key(s) {unknown}; allowed: {sorted(defaults)}")
         tables[table] = {**defaults, **given}
-    head, measure, gate, limits = (tables[t] for t in ("lab", "measure", "gate", "limits"))
+    return tables
 
-    at = f"{where} [lab]"
+
+def _references(head: dict, at: str) -> tuple[tuple[Reference, ...], Reference]:
+    """The [lab] table checked; (its references, rank_by)."""
     for key in ("title", "module", "class"):
         if not isinstance(head[key], str):
             _fail(at, f"{key}: expected a string, found {head[key]!r}")
@@ -158,42 +215,45 @@ def parse(text: str, where: str = "<lab>") -> Lab:
     labels = [r.label for r in references]
     if len(set(labels)) != len(labels):
         _fail(at, f"references: listed twice: {labels}")
-    rank_by = references[0]
-    if head["rank_by"] is not None:
-        wanted = parse_reference(at, head["rank_by"], head["device"]).label
-        if wanted not in labels:
-            _fail(at, f"rank_by: {head['rank_by']!r} is not one of the references {labels}")
-        rank_by = references[labels.index(wanted)]
+    if head["rank_by"] is None:
+        return references, references[0]
+    wanted = parse_reference(at, head["rank_by"], head["device"]).label
+    if wanted not in labels:
+        _fail(at, f"rank_by: {head['rank_by']!r} is not one of the references {labels}")
+    return references, references[labels.index(wanted)]
 
-    at = f"{where} [measure]"
+
+def _measure(table: dict, at: str) -> Measure:
     for key in ("calls", "rounds", "warmup", "batch_size", "threads"):
-        _number(at, key, measure[key], 0 if key == "warmup" else 1, whole=True)
-    if measure["calls"] < measure["rounds"]:
-        _fail(at, f"expected calls >= rounds, found calls = {measure['calls']}, rounds = {measure['rounds']}")
+        _number(at, key, table[key], 0 if key == "warmup" else 1, whole=True)
+    if table["calls"] < table["rounds"]:
+        _fail(at, f"expected calls >= rounds, found calls = {table['calls']}, rounds = {table['rounds']}")
+    return Measure(**table)
 
-    at = f"{where} [gate]"
-    _number(at, "images", gate["images"], 1, whole=True)
-    if gate["images"] > TEST_IMAGES:
-        _fail(at, f"images: expected at most {TEST_IMAGES} (the MNIST test set), found {gate['images']}")
-    if gate["min_agree"] is None:
-        gate["min_agree"] = gate["images"]
-    _number(at, "min_agree", gate["min_agree"], 0, whole=True)
-    if gate["min_agree"] > gate["images"]:
-        _fail(at, f"min_agree: expected at most images ({gate['images']}), found {gate['min_agree']}")
-    _number(at, "max_abs_diff", gate["max_abs_diff"], 0)
 
-    at = f"{where} [limits]"
+def _gate(table: dict, at: str) -> Gate:
+    images = _number(at, "images", table["images"], 1, whole=True)
+    if images > TEST_IMAGES:
+        _fail(at, f"images: expected at most {TEST_IMAGES} (the MNIST test set), found {images}")
+    min_agree = images if table["min_agree"] is None else table["min_agree"]
+    _number(at, "min_agree", min_agree, 0, whole=True)
+    if min_agree > images:
+        _fail(at, f"min_agree: expected at most images ({images}), found {min_agree}")
+    return Gate(images, min_agree, _number(at, "max_abs_diff", table["max_abs_diff"], 0))
+
+
+def _limits(table: dict, at: str) -> Limits:
     for key in ("wall_s", "import_s", "cpu_s", "max_ratio"):
-        _number(at, key, limits[key], 1)
-    _number(at, "memory_mb", limits["memory_mb"], 64, whole=True)
-    _number(at, "pids", limits["pids"], 4, whole=True)
-    _number(at, "output_mb", limits["output_mb"], 1, whole=True)
+        _number(at, key, table[key], 1)
+    _number(at, "memory_mb", table["memory_mb"], 64, whole=True)
+    _number(at, "pids", table["pids"], 4, whole=True)
+    _number(at, "output_mb", table["output_mb"], 1, whole=True)
+    return Limits(**table)
 
-    name = head["name"] or Path(where).stem
-    allow = head["allow_imports"]
+
+def _allow_imports(allow: object, at: str) -> tuple[str, ...]:
     packages = sorted({s.package for s in registry.REGISTRY.values() if s.package})
     if not isinstance(allow, list) or any(a not in packages for a in allow):
         _fail(at, f"allow_imports: expected a list of the project's level packages {packages}, "
                   f"found {allow!r}")
-    return Lab(name, head["title"], head["rung"], head["module"], head["class"], head["device"],
-               head["dtype"], references, rank_by, tuple(allow), measure, gate, limits, text, where)
+    return tuple(allow)

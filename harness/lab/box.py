@@ -1,0 +1,287 @@
+"""A lab worker's box: its process in the sandbox (harness.lab.bwrap), its own cgroup
+(harness.lab.cgroup) and its limits; started, counted, watched, and killed with everything it
+started. What goes through its pipes is harness.lab.sandbox's business.
+
+    Limits                      what one box enforces (None: no limit)
+    Box(label, env, scratch, isolation, slot, limits, device, submission, packages, weights)
+      .start() -> Popen         the worker, its stdin and stdout the grader's
+      .cpu_ns()                 its CPU time: its cgroup's (every thread and process) or its own
+      .watch_memory()           on the GPU: kill it when its resident memory is past the limit
+      .died() -> Failure        why it ended (out-of-memory, timeout, crashed), once it has
+      .kill(), .stop()          kill it and everything it started; ask it to exit first
+      .submission_path()        its folder as the worker sees it
+    limiter, cpu_clock, rss_mb, worker_pid, capped_log, safe_label
+
+Limits of every worker, references included (the same overhead for all):
+- memory: the cgroup's limit (the kernel kills past it: out-of-memory), and on the CPU also
+  RLIMIT_AS (an allocation past it raises MemoryError in the submission); on the GPU the CUDA
+  driver maps far more address space than it uses, so there RLIMIT_AS is left off and the
+  resident set is watched too;
+- processes and threads: the cgroup's pids limit;
+- CPU time: RLIMIT_CPU (SIGXCPU at the limit); wall time: the grader's deadline on everything it
+  waits for (harness.lab.sandbox), then SIGKILL;
+- output: RLIMIT_FSIZE on every file it writes, its log included (SIGXFSZ past it); the log kept
+  in --out is its first and last LOG_KEEP bytes, with the size noted.
+"""
+
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import ROOT
+from harness.errors import Failure
+from harness.lab import bwrap, cgroup
+from harness.lab.cgroup import Cgroup
+from harness.lab.isolation import Isolation
+from harness.machine import procenv
+
+LOG_KEEP = 32 << 10  # bytes of the log kept from its start, and as many from its end
+WORKER_ARGS = [b"-m", b"harness.lab.worker"]  # the worker's argv after the interpreter
+PASS_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
+            "CUPY_CACHE_DIR", "NVIDIA_VISIBLE_DEVICES")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one box enforces; None is no limit. wall_s bounds the grader's waits, all together."""
+
+    wall_s: float | None = None
+    cpu_s: float | None = None
+    memory_mb: int | None = None
+    pids: int | None = None
+    output_mb: int | None = None
+
+
+def limiter(limits: Limits, address_space: bool, group: Cgroup | None) -> Callable[[], None]:
+    """The child's set-up between fork and exec: rlimits and its cgroup. Only system calls on
+    values computed here, in the parent (Python code between fork and exec must not allocate or
+    lock). When the grader dies, bwrap's --die-with-parent takes the sandbox with it."""
+    caps = [(resource.RLIMIT_CORE, (0, 0))]  # (kind, (soft, hard))
+    if limits.cpu_s:
+        soft = int(limits.cpu_s)
+        caps.append((resource.RLIMIT_CPU, (soft, soft + 5)))  # soft: SIGXCPU, hard: SIGKILL
+    if limits.memory_mb and address_space:
+        size = int(limits.memory_mb) << 20
+        caps.append((resource.RLIMIT_AS, (size, size)))
+    if limits.output_mb:
+        size = int(limits.output_mb) << 20
+        caps.append((resource.RLIMIT_FSIZE, (size, size)))
+    procs = [bytes(path) for path in group.procs_files()] if group is not None else []
+
+    def apply() -> None:
+        for kind, values in caps:
+            resource.setrlimit(kind, values)
+        cgroup.enter(procs)
+
+    return apply
+
+
+def cpu_clock(pid: int) -> int:
+    """The clock id of another process's CPU time (clock_getcpuclockid: all its threads, in ns,
+    precise even while it runs): Linux's MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)."""
+    return ((~pid) << 3) | 2
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def worker_pid(pid: int, timeout: float = 10.0) -> int | None:
+    """The worker process under bwrap (`pid`): bwrap -> its init (pid 1 of the namespace) -> the
+    worker (pid 2), found by /proc before any student code runs (it has no children yet)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        current = pid
+        while True:
+            try:
+                children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+                if Path(f"/proc/{current}/cmdline").read_bytes().split(b"\0")[1:3] == WORKER_ARGS:
+                    return current
+            except OSError:
+                return None
+            if not children:
+                break
+            current = int(children[0])
+        time.sleep(0.002)
+    return None
+
+
+def capped_log(source: Path, target: Path) -> None:
+    """Copy a worker's log, keeping its first and last LOG_KEEP bytes and noting what was cut."""
+    try:
+        size = source.stat().st_size
+    except OSError:
+        return
+    with open(source, "rb") as f, open(target, "ab") as out:
+        if size <= 2 * LOG_KEEP:
+            out.write(f.read())
+            return
+        out.write(f.read(LOG_KEEP))
+        out.write(f"\n[... {size - 2 * LOG_KEEP} bytes cut: the log was {size} bytes ...]\n".encode())
+        f.seek(size - LOG_KEEP)
+        out.write(f.read(LOG_KEEP))
+
+
+def safe_label(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:60]
+
+
+class Box:
+    def __init__(self, label: str, env: dict, scratch: Path, isolation: Isolation, slot: int = 0,
+                 limits: Limits | None = None, device: str = "cpu", submission: Path | None = None,
+                 packages: Iterable[str] = (), weights: str = "") -> None:
+        self.label = label
+        self.env = env
+        self.scratch = Path(scratch)
+        self.isolation = isolation
+        self.slot = slot
+        self.limits = limits or Limits()
+        self.device = device
+        self.submission = submission
+        self.packages = tuple(packages)
+        self.weights = weights
+        self.log_path = self.scratch / f"{safe_label(label)}.log"
+        self.proc: subprocess.Popen | None = None
+        self.pid: int | None = None  # the worker's own pid (under bwrap), for its CPU clock and memory
+        self.group: Cgroup | None = None
+        self.killed_for: str | None = None
+        self.start_s: float | None = None  # how long starting the sandbox took
+
+    def worker_env(self) -> dict:
+        env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
+        env.update(self.env)
+        env.update({"HOME": "/tmp", "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1",
+                    "PYTHONNOUSERSITE": "1", "MPLCONFIGDIR": "/tmp",
+                    "CUPY_CACHE_DIR": "/tmp/cupy"})  # CuPy's kernel cache: private, gone with the worker
+        uid = self.isolation.uid(self.slot)
+        if uid is not None:
+            env["LENET_LAB_UID"] = f"{uid}:{uid}"
+        return env
+
+    def start(self) -> subprocess.Popen:
+        t0 = time.perf_counter()
+        iso = self.isolation
+        if iso.cgroups:
+            self.group = Cgroup(f"{os.getpid()}-{self.slot}-{safe_label(self.label)}",
+                                self.limits.memory_mb, self.limits.pids)
+        argv = [sys.executable, "-m", "harness.lab.worker"]
+        if iso.bwrap:
+            argv = bwrap.command(iso.bwrap, self.submission, argv, self.weights, self.packages,
+                                 gpu=self.device == "gpu")
+            env, cwd = self.worker_env(), "/"
+        else:  # --no-sandbox: the grader's own user and environment
+            env = {**os.environ, **self.env, "PYTHONPATH": os.pathsep.join(
+                [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+            cwd = str(self.submission or self.scratch)
+        with open(self.log_path, "ab") as log:
+            log.write(f"--- {self.label}: worker started {time.ctime()}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                preexec_fn=limiter(self.limits, self.device == "cpu", self.group),
+                start_new_session=True,  # its own process group: killed whole, spared the terminal's ^C
+            )
+        self.pid = worker_pid(self.proc.pid) if iso.bwrap else self.proc.pid
+        self.start_s = time.perf_counter() - t0
+        return self.proc
+
+    def submission_path(self) -> str:
+        return bwrap.SUBMISSION_DIR if self.isolation.bwrap else str(self.submission)
+
+    def cpu_ns(self) -> int:
+        """CPU time of the worker: its cgroup's (every thread and process) or its own process's."""
+        if self.group is not None:
+            return self.group.cpu_ns()
+        try:
+            return time.clock_gettime_ns(cpu_clock(self._own_pid()))
+        except OSError:  # the process is gone
+            raise self.died() from None
+
+    def _own_pid(self) -> int:
+        if self.pid:
+            return self.pid
+        if self.proc is None:
+            raise ValueError(f"{self.label}: the box was not started")
+        return self.proc.pid
+
+    def watch_memory(self) -> None:
+        limit = self.limits.memory_mb
+        if limit and self.device != "cpu" and rss_mb(self._own_pid()) > limit:
+            self.killed_for = f"resident memory above the limit of {limit} MB; worker killed"
+            self.kill()
+
+    def kill(self) -> None:
+        if self.proc is None:
+            return
+        procenv.kill_group(self.proc)  # bwrap; --die-with-parent takes the worker and its namespace
+        if self.pid and self.pid != self.proc.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.group is not None:
+            self.group.kill()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        """Ask it to exit, then kill whatever is left (a detached daemon, a fork bomb)."""
+        if self.proc is not None and self.proc.poll() is None and self.proc.stdin is not None:
+            try:
+                os.write(self.proc.stdin.fileno(), b'{"op": "exit"}\n')
+                self.proc.wait(timeout=5)
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        if self.group is not None:
+            self.group.remove()
+            self.group = None
+
+    def died(self) -> Failure:
+        """Why the worker ended; it has ended, or is ending (this waits for it)."""
+        if self.proc is None:
+            raise ValueError(f"{self.label}: the box was not started")
+        code = self.proc.wait()
+        limits = self.limits
+        if self.group is not None and self.group.oom_kills():
+            return Failure("out-of-memory", f"past the memory limit of {limits.memory_mb} MB "
+                                            "(killed by the kernel for its cgroup)")
+        if self.killed_for:
+            return Failure("out-of-memory", self.killed_for)
+        if self.isolation.bwrap and code > 128:  # bwrap reports a child killed by signal N as 128 + N
+            code = -(code - 128)
+        if code == -signal.SIGXCPU:
+            return Failure("timeout", f"CPU-time limit of {limits.cpu_s} s exceeded (killed by SIGXCPU)")
+        if code == -signal.SIGXFSZ or self.output_full():  # Python ignores SIGXFSZ: writes fail
+            return Failure("crashed", f"wrote more than the output limit of {limits.output_mb} "
+                                      "MB to one file or to its log")
+        if code < 0 and -code in signal.valid_signals():
+            return Failure("crashed", f"the worker was killed by {signal.Signals(-code).name}")
+        return Failure("crashed", f"the worker exited with code {code}")
+
+    def output_full(self) -> bool:
+        limit = self.limits.output_mb
+        if not limit:
+            return False
+        try:
+            return self.log_path.stat().st_size >= int(limit) << 20
+        except OSError:
+            return False
