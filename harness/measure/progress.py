@@ -37,7 +37,7 @@ class Progress:
     def skip(self) -> None:
         self.done += 1
 
-    def advance(self, cell_id: str, r: int, seconds: float, times: list[int],
+    def advance(self, cell_id: str, r: int, seconds: float, times: list[int] | None,
                 final: dict[str, Any] | None) -> None:
         self.done += 1
         if times:

@@ -11,6 +11,7 @@ Rows (results.jsonl), each with schema, run_id, time, kind:
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, registry
@@ -26,8 +27,9 @@ from harness.measure.workerproc import WorkerProcess
 
 
 class Runner:
-    def __init__(self, study: Study, run_dir: Path, writer, weights=DEFAULT_WEIGHTS,
-                 gpu_lock=None, report=print):
+    def __init__(self, study: Study, run_dir: Path, writer: results.RowWriter,
+                 weights: str | Path = DEFAULT_WEIGHTS, gpu_lock: GpuLock | None = None,
+                 report: Callable[[str], None] = print):
         self.study = study
         self.run_dir = run_dir
         self.writer = writer
@@ -36,18 +38,18 @@ class Runner:
         self.gpu_watch = GpuWatch(gpu_lock, self.own_pids)
         self.workers: dict[str, WorkerProcess] = {}
         m = study.measure
-        self.states = [CellState(c, chunk_sizes(c.calls, m["rounds"])) for c in study.cells]
+        self.states = [CellState(c, chunk_sizes(c.calls, m.rounds)) for c in study.cells]
 
     # --- resume -------------------------------------------------------------------------
     def restore(self, rows: list[dict]) -> int:
         """Take finished cells and rounds from earlier rows; returns how many cells were done."""
-        return cells.restore(self.states, rows, self.study.measure["rounds"])
+        return cells.restore(self.states, rows, self.study.measure.rounds)
 
     # --- the run ------------------------------------------------------------------------
-    def run(self):
+    def run(self) -> list[CellState]:
         m = self.study.measure
         self.skip_unrunnable()
-        todo = [(r, s) for r in range(m["rounds"]) for s in self.states if s.open and r not in s.rounds]
+        todo = [(r, s) for r in range(m.rounds) for s in self.states if s.open and r not in s.rounds]
         if any(s.cell.device == "gpu" for _, s in todo):
             self.gpu_watch.start()
         progress = Progress(todo, self.report)
@@ -76,7 +78,7 @@ class Runner:
                 worker.stop() if clean_exit else worker.kill()
         return self.states
 
-    def skip_unrunnable(self):
+    def skip_unrunnable(self) -> None:
         absent = gpu.absent_reason()
         for state in self.states:
             if state.open and state.cell.device == "gpu" and absent:
@@ -85,8 +87,8 @@ class Runner:
     def worker(self, cell: Cell) -> WorkerProcess:
         if cell.group not in self.workers:
             m = self.study.measure
-            threads = cell.threads if cell.threads is not None else m["threads"]
-            settings = procenv.settings(threads, m["inter_op_threads"], cell.device)
+            threads = cell.threads if cell.threads is not None else m.threads
+            settings = procenv.settings(threads, m.inter_op_threads, cell.device)
             # the implementation's own variables (KERAS_BACKEND, XLA_FLAGS) win over the caller's
             worker_env = {**os.environ, **settings, **registry.process_env(cell.implementation)}
             log = self.run_dir / "workers.log"
@@ -115,17 +117,17 @@ class Runner:
         """This run's workers: their GPU memory is ours, not another user's."""
         return [w.pid for w in self.workers.values() if w.pid]
 
-    def ask_on_gpu(self, state, worker, message, timeout):
+    def ask_on_gpu(self, state: CellState, worker: WorkerProcess, message: dict, timeout: float) -> dict:
         reply = self.gpu_watch.request(worker, message, timeout)
         if reply["contended"] and reply["contended"] not in state.contended:
             state.contended.append(reply["contended"])
         return reply
 
-    def setup(self, state: CellState):
+    def setup(self, state: CellState) -> None:
         m = self.study.measure
         message = {"op": "setup", "cell": {**state.cell.to_dict(), "id": state.cell.id},
-                   "weights": self.weights, "warmup": m["warmup"]}
-        reply = self.ask(state, message, m["setup_timeout_s"])
+                   "weights": self.weights, "warmup": m.warmup}
+        reply = self.ask(state, message, m.setup_timeout_s)
         if reply is None:
             return
         state.ready_pid = self.worker(state.cell).pid
@@ -133,19 +135,19 @@ class Runner:
             calls = capped_calls(m, state.cell.calls, reply["warmup_median_ns"] / 1e9)
             if calls != sum(state.chunks):
                 self.report(f"  {state.cell.id}: {calls} timed calls instead of {state.cell.calls} "
-                            f"(max_cell_seconds = {m['max_cell_seconds']:g})")
-            state.chunks = chunk_sizes(calls, m["rounds"])
+                            f"(max_cell_seconds = {m.max_cell_seconds:g})")
+            state.chunks = chunk_sizes(calls, m.rounds)
         row = self.writer.write({"kind": "setup", "cell_id": state.cell.id, "pid": state.ready_pid,
                                  "calls": sum(state.chunks),
                                  **{k: v for k, v in reply.items() if k != "ok"}})
         if state.setup is None:
             state.setup = row
 
-    def measure(self, state: CellState, r: int):
+    def measure(self, state: CellState, r: int) -> None:
         m = self.study.measure
-        start = 1 + m["warmup"] + sum(state.chunks[:r])  # each call a different image
+        start = 1 + m.warmup + sum(state.chunks[:r])  # each call a different image
         message = {"op": "measure", "cell_id": state.cell.id, "calls": state.chunks[r], "start": start}
-        reply = self.ask(state, message, m["timeout_s"])
+        reply = self.ask(state, message, m.timeout_s)
         if reply is None:
             return
         state.rounds[r] = (reply["times_ns"], reply["device_ns"])
@@ -158,30 +160,31 @@ class Runner:
         """Train mode: one convergence run per level, its default training variant at the
         study's convergence batch size, in float32 with the study's thread count."""
         m = self.study.measure
-        return (cell.mode == "train" and bool(m["converge_images"] or m["converge_seconds"])
+        return (cell.mode == "train" and bool(m.converge_images or m.converge_seconds)
                 and cell.variant == registry.spec(cell.implementation).train_variants[0]
-                and cell.batch_size == m["converge_batch_size"] and cell.dtype == "float32"
+                and cell.batch_size == m.converge_batch_size and cell.dtype == "float32"
                 and cell.threads is None)
 
-    def converge(self, state: CellState):
+    def converge(self, state: CellState) -> None:
         m = self.study.measure
-        self.report(f"  {state.cell.id}: convergence run (at most {m['converge_images']} images "
-                    f"or {m['converge_seconds']} s)")
-        message = {"op": "converge", "cell_id": state.cell.id, "images": m["converge_images"],
-                   "seconds": m["converge_seconds"]}
-        timeout = (m["converge_seconds"] or 600) * 3 + m["setup_timeout_s"]
+        self.report(f"  {state.cell.id}: convergence run (at most {m.converge_images} images "
+                    f"or {m.converge_seconds} s)")
+        message = {"op": "converge", "cell_id": state.cell.id, "images": m.converge_images,
+                   "seconds": m.converge_seconds}
+        timeout = (m.converge_seconds or 600) * 3 + m.setup_timeout_s
         reply = self.ask(state, message, timeout)
         if reply is not None:
             state.convergence = reply["convergence"]
 
-    def finish(self, state: CellState, status: str, reason: str | None = None):
+    def finish(self, state: CellState, status: str, reason: str | None = None) -> None:
         state.final = self.writer.write(cells.final_row(state, self.study.name, status, reason))
         if status != "ok":
             self.report(f"  {state.cell.id}: {status}: {reason}")
 
 
-def start_run(study: Study, out: Path, run_id=None, resume=False, weights=DEFAULT_WEIGHTS,
-              report=print, lock_timeout_s=None):
+def start_run(study: Study, out: Path, run_id: str | None = None, resume: bool = False,
+              weights: str | Path = DEFAULT_WEIGHTS, report: Callable[[str], None] = print,
+              lock_timeout_s: float | None = None) -> tuple[Path, list[CellState]]:
     """Create (or reopen with resume) the run folder, record the environment, run the cells."""
     if resume:
         run_dir = results.find_run_dir(out, study.name, run_id)
@@ -191,7 +194,7 @@ def start_run(study: Study, out: Path, run_id=None, resume=False, weights=DEFAUL
         run_id = run_dir.name
         (run_dir / "study.toml").write_text(study.source)
         m = study.measure
-        info = env.collect(procenv.settings(m["threads"], m["inter_op_threads"], "cpu"))
+        info = env.collect(procenv.settings(m.threads, m.inter_op_threads, "cpu"))
         (run_dir / "env.json").write_text(json.dumps(info, indent=2) + "\n")
     writer = results.RowWriter(run_dir, run_id)
     lock = None
@@ -202,7 +205,7 @@ def start_run(study: Study, out: Path, run_id=None, resume=False, weights=DEFAUL
     if resume:
         done = runner.restore(results.read_rows(writer.path))
         report(f"resuming {run_dir}: {done} of {len(runner.states)} cells already finished")
-    report(f"study {study.name}: {len(study.cells)} cells, {study.measure['rounds']} rounds -> {run_dir}")
+    report(f"study {study.name}: {len(study.cells)} cells, {study.measure.rounds} rounds -> {run_dir}")
     try:
         runner.run()
     finally:

@@ -60,10 +60,6 @@ class Measure:
     converge_batch_size: int = 32
     min_calls_per_round: int = 10
 
-    def __getitem__(self, key: str) -> Any:
-        """measure["rounds"]: the runner still reads the table by key (until it moves to attributes)."""
-        return getattr(self, key)
-
 
 MEASURE_KEYS = frozenset(field.name for field in fields(Measure))
 WHOLE_NUMBERS = ("calls", "rounds", "warmup", "threads", "inter_op_threads",
