@@ -62,6 +62,13 @@ def name_expressions(variant: str, dtype: str) -> list[str]:
     return [f"{kernel}<{CTYPES[dtype]}>" for kernel in KERNELS[variant]]
 
 
+def nvrtc_units() -> list[tuple[str, str, tuple[str, ...], list[str]]]:
+    """What doctor compiles (the registry's "kernels" hook): per kernel file, its source, name,
+    options and the template instances of every dtype."""
+    return [(source(v), SOURCES[v], OPTIONS, [e for dtype in CTYPES for e in name_expressions(v, dtype)])
+            for v in ("layers", "fused")]
+
+
 def blocks(count: int, threads: int) -> int:
     return (count + threads - 1) // threads
 

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import DEFAULT_WEIGHTS
+from harness import DEFAULT_WEIGHTS, registry
 from harness.data import mnist
 from harness.errors import HarnessError
 
@@ -28,15 +28,13 @@ def train(out: Path, epochs: int, seed: int, data_dir=None, min_accuracy=MIN_ACC
     import numpy as np
     import tensorflow as tf
 
-    from lenet_keras.model import build_model
-
     keras.utils.set_random_seed(seed)
     tf.config.experimental.enable_op_determinism()
     x_train, y_train = mnist.load("train", data_dir)
     x_test, y_test = mnist.load("test", data_dir)
     x_train, x_test = mnist.to_input(x_train), mnist.to_input(x_test)
 
-    model = build_model()
+    model = registry.hook("keras", "build_model")()  # the Keras level's model, asked by name
     # Step decay: 1e-3, then x0.5 every 4 epochs (gets LeNet-5 past 99% in ~12 epochs).
     schedule = keras.callbacks.LearningRateScheduler(lambda epoch: 1e-3 * 0.5 ** (epoch // 4))
     model.compile(optimizer=keras.optimizers.Adam(1e-3),

@@ -73,9 +73,7 @@ def implementation_rows(weights=DEFAULT_WEIGHTS, names=None):
 
 def cublaslt_line() -> str:
     """cuBLASLt, whose matmul epilogues carry the cuDNN level's dense layers (tuned, graph)."""
-    from lenet_cudnn import cublaslt
-
-    found = cublaslt.probe()
+    found = registry.hook("cudnn", "cublaslt")()
     return (f"cuBLASLt: version {found['version']} from {found['path']} ({found['how']})" if found["found"]
             else f"cuBLASLt: {found['reason']} (cuDNN's dense layers then use cuBLAS gemm + cuDNN ops)")
 
@@ -89,8 +87,6 @@ def compute_capabilities() -> list[str]:
 def cuda_lines(caps=None) -> list[str]:
     """NVRTC, and the hand-written CUDA level's kernels compiled for each GPU here: registers per
     thread and static shared memory per block, as ptxas reports them (no CuPy needed)."""
-    from lenet_cuda import kernels  # the level's own list of files and template instances
-
     probe = nvrtc.probe()
     if not probe["found"]:
         return [f"NVRTC: {probe['reason']}"]
@@ -105,10 +101,8 @@ def cuda_lines(caps=None) -> list[str]:
         arch = "sm_" + cap.replace(".", "")
         uses = []
         try:
-            for variant in ("layers", "fused"):
-                exprs = [e for dtype in kernels.CTYPES for e in kernels.name_expressions(variant, dtype)]
-                found = nvrtc.resources(nvrtc.load(), kernels.source(variant), kernels.SOURCES[variant],
-                                        arch, kernels.OPTIONS, exprs)
+            for text, filename, options, exprs in registry.hook("cuda", "kernels")():  # the level's own
+                found = nvrtc.resources(nvrtc.load(), text, filename, arch, options, exprs)
                 uses += [f"{expr} {r.get('registers', '?')} regs {r.get('shared_bytes', '?')} B shared"
                          for expr, r in found.items()]
         except (nvrtc.NvrtcError, ValueError) as exc:

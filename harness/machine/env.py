@@ -11,6 +11,9 @@ import subprocess
 import sys
 import time
 
+from harness import registry
+from harness.errors import HarnessError
+
 PACKAGES = ("numpy", "tensorflow", "tensorflow-cpu", "keras", "h5py", "cupy-cuda12x",
             "cupy-cuda13x", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-cuda-nvrtc-cu12",
             "nvidia-ml-py", "onednn-cpu-gomp", "matplotlib", "pandas", "pygount", "jax", "torch",
@@ -79,22 +82,24 @@ def collect_gpus() -> dict:
     return {"gpus": gpus, "cuda_driver_version": cuda, "gpu_processes": processes}
 
 
-def collect_cudnn() -> dict:
+def library_probe(level: str, key: str) -> dict:
+    """{key: the native library the level would load here (its registry hook "library")}; where
+    the level's module cannot even be imported, None and why (env collection stays alive)."""
     try:
-        from lenet_cudnn import binding
-    except ImportError as exc:  # the package is part of this project; keep env collection alive
-        return {"cudnn": None, "cudnn_note": str(exc)}
-    found = binding.probe()
-    return {"cudnn": found}
+        probe = registry.hook(level, "library")
+    except HarnessError as exc:
+        return {key: None, f"{key}_note": str(exc)}
+    return {key: probe()}
+
+
+def collect_cudnn() -> dict:
+    """The cuDNN library the raw GPU level would load: path, version, how it was found."""
+    return library_probe("cudnn", "cudnn")
 
 
 def collect_onednn() -> dict:
     """The oneDNN library the raw CPU level would load: path, version, OpenMP threads."""
-    try:
-        from lenet_onednn import binding
-    except ImportError as exc:
-        return {"onednn": None, "onednn_note": str(exc)}
-    return {"onednn": binding.probe()}
+    return library_probe("onednn", "onednn")
 
 
 def collect_nvrtc() -> dict:
