@@ -18,7 +18,7 @@ templates; `name<float>` or `name<double>` is compiled).
 
 import numpy as np
 
-from harness.base import LeNet
+from harness.base import LeNet, check_images
 from harness.data import weights
 from harness.errors import Unavailable
 from harness.frameworks.cupy_setup import import_cupy
@@ -108,9 +108,7 @@ class CudaLeNet(LeNet):
         p["graph"] = s.end_capture()  # cupy.cuda.graph.Graph, instantiated
 
     def predict(self, images):
-        images = np.asarray(images)
-        if images.ndim != 4 or images.shape[1:] != (28, 28, 1) or len(images) == 0:
-            raise ValueError(f"images: expected shape (N, 28, 28, 1) with N >= 1, found {images.shape}")
+        images = check_images(images)
         with self.stream:  # CuPy's current stream: the kernels launch on it
             p = self.plan(len(images))
             np.copyto(p["host_in"], images)  # (N, 28, 28, 1) NHWC as it is, cast to the dtype

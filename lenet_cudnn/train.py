@@ -24,7 +24,7 @@ import ctypes
 
 import numpy as np
 
-from harness.base import LEARNING_RATE, Trainer
+from harness.base import LEARNING_RATE, Trainer, check_batch
 from harness.data import weights
 from harness.errors import Unavailable
 from harness.registry import REGISTRY
@@ -238,13 +238,3 @@ class CudnnTrainer(Trainer):
             self.lib.cudnnDestroy(self.handle)
             self.handle = cu.Handle()
 
-
-def check_batch(images, labels):
-    images, labels = np.asarray(images), np.asarray(labels)
-    if images.ndim != 4 or images.shape[1:] != (28, 28, 1) or len(images) == 0:
-        raise ValueError(f"expected images (N, 28, 28, 1) with N >= 1, found shape {images.shape}")
-    if labels.shape != (len(images),) or not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(f"expected {len(images)} integer labels, found {labels.dtype} {labels.shape}")
-    if labels.min() < 0 or labels.max() > 9:
-        raise ValueError(f"labels must be in [0, 9], found {labels.min()} .. {labels.max()}")
-    return images, labels.astype(np.int64)

@@ -273,7 +273,7 @@ def test_emulated_graph_is_captured_once_per_batch_size_and_replays_new_inputs(m
 
 def test_predict_refuses_a_wrong_shape(monkeypatch, emulator):
     _, impl = emulated(monkeypatch, emulator, "fused", "float32")
-    with pytest.raises(ValueError, match=r"images: expected shape \(N, 28, 28, 1\)"):
+    with pytest.raises(ValueError, match=r"expected images \(N, 28, 28, 1\)"):
         impl.predict(np.zeros((2, 28, 28)))
 
 

@@ -11,6 +11,7 @@ import pytest
 from harness import DEFAULT_WEIGHTS, registry
 from harness.data import mnist
 from harness.errors import Unavailable
+from harness.frameworks import native
 from harness.machine import gpu
 from lenet_cudnn import binding, cublas, layout, model
 from lenet_numpy.model import NumpyLeNet, conv2d_relu, max_pool_2x2, softmax
@@ -289,10 +290,12 @@ def test_cublas_discovery_order(monkeypatch, tmp_path):
         "7f01-7f02 r-xp 00000000 fd:01 2 /opt/x/libcublas.so.13\n"
         "7f02-7f03 r--p 00001000 fd:01 2 /opt/x/libcublas.so.13\n"
         "7f03-7f04 rw-p 00000000 00:00 0 \n")
-    assert cublas.loaded_in_process(str(maps)) == ["/opt/x/libcublas.so.13"]
-    assert cublas.loaded_in_process(str(tmp_path / "absent")) == []
+    assert native.loaded_in_process("libcublas.so", str(maps)) == ["/opt/x/libcublas.so.13"]
+    assert native.loaded_in_process("libcublasLt.so", str(maps)) == ["/opt/x/libcublasLt.so.13"]
+    assert native.loaded_in_process("libcublas.so", str(tmp_path / "absent")) == []
     monkeypatch.setenv("LENET_CUBLAS_LIBRARY", "/chosen/libcublas.so.13")
-    monkeypatch.setattr(cublas, "loaded_in_process", lambda: ["/opt/x/libcublas.so.13"])
+    monkeypatch.setattr(native, "loaded_in_process",
+                        lambda prefix: ["/opt/x/libcublas.so.13"] if prefix == "libcublas.so" else [])
     monkeypatch.setattr(cublas, "wheel_libraries", lambda: ["/site/nvidia/cu13/lib/libcublas.so.13"])
     assert cublas.candidates() == [
         ("/chosen/libcublas.so.13", "LENET_CUBLAS_LIBRARY"),
@@ -319,7 +322,7 @@ def test_cublas_wheel_layouts_cu13_and_cu12(monkeypatch, tmp_path):
 def test_cublas_missing_is_unavailable_naming_what_was_tried(monkeypatch, tmp_path):
     monkeypatch.setattr(cublas, "_loaded", None)
     monkeypatch.setenv("LENET_CUBLAS_LIBRARY", "/nonexistent/libcublas.so.13")
-    monkeypatch.setattr(cublas, "loaded_in_process", lambda: [])
+    monkeypatch.setattr(native, "loaded_in_process", lambda prefix: [])
     monkeypatch.setattr(cublas, "wheel_libraries", lambda: [])
     monkeypatch.setattr(cublas, "SONAMES", ("libcublas-lenet-absent.so.13",))
     with pytest.raises(Unavailable) as info:
