@@ -97,7 +97,7 @@ class Plan:
         self.arrays = w  # the user weights' buffers stay alive as long as the plan
         self.x = np.zeros((n, 28, 28, 1), np_dtype)  # NHWC = logical (N, 1, 28, 28) nhwc
         self.out = np.zeros((n, 10), np_dtype)  # (N, 10) nc
-        relu = self.keep(P.ReluAttr(lib))
+        relu = self.keep(P.EltwiseAttr(lib, dnnl.ELTWISE_RELU, 0.0, 0.0))
         bias_md = {name: self.md(b[1], dt, b[2]) for name, (_, b) in w.items()}  # (K,) x
 
         x_md = self.md((n, 1, 28, 28), dt, dnnl.TAG_NHWC)  # explicit: conv1's src as given
