@@ -420,3 +420,23 @@ def test_env_records_the_nvrtc_that_compiles_the_kernels():
 
     found = env.collect_nvrtc()["nvrtc"]
     assert set(found) in ({"found", "path", "how", "version"}, {"found", "reason"})
+
+
+@pytest.mark.parametrize("count,reason", [(0, "CuPy 13.0 sees no GPU; on a GPU server install CuPy"),
+                                          (RuntimeError("no driver"), "CuPy 13.0 sees no GPU (no driver); ")])
+def test_import_cupy_without_a_device_is_the_frameworks_one_refusal(monkeypatch, count, reason):
+    """harness.frameworks.gpu_guard: the same 'sees no GPU' sentence as TF, JAX and PyTorch give."""
+    import types
+
+    from harness.frameworks import cupy_setup
+
+    def device_count():
+        if isinstance(count, Exception):
+            raise count
+        return count
+
+    fake = types.SimpleNamespace(__version__="13.0", cuda=types.SimpleNamespace(
+        runtime=types.SimpleNamespace(getDeviceCount=device_count)))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    with pytest.raises(Unavailable, match=re.escape(reason)):
+        cupy_setup.import_cupy()

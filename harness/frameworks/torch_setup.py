@@ -2,11 +2,12 @@
 precision and device."""
 
 import os
+from typing import Any
 
-from harness.errors import Unavailable
+from harness.frameworks.gpu_guard import require_gpu
 
 
-def configure(device: str):
+def configure(device: str) -> Any:
     """Apply the harness's thread counts (harness.machine.procenv) and return the torch.device for
     `device`, or raise Unavailable when PyTorch sees no GPU."""
     import torch
@@ -28,16 +29,13 @@ def configure(device: str):
         torch.backends.cudnn.allow_tf32 = False
     if device != "gpu":
         return torch.device("cpu")
-    if not torch.cuda.is_available():
-        build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "CPU-only build"
-        raise Unavailable(
-            f"PyTorch {torch.__version__} ({build}) sees no GPU; on a GPU server install the CUDA "
-            "build of torch"
-        )
+    build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "CPU-only build"
+    require_gpu(torch.cuda.is_available(), f"PyTorch {torch.__version__} ({build})",
+                "install the CUDA build of torch")
     return torch.device("cuda", 0)
 
 
-def free(device) -> None:
+def free(device: Any) -> None:
     """Give the CUDA caching allocator's memory back (polite on a shared GPU)."""
     import torch
 
