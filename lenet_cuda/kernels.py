@@ -38,8 +38,8 @@ LAYER_BUFFERS = {"x": (28, 28, 1), "c1": (28, 28, 6), "p1": (14, 14, 6), "c2": (
                  "p2": (5, 5, 16), "fc1": (120,), "fc2": (84,), "fc3": (10,), "out": (10,)}
 FUSED_BUFFERS = {"x": (28, 28, 1), "out": (10,)}
 # The fused kernel's static shared arrays (elements), as declared in fused.cu
-FUSED_SHARED = {"img": 784, "sw1": 150, "sb1": 6, "sw2": 2400, "sb2": 16, "p1": 1176, "p2": 400,
-                "h1": 120, "h2": 84, "logits": 10, "partial": FUSED_THREADS}
+FUSED_SHARED = {"img": 784, "s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b": 16,
+                "p1": 1176, "p2": 400, "h1": 120, "h2": 84, "logits": 10, "partial": FUSED_THREADS}
 WEIGHTS = ("conv1", "conv2", "fc1", "fc2", "fc3")
 
 
