@@ -8,8 +8,8 @@ model.py launches exactly these; the tests check them against the oracle's shape
     fused:  x (N,28,28,1) -lenet_fused, N blocks of FUSED_THREADS-> out (N,10)
 """
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
@@ -43,7 +43,8 @@ FUSED_SHARED = {"img": 784, "s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400,
 WEIGHTS = ("conv1", "conv2", "fc1", "fc2", "fc3")
 
 
-class Launch(NamedTuple):
+@dataclass(frozen=True)
+class Launch:
     kernel: str
     grid: int  # blocks (1-D)
     block: int  # threads per block (1-D)

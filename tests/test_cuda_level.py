@@ -265,10 +265,10 @@ def test_emulated_graph_is_captured_once_per_batch_size_and_replays_new_inputs(m
     for i in (0, 3, 7):
         one = impl.predict(x[i:i + 1])
         assert np.max(np.abs(one - reference[i:i + 1])) <= 1e-5  # the replay reads the new input
-    graph = impl.plans[1]["graph"]
+    graph = impl.plans[1].graph
     assert graph.launches == 3 and len(graph.steps) == 3  # copy in, lenet_fused, copy out
     impl.predict(x[:4])
-    assert impl.plans[1]["graph"] is graph and set(impl.plans) == {1, 4}
+    assert impl.plans[1].graph is graph and set(impl.plans) == {1, 4}
 
 
 def test_predict_refuses_a_wrong_shape(monkeypatch, emulator):
@@ -340,9 +340,9 @@ def test_gpu_graph_is_captured_once_per_batch_size(test_set):
         for _ in range(3):
             for i in (0, 5, 9):
                 assert np.max(np.abs(impl.predict(x[i:i + 1]) - reference[i:i + 1])) <= 1e-5
-        graph = impl.plans[1]["graph"]
+        graph = impl.plans[1].graph
         np.testing.assert_allclose(impl.predict(x[:16]), reference[:16], atol=1e-5)
-        assert impl.plans[1]["graph"] is graph and set(impl.plans) == {1, 16}
+        assert impl.plans[1].graph is graph and set(impl.plans) == {1, 16}
     finally:
         impl.close()
 

@@ -4,6 +4,7 @@ and output dimensions through the real libcudnn where it is installed. With a GP
 thing against the reference."""
 
 import ctypes
+import dataclasses
 
 import numpy as np
 import pytest
@@ -58,6 +59,12 @@ def sample(shared_weights):
     x = mnist.to_input(images[:64])
     return x, NumpyLeNet(DEFAULT_WEIGHTS).predict(x)
 
+
+
+def partial_plan(**fields) -> model.Plan:
+    """A model.Plan with the given fields, every other one None (what a unit test reads)."""
+    names = [f.name for f in dataclasses.fields(model.Plan)]
+    return model.Plan(**{**dict.fromkeys(names), **fields})
 
 def test_hwio_to_kcrs_reproduces_reference_conv1(shared_weights, sample):
     x, _ = sample
@@ -432,12 +439,12 @@ def test_gpu_graph_replays_new_inputs_per_batch_size(sample):
             for i in (0, 5, 9):
                 one = impl.predict(x[i:i + 1])
                 assert np.max(np.abs(one - reference[i:i + 1])) <= 1e-5
-        graphs = {n: p["graph"] for n, p in impl.plans.items()}
+        graphs = {n: p.graph for n, p in impl.plans.items()}
         assert set(graphs) == {1} and graphs[1] is not None
         np.testing.assert_allclose(impl.predict(x[:16]), reference[:16], atol=1e-5)
-        assert impl.plans[1]["graph"] is graphs[1]  # not captured again
+        assert impl.plans[1].graph is graphs[1]  # not captured again
         assert set(impl.plans) == {1, 16}
-        assert not set(impl.plans[16]["conv_math"]) & {1, 2}
+        assert not set(impl.plans[16].conv_math) & {1, 2}
     finally:
         impl.close()
 
@@ -483,7 +490,7 @@ def test_tuned_convolutions_run_fused_and_fall_back_to_three_calls_when_refused(
     impl.stream = type("S", (), {"synchronize": lambda self: None})()
     impl.forward = lambda *args, fused: (tried.append(fused), run(impl.conv_bias_relu(
         d, desc, "x", desc, desc, "conv1", desc, "y", 3, "ws", 64, fused)))
-    plan = {"d": d, "buf": {}, "algos": [3, 3], "ws": kernel, "ws_size": 64}
+    plan = partial_plan(d=d, buf={}, algos=[3, 3], ws=kernel, ws_size=64)
     assert impl.fusion_works(plan) is True and "one cudnnConvolutionBiasActivationForward" in impl.fusion_note
     Lib.refuse = True
     assert impl.fusion_works(plan) is False and tried == [True, True]
@@ -564,8 +571,8 @@ def test_cublaslt_refusal_falls_back_to_the_gemm_path_with_the_reason():
     impl.stream = type("S", (), {"ptr": 0, "synchronize": lambda self: None})()
     impl.w = {name: (cp.empty((size, 1)), cp.empty(size)) for name, size in (("fc1", 120), ("fc2", 84), ("fc3", 10))}
     d = type("D", (), {"n": 2})()
-    plan = {"d": d, "buf": dict.fromkeys(("p2", "fc1", "fc2", "fc3"), 0x40), "algos": [0, 0],
-            "ws": impl.blas_ws, "ws_size": 0, "fused": True}
+    plan = partial_plan(d=d, buf=dict.fromkeys(("p2", "fc1", "fc2", "fc3"), 0x40), algos=[0, 0],
+                        ws=impl.blas_ws, ws_size=0, fused=True)
     assert impl.dense_matmuls(plan) is None
     assert impl.dense_note.startswith("cuBLAS gemm + cuDNN bias and ReLU: cuBLASLt refused: "
                                       "cublasLtMatmulAlgoGetHeuristic failed: no algorithm for float32 (120 x 400)")
