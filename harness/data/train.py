@@ -12,6 +12,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, registry
@@ -21,7 +22,8 @@ from harness.errors import HarnessError
 MIN_ACCURACY = 0.990
 
 
-def train(out: Path, epochs: int, seed: int, data_dir=None, min_accuracy=MIN_ACCURACY) -> float:
+def train(out: Path, epochs: int, seed: int, data_dir: str | Path | None = None,
+          min_accuracy: float = MIN_ACCURACY) -> float:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import h5py
     import keras
@@ -62,7 +64,7 @@ def train(out: Path, epochs: int, seed: int, data_dir=None, min_accuracy=MIN_ACC
     return accuracy
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--seed", type=int, default=1)

@@ -22,8 +22,9 @@ def configure(device: str) -> Any:
     # float32 means float32: no TF32 tensor-core convolutions or matmuls (the cuDNN level's rule).
     # torch >= 2.9 has fp32_precision and warns on the old allow_tf32 flags (not to be mixed).
     if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        cudnn: Any = torch.backends.cudnn  # its `conv` (torch >= 2.9) is not in torch's type stubs
         torch.backends.cuda.matmul.fp32_precision = "ieee"
-        torch.backends.cudnn.conv.fp32_precision = "ieee"
+        cudnn.conv.fp32_precision = "ieee"
     else:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False

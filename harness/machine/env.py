@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 
 from harness import registry
 from harness.errors import HarnessError
@@ -22,7 +23,7 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "CUDA_VISIBLE_DEVICES")
 
 
-def run_command(args, timeout=10) -> str | None:
+def run_command(args: Sequence[str], timeout: float = 10) -> str | None:
     if not shutil.which(args[0]):
         return None
     try:
@@ -39,6 +40,7 @@ def collect_system() -> dict:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     except OSError:
         pass
+    affinity: int | None
     try:
         affinity = len(os.sched_getaffinity(0))
     except AttributeError:
@@ -117,7 +119,7 @@ def collect_threads(settings: dict | None = None) -> dict:
 
 
 def collect(thread_settings: dict | None = None) -> dict:
-    info = {"collected_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    info: dict = {"collected_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     for collect_part in (collect_system, collect_gpus, collect_cudnn, collect_onednn, collect_nvrtc):
         try:
             info.update(collect_part())
