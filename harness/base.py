@@ -12,14 +12,20 @@
 `predict` returns only when the result is on the host, so GPU work is finished when the
 harness reads its clock. A class names its ImplSpec (devices, variants, dtypes); built-in
 ones take theirs from harness.registry, a lab's class writes its own.
+
+The checks a level shares rather than writes (not part of its answer): check_choice (device,
+variant, dtype), check_images (a predict's input) and check_batch (a training step's input).
 """
+
+from pathlib import Path
 
 import numpy as np
 
 from harness.registry import ImplSpec
 
 
-def check_choice(spec: ImplSpec, device, variant_field, variant, variants, dtype):
+def check_choice(spec: ImplSpec, device: str, variant_field: str, variant: str,
+                 variants: tuple[str, ...], dtype: str) -> None:
     """ValueError naming the field, the value and what the spec allows."""
     for field, value, allowed in (("device", device, spec.devices), (variant_field, variant, variants),
                                   ("dtype", dtype, spec.dtypes)):
@@ -27,10 +33,30 @@ def check_choice(spec: ImplSpec, device, variant_field, variant, variants, dtype
             raise ValueError(f"{spec.name}: unknown {field} {value!r}; expected one of {list(allowed)}")
 
 
+def check_images(images: np.ndarray) -> np.ndarray:
+    """The images as an array, or ValueError unless they are (N, 28, 28, 1) with N >= 1."""
+    images = np.asarray(images)
+    if images.ndim != 4 or images.shape[1:] != (28, 28, 1) or len(images) == 0:
+        raise ValueError(f"expected images (N, 28, 28, 1) with N >= 1, found shape {images.shape}")
+    return images
+
+
+def check_batch(images: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(images, labels as int64), or ValueError unless images (N, 28, 28, 1), N >= 1, and labels
+    (N,) integers in [0, 9]."""
+    images, labels = check_images(images), np.asarray(labels)
+    if labels.shape != (len(images),) or not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"expected {len(images)} integer labels, found {labels.dtype} {labels.shape}")
+    if labels.min() < 0 or labels.max() > 9:
+        raise ValueError(f"labels must be in [0, 9], found {labels.min()} .. {labels.max()}")
+    return images, labels.astype(np.int64)
+
+
 class LeNet:
     spec: ImplSpec
 
-    def __init__(self, weights_path, device="cpu", variant=None, dtype="float32"):
+    def __init__(self, weights_path: str | Path, device: str = "cpu", variant: str | None = None,
+                 dtype: str = "float32"):
         variant = variant or self.spec.variants[0]
         check_choice(self.spec, device, "variant", variant, self.spec.variants_for(device), dtype)
         self.weights_path = weights_path
@@ -63,8 +89,8 @@ class Trainer:
 
     spec: ImplSpec
 
-    def __init__(self, weights_path, device="cpu", variant=None, dtype="float32",
-                 learning_rate=LEARNING_RATE):
+    def __init__(self, weights_path: str | Path, device: str = "cpu", variant: str | None = None,
+                 dtype: str = "float32", learning_rate: float = LEARNING_RATE):
         if not self.spec.train_variants:
             raise ValueError(f"{self.spec.name}: this level has no training step")
         variant = variant or self.spec.train_variants[0]

@@ -10,5 +10,5 @@ from harness.registry import REGISTRY
 class NullLeNet(LeNet):
     spec = REGISTRY["null"]
 
-    def predict(self, images):
+    def predict(self, images: np.ndarray) -> np.ndarray:
         return np.zeros((images.shape[0], 10), dtype=images.dtype)

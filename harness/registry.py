@@ -4,10 +4,17 @@ Each entry also carries the metadata the planner needs (devices, variants, dtype
 can be validated without importing any framework; the built-in classes point at their entry.
 For lab assignments a `module:Class` path works wherever a name does: the class subclasses
 harness.base.LeNet and sets its own `spec = ImplSpec(...)`.
+
+A level's `hooks` name the functions the harness asks it for besides predict (which native
+library it would load, which kernels doctor compiles, the model `make weights` trains): the
+machine and data wings reach a level only through `hook(name, what)`, never by an import.
 """
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from harness.errors import HarnessError, Unavailable
 
@@ -25,6 +32,7 @@ class ImplSpec:
     env: tuple[tuple[str, str], ...] = field(default=())  # set in its process before any import
     trainer: str | None = None  # "module:Class" of its harness.base.Trainer; None: cannot train
     train_variants: tuple[str, ...] = ()  # the first is the default
+    hooks: tuple[tuple[str, str], ...] = ()  # (what, "module:function"): see hook()
 
     def variants_for(self, device: str) -> tuple[str, ...]:
         return tuple(v for v in self.variants if device == "gpu" or v not in self.gpu_only)
@@ -57,7 +65,8 @@ REGISTRY = {
         ImplSpec("keras", "lenet_keras.model:KerasLeNet", "keras", ("cpu", "gpu"),
                  ("predict", "predict_on_batch", "call", "function", "xla"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "tensorflow"),),
-                 trainer="lenet_keras.train:KerasTrainer", train_variants=KERAS_TRAIN),
+                 trainer="lenet_keras.train:KerasTrainer", train_variants=KERAS_TRAIN,
+                 hooks=(("build_model", "lenet_keras.model:build_model"),)),
         ImplSpec("keras_jax", "lenet_keras.model:KerasJaxLeNet", "keras", ("cpu", "gpu"),
                  ("predict", "predict_on_batch", "call", "jit"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "jax"), *JAX_ENV),
@@ -68,16 +77,20 @@ REGISTRY = {
                  trainer="lenet_keras.train:KerasTorchTrainer", train_variants=KERAS_TRAIN),
         # hand-written CUDA C kernels (NVRTC through CuPy): the GPU's floor, the CUDA lab's rung
         ImplSpec("cuda", "lenet_cuda.model:CudaLeNet", "cuda", ("gpu",),
-                 ("fused", "layers", "graph"), ("float32", "float64"), "lenet_cuda", gpu_only=("graph",)),
+                 ("fused", "layers", "graph"), ("float32", "float64"), "lenet_cuda", gpu_only=("graph",),
+                 hooks=(("kernels", "lenet_cuda.kernels:nvrtc_units"),)),
         ImplSpec("cudnn", "lenet_cudnn.model:CudnnLeNet", "cudnn", ("gpu",),
                  ("tuned", "naive", "graph"), ("float32", "float64"), "lenet_cudnn", gpu_only=("graph",),
-                 trainer="lenet_cudnn.train:CudnnTrainer", train_variants=("default",)),
+                 trainer="lenet_cudnn.train:CudnnTrainer", train_variants=("default",),
+                 hooks=(("library", "lenet_cudnn.binding:probe"),
+                        ("cublaslt", "lenet_cudnn.cublaslt:probe"))),
         # float32 only: oneDNN 3.2 has no f64 conv/pooling/inner product on the CPU. No env
         # entry: OMP_NUM_THREADS comes from the harness's thread rule (procenv), set before
         # libgomp loads; an entry here would override a study's thread count.
         ImplSpec("onednn", "lenet_onednn.model:OnednnLeNet", "onednn", ("cpu",),
                  ("tuned", "naive", "naive_nocache"), ("float32",), "lenet_onednn",
-                 trainer="lenet_onednn.train:OnednnTrainer", train_variants=("default",)),
+                 trainer="lenet_onednn.train:OnednnTrainer", train_variants=("default",),
+                 hooks=(("library", "lenet_onednn.binding:probe"),)),
     )
 }
 DEVICES = ("cpu", "gpu")
@@ -94,7 +107,8 @@ INSTALL = {
 }
 
 
-def import_class(path: str):
+def import_class(path: str) -> Any:
+    """The class (or function) a "module:Name" path names, imported now."""
     module_name, _, class_name = path.partition(":")
     if not class_name:
         raise HarnessError(f"implementation path {path!r}: expected 'module:Class'")
@@ -130,12 +144,24 @@ def process_env(name: str) -> dict[str, str]:
     return dict(spec(name).env)
 
 
-def create(name: str, weights_path, device="cpu", variant=None, dtype="float32"):
+def hook(name: str, what: str) -> Callable[..., Any]:
+    """The level's function `what` (its spec's `hooks`), imported now: e.g. hook("cudnn", "library")()
+    is the cuDNN library the level would load here, or why none. Unavailable when its module
+    cannot be imported; HarnessError when the level has no such hook."""
+    hooks = dict(spec(name).hooks)
+    if what not in hooks:
+        raise HarnessError(f"{name}: no hook {what!r}; expected one of {sorted(hooks)}")
+    return import_class(hooks[what])
+
+
+def create(name: str, weights_path: str | Path, device: str = "cpu", variant: str | None = None,
+           dtype: str = "float32") -> Any:
     """Import the class of `name` and build it (this is where a framework gets imported)."""
     return import_class(spec(name).path)(weights_path, device=device, variant=variant, dtype=dtype)
 
 
-def create_trainer(name: str, weights_path, device="cpu", variant=None, dtype="float32", **options):
+def create_trainer(name: str, weights_path: str | Path, device: str = "cpu", variant: str | None = None,
+                   dtype: str = "float32", **options: Any) -> Any:
     """Import the trainer class of `name` (its spec's `trainer`) and build it."""
     path = spec(name).trainer
     if path is None:

@@ -51,17 +51,17 @@ __device__ void dense_block(const T* in, const T* __restrict__ w, const T* __res
 template <typename T>
 __global__ void __launch_bounds__(LENET_THREADS)
 lenet_fused(const T* __restrict__ x,
-            const T* __restrict__ w1, const T* __restrict__ b1,   // (5, 5, 1, 6), (6)
-            const T* __restrict__ w2, const T* __restrict__ b2,   // (5, 5, 6, 16), (16)
-            const T* __restrict__ w3, const T* __restrict__ b3,   // fc1 (400, 120), (120)
-            const T* __restrict__ w4, const T* __restrict__ b4,   // fc2 (120, 84), (84)
-            const T* __restrict__ w5, const T* __restrict__ b5,   // fc3 (84, 10), (10)
+            const T* __restrict__ conv1_w, const T* __restrict__ conv1_b,  // (5, 5, 1, 6), (6)
+            const T* __restrict__ conv2_w, const T* __restrict__ conv2_b,  // (5, 5, 6, 16), (16)
+            const T* __restrict__ fc1_w, const T* __restrict__ fc1_b,      // (400, 120), (120)
+            const T* __restrict__ fc2_w, const T* __restrict__ fc2_b,      // (120, 84), (84)
+            const T* __restrict__ fc3_w, const T* __restrict__ fc3_b,      // (84, 10), (10)
             T* __restrict__ probs, int n) {                       // (N, 10)
     __shared__ T img[28 * 28];            // (28, 28, 1)
-    __shared__ T sw1[5 * 5 * 6];          // conv1 kernel (5, 5, 1, 6)
-    __shared__ T sb1[6];
-    __shared__ T sw2[5 * 5 * 6 * 16];     // conv2 kernel (5, 5, 6, 16)
-    __shared__ T sb2[16];
+    __shared__ T s_conv1_w[5 * 5 * 6];     // conv1 kernel (5, 5, 1, 6)
+    __shared__ T s_conv1_b[6];
+    __shared__ T s_conv2_w[5 * 5 * 6 * 16];  // conv2 kernel (5, 5, 6, 16)
+    __shared__ T s_conv2_b[16];
     __shared__ T p1[14 * 14 * 6];         // pool1 (14, 14, 6)
     __shared__ T p2[5 * 5 * 16];          // pool2 (5, 5, 16) = the 400-vector, NHWC order
     __shared__ T h1[120];                 // fc1
@@ -72,10 +72,10 @@ lenet_fused(const T* __restrict__ x,
     if (b >= n) return;                   // the whole block: no thread waits at a barrier alone
 
     for (int i = t; i < 28 * 28; i += nt) img[i] = x[b * 28 * 28 + i];
-    for (int i = t; i < 5 * 5 * 6; i += nt) sw1[i] = w1[i];
-    for (int i = t; i < 5 * 5 * 6 * 16; i += nt) sw2[i] = w2[i];
-    if (t < 6) sb1[t] = b1[t];
-    if (t < 16) sb2[t] = b2[t];
+    for (int i = t; i < 5 * 5 * 6; i += nt) s_conv1_w[i] = conv1_w[i];
+    for (int i = t; i < 5 * 5 * 6 * 16; i += nt) s_conv2_w[i] = conv2_w[i];
+    if (t < 6) s_conv1_b[t] = conv1_b[t];
+    if (t < 16) s_conv2_b[t] = conv2_b[t];
     __syncthreads();
 
     // conv1 (5x5, 1 -> 6, padding 2: "same") + bias + ReLU + pool -> p1 (14, 14, 6)
@@ -91,10 +91,10 @@ lenet_fused(const T* __restrict__ x,
                 for (int dx = 0; dx < 5; ++dx) {
                     int ix = ox + dx - 2;
                     if (ix < 0 || ix >= 28) continue;
-                    acc += img[iy * 28 + ix] * sw1[(dy * 5 + dx) * 6 + k];
+                    acc += img[iy * 28 + ix] * s_conv1_w[(dy * 5 + dx) * 6 + k];
                 }
             }
-            T v = fused_relu(acc + sb1[k]);
+            T v = fused_relu(acc + s_conv1_b[k]);
             best = v > best ? v : best;
         }
         p1[i] = best;
@@ -111,19 +111,19 @@ lenet_fused(const T* __restrict__ x,
             for (int dy = 0; dy < 5; ++dy)
                 for (int dx = 0; dx < 5; ++dx) {
                     const T* xp = p1 + ((oy + dy) * 14 + (ox + dx)) * 6;  // p1[oy+dy, ox+dx, :]
-                    const T* wp = sw2 + (dy * 5 + dx) * 6 * 16 + k;       // w2[dy, dx, :, k]
+                    const T* wp = s_conv2_w + (dy * 5 + dx) * 6 * 16 + k;  // conv2_w[dy, dx, :, k]
                     for (int c = 0; c < 6; ++c) acc += xp[c] * wp[c * 16];
                 }
-            T v = fused_relu(acc + sb2[k]);
+            T v = fused_relu(acc + s_conv2_b[k]);
             best = v > best ? v : best;
         }
         p2[i] = best;
     }
     __syncthreads();
 
-    dense_block(p2, w3, b3, h1, partial, 400, 120, true);     // fc1 + ReLU -> (120)
-    dense_block(h1, w4, b4, h2, partial, 120, 84, true);      // fc2 + ReLU -> (84)
-    dense_block(h2, w5, b5, logits, partial, 84, 10, false);  // fc3 -> (10)
+    dense_block(p2, fc1_w, fc1_b, h1, partial, 400, 120, true);      // fc1 + ReLU -> (120)
+    dense_block(h1, fc2_w, fc2_b, h2, partial, 120, 84, true);       // fc2 + ReLU -> (84)
+    dense_block(h2, fc3_w, fc3_b, logits, partial, 84, 10, false);   // fc3 -> (10)
 
     if (t < 10) {  // softmax over the 10 logits, max subtracted; each thread writes its class
         T top = logits[0];

@@ -8,8 +8,8 @@ model.py launches exactly these; the tests check them against the oracle's shape
     fused:  x (N,28,28,1) -lenet_fused, N blocks of FUSED_THREADS-> out (N,10)
 """
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
@@ -38,12 +38,13 @@ LAYER_BUFFERS = {"x": (28, 28, 1), "c1": (28, 28, 6), "p1": (14, 14, 6), "c2": (
                  "p2": (5, 5, 16), "fc1": (120,), "fc2": (84,), "fc3": (10,), "out": (10,)}
 FUSED_BUFFERS = {"x": (28, 28, 1), "out": (10,)}
 # The fused kernel's static shared arrays (elements), as declared in fused.cu
-FUSED_SHARED = {"img": 784, "sw1": 150, "sb1": 6, "sw2": 2400, "sb2": 16, "p1": 1176, "p2": 400,
-                "h1": 120, "h2": 84, "logits": 10, "partial": FUSED_THREADS}
+FUSED_SHARED = {"img": 784, "s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b": 16,
+                "p1": 1176, "p2": 400, "h1": 120, "h2": 84, "logits": 10, "partial": FUSED_THREADS}
 WEIGHTS = ("conv1", "conv2", "fc1", "fc2", "fc3")
 
 
-class Launch(NamedTuple):
+@dataclass(frozen=True)
+class Launch:
     kernel: str
     grid: int  # blocks (1-D)
     block: int  # threads per block (1-D)
@@ -60,6 +61,13 @@ def name_expressions(variant: str, dtype: str) -> list[str]:
     if dtype not in CTYPES:
         raise ValueError(f"dtype: expected one of {list(CTYPES)}, found {dtype!r}")
     return [f"{kernel}<{CTYPES[dtype]}>" for kernel in KERNELS[variant]]
+
+
+def nvrtc_units() -> list[tuple[str, str, tuple[str, ...], list[str]]]:
+    """What doctor compiles (the registry's "kernels" hook): per kernel file, its source, name,
+    options and the template instances of every dtype."""
+    return [(source(v), SOURCES[v], OPTIONS, [e for dtype in CTYPES for e in name_expressions(v, dtype)])
+            for v in ("layers", "fused")]
 
 
 def blocks(count: int, threads: int) -> int:

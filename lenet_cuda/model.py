@@ -16,9 +16,12 @@ per call, CUDA events around the work for the device time. float32 and float64 (
 templates; `name<float>` or `name<double>` is compiled).
 """
 
+from dataclasses import dataclass, replace
+from typing import Any
+
 import numpy as np
 
-from harness.base import LeNet
+from harness.base import LeNet, check_images
 from harness.data import weights
 from harness.errors import Unavailable
 from harness.frameworks.cupy_setup import import_cupy
@@ -26,6 +29,19 @@ from harness.registry import REGISTRY
 from lenet_cuda import kernels
 
 H2D, D2H = 1, 2  # cudaMemcpyKind
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a call of batch size n needs, built once (CudaLeNet.plan); graph: captured later."""
+
+    arrays: dict  # name -> cupy array on the device (kernels.buffer_shapes)
+    pinned: tuple  # (in, out) pinned host memory, kept alive
+    host_in: np.ndarray  # (N, 28, 28, 1) in pinned memory
+    host_out: np.ndarray  # (N, 10) in pinned memory
+    launches: tuple  # (kernel, grid, block, args): args prebuilt, device arrays and numpy.int32
+    events: tuple  # (start, end) CUDA events around the work
+    graph: Any = None  # graph: the captured cupy.cuda.graph.Graph
 
 
 class CudaLeNet(LeNet):
@@ -68,30 +84,27 @@ class CudaLeNet(LeNet):
             pinned_in = cp.cuda.alloc_pinned_memory(n * 784 * itemsize)
             pinned_out = cp.cuda.alloc_pinned_memory(n * 10 * itemsize)
             named = {**self.w, **arrays}
-            self.plans[n] = {
-                "arrays": arrays, "pinned": (pinned_in, pinned_out),
-                "host_in": np.frombuffer(pinned_in, self.dtype, n * 784).reshape(n, 28, 28, 1),
-                "host_out": np.frombuffer(pinned_out, self.dtype, n * 10).reshape(n, 10),
-                # (kernel, grid, block, args): args prebuilt, device arrays and numpy.int32
-                "launches": [(self.fn[k.kernel], (k.grid,), (k.block,),
-                              tuple(named[a] if isinstance(a, str) else np.int32(a) for a in k.args))
-                             for k in kernels.launches(self.variant, n)],
-                "events": (cp.cuda.Event(), cp.cuda.Event()),
-                "graph": None,
-            }
+            self.plans[n] = Plan(
+                arrays=arrays, pinned=(pinned_in, pinned_out),
+                host_in=np.frombuffer(pinned_in, self.dtype, n * 784).reshape(n, 28, 28, 1),
+                host_out=np.frombuffer(pinned_out, self.dtype, n * 10).reshape(n, 10),
+                launches=tuple((self.fn[k.kernel], (k.grid,), (k.block,),
+                                tuple(named[a] if isinstance(a, str) else np.int32(a) for a in k.args))
+                               for k in kernels.launches(self.variant, n)),
+                events=(cp.cuda.Event(), cp.cuda.Event()))
         return self.plans[n]
 
     def enqueue(self, p):
         """One call's work on the stream: pinned input -> device, the kernels, device -> pinned
         output. Every address is the plan's, fixed for its lifetime: what a CUDA graph replays."""
         rt, s = self.cp.cuda.runtime, self.stream.ptr
-        rt.memcpyAsync(p["arrays"]["x"].data.ptr, p["host_in"].ctypes.data, p["host_in"].nbytes, H2D, s)
-        for fn, grid, block, args in p["launches"]:
+        rt.memcpyAsync(p.arrays["x"].data.ptr, p.host_in.ctypes.data, p.host_in.nbytes, H2D, s)
+        for fn, grid, block, args in p.launches:
             fn(grid, block, args)  # on CuPy's current stream: self.stream (predict enters it)
-        rt.memcpyAsync(p["host_out"].ctypes.data, p["arrays"]["out"].data.ptr, p["host_out"].nbytes, D2H, s)
+        rt.memcpyAsync(p.host_out.ctypes.data, p.arrays["out"].data.ptr, p.host_out.nbytes, D2H, s)
 
     def capture(self, p):
-        """Capture the plan's call into a CUDA graph, once per batch size, after one eager run
+        """The plan's call captured into a CUDA graph, once per batch size, after one eager run
         (the module loaded on the device, nothing left to allocate)."""
         s = self.stream
         self.enqueue(p)
@@ -105,35 +118,33 @@ class CudaLeNet(LeNet):
             except Exception:
                 pass
             raise
-        p["graph"] = s.end_capture()  # cupy.cuda.graph.Graph, instantiated
+        return s.end_capture()  # cupy.cuda.graph.Graph, instantiated
 
     def predict(self, images):
-        images = np.asarray(images)
-        if images.ndim != 4 or images.shape[1:] != (28, 28, 1) or len(images) == 0:
-            raise ValueError(f"images: expected shape (N, 28, 28, 1) with N >= 1, found {images.shape}")
+        images = check_images(images)
         with self.stream:  # CuPy's current stream: the kernels launch on it
             p = self.plan(len(images))
-            np.copyto(p["host_in"], images)  # (N, 28, 28, 1) NHWC as it is, cast to the dtype
-            start, end = p["events"]
-            if self.variant == "graph" and p["graph"] is None:
-                self.capture(p)
+            np.copyto(p.host_in, images)  # (N, 28, 28, 1) NHWC as it is, cast to the dtype
+            start, end = p.events
+            if self.variant == "graph" and p.graph is None:
+                p = self.plans[len(images)] = replace(p, graph=self.capture(p))
             start.record(self.stream)
             if self.variant == "graph":
-                p["graph"].launch(self.stream)
+                p.graph.launch(self.stream)
             else:
                 self.enqueue(p)
             end.record(self.stream)
             end.synchronize()  # the one synchronization per call
         self.last_device_ns = int(self.cp.cuda.get_elapsed_time(start, end) * 1e6)
-        return p["host_out"].copy()
+        return p.host_out.copy()
 
     def last_device_time_ns(self):
         return self.last_device_ns
 
     def close(self):
         self.stream.synchronize()
-        for p in self.plans.values():
-            p["graph"] = None  # the graph's executable goes before the memory it points at
+        # the graphs' executables go before the memory they point at
+        self.plans = {n: replace(p, graph=None) for n, p in self.plans.items()}
         self.plans.clear()
         self.w = {}
         self.cp.get_default_memory_pool().free_all_blocks()

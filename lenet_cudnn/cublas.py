@@ -77,21 +77,6 @@ class CublasError(RuntimeError):
         self.function, self.status = function, status
 
 
-def loaded_in_process(maps="/proc/self/maps") -> list[str]:
-    """Paths of libcublas.so.* mapped into this process (not libcublasLt), first seen first."""
-    found = []
-    try:
-        lines = Path(maps).read_text().splitlines()
-    except OSError:
-        return found
-    for line in lines:  # address perms offset dev inode [path]
-        fields = line.split(maxsplit=5)
-        path = fields[5].strip() if len(fields) == 6 else ""
-        if Path(path).name.startswith("libcublas.so") and path not in found:
-            found.append(path)
-    return found
-
-
 def wheel_libraries() -> list[str]:
     spec = importlib.util.find_spec("nvidia")
     found = []
@@ -107,7 +92,7 @@ def candidates() -> list[tuple[str, str]]:
     found = []
     if os.environ.get("LENET_CUBLAS_LIBRARY"):
         found.append((os.environ["LENET_CUBLAS_LIBRARY"], "LENET_CUBLAS_LIBRARY"))
-    found += [(path, "loaded in this process") for path in loaded_in_process()]
+    found += [(path, "loaded in this process") for path in native.loaded_in_process("libcublas.so")]
     found += [(path, "nvidia-cublas wheel") for path in wheel_libraries()]
     found += [(soname, "system") for soname in SONAMES]
     return found

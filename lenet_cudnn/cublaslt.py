@@ -91,26 +91,12 @@ def layout_args(batch: int, fan_in: int, fan_out: int, relu: bool) -> dict:
             "bias_length": fan_out}  # = D's rows
 
 
-def loaded_in_process(maps="/proc/self/maps") -> list[str]:
-    found = []
-    try:
-        lines = Path(maps).read_text().splitlines()
-    except OSError:
-        return found
-    for line in lines:
-        fields = line.split(maxsplit=5)
-        path = fields[5].strip() if len(fields) == 6 else ""
-        if Path(path).name.startswith("libcublasLt.so") and path not in found:
-            found.append(path)
-    return found
-
-
 def candidates() -> list[tuple[str, str]]:
     """(path or soname, how it was found), in discovery order."""
     found = []
     if os.environ.get("LENET_CUBLASLT_LIBRARY"):
         found.append((os.environ["LENET_CUBLASLT_LIBRARY"], "LENET_CUBLASLT_LIBRARY"))
-    found += [(path, "loaded in this process") for path in loaded_in_process()]
+    found += [(path, "loaded in this process") for path in native.loaded_in_process("libcublasLt.so")]
     spec = importlib.util.find_spec("nvidia")
     for folder in (spec.submodule_search_locations or []) if spec else []:
         for rel in WHEEL_PATHS:

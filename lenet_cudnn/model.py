@@ -27,6 +27,8 @@ use FMA math and an algorithm whose math type is not tensor-op (TF32), cuBLAS it
 """
 
 import ctypes
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +45,28 @@ H2D, D2H = 1, 2  # cudaMemcpyKind
 TENSOR_OP_MATH = (1, 2)  # CUDNN_TENSOR_OP_MATH, _ALLOW_CONVERSION: TF32 in float32
 # the dense layers: name, input buffer, fan in, fan out, ReLU
 DENSE = (("fc1", "p2", 400, 120, True), ("fc2", "fc1", 120, 84, True), ("fc3", "fc2", 84, 10, False))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a tuned or graph call of batch size n needs, built once (CudnnLeNet.plan): the
+    fields after `events` are filled in as the plan is checked (fusion, cuBLASLt), then captured."""
+
+    d: LeNetDescriptors
+    algos: list  # the two convolutions' forward algorithms (Find's fastest usable)
+    conv_math: list  # their math types (never tensor-op in float32)
+    ws: Any  # cupy uint8 array: the convolutions' workspace
+    ws_size: int  # bytes the algorithms need (ws holds at least 1)
+    arrays: dict  # name -> cupy uint8 array: x c1 p1 c2 p2 fc1 fc2 fc3 out, kept alive
+    buf: dict  # name -> the array's device pointer
+    pinned: tuple  # (in, out) pinned host memory, kept alive
+    host_in: np.ndarray  # (N, 1, 28, 28) NCHW in pinned memory
+    host_out: np.ndarray  # (N, 10) in pinned memory
+    events: tuple  # (start, end) CUDA events around the work
+    fused: bool = False  # conv + bias + ReLU in one cuDNN call
+    lt: dict | None = None  # name -> cublaslt.DenseMatmul, or None: cuBLAS gemm + cuDNN ops
+    calls: tuple = ()  # (function, argument tuple) of the whole call, in order
+    graph: Any = None  # graph: the captured cupy.cuda.graph.Graph
 
 
 def import_cupy():
@@ -225,24 +249,20 @@ class CudnnLeNet(LeNet):
                 ws = cp.empty(max(ws_size, 1), cp.uint8)
             pinned_in = cp.cuda.alloc_pinned_memory(n * 784 * self.itemsize)
             pinned_out = cp.cuda.alloc_pinned_memory(n * 10 * self.itemsize)
-            self.plans[n] = {
-                "d": d, "algos": algos, "conv_math": list(self.conv_math), "ws": ws,
-                "ws_size": ws_size, "arrays": arrays,
-                "buf": {name: a.data.ptr for name, a in arrays.items()},
-                "pinned": (pinned_in, pinned_out),
-                "host_in": np.frombuffer(pinned_in, self.dtype, n * 784).reshape(n, 1, 28, 28),
-                "host_out": np.frombuffer(pinned_out, self.dtype, n * 10).reshape(n, 10),
-                "events": (cp.cuda.Event(), cp.cuda.Event()),
-                "graph": None,
-            }
-            p = self.plans[n]
-            p["fused"] = self.fusion_works(p)  # reads the plan's buffers
-            p["lt"] = self.dense_matmuls(p)
+            p = Plan(
+                d=d, algos=algos, conv_math=list(self.conv_math), ws=ws, ws_size=ws_size, arrays=arrays,
+                buf={name: a.data.ptr for name, a in arrays.items()}, pinned=(pinned_in, pinned_out),
+                host_in=np.frombuffer(pinned_in, self.dtype, n * 784).reshape(n, 1, 28, 28),
+                host_out=np.frombuffer(pinned_out, self.dtype, n * 10).reshape(n, 10),
+                events=(cp.cuda.Event(), cp.cuda.Event()))
+            p = replace(p, fused=self.fusion_works(p))  # runs on the plan's buffers
+            p = replace(p, lt=self.dense_matmuls(p))
             rt, s = self.cp.cuda.runtime, self.stream.ptr
-            p["calls"] = [  # the whole call, prebuilt: pinned input -> device, the layers, -> pinned output
-                (rt.memcpyAsync, (p["buf"]["x"], p["host_in"].ctypes.data, p["host_in"].nbytes, H2D, s)),
-                *self.layers(d, p["buf"], algos, ws.data.ptr, ws_size, p["fused"], p["lt"]),
-                (rt.memcpyAsync, (p["host_out"].ctypes.data, p["buf"]["out"], p["host_out"].nbytes, D2H, s))]
+            # the whole call, prebuilt: pinned input -> device, the layers, -> pinned output
+            self.plans[n] = replace(p, calls=(
+                (rt.memcpyAsync, (p.buf["x"], p.host_in.ctypes.data, p.host_in.nbytes, H2D, s)),
+                *self.layers(d, p.buf, algos, ws.data.ptr, ws_size, p.fused, p.lt),
+                (rt.memcpyAsync, (p.host_out.ctypes.data, p.buf["out"], p.host_out.nbytes, D2H, s))))
         return self.plans[n]
 
     def dense_matmuls(self, p) -> dict | None:
@@ -250,7 +270,7 @@ class CudnnLeNet(LeNet):
         one eager run; None where cuBLASLt refuses (the reason kept in self.dense_note)."""
         if self.lt is None:
             return None
-        d, buf, made = p["d"], p["buf"], {}
+        d, buf, made = p.d, p.buf, {}
         try:
             for name, x, fan_in, fan_out, relu in DENSE:
                 kernel, bias = self.w[name]
@@ -258,7 +278,7 @@ class CudnnLeNet(LeNet):
                     self.lt, self.lt_handle, self.dtype, d.n, fan_in, fan_out, relu, kernel.data.ptr,
                     buf[x], buf[name], bias.data.ptr, self.alpha, self.beta, self.blas_ws.data.ptr,
                     cublas.WORKSPACE_BYTES, self.stream.ptr)  # cuBLAS' workspace: the same stream, in order
-            self.forward(d, buf, p["algos"], p["ws"].data.ptr, p["ws_size"], p["fused"], made)
+            self.forward(d, buf, p.algos, p.ws.data.ptr, p.ws_size, p.fused, made)
             self.stream.synchronize()
         except cublas.CublasError as exc:
             for matmul in made.values():
@@ -272,7 +292,7 @@ class CudnnLeNet(LeNet):
         """One fused call per convolution, if cuDNN takes it for the algorithms Find picked
         (the reason it refused is kept in self.fusion_note)."""
         try:
-            self.forward(p["d"], p["buf"], p["algos"], p["ws"].data.ptr, p["ws_size"], fused=True)
+            self.forward(p.d, p.buf, p.algos, p.ws.data.ptr, p.ws_size, fused=True)
             self.stream.synchronize()
         except cu.CudnnError as exc:
             self.fusion_note = f"three calls per convolution: {exc}"
@@ -282,25 +302,25 @@ class CudnnLeNet(LeNet):
 
     def enqueue(self, p):
         """One call's work on the stream: pinned input -> device, the layers, device -> pinned output,
-        prebuilt in p["calls"]. Every address is the plan's, fixed for its lifetime: what a CUDA
+        prebuilt in p.calls. Every address is the plan's, fixed for its lifetime: what a CUDA
         graph replays."""
-        for fn, args in p["calls"]:
+        for fn, args in p.calls:
             fn(*args)
 
     def predict_tuned(self, images):
         p = self.plan(len(images))
-        np.copyto(p["host_in"], images.transpose(0, 3, 1, 2))  # NHWC -> NCHW into pinned memory
-        start, end = p["events"]
+        np.copyto(p.host_in, images.transpose(0, 3, 1, 2))  # NHWC -> NCHW into pinned memory
+        start, end = p.events
         start.record(self.stream)
         self.enqueue(p)
         end.record(self.stream)
         end.synchronize()  # the one synchronization per call
         self.last_device_ns = int(self.cp.cuda.get_elapsed_time(start, end) * 1e6)
-        return p["host_out"].copy()
+        return p.host_out.copy()
 
     # --- graph: tuned, captured once per batch size and replayed ----------------------------
-    def capture(self, p):
-        """Capture the plan's call (enqueue) into a CUDA graph, once per batch size.
+    def capture(self, p: Plan):
+        """The plan's call (enqueue) captured into a CUDA graph, once per batch size.
 
         Everything that allocates, synchronizes or measures happens before the capture: Find
         (it times the algorithms in memory of its own), the workspace query and the buffers
@@ -323,20 +343,20 @@ class CudnnLeNet(LeNet):
                 except Exception:  # an invalidated capture also fails to end
                     pass
                 raise
-            p["graph"] = s.end_capture()  # cupy.cuda.graph.Graph, instantiated
+            return s.end_capture()  # cupy.cuda.graph.Graph, instantiated
 
     def predict_graph(self, images):
         p = self.plan(len(images))
-        np.copyto(p["host_in"], images.transpose(0, 3, 1, 2))  # host side, outside the graph
-        if p["graph"] is None:
-            self.capture(p)
-        start, end = p["events"]
+        np.copyto(p.host_in, images.transpose(0, 3, 1, 2))  # host side, outside the graph
+        if p.graph is None:
+            p = self.plans[len(images)] = replace(p, graph=self.capture(p))
+        start, end = p.events
         start.record(self.stream)
-        p["graph"].launch(self.stream)
+        p.graph.launch(self.stream)
         end.record(self.stream)
         end.synchronize()
         self.last_device_ns = int(self.cp.cuda.get_elapsed_time(start, end) * 1e6)
-        return p["host_out"].copy()
+        return p.host_out.copy()
 
     def predict(self, images):
         if self.variant == "naive":
@@ -350,10 +370,11 @@ class CudnnLeNet(LeNet):
 
     def close(self):
         self.stream.synchronize()
+        # the graphs' executables go before the memory they point at
+        self.plans = {n: replace(p, graph=None) for n, p in self.plans.items()}
         for p in self.plans.values():
-            p["graph"] = None  # the graph's executable goes before the memory it points at
-            p["d"].close()
-            for matmul in (p.get("lt") or {}).values():
+            p.d.close()
+            for matmul in (p.lt or {}).values():
                 matmul.close()
         if self.lt is not None and self.lt_handle:
             self.lt.cublasLtDestroy(self.lt_handle)

@@ -21,10 +21,12 @@ back to Keras layouts (layout.to_keras).
 """
 
 import ctypes
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from harness.base import LEARNING_RATE, Trainer
+from harness.base import LEARNING_RATE, Trainer, check_batch
 from harness.data import weights
 from harness.errors import Unavailable
 from harness.registry import REGISTRY
@@ -65,6 +67,18 @@ def mean_cross_entropy(logits, labels) -> float:
     return float(-log_probs[np.arange(len(labels)), labels].mean())
 
 
+@dataclass(frozen=True)
+class TrainPlan:
+    """What a step of batch size n needs, allocated once (CudnnTrainer.plan)."""
+
+    d: LeNetDescriptors
+    algos: dict  # "conv1.fwd", "conv1.bwd_filter", ... -> (algorithm, workspace bytes, math type)
+    ws: Any  # cupy uint8 array: the workspace of every algorithm
+    ws_size: int  # bytes the largest one needs
+    t: dict  # name -> cupy array: the forward's tensors (SHAPES)
+    dt: dict  # name -> cupy array: their gradients
+
+
 class CudnnTrainer(Trainer):
     spec = REGISTRY["cudnn"]
 
@@ -95,7 +109,7 @@ class CudnnTrainer(Trainer):
                       for name, (k, b) in layout.convert(weights.read(weights_path), dtype).items()}
             self.grad = {name: (cp.empty_like(k), cp.empty_like(b)) for name, (k, b) in self.w.items()}
         self.stream.synchronize()
-        self.plans = {}  # batch size -> {"d", "algos", "ws", "ws_size", "t", "dt"}
+        self.plans = {}  # batch size -> TrainPlan
 
     # --- set-up per batch size ------------------------------------------------------------
     def plan(self, n):
@@ -113,18 +127,18 @@ class CudnnTrainer(Trainer):
                 dt = {name: cp.empty(SHAPES[name](n), self.dtype)
                       for name in ("c1", "p1", "c2", "p2", "f1", "f2", "logits")}
                 ws = cp.empty(max(ws_size, 1), cp.uint8)
-            self.plans[n] = {"d": d, "algos": algos, "ws": ws, "ws_size": ws_size, "t": t, "dt": dt}
+            self.plans[n] = TrainPlan(d=d, algos=algos, ws=ws, ws_size=ws_size, t=t, dt=dt)
         return self.plans[n]
 
     # --- the step ---------------------------------------------------------------------------
     def forward(self, p):
-        lib, h, d, t, ptr = self.lib, self.handle, p["d"], p["t"], (lambda a: a.data.ptr)
-        ws, ws_size = ptr(p["ws"]), p["ws_size"]
+        lib, h, d, t, ptr = self.lib, self.handle, p.d, p.t, (lambda a: a.data.ptr)
+        ws, ws_size = ptr(p.ws), p.ws_size
         for name, src, src_desc, w_desc, conv, out, out_desc, pooled, pool_desc in (
                 ("conv1", "x", d.x, d.w1, d.conv1, "c1", d.c1, "p1", d.p1),
                 ("conv2", "p1", d.p1, d.w2, d.conv2, "c2", d.c2, "p2", d.p2)):
             kernel, bias = self.w[name]
-            algo = p["algos"][f"{name}.fwd"][0]
+            algo = p.algos[f"{name}.fwd"][0]
             lib.cudnnConvolutionForward(h, self.one, src_desc.ptr, ptr(t[src]), w_desc.ptr, ptr(kernel),
                                         conv.ptr, algo, ws, ws_size, self.zero, out_desc.ptr, ptr(t[out]))
             lib.cudnnAddTensor(h, self.one, d.bias[name].ptr, ptr(bias), self.one, out_desc.ptr, ptr(t[out]))
@@ -135,7 +149,7 @@ class CudnnTrainer(Trainer):
         for name, src, out, fan_in, fan_out in (("fc1", "p2", "f1", 400, 120), ("fc2", "f1", "f2", 120, 84),
                                                 ("fc3", "f2", "logits", 84, 10)):
             kernel, bias = self.w[name]
-            g = layout.dense_gemm_args(p["d"].n, fan_in, fan_out)  # Y = X W as Y^T = W^T X^T
+            g = layout.dense_gemm_args(p.d.n, fan_in, fan_out)  # Y = X W as Y^T = W^T X^T
             self.gemm(self.blas.ptr, g["transa"], g["transb"], g["m"], g["n"], g["k"], self.one,
                       ptr(kernel), g["lda"], ptr(t[src]), g["ldb"], self.zero, ptr(t[out]), g["ldc"])
             desc = d.fc[name]
@@ -153,9 +167,9 @@ class CudnnTrainer(Trainer):
                                          desc.ptr, y, self.zero, desc.ptr, dy)
 
     def backward(self, p, labels_dev):
-        cp, lib, h, d, t, dt = self.cp, self.lib, self.handle, p["d"], p["t"], p["dt"]
+        cp, lib, h, d, t, dt = self.cp, self.lib, self.handle, p.d, p.t, p.dt
         n, ptr = d.n, (lambda a: a.data.ptr)
-        ws, ws_size = ptr(p["ws"]), p["ws_size"]
+        ws, ws_size = ptr(p.ws), p.ws_size
         # d_logits (N, 10) = (probs - onehot) / N
         d_logits = dt["logits"]
         cp.copyto(d_logits, t["probs"])
@@ -177,14 +191,14 @@ class CudnnTrainer(Trainer):
                                      ptr(dt[out]))
             self.relu_backward(d.relu, out_desc, ptr(t[out]), ptr(dt[out]))
             dkernel, dbias = self.grad[name]
-            algo = p["algos"][f"{name}.bwd_filter"][0]
+            algo = p.algos[f"{name}.bwd_filter"][0]
             lib.cudnnConvolutionBackwardFilter(h, self.one, src_desc.ptr, ptr(t[src]), out_desc.ptr,
                                                ptr(dt[out]), conv.ptr, algo, ws, ws_size, self.zero,
                                                w_desc.ptr, ptr(dkernel))
             lib.cudnnConvolutionBackwardBias(h, self.one, out_desc.ptr, ptr(dt[out]), self.zero,
                                              d.bias[name].ptr, ptr(dbias))
             if name == "conv2":  # the images need no gradient
-                algo = p["algos"]["conv2.bwd_data"][0]
+                algo = p.algos["conv2.bwd_data"][0]
                 lib.cudnnConvolutionBackwardData(h, self.one, w_desc.ptr, ptr(self.w[name][0]), out_desc.ptr,
                                                  ptr(dt[out]), conv.ptr, algo, ws, ws_size, self.zero,
                                                  src_desc.ptr, ptr(dt[src]))
@@ -199,13 +213,13 @@ class CudnnTrainer(Trainer):
         images, labels = check_batch(images, labels)
         p = self.plan(len(images))
         with self.stream:  # CuPy's current stream = the handles' stream
-            p["t"]["x"].set(np.ascontiguousarray(images.transpose(0, 3, 1, 2), self.dtype), self.stream)
+            p.t["x"].set(np.ascontiguousarray(images.transpose(0, 3, 1, 2), self.dtype), self.stream)
             labels_dev = self.cp.asarray(labels)
             self.forward(p)
             self.backward(p, labels_dev)
             if update:
                 self.update()
-            logits = p["t"]["logits"].get(stream=self.stream)  # waits for the whole step
+            logits = p.t["logits"].get(stream=self.stream)  # waits for the whole step
         self.stream.synchronize()
         return mean_cross_entropy(logits, labels)
 
@@ -228,7 +242,7 @@ class CudnnTrainer(Trainer):
     def close(self):
         self.stream.synchronize()
         for p in self.plans.values():
-            p["d"].close()
+            p.d.close()
         self.plans.clear()
         if self.blas is not None:
             self.blas.close()
@@ -238,13 +252,3 @@ class CudnnTrainer(Trainer):
             self.lib.cudnnDestroy(self.handle)
             self.handle = cu.Handle()
 
-
-def check_batch(images, labels):
-    images, labels = np.asarray(images), np.asarray(labels)
-    if images.ndim != 4 or images.shape[1:] != (28, 28, 1) or len(images) == 0:
-        raise ValueError(f"expected images (N, 28, 28, 1) with N >= 1, found shape {images.shape}")
-    if labels.shape != (len(images),) or not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(f"expected {len(images)} integer labels, found {labels.dtype} {labels.shape}")
-    if labels.min() < 0 or labels.max() > 9:
-        raise ValueError(f"labels must be in [0, 9], found {labels.min()} .. {labels.max()}")
-    return images, labels.astype(np.int64)

@@ -26,21 +26,6 @@ def pool_geometry():
             dnnl.dims(POOL["pad"]), dnnl.dims(POOL["pad"]))
 
 
-class EltwiseAttr:
-    """A primitive attribute with one eltwise post-op (alg, alpha, beta), e.g. linear: alpha*x + beta."""
-
-    def __init__(self, lib, alg, alpha, beta):
-        self.lib, self.ptr, self.ops = lib, dnnl.Ptr(), dnnl.Ptr()
-        lib.dnnl_post_ops_create(ctypes.byref(self.ops))
-        lib.dnnl_post_ops_append_eltwise(self.ops, alg, alpha, beta)  # alpha, beta: c_float
-        lib.dnnl_primitive_attr_create(ctypes.byref(self.ptr))
-        lib.dnnl_primitive_attr_set_post_ops(self.ptr, self.ops)
-
-    def close(self):
-        self.lib.dnnl_primitive_attr_destroy(self.ptr)
-        self.lib.dnnl_post_ops_destroy(self.ops)
-
-
 class ScaleAttr:
     """A primitive attribute with one runtime scale for the whole of argument `arg` (mask 0): its
     value comes at execution as a 1-element f32 memory under ARG_ATTR_SCALES | arg."""

@@ -32,7 +32,7 @@ import ctypes
 
 import numpy as np
 
-from harness.base import LeNet
+from harness.base import LeNet, check_images
 from harness.data import weights
 from harness.registry import REGISTRY
 from lenet_onednn import binding as dnnl
@@ -97,7 +97,7 @@ class Plan:
         self.arrays = w  # the user weights' buffers stay alive as long as the plan
         self.x = np.zeros((n, 28, 28, 1), np_dtype)  # NHWC = logical (N, 1, 28, 28) nhwc
         self.out = np.zeros((n, 10), np_dtype)  # (N, 10) nc
-        relu = self.keep(P.ReluAttr(lib))
+        relu = self.keep(P.EltwiseAttr(lib, dnnl.ELTWISE_RELU, 0.0, 0.0))
         bias_md = {name: self.md(b[1], dt, b[2]) for name, (_, b) in w.items()}  # (K,) x
 
         x_md = self.md((n, 1, 28, 28), dt, dnnl.TAG_NHWC)  # explicit: conv1's src as given
@@ -178,12 +178,6 @@ class OnednnLeNet(LeNet):
     def plan(self, n) -> Plan:
         return Plan(self.lib, self.engine, self.stream, n, self.data_type, self.w, self.dtype)
 
-    def check_input(self, images):
-        images = np.asarray(images)
-        if images.ndim != 4 or images.shape[1:] != (28, 28, 1) or len(images) == 0:
-            raise ValueError(f"expected images (N, 28, 28, 1) with N >= 1, found shape {images.shape}")
-        return images
-
     def predict_naive(self, images):
         p = self.plan(len(images))
         try:
@@ -203,7 +197,7 @@ class OnednnLeNet(LeNet):
         return p.out.copy()  # (N, 10)
 
     def predict(self, images):
-        images = self.check_input(images)
+        images = check_images(images)
         if self.variant == "tuned":
             return self.predict_tuned(images)
         if self.variant == "naive":

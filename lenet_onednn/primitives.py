@@ -94,13 +94,14 @@ class Memory:
             self.ptr = Ptr()
 
 
-class ReluAttr:
-    """A primitive attribute with one post-op, ReLU: max(x, 0) applied as the output is written."""
+class EltwiseAttr:
+    """A primitive attribute with one eltwise post-op (alg, alpha, beta) applied as the output is
+    written: ReLU (ELTWISE_RELU, 0, 0) is max(x, 0), linear (ELTWISE_LINEAR, a, b) is a*x + b."""
 
-    def __init__(self, lib):
+    def __init__(self, lib, alg, alpha, beta):
         self.lib, self.ptr, self.ops = lib, Ptr(), Ptr()
         lib.dnnl_post_ops_create(ctypes.byref(self.ops))
-        lib.dnnl_post_ops_append_eltwise(self.ops, dnnl.ELTWISE_RELU, 0.0, 0.0)  # alpha, beta: c_float
+        lib.dnnl_post_ops_append_eltwise(self.ops, alg, alpha, beta)  # alpha, beta: c_float
         lib.dnnl_primitive_attr_create(ctypes.byref(self.ptr))
         lib.dnnl_primitive_attr_set_post_ops(self.ptr, self.ops)
 

@@ -21,7 +21,7 @@ flatten order. float32 only (oneDNN 3.2 has no f64 convolution on the CPU).
 
 import numpy as np
 
-from harness.base import LEARNING_RATE, Trainer
+from harness.base import LEARNING_RATE, Trainer, check_batch
 from harness.data import weights
 from harness.registry import REGISTRY
 from lenet_onednn import binding as dnnl
@@ -57,25 +57,13 @@ class OnednnTrainer(Trainer):
             self.active = p
         return p
 
-    @staticmethod
-    def check_batch(images, labels):
-        images = np.asarray(images)
-        labels = np.asarray(labels)
-        if images.ndim != 4 or images.shape[1:] != (28, 28, 1) or len(images) == 0:
-            raise ValueError(f"expected images (N, 28, 28, 1) with N >= 1, found shape {images.shape}")
-        if labels.shape != (len(images),) or not np.issubdtype(labels.dtype, np.integer):
-            raise ValueError(f"expected {len(images)} integer labels, found {labels.dtype} {labels.shape}")
-        if labels.min() < 0 or labels.max() > 9:
-            raise ValueError(f"labels must be in [0, 9], found {labels.min()} .. {labels.max()}")
-        return images, labels.astype(np.int64)
-
     def train_step(self, images, labels):
-        images, labels = self.check_batch(images, labels)
+        images, labels = check_batch(images, labels)
         return self.plan(len(images)).train(images, labels, update=True)
 
     def gradients(self, images, labels):
         """The loss and the gradients of the current weights, Keras layouts; no update."""
-        images, labels = self.check_batch(images, labels)
+        images, labels = check_batch(images, labels)
         p = self.plan(len(images))
         loss = p.train(images, labels, update=False)
         return loss, p.gradients()

@@ -192,7 +192,7 @@ class TrainPlan:
     def build_backward(self, n):
         """d_logits, then back through the layers; each gradient in its forward tensor's layout."""
         lib, eng, f, t = self.lib, self.engine, self.fwd, self.t
-        mean = self.keep(B.EltwiseAttr(lib, dnnl.ELTWISE_LINEAR, 1.0 / n, 0.0))  # * 1/N
+        mean = self.keep(P.EltwiseAttr(lib, dnnl.ELTWISE_LINEAR, 1.0 / n, 0.0))  # * 1/N
         xent = self.primitive("xent_grad", B.cross_entropy_grad(lib, eng, t["probs"].md, t["onehot"].md,
                                                                 t["logits"].md, mean))
         d = self.d = {name: self.tensor(t[name].md)

@@ -265,15 +265,15 @@ def test_emulated_graph_is_captured_once_per_batch_size_and_replays_new_inputs(m
     for i in (0, 3, 7):
         one = impl.predict(x[i:i + 1])
         assert np.max(np.abs(one - reference[i:i + 1])) <= 1e-5  # the replay reads the new input
-    graph = impl.plans[1]["graph"]
+    graph = impl.plans[1].graph
     assert graph.launches == 3 and len(graph.steps) == 3  # copy in, lenet_fused, copy out
     impl.predict(x[:4])
-    assert impl.plans[1]["graph"] is graph and set(impl.plans) == {1, 4}
+    assert impl.plans[1].graph is graph and set(impl.plans) == {1, 4}
 
 
 def test_predict_refuses_a_wrong_shape(monkeypatch, emulator):
     _, impl = emulated(monkeypatch, emulator, "fused", "float32")
-    with pytest.raises(ValueError, match=r"images: expected shape \(N, 28, 28, 1\)"):
+    with pytest.raises(ValueError, match=r"expected images \(N, 28, 28, 1\)"):
         impl.predict(np.zeros((2, 28, 28)))
 
 
@@ -340,9 +340,9 @@ def test_gpu_graph_is_captured_once_per_batch_size(test_set):
         for _ in range(3):
             for i in (0, 5, 9):
                 assert np.max(np.abs(impl.predict(x[i:i + 1]) - reference[i:i + 1])) <= 1e-5
-        graph = impl.plans[1]["graph"]
+        graph = impl.plans[1].graph
         np.testing.assert_allclose(impl.predict(x[:16]), reference[:16], atol=1e-5)
-        assert impl.plans[1]["graph"] is graph and set(impl.plans) == {1, 16}
+        assert impl.plans[1].graph is graph and set(impl.plans) == {1, 16}
     finally:
         impl.close()
 
@@ -420,3 +420,23 @@ def test_env_records_the_nvrtc_that_compiles_the_kernels():
 
     found = env.collect_nvrtc()["nvrtc"]
     assert set(found) in ({"found", "path", "how", "version"}, {"found", "reason"})
+
+
+@pytest.mark.parametrize("count,reason", [(0, "CuPy 13.0 sees no GPU; on a GPU server install CuPy"),
+                                          (RuntimeError("no driver"), "CuPy 13.0 sees no GPU (no driver); ")])
+def test_import_cupy_without_a_device_is_the_frameworks_one_refusal(monkeypatch, count, reason):
+    """harness.frameworks.gpu_guard: the same 'sees no GPU' sentence as TF, JAX and PyTorch give."""
+    import types
+
+    from harness.frameworks import cupy_setup
+
+    def device_count():
+        if isinstance(count, Exception):
+            raise count
+        return count
+
+    fake = types.SimpleNamespace(__version__="13.0", cuda=types.SimpleNamespace(
+        runtime=types.SimpleNamespace(getDeviceCount=device_count)))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    with pytest.raises(Unavailable, match=re.escape(reason)):
+        cupy_setup.import_cupy()

@@ -4,6 +4,7 @@ and output dimensions through the real libcudnn where it is installed. With a GP
 thing against the reference."""
 
 import ctypes
+import dataclasses
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from harness import DEFAULT_WEIGHTS, registry
 from harness.data import mnist
 from harness.errors import Unavailable
+from harness.frameworks import native
 from harness.machine import gpu
 from lenet_cudnn import binding, cublas, layout, model
 from lenet_numpy.model import NumpyLeNet, conv2d_relu, max_pool_2x2, softmax
@@ -57,6 +59,12 @@ def sample(shared_weights):
     x = mnist.to_input(images[:64])
     return x, NumpyLeNet(DEFAULT_WEIGHTS).predict(x)
 
+
+
+def partial_plan(**fields) -> model.Plan:
+    """A model.Plan with the given fields, every other one None (what a unit test reads)."""
+    names = [f.name for f in dataclasses.fields(model.Plan)]
+    return model.Plan(**{**dict.fromkeys(names), **fields})
 
 def test_hwio_to_kcrs_reproduces_reference_conv1(shared_weights, sample):
     x, _ = sample
@@ -289,10 +297,12 @@ def test_cublas_discovery_order(monkeypatch, tmp_path):
         "7f01-7f02 r-xp 00000000 fd:01 2 /opt/x/libcublas.so.13\n"
         "7f02-7f03 r--p 00001000 fd:01 2 /opt/x/libcublas.so.13\n"
         "7f03-7f04 rw-p 00000000 00:00 0 \n")
-    assert cublas.loaded_in_process(str(maps)) == ["/opt/x/libcublas.so.13"]
-    assert cublas.loaded_in_process(str(tmp_path / "absent")) == []
+    assert native.loaded_in_process("libcublas.so", str(maps)) == ["/opt/x/libcublas.so.13"]
+    assert native.loaded_in_process("libcublasLt.so", str(maps)) == ["/opt/x/libcublasLt.so.13"]
+    assert native.loaded_in_process("libcublas.so", str(tmp_path / "absent")) == []
     monkeypatch.setenv("LENET_CUBLAS_LIBRARY", "/chosen/libcublas.so.13")
-    monkeypatch.setattr(cublas, "loaded_in_process", lambda: ["/opt/x/libcublas.so.13"])
+    monkeypatch.setattr(native, "loaded_in_process",
+                        lambda prefix: ["/opt/x/libcublas.so.13"] if prefix == "libcublas.so" else [])
     monkeypatch.setattr(cublas, "wheel_libraries", lambda: ["/site/nvidia/cu13/lib/libcublas.so.13"])
     assert cublas.candidates() == [
         ("/chosen/libcublas.so.13", "LENET_CUBLAS_LIBRARY"),
@@ -319,7 +329,7 @@ def test_cublas_wheel_layouts_cu13_and_cu12(monkeypatch, tmp_path):
 def test_cublas_missing_is_unavailable_naming_what_was_tried(monkeypatch, tmp_path):
     monkeypatch.setattr(cublas, "_loaded", None)
     monkeypatch.setenv("LENET_CUBLAS_LIBRARY", "/nonexistent/libcublas.so.13")
-    monkeypatch.setattr(cublas, "loaded_in_process", lambda: [])
+    monkeypatch.setattr(native, "loaded_in_process", lambda prefix: [])
     monkeypatch.setattr(cublas, "wheel_libraries", lambda: [])
     monkeypatch.setattr(cublas, "SONAMES", ("libcublas-lenet-absent.so.13",))
     with pytest.raises(Unavailable) as info:
@@ -429,12 +439,12 @@ def test_gpu_graph_replays_new_inputs_per_batch_size(sample):
             for i in (0, 5, 9):
                 one = impl.predict(x[i:i + 1])
                 assert np.max(np.abs(one - reference[i:i + 1])) <= 1e-5
-        graphs = {n: p["graph"] for n, p in impl.plans.items()}
+        graphs = {n: p.graph for n, p in impl.plans.items()}
         assert set(graphs) == {1} and graphs[1] is not None
         np.testing.assert_allclose(impl.predict(x[:16]), reference[:16], atol=1e-5)
-        assert impl.plans[1]["graph"] is graphs[1]  # not captured again
+        assert impl.plans[1].graph is graphs[1]  # not captured again
         assert set(impl.plans) == {1, 16}
-        assert not set(impl.plans[16]["conv_math"]) & {1, 2}
+        assert not set(impl.plans[16].conv_math) & {1, 2}
     finally:
         impl.close()
 
@@ -480,7 +490,7 @@ def test_tuned_convolutions_run_fused_and_fall_back_to_three_calls_when_refused(
     impl.stream = type("S", (), {"synchronize": lambda self: None})()
     impl.forward = lambda *args, fused: (tried.append(fused), run(impl.conv_bias_relu(
         d, desc, "x", desc, desc, "conv1", desc, "y", 3, "ws", 64, fused)))
-    plan = {"d": d, "buf": {}, "algos": [3, 3], "ws": kernel, "ws_size": 64}
+    plan = partial_plan(d=d, buf={}, algos=[3, 3], ws=kernel, ws_size=64)
     assert impl.fusion_works(plan) is True and "one cudnnConvolutionBiasActivationForward" in impl.fusion_note
     Lib.refuse = True
     assert impl.fusion_works(plan) is False and tried == [True, True]
@@ -561,8 +571,8 @@ def test_cublaslt_refusal_falls_back_to_the_gemm_path_with_the_reason():
     impl.stream = type("S", (), {"ptr": 0, "synchronize": lambda self: None})()
     impl.w = {name: (cp.empty((size, 1)), cp.empty(size)) for name, size in (("fc1", 120), ("fc2", 84), ("fc3", 10))}
     d = type("D", (), {"n": 2})()
-    plan = {"d": d, "buf": dict.fromkeys(("p2", "fc1", "fc2", "fc3"), 0x40), "algos": [0, 0],
-            "ws": impl.blas_ws, "ws_size": 0, "fused": True}
+    plan = partial_plan(d=d, buf=dict.fromkeys(("p2", "fc1", "fc2", "fc3"), 0x40), algos=[0, 0],
+                        ws=impl.blas_ws, ws_size=0, fused=True)
     assert impl.dense_matmuls(plan) is None
     assert impl.dense_note.startswith("cuBLAS gemm + cuDNN bias and ReLU: cuBLASLt refused: "
                                       "cublasLtMatmulAlgoGetHeuristic failed: no algorithm for float32 (120 x 400)")

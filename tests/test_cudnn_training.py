@@ -9,7 +9,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from harness import ROOT, registry
+from harness import ROOT, base, registry
 from harness.data import mnist, weights
 from harness.errors import Unavailable
 from harness.machine import gpu
@@ -260,13 +260,14 @@ def test_registry_names_the_trainer_and_it_is_gpu_only():
 
 
 def test_bad_batches_are_clear_errors():
+    """harness.base.check_batch: the cuDNN and oneDNN trainers' one check of a step's input."""
     x = np.zeros((4, 28, 28, 1), np.float32)
     with pytest.raises(ValueError, match="expected 4 integer labels"):
-        cudnn_train.check_batch(x, np.zeros(3, int))
+        base.check_batch(x, np.zeros(3, int))
     with pytest.raises(ValueError, match=r"labels must be in \[0, 9\]"):
-        cudnn_train.check_batch(x, np.array([0, 1, 2, -1]))
+        base.check_batch(x, np.array([0, 1, 2, -1]))
     with pytest.raises(ValueError, match=r"expected images \(N, 28, 28, 1\)"):
-        cudnn_train.check_batch(x[:, :, :, 0], np.zeros(4, int))
+        base.check_batch(x[:, :, :, 0], np.zeros(4, int))
 
 
 # --- on a GPU ---------------------------------------------------------------------------------

@@ -44,3 +44,22 @@ def test_no_level_imports_another_level(package):
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             for name in names:
                 assert name.split(".")[0] not in others, f"{path.name} imports {name}"
+
+
+def test_every_hook_names_a_function_of_its_own_level():
+    """The registry's hooks (what doctor, env.json and `make weights` ask a level) resolve, each
+    into the level's own package, without a framework: checked as text, nothing imported."""
+    for spec in registry.REGISTRY.values():
+        for what, path in spec.hooks:
+            module, _, function = path.partition(":")
+            assert module.split(".")[0] == spec.package, (spec.name, what, path)
+            tree = ast.parse((ROOT / (module.replace(".", "/") + ".py")).read_text())
+            assert function in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}, path
+
+
+def test_an_unknown_hook_names_the_ones_there_are():
+    from harness.errors import HarnessError
+
+    with pytest.raises(HarnessError, match=r"cudnn: no hook 'nope'; expected one of \['cublaslt', 'library'\]"):
+        registry.hook("cudnn", "nope")
+    assert registry.hook("cuda", "kernels")()[0][1] == "layers.cu"

@@ -2,8 +2,14 @@
 
 - a harness wing imports only from wings below it (siblings do not import each other);
 - a level (lenet_*) imports only the harness's core, data and frameworks;
-- the harness imports a level only inside a function (lazily: a CuPy run never imports TF);
-- no import cycle among harness modules.
+- the harness reaches a level only through the registry, whose loader imports "module:Name"
+  paths with importlib (`create`, `create_trainer`, `hook`: what doctor, env.json and
+  `make weights` ask a level for), so no import statement in harness/ names a level package;
+- the one exception is the oracle, `lenet_numpy` (NumPy only): the grader, verify, training
+  verify and the training study's test accuracy check answers against it, so it is imported
+  by name, and only inside a function (ORACLE; any other lenet_* import is a violation);
+- no import cycle among harness modules;
+- no function in harness/ longer than MAX_FUNCTION_LINES (def line through last line).
 """
 
 import ast
@@ -20,6 +26,8 @@ CORE_MODULES = {"__init__", "base", "registry", "errors", "null_impl"}
 CLI_MODULES = {"cli", "commands", "__main__"}
 LEVEL_MAY_IMPORT = {"core", "data", "frameworks"}
 MOVED = {"weights": "data", "mnist": "data"}  # harness.__getattr__ keeps these old names
+ORACLE = "lenet_numpy"  # the level the harness may import by name (lazily): the correctness oracle
+MAX_FUNCTION_LINES = 60
 
 
 def wing_of(module: str, root: Path) -> str | None:
@@ -68,7 +76,10 @@ def violations(root: Path) -> list[str]:
         own = wing_of(here, root)
         for target, line, top in imports(path, root):
             where = f"{path.relative_to(root)}:{line}"
-            if target.split(".")[0].startswith("lenet_") and top:
+            package = target.split(".")[0]
+            if package.startswith("lenet_") and package != ORACLE:
+                found.append(f"{where}: imports the level {target} (ask the registry: create, hook)")
+            elif package == ORACLE and top:
                 found.append(f"{where}: imports the level {target} at import time (import it in a function)")
             other = wing_of(target, root)
             if other is None or other == own:
@@ -137,10 +148,16 @@ BASE_TREE = {"harness/__init__.py": "", "harness/errors.py": "",
 
 @pytest.mark.parametrize("path,text,expected", [
     ("harness/measure/stats.py", "from harness.report import figures\n", "measure imports harness.report.figures"),
-    ("harness/measure/stats.py", "import lenet_tf.model\n", "imports the level lenet_tf.model at import time"),
+    ("harness/measure/stats.py", "import lenet_numpy.model\n", "imports the level lenet_numpy.model at import time"),
+    ("harness/measure/stats.py", "import lenet_tf.model\n", "imports the level lenet_tf.model (ask the registry"),
+    ("harness/measure/stats.py", "def f():\n    from lenet_cudnn import binding\n",
+     "imports the level lenet_cudnn (ask the registry"),  # lazy, still not allowed
+    ("harness/data/mnist.py", "def f():\n    from lenet_keras.model import build_model\n",
+     "imports the level lenet_keras.model (ask the registry"),
     ("lenet_x/model.py", "from harness.measure import stats\n", "a level imports harness.measure.stats"),
     ("harness/data/mnist.py", "from harness import weights\n", None),  # same wing, the old name
-    ("harness/report/figures.py", "def f():\n    import lenet_tf.model\n", None),  # lazy: allowed
+    ("harness/report/figures.py", "def f():\n    from lenet_numpy.model import NumpyLeNet\n", None),  # the oracle
+    ("harness/report/figures.py", "def f():\n    return registry.create('tf', 'w.h5')\n", None),  # the registry
     ("harness/report/figures.py", "from harness.measure import stats\n", None),  # downward: allowed
 ])
 def test_the_checker_names_a_wrong_arrow(tmp_path, path, text, expected):
@@ -156,3 +173,29 @@ def test_the_checker_finds_a_cycle(tmp_path):
     root = fake_tree(tmp_path, {**BASE_TREE, "harness/report/figures.py": "from harness.report import style\n",
                                 "harness/report/style.py": "def f():\n    from harness.report import figures\n"})
     assert cycles(root) and "harness.report.figures" in cycles(root)[0]
+
+
+def long_functions(root: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """Every function or method in harness/ longer than `limit` lines, def line through last line."""
+    found = []
+    for path in sorted((root / "harness").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    found.append(f"{path.relative_to(root)}:{node.lineno} {node.name}: {lines} lines")
+    return found
+
+
+def test_no_function_in_harness_over_sixty_lines():
+    assert long_functions(ROOT) == []
+
+
+@pytest.mark.parametrize("body_lines,expected", [(59, False), (60, True)])
+def test_the_length_check_counts_def_through_last_line(tmp_path, body_lines, expected):
+    body = "".join(f"    x{i} = {i}\n" for i in range(body_lines))
+    root = fake_tree(tmp_path, {**BASE_TREE, "harness/measure/stats.py": "def f():\n" + body})
+    found = long_functions(root, limit=60)  # def line + body: 60 lines pass, 61 do not
+    assert bool(found) is expected, found
+    if expected:
+        assert found == ["harness/measure/stats.py:1 f: 61 lines"]

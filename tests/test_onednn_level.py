@@ -144,7 +144,7 @@ def test_hwio_conv_kernel_as_logical_oihw_reproduces_the_reference(lib, engine, 
     out = np.zeros((3, 28, 28, 6), np.float32)
     mds = {"x": P.MemoryDesc(lib, (3, 1, 28, 28), F32, dnnl.TAG_NHWC), "w": P.MemoryDesc(lib, dims, F32, tag),
            "b": P.MemoryDesc(lib, (6,), F32, dnnl.TAG_X), "y": P.MemoryDesc(lib, (3, 6, 28, 28), F32, dnnl.TAG_NHWC)}
-    relu = P.ReluAttr(lib)
+    relu = P.EltwiseAttr(lib, dnnl.ELTWISE_RELU, 0.0, 0.0)
     run_primitive(lib, engine, P.convolution(lib, engine[0], mds["x"], mds["w"], mds["b"], mds["y"], 2, relu),
                   {dnnl.ARG_SRC: (x, mds["x"]), dnnl.ARG_WEIGHTS: (np.ascontiguousarray(kernel), mds["w"]),
                    dnnl.ARG_BIAS: (bias, mds["b"]), dnnl.ARG_DST: (out, mds["y"])})

@@ -9,7 +9,9 @@ Keras' load_weights does not need to). No timestamps in the file: the same seed 
 """
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -20,7 +22,7 @@ from harness.data import weights
 DEFAULT_INIT = ROOT / "weights" / "lenet5_init.weights.h5"
 
 
-def fans(shape) -> tuple[int, int]:
+def fans(shape: tuple[int, ...]) -> tuple[int, int]:
     """Keras' fans: conv (R, S, C, K) -> (R*S*C, R*S*K); dense (in, out) -> (in, out)."""
     window = int(np.prod(shape[:-2]))
     return window * shape[-2], window * shape[-1]
@@ -38,7 +40,7 @@ def glorot(seed: int = 0) -> dict[str, weights.Layer]:
     return layers
 
 
-def untimed(kind):
+def untimed(kind: int) -> Any:
     """An HDF5 creation property list without modification times (they would change the bytes)."""
     plist = h5py.h5p.create(kind)
     plist.set_obj_track_times(False)
@@ -62,7 +64,7 @@ def write(path: Path, layers: dict, seed: int) -> Path:
     return path
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=DEFAULT_INIT)

@@ -21,7 +21,7 @@ FILES = {
 IDX_UINT8 = 0x08
 
 
-def data_dir(path=None) -> Path:
+def data_dir(path: str | Path | None = None) -> Path:
     """The MNIST folder: an explicit path, else $LENET_DATA_DIR, else the shipped data/mnist."""
     return Path(path or os.environ.get("LENET_DATA_DIR") or DEFAULT_DATA_DIR)
 
@@ -83,7 +83,7 @@ def read_idx(path: Path, expected_sha256: str | None) -> np.ndarray:
     return parse_idx(raw, str(source))
 
 
-def load(split: str = "test", folder=None) -> tuple[np.ndarray, np.ndarray]:
+def load(split: str = "test", folder: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Images (N, 28, 28) uint8 and labels (N,) uint8 of the 'train' or 'test' split."""
     if split not in FILES:
         raise HarnessError(f"unknown MNIST split {split!r}; expected one of {sorted(FILES)}")
@@ -101,6 +101,6 @@ def load(split: str = "test", folder=None) -> tuple[np.ndarray, np.ndarray]:
     return images, labels
 
 
-def to_input(images: np.ndarray, dtype="float32") -> np.ndarray:
+def to_input(images: np.ndarray, dtype: str = "float32") -> np.ndarray:
     """uint8 (N, 28, 28) -> (N, 28, 28, 1) in [0, 1]: the input every implementation takes."""
     return (images.astype(dtype) / 255.0).astype(dtype)[..., np.newaxis]

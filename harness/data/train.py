@@ -12,23 +12,23 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from harness import DEFAULT_WEIGHTS
+from harness import DEFAULT_WEIGHTS, registry
 from harness.data import mnist
 from harness.errors import HarnessError
 
 MIN_ACCURACY = 0.990
 
 
-def train(out: Path, epochs: int, seed: int, data_dir=None, min_accuracy=MIN_ACCURACY) -> float:
+def train(out: Path, epochs: int, seed: int, data_dir: str | Path | None = None,
+          min_accuracy: float = MIN_ACCURACY) -> float:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import h5py
     import keras
     import numpy as np
     import tensorflow as tf
-
-    from lenet_keras.model import build_model
 
     keras.utils.set_random_seed(seed)
     tf.config.experimental.enable_op_determinism()
@@ -36,7 +36,7 @@ def train(out: Path, epochs: int, seed: int, data_dir=None, min_accuracy=MIN_ACC
     x_test, y_test = mnist.load("test", data_dir)
     x_train, x_test = mnist.to_input(x_train), mnist.to_input(x_test)
 
-    model = build_model()
+    model = registry.hook("keras", "build_model")()  # the Keras level's model, asked by name
     # Step decay: 1e-3, then x0.5 every 4 epochs (gets LeNet-5 past 99% in ~12 epochs).
     schedule = keras.callbacks.LearningRateScheduler(lambda epoch: 1e-3 * 0.5 ** (epoch // 4))
     model.compile(optimizer=keras.optimizers.Adam(1e-3),
@@ -64,7 +64,7 @@ def train(out: Path, epochs: int, seed: int, data_dir=None, min_accuracy=MIN_ACC
     return accuracy
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--seed", type=int, default=1)

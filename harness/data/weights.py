@@ -40,7 +40,7 @@ class Layer(NamedTuple):
     bias: np.ndarray
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -64,9 +64,9 @@ def _legacy_layers(f: h5py.File) -> list[tuple[str, list]]:
         group = root.get(name)
         if not isinstance(group, h5py.Group):
             continue
-        datasets = []
+        datasets: list[h5py.Dataset] = []
 
-        def collect(_, obj, datasets=datasets):
+        def collect(_: str, obj: object, datasets: list = datasets) -> None:
             if isinstance(obj, h5py.Dataset):
                 datasets.append(obj)
 
@@ -150,7 +150,7 @@ def what_is(path: Path, head: bytes) -> str:
     return f"not HDF5 (starts with bytes {head[:8].hex(' ')})"
 
 
-def open_h5(path) -> h5py.File:
+def open_h5(path: str | Path) -> h5py.File:
     """The weights as an open HDF5 file: the file itself, or the weights inside a .keras archive."""
     path = Path(path)
     if not path.exists():
@@ -173,7 +173,7 @@ def open_h5(path) -> h5py.File:
     raise HarnessError(f"{path}: {what_is(path, head)}; {ACCEPTED}")
 
 
-def read(path=DEFAULT_WEIGHTS) -> dict[str, Layer]:
+def read(path: str | Path = DEFAULT_WEIGHTS) -> dict[str, Layer]:
     """{'conv1': Layer(kernel, bias), ..., 'fc3': ...} as float32 NumPy arrays, Keras layouts."""
     path = Path(path)
     with open_h5(path) as f:
@@ -185,7 +185,7 @@ def read(path=DEFAULT_WEIGHTS) -> dict[str, Layer]:
             raise HarnessError(f"{path}: unreadable weights ({exc})") from None
 
 
-def metadata(path=DEFAULT_WEIGHTS) -> dict:
+def metadata(path: str | Path = DEFAULT_WEIGHTS) -> dict:
     """The training record stored as root attributes (accuracy, epochs, seed, versions)."""
     with open_h5(path) as f:
         return {key: (v.item() if hasattr(v, "item") else _text(v)) for key, v in f.attrs.items()}

@@ -1,9 +1,11 @@
 """What the JAX levels (jax ops, Keras on JAX) share with the harness: precision and device."""
 
-from harness.errors import Unavailable
+from typing import Any
+
+from harness.frameworks.gpu_guard import require_gpu
 
 
-def configure(device: str, dtype: str = "float32"):
+def configure(device: str, dtype: str = "float32") -> Any:
     """Set JAX's precision for this process and return the jax.Device for `device`, or raise
     Unavailable when JAX sees no GPU. Thread counts come from XLA_FLAGS (harness.registry)."""
     import jax
@@ -18,9 +20,6 @@ def configure(device: str, dtype: str = "float32"):
         gpus = jax.devices("gpu")
     except RuntimeError:
         gpus = []
-    if not gpus:
-        raise Unavailable(
-            f"JAX {jax.__version__} sees no GPU (its backend is {jax.default_backend()}); on a GPU "
-            "server install 'jax[cuda12]' (or 'jax[cuda13]')"
-        )
+    require_gpu(bool(gpus), f"JAX {jax.__version__}", "install 'jax[cuda12]' (or 'jax[cuda13]')",
+                aside=f" (its backend is {jax.default_backend()})")
     return gpus[0]

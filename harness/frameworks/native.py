@@ -1,13 +1,37 @@
 """Loading a native library through ctypes, the same way for every binding (cuDNN, cuBLAS,
 cuBLASLt, oneDNN, NVRTC): the first candidate that loads and wraps, else Unavailable naming
-every path tried and the fix."""
+every path tried and the fix (first_library); and the copies of a library already mapped into
+this process, which a binding tries before any other (loaded_in_process)."""
 
 import ctypes
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TypeVar
 
 from harness.errors import Unavailable
 
+T = TypeVar("T")
 
-def first_library(candidates, wrap, what: str, fix: str, errors=(OSError, AttributeError)):
+
+def loaded_in_process(prefix: str, maps: str = "/proc/self/maps") -> list[str]:
+    """Paths of the libraries mapped into this process whose file name starts with `prefix`
+    ("libcublas.so": not libcublasLt), first seen first."""
+    found: list[str] = []
+    try:
+        lines = Path(maps).read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:  # address perms offset dev inode [path]
+        fields = line.split(maxsplit=5)
+        path = fields[5].strip() if len(fields) == 6 else ""
+        if Path(path).name.startswith(prefix) and path not in found:
+            found.append(path)
+    return found
+
+
+def first_library(candidates: Iterable[tuple[str, str]], wrap: Callable[[str, str, ctypes.CDLL], T],
+                  what: str, fix: str,
+                  errors: tuple[type[BaseException], ...] = (OSError, AttributeError)) -> T:
     """wrap(path, how, ctypes.CDLL(path)) of the first (path, how) in `candidates` that works."""
     tried = []
     for path, how in candidates:

@@ -2,7 +2,7 @@
 
 import os
 
-from harness.errors import Unavailable
+from harness.frameworks.gpu_guard import require_gpu
 
 
 def configure(device: str) -> str:
@@ -23,10 +23,7 @@ def configure(device: str) -> str:
     tf.config.experimental.enable_tensor_float_32_execution(False)
     if device != "gpu":
         return "/CPU:0"
-    if not tf.config.list_physical_devices("GPU"):
-        build = "a CUDA build" if tf.test.is_built_with_cuda() else "the CPU-only build"
-        raise Unavailable(
-            f"TensorFlow {tf.__version__} ({build}) sees no GPU; on a GPU server install "
-            "'tensorflow[and-cuda]' in place of tensorflow-cpu"
-        )
+    build = "a CUDA build" if tf.test.is_built_with_cuda() else "the CPU-only build"
+    require_gpu(bool(tf.config.list_physical_devices("GPU")), f"TensorFlow {tf.__version__} ({build})",
+                "install 'tensorflow[and-cuda]' in place of tensorflow-cpu")
     return "/GPU:0"

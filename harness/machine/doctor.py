@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, ROOT, registry
 from harness.machine import env, gpu, nvrtc, procenv
@@ -28,12 +30,14 @@ except Exception as exc:
 TF_GPU = ("import json, tensorflow as tf; print(json.dumps({'version': tf.__version__, "
           "'gpus': [d.name for d in tf.config.list_physical_devices('GPU')], "
           "'cuda_build': tf.test.is_built_with_cuda()}))")
+Row = tuple[str, str, str, str]  # implementation, device, runs ("ok", "no", "n/a"), reason / fix
 CUPY = ("import json, cupy; n = cupy.cuda.runtime.getDeviceCount(); "
         "print(json.dumps({'version': cupy.__version__, 'devices': n, "
         "'cuda_runtime': cupy.cuda.runtime.runtimeGetVersion()}))")
 
 
-def run_python(code: str, args=(), device="gpu", timeout=120, extra_env=None) -> dict:
+def run_python(code: str, args: Sequence[str] = (), device: str = "gpu", timeout: float = 120,
+               extra_env: dict[str, str] | None = None) -> dict:
     """Run a snippet in a fresh interpreter; its last stdout line is JSON."""
     child_env = {**os.environ, **procenv.settings(1, 1, device), **(extra_env or {})}
     try:
@@ -48,7 +52,7 @@ def run_python(code: str, args=(), device="gpu", timeout=120, extra_env=None) ->
     return json.loads(lines[-1])
 
 
-def probe_row(name, device, weights, gpu_absent):
+def probe_row(name: str, device: str, weights: str | Path, gpu_absent: str | None) -> Row:
     spec = registry.spec(name)
     if device not in spec.devices:
         return name, device, "n/a", f"{name} runs on {', '.join(spec.devices)} only"
@@ -59,7 +63,8 @@ def probe_row(name, device, weights, gpu_absent):
     return name, device, "ok" if probe.get("ok") else "no", probe.get("reason", "")
 
 
-def implementation_rows(weights=DEFAULT_WEIGHTS, names=None):
+def implementation_rows(weights: str | Path = DEFAULT_WEIGHTS,
+                        names: Sequence[str] | None = None) -> list[Row]:
     """One row per implementation and device, in registry order. The probes run side by side
     on a machine with cores to spare: each is a cold interpreter importing a framework, which
     took 82 s one after another on a fresh GPU machine."""
@@ -68,14 +73,12 @@ def implementation_rows(weights=DEFAULT_WEIGHTS, names=None):
             for device in registry.DEVICES]
     workers = max(1, min(8, (os.cpu_count() or 2) // 2))
     with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(lambda nd: probe_row(*nd, weights, gpu_absent), todo))
+        return list(pool.map(lambda nd: probe_row(nd[0], nd[1], weights, gpu_absent), todo))
 
 
 def cublaslt_line() -> str:
     """cuBLASLt, whose matmul epilogues carry the cuDNN level's dense layers (tuned, graph)."""
-    from lenet_cudnn import cublaslt
-
-    found = cublaslt.probe()
+    found = registry.hook("cudnn", "cublaslt")()
     return (f"cuBLASLt: version {found['version']} from {found['path']} ({found['how']})" if found["found"]
             else f"cuBLASLt: {found['reason']} (cuDNN's dense layers then use cuBLAS gemm + cuDNN ops)")
 
@@ -86,11 +89,9 @@ def compute_capabilities() -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def cuda_lines(caps=None) -> list[str]:
+def cuda_lines(caps: Sequence[str] | None = None) -> list[str]:
     """NVRTC, and the hand-written CUDA level's kernels compiled for each GPU here: registers per
     thread and static shared memory per block, as ptxas reports them (no CuPy needed)."""
-    from lenet_cuda import kernels  # the level's own list of files and template instances
-
     probe = nvrtc.probe()
     if not probe["found"]:
         return [f"NVRTC: {probe['reason']}"]
@@ -105,10 +106,8 @@ def cuda_lines(caps=None) -> list[str]:
         arch = "sm_" + cap.replace(".", "")
         uses = []
         try:
-            for variant in ("layers", "fused"):
-                exprs = [e for dtype in kernels.CTYPES for e in kernels.name_expressions(variant, dtype)]
-                found = nvrtc.resources(nvrtc.load(), kernels.source(variant), kernels.SOURCES[variant],
-                                        arch, kernels.OPTIONS, exprs)
+            for text, filename, options, exprs in registry.hook("cuda", "kernels")():  # the level's own
+                found = nvrtc.resources(nvrtc.load(), text, filename, arch, options, exprs)
                 uses += [f"{expr} {r.get('registers', '?')} regs {r.get('shared_bytes', '?')} B shared"
                          for expr, r in found.items()]
         except (nvrtc.NvrtcError, ValueError) as exc:
@@ -123,7 +122,8 @@ def uses_tensorflow(name: str) -> bool:
     return name == "tf" or registry.KERAS_BACKENDS.get(name) == "tensorflow"
 
 
-def report(weights=DEFAULT_WEIGHTS, names=None, out=print) -> int:
+def report(weights: str | Path = DEFAULT_WEIGHTS, names: Sequence[str] | None = None,
+           out: Callable[[str], object] = print) -> int:
     """The machine, then one row per implementation and device (names: all when None). The
     TensorFlow line is printed when a level asked for runs on TensorFlow."""
     info = env.collect()

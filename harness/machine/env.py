@@ -10,6 +10,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
+
+from harness import registry
+from harness.errors import HarnessError
 
 PACKAGES = ("numpy", "tensorflow", "tensorflow-cpu", "keras", "h5py", "cupy-cuda12x",
             "cupy-cuda13x", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-cuda-nvrtc-cu12",
@@ -19,7 +23,7 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "CUDA_VISIBLE_DEVICES")
 
 
-def run_command(args, timeout=10) -> str | None:
+def run_command(args: Sequence[str], timeout: float = 10) -> str | None:
     if not shutil.which(args[0]):
         return None
     try:
@@ -36,6 +40,7 @@ def collect_system() -> dict:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     except OSError:
         pass
+    affinity: int | None
     try:
         affinity = len(os.sched_getaffinity(0))
     except AttributeError:
@@ -79,22 +84,24 @@ def collect_gpus() -> dict:
     return {"gpus": gpus, "cuda_driver_version": cuda, "gpu_processes": processes}
 
 
-def collect_cudnn() -> dict:
+def library_probe(level: str, key: str) -> dict:
+    """{key: the native library the level would load here (its registry hook "library")}; where
+    the level's module cannot even be imported, None and why (env collection stays alive)."""
     try:
-        from lenet_cudnn import binding
-    except ImportError as exc:  # the package is part of this project; keep env collection alive
-        return {"cudnn": None, "cudnn_note": str(exc)}
-    found = binding.probe()
-    return {"cudnn": found}
+        probe = registry.hook(level, "library")
+    except HarnessError as exc:
+        return {key: None, f"{key}_note": str(exc)}
+    return {key: probe()}
+
+
+def collect_cudnn() -> dict:
+    """The cuDNN library the raw GPU level would load: path, version, how it was found."""
+    return library_probe("cudnn", "cudnn")
 
 
 def collect_onednn() -> dict:
     """The oneDNN library the raw CPU level would load: path, version, OpenMP threads."""
-    try:
-        from lenet_onednn import binding
-    except ImportError as exc:
-        return {"onednn": None, "onednn_note": str(exc)}
-    return {"onednn": binding.probe()}
+    return library_probe("onednn", "onednn")
 
 
 def collect_nvrtc() -> dict:
@@ -112,7 +119,7 @@ def collect_threads(settings: dict | None = None) -> dict:
 
 
 def collect(thread_settings: dict | None = None) -> dict:
-    info = {"collected_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    info: dict = {"collected_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     for collect_part in (collect_system, collect_gpus, collect_cudnn, collect_onednn, collect_nvrtc):
         try:
             info.update(collect_part())

@@ -3,6 +3,7 @@
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable
 
 
 def absent_reason() -> str | None:
@@ -30,7 +31,7 @@ def visible_gpu_id() -> str:
     return visible or "0"
 
 
-def sample(own_pids=()) -> dict | None:
+def sample(own_pids: Iterable[int] = ()) -> dict | None:
     """GPU utilization and the compute processes that are not ours, or None without a GPU.
 
     NVML (nvidia-ml-py) where installed, nvidia-smi otherwise.

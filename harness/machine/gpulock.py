@@ -18,6 +18,7 @@ import os
 import socket
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -80,11 +81,12 @@ def describe(path: Path) -> str:
 
 
 class GpuLock:
-    def __init__(self, gpu_id="0", timeout_s: float | None = None, report=print):
+    def __init__(self, gpu_id: str = "0", timeout_s: float | None = None,
+                 report: Callable[[str], object] = print):
         self.path = lock_path(gpu_id)
         self.timeout_s = timeout_s
         self.report = report
-        self.fd = None
+        self.fd: int | None = None
         self.writable = False
         self.waited_in_vain = False  # True: timed out waiting; what we time is contended
 
@@ -100,9 +102,10 @@ class GpuLock:
         fd, _ = open_shared(self.path)
         os.close(fd)
 
-    def _try(self) -> bool:
+    @staticmethod
+    def _try(fd: int) -> bool:
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True
         except BlockingIOError:
             return False
@@ -111,34 +114,35 @@ class GpuLock:
         """True when held; False when the wait timed out (then the caller flags its cells)."""
         if self.fd is not None:
             return True
-        self.fd, self.writable = open_shared(self.path)
-        if not self._try():
+        fd, self.writable = open_shared(self.path)
+        self.fd = fd
+        if not self._try(fd):
             self.report(f"GPU busy: {self.holder()} is timing on it ({self.path}); waiting"
                         + (f" up to {self.timeout_s:g} s" if self.timeout_s is not None else ""))
             deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
-            while not self._try():
+            while not self._try(fd):
                 if deadline is not None and time.monotonic() > deadline:
                     self.report("GPU still busy: measuring anyway; these cells are flagged contended")
-                    os.close(self.fd)
+                    os.close(fd)
                     self.fd = None
                     self.waited_in_vain = True
                     return False
                 time.sleep(0.2)
         if not self.writable:
             return True
-        os.ftruncate(self.fd, 0)
-        os.write(self.fd, json.dumps({"user": user_name(), "host": socket.gethostname(),
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"user": user_name(), "host": socket.gethostname(),
                                       "pid": os.getpid(), "since": time.time()}).encode())
         return True
 
-    def release(self):
+    def release(self) -> None:
         if self.fd is not None:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)
             self.fd = None
 
     @contextmanager
-    def held(self):
+    def held(self) -> Iterator[bool]:
         got = self.acquire()
         try:
             yield got

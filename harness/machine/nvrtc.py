@@ -16,8 +16,10 @@ import ctypes
 import importlib.util
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from harness.errors import Unavailable
 from harness.frameworks import native
@@ -72,7 +74,8 @@ class Compiled:
 
 def ptxas_resources(log: str) -> dict:
     """Parse `ptxas info : Function properties for NAME` / `Used R registers, ... S bytes smem`."""
-    found, current = {}, None
+    found: dict[str, dict] = {}
+    current = None
     for line in log.splitlines():
         m = re.search(r"Compiling entry function '([^']+)'", line) or \
             re.search(r"Function properties for (\S+)", line)
@@ -119,7 +122,7 @@ class Nvrtc:
         self.check("nvrtcVersion", ctypes.byref(major), ctypes.byref(minor))
         self.version = (major.value, minor.value)
 
-    def check(self, name, *args, log=""):
+    def check(self, name: str, *args: Any, log: str = "") -> None:
         status = getattr(self.lib, name)(*args)
         if status != SUCCESS:
             raise NvrtcError(name, status, self.lib.nvrtcGetErrorString(status).decode(), log)
@@ -131,7 +134,8 @@ class Nvrtc:
         self.check("nvrtcGetSupportedArchs", archs)
         return list(archs)
 
-    def compile(self, source: str, name: str, arch: str, options=(), name_expressions=()) -> Compiled:
+    def compile(self, source: str, name: str, arch: str, options: Sequence[str] = (),
+                name_expressions: Sequence[str] = ()) -> Compiled:
         """Compile `source` for `arch`: "compute_90" gives PTX, "sm_90" a cubin (ptxas ran).
         NvrtcError carries the compiler's log when the source does not compile."""
         if not re.fullmatch(r"(compute|sm)_\d+[a-z]?", arch):
@@ -153,17 +157,17 @@ class Nvrtc:
             self.check("nvrtcGetCUBINSize" if cubin else "nvrtcGetPTXSize", prog, ctypes.byref(size))
             image = ctypes.create_string_buffer(size.value)
             self.check("nvrtcGetCUBIN" if cubin else "nvrtcGetPTX", prog, image)
-            lowered = {}
+            lowered: dict[str, str] = {}
             for expr in name_expressions:
                 out = c_char_p()
                 self.check("nvrtcGetLoweredName", prog, expr.encode(), ctypes.byref(out))
-                lowered[expr] = out.value.decode()
+                lowered[expr] = cast(bytes, out.value).decode()
             raw = image.raw[:size.value]
             return Compiled(arch, raw if cubin else raw.rstrip(b"\0"), log, lowered)
         finally:
             self.lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
-    def _log(self, prog) -> str:
+    def _log(self, prog: Program) -> str:
         size = c_size_t()
         self.check("nvrtcGetProgramLogSize", prog, ctypes.byref(size))
         text = ctypes.create_string_buffer(max(size.value, 1))
@@ -171,7 +175,8 @@ class Nvrtc:
         return text.value.decode(errors="replace").strip()
 
 
-def resources(lib: "Nvrtc", source: str, name: str, arch: str, options=(), name_expressions=()) -> dict:
+def resources(lib: Nvrtc, source: str, name: str, arch: str, options: Sequence[str] = (),
+              name_expressions: Sequence[str] = ()) -> dict:
     """{name expression: ptxas' registers, shared memory, spills} for a real arch (sm_XY)."""
     if not arch.startswith("sm_"):
         raise ValueError(f"arch: registers are known for a real arch (sm_XY) only, found {arch!r}")
@@ -180,7 +185,7 @@ def resources(lib: "Nvrtc", source: str, name: str, arch: str, options=(), name_
     return {expr: found.get(mangled, {}) for expr, mangled in done.lowered.items()}
 
 
-_loaded = None
+_loaded: Nvrtc | None = None
 
 
 def load() -> Nvrtc:

@@ -8,6 +8,7 @@ preallocate, so a shared GPU server stays usable for the others.
 
 import os
 import signal
+import subprocess
 
 BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
@@ -32,7 +33,7 @@ def apply(env: dict[str, str]) -> None:
     os.environ.update(env)
 
 
-def kill_group(proc) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL a child started with start_new_session=True, with everything it started (its
     process group), and reap it. A child already gone is fine."""
     if proc.poll() is None:
