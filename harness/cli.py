@@ -204,6 +204,14 @@ def add_lab_commands(sub: Subparsers) -> None:
             commands.cmd_lab_merge,
             option("out", type=Path), submissions(),
             option("--job", default=None, help="the array job id, to read its tasks' states"))
+    add_term_commands(labs)
+
+
+def add_term_commands(labs: Subparsers) -> None:
+    """`lab kit | collect | export`: a course's term around the grading (labs/README.md)."""
+    command(labs, "kit", "the students' kit of a lab: dist/lab-kit-LAB.zip (no answers inside)",
+            commands.cmd_lab_kit, option("lab", help="a name in labs/ or a .toml path"),
+            out(None, "folder for the zip (default: the checkout's dist/)"), weights())
 
 
 def add_campaign_commands(sub: Subparsers) -> None:

@@ -340,3 +340,11 @@ def cmd_lab_merge(args: argparse.Namespace) -> int:
     slurm.merge(args.out, args.submissions, args.job, report=log)
     print(f"leaderboard: {args.out / 'LEADERBOARD.md'}")
     return 0
+
+
+def cmd_lab_kit(args: argparse.Namespace) -> int:
+    from harness.lab import assignment, kit
+
+    path = kit.build(assignment.load(str(args.lab)), args.out or kit.DIST, args.weights)
+    print(f"kit: {path} (students: unzip, then python -m pip install ./{path.stem})")
+    return 0
