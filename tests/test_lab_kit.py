@@ -115,9 +115,10 @@ def test_kit_installs_in_a_fresh_venv_and_checks(kits, tmp_path):
                            cwd=tmp_path, env=env)
     assert "No module named 'tensorflow'" in found.stderr  # a clean environment: only the kit's needs
     lenet_lab = tmp_path / "venv" / "bin" / "lenet-lab"
-    runs = {name: subprocess.run([str(lenet_lab), "check", str(ROOT / "labs" / "examples" / name / "lenet.py")],
-                                 capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
-            for name in ("correct", "wrong")}
+    given = {"correct": ROOT / "labs" / "examples" / "correct" / "lenet.py",
+             "wrong": ROOT / "labs" / "examples" / "wrong"}  # a file, or the folder holding lenet.py
+    runs = {name: subprocess.run([str(lenet_lab), "check", str(path)], capture_output=True, text=True,
+                                 cwd=tmp_path, env=env, timeout=120) for name, path in given.items()}
     assert runs["correct"].returncode == 0, runs["correct"].stdout + runs["correct"].stderr
     assert "10000 of 10000 test images agree" in runs["correct"].stdout
     assert "Median time per image" in runs["correct"].stdout and " us " in runs["correct"].stdout

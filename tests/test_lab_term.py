@@ -123,6 +123,30 @@ def test_git_clones_the_last_commit_and_its_date(tmp_path):
     assert any("ann/link.py: a link" in line for line in said) and any("notes: not a git" in line for line in said)
 
 
+def zipped(entries: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_a_zip_handed_in_is_unpacked_with_the_same_checks(tmp_path):
+    when = (2026, 12, 1, 12, 0, 0)
+    folder = zipped({"my lab/lenet.py": CORRECT, "my lab/util/helper.py": b"X = 1\n", "__MACOSX/._x": b"junk"})
+    source = make_zip(tmp_path / "canvas.zip", [("smithann_1002_9002_lab.zip", folder, when),
+                                                ("Zoë O'Brien_501_assignsubmission_file_/lab.zip",
+                                                 zipped({"lenet.py": CORRECT}), when)])
+    collect.collect(source, tmp_path / "subs", report=lambda line: None)
+    assert (tmp_path / "subs" / "smithann-1002" / "lenet.py").read_bytes() == CORRECT
+    assert (tmp_path / "subs" / "smithann-1002" / "util" / "helper.py").is_file()
+    assert (tmp_path / "subs" / "zoe-obrien-501" / "lenet.py").is_file()
+    evil = make_zip(tmp_path / "evil.zip", [("smithann_1002_9002_lab.zip", zipped({"../../x.py": b"1"}), when)])
+    with pytest.raises(HarnessError, match=r"evil.zip!smithann_1002_9002_lab.zip: entry '../../x.py' points outside"):
+        collect.collect(evil, tmp_path / "subs2")
+    assert not (tmp_path / "subs2").exists()
+
+
 @pytest.mark.parametrize("entry", ["../evil.py", "/etc/cron.d/evil", "smithann_1_2_..\\..\\evil.py", "C:/x.py"])
 def test_zip_slip_is_refused_and_nothing_is_written(tmp_path, entry):
     source = make_zip(tmp_path / "bad.zip", [("smithann_1002_9002_lenet.py", CORRECT, (2026, 1, 1, 0, 0, 0)),

@@ -5,6 +5,7 @@ clones, into one folder per student and submissions/manifest.csv, read as hostil
                                         file is renamed file-1.py by Canvas: the suffix is dropped)
     Moodle "Download all submissions"   Full Name_participantid_assignsubmission_file_/path (or the
                                         same prefix on flat files); online text is left out
+    (either)                            a .zip a student handed in is unpacked into their folder
     a folder of git clones              one clone per student (folder name = id); the files of the
                                         last commit, its committer date as the submission time
 
@@ -18,11 +19,13 @@ already holds a collection. Two submissions for one student: the latest is kept,
                    zone), late (yes where the LMS flagged it), source, sha256 (JSON {file: hash}), note
 
     collect(source, out, report) -> [Submission]; read_manifest(path) -> {folder: row}
-    read_zip(path), canvas_entry(name), moodle_entry(name), read_git(folder), folder_name(name, id)
+    read_zip(path), canvas_entry(name), moodle_entry(name), unpack_nested(...), read_git(folder),
+    latest(submissions), write(submissions, out), folder_name(name, id), safe_path(archive, name)
 """
 
 import csv
 import hashlib
+import io
 import json
 import re
 import subprocess
@@ -126,8 +129,10 @@ def read_zip(archive: Path, max_bytes: int = MAX_BYTES) -> tuple[list[Submission
                 skipped.append(f"{path}: not a Canvas or Moodle submission name")
                 continue
             data = read_member(archive, opened, member, room)
-            room -= len(data)
-            sub.files[file] = data
+            nested = file.lower().endswith(".zip")
+            inner = unpack_nested(archive, path, data, room) if nested else {file: data}
+            room -= sum(len(d) for d in inner.values())
+            sub.files.update(inner)
             sub.submitted_at = max(sub.submitted_at, datetime(*member.date_time).isoformat())
     return list(found.values()), skipped
 
@@ -157,6 +162,31 @@ def read_member(archive: Path, opened: zipfile.ZipFile, member: zipfile.ZipInfo,
                            f"{'its declared size' if limit == member.file_size else 'the size cap'} "
                            f"(a zip bomb?); nothing was written: {FIX_ARCHIVE}")
     return data
+
+
+def unpack_nested(archive: Path, entry: str, data: bytes, room: int) -> dict[str, bytes]:
+    """A zip a student handed in (their folder, zipped): its files, with the same checks as the
+    LMS's zip (zip-slip, sizes counted while reading); one top-level folder common to all is dropped."""
+    where = Path(f"{archive}!{entry}")
+    try:
+        opened = zipfile.ZipFile(io.BytesIO(data))
+        members = [m for m in opened.infolist() if not m.is_dir()]
+    except zipfile.BadZipFile as exc:
+        raise HarnessError(f"{where}: a damaged zip inside the archive ({exc}): {FIX_ARCHIVE}") from None
+    paths = {m.filename: safe_path(where, m.filename).as_posix() for m in members}
+    members = [m for m in members if not (paths[m.filename].startswith(JUNK)
+                                          or paths[m.filename].rsplit("/", 1)[-1] in JUNK)]
+    if sum(m.file_size for m in members) > room:
+        raise HarnessError(f"{where}: expands past the size cap (a zip bomb?); nothing was written: "
+                           f"{FIX_ARCHIVE}")
+    tops = {paths[m.filename].split("/", 1)[0] for m in members}
+    strip = len(tops) == 1 and all("/" in paths[m.filename] for m in members)
+    files = {}
+    for member in members:
+        name = paths[member.filename].split("/", 1)[1] if strip else paths[member.filename]
+        files[name] = read_member(where, opened, member, room)
+        room -= len(files[name])
+    return files
 
 
 def git(clone: Path, *args: str) -> bytes:

@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in (("check", "the grader's gate on the test images, then the time per image"),
                        ("emulate", "(CUDA lab, no GPU needed) the kernels compiled for the CPU")):
         one = sub.add_parser(name, help=text)
-        one.add_argument("path", type=Path, help="your lenet.py")
+        one.add_argument("path", type=Path, help="your lenet.py (or the folder holding it)")
         if name == "emulate":
             one.add_argument("--images", type=int, default=EMULATED_IMAGES)
     sub.add_parser("info", help="the lab, its gate and limits")
@@ -248,9 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "info":
             info(kit)
             return 0
-        if not args.path.is_file():
-            raise HarnessError(f"{args.path}: no such file (expected your {kit.lab['module']})")
-        path = args.path.resolve()
+        path = args.path / kit.lab["module"] if args.path.is_dir() else args.path
+        if not path.is_file():
+            raise HarnessError(f"{path}: no such file (expected your {kit.lab['module']})")
+        path = path.resolve()
         ok = check(path, kit) if args.command == "check" else emulate(path, kit, print, args.images)
         return 0 if ok else 1
     except HarnessError as exc:
