@@ -204,6 +204,27 @@ def add_lab_commands(sub: Subparsers) -> None:
             commands.cmd_lab_merge,
             option("out", type=Path), submissions(),
             option("--job", default=None, help="the array job id, to read its tasks' states"))
+    add_term_commands(labs)
+
+
+def add_term_commands(labs: Subparsers) -> None:
+    """`lab kit | collect | export`: a course's term around the grading (labs/README.md, "Running a term")."""
+    command(labs, "kit", "the students' kit of a lab: dist/lab-kit-LAB.zip (no answers inside)",
+            commands.cmd_lab_kit, option("lab", help="a name in labs/ or a .toml path"),
+            out(None, "folder for the zip (default: the checkout's dist/)"), weights())
+    command(labs, "collect", "an LMS bulk download (Canvas, Moodle) or a folder of git clones -> one "
+            "folder per student + manifest.csv", commands.cmd_lab_collect,
+            option("source", type=Path, help="the LMS's zip, or a folder of git clones"),
+            option("-o", "--out", type=Path, required=True, help="the submissions folder to make"))
+    command(labs, "export", "the points of a grading, as the LMS's gradebook-import CSV",
+            commands.cmd_lab_export,
+            option("out", type=Path, help="the grading's folder (lab grade --out)"),
+            option("--roster", type=Path, required=True, help="the LMS's own roster/gradebook export (CSV)"),
+            option("--format", choices=("canvas", "moodle", "csv"), required=True),
+            option("-o", dest="target", type=Path, required=True, metavar="GRADES_CSV"),
+            option("--column", default=None, help="(canvas) the assignment's column (default: the roster's "
+                   "column naming the lab)"),
+            option("--force", action="store_true", help="replace GRADES_CSV if it exists"))
 
 
 def add_campaign_commands(sub: Subparsers) -> None:

@@ -15,8 +15,8 @@ NEXT_STEP = {
                 "the usual cause; express each layer as a few whole-array operations.",
     "timing-inconsistent": "The grader times every call twice, once inside your process and once from "
                            "outside; leave the timing alone (no patched clocks, no background work).",
-    "wrong": "Run `python -m harness lab check LAB lenet.py` and compare layer by layer with "
-             "lenet_numpy/model.py: the flatten order (NHWC), padding ('same' for conv1) and the kernel "
+    "wrong": "Run `lenet-lab check lenet.py` (the lab's student kit) and compare layer by layer with "
+             "the kit's README.md: the flatten order (NHWC), padding ('same' for conv1) and the kernel "
              "layouts (HWIO) are the usual suspects. Timed calls use new images: answers must be computed, "
              "not remembered.",
     "crashed": "The log below shows where; run your predict on a batch of 1 and of 1000 images.",
