@@ -177,6 +177,7 @@ def add_lab_commands(sub: Subparsers) -> None:
     """`lab grade | report | check | merge`: grading a class's submissions (harness.lab)."""
     lab = sub.add_parser("lab", help="grade lab submissions: leaderboard, feedback, Slurm job arrays")
     labs = lab.add_subparsers(dest="lab_command", required=True)
+    add_lab_publishing_commands(labs)
     command(labs, "grade", "grade every submission folder DIR/<student>/ of a lab", commands.cmd_lab_grade,
             option("lab", help="a name in labs/ (cpu_numpy, cudnn) or a .toml path"),
             submissions("one folder per student"),
@@ -204,6 +205,14 @@ def add_lab_commands(sub: Subparsers) -> None:
             commands.cmd_lab_merge,
             option("out", type=Path), submissions(),
             option("--job", default=None, help="the array job id, to read its tasks' states"))
+
+
+def add_lab_publishing_commands(labs: Subparsers) -> None:
+    """`lab publish`: the public page under pseudonyms."""
+    command(labs, "publish", "the leaderboard as a static web page under pseudonyms (no names)",
+            commands.cmd_lab_publish, option("out", type=Path), option("public_dir", type=Path),
+            option("--submissions", type=Path, default=None,
+                   help="the submission folders, to read each student's alias.txt (default: tags only)"))
 
 
 def add_campaign_commands(sub: Subparsers) -> None:

@@ -340,3 +340,12 @@ def cmd_lab_merge(args: argparse.Namespace) -> int:
     slurm.merge(args.out, args.submissions, args.job, report=log)
     print(f"leaderboard: {args.out / 'LEADERBOARD.md'}")
     return 0
+
+
+def cmd_lab_publish(args: argparse.Namespace) -> int:
+    from harness.lab import publish
+
+    publish.publish(args.out, args.public_dir, args.submissions, report=log)
+    print(f"public page: {args.public_dir / publish.PAGE}")
+    return 0
+
