@@ -228,6 +228,12 @@ def test_publish_refuses_a_folder_that_mixes_with_staff_files(published, tmp_pat
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 
 
+def microseconds(shown: str) -> float:
+    """"244 µs", "1.4 ms" -> µs."""
+    value, unit = shown.split()
+    return float(value) * {"µs": 1, "ms": 1e3, "s": 1e6}[unit]
+
+
 def browser():
     """Headless Debian Chromium through Selenium, or a skip saying what is missing."""
     if not CHROMIUM.is_file() or not DRIVER.is_file():
@@ -256,18 +262,39 @@ def test_chromium_shows_the_rows_sorts_by_time_and_logs_no_error(published):
                     for tr in driver.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")]
 
         assert [cells[:3] for cells in shown()] == expected_rows(out)
+        if os.environ.get("LENET_PUBLISH_SCREENSHOT"):  # the closing note's picture
+            driver.save_screenshot(os.environ["LENET_PUBLISH_SCREENSHOT"])
         driver.find_elements(By.CSS_SELECTOR, "#leaderboard th button")[3].click()  # time per image
-        by_time = [cells for cells in shown() if cells[3] != "–"]
-        times = [float(cells[4].split()[0]) for cells in by_time]  # the ratio orders as the time
-        assert times == sorted(times) and len(by_time) == 6
+        first = shown()
+        times = [microseconds(cells[3]) for cells in first[:6]]
+        assert times == sorted(times) and len(set(times)) == 6 and [c[3] for c in first[6:]] == ["–"] * 4
         driver.find_elements(By.CSS_SELECTOR, "#leaderboard th button")[3].click()  # and back
-        assert [float(c[4].split()[0]) for c in shown() if c[3] != "–"] == sorted(times, reverse=True)
+        again = shown()
+        assert [microseconds(c[3]) for c in again[:6]] == sorted(times, reverse=True)
+        assert [c[3] for c in again[6:]] == ["–"] * 4  # the unranked stay last
         text = driver.find_element(By.TAG_NAME, "body").text.lower()
         assert all(word.lower() not in text for word in forbidden())
         assert driver.find_element(By.TAG_NAME, "img").get_property("naturalWidth") > 500  # the figure loaded
         errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
         assert errors == []
-        if os.environ.get("LENET_PUBLISH_SCREENSHOT"):  # the closing note's picture
-            driver.save_screenshot(os.environ["LENET_PUBLISH_SCREENSHOT"])
     finally:
         driver.quit()
+
+
+def test_the_page_follows_the_leaderboards_ties(published, tmp_path, monkeypatch):
+    """Whatever ranks leaderboard.ranked gives (ties where intervals overlap, once it has them), the
+    page and its CSV show them."""
+    out, _, _ = published
+    plain = leaderboard.ranked
+
+    def tied(rows):
+        return [(2 if rank in (2, 3) else rank, row) for rank, row in plain(rows)]
+
+    monkeypatch.setattr(leaderboard, "ranked", tied)
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    publish.publish(copy, tmp_path / "public", report=lambda line: None)
+    ranks = [cells[0] for cells in page_tables(tmp_path / "public")["leaderboard"][1:]]
+    assert ranks[:4] == ["1", "2", "2", "4"]
+    with open(tmp_path / "public" / publish.TABLE, newline="") as f:
+        assert [r["rank"] for r in csv.DictReader(f)][:4] == ["1", "2", "2", "4"]
