@@ -7,6 +7,7 @@ LEADERBOARD.md and appear nowhere in the public page. Nothing is graded: rows ar
 directly (tests/lab_rows.py)."""
 
 import csv
+import os
 import shutil
 
 import pytest
@@ -36,6 +37,7 @@ def checked(tmp_path_factory):
         shutil.copytree(folder, submissions / student)
     (submissions / "honest" / "weights.npy").write_bytes(b"\x93NUMPY\x01\x00" + bytes(range(256)) * 4)
     (submissions / "honest" / "table.py").write_text("TABLE = [\n" + "    0.0,\n" * 40_000 + "]\n")
+    os.symlink(FOLDERS["correct"] / "lenet.py", submissions / "honest" / "borrowed.py")  # never followed
     graded = [lab_rows.ok_row(s, 1.0 + i / 10, 0.9 + i / 10, 1.1 + i / 10, 40) for i, s in enumerate(FOLDERS)]
     out = lab_rows.graded(base / "out", graded)
     lines: list[str] = []
@@ -67,9 +69,10 @@ def test_each_flagged_pair_has_a_side_by_side_view(checked):
         assert "&lt;" not in page or "<mark>" in page  # the code escaped, the marks not
 
 
-def test_binary_and_huge_files_are_skipped_and_named(checked):
+def test_binary_huge_and_linked_files_are_skipped_and_named(checked):
     out, _, _, skipped, lines = checked
     assert "honest/weights.npy: binary" in skipped
+    assert "honest/borrowed.py: not a regular file" in skipped
     assert any(entry.startswith("honest/table.py: ") and "over 256 KiB" in entry for entry in skipped)
     assert (out / "private" / "similarity-skipped.txt").read_text().splitlines() == skipped
     assert "skipped: honest/weights.npy: binary" in lines

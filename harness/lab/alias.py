@@ -4,9 +4,9 @@ OUT and not reversible without the key (an HMAC, not a hash of the name).
 
     OUT/private/aliases.json    {student: {"alias", "chosen", "refused"}}: staff only
 
-    tag(out, student), read_choice(folder), refusal(text, student, names), assign(out, students,
-    submissions) -> {student: Alias}, write(out, aliases), refusal_lines(out, student),
-    note_feedback(out, aliases)
+    assign(out, students, submissions) -> {student: Alias}; tag(out, student), read_choice(folder),
+    refusal(text, names), name_parts(name); write(out, aliases), refusal_lines(out, student) (for the
+    feedback), note_feedback(out, aliases)
 """
 
 import base64

@@ -6,8 +6,10 @@ allow-list of fields (PUBLIC_FIELDS), so no name, folder, id, feedback, failure 
 can reach PUBLIC_DIR; the nodes are numbered, not named. PUBLIC_DIR may not be inside OUT (nor OUT
 inside it) and holds only the files written here.
 
-    publish(out, public_dir, submissions, report) -> paths; public_rows(rows, aliases),
-    reference_rows(rows, lab), page(lab, rows, refs, date), graded_date(rows)
+    publish(out, public_dir, submissions, report) -> paths; checked_target(out, public_dir)
+    public_rows(rows, aliases) (the allow-list), for_display(row), reference_rows(rows, lab),
+    graded_date(rows), page(lab, rows, refs, date) (templates/publish.html.j2), figure(public, rows,
+    lab, path), write_csv(public, path)
 """
 
 import csv

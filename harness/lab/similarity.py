@@ -12,7 +12,9 @@ of the two shares of fingerprinted code found in the other (a small file copied 
 counts).
 
     run(out, submissions, lab, threshold, starter, report) -> (pairs, skipped); code_of(folder),
-    starter_of(lab), compare(a, b), line_ranges(doc, slices), write_csv(pairs, path), flagged(out)
+    read_code(path), starter_of(lab), fingerprint(code, boilerplate), stable_kgrams(text, k),
+    line_ranges(code, slices), segments(text, slices), side_by_side(pair, codes, slices, path)
+    (templates/similarity_pair.html.j2), write_csv(pairs, path), flagged(out) (LEADERBOARD.md's column)
 """
 
 import csv
@@ -79,15 +81,16 @@ def code_of(folder: Path) -> tuple[Code, list[str]]:
             skipped.append(f"{rel}: not a regular file")
         elif path.stat().st_size > MAX_FILE:
             skipped.append(f"{rel}: {path.stat().st_size} bytes (over {MAX_FILE >> 10} KiB)")
-        elif path.suffix in CODE or b"\0" in path.read_bytes()[:8192]:
+        elif path.suffix in CODE:
             text = read_code(path)
             if text is None:
                 skipped.append(f"{rel}: binary")
                 continue
-            if path.suffix in CODE:
-                starts.append((line, rel))
-                parts.append(f"# file: {rel}\n{text.rstrip()}\n")
-                line += parts[-1].count("\n")
+            starts.append((line, rel))
+            parts.append(f"# file: {rel}\n{text.rstrip()}\n")
+            line += parts[-1].count("\n")
+        elif b"\0" in path.read_bytes()[:8192]:  # other text files (alias.txt, notes) are not named
+            skipped.append(f"{rel}: binary")
     return Code("".join(parts), tuple(starts)), skipped
 
 
