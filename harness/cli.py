@@ -177,6 +177,7 @@ def add_lab_commands(sub: Subparsers) -> None:
     """`lab grade | report | check | merge`: grading a class's submissions (harness.lab)."""
     lab = sub.add_parser("lab", help="grade lab submissions: leaderboard, feedback, Slurm job arrays")
     labs = lab.add_subparsers(dest="lab_command", required=True)
+    add_lab_publishing_commands(labs)
     command(labs, "grade", "grade every submission folder DIR/<student>/ of a lab", commands.cmd_lab_grade,
             option("lab", help="a name in labs/ (cpu_numpy, cudnn) or a .toml path"),
             submissions("one folder per student"),
@@ -225,6 +226,19 @@ def add_term_commands(labs: Subparsers) -> None:
             option("--column", default=None, help="(canvas) the assignment's column (default: the roster's "
                    "column naming the lab)"),
             option("--force", action="store_true", help="replace GRADES_CSV if it exists"))
+
+
+def add_lab_publishing_commands(labs: Subparsers) -> None:
+    """`lab publish | similarity`: the public page under pseudonyms, and staff's copy check."""
+    command(labs, "publish", "the leaderboard as a static web page under pseudonyms (no names)",
+            commands.cmd_lab_publish, option("out", type=Path), option("public_dir", type=Path),
+            option("--submissions", type=Path, default=None,
+                   help="the submission folders, to read each student's alias.txt (default: tags only)"))
+    command(labs, "similarity", "pairwise code similarity of the submissions (staff only)",
+            commands.cmd_lab_similarity, option("out", type=Path), submissions("one folder per student"),
+            option("--threshold", type=float, default=0.5, help="flag pairs scoring this or more (0-1)"),
+            option("--starter", type=Path, default=None,
+                   help="the starter handed out, ignored as boilerplate (default: the lab's labs/template*)"))
 
 
 def add_campaign_commands(sub: Subparsers) -> None:

@@ -378,3 +378,22 @@ def cmd_lab_export(args: argparse.Namespace) -> int:
         print(f"WARNING: not on the roster {args.roster}: {line} (add them to the roster, or check their id)",
               file=sys.stderr)
     return 1 if done.unmatched else 0
+
+
+def cmd_lab_publish(args: argparse.Namespace) -> int:
+    from harness.lab import publish
+
+    publish.publish(args.out, args.public_dir, args.submissions, report=log)
+    print(f"public page: {args.public_dir / publish.PAGE}")
+    return 0
+
+
+def cmd_lab_similarity(args: argparse.Namespace) -> int:
+    from harness.lab import assignment, leaderboard, similarity, store
+
+    lab = assignment.load(str(store.lab_copy(args.out)))
+    similarity.run(args.out, args.submissions, lab, args.threshold, args.starter, report=log)
+    if (args.out / "LEADERBOARD.md").is_file():
+        leaderboard.build(args.out)  # its column of flagged pairs
+    print(f"similarity: {args.out / similarity.PRIVATE / 'similarity.csv'}")
+    return 0

@@ -20,7 +20,8 @@ already holds a collection. Two submissions for one student: the latest is kept,
 
     collect(source, out, report) -> [Submission]; read_manifest(path) -> {folder: row}
     read_zip(path), canvas_entry(name), moodle_entry(name), unpack_nested(...), read_git(folder),
-    latest(submissions), write(submissions, out), folder_name(name, id), safe_path(archive, name)
+    latest(submissions), write(submissions, out), folder_name(name, id), safe_path(archive, name),
+    read_member(...), place(...)
 """
 
 import csv

@@ -6,7 +6,7 @@ submission's latency histogram (OUT/feedback/<student>.png).
 
 from pathlib import Path
 
-from harness.lab import store
+from harness.lab import alias, store
 from harness.lab.assignment import Lab
 from harness.report.style import fmt_ms
 
@@ -78,6 +78,7 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> lis
     tail = log_tail(out, student) if row["status"] in ("crashed", "import-error", "out-of-memory") else []
     if tail:
         lines += ["", "The end of your worker's log:", "", "```", *tail, "```"]
+    lines += alias.refusal_lines(out, student)  # `lab publish` refused its alias.txt
     path = folder / f"{student}.md"
     path.write_text("\n".join(lines) + "\n")
     return [path] + ([picture] if picture else [])

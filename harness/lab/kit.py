@@ -16,7 +16,7 @@ package, no example, no oracle (its answers are shipped precomputed).
                                       ROOT when installed: harness/__init__.py)
 
     build(lab, dest, weights) -> the zip; stage(lab, folder, weights); INTERFACE, EMULATION, STARTERS
-    kit_json(lab, weights), gate_data(lab, weights), pyproject(lab), readme(lab)
+    kit_json(lab, weights), gate_data(lab, weights), pyproject(lab), readme(lab), cuda_readme(lab)
 """
 
 import json

@@ -7,7 +7,7 @@ and the node are shown beside it, never used for the ranking.
 
     build(out, report) -> paths   everything below, from the rows (and OUT/manifest.csv: lateness)
     ranked(rows) (ties: harness.lab.points), markdown(rows, lab, notes, scores), points_lines(lab),
-    write_csv(rows, path, scores), csv_row(rank, row, score), manifest(out),
+    with_similarity(text, rows, out), write_csv(rows, path, scores), csv_row(rank, row, score), manifest(out),
     reference_summary(rows), isolation_lines(rows), ratio_of(row), node_name(row), fmt_us(ns)
 """
 
@@ -164,6 +164,24 @@ def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = (),
     return "\n".join(lines)
 
 
+def with_similarity(text: str, rows: list[dict], out: Path) -> str:
+    """The table with a last column, "similar to", from `lab similarity`'s OUT/private/similarity.csv
+    (staff only; never on the public page); the text as it was when there is none."""
+    from harness.lab import similarity
+
+    pairs = similarity.flagged(out)
+    if pairs is None:
+        return text
+    lines = text.split("\n")
+    head = next(i for i, line in enumerate(lines) if line.startswith("| rank |"))
+    lines[head] += " similar to ([lab similarity](private/similarity.csv)) |"
+    lines[head + 1] += " --- |"
+    for i, (_, row) in enumerate(ranked(rows), head + 2):  # the table's rows, in ranked()'s order
+        found = pairs.get(row["student"], [])
+        lines[i] += " " + ", ".join(f"**{other}** {score:.2f}" for other, score in found) + " |"
+    return "\n".join(lines)
+
+
 def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
     """Everything readers see, from OUT/results/*/row.json and OUT/<lab>.toml alone."""
     from harness.lab import feedback, plots
@@ -173,7 +191,7 @@ def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
     rows, notes = store.checked_rows(out)
     scores = points.scores(rows, lab.grade, manifest(out))
     paths = [write_csv(rows, out / "leaderboard.csv", scores)]
-    (out / "LEADERBOARD.md").write_text(markdown(rows, lab, notes, scores))
+    (out / "LEADERBOARD.md").write_text(with_similarity(markdown(rows, lab, notes, scores), rows, out))
     paths.append(out / "LEADERBOARD.md")
     paths.append(plots.speed_vs_loc(rows, lab, reference_summary(rows), out / "leaderboard.png"))
     places = {row["student"]: rank for rank, row in ranked(rows)}

@@ -12,7 +12,8 @@ collection's manifest (harness.lab.collect): what the leaderboard shows and `lab
   read in due's zone), at least 1 where the LMS flagged it late; the points lose late_per_day
   percent a day, and all of them past late_max_days.
 
-    PASSED_GATE, Score, tie_ranks(intervals), groups(rows) -> {student: (rank, best ratio)}
+    PASSED_GATE, Score, tie_ranks(intervals), groups(rows) -> {student: (rank, best ratio)},
+    sorted_ok(rows) (the ok rows, best ratio first)
     speed_points(grade, ratio), late_days(grade, entry), late_factor(grade, days)
     score(row, grade, best_ratio, entry), scores(rows, grade, manifest) -> {student: Score}
 """

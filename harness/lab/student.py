@@ -11,7 +11,8 @@ time per image. No sandbox, no references, no rank: a laptop's check before hand
     submission_class(path, class_name)    the student's class, found as the grader finds it
     answers(impl, images, dtype, batch)   predict over the images, as float32 (N, 10)
     gate_numbers(kit, probs), passes(kit, gate), time_per_image(impl, images, dtype, calls)
-    check(path, kit, say), emulate(path, kit, say, images), main(argv)
+    check(path, kit, say), emulate(path, kit, say, images), main(argv), build(path, kit),
+    to_input(images, dtype), gate_line(kit, gate)
 """
 
 import argparse
