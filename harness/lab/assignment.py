@@ -13,7 +13,9 @@ is an error naming the file, the table and the allowed keys.
                memory_mb (the worker's cgroup; also RLIMIT_AS on the CPU, resident memory watched on
                the GPU), cpu_s (RLIMIT_CPU), max_ratio (slower than this x rank_by in its warm-up:
                too-slow, not timed), pids (processes and threads, the cgroup's pids.max), output_mb
-               (RLIMIT_FSIZE: any one file it writes, its log included)
+               (RLIMIT_FSIZE: any one file it writes, its log included), disk_mb and files (its
+               writable space: its folder's copy, /tmp and /dev/shm on one tmpfs of that size and
+               that many inodes, harness.lab.disk; without root, bwrap's tmpfs: size only)
 
     load(name_or_path) -> Lab       a lab of labs/ by name, or a lab file by path
     parse(text, where) -> Lab       a lab file's text; `where` names it in errors
@@ -46,7 +48,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "measure": {"calls": 300, "rounds": 10, "warmup": 20, "batch_size": 1, "threads": 1},
     "gate": {"images": 10000, "min_agree": None, "max_abs_diff": 1e-4},
     "limits": {"wall_s": 600, "import_s": 120, "memory_mb": 4096, "cpu_s": 900, "max_ratio": 100,
-               "pids": 64, "output_mb": 16},
+               "pids": 64, "output_mb": 16, "disk_mb": 256, "files": 4096},
 }
 TEST_IMAGES = 10000
 
@@ -94,6 +96,8 @@ class Limits:
     max_ratio: float
     pids: int
     output_mb: int
+    disk_mb: int
+    files: int
 
 
 @dataclass(frozen=True)
@@ -248,6 +252,8 @@ def _limits(table: dict, at: str) -> Limits:
     _number(at, "memory_mb", table["memory_mb"], 64, whole=True)
     _number(at, "pids", table["pids"], 4, whole=True)
     _number(at, "output_mb", table["output_mb"], 1, whole=True)
+    _number(at, "disk_mb", table["disk_mb"], 1, whole=True)
+    _number(at, "files", table["files"], 16, whole=True)
     return Limits(**table)
 
 

@@ -33,12 +33,20 @@ median(reported) < 0.5 * (median(trip) - 2 * g - ALLOWANCE_NS), g the references
 (trip - reported). A round that fails is dropped from the ranking; the submission is
 timing-inconsistent when half its rounds or more fail.
 
+Ranked: each call's time is the larger of what the worker reported and the grader's own measure
+of it from outside: on the CPU the worker's CPU time over the call less the references' protocol
+cost p (cpu - p), on the GPU the round trip less the references' protocol gap g (trip - g). An
+honest call reports at least that (a wait adds to its clock, never to its CPU time); a clock
+that runs slow, by any factor, gains nothing: its calls rank at the grader's measure. Every
+participant, references included, is ranked by the same rule.
+
 Not covered: work handed to another process (its CPU time is not the worker's), and a
 submission that computes on several threads is flagged (the lab fixes threads = 1).
 
     new_seed(), timing_images(seed, count, train)        unseen images
     compare(probs, oracle, tolerance), disagreements(...)    answers against the oracle
     protocol_gap_ns, inconsistency, busy_while_idle, longer_than_trip, too_many   the clock rules
+    ranked_ns(times, outside, gap), clock_ratio(times, outside, gap)       the time that ranks
 """
 
 import secrets
@@ -146,3 +154,18 @@ def longer_than_trip(times_ns: ArrayLike, trips_ns: ArrayLike) -> str | None:
 
 def too_many(inconsistent_rounds: int, rounds: int) -> bool:
     return inconsistent_rounds * 2 >= rounds
+
+
+def ranked_ns(times_ns: ArrayLike, outside_ns: ArrayLike, gap_ns: float) -> list[int]:
+    """Per call, the time that ranks: max(reported, outside - gap) (the module's doc)."""
+    t = np.asarray(times_ns, dtype=np.int64)
+    measured = np.asarray(outside_ns, dtype=np.float64) - gap_ns
+    return [int(v) for v in np.maximum(t, measured.astype(np.int64))]
+
+
+def clock_ratio(times_ns: ArrayLike, outside_ns: ArrayLike, gap_ns: float) -> float:
+    """median(reported) / median(outside - gap): about 1 for an honest worker (more when it waited
+    for a core), below 1 for a clock that runs slow."""
+    measured = float(np.median(np.asarray(outside_ns, dtype=np.float64) - gap_ns))
+    reported = float(np.median(np.asarray(times_ns, dtype=np.float64)))
+    return reported / measured if measured > 0 else float("inf")
