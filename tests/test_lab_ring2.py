@@ -88,6 +88,7 @@ def test_a_shaved_clock_gains_nothing(ring2):
     shaved = statistics.median(rows["shaver"]["clock_ratio"])
     assert shaved < 0.6, rows["shaver"]["clock_ratio"]  # reported / the grader's own measure
     assert all(0.75 < statistics.median(rows[n]["clock_ratio"]) for n in lab_hostile.RING2_HONEST)
+    print("ratio to numpy:", {text.clean(n, 12): round(ratio[n], 3) for n in [*lab_hostile.RING2_HONEST, "shaver"]})
     print("reported/measured, median per round:",
           {text.clean(n, 12): [round(v, 2) for v in rows[n]["clock_ratio"]]
            for n in [*lab_hostile.RING2_HONEST, "shaver"]})
