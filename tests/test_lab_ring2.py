@@ -10,12 +10,13 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from harness.lab import disk, files, grade, seccomp, store, text, timing
+from harness.lab import bwrap, disk, files, grade, seccomp, store, text, timing
 from harness.lab.box import Box, Limits
 from harness.lab.isolation import Isolation
 from tests import lab_hostile
@@ -232,3 +233,26 @@ def test_the_ranked_time_is_never_below_the_graders_own_measure():
     assert timing.ranked_ns(honest, cpu, 30_000) == [200_000, 210_000, 190_000]
     assert timing.ranked_ns(honest * 0.45, cpu, 30_000) == [200_000, 210_000, 190_000]
     assert 0.44 < timing.clock_ratio(honest * 0.45, cpu, 30_000) < 0.46
+
+
+@pytest.mark.skipif(bwrap.find() is None, reason="no bubblewrap here")
+def test_without_the_graders_tmpfs_bwraps_own_is_bounded_and_the_copy_read_only(tmp_path):
+    """The fallback of a grader that is not root: bwrap's --size tmpfs for /tmp and /dev/shm."""
+    space = disk.make(tmp_path / "space", 8, 100, None, tmpfs=False)
+    space.submission.mkdir()
+    (space.submission / "lenet.py").write_text("")
+    script = ("import os\nfor place in ('/tmp', '/dev/shm'):\n    n = 0\n    try:\n"
+              "        with open(place + '/f', 'wb') as f:\n            for _ in range(64):\n"
+              "                f.write(b'x' * (1 << 20)); f.flush(); n += 1\n    except OSError:\n        pass\n"
+              "    print(place, n)\ntry:\n    open('/lab/submission/x', 'w')\nexcept OSError as exc:\n"
+              "    print('copy', exc.strerror)\n")
+    args = bwrap.command(bwrap.find(), space, [sys.executable, "-c", script], str(tmp_path / "space"))
+    argv, fds = bwrap.packed(args, seccomp.program())
+    done = subprocess.run(argv, pass_fds=fds, capture_output=True, text=True, timeout=60)
+    for fd in fds:
+        os.close(fd)
+    assert done.returncode == 0, done.stderr
+    written = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert int(written["/tmp"]) <= 8 and int(written["/dev/shm"]) <= 8, done.stdout  # not 64
+    assert written["copy"] == "Read-only file system"
+    assert disk.release(space) is None and not space.root.exists()
