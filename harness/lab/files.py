@@ -47,7 +47,11 @@ def listing(folder: Path) -> tuple[list[Path], list[str]]:
                 return found, skipped
             if entry.name == "__pycache__":
                 continue
-            kind = stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)
+            try:
+                kind = stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)
+            except OSError as exc:  # gone since the listing
+                skipped.append(f"{rel / entry.name}: unreadable ({exc.strerror}), skipped")
+                continue
             if kind == stat.S_IFDIR and depth >= MAX_DEPTH:
                 skipped.append(f"{rel / entry.name}/: deeper than {MAX_DEPTH} folders")
             elif kind == stat.S_IFDIR:
@@ -118,14 +122,14 @@ def copy_submission(folder: Path, target: Path, uid: int | None = None, module: 
         if copied >= MAX_FILES:
             skipped.append(f"{rel}: past the limit of {MAX_FILES} files")
             continue
-        for parent in reversed(rel.parents[:-1]):
-            if not (target / parent).is_dir():
-                (target / parent).mkdir(mode=0o700)
-                made.append(target / parent)
         try:
+            for parent in reversed(rel.parents[:-1]):
+                if not (target / parent).is_dir():
+                    (target / parent).mkdir(mode=0o700)
+                    made.append(target / parent)
             size = copy_file(str(Path(folder) / rel), target / rel, MAX_BYTES - total)
-        except OSError as exc:
-            skipped.append(f"{rel}: unreadable ({exc.strerror}), skipped")
+        except OSError as exc:  # unreadable, or the space is full (its size or its files)
+            skipped.append(f"{rel}: not copied ({exc.strerror}), skipped")
             continue
         if size is None:
             skipped.append(f"{rel}: past the limit of {MAX_BYTES >> 20} MB for all files")
