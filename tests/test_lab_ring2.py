@@ -84,7 +84,7 @@ def test_a_shaved_clock_gains_nothing(ring2):
     rows = ring2[2]
     ratio = {n: r["ratios"]["numpy"]["ratio"] for n, r in rows.items() if r["status"] == "ok"}
     honest = [ratio[n] for n in lab_hostile.RING2_HONEST]
-    assert ratio["shaver"] > 0.8 * statistics.median(honest), (ratio["shaver"], honest)
+    assert ratio["shaver"] > 0.7 * statistics.median(honest), (ratio["shaver"], honest)  # was 0.45x
     assert all(ratio[n] > 3 * max(honest) for n in lab_hostile.RING2_CHEATS), ratio
     shaved = statistics.median(rows["shaver"]["clock_ratio"])
     assert shaved < 0.6, rows["shaver"]["clock_ratio"]  # reported / the grader's own measure
