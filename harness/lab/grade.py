@@ -12,16 +12,20 @@ One submission, step by step (each failure is a row with a status, never a stopp
             counter, and that counter while the others are timed (harness.lab.timing)
                                                            timing-inconsistent
   ok        median per image, within-round ratio to every reference with a 95% interval
-            (harness.measure.stats, resampling rounds), lines of code (pygount)
+            (harness.measure.stats, resampling rounds), each call ranked at no less than the
+            grader's own measure of it (timing.ranked_ns); lines of code (pygount, capped)
 
-Every worker, the references' too, runs in the sandbox (harness.lab.isolation): the submission
-sees a private copy of its folder (harness.lab.files), never the folder itself.
+Every worker, the references' too, runs in the sandbox (harness.lab.isolation) with a bounded
+writable space (harness.lab.disk): the submission sees a private copy of its folder (harness.lab.files,
+the lab's module first), never the folder itself, and is graded under its safe id (harness.lab.text).
+Clean-up never stops a grading: what fails is reported and the next submission is graded.
 
     grade_all(lab, submissions, out, ...) -> rows    every submission (or --only these), row by row
     Grader(lab, out, weights, report, iso)           the oracle and the references' workers
       .grade(student, folder) -> row                 one submission: .steps dispatches to one
                                                      method per step, each returning its values:
       .imported, .gate + .pass_gate, .warm_up + .fast_enough, .rounds -> Rounds, .verdict
+      .limits, .space + .release, .present, .clean_up   a worker's limits and space, the copy's checks
     Warmup, Rounds                                   what the warm-up and the rounds measured
     to_grade, gpu_lock, interrupted_row, one_line, node_info, count_loc
 """
