@@ -12,7 +12,7 @@ One submission, step by step (each failure is a row with a status, never a stopp
             counter, and that counter while the others are timed (harness.lab.timing)
                                                            timing-inconsistent
   ok        median per image, within-round ratio to every reference with a 95% interval
-            (harness.measure.stats, resampling rounds), each call ranked at no less than the
+            (harness.measure.stats, resampling rounds), each round ranked at no less than the
             grader's own measure of it (timing.ranked_ns); lines of code (pygount, capped)
 
 Every worker, the references' too, runs in the sandbox (harness.lab.isolation) with a bounded
@@ -361,7 +361,7 @@ class Grader:
 
     def verdict(self, rounds: Rounds) -> dict:
         """clocks, then ok: the rounds that fit the grader's clocks, ranked by within-round ratio of
-        each call's ranked time (timing.ranked_ns: never less than the grader's own measure)."""
+        each round's ranked times (timing.ranked_ns: never less than the grader's own measure)."""
         labels = [r.label for r in self.lab.references]
         times = {who: [c.times_ns for c in chunks] for who, chunks in rounds.chunks.items()}
         trips = {who: [c.trips_ns for c in chunks] for who, chunks in rounds.chunks.items()}
