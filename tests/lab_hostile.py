@@ -254,3 +254,153 @@ def write(folder: Path, subs: Path, out: Path, port: int, tag: str) -> None:
     server = socket.socket(socket.AF_UNIX)
     server.bind(str(odd / "socket"))
     server.close()
+
+
+# --- the second ring: the host's disk, notes left in the kernel, a shaved clock, injected text,
+# odd names, a crowded folder, a module shadowed, and what the sandbox shows of the host ----------
+# Graded by tests/test_lab_ring2.py under RING2_LAB's limits (disk_mb = 64, files = 8000).
+
+DISKFILL = """
+import os
+written = {}
+for place in ("/tmp", "/lab/submission", "/dev/shm"):
+    total = 0
+    for i in range(128):  # 1 GiB in 8 MB files (one file may not pass the output limit)
+        try:
+            with open(f"{place}/fill{i}", "wb") as f:
+                for _ in range(8):
+                    f.write(b"x" * (1 << 20))
+                    total += 1 << 20
+        except OSError:
+            break
+    written[place] = total >> 20
+report("diskfill MB", written)
+"""
+
+INODES = """
+import os
+made = 0
+try:
+    os.mkdir("/tmp/many")
+    for i in range(300_000):
+        open(f"/tmp/many/{i}", "w").close()
+        made += 1
+except OSError as exc:
+    report("inodes stopped by", exc.strerror)
+report("inodes made", made)
+"""
+
+NESTED = """
+import os
+depth = 0
+try:
+    os.chdir("/lab/submission")
+    for _ in range(5000):
+        os.mkdir("d")
+        os.chdir("d")
+        depth += 1
+except OSError as exc:
+    report("nested stopped by", exc.strerror)
+os.chdir("/lab/submission")
+report("nested depth", depth)
+"""
+
+NOTES = """
+import ctypes, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+KEY = 0x1E7E7  # SysV IPC key
+found, left = [], []
+serial = libc.syscall(250 if os.uname().machine == "x86_64" else 219, 10, -4, b"user", b"lenet-note", 0)  # KEYCTL_SEARCH
+if serial > 0:
+    found.append("a key in the user keyring")
+if libc.shmget(KEY, 0, 0) >= 0:
+    found.append("a SysV shared memory segment")
+if libc.msgget(KEY, 0) >= 0:
+    found.append("a SysV message queue")
+probe = socket.socket(socket.AF_UNIX)
+try:
+    probe.connect("\\0lenet-note")
+    found.append("an abstract socket")
+except OSError:
+    pass
+key = libc.syscall(248 if os.uname().machine == "x86_64" else 217, b"user", b"lenet-note", b"hello", 5, -4)
+left.append("key" if key > 0 else f"key refused ({os.strerror(ctypes.get_errno())})")
+left += ["shm"] * (libc.shmget(KEY, 4096, 0o1666) >= 0) + ["msg"] * (libc.msgget(KEY, 0o1666) >= 0)
+HOLD = socket.socket(socket.AF_UNIX)
+HOLD.bind("\\0lenet-note")
+HOLD.listen()
+left.append("socket")
+report("notes found", found)
+report("notes left", left)
+"""
+
+SHAVER = """
+import time
+_real = time.perf_counter_ns
+_start = _real()
+time.perf_counter_ns = lambda: _start + int((_real() - _start) * 0.45)  # every call looks 0.45x as long
+"""
+
+INJECTED = ("\\x1b[2J\\x1b[31mowned\\x07\\n# Injected heading\\n| a | b |\\n"
+            "<img src=x onerror=alert(1)>\\n=HYPERLINK('http://x')")
+INJECTOR = f"""
+import sys
+print("{INJECTED}", file=sys.stderr)
+print("```\\n# after a fence", file=sys.stderr)
+raise RuntimeError("{INJECTED}")
+"""
+
+SNOOP = """
+status = open("/proc/self/status").read()
+for key in ("CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"):
+    report("snoop", [line for line in status.splitlines() if line.startswith(key)][0])
+cmdline = open("/proc/1/cmdline", "rb").read().replace(b"\\0", b" ").decode(errors="replace")
+mountinfo = open("/proc/self/mountinfo").read()
+report("snoop cmdline", cmdline)
+report("snoop scratch in cmdline", "lenet-lab-" in cmdline, "in mountinfo", "lenet-lab-" in mountinfo)
+"""
+
+HELPED = CORRECT.replace("from harness.base import LeNet", "from harness.base import LeNet\nfrom zz_helper import SCALE")
+NON_UTF8 = b"caf\xe9"  # a folder name that is not UTF-8
+LONG_NAME = "n" * 254  # the longest name most filesystems allow is 255 bytes
+CROWD = 300  # data files whose names sort before lenet.py
+
+RING2 = {
+    "diskfill": cheat(DISKFILL),
+    "inodes": cheat(INODES),
+    "nested": cheat(NESTED),
+    "notes": cheat(NOTES),
+    "notes2": cheat(NOTES),
+    "shaver": CORRECT + "\n\n" + SHAVER + "\n\nclass Shaved(CorrectLeNet):\n    pass\n",
+    "injector": INJECTOR,
+    "snoop": cheat(SNOOP),
+    "crowded": HELPED,
+    "sofile": CORRECT,
+    "package": CORRECT,
+    "locbomb": CORRECT,
+    "correct": CORRECT,
+    "alias": CORRECT + "\n\nModel = CorrectLeNet  # a second name for the one class\n",
+    LONG_NAME: CORRECT,
+}
+RING2_EXPECTED = {name: "ok" for name in RING2} | {"injector": "import-error", "sofile": "import-error",
+                                                   "package": "import-error", NON_UTF8.decode(errors="surrogateescape"): "ok"}
+RING2_CHEATS = {"diskfill", "inodes", "nested", "notes", "notes2", "snoop"}
+RING2_HONEST = {"correct", "alias", "crowded", "locbomb", LONG_NAME, NON_UTF8.decode(errors="surrogateescape")}
+
+
+def write_ring2(folder: Path) -> None:
+    """The second hostile class into `folder`: one sub-folder each, with their extra files."""
+    import os
+
+    for name, text in RING2.items():
+        (folder / name).mkdir()
+        (folder / name / "lenet.py").write_text(text)
+    os.mkdir(os.fsencode(folder) + b"/" + NON_UTF8)
+    (Path(os.fsdecode(os.fsencode(folder) + b"/" + NON_UTF8)) / "lenet.py").write_text(CORRECT)
+    for i in range(CROWD):
+        (folder / "crowded" / f"a{i:03d}.dat").write_bytes(b"\0" * 100)
+    (folder / "crowded" / "zz_helper.py").write_text("SCALE = 1.0\n")
+    (folder / "sofile" / "lenet.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF not really")
+    (folder / "package" / "lenet").mkdir()
+    (folder / "package" / "lenet" / "__init__.py").write_text("raise SystemExit('the package ran')\n")
+    (folder / "locbomb" / "big.py").write_text("x = 1\n" * 700_000)  # 4 MB of code lines

@@ -20,6 +20,7 @@ import stat
 from pathlib import Path
 
 from harness.lab import store
+from harness.lab.text import safe_id
 
 FILE = "alias.txt"
 PRIVATE = "private"
@@ -132,7 +133,7 @@ def refusal_lines(out: Path, student: str) -> list[str]:
 def note_feedback(out: Path, aliases: dict[str, Alias]) -> None:
     """Add the refusal to each refused student's existing feedback (`lab report` writes it there too)."""
     for student, alias in aliases.items():
-        path = Path(out) / "feedback" / f"{student}.md"
+        path = Path(out) / "feedback" / f"{safe_id(student)}.md"
         lines = refusal_lines(out, student)
         if alias.refused and lines and path.is_file() and lines[1] not in path.read_text():
             path.write_text(path.read_text().rstrip("\n") + "\n" + "\n".join(lines) + "\n")

@@ -13,7 +13,9 @@ is an error naming the file, the table and the allowed keys.
                memory_mb (the worker's cgroup; also RLIMIT_AS on the CPU, resident memory watched on
                the GPU), cpu_s (RLIMIT_CPU), max_ratio (slower than this x rank_by in its warm-up:
                too-slow, not timed), pids (processes and threads, the cgroup's pids.max), output_mb
-               (RLIMIT_FSIZE: any one file it writes, its log included)
+               (RLIMIT_FSIZE: any one file it writes, its log included), disk_mb and files (its
+               writable space: its folder's copy, /tmp and /dev/shm on one tmpfs of that size and
+               that many inodes, harness.lab.disk; without root, bwrap's tmpfs: size only)
     [grade]    gate_points, speed_points, speed ("linear": full_at, zero_at; or "tiers"), due,
                late_per_day, late_max_days (see Grade; harness.lab.points computes them)
 
@@ -49,7 +51,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "measure": {"calls": 300, "rounds": 10, "warmup": 20, "batch_size": 1, "threads": 1},
     "gate": {"images": 10000, "min_agree": None, "max_abs_diff": 1e-4},
     "limits": {"wall_s": 600, "import_s": 120, "memory_mb": 4096, "cpu_s": 900, "max_ratio": 100,
-               "pids": 64, "output_mb": 16},
+               "pids": 64, "output_mb": 16, "disk_mb": 256, "files": 4096},
     "grade": {"gate_points": 60, "speed_points": 40, "speed": "linear", "full_at": 1.0, "zero_at": 4.0,
               "tiers": [], "due": None, "late_per_day": 0, "late_max_days": 7},
 }
@@ -99,6 +101,8 @@ class Limits:
     max_ratio: float
     pids: int
     output_mb: int
+    disk_mb: int
+    files: int
 
 
 @dataclass(frozen=True)
@@ -274,6 +278,8 @@ def _limits(table: dict, at: str) -> Limits:
     _number(at, "memory_mb", table["memory_mb"], 64, whole=True)
     _number(at, "pids", table["pids"], 4, whole=True)
     _number(at, "output_mb", table["output_mb"], 1, whole=True)
+    _number(at, "disk_mb", table["disk_mb"], 1, whole=True)
+    _number(at, "files", table["files"], 16, whole=True)
     return Limits(**table)
 
 

@@ -3,14 +3,15 @@
 started. What goes through its pipes is harness.lab.sandbox's business.
 
     Limits                      what one box enforces (None: no limit)
-    Box(label, env, scratch, isolation, slot, limits, device, submission, packages, weights)
+    Box(label, env, scratch, isolation, slot, limits, device, space, packages, weights)
       .start() -> Popen         the worker, its stdin and stdout the grader's
       .cpu_ns()                 its CPU time: its cgroup's (every thread and process) or its own
       .watch_memory()           on the GPU: kill it when its resident memory is past the limit
       .died() -> Failure        why it ended (out-of-memory, timeout, crashed), once it has
-      .kill(), .stop()          kill it and everything it started; ask it to exit first
+      .kill(), .stop()          kill it and everything it started (never raising); ask it to exit first
+      .note(line)               a line of the grader's in its log
       .submission_path()        its folder as the worker sees it
-    limiter, cpu_clock, rss_mb, worker_pid, capped_log, safe_label
+    limiter, cpu_clock, rss_mb, worker_pid, pidfd, capped_log, safe_label
 
 Limits of every worker, references included (the same overhead for all):
 - memory: the cgroup's limit (the kernel kills past it: out-of-memory), and on the CPU also
@@ -20,6 +21,9 @@ Limits of every worker, references included (the same overhead for all):
 - processes and threads: the cgroup's pids limit;
 - CPU time: RLIMIT_CPU (SIGXCPU at the limit); wall time: the grader's deadline on everything it
   waits for (harness.lab.sandbox), then SIGKILL;
+- disk: its writable space (its folder's copy, /tmp, /dev/shm) is one tmpfs of limits.disk_mb and
+  limits.files (harness.lab.disk), made and removed by the caller;
+- kernel keyrings: denied by a seccomp filter (harness.lab.seccomp);
 - output: RLIMIT_FSIZE on every file it writes, its log included (SIGXFSZ past it); the log kept
   in --out is its first and last LOG_KEEP bytes, with the size noted.
 """
@@ -37,8 +41,9 @@ from pathlib import Path
 
 from harness import ROOT
 from harness.errors import Failure
-from harness.lab import bwrap, cgroup
+from harness.lab import bwrap, cgroup, seccomp
 from harness.lab.cgroup import Cgroup
+from harness.lab.disk import Space
 from harness.lab.isolation import Isolation
 from harness.machine import procenv
 
@@ -57,6 +62,8 @@ class Limits:
     memory_mb: int | None = None
     pids: int | None = None
     output_mb: int | None = None
+    disk_mb: int | None = None  # the writable space (harness.lab.disk): its size ...
+    files: int | None = None  # ... and its files and folders
 
 
 def limiter(limits: Limits, address_space: bool, group: Cgroup | None) -> Callable[[], None]:
@@ -120,6 +127,16 @@ def worker_pid(pid: int, timeout: float = 10.0) -> int | None:
     return None
 
 
+def pidfd(pid: int | None) -> int | None:
+    """A pidfd of the worker, opened while it cannot have exited yet (it waits for its first request)."""
+    if pid is None:
+        return None
+    try:
+        return os.pidfd_open(pid)
+    except OSError:
+        return None
+
+
 def capped_log(source: Path, target: Path) -> None:
     """Copy a worker's log, keeping its first and last LOG_KEEP bytes and noting what was cut."""
     try:
@@ -142,7 +159,7 @@ def safe_label(text: str) -> str:
 
 class Box:
     def __init__(self, label: str, env: dict, scratch: Path, isolation: Isolation, slot: int = 0,
-                 limits: Limits | None = None, device: str = "cpu", submission: Path | None = None,
+                 limits: Limits | None = None, device: str = "cpu", space: Space | None = None,
                  packages: Iterable[str] = (), weights: str = "") -> None:
         self.label = label
         self.env = env
@@ -151,12 +168,13 @@ class Box:
         self.slot = slot
         self.limits = limits or Limits()
         self.device = device
-        self.submission = submission
+        self.space = space
         self.packages = tuple(packages)
         self.weights = weights
         self.log_path = self.scratch / f"{safe_label(label)}.log"
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None  # the worker's own pid (under bwrap), for its CPU clock and memory
+        self.pidfd: int | None = None  # and a pidfd of it: a signal never reaches a reused pid
         self.group: Cgroup | None = None
         self.killed_for: str | None = None
         self.start_s: float | None = None  # how long starting the sandbox took
@@ -178,29 +196,38 @@ class Box:
         if iso.cgroups:
             self.group = Cgroup(f"{os.getpid()}-{self.slot}-{safe_label(self.label)}",
                                 self.limits.memory_mb, self.limits.pids)
-        argv = [sys.executable, "-m", "harness.lab.worker"]
+        argv, fds = [sys.executable, "-m", "harness.lab.worker"], list[int]()
         if iso.bwrap:
-            argv = bwrap.command(iso.bwrap, self.submission, argv, self.weights, self.packages,
-                                 gpu=self.device == "gpu")
+            argv, fds = bwrap.packed(bwrap.command(iso.bwrap, self.space, argv, self.weights, self.packages,
+                                                   gpu=self.device == "gpu"), seccomp.program())
             env, cwd = self.worker_env(), "/"
         else:  # --no-sandbox: the grader's own user and environment
             env = {**os.environ, **self.env, "PYTHONPATH": os.pathsep.join(
                 [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
-            cwd = str(self.submission or self.scratch)
-        with open(self.log_path, "ab") as log:
-            log.write(f"--- {self.label}: worker started {time.ctime()}\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                preexec_fn=limiter(self.limits, self.device == "cpu", self.group),
-                start_new_session=True,  # its own process group: killed whole, spared the terminal's ^C
-            )
+            own = self.space is not None and self.space.submission.is_dir()
+            cwd = str(self.space.submission if own and self.space is not None else self.scratch)
+        try:
+            with open(self.log_path, "ab") as log:
+                line = f"--- {self.label}: worker started {time.ctime()}\n"
+                log.write(line.encode(errors="backslashreplace"))
+                log.flush()
+                self.proc = subprocess.Popen(
+                    argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                    preexec_fn=limiter(self.limits, self.device == "cpu", self.group), pass_fds=fds,
+                    start_new_session=True,  # its own process group: killed whole, spared the terminal's ^C
+                )
+        finally:
+            for fd in fds:
+                os.close(fd)
         self.pid = worker_pid(self.proc.pid) if iso.bwrap else self.proc.pid
+        self.pidfd = pidfd(self.pid)
         self.start_s = time.perf_counter() - t0
         return self.proc
 
     def submission_path(self) -> str:
-        return bwrap.SUBMISSION_DIR if self.isolation.bwrap else str(self.submission)
+        if self.isolation.bwrap:
+            return bwrap.SUBMISSION_DIR
+        return str(self.space.submission) if self.space is not None else ""
 
     def cpu_ns(self) -> int:
         """CPU time of the worker: its cgroup's (every thread and process) or its own process's."""
@@ -225,16 +252,21 @@ class Box:
             self.kill()
 
     def kill(self) -> None:
+        """Kill it and everything it started; never raises (a clean-up that fails is written to
+        its log and the grader goes on)."""
         if self.proc is None:
             return
         procenv.kill_group(self.proc)  # bwrap; --die-with-parent takes the worker and its namespace
-        if self.pid and self.pid != self.proc.pid:
+        if self.pidfd is not None:  # the worker itself, by pidfd: never another process that got its pid
             try:
-                os.kill(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except OSError:
                 pass
         if self.group is not None:
-            self.group.kill()
+            try:
+                self.group.kill()
+            except OSError as exc:
+                self.note(f"clean-up: {exc}")
         for pipe in (self.proc.stdin, self.proc.stdout):
             try:
                 if pipe is not None:
@@ -252,8 +284,22 @@ class Box:
                 pass
         self.kill()
         if self.group is not None:
-            self.group.remove()
+            try:
+                self.group.remove()
+            except OSError as exc:
+                self.note(f"clean-up: {exc}")
             self.group = None
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+    def note(self, line: str) -> None:
+        """A line of the grader's own in the worker's log."""
+        try:
+            with open(self.log_path, "ab") as log:
+                log.write(f"--- grader: {line}\n".encode(errors="backslashreplace"))
+        except OSError:
+            pass
 
     def died(self) -> Failure:
         """Why the worker ended; it has ended, or is ending (this waits for it)."""

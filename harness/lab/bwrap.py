@@ -5,20 +5,24 @@ A worker sees, read-only and at the same paths as on the host: the system's /usr
 /bin as on the host), the Python environment (sys.prefix, sys.base_prefix and every folder of
 the grader's sys.path outside the checkout), the LD_LIBRARY_PATH folders, the few harness
 modules the interface needs (VISIBLE), the weights file, and the level packages a lab allows;
-read-write: a private copy of its own folder (/lab/submission) and a private /tmp. It has its
+read-write, on one bounded tmpfs (harness.lab.disk): a private copy of its own folder
+(/lab/submission), a private /tmp and /dev/shm. It has its
 own PID, IPC, network (loopback only), UTS and cgroup namespaces, and a new session. Nothing
 else of the host is there: not the checkout, the submissions folder, --out, classmates, the
 grader's /proc.
 
 Run as root, bwrap needs no user namespace: the worker starts as root inside the view with
-only CAP_SETUID and CAP_SETGID, and harness.lab.worker's first act, before any student code,
-is to become the slot's unprivileged UID/GID with no groups, no capabilities and
-no_new_privs. Run as a normal user, bwrap makes a user namespace and the worker stays that
-user (the fallback: files, processes and network still isolated, no cgroup).
+only CAP_SETUID, CAP_SETGID and CAP_SETPCAP, and harness.lab.worker's first act, before any
+student code, is to empty its capability bounding set and become the slot's unprivileged UID/GID
+with no groups, no capabilities (none inheritable, none in the bounding set) and no_new_privs.
+Every worker runs under one seccomp filter (harness.lab.seccomp: no keyrings). Run as a normal
+user, bwrap makes a user namespace and the worker stays that user (the fallback: files,
+processes and network still isolated, no cgroup).
 
     find() -> path or None, version(binary), reason_unusable(binary) -> why not, or None
-    command(binary, submission, argv, weights, packages, gpu) -> argv   one worker's bwrap line
-    view(packages, gpu), namespaces(), python_paths(), parents(path)    its parts
+    command(binary, space, argv, weights, packages, gpu) -> argv   one worker's bwrap line
+    packed(args, program) -> (argv, fds)   that line read by bwrap from a memfd (--args FD)
+    view(packages, gpu), writable(space, dest, source), namespaces(), python_paths(), parents(path)
 """
 
 import os
@@ -29,6 +33,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from harness import ROOT
+from harness.lab.disk import Space
 
 # What a worker may import from the checkout: the one interface and the data it reads.
 VISIBLE = ("harness/__init__.py", "harness/base.py", "harness/registry.py", "harness/errors.py",
@@ -137,14 +142,52 @@ def parents(path: Path) -> list[str]:
     return out
 
 
-def command(binary: str, submission: Path | None, argv: list[str], weights: str, packages: Iterable[str] = (),
+def writable(space: Space | None, dest: str, source: Path) -> list[str]:
+    """One writable place: a folder of the worker's bounded tmpfs (harness.lab.disk, as root), else
+    bwrap's own tmpfs of the space's size (no inode limit: bwrap cannot set one)."""
+    if space is not None and space.tmpfs:
+        return ["--bind", str(source), dest]
+    size = ["--size", str(space.size_bytes)] if space is not None and space.size_bytes else []
+    return [*size, "--perms", "1777", "--tmpfs", dest]
+
+
+def command(binary: str, space: Space | None, argv: list[str], weights: str, packages: Iterable[str] = (),
             gpu: bool = False) -> list[str]:
     """The whole bwrap command line for one worker."""
     # /tmp first: a checkout, a venv or weights under /tmp (a CI clone) are bound on top of it
-    args = [binary, *namespaces(), "--perms", "1777", "--tmpfs", "/tmp", *view(packages, gpu)]
+    tmp = writable(space, "/tmp", space.tmp) if space is not None else writable(None, "/tmp", Path())
+    args = [binary, *namespaces(), *tmp, *view(packages, gpu)]
+    if space is not None:
+        args += writable(space, "/dev/shm", space.shm)  # after --dev: its own, bounded, not the view's
     args += parents(Path(weights)) + ["--ro-bind", weights, weights]
-    if submission is not None:
-        args += parents(Path(SUBMISSION_DIR)) + ["--bind", str(submission), SUBMISSION_DIR]
-    if os.geteuid() == 0:
-        args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    if space is not None and space.submission.is_dir():  # writable only on a bounded tmpfs
+        bind = "--bind" if space.tmpfs else "--ro-bind"
+        args += parents(Path(SUBMISSION_DIR)) + [bind, str(space.submission), SUBMISSION_DIR]
+    if os.geteuid() == 0:  # CAP_SETPCAP: the worker empties its bounding set before its UID drop
+        args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                 "--cap-add", "CAP_SETPCAP"]
     return [*args, "--chdir", "/", "--", *argv]
+
+
+def packed(args: list[str], program: bytes | None) -> tuple[list[str], list[int]]:
+    """(the short command line, the descriptors it names): bwrap reads its options from a memfd
+    (`--args FD`), so the sandbox's /proc/1/cmdline (bwrap's init) shows no host path but the
+    interpreter's (which the view shows at the same path anyway), and the
+    seccomp filter (harness.lab.seccomp) from another. The caller passes the descriptors to the
+    child and closes them after."""
+    fds = []
+    extra = []
+    if program is not None:
+        fds.append(_memfd("seccomp", program))
+        extra = ["--seccomp", str(fds[-1])]
+    split = args.index("--")  # bwrap takes the command itself from its own command line only
+    body = b"".join(os.fsencode(a) + b"\0" for a in [*extra, *args[1:split]])
+    fds.append(_memfd("bwrap-args", body))
+    return [args[0], "--args", str(fds[-1]), *args[split:]], fds
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, 0)  # not close-on-exec: the child inherits it through pass_fds
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd

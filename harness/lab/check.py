@@ -13,7 +13,7 @@ from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS
 from harness.errors import HarnessError
-from harness.lab import assignment, grade
+from harness.lab import assignment, grade, text
 
 QUICK = {"rounds": 2, "calls": 40, "warmup": 5}
 
@@ -40,6 +40,7 @@ def check(lab: assignment.Lab, path: Path, weights: str | Path = DEFAULT_WEIGHTS
         rows = grade.grade_all(quick, submissions, out, weights=weights, report=report, strict=False)
         row = rows[0]
         feedback.write(row, quick, 1 if row["status"] == "ok" else None, 1, out)
-        text = (out / "feedback" / f"{name}.md").read_text()
-        text = text.replace(f"![time per call]({name}.png)", "(histogram: left out in a check)")
-    return row, text
+        file = text.safe_id(name)  # feedback files are named by the student's safe id
+        written = (out / "feedback" / f"{file}.md").read_text()
+        written = written.replace(f"![time per call]({file}.png)", "(histogram: left out in a check)")
+    return row, written

@@ -1,12 +1,13 @@
-"""OUT/feedback/<student>.md: what failed and why, or how far from the references, with that
-submission's latency histogram (OUT/feedback/<student>.png).
+"""OUT/feedback/<id>.md: what failed and why, or how far from the references, with that
+submission's latency histogram (OUT/feedback/<id>.png); <id> is the student's safe id, and every
+string from the submission (its name, reason, skipped files, log tail) is escaped (harness.lab.text).
 
     write(row, lab, place, ranked, out) -> paths; log_tail(out, student, lines)
 """
 
 from pathlib import Path
 
-from harness.lab import alias, store
+from harness.lab import alias, store, text
 from harness.lab.assignment import Lab
 from harness.report.style import fmt_ms
 
@@ -45,13 +46,15 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> lis
     folder.mkdir(parents=True, exist_ok=True)
     student = row["student"]
     node = row.get("node") or {}
-    lines = [f"# {student}: lab {lab.name}", "", f"Status: **{row['status']}**" +
+    name = text.safe_id(student)  # the files' names; the student's own name only in the text, escaped
+    lines = [f"# {text.cell(student, 300)}: lab {lab.name}", "",
+             f"Status: **{text.cell(row['status'], 30)}**" +
              (f" — rank {place} of {ranked}" if place else ""), ""]
     if row.get("reason"):
-        lines += [f"What happened: {row['reason']}", ""]
+        lines += [f"What happened: {text.cell(row['reason'], 1000)}", ""]
     if row.get("skipped_files"):
         lines += ["Left out of your folder's copy (only regular files inside it are graded):", "",
-                  *[f"- {entry}" for entry in row["skipped_files"][:20]], ""]
+                  *[f"- {text.cell(entry)}" for entry in row["skipped_files"][:20]], ""]
     gate = row.get("gate")
     if gate:
         lines += [f"Gate: {gate['agree']} of {gate['images']} test images agree with the NumPy reference "
@@ -71,14 +74,14 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> lis
     elif row["status"] in NEXT_STEP:
         lines += [f"Next step: {NEXT_STEP[row['status']]}"]
     for flagged in row.get("inconsistent_rounds") or []:
-        lines.append(f"- round {flagged['round']} dropped: {flagged['reason']}")
-    picture = plots.histogram(row, folder / f"{student}.png")
+        lines.append(f"- round {flagged['round']} dropped: {text.cell(flagged['reason'])}")
+    picture = plots.histogram(row, folder / f"{name}.png")
     if picture:
         lines += ["", f"![time per call]({picture.name})"]
     tail = log_tail(out, student) if row["status"] in ("crashed", "import-error", "out-of-memory") else []
     if tail:
-        lines += ["", "The end of your worker's log:", "", "```", *tail, "```"]
+        lines += ["", "The end of your worker's log:", "", "```", *text.block(tail), "```"]
     lines += alias.refusal_lines(out, student)  # `lab publish` refused its alias.txt
-    path = folder / f"{student}.md"
+    path = folder / f"{name}.md"
     path.write_text("\n".join(lines) + "\n")
     return [path] + ([picture] if picture else [])

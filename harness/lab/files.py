@@ -1,11 +1,20 @@
 """A submission folder, read as hostile input: only regular files and folders inside it are
 copied (into the worker's private copy) and counted; a link (to anywhere), a named pipe, a
 socket or a device is skipped and named, never opened or followed; caps on the number of files
-and their size. The grader reads the copy afterwards, never the student's folder again.
+and their size, filled in order of need: the lab's module first, then the files of the modules
+it imports from its folder (and theirs), then the rest by name, so that 300 data files cannot
+crowd out `lenet.py`. The grader reads the copy afterwards, never the student's folder again.
 
-    copy_submission(folder, target, uid) -> {"files", "bytes", "skipped"}; copy_file(src, dst, room)
+    copy_submission(folder, target, uid, module) -> {"files", "bytes", "skipped"}
+    listing(folder) -> (files, skipped)   every regular file (relative paths), walked without recursion
+    in_order(files, module) -> files      the module, its imports' files, the rest
+    imports(source) -> names              top-level modules a source imports
+    shadows(folder, module) -> why or None    something that would be imported instead of the module
+    copy_file(src, dst, room)
 """
 
+import ast
+import importlib.machinery
 import os
 import stat
 from pathlib import Path
@@ -13,53 +22,122 @@ from pathlib import Path
 MAX_FILES = 200
 MAX_BYTES = 32 << 20  # all files together
 MAX_DEPTH = 8
+MAX_LISTED = 20_000  # entries looked at in a folder, all levels together
+MAX_PARSED = 1 << 20  # a source longer than this is not read for its imports
 KINDS = {stat.S_IFLNK: "a link", stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket",
          stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
 
 
-def copy_submission(folder: Path, target: Path, uid: int | None = None) -> dict:
-    """Copy `folder` into `target` (made here). Returns {"files", "bytes", "skipped": [why, ...]}.
-    With `uid`, the copy belongs to that UID/GID (the worker's own, writable by it alone)."""
-    target.mkdir(mode=0o700)
-    copied, total, skipped = 0, 0, []
-
-    def walk(src: Path, dst: Path, depth: int) -> None:
-        nonlocal copied, total
+def listing(folder: Path) -> tuple[list[Path], list[str]]:
+    """(every regular file inside `folder`, relative; what was skipped and why), by a stack."""
+    found: list[Path] = []
+    skipped: list[str] = []
+    stack, looked = [(Path(), 0)], 0
+    while stack:
+        rel, depth = stack.pop()
         try:
-            entries = sorted(os.scandir(src), key=lambda e: e.name)
+            entries = sorted(os.scandir(Path(folder) / rel), key=lambda e: e.name)
         except OSError as exc:
-            skipped.append(f"{src.relative_to(folder)}: unreadable ({exc.strerror})")
-            return
+            skipped.append(f"{rel}: unreadable ({exc.strerror})")
+            continue
         for entry in entries:
-            rel = Path(entry.path).relative_to(folder)
+            looked += 1
+            if looked > MAX_LISTED:
+                skipped.append(f"{rel / entry.name} and the rest: past {MAX_LISTED} entries, not looked at")
+                return found, skipped
             if entry.name == "__pycache__":
                 continue
-            mode = entry.stat(follow_symlinks=False).st_mode
-            kind = stat.S_IFMT(mode)
-            if kind == stat.S_IFDIR:
-                if depth >= MAX_DEPTH:
-                    skipped.append(f"{rel}/: deeper than {MAX_DEPTH} folders")
-                    continue
-                (dst / entry.name).mkdir(mode=0o700)
-                walk(Path(entry.path), dst / entry.name, depth + 1)
+            try:
+                kind = stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)
+            except OSError as exc:  # gone since the listing
+                skipped.append(f"{rel / entry.name}: unreadable ({exc.strerror}), skipped")
+                continue
+            if kind == stat.S_IFDIR and depth >= MAX_DEPTH:
+                skipped.append(f"{rel / entry.name}/: deeper than {MAX_DEPTH} folders")
+            elif kind == stat.S_IFDIR:
+                stack.append((rel / entry.name, depth + 1))
             elif kind != stat.S_IFREG:
-                skipped.append(f"{rel}: {KINDS.get(kind, 'not a regular file')}, skipped")
-            elif copied >= MAX_FILES:
-                skipped.append(f"{rel}: past the limit of {MAX_FILES} files")
+                skipped.append(f"{rel / entry.name}: {KINDS.get(kind, 'not a regular file')}, skipped")
             else:
-                try:
-                    size = copy_file(entry.path, dst / entry.name, MAX_BYTES - total)
-                except OSError as exc:
-                    skipped.append(f"{rel}: unreadable ({exc.strerror}), skipped")
-                    continue
-                if size is None:
-                    skipped.append(f"{rel}: past the limit of {MAX_BYTES >> 20} MB for all files")
-                else:
-                    copied, total = copied + 1, total + size
+                found.append(rel / entry.name)
+    return found, skipped
 
-    walk(Path(folder), target, 0)
+
+def imports(source: bytes) -> set[str]:
+    """The top-level module names a Python source imports (none when it cannot be parsed)."""
+    if len(source) > MAX_PARSED:
+        return set()
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def in_order(folder: Path, files: list[Path], module: str) -> list[Path]:
+    """The module, then the files of the modules it imports from the folder (transitively), then the rest."""
+    order: list[Path] = []
+    todo = [Path(module)] if Path(module) in files else []
+    while todo:
+        path = todo.pop(0)
+        if path in order:
+            continue
+        order.append(path)
+        if path.suffix != ".py":
+            continue
+        try:
+            source = (Path(folder) / path).read_bytes()[:MAX_PARSED + 1]
+        except OSError:
+            continue
+        for name in sorted(imports(source)):
+            todo += [f for f in files if f == Path(f"{name}.py") or (f.parts[0] == name and len(f.parts) > 1)]
+    return order + sorted(f for f in files if f not in order)
+
+
+def shadows(folder: Path, module: str) -> str | None:
+    """Why `module` (lenet.py) would not be the module imported from the copy: a package or a
+    compiled module of the same name comes first in Python's search."""
+    stem = module[:-3]
+    if (Path(folder) / stem).is_dir():
+        return f"a folder {stem}/ beside {module}: `import {stem}` would import that package, not {module}"
+    for suffix in importlib.machinery.all_suffixes():
+        if suffix != ".py" and (Path(folder) / f"{stem}{suffix}").exists():
+            return f"{stem}{suffix} beside {module}: `import {stem}` would load it instead of {module}"
+    return None
+
+
+def copy_submission(folder: Path, target: Path, uid: int | None = None, module: str = "lenet.py") -> dict:
+    """Copy `folder` into `target` (made here), in order of need. Returns {"files", "bytes",
+    "skipped": [why, ...]}. With `uid`, the copy belongs to that UID/GID (the worker's own)."""
+    target.mkdir(mode=0o700)
+    found, skipped = listing(folder)
+    copied, total, made = 0, 0, [target]
+    for rel in in_order(folder, found, module):
+        if copied >= MAX_FILES:
+            skipped.append(f"{rel}: past the limit of {MAX_FILES} files")
+            continue
+        try:
+            for parent in reversed(rel.parents[:-1]):
+                if not (target / parent).is_dir():
+                    (target / parent).mkdir(mode=0o700)
+                    made.append(target / parent)
+            size = copy_file(str(Path(folder) / rel), target / rel, MAX_BYTES - total)
+        except OSError as exc:  # unreadable, or the space is full (its size or its files)
+            skipped.append(f"{rel}: not copied ({exc.strerror}), skipped")
+            continue
+        if size is None:
+            skipped.append(f"{rel}: past the limit of {MAX_BYTES >> 20} MB for all files")
+        else:
+            copied, total = copied + 1, total + size
+            made.append(target / rel)
     if uid is not None:
-        for path in [target, *target.rglob("*")]:
+        for path in made:
             os.chown(path, uid, uid, follow_symlinks=False)
     return {"files": copied, "bytes": total, "skipped": skipped}
 

@@ -12,23 +12,26 @@ One submission, step by step (each failure is a row with a status, never a stopp
             counter, and that counter while the others are timed (harness.lab.timing)
                                                            timing-inconsistent
   ok        median per image, within-round ratio to every reference with a 95% interval
-            (harness.measure.stats, resampling rounds), lines of code (pygount)
+            (harness.measure.stats, resampling rounds), each round ranked at no less than the
+            grader's own measure of it (timing.ranked_ns); lines of code (pygount, capped)
 
-Every worker, the references' too, runs in the sandbox (harness.lab.isolation): the submission
-sees a private copy of its folder (harness.lab.files), never the folder itself.
+Every worker, the references' too, runs in the sandbox (harness.lab.isolation) with a bounded
+writable space (harness.lab.disk): the submission sees a private copy of its folder (harness.lab.files,
+the lab's module first), never the folder itself, and is graded under its safe id (harness.lab.text).
+Clean-up never stops a grading: what fails is reported and the next submission is graded.
 
     grade_all(lab, submissions, out, ...) -> rows    every submission (or --only these), row by row
     Grader(lab, out, weights, report, iso)           the oracle and the references' workers
       .grade(student, folder) -> row                 one submission: .steps dispatches to one
                                                      method per step, each returning its values:
       .imported, .gate + .pass_gate, .warm_up + .fast_enough, .rounds -> Rounds, .verdict
+      .limits, .space + .release, .present, .clean_up   a worker's limits and space, the copy's checks
     Warmup, Rounds                                   what the warm-up and the rounds measured
     to_grade, gpu_lock, interrupted_row, one_line, node_info, count_loc
 """
 
 import contextlib
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -41,7 +44,7 @@ import numpy as np
 from harness import DEFAULT_WEIGHTS, ROOT, registry
 from harness.data import mnist
 from harness.errors import Failure, HarnessError, Unavailable
-from harness.lab import box, files, isolation, store, timing
+from harness.lab import box, disk, files, isolation, store, text, timing
 from harness.lab.assignment import Lab
 from harness.lab.sandbox import Chunk, Sandbox
 from harness.machine import env, gpu, procenv
@@ -65,16 +68,28 @@ def node_info(device: str) -> dict:
     return info
 
 
-SOURCES = ("*.py", "*.cu", "*.cuh")  # Python glue and CUDA kernels (the CUDA lab)
+SOURCES = (".py", ".cu", ".cuh")  # Python glue and CUDA kernels (the CUDA lab)
+MAX_LOC_BYTES = 256 << 10  # source counted by pygount (about 6 s per MB), in the copy's order of need
 
 
-def count_loc(folder: Path, student: str) -> dict:
-    """Code lines of the source files of a submission's private copy (regular files only)."""
+def count_loc(folder: Path, student: str, module: str = "lenet.py") -> dict:
+    """Code lines of the source files of a submission's private copy (regular files only): the
+    module first, then its imports' files, then the rest, up to MAX_LOC_BYTES of source."""
     from harness.report import loc
 
-    found = sorted(p for pattern in SOURCES for p in Path(folder).rglob(pattern)
-                   if p.is_file() and not p.is_symlink())
-    return {"loc": sum(loc.analyze(p, student).code_count for p in found), "files": len(found)}
+    found = [Path(folder) / rel for rel in files.in_order(folder, files.listing(folder)[0], module)
+             if rel.suffix in SOURCES]
+    counted, room, lines = 0, MAX_LOC_BYTES, 0
+    for path in found:
+        size = path.stat().st_size
+        if size > room:
+            break
+        lines, counted, room = lines + loc.analyze(path, "submission").code_count, counted + 1, room - size
+    out: dict[str, Any] = {"loc": lines, "files": len(found)}
+    if counted < len(found):
+        out["loc_note"] = (f"lines counted in {counted} of {len(found)} source files: the first "
+                           f"{MAX_LOC_BYTES >> 10} KB of source")
+    return out
 
 
 @dataclass(frozen=True)
@@ -116,6 +131,9 @@ class Grader:
         self.refs: dict[str, Sandbox] = {}
         self.node = node_info(lab.device)
         self.scratch = Path(tempfile.mkdtemp(prefix="lenet-lab-"))  # 0700: the grader's alone
+        self.spaces: dict[Path, disk.Space] = {}  # the workers' writable spaces, by folder
+        if self.iso.bwrap is not None and os.geteuid() == 0:
+            disk.private_mounts()  # the spaces' tmpfs mounts vanish with the grader, however it ends
 
     def predict_oracle(self, images_u8: np.ndarray) -> np.ndarray:
         x = mnist.to_input(images_u8, self.lab.dtype)
@@ -130,9 +148,8 @@ class Grader:
             ref_env = {**self.env, **registry.process_env(ref.implementation),
                        "LENET_LAB_ALLOW": package or ""}
             slot = 1 + [r.label for r in self.lab.references].index(label)
-            limits = self.lab.limits
-            trusted = box.Limits(memory_mb=limits.memory_mb, pids=limits.pids, output_mb=limits.output_mb)
-            worker = Sandbox(label, ref_env, self.scratch, self.iso, slot, trusted, self.lab.device,
+            worker = Sandbox(label, ref_env, self.scratch, self.iso, slot, self.limits(trusted=True),
+                             self.lab.device, space=self.space(slot, f"ref{slot}"),
                              packages=[package] if package else [], weights=self.weights)
             try:
                 worker.load({"op": "load", "implementation": ref.implementation, "variant": ref.variant,
@@ -179,7 +196,11 @@ class Grader:
             worker.stop()
             box.capped_log(worker.box.log_path, self.out / "references.log")
         self.refs.clear()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        for root in list(self.spaces):
+            self.release(root)
+        why = disk.remove_tree(self.scratch)
+        if why:
+            self.report(f"warning: {why}")
 
     # --- one submission -----------------------------------------------------------------------
     def grade(self, student: str, folder: Path) -> dict:
@@ -191,35 +212,77 @@ class Grader:
                "isolation": self.iso.note, "started": time.time()}
         results = store.result_dir(self.out, student)
         results.mkdir(parents=True, exist_ok=True)
-        copy = self.scratch / "submission"
-        shutil.rmtree(copy, ignore_errors=True)
-        copied = files.copy_submission(folder, copy, self.iso.uid(0))
-        row.update(count_loc(copy, student), skipped_files=copied["skipped"], bytes=copied["bytes"])
-        env = {**self.env, "LENET_LAB_ALLOW": ",".join(lab.allow_imports)}
-        packages = [p for p in lab.allow_imports if (ROOT / p).is_dir()]
-        given = lab.limits
-        limits = box.Limits(given.wall_s, given.cpu_s, given.memory_mb, given.pids, given.output_mb)
-        worker = Sandbox(student, env, self.scratch, self.iso, 0, limits, lab.device, submission=copy,
-                         packages=packages, weights=self.weights)
+        worker = None
         try:
-            if not (copy / lab.module).is_file():
-                raise Failure("import-error", f"no {lab.module} (a regular file) in the submission folder "
-                                              f"({sorted(p.name for p in copy.iterdir())[:20]}"
-                                              + (f"; skipped: {copied['skipped'][:5]}" if copied["skipped"]
-                                                 else "") + ")")
+            space = self.space(0, "submission")
+            copied = files.copy_submission(folder, space.submission, self.iso.uid(0), lab.module)
+            row.update(count_loc(space.submission, student, lab.module), bytes=copied["bytes"],
+                       skipped_files=[text.clean(s, 300) for s in copied["skipped"]])
+            env = {**self.env, "LENET_LAB_ALLOW": ",".join(lab.allow_imports)}
+            packages = [p for p in lab.allow_imports if (ROOT / p).is_dir()]
+            worker = Sandbox(text.safe_id(student), env, self.scratch, self.iso, 0,
+                             self.limits(trusted=False), lab.device, space=space, packages=packages,
+                             weights=self.weights)
+            self.present(space.submission, copied["skipped"])
             self.steps(worker, row)
         except Failure as exc:
-            row.update(status=exc.status, reason=exc.reason, **exc.extra)
+            row.update(status=exc.status, reason=text.clean(exc.reason, 1000), **exc.extra)
         finally:
-            worker.stop()
-            box.capped_log(worker.box.log_path, results / "worker.log")
-            worker.box.log_path.unlink(missing_ok=True)
-            shutil.rmtree(copy, ignore_errors=True)
+            self.clean_up(worker, results, "submission")
         row["seconds"] = round(time.time() - row["started"], 2)
-        row["busy_s"] = round(worker.busy_s, 2)
-        start_s = worker.box.start_s
+        row["busy_s"] = round(worker.busy_s, 2) if worker is not None else 0.0
+        start_s = worker.box.start_s if worker is not None else None
         row["sandbox_start_s"] = round(start_s, 4) if start_s is not None else None
         return row
+
+    def limits(self, trusted: bool) -> box.Limits:
+        """A worker's limits: the lab's; a reference (trusted) has no time limits."""
+        given = self.lab.limits
+        if trusted:
+            return box.Limits(memory_mb=given.memory_mb, pids=given.pids, output_mb=given.output_mb,
+                              disk_mb=given.disk_mb, files=given.files)
+        return box.Limits(given.wall_s, given.cpu_s, given.memory_mb, given.pids, given.output_mb,
+                          given.disk_mb, given.files)
+
+    def space(self, slot: int, name: str) -> disk.Space:
+        """A worker's writable space (harness.lab.disk), made fresh; released in clean_up or close."""
+        root = self.scratch / f"space-{name}"
+        self.release(root)
+        given = self.lab.limits
+        tmpfs = self.iso.bwrap is not None and os.geteuid() == 0
+        try:
+            self.spaces[root] = disk.make(root, given.disk_mb, given.files, self.iso.uid(slot), tmpfs)
+        except OSError as exc:
+            raise HarnessError(f"cannot make a worker's writable space {root}: {exc}") from None
+        return self.spaces[root]
+
+    def release(self, root: Path) -> None:
+        space = self.spaces.pop(root, None)
+        why = disk.release(space) if space is not None else disk.remove_tree(root)
+        if why:
+            self.report(f"warning: clean-up of {root} failed ({why}); grading goes on")
+
+    def present(self, copy: Path, skipped: list[str]) -> None:
+        """The lab's module is in the copy, and is the one `import` finds."""
+        module = self.lab.module
+        if not (copy / module).is_file():
+            raise Failure("import-error", f"no {module} (a regular file) in the submission folder "
+                                          f"({sorted(p.name for p in copy.iterdir())[:20]}"
+                                          + (f"; skipped: {skipped[:5]}" if skipped else "") + ")")
+        why = files.shadows(copy, module)
+        if why:
+            raise Failure("import-error", f"{why}; remove it (only {module} is graded)")
+
+    def clean_up(self, worker: Sandbox | None, results: Path, name: str) -> None:
+        """Stop the worker, keep its log, release its space: nothing here stops the grading."""
+        try:
+            if worker is not None:
+                worker.stop()
+                box.capped_log(worker.box.log_path, results / "worker.log")
+                worker.box.log_path.unlink(missing_ok=True)
+        except OSError as exc:
+            self.report(f"warning: clean-up after {name} failed ({exc}); grading goes on")
+        self.release(self.scratch / f"space-{name}")
 
     def steps(self, worker: Sandbox, row: dict) -> None:
         """The phases in order (the module's docstring), each returning its values; they go into
@@ -240,7 +303,7 @@ class Grader:
                               "class": lab.class_name, "device": lab.device, "dtype": lab.dtype,
                               "weights": self.weights}, lab.limits.import_s)
         import_s = round((loaded["import_ns"] + loaded["load_ns"]) / 1e9, 3)
-        return {"class": loaded["class"], "import_s": import_s}
+        return {"class": text.clean(loaded["class"], 200), "import_s": import_s}
 
     def gate(self, worker: Sandbox) -> dict:
         """gate: the worker's answers on the gate's test images against the oracle's."""
@@ -297,30 +360,37 @@ class Grader:
         return Rounds(seeds, chunks, idle)
 
     def verdict(self, rounds: Rounds) -> dict:
-        """clocks, then ok: the rounds that fit the grader's clocks, ranked by within-round ratio."""
+        """clocks, then ok: the rounds that fit the grader's clocks, ranked by within-round ratio of
+        each round's ranked times (timing.ranked_ns: never less than the grader's own measure)."""
         labels = [r.label for r in self.lab.references]
         times = {who: [c.times_ns for c in chunks] for who, chunks in rounds.chunks.items()}
         trips = {who: [c.trips_ns for c in chunks] for who, chunks in rounds.chunks.items()}
         cpu = {who: [c.cpu_ns for c in chunks] for who, chunks in rounds.chunks.items()}
         checks = self.clock_checks(times, trips, cpu, rounds.idle, labels)
         flagged, used = checks["inconsistent_rounds"], checks["rounds_used"]
+        outside, gaps = (trips, checks["protocol_trip_ns"]) if self.lab.device == "gpu" else \
+            (cpu, checks["protocol_cpu_ns"])
+        ranked = {who: [timing.ranked_ns(times[who][r], outside[who][r], gaps[r]) for r in range(len(gaps))]
+                  for who in times}
         out = {"seeds": rounds.seeds, "times_ns": times, "trips_ns": trips, "cpu_ns": cpu,
-               "idle_cpu_ns": [b for b, _ in rounds.idle], **checks}
+               "idle_cpu_ns": [b for b, _ in rounds.idle], "ranked_ns": ranked,
+               "clock_ratio": [timing.clock_ratio(times[SUBMISSION][r], outside[SUBMISSION][r], gaps[r])
+                               for r in range(len(gaps))], **checks}
         if timing.too_many(len(flagged), len(rounds.seeds)):
             raise Failure("timing-inconsistent",
                           f"in {len(flagged)} of {len(rounds.seeds)} rounds the reported times do not fit "
                           f"the grader's clock; first: {flagged[0]['reason']}", extra=out)
-        sub = [times[SUBMISSION][r] for r in used]
+        sub = [ranked[SUBMISSION][r] for r in used]
         summary = stats.summarize(sub)
         out.update({k: summary[k] for k in ("median_ns", "ci95_low_ns", "ci95_high_ns", "p90_ns",
                                             "mean_ns", "min_ns", "noisy")})
         out["median_per_image_ns"] = summary["median_ns"] / self.lab.measure.batch_size
-        out["ratios"] = {ref: stats.round_ratio(sub, [times[ref][r] for r in used]) for ref in labels}
+        out["ratios"] = {ref: stats.round_ratio(sub, [ranked[ref][r] for r in used]) for ref in labels}
         rank = self.lab.rank_by.label
-        out["reference_medians_ns"] = {ref: stats.pooled_median([times[ref][r] for r in used])
+        out["reference_medians_ns"] = {ref: stats.pooled_median([ranked[ref][r] for r in used])
                                        for ref in labels}
-        out["reference_ratios"] = {ref: stats.round_ratio([times[ref][r] for r in used],
-                                                          [times[rank][r] for r in used]) for ref in labels}
+        out["reference_ratios"] = {ref: stats.round_ratio([ranked[ref][r] for r in used],
+                                                          [ranked[rank][r] for r in used]) for ref in labels}
         return out
 
     def clock_checks(self, times: dict, trips: dict, cpu: dict, idle: list, labels: list[str]) -> dict:
@@ -366,11 +436,11 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
                 row = interrupted_row(lab, name, previous)
             else:
                 store.mark_started(out, name, slurm_job=os.environ.get("SLURM_JOB_ID"))
-                report(f"[{i}/{len(todo)}] {name}: grading")
+                report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: grading")
                 with lock.held() if lock is not None else contextlib.nullcontext():
                     row = grader.grade(name, Path(submissions) / name)
             store.write_row(out, row)
-            report(f"[{i}/{len(todo)}] {name}: {one_line(row)}")
+            report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: {one_line(row)}")
             rows.append(row)
     finally:
         grader.close()
@@ -421,4 +491,4 @@ def one_line(row: dict) -> str:
         return (f"ok  {row['median_per_image_ns'] / 1e3:.1f} us per image, "
                 f"{r['ratio']:.2f}x {row['rank_by']} "
                 f"[{r['ci95_low']:.2f}-{r['ci95_high']:.2f}], {row['loc']} lines ({row['seconds']} s)")
-    return f"{row['status']}: {row['reason']} ({row.get('seconds', '-')} s)"
+    return f"{row['status']}: {text.clean(row['reason'])} ({row.get('seconds', '-')} s)"

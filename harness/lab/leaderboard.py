@@ -15,7 +15,7 @@ import csv
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness.lab import assignment, points, store
+from harness.lab import assignment, points, store, text
 from harness.report.style import fmt_ms
 
 # Every status a row may have, in the order of the unranked (most useful first); ok rows come first.
@@ -63,10 +63,12 @@ def fmt_us(ns: float) -> str:
 
 def csv_row(rank: int | None, row: dict, score: points.Score | None = None) -> dict:
     node = row.get("node") or {}
-    out = {"rank": rank or "", "student": row["student"], "status": row["status"], "rank_by": row["rank_by"],
+    out = {"rank": rank or "", "student": text.csv_cell(row["student"]),
+           "status": text.csv_cell(row["status"]), "rank_by": row["rank_by"],
            "points": score.total if score else "",
            "loc": row.get("loc", ""), "files": row.get("files", ""), "host": node.get("hostname", ""),
-           "cpu": node.get("cpu", ""), "gpu": node.get("gpu") or "", "reason": row.get("reason") or ""}
+           "cpu": node.get("cpu", ""), "gpu": node.get("gpu") or "",
+           "reason": text.csv_cell(row.get("reason") or "")}
     if row["status"] == "ok":
         r = ratio_of(row)
         out.update(median_us_per_image=round(row["median_per_image_ns"] / 1e3, 3), ratio=round(r["ratio"], 4),
@@ -145,10 +147,11 @@ def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = (),
             dropped = len(row.get("inconsistent_rounds") or [])
             note = f"{dropped} round(s) dropped (timing)" if dropped else ""
         else:
-            speed, ratio, note = "–", "–", (row.get("reason") or "")[:90].replace("|", "/")
+            speed, ratio, note = "–", "–", text.cell(row.get("reason") or "", 90)
         score = (scores or {}).get(row["student"])
-        lines.append(f"| {rank or '–'} | [{row['student']}](feedback/{row['student']}.md) | "
-                     f"{row['status']} | {f'{score.total:g}' if score else '–'} | "
+        student = f"[{text.cell(row['student'], 80)}](feedback/{text.safe_id(row['student'])}.md)"
+        lines.append(f"| {rank or '–'} | {student} | {text.cell(row['status'], 30)} | "
+                     f"{f'{score.total:g}' if score else '–'} | "
                      f"{speed} | {ratio} | {row.get('loc', '–')} | {node_name(row)} | {note} |")
     refs = reference_summary(rows)
     if refs:
@@ -157,7 +160,7 @@ def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = (),
                   for label, v in refs.items()]
     if notes:
         lines += ["", "Set aside (not from this grader, or changed after it wrote them):", ""]
-        lines += [f"- {note}" for note in notes]
+        lines += [f"- {text.cell(note)}" for note in notes]
     lines += ["", "Statuses:", ""]
     lines += [f"- `{s}`: {MEANING[s]}" for s in ROW_STATUSES if any(r["status"] == s for r in rows)]
     lines += ["", "![speed against lines of code](leaderboard.png)", ""]

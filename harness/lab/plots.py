@@ -1,7 +1,8 @@
 """The lab's figures: speed against lines of code (one point per ranked submission, the
 references marked), and one submission's per-call latency histogram.
 
-    speed_vs_loc(rows, lab, refs, path), histogram(row, path), reference_loc(implementation)
+    speed_vs_loc(rows, lab, refs, path), histogram(row, path), reference_loc(implementation),
+    name_label(student)
 """
 
 from pathlib import Path
@@ -9,9 +10,15 @@ from pathlib import Path
 import numpy as np
 
 from harness import ROOT, registry
+from harness.lab import text
 from harness.lab.assignment import Lab
 from harness.report import style
 from harness.report.style import plt
+
+
+def name_label(student: str) -> str:
+    """A student's name as a figure's text: escaped (harness.lab.text), no mathtext ($)."""
+    return text.clean(student, 40).replace("$", r"\$")
 
 
 def reference_loc(implementation: str) -> int | None:
@@ -37,7 +44,8 @@ def speed_vs_loc(rows: list[dict], lab: Lab, refs: dict, path: Path) -> Path:
         ax.errorbar(x, y, yerr=[np.nan_to_num(low), np.nan_to_num(high)], fmt="o", color=style.OKABE_ITO[0],
                     capsize=3, label="submissions (95% interval)")
         for r, xi, yi in zip(ok, x, y, strict=True):
-            ax.annotate(r["student"], (xi, yi), textcoords="offset points", xytext=(5, 4), fontsize=7)
+            ax.annotate(name_label(r["student"]), (xi, yi), textcoords="offset points", xytext=(5, 4),
+                        fontsize=7)
     for i, ref in enumerate(lab.references):
         lines = reference_loc(ref.implementation)
         ratio = refs.get(ref.label, {}).get("ratio", 1.0 if ref.label == rank_by else None)
@@ -72,13 +80,14 @@ def histogram(row: dict, path: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(6, 3.5))
     us = np.asarray(calls, dtype=np.float64) / 1e3
     bins = np.logspace(np.log10(max(us.min(), 0.1)), np.log10(max(us.max(), 0.2)), 40).tolist()
-    ax.hist(us, bins=bins, color=style.OKABE_ITO[0], alpha=0.8, label=f"{row['student']} ({len(us)} calls)")
+    ax.hist(us, bins=bins, color=style.OKABE_ITO[0], alpha=0.8,
+            label=f"{name_label(row['student'])} ({len(us)} calls)")
     ax.axvline(np.median(us), color=style.OKABE_ITO[0], linestyle="-", linewidth=1)
     for i, (label, median) in enumerate((row.get("reference_medians_ns") or {}).items()):
         ax.axvline(median / 1e3, color=style.OKABE_ITO[(i + 1) % 8], linestyle="--",
                    label=f"{label} median {median / 1e3:.3g} µs")
     ax.set_xscale("log")
-    style.decorate(ax, f"{row['student']}: time per call", "µs per call (log)", "calls")
+    style.decorate(ax, f"{name_label(row['student'])}: time per call", "µs per call (log)", "calls")
     node = row.get("node") or {}
     caption = f"node {node.get('hostname')}: {node.get('gpu') or node.get('cpu')}; lab {row['lab']}"
     # a fixed layout: one histogram per student, and tight_layout took 0.3 s of each

@@ -2,7 +2,7 @@
 channel (harness.measure.channel) with deadlines; images streamed in lockstep with the grader's
 own clocks around every call; every reply checked (harness.lab.replies).
 
-    Sandbox(label, env, scratch, isolation, slot, limits, device, submission, packages, weights)
+    Sandbox(label, env, scratch, isolation, slot, limits, device, space, packages, weights)
       .box                          the process, its limits, its CPU counter
       .start(), .stop()
       .request(message, timeout, what, expect) -> dict   one JSON request and its checked reply
@@ -29,6 +29,7 @@ import numpy as np
 from harness.errors import Failure
 from harness.lab import replies
 from harness.lab.box import Box, Limits
+from harness.lab.disk import Space
 from harness.lab.isolation import Isolation
 from harness.measure import channel
 from harness.measure.channel import Channel
@@ -54,9 +55,9 @@ def json_line(message: dict) -> bytes:
 
 class Sandbox:
     def __init__(self, label: str, env: dict, scratch: Path, isolation: Isolation, slot: int = 0,
-                 limits: Limits | None = None, device: str = "cpu", submission: Path | None = None,
+                 limits: Limits | None = None, device: str = "cpu", space: Space | None = None,
                  packages: Iterable[str] = (), weights: str = "") -> None:
-        self.box = Box(label, env, scratch, isolation, slot, limits, device, submission, packages, weights)
+        self.box = Box(label, env, scratch, isolation, slot, limits, device, space, packages, weights)
         self.channel: Channel | None = None
         self.busy_s = 0.0
 

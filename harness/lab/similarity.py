@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import ROOT
-from harness.lab import assignment, store
+from harness.lab import assignment, store, text
 
 K, WINDOW = 25, 6  # copydetect's defaults: 25-character k-grams, a match of 30 is always seen
 THRESHOLD = 0.5  # the shipped examples' honest pairs score 0.0; copies 0.8-1.0
@@ -173,7 +173,7 @@ def run(out: Path, submissions: Path, lab: assignment.Lab, threshold: float = TH
     for a, b in itertools.combinations(names, 2):
         _, shares, slices = compare_files(prints[a], prints[b])
         if max(shares) >= threshold:
-            view = f"similarity/{a}--{b}.html"
+            view = f"similarity/{text.safe_id(a)}--{text.safe_id(b)}.html"  # names: never verbatim
             pairs.append(Pair(a, b, round(float(max(shares)), 3), round(float(shares[0]), 3),
                               round(float(shares[1]), 3), line_ranges(codes[a], slices[0]),
                               line_ranges(codes[b], slices[1]), view))

@@ -104,7 +104,7 @@ def submit(lab: Lab, submissions: Path, out: Path, partition: str | None = None,
     store.write_students(out, names)
     folder = Path(out) / "slurm"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "students.txt").write_text("\n".join(names) + "\n")
+    (folder / "students.txt").write_text("\n".join(names) + "\n", errors="surrogateescape")  # any bytes
     (folder / "task.sh").write_text(task)
     array_job = sbatch(str(folder / "task.sh"))
     (folder / "merge.sh").write_text(merge.replace("$ARRAY_JOB_ID", array_job))
@@ -175,7 +175,8 @@ def merge(out: Path, submissions: Path, job: str | None, report: Callable[[str],
     out = Path(out)
     lab = assignment.load(str(store.lab_copy(out)))
     listed = out / "slurm" / "students.txt"
-    names = listed.read_text().splitlines() if listed.is_file() else store.students(submissions, lab.module)
+    names = listed.read_text(errors="surrogateescape").splitlines() if listed.is_file() \
+        else store.students(submissions, lab.module)
     states = task_states(job) if job else {}
     made = []
     for index, student in enumerate(names):

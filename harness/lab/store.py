@@ -3,10 +3,12 @@
     OUT/<lab>.toml                    a copy of the lab file graded, named after the lab (so a lab
                                       named by its file name keeps it); Slurm tasks and `lab report`
                                       read it
-    OUT/results/<student>/row.json    the submission's row (written last, atomically: present = done)
-    OUT/results/<student>/started.json  written first (node, time): a folder without row.json is
+    OUT/results/<id>/row.json         the submission's row (written last, atomically: present =
+                                      done); <id> is the student's safe id (harness.lab.text:
+                                      the folder name itself when it is a plain one)
+    OUT/results/<id>/started.json     written first (node, time): a folder without row.json is
                                       a submission whose grading was cut off
-    OUT/results/<student>/worker.log  what the submission's worker printed (its first and last
+    OUT/results/<id>/worker.log       what the submission's worker printed (its first and last
                                       32 KiB)
     OUT/students.json                 the submission folders' names: the leaderboard lists these
     OUT/.grader-key                   the key of the rows' MACs (readable by the grader alone)
@@ -30,6 +32,7 @@ import time
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.lab import text
 
 SCHEMA_VERSION = 1
 RESULTS = "results"
@@ -38,7 +41,8 @@ STUDENTS = "students.json"
 
 
 def result_dir(out: Path, student: str) -> Path:
-    return Path(out) / RESULTS / student
+    """A student's results folder, named by the student's safe id (harness.lab.text), never verbatim."""
+    return Path(out) / RESULTS / text.safe_id(student)
 
 
 def students(submissions: Path, module: str) -> list[str]:
@@ -164,8 +168,15 @@ def read_rows(out: Path) -> list[dict]:
     if not base.is_dir():
         raise HarnessError(f"{out}: no graded submissions ({base} missing); run "
                            "python -m harness lab grade LAB --submissions DIR --out OUT first")
-    rows = [read_row(out, p.name) for p in sorted(base.iterdir()) if p.is_dir()]
+    rows = [_read_json(p / "row.json") for p in sorted(base.iterdir()) if p.is_dir()]
     return [r for r in rows if isinstance(r, dict)]
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def checked_rows(out: Path) -> tuple[list[dict], list[str]]:
@@ -174,14 +185,15 @@ def checked_rows(out: Path) -> tuple[list[dict], list[str]]:
     names = listed_students(out)
     rows, notes = [], []
     for row in read_rows(out):
-        student = row.get("student") if isinstance(row.get("student"), str) else "?"
+        student = row["student"] if isinstance(row.get("student"), str) else "?"
         if names is not None and student not in names:
-            notes.append(f"results/{student}: not a student of this grading (not in {STUDENTS}); ignored")
+            notes.append(f"results/{text.safe_id(student)}: not a student of this grading "
+                         f"(not in {STUDENTS}); ignored")
             continue
         if not genuine(out, row):
             row = {"student": student, "status": "tampered", "rank_by": row.get("rank_by", "?"),
                    "reason": "row.json was changed after the grader wrote it (its MAC does not match); "
                              "delete results/<student> and grade it again with --resume"}
-            notes.append(f"results/{student}/row.json: changed after the grader wrote it")
+            notes.append(f"results/{text.safe_id(student)}/row.json: changed after the grader wrote it")
         rows.append(row)
     return rows, notes

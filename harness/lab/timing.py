@@ -33,12 +33,24 @@ median(reported) < 0.5 * (median(trip) - 2 * g - ALLOWANCE_NS), g the references
 (trip - reported). A round that fails is dropped from the ranking; the submission is
 timing-inconsistent when half its rounds or more fail.
 
+Ranked: a round's calls rank at their reported times, scaled up when the round's median reported
+time is below the grader's own median measure from outside: on the CPU the worker's CPU time
+over each call less the references' protocol cost p (cpu - p), on the GPU the round trip less
+the references' protocol gap g (trip - g):
+
+    ranked = reported * max(1, median(measure) / median(reported))     per round, every participant
+
+An honest round reports at least that measure (a wait adds to its clock, never to its CPU time),
+so its times stand; a clock that runs slow, by any factor, gains nothing: its round ranks at the
+grader's measure.
+
 Not covered: work handed to another process (its CPU time is not the worker's), and a
 submission that computes on several threads is flagged (the lab fixes threads = 1).
 
     new_seed(), timing_images(seed, count, train)        unseen images
     compare(probs, oracle, tolerance), disagreements(...)    answers against the oracle
     protocol_gap_ns, inconsistency, busy_while_idle, longer_than_trip, too_many   the clock rules
+    ranked_ns(times, outside, gap), clock_ratio(times, outside, gap)       the time that ranks
 """
 
 import secrets
@@ -146,3 +158,20 @@ def longer_than_trip(times_ns: ArrayLike, trips_ns: ArrayLike) -> str | None:
 
 def too_many(inconsistent_rounds: int, rounds: int) -> bool:
     return inconsistent_rounds * 2 >= rounds
+
+
+def ranked_ns(times_ns: ArrayLike, outside_ns: ArrayLike, gap_ns: float) -> list[int]:
+    """One round's calls as they rank: the reported times, scaled up by the round's
+    max(1, median(outside - gap) / median(reported)) (the module's doc). By the medians, not call
+    by call: an honest round's noise is not turned into a bias."""
+    t = np.asarray(times_ns, dtype=np.float64)
+    factor = max(1.0, 1.0 / clock_ratio(t, outside_ns, gap_ns)) if len(t) else 1.0
+    return [int(v) for v in np.rint(t * factor)]
+
+
+def clock_ratio(times_ns: ArrayLike, outside_ns: ArrayLike, gap_ns: float) -> float:
+    """median(reported) / median(outside - gap): about 1 for an honest worker (more when it waited
+    for a core), below 1 for a clock that runs slow."""
+    measured = float(np.median(np.asarray(outside_ns, dtype=np.float64) - gap_ns))
+    reported = float(np.median(np.asarray(times_ns, dtype=np.float64)))
+    return max(reported, 1.0) / measured if measured > 0 else float("inf")

@@ -6,7 +6,7 @@ the Python environment, the interface's harness modules and the weights, nothing
 
 Started as root inside the sandbox (a grader run with sudo), its first act, before any student
 code is imported, is to become the unprivileged UID/GID in $LENET_LAB_UID ("uid:gid"), with no
-supplementary groups, no capabilities and no_new_privs.
+supplementary groups, no capabilities (an empty bounding set, none inheritable) and no_new_privs.
 
 Control messages are JSON lines on stdin; replies go to a private copy of stdout (fd 1 itself
 is pointed at stderr, so a submission's prints cannot corrupt them). Images and answers travel
@@ -28,7 +28,7 @@ crashed, wrong (output of the wrong shape) or out-of-memory (a harness.errors.Fa
     main()                      the request loop
     Worker(channel)             .load(request), .gate(images, batch), .stream(calls, batch)
     Channel(out_fd)             the worker's end of its pipes: .line(), .exact(n), .send(), .reply()
-    submission_class(folder, module, class_name), confine(), failure(exc, status),
+    submission_class(folder, module, class_name), confine(), last_cap(), failure(exc, status),
     as_answer(out, rows), describe(exc)
 """
 
@@ -48,23 +48,41 @@ from harness.errors import Failure
 PIXELS = 28 * 28
 CLASSES = 10
 PR_SET_NO_NEW_PRIVS = 38
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+CAPABILITY_V3 = 0x20080522  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words per set
 LEVEL_PREFIX = "lenet_"  # the project's own levels: a submission writes its level itself
 
 
 def confine() -> None:
-    """Become the sandbox slot's UID/GID (when started as root), for good: no way back."""
+    """Become the sandbox slot's UID/GID (when started as root), for good: no way back, and no
+    capability left anywhere (bounding, inheritable, ambient)."""
     ids = os.environ.pop("LENET_LAB_UID", "")
+    libc = ctypes.CDLL(None, use_errno=True)
     if ids and os.getuid() == 0:
         uid, gid = (int(v) for v in ids.split(":"))
+        for cap in range(last_cap() + 1):  # needs CAP_SETPCAP, which goes with the rest
+            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+        libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
         os.setgroups([])
         os.setresgid(gid, gid, gid)
-        os.setresuid(uid, uid, uid)  # from 0 to non-zero: the kernel clears every capability
+        os.setresuid(uid, uid, uid)  # from 0 to non-zero: the kernel clears the permitted and effective sets
+        header = (ctypes.c_uint32 * 2)(CAPABILITY_V3, 0)
+        libc.capset(header, (ctypes.c_uint32 * 6)())  # and this the inheritable set
         if os.getuid() != uid or os.geteuid() != uid:
             raise SystemExit(f"worker: could not become UID {uid}")
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    except (OSError, AttributeError):
+        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    except AttributeError:
         pass
+
+
+def last_cap() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 63
 
 
 def describe(exc: BaseException) -> str:
@@ -139,6 +157,10 @@ def submission_class(folder: str, module: str, class_name: str) -> type:
                                           f"submission writes its level itself (this lab allows "
                                           f"{allowed or 'none of them'})") from None
         raise
+    where = getattr(mod, "__file__", None) or ""
+    if os.path.realpath(where) != os.path.realpath(os.path.join(folder, module)):  # a lenet/ or lenet.*.so
+        raise Failure("import-error", f"import {module[:-3]} found {where or 'a namespace package'}, "
+                                      f"not {module}")
     if class_name:
         cls = getattr(mod, class_name, None)
         if not inspect.isclass(cls):

@@ -1,0 +1,66 @@
+"""Text and names that come from a submission (failure reasons, log tails, class names, file and
+folder names), made safe before they reach a terminal, Markdown, CSV or a file name. A student
+chooses every byte of them: terminal escapes (ESC, BEL), newlines that start a Markdown heading
+outside a table, `|` that splits a cell, HTML, a spreadsheet formula, a folder name that is not
+UTF-8 or is 254 bytes long.
+
+    clean(text, limit) -> str       one line: control characters escaped (\\x1b), newlines folded,
+                                    bytes that are not UTF-8 (surrogates) escaped, cut to limit
+    cell(text, limit) -> str        clean, then safe in a Markdown table cell (| ` < > & escaped)
+    block(lines) -> list[str]       a log tail for a Markdown code block: cleaned lines, no fence
+    csv_cell(text) -> str           clean, and never read as a formula by a spreadsheet
+    safe_id(name) -> str            the internal id a grader names files and groups by
+"""
+
+import hashlib
+import html
+import os
+import re
+import unicodedata
+
+ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+ID_MAX = 60  # characters of the readable part of an id
+FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (os.fsdecode's surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def clean(text: object, limit: int = 500) -> str:
+    """One printable line: newlines and tabs folded to ` / ` and spaces, every other control or
+    format character (ESC, BEL, DEL, C1, bidi overrides) and every surrogate escaped as \\xNN."""
+    raw = str(text)
+    raw = re.sub(r"\s*[\r\n\u2028\u2029\x85]+\s*", " / ", raw).replace("\t", " ")
+    out = "".join(_escaped(c) if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn") else c
+                  for c in raw)
+    return out if len(out) <= limit else out[:limit - 3] + "..."
+
+
+def cell(text: object, limit: int = 500) -> str:
+    """Safe inside a Markdown table cell (and the Markdown around it): no HTML, no new cell, no code span."""
+    return html.escape(clean(text, limit), quote=False).replace("|", "\\|").replace("`", "'")
+
+
+def block(lines: list[str]) -> list[str]:
+    """Lines for a ``` block: each cleaned; a line of backticks cannot close the fence."""
+    return [clean(line, 300).replace("```", "'''") for line in lines]
+
+
+def csv_cell(text: object, limit: int = 500) -> str:
+    out = clean(text, limit)
+    return "'" + out if out.startswith(FORMULA) else out
+
+
+def safe_id(name: str) -> str:
+    """`name` itself when it is a short plain name ([A-Za-z0-9_.-], not starting with a dot), else
+    its plain characters and a hash of its bytes: any bytes, any length, never a path, at most
+    ID_MAX characters (so an id is its own id)."""
+    if name and len(name) <= ID_MAX and not ID_CHARS.search(name) and not name.startswith("."):
+        return name
+    raw = os.fsencode(name)
+    readable = ID_CHARS.sub("_", name.encode("ascii", "replace").decode())[:ID_MAX - 13].lstrip(".") or "x"
+    return f"{readable}-{hashlib.sha256(raw).hexdigest()[:12]}"  # plain and short: its own id

@@ -1,0 +1,258 @@
+"""The sandbox's second ring (issue 40): a hostile class (tests/lab_hostile.py, RING2) that fills
+the disk, makes files and folders by the thousand, leaves notes in the kernel, shaves its clock,
+injects text, has odd names, crowds its folder, shadows its module and snoops on the host: one
+grading of the class (and a second of one student, for what outlives a grading), many asserts.
+Then the parts on their own: the sanitizer, the safe ids, the clean-up of a deep tree, a kill
+that fails, the copy's order, the filter and the ranked time."""
+
+import csv
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.lab import bwrap, disk, files, grade, seccomp, store, text, timing
+from harness.lab.box import Box, Limits
+from harness.lab.isolation import Isolation
+from tests import lab_hostile
+from tests.test_lab import IS_ROOT, LAB, python, rows_by_student
+
+RING2_LAB = LAB + "disk_mb = 64\nfiles = 8000\n"
+UID_BASE = 71000  # apart from tests/test_lab.py's class
+ODD = lab_hostile.NON_UTF8.decode(errors="surrogateescape")
+
+
+@pytest.fixture(scope="module")
+def ring2(tmp_path_factory):
+    """The class graded once, then `notes` alone in a second grading; (out, progress, rows, second row)."""
+    base = tmp_path_factory.mktemp("ring2")
+    (base / "lab.toml").write_text(RING2_LAB)
+    subs = base / "submissions"
+    subs.mkdir()
+    lab_hostile.write_ring2(subs)
+    done = python("lab", "grade", str(base / "lab.toml"), "--submissions", str(subs), "--out", str(base / "out"),
+                  uid_base=UID_BASE)
+    assert done.returncode == 0, done.stderr
+    again = python("lab", "grade", str(base / "lab.toml"), "--submissions", str(subs), "--out",
+                   str(base / "again"), "--only", "notes", "--no-report", uid_base=UID_BASE)
+    assert again.returncode == 0, again.stderr
+    return base / "out", done.stderr, rows_by_student(base / "out"), base / "again"
+
+
+def hostile(out: Path, student: str) -> str:
+    log = (store.result_dir(out, student) / "worker.log").read_text(errors="replace")
+    return "\n".join(line for line in log.splitlines() if line.startswith("HOSTILE"))
+
+
+@pytest.mark.slow
+def test_every_student_of_the_second_ring_gets_a_row(ring2):
+    out, progress, rows, _ = ring2
+    assert {name: row["status"] for name, row in rows.items()} == lab_hostile.RING2_EXPECTED, \
+        {name: (row["status"], row["reason"]) for name, row in rows.items()}
+    assert "Traceback" not in progress and "warning: clean-up" not in progress
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not IS_ROOT, reason="the bounded tmpfs is mounted by a grader run as root")
+def test_the_disk_and_the_inodes_are_bounded_and_any_tree_is_cleaned_up(ring2):
+    out = ring2[0]
+    filled = hostile(out, "diskfill")
+    written = {k: int(v) for k, v in re.findall(r"'(/[a-z/]+)': (\d+)", filled)}
+    assert set(written) == {"/tmp", "/lab/submission", "/dev/shm"} and sum(written.values()) <= 64, filled
+    made = int(re.search(r"inodes made (\d+)", hostile(out, "inodes"))[1])
+    assert 7000 < made <= 8000 + disk.EXTRA_INODES, made  # the lab's files: no 300,000 files on the host
+    assert "nested depth 5000" in hostile(out, "nested")  # and the grader went on to the next
+    assert not [m for m in Path("/proc/self/mounts").read_text().splitlines() if "lenet-lab" in m]
+
+
+@pytest.mark.slow
+def test_nothing_left_in_the_kernel_reaches_another_worker_or_grading(ring2):
+    out, _, _, again = ring2
+    for where, student in ((out, "notes"), (out, "notes2"), (again, "notes")):
+        lines = hostile(where, student)
+        assert "notes found []" in lines, lines
+        assert "key refused (Operation not permitted)" in lines, lines  # keyrings: denied by seccomp
+
+
+@pytest.mark.slow
+def test_a_shaved_clock_gains_nothing(ring2):
+    rows = ring2[2]
+    ratio = {n: r["ratios"]["numpy"]["ratio"] for n, r in rows.items() if r["status"] == "ok"}
+    honest = [ratio[n] for n in lab_hostile.RING2_HONEST]
+    assert ratio["shaver"] > 0.7 * statistics.median(honest), (ratio["shaver"], honest)  # was 0.45x
+    assert all(ratio[n] > 3 * max(honest) for n in lab_hostile.RING2_CHEATS), ratio
+    shaved = statistics.median(rows["shaver"]["clock_ratio"])
+    assert shaved < 0.6, rows["shaver"]["clock_ratio"]  # reported / the grader's own measure
+    assert all(0.75 < statistics.median(rows[n]["clock_ratio"]) for n in lab_hostile.RING2_HONEST)
+    print("ratio to numpy:", {text.clean(n, 12): round(ratio[n], 3) for n in [*lab_hostile.RING2_HONEST, "shaver"]})
+    print("reported/measured, median per round:",
+          {text.clean(n, 12): [round(v, 2) for v in rows[n]["clock_ratio"]]
+           for n in [*lab_hostile.RING2_HONEST, "shaver"]})
+
+
+@pytest.mark.slow
+def test_injected_text_reaches_no_terminal_markdown_or_csv_raw(ring2):
+    out, progress, rows, _ = ring2
+    assert "\\x1b[31mowned\\x07" in rows["injector"]["reason"]  # kept, escaped
+    board = (out / "LEADERBOARD.md").read_text()
+    feedback = (out / "feedback" / "injector.md").read_text()
+    table = (out / "leaderboard.csv").read_text()
+    for name, written in (("progress", progress), ("LEADERBOARD.md", board), ("feedback", feedback),
+                          ("csv", table)):
+        assert "\x1b" not in written and "\x07" not in written, name
+    assert feedback.count("\n```") == 2  # the log tail's one code block: no line of it closes it
+    outside = re.sub(r"\n```\n.*?\n```\n", "\n", feedback, flags=re.S)  # what renders as Markdown
+    for written in (board, outside):
+        assert not re.search(r"^# Injected", written, re.M) and "<img" not in written
+    assert sum(line.startswith("|") for line in board.splitlines()) == 2 + len(rows)  # no row split
+    reasons = [r["reason"] for r in csv.DictReader(table.splitlines())]
+    assert not any(reason.startswith(("=", "+", "-", "@")) for reason in reasons)
+
+
+@pytest.mark.slow
+def test_odd_names_are_graded_under_safe_ids(ring2):
+    out, progress, rows, _ = ring2
+    for name in (ODD, lab_hostile.LONG_NAME):
+        assert rows[name]["status"] == "ok"
+        assert store.result_dir(out, name).name == text.safe_id(name) != name
+        assert (out / "feedback" / f"{text.safe_id(name)}.md").is_file()
+    assert "caf\\xe9" in (out / "LEADERBOARD.md").read_text() and "caf\\xe9" in progress
+
+
+@pytest.mark.slow
+def test_the_module_and_its_imports_are_copied_first_and_nothing_shadows_it(ring2):
+    out, _, rows, _ = ring2
+    crowded = rows["crowded"]
+    assert crowded["status"] == "ok" and len(crowded["skipped_files"]) == lab_hostile.CROWD + 2 - files.MAX_FILES
+    assert "a299.dat: past the limit of 200 files" in crowded["skipped_files"]
+    assert "past the limit of 200 files" in (out / "feedback" / "crowded.md").read_text()
+    assert "lenet.cpython-311-x86_64-linux-gnu.so beside lenet.py" in rows["sofile"]["reason"]
+    assert "a folder lenet/ beside lenet.py" in rows["package"]["reason"]
+    assert not (store.result_dir(out, "package") / "worker.log").exists()  # refused before a worker started
+    assert "first 256 KB of source" in rows["locbomb"]["loc_note"] and rows["locbomb"]["loc"] < 100
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not IS_ROOT, reason="the UID drop needs root")
+def test_no_capability_is_left_and_the_host_paths_are_not_shown(ring2):
+    lines = hostile(ring2[0], "snoop")
+    for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert f"{key}:\t0000000000000000" in lines, lines
+    assert "snoop scratch in cmdline False in mountinfo False" in lines, lines
+
+
+# --- the parts on their own --------------------------------------------------------------------------
+def test_the_sanitizer_folds_escapes_and_quotes():
+    raw = "\x1b[31mred\x07\n# heading\r\n| a | b | <b>`x`</b> caf\udce9 \u202e"
+    line = text.clean(raw)
+    assert "\n" not in line and "\x1b" not in line and "\x07" not in line and "\\x1b[31mred\\x07" in line
+    assert "caf\\xe9" in line and "\\u202e" in line
+    cell = text.cell(raw)
+    assert "|" not in cell.replace("\\|", "") and "<b>" not in cell and "`" not in cell
+    assert text.csv_cell("=1+1") == "'=1+1" and text.csv_cell("ok") == "ok"
+    assert text.block(["```", "fine"]) == ["'''", "fine"]
+    assert len(text.clean("x" * 1000, 100)) == 100
+
+
+def test_safe_ids_take_any_bytes_and_any_length():
+    assert text.safe_id("ann") == "ann" and text.safe_id("ben.k-2") == "ben.k-2"
+    odd = [ODD, "n" * 254, "..", ".hidden", "a/b", "a b", "é", "x" * 61]
+    ids = [text.safe_id(name) for name in odd]
+    assert len(set(ids)) == len(ids)
+    assert all(len(i) <= 60 and text.safe_id(i) == i and re.fullmatch(r"[A-Za-z0-9_.-]+", i) and not i.startswith(".") for i in ids)
+
+
+def test_a_deep_tree_is_removed_without_recursion(tmp_path):
+    fd = os.open(tmp_path, os.O_RDONLY)
+    for _ in range(5000):  # deeper than PATH_MAX and than Python's recursion limit
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    assert disk.remove_tree(tmp_path / "d") is None and not (tmp_path / "d").exists()
+    assert "rm -rf" in disk.remove_tree(Path("/proc/1"))  # a failure is said, not raised
+
+
+def test_a_kill_that_cannot_empty_the_group_does_not_escape(tmp_path, monkeypatch):
+    class Stuck:
+        def kill(self):
+            raise OSError("cgroup still holds processes [1] after SIGKILL")
+
+        remove = kill
+
+    box = Box("stuck", {}, tmp_path, Isolation("none", None, False, "test"), limits=Limits())
+    box.proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    box.group = Stuck()
+    box.stop()  # no exception
+    assert box.proc.poll() is not None and "still holds processes" in box.log_path.read_text()
+
+
+def test_the_grader_survives_its_clean_up_failing(monkeypatch, tmp_path):
+    said = []
+    grader = grade.Grader.__new__(grade.Grader)
+    grader.scratch, grader.spaces, grader.report = tmp_path, {}, said.append
+    monkeypatch.setattr(disk, "remove_tree", lambda path: "rm -rf: Device or resource busy")
+    grader.clean_up(None, tmp_path, "submission")
+    assert "clean-up of" in said[0] and "grading goes on" in said[0]
+
+
+def test_the_copy_takes_the_module_and_its_imports_first(tmp_path):
+    folder = tmp_path / "ann"
+    (folder / "zz_pkg").mkdir(parents=True)
+    for i in range(files.MAX_FILES + 10):
+        (folder / f"a{i:03d}.dat").write_bytes(b"\0")
+    (folder / "lenet.py").write_text("import zz_pkg.layers\nfrom zz_util import f\n")
+    (folder / "zz_util.py").write_text("import zz_more\n")
+    (folder / "zz_more.py").write_text("")
+    (folder / "zz_pkg" / "layers.py").write_text("")
+    found = files.in_order(folder, files.listing(folder)[0], "lenet.py")
+    assert [str(p) for p in found[:4]] == ["lenet.py", "zz_pkg/layers.py", "zz_util.py", "zz_more.py"]
+    copied = files.copy_submission(folder, tmp_path / "copy")
+    assert (tmp_path / "copy" / "zz_more.py").is_file() and copied["files"] == files.MAX_FILES
+    assert files.shadows(tmp_path / "copy", "lenet.py") is None
+    (tmp_path / "copy" / "lenet.abi3.so").write_bytes(b"")
+    assert "lenet.abi3.so beside lenet.py" in files.shadows(tmp_path / "copy", "lenet.py")
+
+
+def test_the_filter_denies_the_keyrings_and_nothing_else():
+    program = seccomp.program()
+    assert program is not None and len(program) % 8 == 0
+    ops = [program[i:i + 8] for i in range(0, len(program), 8)]
+    assert len(ops) == 10 and ops[-2][4:] == (0x7FFF0000).to_bytes(4, "little")  # allow, then the deny
+
+
+def test_the_ranked_time_is_never_below_the_graders_own_measure():
+    honest = np.array([200_000, 210_000, 190_000])
+    cpu = honest + 30_000  # the protocol's CPU, 30 us a call, as the references measured it
+    assert timing.ranked_ns(honest, cpu, 30_000) == [200_000, 210_000, 190_000]
+    assert timing.ranked_ns(honest * 0.45, cpu, 30_000) == [200_000, 210_000, 190_000]
+    assert 0.44 < timing.clock_ratio(honest * 0.45, cpu, 30_000) < 0.46
+
+
+@pytest.mark.skipif(bwrap.find() is None, reason="no bubblewrap here")
+def test_without_the_graders_tmpfs_bwraps_own_is_bounded_and_the_copy_read_only(tmp_path):
+    """The fallback of a grader that is not root: bwrap's --size tmpfs for /tmp and /dev/shm."""
+    space = disk.make(tmp_path / "space", 8, 100, None, tmpfs=False)
+    space.submission.mkdir()
+    (space.submission / "lenet.py").write_text("")
+    script = ("import os\nfor place in ('/tmp', '/dev/shm'):\n    n = 0\n    try:\n"
+              "        with open(place + '/f', 'wb') as f:\n            for _ in range(64):\n"
+              "                f.write(b'x' * (1 << 20)); f.flush(); n += 1\n    except OSError:\n        pass\n"
+              "    print(place, n)\ntry:\n    open('/lab/submission/x', 'w')\nexcept OSError as exc:\n"
+              "    print('copy', exc.strerror)\n")
+    args = bwrap.command(bwrap.find(), space, [sys.executable, "-c", script], str(tmp_path / "space"))
+    argv, fds = bwrap.packed(args, seccomp.program())
+    done = subprocess.run(argv, pass_fds=fds, capture_output=True, text=True, timeout=60)
+    for fd in fds:
+        os.close(fd)
+    assert done.returncode == 0, done.stderr
+    written = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert int(written["/tmp"]) <= 8 and int(written["/dev/shm"]) <= 8, done.stdout  # not 64
+    assert written["copy"] == "Read-only file system"
+    assert disk.release(space) is None and not space.root.exists()
