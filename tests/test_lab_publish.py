@@ -292,3 +292,25 @@ def test_the_page_follows_the_leaderboards_ties(published, tmp_path):
     assert ranks[:6] == expected
     with open(public / publish.TABLE, newline="") as f:
         assert [r["rank"] for r in csv.DictReader(f)][:6] == expected
+
+
+def test_no_alias_uses_a_real_name_or_id_from_the_manifest(tmp_path):
+    """Folders made by `lab collect` are ascii names with ids; the manifest beside the rows holds the
+    real names: an alias.txt naming a classmate's real name or id is refused all the same."""
+    import csv as csv_module
+
+    from harness.lab import collect
+
+    out = lab_rows.graded(tmp_path / "out", rows()[:2])
+    with open(out / collect.MANIFEST, "w", newline="", encoding="utf-8") as f:
+        writer = csv_module.DictWriter(f, fieldnames=collect.FIELDS)
+        writer.writeheader()
+        writer.writerow({"folder": "zoe-quill-4417", "student_id": "4417", "name": "Zoë Quill-Ortega"})
+    assert alias.known_names(out) == ["Zoë Quill-Ortega", "4417"]
+    submissions = tmp_path / "subs"
+    for student, choice in [("first", "Ortega Rocket"), ("second", "Team 4417")]:
+        (submissions / student).mkdir(parents=True)
+        (submissions / student / alias.FILE).write_text(choice + "\n")
+    assigned = alias.assign(out, ["first", "second"], submissions)
+    assert [assigned[s].refused for s in ("first", "second")] == ["it contains a student's name"] * 2
+    assert all(not a.chosen and a.alias == alias.tag(out, s) for s, a in assigned.items())

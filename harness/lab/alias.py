@@ -5,8 +5,8 @@ OUT and not reversible without the key (an HMAC, not a hash of the name).
     OUT/private/aliases.json    {student: {"alias", "chosen", "refused"}}: staff only
 
     assign(out, students, submissions) -> {student: Alias}; tag(out, student), read_choice(folder),
-    refusal(text, names), name_parts(name); write(out, aliases), refusal_lines(out, student) (for the
-    feedback), note_feedback(out, aliases)
+    refusal(text, names), name_parts(name), known_names(out) (the manifest's real names and ids);
+    write(out, aliases), refusal_lines(out, student) (for the feedback), note_feedback(out, aliases)
 """
 
 import base64
@@ -19,7 +19,7 @@ import re
 import stat
 from pathlib import Path
 
-from harness.lab import store
+from harness.lab import collect, store
 from harness.lab.text import safe_id
 
 FILE = "alias.txt"
@@ -100,14 +100,22 @@ def assign(out: Path, students: list[str], submissions: Path | None) -> dict[str
     for text in wanted.values():
         if text:
             taken[text.lower()] = taken.get(text.lower(), 0) + 1
+    names = students + known_names(out)
     aliases = {}
     for student, text in wanted.items():
-        why = None if text is None else refusal(text, students)
+        why = None if text is None else refusal(text, names)
         if why is None and text is not None and taken[text.lower()] > 1:
             why = "another student chose the same alias"
         chosen = text is not None and why is None
         aliases[student] = Alias(text if chosen and text else tag(out, student), chosen, why)
     return aliases
+
+
+def known_names(out: Path) -> list[str]:
+    """The real names and ids `lab collect`'s manifest (OUT/manifest.csv) holds: no alias may use them."""
+    path = Path(out) / collect.MANIFEST
+    rows = collect.read_manifest(path).values() if path.is_file() else []
+    return [value for row in rows for value in (row["name"], row["student_id"]) if value]
 
 
 def write(out: Path, aliases: dict[str, Alias]) -> Path:
