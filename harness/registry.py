@@ -91,6 +91,13 @@ REGISTRY = {
                  ("tuned", "naive", "naive_nocache"), ("float32",), "lenet_onednn",
                  trainer="lenet_onednn.train:OnednnTrainer", train_variants=("default",),
                  hooks=(("library", "lenet_onednn.binding:probe"),)),
+        # hand-written loops compiled for this CPU by Numba (LLVM): the CPU's twin of `cuda`
+        ImplSpec("numba", "lenet_numba.model:NumbaLeNet", "hand-written-cpu", ("cpu",),
+                 ("fused", "layers"), ("float32", "float64"), "lenet_numba",
+                 hooks=(("cpu_target", "lenet_numba.model:cpu_target"),)),
+        # the Keras model exported to ONNX (once per weights file), run by an inference engine
+        ImplSpec("onnx", "lenet_onnx.model:OnnxLeNet", "inference-engine", ("cpu", "gpu"),
+                 ("run", "iobinding", "openvino"), ("float32",), "lenet_onnx"),
     )
 }
 DEVICES = ("cpu", "gpu")
@@ -104,6 +111,9 @@ INSTALL = {
     "jaxlib": "pip install 'jax[cpu]' (a GPU server: 'jax[cuda12]')",
     "torch": "make install EXTRAS=dev,torch (or pip install torch)",
     "cupy": "make install-gpu",
+    "numba": "pip install numba",
+    "onnxruntime": "pip install onnxruntime (a GPU server: onnxruntime-gpu)",
+    "openvino": "pip install openvino",
 }
 
 

@@ -83,6 +83,29 @@ def cublaslt_line() -> str:
             else f"cuBLASLt: {found['reason']} (cuDNN's dense layers then use cuBLAS gemm + cuDNN ops)")
 
 
+ENGINES = ("onnxruntime", "openvino", "onnx", "tf2onnx", "numba", "llvmlite")
+CPU_TARGET = ("import json; from harness import registry; "
+              "print(json.dumps(registry.hook('numba', 'cpu_target')()))")
+
+
+def cpu_level_lines() -> list[str]:
+    """The inference engines' and the compilers' versions (installed, not imported), and the CPU
+    target and vector features the hand-written CPU level's loops are compiled for."""
+    from importlib import metadata
+
+    found = []
+    for name in ENGINES:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{name} missing (pip install {name})")
+    target = run_python(CPU_TARGET, device="cpu")
+    numba_line = (f"hand-written CPU level: Numba {target['numba']} compiles for {target['cpu']}, "
+                  f"vector features {', '.join(target['features']) or 'none (scalar loops)'}"
+                  if "cpu" in target else f"hand-written CPU level: {target.get('reason')}")
+    return ["inference engines and compilers: " + ", ".join(found), numba_line]
+
+
 def compute_capabilities() -> list[str]:
     """Each GPU's compute capability ("9.0"), from nvidia-smi; [] where there is none."""
     text = env.run_command(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]) or ""
@@ -151,6 +174,8 @@ def report(weights: str | Path = DEFAULT_WEIGHTS, names: Sequence[str] | None = 
         f"{onednn['threads']} OpenMP thread(s)" if onednn.get("found")
         else f"oneDNN: {onednn.get('reason', 'not probed')}")
     out(cublaslt_line())
+    for line in cpu_level_lines():
+        out(line)
     for line in cuda_lines():
         out(line)
     cupy = run_python(CUPY)
