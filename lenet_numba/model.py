@@ -19,8 +19,8 @@ from harness.registry import REGISTRY
 from lenet_numba import kernels
 
 # One image's activations: (name, shape); the convolutions' are planar, rows kept wide (kernels.py).
-BUFFERS = (("padded", (36 * 32,)), ("conv1", (6, 28 * 32)), ("pool1", (6, 208)),
-           ("conv2", (16, 144)), ("pool2", (400,)), ("fc1", (120,)), ("fc2", (84,)), ("fc3", (10,)))
+BUFFERS = (("padded", (36 * 32,)), ("conv1", (6, 28 * 32)), ("pool1 row", (32,)), ("pool1", (6, 208)),
+           ("conv2", (16, 144)), ("pool2", (400,)), ("fc1", (128,)), ("fc2", (96,)), ("fc3", (16,)))
 
 
 def cpu_target() -> dict:
@@ -40,13 +40,20 @@ class NumbaLeNet(LeNet):
     def __init__(self, weights_path, device="cpu", variant=None, dtype="float32"):
         super().__init__(weights_path, device, variant, dtype)
         w = weights.read(weights_path)
-        as_dtype = lambda a: np.ascontiguousarray(a, dtype)  # noqa: E731
-        self.w = (  # conv1 (5, 5, 1, 6) HWIO -> (6, 5, 5) [k, r, s]; the rest as Keras has them
-            as_dtype(w["conv1"].kernel[:, :, 0, :].transpose(2, 0, 1)), as_dtype(w["conv1"].bias),
-            as_dtype(w["conv2"].kernel), as_dtype(w["conv2"].bias),
-            as_dtype(w["fc1"].kernel), as_dtype(w["fc1"].bias),
-            as_dtype(w["fc2"].kernel), as_dtype(w["fc2"].bias),
-            as_dtype(w["fc3"].kernel), as_dtype(w["fc3"].bias))
+
+        def padded(array, rows, cols=None):  # zeros around a dense kernel (in, out) or bias (out,)
+            shape = (rows,) if cols is None else (rows, cols)
+            out = np.zeros(shape, dtype)
+            out[tuple(slice(0, n) for n in array.shape)] = array
+            return out
+
+        self.w = (  # conv1 (5, 5, 1, 6) HWIO -> (6, 5, 5) [k, r, s]; conv2 HWIO as it is
+            np.ascontiguousarray(w["conv1"].kernel[:, :, 0, :].transpose(2, 0, 1), dtype),
+            np.ascontiguousarray(w["conv1"].bias, dtype),
+            np.ascontiguousarray(w["conv2"].kernel, dtype), np.ascontiguousarray(w["conv2"].bias, dtype),
+            padded(w["fc1"].kernel, 400, 128), padded(w["fc1"].bias, 128),  # (400, 120) -> (400, 128)
+            padded(w["fc2"].kernel, 128, 96), padded(w["fc2"].bias, 96),    # (120, 84) -> (128, 96)
+            padded(w["fc3"].kernel, 96, 16), padded(w["fc3"].bias, 16))     # (84, 10) -> (96, 16)
         self.plans = {}  # batch size -> (buffers, out); fused: one image's buffers for every n
 
     def buffers(self, n):
@@ -65,13 +72,13 @@ class NumbaLeNet(LeNet):
             kernels.forward(x, self.w, buf, out)
             return out.copy()
         w1, b1, w2, b2, f1, g1, f2, g2, f3, g3 = self.w
-        padded, c1, p1, c2, p2, h1, h2, z = buf
+        padded, c1, row, p1, c2, p2, h1, h2, z = buf
         kernels.conv1_layer(x, padded[0], w1, b1, c1)  # (N, 6, 28 * 32)
-        kernels.pool1_layer(c1, p1)                     # (N, 6, 208)
+        kernels.pool1_layer(c1, p1, row[0])             # (N, 6, 208)
         kernels.conv2_layer(p1, w2, b2, c2)             # (N, 16, 144)
         kernels.pool2_layer(c2, p2)                     # (N, 400)
-        kernels.dense_layer(p2, f1, g1, h1, True)       # (N, 120)
-        kernels.dense_layer(h1, f2, g2, h2, True)       # (N, 84)
-        kernels.dense_layer(h2, f3, g3, z, False)       # (N, 10) logits
+        kernels.dense_layer(p2, f1, g1, h1, True)       # (N, 128): 120 and zeros
+        kernels.dense_layer(h1, f2, g2, h2, True)       # (N, 96): 84 and zeros
+        kernels.dense_layer(h2, f3, g3, z, False)       # (N, 16): 10 logits and zeros
         kernels.softmax_layer(z, out)                   # (N, 10)
         return out.copy()
