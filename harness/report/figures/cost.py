@@ -16,7 +16,7 @@ from harness.report.style import DEVICE_LINES, DEVICE_MARKER, colour, finish, fm
 
 PATHS = [("cuda", "cudnn"), ("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
          ("cudnn", "torch", "keras_torch"), ("onednn", "tf", "keras"), ("onednn", "jax", "keras_jax"),
-         ("onednn", "torch", "keras_torch"), ("numba", "onednn"), ("onednn", "onnx", "keras")]
+         ("onednn", "torch", "keras_torch"), ("numba", "onednn"), ("onednn", "onnx"), ("onnx", "keras")]
 SHORT = {"cuda": "CUDA", "cudnn": "cuDNN", "onednn": "oneDNN", "numba": "Numba", "onnx": "ONNX engine",
          "tf": "TF ops", "jax": "JAX ops",
          "torch": "PyTorch ops", "keras": "Keras/TF", "keras_jax": "Keras/JAX",
