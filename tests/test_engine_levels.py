@@ -129,3 +129,12 @@ def test_the_gpu_needs_a_gpu_build_never_the_cpu_instead(variant, fix):
 def test_bad_images_are_a_value_error(models):
     with pytest.raises(ValueError, match=r"\(N, 28, 28, 1\)"):
         models["run"].predict(np.zeros((2, 28, 28)))
+
+
+def test_doctor_names_the_engines_and_the_cpu_target():
+    from harness.machine import doctor
+
+    engines, target = doctor.cpu_level_lines()
+    assert engines.startswith("inference engines: onnxruntime ") and "CPUExecutionProvider" in engines
+    assert "openvino " in engines and "(devices: CPU" in engines and "tf2onnx " in engines
+    assert target.startswith("hand-written CPU level: Numba ") and " compiles for " in target
