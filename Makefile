@@ -23,7 +23,7 @@ GPU_IMPLS := tf,jax,torch,keras,keras_jax,keras_torch,cudnn,cuda,onnx
 DEVICES ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cpu,gpu || echo cpu)
 
 .PHONY: install install-gpu run-all test test-fast weights verify verify-gpu studies explain crosscheck smoke \
-        loc figures report doctor lint clean offline-bundle gpu-study import-results init-weights help
+        loc figures report doctor lint clean offline-bundle gpu-study import-results init-weights lab-kit help
 
 install: $(STAMP)  ## create .venv and install the project into it (what plain `make` does)
 $(STAMP): pyproject.toml
@@ -133,6 +133,12 @@ gpu-study:  ## the whole GPU half into one archive (BUNDLE=DIR, QUICK=1, STEPS=a
 # Back on this machine: ARCHIVE=gpu-study-....tar.gz into reports/results, then make figures report.
 import-results: $(STAMP)  ## unpack ARCHIVE (a gpu-study archive) into reports/results
 	$(PY) -m harness import-results $(ARCHIVE)
+
+# A lab's students' kit: dist/lab-kit-LAB.zip (the interface, the weights, the starter, the gate's
+# images with the oracle's answers; no LeNet inside). labs/README.md, "Running a term".
+LAB ?= cpu_numpy
+lab-kit: $(STAMP)  ## the students' kit of LAB (cpu_numpy, cudnn, cuda): dist/lab-kit-LAB.zip
+	$(PY) -m harness lab kit $(LAB)
 
 # --- Checks and housekeeping ----------------------------------------------------------------
 lint: $(STAMP)  ## ruff and mypy

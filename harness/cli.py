@@ -177,6 +177,7 @@ def add_lab_commands(sub: Subparsers) -> None:
     """`lab grade | report | check | merge`: grading a class's submissions (harness.lab)."""
     lab = sub.add_parser("lab", help="grade lab submissions: leaderboard, feedback, Slurm job arrays")
     labs = lab.add_subparsers(dest="lab_command", required=True)
+    add_lab_publishing_commands(labs)
     command(labs, "grade", "grade every submission folder DIR/<student>/ of a lab", commands.cmd_lab_grade,
             option("lab", help="a name in labs/ (cpu_numpy, cudnn) or a .toml path"),
             submissions("one folder per student"),
@@ -204,6 +205,40 @@ def add_lab_commands(sub: Subparsers) -> None:
             commands.cmd_lab_merge,
             option("out", type=Path), submissions(),
             option("--job", default=None, help="the array job id, to read its tasks' states"))
+    add_term_commands(labs)
+
+
+def add_term_commands(labs: Subparsers) -> None:
+    """`lab kit | collect | export`: a course's term around the grading (labs/README.md, "Running a term")."""
+    command(labs, "kit", "the students' kit of a lab: dist/lab-kit-LAB.zip (no answers inside)",
+            commands.cmd_lab_kit, option("lab", help="a name in labs/ or a .toml path"),
+            out(None, "folder for the zip (default: the checkout's dist/)"), weights())
+    command(labs, "collect", "an LMS bulk download (Canvas, Moodle) or a folder of git clones -> one "
+            "folder per student + manifest.csv", commands.cmd_lab_collect,
+            option("source", type=Path, help="the LMS's zip, or a folder of git clones"),
+            option("-o", "--out", type=Path, required=True, help="the submissions folder to make"))
+    command(labs, "export", "the points of a grading, as the LMS's gradebook-import CSV",
+            commands.cmd_lab_export,
+            option("out", type=Path, help="the grading's folder (lab grade --out)"),
+            option("--roster", type=Path, required=True, help="the LMS's own roster/gradebook export (CSV)"),
+            option("--format", choices=("canvas", "moodle", "csv"), required=True),
+            option("-o", dest="target", type=Path, required=True, metavar="GRADES_CSV"),
+            option("--column", default=None, help="(canvas) the assignment's column (default: the roster's "
+                   "column naming the lab)"),
+            option("--force", action="store_true", help="replace GRADES_CSV if it exists"))
+
+
+def add_lab_publishing_commands(labs: Subparsers) -> None:
+    """`lab publish | similarity`: the public page under pseudonyms, and staff's copy check."""
+    command(labs, "publish", "the leaderboard as a static web page under pseudonyms (no names)",
+            commands.cmd_lab_publish, option("out", type=Path), option("public_dir", type=Path),
+            option("--submissions", type=Path, default=None,
+                   help="the submission folders, to read each student's alias.txt (default: tags only)"))
+    command(labs, "similarity", "pairwise code similarity of the submissions (staff only)",
+            commands.cmd_lab_similarity, option("out", type=Path), submissions("one folder per student"),
+            option("--threshold", type=float, default=0.5, help="flag pairs scoring this or more (0-1)"),
+            option("--starter", type=Path, default=None,
+                   help="the starter handed out, ignored as boilerplate (default: the lab's labs/template*)"))
 
 
 def add_campaign_commands(sub: Subparsers) -> None:

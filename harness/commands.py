@@ -6,6 +6,7 @@ and no command imports a framework it does not use.
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -298,6 +299,7 @@ def cmd_lab_grade(args: argparse.Namespace) -> int:
     from harness.lab import assignment, grade, leaderboard
 
     lab = assignment.load(str(args.lab))
+    copy_manifest(args.submissions, args.out)
     if args.slurm:
         from harness.lab import slurm
 
@@ -339,4 +341,59 @@ def cmd_lab_merge(args: argparse.Namespace) -> int:
 
     slurm.merge(args.out, args.submissions, args.job, report=log)
     print(f"leaderboard: {args.out / 'LEADERBOARD.md'}")
+    return 0
+
+
+def cmd_lab_kit(args: argparse.Namespace) -> int:
+    from harness.lab import assignment, kit
+
+    path = kit.build(assignment.load(str(args.lab)), args.out or kit.DIST, args.weights)
+    print(f"kit: {path} (students: unzip, then python -m pip install ./{path.stem})")
+    return 0
+
+
+def copy_manifest(submissions: Path, out: Path) -> None:
+    """`lab collect`'s manifest (submission times, late flags, ids) beside the rows, for the points."""
+    from harness.lab import collect
+
+    manifest = Path(submissions) / collect.MANIFEST
+    if manifest.is_file():
+        Path(out).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(manifest, Path(out) / collect.MANIFEST)
+
+
+def cmd_lab_collect(args: argparse.Namespace) -> int:
+    from harness.lab import collect
+
+    collect.collect(args.source, args.out, report=log)
+    return 0
+
+
+def cmd_lab_export(args: argparse.Namespace) -> int:
+    from harness.lab import export
+
+    done = export.export(args.out, args.roster, args.format, args.target, args.force, args.column)
+    print(f"wrote {done.path}: {done.written} roster student(s), {done.graded} with a graded submission")
+    for line in done.unmatched:
+        print(f"WARNING: not on the roster {args.roster}: {line} (add them to the roster, or check their id)",
+              file=sys.stderr)
+    return 1 if done.unmatched else 0
+
+
+def cmd_lab_publish(args: argparse.Namespace) -> int:
+    from harness.lab import publish
+
+    publish.publish(args.out, args.public_dir, args.submissions, report=log)
+    print(f"public page: {args.public_dir / publish.PAGE}")
+    return 0
+
+
+def cmd_lab_similarity(args: argparse.Namespace) -> int:
+    from harness.lab import assignment, leaderboard, similarity, store
+
+    lab = assignment.load(str(store.lab_copy(args.out)))
+    similarity.run(args.out, args.submissions, lab, args.threshold, args.starter, report=log)
+    if (args.out / "LEADERBOARD.md").is_file():
+        leaderboard.build(args.out)  # its column of flagged pairs
+    print(f"similarity: {args.out / similarity.PRIVATE / 'similarity.csv'}")
     return 0

@@ -14,17 +14,20 @@ is an error naming the file, the table and the allowed keys.
                the GPU), cpu_s (RLIMIT_CPU), max_ratio (slower than this x rank_by in its warm-up:
                too-slow, not timed), pids (processes and threads, the cgroup's pids.max), output_mb
                (RLIMIT_FSIZE: any one file it writes, its log included)
+    [grade]    gate_points, speed_points, speed ("linear": full_at, zero_at; or "tiers"), due,
+               late_per_day, late_max_days (see Grade; harness.lab.points computes them)
 
     load(name_or_path) -> Lab       a lab of labs/ by name, or a lab file by path
     parse(text, where) -> Lab       a lab file's text; `where` names it in errors
     Lab                             the lab: its [lab] keys, and .measure, .gate, .limits
-    Measure, Gate, Limits           the other tables, one record each
+    Measure, Gate, Limits, Grade    the other tables, one record each
     Reference                       a reference implementation: .implementation, .variant, .label
     parse_reference, path_of(name), available()
 """
 
 import sys
 from dataclasses import dataclass
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -47,6 +50,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "gate": {"images": 10000, "min_agree": None, "max_abs_diff": 1e-4},
     "limits": {"wall_s": 600, "import_s": 120, "memory_mb": 4096, "cpu_s": 900, "max_ratio": 100,
                "pids": 64, "output_mb": 16},
+    "grade": {"gate_points": 60, "speed_points": 40, "speed": "linear", "full_at": 1.0, "zero_at": 4.0,
+              "tiers": [], "due": None, "late_per_day": 0, "late_max_days": 7},
 }
 TEST_IMAGES = 10000
 
@@ -97,6 +102,25 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Grade:
+    """[grade]: points (harness.lab.points). gate_points for passing the gate; up to speed_points
+    for speed, by the ratio to rank_by: "linear" (all at or below full_at, none at or above zero_at,
+    linear in log(ratio) between) or "tiers" ([[ratio at most, points], ...], ascending); due (a
+    TOML date-time; without a zone, the LMS's local time) and late_per_day (percent of the points
+    off per started day late), none past late_max_days."""
+
+    gate_points: float = 60
+    speed_points: float = 40
+    speed: str = "linear"
+    full_at: float = 1.0
+    zero_at: float = 4.0
+    tiers: tuple[tuple[float, float], ...] = ()
+    due: datetime | None = None
+    late_per_day: float = 0
+    late_max_days: float = 7
+
+
+@dataclass(frozen=True)
 class Lab:
     name: str
     title: str
@@ -113,6 +137,7 @@ class Lab:
     limits: Limits
     source: str  # the TOML text (copied next to the results, read by Slurm tasks)
     path: str
+    grade: Grade = Grade()
 
     def reference(self, label: str) -> Reference:
         return next(r for r in self.references if r.label == label)
@@ -175,7 +200,8 @@ def parse(text: str, where: str = "<lab>") -> Lab:
     limits = _limits(tables["limits"], f"{where} [limits]")
     allow = _allow_imports(head["allow_imports"], f"{where} [lab]")
     return Lab(head["name"] or Path(where).stem, head["title"], head["rung"], head["module"], head["class"],
-               head["device"], head["dtype"], references, rank_by, allow, measure, gate, limits, text, where)
+               head["device"], head["dtype"], references, rank_by, allow, measure, gate, limits, text, where,
+               _grade(tables["grade"], f"{where} [grade]"))
 
 
 def _tables(data: dict, where: str) -> dict[str, dict]:
@@ -257,3 +283,39 @@ def _allow_imports(allow: object, at: str) -> tuple[str, ...]:
         _fail(at, f"allow_imports: expected a list of the project's level packages {packages}, "
                   f"found {allow!r}")
     return tuple(allow)
+
+
+def _grade(table: dict, at: str) -> Grade:
+    for key in ("gate_points", "speed_points", "late_per_day", "late_max_days", "full_at", "zero_at"):
+        _number(at, key, table[key], 0)
+    if table["speed"] not in ("linear", "tiers"):
+        _fail(at, f"speed: expected 'linear' or 'tiers', found {table['speed']!r}")
+    if table["full_at"] <= 0 or table["zero_at"] <= table["full_at"]:
+        _fail(at, f"expected 0 < full_at < zero_at, found full_at = {table['full_at']}, "
+                  f"zero_at = {table['zero_at']}")
+    tiers = table["tiers"]
+    if not isinstance(tiers, list) or any(not isinstance(t, list) or len(t) != 2 for t in tiers):
+        _fail(at, f"tiers: expected [[ratio at most, points], ...], found {tiers!r}")
+    tiers = tuple((_number(at, "tiers ratio", r, 0), _number(at, "tiers points", p, 0)) for r, p in tiers)
+    if table["speed"] == "tiers" and not tiers:
+        _fail(at, "speed = 'tiers' needs tiers = [[ratio at most, points], ...]")
+    ratios = [r for r, _ in tiers]
+    if ratios != sorted(set(ratios)) or any(p > table["speed_points"] for _, p in tiers):
+        _fail(at, f"tiers: expected ascending ratios and points <= speed_points, found {list(tiers)}")
+    given = {k: table[k] for k in ("gate_points", "speed_points", "speed", "full_at", "zero_at",
+                                   "late_per_day", "late_max_days")}
+    return Grade(**given, tiers=tiers, due=_due(table["due"], at))
+
+
+def _due(value: object, at: str) -> datetime | None:
+    """A TOML date-time (or its ISO text); a bare date is the end of that day."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+    elif isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day, 23, 59, 59)
+    if value is not None and not isinstance(value, datetime):
+        _fail(at, f"due: expected a date-time (due = 2026-12-01T23:59:00Z), found {value!r}")
+    return value

@@ -6,7 +6,7 @@ submission's latency histogram (OUT/feedback/<student>.png).
 
 from pathlib import Path
 
-from harness.lab import store
+from harness.lab import alias, store
 from harness.lab.assignment import Lab
 from harness.report.style import fmt_ms
 
@@ -15,8 +15,8 @@ NEXT_STEP = {
                 "the usual cause; express each layer as a few whole-array operations.",
     "timing-inconsistent": "The grader times every call twice, once inside your process and once from "
                            "outside; leave the timing alone (no patched clocks, no background work).",
-    "wrong": "Run `python -m harness lab check LAB lenet.py` and compare layer by layer with "
-             "lenet_numpy/model.py: the flatten order (NHWC), padding ('same' for conv1) and the kernel "
+    "wrong": "Run `lenet-lab check lenet.py` (the lab's student kit) and compare layer by layer with "
+             "the kit's README.md: the flatten order (NHWC), padding ('same' for conv1) and the kernel "
              "layouts (HWIO) are the usual suspects. Timed calls use new images: answers must be computed, "
              "not remembered.",
     "crashed": "The log below shows where; run your predict on a batch of 1 and of 1000 images.",
@@ -78,6 +78,7 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> lis
     tail = log_tail(out, student) if row["status"] in ("crashed", "import-error", "out-of-memory") else []
     if tail:
         lines += ["", "The end of your worker's log:", "", "```", *tail, "```"]
+    lines += alias.refusal_lines(out, student)  # `lab publish` refused its alias.txt
     path = folder / f"{student}.md"
     path.write_text("\n".join(lines) + "\n")
     return [path] + ([picture] if picture else [])

@@ -5,8 +5,9 @@ Ranked by the within-round ratio to the lab's rank_by reference, timed in the sa
 same node: machines of different speed (Slurm nodes) still rank fairly. The absolute median
 and the node are shown beside it, never used for the ranking.
 
-    build(out, report) -> paths   everything below, from the rows
-    ranked(rows), markdown(rows, lab, notes), write_csv(rows, path), csv_row(rank, row),
+    build(out, report) -> paths   everything below, from the rows (and OUT/manifest.csv: lateness)
+    ranked(rows) (ties: harness.lab.points), markdown(rows, lab, notes, scores), points_lines(lab),
+    with_similarity(text, rows, out), write_csv(rows, path, scores), csv_row(rank, row, score), manifest(out),
     reference_summary(rows), isolation_lines(rows), ratio_of(row), node_name(row), fmt_us(ns)
 """
 
@@ -14,7 +15,7 @@ import csv
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness.lab import assignment, store
+from harness.lab import assignment, points, store
 from harness.report.style import fmt_ms
 
 # Every status a row may have, in the order of the unranked (most useful first); ok rows come first.
@@ -32,16 +33,18 @@ MEANING = {
     "cancelled": "the Slurm task was cancelled",
     "tampered": "its row was changed after the grader wrote it; not ranked",
 }
-CSV_FIELDS = ["rank", "student", "status", "median_us_per_image", "rank_by", "ratio", "ratio_ci95_low",
-              "ratio_ci95_high", "other_ratios", "loc", "files", "host", "cpu", "gpu", "reason"]
+CSV_FIELDS = ["rank", "student", "status", "points", "median_us_per_image", "rank_by", "ratio",
+              "ratio_ci95_low", "ratio_ci95_high", "other_ratios", "loc", "files", "host", "cpu", "gpu",
+              "reason"]
 
 
 def ranked(rows: list[dict]) -> list[tuple[int | None, dict]]:
-    ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: (ratio_of(r)["ratio"], r["student"]))
+    """(rank, row): ok rows by ratio, tied where their intervals overlap (points.RULE), then the rest."""
+    places = points.groups(rows)
     rest = sorted((r for r in rows if r["status"] != "ok"),
                   key=lambda r: (ROW_STATUSES.index(r["status"]) if r["status"] in ROW_STATUSES else 99,
                                  r["student"]))
-    return [(i, r) for i, r in enumerate(ok, 1)] + [(None, r) for r in rest]
+    return [(places[r["student"]][0], r) for r in points.sorted_ok(rows)] + [(None, r) for r in rest]
 
 
 def ratio_of(row: dict, label: str | None = None) -> dict:
@@ -58,9 +61,10 @@ def fmt_us(ns: float) -> str:
     return fmt_ms(ns / 1e6)  # the report's format: µs, ms or s
 
 
-def csv_row(rank: int | None, row: dict) -> dict:
+def csv_row(rank: int | None, row: dict, score: points.Score | None = None) -> dict:
     node = row.get("node") or {}
     out = {"rank": rank or "", "student": row["student"], "status": row["status"], "rank_by": row["rank_by"],
+           "points": score.total if score else "",
            "loc": row.get("loc", ""), "files": row.get("files", ""), "host": node.get("hostname", ""),
            "cpu": node.get("cpu", ""), "gpu": node.get("gpu") or "", "reason": row.get("reason") or ""}
     if row["status"] == "ok":
@@ -72,11 +76,11 @@ def csv_row(rank: int | None, row: dict) -> dict:
     return out
 
 
-def write_csv(rows: list[dict], path: Path) -> Path:
+def write_csv(rows: list[dict], path: Path, scores: dict[str, points.Score] | None = None) -> Path:
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, CSV_FIELDS)
         writer.writeheader()
-        writer.writerows(csv_row(rank, row) for rank, row in ranked(rows))
+        writer.writerows(csv_row(rank, row, (scores or {}).get(row["student"])) for rank, row in ranked(rows))
     return path
 
 
@@ -108,7 +112,19 @@ def isolation_lines(rows: list[dict]) -> list[str]:
     return lines + [""] if lines else []
 
 
-def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = ()) -> str:
+def points_lines(lab: assignment.Lab) -> list[str]:
+    """The [grade] rule and the tie rule, for the leaderboard's header."""
+    g = lab.grade
+    speed = (f"linear in log(ratio) from {g.full_at:g}x (all) to {g.zero_at:g}x (none)" if g.speed == "linear"
+             else "tiers " + ", ".join(f"<= {r:g}x: {p:g}" for r, p in g.tiers))
+    late = (f"; late: -{g.late_per_day:g}% a started day past {g.due.isoformat()}, none after "
+            f"{g.late_max_days:g} days" if g.late_per_day and g.due else "")
+    return [f"Points: {g.gate_points:g} for passing the gate, up to {g.speed_points:g} for speed ({speed})"
+            f"{late}. {points.RULE}", ""]
+
+
+def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = (),
+             scores: dict[str, points.Score] | None = None) -> str:
     rank_by = lab.rank_by.label
     lines = [f"# Leaderboard: {lab.title or lab.name}", "", *isolation_lines(rows),
              f"Lab `{lab.name}` ({lab.rung} level, {lab.device}). Ranked by the within-round ratio to "
@@ -117,10 +133,10 @@ def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = ()) -
              "The absolute median depends on the node and is shown beside it. Each submission passed the "
              f"gate first: {lab.gate.min_agree} of {lab.gate.images} test images with the NumPy "
              f"reference's argmax and every |dp| <= {lab.gate.max_abs_diff:g}; every timed answer, on "
-             "images it had not seen, was checked too.", "",
-             f"| rank | student | status | median per image | × {rank_by} [95% interval] | LOC | node "
-             "| note |",
-             "| ---: | --- | --- | ---: | ---: | ---: | --- | --- |"]
+             "images it had not seen, was checked too.", "", *points_lines(lab),
+             f"| rank | student | status | points | median per image | × {rank_by} [95% interval] | LOC "
+             "| node | note |",
+             "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
     for rank, row in ranked(rows):
         if row["status"] == "ok":
             r = ratio_of(row)
@@ -130,8 +146,9 @@ def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = ()) -
             note = f"{dropped} round(s) dropped (timing)" if dropped else ""
         else:
             speed, ratio, note = "–", "–", (row.get("reason") or "")[:90].replace("|", "/")
+        score = (scores or {}).get(row["student"])
         lines.append(f"| {rank or '–'} | [{row['student']}](feedback/{row['student']}.md) | "
-                     f"{row['status']} | "
+                     f"{row['status']} | {f'{score.total:g}' if score else '–'} | "
                      f"{speed} | {ratio} | {row.get('loc', '–')} | {node_name(row)} | {note} |")
     refs = reference_summary(rows)
     if refs:
@@ -147,6 +164,24 @@ def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = ()) -
     return "\n".join(lines)
 
 
+def with_similarity(text: str, rows: list[dict], out: Path) -> str:
+    """The table with a last column, "similar to", from `lab similarity`'s OUT/private/similarity.csv
+    (staff only; never on the public page); the text as it was when there is none."""
+    from harness.lab import similarity
+
+    pairs = similarity.flagged(out)
+    if pairs is None:
+        return text
+    lines = text.split("\n")
+    head = next(i for i, line in enumerate(lines) if line.startswith("| rank |"))
+    lines[head] += " similar to ([lab similarity](private/similarity.csv)) |"
+    lines[head + 1] += " --- |"
+    for i, (_, row) in enumerate(ranked(rows), head + 2):  # the table's rows, in ranked()'s order
+        found = pairs.get(row["student"], [])
+        lines[i] += " " + ", ".join(f"**{other}** {score:.2f}" for other, score in found) + " |"
+    return "\n".join(lines)
+
+
 def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
     """Everything readers see, from OUT/results/*/row.json and OUT/<lab>.toml alone."""
     from harness.lab import feedback, plots
@@ -154,8 +189,9 @@ def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
     out = Path(out)
     lab = assignment.load(str(store.lab_copy(out)))
     rows, notes = store.checked_rows(out)
-    paths = [write_csv(rows, out / "leaderboard.csv")]
-    (out / "LEADERBOARD.md").write_text(markdown(rows, lab, notes))
+    scores = points.scores(rows, lab.grade, manifest(out))
+    paths = [write_csv(rows, out / "leaderboard.csv", scores)]
+    (out / "LEADERBOARD.md").write_text(with_similarity(markdown(rows, lab, notes, scores), rows, out))
     paths.append(out / "LEADERBOARD.md")
     paths.append(plots.speed_vs_loc(rows, lab, reference_summary(rows), out / "leaderboard.png"))
     places = {row["student"]: rank for rank, row in ranked(rows)}
@@ -163,3 +199,11 @@ def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
     for row in rows:
         paths += feedback.write(row, lab, places[row["student"]], ranked_count, out)
     return paths
+
+
+def manifest(out: Path) -> dict[str, dict] | None:
+    """OUT/manifest.csv (`lab grade` copies the collection's): submission times and late flags."""
+    from harness.lab import collect
+
+    path = Path(out) / collect.MANIFEST
+    return collect.read_manifest(path) if path.is_file() else None

@@ -1,0 +1,138 @@
+"""Pseudonyms for the public leaderboard: the one a student chose (`alias.txt` in its submission
+folder, checked) or else a tag derived from the grader's key, stable across regrades into the same
+OUT and not reversible without the key (an HMAC, not a hash of the name).
+
+    OUT/private/aliases.json    {student: {"alias", "chosen", "refused"}}: staff only
+
+    assign(out, students, submissions) -> {student: Alias}; tag(out, student), read_choice(folder),
+    refusal(text, names), name_parts(name); write(out, aliases), refusal_lines(out, student) (for the
+    feedback), note_feedback(out, aliases)
+"""
+
+import base64
+import dataclasses
+import hashlib
+import hmac
+import json
+import os
+import re
+import stat
+from pathlib import Path
+
+from harness.lab import store
+
+FILE = "alias.txt"
+PRIVATE = "private"
+SAVED = "aliases.json"
+MIN_LEN, MAX_LEN = 3, 24
+ALLOWED = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]*")  # no markup, quotes, slashes or control characters
+TAG_PREFIX = "anon-"
+NAME_PART = 3  # a folder name's parts this long or longer may not appear in an alias
+
+
+@dataclasses.dataclass(frozen=True)
+class Alias:
+    alias: str  # what the public page shows
+    chosen: bool  # the student's own alias.txt (else the tag)
+    refused: str | None = None  # why its alias.txt was not used
+
+
+def tag(out: Path, student: str) -> str:
+    """anon-xxxxxxx: HMAC-SHA256 of the student's folder name under OUT's grader key."""
+    key = (Path(out) / store.KEY).read_bytes()
+    digest = hmac.new(key, f"pseudonym:{student}".encode(), hashlib.sha256).digest()
+    return TAG_PREFIX + base64.b32encode(digest[:5]).decode().lower()
+
+
+def read_choice(folder: Path) -> str | None:
+    """The first line of folder/alias.txt: a regular file only (never a link out of the folder),
+    at most 4 KiB read; None when there is none, "" (refused as empty) when it is not a file."""
+    path = Path(folder) / FILE
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return ""  # a link, a pipe, a device: refused as empty, never opened
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return ""  # replaced by a link or made unreadable since
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return ""
+        raw = f.read(4096)
+    text = raw.decode("utf-8", errors="replace")
+    return text.splitlines()[0].strip() if text.strip() else ""
+
+
+def name_parts(name: str) -> set[str]:
+    """A folder name and its parts (ann_lee -> ann_lee, ann, lee), lowercased."""
+    parts = {p for p in re.split(r"[^a-z0-9]+", name.lower()) if len(p) >= NAME_PART}
+    return parts | {name.lower()}
+
+
+def refusal(text: str, names: list[str]) -> str | None:
+    """Why an alias cannot be published (None: it can). `names`: every student's folder name (its
+    own too: an alias may not say who it is)."""
+    if not text:
+        return "it is empty"
+    if len(text) < MIN_LEN or len(text) > MAX_LEN:
+        return f"it has {len(text)} characters (allowed: {MIN_LEN} to {MAX_LEN})"
+    if not ALLOWED.fullmatch(text):
+        return "only letters, digits, spaces, '.', '_' and '-' are allowed (no markup or symbols)"
+    if text.lower().startswith(TAG_PREFIX):
+        return f"aliases starting with '{TAG_PREFIX}' are the grader's own tags"
+    words = set(re.split(r"[^a-z0-9]+", text.lower())) | {text.lower()}
+    squashed = re.sub(r"[^a-z0-9]", "", text.lower())
+    for name in names:
+        if any(p in words or (len(p) >= 4 and p in squashed) for p in name_parts(name)):
+            return "it contains a student's name"
+    return None
+
+
+def assign(out: Path, students: list[str], submissions: Path | None) -> dict[str, Alias]:
+    """Every student's public name. An alias.txt that is refused, or chosen by two students,
+    falls back to the tag (the refusal is kept, for its feedback)."""
+    wanted: dict[str, str | None] = {}
+    for student in students:
+        wanted[student] = read_choice(Path(submissions) / student) if submissions else None
+    taken: dict[str, int] = {}
+    for text in wanted.values():
+        if text:
+            taken[text.lower()] = taken.get(text.lower(), 0) + 1
+    aliases = {}
+    for student, text in wanted.items():
+        why = None if text is None else refusal(text, students)
+        if why is None and text is not None and taken[text.lower()] > 1:
+            why = "another student chose the same alias"
+        chosen = text is not None and why is None
+        aliases[student] = Alias(text if chosen and text else tag(out, student), chosen, why)
+    return aliases
+
+
+def write(out: Path, aliases: dict[str, Alias]) -> Path:
+    path = Path(out) / PRIVATE / SAVED
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    store.write_json(path, {s: dataclasses.asdict(a) for s, a in sorted(aliases.items())})
+    return path
+
+
+def refusal_lines(out: Path, student: str) -> list[str]:
+    """The feedback's lines about a refused alias.txt (none when it was used, or absent)."""
+    try:
+        saved = json.loads((Path(out) / PRIVATE / SAVED).read_text()).get(student) or {}
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not isinstance(saved, dict) or not saved.get("refused"):
+        return []
+    return ["", f"Your {FILE} was not used on the public page: {saved['refused']}. The page shows you "
+                f"as `{saved.get('alias')}`; fix {FILE} ({MIN_LEN} to {MAX_LEN} letters, digits, spaces, "
+                "'.', '_' or '-'; not a name) and hand it in again to choose your own."]
+
+
+def note_feedback(out: Path, aliases: dict[str, Alias]) -> None:
+    """Add the refusal to each refused student's existing feedback (`lab report` writes it there too)."""
+    for student, alias in aliases.items():
+        path = Path(out) / "feedback" / f"{student}.md"
+        lines = refusal_lines(out, student)
+        if alias.refused and lines and path.is_file() and lines[1] not in path.read_text():
+            path.write_text(path.read_text().rstrip("\n") + "\n" + "\n".join(lines) + "\n")

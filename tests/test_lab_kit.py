@@ -1,0 +1,132 @@
+"""The students' kit (harness/lab/kit.py, harness/lab/student.py): built for cpu_numpy and cuda, it
+holds no answer (no lenet_* package, no example, no forward pass, no oracle code: its answers are
+precomputed), runs the grader's gate with the lab file's thresholds, and pip-installs into a fresh
+virtual environment (no system site packages: numpy and h5py come from the package index) where
+`lenet-lab check` passes the correct example and fails the wrong one, printing no rank. The CUDA
+lab's kit runs the submission's kernels on the CPU (`lenet-lab emulate`)."""
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+from harness import DEFAULT_WEIGHTS
+from harness.lab import assignment, kit, student, timing
+from tests.conftest import ROOT
+
+# Code that computes a forward pass (an answer), in any file of the kit.
+FORWARD_MARKERS = ("im2col", "sliding_window_view", "einsum", "tensordot", "np.pad(", "conv2d", "correlate",
+                   "class NumpyLeNet", "def conv", "def pool", "def forward")
+TEXT = (".py", ".md", ".toml", ".json", ".cu", ".h", ".txt", ".cfg")
+
+
+@pytest.fixture(scope="module")
+def kits(tmp_path_factory):
+    """{lab: (the zip, the unpacked kit folder)} for cpu_numpy and cuda."""
+    dest = tmp_path_factory.mktemp("kits")
+    out = {}
+    done = subprocess.run([sys.executable, "-m", "harness", "lab", "kit", "cpu_numpy", "--out", str(dest)],
+                          capture_output=True, text=True, timeout=120)  # as `make lab-kit` runs it
+    assert done.returncode == 0 and "lab-kit-cpu_numpy.zip" in done.stdout, done.stderr
+    for name in ("cpu_numpy", "cuda"):
+        path = dest / f"lab-kit-{name}.zip" if name == "cpu_numpy" else kit.build(assignment.load(name), dest)
+        with zipfile.ZipFile(path) as archive:
+            archive.extractall(dest / "unpacked")
+        out[name] = (path, dest / "unpacked" / f"lab-kit-{name}")
+    return out
+
+
+@pytest.mark.parametrize("name", ["cpu_numpy", "cuda"])
+def test_kit_holds_no_answer(kits, name):
+    path, _ = kits[name]
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        texts = {n: archive.read(n).decode() for n in names if n.endswith(TEXT)}
+    assert all(n.startswith(f"lab-kit-{name}/") for n in names)
+    parts = {part for n in names for part in n.split("/")}
+    assert not [p for p in parts if p.startswith("lenet_") or p in ("examples", "examples-cuda", "tests")]
+    for entry, text in texts.items():
+        assert not [m for m in FORWARD_MARKERS if m in text], entry
+        if entry.endswith(".py"):
+            for node in ast.walk(ast.parse(text)):
+                modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                           else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                assert not [m for m in modules if m.startswith("lenet")], (entry, modules)
+    # the level packages are named only in the registry's table (strings, never imported)
+    assert [e for e, t in texts.items() if "lenet_numpy" in t] == [f"lab-kit-{name}/harness/registry.py"]
+    py = sorted(n.split("/", 1)[1] for n in names if n.endswith(".py") and "/harness/" in n)
+    assert py == sorted(p for p in kit.INTERFACE + kit.EMULATION if p.endswith(".py")
+                        and (name == "cuda" or p not in kit.EMULATION))
+    assert f"lab-kit-{name}/lenet.py" in names and f"lab-kit-{name}/README.md" in names
+
+
+def test_kit_gate_is_the_graders(kits):
+    """The lab file's thresholds, the first `images` test images and the oracle's own answers."""
+    lab = assignment.load("cpu_numpy")
+    data = student.load_kit(kits["cpu_numpy"][1] / "harness" / "_kit")
+    assert data.lab["gate"] == {"images": lab.gate.images, "min_agree": lab.gate.min_agree,
+                                "max_abs_diff": lab.gate.max_abs_diff}
+    from harness.data import mnist
+    from lenet_numpy.model import NumpyLeNet
+
+    images = mnist.load("test")[0][:lab.gate.images]
+    assert np.array_equal(data.images, images)
+    oracle = NumpyLeNet(DEFAULT_WEIGHTS).predict(mnist.to_input(images[:200]))
+    assert np.array_equal(data.oracle[:200], oracle.astype(np.float64))
+    assert data.weights.read_bytes() == DEFAULT_WEIGHTS.read_bytes()
+    # the grader's comparison, and its rule: one image off, or one |dp| past the tolerance, fails
+    close = data.oracle + 1e-5
+    assert student.passes(data, timing.compare(close, data.oracle, 1e-4))
+    far = close.copy()
+    far[3] = np.roll(far[3], 1)
+    assert not student.passes(data, timing.compare(far, data.oracle, 1e-4))
+
+
+@pytest.mark.parametrize("example,passes", [("correct", True), ("wrong", False), ("template", False)])
+def test_cuda_kit_emulates_the_kernels(kits, example, passes, capsys):
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed: the CPU emulation needs it")
+    data = student.load_kit(kits["cuda"][1] / "harness" / "_kit")
+    folder = ROOT / "labs" / ("template-cuda" if example == "template" else f"examples-cuda/{example}")
+    try:
+        ok = student.emulate(folder / "lenet.py", data, images=12)
+    except NotImplementedError:  # the starter's kernels are left to the student
+        ok = False
+    assert ok is passes
+    assert "cannot check" in capsys.readouterr().out or not passes
+
+
+@pytest.mark.slow
+def test_kit_installs_in_a_fresh_venv_and_checks(kits, tmp_path):
+    """`python -m venv` without system site packages; `pip install ./lab-kit-cpu_numpy` as a student
+    types it (numpy and h5py from the package index, the project's local mirror here)."""
+    _, folder = kits["cpu_numpy"]
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    subprocess.run([str(python), "-m", "pip", "install", "-q", str(folder)], check=True, env=env,
+                   cwd=tmp_path, timeout=300)
+    found = subprocess.run([str(python), "-c", "import harness, tensorflow"], capture_output=True, text=True,
+                           cwd=tmp_path, env=env)
+    assert "No module named 'tensorflow'" in found.stderr  # a clean environment: only the kit's needs
+    lenet_lab = tmp_path / "venv" / "bin" / "lenet-lab"
+    given = {"correct": ROOT / "labs" / "examples" / "correct" / "lenet.py",
+             "wrong": ROOT / "labs" / "examples" / "wrong"}  # a file, or the folder holding lenet.py
+    runs = {name: subprocess.run([str(lenet_lab), "check", str(path)], capture_output=True, text=True,
+                                 cwd=tmp_path, env=env, timeout=120) for name, path in given.items()}
+    assert runs["correct"].returncode == 0, runs["correct"].stdout + runs["correct"].stderr
+    assert "10000 of 10000 test images agree" in runs["correct"].stdout
+    assert "Median time per image" in runs["correct"].stdout and " us " in runs["correct"].stdout
+    assert runs["wrong"].returncode == 1 and "Status: wrong" in runs["wrong"].stdout
+    for run in runs.values():
+        assert "rank " not in run.stdout.lower().replace("ranks by", "")
+        assert "lenet_numpy" not in run.stdout + run.stderr
+    imports = ("from harness import weights; from harness.base import LeNet; from harness.registry import "
+               "ImplSpec; import harness.data.weights as w; print(sorted(weights.read()) == sorted(w.SHAPES))")
+    done = subprocess.run([str(python), "-c", imports], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert done.stdout.strip() == "True", done.stderr
