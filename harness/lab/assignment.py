@@ -23,7 +23,8 @@ is an error naming the file, the table and the allowed keys.
     Lab                             the lab: its [lab] keys, and .measure, .gate, .limits
     Measure, Gate, Limits, Grade    the other tables, one record each
     Reference                       a reference implementation: .implementation, .variant, .label
-    parse_reference, path_of(name), available()
+    parse_reference, floor_named(text) ("floor" -> the fastest measured "name/variant"),
+    path_of(name), available()
 """
 
 import re
