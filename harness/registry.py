@@ -33,6 +33,9 @@ class ImplSpec:
     trainer: str | None = None  # "module:Class" of its harness.base.Trainer; None: cannot train
     train_variants: tuple[str, ...] = ()  # the first is the default
     hooks: tuple[tuple[str, str], ...] = ()  # (what, "module:function"): see hook()
+    # variants that stand in as the device's floor where none is measured (harness.measure.floor:
+    # the first that runs on the device, in the registry's order); a measured floor needs no mark
+    floor: tuple[str, ...] = ()
 
     def variants_for(self, device: str) -> tuple[str, ...]:
         return tuple(v for v in self.variants if device == "gpu" or v not in self.gpu_only)
@@ -78,19 +81,26 @@ REGISTRY = {
         # hand-written CUDA C kernels (NVRTC through CuPy): the GPU's floor, the CUDA lab's rung
         ImplSpec("cuda", "lenet_cuda.model:CudaLeNet", "cuda", ("gpu",),
                  ("fused", "layers", "graph"), ("float32", "float64"), "lenet_cuda", gpu_only=("graph",),
-                 hooks=(("kernels", "lenet_cuda.kernels:nvrtc_units"),)),
+                 hooks=(("kernels", "lenet_cuda.kernels:nvrtc_units"),), floor=("graph",)),
         ImplSpec("cudnn", "lenet_cudnn.model:CudnnLeNet", "cudnn", ("gpu",),
                  ("tuned", "naive", "graph"), ("float32", "float64"), "lenet_cudnn", gpu_only=("graph",),
                  trainer="lenet_cudnn.train:CudnnTrainer", train_variants=("default",),
                  hooks=(("library", "lenet_cudnn.binding:probe"),
-                        ("cublaslt", "lenet_cudnn.cublaslt:probe"))),
+                        ("cublaslt", "lenet_cudnn.cublaslt:probe")), floor=("graph",)),
         # float32 only: oneDNN 3.2 has no f64 conv/pooling/inner product on the CPU. No env
         # entry: OMP_NUM_THREADS comes from the harness's thread rule (procenv), set before
         # libgomp loads; an entry here would override a study's thread count.
         ImplSpec("onednn", "lenet_onednn.model:OnednnLeNet", "onednn", ("cpu",),
                  ("tuned", "naive", "naive_nocache"), ("float32",), "lenet_onednn",
                  trainer="lenet_onednn.train:OnednnTrainer", train_variants=("default",),
-                 hooks=(("library", "lenet_onednn.binding:probe"),)),
+                 hooks=(("library", "lenet_onednn.binding:probe"),), floor=("tuned",)),
+        # hand-written loops compiled for this CPU by Numba (LLVM): the CPU's twin of `cuda`
+        ImplSpec("numba", "lenet_numba.model:NumbaLeNet", "hand-written-cpu", ("cpu",),
+                 ("fused", "layers"), ("float32", "float64"), "lenet_numba",
+                 hooks=(("cpu_target", "lenet_numba.model:cpu_target"),), floor=("fused",)),
+        # the Keras model exported to ONNX (once per weights file), run by an inference engine
+        ImplSpec("onnx", "lenet_onnx.model:OnnxLeNet", "inference-engine", ("cpu", "gpu"),
+                 ("run", "iobinding", "openvino"), ("float32",), "lenet_onnx"),
     )
 }
 DEVICES = ("cpu", "gpu")
@@ -104,6 +114,9 @@ INSTALL = {
     "jaxlib": "pip install 'jax[cpu]' (a GPU server: 'jax[cuda12]')",
     "torch": "make install EXTRAS=dev,torch (or pip install torch)",
     "cupy": "make install-gpu",
+    "numba": "pip install numba",
+    "onnxruntime": "pip install onnxruntime (a GPU server: onnxruntime-gpu)",
+    "openvino": "pip install openvino",
 }
 
 

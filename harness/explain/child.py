@@ -73,9 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         time_calls(fn, batches, 0, 10)
     freeze_heap()
     per_round = max(1, calls // rounds)
-    result = {"implementation": name, "variant": variant, "device": device, "floor": floor,
+    ran, floor_rung = floor or (None, None)  # what the floor ran, named in its step's text
+    result = {"implementation": name, "variant": variant, "device": device, "floor": ran,
               "ladder": [{"step": step, "removes": removes, "short": short}
-                         for step, removes, short in keras_steps.ladder(name, variant)],
+                         for step, removes, short in keras_steps.ladder(name, variant, floor_rung)],
               "rounds_ns": interleaved(steps, batches, rounds, per_round),
               "counts": keras_steps.profile_counts(next(iter(steps.values())), batches[0]),
               "frameworks": loaded_frameworks()}

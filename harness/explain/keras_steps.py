@@ -1,7 +1,8 @@
 """The steps `explain` times, built inside the worker (the framework is imported there).
 
-(a) The ablation ladder: public calls, from the variant asked for down to the compute floor,
-    each removing one stage. Neighbours' difference = that stage's cost.
+(a) The ablation ladder: public calls, from the variant asked for down to the floor (the fastest
+    measured implementation on the device, harness.measure.floor), each removing one stage.
+    Neighbours' difference = that stage's cost.
 (b) For Keras' own `predict` on TensorFlow: Keras' internal steps, called in the order
     `Model.predict` calls them (Keras 3.15, keras/src/backend/tensorflow/trainer.py and
     keras/src/trainers/epoch_iterator.py). Private APIs: other Keras versions are refused.
@@ -16,6 +17,7 @@ from typing import Any
 
 Rung = tuple[str, str, str]  # (variant or step name, what going one step down removes, short name)
 Stage = tuple[str, Callable[[dict[str, Any]], None]]  # (stage name, fn(state))
+FloorStep = tuple[str, Rung]  # ("name/variant" the floor ran, its rung)
 
 KERAS_CHECKED = ("3.15.",)  # the Keras versions whose predict internals (b) was written against
 
@@ -62,34 +64,41 @@ LADDERS: dict[str, list[Rung]] = {
     "torch": [("eager", "PyTorch's per-call runtime: dispatch of each op, tensor conversion, "
                         "host copies", "torch per-call runtime")],
 }
-FLOOR: Rung = ("floor", "the model's arithmetic: the raw library's tuned primitives (oneDNN on the CPU, "
-                  "cuDNN's CUDA graph on the GPU), the measured compute floor", "model arithmetic")
-# The floor is measured in the same rounds: the fastest raw-library implementation on the device.
-# Where it cannot run (no oneDNN wheel off x86), the NumPy reference stands in and says so.
-FLOOR_IMPLEMENTATIONS = {"cpu": ("onednn", "tuned"), "gpu": ("cudnn", "graph")}
+FLOOR = "floor"  # the ladder's last step: the fastest measured implementation on this device
+FLOOR_SHORT = "fastest measured implementation"
+FLOOR_RUNG: Rung = (FLOOR, "the fastest measured implementation on this device", FLOOR_SHORT)
 
 
-def ladder(name: str, variant: str) -> list[Rung]:
-    """The steps from `variant` down, then the floor; [(variant, 'model', 'model')] when there
-    is nothing to peel."""
+def floor_rung(ran: str, fastest: str | None = None) -> Rung:
+    """The floor's step: `ran` is what it ran ("name/variant"); `fastest` the fastest measured
+    implementation when a stand-in ran instead (it cannot run here)."""
+    if fastest is None or fastest == ran:
+        return (FLOOR, f"the fastest measured implementation on this device ({ran})", FLOOR_SHORT)
+    return (FLOOR, f"the NumPy reference ({ran}), standing in for the fastest measured "
+                   f"implementation on this device ({fastest}), which cannot run here", FLOOR_SHORT)
+
+
+def ladder(name: str, variant: str, floor: Rung | None = None) -> list[Rung]:
+    """The steps from `variant` down, then the floor (`floor`: floor_rung's, naming what it ran;
+    default FLOOR_RUNG); [(variant, 'model', 'model')] when there is nothing to peel."""
     steps = LADDERS.get(name, [])
     names = [step[0] for step in steps]
     if variant not in names:
         return [(variant, "model", "model")]
-    return steps[names.index(variant):] + [FLOOR]
+    return steps[names.index(variant):] + [floor or FLOOR_RUNG]
 
 
 def build_calls(name: str, variant: str, weights: str | Path, device: str,
-                dtype: str = "float32") -> tuple[dict[str, Callable[[Any], Any]], Any, str | None]:
-    """({step: callable(images)}, the first step's Keras model or None, the floor's
-    implementation/variant) for the ladder of name/variant, built in this process."""
+                dtype: str = "float32") -> tuple[dict[str, Callable[[Any], Any]], Any, FloorStep | None]:
+    """({step: callable(images)}, the first step's Keras model or None, (the floor's
+    "name/variant", its step) or None without one) for the ladder of name/variant, built here."""
     from harness import registry
 
     calls: dict[str, Callable[[Any], Any]] = {}
     model: Any = None  # the first step's Keras model
-    floor: str | None = None
+    floor: FloorStep | None = None
     for step, *_ in ladder(name, variant):
-        if step == "floor":
+        if step == FLOOR:
             calls[step], floor = floor_call(weights, device)
         elif step == "predict_dataset":  # Keras predict on a ready tf.data.Dataset
             import tensorflow as tf
@@ -105,19 +114,23 @@ def build_calls(name: str, variant: str, weights: str | Path, device: str,
     return calls, model, floor
 
 
-def floor_call(weights: str | Path, device: str) -> tuple[Callable[[Any], Any], str]:
-    """(predict, "name/variant") of the floor: the tuned raw library, or the NumPy reference
-    where that cannot run here."""
+def floor_call(weights: str | Path, device: str) -> tuple[Callable[[Any], Any], FloorStep]:
+    """(predict, ("name/variant", its step)) of the floor: the fastest measured implementation on
+    the device (asked of harness.measure.floor, never named here), or the NumPy reference where
+    that cannot run here."""
     from harness import registry
     from harness.errors import Unavailable
+    from harness.measure.floor import fastest_measured
 
-    name, variant = FLOOR_IMPLEMENTATIONS[device]
+    fastest = fastest_measured(device)
     try:
-        return registry.create(name, weights, device=device, variant=variant).predict, f"{name}/{variant}"
+        impl = registry.create(fastest.implementation, weights, device=device, variant=fastest.variant)
+        return impl.predict, (fastest.label, floor_rung(fastest.label))
     except Unavailable as exc:
-        print(f"explain: floor {name}/{variant} unavailable ({exc}); using the NumPy reference",
+        print(f"explain: floor {fastest.label} unavailable ({exc}); using the NumPy reference",
               flush=True)
-        return registry.create("numpy", weights).predict, "numpy/default"
+        stand_in = "numpy/default"
+        return registry.create("numpy", weights).predict, (stand_in, floor_rung(stand_in, fastest.label))
 
 
 PIPELINE_STAGE = "building the tf.data pipeline (dataset, map functions, distribution)"

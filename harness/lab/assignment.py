@@ -4,7 +4,8 @@ is an error naming the file, the table and the allowed keys.
 
     [lab]      name, title, rung (the API level students implement), module (default lenet.py),
                class ("" = the module's one harness.base.LeNet subclass), device, dtype,
-               references (registry names, "name/variant"), rank_by (default: the first reference),
+               references (registry names, "name/variant", or "floor": the device's fastest measured
+               implementation, named when the file is read), rank_by (default: the first reference),
                allow_imports (the project's level packages a submission may import; default none)
     [measure]  calls (timed calls per participant, split over rounds), rounds, warmup, batch_size,
                threads
@@ -24,9 +25,11 @@ is an error naming the file, the table and the allowed keys.
     Lab                             the lab: its [lab] keys, and .measure, .gate, .limits
     Measure, Gate, Limits, Grade    the other tables, one record each
     Reference                       a reference implementation: .implementation, .variant, .label
-    parse_reference, path_of(name), available()
+    parse_reference, floor_named(text) ("floor" -> the fastest measured "name/variant"),
+    path_of(name), available()
 """
 
+import re
 import sys
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -36,6 +39,7 @@ from typing import Any, NoReturn
 from harness import ROOT, registry
 from harness.errors import HarnessError
 from harness.measure import study
+from harness.measure.floor import fastest_measured
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -176,6 +180,26 @@ def parse_reference(where: str, text: object, device: str) -> Reference:
     return Reference(name, variant)
 
 
+def floor_named(text: str) -> str:
+    """The lab file's text with a "floor" reference (references, rank_by) replaced by the device's
+    fastest measured implementation, "name/variant" (harness.measure.floor), read once: the grading's
+    copy of the file, its rows and its leaderboard name the same concrete label. Text that is no
+    valid TOML or names no floor comes back as it is (parse says what is wrong)."""
+    try:
+        head = tomllib.loads(text).get("lab")
+    except tomllib.TOMLDecodeError:
+        return text
+    if not isinstance(head, dict):
+        return text
+    refs = head.get("references")
+    named = [*(refs if isinstance(refs, list) else [refs]), head.get("rank_by")]
+    device = head.get("device", DEFAULTS["lab"]["device"])
+    if "floor" not in named or device not in registry.DEVICES:
+        return text
+    label = fastest_measured(device).label
+    return re.sub(r"""(["'])floor\1""", lambda quoted: f"{quoted[1]}{label}{quoted[1]}", text)
+
+
 def path_of(name_or_path: str) -> Path:
     return study.toml_path(LABS_DIR, name_or_path)
 
@@ -192,6 +216,7 @@ def load(name_or_path: str) -> Lab:
 
 
 def parse(text: str, where: str = "<lab>") -> Lab:
+    text = floor_named(text)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -83,6 +83,45 @@ def cublaslt_line() -> str:
             else f"cuBLASLt: {found['reason']} (cuDNN's dense layers then use cuBLAS gemm + cuDNN ops)")
 
 
+ENGINES = r"""
+import json
+from importlib import metadata
+found = {}
+try:
+    import onnxruntime as ort
+    found["onnxruntime"] = f"{ort.__version__} (providers: {', '.join(ort.get_available_providers())})"
+except ImportError as exc:
+    found["onnxruntime"] = f"missing ({exc}): pip install onnxruntime"
+try:
+    import openvino as ov
+    found["openvino"] = f"{ov.get_version()} (devices: {', '.join(ov.Core().available_devices)})"
+except ImportError as exc:
+    found["openvino"] = f"missing ({exc}): pip install openvino"
+for name in ("onnx", "tf2onnx"):  # the exporter's (Keras' ONNX export on TensorFlow calls tf2onnx)
+    try:
+        found[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        found[name] = f"missing: pip install {name}"
+print(json.dumps(found))
+"""
+CPU_TARGET = ("import json; from harness import registry; "
+              "print(json.dumps(registry.hook('numba', 'cpu_target')()))")
+
+
+def cpu_level_lines() -> list[str]:
+    """The inference engines (versions, ONNX Runtime's execution providers, OpenVINO's devices)
+    and the exporter's packages, then the CPU target and vector features the hand-written CPU
+    level's loops are compiled for. Each asked in a fresh interpreter."""
+    engines = run_python(ENGINES, device="cpu")
+    engine_line = ("inference engines: " + "; ".join(f"{k} {v}" for k, v in engines.items())
+                   if "onnxruntime" in engines else f"inference engines: {engines.get('reason')}")
+    target = run_python(CPU_TARGET, device="cpu")
+    numba_line = (f"hand-written CPU level: Numba {target['numba']} compiles for {target['cpu']}, "
+                  f"vector features {', '.join(target['features']) or 'none (scalar loops)'}"
+                  if "cpu" in target else f"hand-written CPU level: {target.get('reason')}")
+    return [engine_line, numba_line]
+
+
 def compute_capabilities() -> list[str]:
     """Each GPU's compute capability ("9.0"), from nvidia-smi; [] where there is none."""
     text = env.run_command(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]) or ""
@@ -151,6 +190,8 @@ def report(weights: str | Path = DEFAULT_WEIGHTS, names: Sequence[str] | None = 
         f"{onednn['threads']} OpenMP thread(s)" if onednn.get("found")
         else f"oneDNN: {onednn.get('reason', 'not probed')}")
     out(cublaslt_line())
+    for line in cpu_level_lines():
+        out(line)
     for line in cuda_lines():
         out(line)
     cupy = run_python(CUPY)

@@ -18,7 +18,7 @@ from harness.errors import HarnessError
 PACKAGES = ("numpy", "tensorflow", "tensorflow-cpu", "keras", "h5py", "cupy-cuda12x",
             "cupy-cuda13x", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-cuda-nvrtc-cu12",
             "nvidia-ml-py", "onednn-cpu-gomp", "matplotlib", "pandas", "pygount", "jax", "torch",
-            "lenet-levels")
+            "numba", "llvmlite", "onnx", "tf2onnx", "onnxruntime", "openvino", "lenet-levels")
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "CUDA_VISIBLE_DEVICES")
 

@@ -17,14 +17,28 @@ CITATIONS = (
 METHOD = (
     "Method: (a) an ablation ladder of public calls, timed like any cell and interleaved in rounds; "
     "each step down removes one stage and the difference of neighbouring medians is that stage's "
-    "cost, down to the floor (the fastest measured implementation, not the arithmetic: oneDNN's tuned "
-    "primitives on the CPU, cuDNN replayed as one CUDA graph on the GPU; timed in the same process "
-    "and rounds); "
+    "cost, down to the floor (the fastest measured implementation, not the arithmetic{floors}; "
+    "timed in the same process and rounds); "
     "(b) for Keras' `predict` on TensorFlow, Keras' own internal steps timed in the order "
     "`Model.predict` runs them (private APIs of Keras 3.15), accepted only when their sum is within "
     "10% of a real `predict` timed in the same loop, the rest shown as 'other'; (c) cProfile for "
     "counts only (a profiler slows Python code and not C code, so it would skew proportions). "
     "`python -m harness explain keras/predict` repeats it.")
+# how the method names a floor the rows recorded (another floor is named by its label)
+FLOOR_WORDS = {"onednn/tuned": "oneDNN's tuned primitives", "cudnn/graph": "cuDNN replayed as one CUDA graph"}
+
+
+def method(rows: list[dict]) -> str:
+    """METHOD, naming the floors the rows recorded, per device (rows from before the floor was
+    recorded name theirs in their last stage)."""
+    floors: dict[str, list[str]] = {}
+    for row in rows:
+        found = floors.setdefault(row["device"], [])
+        if row.get("floor") and row["floor"] not in found:
+            found.append(row["floor"])
+    named = [" or ".join(FLOOR_WORDS.get(label, f"`{label}`") for label in floors[device])
+             + f" on the {device.upper()}" for device in ("cpu", "gpu") if floors.get(device)]
+    return METHOD.format(floors=": " + ", ".join(named) if named else "")
 
 
 def explain_rows(runs: list[dict]) -> list[dict]:
@@ -102,4 +116,4 @@ def section(rows: list[dict]) -> list[str]:
         elif counts:
             out.append(f"  One call runs {counts['function_calls']:,} Python function calls "
                        "(cProfile, counts only) and makes no tf.data dataset.")
-    return out + ["", METHOD, "", CITATIONS]
+    return out + ["", method(rows), "", CITATIONS]

@@ -11,10 +11,12 @@ from harness import registry
 from harness.report.rundata import ratio_ci
 from harness.report.tables import fmt_ratio, ms, sig3, table
 
-# The ladder, bottom rung first, and the NumPy reference beside it: (row, implementation).
-LEVELS = [("hand-written CUDA", "cuda"), ("raw library: cuDNN", "cudnn"), ("raw library: oneDNN", "onednn"),
-          ("TensorFlow ops", "tf"), ("JAX ops", "jax"), ("PyTorch ops", "torch"),
-          ("Keras on TensorFlow", "keras"), ("Keras on JAX", "keras_jax"),
+# The ladder, bottom rung first (the GPU's two, then the CPU's: hand-written, raw library, engine),
+# and the NumPy reference beside it: (row, implementation).
+LEVELS = [("hand-written CUDA", "cuda"), ("raw library: cuDNN", "cudnn"),
+          ("hand-written CPU (Numba)", "numba"), ("raw library: oneDNN", "onednn"),
+          ("inference engine", "onnx"), ("TensorFlow ops", "tf"), ("JAX ops", "jax"),
+          ("PyTorch ops", "torch"), ("Keras on TensorFlow", "keras"), ("Keras on JAX", "keras_jax"),
           ("Keras on PyTorch", "keras_torch"), ("NumPy reference", "numpy")]
 RAW = {"cpu": "onednn", "gpu": "cudnn"}  # each device's raw library: the ratios' denominator
 STUDY, SWEEP = "api_levels", "batch_sweep"

@@ -26,12 +26,14 @@ IMPL_COLOURS = {
     "cuda": "#332288", "cudnn": "#0072B2", "onednn": "#56B4E9",
     "tf": "#E69F00", "jax": "#009E73", "torch": "#D55E00",
     "keras": "#CC79A7", "keras_jax": "#117733", "keras_torch": "#882255",
-    "numpy": "#000000", "null": "#999999",
+    "numpy": "#000000", "null": "#999999", "numba": "#44AA99", "onnx": "#999933",
 }
 OTHER_COLOUR = "#777777"  # a lab's module:Class, or an implementation added later
 # The ladder, bottom to top (and the reference beside it): API levels, then implementations.
-LEVEL_ORDER = ["numpy", "cuda", "cudnn", "onednn", "tensorflow-ops", "jax-ops", "torch-ops", "keras"]
-IMPL_ORDER = ["cuda", "cudnn", "onednn", "tf", "jax", "torch", "keras", "keras_jax", "keras_torch", "numpy"]
+LEVEL_ORDER = ["numpy", "cuda", "cudnn", "hand-written-cpu", "onednn", "inference-engine", "tensorflow-ops",
+               "jax-ops", "torch-ops", "keras"]
+IMPL_ORDER = ["cuda", "cudnn", "numba", "onednn", "onnx", "tf", "jax", "torch", "keras", "keras_jax",
+              "keras_torch", "numpy"]
 BACKEND_OF = {"keras": "TensorFlow", "keras_jax": "JAX", "keras_torch": "PyTorch"}
 DEVICE_MARKER = {"cpu": "o", "gpu": "s"}
 DEVICE_LINES: tuple[tuple[str, LineStyleType], ...] = (("cpu", "-"), ("gpu", "--"))  # Fig. 1's ladders

@@ -12,7 +12,8 @@ def fig_loc(data: ReportData, out: Path) -> Path:
     """Fig. 2: code lines per level, split into the parts a reader wants apart."""
     loc_rows = data.loc_rows
     parts = ["forward", "kernel source", "weight layout", "ffi binding", "training step"]
-    ladder = ["cuda", "cudnn", "onednn", "tensorflow-ops", "jax-ops", "torch-ops", "keras", "numpy"]
+    ladder = ["cuda", "cudnn", "hand-written-cpu", "onednn", "inference-engine", "tensorflow-ops", "jax-ops",
+              "torch-ops", "keras", "numpy"]
     present = {row["api_level"] for row in loc_rows} - {"shared"}
     levels = [lvl for lvl in ladder if lvl in present] + sorted(present - set(ladder))
     fig, ax = plt.subplots(figsize=(9, 4.4))

@@ -1,7 +1,8 @@
 """Fig. 1, the report's picture of its answer: per-image latency at batch 1 (log) against lines
 of code, one marker per level and device (circle CPU, square GPU, the colour the level's),
 and each device's levels joined in ladder order: raw library -> framework ops -> Keras on the
-same framework (three paths), the hand-written rung below the raw library where it exists."""
+same framework (three paths), the hand-written rung below the raw library where it exists, and on
+the CPU the inference engine between oneDNN and the Keras model it was exported from."""
 
 from pathlib import Path
 
@@ -15,8 +16,9 @@ from harness.report.style import DEVICE_LINES, DEVICE_MARKER, colour, finish, fm
 
 PATHS = [("cuda", "cudnn"), ("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
          ("cudnn", "torch", "keras_torch"), ("onednn", "tf", "keras"), ("onednn", "jax", "keras_jax"),
-         ("onednn", "torch", "keras_torch")]
-SHORT = {"cuda": "CUDA", "cudnn": "cuDNN", "onednn": "oneDNN", "tf": "TF ops", "jax": "JAX ops",
+         ("onednn", "torch", "keras_torch"), ("numba", "onednn"), ("onednn", "onnx"), ("onnx", "keras")]
+SHORT = {"cuda": "CUDA", "cudnn": "cuDNN", "onednn": "oneDNN", "numba": "Numba", "onnx": "ONNX engine",
+         "tf": "TF ops", "jax": "JAX ops",
          "torch": "PyTorch ops", "keras": "Keras/TF", "keras_jax": "Keras/JAX",
          "keras_torch": "Keras/PyTorch", "numpy": "NumPy ref."}
 

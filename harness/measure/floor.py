@@ -1,0 +1,78 @@
+"""The floor of a device: its fastest measured implementation, read from the committed result rows.
+
+Code that needs "the floor" (explain's last rung, a lab's `floor` reference) asks here and never
+names an implementation. The answer is the cell with the lowest median among the final cell rows
+(status ok, batch 1, float32) of the newest `api_levels` run that measured the device; the null
+level (it does no arithmetic) and lab classes are no candidates. With nothing measured, the
+registry's floor candidates (ImplSpec.floor) stand in: the first one that runs on the device, in
+the registry's order. The same files always give the same answer.
+
+    Floor                                   implementation, variant, median_ns (None: a stand-in)
+    fastest_measured(device, results)       the floor of `device`
+    measured_cells(device, results)         the cells it chooses from
+    standing_in(device)                     the floor when nothing is measured
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import DEFAULT_RESULTS, registry
+from harness.errors import HarnessError
+from harness.measure import results
+
+STUDY = "api_levels"  # every level at batch 1 in the same rounds: the study the floor is read from
+BATCH, DTYPE = 1, "float32"
+
+
+@dataclass(frozen=True)
+class Floor:
+    implementation: str
+    variant: str
+    median_ns: float | None  # per call, from the rows; None: nothing measured, a candidate stands in
+    run_id: str | None  # the api_levels run it was read from
+
+    @property
+    def label(self) -> str:
+        return f"{self.implementation}/{self.variant}"
+
+
+def fastest_measured(device: str, root: Path = DEFAULT_RESULTS) -> Floor:
+    """The fastest measured implementation on `device` (see the module's docstring)."""
+    cells = measured_cells(device, root)
+    if not cells:
+        return standing_in(device)
+    best = min(cells, key=lambda row: (row["stats"]["median_ns"], row["cell_id"]))
+    return Floor(best["cell"]["implementation"], best["cell"]["variant"],
+                 float(best["stats"]["median_ns"]), best.get("run_id"))
+
+
+def measured_cells(device: str, root: Path = DEFAULT_RESULTS) -> list[dict]:
+    """The final ok cell rows at batch 1, float32, on `device`, of registered levels that compute,
+    from the newest api_levels run (by its first row's time) that has any."""
+    runs = []
+    for path in sorted(Path(root).glob(f"{STUDY}/*/{results.ROWS}")):
+        rows = results.read_rows(path)
+        # a cell measured again (--resume): its last row is final
+        final = {row["cell_id"]: row for row in rows if row.get("kind") == "cell"}
+        cells = [row for row in final.values() if _candidate(row, device)]
+        if cells:
+            runs.append((min(row.get("time", 0.0) for row in rows), path.parent.name, cells))
+    return max(runs, key=lambda run: run[:2])[2] if runs else []
+
+
+def _candidate(row: dict, device: str) -> bool:
+    cell = row.get("cell") or {}
+    name = cell.get("implementation")
+    return (row.get("status") == "ok" and (row.get("stats") or {}).get("median_ns") is not None
+            and cell.get("device") == device and cell.get("batch_size") == BATCH
+            and cell.get("dtype") == DTYPE and name in registry.REGISTRY
+            and registry.REGISTRY[name].api_level != "none")
+
+
+def standing_in(device: str) -> Floor:
+    """The first floor candidate (ImplSpec.floor) that runs on `device`, in the registry's order."""
+    for spec in registry.REGISTRY.values():
+        for variant in spec.floor:
+            if device in spec.devices and variant in spec.variants_for(device):
+                return Floor(spec.name, variant, None, None)
+    raise HarnessError(f"no floor candidate runs on {device!r}: mark one in the registry (ImplSpec.floor)")
