@@ -62,9 +62,15 @@ def test_nothing_measured_gives_the_registrys_first_candidate(tmp_path):
     assert floor.standing_in("cpu").label == "onednn/tuned"  # as before the floor was measured
 
 
-def test_the_committed_rows_floor_is_oneDNN_tuned_until_a_faster_rung_is_measured():
+def test_the_committed_rows_floor_is_their_fastest_cpu_cell():
+    """Whichever rung the committed api_levels run measured fastest on the CPU (it was onednn/tuned
+    until the hand-written rung ran): a measured cell, none of its ok batch-1 neighbours faster."""
     cpu = floor.fastest_measured("cpu")
-    assert cpu.label == "onednn/tuned" and cpu.median_ns is not None  # the committed api_levels run
+    assert cpu.median_ns is not None and cpu.run_id is not None
+    cells = floor.measured_cells("cpu")
+    assert {row["run_id"] for row in cells} == {cpu.run_id} and len(cells) >= 5
+    assert min(row["stats"]["median_ns"] for row in cells) == cpu.median_ns
+    assert any(f'{row["cell"]["implementation"]}/{row["cell"]["variant"]}' == cpu.label for row in cells)
 
 
 # --- explain: the floor step names what it ran ----------------------------------------------------
