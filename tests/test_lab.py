@@ -292,9 +292,10 @@ def test_every_submission_gets_its_status(graded):
     assert "MemoryError" in rows["hog"]["reason"]
     assert "SIGSEGV" in rows["segfault"]["reason"]
     assert "forgot something" in rows["broken"]["reason"]
-    stale = rows["stale"]  # right on the gate's first images, caught by the probe's single-image calls
-    assert "timed calls: 2 of 3 answers on unseen images disagree" in stale["reason"], stale["reason"]
-    assert stale["gate_first"]["agree"] == 100 and "gate" not in stale
+    stale = rows["stale"]  # right on the gate's images, caught on unseen single images: by the probe's
+    # 3 calls (unless all 3 images share the first one's class, then by the warm-up, after the gate)
+    assert re.search(r"timed calls: [1-9]\d* of \d+ answers on unseen images disagree", stale["reason"]), stale
+    assert stale["gate_first"]["agree"] == 100 and stale.get("gate", {"agree": 300})["agree"] == 300
     assert rows["wrong"]["gate"]["agree"] < 150 and "test images disagree" in rows["wrong"]["reason"]
     # too slow: said by a probe of a few calls after the gate's first images, before the full gate
     sleepy = rows["sleepy"]
