@@ -23,6 +23,7 @@ from harness import (
     DEFAULT_REPORT,
     DEFAULT_RESULTS,
     DEFAULT_WEIGHTS,
+    ROOT,
     commands,
     registry,
 )
@@ -174,16 +175,18 @@ def add_timing_commands(sub: Subparsers) -> None:
 
 
 def add_lab_commands(sub: Subparsers) -> None:
-    """`lab grade | report | check | merge`: grading a class's submissions (harness.lab)."""
+    """`lab grade | report | regrade | check | merge`: grading a class's submissions (harness.lab)."""
     lab = sub.add_parser("lab", help="grade lab submissions: leaderboard, feedback, Slurm job arrays")
     labs = lab.add_subparsers(dest="lab_command", required=True)
     add_lab_publishing_commands(labs)
     command(labs, "grade", "grade every submission folder DIR/<student>/ of a lab", commands.cmd_lab_grade,
-            option("lab", help="a name in labs/ (cpu_numpy, cudnn) or a .toml path"),
+            option("lab", help=f"a name in labs/ ({lab_names()}) or a .toml path"),
             submissions("one folder per student"),
             out(None, "results, leaderboard and feedback go here", required=True),
-            option("--resume", action="store_true", help="skip submissions already graded in --out"),
-            option("--only", default=None, help="comma-separated student folders (default: all)"),
+            option("--resume", action="store_true",
+                   help="grade only submissions without a row in --out, or whose files changed since"),
+            option("--only", default=None, help="comma-separated student folders, graded (again: their rows "
+                   "replaced) and the others' rows kept (default: all)"),
             option("--no-report", action="store_true", help="rows only (Slurm tasks; the merge reports)"),
             weights(),
             option("--slurm", action="store_true", help="one job-array task per submission + a merge job"),
@@ -196,9 +199,18 @@ def add_lab_commands(sub: Subparsers) -> None:
                    help="grade without bubblewrap (submissions run as your user; the leaderboard says so)"))
     command(labs, "report", "rebuild the leaderboard, figure and feedback from OUT's rows",
             commands.cmd_lab_report, option("out", type=Path))
+    command(labs, "regrade", "grade some students of a grading again (their rows replaced, the rest kept), "
+            "then the leaderboard", commands.cmd_lab_regrade,
+            option("out", type=Path, help="the grading's folder (lab grade --out)"),
+            option("--only", default=None, help="comma-separated student folders (default: those whose "
+                   "files changed since their row, and those without one)"),
+            option("--submissions", type=Path, default=None,
+                   help="the submission folders (default: the one lab grade recorded in OUT)"),
+            option("--weights", default=None, help="(default: the ones lab grade recorded)"),
+            option("--no-sandbox", action="store_true", help="as lab grade's"))
     command(labs, "check", "a student's own check: the gate and a short timing of one file",
             commands.cmd_lab_check,
-            option("lab", help="a name in labs/ or a .toml path"),
+            option("lab", help=f"a name in labs/ ({lab_names()}) or a .toml path"),
             option("path", type=Path, help="your lenet.py (or the folder holding it)"),
             weights())
     command(labs, "merge", "(the Slurm merge job) rows for tasks that left none, then the report",
@@ -208,10 +220,15 @@ def add_lab_commands(sub: Subparsers) -> None:
     add_term_commands(labs)
 
 
+def lab_names() -> str:
+    """The labs in labs/ (read from the folder: a new lab file is listed without an edit here)."""
+    return ", ".join(sorted(p.stem for p in (ROOT / "labs").glob("*.toml"))) or "none found"
+
+
 def add_term_commands(labs: Subparsers) -> None:
     """`lab kit | collect | export`: a course's term around the grading (labs/README.md, "Running a term")."""
     command(labs, "kit", "the students' kit of a lab: dist/lab-kit-LAB.zip (no answers inside)",
-            commands.cmd_lab_kit, option("lab", help="a name in labs/ or a .toml path"),
+            commands.cmd_lab_kit, option("lab", help=f"a name in labs/ ({lab_names()}) or a .toml path"),
             out(None, "folder for the zip (default: the checkout's dist/)"), weights())
     command(labs, "collect", "an LMS bulk download (Canvas, Moodle) or a folder of git clones -> one "
             "folder per student + manifest.csv", commands.cmd_lab_collect,

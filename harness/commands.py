@@ -296,9 +296,10 @@ def cmd_import_results(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_grade(args: argparse.Namespace) -> int:
-    from harness.lab import assignment, grade, leaderboard
+    from harness.lab import assignment, grade, libpath, store
 
     lab = assignment.load(str(args.lab))
+    libpath.check_sudo(lab.device)
     copy_manifest(args.submissions, args.out)
     if args.slurm:
         from harness.lab import slurm
@@ -310,18 +311,53 @@ def cmd_lab_grade(args: argparse.Namespace) -> int:
         raise HarnessError("--dry-run: only with --slurm (it prints the batch scripts)")
     procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # the oracle's threads
     only = split_list(args.only) if args.only else None
-    grade.grade_all(lab, args.submissions, args.out, args.resume, only, args.weights, report=log,
-                    no_sandbox=args.no_sandbox)
-    if not args.no_report:
-        leaderboard.build(args.out)
-        print(f"leaderboard: {args.out / 'LEADERBOARD.md'}")
+    try:
+        grade.grade_all(lab, args.submissions, args.out, args.resume, only, args.weights, report=log,
+                        no_sandbox=args.no_sandbox)
+        lab_report(args.out, args.no_report)
+    finally:
+        store.hand_over(args.out)
+    return 0
+
+
+def lab_report(out: Path, skip: bool = False) -> None:
+    from harness.lab import leaderboard
+
+    if not skip:
+        leaderboard.build(out)
+        print(f"leaderboard: {out / 'LEADERBOARD.md'}")
+
+
+def cmd_lab_regrade(args: argparse.Namespace) -> int:
+    from harness.lab import assignment, grade, libpath, store
+
+    lab = assignment.load(str(store.lab_copy(args.out)))
+    libpath.check_sudo(lab.device)
+    recorded = store.grading(args.out)
+    submissions = args.submissions or (Path(recorded["submissions"]) if "submissions" in recorded else None)
+    if submissions is None:
+        raise HarnessError(f"{args.out}: no record of its submissions folder (graded before it was kept); "
+                           "add --submissions DIR")
+    weights = args.weights or recorded.get("weights") or DEFAULT_WEIGHTS
+    copy_manifest(submissions, args.out)
+    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))
+    only = split_list(args.only) if args.only else None
+    try:
+        grade.grade_all(lab, submissions, args.out, resume=only is None, only=only, weights=weights,
+                        report=log, no_sandbox=args.no_sandbox)
+        lab_report(args.out)
+    finally:
+        store.hand_over(args.out)
     return 0
 
 
 def cmd_lab_report(args: argparse.Namespace) -> int:
-    from harness.lab import leaderboard
+    from harness.lab import leaderboard, store
 
-    paths = leaderboard.build(args.out)
+    try:
+        paths = leaderboard.build(args.out)
+    finally:
+        store.hand_over(args.out)
     print(f"wrote {len(paths)} files; leaderboard: {args.out / 'LEADERBOARD.md'}")
     return 0
 

@@ -294,9 +294,17 @@ def test_every_submission_gets_its_status(graded):
     assert "MemoryError" in rows["hog"]["reason"]
     assert "SIGSEGV" in rows["segfault"]["reason"]
     assert "forgot something" in rows["broken"]["reason"]
-    assert "disagree" in rows["stale"]["reason"] and rows["stale"]["gate"]["agree"] == 300
+    stale = rows["stale"]  # right on the gate's images, caught on unseen single images: by the probe's
+    # 3 calls (unless all 3 images share the first one's class, then by the warm-up, after the gate)
+    assert re.search(r"timed calls: [1-9]\d* of \d+ answers on unseen images disagree", stale["reason"]), stale
+    assert stale["gate_first"]["agree"] == 100 and stale.get("gate", {"agree": 300})["agree"] == 300
     assert rows["wrong"]["gate"]["agree"] < 150 and "test images disagree" in rows["wrong"]["reason"]
-    assert "warm-up" in rows["sleepy"]["reason"]
+    # too slow: said by a probe of a few calls after the gate's first images, before the full gate
+    sleepy = rows["sleepy"]
+    assert "x numpy in a probe of 3 calls before the full gate" in sleepy["reason"], sleepy["reason"]
+    assert "us per call, numpy" in sleepy["reason"] and "not gated in full nor timed" in sleepy["reason"]
+    assert "gate" not in sleepy and sleepy["probe_ratio"] > 300 and sleepy["seconds"] < 30
+    assert rows["slow"]["probe_ratio"] < 300 and rows["correct"]["gate"]["images"] == 300
 
 
 @pytest.mark.slow  # the class graded once: about a minute
@@ -332,6 +340,9 @@ def test_the_leaderboard_lists_everyone_and_is_rebuilt_from_the_rows(graded):
     assert "rank" in (out / "feedback" / "correct.md").read_text()
     assert (out / "feedback" / "correct.png").is_file()
     assert "Next step" in (out / "feedback" / "broken.md").read_text()
+    wrong = (out / "feedback" / "wrong.md").read_text()  # its commands name the lab, none is left unfilled
+    assert "`python -m harness lab check test_cpu lenet.py`" in wrong and "lab-kit-test_cpu.zip" in wrong
+    assert "LAB" not in wrong and "{" not in wrong
 
 
 @pytest.mark.slow  # the class graded once: about a minute
@@ -342,6 +353,45 @@ def test_resume_skips_finished_submissions_and_a_second_grade_is_refused(graded,
     resumed = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(out),
                      "--resume", "--no-report", timeout=120)
     assert resumed.returncode == 0 and f"0 submission(s) to grade, {len(EXPECTED)} already graded" in resumed.stderr
+
+
+@pytest.mark.slow  # the class graded once: about a minute
+def test_changed_files_are_regraded_on_resume_and_named_students_by_regrade(graded, lab_file, submissions,
+                                                                           tmp_path):
+    """Every row records its files' sha256; --resume regrades a student whose files changed since,
+    `--only` (with or without --resume) and `lab regrade OUT --only` grade the named ones again and
+    keep the rest; the leaderboard is rebuilt."""
+    copy = tmp_path / "out"
+    shutil.copytree(graded[0], copy)
+    rows = rows_by_student(copy)
+    assert all(len(rows[n]["files_sha256"]) == 64 for n in ("correct", "broken", "wrong"))
+    file = submissions / "broken" / "lenet.py"
+    original = file.read_text()
+    try:
+        file.write_text(original + "# handed in again\n")
+        done = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(copy),
+                      "--resume", "--no-report", timeout=300)
+    finally:
+        file.write_text(original)
+    assert done.returncode == 0, done.stderr
+    assert "broken: files changed since its row was made: graded again" in done.stderr
+    assert f"1 submission(s) to grade, {len(EXPECTED) - 1} already graded (kept)" in done.stderr
+    changed = rows_by_student(copy)["broken"]
+    assert changed["files_sha256"] != rows["broken"]["files_sha256"] and changed["status"] == "import-error"
+    only = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(copy),
+                  "--only", "broken", "--no-report", timeout=300)  # no --resume needed: graded again
+    assert only.returncode == 0 and "1 submission(s) to grade" in only.stderr, only.stderr
+    assert rows_by_student(copy)["broken"]["files_sha256"] == rows["broken"]["files_sha256"]
+    regrade = python("lab", "regrade", str(copy), "--only", "broken,wrong", timeout=300)  # the folder: recorded
+    assert regrade.returncode == 0 and "2 submission(s) to grade" in regrade.stderr, regrade.stderr
+    after = rows_by_student(copy)
+    assert after["wrong"]["started"] > rows["wrong"]["started"] and after["wrong"]["status"] == "wrong"
+    assert after["correct"] == rows["correct"]  # kept as it was
+    assert (copy / "LEADERBOARD.md").stat().st_mtime > (copy / "results" / "wrong" / "row.json").stat().st_mtime
+    assert "attempt" in json.loads((store.result_dir(copy, "broken") / "started.json").read_text())
+    nothing = python("lab", "regrade", str(copy), "--submissions", str(submissions), "--only", "nobody",
+                     timeout=120)
+    assert nothing.returncode == 2 and "--only: no submission folder ['nobody']" in nothing.stderr
 
 
 # --- the hostile class ------------------------------------------------------------------------------

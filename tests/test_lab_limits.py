@@ -52,5 +52,6 @@ def test_a_student_checks_a_submission_before_handing_in(lab_file):
     good = python("lab", "check", str(lab_file), str(ROOT / "labs" / "examples" / "correct" / "lenet.py"))
     assert good.returncode == 0, good.stderr
     assert "Status: **ok**" in good.stdout and "× numpy" in good.stdout
+    assert "rank" not in good.stdout  # one submission: no "rank 1 of 1"
     bad = python("lab", "check", str(lab_file), str(ROOT / "labs" / "template"))
     assert bad.returncode == 1 and "NotImplementedError" in bad.stdout

@@ -18,6 +18,7 @@ from harness.errors import Failure, HarnessError
 from harness.lab import bwrap, cgroup, files, isolation
 from harness.lab.box import Limits, capped_log
 from harness.lab.sandbox import Sandbox
+from tests.conftest import ROOT
 
 ROOT_ONLY = pytest.mark.skipif(cgroup.reason_unavailable() is not None,
                                reason=f"no worker cgroups here: {cgroup.reason_unavailable()}")
@@ -128,6 +129,24 @@ def test_only_regular_files_inside_the_folder_are_copied(tmp_path):
                                  "dangling.py: a link, skipped", "fifo: a named pipe, skipped",
                                  "out.py: a link, skipped"]
 
+    assert copied["sha256"] == files.digest(folder)  # what was copied, and what a --resume compares
+
+
+def test_the_digest_changes_with_a_graded_file_only(tmp_path):
+    folder = tmp_path / "ann"
+    (folder / "pkg").mkdir(parents=True)
+    (folder / "lenet.py").write_text("x = 1\n")
+    (folder / "pkg" / "helper.py").write_text("y = 2\n")
+    first = files.digest(folder)
+    (folder / "notes.lnk").symlink_to("/etc/hostname")  # never copied: the digest stays
+    (folder / "pkg" / "__pycache__").mkdir()
+    assert files.digest(folder) == first
+    (folder / "pkg" / "helper.py").write_text("y = 3\n")
+    assert files.digest(folder) != first
+    (folder / "pkg" / "helper.py").write_text("y = 2\n")
+    (folder / "pkg" / "helper.py").rename(folder / "helper.py")  # same bytes, another path
+    assert files.digest(folder) != first
+
 
 # --- isolation -------------------------------------------------------------------------------------
 def test_no_sandbox_tool_is_refused_with_the_fix_unless_asked(monkeypatch):
@@ -232,3 +251,41 @@ def test_each_lab_module_says_what_it_holds():
                   and not n.name.startswith("_")]
         missing = [name for name in public if not re.search(rf"\b{name}\b", doc)]
         assert not missing, f"{path.name}'s docstring does not name {missing}"
+
+
+# --- sudo clears LD_LIBRARY_PATH: the CUDA wheels' folders, and the fix said -----------------------
+def test_gpu_workers_find_the_cuda_wheels_without_ld_library_path(tmp_path, monkeypatch):
+    from harness.errors import Unavailable
+    from harness.frameworks import cupy_setup
+    from harness.lab import libpath
+
+    for package in ("cublas", "cuda_nvrtc"):
+        (tmp_path / "nvidia" / package / "lib").mkdir(parents=True)
+    (tmp_path / "nvidia" / "notalib").mkdir()
+    sites = [str(tmp_path)]
+    wheels = [str(tmp_path / "nvidia" / p / "lib") for p in ("cublas", "cuda_nvrtc")]
+    assert libpath.wheel_dirs(sites) == wheels
+    assert libpath.library_path({}, "gpu", sites) == os.pathsep.join(wheels)  # sudo left none
+    assert libpath.library_path({"LD_LIBRARY_PATH": "/opt/cuda/lib64"}, "gpu", sites) == \
+        os.pathsep.join(["/opt/cuda/lib64", *wheels])  # the user's own first
+    assert libpath.library_path({}, "cpu", sites) is None  # a CPU lab: unchanged
+    sudo = {"SUDO_UID": "1000", "SUDO_GID": "1000"}
+    assert libpath.sudo_hint({}) == "" and libpath.sudo_hint({**sudo, "LD_LIBRARY_PATH": "/x"}) == ""
+    libpath.check_sudo("gpu", {})  # not under sudo: nothing to check here
+
+    def missing():
+        raise Unavailable("CuPy 13.0 cannot run: libcudart.so.12: cannot open shared object file")
+
+    monkeypatch.setattr(cupy_setup, "import_cupy", missing)
+    monkeypatch.setenv("LD_LIBRARY_PATH", "")
+    libpath.check_sudo("cpu", sudo)  # a CPU lab never needs CuPy
+    with pytest.raises(Unavailable, match=r'libcudart.*sudo cleared LD_LIBRARY_PATH.*sudo env '
+                                          r'LD_LIBRARY_PATH="\$LD_LIBRARY_PATH" .venv/bin/python -m harness lab grade'):
+        libpath.check_sudo("gpu", sudo)
+
+
+def test_the_help_lists_every_lab_in_the_labs_folder():
+    done = subprocess.run([sys.executable, "-m", "harness", "lab", "grade", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    names = sorted(p.stem for p in (ROOT / "labs").glob("*.toml"))
+    assert len(names) >= 3 and f"({', '.join(names)})" in " ".join(done.stdout.split()), done.stdout

@@ -214,6 +214,11 @@ def test_speed_points_and_late_penalty():
     assert late.total == 90 and "1 day(s) late: x 0.90" in late.note
     wrong = points.score({"student": "x", "status": "wrong"}, grade, None, None)
     assert wrong.total == 0 and points.score({"student": "x", "status": "too-slow"}, grade, None, None).total == 60
+    first = {"images": 100, "agree": 100, "max_abs_diff": 0.0}  # too slow in the probe: the full gate never ran
+    probed = points.score({"student": "x", "status": "too-slow", "gate_first": first}, grade, None, None)
+    assert probed.total == 0 and "too slow for the full gate" in probed.note
+    warmed = {"student": "x", "status": "too-slow", "gate_first": first, "gate": {**first, "images": 10000}}
+    assert points.score(warmed, grade, None, None).total == 60  # too slow after the whole gate passed
 
 
 # --- end to end: collect -> rows -> report -> export ---------------------------------------------

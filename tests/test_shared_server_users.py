@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
+from harness.lab import export, leaderboard, store
 from harness.machine.gpulock import GpuLock
 from harness.measure import results
+from tests import lab_rows
 
 USERS = ("lenet-test-a", "lenet-test-b")
 CONTEXT = multiprocessing.get_context("forkserver")
@@ -75,8 +77,16 @@ def make_run_dir(out, run_id):
     return results.create_run_dir(Path(out), "smoke", run_id).is_dir()
 
 
-def _child(uid, gid, action, args, answers):
+def report_and_export(out, roster, target):
+    """`lab report` and `lab export` of a grading folder."""
+    leaderboard.build(out)
+    return export.export(out, roster, "csv", target).graded == 2
+
+
+def _child(uid, gid, action, args, answers, warm=None):
     try:
+        if warm is not None:  # as root first, on a copy: lazy imports and font caches loaded before the
+            action(*warm)     # switch (the interpreter's folder, under /root here, is closed to the user)
         os.setgroups([])
         os.setgid(gid)
         os.setuid(uid)
@@ -88,16 +98,16 @@ def _child(uid, gid, action, args, answers):
         answers.put((3, f"{type(exc).__name__}: {exc}"))
 
 
-def start_as(user, action, *args):
+def start_as(user, action, *args, warm=None):
     answers = CONTEXT.Queue()
-    process = CONTEXT.Process(target=_child, args=(user.pw_uid, user.pw_gid, action, args, answers))
+    process = CONTEXT.Process(target=_child, args=(user.pw_uid, user.pw_gid, action, args, answers, warm))
     process.start()
     return process, answers
 
 
-def as_user(user, action, *args) -> tuple[int, str]:
+def as_user(user, action, *args, warm=None) -> tuple[int, str]:
     """(0: returned True, 1: returned False, 2: HarnessError, 3: anything else; its message)."""
-    process, answers = start_as(user, action, *args)
+    process, answers = start_as(user, action, *args, warm=warm)
     answer = answers.get(timeout=120)
     process.join(timeout=60)
     return answer
@@ -152,3 +162,31 @@ def test_results_folder_of_another_user_is_a_clear_error(users, shared_dir):
     assert code == 2
     assert message.startswith(f"{out}/smoke/r2: cannot create the run folder: {out}/smoke is not writable")
     assert "use --out with a folder of your own" in message
+
+
+def test_under_sudo_the_grading_belongs_to_the_user_who_ran_it(users, shared_dir):
+    """`sudo lab grade`: --out handed to SUDO_UID/SUDO_GID; that user reports and exports, the key
+    stays theirs alone (another user cannot check the rows)."""
+    a, b = users
+    out = shared_dir / "grading"
+    lab_rows.graded(out, [lab_rows.ok_row("ann", 1.2, 1.1, 1.3, 40), lab_rows.failed_row("ben", "wrong", "no")])
+    (out / "feedback").mkdir()
+    (out / "feedback" / "old.md").write_text("root's")
+    (out / "results" / "ann" / "worker.log").symlink_to("/etc/hostname")  # never followed
+    assert store.hand_over(out, {}) is None  # not under sudo: nothing changes
+    assert store.hand_over(out, {"SUDO_UID": str(a.pw_uid), "SUDO_GID": str(a.pw_gid)}) == (a.pw_uid, a.pw_gid)
+    owners = {p.lstat().st_uid for p in [out, *out.rglob("*")]}
+    assert owners == {a.pw_uid} and Path("/etc/hostname").stat().st_uid == 0
+    key = (out / store.KEY).stat()
+    assert key.st_uid == a.pw_uid and stat.S_IMODE(key.st_mode) == 0o600
+    roster = shared_dir / "roster.csv"
+    roster.write_text("id,name\nann,Ann\nben,Ben\n")
+    scratch = Path(tempfile.mkdtemp(prefix="lenet-warm-"))
+    lab_rows.graded(scratch / "out", [lab_rows.ok_row("ann", 1.2, 1.1, 1.3, 40)])
+    warm = (scratch / "out", roster, scratch / "grades.csv")
+    assert as_user(a, report_and_export, out, roster, shared_dir / "grades.csv", warm=warm) == (0, "")
+    assert (out / "LEADERBOARD.md").stat().st_uid == a.pw_uid and (shared_dir / "grades.csv").is_file()
+    warm = (scratch / "out", roster, scratch / "grades-b.csv")
+    code, message = as_user(b, report_and_export, out, roster, shared_dir / "grades-b.csv", warm=warm)
+    shutil.rmtree(scratch)
+    assert code == 2 and "cannot read the grader's key" in message

@@ -7,7 +7,8 @@ started. What goes through its pipes is harness.lab.sandbox's business.
       .start() -> Popen         the worker, its stdin and stdout the grader's
       .cpu_ns()                 its CPU time: its cgroup's (every thread and process) or its own
       .watch_memory()           on the GPU: kill it when its resident memory is past the limit
-      .died() -> Failure        why it ended (out-of-memory, timeout, crashed), once it has
+      .died() -> Failure        why it ended (out-of-memory, timeout, crashed), once it has;
+      .out_of_memory_line()     out-of-memory too when a library's failed allocation ends its log
       .kill(), .stop()          kill it and everything it started (never raising); ask it to exit first
       .note(line)               a line of the grader's in its log
       .submission_path()        its folder as the worker sees it
@@ -41,7 +42,7 @@ from pathlib import Path
 
 from harness import ROOT
 from harness.errors import Failure
-from harness.lab import bwrap, cgroup, seccomp
+from harness.lab import bwrap, cgroup, libpath, seccomp
 from harness.lab.cgroup import Cgroup
 from harness.lab.disk import Space
 from harness.lab.isolation import Isolation
@@ -49,6 +50,7 @@ from harness.machine import procenv
 
 LOG_KEEP = 32 << 10  # bytes of the log kept from its start, and as many from its end
 WORKER_ARGS = [b"-m", b"harness.lab.worker"]  # the worker's argv after the interpreter
+OOM_WORDS = ("Memory allocation still failed", "std::bad_alloc", "Cannot allocate memory", "out of memory")
 PASS_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
             "CUPY_CACHE_DIR", "NVIDIA_VISIBLE_DEVICES")
 
@@ -181,6 +183,9 @@ class Box:
 
     def worker_env(self) -> dict:
         env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
+        libraries = libpath.library_path(dict(os.environ), self.device)  # + the CUDA wheels': sudo clears it
+        if libraries:
+            env["LD_LIBRARY_PATH"] = libraries
         env.update(self.env)
         env.update({"HOME": "/tmp", "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1",
                     "PYTHONNOUSERSITE": "1", "MPLCONFIGDIR": "/tmp",
@@ -321,7 +326,23 @@ class Box:
                                       "MB to one file or to its log")
         if code < 0 and -code in signal.valid_signals():
             return Failure("crashed", f"the worker was killed by {signal.Signals(-code).name}")
+        said = self.out_of_memory_line()
+        if said:  # a library that gives up on an allocation and exits (OpenBLAS does), not Python
+            return Failure("out-of-memory", f"the worker exited with code {code} after an allocation "
+                                            f"failed under the memory limit of {limits.memory_mb} MB "
+                                            f"(its log: {said[:200]})")
         return Failure("crashed", f"the worker exited with code {code}")
+
+    def out_of_memory_line(self) -> str | None:
+        """The last line of the log's end (4 KiB) where a library says an allocation failed."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - 4096))
+                tail = log.read().decode(errors="replace").splitlines()
+        except OSError:
+            return None
+        found = [line for line in tail if any(words in line for words in OOM_WORDS)]
+        return found[-1].strip() if found else None
 
     def output_full(self) -> bool:
         limit = self.limits.output_mb

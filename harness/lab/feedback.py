@@ -16,8 +16,9 @@ NEXT_STEP = {
                 "the usual cause; express each layer as a few whole-array operations.",
     "timing-inconsistent": "The grader times every call twice, once inside your process and once from "
                            "outside; leave the timing alone (no patched clocks, no background work).",
-    "wrong": "Run `lenet-lab check lenet.py` (the lab's student kit) and compare layer by layer with "
-             "the kit's README.md: the flatten order (NHWC), padding ('same' for conv1) and the kernel "
+    "wrong": "Run `lenet-lab check {module}` (the student kit of lab {lab}: lab-kit-{lab}.zip; in the "
+             "course's checkout: `python -m harness lab check {lab} {module}`) and compare layer by layer "
+             "with the kit's README.md: the flatten order (NHWC), padding ('same' for conv1) and the kernel "
              "layouts (HWIO) are the usual suspects. Timed calls use new images: answers must be computed, "
              "not remembered.",
     "crashed": "The log below shows where; run your predict on a batch of 1 and of 1000 images.",
@@ -72,7 +73,7 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> lis
                          "beside you)")
         lines += ["", f"Lines of code: {row['loc']} in {row['files']} file(s)."]
     elif row["status"] in NEXT_STEP:
-        lines += [f"Next step: {NEXT_STEP[row['status']]}"]
+        lines += [f"Next step: {NEXT_STEP[row['status']].format(lab=lab.name, module=lab.module)}"]
     for flagged in row.get("inconsistent_rounds") or []:
         lines.append(f"- round {flagged['round']} dropped: {text.cell(flagged['reason'])}")
     picture = plots.histogram(row, folder / f"{name}.png")

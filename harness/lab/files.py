@@ -5,18 +5,22 @@ and their size, filled in order of need: the lab's module first, then the files 
 it imports from its folder (and theirs), then the rest by name, so that 300 data files cannot
 crowd out `lenet.py`. The grader reads the copy afterwards, never the student's folder again.
 
-    copy_submission(folder, target, uid, module) -> {"files", "bytes", "skipped"}
+    copy_submission(folder, target, uid, module) -> {"files", "bytes", "skipped", "sha256"}
+    digest(folder, module) -> sha256    of the files a copy would take now (combined: paths + hashes)
+    picked(folder, module, skipped) -> (path, bytes), ...   the copy's files, in order, within the caps
     listing(folder) -> (files, skipped)   every regular file (relative paths), walked without recursion
     in_order(files, module) -> files      the module, its imports' files, the rest
     imports(source) -> names              top-level modules a source imports
     shadows(folder, module) -> why or None    something that would be imported instead of the module
-    copy_file(src, dst, room)
+    read_file(src, room) -> bytes or None
 """
 
 import ast
+import hashlib
 import importlib.machinery
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 MAX_FILES = 200
@@ -114,36 +118,68 @@ def shadows(folder: Path, module: str) -> str | None:
 
 def copy_submission(folder: Path, target: Path, uid: int | None = None, module: str = "lenet.py") -> dict:
     """Copy `folder` into `target` (made here), in order of need. Returns {"files", "bytes",
-    "skipped": [why, ...]}. With `uid`, the copy belongs to that UID/GID (the worker's own)."""
+    "skipped": [why, ...], "sha256": the digest of what was copied}. With `uid`, the copy belongs to
+    that UID/GID (the worker's own)."""
     target.mkdir(mode=0o700)
-    found, skipped = listing(folder)
-    copied, total, made = 0, 0, [target]
-    for rel in in_order(folder, found, module):
-        if copied >= MAX_FILES:
-            skipped.append(f"{rel}: past the limit of {MAX_FILES} files")
-            continue
+    skipped: list[str] = []
+    made, hashes, size = [target], {}, 0
+    for rel, data in picked(folder, module, skipped):
         try:
             for parent in reversed(rel.parents[:-1]):
                 if not (target / parent).is_dir():
                     (target / parent).mkdir(mode=0o700)
                     made.append(target / parent)
-            size = copy_file(str(Path(folder) / rel), target / rel, MAX_BYTES - total)
-        except OSError as exc:  # unreadable, or the space is full (its size or its files)
+            with os.fdopen(os.open(target / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+                out.write(data)
+        except OSError as exc:  # the space is full (its size or its files)
             skipped.append(f"{rel}: not copied ({exc.strerror}), skipped")
             continue
-        if size is None:
-            skipped.append(f"{rel}: past the limit of {MAX_BYTES >> 20} MB for all files")
-        else:
-            copied, total = copied + 1, total + size
-            made.append(target / rel)
+        hashes[rel], size = hashlib.sha256(data).hexdigest(), size + len(data)
+        made.append(target / rel)
     if uid is not None:
         for path in made:
             os.chown(path, uid, uid, follow_symlinks=False)
-    return {"files": copied, "bytes": total, "skipped": skipped}
+    return {"files": len(hashes), "bytes": size, "skipped": skipped, "sha256": combined(hashes)}
 
 
-def copy_file(src: str, dst: Path, room: int) -> int | None:
-    """Copy one regular file, opened without following a link and without blocking (a file
+def digest(folder: Path, module: str = "lenet.py") -> str:
+    """The sha256 that copy_submission would record for `folder` now (the same files, caps and
+    order), without copying: `--resume` regrades a student whose files changed since their row."""
+    return combined({rel: hashlib.sha256(data).hexdigest() for rel, data in picked(folder, module, [])})
+
+
+def combined(hashes: dict[Path, str]) -> str:
+    """One sha256 of files: their relative paths (sorted) and each one's own sha256."""
+    whole = hashlib.sha256()
+    for rel in sorted(hashes):
+        whole.update(os.fsencode(rel) + b"\0" + hashes[rel].encode() + b"\n")
+    return whole.hexdigest()
+
+
+def picked(folder: Path, module: str, skipped: list[str]) -> Iterator[tuple[Path, bytes]]:
+    """(relative path, content) of the files a copy takes, in order of need, within the caps; what
+    is left out is appended to `skipped`."""
+    found, unlisted = listing(folder)
+    skipped.extend(unlisted)
+    count, total = 0, 0
+    for rel in in_order(folder, found, module):
+        if count >= MAX_FILES:
+            skipped.append(f"{rel}: past the limit of {MAX_FILES} files")
+            continue
+        try:
+            data = read_file(str(Path(folder) / rel), MAX_BYTES - total)
+        except OSError as exc:  # unreadable, or gone
+            skipped.append(f"{rel}: not copied ({exc.strerror}), skipped")
+            continue
+        if data is None:
+            skipped.append(f"{rel}: past the limit of {MAX_BYTES >> 20} MB for all files")
+            continue
+        count, total = count + 1, total + len(data)
+        yield rel, data
+
+
+def read_file(src: str, room: int) -> bytes | None:
+    """One regular file's bytes, opened without following a link and without blocking (a file
     swapped for a pipe between the listing and the open is refused); None when it is too big."""
     fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
@@ -157,8 +193,4 @@ def copy_file(src: str, dst: Path, room: int) -> int | None:
             data += chunk
     finally:
         os.close(fd)
-    if len(data) > room:
-        return None
-    with os.fdopen(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
-        out.write(data)
-    return len(data)
+    return None if len(data) > room else data

@@ -4,6 +4,10 @@ load, on the same unseen images.
 
 One submission, step by step (each failure is a row with a status, never a stopped grading):
   import    load the module and build the class           import-error, out-of-memory, timeout
+  probe     the gate's first PROBE_GATE images vs the oracle; if they pass, PROBE_CALLS calls
+            timed beside rank_by: a slow submission is too-slow in seconds, not after the
+            full gate's minutes (a wrong one goes on to the full gate: `wrong`, never timed)
+                                                           too-slow, crashed, timeout
   gate      the first `images` test images vs the oracle   wrong, crashed, out-of-memory, timeout
   warm-up   `warmup` calls; median vs rank_by's warm-up    too-slow (not timed), wrong
   rounds    per round one secret seed, the same images for every participant, the order
@@ -21,13 +25,16 @@ the lab's module first), never the folder itself, and is graded under its safe i
 Clean-up never stops a grading: what fails is reported and the next submission is graded.
 
     grade_all(lab, submissions, out, ...) -> rows    every submission (or --only these), row by row
+    to_grade(...) -> (todo, kept)      --only: these, graded again; --resume: no row yet, or files
+                                       changed since the row (its files_sha256, harness.lab.files)
     Grader(lab, out, weights, report, iso)           the oracle and the references' workers
       .grade(student, folder) -> row                 one submission: .steps dispatches to one
                                                      method per step, each returning its values:
-      .imported, .gate + .pass_gate, .warm_up + .fast_enough, .rounds -> Rounds, .verdict
+      .imported, .gate + .passes + .pass_gate, .warm_up + .fast_enough (the probe and the warm-up),
+      .rounds -> Rounds, .verdict
       .limits, .space + .release, .present, .clean_up   a worker's limits and space, the copy's checks
     Warmup, Rounds                                   what the warm-up and the rounds measured
-    to_grade, gpu_lock, interrupted_row, one_line, node_info, count_loc
+    gpu_lock, interrupted_row, one_line, node_info, count_loc
 """
 
 import contextlib
@@ -54,6 +61,9 @@ from harness.measure.study import chunk_sizes
 
 MAX_ATTEMPTS = 2  # gradings cut off by the grader's death before a submission gets a row
 GATE_BATCH = 1000  # images per predict call in the gate: bounds memory
+PROBE_GATE = 100  # the gate's first images, checked before the probe: a wrong submission is `wrong`
+PROBE_CALLS = 3  # timed before the full gate: past max_ratio, `too-slow` in seconds, not minutes
+PROBE_SLACK, PROBE_MIN_S = 2.0, 10.0  # the probe waits max_ratio x rank_by's time x slack + this
 REFERENCE_TIMEOUT_S = 300
 SUBMISSION = "submission"
 
@@ -94,10 +104,11 @@ def count_loc(folder: Path, student: str, module: str = "lenet.py") -> dict:
 
 @dataclass(frozen=True)
 class Warmup:
-    """The warm-up: the submission's median call time over rank_by's, in the same calls."""
+    """The warm-up (or the probe): the submission's median call time over rank_by's, in the same calls."""
 
     ratio: float
     median_ns: float
+    reference_ns: float
 
 
 @dataclass(frozen=True)
@@ -165,10 +176,12 @@ class Grader:
             self.refs[label] = worker
         return self.refs[label]
 
-    def chunk(self, who: str, worker: Sandbox, images: np.ndarray, oracle: np.ndarray) -> Chunk:
-        """Stream one chunk; a reference that fails is restarted once, then the grading stops."""
+    def chunk(self, who: str, worker: Sandbox, images: np.ndarray, oracle: np.ndarray,
+              wait: float | None = None) -> Chunk:
+        """Stream one chunk (a submission's within `wait` s, default wall_s); a reference that
+        fails is restarted once, then the grading stops."""
         calls = images.reshape(-1, self.lab.measure.batch_size, 28, 28)
-        timeout = REFERENCE_TIMEOUT_S if who != SUBMISSION else self.lab.limits.wall_s
+        timeout = REFERENCE_TIMEOUT_S if who != SUBMISSION else wait or self.lab.limits.wall_s
         for attempt in (1, 2):
             try:
                 result = worker.stream(calls, timeout)
@@ -217,6 +230,7 @@ class Grader:
             space = self.space(0, "submission")
             copied = files.copy_submission(folder, space.submission, self.iso.uid(0), lab.module)
             row.update(count_loc(space.submission, student, lab.module), bytes=copied["bytes"],
+                       files_sha256=copied["sha256"],  # what --resume compares (harness.lab.files)
                        skipped_files=[text.clean(s, 300) for s in copied["skipped"]])
             env = {**self.env, "LENET_LAB_ALLOW": ",".join(lab.allow_imports)}
             packages = [p for p in lab.allow_imports if (ROOT / p).is_dir()]
@@ -288,12 +302,18 @@ class Grader:
         """The phases in order (the module's docstring), each returning its values; they go into
         the row as they come, so a failure's row keeps what was measured before it."""
         row.update(self.imported(worker))
-        row["gate"] = gate = self.gate(worker)
+        row["gate_first"] = first = self.gate(worker, min(PROBE_GATE, self.lab.gate.images))
+        if self.passes(first):  # correct so far: too slow to be worth the full gate?
+            probe = self.warm_up(worker, PROBE_CALLS, probe=True)
+            row["probe_ratio"] = probe.ratio
+            self.fast_enough(probe, f"a probe of {PROBE_CALLS} calls before the full gate",
+                             "gated in full nor ")
+        row["gate"] = gate = self.gate(worker)  # a wrong submission's row shows the whole gate
         self.pass_gate(gate)
         if self.lab.measure.warmup:
-            warm = self.warm_up(worker)
+            warm = self.warm_up(worker, self.lab.measure.warmup)
             row["warmup_ratio"] = warm.ratio
-            self.fast_enough(warm)
+            self.fast_enough(warm, "its warm-up", "")
         row.update(self.verdict(self.rounds(worker)))
 
     def imported(self, worker: Sandbox) -> dict:
@@ -305,35 +325,56 @@ class Grader:
         import_s = round((loaded["import_ns"] + loaded["load_ns"]) / 1e9, 3)
         return {"class": text.clean(loaded["class"], 200), "import_s": import_s}
 
-    def gate(self, worker: Sandbox) -> dict:
-        """gate: the worker's answers on the gate's test images against the oracle's."""
-        probs = worker.gate(self.gate_images, GATE_BATCH, self.lab.limits.wall_s)
-        return timing.compare(probs, self.gate_oracle, self.lab.gate.max_abs_diff)
+    def gate(self, worker: Sandbox, first: int | None = None) -> dict:
+        """gate: the worker's answers on the gate's test images (or the `first` of them) against
+        the oracle's."""
+        n = first or len(self.gate_images)
+        probs = worker.gate(self.gate_images[:n], GATE_BATCH, self.lab.limits.wall_s)
+        return timing.compare(probs, self.gate_oracle[:n], self.lab.gate.max_abs_diff)
+
+    def passes(self, gate: dict) -> bool:
+        """The gate's rule on `gate` (the whole gate or its first images: no more disagreements than
+        the whole gate allows)."""
+        want = self.lab.gate
+        return (gate["images"] - gate["agree"] <= want.images - want.min_agree
+                and gate["max_abs_diff"] <= want.max_abs_diff)
 
     def pass_gate(self, gate: dict) -> None:
         want = self.lab.gate
-        if gate["agree"] < want.min_agree or not gate["max_abs_diff"] <= want.max_abs_diff:
+        if not self.passes(gate):
             raise Failure("wrong", f"{gate['images'] - gate['agree']} of {gate['images']} test images "
                                    f"disagree with the NumPy reference (argmax), worst |dp| "
                                    f"{gate['max_abs_diff']:.2g} (gate: at least {want.min_agree} "
                                    f"agree, |dp| <= {want.max_abs_diff:g})")
 
-    def warm_up(self, worker: Sandbox) -> Warmup:
-        """warm-up: `warmup` calls of the submission and of rank_by, on the same fresh images."""
-        rank, m = self.lab.rank_by.label, self.lab.measure
-        images = timing.timing_images(timing.new_seed(), m.warmup * m.batch_size, self.train)
+    def warm_up(self, worker: Sandbox, calls: int, probe: bool = False) -> Warmup:
+        """warm-up (or the probe before the full gate): `calls` calls of the submission and of
+        rank_by, on the same fresh images. The probe waits no longer than max_ratio x rank_by's
+        time (x PROBE_SLACK, + PROBE_MIN_S): past it the submission is too slow anyway."""
+        rank, m, limits = self.lab.rank_by.label, self.lab.measure, self.lab.limits
+        images = timing.timing_images(timing.new_seed(), calls * m.batch_size, self.train)
         oracle = self.predict_oracle(images)
         ref_warm = self.chunk(rank, self.reference(rank), images, oracle)
-        warm = self.chunk(SUBMISSION, worker, images, oracle)
+        ref_ns = float(np.median(ref_warm.times_ns))
+        ref_s = float(np.sum(ref_warm.trips_ns)) / 1e9
+        wait = min(limits.wall_s, PROBE_MIN_S + PROBE_SLACK * limits.max_ratio * ref_s) if probe else None
+        try:
+            warm = self.chunk(SUBMISSION, worker, images, oracle, wait)
+        except Failure as exc:
+            if wait is None or exc.status != "timeout" or wait >= limits.wall_s:
+                raise
+            raise Failure("too-slow", f"no answer to {calls} call(s) in {wait:.0f} s, while {rank} took "
+                                      f"{ref_ns / 1e3:.0f} us per call: more than {limits.max_ratio:g}x "
+                                      f"{rank} (the limit), so it was not gated in full nor timed") from None
         median_ns = float(np.median(warm.times_ns))
-        return Warmup(float(median_ns / np.median(ref_warm.times_ns)), median_ns)
+        return Warmup(float(median_ns / ref_ns), median_ns, ref_ns)
 
-    def fast_enough(self, warm: Warmup) -> None:
-        max_ratio = self.lab.limits.max_ratio
+    def fast_enough(self, warm: Warmup, when: str, skipped: str) -> None:
+        max_ratio, rank = self.lab.limits.max_ratio, self.lab.rank_by.label
         if warm.ratio > max_ratio:
-            raise Failure("too-slow", f"{warm.ratio:.0f}x {self.lab.rank_by.label} in its warm-up "
-                                      f"({warm.median_ns / 1e3:.0f} us per call); the limit "
-                                      f"is {max_ratio:g}x, so it was not timed")
+            raise Failure("too-slow", f"{warm.ratio:.0f}x {rank} in {when} ({warm.median_ns / 1e3:.0f} us "
+                                      f"per call, {rank} {warm.reference_ns / 1e3:.0f} us); the limit is "
+                                      f"{max_ratio:g}x {rank}, so it was not {skipped}timed")
 
     def rounds(self, worker: Sandbox) -> Rounds:
         """rounds: per round one secret seed, the same images for every participant, the order
@@ -420,9 +461,10 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
     """Grade every submission folder (or `only` these), writing each row as it is made."""
     iso = isolation.decide(no_sandbox, strict)
     store.prepare(out, lab.name, lab.source, lab.path)
-    todo, done = to_grade(lab, submissions, out, only, resume)
+    store.write_grading(out, submissions, weights)
+    todo, kept = to_grade(lab, submissions, out, only, resume, report)
     report(f"lab {lab.name}: {len(todo)} submission(s) to grade" +
-           (f", {len(done)} already graded (--resume)" if done else "") + f" -> {out}")
+           (f", {len(kept)} already graded (kept)" if kept else "") + f" -> {out}")
     report(f"sandbox: {iso.note}")
     lock = gpu_lock(lab, report)
     if not todo:
@@ -431,11 +473,12 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
     grader = Grader(lab, out, weights, report, iso)
     try:
         for i, name in enumerate(todo, 1):
-            previous = (store.started(out, name) or {}).get("attempt", 0)
+            # attempts cut off by the grader's death; a finished row (a regrade) starts afresh
+            previous = 0 if store.read_row(out, name) else (store.started(out, name) or {}).get("attempt", 0)
             if previous >= MAX_ATTEMPTS:  # the grader died while grading it, each time
                 row = interrupted_row(lab, name, previous)
             else:
-                store.mark_started(out, name, slurm_job=os.environ.get("SLURM_JOB_ID"))
+                store.mark_started(out, name, attempt=previous + 1, slurm_job=os.environ.get("SLURM_JOB_ID"))
                 report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: grading")
                 with lock.held() if lock is not None else contextlib.nullcontext():
                     row = grader.grade(name, Path(submissions) / name)
@@ -447,23 +490,33 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
     return rows
 
 
-def to_grade(lab: Lab, submissions: Path, out: Path, only: list[str] | None,
-             resume: bool) -> tuple[list[str], list[str]]:
-    """(the submissions to grade, those already graded); the class list written to `out`."""
+def to_grade(lab: Lab, submissions: Path, out: Path, only: list[str] | None, resume: bool,
+             report: Callable[[str], None] = print) -> tuple[list[str], list[str]]:
+    """(the submissions to grade, those whose rows are kept); the class list written to `out`.
+    `only`: these students, graded again if they have a row (the others' rows are kept); `resume`:
+    (of `only`, or of all) those without a row, or whose files changed since their row was made."""
     names = store.students(submissions, lab.module)
     store.write_students(out, names)
     if only:
         unknown = sorted(set(only) - set(names))
         if unknown:
             raise HarnessError(f"--only: no submission folder {unknown} in {submissions}; found {names}")
-        names = [n for n in names if n in only]
     # a row the Slurm merge made for a task that left none (cancelled, crashed) is not a result
-    done = [n for n in names
-            if (store.read_row(out, n) or {"from_merge": True}).get("from_merge") is not True]
-    if done and not resume:
-        raise HarnessError(f"{out}: already holds results for {len(done)} submission(s) ({done[:5]}); "
-                           "add --resume to grade only the others, or use another --out")
-    return [n for n in names if n not in done], done
+    rows = {n: row for n in names
+            if (row := store.read_row(out, n)) is not None and not row.get("from_merge")}
+    if only and not resume:
+        return [n for n in names if n in only], [n for n in rows if n not in only]
+    chosen = [n for n in names if n in only] if only else names
+    if rows and not resume and not only:
+        raise HarnessError(f"{out}: already holds results for {len(rows)} submission(s) ({list(rows)[:5]}); "
+                           "add --resume to grade only the others (and those whose files changed), "
+                           "--only NAMES to grade some again, or use another --out")
+    changed = [n for n in chosen if n in rows and rows[n].get("files_sha256") not in
+               (None, files.digest(Path(submissions) / n, lab.module))]  # None: a row from before hashes
+    for name in changed:
+        report(f"{text.clean(name, 80)}: files changed since its row was made: graded again")
+    todo = [n for n in chosen if n not in rows or n in changed]
+    return todo, [n for n in rows if n not in todo]
 
 
 def gpu_lock(lab: Lab, report: Callable[[str], None]) -> GpuLock | None:

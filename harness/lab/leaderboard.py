@@ -23,7 +23,8 @@ ROW_STATUSES = ("ok", "too-slow", "timing-inconsistent", "wrong", "crashed", "ou
             "import-error", "cancelled", "tampered")
 MEANING = {
     "ok": "passed the gate; timed and ranked",
-    "too-slow": "passed the gate; slower than the lab's max_ratio in its warm-up, so not timed",
+    "too-slow": "slower than the lab's max_ratio (in the probe before the full gate, or the warm-up), "
+                "so not timed",
     "timing-inconsistent": "its reported call times do not fit the grader's own clock",
     "wrong": "answers disagree with the NumPy reference (test images or unseen timed images)",
     "crashed": "the worker died or predict raised",

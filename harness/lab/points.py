@@ -1,7 +1,10 @@
 """Points, ties and lateness, from the rows, the lab's [grade] table (assignment.Grade) and the
 collection's manifest (harness.lab.collect): what the leaderboard shows and `lab export` hands in.
 
-- Gate: `gate_points` for every submission that passed the gate (ok, too-slow, timing-inconsistent).
+- Gate: `gate_points` for every submission that passed the gate (ok, too-slow, timing-inconsistent);
+  not for one found too slow by the probe before the full gate (its row has `gate_first`, the
+  gate's first images, and no `gate`): only the first images were checked, and those are in the
+  students' kit.
 - Speed (ok rows only): up to `speed_points` by the ratio to rank_by: "linear" (all at or below
   full_at, none at or above zero_at, linear in log(ratio) between) or "tiers" (the points of the
   first tier whose ratio is at least the submission's; none past the last).
@@ -105,12 +108,14 @@ def late_factor(grade: Grade, days: int) -> float:
 
 def score(row: dict, grade: Grade, best_ratio: float | None, entry: dict | None) -> Score:
     """One row's points; best_ratio: its tie group's best ratio (ok rows)."""
-    gate = float(grade.gate_points) if row["status"] in PASSED_GATE else 0.0
+    gated = row["status"] in PASSED_GATE and not ("gate_first" in row and "gate" not in row)
+    gate = float(grade.gate_points) if gated else 0.0
     speed = speed_points(grade, best_ratio) if row["status"] == "ok" and best_ratio is not None else 0.0
     days = late_days(grade, entry)
     factor = late_factor(grade, days)
     total = round((gate + speed) * factor, 2)
-    words = [f"{row['status']}: {gate:g} for the gate" + (f" + {speed:g} for speed" if speed else "")]
+    words = [f"{row['status']}: {gate:g} for the gate" + (f" + {speed:g} for speed" if speed else "")
+             + ("" if gated or row["status"] not in PASSED_GATE else " (too slow for the full gate)")]
     if days:
         words.append(f"{days} day(s) late: " + ("no points (past late_max_days)" if factor == 0
                                                   else f"x {factor:.2f}"))

@@ -12,12 +12,17 @@
                                       32 KiB)
     OUT/students.json                 the submission folders' names: the leaderboard lists these
     OUT/.grader-key                   the key of the rows' MACs (readable by the grader alone)
+    OUT/grading.json                  where the submissions and weights were (for `lab regrade`)
+
+Under sudo everything here is handed to the user who ran it (SUDO_UID/SUDO_GID) after writing:
+`lab report`, `lab export` and `lab regrade`'s reading run as that user; the key stays 0600.
 
 Only the grader writes here (no worker can see --out). Each row and the students list carry an
 HMAC-SHA256 under the grader's key: a row edited afterwards, or one added, is named on the
 leaderboard instead of ranked.
 
     prepare, result_dir, lab_copy, students, write_students, listed_students   the folder
+    write_grading, grading, hand_over                           regrades; sudo's user owns it
     mark_started, started, write_row, read_row, read_rows, checked_rows, write_json   the rows
     mac, genuine                                                                   their MACs
 """
@@ -38,6 +43,7 @@ SCHEMA_VERSION = 1
 RESULTS = "results"
 KEY = ".grader-key"
 STUDENTS = "students.json"
+GRADING = "grading.json"
 
 
 def result_dir(out: Path, student: str) -> Path:
@@ -130,10 +136,10 @@ def write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)  # atomic: a reader sees the old file or the new one
 
 
-def mark_started(out: Path, student: str, **info: object) -> int:
+def mark_started(out: Path, student: str, attempt: int | None = None, **info: object) -> int:
     """Note that grading `student` starts; returns which attempt this is (a grader that died
-    while grading it left the previous one)."""
-    attempt = (started(out, student) or {}).get("attempt", 0) + 1
+    while grading it left the previous one; given: a regrade of a finished row starts at 1)."""
+    attempt = attempt or (started(out, student) or {}).get("attempt", 0) + 1
     write_json(result_dir(out, student) / "started.json",
                {"student": student, "host": socket.gethostname(), "time": time.time(), "attempt": attempt,
                 **info})
@@ -197,3 +203,30 @@ def checked_rows(out: Path) -> tuple[list[dict], list[str]]:
             notes.append(f"results/{text.safe_id(student)}/row.json: changed after the grader wrote it")
         rows.append(row)
     return rows, notes
+
+
+def write_grading(out: Path, submissions: Path, weights: str | Path) -> None:
+    """OUT/grading.json: the submissions folder and weights graded, for `lab regrade OUT`."""
+    write_json(Path(out) / GRADING, {"submissions": str(Path(submissions).resolve()),
+                                     "weights": str(Path(weights).resolve())})
+
+
+def grading(out: Path) -> dict:
+    """What write_grading recorded ({} for a folder from before it)."""
+    data = _read_json(Path(out) / GRADING)
+    return data if isinstance(data, dict) else {}
+
+
+def hand_over(out: Path, environ: dict | None = None) -> tuple[int, int] | None:
+    """Under sudo (root, SUDO_UID/SUDO_GID set): `out` and everything in it (links not followed)
+    to the user who ran sudo; the key's 0600 keeps it theirs alone. Returns (uid, gid), or None."""
+    env = os.environ if environ is None else environ
+    uid, gid = env.get("SUDO_UID", ""), env.get("SUDO_GID", "")
+    if os.geteuid() != 0 or not uid.isdigit() or not gid.isdigit() or not Path(out).is_dir():
+        return None
+    owner = (int(uid), int(gid))
+    os.chown(out, *owner, follow_symlinks=False)
+    for folder, dirs, names in os.walk(out):
+        for name in dirs + names:
+            os.chown(os.path.join(folder, name), *owner, follow_symlinks=False)
+    return owner
