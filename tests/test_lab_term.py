@@ -197,6 +197,16 @@ def test_ties_where_intervals_overlap_and_equal_points():
     assert scores["ann"].total == scores["ben"].total == 90 and scores["cat"].total == 75
 
 
+def test_byte_identical_submissions_tie_whatever_their_intervals():
+    """Timed at different moments, two copies of one file can get intervals apart ([1.42-1.50] and
+    [1.51-1.67] in a class): the same files_sha256 ties them at the best ratio, side by side."""
+    rows = [{**ok_row("ann", 1.46, 1.42, 1.50), "files_sha256": "f" * 64}, ok_row("dan", 1.50, 1.455, 1.55),
+            {**ok_row("ben", 1.59, 1.51, 1.67), "files_sha256": "f" * 64}, ok_row("cat", 1.9, 1.8, 2.0)]
+    assert [r["student"] for r in points.sorted_ok(rows)] == ["ann", "ben", "dan", "cat"]
+    assert points.groups(rows) == {"ann": (1, 1.46), "ben": (1, 1.46), "dan": (1, 1.46), "cat": (4, 1.9)}
+    assert points.tie_ranks([(1.0, 1.1), (1.3, 1.4), (1.2, 1.25)], ["a", "a", "b"]) == [1, 1, 3]
+
+
 def test_speed_points_and_late_penalty():
     linear = assignment.Grade()
     assert points.speed_points(linear, 0.8) == 40 and points.speed_points(linear, 4.5) == 0

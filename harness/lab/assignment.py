@@ -13,7 +13,8 @@ is an error naming the file, the table and the allowed keys.
     [limits]   wall_s (the grader's whole wait on one submission), import_s (import + construction),
                memory_mb (the worker's cgroup; also RLIMIT_AS on the CPU, resident memory watched on
                the GPU), cpu_s (RLIMIT_CPU), max_ratio (slower than this x rank_by in the probe before
-               the full gate, or in the warm-up: too-slow, not timed), pids (processes and threads, the cgroup's pids.max), output_mb
+               the full gate, or in the warm-up: too-slow, not timed), pids (processes and threads,
+               the cgroup's pids.max), output_mb
                (RLIMIT_FSIZE: any one file it writes, its log included), disk_mb and files (its
                writable space: its folder's copy, /tmp and /dev/shm on one tmpfs of that size and
                that many inodes, harness.lab.disk; without root, bwrap's tmpfs: size only)

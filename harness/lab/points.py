@@ -9,14 +9,15 @@ collection's manifest (harness.lab.collect): what the leaderboard shows and `lab
   full_at, none at or above zero_at, linear in log(ratio) between) or "tiers" (the points of the
   first tier whose ratio is at least the submission's; none past the last).
 - Ties: ok rows sorted by ratio; one shares the rank of the first of the current rank when their
-  95% intervals overlap, and the next rank skips the tied places (1, 1, 3). Tied rows get the speed
+  95% intervals overlap, and the next rank skips the tied places (1, 1, 3). Byte-identical
+  submissions (the same files_sha256) tie whatever their intervals. Tied rows get the speed
   points of their group's best ratio: two identical submissions never differ in points.
 - Late: days late = started days past `due` (the manifest's submitted_at; a time without a zone is
   read in due's zone), at least 1 where the LMS flagged it late; the points lose late_per_day
   percent a day, and all of them past late_max_days.
 
-    PASSED_GATE, Score, tie_ranks(intervals), groups(rows) -> {student: (rank, best ratio)},
-    sorted_ok(rows) (the ok rows, best ratio first)
+    PASSED_GATE, Score, tie_ranks(intervals, same), groups(rows) -> {student: (rank, best ratio)},
+    sorted_ok(rows) (the ok rows, best ratio first), identity(row) (the files' hash), ratio(row)
     speed_points(grade, ratio), late_days(grade, entry), late_factor(grade, days)
     score(row, grade, best_ratio, entry), scores(rows, grade, manifest) -> {student: Score}
 """
@@ -30,7 +31,8 @@ from harness.lab.assignment import Grade
 PASSED_GATE = ("ok", "too-slow", "timing-inconsistent")
 RULE = ("Ranks tie where the 95% intervals overlap: a submission shares the rank of the first one of "
         "that rank when its interval overlaps that one's, and the next rank skips the tied places "
-        "(1, 1, 3); tied submissions get the speed points of their group's best ratio.")
+        "(1, 1, 3); byte-identical submissions tie whatever their intervals; tied submissions get the "
+        "speed points of their group's best ratio.")
 
 
 @dataclass(frozen=True)
@@ -44,17 +46,23 @@ class Score:
     note: str  # how it was computed, in words
 
 
-def tie_ranks(intervals: list[tuple[float, float]]) -> list[int]:
+def tie_ranks(intervals: list[tuple[float, float]], same: list[str] | None = None) -> list[int]:
     """Competition ranks for (ci95_low, ci95_high) intervals sorted by their ratio: each ties with the
-    first of the current rank when the two intervals overlap."""
+    first of the current rank when the two intervals overlap, and with an earlier row of the same
+    `same` key (byte-identical files) whatever its interval."""
     ranks: list[int] = []
+    first: dict[str, int] = {}  # a key's rank
     leader = 0
     for i, (low, high) in enumerate(intervals):
-        if i and low <= intervals[leader][1] and high >= intervals[leader][0]:
+        key = same[i] if same else str(i)
+        if key in first:
+            ranks.append(first[key])
+        elif i and low <= intervals[leader][1] and high >= intervals[leader][0]:
             ranks.append(ranks[leader])
         else:
             leader = i
             ranks.append(i + 1)
+        first.setdefault(key, ranks[-1])
     return ranks
 
 
@@ -62,14 +70,24 @@ def ratio(row: dict) -> dict:
     return row["ratios"][row["rank_by"]]
 
 
+def identity(row: dict) -> str:
+    """What makes two submissions the same: the hash of their graded files (else the student)."""
+    return row.get("files_sha256") or f"student:{row['student']}"
+
+
 def sorted_ok(rows: list[dict]) -> list[dict]:
-    return sorted((r for r in rows if r["status"] == "ok"), key=lambda r: (ratio(r)["ratio"], r["student"]))
+    """The ok rows by ratio; byte-identical submissions side by side, at the best ratio among them."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    best: dict[str, float] = {}
+    for r in ok:
+        best[identity(r)] = min(best.get(identity(r), math.inf), ratio(r)["ratio"])
+    return sorted(ok, key=lambda r: (best[identity(r)], identity(r), ratio(r)["ratio"], r["student"]))
 
 
 def groups(rows: list[dict]) -> dict[str, tuple[int, float]]:
     """{student: (rank, the best ratio among those tied at that rank)} for the ok rows."""
     ok = sorted_ok(rows)
-    ranks = tie_ranks([(ratio(r)["ci95_low"], ratio(r)["ci95_high"]) for r in ok])
+    ranks = tie_ranks([(ratio(r)["ci95_low"], ratio(r)["ci95_high"]) for r in ok], [identity(r) for r in ok])
     best: dict[int, float] = {}
     for rank, row in zip(ranks, ok, strict=True):
         best.setdefault(rank, ratio(row)["ratio"])
