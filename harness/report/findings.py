@@ -125,9 +125,17 @@ def raw_finding(levels: list[Level]) -> str | None:
         parts.append(f"on the {device.upper()}, " + compare(raw_name, f"the fastest framework ops "
                                                            f"({best.cells[device]['label']})",
                                                            best.ratios.get(device)))
+    raw_cpu, beside = by.get(headline.RAW["cpu"]), []
+    for impl, what in (("numba", "the hand-written loops"), ("onnx", "the inference engine")):
+        level = by.get(impl)
+        if raw_cpu and "cpu" in raw_cpu.cells and level and "cpu" in level.cells:
+            label = f"{what} ({level.cells['cpu']['label']})"
+            beside.append(compare("oneDNN", label, level.ratios.get("cpu")))
+    if beside:
+        parts.append("and on the CPU, " + ", while ".join(beside))
     if not parts:
         return None
-    return ("**What the raw libraries buy at batch 1:** " + "; ".join(parts)
+    return ("**What the raw libraries buy at batch 1, and what is beside them:** " + "; ".join(parts)
             + " (within-round ratios of medians, `api_levels`).")
 
 

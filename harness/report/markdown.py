@@ -14,10 +14,12 @@ from harness.report.style import fmt_ms
 
 REPORT_PATH = DEFAULT_REPORT
 
-QUESTION = ("LeNet-5 is written at every level of a deep-learning API: the raw primitive libraries "
-            "(cuDNN on the GPU, oneDNN on the CPU, driven through ctypes), framework ops (TensorFlow, "
-            "JAX, PyTorch) and one Keras model on three backends, with a NumPy reference, all with the "
-            "same weights and the same answers. What does each step up the ladder cost in speed per "
+QUESTION = ("LeNet-5 is written at every level of a deep-learning API: hand-written kernels (CUDA C on "
+            "the GPU, loops compiled by Numba on the CPU), the raw primitive libraries (cuDNN on the GPU, "
+            "oneDNN on the CPU, driven through ctypes), the inference engines a user deploys the Keras "
+            "model with (ONNX Runtime, OpenVINO), framework ops (TensorFlow, JAX, PyTorch) and one Keras "
+            "model on three backends, with a NumPy reference, all with the same weights and the same "
+            "answers. What does each step up the ladder cost in speed per "
             "image, and what does it save in code, on the CPU and on the GPU?")
 
 # (file, title, what to look at): the figures in reading order, each read from its study's rows.
