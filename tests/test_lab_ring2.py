@@ -8,9 +8,12 @@ that fails, the copy's order, the filter and the ranked time."""
 import csv
 import os
 import re
+import shutil
+import stat
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -256,3 +259,24 @@ def test_without_the_graders_tmpfs_bwraps_own_is_bounded_and_the_copy_read_only(
     assert int(written["/tmp"]) <= 8 and int(written["/dev/shm"]) <= 8, done.stdout  # not 64
     assert written["copy"] == "Read-only file system"
     assert disk.release(space) is None and not space.root.exists()
+
+
+@pytest.mark.skipif(bwrap.find() is None or os.geteuid() != 0, reason="needs bubblewrap and root (the grader's tmpfs)")
+def test_a_checkout_under_tmp_stays_reachable_through_the_workers_tmp(tmp_path):
+    """A CI clone lives in /tmp: its venv and weights are bound on top of the worker's /tmp, and the
+    sandbox's root (capabilities dropped) must pass through /tmp to reach them (a 0700 /tmp owned by
+    the slot's UID made every worker exit 1 with "execvp ...: Permission denied")."""
+    clone = Path(tempfile.mkdtemp(prefix="lenet-clone-", dir="/tmp"))
+    try:
+        (clone / "w.h5").write_text("weights\n")
+        space = disk.make(tmp_path / "space", 8, 100, 61999, tmpfs=True)
+        args = bwrap.command(bwrap.find(), space, ["/bin/cat", str(clone / "w.h5")], str(clone / "w.h5"))
+        argv, fds = bwrap.packed(args, seccomp.program())
+        done = subprocess.run(argv, pass_fds=fds, capture_output=True, text=True, timeout=60)
+        for fd in fds:
+            os.close(fd)
+        assert (done.returncode, done.stdout) == (0, "weights\n"), done.stderr
+        assert stat.S_IMODE(space.tmp.stat().st_mode) == 0o1777
+        assert disk.release(space) is None
+    finally:
+        shutil.rmtree(clone)

@@ -94,7 +94,10 @@ def make(root: Path, disk_mb: int | None, files: int | None, uid: int | None, tm
     if tmpfs:
         mount_tmpfs(root, space.size_bytes or 1 << 30, int(files or 100_000) + EXTRA_INODES, uid)
     for folder in (space.tmp, space.shm):
-        folder.mkdir(mode=0o700)
+        folder.mkdir()
+        # 1777, as /tmp and /dev/shm are: the sandbox's root (no CAP_DAC_OVERRIDE) must pass through
+        # /tmp to a checkout, venv or weights bound under it (a CI clone in /tmp: 0700 hid them)
+        os.chmod(folder, 0o1777)
         if uid is not None:
             os.chown(folder, uid, uid)
     return space
