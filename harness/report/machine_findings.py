@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.report import gpu_section, training_section
+from harness.report import cpu_targets, gpu_section, training_section
 from harness.report.figures.overhead import overhead_split
 from harness.report.rundata import find, ratio, ratio_ci
 from harness.report.tables import fmt_ratio, ms, sig3
@@ -56,6 +56,7 @@ def findings(frame: pd.DataFrame, loc_rows: list[dict], runs: Sequence[dict] = (
         out += training_section.findings(frame, machine)
         out += backend_findings(frame, machine)
         out += gpu_section.findings(frame, runs, machine)
+        out += cpu_targets.target_lines(frame, machine)
     totals: dict[str, int] = {}
     for row in loc_rows:
         totals[row["api_level"]] = totals.get(row["api_level"], 0) + row["code"]
