@@ -113,8 +113,7 @@ def assign(out: Path, students: list[str], submissions: Path | None) -> dict[str
 
 def known_names(out: Path) -> list[str]:
     """The real names and ids `lab collect`'s manifest (OUT/manifest.csv) holds: no alias may use them."""
-    path = Path(out) / collect.MANIFEST
-    rows = collect.read_manifest(path).values() if path.is_file() else []
+    rows = collect.graded_manifest(out).values()
     return [value for row in rows for value in (row["name"], row["student_id"]) if value]
 
 

@@ -18,7 +18,8 @@ already holds a collection. Two submissions for one student: the latest is kept,
     manifest.csv   folder, student_id, name, submitted_at (ISO 8601; a zip entry's time has no
                    zone), late (yes where the LMS flagged it), source, sha256 (JSON {file: hash}), note
 
-    collect(source, out, report) -> [Submission]; read_manifest(path) -> {folder: row}
+    collect(source, out, report) -> [Submission]; read_manifest(path) -> {folder: row},
+    graded_manifest(out) (the copy beside the rows)
     read_zip(path), canvas_entry(name), moodle_entry(name), unpack_nested(...), read_git(folder),
     latest(submissions), write(submissions, out), folder_name(name, id), safe_path(archive, name),
     read_member(...), place(...)
@@ -296,6 +297,13 @@ def write(subs: list[Submission], out: Path) -> None:
         writer = csv.DictWriter(f, FIELDS)
         writer.writeheader()
         writer.writerows(rows)
+
+
+def graded_manifest(out: Path) -> dict[str, dict]:
+    """OUT/manifest.csv (`lab grade` copies the collection's beside the rows): {folder: entry}, or
+    {} when the class was not collected by `lab collect`."""
+    path = Path(out) / MANIFEST
+    return read_manifest(path) if path.is_file() else {}
 
 
 def read_manifest(path: Path) -> dict[str, dict]:

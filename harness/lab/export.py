@@ -101,8 +101,7 @@ def export(out: Path, roster: Path, fmt: str, target: Path, force: bool = False,
         raise HarnessError(f"-o {target}: already exists; nothing was written (add --force to replace it)")
     lab = assignment.load(str(store.lab_copy(out)))
     rows, _ = store.checked_rows(out)
-    manifest_path = out / collect.MANIFEST
-    manifest = collect.read_manifest(manifest_path) if manifest_path.is_file() else {}
+    manifest = collect.graded_manifest(out)
     scores, places = points.scores(rows, lab.grade, manifest), points.groups(rows)
     by_id = {(manifest.get(r["student"]) or {}).get("student_id") or r["student"]: r for r in rows}
     header, roster_rows = read_roster(roster, fmt)

@@ -7,7 +7,7 @@ and the node are shown beside it, never used for the ranking.
 
     build(out, report) -> paths   everything below, from the rows (and OUT/manifest.csv: lateness)
     ranked(rows) (ties: harness.lab.points), markdown(rows, lab, notes, scores), points_lines(lab),
-    with_similarity(text, rows, out), write_csv(rows, path, scores), csv_row(rank, row, score), manifest(out),
+    with_similarity(text, rows, out), write_csv(rows, path, scores), csv_row(rank, row, score),
     reference_summary(rows), isolation_lines(rows), ratio_of(row), node_name(row), fmt_us(ns)
 """
 
@@ -15,7 +15,7 @@ import csv
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness.lab import assignment, points, store, text
+from harness.lab import assignment, collect, points, store, text
 from harness.report.style import fmt_ms
 
 # Every status a row may have, in the order of the unranked (most useful first); ok rows come first.
@@ -193,7 +193,7 @@ def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
     out = Path(out)
     lab = assignment.load(str(store.lab_copy(out)))
     rows, notes = store.checked_rows(out)
-    scores = points.scores(rows, lab.grade, manifest(out))
+    scores = points.scores(rows, lab.grade, collect.graded_manifest(out))
     paths = [write_csv(rows, out / "leaderboard.csv", scores)]
     (out / "LEADERBOARD.md").write_text(with_similarity(markdown(rows, lab, notes, scores), rows, out))
     paths.append(out / "LEADERBOARD.md")
@@ -204,10 +204,3 @@ def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
         paths += feedback.write(row, lab, places[row["student"]], ranked_count, out)
     return paths
 
-
-def manifest(out: Path) -> dict[str, dict] | None:
-    """OUT/manifest.csv (`lab grade` copies the collection's): submission times and late flags."""
-    from harness.lab import collect
-
-    path = Path(out) / collect.MANIFEST
-    return collect.read_manifest(path) if path.is_file() else None
