@@ -14,7 +14,8 @@ harness reads its clock. A class names its ImplSpec (devices, variants, dtypes);
 ones take theirs from harness.registry, a lab's class writes its own.
 
 The checks a level shares rather than writes (not part of its answer): check_choice (device,
-variant, dtype), check_images (a predict's input) and check_batch (a training step's input).
+variant, dtype), check_images (a predict's input) and check_batch (a training step's input); and
+lenet_classes, the one way a submission's class is found in its module.
 """
 
 from pathlib import Path
@@ -73,6 +74,15 @@ class LeNet:
 
     def close(self) -> None:
         """Free device memory and handles."""
+
+
+def lenet_classes(module: object) -> list[type]:
+    """The LeNet subclasses a submission's module defines itself, the most derived only (a student's
+    own base class is fine; an alias is one class): the grader's worker and the kit's `lenet-lab`
+    pick a submission's class from these the same way."""
+    found = {id(v): v for v in vars(module).values() if isinstance(v, type) and issubclass(v, LeNet)
+             and v is not LeNet and v.__module__ == getattr(module, "__name__", None)}.values()
+    return [c for c in found if not any(o is not c and issubclass(o, c) for o in found)]
 
 
 LEARNING_RATE = 0.05  # plain SGD, no momentum: every level takes the same step

@@ -35,8 +35,8 @@ from harness.lab.assignment import Lab
 DIST = ROOT / "dist"
 # What a submission imports, and what `lenet-lab` runs (the gate's comparison is the grader's own).
 INTERFACE = ("harness/__init__.py", "harness/errors.py", "harness/registry.py", "harness/base.py",
-             "harness/data/__init__.py", "harness/data/weights.py", "harness/lab/__init__.py",
-             "harness/lab/timing.py", "harness/lab/student.py")
+             "harness/data/__init__.py", "harness/data/weights.py", "harness/data/mnist.py",
+             "harness/lab/__init__.py", "harness/lab/timing.py", "harness/lab/student.py")
 EMULATION = ("harness/lab/emucuda.py", "harness/lab/cuda_emu.h")  # the CUDA lab: kernels on the CPU
 STARTERS = {"cuda": ROOT / "labs" / "template-cuda"}  # by rung; every other lab: labs/template
 STARTER = ROOT / "labs" / "template"

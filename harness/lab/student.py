@@ -12,7 +12,7 @@ time per image. No sandbox, no references, no rank: a laptop's check before hand
     answers(impl, images, dtype, batch)   predict over the images, as float32 (N, 10)
     gate_numbers(kit, probs), passes(kit, gate), time_per_image(impl, images, dtype, calls)
     check(path, kit, say), emulate(path, kit, say, images), main(argv), build(path, kit),
-    to_input(images, dtype), gate_line(kit, gate)
+    gate_line(kit, gate)
 """
 
 import argparse
@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from harness import ROOT
+from harness.data import mnist
 from harness.errors import HarnessError
 from harness.lab import timing
 
@@ -67,7 +68,7 @@ def load_kit(folder: Path = ROOT) -> Kit:
 def submission_class(path: Path, class_name: str = "") -> type:
     """The named class, or the module's one harness.base.LeNet subclass (the most derived), as the
     grader's worker finds it; the file's folder is importable, for its helper modules."""
-    from harness.base import LeNet
+    from harness.base import lenet_classes
 
     sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location(path.stem, path)
@@ -80,9 +81,7 @@ def submission_class(path: Path, class_name: str = "") -> type:
         if not inspect.isclass(getattr(mod, class_name, None)):
             raise HarnessError(f"{path}: no class {class_name!r}")
         return getattr(mod, class_name)
-    found = {id(v): v for v in vars(mod).values() if inspect.isclass(v) and issubclass(v, LeNet)
-             and v is not LeNet and v.__module__ == mod.__name__}.values()
-    leaves = [c for c in found if not any(o is not c and issubclass(o, c) for o in found)]
+    leaves = lenet_classes(mod)
     if len(leaves) != 1:
         raise HarnessError(f"{path}: expected one harness.base.LeNet subclass, found "
                            f"{[c.__name__ for c in leaves]}")
@@ -103,14 +102,9 @@ def build(path: Path, kit: Kit) -> Any:
     return cls(str(kit.weights), device=lab["device"], dtype=lab["dtype"])
 
 
-def to_input(images_u8: np.ndarray, dtype: str) -> np.ndarray:
-    """uint8 (N, 28, 28) -> (N, 28, 28, 1) in [0, 1], as the grader's worker sends them."""
-    return (images_u8.reshape(-1, 28, 28, 1).astype(dtype) / 255.0).astype(dtype)
-
-
 def answers(impl: Any, images_u8: np.ndarray, dtype: str, batch: int = GATE_BATCH) -> np.ndarray:
     """float32 (N, 10): predict over the images in batches; a wrong shape is a HarnessError."""
-    x, parts = to_input(images_u8, dtype), []
+    x, parts = mnist.to_input(images_u8, dtype), []
     for i in range(0, len(x), batch):
         out = np.asarray(impl.predict(x[i:i + batch]), dtype=np.float32)
         if out.shape != (len(x[i:i + batch]), 10):
@@ -136,7 +130,7 @@ def passes(kit: Kit, gate: dict, count: int | None = None) -> bool:
 
 def time_per_image(impl: Any, images_u8: np.ndarray, dtype: str, calls: int = TIMED_CALLS) -> float:
     """The median time of one predict on one image (ns), after WARMUP calls; at most TIME_BUDGET_S."""
-    x = to_input(images_u8, dtype)
+    x = mnist.to_input(images_u8, dtype)
     for i in range(WARMUP):
         np.asarray(impl.predict(x[i:i + 1]))
     times: list[int] = []
