@@ -10,7 +10,7 @@ Every number is read from a results row; the targets are the project's goals, no
 import pandas as pd
 
 from harness.report.rundata import find, ratio_ci
-from harness.report.tables import fmt_ratio, ms
+from harness.report.tables import fmt_ratio, goal_verdict, ms
 
 STUDY = "api_levels"
 # Goals per image at batch 1, one thread, end to end. The project's goals, not results.
@@ -26,11 +26,8 @@ def target_lines(frame: pd.DataFrame, machine: str) -> list[str]:
         cell = find(frame, STUDY, label, machine=machine)
         if cell is None:
             continue
-        miss = cell["median_ms"] - goal
-        verdict = (f"met ({ms(-miss)} under)" if miss <= 0 else
-                   f"missed by {ms(miss)} ({cell['median_ms'] / goal:.2f}x the goal)")
         out.append(f"Target {label} ≤ {ms(goal)} per image on the CPU: {ms(cell['median_ms'])} "
-                   f"(`{STUDY}`), {verdict}.")
+                   f"(`{STUDY}`), {goal_verdict(cell['median_ms'], goal)}.")
     hand = find(frame, STUDY, HAND_WRITTEN, machine=machine)
     rivals = [(label, find(frame, STUDY, label, machine=machine)) for label in RIVALS]
     parts = [f"{label} takes {fmt_ratio(r)}x its time ({'met' if r['ratio'] >= SPEEDUP else 'missed'})"

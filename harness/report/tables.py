@@ -32,6 +32,14 @@ def ms(value: float | None) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt_ms(value)
 
 
+def goal_verdict(median_ms: float, goal_ms: float) -> str:
+    """A speed target's verdict: 'met (5 µs under)' or 'missed by 10.2 µs (1.9x the goal)'."""
+    miss = median_ms - goal_ms
+    if miss <= 0:
+        return f"met ({ms(-miss)} under)"
+    return f"missed by {ms(miss)} ({median_ms / goal_ms:.1f}x the goal)"
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     """A Markdown table (the report's, and its statistics sections')."""
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
