@@ -103,6 +103,15 @@ def mnist_test() -> tuple[np.ndarray, np.ndarray]:
     return read_only(*mnist.load("test"))
 
 
+def oracle_sample(images: np.ndarray, count: int, dtype: str = "float32") -> tuple[np.ndarray, np.ndarray]:
+    """The first `count` images as a level takes them (count, 28, 28, 1) float32, and the NumPy
+    oracle's probabilities for them (count, 10) in `dtype`: what each level's tests compare with."""
+    from lenet_numpy.model import NumpyLeNet
+
+    x = mnist.to_input(images[:count])
+    return x, NumpyLeNet(DEFAULT_WEIGHTS, dtype=dtype).predict(x.astype(dtype))
+
+
 @pytest.fixture(scope="session")
 def mnist_train() -> tuple[np.ndarray, np.ndarray]:
     """The shipped training split (60000 images), read and checked once."""

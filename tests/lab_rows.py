@@ -39,9 +39,10 @@ def failed_row(student: str, status: str, reason: str) -> dict:
             "started": time.time(), "loc": 12, "files": 1}
 
 
-def graded(out: Path, rows: list[dict]) -> Path:
-    """OUT as `lab grade` leaves it: the lab file, the key, the class list and one row each."""
-    store.prepare(out, "cpu_numpy", assignment.load(str(LAB)).source, str(LAB))  # as the grader: resolved
+def graded(out: Path, rows: list[dict], lab: Path = LAB) -> Path:
+    """OUT as `lab grade` leaves it: the lab file (cpu_numpy, or a copy of it with a [grade] table),
+    the key, the class list and one row each."""
+    store.prepare(out, "cpu_numpy", assignment.load(str(lab)).source, str(lab))  # as the grader: resolved
     store.write_students(out, [r["student"] for r in rows])
     for row in rows:
         store.write_row(out, row)

@@ -9,13 +9,11 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_WEIGHTS
-from harness.data import mnist
 from harness.errors import Unavailable
 from harness.lab import assignment
 from harness.machine import nvrtc
-from lenet_numpy.model import NumpyLeNet
 from tests import fake_cuda
-from tests.conftest import ROOT
+from tests.conftest import ROOT, oracle_sample
 
 FOLDERS = {"template": ROOT / "labs" / "template-cuda", "correct": ROOT / "labs" / "examples-cuda" / "correct",
            "wrong": ROOT / "labs" / "examples-cuda" / "wrong"}
@@ -54,9 +52,8 @@ def test_lab_file_loads():
 
 
 @pytest.fixture(scope="module")
-def sample():
-    x = mnist.to_input(mnist.load("test")[0][:12])
-    return x, NumpyLeNet(DEFAULT_WEIGHTS).predict(x)
+def sample(mnist_test):
+    return oracle_sample(mnist_test[0], 12)
 
 
 def build_submission(name, monkeypatch, folder):

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_WEIGHTS, registry
-from harness.data import mnist
 from harness.errors import Unavailable
 from harness.frameworks import native
 from harness.machine import gpu
 from lenet_cudnn import binding, cublas, layout, model
-from lenet_numpy.model import NumpyLeNet, conv2d_relu, max_pool_2x2, softmax
+from lenet_numpy.model import conv2d_relu, max_pool_2x2, softmax
+from tests.conftest import oracle_sample
 
 # --- NumPy stand-ins for what cuDNN and cuBLAS compute (test oracles, not the level) --------
 
@@ -54,10 +54,8 @@ def dense_via_gemm(x, kernel, bias):
 
 
 @pytest.fixture(scope="module")
-def sample(shared_weights):
-    images, _ = mnist.load("test")
-    x = mnist.to_input(images[:64])
-    return x, NumpyLeNet(DEFAULT_WEIGHTS).predict(x)
+def sample(mnist_test):
+    return oracle_sample(mnist_test[0], 64)
 
 
 

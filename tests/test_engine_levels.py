@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_WEIGHTS, registry
-from harness.data import mnist
 from harness.errors import HarnessError, Unavailable
-from lenet_numpy.model import NumpyLeNet
+from tests.conftest import oracle_sample
 
 pytest.importorskip("onnxruntime", reason="the engine level needs onnxruntime (pip install onnxruntime)")
 from lenet_onnx import export  # noqa: E402
@@ -26,9 +25,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def sample(mnist_test):
-    images, _ = mnist_test
-    x = mnist.to_input(images[:300])
-    return x, NumpyLeNet(DEFAULT_WEIGHTS).predict(x)
+    return oracle_sample(mnist_test[0], 300)
 
 
 @pytest.fixture(scope="module")

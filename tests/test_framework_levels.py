@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_WEIGHTS, registry
-from harness.data import mnist
 from harness.errors import HarnessError, Unavailable
 from harness.measure import results
-from tests.conftest import ROOT
+from tests.conftest import ROOT, oracle_sample
 
 pytestmark = pytest.mark.slow
 SAMPLE = 256
@@ -21,9 +20,7 @@ SAMPLE = 256
 
 @pytest.fixture(scope="module")
 def sample(mnist_test):
-    images, _ = mnist_test
-    x = mnist.to_input(images[:SAMPLE])
-    return x, registry.create("numpy", DEFAULT_WEIGHTS).predict(x)
+    return oracle_sample(mnist_test[0], SAMPLE)
 
 
 def agrees(impl, x, reference, dtype="float32"):

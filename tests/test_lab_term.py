@@ -22,6 +22,7 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.lab import assignment, collect, export, points, store
+from tests import lab_rows
 from tests.conftest import ROOT
 
 CORRECT = (ROOT / "labs" / "examples" / "correct" / "lenet.py").read_bytes()
@@ -249,15 +250,7 @@ CLASS = [  # Canvas name, user id, submission, status, ratio [interval], when (D
 
 
 def ok_row(student, ratio, low, high):
-    return {"lab": "cpu_numpy", "student": student, "status": "ok", "reason": None, "rank_by": "numpy",
-            "references": ["numpy", "onednn/tuned"], "batch_size": 1, "device": "cpu",
-            "node": {"hostname": "node1", "cpu": "a test CPU"}, "sandbox": "full", "isolation": "test sandbox",
-            "ratios": {"numpy": {"ratio": ratio, "ci95_low": low, "ci95_high": high},
-                       "onednn/tuned": {"ratio": ratio * 5, "ci95_low": low * 5, "ci95_high": high * 5}},
-            "median_per_image_ns": ratio * 150_000, "loc": 40, "files": 1, "rounds_used": [0, 1],
-            "times_ns": {"submission": [[int(ratio * 150_000)] * 3, [int(ratio * 151_000)] * 3]},
-            "reference_medians_ns": {"numpy": 150_000, "onednn/tuned": 30_000},
-            "reference_ratios": {"numpy": {"ratio": 1.0}, "onednn/tuned": {"ratio": 0.2}}}
+    return lab_rows.ok_row(student, ratio, low, high, loc=40)
 
 
 @pytest.fixture(scope="module")
@@ -272,18 +265,13 @@ def term(tmp_path_factory):
     assert done.returncode == 0, done.stderr
     lab_file = tmp / "cpu_numpy.toml"
     lab_file.write_text(lab_text())
-    out = tmp / "grading"
-    store.prepare(out, "cpu_numpy", lab_file.read_text(), str(lab_file))
-    names = store.students(tmp / "submissions", "lenet.py")
-    store.write_students(out, names)
     manifest = collect.read_manifest(tmp / "submissions" / "manifest.csv")
     by_id = {int(entry["student_id"]): folder for folder, entry in manifest.items()}
-    for _, uid, _, status, ratio, _ in CLASS:
-        row = ok_row(by_id[uid], *ratio) if status == "ok" else {
-            "lab": "cpu_numpy", "student": by_id[uid], "status": status, "rank_by": "numpy", "sandbox": "full",
-            "isolation": "test sandbox",
-            "reason": "2 of 10000 test images disagree" if status == "wrong" else "300x numpy in its warm-up"}
-        store.write_row(out, row)
+    assert sorted(by_id.values()) == store.students(tmp / "submissions", "lenet.py")
+    rows = [ok_row(by_id[uid], *ratio) if status == "ok" else lab_rows.failed_row(
+        by_id[uid], status, "2 of 10000 test images disagree" if status == "wrong" else "300x numpy in its warm-up")
+        for _, uid, _, status, ratio, _ in CLASS]
+    out = lab_rows.graded(tmp / "grading", rows, lab=lab_file)
     shutil.copyfile(tmp / "submissions" / "manifest.csv", out / "manifest.csv")  # what `lab grade` does
     return tmp, out, by_id
 

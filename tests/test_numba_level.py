@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_WEIGHTS, registry
-from harness.data import mnist
-from lenet_numpy.model import NumpyLeNet
+from tests.conftest import oracle_sample
 
 pytest.importorskip("numba", reason="the hand-written CPU level needs numba (pip install numba)")
 from lenet_numba import kernels  # noqa: E402
@@ -22,9 +21,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def sample(mnist_test):
-    images, _ = mnist_test
-    x = mnist.to_input(images[:300])
-    return x, NumpyLeNet(DEFAULT_WEIGHTS, dtype="float64").predict(x.astype(np.float64))
+    return oracle_sample(mnist_test[0], 300, dtype="float64")
 
 
 @pytest.mark.parametrize("variant, dtype", [("fused", "float32"), ("layers", "float32"), ("fused", "float64")])

@@ -12,13 +12,12 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_WEIGHTS, registry
-from harness.data import mnist
 from harness.errors import Unavailable
-from lenet_numpy.model import NumpyLeNet, conv2d_relu
+from lenet_numpy.model import conv2d_relu
 from lenet_onednn import binding as dnnl
 from lenet_onednn import layout
 from lenet_onednn import primitives as P
-from tests.conftest import ROOT
+from tests.conftest import ROOT, oracle_sample
 
 F32 = dnnl.F32
 
@@ -43,9 +42,7 @@ def engine(lib):
 
 @pytest.fixture(scope="module")
 def sample(mnist_test):
-    images, _ = mnist_test
-    x = mnist.to_input(images[:320])
-    return x, NumpyLeNet(DEFAULT_WEIGHTS).predict(x)
+    return oracle_sample(mnist_test[0], 320)
 
 
 @pytest.fixture(scope="module")

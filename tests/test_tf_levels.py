@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_WEIGHTS, registry
-from harness.data import mnist
 from harness.errors import Unavailable
+from tests.conftest import oracle_sample
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
@@ -21,10 +21,7 @@ def tensorflow():
 
 @pytest.fixture(scope="module")
 def sample(mnist_test):
-    images, _ = mnist_test
-    x = mnist.to_input(images[:SAMPLE])
-    reference = registry.create("numpy", DEFAULT_WEIGHTS).predict(x)
-    return x, reference
+    return oracle_sample(mnist_test[0], SAMPLE)
 
 
 @pytest.mark.parametrize("name,variant", [
