@@ -23,7 +23,7 @@ from harness.lab import bwrap, disk, files, grade, seccomp, store, text, timing
 from harness.lab.box import Box, Limits
 from harness.lab.isolation import Isolation
 from tests import lab_hostile
-from tests.test_lab import IS_ROOT, LAB, python, rows_by_student
+from tests.test_lab import IS_ROOT, LAB, hostile_lines, python, rows_by_student
 
 RING2_LAB = LAB + "disk_mb = 64\nfiles = 8000\n"
 UID_BASE = 71000  # apart from tests/test_lab.py's class
@@ -47,11 +47,6 @@ def ring2(tmp_path_factory):
     return base / "out", done.stderr, rows_by_student(base / "out"), base / "again"
 
 
-def hostile(out: Path, student: str) -> str:
-    log = (store.result_dir(out, student) / "worker.log").read_text(errors="replace")
-    return "\n".join(line for line in log.splitlines() if line.startswith("HOSTILE"))
-
-
 @pytest.mark.slow
 def test_every_student_of_the_second_ring_gets_a_row(ring2):
     out, progress, rows, _ = ring2
@@ -64,12 +59,12 @@ def test_every_student_of_the_second_ring_gets_a_row(ring2):
 @pytest.mark.skipif(not IS_ROOT, reason="the bounded tmpfs is mounted by a grader run as root")
 def test_the_disk_and_the_inodes_are_bounded_and_any_tree_is_cleaned_up(ring2):
     out = ring2[0]
-    filled = hostile(out, "diskfill")
+    filled = hostile_lines(out, "diskfill")
     written = {k: int(v) for k, v in re.findall(r"'(/[a-z/]+)': (\d+)", filled)}
     assert set(written) == {"/tmp", "/lab/submission", "/dev/shm"} and sum(written.values()) <= 64, filled
-    made = int(re.search(r"inodes made (\d+)", hostile(out, "inodes"))[1])
+    made = int(re.search(r"inodes made (\d+)", hostile_lines(out, "inodes"))[1])
     assert 7000 < made <= 8000 + disk.EXTRA_INODES, made  # the lab's files: no 300,000 files on the host
-    assert "nested depth 5000" in hostile(out, "nested")  # and the grader went on to the next
+    assert "nested depth 5000" in hostile_lines(out, "nested")  # and the grader went on to the next
     assert not [m for m in Path("/proc/self/mounts").read_text().splitlines() if "lenet-lab" in m]
 
 
@@ -77,7 +72,7 @@ def test_the_disk_and_the_inodes_are_bounded_and_any_tree_is_cleaned_up(ring2):
 def test_nothing_left_in_the_kernel_reaches_another_worker_or_grading(ring2):
     out, _, _, again = ring2
     for where, student in ((out, "notes"), (out, "notes2"), (again, "notes")):
-        lines = hostile(where, student)
+        lines = hostile_lines(where, student)
         assert "notes found []" in lines, lines
         assert "key refused (Operation not permitted)" in lines, lines  # keyrings: denied by seccomp
 
@@ -143,7 +138,7 @@ def test_the_module_and_its_imports_are_copied_first_and_nothing_shadows_it(ring
 @pytest.mark.slow
 @pytest.mark.skipif(not IS_ROOT, reason="the UID drop needs root")
 def test_no_capability_is_left_and_the_host_paths_are_not_shown(ring2):
-    lines = hostile(ring2[0], "snoop")
+    lines = hostile_lines(ring2[0], "snoop")
     for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
         assert f"{key}:\t0000000000000000" in lines, lines
     assert "snoop scratch in cmdline False in mountinfo False" in lines, lines
@@ -238,6 +233,16 @@ def test_the_ranked_time_is_never_below_the_graders_own_measure():
     assert 0.44 < timing.clock_ratio(honest * 0.45, cpu, 30_000) < 0.46
 
 
+def run_boxed(args: list[str]) -> subprocess.CompletedProcess:
+    """bwrap's command run as the box runs it: its options and the seccomp filter read from memfds."""
+    argv, fds = bwrap.packed(args, seccomp.program())
+    try:
+        return subprocess.run(argv, pass_fds=fds, capture_output=True, text=True, timeout=60)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 @pytest.mark.skipif(bwrap.find() is None, reason="no bubblewrap here")
 def test_without_the_graders_tmpfs_bwraps_own_is_bounded_and_the_copy_read_only(tmp_path):
     """The fallback of a grader that is not root: bwrap's --size tmpfs for /tmp and /dev/shm."""
@@ -249,11 +254,7 @@ def test_without_the_graders_tmpfs_bwraps_own_is_bounded_and_the_copy_read_only(
               "                f.write(b'x' * (1 << 20)); f.flush(); n += 1\n    except OSError:\n        pass\n"
               "    print(place, n)\ntry:\n    open('/lab/submission/x', 'w')\nexcept OSError as exc:\n"
               "    print('copy', exc.strerror)\n")
-    args = bwrap.command(bwrap.find(), space, [sys.executable, "-c", script], str(tmp_path / "space"))
-    argv, fds = bwrap.packed(args, seccomp.program())
-    done = subprocess.run(argv, pass_fds=fds, capture_output=True, text=True, timeout=60)
-    for fd in fds:
-        os.close(fd)
+    done = run_boxed(bwrap.command(bwrap.find(), space, [sys.executable, "-c", script], str(tmp_path / "space")))
     assert done.returncode == 0, done.stderr
     written = dict(line.split(" ", 1) for line in done.stdout.splitlines())
     assert int(written["/tmp"]) <= 8 and int(written["/dev/shm"]) <= 8, done.stdout  # not 64
@@ -270,11 +271,7 @@ def test_a_checkout_under_tmp_stays_reachable_through_the_workers_tmp(tmp_path):
     (clone / "w.h5").write_text("weights\n")
     space = disk.make(tmp_path / "space", 8, 100, 61999, tmpfs=True)
     try:
-        args = bwrap.command(bwrap.find(), space, ["/bin/cat", str(clone / "w.h5")], str(clone / "w.h5"))
-        argv, fds = bwrap.packed(args, seccomp.program())
-        done = subprocess.run(argv, pass_fds=fds, capture_output=True, text=True, timeout=60)
-        for fd in fds:
-            os.close(fd)
+        done = run_boxed(bwrap.command(bwrap.find(), space, ["/bin/cat", str(clone / "w.h5")], str(clone / "w.h5")))
         mode = stat.S_IMODE(space.tmp.stat().st_mode)
     finally:  # unmounted whatever happened: a tmpfs left behind fails the leftover-mount check
         released = disk.release(space)
