@@ -16,7 +16,7 @@ per call, CUDA events around the work for the device time. float32 and float64 (
 templates; `name<float>` or `name<double>` is compiled).
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ from lenet_cuda import kernels
 H2D, D2H = 1, 2  # cudaMemcpyKind
 
 
-@dataclass(frozen=True)
+@dataclass
 class Plan:
     """Everything a call of batch size n needs, built once (CudaLeNet.plan); graph: captured later."""
 
@@ -127,7 +127,7 @@ class CudaLeNet(LeNet):
             np.copyto(p.host_in, images)  # (N, 28, 28, 1) NHWC as it is, cast to the dtype
             start, end = p.events
             if self.variant == "graph" and p.graph is None:
-                p = self.plans[len(images)] = replace(p, graph=self.capture(p))
+                p.graph = self.capture(p)
             start.record(self.stream)
             if self.variant == "graph":
                 p.graph.launch(self.stream)
@@ -143,8 +143,8 @@ class CudaLeNet(LeNet):
 
     def close(self):
         self.stream.synchronize()
-        # the graphs' executables go before the memory they point at
-        self.plans = {n: replace(p, graph=None) for n, p in self.plans.items()}
+        for p in self.plans.values():
+            p.graph = None  # the graph's executable goes before the memory it points at
         self.plans.clear()
         self.w = {}
         self.cp.get_default_memory_pool().free_all_blocks()

@@ -27,7 +27,7 @@ use FMA math and an algorithm whose math type is not tensor-op (TF32), cuBLAS it
 """
 
 import ctypes
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -47,7 +47,7 @@ TENSOR_OP_MATH = (1, 2)  # CUDNN_TENSOR_OP_MATH, _ALLOW_CONVERSION: TF32 in floa
 DENSE = (("fc1", "p2", 400, 120, True), ("fc2", "fc1", 120, 84, True), ("fc3", "fc2", 84, 10, False))
 
 
-@dataclass(frozen=True)
+@dataclass
 class Plan:
     """Everything a tuned or graph call of batch size n needs, built once (CudnnLeNet.plan): the
     fields after `events` are filled in as the plan is checked (fusion, cuBLASLt), then captured."""
@@ -65,7 +65,7 @@ class Plan:
     events: tuple  # (start, end) CUDA events around the work
     fused: bool = False  # conv + bias + ReLU in one cuDNN call
     lt: dict | None = None  # name -> cublaslt.DenseMatmul, or None: cuBLAS gemm + cuDNN ops
-    calls: tuple = ()  # (function, argument tuple) of the whole call, in order
+    calls: tuple | None = None  # (function, argument tuple) of the whole call, in order; None: unchecked
     graph: Any = None  # graph: the captured cupy.cuda.graph.Graph
 
 
@@ -249,20 +249,20 @@ class CudnnLeNet(LeNet):
                 ws = cp.empty(max(ws_size, 1), cp.uint8)
             pinned_in = cp.cuda.alloc_pinned_memory(n * 784 * self.itemsize)
             pinned_out = cp.cuda.alloc_pinned_memory(n * 10 * self.itemsize)
-            p = Plan(
+            p = self.plans[n] = Plan(  # kept first: close() releases what a failing check made
                 d=d, algos=algos, conv_math=list(self.conv_math), ws=ws, ws_size=ws_size, arrays=arrays,
                 buf={name: a.data.ptr for name, a in arrays.items()}, pinned=(pinned_in, pinned_out),
                 host_in=np.frombuffer(pinned_in, self.dtype, n * 784).reshape(n, 1, 28, 28),
                 host_out=np.frombuffer(pinned_out, self.dtype, n * 10).reshape(n, 10),
                 events=(cp.cuda.Event(), cp.cuda.Event()))
-            p = replace(p, fused=self.fusion_works(p))  # runs on the plan's buffers
-            p = replace(p, lt=self.dense_matmuls(p))
+            p.fused = self.fusion_works(p)  # runs on the plan's buffers
+            p.lt = self.dense_matmuls(p)
             rt, s = self.cp.cuda.runtime, self.stream.ptr
             # the whole call, prebuilt: pinned input -> device, the layers, -> pinned output
-            self.plans[n] = replace(p, calls=(
+            p.calls = (
                 (rt.memcpyAsync, (p.buf["x"], p.host_in.ctypes.data, p.host_in.nbytes, H2D, s)),
                 *self.layers(d, p.buf, algos, ws.data.ptr, ws_size, p.fused, p.lt),
-                (rt.memcpyAsync, (p.host_out.ctypes.data, p.buf["out"], p.host_out.nbytes, D2H, s))))
+                (rt.memcpyAsync, (p.host_out.ctypes.data, p.buf["out"], p.host_out.nbytes, D2H, s)))
         return self.plans[n]
 
     def dense_matmuls(self, p) -> dict | None:
@@ -349,7 +349,7 @@ class CudnnLeNet(LeNet):
         p = self.plan(len(images))
         np.copyto(p.host_in, images.transpose(0, 3, 1, 2))  # host side, outside the graph
         if p.graph is None:
-            p = self.plans[len(images)] = replace(p, graph=self.capture(p))
+            p.graph = self.capture(p)
         start, end = p.events
         start.record(self.stream)
         p.graph.launch(self.stream)
@@ -370,9 +370,8 @@ class CudnnLeNet(LeNet):
 
     def close(self):
         self.stream.synchronize()
-        # the graphs' executables go before the memory they point at
-        self.plans = {n: replace(p, graph=None) for n, p in self.plans.items()}
         for p in self.plans.values():
+            p.graph = None  # the graph's executable goes before the memory it points at
             p.d.close()
             for matmul in (p.lt or {}).values():
                 matmul.close()
