@@ -21,6 +21,7 @@ from lenet_numba import kernels
 # One image's activations: (name, shape); the convolutions' are planar, rows kept wide (kernels.py).
 BUFFERS = (("padded", (36 * 32,)), ("conv1", (6, 28 * 32)), ("pool1 row", (32,)), ("pool1", (6, 208)),
            ("conv2", (16, 144)), ("pool2", (400,)), ("fc1", (128,)), ("fc2", (96,)), ("fc3", (16,)))
+SCRATCH = ("padded", "pool1 row")  # reused image by image in `layers` too: never batch-sized
 
 
 def cpu_target() -> dict:
@@ -57,9 +58,10 @@ class NumbaLeNet(LeNet):
         self.plans = {}  # batch size -> (buffers, out); fused: one image's buffers for every n
 
     def buffers(self, n):
-        """fused: one image's buffers (n None); layers: each with a leading batch axis n."""
-        lead = () if n is None else (n,)
-        return tuple(np.zeros(lead + shape, self.dtype) for _, shape in BUFFERS)
+        """fused: one image's buffers (n None); layers: each with a leading batch axis n, but the
+        SCRATCH rows the layers' image loops reuse."""
+        return tuple(np.zeros(shape if n is None or name in SCRATCH else (n, *shape), self.dtype)
+                     for name, shape in BUFFERS)
 
     def predict(self, images):
         x = np.ascontiguousarray(check_images(images), self.dtype)  # (N, 28, 28, 1)
@@ -73,8 +75,8 @@ class NumbaLeNet(LeNet):
             return out.copy()
         w1, b1, w2, b2, f1, g1, f2, g2, f3, g3 = self.w
         padded, c1, row, p1, c2, p2, h1, h2, z = buf
-        kernels.conv1_layer(x, padded[0], w1, b1, c1)  # (N, 6, 28 * 32)
-        kernels.pool1_layer(c1, p1, row[0])             # (N, 6, 208)
+        kernels.conv1_layer(x, padded, w1, b1, c1)     # (N, 6, 28 * 32)
+        kernels.pool1_layer(c1, p1, row)                # (N, 6, 208)
         kernels.conv2_layer(p1, w2, b2, c2)             # (N, 16, 144)
         kernels.pool2_layer(c2, p2)                     # (N, 400)
         kernels.dense_layer(p2, f1, g1, h1, True)       # (N, 128): 120 and zeros
