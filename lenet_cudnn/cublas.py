@@ -19,9 +19,7 @@ Library discovery, first found wins:
 """
 
 import ctypes
-import importlib.util
 import os
-from pathlib import Path
 
 from harness.errors import Unavailable
 from harness.frameworks import native
@@ -78,13 +76,8 @@ class CublasError(RuntimeError):
 
 
 def wheel_libraries() -> list[str]:
-    spec = importlib.util.find_spec("nvidia")
-    found = []
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        for rel in ("cu13/lib/libcublas.so.13", "cublas/lib/libcublas.so.13", "cublas/lib/libcublas.so.12"):
-            if (Path(folder) / rel).is_file():
-                found.append(str(Path(folder) / rel))
-    return found
+    return native.wheel_libraries(("cu13/lib/libcublas.so.13", "cublas/lib/libcublas.so.13",
+                                   "cublas/lib/libcublas.so.12"))
 
 
 def candidates() -> list[tuple[str, str]]:

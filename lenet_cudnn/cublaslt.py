@@ -15,9 +15,7 @@ the system's libcublasLt.so.13, then .so.12.
 """
 
 import ctypes
-import importlib.util
 import os
-from pathlib import Path
 
 from harness.errors import Unavailable
 from harness.frameworks import native
@@ -97,11 +95,7 @@ def candidates() -> list[tuple[str, str]]:
     if os.environ.get("LENET_CUBLASLT_LIBRARY"):
         found.append((os.environ["LENET_CUBLASLT_LIBRARY"], "LENET_CUBLASLT_LIBRARY"))
     found += [(path, "loaded in this process") for path in native.loaded_in_process("libcublasLt.so")]
-    spec = importlib.util.find_spec("nvidia")
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        for rel in WHEEL_PATHS:
-            if (Path(folder) / rel).is_file():
-                found.append((str(Path(folder) / rel), "nvidia-cublas wheel"))
+    found += [(path, "nvidia-cublas wheel") for path in native.wheel_libraries(WHEEL_PATHS)]
     return found + [(soname, "system") for soname in SONAMES]
 
 

@@ -1,9 +1,11 @@
 """Loading a native library through ctypes, the same way for every binding (cuDNN, cuBLAS,
 cuBLASLt, oneDNN, NVRTC): the first candidate that loads and wraps, else Unavailable naming
-every path tried and the fix (first_library); and the copies of a library already mapped into
-this process, which a binding tries before any other (loaded_in_process)."""
+every path tried and the fix (first_library); the copies of a library already mapped into
+this process, which a binding tries before any other (loaded_in_process); and the copies the
+NVIDIA wheels installed (wheel_libraries)."""
 
 import ctypes
+import importlib.util
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
@@ -27,6 +29,14 @@ def loaded_in_process(prefix: str, maps: str = "/proc/self/maps") -> list[str]:
         if Path(path).name.startswith(prefix) and path not in found:
             found.append(path)
     return found
+
+
+def wheel_libraries(rels: Iterable[str]) -> list[str]:
+    """Paths of the files `rels` (relative to the `nvidia` namespace package: "cu13/lib/...",
+    "cublas/lib/...") that exist, folder by folder of the package, in the order of `rels`."""
+    spec = importlib.util.find_spec("nvidia")
+    return [str(Path(folder) / rel) for folder in (spec.submodule_search_locations or [] if spec else [])
+            for rel in rels if (Path(folder) / rel).is_file()]
 
 
 def first_library(candidates: Iterable[tuple[str, str]], wrap: Callable[[str, str, ctypes.CDLL], T],

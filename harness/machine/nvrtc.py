@@ -13,12 +13,10 @@ Library discovery, first found wins:
 """
 
 import ctypes
-import importlib.util
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 from harness.errors import Unavailable
@@ -102,11 +100,7 @@ def candidates() -> list[tuple[str, str]]:
     found = []
     if os.environ.get("LENET_NVRTC_LIBRARY"):
         found.append((os.environ["LENET_NVRTC_LIBRARY"], "LENET_NVRTC_LIBRARY"))
-    spec = importlib.util.find_spec("nvidia")
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        for rel in WHEEL_PATHS:
-            if (Path(folder) / rel).is_file():
-                found.append((str(Path(folder) / rel), "nvidia-cuda-nvrtc wheel"))
+    found += [(path, "nvidia-cuda-nvrtc wheel") for path in native.wheel_libraries(WHEEL_PATHS)]
     return found + [(soname, "system") for soname in SONAMES]
 
 
