@@ -104,7 +104,9 @@ REGISTRY = {
     )
 }
 DEVICES = ("cpu", "gpu")
-KERAS_BACKENDS = {"keras": "tensorflow", "keras_jax": "jax", "keras_torch": "torch"}
+# implementation -> the Keras backend its worker runs (read from its env: written once, above)
+KERAS_BACKENDS = {name: dict(spec.env)["KERAS_BACKEND"] for name, spec in REGISTRY.items()
+                  if "KERAS_BACKEND" in dict(spec.env)}
 
 # What to install when a framework is missing (the module's top-level name -> the fix).
 INSTALL = {
