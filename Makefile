@@ -65,8 +65,7 @@ test-fast: $(STAMP)  ## the test suite without the end-to-end runs marked slow
 weights: $(STAMP)  ## retrain the shared weights (Keras, fixed seeds)
 	$(PY) -m harness.data.train --out $(WEIGHTS)
 
-# The seeded initial weights every level's training starts from (byte-reproducible).
-init-weights: $(STAMP)  ## the seeded initial weights every level's training starts from
+init-weights: $(STAMP)  ## the seeded initial weights every level's training starts from (byte-reproducible)
 	$(PY) -m harness.data.init_weights --seed 0 --out weights/lenet5_init.weights.h5
 
 verify: $(STAMP)  ## every level against the NumPy oracle: inference, then SGD steps (GPU too where present)
@@ -92,7 +91,6 @@ EXPLAIN := keras/predict,keras_jax/predict,keras_torch/predict,tf/eager,jax/eage
 explain: $(STAMP)  ## why Keras is slow: each backend's predict and the framework ops, stage by stage
 	$(PY) -m harness explain $(EXPLAIN) --calls 40 --rounds 4 --out $(RESULTS)
 
-# The harness's timer against the standard library's timeit, on the NumPy level.
 crosscheck: $(STAMP)  ## the harness's timer against timeit, on the NumPy level
 	$(PY) -m harness crosscheck --json $(RESULTS)/crosscheck-$$(hostname).json
 
