@@ -33,6 +33,7 @@ Clean-up never stops a grading: what fails is reported and the next submission i
       .imported, .gate + .passes + .pass_gate, .warm_up + .fast_enough (the probe and the warm-up),
       .rounds -> Rounds, .verdict
       .limits, .space + .release, .present, .clean_up   a worker's limits and space, the copy's checks
+      .retire, .close                                a reference's worker stopped, its log kept
     Warmup, Rounds                                   what the warm-up and the rounds measured
     gpu_lock, interrupted_row, one_line, node_info, count_loc
 """
@@ -42,7 +43,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ SOURCES = (".py", ".cu", ".cuh")  # Python glue and CUDA kernels (the CUDA lab)
 MAX_LOC_BYTES = 256 << 10  # source counted by pygount (about 6 s per MB), in the copy's order of need
 
 
-def count_loc(folder: Path, student: str, module: str = "lenet.py") -> dict:
+def count_loc(folder: Path, module: str = "lenet.py") -> dict:
     """Code lines of the source files of a submission's private copy (regular files only): the
     module first, then its imports' files, then the rest, up to MAX_LOC_BYTES of source."""
     from harness.report import loc
@@ -143,7 +144,8 @@ class Grader:
         self.node = node_info(lab.device)
         self.scratch = Path(tempfile.mkdtemp(prefix="lenet-lab-"))  # 0700: the grader's alone
         self.spaces: dict[Path, disk.Space] = {}  # the workers' writable spaces, by folder
-        if self.iso.bwrap is not None and os.geteuid() == 0:
+        self.tmpfs = self.iso.bwrap is not None and os.geteuid() == 0  # a bounded tmpfs per space
+        if self.tmpfs:
             disk.private_mounts()  # the spaces' tmpfs mounts vanish with the grader, however it ends
 
     def predict_oracle(self, images_u8: np.ndarray) -> np.ndarray:
@@ -189,8 +191,9 @@ class Grader:
             except Failure as exc:
                 if who == SUBMISSION:
                     raise
-                worker.box.kill()
+                worker.box.kill()  # at once: a failed reference is not asked to exit
                 self.refs.pop(who, None)
+                self.retire(worker)
                 if attempt == 2:
                     raise HarnessError(f"reference {who} failed twice ({exc.status}: {exc.reason})") from None
                 worker = self.reference(who)
@@ -204,10 +207,14 @@ class Grader:
                                    f"(worst |dp| {check['max_abs_diff']:.2g})")
         return result
 
+    def retire(self, worker: Sandbox) -> None:
+        """A reference's worker stopped (its cgroup and pidfd released), its log kept in references.log."""
+        worker.stop()
+        box.capped_log(worker.box.log_path, self.out / "references.log")
+
     def close(self) -> None:
         for worker in self.refs.values():
-            worker.stop()
-            box.capped_log(worker.box.log_path, self.out / "references.log")
+            self.retire(worker)
         self.refs.clear()
         for root in list(self.spaces):
             self.release(root)
@@ -229,7 +236,7 @@ class Grader:
         try:
             space = self.space(0, "submission")
             copied = files.copy_submission(folder, space.submission, self.iso.uid(0), lab.module)
-            row.update(count_loc(space.submission, student, lab.module), bytes=copied["bytes"],
+            row.update(count_loc(space.submission, lab.module), bytes=copied["bytes"],
                        files_sha256=copied["sha256"],  # what --resume compares (harness.lab.files)
                        skipped_files=[text.clean(s, 300) for s in copied["skipped"]])
             env = {**self.env, "LENET_LAB_ALLOW": ",".join(lab.allow_imports)}
@@ -251,24 +258,23 @@ class Grader:
 
     def limits(self, trusted: bool) -> box.Limits:
         """A worker's limits: the lab's; a reference (trusted) has no time limits."""
-        given = self.lab.limits
-        if trusted:
-            return box.Limits(memory_mb=given.memory_mb, pids=given.pids, output_mb=given.output_mb,
-                              disk_mb=given.disk_mb, files=given.files)
-        return box.Limits(given.wall_s, given.cpu_s, given.memory_mb, given.pids, given.output_mb,
-                          given.disk_mb, given.files)
+        given = self.lab.limits  # the lab's, of which a box enforces box.Limits' fields
+        limits = box.Limits(**{f.name: getattr(given, f.name) for f in fields(box.Limits)})
+        return replace(limits, wall_s=None, cpu_s=None) if trusted else limits
 
     def space(self, slot: int, name: str) -> disk.Space:
         """A worker's writable space (harness.lab.disk), made fresh; released in clean_up or close."""
-        root = self.scratch / f"space-{name}"
+        root = self.space_root(name)
         self.release(root)
         given = self.lab.limits
-        tmpfs = self.iso.bwrap is not None and os.geteuid() == 0
         try:
-            self.spaces[root] = disk.make(root, given.disk_mb, given.files, self.iso.uid(slot), tmpfs)
+            self.spaces[root] = disk.make(root, given.disk_mb, given.files, self.iso.uid(slot), self.tmpfs)
         except OSError as exc:
             raise HarnessError(f"cannot make a worker's writable space {root}: {exc}") from None
         return self.spaces[root]
+
+    def space_root(self, name: str) -> Path:
+        return self.scratch / f"space-{name}"
 
     def release(self, root: Path) -> None:
         space = self.spaces.pop(root, None)
@@ -296,7 +302,7 @@ class Grader:
                 worker.box.log_path.unlink(missing_ok=True)
         except OSError as exc:
             self.report(f"warning: clean-up after {name} failed ({exc}); grading goes on")
-        self.release(self.scratch / f"space-{name}")
+        self.release(self.space_root(name))
 
     def steps(self, worker: Sandbox, row: dict) -> None:
         """The phases in order (the module's docstring), each returning its values; they go into
