@@ -47,6 +47,7 @@ from harness.lab.cgroup import Cgroup
 from harness.lab.disk import Space
 from harness.lab.isolation import Isolation
 from harness.machine import procenv
+from harness.measure import channel
 
 LOG_KEEP = 32 << 10  # bytes of the log kept from its start, and as many from its end
 WORKER_ARGS = [b"-m", b"harness.lab.worker"]  # the worker's argv after the interpreter
@@ -283,7 +284,7 @@ class Box:
         """Ask it to exit, then kill whatever is left (a detached daemon, a fork bomb)."""
         if self.proc is not None and self.proc.poll() is None and self.proc.stdin is not None:
             try:
-                os.write(self.proc.stdin.fileno(), b'{"op": "exit"}\n')
+                os.write(self.proc.stdin.fileno(), channel.EXIT)
                 self.proc.wait(timeout=5)
             except (OSError, ValueError, subprocess.TimeoutExpired):
                 pass

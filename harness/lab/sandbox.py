@@ -11,13 +11,11 @@ own clocks around every call; every reply checked (harness.lab.replies).
       .stream(images, timeout) -> Chunk                  one chunk of timed calls
       .busy_s                       how long the grader has waited on it, all requests together
     Chunk                           one chunk's measurements, per call
-    json_line(message) -> bytes     one request as the worker reads it
 
 Every wait is bounded: by the request's own timeout, and by the box's wall_s over all requests.
 Any failure in an exchange (a timeout, garbage, a death, an error reply) ends the worker.
 """
 
-import json
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -47,10 +45,6 @@ class Chunk:
     trips_ns: list[int]
     cpu_ns: list[int]
     outputs: np.ndarray
-
-
-def json_line(message: dict) -> bytes:
-    return (json.dumps(message) + "\n").encode()
 
 
 class Sandbox:
@@ -111,7 +105,7 @@ class Sandbox:
         if self.box.proc is None:
             self.start()
         with self._exchange(timeout, what) as (pipe, deadline):
-            pipe.send(json_line(message), deadline)
+            pipe.send(channel.encode(message), deadline)
             return self._reply(pipe, deadline, expect or {})
 
     def load(self, message: dict, timeout: float) -> dict:
@@ -123,7 +117,7 @@ class Sandbox:
         """The worker's probabilities of these (N, 28, 28) uint8 images, (N, 10) float32."""
         images = len(images_u8)
         with self._exchange(timeout, "gate") as (pipe, deadline):
-            pipe.send(json_line({"op": "gate", "images": images, "batch": batch}), deadline)
+            pipe.send(channel.encode({"op": "gate", "images": images, "batch": batch}), deadline)
             pipe.send(np.ascontiguousarray(images_u8, dtype=np.uint8).tobytes(), deadline)
             self._reply(pipe, deadline, {"rows": images})
             raw = pipe.exact(images * CLASSES * 4, deadline)
@@ -137,7 +131,7 @@ class Sandbox:
         out = np.empty((calls, batch, CLASSES), dtype=np.float32)
         box = self.box
         with self._exchange(timeout, "timing") as (pipe, deadline):
-            pipe.send(json_line({"op": "stream", "calls": calls, "batch": batch}), deadline)
+            pipe.send(channel.encode({"op": "stream", "calls": calls, "batch": batch}), deadline)
             self._reply(pipe, deadline, {"ready": True})  # clocks may start
             for i in range(calls):
                 pixels = np.ascontiguousarray(images[i], dtype=np.uint8).tobytes()

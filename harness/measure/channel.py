@@ -6,6 +6,7 @@ deadline, so that no worker (a study's, a lab's untrusted one) can stall its par
       .line(deadline) -> bytes   the next line, without its newline
       .message(deadline)         the next line as JSON
       .exact(n, deadline)        the next n bytes
+    encode(message) -> bytes   one JSON line, as a worker reads a request; EXIT, the request to exit
     decode(line) -> the JSON value of one line, or Garbage
     Closed     the worker closed its end (exited, was killed), or its pipes were closed here
     TimedOut   the deadline passed; `reading` tells an unanswered request from unread input
@@ -50,6 +51,13 @@ class Garbage(ChannelError, ValueError):
         super().__init__(what)
         self.what = what
         self.data = data
+
+
+def encode(message: dict) -> bytes:
+    return (json.dumps(message) + "\n").encode()
+
+
+EXIT = encode({"op": "exit"})  # both workers' (harness.measure.worker, harness.lab.worker) last request
 
 
 def decode(line: bytes) -> Any:

@@ -7,7 +7,6 @@
       .start(), .alive(), .pid, .kill(), .stop()
 """
 
-import json
 import signal
 import subprocess
 import sys
@@ -19,8 +18,6 @@ from harness.errors import Failure
 from harness.machine import procenv
 from harness.measure import channel
 from harness.measure.channel import Channel
-
-EXIT = b'{"op": "exit"}\n'
 
 
 class WorkerProcess:
@@ -59,7 +56,7 @@ class WorkerProcess:
         deadline = time.monotonic() + timeout
         when = "before the request"
         try:
-            pipe.send((json.dumps(message) + "\n").encode(), deadline)
+            pipe.send(channel.encode(message), deadline)
             when = "while working"
             return pipe.message(deadline)
         except channel.TimedOut:
@@ -87,7 +84,7 @@ class WorkerProcess:
         """Ask politely (the implementation frees its GPU memory), then make sure."""
         if self.alive() and self.proc is not None and self.channel is not None:
             try:
-                self.channel.send(EXIT, time.monotonic() + 1)
+                self.channel.send(channel.EXIT, time.monotonic() + 1)
                 self.proc.wait(timeout=10)
             except (channel.ChannelError, subprocess.TimeoutExpired):
                 pass
