@@ -200,6 +200,47 @@ def test_the_grader_survives_its_clean_up_failing(monkeypatch, tmp_path):
     assert "clean-up of" in said[0] and "grading goes on" in said[0]
 
 
+def test_a_failing_reference_is_retired_and_restarted_once(tmp_path):
+    """A reference whose chunk fails is killed at once, then stopped like any reference at the end
+    (its cgroup removed, its pidfd closed) with its log kept; the fresh one it gets must answer."""
+    from harness.errors import Failure
+    from harness.lab import assignment
+    from harness.lab.sandbox import Chunk
+
+    class Worker:
+        def __init__(self, name, fails):
+            self.name, self.fails, self.done = name, fails, []
+            self.box = self
+            self.log_path = tmp_path / f"{name}.log"
+            self.log_path.write_text(f"{name} said this\n")
+
+        def kill(self):
+            self.done.append("kill")
+
+        def stop(self):
+            self.done.append("stop")
+
+        def stream(self, calls, timeout):
+            if self.fails:
+                raise Failure("crashed", "it fell over")
+            return Chunk([1] * len(calls), [1] * len(calls), [1] * len(calls), answers.reshape(len(calls), 1, 10))
+
+    answers = np.full((4, 10), 0.1)
+    grader = grade.Grader.__new__(grade.Grader)
+    grader.lab, grader.out = assignment.load("cpu_numpy"), tmp_path
+    first, fresh = Worker("first", fails=True), Worker("fresh", fails=False)
+    grader.refs = {"numpy": first}
+    grader.reference = lambda label: grader.refs.setdefault(label, fresh)
+    got = grader.chunk("numpy", first, np.zeros((4, 28, 28), np.uint8), answers)
+    assert first.done == ["kill", "stop"] and grader.refs == {"numpy": fresh} and got.times_ns == [1] * 4
+    assert (tmp_path / "references.log").read_text() == "first said this\n"
+    grader.refs = {"numpy": first}
+    fresh.fails = True
+    with pytest.raises(grade.HarnessError, match="reference numpy failed twice .crashed: it fell over."):
+        grader.chunk("numpy", first, np.zeros((4, 28, 28), np.uint8), answers)
+    assert fresh.done == ["kill", "stop"] and grader.refs == {}
+
+
 def test_the_copy_takes_the_module_and_its_imports_first(tmp_path):
     folder = tmp_path / "ann"
     (folder / "zz_pkg").mkdir(parents=True)
