@@ -494,19 +494,23 @@ def test_an_edited_row_and_a_ghost_row_are_named_not_ranked(graded, tmp_path):
 
 @pytest.mark.slow  # the class graded once: about a minute
 def test_a_submission_whose_grading_was_cut_off_is_graded_once_more(graded, lab_file, submissions, tmp_path):
-    """correct: the grader died once while grading it (graded again); wrong: twice (a row, no third try)."""
+    """correct: the grader died once while grading it (graded again); wrong: twice (a row, no third try);
+    broken: twice, on Slurm, whose merge left its placeholder row (no result: no third try either)."""
     copy = tmp_path / "out"
     shutil.copytree(graded[0], copy)
-    for name, attempt in (("correct", 1), ("wrong", 2)):
+    for name, attempt in (("correct", 1), ("wrong", 2), ("broken", 2)):
         (store.result_dir(copy, name) / "row.json").unlink()
         started = json.loads((store.result_dir(copy, name) / "started.json").read_text())
         (store.result_dir(copy, name) / "started.json").write_text(json.dumps({**started, "attempt": attempt}))
+    store.write_row(copy, {"student": "broken", "status": "cancelled", "reason": "the task was cancelled",
+                           "from_merge": True})  # as slurm.merge writes it
     done = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(copy),
-                  "--resume", "--only", "correct,wrong", "--no-report", timeout=300)
+                  "--resume", "--only", "correct,wrong,broken", "--no-report", timeout=300)
     assert done.returncode == 0, done.stderr
     rows = rows_by_student(copy)
     assert rows["correct"]["status"] == "ok"
     assert rows["wrong"]["status"] == "crashed" and "interrupted 2 times" in rows["wrong"]["reason"]
+    assert rows["broken"]["status"] == "crashed" and "interrupted 2 times" in rows["broken"]["reason"]
 
 
 # --- Slurm: scripts, the merge's rows, and a real job array --------------------------------------

@@ -479,8 +479,10 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
     grader = Grader(lab, out, weights, report, iso)
     try:
         for i, name in enumerate(todo, 1):
-            # attempts cut off by the grader's death; a finished row (a regrade) starts afresh
-            previous = 0 if store.read_row(out, name) else (store.started(out, name) or {}).get("attempt", 0)
+            # attempts cut off by the grader's death (a Slurm placeholder row is one); a finished
+            # row (a regrade) starts afresh
+            cut_off = (store.started(out, name) or {}).get("attempt", 0)
+            previous = 0 if store.graded_row(out, name) else cut_off
             if previous >= MAX_ATTEMPTS:  # the grader died while grading it, each time
                 row = interrupted_row(lab, name, previous)
             else:
@@ -507,9 +509,7 @@ def to_grade(lab: Lab, submissions: Path, out: Path, only: list[str] | None, res
         unknown = sorted(set(only) - set(names))
         if unknown:
             raise HarnessError(f"--only: no submission folder {unknown} in {submissions}; found {names}")
-    # a row the Slurm merge made for a task that left none (cancelled, crashed) is not a result
-    rows = {n: row for n in names
-            if (row := store.read_row(out, n)) is not None and not row.get("from_merge")}
+    rows = {n: row for n in names if (row := store.graded_row(out, n)) is not None}
     if only and not resume:
         return [n for n in names if n in only], [n for n in rows if n not in only]
     chosen = [n for n in names if n in only] if only else names

@@ -23,7 +23,7 @@ leaderboard instead of ranked.
 
     prepare, result_dir, lab_copy, students, write_students, listed_students   the folder
     write_grading, grading, hand_over                           regrades; sudo's user owns it
-    mark_started, started, write_row, read_row, read_rows, checked_rows, write_json   the rows
+    mark_started, started, write_row, read_row, graded_row, read_rows, checked_rows, write_json   the rows
     mac, genuine                                                                   their MACs
 """
 
@@ -136,10 +136,8 @@ def write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)  # atomic: a reader sees the old file or the new one
 
 
-def mark_started(out: Path, student: str, attempt: int | None = None, **info: object) -> int:
-    """Note that grading `student` starts; returns which attempt this is (a grader that died
-    while grading it left the previous one; given: a regrade of a finished row starts at 1)."""
-    attempt = attempt or (started(out, student) or {}).get("attempt", 0) + 1
+def mark_started(out: Path, student: str, attempt: int, **info: object) -> int:
+    """Note that grading `student` starts, as its `attempt`-th try (the grader counts them)."""
     write_json(result_dir(out, student) / "started.json",
                {"student": student, "host": socket.gethostname(), "time": time.time(), "attempt": attempt,
                 **info})
@@ -151,6 +149,13 @@ def write_row(out: Path, row: dict) -> Path:
     data = {"schema": SCHEMA_VERSION, **row}
     write_json(path, {**data, "mac": mac(out, data)})
     return path
+
+
+def graded_row(out: Path, student: str) -> dict | None:
+    """The student's row, unless it is the Slurm merge's placeholder for a task that left none
+    (cancelled, crashed): that is no result, and the grading of that student never finished."""
+    row = read_row(out, student)
+    return row if row is not None and not row.get("from_merge") else None
 
 
 def read_row(out: Path, student: str) -> dict | None:
