@@ -13,7 +13,6 @@ import base64
 import dataclasses
 import hashlib
 import hmac
-import json
 import os
 import re
 import stat
@@ -126,10 +125,8 @@ def write(out: Path, aliases: dict[str, Alias]) -> Path:
 
 def refusal_lines(out: Path, student: str) -> list[str]:
     """The feedback's lines about a refused alias.txt (none when it was used, or absent)."""
-    try:
-        saved = json.loads((Path(out) / PRIVATE / SAVED).read_text()).get(student) or {}
-    except (OSError, ValueError, AttributeError):
-        return []
+    everyone = store.read_json(Path(out) / PRIVATE / SAVED)
+    saved = everyone.get(student) if isinstance(everyone, dict) else None
     if not isinstance(saved, dict) or not saved.get("refused"):
         return []
     return ["", f"Your {FILE} was not used on the public page: {saved['refused']}. The page shows you "

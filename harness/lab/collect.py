@@ -39,11 +39,12 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 from harness.errors import HarnessError
+from harness.lab import files
 
 MANIFEST = "manifest.csv"
 FIELDS = ["folder", "student_id", "name", "submitted_at", "late", "source", "sha256", "note"]
 MAX_BYTES = 512 << 20  # everything an archive (or the clones) may expand to
-MAX_STUDENT_BYTES = 32 << 20  # one student's files (the grader's own cap: harness.lab.files)
+MAX_STUDENT_BYTES = files.MAX_BYTES  # one student's files: the grader's own cap
 JUNK = ("__MACOSX/", ".DS_Store", "Thumbs.db")
 CANVAS = re.compile(r"^(?P<name>[^_/]+)_(?:(?P<late>LATE)_)?(?P<id>\d+)_(?P<sub>\d+)_(?P<file>[^/]+)$")
 MOODLE = re.compile(r"^(?P<name>[^/]+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_(?P<rest>.*)$")

@@ -8,7 +8,7 @@ and the node are shown beside it, never used for the ranking.
     build(out, report) -> paths   everything below, from the rows (and OUT/manifest.csv: lateness)
     ranked(rows) (ties: harness.lab.points), markdown(rows, lab, notes, scores), points_lines(lab),
     with_similarity(text, rows, out), write_csv(rows, path, scores), csv_row(rank, row, score),
-    reference_summary(rows), isolation_lines(rows), ratio_of(row), node_name(row), fmt_us(ns)
+    reference_summary(rows), isolation_lines(rows), node_name(row), fmt_us(ns)
 """
 
 import csv
@@ -48,10 +48,6 @@ def ranked(rows: list[dict]) -> list[tuple[int | None, dict]]:
     return [(places[r["student"]][0], r) for r in points.sorted_ok(rows)] + [(None, r) for r in rest]
 
 
-def ratio_of(row: dict, label: str | None = None) -> dict:
-    return row["ratios"][label or row["rank_by"]]
-
-
 def node_name(row: dict) -> str:
     node = row.get("node") or {}
     hardware = node.get("gpu") or node.get("cpu")
@@ -71,7 +67,7 @@ def csv_row(rank: int | None, row: dict, score: points.Score | None = None) -> d
            "cpu": node.get("cpu", ""), "gpu": node.get("gpu") or "",
            "reason": text.csv_cell(row.get("reason") or "")}
     if row["status"] == "ok":
-        r = ratio_of(row)
+        r = points.ratio(row)
         out.update(median_us_per_image=round(row["median_per_image_ns"] / 1e3, 3), ratio=round(r["ratio"], 4),
                    ratio_ci95_low=round(r["ci95_low"], 4), ratio_ci95_high=round(r["ci95_high"], 4),
                    other_ratios=" ".join(f"{k}={v['ratio']:.4g}" for k, v in row["ratios"].items()
@@ -142,7 +138,7 @@ def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = (),
              "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
     for rank, row in ranked(rows):
         if row["status"] == "ok":
-            r = ratio_of(row)
+            r = points.ratio(row)
             speed = fmt_us(row["median_per_image_ns"])
             ratio = f"{r['ratio']:.2f} [{r['ci95_low']:.2f}–{r['ci95_high']:.2f}]"
             dropped = len(row.get("inconsistent_rounds") or [])

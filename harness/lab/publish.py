@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.lab import alias, assignment, leaderboard, plots, store
+from harness.lab import alias, assignment, leaderboard, plots, points, store
 
 PAGE, FIGURE, TABLE = "index.html", "leaderboard.png", "leaderboard.csv"
 PUBLIC_FIELDS = ["rank", "pseudonym", "status", "median_us", "ratio", "ci95_low", "ci95_high", "loc"]
@@ -35,7 +35,7 @@ def public_rows(rows: list[dict], aliases: dict[str, alias.Alias]) -> list[dict]
         entry = dict.fromkeys(PUBLIC_FIELDS)
         entry.update(rank=rank, pseudonym=aliases[row["student"]].alias, status=str(row["status"]))
         if row["status"] == "ok":
-            r = leaderboard.ratio_of(row)
+            r = points.ratio(row)
             entry.update(median_us=round(row["median_per_image_ns"] / 1e3, 3), ratio=round(r["ratio"], 4),
                          ci95_low=round(r["ci95_low"], 4), ci95_high=round(r["ci95_high"], 4),
                          loc=int(row["loc"]))

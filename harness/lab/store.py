@@ -23,7 +23,8 @@ leaderboard instead of ranked.
 
     prepare, result_dir, lab_copy, students, write_students, listed_students   the folder
     write_grading, grading, hand_over                           regrades; sudo's user owns it
-    mark_started, started, write_row, read_row, graded_row, read_rows, checked_rows, write_json   the rows
+    mark_started, started, write_row, read_row, graded_row, read_rows, checked_rows   the rows
+    write_json, read_json                                       any JSON file of OUT
     mac, genuine                                                                   their MACs
 """
 
@@ -159,18 +160,11 @@ def graded_row(out: Path, student: str) -> dict | None:
 
 
 def read_row(out: Path, student: str) -> dict | None:
-    path = result_dir(out, student) / "row.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    return read_json(result_dir(out, student) / "row.json")
 
 
 def started(out: Path, student: str) -> dict | None:
-    try:
-        data = json.loads((result_dir(out, student) / "started.json").read_text())
-    except (OSError, ValueError):
-        return None
+    data = read_json(result_dir(out, student) / "started.json")
     return data if isinstance(data, dict) and isinstance(data.get("attempt", 1), int) else None
 
 
@@ -179,11 +173,12 @@ def read_rows(out: Path) -> list[dict]:
     if not base.is_dir():
         raise HarnessError(f"{out}: no graded submissions ({base} missing); run "
                            "python -m harness lab grade LAB --submissions DIR --out OUT first")
-    rows = [_read_json(p / "row.json") for p in sorted(base.iterdir()) if p.is_dir()]
+    rows = [read_json(p / "row.json") for p in sorted(base.iterdir()) if p.is_dir()]
     return [r for r in rows if isinstance(r, dict)]
 
 
-def _read_json(path: Path) -> dict | None:
+def read_json(path: Path) -> dict | None:
+    """The JSON in `path`; None where it cannot be read or is not JSON (the caller checks its shape)."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
@@ -218,7 +213,7 @@ def write_grading(out: Path, submissions: Path, weights: str | Path) -> None:
 
 def grading(out: Path) -> dict:
     """What write_grading recorded ({} for a folder from before it)."""
-    data = _read_json(Path(out) / GRADING)
+    data = read_json(Path(out) / GRADING)
     return data if isinstance(data, dict) else {}
 
 
