@@ -329,9 +329,9 @@ def lab_report(out: Path, skip: bool = False) -> None:
 
 
 def cmd_lab_regrade(args: argparse.Namespace) -> int:
-    from harness.lab import assignment, grade, libpath, store
+    from harness.lab import grade, libpath, store
 
-    lab = assignment.load(str(store.lab_copy(args.out)))
+    lab = store.graded_lab(args.out)
     libpath.check_sudo(lab.device)
     recorded = store.grading(args.out)
     submissions = args.submissions or (Path(recorded["submissions"]) if "submissions" in recorded else None)
@@ -425,9 +425,9 @@ def cmd_lab_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_similarity(args: argparse.Namespace) -> int:
-    from harness.lab import assignment, leaderboard, similarity, store
+    from harness.lab import leaderboard, similarity, store
 
-    lab = assignment.load(str(store.lab_copy(args.out)))
+    lab = store.graded_lab(args.out)
     similarity.run(args.out, args.submissions, lab, args.threshold, args.starter, report=log)
     if (args.out / "LEADERBOARD.md").is_file():
         leaderboard.build(args.out)  # its column of flagged pairs

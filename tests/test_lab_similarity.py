@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from harness import cli
-from harness.lab import assignment, publish, similarity, store
+from harness.lab import publish, similarity, store
 from tests import lab_rows
 from tests.conftest import ROOT
 
@@ -41,7 +41,7 @@ def checked(tmp_path_factory):
     graded = [lab_rows.ok_row(s, 1.0 + i / 10, 0.9 + i / 10, 1.1 + i / 10, 40) for i, s in enumerate(FOLDERS)]
     out = lab_rows.graded(base / "out", graded)
     lines: list[str] = []
-    lab = assignment.load(str(store.lab_copy(out)))
+    lab = store.graded_lab(out)
     pairs, skipped = similarity.run(out, submissions, lab, report=lines.append)
     return out, submissions, pairs, skipped, lines
 

@@ -99,7 +99,7 @@ def export(out: Path, roster: Path, fmt: str, target: Path, force: bool = False,
     out, target = Path(out), Path(target)
     if target.exists() and not force:
         raise HarnessError(f"-o {target}: already exists; nothing was written (add --force to replace it)")
-    lab = assignment.load(str(store.lab_copy(out)))
+    lab = store.graded_lab(out)
     rows, _ = store.checked_rows(out)
     manifest = collect.graded_manifest(out)
     scores, places = points.scores(rows, lab.grade, manifest), points.groups(rows)

@@ -187,7 +187,7 @@ def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
     from harness.lab import feedback, plots
 
     out = Path(out)
-    lab = assignment.load(str(store.lab_copy(out)))
+    lab = store.graded_lab(out)
     rows, notes = store.checked_rows(out)
     scores = points.scores(rows, lab.grade, collect.graded_manifest(out))
     paths = [write_csv(rows, out / "leaderboard.csv", scores)]

@@ -117,7 +117,7 @@ def publish(out: Path, public_dir: Path, submissions: Path | None = None,
             report: Callable[[str], None] = print) -> list[Path]:
     """index.html, leaderboard.png and leaderboard.csv in PUBLIC_DIR; OUT/private/aliases.json."""
     out = Path(out)
-    lab = assignment.load(str(store.lab_copy(out)))
+    lab = store.graded_lab(out)
     target = checked_target(out, public_dir)
     rows, _ = store.checked_rows(out)
     aliases = alias.assign(out, sorted(r["student"] for r in rows), submissions)

@@ -170,10 +170,10 @@ def missing_row(student: str, state: dict | None, started: dict | None) -> dict:
 
 def merge(out: Path, submissions: Path, job: str | None, report: Callable[[str], None] = print) -> list[dict]:
     """Rows for every student the tasks left without one, then the leaderboard."""
-    from harness.lab import assignment, leaderboard
+    from harness.lab import leaderboard
 
     out = Path(out)
-    lab = assignment.load(str(store.lab_copy(out)))
+    lab = store.graded_lab(out)
     listed = out / "slurm" / "students.txt"
     names = listed.read_text(errors="surrogateescape").splitlines() if listed.is_file() \
         else store.students(submissions, lab.module)

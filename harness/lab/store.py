@@ -21,7 +21,7 @@ Only the grader writes here (no worker can see --out). Each row and the students
 HMAC-SHA256 under the grader's key: a row edited afterwards, or one added, is named on the
 leaderboard instead of ranked.
 
-    prepare, result_dir, lab_copy, students, write_students, listed_students   the folder
+    prepare, result_dir, graded_lab, students, write_students, listed_students   the folder
     write_grading, grading, hand_over                           regrades; sudo's user owns it
     mark_started, started, write_row, read_row, graded_row, read_rows, checked_rows   the rows
     write_json, read_json                                       any JSON file of OUT
@@ -38,7 +38,8 @@ import time
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.lab import text
+from harness.lab import assignment, text
+from harness.lab.assignment import Lab
 
 SCHEMA_VERSION = 1
 RESULTS = "results"
@@ -66,13 +67,13 @@ def students(submissions: Path, module: str) -> list[str]:
     return names
 
 
-def lab_copy(out: Path) -> Path:
-    """OUT/<lab>.toml, the one lab file of a grading folder."""
+def graded_lab(out: Path) -> Lab:
+    """The lab of a grading folder, read from its one copy, OUT/<lab>.toml (as `prepare` wrote it)."""
     found = sorted(Path(out).glob("*.toml"))
     if len(found) != 1:
         raise HarnessError(f"{out}: not a lab grading folder (expected one <lab>.toml in it, found "
                            f"{[p.name for p in found]})")
-    return found[0]
+    return assignment.load(str(found[0]))
 
 
 def prepare(out: Path, lab_name: str, lab_source: str, lab_path: str) -> Path:
