@@ -7,7 +7,7 @@ string from the submission (its name, reason, skipped files, log tail) is escape
 
 from pathlib import Path
 
-from harness.lab import alias, store, text
+from harness.lab import alias, store, text, timing
 from harness.lab.assignment import Lab
 from harness.report.style import fmt_ms
 
@@ -58,9 +58,7 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> lis
                   *[f"- {text.cell(entry)}" for entry in row["skipped_files"][:20]], ""]
     gate = row.get("gate")
     if gate:
-        lines += [f"Gate: {gate['agree']} of {gate['images']} test images agree with the NumPy reference "
-                  f"(needed {lab.gate.min_agree}); worst |dp| {gate['max_abs_diff']:.2g} (allowed "
-                  f"{lab.gate.max_abs_diff:g}).", ""]
+        lines += [timing.gate_sentence(gate, lab.gate.images, lab.gate.min_agree, lab.gate.max_abs_diff), ""]
     if row["status"] == "ok":
         median = fmt_ms(row["median_per_image_ns"] / 1e6)
         lines += [f"Median time per image: {median} on {node.get('hostname')} "

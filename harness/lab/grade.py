@@ -342,8 +342,7 @@ class Grader:
         """The gate's rule on `gate` (the whole gate or its first images: no more disagreements than
         the whole gate allows)."""
         want = self.lab.gate
-        return (gate["images"] - gate["agree"] <= want.images - want.min_agree
-                and gate["max_abs_diff"] <= want.max_abs_diff)
+        return timing.gate_passes(gate, want.images, want.min_agree, want.max_abs_diff)
 
     def pass_gate(self, gate: dict) -> None:
         want = self.lab.gate

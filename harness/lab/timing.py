@@ -49,6 +49,7 @@ submission that computes on several threads is flagged (the lab fixes threads = 
 
     new_seed(), timing_images(seed, count, train)        unseen images
     compare(probs, oracle, tolerance), disagreements(...)    answers against the oracle
+    gate_passes(gate, ...), gate_sentence(gate, ...)     the gate's rule and its line (grader, feedback, kit)
     protocol_gap_ns, inconsistency, busy_while_idle, longer_than_trip, too_many   the clock rules
     ranked_ns(times, outside, gap), clock_ratio(times, outside, gap)       the time that ranks
 """
@@ -86,6 +87,18 @@ def compare(probs: np.ndarray, oracle: np.ndarray, tolerance: float) -> dict:
     diff[np.isnan(diff)] = np.inf
     return {"images": int(len(oracle)), "agree": int(np.sum(probs.argmax(1) == oracle.argmax(1))),
             "max_abs_diff": float(diff.max()) if diff.size else 0.0}
+
+
+def gate_passes(gate: dict, images: int, min_agree: int, max_abs_diff: float) -> bool:
+    """The gate's rule on `gate` (compare's numbers on the whole gate of `images`, or on its first
+    images): no more disagreements than the whole gate allows, every |dp| within max_abs_diff."""
+    return gate["images"] - gate["agree"] <= images - min_agree and gate["max_abs_diff"] <= max_abs_diff
+
+
+def gate_sentence(gate: dict, images: int, min_agree: int, max_abs_diff: float) -> str:
+    return (f"Gate: {gate['agree']} of {gate['images']} test images agree with the NumPy reference "
+            f"(needed {min_agree - (images - gate['images'])}); worst |dp| "
+            f"{gate['max_abs_diff']:.2g} (allowed {max_abs_diff:g}).")
 
 
 def disagreements(probs: np.ndarray, oracle: np.ndarray, tolerance: float) -> dict:
