@@ -61,7 +61,6 @@ from harness.measure import stats
 from harness.measure.study import chunk_sizes
 
 MAX_ATTEMPTS = 2  # gradings cut off by the grader's death before a submission gets a row
-GATE_BATCH = 1000  # images per predict call in the gate: bounds memory
 PROBE_GATE = 100  # the gate's first images, checked before the probe: a wrong submission is `wrong`
 PROBE_CALLS = 3  # timed before the full gate: past max_ratio, `too-slow` in seconds, not minutes
 PROBE_SLACK, PROBE_MIN_S = 2.0, 10.0  # the probe waits max_ratio x rank_by's time x slack + this
@@ -149,9 +148,7 @@ class Grader:
             disk.private_mounts()  # the spaces' tmpfs mounts vanish with the grader, however it ends
 
     def predict_oracle(self, images_u8: np.ndarray) -> np.ndarray:
-        x = mnist.to_input(images_u8, self.lab.dtype)
-        return np.concatenate([self.oracle.predict(x[i:i + GATE_BATCH])
-                               for i in range(0, len(x), GATE_BATCH)]).astype(np.float64)
+        return timing.oracle_answers(self.oracle, images_u8, self.lab.dtype)
 
     # --- references ---------------------------------------------------------------------------
     def reference(self, label: str) -> Sandbox:
@@ -335,7 +332,7 @@ class Grader:
         """gate: the worker's answers on the gate's test images (or the `first` of them) against
         the oracle's."""
         n = first or len(self.gate_images)
-        probs = worker.gate(self.gate_images[:n], GATE_BATCH, self.lab.limits.wall_s)
+        probs = worker.gate(self.gate_images[:n], timing.GATE_BATCH, self.lab.limits.wall_s)
         return timing.compare(probs, self.gate_oracle[:n], self.lab.gate.max_abs_diff)
 
     def passes(self, gate: dict) -> bool:

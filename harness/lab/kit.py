@@ -30,6 +30,7 @@ import numpy as np
 
 from harness import DEFAULT_WEIGHTS, ROOT
 from harness.errors import HarnessError
+from harness.lab import timing
 from harness.lab.assignment import Lab
 
 DIST = ROOT / "dist"
@@ -40,7 +41,6 @@ INTERFACE = ("harness/__init__.py", "harness/errors.py", "harness/registry.py", 
 EMULATION = ("harness/lab/emucuda.py", "harness/lab/cuda_emu.h")  # the CUDA lab: kernels on the CPU
 STARTERS = {"cuda": ROOT / "labs" / "template-cuda"}  # by rung; every other lab: labs/template
 STARTER = ROOT / "labs" / "template"
-GATE_BATCH = 1000
 
 
 def build(lab: Lab, dest: Path = DIST, weights: Path = DEFAULT_WEIGHTS) -> Path:
@@ -96,15 +96,12 @@ def kit_json(lab: Lab, weights: Path) -> dict:
 
 def gate_data(lab: Lab, weights: Path) -> tuple[np.ndarray, np.ndarray]:
     """(the gate's test images (N, 28, 28) uint8, the oracle's probabilities (N, 10) float64), as
-    the grader computes them (grade.Grader.predict_oracle)."""
+    the grader computes them (timing.oracle_answers)."""
     from harness.data import mnist
     from lenet_numpy.model import NumpyLeNet  # the oracle: runs here, never shipped
 
     images = mnist.load("test")[0][:lab.gate.images]
-    oracle = NumpyLeNet(str(weights), dtype=lab.dtype)
-    x = mnist.to_input(images, lab.dtype)
-    probs = np.concatenate([oracle.predict(x[i:i + GATE_BATCH]) for i in range(0, len(x), GATE_BATCH)])
-    return images, probs.astype(np.float64)
+    return images, timing.oracle_answers(NumpyLeNet(str(weights), dtype=lab.dtype), images, lab.dtype)
 
 
 def pyproject(lab: Lab) -> str:

@@ -35,7 +35,6 @@ from harness.lab import timing
 
 KIT_JSON = "kit.json"  # beside gate.npz in the kit's data folder (harness/_kit/)
 GATE_NPZ = "gate.npz"
-GATE_BATCH = 1000  # as the grader's gate: images per predict call
 TIMED_CALLS = 200  # one image per call, after WARMUP calls; at most TIME_BUDGET_S
 WARMUP = 5
 TIME_BUDGET_S = 5.0
@@ -102,7 +101,7 @@ def build(path: Path, kit: Kit) -> Any:
     return cls(str(kit.weights), device=lab["device"], dtype=lab["dtype"])
 
 
-def answers(impl: Any, images_u8: np.ndarray, dtype: str, batch: int = GATE_BATCH) -> np.ndarray:
+def answers(impl: Any, images_u8: np.ndarray, dtype: str, batch: int = timing.GATE_BATCH) -> np.ndarray:
     """float32 (N, 10): predict over the images in batches; a wrong shape is a HarnessError."""
     x, parts = mnist.to_input(images_u8, dtype), []
     for i in range(0, len(x), batch):

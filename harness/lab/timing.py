@@ -49,17 +49,22 @@ submission that computes on several threads is flagged (the lab fixes threads = 
 
     new_seed(), timing_images(seed, count, train)        unseen images
     compare(probs, oracle, tolerance), disagreements(...)    answers against the oracle
+    oracle_answers(oracle, images_u8, dtype), GATE_BATCH   the oracle's own, as the gate asks
     gate_passes(gate, ...), gate_sentence(gate, ...)     the gate's rule and its line (grader, feedback, kit)
     protocol_gap_ns, inconsistency, busy_while_idle, longer_than_trip, too_many   the clock rules
     ranked_ns(times, outside, gap), clock_ratio(times, outside, gap)       the time that ranks
 """
 
 import secrets
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from harness.data import mnist
+
 ALLOWANCE_NS = 20_000  # per call, beyond twice the references' protocol cost
+GATE_BATCH = 1000  # images per predict call in the gate (the grader's, the kit's): bounds memory
 SHIFT = 2  # pixels
 NOISE = 32  # uint8 levels, added
 
@@ -87,6 +92,13 @@ def compare(probs: np.ndarray, oracle: np.ndarray, tolerance: float) -> dict:
     diff[np.isnan(diff)] = np.inf
     return {"images": int(len(oracle)), "agree": int(np.sum(probs.argmax(1) == oracle.argmax(1))),
             "max_abs_diff": float(diff.max()) if diff.size else 0.0}
+
+
+def oracle_answers(oracle: Any, images_u8: np.ndarray, dtype: str) -> np.ndarray:
+    """The NumPy oracle's probabilities of these (N, 28, 28) uint8 images, (N, 10) float64."""
+    x = mnist.to_input(images_u8, dtype)
+    return np.concatenate([oracle.predict(x[i:i + GATE_BATCH])
+                           for i in range(0, len(x), GATE_BATCH)]).astype(np.float64)
 
 
 def gate_passes(gate: dict, images: int, min_agree: int, max_abs_diff: float) -> bool:
