@@ -20,9 +20,9 @@ already holds a collection. Two submissions for one student: the latest is kept,
 
     collect(source, out, report) -> [Submission]; read_manifest(path) -> {folder: row},
     graded_manifest(out) (the copy beside the rows)
-    read_zip(path), canvas_entry(name), moodle_entry(name), unpack_nested(...), read_git(folder),
-    latest(submissions), write(submissions, out), folder_name(name, id), safe_path(archive, name),
-    read_member(...), place(...)
+    read_zip(path) (read_entries), canvas_entry(name), moodle_entry(name), unpack_nested(...),
+    read_git(folder), latest(submissions), write(submissions, out), folder_name(name, id),
+    safe_path(archive, name), read_member(...), place(...)
 """
 
 import csv
@@ -111,9 +111,18 @@ def moodle_entry(name: str) -> dict | None:
 def read_zip(archive: Path, max_bytes: int = MAX_BYTES) -> tuple[list[Submission], list[str]]:
     """(the submissions in an LMS zip, the entries left out and why)."""
     try:
-        members = [m for m in zipfile.ZipFile(archive).infolist() if not m.is_dir()]
+        opened = zipfile.ZipFile(archive)
     except (OSError, zipfile.BadZipFile) as exc:
         raise HarnessError(f"{archive}: not a readable zip ({exc}): {FIX_ARCHIVE}") from None
+    with opened:
+        return read_entries(archive, opened, max_bytes)
+
+
+def read_entries(archive: Path, opened: zipfile.ZipFile,
+                 max_bytes: int) -> tuple[list[Submission], list[str]]:
+    """read_zip's work on the opened zip: every path checked and the sizes declared summed before
+    a byte is read."""
+    members = [m for m in opened.infolist() if not m.is_dir()]
     paths = {m.filename: safe_path(archive, m.filename) for m in members}
     declared = sum(m.file_size for m in members)
     if declared > max_bytes:
@@ -121,22 +130,21 @@ def read_zip(archive: Path, max_bytes: int = MAX_BYTES) -> tuple[list[Submission
                            f"{max_bytes >> 20} MiB (a zip bomb?); nothing was written: {FIX_ARCHIVE}")
     found: dict[tuple[str, ...], Submission] = {}
     skipped = []
-    with zipfile.ZipFile(archive) as opened:
-        room = max_bytes
-        for member in members:
-            path = paths[member.filename].as_posix()
-            if path.startswith(JUNK) or path.rsplit("/", 1)[-1] in JUNK:
-                continue
-            sub, file = place(found, path)
-            if sub is None:
-                skipped.append(f"{path}: not a Canvas or Moodle submission name")
-                continue
-            data = read_member(archive, opened, member, room)
-            nested = file.lower().endswith(".zip")
-            inner = unpack_nested(archive, path, data, room) if nested else {file: data}
-            room -= sum(len(d) for d in inner.values())
-            sub.files.update(inner)
-            sub.submitted_at = max(sub.submitted_at, datetime(*member.date_time).isoformat())
+    room = max_bytes
+    for member in members:
+        path = paths[member.filename].as_posix()
+        if path.startswith(JUNK) or path.rsplit("/", 1)[-1] in JUNK:
+            continue
+        sub, file = place(found, path)
+        if sub is None:
+            skipped.append(f"{path}: not a Canvas or Moodle submission name")
+            continue
+        data = read_member(archive, opened, member, room)
+        nested = file.lower().endswith(".zip")
+        inner = unpack_nested(archive, path, data, room) if nested else {file: data}
+        room -= sum(len(d) for d in inner.values())
+        sub.files.update(inner)
+        sub.submitted_at = max(sub.submitted_at, datetime(*member.date_time).isoformat())
     return list(found.values()), skipped
 
 
