@@ -23,7 +23,7 @@ is an error naming the file, the table and the allowed keys.
 
     load(name_or_path) -> Lab       a lab of labs/ by name, or a lab file by path
     parse(text, where) -> Lab       a lab file's text; `where` names it in errors
-    Lab                             the lab: its [lab] keys, and .measure, .gate, .limits
+    Lab                             the lab: its [lab] keys, and .measure, .gate, .limits, .starter
     Measure, Gate, Limits, Grade    the other tables, one record each
     Reference                       a reference implementation: .implementation, .variant, .label
     parse_reference, floor_named(text) ("floor" -> the fastest measured "name/variant"),
@@ -150,6 +150,12 @@ class Lab:
 
     def reference(self, label: str) -> Reference:
         return next(r for r in self.references if r.label == label)
+
+    @property
+    def starter(self) -> Path:
+        """The starter folder students are handed (the kit's, similarity's boilerplate): the CUDA
+        rung's labs/template-cuda, every other lab's labs/template."""
+        return ROOT / "labs" / ("template-cuda" if self.rung == "cuda" else "template")
 
 
 def _fail(where: str, message: str) -> NoReturn:

@@ -15,7 +15,7 @@ package, no example, no oracle (its answers are shipped precomputed).
                                       and the oracle's probabilities), LAB.toml, weights/ (harness's
                                       ROOT when installed: harness/__init__.py)
 
-    build(lab, dest, weights) -> the zip; stage(lab, folder, weights); INTERFACE, EMULATION, STARTERS
+    build(lab, dest, weights) -> the zip; stage(lab, folder, weights); INTERFACE, EMULATION
     kit_json(lab, weights), gate_data(lab, weights), pyproject(lab), readme(lab), cuda_readme(lab)
 """
 
@@ -39,8 +39,6 @@ INTERFACE = ("harness/__init__.py", "harness/errors.py", "harness/registry.py", 
              "harness/data/__init__.py", "harness/data/weights.py", "harness/data/mnist.py",
              "harness/lab/__init__.py", "harness/lab/timing.py", "harness/lab/student.py")
 EMULATION = ("harness/lab/emucuda.py", "harness/lab/cuda_emu.h")  # the CUDA lab: kernels on the CPU
-STARTERS = {"cuda": ROOT / "labs" / "template-cuda"}  # by rung; every other lab: labs/template
-STARTER = ROOT / "labs" / "template"
 
 
 def build(lab: Lab, dest: Path = DIST, weights: Path = DEFAULT_WEIGHTS) -> Path:
@@ -74,7 +72,7 @@ def stage(lab: Lab, folder: Path, weights: Path) -> None:
     (data / "kit.json").write_text(json.dumps(kit_json(lab, Path(weights)), indent=1) + "\n")
     images, oracle = gate_data(lab, Path(weights))
     np.savez_compressed(data / "gate.npz", images=images, oracle=oracle)
-    starter = STARTERS.get(lab.rung, STARTER)
+    starter = lab.starter
     for source in sorted(starter.iterdir()):
         if source.is_file():
             text = re.sub(r"python -m harness lab check \S+ (\S+)", r"lenet-lab check \1", source.read_text())

@@ -13,7 +13,7 @@ counts).
 
     Code, Prints, Pair                      a submission's code, its fingerprints, a flagged pair
     run(out, submissions, lab, threshold, starter, report) -> (pairs, skipped); code_of(folder),
-    read_code(path), starter_of(lab), fingerprint(code, boilerplate), stable_kgrams(text, k),
+    read_code(path), fingerprint(code, boilerplate), stable_kgrams(text, k),
     line_ranges(code, slices), segments(text, slices), side_by_side(pair, codes, slices, path)
     (templates/similarity_pair.html.j2), write_csv(pairs, path), flagged(out) (LEADERBOARD.md's column)
 """
@@ -28,7 +28,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import ROOT
 from harness.lab import assignment, store, text
 
 K, WINDOW = 25, 6  # copydetect's defaults: 25-character k-grams, a match of 30 is always seen
@@ -95,11 +94,6 @@ def code_of(folder: Path) -> tuple[Code, list[str]]:
     return Code("".join(parts), tuple(starts)), skipped
 
 
-def starter_of(lab: assignment.Lab) -> Path:
-    """The starter students were handed: labs/template-cuda for the CUDA rung, else labs/template."""
-    return ROOT / "labs" / ("template-cuda" if lab.rung == "cuda" else "template")
-
-
 @dataclasses.dataclass(frozen=True)
 class Prints:
     """A document's winnowed fingerprints: the attributes copydetect.compare_files reads of its own
@@ -161,7 +155,7 @@ def run(out: Path, submissions: Path, lab: assignment.Lab, threshold: float = TH
     from copydetect import compare_files
 
     names = store.listed_students(out) or store.students(submissions, lab.module)
-    template, _ = code_of(starter or starter_of(lab))
+    template, _ = code_of(starter or lab.starter)
     boilerplate = fingerprint(template, set()).hashes
     codes, prints, skipped = {}, {}, []
     for name in names:
