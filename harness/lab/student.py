@@ -89,15 +89,14 @@ def submission_class(path: Path, class_name: str = "") -> type:
 
 def build(path: Path, kit: Kit) -> Any:
     """The student's LeNet, built as the grader builds it (the kit's weights, the lab's device)."""
-    from harness.registry import ImplSpec
+    from harness.registry import ImplSpec, lab_spec
 
     lab = kit.lab
     if path.name != lab["module"]:
         print(f"note: the grader imports {lab['module']}; this file is {path.name}", file=sys.stderr)
     cls = submission_class(path, lab["class"])
     if not isinstance(getattr(cls, "spec", None), ImplSpec):
-        cls.spec = ImplSpec(cls.__name__, f"lenet:{cls.__name__}", "lab",  # type: ignore[attr-defined]
-                            (lab["device"],), ("default",), (lab["dtype"],), None)
+        cls.spec = lab_spec(cls, lab["device"], lab["dtype"])  # type: ignore[attr-defined]
     return cls(str(kit.weights), device=lab["device"], dtype=lab["dtype"])
 
 

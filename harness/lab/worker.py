@@ -196,8 +196,7 @@ class Worker:
         except BaseException as exc:  # SystemExit and KeyboardInterrupt at import count too
             raise failure(exc, "import-error") from None
         if not isinstance(getattr(cls, "spec", None), ImplSpec):  # a student may leave it out
-            cls.spec = ImplSpec(cls.__name__, f"lenet:{cls.__name__}", "lab", (request["device"],),
-                                ("default",), (request["dtype"],), None)
+            cls.spec = registry.lab_spec(cls, request["device"], request["dtype"])
         t1 = time.perf_counter_ns()
         try:
             self.impl = cls(request["weights"], device=request["device"],
