@@ -9,18 +9,18 @@ import pandas as pd
 
 from harness import registry
 from harness.report.rundata import ratio_ci
+from harness.report.style import IMPL_ORDER
 from harness.report.tables import fmt_ratio, ms, sig3, table
 
-# The ladder, bottom rung first (the GPU's two, then the CPU's: hand-written, raw library, engine),
-# and the NumPy reference beside it: (row, implementation).
-LEVELS = [("hand-written CUDA", "cuda"), ("raw library: cuDNN", "cudnn"),
-          ("hand-written CPU (Numba)", "numba"), ("raw library: oneDNN", "onednn"),
-          ("inference engine", "onnx"), ("TensorFlow ops", "tf"), ("JAX ops", "jax"),
-          ("PyTorch ops", "torch"), ("Keras on TensorFlow", "keras"), ("Keras on JAX", "keras_jax"),
-          ("Keras on PyTorch", "keras_torch"), ("NumPy reference", "numpy")]
+# Each implementation's row name; the rows in the ladder's order (style.IMPL_ORDER: the GPU's two
+# rungs, then the CPU's: hand-written, raw library, engine; the NumPy reference last).
+ROW_NAMES = {"cuda": "hand-written CUDA", "cudnn": "raw library: cuDNN", "numba": "hand-written CPU (Numba)",
+             "onednn": "raw library: oneDNN", "onnx": "inference engine", "tf": "TensorFlow ops",
+             "jax": "JAX ops", "torch": "PyTorch ops", "keras": "Keras on TensorFlow",
+             "keras_jax": "Keras on JAX", "keras_torch": "Keras on PyTorch", "numpy": "NumPy reference"}
+LEVELS = [(ROW_NAMES[i], i) for i in IMPL_ORDER]  # (row, implementation)
 RAW = {"cpu": "onednn", "gpu": "cudnn"}  # each device's raw library: the ratios' denominator
 STUDY, SWEEP = "api_levels", "batch_sweep"
-LOC_PACKAGE = {"cuda": "lenet_cuda"}  # a level the registry does not know yet
 
 
 @dataclass
@@ -64,7 +64,7 @@ def fastest(cells: pd.DataFrame, implementation: str) -> pd.Series | None:
 
 def inference_loc(loc_rows: list[dict], implementation: str) -> int | None:
     spec = registry.REGISTRY.get(implementation)
-    package = spec.package if spec else LOC_PACKAGE.get(implementation)
+    package = spec.package if spec else None
     parts = [r["code"] for r in loc_rows if r["package"] == package and r["part"] != "training step"]
     return sum(parts) if parts else None
 

@@ -29,9 +29,7 @@ IMPL_COLOURS = {
     "numpy": "#000000", "null": "#999999", "numba": "#44AA99", "onnx": "#999933",
 }
 OTHER_COLOUR = "#777777"  # a lab's module:Class, or an implementation added later
-# The ladder, bottom to top (and the reference beside it): API levels, then implementations.
-LEVEL_ORDER = ["numpy", "cuda", "cudnn", "hand-written-cpu", "onednn", "inference-engine", "tensorflow-ops",
-               "jax-ops", "torch-ops", "keras"]
+# The ladder's implementations, bottom rung first, and the NumPy reference beside it (last).
 IMPL_ORDER = ["cuda", "cudnn", "numba", "onednn", "onnx", "tf", "jax", "torch", "keras", "keras_jax",
               "keras_torch", "numpy"]
 BACKEND_OF = {"keras": "TensorFlow", "keras_jax": "JAX", "keras_torch": "PyTorch"}

@@ -4,16 +4,16 @@ from pathlib import Path
 
 import numpy as np
 
+from harness import registry
 from harness.report.rundata import ReportData
-from harness.report.style import OKABE_ITO, decorate, finish, plt
+from harness.report.style import IMPL_ORDER, OKABE_ITO, decorate, finish, plt
 
 
 def fig_loc(data: ReportData, out: Path) -> Path:
     """Fig. 2: code lines per level, split into the parts a reader wants apart."""
     loc_rows = data.loc_rows
     parts = ["forward", "kernel source", "weight layout", "ffi binding", "training step"]
-    ladder = ["cuda", "cudnn", "hand-written-cpu", "onednn", "inference-engine", "tensorflow-ops", "jax-ops",
-              "torch-ops", "keras", "numpy"]
+    ladder = list(dict.fromkeys(registry.REGISTRY[i].api_level for i in IMPL_ORDER))  # their API levels
     present = {row["api_level"] for row in loc_rows} - {"shared"}
     levels = [lvl for lvl in ladder if lvl in present] + sorted(present - set(ladder))
     fig, ax = plt.subplots(figsize=(9, 4.4))
