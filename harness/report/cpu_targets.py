@@ -10,7 +10,7 @@ Every number is read from a results row; the targets are the project's goals, no
 import pandas as pd
 
 from harness.report.rundata import find, ratio_ci
-from harness.report.tables import fmt_ratio, goal_verdict, ms
+from harness.report.tables import fmt_ratio, goal_line
 
 STUDY = "api_levels"
 # Goals per image at batch 1, one thread, end to end. The project's goals, not results.
@@ -26,8 +26,7 @@ def target_lines(frame: pd.DataFrame, machine: str) -> list[str]:
         cell = find(frame, STUDY, label, machine=machine)
         if cell is None:
             continue
-        out.append(f"Target {label} ≤ {ms(goal)} per image on the CPU: {ms(cell['median_ms'])} "
-                   f"(`{STUDY}`), {goal_verdict(cell['median_ms'], goal)}.")
+        out.append(goal_line(label, goal, cell["median_ms"], STUDY, " on the CPU"))
     hand = find(frame, STUDY, HAND_WRITTEN, machine=machine)
     rivals = [(label, find(frame, STUDY, label, machine=machine)) for label in RIVALS]
     parts = [f"{label} takes {fmt_ratio(r)}x its time ({'met' if r['ratio'] >= SPEEDUP else 'missed'})"

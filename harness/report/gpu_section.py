@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from harness.report.rundata import find, ratio, ratio_ci
-from harness.report.tables import fmt_ratio, goal_verdict, ms, table
+from harness.report.tables import fmt_ratio, goal_line, ms, table
 
 # Goals per image at batch 1, end to end: the hand-written rung's, and cuDNN's with its dense layers fused
 # into cuBLASLt calls. The project's goals, not results.
@@ -87,8 +87,7 @@ def target_lines(frame: pd.DataFrame, rows: list[dict], machine: str) -> list[st
         cell = find(frame, "overhead", label, device="gpu", machine=machine)
         if cell is None:
             continue
-        verdict = goal_verdict(cell["median_ms"], goal)
-        line = f"Target {label} ≤ {ms(goal)} per image: {ms(cell['median_ms'])} (`overhead`), {verdict}."
+        line = goal_line(label, goal, cell["median_ms"], "overhead")
         k = kernels_of(rows, label, machine)
         if cell["median_ms"] > goal and k is not None:
             busy, host = k["gpu_busy_ns_per_call"], k["host_ns_per_call"]
