@@ -7,7 +7,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from harness import DEFAULT_RESULTS
+from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
 from harness.report import findings, headline, loc, markdown, rundata, style
 from harness.report.tables import fmt_ratio, ms, sig3
@@ -114,6 +114,13 @@ def test_loc_is_recounted_when_the_sources_change_and_refused_stale_without_pygo
     monkeypatch.setattr(loc, "count", lambda root=None: [dict(counted[0], code=counted[0]["code"] + 1)])
     assert loc.current_rows(csv_path)[0]["code"] == counted[0]["code"] + 1  # stale: recounted
     assert loc.read_csv(csv_path)[0]["code"] == counted[0]["code"] + 1
+
+
+def test_the_loc_fingerprint_covers_every_counted_file_cuda_kernels_too():
+    counted = {p for package in {s.package for s in registry.REGISTRY.values() if s.package}
+               for p in loc.package_files(package)}
+    kernels = {p for p in counted if p.suffix == ".cu"}
+    assert kernels and counted <= set(loc.sources())  # an edited kernel makes loc.csv stale
 
 
 def test_a_hand_written_cuda_rung_appears_below_cudnn_without_code_changes(results_copy, loc_rows):

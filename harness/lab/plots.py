@@ -5,11 +5,12 @@ references marked), and one submission's per-call latency histogram.
     name_label(student)
 """
 
+import functools
 from pathlib import Path
 
 import numpy as np
 
-from harness import ROOT, registry
+from harness import registry
 from harness.lab import text
 from harness.lab.assignment import Lab
 from harness.report import style
@@ -21,6 +22,7 @@ def name_label(student: str) -> str:
     return text.clean(student, 40).replace("$", r"\$")
 
 
+@functools.cache  # `lab publish` asks for each reference twice (its table and its figure)
 def reference_loc(implementation: str) -> int | None:
     """Code lines of a reference's package (all its files, as the report's LOC table)."""
     from harness.report import loc
@@ -28,8 +30,7 @@ def reference_loc(implementation: str) -> int | None:
     package = registry.REGISTRY[implementation].package if implementation in registry.REGISTRY else None
     if not package:
         return None
-    sources = [p for pattern in ("*.py", "*.cu") for p in (ROOT / package).glob(pattern)]
-    return sum(loc.analyze(p, package).code_count for p in sorted(sources))
+    return sum(loc.analyze(p, package).code_count for p in loc.package_files(package))
 
 
 def speed_vs_loc(rows: list[dict], lab: Lab, refs: dict, path: Path) -> Path:

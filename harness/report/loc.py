@@ -33,12 +33,16 @@ def analyze(path: Path, group: str) -> Any:  # a pygount.SourceAnalysis
     return pygount.SourceAnalysis.from_file(str(path), group)
 
 
+def package_files(package: str, root: Path = ROOT) -> list[Path]:
+    """The files a level package's count comes from: its Python and its CUDA C kernels."""
+    return sorted([*(root / package).glob("*.py"), *(root / package).glob("*.cu")])
+
+
 def count(root: Path = ROOT) -> list[dict]:
     rows = []
     packages = {spec.package: spec.api_level for spec in registry.REGISTRY.values() if spec.package}
     # one package, counted once: keras, keras_jax and keras_torch are the same lenet_keras code
-    targets = [(package, level, sorted([*(root / package).glob("*.py"), *(root / package).glob("*.cu")]))
-               for package, level in packages.items()]
+    targets = [(package, level, package_files(package, root)) for package, level in packages.items()]
     targets.append(("shared loaders", "shared", [root / p for p in SHARED]))
     for package, level, files in targets:
         parts: dict[str, dict] = {}
@@ -76,7 +80,7 @@ def write_csv(rows: list[dict], path: Path = CSV_PATH, root: Path = ROOT) -> Pat
 def sources(root: Path = ROOT) -> list[Path]:
     """Every file the counts come from: the level packages and the shared loaders."""
     packages = {spec.package for spec in registry.REGISTRY.values() if spec.package}
-    files = sorted(p for package in packages for p in (root / package).glob("*.py"))
+    files = sorted(p for package in packages for p in package_files(package, root))
     return files + [root / p for p in SHARED]
 
 
