@@ -100,3 +100,11 @@ def test_without_a_similarity_check_the_leaderboard_is_as_before(tmp_path):
     out = lab_rows.graded(tmp_path / "out", [lab_rows.ok_row("solo", 1.0, 0.9, 1.1, 40)])
     assert cli.main(["lab", "report", str(out)]) == 0
     assert "similar to" not in (out / "LEADERBOARD.md").read_text()
+
+
+def test_a_cuda_header_is_compared_as_code_as_it_is_counted(tmp_path):
+    (tmp_path / "lenet.py").write_text("import kernels\n")
+    (tmp_path / "kernels.cuh").write_text("__device__ float relu(float x) { return x > 0 ? x : 0; }\n")
+    code, skipped = similarity.code_of(tmp_path)
+    assert [name for _, name in code.starts] == ["kernels.cuh", "lenet.py"] and not skipped
+    assert "__device__ float relu" in code.text

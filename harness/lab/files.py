@@ -13,6 +13,7 @@ crowd out `lenet.py`. The grader reads the copy afterwards, never the student's 
     imports(source) -> names              top-level modules a source imports
     shadows(folder, module) -> why or None    something that would be imported instead of the module
     read_file(src, room) -> bytes or None
+    SOURCES: the endings of code written by hand (counted in lines of code, compared for similarity)
 """
 
 import ast
@@ -23,6 +24,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+SOURCES = (".py", ".cu", ".cuh")  # code written by hand: Python glue and CUDA kernels (the CUDA lab)
 MAX_FILES = 200
 MAX_BYTES = 32 << 20  # all files together
 MAX_DEPTH = 8

@@ -78,7 +78,6 @@ def node_info(device: str) -> dict:
     return info
 
 
-SOURCES = (".py", ".cu", ".cuh")  # Python glue and CUDA kernels (the CUDA lab)
 MAX_LOC_BYTES = 256 << 10  # source counted by pygount (about 6 s per MB), in the copy's order of need
 
 
@@ -88,7 +87,7 @@ def count_loc(folder: Path, module: str = "lenet.py") -> dict:
     from harness.report import loc
 
     found = [Path(folder) / rel for rel in files.in_order(folder, files.listing(folder)[0], module)
-             if rel.suffix in SOURCES]
+             if rel.suffix in files.SOURCES]
     counted, room, lines = 0, MAX_LOC_BYTES, 0
     for path in found:
         size = path.stat().st_size

@@ -7,9 +7,9 @@ fingerprints are removed as boilerplate, so two honest solutions that both follo
     OUT/private/similarity/<a>--<b>.html    a side-by-side view of each flagged pair
     OUT/private/similarity-skipped.txt      files left out (binary, huge, links), named
 
-A submission is all its code files (*.py, *.cu) in one document. The score of a pair is the larger
-of the two shares of fingerprinted code found in the other (a small file copied into a larger one
-counts).
+A submission is all its code files (files.SOURCES: *.py, *.cu, *.cuh) in one document. The score of
+a pair is the larger of the two shares of fingerprinted code found in the other (a small file copied
+into a larger one counts).
 
     Code, Prints, Pair                      a submission's code, its fingerprints, a flagged pair
     run(out, submissions, lab, threshold, starter, report) -> (pairs, skipped); code_of(folder),
@@ -28,11 +28,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.lab import assignment, store, text
+from harness.lab import assignment, files, store, text
 
 K, WINDOW = 25, 6  # copydetect's defaults: 25-character k-grams, a match of 30 is always seen
 THRESHOLD = 0.5  # the shipped examples' honest pairs score 0.0; copies 0.8-1.0
-CODE = (".py", ".cu")
 MAX_FILE = 256 << 10  # a larger "source" file is data, not code written by hand
 FIELDS = ["student_a", "student_b", "score", "share_a", "share_b", "lines_a", "lines_b", "view"]
 PRIVATE = "private"
@@ -81,7 +80,7 @@ def code_of(folder: Path) -> tuple[Code, list[str]]:
             skipped.append(f"{rel}: not a regular file")
         elif path.stat().st_size > MAX_FILE:
             skipped.append(f"{rel}: {path.stat().st_size} bytes (over {MAX_FILE >> 10} KiB)")
-        elif path.suffix in CODE:
+        elif path.suffix in files.SOURCES:
             text = read_code(path)
             if text is None:
                 skipped.append(f"{rel}: binary")
