@@ -26,8 +26,7 @@ is an error naming the file, the table and the allowed keys.
     Lab                             the lab: its [lab] keys, and .measure, .gate, .limits, .starter
     Measure, Gate, Limits, Grade    the other tables, one record each
     Reference                       a reference implementation: .implementation, .variant, .label
-    parse_reference, floor_named(text) ("floor" -> the fastest measured "name/variant"),
-    path_of(name), available()
+    parse_reference, floor_named(text) ("floor" -> the fastest measured "name/variant")
 """
 
 import re
@@ -207,18 +206,8 @@ def floor_named(text: str) -> str:
     return re.sub(r"""(["'])floor\1""", lambda quoted: f"{quoted[1]}{label}{quoted[1]}", text)
 
 
-def path_of(name_or_path: str) -> Path:
-    return study.toml_path(LABS_DIR, name_or_path)
-
-
-def available() -> list[str]:
-    return study.toml_names(LABS_DIR)
-
-
 def load(name_or_path: str) -> Lab:
-    path = path_of(name_or_path)
-    if not path.is_file():
-        raise HarnessError(f"lab {name_or_path!r} not found ({path}); available: {available()}")
+    path = study.existing_toml(LABS_DIR, "lab", name_or_path)
     return parse(path.read_text(), str(path))
 
 

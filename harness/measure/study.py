@@ -151,6 +151,14 @@ def toml_names(folder: Path) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.toml"))
 
 
+def existing_toml(folder: Path, kind: str, name_or_path: str) -> Path:
+    """toml_path(folder, name_or_path), which must be a file; else an error naming the ones there are."""
+    path = toml_path(folder, name_or_path)
+    if not path.is_file():
+        raise HarnessError(f"{kind} {name_or_path!r} not found ({path}); available: {toml_names(folder)}")
+    return path
+
+
 def path_of(name_or_path: str) -> Path:
     return toml_path(STUDIES_DIR, name_or_path)
 
@@ -160,9 +168,7 @@ def available() -> list[str]:
 
 
 def load(name_or_path: str) -> Study:
-    path = path_of(name_or_path)
-    if not path.is_file():
-        raise HarnessError(f"study {name_or_path!r} not found ({path}); available: {available()}")
+    path = existing_toml(STUDIES_DIR, "study", name_or_path)
     return parse(path.read_text(), str(path))
 
 
