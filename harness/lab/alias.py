@@ -6,7 +6,8 @@ OUT and not reversible without the key (an HMAC, not a hash of the name).
 
     assign(out, students, submissions) -> {student: Alias}; tag(out, student), read_choice(folder),
     refusal(text, names), name_parts(name), known_names(out) (the manifest's real names and ids);
-    write(out, aliases), refusal_lines(out, student) (for the feedback), note_feedback(out, aliases)
+    write(out, aliases), refusal_lines(out, student) (for the feedback; lines_for(saved) from one entry),
+    note_feedback(out, aliases)
 """
 
 import base64
@@ -126,7 +127,11 @@ def write(out: Path, aliases: dict[str, Alias]) -> Path:
 def refusal_lines(out: Path, student: str) -> list[str]:
     """The feedback's lines about a refused alias.txt (none when it was used, or absent)."""
     everyone = store.read_json(Path(out) / PRIVATE / SAVED)
-    saved = everyone.get(student) if isinstance(everyone, dict) else None
+    return lines_for(everyone.get(student) if isinstance(everyone, dict) else None)
+
+
+def lines_for(saved: object) -> list[str]:
+    """refusal_lines from one student's saved entry ({"alias", "chosen", "refused"})."""
     if not isinstance(saved, dict) or not saved.get("refused"):
         return []
     return ["", f"Your {FILE} was not used on the public page: {saved['refused']}. The page shows you "
@@ -137,7 +142,10 @@ def refusal_lines(out: Path, student: str) -> list[str]:
 def note_feedback(out: Path, aliases: dict[str, Alias]) -> None:
     """Add the refusal to each refused student's existing feedback (`lab report` writes it there too)."""
     for student, alias in aliases.items():
+        lines = lines_for(dataclasses.asdict(alias))
         path = Path(out) / "feedback" / f"{safe_id(student)}.md"
-        lines = refusal_lines(out, student)
-        if alias.refused and lines and path.is_file() and lines[1] not in path.read_text():
-            path.write_text(path.read_text().rstrip("\n") + "\n" + "\n".join(lines) + "\n")
+        if not lines or not path.is_file():
+            continue
+        feedback = path.read_text()
+        if lines[1] not in feedback:
+            path.write_text(feedback.rstrip("\n") + "\n" + "\n".join(lines) + "\n")
