@@ -8,7 +8,7 @@ and the node are shown beside it, never used for the ranking.
     build(out, report) -> paths   everything below, from the rows (and OUT/manifest.csv: lateness)
     ranked(rows) (ties: harness.lab.points), markdown(rows, lab, notes, scores), points_lines(lab),
     with_similarity(text, rows, out), write_csv(rows, path, scores), csv_row(rank, row, score),
-    reference_summary(rows), isolation_lines(rows), node_name(row), fmt_us(ns)
+    reference_summary(rows), isolation_lines(rows), node_name(row), fmt_us(ns), fmt_interval(r)
 """
 
 import csv
@@ -56,6 +56,11 @@ def node_name(row: dict) -> str:
 
 def fmt_us(ns: float) -> str:
     return fmt_ms(ns / 1e6)  # the report's format: µs, ms or s
+
+
+def fmt_interval(r: dict) -> str:
+    """A ratio with its 95% interval ({"ratio", "ci95_low", "ci95_high"}), as the tables show it."""
+    return f"{r['ratio']:.2f} [{r['ci95_low']:.2f}–{r['ci95_high']:.2f}]"
 
 
 def csv_row(rank: int | None, row: dict, score: points.Score | None = None) -> dict:
@@ -138,9 +143,7 @@ def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = (),
              "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
     for rank, row in ranked(rows):
         if row["status"] == "ok":
-            r = points.ratio(row)
-            speed = fmt_us(row["median_per_image_ns"])
-            ratio = f"{r['ratio']:.2f} [{r['ci95_low']:.2f}–{r['ci95_high']:.2f}]"
+            speed, ratio = fmt_us(row["median_per_image_ns"]), fmt_interval(points.ratio(row))
             dropped = len(row.get("inconsistent_rounds") or [])
             note = f"{dropped} round(s) dropped (timing)" if dropped else ""
         else:

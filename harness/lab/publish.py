@@ -47,7 +47,7 @@ def for_display(row: dict) -> dict:
     shown = dict(row)
     ok = row["ratio"] is not None
     shown["time"] = leaderboard.fmt_us(row["median_us"] * 1e3) if ok else "–"
-    shown["ratio_text"] = f"{row['ratio']:.2f} [{row['ci95_low']:.2f}–{row['ci95_high']:.2f}]" if ok else "–"
+    shown["ratio_text"] = leaderboard.fmt_interval(row) if ok else "–"
     return shown
 
 
