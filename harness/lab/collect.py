@@ -22,7 +22,7 @@ already holds a collection. Two submissions for one student: the latest is kept,
     graded_manifest(out) (the copy beside the rows)
     read_zip(path) (read_entries), canvas_entry(name), moodle_entry(name), unpack_nested(...),
     read_git(folder), latest(submissions), write(submissions, out), folder_name(name, id),
-    safe_path(archive, name), read_member(...), place(...)
+    safe_path(archive, name), junk(path), read_member(...), place(...)
 """
 
 import csv
@@ -76,6 +76,11 @@ def folder_name(name: str, student_id: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", ascii_name).strip("-")[:40].strip("-") or "student"
     ident = re.sub(r"[^A-Za-z0-9]+", "-", student_id).strip("-")
     return slug if not ident or slug == ident.lower() else f"{slug}-{ident}"
+
+
+def junk(path: str) -> bool:
+    """An archiver's by-product (macOS resource forks, Finder and Explorer caches), not handed in."""
+    return path.startswith(JUNK) or path.rsplit("/", 1)[-1] in JUNK
 
 
 def safe_path(archive: Path, name: str) -> PurePosixPath:
@@ -133,7 +138,7 @@ def read_entries(archive: Path, opened: zipfile.ZipFile,
     room = max_bytes
     for member in members:
         path = paths[member.filename].as_posix()
-        if path.startswith(JUNK) or path.rsplit("/", 1)[-1] in JUNK:
+        if junk(path):
             continue
         sub, file = place(found, path)
         if sub is None:
@@ -185,8 +190,7 @@ def unpack_nested(archive: Path, entry: str, data: bytes, room: int) -> dict[str
     except zipfile.BadZipFile as exc:
         raise HarnessError(f"{where}: a damaged zip inside the archive ({exc}): {FIX_ARCHIVE}") from None
     paths = {m.filename: safe_path(where, m.filename).as_posix() for m in members}
-    members = [m for m in members if not (paths[m.filename].startswith(JUNK)
-                                          or paths[m.filename].rsplit("/", 1)[-1] in JUNK)]
+    members = [m for m in members if not junk(paths[m.filename])]
     if sum(m.file_size for m in members) > room:
         raise HarnessError(f"{where}: expands past the size cap (a zip bomb?); nothing was written: "
                            f"{FIX_ARCHIVE}")
