@@ -15,7 +15,8 @@ from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import HarnessError, Unavailable
 from harness.machine import procenv
 
-if TYPE_CHECKING:  # the report wing is imported by the commands that need it
+if TYPE_CHECKING:  # the report and lab wings are imported by the commands that need them
+    from harness.lab.assignment import Lab
     from harness.report import rundata
 
 
@@ -296,7 +297,7 @@ def cmd_import_results(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_grade(args: argparse.Namespace) -> int:
-    from harness.lab import assignment, grade, libpath, store
+    from harness.lab import assignment, libpath
 
     lab = assignment.load(str(args.lab))
     libpath.check_sudo(lab.device)
@@ -309,27 +310,30 @@ def cmd_lab_grade(args: argparse.Namespace) -> int:
                             report=log, no_sandbox=args.no_sandbox)
     if args.dry_run:
         raise HarnessError("--dry-run: only with --slurm (it prints the batch scripts)")
-    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # the oracle's threads
     only = split_list(args.only) if args.only else None
-    try:
-        grade.grade_all(lab, args.submissions, args.out, args.resume, only, args.weights, report=log,
-                        no_sandbox=args.no_sandbox)
-        lab_report(args.out, args.no_report)
-    finally:
-        store.hand_over(args.out)
+    grade_here(lab, args.submissions, args.out, args.resume, only, args.weights, args.no_sandbox,
+               args.no_report)
     return 0
 
 
-def lab_report(out: Path, skip: bool = False) -> None:
-    from harness.lab import leaderboard
+def grade_here(lab: "Lab", submissions: Path, out: Path, resume: bool, only: list[str] | None,
+               weights: Path | str, no_sandbox: bool, no_report: bool = False) -> None:
+    """`lab grade` and `lab regrade` on this machine: the grading, then the leaderboard; under sudo,
+    OUT is handed to its user whatever happens (store.hand_over)."""
+    from harness.lab import grade, leaderboard, store
 
-    if not skip:
-        leaderboard.build(out)
-        print(f"leaderboard: {out / 'LEADERBOARD.md'}")
+    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # the oracle's threads
+    try:
+        grade.grade_all(lab, submissions, out, resume, only, weights, report=log, no_sandbox=no_sandbox)
+        if not no_report:
+            leaderboard.build(out)
+            print(f"leaderboard: {out / 'LEADERBOARD.md'}")
+    finally:
+        store.hand_over(out)
 
 
 def cmd_lab_regrade(args: argparse.Namespace) -> int:
-    from harness.lab import grade, libpath, store
+    from harness.lab import libpath, store
 
     lab = store.graded_lab(args.out)
     libpath.check_sudo(lab.device)
@@ -340,14 +344,9 @@ def cmd_lab_regrade(args: argparse.Namespace) -> int:
                            "add --submissions DIR")
     weights = args.weights or recorded.get("weights") or DEFAULT_WEIGHTS
     copy_manifest(submissions, args.out)
-    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))
     only = split_list(args.only) if args.only else None
-    try:
-        grade.grade_all(lab, submissions, args.out, resume=only is None, only=only, weights=weights,
-                        report=log, no_sandbox=args.no_sandbox)
-        lab_report(args.out)
-    finally:
-        store.hand_over(args.out)
+    grade_here(lab, submissions, args.out, resume=only is None, only=only, weights=weights,
+               no_sandbox=args.no_sandbox)
     return 0
 
 
