@@ -58,6 +58,13 @@ def implementations(default: str | None, help: str) -> argparse.ArgumentParser:
     return option("--implementations", default=default, help=help)
 
 
+def lab_file() -> argparse.ArgumentParser:
+    """A lab by name or path; the names are read from labs/ (a new lab file is listed without an
+    edit here; harness.measure.study.toml_names reads the same, but would slow every command's start)."""
+    names = ", ".join(sorted(p.stem for p in (ROOT / "labs").glob("*.toml"))) or "none found"
+    return option("lab", help=f"a name in labs/ ({names}) or a .toml path")
+
+
 def device(choices: tuple[str, ...] = registry.DEVICES, default: str = "cpu") -> argparse.ArgumentParser:
     return option("--device", choices=choices, default=default)
 
@@ -180,7 +187,7 @@ def add_lab_commands(sub: Subparsers) -> None:
     labs = lab.add_subparsers(dest="lab_command", required=True)
     add_lab_publishing_commands(labs)
     command(labs, "grade", "grade every submission folder DIR/<student>/ of a lab", commands.cmd_lab_grade,
-            option("lab", help=f"a name in labs/ ({lab_names()}) or a .toml path"),
+            lab_file(),
             submissions("one folder per student"),
             out(None, "results, leaderboard and feedback go here", required=True),
             option("--resume", action="store_true",
@@ -210,7 +217,7 @@ def add_lab_commands(sub: Subparsers) -> None:
             option("--no-sandbox", action="store_true", help="as lab grade's"))
     command(labs, "check", "a student's own check: the gate and a short timing of one file",
             commands.cmd_lab_check,
-            option("lab", help=f"a name in labs/ ({lab_names()}) or a .toml path"),
+            lab_file(),
             option("path", type=Path, help="your lenet.py (or the folder holding it)"),
             weights())
     command(labs, "merge", "(the Slurm merge job) rows for tasks that left none, then the report",
@@ -220,15 +227,10 @@ def add_lab_commands(sub: Subparsers) -> None:
     add_term_commands(labs)
 
 
-def lab_names() -> str:
-    """The labs in labs/ (read from the folder: a new lab file is listed without an edit here)."""
-    return ", ".join(sorted(p.stem for p in (ROOT / "labs").glob("*.toml"))) or "none found"
-
-
 def add_term_commands(labs: Subparsers) -> None:
     """`lab kit | collect | export`: a course's term around the grading (labs/README.md, "Running a term")."""
     command(labs, "kit", "the students' kit of a lab: dist/lab-kit-LAB.zip (no answers inside)",
-            commands.cmd_lab_kit, option("lab", help=f"a name in labs/ ({lab_names()}) or a .toml path"),
+            commands.cmd_lab_kit, lab_file(),
             out(None, "folder for the zip (default: the checkout's dist/)"), weights())
     command(labs, "collect", "an LMS bulk download (Canvas, Moodle) or a folder of git clones -> one "
             "folder per student + manifest.csv", commands.cmd_lab_collect,
