@@ -89,7 +89,7 @@ studies: $(STAMP)  ## every study in STUDIES (GPU cells recorded as skipped wher
 # Why Keras is slow: each Keras backend's predict, and the framework-ops levels, stage by stage.
 EXPLAIN := keras/predict,keras_jax/predict,keras_torch/predict,tf/eager,jax/eager,torch/eager
 explain: $(STAMP)  ## why Keras is slow: each backend's predict and the framework ops, stage by stage
-	$(PY) -m harness explain $(EXPLAIN) --calls 40 --rounds 4 --out $(RESULTS)
+	$(PY) -m harness explain $(EXPLAIN) --calls 40 --rounds 5 --out $(RESULTS)
 
 crosscheck: $(STAMP)  ## the harness's timer against timeit, on the NumPy level
 	$(PY) -m harness crosscheck --json $(RESULTS)/crosscheck-$$(hostname).json
@@ -100,11 +100,12 @@ smoke: $(STAMP)  ## a seconds-long study, to check the plumbing
 loc: $(STAMP)  ## count code lines per implementation package (reports/loc.csv)
 	$(PY) -m harness loc
 
+# MACHINE='vm: AMD EPYC (2 cores)': the machine whose runs answer (default: the newest run's)
 figures: $(STAMP)  ## draw reports/figures/*.png from the result files
-	$(PY) -m harness figures
+	$(PY) -m harness figures $(if $(MACHINE),--machine "$(MACHINE)")
 
-report: $(STAMP)  ## write reports/REPORT.md and DETAILS.md from the result files
-	$(PY) -m harness report
+report: $(STAMP)  ## write reports/REPORT.md and DETAILS.md from the result files (MACHINE=: whose runs answer)
+	$(PY) -m harness report $(if $(MACHINE),--machine "$(MACHINE)")
 
 doctor: $(STAMP)  ## what can run here, and why not
 	$(PY) -m harness doctor

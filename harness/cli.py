@@ -87,6 +87,13 @@ def rounds() -> argparse.ArgumentParser:
     return option("--rounds", type=int, default=10)
 
 
+def machine() -> argparse.ArgumentParser:
+    return option("--machine", default=None,
+                  help="the machine whose runs answer, as the report labels it "
+                       "(e.g. 'vm: AMD EPYC (2 cores)'; "
+                       "default: the newest run's)")
+
+
 def results() -> argparse.ArgumentParser:
     return option("--results", type=Path, default=DEFAULT_RESULTS)
 
@@ -158,9 +165,9 @@ def add_report_commands(sub: Subparsers) -> None:
     command(sub, "loc", "count code lines per implementation package (pygount)", commands.cmd_loc,
             out(DEFAULT_LOC_CSV))
     command(sub, "figures", "draw the figures from the result files", commands.cmd_figures,
-            results(), out(DEFAULT_FIGURES))
+            results(), out(DEFAULT_FIGURES), machine())
     command(sub, "report", "write REPORT.md (and DETAILS.md beside it) from the result files",
-            commands.cmd_report, results(), out(DEFAULT_REPORT))
+            commands.cmd_report, results(), out(DEFAULT_REPORT), machine())
 
 
 def add_timing_commands(sub: Subparsers) -> None:

@@ -157,7 +157,7 @@ def load_results(args: argparse.Namespace, every_run: bool = False) -> "rundata.
 
     if not Path(args.results).is_dir():
         raise HarnessError(f"{args.results}: no results folder (run make run-all, or --results DIR)")
-    return rundata.load_report(args.results, loc.current_rows(), every_run)
+    return rundata.load_report(args.results, loc.current_rows(), every_run, getattr(args, "machine", None))
 
 
 def cmd_figures(args: argparse.Namespace) -> int:
@@ -173,6 +173,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import details, markdown
 
     data = load_results(args, every_run=True)  # every committed run, for repeatability
+    for line in markdown.stale_lines(data.frame, data.answer):
+        log(f"WARNING: a number in the headline was measured on older code: {line}")
     print(f"wrote {markdown.write(markdown.build(data), args.out)}")
     detail_path = Path(args.out).with_name("DETAILS.md")
     print(f"wrote {markdown.write(details.build(data), detail_path)}")

@@ -9,7 +9,7 @@ import pytest
 
 from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
-from harness.report import findings, headline, loc, markdown, rundata, style
+from harness.report import findings, headline, loc, markdown, quote, rundata, style
 from harness.report.tables import fmt_ratio, ms, sig3
 
 
@@ -40,7 +40,7 @@ def slow_down(results, machine, label, factor):
 
 def test_a_changed_row_changes_the_headline_table_and_the_finding(results_copy, loc_rows):
     data = rundata.load_report(results_copy, loc_rows)
-    machine = headline.pick_machine(data.frame, "cpu")
+    machine = headline.machine_of(data.frame, rundata.answer_run(data.frame, "cpu"))
     before = markdown.build(data)
     old = rundata.find(data.frame, "api_levels", "keras/predict", machine=machine)
     assert f"| {ms(old['median_ms'])} [" in table_row(before, "Keras on TensorFlow")
@@ -53,7 +53,7 @@ def test_a_changed_row_changes_the_headline_table_and_the_finding(results_copy, 
     raw = rundata.find(frame, "api_levels", "onednn/tuned", machine=machine)
     row = table_row(after, "Keras on TensorFlow")
     assert f"| {ms(new['median_ms'])} [" in row and ms(old["median_ms"]) not in row
-    assert fmt_ratio(rundata.ratio_ci(new, raw)) in row  # the ratio is recomputed within rounds
+    assert quote.times(rundata.ratio_ci(new, raw)) in row  # the ratio is recomputed within rounds
     first = findings.keras_finding(frame, runs, *headline.levels(frame, loc_rows))
     assert f"takes {ms(new['median_ms'])} [" in first and first in after
     assert f"takes {ms(old['median_ms'])} [" not in after
@@ -64,7 +64,7 @@ def test_a_missing_cell_is_a_dash_with_its_reason(results_copy, loc_rows):
     text = "\n".join(headline.render(frame, loc_rows)[0])
     skipped = frame[(frame["study"] == "api_levels") & (frame["implementation"] == "keras")
                     & (frame["device"] == "gpu") & (frame["status"] != "ok")
-                    & (frame["machine"] == headline.pick_machine(frame, "gpu"))]
+                    & (frame["machine"] == headline.machine_of(frame, rundata.answer_run(frame, "gpu")))]
     if skipped.empty:
         pytest.skip("Keras on TensorFlow was measured on the GPU")
     row = table_row(text, "Keras on TensorFlow")
@@ -125,7 +125,7 @@ def test_the_loc_fingerprint_covers_every_counted_file_cuda_kernels_too():
 
 def test_a_hand_written_cuda_rung_appears_below_cudnn_without_code_changes(results_copy, loc_rows):
     runs, frame = rundata.load(results_copy)
-    gpu = headline.pick_machine(frame, "gpu")
+    gpu = headline.machine_of(frame, rundata.answer_run(frame, "gpu"))
     graph = rundata.find(frame, "api_levels", "cudnn/graph", device="gpu", machine=gpu)
     if graph is None:
         pytest.skip("no committed cuDNN rows")

@@ -37,7 +37,7 @@ devices = ["cpu", "gpu"]
 """)
     assert len(s.cells) == 3 * 2 * 2 * 2
     calls = {c.batch_size: c.calls for c in s.cells}
-    assert calls == {1: 100, 512: 5}  # ceil(1000/512) = 2, but never fewer than rounds
+    assert calls == {1: 100, 512: 50}  # ceil(1000/512) = 2, but never fewer than 10 (min_calls_per_round) a round
     assert s.cells[0].id == "tf/function/cpu/b1/float32" and s.cells[0].group == "tf/cpu"
 
 

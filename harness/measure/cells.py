@@ -22,7 +22,7 @@ class CellState:
     setup: dict[str, Any] | None = None  # the first successful setup of this cell
     ready_pid: int | None = None  # the worker process that has it loaded
     final: dict[str, Any] | None = None
-    contended: list[str] = field(default_factory=list)  # why its GPU measurements were disturbed
+    contended: list[str] = field(default_factory=list)  # why its rounds were disturbed (GPU, load)
     convergence: dict[str, Any] | None = None  # train mode: the convergence run's result
 
     @property
@@ -34,6 +34,11 @@ def restore(states: list[CellState], rows: list[dict[str, Any]], rounds: int) ->
     """Take finished cells and rounds from earlier rows; returns how many cells were done."""
     by_id = {s.cell.id: s for s in states}
     for row in rows:
+        if row.get("kind") == "load" and row.get("contended"):  # a disturbed round: its cells
+            for cell_id in row.get("cells", []):
+                reason = f"round {row['round']}: {row['contended']}"
+                if cell_id in by_id and reason not in by_id[cell_id].contended:
+                    by_id[cell_id].contended.append(reason)
         state = by_id.get(row.get("cell_id", ""))
         if state is None:
             continue

@@ -8,8 +8,8 @@ registry's floor candidates (ImplSpec.floor) stand in: the first one that runs o
 the registry's order. The same files always give the same answer.
 
     Floor                                   implementation, variant, median_ns (None: a stand-in)
-    fastest_measured(device, results)       the floor of `device`
-    measured_cells(device, results)         the cells it chooses from
+    fastest_measured(device, results, run_id)   the floor of `device` (run_id: of that run)
+    measured_cells(device, results, run_id)     the cells it chooses from
     standing_in(device)                     the floor when nothing is measured
 """
 
@@ -36,9 +36,10 @@ class Floor:
         return f"{self.implementation}/{self.variant}"
 
 
-def fastest_measured(device: str, root: Path = DEFAULT_RESULTS) -> Floor:
-    """The fastest measured implementation on `device` (see the module's docstring)."""
-    cells = measured_cells(device, root)
+def fastest_measured(device: str, root: Path = DEFAULT_RESULTS, run_id: str | None = None) -> Floor:
+    """The fastest measured implementation on `device` (see the module's docstring); run_id: read
+    that api_levels run instead of the newest (the report, for a machine named by MACHINE=)."""
+    cells = measured_cells(device, root, run_id)
     if not cells:
         return standing_in(device)
     best = min(cells, key=lambda row: (row["stats"]["median_ns"], row["cell_id"]))
@@ -46,11 +47,11 @@ def fastest_measured(device: str, root: Path = DEFAULT_RESULTS) -> Floor:
                  float(best["stats"]["median_ns"]), best.get("run_id"))
 
 
-def measured_cells(device: str, root: Path = DEFAULT_RESULTS) -> list[dict]:
+def measured_cells(device: str, root: Path = DEFAULT_RESULTS, run_id: str | None = None) -> list[dict]:
     """The final ok cell rows at batch 1, float32, on `device`, of registered levels that compute,
-    from the newest api_levels run (by its first row's time) that has any."""
+    from the newest api_levels run (by its first row's time) that has any, or from run_id's."""
     runs = []
-    for path in sorted(Path(root).glob(f"{STUDY}/*/{results.ROWS}")):
+    for path in sorted(Path(root).glob(f"{STUDY}/{run_id or '*'}/{results.ROWS}")):
         rows = results.read_rows(path)
         # a cell measured again (--resume): its last row is final
         final = {row["cell_id"]: row for row in rows if row.get("kind") == "cell"}

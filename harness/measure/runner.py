@@ -4,8 +4,13 @@ implementation x device, every measurement written as a row the moment it is mad
 Rows (results.jsonl), each with schema, run_id, time, kind:
 - setup: a cell's worker loaded it: import, load and cold-start times
 - round: one round of one cell: every per-call time (ns), device times where known
+- load:  the machine's load during one round (harness.machine.load): CPU used by other
+         processes, steal, load average, the busiest others; `contended` the reason, or None
 - cell:  the cell's final row: status (ok, skipped, error, crashed, timeout), reason, every
-         per-call time by round, statistics, cold start, device-time statistics, warnings
+         per-call time by round, statistics, cold start, device-time statistics, warnings,
+         contended (with its reasons: a disturbed round, another process on the GPU)
+
+env.json records the machine and, under `provenance`, the commit and each level's source hash.
 """
 
 import json
@@ -16,7 +21,7 @@ from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import Failure
-from harness.machine import env, gpu, procenv
+from harness.machine import env, gpu, load, procenv, provenance
 from harness.machine.gpulock import GpuLock
 from harness.measure import cells, results
 from harness.measure.cells import CellState
@@ -54,8 +59,10 @@ class Runner:
             self.gpu_watch.start()
         progress = Progress(todo, self.report)
         clean_exit = False
+        watch = RoundLoad(self)
         try:
             for r, state in todo:
+                watch.at_round(r)
                 worker_pid = self.worker(state.cell).pid  # None until started
                 if state.open and (state.ready_pid is None or state.ready_pid != worker_pid):
                     self.setup(state)  # first use, or its worker died: load it (again)
@@ -66,6 +73,8 @@ class Runner:
                 self.measure(state, r)
                 progress.advance(state.cell.id, r, time.monotonic() - started,
                                  state.rounds.get(r, (None,))[0], state.final)
+                watch.measured(state)
+            watch.at_round(None)
             for state in self.states:
                 if state.open and self.converges(state.cell):
                     self.converge(state)
@@ -182,6 +191,39 @@ class Runner:
             self.report(f"  {state.cell.id}: {status}: {reason}")
 
 
+class RoundLoad:
+    """The machine's load around each round of a run (harness.machine.load): a `load` row per
+    round, and the reason added to the `contended` list of every cell measured in a round that
+    other processes disturbed."""
+
+    def __init__(self, runner: "Runner"):
+        self.runner = runner
+        self.round: int | None = None
+        self.start: load.Sample | None = None
+        self.cells: list[CellState] = []
+
+    def at_round(self, r: int | None) -> None:
+        """Close the round under way when `r` starts another (None: the run is over)."""
+        if r == self.round:
+            return
+        if self.round is not None and self.start is not None and self.cells:
+            own = set(self.runner.own_pids())
+            found = load.between(self.start, load.sample(), own)
+            why = load.contended(found)
+            self.runner.writer.write({"kind": "load", "round": self.round, **found, "contended": why,
+                                      "cells": [state.cell.id for state in self.cells]})
+            for state in self.cells if why else ():
+                reason = f"round {self.round}: {why}"
+                if reason not in state.contended:
+                    state.contended.append(reason)
+        self.round, self.cells = r, []
+        self.start = load.sample() if r is not None else None
+
+    def measured(self, state: CellState) -> None:
+        if self.round in state.rounds and state not in self.cells:
+            self.cells.append(state)
+
+
 def start_run(study: Study, out: Path, run_id: str | None = None, resume: bool = False,
               weights: str | Path = DEFAULT_WEIGHTS, report: Callable[[str], None] = print,
               lock_timeout_s: float | None = None) -> tuple[Path, list[CellState]]:
@@ -195,6 +237,7 @@ def start_run(study: Study, out: Path, run_id: str | None = None, resume: bool =
         (run_dir / "study.toml").write_text(study.source)
         m = study.measure
         info = env.collect(procenv.settings(m.threads, m.inter_op_threads, "cpu"))
+        info["provenance"] = provenance.collect(c.implementation for c in study.cells)
         (run_dir / "env.json").write_text(json.dumps(info, indent=2) + "\n")
     writer = results.RowWriter(run_dir, run_id)
     lock = None
@@ -206,6 +249,10 @@ def start_run(study: Study, out: Path, run_id: str | None = None, resume: bool =
         done = runner.restore(results.read_rows(writer.path))
         report(f"resuming {run_dir}: {done} of {len(runner.states)} cells already finished")
     report(f"study {study.name}: {len(study.cells)} cells, {study.measure.rounds} rounds -> {run_dir}")
+    busy = load.busy_now(seconds=0.3)
+    if busy:
+        report(f"WARNING: the machine is busy ({busy}); rounds it disturbs are flagged contended "
+               "in the rows and the report. Wait for it to be idle for numbers worth quoting.")
     try:
         runner.run()
     finally:

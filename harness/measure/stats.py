@@ -13,6 +13,12 @@ ratio (resample the rounds' ratios). Seeded, so the same rows always give the sa
 A cell is flagged `noisy` when its estimate is unstable across rounds: the interval is wider
 than NOISY_CI_OVER_MEDIAN of the median. The per-call spread (IQR / median) is reported apart:
 a wide distribution measured in stable rounds is not noise in the estimate.
+
+An interval needs rounds to resample: with fewer than MIN_ROUNDS rounds, or a round of fewer than
+MIN_CALLS_PER_ROUND calls, the bootstrap's "95%" is the spread of a handful of numbers (from three
+rounds, their min and max), not an interval. Such a cell is `thin` (`interval_supported` is False):
+the report shows its median without an interval and marks it, and a ratio with fewer than
+MIN_ROUNDS rounds likewise.
 """
 
 from collections.abc import Sequence
@@ -23,6 +29,8 @@ import numpy as np
 Rounds = Sequence[Sequence[float]]  # per-call times (or values), one list per round
 
 NOISY_CI_OVER_MEDIAN = 0.20  # the median known to better than about +-10%
+MIN_ROUNDS = 5  # below this, resampling rounds cannot give a 95% interval
+MIN_CALLS_PER_ROUND = 3  # a round of one or two calls has no median of its own
 BOOTSTRAP_RESAMPLES = 1000
 LEVEL = 0.95
 
@@ -78,6 +86,21 @@ def _pooled_medians_by_counts(rounds: list[np.ndarray], picks: np.ndarray) -> np
     return np.concatenate(out)
 
 
+def interval_supported(rounds: Rounds) -> bool:
+    """Whether the rounds can carry a 95% interval: at least MIN_ROUNDS non-empty rounds, each of
+    at least MIN_CALLS_PER_ROUND calls (a round's calls for a median, a ratio's rounds)."""
+    sizes = [len(r) for r in rounds if len(r)]
+    return len(sizes) >= MIN_ROUNDS and min(sizes) >= MIN_CALLS_PER_ROUND
+
+
+def thin_reason(rounds: Rounds) -> str:
+    """'3 rounds of 15 calls' (what a thin cell had), for the mark that replaces its interval."""
+    sizes = [len(r) for r in rounds if len(r)]
+    calls = f"{min(sizes)}" if len(set(sizes)) == 1 else f"{min(sizes)}–{max(sizes)}"
+    return (f"{len(sizes)} rounds of {calls} calls (an interval needs >= {MIN_ROUNDS} rounds of "
+            f">= {MIN_CALLS_PER_ROUND})")
+
+
 def summarize(rounds_ns: Rounds) -> dict[str, Any]:
     """Summary of per-call wall times in ns, given as rounds (a list of lists of calls)."""
     rounds = [list(r) for r in rounds_ns if len(r)]
@@ -106,6 +129,7 @@ def summarize(rounds_ns: Rounds) -> dict[str, Any]:
         "ci_over_median": ci_width,
         "ci_method": "cluster bootstrap over rounds",
         "noisy": bool(ci_width > NOISY_CI_OVER_MEDIAN),  # NaN (one round) compares False
+        "thin": not interval_supported(rounds),
     }
 
 
@@ -140,4 +164,4 @@ def round_ratio(rounds_a: Rounds, rounds_b: Rounds, resamples: int = BOOTSTRAP_R
     low, high = median_interval(ratios, resamples, seed)
     return {"ratio": float(np.median(ratios)), "min": float(np.min(ratios)),
             "max": float(np.max(ratios)), "rounds": int(ratios.size),
-            "ci95_low": low, "ci95_high": high}
+            "ci95_low": low, "ci95_high": high, "thin": int(ratios.size) < MIN_ROUNDS}

@@ -6,7 +6,7 @@
     [measure]                    calls, rounds, warmup, batch_sizes, dtypes, threads,
                                  inter_op_threads, max_images, setup_timeout_s, timeout_s,
                                  max_cell_seconds (a slow cell's calls are cut to fit, after
-                                 its warm-up has shown its speed, to no fewer than
+                                 its warm-up has shown its speed; neither cap leaves fewer than
                                  min_calls_per_round, default 10, in each round); train mode: converge_images,
                                  converge_seconds (a convergence run per level, whichever ends
                                  first) at converge_batch_size
@@ -278,10 +278,12 @@ def _spec(at: str, entry: dict[str, Any], mode: str) -> registry.ImplSpec:
 
 
 def calls_for(measure: Measure, batch: int) -> int:
-    """Timed calls of one cell: `calls`, capped at max_images / batch (but >= rounds)."""
+    """Timed calls of one cell: `calls`, capped at max_images / batch, but never fewer than
+    min_calls_per_round in each round (a round of one or two calls has no median of its own)."""
     calls = measure.calls
     if measure.max_images:
-        calls = min(calls, max(measure.rounds, math.ceil(measure.max_images / batch)))
+        floor = measure.rounds * measure.min_calls_per_round
+        calls = min(calls, max(floor, math.ceil(measure.max_images / batch)))
     return calls
 
 

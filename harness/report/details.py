@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from harness.report import explain_section, gpu_section, machine_findings, tables, training_section
+from harness.report import explain_section, gpu_section, machine_findings, quote, tables, training_section
 from harness.report.rundata import ReportData, find, ratio_ci
 from harness.report.style import caption, ok_cells
 from harness.report.tables import fmt_ratio, ms, table
@@ -27,9 +27,9 @@ def latency_table(frame: pd.DataFrame, study: str, with_device: bool = False) ->
         base = find(frame, study, "numpy/default", machine=r["machine"], batch=r["batch_size"],
                     dtype=r["dtype"])
         rel = ratio_ci(r, base) if base is not None and r["label"] != "numpy/default" else None
-        flags = " ".join(f for f, on in (("noisy", r["noisy"]), ("contended", r["contended"])) if on)
+        flags = " ".join(quote.marks(r))
         row = [r["label"], r["device"], r["batch_size"], r["dtype"], ms(r["median_ms"]),
-               f"{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}", ms(r["p90_ms"]), ms(r["p99_ms"]),
+               quote.ci_column(r), ms(r["p90_ms"]), ms(r["p99_ms"]),
                ms(r["min_ms"]), r["n"], fmt_ratio(rel), flags or "-", r["machine"]]
         if with_device:
             row.insert(5, ms(r["device_median_ms"]))

@@ -3,30 +3,32 @@ from the headline table's rows: what Keras costs and why, what each level saves 
 against the GPU at batch 1 and at a large batch, what the raw libraries buy, what training
 costs, and the seed's question (cuDNN -> TensorFlow ops -> Keras on the GPU)."""
 
+import math
+
 import pandas as pd
 
-from harness.report import explain_section, headline
-from harness.report.headline import Level, interval
+from harness.report import explain_section, headline, quote
+from harness.report.headline import Level
 from harness.report.rundata import find, ratio_ci
-from harness.report.tables import fmt_ratio, includes_one, ms, sig3
+from harness.report.tables import includes_one, sig3
 
 NAMES = {"onednn": "oneDNN", "cudnn": "cuDNN", "cuda": "hand-written CUDA"}
 
 
-def with_ci(cell: pd.Series) -> str:
-    return f"{ms(cell['median_ms'])} [{interval(cell['ci_low_ms'], cell['ci_high_ms'])}]"
+with_ci = quote.quoted  # a number as the report quotes it: interval where supported, and its marks
 
 
 def per_s(cell: pd.Series) -> str:
     """Images per second with the interval that the median's gives (batch / time)."""
-    b = cell["batch_size"]
+    b, rate = cell["batch_size"], f"{int(float(sig3(cell['images_per_s']))):,}"
+    found = "".join(f" *{m}*" for m in quote.marks(cell))
+    if math.isnan(cell["ci_low_ms"]):
+        return f"{rate} [no interval]{found}"
     lo, hi = b / (cell["ci_high_ms"] / 1e3), b / (cell["ci_low_ms"] / 1e3)
-    return f"{int(float(sig3(cell['images_per_s']))):,} [{int(float(sig3(lo))):,}–{int(float(sig3(hi))):,}]"
+    return f"{rate} [{int(float(sig3(lo))):,}–{int(float(sig3(hi))):,}]{found}"
 
 
-def x_of(r: dict | None) -> str:
-    """'1880x [1670–2530]', with '(no measurable difference)' where the interval includes 1."""
-    return fmt_ratio(r).replace(" [", "x [", 1) if r else "-"
+x_of = quote.times  # '1880x [1670–2530]', '(no measurable difference)' where the interval includes 1
 
 
 def compare(a: str, b: str, r: dict | None) -> str:
@@ -45,24 +47,26 @@ def keras_finding(frame: pd.DataFrame, runs: list[dict], levels: list[Level], ma
     by = {lv.implementation: lv for lv in levels}
     cpu = machines.get("cpu")
     keras = by.get("keras")
-    if keras is None or "cpu" not in keras.cells:
+    if keras is None or "cpu" not in keras.first:
         return None
-    cell, raw = keras.cells["cpu"], headline.RAW["cpu"]
+    cell, raw = keras.first["cpu"], headline.RAW["cpu"]
     why = next((r for r in explain_section.explain_rows(runs) if r["implementation"] == "keras"
                 and r["variant"] == "predict" and r["machine"] == cpu), None)
     first = why["stages"][0] if why is not None else None
     head = ("Keras' cost is in `model.predict`, not in the model" if first and first["share"] >= 0.5
             else "What Keras costs")
     line = (f"**{head}:** on the CPU, `model.predict` on TensorFlow takes {with_ci(cell)} per image, "
-            f"{x_of(keras.ratios.get('cpu'))} the time of the raw library ({NAMES[raw]})")
+            f"{x_of(keras.first_ratios.get('cpu'))} the time of the raw library "
+            f"({NAMES[raw]}'s fastest call)")
     if first is not None:
         line += (f", and {100 * first['share']:.0f}% of each call is the first stage `explain` peels off "
                  f"({first.get('short') or first['name']}, built from the NumPy array on every call)")
     function = find(frame, "overhead", "keras/function", machine=cpu)
     predict = find(frame, "overhead", "keras/predict", machine=cpu)
-    if function is not None and predict is not None:
-        line += (f"; the same model called inside `tf.function` takes {with_ci(function)}: "
-                 + compare("`tf.function`", "`predict`", ratio_ci(predict, function)) + " (`overhead`)")
+    if function is not None and predict is not None:  # both numbers and their ratio from one study
+        line += (f"; in `overhead`, the same model called inside `tf.function` takes {with_ci(function)} "
+                 f"against `predict`'s {with_ci(predict)}: "
+                 + compare("`tf.function`", "`predict`", ratio_ci(predict, function)))
     return line + "."
 
 
@@ -122,6 +126,7 @@ def raw_finding(levels: list[Level]) -> str | None:
         if not ops or not by.get(headline.RAW[device]) or device not in by[headline.RAW[device]].cells:
             continue
         best = min(ops, key=lambda lv: lv.cells[device]["median_ms"])
+        raw_name = f"{raw_name} ({by[headline.RAW[device]].cells[device]['label']})"
         parts.append(f"on the {device.upper()}, " + compare(raw_name, f"the fastest framework ops "
                                                            f"({best.cells[device]['label']})",
                                                            best.ratios.get(device)))
@@ -130,13 +135,13 @@ def raw_finding(levels: list[Level]) -> str | None:
         level = by.get(impl)
         if raw_cpu and "cpu" in raw_cpu.cells and level and "cpu" in level.cells:
             label = f"{what} ({level.cells['cpu']['label']})"
-            beside.append(compare("oneDNN", label, level.ratios.get("cpu")))
+            beside.append(compare("oneDNN", label, level.ratios.get("cpu")))  # oneDNN named just before
     if beside:
         parts.append("and on the CPU, " + ", while ".join(beside))
     if not parts:
         return None
     return ("**What the raw libraries buy at batch 1, and what is beside them:** " + "; ".join(parts)
-            + " (within-round ratios of medians, `api_levels`).")
+            + " (each level's fastest call measured; within-round ratios of medians, `api_levels`).")
 
 
 def training_finding(frame: pd.DataFrame, machines: dict) -> str | None:
@@ -162,27 +167,28 @@ def training_finding(frame: pd.DataFrame, machines: dict) -> str | None:
 def seed_finding(levels: list[Level], machines: dict) -> str:
     by = {lv.implementation: lv for lv in levels}
     keras, ops = by.get("keras"), by.get("tf")
-    if keras and "gpu" in keras.cells:
+    if keras and "gpu" in keras.first:
         return (f"**The seed's question, cuDNN → TensorFlow ops → Keras on the GPU:** Keras `predict` on "
-                f"TensorFlow takes {with_ci(keras.cells['gpu'])} per image, "
-                f"{x_of(keras.ratios.get('gpu'))} the time of cuDNN"
-                + (f", TensorFlow ops {with_ci(ops.cells['gpu'])} ({x_of(ops.ratios.get('gpu'))})"
-                   if ops and "gpu" in ops.cells else "") + ".")
-    measured = [(lv, lv.cells["gpu"]) for lv in (by.get("keras_jax"), by.get("keras_torch"))
-                if lv and "gpu" in lv.cells]
+                f"TensorFlow takes {with_ci(keras.first['gpu'])} per image, "
+                f"{x_of(keras.first_ratios.get('gpu'))} the time of cuDNN's fastest call"
+                + (f", TensorFlow ops {with_ci(ops.first['gpu'])} ({x_of(ops.first_ratios.get('gpu'))})"
+                   if ops and "gpu" in ops.first else "") + ".")
+    measured = [(lv, lv.first["gpu"]) for lv in (by.get("keras_jax"), by.get("keras_torch"))
+                if lv and "gpu" in lv.first]
     why = keras.missing.get("gpu", "not measured") if keras else "not measured"
     return ("**The seed's question (Keras on TensorFlow on the GPU) is not answered by these runs** "
             f"({why}); measured instead, Keras `predict` on the GPU takes "
             + ", ".join(f"{with_ci(c)} on {lv.name.split(' on ')[-1]} "
-                        f"({x_of(lv.ratios.get('gpu'))} cuDNN's time)"
+                        f"({x_of(lv.first_ratios.get('gpu'))} cuDNN's time)"
                         for lv, c in measured)
-            + (f", and on TensorFlow on the CPU {with_ci(keras.cells['cpu'])}"
-               if keras and "cpu" in keras.cells else "")
+            + (f", and on TensorFlow on the CPU {with_ci(keras.first['cpu'])}"
+               if keras and "cpu" in keras.first else "")
             + "; on a GPU server, `pip install 'tensorflow[and-cuda]'` and `make gpu-study` measure it.")
 
 
-def findings(frame: pd.DataFrame, runs: list[dict], loc_rows: list[dict]) -> list[str]:
-    levels, machines = headline.levels(frame, loc_rows)
+def findings(frame: pd.DataFrame, runs: list[dict], loc_rows: list[dict],
+             answer: dict | None = None) -> list[str]:
+    levels, machines = headline.levels(frame, loc_rows, answer)
     if not levels:
         return ["No results yet: run `make run-all`."]
     lines = [keras_finding(frame, runs, levels, machines), code_finding(levels),

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness import registry
-from harness.report.rundata import ratio_ci
+from harness.report import quote
+from harness.report.rundata import answer_run, ratio_ci
 from harness.report.style import IMPL_ORDER
-from harness.report.tables import fmt_ratio, ms, sig3, table
+from harness.report.tables import sig3, table
 
 # Each implementation's row name; the rows in the ladder's order (style.IMPL_ORDER: the GPU's two
 # rungs, then the CPU's: hand-written, raw library, engine; the NumPy reference last).
@@ -28,38 +29,39 @@ class Level:
     name: str
     implementation: str
     loc: int | None = None
-    cells: dict = field(default_factory=dict)  # device -> the fastest ok batch-1 cell
-    ratios: dict = field(default_factory=dict)  # device -> within-round ratio to the raw library
+    first: dict = field(default_factory=dict)  # device -> the default call's batch-1 cell (as first written)
+    cells: dict = field(default_factory=dict)  # device -> the fastest ok batch-1 cell of any variant
+    first_ratios: dict = field(default_factory=dict)  # device -> the default's within-round ratio to raw
+    ratios: dict = field(default_factory=dict)  # device -> the fastest's within-round ratio to raw
     throughput: pd.Series | None = None  # the fastest ok cell at the GPU sweep's largest batch
     missing: dict = field(default_factory=dict)  # column -> why not measured
 
 
-def ok_batch1(frame: pd.DataFrame, study: str, machine: str | None, device: str) -> pd.DataFrame:
+def ok_batch1(frame: pd.DataFrame, study: str, run_id: str | None, device: str) -> pd.DataFrame:
+    """The ok batch-1 float32 cells of one run on one device (at the study's own thread count)."""
     if frame.empty:
         return frame
-    cells = frame[(frame["study"] == study) & (frame["status"] == "ok") & (frame["machine"] == machine)
+    cells = frame[(frame["study"] == study) & (frame["status"] == "ok") & (frame["run_id"] == run_id)
                   & (frame["device"] == device) & (frame["batch_size"] == 1)
                   & (frame["dtype"] == "float32")]
     return cells[cells["threads"].isna()] if "threads" in cells else cells
 
 
-def pick_machine(frame: pd.DataFrame, device: str) -> str | None:
-    """The machine whose api_levels run answers for `device`: the one that measured the device's
-    raw library, then the one with the most measured cells, then by name."""
-    if frame.empty:
-        return None
-    cells = frame[(frame["study"] == STUDY) & (frame["status"] == "ok") & (frame["device"] == device)
-                  & (frame["implementation"] != "null")]
-    if cells.empty:
-        return None
-    score = {m: ((part["implementation"] == RAW[device]).any(), len(part))
-             for m, part in cells.groupby("machine")}
-    return max(sorted(score), key=lambda m: score[m])
-
-
-def fastest(cells: pd.DataFrame, implementation: str) -> pd.Series | None:
-    part = cells[cells["implementation"] == implementation]
+def fastest(cells: pd.DataFrame, implementation: str | None = None) -> pd.Series | None:
+    """The cell with the lowest median (of one implementation, or of every level that computes: the
+    null level does not): the report's one definition of "fastest"; ties go to the first in the
+    rows' order."""
+    part = (cells[cells["implementation"].map(lambda i: i in registry.REGISTRY
+                                              and registry.REGISTRY[i].api_level != "none")]
+            if implementation is None else cells[cells["implementation"] == implementation])
     return None if part.empty else part.loc[part["median_ms"].idxmin()]
+
+
+def default_call(cells: pd.DataFrame, implementation: str) -> pd.Series | None:
+    """The level's call as a user first writes it: its registry default (predict, eager, tuned)."""
+    variant = registry.spec(implementation).variants[0]
+    part = cells[(cells["implementation"] == implementation) & (cells["variant"] == variant)]
+    return None if part.empty else part.iloc[0]
 
 
 def inference_loc(loc_rows: list[dict], implementation: str) -> int | None:
@@ -94,12 +96,14 @@ def short_reason(reason: str, status: str) -> str:
     return f"{status}: {first}"
 
 
-def levels(frame: pd.DataFrame, loc_rows: list[dict]) -> tuple[list[Level], dict]:
-    """The table's rows, and {device: machine} of the runs they come from."""
+def levels(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> tuple[list[Level], dict]:
+    """The table's rows, and {device: machine} of the runs they come from. answer: {device: the
+    api_levels run id that answers} (rundata.answer_run's; by default the newest runs')."""
     if frame.empty:
         return [], {"cpu": None, "gpu": None}
-    machines = {d: pick_machine(frame, d) for d in ("cpu", "gpu")}
-    batch1 = {d: ok_batch1(frame, STUDY, m, d) for d, m in machines.items()}
+    answer = answer if answer is not None else {d: answer_run(frame, d) for d in ("cpu", "gpu")}
+    machines = {d: machine_of(frame, answer.get(d)) for d in ("cpu", "gpu")}
+    batch1 = {d: ok_batch1(frame, STUDY, answer.get(d), d) for d in ("cpu", "gpu")}
     raws = {d: fastest(batch1[d], RAW[d]) if not batch1[d].empty else None for d in batch1}
     sweep_gpu = (frame[(frame["study"] == SWEEP) & (frame["status"] == "ok") & (frame["device"] == "gpu")
                        & (frame["machine"] == machines["gpu"])] if not frame.empty else frame)
@@ -113,8 +117,14 @@ def levels(frame: pd.DataFrame, loc_rows: list[dict]) -> tuple[list[Level], dict
                 level.missing[device] = why_missing(frame, STUDY, machines[device], impl, device)
                 continue
             level.cells[device] = cell
+            first = default_call(batch1[device], impl)
+            if first is not None:
+                level.first[device] = first
             if impl != RAW[device]:
                 level.ratios[device] = ratio_ci(cell, raws[device])
+            raw = raws[device]
+            if first is not None and raw is not None and first["cell_id"] != raw["cell_id"]:
+                level.first_ratios[device] = ratio_ci(first, raw)
         at = sweep_gpu[(sweep_gpu["batch_size"] == largest) & (sweep_gpu["implementation"] == impl)]
         if at.empty:
             level.missing["throughput"] = why_missing(frame, SWEEP, machines["gpu"], impl, "gpu")
@@ -125,26 +135,39 @@ def levels(frame: pd.DataFrame, loc_rows: list[dict]) -> tuple[list[Level], dict
     return out, machines
 
 
-def interval(low_ms: float, high_ms: float) -> str:
-    """'28.2–43.4 µs', the unit once where both ends share it."""
-    low, high = ms(low_ms), ms(high_ms)
-    lo_num, _, lo_unit = low.partition(" ")
-    hi_num, _, hi_unit = high.partition(" ")
-    return f"{lo_num}–{high}" if lo_unit == hi_unit else f"{low}–{high}"
+def machine_of(frame: pd.DataFrame, run_id: str | None) -> str | None:
+    if run_id is None or frame.empty:
+        return None
+    hits = frame[(frame["run_id"] == run_id) & (frame["study"] == STUDY)]
+    return None if hits.empty else str(hits.iloc[0]["machine"])
 
 
 def latency(cell: pd.Series) -> str:
-    variant = "" if cell["variant"] == "default" else f" `{cell['variant']}`"
-    return f"{ms(cell['median_ms'])} [{interval(cell['ci_low_ms'], cell['ci_high_ms'])}]{variant}"
+    """'47 ms [43.8–49.4 ms] `predict`', then its marks (quote.quoted)."""
+    found = quote.marks(cell)
+    return (f"{quote.value(cell)} `{cell['variant']}`" + "".join(f" *{m}*" for m in found))
 
 
 def images_per_s(cell: pd.Series) -> str:
-    return f"{int(float(sig3(cell['images_per_s']))):,}/s `{cell['variant']}`"
+    found = quote.marks(cell)
+    marks = "".join(f" *{m}*" for m in found)
+    return f"{int(float(sig3(cell['images_per_s']))):,}/s `{cell['variant']}`{marks}"
 
 
-def render(frame: pd.DataFrame, loc_rows: list[dict]) -> tuple[list[str], dict]:
-    """The headline table and its footnotes, as Markdown lines; {device: machine} behind them."""
-    rows, machines = levels(frame, loc_rows)
+def times_raw(lv: Level, device: str, which: str) -> str:
+    """'; 1700x [1530–1780]' against the device's raw library, within rounds; '; 1 (itself)'."""
+    cell = (lv.first if which == "first" else lv.cells).get(device)
+    itself = lv.implementation == RAW[device]
+    if itself and cell is not None and cell["cell_id"] == lv.cells[device]["cell_id"]:
+        return "; 1 (itself)"
+    r = (lv.first_ratios if which == "first" else lv.ratios).get(device)
+    return f"; {quote.times(r)}" if r else ""
+
+
+def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> tuple[list[str], dict]:
+    """The headline table, its footnotes and its marks' notes, as Markdown lines; {device:
+    machine} behind them."""
+    rows, machines = levels(frame, loc_rows, answer)
     if not rows:
         return ["_No results yet: run `make run-all`._"], machines
     notes: list[str] = []
@@ -155,25 +178,36 @@ def render(frame: pd.DataFrame, loc_rows: list[dict]) -> tuple[list[str], dict]:
         return f"– ({chr(ord('a') + notes.index(why))})"
 
     raw_name = {d: dict((i, n) for n, i in LEVELS)[RAW[d]].split(": ")[-1] for d in RAW}
-    body = []
+    body, quoted = [], []
     for lv in rows:
         line = [lv.name, str(lv.loc) if lv.loc is not None
                 else dash("lines of code not counted (no package)")]
         for device in ("cpu", "gpu"):
-            if device in lv.cells:
-                itself = lv.implementation == RAW[device]
-                ratio = "1 (itself)" if itself else fmt_ratio(lv.ratios.get(device))
-                line += [latency(lv.cells[device]), ratio]
-            else:
+            if device not in lv.cells:
                 line += [dash(lv.missing[device]), "–"]
-        line.append(images_per_s(lv.throughput) if lv.throughput is not None
-                    else dash(lv.missing["throughput"]))
+                continue
+            first, best = lv.first.get(device), lv.cells[device]
+            line.append(latency(first) + times_raw(lv, device, "first") if first is not None
+                        else "– (default call not measured)")
+            line.append("the same call" if first is not None and first["cell_id"] == best["cell_id"]
+                        else latency(best) + times_raw(lv, device, "fastest"))
+            quoted += [c for c in (first, best) if c is not None]
+        if lv.throughput is not None:
+            line.append(images_per_s(lv.throughput))
+            quoted.append(lv.throughput)
+        else:
+            line.append(dash(lv.missing["throughput"]))
         body.append(line)
     largest = next((int(lv.throughput["batch_size"]) for lv in rows if lv.throughput is not None), None)
-    headers = ["level", "code lines", "CPU, batch 1: median [95% CI] per image",
-               f"x {raw_name['cpu']} (CPU) [95% CI]", "GPU, batch 1: median [95% CI] per image",
-               f"x {raw_name['gpu']} (GPU) [95% CI]",
+    headers = ["level", "code lines",
+               f"CPU, batch 1, as first written: median [95% CI], x {raw_name['cpu']}",
+               f"CPU, batch 1, fastest call measured, x {raw_name['cpu']}",
+               f"GPU, batch 1, as first written: median [95% CI], x {raw_name['gpu']}",
+               f"GPU, batch 1, fastest call measured, x {raw_name['gpu']}",
                f"GPU throughput, batch {largest}" if largest else "GPU throughput, largest batch"]
     out = [table(headers, body), ""]
     out += [f"({chr(ord('a') + i)}) {why}." for i, why in enumerate(notes)]
+    marks = quote.mark_notes(quoted)
+    if marks:
+        out += [""] + [f"{line}" for line in marks]
     return out, machines

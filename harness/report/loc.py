@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import DEFAULT_LOC_CSV, ROOT, registry
+from harness.machine import provenance
 
 PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding", "cublas.py": "ffi binding",
          "cublaslt.py": "ffi binding",
@@ -33,9 +34,7 @@ def analyze(path: Path, group: str) -> Any:  # a pygount.SourceAnalysis
     return pygount.SourceAnalysis.from_file(str(path), group)
 
 
-def package_files(package: str, root: Path = ROOT) -> list[Path]:
-    """The files a level package's count comes from: its Python and its CUDA C kernels."""
-    return sorted([*(root / package).glob("*.py"), *(root / package).glob("*.cu")])
+package_files = provenance.package_files  # the files a level's count (and its source hash) come from
 
 
 def count(root: Path = ROOT) -> list[dict]:

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from harness.report import cpu_targets, gpu_section, training_section
+from harness.report import cpu_targets, gpu_section, headline, quote, training_section
 from harness.report.figures.overhead import overhead_split
-from harness.report.rundata import find, ratio, ratio_ci
+from harness.report.rundata import answer_run, find, ratio, ratio_ci
 from harness.report.tables import fmt_ratio, ms, sig3
 
 
@@ -57,18 +57,31 @@ def findings(frame: pd.DataFrame, loc_rows: list[dict], runs: Sequence[dict] = (
         out += backend_findings(frame, machine)
         out += gpu_section.findings(frame, runs, machine)
         out += cpu_targets.target_lines(frame, machine)
-    totals: dict[str, int] = {}
-    for row in loc_rows:
-        totals[row["api_level"]] = totals.get(row["api_level"], 0) + row["code"]
-    if "keras" in totals and "cudnn" in totals:
-        out.append(f"Code: the cuDNN level takes {totals['cudnn']} lines, Keras {totals['keras']} "
-                   f"({totals['cudnn'] / totals['keras']:.0f}x; one package for all three backends), "
-                   f"oneDNN {totals.get('onednn', '-')}, "
-                   f"TensorFlow ops {totals.get('tensorflow-ops', '-')}, JAX ops "
-                   f"{totals.get('jax-ops', '-')}, PyTorch ops {totals.get('torch-ops', '-')}, NumPy "
-                   f"{totals.get('numpy', '-')} (pygount code lines; the shared loaders, "
-                   f"{totals.get('shared', '-')} lines, apart).")
+    out += code_sentence(loc_rows)
     return out
+
+
+def code_sentence(loc_rows: list[dict]) -> list[str]:
+    """Lines of code for inference (the headline's numbers: headline.inference_loc), with the
+    training step counted apart and named."""
+    inference = {impl: headline.inference_loc(loc_rows, impl) for impl in ("cudnn", "onednn", "keras", "tf",
+                                                                           "jax", "torch", "numpy")}
+    training: dict[str, int] = {}
+    for row in loc_rows:
+        if row["part"] == "training step":
+            training[row["package"]] = training.get(row["package"], 0) + row["code"]
+    shared = sum(r["code"] for r in loc_rows if r["api_level"] == "shared")
+    if not inference["keras"] or not inference["cudnn"]:
+        return []
+    named = ", ".join(f"{n} {inference[i] if inference[i] is not None else '-'}" for i, n in (
+        ("onednn", "oneDNN"), ("tf", "TensorFlow ops"), ("jax", "JAX ops"), ("torch", "PyTorch ops"),
+        ("numpy", "NumPy")))
+    apart = ", ".join(f"{pkg} {n}" for pkg, n in sorted(training.items()))
+    return [f"Code for inference: the cuDNN level takes {inference['cudnn']} lines, "
+            f"Keras {inference['keras']} ({sig3(inference['cudnn'] / inference['keras'])}x; one package for "
+            f"all three backends), {named} "
+            f"(pygount code lines, as in REPORT's headline; the shared loaders, {shared} lines, apart). "
+            f"The training step, counted apart: {apart or 'none'}."]
 
 
 FRAMEWORK_OPS = ("tf/function", "jax/jit", "torch/eager")  # each framework's default in api_levels
@@ -95,7 +108,7 @@ def raw_library_findings(frame: pd.DataFrame, machine: str) -> list[str]:
              if r is not None]
     if parts:
         line += "; " + ", ".join(parts)
-    out.append(line + ". The tuned raw level is the fastest implementation measured on this CPU (its floor).")
+    out.append(line + "." + fastest_sentence(frame, machine))
     on, off = (find(frame, "overhead", "onednn/naive", machine=machine),
                find(frame, "overhead", "onednn/naive_nocache", machine=machine))
     if on is not None and off is not None:
@@ -104,6 +117,16 @@ def raw_library_findings(frame: pd.DataFrame, machine: str) -> list[str]:
                    f"({fmt_ratio(ratio_ci(off, on))}x within rounds): creating the primitives "
                    "again on every call is what the cache saves a first attempt.")
     return out
+
+
+def fastest_sentence(frame: pd.DataFrame, machine: str) -> str:
+    """' The fastest call measured on this CPU is numba/fused, 22.2 µs [...]' (headline.fastest over
+    the machine's newest api_levels run): for the run that answers, measure.floor's answer."""
+    run = answer_run(frame, "cpu", machine)
+    best = headline.fastest(headline.ok_batch1(frame, "api_levels", run, "cpu")) if run else None
+    if best is None:
+        return ""
+    return f" The fastest call measured on this CPU is {best['label']}, {quote.quoted(best)} (`api_levels`)."
 
 
 def backend_findings(frame: pd.DataFrame, machine: str) -> list[str]:

@@ -23,23 +23,40 @@ def onednn_version(env: dict) -> str | None:
     return found.get("version", "").split(" ")[0] or None if found.get("found") else None
 
 
-def describe(env: dict) -> dict:
+# A native library's column shows its version only where the machine's runs measured the level that
+# loads it: a library merely installed (the cuDNN wheel on a machine with no GPU) was not used.
+LOADED_BY = {"oneDNN": "onednn", "cuDNN": "cudnn", "CUDA runtime": "cudnn"}
+
+
+def describe(env: dict, measured: set[str] | None = None) -> dict:
+    """A machine's row; measured: the implementations its runs measured (None: show every library)."""
     gpus = env.get("gpus") or []
-    return {"CPU": env.get("cpu", "?"), "cores": env.get("cpus_usable", "?"),
-            "GPU": ", ".join(g["name"] for g in gpus) or "none",
-            **{name: get(env) for name, get in VERSION_FIELDS},
-            "oneDNN": onednn_version(env), "CUDA runtime": cuda_runtime(env),
-            "cuDNN": cudnn_version(env),
-            "driver": gpus[0]["driver"] if gpus else None}
+    found = {"CPU": env.get("cpu", "?"), "cores": env.get("cpus_usable", "?"),
+             "GPU": ", ".join(g["name"] for g in gpus) or "none",
+             **{name: get(env) for name, get in VERSION_FIELDS},
+             "oneDNN": onednn_version(env), "CUDA runtime": cuda_runtime(env),
+             "cuDNN": cudnn_version(env),
+             "driver": gpus[0]["driver"] if gpus else None}
+    for column, level in LOADED_BY.items():
+        if measured is not None and level not in measured:
+            found[column] = None
+    return found
+
+
+def measured_levels(run: dict) -> set[str]:
+    """The implementations of a run's ok cells: what its workers loaded."""
+    return {row["cell"]["implementation"] for row in run["rows"]
+            if row.get("kind") == "cell" and row.get("status") == "ok"}
 
 
 def by_machine(runs: list[dict]) -> dict[str, dict]:
-    """Each machine's newest environment, and the studies it ran."""
+    """Each machine's newest environment, the studies it ran and the levels they measured."""
     out: dict[str, dict] = {}
     for run in sorted(runs, key=lambda r: r["started"]):
-        entry = out.setdefault(run["machine"], {"studies": []})
+        entry = out.setdefault(run["machine"], {"studies": [], "measured": set()})
         entry["env"] = run["env"]
         entry["studies"].append(run["study"])
+        entry["measured"] |= measured_levels(run)
     return out
 
 
@@ -51,7 +68,7 @@ def machine_table(runs: list[dict]) -> str:
                "NumPy", "TensorFlow", "Keras", "JAX", "PyTorch", "studies"]
     rows = []
     for machine, entry in machines.items():
-        d = describe(entry["env"])
+        d = describe(entry["env"], entry["measured"])
         rows.append([machine] + [d[h] or "–" for h in headers[1:-1]]
                     + [", ".join(sorted(set(entry["studies"])))])
     return table(headers, rows)

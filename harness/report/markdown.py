@@ -3,12 +3,13 @@
 a glossary, the machines and the method. Every number is read from a results row or loc.csv;
 every other table is in DETAILS.md (harness/report/details.py). `python -m harness report`."""
 
+import time
 from pathlib import Path
 
 import pandas as pd
 
 from harness import DEFAULT_REPORT
-from harness.report import findings, headline, machines, tables
+from harness.report import findings, headline, machines, quote, tables
 from harness.report.rundata import ReportData
 from harness.report.style import fmt_ms
 
@@ -72,8 +73,7 @@ GLOSSARY = [
      "over rounds of their medians' ratio in the same round, so a drift in machine speed cancels"),
     ("interval", "95% interval of a median or ratio, from resampling whole rounds (a cluster "
      "bootstrap); an interval that includes 1 reads \"no measurable difference\""),
-    ("noisy", "a cell whose median's interval spans more than 20% of it: the machine's speed moved "
-     "between rounds"),
+    *((f"*{mark}*", meaning) for mark, meaning in quote.MARKS.items()),
     ("cold start", "the first call of a worker process that started for that cell (tracing, compiling, "
      "allocating); reported only for such cells"),
     ("CUDA graph", "a recorded sequence of GPU kernels and copies replayed by one launch, so the host "
@@ -112,15 +112,24 @@ def best_rate(frame: pd.DataFrame, device: str, machine: str | None) -> pd.Serie
     return None if cells.empty else cells.loc[cells["images_per_s"].idxmax()]
 
 
-def arithmetic_line(frame: pd.DataFrame, levels: list[headline.Level], machines_by_device: dict) -> str:
+def floor_line(data: ReportData) -> str:
+    """The floor of each device, measure.floor's answer for the run that answers (never named by hand)."""
+    parts = []
+    for device, found in data.floors.items():
+        cell = (data.frame[(data.frame["run_id"] == found.run_id) & (data.frame["study"] == "api_levels")
+                           & (data.frame["cell_id"] == f"{found.label}/{device}/b1/float32")]
+                if found.run_id and not data.frame.empty else None)
+        shown = quote.quoted(cell.iloc[0]) if cell is not None and not cell.empty else fmt_ms(
+            (found.median_ns or float("nan")) / 1e6)
+        parts.append(f"{shown} on the {device.upper()} ({found.label})")
+    return ("**Floor and arithmetic.** The floor in this report is the fastest measured batch-1 call of "
+            "the run that answers (`harness.measure.floor`: every level and variant `api_levels` timed), "
+            + (", ".join(parts) if parts else "not measured yet") + ", Python call and copies included.")
+
+
+def arithmetic_line(frame: pd.DataFrame, machines_by_device: dict) -> str:
     """The model's arithmetic, computed from its layer shapes, apart from the measured floor."""
-    floors = [f"{fmt_ms(lv.cells[d]['median_ms'])} on the {d.upper()} ({lv.cells[d]['label']})"
-              for d in ("cpu", "gpu") for lv in levels
-              if lv.implementation == headline.RAW[d] and d in lv.cells]
-    line = ("**Floor and arithmetic.** The floor in this report is the fastest measured batch-1 call, "
-            + (", ".join(floors) if floors else "not measured yet")
-            + f", Python call and copies included. The arithmetic is apart: {MACS:,} multiply-adds per "
-              "image (from the layer shapes)")
+    line = f"The arithmetic is apart: {MACS:,} multiply-adds per image (from the layer shapes)"
     gpu = machines_by_device.get("gpu") or ""
     peak = next((v for k, v in PEAK_FLOPS.items() if k in gpu), None)
     if peak:
@@ -134,24 +143,55 @@ def arithmetic_line(frame: pd.DataFrame, levels: list[headline.Level], machines_
     return line + "."
 
 
+def runs_line(data: ReportData, by_device: dict) -> str:
+    """Which runs the headline reads: run id, date, commit (or that none was recorded)."""
+    parts = []
+    for device, run_id in data.answer.items():
+        run = next((r for r in data.runs if r["run_id"] == run_id and r["study"] == "api_levels"), None)
+        if run is None:
+            continue
+        prov = run["env"].get("provenance") or {}
+        commit = (f"commit {prov['commit'][:10]}" + (" with local changes" if prov.get("dirty") else "")
+                  if prov.get("commit") else "commit not recorded")
+        date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(run["started"]))
+        parts.append(f"{device.upper()} columns from `api_levels` run `{run_id}` on {by_device[device]} "
+                     f"({date}, {commit})")
+    return "; ".join(parts)
+
+
+def stale_lines(frame: pd.DataFrame, answer: dict) -> list[str]:
+    """One line per level whose numbers in the answering runs were measured on older code."""
+    if frame.empty:
+        return []
+    cells = frame[frame["run_id"].isin([r for r in answer.values() if r]) & (frame["study"] == "api_levels")
+                  & (frame["stale"] != "")]
+    return [f"*stale* {impl}: {why}." for (impl, why), _ in cells.groupby(["implementation", "stale"])]
+
+
 def build(data: ReportData) -> str:
     """REPORT.md: the newest runs' cells, loc.csv and the cross-checks (the rest is DETAILS.md's)."""
     runs, frame, loc_rows = data.runs, data.frame, data.loc_rows
-    table_lines, by_device = headline.render(frame, loc_rows)
-    levels, _ = headline.levels(frame, loc_rows)
-    source = "; ".join(f"{d.upper()} columns from `api_levels` on {m}" for d, m in by_device.items() if m)
+    table_lines, by_device = headline.render(frame, loc_rows, data.answer)
+    source = runs_line(data, by_device)
     parts = ["# lenet-levels: what each API level costs and saves", "",
              "_Generated by `make report` from `reports/results/` and `reports/loc.csv`: every number is "
              "read from a results row. Every other table is in [DETAILS.md](DETAILS.md)._", "",
              f"**The question.** {QUESTION}", "", "## The answer", ""]
     parts += table_lines
     if source:
-        parts += ["", f"{source}. Each cell is the level's fastest variant measured (named); `x oneDNN` "
-                      "and `x cuDNN` are within-round ratios to that device's raw library, with 95% "
-                      "intervals; code lines are pygount's, for inference (training apart)."]
+        parts += ["", f"{source}. The answer is the newest run's machine (`make report MACHINE=...` names "
+                      "another); other machines' runs are in DETAILS. Per device, each level's call as a "
+                      "user first writes it (its default: `predict`, eager, tuned) and the fastest call "
+                      "measured at batch 1 (every variant `api_levels` timed, in the same rounds), each "
+                      "named; `x oneDNN` and `x cuDNN` are within-round ratios to the fastest call of that "
+                      "device's raw library, with 95% intervals where the rounds support them; code lines "
+                      "are pygount's, for inference (training apart)."]
+    stale = stale_lines(frame, data.answer)
+    parts += ([""] + stale) if stale else []
     parts += ["", f"![Fig. 1: {FIGURES[0][1]}](figures/{FIGURES[0][0]})", "",
               f"_Fig. 1: {FIGURES[0][1]}._ {FIGURES[0][2]}", "", "### Findings", ""]
-    parts += [f"{i}. {line}" for i, line in enumerate(findings.findings(frame, runs, loc_rows), 1)]
+    found = findings.findings(frame, runs, loc_rows, data.answer)
+    parts += [f"{i}. {line}" for i, line in enumerate(found, 1)]
     parts += ["", "## The figures, in reading order", ""]
     for i, (name, title, look) in enumerate(FIGURES[1:], 2):
         parts += [f"![Fig. {i}: {title}](figures/{name})", "", f"_Fig. {i}: {title}._ {look}", ""]
@@ -160,7 +200,7 @@ def build(data: ReportData) -> str:
     diff = machines.difference_line(runs, by_device.get("cpu"), by_device.get("gpu"))
     parts += ["", diff] if diff else []
     parts += ["", "## How the numbers are computed", ""]
-    parts += [f"- {line}" for line in METHOD + [arithmetic_line(frame, levels, by_device)]
+    parts += [f"- {line}" for line in METHOD + [floor_line(data) + " " + arithmetic_line(frame, by_device)]
               + tables.crosscheck_lines(data.crosschecks)]
     parts += ["", "Every study's full table, verify and verify-train, the cells not measured and why, "
                   "noisy cells and repeatability: [DETAILS.md](DETAILS.md).", ""]

@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 
 from harness import DEFAULT_RESULTS
-from harness.measure import results, stats
+from harness.errors import HarnessError
+from harness.machine import provenance
+from harness.measure import floor, results, stats
 
 
 def machine_label(env: dict) -> str:
@@ -47,10 +49,13 @@ def latest_runs(runs: list[dict]) -> list[dict]:
 
 
 def cells_frame(runs: list[dict]) -> pd.DataFrame:
-    """One row per final cell row, flattened: spec, status, statistics (ms), setup times."""
+    """One row per final cell row, flattened: spec, status, statistics (ms), setup times, and the
+    marks a quoted number carries: thin (too few rounds or calls for an interval: none is given),
+    noisy, contended (with why) and stale (its level's sources changed since it was measured)."""
     records = []
     for run in runs:
         own = own_process(run["rows"])
+        stale: dict[str, str | None] = {}
         for row in run["rows"]:
             if row.get("kind") != "cell":
                 continue
@@ -58,9 +63,16 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
             times = [t for rnd in row.get("rounds_ns", []) for t in rnd]
             # recomputed from the raw times, so every run is read with today's statistics
             st = stats.summarize(row["rounds_ns"]) if row["status"] == "ok" and times else {}
+            if st.get("thin"):  # no interval from a handful of numbers, and no noise verdict
+                st.update(ci95_low_ns=float("nan"), ci95_high_ns=float("nan"), ci_over_median=float("nan"),
+                          noisy=False)
+            impl = spec["implementation"]
+            if impl not in stale:
+                stale[impl] = provenance.change(run["env"].get("provenance"), impl, run["started"])
             spec = {"mode": "inference", "threads": None, **spec}  # rows before train mode lack them
             records.append({
                 "study": run["study"], "run_id": run["run_id"], "machine": run["machine"],
+                "run_started": run["started"],
                 "cell_id": row["cell_id"], **spec, "status": row["status"],
                 "reason": row.get("reason") or "",
                 "n": st.get("n", 0),
@@ -76,7 +88,11 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
                 "ci_over_median": st.get("ci_over_median", float("nan")),
                 "rounds": st.get("rounds", 0),
                 "noisy": bool(st.get("noisy", False)),
+                "thin": bool(st.get("thin", False)),
+                "thin_reason": stats.thin_reason(row["rounds_ns"]) if st.get("thin") else "",
                 "contended": bool(row.get("contended", False)),
+                "contended_reasons": list(row.get("contended_reasons") or []),
+                "stale": stale[impl] or "",
                 "device_median_ms": dev.get("median_ns", float("nan")) / 1e6,
                 "cold_start_ms": (setup.get("cold_start_ns") or float("nan")) / 1e6,
                 "own_process": own.get(row["cell_id"]),
@@ -140,6 +156,22 @@ def crosscheck_records(root: Path = DEFAULT_RESULTS) -> list[dict]:
             for path in sorted(Path(root).glob("crosscheck*.json"))]
 
 
+def answer_run(frame: pd.DataFrame, device: str, machine: str | None = None) -> str | None:
+    """The api_levels run that answers for `device`: the newest (by its first row) with an ok cell
+    on the device, of `machine` where one is named (`make report MACHINE=...`). The run a user
+    just made is the answer; committed runs of other machines stand beside it."""
+    if frame.empty:
+        return None
+    cells = frame[(frame["study"] == "api_levels") & (frame["status"] == "ok") & (frame["device"] == device)
+                  & (frame["implementation"] != "null")]
+    if machine is not None:
+        cells = cells[cells["machine"] == machine]
+    if cells.empty:
+        return None
+    newest = cells.sort_values(["run_started", "run_id"]).iloc[-1]
+    return str(newest["run_id"])
+
+
 @dataclass(frozen=True)
 class ReportData:
     """What the figures, REPORT.md and DETAILS.md are drawn from, read once. runs: the newest run
@@ -154,19 +186,29 @@ class ReportData:
     verify_rows: list[dict] = field(default_factory=list)
     verify_train_rows: list[dict] = field(default_factory=list)
     crosschecks: list[dict] = field(default_factory=list)
+    answer: dict = field(default_factory=dict)  # device -> the api_levels run id that answers (answer_run)
+    floors: dict = field(default_factory=dict)  # device -> measure.floor.Floor of that run
 
 
-def load_report(root: Path, loc_rows: list[dict], every_run: bool = False) -> ReportData:
+def load_report(root: Path, loc_rows: list[dict], every_run: bool = False,
+                machine: str | None = None) -> ReportData:
     """The report's data from a results folder. every_run: read the cells of every committed run
-    into `history` (a second or so more); otherwise `history` is the newest runs' cells."""
+    into `history` (a second or so more); otherwise `history` is the newest runs' cells. machine:
+    the machine whose runs answer (None: the newest run's)."""
     if every_run:
         runs, frame, history = load_with_history(root)
     else:
         runs, frame = load(root)
         history = frame
+    if machine is not None and (frame.empty or machine not in set(frame["machine"])):
+        known = sorted(set(frame["machine"])) if not frame.empty else []
+        raise HarnessError(f"MACHINE {machine!r}: no runs of that machine in {root}; machines: {known}")
+    answer = {d: answer_run(frame, d, machine) for d in ("cpu", "gpu")}
+    floors = {d: floor.fastest_measured(d, root, run_id=r) for d, r in answer.items() if r is not None}
     return ReportData(runs=runs, frame=frame, loc_rows=loc_rows, history=history,
                       verify_rows=verify_records(root), crosschecks=crosscheck_records(root),
-                      verify_train_rows=verify_records(root, "verify-train-*.json"))
+                      verify_train_rows=verify_records(root, "verify-train-*.json"),
+                      answer=answer, floors=floors)
 
 
 def find(frame: pd.DataFrame, study: str, label: str, device: str = "cpu", batch: int = 1,
@@ -189,10 +231,14 @@ def find(frame: pd.DataFrame, study: str, label: str, device: str = "cpu", batch
 
 
 def ratio_ci(a: pd.Series | None, b: pd.Series | None) -> dict | None:
-    """a's time over b's, taken within rounds (both from the same run), with its interval."""
-    if a is None or b is None or a["run_id"] != b["run_id"]:
-        return None
-    return stats.round_ratio(a["rounds_ns"], b["rounds_ns"])
+    """a's time over b's, taken within rounds (both from the same run), with its interval; no
+    interval (NaN) where the rounds cannot support one (stats.interval_supported)."""
+    if a is None or b is None or a["run_id"] != b["run_id"] or a["study"] != b["study"]:
+        return None  # a campaign gives several studies one run id: their rounds are not shared
+    r = stats.round_ratio(a["rounds_ns"], b["rounds_ns"])
+    if r is not None and (r["thin"] or a.get("thin", False) or b.get("thin", False)):
+        r = {**r, "ci95_low": float("nan"), "ci95_high": float("nan"), "thin": True}
+    return r
 
 
 def ratio(a: pd.Series | None, b: pd.Series | None) -> float | None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from harness.report import quote
 from harness.report.rundata import find, ratio_ci
 from harness.report.style import ok_cells
 from harness.report.tables import fmt_ratio, ms, table
@@ -30,8 +31,8 @@ def step_table(frame: pd.DataFrame) -> str:
                     dtype=r["dtype"], threads=threads)
         rel = ratio_ci(r, base) if base is not None and r["label"] != "numpy/default" else None
         rows.append([r["label"], r["device"], r["batch_size"], r["dtype"], threads or "study default",
-                     ms(r["median_ms"]), f"{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}",
-                     f"{r['images_per_s']:,.0f}", fmt_ratio(rel), "noisy" if r["noisy"] else "-",
+                     ms(r["median_ms"]), quote.ci_column(r),
+                     f"{r['images_per_s']:,.0f}", fmt_ratio(rel), " ".join(quote.marks(r)) or "-",
                      r["machine"]])
     return table(["level/variant", "device", "batch", "dtype", "threads", "median per step",
                   "95% CI", "images/s", "x numpy (within rounds) [95% CI]", "flags", "machine"], rows)

@@ -1,0 +1,151 @@
+"""Every claim the report generates follows from the rows, one test per claim: whose run answers,
+"fastest", the floor, intervals only where the rounds support them, stale and contended marks."""
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from harness import DEFAULT_RESULTS
+from harness.machine import load, provenance
+from harness.measure import floor, stats
+from harness.report import headline, markdown, quote, rundata
+from tests.conftest import ROOT
+from tests.test_runner import final_rows, lab_cell, only_run, run_cli, write_study
+
+
+@pytest.fixture
+def results_copy(tmp_path):
+    if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl")):
+        pytest.skip("no committed reference results (make run-all writes them)")
+    dest = tmp_path / "results"
+    shutil.copytree(DEFAULT_RESULTS, dest, ignore=shutil.ignore_patterns("workers.log"))
+    return dest
+
+
+def answer_dir(results, device="cpu"):
+    frame = rundata.load(results)[1]
+    return results / "api_levels" / rundata.answer_run(frame, device)
+
+
+def rewrite(run_dir, change_row=lambda row: row, change_env=lambda env: env):
+    path = run_dir / "results.jsonl"
+    rows = [change_row(json.loads(line)) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = json.loads((run_dir / "env.json").read_text())
+    (run_dir / "env.json").write_text(json.dumps(change_env(env)))
+
+
+def test_the_headline_answers_for_the_newest_run_not_the_biggest(results_copy, loc_rows):
+    """A fresh run on a new machine (fewer cells than the committed ones) becomes the answer."""
+    newest = results_copy / "api_levels" / "29990101-000000-new-user-1"
+    shutil.copytree(answer_dir(results_copy), newest)
+    later = time.time() + 10 * 365 * 86400
+
+    def shift(row):
+        return {**row, "time": row["time"] - 1.7e9 + later} if "time" in row else row
+
+    rewrite(newest, shift, lambda env: {**env, "hostname": "fresh", "cpu": "Test CPU"})
+    data = rundata.load_report(results_copy, loc_rows)
+    text = markdown.build(data)
+    assert data.answer["cpu"] == newest.name
+    assert "run `29990101-000000-new-user-1` on fresh: Test CPU (2 cores)" in text
+    older = rundata.load_report(results_copy, loc_rows, machine="vm: AMD EPYC (2 cores)")
+    assert older.answer["cpu"] != newest.name  # MACHINE= names another machine's runs
+
+
+def test_fastest_is_the_minimum_over_the_answering_runs_batch1_cells(results_copy, loc_rows):
+    data = rundata.load_report(results_copy, loc_rows)
+    levels, _ = headline.levels(data.frame, loc_rows, data.answer)
+    frame = data.frame
+    for level in levels:
+        for device, cell in level.cells.items():
+            mine = frame[(frame["run_id"] == data.answer[device]) & (frame["study"] == "api_levels")
+                         & (frame["status"] == "ok")
+                         & (frame["implementation"] == level.implementation) & (frame["device"] == device)
+                         & (frame["batch_size"] == 1) & (frame["dtype"] == "float32")]
+            assert cell["median_ms"] == mine["median_ms"].min(), level.name
+            assert level.first[device]["variant"] in mine["variant"].tolist()
+
+
+def test_the_floor_sentence_names_measure_floors_answer(results_copy, loc_rows):
+    data = rundata.load_report(results_copy, loc_rows)
+    line = markdown.floor_line(data)
+    for device in ("cpu", "gpu"):
+        found = floor.fastest_measured(device, results_copy)
+        assert f"on the {device.upper()} ({found.label})" in line
+    assert "onednn/tuned" not in line or floor.fastest_measured("cpu", results_copy).label == "onednn/tuned"
+
+
+def test_a_cell_with_too_few_rounds_has_no_interval():
+    three = [[1000.0 + i + 7 * r for i in range(20)] for r in range(3)]
+    assert not stats.interval_supported(three) and stats.summarize(three)["thin"]
+    two_calls = [[1000.0, 1001.0]] * 6
+    assert not stats.interval_supported(two_calls)
+    assert stats.interval_supported([[1000.0, 1001.0, 1002.0]] * 5)
+    run = {"study": "s", "run_id": "r", "machine": "m", "env": {}, "started": 0.0, "rows": [
+        {"kind": "cell", "cell_id": "null/default/cpu/b1/float32", "status": "ok", "rounds_ns": three,
+         "cell": {"implementation": "null", "variant": "default", "device": "cpu", "batch_size": 1,
+                  "dtype": "float32"}}]}
+    cell = rundata.cells_frame([run]).iloc[0]
+    assert cell["thin"] and np.isnan(cell["ci_low_ms"]) and not cell["noisy"]
+    assert quote.value(cell).endswith("[no interval]") and "*thin*" in quote.quoted(cell)
+    ratio = rundata.ratio_ci(cell, cell)
+    assert ratio["thin"] and np.isnan(ratio["ci95_low"]) and quote.times(ratio) == "1.00x"
+
+
+def test_a_stale_cell_is_marked_where_it_is_quoted(results_copy, loc_rows):
+    run_dir = answer_dir(results_copy)
+    current = provenance.collect(["onednn", "keras"])
+    rewrite(run_dir, change_env=lambda env: {**env, "provenance": current})
+    text = markdown.build(rundata.load_report(results_copy, loc_rows))
+    row = next(line for line in text.splitlines() if line.startswith("| raw library: oneDNN |"))
+    assert "*stale*" not in row  # recorded and unchanged: current
+
+    old = {**current, "sources": {**current["sources"], "onednn": "0" * 64}}
+    rewrite(run_dir, change_env=lambda env: {**env, "provenance": old})
+    data = rundata.load_report(results_copy, loc_rows)
+    text = markdown.build(data)
+    row = next(line for line in text.splitlines() if line.startswith("| raw library: oneDNN |"))
+    assert "*stale*" in row and "*stale*: measured on older code" in text
+    assert "*stale* onednn: lenet_onednn changed since it was measured (sources 00000000 ->" in text
+
+
+def test_a_run_records_its_commit_and_sources_and_flags_a_contended_round(tmp_path):
+    """A busy process beside a run: its rounds are flagged in `load` rows and on the cell."""
+    study = write_study(tmp_path, calls=400, rounds=2, extra=lab_cell("SleepyLeNet"))
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        done = run_cli(study, "--out", tmp_path / "out")
+    finally:
+        hog.kill()
+        hog.wait()
+    assert done.returncode == 0, done.stderr
+    run_dir = only_run(tmp_path / "out")
+    assert "WARNING: the machine is busy" in done.stdout + done.stderr
+    cell = final_rows(run_dir)["tests.fake_impls:SleepyLeNet/default/cpu/b1/float32"]
+    assert cell["contended"] and any("other processes used" in r for r in cell["contended_reasons"])
+    loads = [r for r in json.loads("[" + ",".join((run_dir / "results.jsonl").read_text().splitlines()) + "]")
+             if r["kind"] == "load"]
+    assert [r["round"] for r in loads] == [0, 1] and all(r["contended"] for r in loads)
+    assert any(b["pid"] == hog.pid for r in loads for b in r["busy"])
+    env = json.loads((run_dir / "env.json").read_text())
+    assert env["provenance"]["commit"] == provenance.git(ROOT, "rev-parse", "HEAD")
+    assert env["provenance"]["sources"] == {}  # null and a test class: no level package to hash
+
+
+def test_the_load_of_a_window_leaves_the_runs_own_processes_out():
+    own, other = 1000, 2000
+    before = load.Sample(0.0, 0, 1000, {own: (1, "worker", 0), other: (1, "other", 0), 3: (2, "kworker", 0)})
+    after = load.Sample(2.0, 0, 1400, {own: (1, "worker", 200), other: (1, "other", 100),
+                                       own + 1: (own, "child", 150), 3: (2, "kworker", 150)})
+    found = load.between(before, after, {own})
+    assert found["others_cores"] == pytest.approx(100 / load.TICKS / 2)
+    assert [b["name"] for b in found["busy"]] == ["other"]
+    assert load.contended(found) is not None  # half a core: contended
+    assert load.contended({**found, "others_cores": 0.1, "steal": 0.2}).startswith("the hypervisor stole")
+    assert load.contended({**found, "others_cores": 0.1, "steal": 0.0}) is None
