@@ -68,8 +68,13 @@ def test_fastest_is_the_minimum_over_the_answering_runs_batch1_cells(results_cop
                          & (frame["status"] == "ok")
                          & (frame["implementation"] == level.implementation) & (frame["device"] == device)
                          & (frame["batch_size"] == 1) & (frame["dtype"] == "float32")]
-            assert cell["median_ms"] == mine["median_ms"].min(), level.name
             assert level.first[device]["variant"] in mine["variant"].tolist()
+            if cell["study"] == "api_levels":
+                assert cell["median_ms"] == mine["median_ms"].min(), level.name
+                continue
+            # another study of the machine timed a faster call of a variant api_levels did not time
+            assert cell["median_ms"] < mine["median_ms"].min() and cell["variant"] not in set(mine["variant"])
+            assert level.ratios.get(device) is None or level.ratios[device]["across_runs"]
 
 
 def test_the_floor_sentence_names_measure_floors_answer(results_copy, loc_rows):

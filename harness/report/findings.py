@@ -35,6 +35,8 @@ def compare(a: str, b: str, r: dict | None) -> str:
     """A sentence part from r = time(b) / time(a) within rounds: a faster, slower, or no difference."""
     if not r:
         return f"{a} against {b}: no within-round ratio"
+    if r.get("across_runs"):  # cells of different runs (headline.ratio_of_medians)
+        return compare(a, b, {**r, "across_runs": False}) + " (a ratio of medians across runs)"
     if includes_one(r):
         return f"{a} and {b} show no measurable difference ({sig3(r['ratio'])}x)"
     if r["ratio"] >= 1:
