@@ -21,7 +21,7 @@ already holds a collection. Two submissions for one student: the latest is kept,
     collect(source, out, report) -> [Submission]; read_manifest(path) -> {folder: row},
     graded_manifest(out) (the copy beside the rows)
     read_zip(path) (read_entries), canvas_entry(name), moodle_entry(name), unpack_nested(...),
-    read_git(folder), latest(submissions), write(submissions, out), folder_name(name, id),
+    clones.read_git(folder), latest(submissions), write(submissions, out), folder_name(name, id),
     safe_path(archive, name), junk(path), read_member(...), place(...)
 """
 
@@ -30,7 +30,6 @@ import hashlib
 import io
 import json
 import re
-import subprocess
 import unicodedata
 import zipfile
 from collections.abc import Callable
@@ -204,45 +203,6 @@ def unpack_nested(archive: Path, entry: str, data: bytes, room: int) -> dict[str
     return files
 
 
-def git(clone: Path, *args: str) -> bytes:
-    """A git command's output in `clone` (any owner: the clones may be the TA's or a student's)."""
-    done = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(clone), *args], capture_output=True,
-                          timeout=120)
-    if done.returncode != 0:
-        raise HarnessError(f"{clone}: git {' '.join(args)} failed: "
-                           f"{done.stderr.decode(errors='replace').strip()[:300]}")
-    return done.stdout
-
-
-def read_git(folder: Path, max_bytes: int = MAX_BYTES) -> tuple[list[Submission], list[str]]:
-    """(one submission per clone in `folder`: its last commit's files and committer date, the
-    entries left out and why: links, submodules, folders that are not clones)."""
-    found, skipped, room = [], [], max_bytes
-    for clone in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        if not (clone / ".git").exists():
-            skipped.append(f"{clone.name}: not a git clone (no .git)")
-            continue
-        sub = Submission(clone.name, clone.name, "git")
-        sub.submitted_at = git(clone, "log", "-1", "--format=%cI").decode().strip()
-        for line in git(clone, "ls-tree", "-r", "-z", "HEAD").split(b"\0"):
-            if not line:
-                continue
-            meta, _, raw = line.partition(b"\t")
-            mode, kind, obj = meta.decode().split()
-            path = raw.decode(errors="replace")
-            if kind != "blob" or mode == "120000":
-                skipped.append(f"{clone.name}/{path}: {'a link' if mode == '120000' else 'a submodule'}")
-                continue
-            size = int(git(clone, "cat-file", "-s", obj))
-            if size > room or size > MAX_STUDENT_BYTES:
-                raise HarnessError(f"{clone}/{path}: {size >> 20} MiB, past the size cap; nothing was "
-                                   "written: remove it from the clone, or collect the others without it")
-            sub.files[safe_path(clone, path).as_posix()] = git(clone, "cat-file", "blob", obj)
-            room -= size
-        found.append(sub)
-    return found, skipped
-
-
 def latest(submissions: list[Submission], report: Callable[[str], None]) -> list[Submission]:
     """One submission per student: where the source held several, the latest (then the highest
     LMS submission id), said in the report and in the manifest's note."""
@@ -269,6 +229,7 @@ def collect(source: Path, out: Path, report: Callable[[str], None] = print,
         raise HarnessError(f"-o {out}: already holds files (a collection?); nothing is overwritten: "
                            "collect into a new folder")
     if source.is_dir():
+        from harness.lab.clones import read_git  # clones.py imports Submission from here
         subs, skipped = read_git(source, max_bytes)
     elif zipfile.is_zipfile(source):
         subs, skipped = read_zip(source, max_bytes)
