@@ -104,6 +104,11 @@ REGISTRY = {
         ImplSpec("numba", "lenet_numba.model:NumbaLeNet", "hand-written-cpu", ("cpu",),
                  ("fused", "layers"), ("float32", "float64"), "lenet_numba",
                  hooks=(("cpu_target", "lenet_numba.model:cpu_target"),), floor=("fused",)),
+        # hand-written C compiled at run time by the system's C compiler for this CPU: the CUDA
+        # level's twin on the CPU (AVX-512 intrinsics where the CPU has them)
+        ImplSpec("c", "lenet_c.model:CLeNet", "hand-written-c", ("cpu",),
+                 ("fused", "layers", "portable"), ("float32", "float64"), "lenet_c",
+                 hooks=(("compiler", "lenet_c.build:probe"),), floor=("fused",)),
         # the Keras model exported to ONNX (once per weights file), run by an inference engine
         ImplSpec("onnx", "lenet_onnx.model:OnnxLeNet", "inference-engine", ("cpu", "gpu"),
                  ("run", "iobinding", "openvino"), ("float32",), "lenet_onnx"),

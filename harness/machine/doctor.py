@@ -106,12 +106,15 @@ print(json.dumps(found))
 """
 CPU_TARGET = ("import json; from harness import registry; "
               "print(json.dumps(registry.hook('numba', 'cpu_target')()))")
+C_COMPILER = ("import json; from harness import registry; "
+              "print(json.dumps(registry.hook('c', 'compiler')()))")
 
 
 def cpu_level_lines() -> list[str]:
     """The inference engines (versions, ONNX Runtime's execution providers, OpenVINO's devices)
-    and the exporter's packages, then the CPU target and vector features the hand-written CPU
-    level's loops are compiled for. Each asked in a fresh interpreter."""
+    and the exporter's packages, the CPU target and vector features the Numba level's loops are
+    compiled for, and the C compiler of the hand-written C level with the path its fused variant
+    takes here (it compiles, or finds its library cached). Each asked in a fresh interpreter."""
     engines = run_python(ENGINES, device="cpu")
     engine_line = ("inference engines: " + "; ".join(f"{k} {v}" for k, v in engines.items())
                    if "onnxruntime" in engines else f"inference engines: {engines.get('reason')}")
@@ -119,7 +122,10 @@ def cpu_level_lines() -> list[str]:
     numba_line = (f"hand-written CPU level: Numba {target['numba']} compiles for {target['cpu']}, "
                   f"vector features {', '.join(target['features']) or 'none (scalar loops)'}"
                   if "cpu" in target else f"hand-written CPU level: {target.get('reason')}")
-    return [engine_line, numba_line]
+    c = run_python(C_COMPILER, device="cpu")
+    c_line = (f"hand-written C level: {c['version']} ({c['compiler']}), {c['flags']}; fused runs the "
+              f"{c['fused_path']} path" if c.get("found") else f"hand-written C level: {c.get('reason')}")
+    return [engine_line, numba_line, c_line]
 
 
 def compute_capabilities() -> list[str]:

@@ -8,7 +8,7 @@ Each implementation package is split by file into the parts a reader wants apart
                  or oneDNN from Python that a C++ program gets from #include <cudnn.h>
   training step  the level's train_step (train.py, and the raw levels' backward.py,
                  train_plan.py, train_algos.py), counted apart so inference stays comparable
-  kernel source  CUDA C kernels (*.cu, the hand-written level), apart from their Python glue
+  kernel source  CUDA C kernels (*.cu) and C (*.c), the hand-written levels', apart from their Python glue
 and the loaders every level shares (MNIST, the HDF5 weights file) are one row of their own.
 """
 
@@ -22,7 +22,7 @@ from harness.machine import provenance
 PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding", "cublas.py": "ffi binding",
          "cublaslt.py": "ffi binding",
          "train.py": "training step", "backward.py": "training step", "train_plan.py": "training step",
-         "train_algos.py": "training step", ".cu": "kernel source"}
+         "train_algos.py": "training step", ".cu": "kernel source", ".c": "kernel source"}
 SHARED = ("harness/data/mnist.py", "harness/data/weights.py")
 CSV_PATH = DEFAULT_LOC_CSV
 FIELDS = ["package", "api_level", "part", "files", "code", "comment"]

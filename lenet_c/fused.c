@@ -1,0 +1,262 @@
+// LeNet-5's forward pass in one C call, image by image: as fast as this file can make it.
+//
+// The arithmetic of an image is 416,520 multiply-adds (conv1 117,600, conv2 240,000, fc1 48,000,
+// fc2 10,080, fc3 840): 26,033 FMAs of 16 floats. The work is laid out so that it stays FMAs:
+// - direct convolutions, no im2col (its copies cost more than the FMAs at these channel counts);
+// - conv1 runs along the image's rows (32 columns: two 16-float vectors, 28 used), its 6
+//   filters' weights broadcast; conv2 puts its 16 filters in one vector and broadcasts each
+//   input pixel; both compute the two rows of a pooling window together, so every input vector
+//   loaded is used for both, and pooling, bias and ReLU happen in registers before the store;
+// - fc1 runs as soon as a row of pool2 is ready (80 of its 400 inputs), so its 200 KB of weights
+//   stream in from L2 while conv2 still computes; the dense layers run across their outputs,
+//   one input broadcast at a time, outputs padded to whole vectors (fc1 128, fc2 96, fc3 16).
+// Two paths, the same loops: AVX-512 intrinsics where the compiler targets AVX-512F (-march=native
+// on such a CPU), else plain C for the compiler to vectorize itself (any CPU; LENET_PORTABLE forces
+// it; float64 always takes it). lenet_path() says which one this build is.
+//
+// Buffers (model.py allocates them once, 64-byte aligned, and passes their addresses in a table,
+// in the order of lenet_params()):
+//   conv1.kernel (6, 5, 5) [k, r, s]; conv1.bias (6); conv2.kernel (5, 5, 6, 16) HWIO as Keras has
+//   it; conv2.bias (16); fc1.kernel (400, 128), fc1.bias (128); fc2.kernel (120, 96), fc2.bias (96);
+//   fc3.kernel (84, 16), fc3.bias (16): Keras' (in, out) kernels, outputs padded with zeros;
+//   scratch (lenet_scratch_size() elements, zeroed once: the padded image's border stays zero).
+
+#include <math.h>
+#include <string.h>
+
+#ifdef LENET_DOUBLE
+typedef double real;
+#define EXP exp
+#else
+typedef float real;
+#define EXP expf
+#endif
+
+#if defined(__AVX512F__) && !defined(LENET_PORTABLE) && !defined(LENET_DOUBLE)
+#define LENET_AVX512 1
+#include <immintrin.h>
+#endif
+
+#define INLINE static inline __attribute__((always_inline))
+
+enum { W1, B1, W2, B2, F1, G1, F2, G2, F3, G3, SCRATCH, NPARAMS };
+const char *lenet_params(void) {
+    return "conv1.kernel conv1.bias conv2.kernel conv2.bias fc1.kernel fc1.bias fc2.kernel fc2.bias "
+           "fc3.kernel fc3.bias scratch";
+}
+
+// Scratch, one image's activations (elements; every offset a whole number of 64-byte lines):
+#define PADW 48  // the padded image (32, 48): rows 2..29, columns 2..29 the image, zeros around
+#define P1W 16   // pool1 (6, 14, 16) planar [k, y, x]: columns 14, 15 written, never read
+enum {
+    S_PAD = 0,                    // (32, 48) padded image
+    S_P1 = S_PAD + 32 * PADW,     // (6, 14, 16) pool1
+    S_P2 = S_P1 + 6 * 14 * P1W,   // (400,) pool2 in Keras' flatten order (y, x, k)
+    S_H1 = S_P2 + 400,            // (128,) fc1
+    S_H2 = S_H1 + 128,            // (96,) fc2
+    S_Z = S_H2 + 96,              // (16,) fc3's logits
+    S_END = S_Z + 16
+};
+int lenet_scratch_size(void) { return S_END; }
+
+#ifdef LENET_AVX512
+const char *lenet_path(void) { return "avx512"; }
+
+// conv1 + bias + ReLU + pool1: pad (32, 48) -> p1 (6, 14, 16). For each pooled row py, the two
+// conv rows 2py, 2py+1 of all 6 filters, 32 columns each: 24 accumulators. Input row 2py + ir
+// feeds conv row 2py with kernel row ir and conv row 2py + 1 with kernel row ir - 1.
+static void conv1_pool1(const float *restrict pad, const float *restrict w, const float *restrict b,
+                        float *restrict p1) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int py = 0; py < 14; ++py) {
+        __m512 acc[6][2][2];  // [k][conv row 2py + dy][columns 0..15, 16..31]
+        for (int k = 0; k < 6; ++k)
+            for (int dy = 0; dy < 2; ++dy) acc[k][dy][0] = acc[k][dy][1] = _mm512_setzero_ps();
+#pragma GCC unroll 6
+        for (int ir = 0; ir < 6; ++ir) {
+            const float *row = pad + (2 * py + ir) * PADW;
+#pragma GCC unroll 5
+            for (int s = 0; s < 5; ++s) {
+                __m512 lo = _mm512_loadu_ps(row + s), hi = _mm512_loadu_ps(row + s + 16);
+#pragma GCC unroll 6
+                for (int k = 0; k < 6; ++k)
+#pragma GCC unroll 2
+                    for (int dy = 0; dy < 2; ++dy) {
+                        int r = ir - dy;  // kernel row
+                        if (r < 0 || r > 4) continue;
+                        __m512 wv = _mm512_set1_ps(w[(k * 5 + r) * 5 + s]);
+                        acc[k][dy][0] = _mm512_fmadd_ps(wv, lo, acc[k][dy][0]);
+                        acc[k][dy][1] = _mm512_fmadd_ps(wv, hi, acc[k][dy][1]);
+                    }
+            }
+        }
+        for (int k = 0; k < 6; ++k) {
+            __m512 lo = _mm512_max_ps(acc[k][0][0], acc[k][1][0]);  // the window's rows: columns 0..15
+            __m512 hi = _mm512_max_ps(acc[k][0][1], acc[k][1][1]);  // 16..31 (28..31 never read)
+            __m512 m = _mm512_max_ps(_mm512_permutex2var_ps(lo, even, hi),   // its columns: 2x, 2x+1
+                                     _mm512_permutex2var_ps(lo, odd, hi));
+            m = _mm512_max_ps(_mm512_add_ps(m, _mm512_set1_ps(b[k])), _mm512_setzero_ps());
+            _mm512_store_ps(p1 + (k * 14 + py) * P1W, m);
+        }
+    }
+}
+
+// acc[x] += w * p1 pixel x, for the 10 pixels of one input row from column s on
+INLINE void conv2_taps(__m512 acc[10], const float *restrict in, __m512 w) {
+#pragma GCC unroll 10
+    for (int x = 0; x < 10; ++x) acc[x] = _mm512_fmadd_ps(w, _mm512_set1_ps(in[x]), acc[x]);
+}
+
+// the same pixels into two conv rows, each with its own kernel row's weights
+INLINE void conv2_taps2(__m512 a[10], __m512 b[10], const float *restrict in, __m512 wa, __m512 wb) {
+#pragma GCC unroll 10
+    for (int x = 0; x < 10; ++x) {
+        __m512 v = _mm512_set1_ps(in[x]);
+        a[x] = _mm512_fmadd_ps(wa, v, a[x]);
+        b[x] = _mm512_fmadd_ps(wb, v, b[x]);
+    }
+}
+
+// acc (nv vectors at acc) += x (n_in) @ w (n_in, 16 nv), one input broadcast at a time
+INLINE void dense_acc(const float *restrict x, int n_in, const float *restrict w, int nv,
+                      float *restrict acc) {
+    __m512 a[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < nv; ++j) a[j] = _mm512_load_ps(acc + 16 * j);
+    for (int i = 0; i < n_in; ++i) {
+        __m512 v = _mm512_set1_ps(x[i]);
+#pragma GCC unroll 8
+        for (int j = 0; j < nv; ++j) a[j] = _mm512_fmadd_ps(v, _mm512_load_ps(w + (i * nv + j) * 16), a[j]);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < nv; ++j) _mm512_store_ps(acc + 16 * j, a[j]);
+}
+
+// conv2 + bias + ReLU + pool2, then fc1's sums over that pooled row: p1 (6, 14, 16) -> p2 (400),
+// h1 (128) += p2's row @ fc1's rows. Per pooled row py, conv rows 2py, 2py+1, 10 pixels each, the
+// 16 filters in one vector: 20 accumulators; input row 2py + ir feeds both (kernel rows ir, ir-1).
+static void conv2_pool2_fc1(const float *restrict p1, const float *restrict w, const float *restrict b,
+                            const float *restrict f1, float *restrict p2, float *restrict h1) {
+    const __m512 bias = _mm512_load_ps(b);
+    for (int py = 0; py < 5; ++py) {
+        __m512 top[10], bottom[10];  // conv rows 2py and 2py + 1, (x, 16 filters)
+        for (int x = 0; x < 10; ++x) top[x] = bottom[x] = _mm512_setzero_ps();
+        for (int ir = 0; ir < 6; ++ir) {
+            const float *rows = p1 + (2 * py + ir) * P1W;  // channel c's input row: rows + c * 14 * P1W
+            const float *wa = w + ir * 480, *wb = w + (ir > 0 ? ir - 1 : 0) * 480;  // kernel rows ir, ir-1: (s, c, 16)
+            for (int s = 0; s < 5; ++s)
+                for (int c = 0; c < 6; ++c) {
+                    const float *in = rows + c * 14 * P1W + s;
+                    int t = (s * 6 + c) * 16;
+                    if (ir == 0)
+                        conv2_taps(top, in, _mm512_load_ps(wa + t));
+                    else if (ir == 5)
+                        conv2_taps(bottom, in, _mm512_load_ps(wb + t));
+                    else
+                        conv2_taps2(top, bottom, in, _mm512_load_ps(wa + t), _mm512_load_ps(wb + t));
+                }
+        }
+        for (int px = 0; px < 5; ++px) {
+            __m512 m = _mm512_max_ps(_mm512_max_ps(top[2 * px], top[2 * px + 1]),
+                                     _mm512_max_ps(bottom[2 * px], bottom[2 * px + 1]));
+            _mm512_store_ps(p2 + (py * 5 + px) * 16, _mm512_max_ps(_mm512_add_ps(m, bias), _mm512_setzero_ps()));
+        }
+        dense_acc(p2 + py * 80, 80, f1 + py * 80 * 128, 8, h1);
+    }
+}
+
+#else  // the portable path: plain C, the same loops, vectorized (or not) by the compiler
+const char *lenet_path(void) { return "portable"; }
+
+INLINE real max4(real a, real b, real c, real d) {
+    real ab = a > b ? a : b, cd = c > d ? c : d;
+    return ab > cd ? ab : cd;
+}
+
+static void conv1_pool1(const real *restrict pad, const real *restrict w, const real *restrict b,
+                        real *restrict p1) {
+    for (int py = 0; py < 14; ++py)
+        for (int k = 0; k < 6; ++k) {
+            real acc[2][32] = {{0}};  // conv rows 2py, 2py + 1; 32 columns (28 used)
+            for (int dy = 0; dy < 2; ++dy)
+#pragma GCC unroll 5
+                for (int r = 0; r < 5; ++r)
+#pragma GCC unroll 5
+                    for (int s = 0; s < 5; ++s) {
+                        const real *in = pad + (2 * py + dy + r) * PADW + s;
+                        real wk = w[(k * 5 + r) * 5 + s];
+                        for (int x = 0; x < 32; ++x) acc[dy][x] += wk * in[x];
+                    }
+            for (int px = 0; px < 14; ++px) {
+                real m = max4(acc[0][2 * px], acc[0][2 * px + 1], acc[1][2 * px], acc[1][2 * px + 1]) + b[k];
+                p1[(k * 14 + py) * P1W + px] = m > 0 ? m : 0;
+            }
+        }
+}
+
+INLINE void dense_acc(const real *restrict x, int n_in, const real *restrict w, int nv,
+                      real *restrict acc) {
+    int width = 16 * nv;
+    for (int i = 0; i < n_in; ++i)
+        for (int j = 0; j < width; ++j) acc[j] += x[i] * w[i * width + j];
+}
+
+static void conv2_pool2_fc1(const real *restrict p1, const real *restrict w, const real *restrict b,
+                            const real *restrict f1, real *restrict p2, real *restrict h1) {
+    for (int py = 0; py < 5; ++py) {
+        real acc[2][10][16] = {{{0}}};  // conv rows 2py, 2py + 1: (x, 16 filters)
+        for (int dy = 0; dy < 2; ++dy)
+            for (int r = 0; r < 5; ++r)
+                for (int s = 0; s < 5; ++s)
+                    for (int c = 0; c < 6; ++c) {
+                        const real *in = p1 + (c * 14 + 2 * py + dy + r) * P1W + s;
+                        const real *wv = w + ((r * 5 + s) * 6 + c) * 16;
+                        for (int x = 0; x < 10; ++x)
+                            for (int k = 0; k < 16; ++k) acc[dy][x][k] += in[x] * wv[k];
+                    }
+        for (int px = 0; px < 5; ++px)
+            for (int k = 0; k < 16; ++k) {
+                real m = max4(acc[0][2 * px][k], acc[0][2 * px + 1][k], acc[1][2 * px][k],
+                              acc[1][2 * px + 1][k]) + b[k];
+                p2[(py * 5 + px) * 16 + k] = m > 0 ? m : 0;
+            }
+        dense_acc(p2 + py * 80, 80, f1 + py * 80 * 128, 8, h1);
+    }
+}
+#endif
+
+INLINE void relu_n(real *restrict v, int n) {
+    for (int i = 0; i < n; ++i) v[i] = v[i] > 0 ? v[i] : 0;
+}
+
+// probs (10) = softmax of the logits z (10), the max subtracted first
+INLINE void softmax10(const real *restrict z, real *restrict probs) {
+    real top = z[0], sum = 0, e[10];
+    for (int j = 1; j < 10; ++j) top = z[j] > top ? z[j] : top;
+    for (int j = 0; j < 10; ++j) sum += e[j] = EXP(z[j] - top);
+    for (int j = 0; j < 10; ++j) probs[j] = e[j] / sum;
+}
+
+// x (n, 28, 28, 1) -> out (n, 10) probabilities; p: the buffers' table (lenet_params() order)
+void lenet_fused(const void *const *p, const real *restrict x, real *restrict out, int n) {
+    const real *w1 = p[W1], *b1 = p[B1], *w2 = p[W2], *b2 = p[B2];
+    const real *f1 = p[F1], *g1 = p[G1], *f2 = p[F2], *g2 = p[G2], *f3 = p[F3], *g3 = p[G3];
+    real *scratch = (real *)p[SCRATCH];
+    real *pad = scratch + S_PAD, *p1 = scratch + S_P1, *p2 = scratch + S_P2;
+    real *h1 = scratch + S_H1, *h2 = scratch + S_H2, *z = scratch + S_Z;
+    for (int img = 0; img < n; ++img) {
+        for (int y = 0; y < 28; ++y)  // the image into the padded grid's interior
+            memcpy(pad + (y + 2) * PADW + 2, x + img * 784 + y * 28, 28 * sizeof(real));
+        conv1_pool1(pad, w1, b1, p1);               // (6, 14, 16) planar
+        memcpy(h1, g1, 128 * sizeof(real));         // fc1's sums start at its bias
+        conv2_pool2_fc1(p1, w2, b2, f1, p2, h1);    // p2 (400) NHWC order, h1 (128) fc1's sums
+        relu_n(h1, 128);                            // 120 and zeros
+        memcpy(h2, g2, 96 * sizeof(real));
+        dense_acc(h1, 120, f2, 6, h2);              // (96): 84 and zeros
+        relu_n(h2, 96);
+        memcpy(z, g3, 16 * sizeof(real));
+        dense_acc(h2, 84, f3, 1, z);                // (16): 10 logits and zeros
+        softmax10(z, out + img * 10);
+    }
+}

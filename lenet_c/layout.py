@@ -1,0 +1,44 @@
+"""The shared weights in the layouts fused.c reads (the layers variant needs none: layers.c indexes
+Keras' layouts as they are), every array 64-byte aligned for the vector loads that require it.
+
+    aligned(shape, dtype) -> array        zeros, starting at a 64-byte boundary
+    pack(layers, dtype) -> {name: array}  fused.c's weights, by the names of its lenet_params()
+"""
+
+import numpy as np
+
+ALIGN = 64  # bytes: one cache line, one AVX-512 vector
+
+
+def aligned(shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """A zeroed array whose first element sits at a multiple of ALIGN bytes."""
+    count, itemsize = int(np.prod(shape)), np.dtype(dtype).itemsize
+    raw = np.zeros(count + ALIGN // itemsize, dtype)
+    start = (-raw.ctypes.data % ALIGN) // itemsize
+    return raw[start:start + count].reshape(shape)
+
+
+def padded(array: np.ndarray, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """`array` in the leading corner of an aligned array of zeros of `shape`."""
+    out = aligned(shape, dtype)
+    out[tuple(slice(0, n) for n in array.shape)] = array
+    return out
+
+
+def pack(w: dict, dtype: str) -> dict[str, np.ndarray]:
+    """Keras layouts (harness.data.weights) -> fused.c's: conv1's kernel by filter, conv2's HWIO as it
+    is (its 16 filters are one vector), the dense kernels (in, out) with their outputs padded with
+    zeros to whole 16-float vectors, and the biases to the same widths."""
+    conv1 = w["conv1"].kernel[:, :, 0, :].transpose(2, 0, 1)  # (5, 5, 1, 6) HWIO -> (6, 5, 5) [k, r, s]
+    return {
+        "conv1.kernel": padded(conv1, (6, 5, 5), dtype),
+        "conv1.bias": padded(w["conv1"].bias, (6,), dtype),
+        "conv2.kernel": padded(w["conv2"].kernel, (5, 5, 6, 16), dtype),  # [r, s, c, k]
+        "conv2.bias": padded(w["conv2"].bias, (16,), dtype),
+        "fc1.kernel": padded(w["fc1"].kernel, (400, 128), dtype),  # (400, 120) -> 128 outputs
+        "fc1.bias": padded(w["fc1"].bias, (128,), dtype),
+        "fc2.kernel": padded(w["fc2"].kernel, (120, 96), dtype),  # (120, 84) -> 96
+        "fc2.bias": padded(w["fc2"].bias, (96,), dtype),
+        "fc3.kernel": padded(w["fc3"].kernel, (84, 16), dtype),  # (84, 10) -> 16
+        "fc3.bias": padded(w["fc3"].bias, (16,), dtype),
+    }

@@ -1,0 +1,147 @@
+"""The hand-written C level (lenet_c): every variant against the NumPy oracle on a few hundred images
+(the full 10,000 in `make verify`), which path ran (AVX-512 intrinsics or the plain loops) said and
+checked against the compiler's own target, the compile cache reused and invalidated by a source or
+flag change, concurrent builds safe, and no compiler (or one that fails) named as the reason the
+level cannot run here, with the fix. Needs a C compiler: skipped where there is none."""
+
+import os
+import shutil
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+from harness import DEFAULT_WEIGHTS, registry
+from harness.errors import Unavailable
+from tests.conftest import oracle_sample
+
+if not (shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")):
+    pytest.skip("the hand-written C level needs a C compiler (apt install gcc)", allow_module_level=True)
+from lenet_c import build, model  # noqa: E402
+from lenet_c.model import CLeNet  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def sample(mnist_test):
+    return oracle_sample(mnist_test[0], 300, dtype="float64")
+
+
+@pytest.fixture
+def counted(monkeypatch, tmp_path):
+    """A fresh compile cache, and the compiler invocations that compile (argv with -o), in order."""
+    monkeypatch.setenv("LENET_CACHE_DIR", str(tmp_path))
+    compiles: list[list[str]] = []
+    real = build.run
+
+    def run(argv, stdin=None):
+        if "-o" in argv:
+            compiles.append(argv)
+        return real(argv, stdin)
+
+    monkeypatch.setattr(build, "run", run)
+    return compiles
+
+
+@pytest.mark.parametrize("variant, dtype", [("fused", "float32"), ("layers", "float32"), ("portable", "float32"),
+                                            ("fused", "float64"), ("layers", "float64")])
+def test_every_variant_matches_the_oracle(sample, variant, dtype):
+    x, reference = sample
+    level = CLeNet(DEFAULT_WEIGHTS, variant=variant, dtype=dtype)
+    tolerance = 1e-5 if dtype == "float32" else 1e-12
+    for batch in (x, x[:1], x[:7], x):
+        probs = level.predict(batch)
+        assert probs.shape == (len(batch), 10) and probs.dtype == np.dtype(dtype)
+        assert np.array_equal(probs.argmax(1), reference[: len(batch)].argmax(1))
+        assert np.abs(probs - reference[: len(batch)]).max() <= tolerance
+    assert sorted(level.plans) == [1, 7, 300]  # buffers and calls made once per batch size, then reused
+
+
+def compiler_targets_avx512() -> bool:
+    """Whether the compiler, told -march=native, defines __AVX512F__: asked independently of the level."""
+    done = subprocess.run([*build.compiler().command, "-march=native", "-dM", "-E", "-x", "c", "-"],
+                          input="", capture_output=True, text=True, check=True)
+    return "#define __AVX512F__ 1" in done.stdout
+
+
+def test_the_path_that_ran_is_the_compilers_target_and_is_reported():
+    wanted = "avx512" if compiler_targets_avx512() else "portable"
+    fused = CLeNet(DEFAULT_WEIGHTS, variant="fused")
+    assert fused.path == wanted
+    assert fused.info()["path"] == wanted and "-march=native" in fused.info()["flags"]
+    for variant, dtype in (("portable", "float32"), ("fused", "float64"), ("layers", "float32")):
+        assert CLeNet(DEFAULT_WEIGHTS, variant=variant, dtype=dtype).path == "portable"  # no intrinsics
+    probe = registry.hook("c", "compiler")()  # what doctor prints
+    assert probe["found"] and probe["fused_path"] == wanted and probe["version"] == build.compiler().version
+
+
+def test_the_compile_cache_is_reused_and_invalidated_by_a_source_or_flag_change(counted, monkeypatch, tmp_path):
+    CLeNet(DEFAULT_WEIGHTS, variant="fused")
+    assert len(counted) == 1 and "-march=native" in counted[0]
+    CLeNet(DEFAULT_WEIGHTS, variant="fused").predict(np.zeros((1, 28, 28, 1), np.float32))
+    assert len(counted) == 1  # the second construction found the library: no compiler run
+    monkeypatch.setattr(build, "FLAGS", (*build.FLAGS, "-DLENET_UNUSED_FLAG"))
+    CLeNet(DEFAULT_WEIGHTS, variant="fused")
+    assert len(counted) == 2 and "-DLENET_UNUSED_FLAG" in counted[1]
+    text = build.source("fused.c")
+    monkeypatch.setattr(build, "source", lambda name: text + "\n// an edit\n")
+    CLeNet(DEFAULT_WEIGHTS, variant="fused")
+    CLeNet(DEFAULT_WEIGHTS, variant="fused")
+    assert len(counted) == 3
+    libraries = sorted(p.name for p in (tmp_path / "c").iterdir())
+    assert len(libraries) == 3 and all(n.startswith("fused-") and n.endswith(".so") for n in libraries)
+
+
+def test_concurrent_builds_each_load_a_whole_library_and_leave_no_temporary_file(counted, tmp_path):
+    found, errors = [], []
+
+    def build_one():
+        try:
+            found.append(build.library("layers.c", build.flags("layers", "float32")))
+        except Exception as exc:  # pragma: no cover - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build_one) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(found)) == 1
+    assert [p.name for p in (tmp_path / "c").iterdir()] == [found[0].name]  # no .tmp left behind
+    CLeNet(DEFAULT_WEIGHTS, variant="layers").predict(np.zeros((2, 28, 28, 1), np.float32))
+
+
+def test_no_compiler_is_unavailable_with_the_reason_and_the_fix(monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    with pytest.raises(Unavailable, match=r"CC='/nonexistent/cc' is not a program on PATH; install one: apt install gcc"):
+        CLeNet(DEFAULT_WEIGHTS)
+    probe = registry.hook("c", "compiler")()
+    assert not probe["found"] and "apt install gcc" in probe["reason"]
+    monkeypatch.delenv("CC")
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH with no compiler on it
+    with pytest.raises(Unavailable, match=r"no C compiler \(cc, gcc, clang\) on PATH; install one"):
+        CLeNet(DEFAULT_WEIGHTS, variant="layers")
+
+
+def test_a_source_the_compiler_rejects_is_unavailable_with_its_error(counted, monkeypatch):
+    monkeypatch.setattr(build, "source", lambda name: "int broken = ;\n")
+    with pytest.raises(Unavailable, match=r"cannot compile fused\.c with -O3 -march=native .*error"):
+        CLeNet(DEFAULT_WEIGHTS)
+    assert len(counted) == 1
+
+
+def test_the_layers_calls_are_the_cuda_levels_launches():
+    """layers.c is layers.cu's twin: the same functions, arguments and order (lenet_cuda/kernels.py)."""
+    from lenet_cuda import kernels
+
+    cuda = [(launch.kernel, launch.args) for launch in kernels.layer_launches(7)]
+    assert cuda == [(fn, tuple(7 if a == "n" else a for a in args)) for fn, args in model.LAYER_CALLS]
+
+
+def test_bad_images_and_choices_are_value_errors():
+    level = CLeNet(DEFAULT_WEIGHTS, variant="layers")
+    for bad in (np.zeros((2, 28, 28)), np.zeros((0, 28, 28, 1)), np.zeros((1, 32, 32, 1))):
+        with pytest.raises(ValueError, match=r"\(N, 28, 28, 1\)"):
+            level.predict(bad)
+    with pytest.raises(ValueError, match="unknown variant 'tuned'"):
+        CLeNet(DEFAULT_WEIGHTS, variant="tuned")
