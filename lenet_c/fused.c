@@ -17,8 +17,8 @@
 // Buffers (model.py allocates them once, 64-byte aligned, and passes their addresses in a table,
 // in the order of lenet_params()):
 //   conv1.kernel (6, 5, 5) [k, r, s]; conv1.bias (6); conv2.kernel (5, 5, 6, 16) HWIO as Keras has
-//   it; conv2.bias (16); fc1.kernel (400, 128), fc1.bias (128); fc2.kernel (120, 96), fc2.bias (96);
-//   fc3.kernel (84, 16), fc3.bias (16): Keras' (in, out) kernels, outputs padded with zeros;
+//   it; conv2.bias (16); fc1.kernel (400, 128), fc1.bias (128); fc2.kernel (128, 96), fc2.bias (96);
+//   fc3.kernel (96, 16), fc3.bias (16): Keras' (in, out) kernels padded with zeros to whole vectors;
 //   scratch (lenet_scratch_size() elements, zeroed once: the padded image's border stays zero).
 
 #include <math.h>
@@ -62,72 +62,91 @@ int lenet_scratch_size(void) { return S_END; }
 #ifdef LENET_AVX512
 const char *lenet_path(void) { return "avx512"; }
 
-// conv1 + bias + ReLU + pool1: pad (32, 48) -> p1 (6, 14, 16). For each pooled row py, the two
-// conv rows 2py, 2py+1 of all 6 filters, 32 columns each: 24 accumulators. Input row 2py + ir
-// feeds conv row 2py with kernel row ir and conv row 2py + 1 with kernel row ir - 1.
+// conv1 + bias + ReLU + pool1: pad (32, 48) -> p1 (6, 14, 16). For each pooled row py and each
+// pair of filters, the two conv rows 2py, 2py+1, 32 columns each: 8 accumulators, 8 independent
+// FMA chains. Input row 2py + ir feeds conv row 2py through kernel row ir and 2py + 1 through ir - 1.
 static void conv1_pool1(const float *restrict pad, const float *restrict w, const float *restrict b,
                         float *restrict p1) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    for (int py = 0; py < 14; ++py) {
-        __m512 acc[6][2][2];  // [k][conv row 2py + dy][columns 0..15, 16..31]
-        for (int k = 0; k < 6; ++k)
-            for (int dy = 0; dy < 2; ++dy) acc[k][dy][0] = acc[k][dy][1] = _mm512_setzero_ps();
+    for (int py = 0; py < 14; ++py)
+#pragma GCC unroll 1
+        for (int k0 = 0; k0 < 6; k0 += 2) {  // not unrolled: else the compiler keeps all 150 weights
+            __m512 acc[2][2][2];             // broadcast in vectors, on the stack; [k][dy][half]
+            for (int k = 0; k < 2; ++k)
+                for (int dy = 0; dy < 2; ++dy) acc[k][dy][0] = acc[k][dy][1] = _mm512_setzero_ps();
 #pragma GCC unroll 6
-        for (int ir = 0; ir < 6; ++ir) {
-            const float *row = pad + (2 * py + ir) * PADW;
+            for (int ir = 0; ir < 6; ++ir) {
+                const float *row = pad + (2 * py + ir) * PADW;
 #pragma GCC unroll 5
-            for (int s = 0; s < 5; ++s) {
-                __m512 lo = _mm512_loadu_ps(row + s), hi = _mm512_loadu_ps(row + s + 16);
-#pragma GCC unroll 6
-                for (int k = 0; k < 6; ++k)
+                for (int s = 0; s < 5; ++s) {
+                    __m512 lo = _mm512_loadu_ps(row + s), hi = _mm512_loadu_ps(row + s + 16);
 #pragma GCC unroll 2
-                    for (int dy = 0; dy < 2; ++dy) {
-                        int r = ir - dy;  // kernel row
-                        if (r < 0 || r > 4) continue;
-                        __m512 wv = _mm512_set1_ps(w[(k * 5 + r) * 5 + s]);
-                        acc[k][dy][0] = _mm512_fmadd_ps(wv, lo, acc[k][dy][0]);
-                        acc[k][dy][1] = _mm512_fmadd_ps(wv, hi, acc[k][dy][1]);
-                    }
+                    for (int k = 0; k < 2; ++k)
+#pragma GCC unroll 2
+                        for (int dy = 0; dy < 2; ++dy) {
+                            int r = ir - dy;  // kernel row
+                            if (r < 0 || r > 4) continue;
+                            __m512 wv = _mm512_set1_ps(w[((k0 + k) * 5 + r) * 5 + s]);
+                            acc[k][dy][0] = _mm512_fmadd_ps(wv, lo, acc[k][dy][0]);
+                            acc[k][dy][1] = _mm512_fmadd_ps(wv, hi, acc[k][dy][1]);
+                        }
+                }
+            }
+            for (int k = 0; k < 2; ++k) {
+                __m512 lo = _mm512_max_ps(acc[k][0][0], acc[k][1][0]);  // the window's rows: columns 0..15
+                __m512 hi = _mm512_max_ps(acc[k][0][1], acc[k][1][1]);  // 16..31 (28..31 never read)
+                __m512 m = _mm512_max_ps(_mm512_permutex2var_ps(lo, even, hi),  // its columns 2x, 2x+1
+                                         _mm512_permutex2var_ps(lo, odd, hi));
+                m = _mm512_max_ps(_mm512_add_ps(m, _mm512_set1_ps(b[k0 + k])), _mm512_setzero_ps());
+                _mm512_store_ps(p1 + ((k0 + k) * 14 + py) * P1W, m);
             }
         }
-        for (int k = 0; k < 6; ++k) {
-            __m512 lo = _mm512_max_ps(acc[k][0][0], acc[k][1][0]);  // the window's rows: columns 0..15
-            __m512 hi = _mm512_max_ps(acc[k][0][1], acc[k][1][1]);  // 16..31 (28..31 never read)
-            __m512 m = _mm512_max_ps(_mm512_permutex2var_ps(lo, even, hi),   // its columns: 2x, 2x+1
-                                     _mm512_permutex2var_ps(lo, odd, hi));
-            m = _mm512_max_ps(_mm512_add_ps(m, _mm512_set1_ps(b[k])), _mm512_setzero_ps());
-            _mm512_store_ps(p1 + (k * 14 + py) * P1W, m);
+}
+
+// One input row of p1 (all 6 channels, kernel columns s = 0..4) into the conv rows it feeds: `top`
+// (conv row 2py) through kernel row ra, `bottom` (2py + 1) through kernel row rb; rows < 0 or > 4
+// feed nothing (the first and last input rows feed one conv row). Each pixel broadcast once, for both.
+INLINE void conv2_row(__m512 top[10], __m512 bottom[10], const float *restrict in, const float *restrict w,
+                      int ra, int rb) {
+    for (int s = 0; s < 5; ++s)
+        for (int c = 0; c < 6; ++c) {
+            const float *px = in + c * 14 * P1W + s;  // channel c's row, from column s
+            __m512 wa = _mm512_load_ps(w + ((ra * 5 + s) * 6 + c) * 16 * (ra >= 0 && ra <= 4));
+            __m512 wb = _mm512_load_ps(w + ((rb * 5 + s) * 6 + c) * 16 * (rb >= 0 && rb <= 4));
+#pragma GCC unroll 10
+            for (int x = 0; x < 10; ++x) {
+                __m512 v = _mm512_set1_ps(px[x]);
+                if (ra >= 0 && ra <= 4) top[x] = _mm512_fmadd_ps(wa, v, top[x]);
+                if (rb >= 0 && rb <= 4) bottom[x] = _mm512_fmadd_ps(wb, v, bottom[x]);
+            }
         }
-    }
 }
 
-// acc[x] += w * p1 pixel x, for the 10 pixels of one input row from column s on
-INLINE void conv2_taps(__m512 acc[10], const float *restrict in, __m512 w) {
-#pragma GCC unroll 10
-    for (int x = 0; x < 10; ++x) acc[x] = _mm512_fmadd_ps(w, _mm512_set1_ps(in[x]), acc[x]);
-}
-
-// the same pixels into two conv rows, each with its own kernel row's weights
-INLINE void conv2_taps2(__m512 a[10], __m512 b[10], const float *restrict in, __m512 wa, __m512 wb) {
-#pragma GCC unroll 10
-    for (int x = 0; x < 10; ++x) {
-        __m512 v = _mm512_set1_ps(in[x]);
-        a[x] = _mm512_fmadd_ps(wa, v, a[x]);
-        b[x] = _mm512_fmadd_ps(wb, v, b[x]);
-    }
-}
-
-// acc (nv vectors at acc) += x (n_in) @ w (n_in, 16 nv), one input broadcast at a time
+// acc (nv vectors) += x (n_in: a multiple of 16, at most 128) @ w (n_in, 16 nv), skipping the inputs
+// that are zero (ReLU's zeros: a third of pool2's, nearly half of fc1's and fc2's outputs), so their
+// rows of w are never read: the dense layers' time is their weights' streaming from L2, not their
+// FMAs. The sum of the others runs in the same order, so the result is the dense sum's to the bit.
 INLINE void dense_acc(const float *restrict x, int n_in, const float *restrict w, int nv,
                       float *restrict acc) {
+    float val[128 + 16];  // the nonzero inputs, in order, and their rows (16 lanes of slack)
+    int row[128 + 16], m = 0;
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int i = 0; i < n_in; i += 16) {
+        __m512 v = _mm512_load_ps(x + i);
+        __mmask16 nz = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NEQ_UQ);  // NaN kept
+        _mm512_storeu_ps(val + m, _mm512_maskz_compress_ps(nz, v));
+        _mm512_storeu_si512(row + m, _mm512_maskz_compress_epi32(nz, _mm512_add_epi32(lane, _mm512_set1_epi32(i))));
+        m += __builtin_popcount(nz);
+    }
     __m512 a[8];
 #pragma GCC unroll 8
     for (int j = 0; j < nv; ++j) a[j] = _mm512_load_ps(acc + 16 * j);
-    for (int i = 0; i < n_in; ++i) {
-        __m512 v = _mm512_set1_ps(x[i]);
+    for (int i = 0; i < m; ++i) {
+        __m512 v = _mm512_set1_ps(val[i]);
+        const float *wr = w + row[i] * 16 * nv;
 #pragma GCC unroll 8
-        for (int j = 0; j < nv; ++j) a[j] = _mm512_fmadd_ps(v, _mm512_load_ps(w + (i * nv + j) * 16), a[j]);
+        for (int j = 0; j < nv; ++j) a[j] = _mm512_fmadd_ps(v, _mm512_load_ps(wr + 16 * j), a[j]);
     }
 #pragma GCC unroll 8
     for (int j = 0; j < nv; ++j) _mm512_store_ps(acc + 16 * j, a[j]);
@@ -142,21 +161,10 @@ static void conv2_pool2_fc1(const float *restrict p1, const float *restrict w, c
     for (int py = 0; py < 5; ++py) {
         __m512 top[10], bottom[10];  // conv rows 2py and 2py + 1, (x, 16 filters)
         for (int x = 0; x < 10; ++x) top[x] = bottom[x] = _mm512_setzero_ps();
-        for (int ir = 0; ir < 6; ++ir) {
-            const float *rows = p1 + (2 * py + ir) * P1W;  // channel c's input row: rows + c * 14 * P1W
-            const float *wa = w + ir * 480, *wb = w + (ir > 0 ? ir - 1 : 0) * 480;  // kernel rows ir, ir-1: (s, c, 16)
-            for (int s = 0; s < 5; ++s)
-                for (int c = 0; c < 6; ++c) {
-                    const float *in = rows + c * 14 * P1W + s;
-                    int t = (s * 6 + c) * 16;
-                    if (ir == 0)
-                        conv2_taps(top, in, _mm512_load_ps(wa + t));
-                    else if (ir == 5)
-                        conv2_taps(bottom, in, _mm512_load_ps(wb + t));
-                    else
-                        conv2_taps2(top, bottom, in, _mm512_load_ps(wa + t), _mm512_load_ps(wb + t));
-                }
-        }
+        const float *in = p1 + 2 * py * P1W;  // input row 2py + ir at in + ir * P1W
+        conv2_row(top, bottom, in, w, 0, -1);  // the first input row feeds conv row 2py only
+        for (int ir = 1; ir < 5; ++ir) conv2_row(top, bottom, in + ir * P1W, w, ir, ir - 1);
+        conv2_row(top, bottom, in + 5 * P1W, w, -1, 4);  // the last, conv row 2py + 1 only
         for (int px = 0; px < 5; ++px) {
             __m512 m = _mm512_max_ps(_mm512_max_ps(top[2 * px], top[2 * px + 1]),
                                      _mm512_max_ps(bottom[2 * px], bottom[2 * px + 1]));
@@ -198,29 +206,43 @@ static void conv1_pool1(const real *restrict pad, const real *restrict w, const 
 INLINE void dense_acc(const real *restrict x, int n_in, const real *restrict w, int nv,
                       real *restrict acc) {
     int width = 16 * nv;
-    for (int i = 0; i < n_in; ++i)
-        for (int j = 0; j < width; ++j) acc[j] += x[i] * w[i * width + j];
+    for (int i = 0; i < n_in; ++i) {
+        const real v = x[i], *restrict wr = w + i * width;
+        if (v == 0) continue;  // ReLU's zeros: their rows are never read
+        for (int j = 0; j < width; ++j) acc[j] += v * wr[j];
+    }
+}
+
+// One input row of p1 (6 channels, kernel columns 0..4) into a 2x2 pooling window of conv2's
+// outputs: acc[0] (conv row 2py) through kernel row ra, acc[1] (2py + 1) through rb (-1, 5: none).
+INLINE void conv2_window_row(real acc[2][2][16], const real *restrict in, const real *restrict w, int ra, int rb) {
+    for (int s = 0; s < 5; ++s)
+        for (int c = 0; c < 6; ++c) {
+            const real *px = in + c * 14 * P1W + s;  // channel c, columns 2px + s, 2px + 1 + s
+            const real *wa = w + ((ra * 5 + s) * 6 + c) * 16 * (ra >= 0 && ra <= 4);
+            const real *wb = w + ((rb * 5 + s) * 6 + c) * 16 * (rb >= 0 && rb <= 4);
+            for (int dx = 0; dx < 2; ++dx)
+                for (int k = 0; k < 16; ++k) {
+                    if (ra >= 0 && ra <= 4) acc[0][dx][k] += px[dx] * wa[k];
+                    if (rb >= 0 && rb <= 4) acc[1][dx][k] += px[dx] * wb[k];
+                }
+        }
 }
 
 static void conv2_pool2_fc1(const real *restrict p1, const real *restrict w, const real *restrict b,
                             const real *restrict f1, real *restrict p2, real *restrict h1) {
     for (int py = 0; py < 5; ++py) {
-        real acc[2][10][16] = {{{0}}};  // conv rows 2py, 2py + 1: (x, 16 filters)
-        for (int dy = 0; dy < 2; ++dy)
-            for (int r = 0; r < 5; ++r)
-                for (int s = 0; s < 5; ++s)
-                    for (int c = 0; c < 6; ++c) {
-                        const real *in = p1 + (c * 14 + 2 * py + dy + r) * P1W + s;
-                        const real *wv = w + ((r * 5 + s) * 6 + c) * 16;
-                        for (int x = 0; x < 10; ++x)
-                            for (int k = 0; k < 16; ++k) acc[dy][x][k] += in[x] * wv[k];
-                    }
-        for (int px = 0; px < 5; ++px)
+        for (int px = 0; px < 5; ++px) {
+            real acc[2][2][16] = {{{0}}};  // the pooling window: [conv row 2py + dy][column 2px + dx][k]
+            const real *in = p1 + 2 * py * P1W + 2 * px;  // input row 2py + ir at in + ir * P1W
+            conv2_window_row(acc, in, w, 0, -1);
+            for (int ir = 1; ir < 5; ++ir) conv2_window_row(acc, in + ir * P1W, w, ir, ir - 1);
+            conv2_window_row(acc, in + 5 * P1W, w, -1, 4);
             for (int k = 0; k < 16; ++k) {
-                real m = max4(acc[0][2 * px][k], acc[0][2 * px + 1][k], acc[1][2 * px][k],
-                              acc[1][2 * px + 1][k]) + b[k];
+                real m = max4(acc[0][0][k], acc[0][1][k], acc[1][0][k], acc[1][1][k]) + b[k];
                 p2[(py * 5 + px) * 16 + k] = m > 0 ? m : 0;
             }
+        }
         dense_acc(p2 + py * 80, 80, f1 + py * 80 * 128, 8, h1);
     }
 }
@@ -253,10 +275,10 @@ void lenet_fused(const void *const *p, const real *restrict x, real *restrict ou
         conv2_pool2_fc1(p1, w2, b2, f1, p2, h1);    // p2 (400) NHWC order, h1 (128) fc1's sums
         relu_n(h1, 128);                            // 120 and zeros
         memcpy(h2, g2, 96 * sizeof(real));
-        dense_acc(h1, 120, f2, 6, h2);              // (96): 84 and zeros
+        dense_acc(h1, 128, f2, 6, h2);              // (96): 84 and zeros
         relu_n(h2, 96);
         memcpy(z, g3, 16 * sizeof(real));
-        dense_acc(h2, 84, f3, 1, z);                // (16): 10 logits and zeros
+        dense_acc(h2, 96, f3, 1, z);                // (16): 10 logits and zeros
         softmax10(z, out + img * 10);
     }
 }

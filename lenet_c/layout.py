@@ -27,8 +27,8 @@ def padded(array: np.ndarray, shape: tuple[int, ...], dtype: str) -> np.ndarray:
 
 def pack(w: dict, dtype: str) -> dict[str, np.ndarray]:
     """Keras layouts (harness.data.weights) -> fused.c's: conv1's kernel by filter, conv2's HWIO as it
-    is (its 16 filters are one vector), the dense kernels (in, out) with their outputs padded with
-    zeros to whole 16-float vectors, and the biases to the same widths."""
+    is (its 16 filters are one vector), the dense kernels (in, out) padded with zeros to whole
+    16-float vectors (inputs and outputs), and the biases to the same widths."""
     conv1 = w["conv1"].kernel[:, :, 0, :].transpose(2, 0, 1)  # (5, 5, 1, 6) HWIO -> (6, 5, 5) [k, r, s]
     return {
         "conv1.kernel": padded(conv1, (6, 5, 5), dtype),
@@ -37,8 +37,8 @@ def pack(w: dict, dtype: str) -> dict[str, np.ndarray]:
         "conv2.bias": padded(w["conv2"].bias, (16,), dtype),
         "fc1.kernel": padded(w["fc1"].kernel, (400, 128), dtype),  # (400, 120) -> 128 outputs
         "fc1.bias": padded(w["fc1"].bias, (128,), dtype),
-        "fc2.kernel": padded(w["fc2"].kernel, (120, 96), dtype),  # (120, 84) -> 96
+        "fc2.kernel": padded(w["fc2"].kernel, (128, 96), dtype),  # (120, 84) -> (128, 96)
         "fc2.bias": padded(w["fc2"].bias, (96,), dtype),
-        "fc3.kernel": padded(w["fc3"].kernel, (84, 16), dtype),  # (84, 10) -> 16
+        "fc3.kernel": padded(w["fc3"].kernel, (96, 16), dtype),  # (84, 10) -> (96, 16)
         "fc3.bias": padded(w["fc3"].bias, (16,), dtype),
     }

@@ -112,8 +112,8 @@ class CLeNet(LeNet):
 
     def predict(self, images):
         images = check_images(images)
-        p = self.plan(len(images))
-        np.copyto(p.x, images)  # (N, 28, 28, 1), cast to the dtype
+        p = self.plans.get(len(images)) or self.plan(len(images))
+        p.x[...] = images  # (N, 28, 28, 1), cast to the dtype (half np.copyto's cost at batch 1)
         for fn, args in p.calls:
             fn(*args)
         return p.out.copy()  # (N, 10)
