@@ -3,13 +3,13 @@
 // The arithmetic of an image is 416,520 multiply-adds (conv1 117,600, conv2 240,000, fc1 48,000,
 // fc2 10,080, fc3 840): 26,033 FMAs of 16 floats. The work is laid out so that it stays FMAs:
 // - direct convolutions, no im2col (its copies cost more than the FMAs at these channel counts);
-// - conv1 runs along the image's rows (32 columns: two 16-float vectors, 28 used), its 6
-//   filters' weights broadcast; conv2 puts its 16 filters in one vector and broadcasts each
-//   input pixel; both compute the two rows of a pooling window together, so every input vector
-//   loaded is used for both, and pooling, bias and ReLU happen in registers before the store;
-// - fc1 runs as soon as a row of pool2 is ready (80 of its 400 inputs), so its 200 KB of weights
-//   stream in from L2 while conv2 still computes; the dense layers run across their outputs,
-//   one input broadcast at a time, outputs padded to whole vectors (fc1 128, fc2 96, fc3 16).
+// - conv1 runs along the image's rows (32 columns: two 16-float vectors, 28 used), its filters'
+//   weights broadcast; conv2 puts its 16 filters in one vector and broadcasts each input pixel;
+//   both compute the two rows of a pooling window together, so every input loaded is used for
+//   both, and pooling, bias and ReLU happen in registers before the one store;
+// - the dense layers run across their outputs (padded to whole vectors: 128, 96, 16), one input
+//   broadcast at a time, and skip the inputs that are zero (ReLU's): their time is the streaming
+//   of their weights (fc1's 200 KB) from L2, not their FMAs, and a zero input's row is not read.
 // Two paths, the same loops: AVX-512 intrinsics where the compiler targets AVX-512F (-march=native
 // on such a CPU), else plain C for the compiler to vectorize itself (any CPU; LENET_PORTABLE forces
 // it; float64 always takes it). lenet_path() says which one this build is.
@@ -20,9 +20,11 @@
 //   it; conv2.bias (16); fc1.kernel (400, 128), fc1.bias (128); fc2.kernel (128, 96), fc2.bias (96);
 //   fc3.kernel (96, 16), fc3.bias (16): Keras' (in, out) kernels padded with zeros to whole vectors;
 //   scratch (lenet_scratch_size() elements, zeroed once: the padded image's border stays zero).
+// lenet_fused_timed() is the same pass with each stage's time added up (lenet_stages() names them).
 
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef LENET_DOUBLE
 typedef double real;
@@ -123,14 +125,14 @@ INLINE void conv2_row(__m512 top[10], __m512 bottom[10], const float *restrict i
         }
 }
 
-// acc (nv vectors) += x (n_in: a multiple of 16, at most 128) @ w (n_in, 16 nv), skipping the inputs
+// acc (nv vectors) += x (n_in: a multiple of 16, at most 400) @ w (n_in, 16 nv), skipping the inputs
 // that are zero (ReLU's zeros: a third of pool2's, nearly half of fc1's and fc2's outputs), so their
 // rows of w are never read: the dense layers' time is their weights' streaming from L2, not their
 // FMAs. The sum of the others runs in the same order, so the result is the dense sum's to the bit.
 INLINE void dense_acc(const float *restrict x, int n_in, const float *restrict w, int nv,
                       float *restrict acc) {
-    float val[128 + 16];  // the nonzero inputs, in order, and their rows (16 lanes of slack)
-    int row[128 + 16], m = 0;
+    float val[400 + 16];  // the nonzero inputs, in order, and their rows (16 lanes of slack)
+    int row[400 + 16], m = 0;
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (int i = 0; i < n_in; i += 16) {
         __m512 v = _mm512_load_ps(x + i);
@@ -152,11 +154,11 @@ INLINE void dense_acc(const float *restrict x, int n_in, const float *restrict w
     for (int j = 0; j < nv; ++j) _mm512_store_ps(acc + 16 * j, a[j]);
 }
 
-// conv2 + bias + ReLU + pool2, then fc1's sums over that pooled row: p1 (6, 14, 16) -> p2 (400),
-// h1 (128) += p2's row @ fc1's rows. Per pooled row py, conv rows 2py, 2py+1, 10 pixels each, the
-// 16 filters in one vector: 20 accumulators; input row 2py + ir feeds both (kernel rows ir, ir-1).
-static void conv2_pool2_fc1(const float *restrict p1, const float *restrict w, const float *restrict b,
-                            const float *restrict f1, float *restrict p2, float *restrict h1) {
+// conv2 + bias + ReLU + pool2: p1 (6, 14, 16) -> p2 (400). Per pooled row py, conv rows 2py and
+// 2py+1, 10 pixels each, the 16 filters in one vector: 20 accumulators; input row 2py + ir feeds
+// both (kernel rows ir and ir - 1).
+static void conv2_pool2(const float *restrict p1, const float *restrict w, const float *restrict b,
+                        float *restrict p2) {
     const __m512 bias = _mm512_load_ps(b);
     for (int py = 0; py < 5; ++py) {
         __m512 top[10], bottom[10];  // conv rows 2py and 2py + 1, (x, 16 filters)
@@ -168,9 +170,9 @@ static void conv2_pool2_fc1(const float *restrict p1, const float *restrict w, c
         for (int px = 0; px < 5; ++px) {
             __m512 m = _mm512_max_ps(_mm512_max_ps(top[2 * px], top[2 * px + 1]),
                                      _mm512_max_ps(bottom[2 * px], bottom[2 * px + 1]));
-            _mm512_store_ps(p2 + (py * 5 + px) * 16, _mm512_max_ps(_mm512_add_ps(m, bias), _mm512_setzero_ps()));
+            m = _mm512_max_ps(_mm512_add_ps(m, bias), _mm512_setzero_ps());
+            _mm512_store_ps(p2 + (py * 5 + px) * 16, m);  // (y, x, k): Keras' flatten order
         }
-        dense_acc(p2 + py * 80, 80, f1 + py * 80 * 128, 8, h1);
     }
 }
 
@@ -229,9 +231,10 @@ INLINE void conv2_window_row(real acc[2][2][16], const real *restrict in, const 
         }
 }
 
-static void conv2_pool2_fc1(const real *restrict p1, const real *restrict w, const real *restrict b,
-                            const real *restrict f1, real *restrict p2, real *restrict h1) {
-    for (int py = 0; py < 5; ++py) {
+// conv2 + bias + ReLU + pool2: p1 (6, 14, 16) -> p2 (400), one pooling window at a time
+static void conv2_pool2(const real *restrict p1, const real *restrict w, const real *restrict b,
+                        real *restrict p2) {
+    for (int py = 0; py < 5; ++py)
         for (int px = 0; px < 5; ++px) {
             real acc[2][2][16] = {{{0}}};  // the pooling window: [conv row 2py + dy][column 2px + dx][k]
             const real *in = p1 + 2 * py * P1W + 2 * px;  // input row 2py + ir at in + ir * P1W
@@ -243,8 +246,6 @@ static void conv2_pool2_fc1(const real *restrict p1, const real *restrict w, con
                 p2[(py * 5 + px) * 16 + k] = m > 0 ? m : 0;
             }
         }
-        dense_acc(p2 + py * 80, 80, f1 + py * 80 * 128, 8, h1);
-    }
 }
 #endif
 
@@ -260,25 +261,50 @@ INLINE void softmax10(const real *restrict z, real *restrict probs) {
     for (int j = 0; j < 10; ++j) probs[j] = e[j] / sum;
 }
 
-// x (n, 28, 28, 1) -> out (n, 10) probabilities; p: the buffers' table (lenet_params() order)
-void lenet_fused(const void *const *p, const real *restrict x, real *restrict out, int n) {
+const char *lenet_stages(void) { return "input conv1 conv2 fc1 fc2 fc3"; }  // pools in the convs
+
+INLINE long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+// x (n, 28, 28, 1) -> out (n, 10); p: the buffers' table (lenet_params() order); ns: NULL, or each
+// stage's nanoseconds added up over the n images (lenet_stages() order)
+INLINE void forward(const void *const *p, const real *restrict x, real *restrict out, int n, long long *ns) {
     const real *w1 = p[W1], *b1 = p[B1], *w2 = p[W2], *b2 = p[B2];
     const real *f1 = p[F1], *g1 = p[G1], *f2 = p[F2], *g2 = p[G2], *f3 = p[F3], *g3 = p[G3];
     real *scratch = (real *)p[SCRATCH];
     real *pad = scratch + S_PAD, *p1 = scratch + S_P1, *p2 = scratch + S_P2;
     real *h1 = scratch + S_H1, *h2 = scratch + S_H2, *z = scratch + S_Z;
+    long long t0 = ns ? now_ns() : 0;
+#define STAGE(i) if (ns) { long long t = now_ns(); ns[i] += t - t0; t0 = t; }
     for (int img = 0; img < n; ++img) {
         for (int y = 0; y < 28; ++y)  // the image into the padded grid's interior
             memcpy(pad + (y + 2) * PADW + 2, x + img * 784 + y * 28, 28 * sizeof(real));
-        conv1_pool1(pad, w1, b1, p1);               // (6, 14, 16) planar
-        memcpy(h1, g1, 128 * sizeof(real));         // fc1's sums start at its bias
-        conv2_pool2_fc1(p1, w2, b2, f1, p2, h1);    // p2 (400) NHWC order, h1 (128) fc1's sums
-        relu_n(h1, 128);                            // 120 and zeros
+        STAGE(0)
+        conv1_pool1(pad, w1, b1, p1);  // (6, 14, 16) planar
+        STAGE(1)
+        conv2_pool2(p1, w2, b2, p2);   // (400): (5, 5, 16) in Keras' flatten order
+        STAGE(2)
+        memcpy(h1, g1, 128 * sizeof(real));  // each layer's sums start at its bias
+        dense_acc(p2, 400, f1, 8, h1);
+        relu_n(h1, 128);  // (128): 120 and zeros
+        STAGE(3)
         memcpy(h2, g2, 96 * sizeof(real));
-        dense_acc(h1, 128, f2, 6, h2);              // (96): 84 and zeros
-        relu_n(h2, 96);
+        dense_acc(h1, 128, f2, 6, h2);
+        relu_n(h2, 96);  // (96): 84 and zeros
+        STAGE(4)
         memcpy(z, g3, 16 * sizeof(real));
-        dense_acc(h2, 96, f3, 1, z);                // (16): 10 logits and zeros
+        dense_acc(h2, 96, f3, 1, z);  // (16): 10 logits and zeros
         softmax10(z, out + img * 10);
+        STAGE(5)
     }
+#undef STAGE
+}
+
+void lenet_fused(const void *const *p, const real *x, real *out, int n) { forward(p, x, out, n, 0); }
+
+void lenet_fused_timed(const void *const *p, const real *x, real *out, int n, long long *ns) {
+    forward(p, x, out, n, ns);
 }

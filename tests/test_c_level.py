@@ -145,3 +145,50 @@ def test_bad_images_and_choices_are_value_errors():
             level.predict(bad)
     with pytest.raises(ValueError, match="unknown variant 'tuned'"):
         CLeNet(DEFAULT_WEIGHTS, variant="tuned")
+
+
+def test_the_timed_pass_gives_the_same_answers_and_names_every_stage(sample):
+    import ctypes
+
+    from lenet_c import stages
+
+    level = CLeNet(DEFAULT_WEIGHTS, variant="fused")
+    x = sample[0][:20]
+    untimed = level.predict(x)
+    plan = level.plan(20)
+    ns = np.zeros(6, np.int64)
+    level.lib.lenet_fused_timed(*plan.calls[0][1], ctypes.c_void_p(ns.ctypes.data))
+    assert np.array_equal(plan.out, untimed)  # bit for bit: the same code, clocks between stages
+    assert (ns[1:3] > 0).all()  # the convolutions took time
+    split = stages.layer_split(variant="portable", calls=30)
+    assert [s["name"] for s in split["stages"]] == list(stages.MACS)
+    assert sum(s["macs"] for s in split["stages"]) == 416_520 and split["path"] == "portable"
+    with pytest.raises(ValueError, match="fused or portable"):
+        stages.layer_split(variant="layers")
+
+
+def test_the_fma_probe_measures_the_widest_vector_the_build_targets():
+    from lenet_c import stages
+
+    peak = stages.fma_peak(repeats=2)
+    assert peak["macs_per_s"] > 0
+    widest = {("avx512", 16)} if compiler_targets_avx512() else {("avx2+fma", 8), ("scalar", 1)}
+    assert (peak["isa"], peak["lanes"]) in widest
+
+
+def test_the_layer_table_puts_each_stage_beside_its_arithmetic_at_the_peak(monkeypatch):
+    from harness.explain import c_layers
+
+    found = {"path": "avx512", "calls": 10, "call_median_ns": 10_000.0,
+             "stages": [{"name": "conv2", "macs": 240_000, "median_ns": 5_000.0},
+                        {"name": "fc3", "macs": 0, "median_ns": 100.0}]}
+    hooks = {"fma_peak": lambda: {"isa": "avx512", "lanes": 16, "macs_per_s": 60e9},
+             "layer_split": lambda weights, variant, calls: found}
+    monkeypatch.setattr(registry, "hook", lambda name, what: hooks[what])
+    result = c_layers.split("fused", 10)
+    conv2 = result["stages"][0]
+    assert conv2["floor_ns"] == pytest.approx(4_000) and conv2["share"] == pytest.approx(0.8)
+    assert result["floor_ns"] == pytest.approx(4_000) and result["share"] == pytest.approx(0.4)
+    table = c_layers.lines(result)
+    assert "| conv2 | 240,000 | 5.00 µs | 4.00 µs | 80% |" in table and "| fc3 | 0 | 0.10 µs | 0.00 µs | – |" in table
+    assert table[0].startswith("c/fused (avx512 path), batch 1, 10 calls; peak 60.0 G multiply-adds/s")
