@@ -108,8 +108,8 @@ REGISTRY = {
         # level's twin on the CPU (AVX-512 intrinsics where the CPU has them)
         ImplSpec("c", "lenet_c.model:CLeNet", "hand-written-c", ("cpu",),
                  ("fused", "layers", "portable"), ("float32", "float64"), "lenet_c",
-                 hooks=(("compiler", "lenet_c.build:probe"), ("fma_peak", "lenet_c.stages:fma_peak"),
-                        ("layer_split", "lenet_c.stages:layer_split")), floor=("fused",)),
+                 hooks=(("compiler", "lenet_c.build:probe"), ("fma_peak", "lenet_c.explain.stages:fma_peak"),
+                        ("layer_split", "lenet_c.explain.stages:layer_split")), floor=("fused",)),
         # the Keras model exported to ONNX (once per weights file), run by an inference engine
         ImplSpec("onnx", "lenet_onnx.model:OnnxLeNet", "inference-engine", ("cpu", "gpu"),
                  ("run", "iobinding", "openvino"), ("float32",), "lenet_onnx"),

@@ -150,7 +150,7 @@ def test_bad_images_and_choices_are_value_errors():
 def test_the_timed_pass_gives_the_same_answers_and_names_every_stage(sample):
     import ctypes
 
-    from lenet_c import stages
+    from lenet_c.explain import stages
 
     level = CLeNet(DEFAULT_WEIGHTS, variant="fused")
     x = sample[0][:20]
@@ -168,7 +168,7 @@ def test_the_timed_pass_gives_the_same_answers_and_names_every_stage(sample):
 
 
 def test_the_fma_probe_measures_the_widest_vector_the_build_targets():
-    from lenet_c import stages
+    from lenet_c.explain import stages
 
     peak = stages.fma_peak(repeats=2)
     assert peak["macs_per_s"] > 0

@@ -1,5 +1,6 @@
 """Where the C level's time goes: each stage of the fused pass timed inside C, and this core's
-multiply-add peak measured, so a stage's time can stand beside its arithmetic at that peak.
+multiply-add peak measured (peak.c), so a stage's time can stand beside its arithmetic at that peak.
+Instrumentation, not the level: this folder is left out of its line count and source hash.
 
     fma_peak(repeats) -> dict               {isa, lanes, macs_per_s}: the best of `repeats` probes
     layer_split(weights, variant, calls) -> dict   {stages: [{name, macs, median_ns}], call_median_ns}
@@ -27,7 +28,7 @@ PROBE_ITERATIONS = 2_000_000  # x 12 vector FMAs: ~7 ms at AVX-512 on a 3.5 GHz 
 def fma_peak(repeats: int = 5) -> dict:
     """This core's multiply-add rate at its widest vector FMA (peak.c), the best of `repeats` runs:
     a run that another process interrupted is slower, never faster."""
-    lib = build.load("peak.c", build.FLAGS)
+    lib = build.load("explain/peak.c", build.FLAGS)
     lib.lenet_peak_isa.restype = ctypes.c_char_p
     lib.lenet_peak_macs.restype = ctypes.c_double
     lib.lenet_peak_macs.argtypes = (ctypes.c_long,)
