@@ -6,15 +6,16 @@ NVRTC does for the CUDA level.
     source(name) -> str              the text of a C file of this package
     library(name, flags) -> Path     the shared library, compiled once per key, then found in the cache
     load(name, flags) -> CDLL        that library, loaded
+    cache_folder() -> Path           where libraries are kept (see below)
     probe() -> dict                  for doctor: the compiler, the flags, the path fused runs here
 
-The cache is engine_setup.cache_dir("c") (~/.cache/lenet-levels/c), one file per key,
-`fused-<sha256 prefix>.so`. The key: the source text, the flags, the compiler (its path and its
-`--version`) and this CPU (-march=native compiles for the CPU it runs on: a cache in a home folder
-that several machines share must not hand one CPU's instructions to another). The compiler
-reads the source from stdin, so the library is built from exactly the text hashed, and writes a
-temporary file in the cache folder that is then renamed: workers compiling at once each rename a
-whole library, and no reader ever sees half of one.
+The cache is engine_setup.cache_dir("c") (~/.cache/lenet-levels/c; not writable: a private
+temporary folder), one file per key, `fused-<sha256 prefix>.so`. The key: the source text, the
+flags, the compiler (its path and its `--version`) and this CPU (-march=native compiles for the CPU
+it runs on: a cache in a home folder that several machines share must not hand one CPU's
+instructions to another). The compiler reads the source from stdin, so the library is built from
+exactly the text hashed, and writes a temporary file in the cache folder that is then renamed:
+workers compiling at once each rename a whole library, and no reader ever sees half of one.
 """
 
 import ctypes
@@ -116,7 +117,21 @@ def key(text: str, flag_list: tuple[str, ...], cc: Compiler) -> str:
 
 
 def cache_folder() -> Path:
-    return engine_setup.cache_dir("c")
+    """engine_setup.cache_dir("c"); where it cannot be written (a read-only home), a private
+    temporary folder of this process's: the level still builds, once per process."""
+    folder = engine_setup.cache_dir("c")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    except OSError:
+        pass
+    return private_folder()
+
+
+@cache
+def private_folder() -> Path:
+    return Path(tempfile.mkdtemp(prefix="lenet-c-"))  # mode 0700: no other user can plant a library
 
 
 def library(name: str, flag_list: tuple[str, ...]) -> Path:
@@ -128,7 +143,6 @@ def library(name: str, flag_list: tuple[str, ...]) -> Path:
     if path.is_file():
         return path
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".so.tmp", dir=folder)
     except OSError as exc:
         raise Unavailable(f"cannot write the compile cache {folder} ({exc}); "

@@ -85,10 +85,10 @@ class CLeNet(LeNet):
         self.plans: dict[int, Plan] = {}
 
     def info(self) -> dict:
-        """What ran: the path, the compiler and its flags (the row's provenance of this level)."""
+        """What ran: the path, the compiler, its flags, and the library they built."""
         cc = build.compiler()
         return {"path": self.path, "compiler": " ".join(cc.command), "version": cc.version,
-                "flags": " ".join(self.flags)}
+                "flags": " ".join(self.flags), "library": self.lib._name}
 
     def function(self, name: str):
         fn = getattr(self.lib, name)

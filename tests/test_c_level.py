@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -192,3 +193,12 @@ def test_the_layer_table_puts_each_stage_beside_its_arithmetic_at_the_peak(monke
     table = c_layers.lines(result)
     assert "| conv2 | 240,000 | 5.00 µs | 4.00 µs | 80% |" in table and "| fc3 | 0 | 0.10 µs | 0.00 µs | – |" in table
     assert table[0].startswith("c/fused (avx512 path), batch 1, 10 calls; peak 60.0 G multiply-adds/s")
+
+
+def test_a_cache_folder_that_cannot_be_written_falls_back_to_a_private_one(counted, monkeypatch, tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("LENET_CACHE_DIR", str(blocked))
+    level = CLeNet(DEFAULT_WEIGHTS, variant="layers")
+    assert len(counted) == 1 and Path(level.info()["library"]).parent == build.private_folder()
+    assert oct(build.private_folder().stat().st_mode & 0o777) == "0o700"
