@@ -160,10 +160,11 @@ class Runner:
         if reply is None:
             return
         state.rounds[r] = (reply["times_ns"], reply["device_ns"])
+        state.rss_peak = max(filter(None, (state.rss_peak, reply.get("rss_peak"))), default=None)
         self.writer.write({"kind": "round", "cell_id": state.cell.id, "round": r,
                            "pid": state.ready_pid, "times_ns": reply["times_ns"],
                            "device_ns": reply["device_ns"], "contended": reply.get("contended"),
-                           "gpu_samples": reply.get("gpu_samples")})
+                           "gpu_samples": reply.get("gpu_samples"), "rss_peak": reply.get("rss_peak")})
 
     def converges(self, cell: Cell) -> bool:
         """Train mode: one convergence run per level, its default training variant at the

@@ -3,12 +3,13 @@ latency on the CPU and on the GPU (each with its ratio to that device's raw libr
 within rounds), and its GPU throughput at the largest batch. A cell that was not measured is
 "–" with a footnote that says why. Every number is read from a results row or loc.csv."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from harness import registry
-from harness.report import quote
+from harness.report import bill, quote
 from harness.report.rundata import answer_run, ratio_ci
 from harness.report.style import IMPL_ORDER
 from harness.report.tables import sig3, table
@@ -34,6 +35,7 @@ class Level:
     first_ratios: dict = field(default_factory=dict)  # device -> the default's within-round ratio to raw
     ratios: dict = field(default_factory=dict)  # device -> the fastest's within-round ratio to raw
     throughput: pd.Series | None = None  # the fastest ok cell at the GPU sweep's largest batch
+    bills: dict = field(default_factory=dict)  # device -> bill.Bill of the first-written call
     missing: dict = field(default_factory=dict)  # column -> why not measured
 
 
@@ -108,9 +110,11 @@ def levels(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
     sweep_gpu = (frame[(frame["study"] == SWEEP) & (frame["status"] == "ok") & (frame["device"] == "gpu")
                        & (frame["machine"] == machines["gpu"])] if not frame.empty else frame)
     largest = sweep_gpu["batch_size"].max() if not sweep_gpu.empty else None
+    found = bill.bills(frame, answer)
     out = []
     for name, impl in LEVELS:
         level = Level(name, impl, inference_loc(loc_rows, impl))
+        level.bills = {d: b for (i, d), b in found.items() if i == impl}
         for device in ("cpu", "gpu"):
             cell = fastest(batch1[device], impl) if not batch1[device].empty else None
             if cell is None:
@@ -195,6 +199,17 @@ def times_raw(lv: Level, device: str, which: str) -> str:
     return f"; {quote.times(r)}{across}"
 
 
+def bill_columns(lv: Level, dash: Callable[[str], str]) -> list[str]:
+    """The rest of the bill on the CPU (memory, start-up, install size), or why it is missing."""
+    found = lv.bills.get("cpu")
+    if found is None:
+        why = (lv.missing.get("cpu") if "cpu" not in lv.cells
+               else "not recorded: the run that answers predates the bill's measurements")
+        return [dash(why or "not measured")] + ["–"] * 2
+    return [f"{found.calls_peak_mb:,.0f} MB ({found.import_mb:,.0f} MB)", f"{found.startup_s:.2g} s",
+            f"{found.install_mb:,.0f} MB ({found.install_count})"]
+
+
 def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> tuple[list[str], dict]:
     """The headline table, its footnotes and its marks' notes, as Markdown lines; {device:
     machine} behind them."""
@@ -228,6 +243,7 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
             quoted.append(lv.throughput)
         else:
             line.append(dash(lv.missing["throughput"]))
+        line += bill_columns(lv, dash)
         body.append(line)
     largest = next((int(lv.throughput["batch_size"]) for lv in rows if lv.throughput is not None), None)
     headers = ["level", "code lines",
@@ -235,7 +251,9 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
                f"CPU, batch 1, fastest call measured, x {raw_name['cpu']}",
                f"GPU, batch 1, as first written: median [95% CI], x {raw_name['gpu']}",
                f"GPU, batch 1, fastest call measured, x {raw_name['gpu']}",
-               f"GPU throughput, batch {largest}" if largest else "GPU throughput, largest batch"]
+               f"GPU throughput, batch {largest}" if largest else "GPU throughput, largest batch",
+               "memory, CPU: peak resident in calls (import's share)", "start-up, CPU: to the first answer",
+               "installed beyond the harness"]
     out = [table(headers, body), ""]
     out += [f"({chr(ord('a') + i)}) {why}." for i, why in enumerate(notes)]
     marks = quote.mark_notes(quoted)

@@ -60,6 +60,10 @@ FIGURES = [
     ("fig11_precision.png", "float32 against float64",
      "Filled float32, hollow float64, per machine: where their whiskers overlap, double precision "
      "costs nothing measurable at batch 1."),
+    ("fig12_bill.png", "The full bill of each level",
+     "Five currencies side by side on the CPU, one row per level in the ladder's order: time per image, "
+     "lines of code, peak resident memory in calls, start-up to the first answer, and what must be "
+     "installed beyond the harness itself (DETAILS has every stage)."),
 ]
 
 GLOSSARY = [

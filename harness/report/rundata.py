@@ -97,6 +97,11 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
                 "cold_start_ms": (setup.get("cold_start_ns") or float("nan")) / 1e6,
                 "own_process": own.get(row["cell_id"]),
                 "import_s": (setup.get("import_ns") or float("nan")) / 1e9,
+                "load_s": (setup.get("load_ns") or float("nan")) / 1e9,
+                "memory": setup.get("memory"),  # resident bytes by stage (harness.measure.memory)
+                "rss_peak": row.get("rss_peak"),  # resident peak of the timed calls (bytes)
+                "gpu_memory": setup.get("gpu_memory"),
+                "installed": setup.get("installed"),
                 "times_ms": [t / 1e6 for t in times],
                 "rounds_ns": row.get("rounds_ns", []),
                 "convergence": row.get("convergence"),
