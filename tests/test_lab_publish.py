@@ -367,3 +367,19 @@ def test_look_alikes_fold_to_one():
     assert names.named("Bat Man", ["s2093847", "quillfeatherzyxwanda"]) is None  # an id's digits are no name
     assert names.named("Hal9000", ["patelhal"]) == "patelhal"  # letters and digits apart
 
+
+def test_lab_publish_reads_the_submissions_folder_lab_grade_recorded(published, tmp_path, capsys):
+    """`lab publish OUT PUB` as staff first type it: the aliases, from the folder in OUT/grading.json."""
+    from harness import cli
+
+    out, _, _ = published
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    assert cli.main(["lab", "publish", str(copy), str(tmp_path / "site")]) == 2
+    assert "records no submissions folder" in capsys.readouterr().err and not (tmp_path / "site").exists()
+    store.write_grading(copy, out.parent / "submissions", tmp_path / "weights.h5")
+    assert cli.main(["lab", "publish", str(copy), str(tmp_path / "site")]) == 0
+    assert "Speedy Gonzales" in (tmp_path / "site" / publish.PAGE).read_text()
+    assert cli.main(["lab", "publish", str(copy), str(tmp_path / "site"), "--submissions",
+                     str(tmp_path / "none")]) == 2
+    assert "--submissions" in capsys.readouterr().err
