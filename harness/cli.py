@@ -259,9 +259,12 @@ def add_lab_publishing_commands(labs: Subparsers) -> None:
     command(labs, "publish", "the leaderboard as a static web page under pseudonyms (no names)",
             commands.cmd_lab_publish, option("out", type=Path), option("public_dir", type=Path),
             option("--submissions", type=Path, default=None,
-                   help="the submission folders, to read each student's alias.txt (default: tags only)"))
+                   help="the submission folders, to read each student's alias.txt (default: the one "
+                   "lab grade recorded in OUT)"))
     command(labs, "similarity", "pairwise code similarity of the submissions (staff only)",
-            commands.cmd_lab_similarity, option("out", type=Path), submissions("one folder per student"),
+            commands.cmd_lab_similarity, option("out", type=Path),
+            option("--submissions", type=Path, default=None,
+                   help="one folder per student (default: the one lab grade recorded in OUT)"),
             option("--threshold", type=float, default=0.5, help="flag pairs scoring this or more (0-1)"),
             option("--starter", type=Path, default=None,
                    help="the starter handed out, ignored as boilerplate (default: the lab's labs/template*)"))

@@ -417,10 +417,31 @@ def cmd_lab_export(args: argparse.Namespace) -> int:
     return 1 if done.unmatched else 0
 
 
+def graded_submissions(out: Path, given: Path | None) -> Path:
+    """The submissions folder of `lab publish` and `lab similarity`: --submissions, else the one
+    `lab grade` recorded in OUT/grading.json; an error saying which is missing when neither is a folder."""
+    from harness.lab import store
+
+    if given is not None:
+        if not Path(given).is_dir():
+            raise HarnessError(f"--submissions {given}: not a folder (expected one folder per student)")
+        return Path(given)
+    store.graded_lab(out)  # OUT is a grading folder at all
+    recorded = store.grading(out).get("submissions")
+    if not isinstance(recorded, str):
+        raise HarnessError(f"{out}: {store.GRADING} records no submissions folder (graded before it was "
+                           "kept, or not by lab grade); add --submissions DIR")
+    if not Path(recorded).is_dir():
+        raise HarnessError(f"{out}/{store.GRADING}: the submissions folder it records, {recorded}, is not a "
+                           "folder now; add --submissions DIR")
+    return Path(recorded)
+
+
 def cmd_lab_publish(args: argparse.Namespace) -> int:
     from harness.lab import publish
 
-    publish.publish(args.out, args.public_dir, args.submissions, report=log)
+    submissions = graded_submissions(args.out, args.submissions)
+    publish.publish(args.out, args.public_dir, submissions, report=log)
     print(f"public page: {args.public_dir / publish.PAGE}")
     return 0
 
@@ -429,7 +450,8 @@ def cmd_lab_similarity(args: argparse.Namespace) -> int:
     from harness.lab import leaderboard, similarity, store
 
     lab = store.graded_lab(args.out)
-    similarity.run(args.out, args.submissions, lab, args.threshold, args.starter, report=log)
+    submissions = graded_submissions(args.out, args.submissions)
+    similarity.run(args.out, submissions, lab, args.threshold, args.starter, report=log)
     if (args.out / "LEADERBOARD.md").is_file():
         leaderboard.build(args.out)  # its column of flagged pairs
     print(f"similarity: {args.out / similarity.PRIVATE / 'similarity.csv'}")

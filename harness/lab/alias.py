@@ -5,7 +5,8 @@ OUT and not reversible without the key (an HMAC, not a hash of the name).
     OUT/private/aliases.json    {student: {"alias", "chosen", "refused"}}: staff only
 
     assign(out, students, submissions) -> {student: Alias}; tag(out, student), read_choice(folder),
-    refusal(text, names), name_parts(name), known_names(out) (the manifest's real names and ids);
+    refusal(text, names) (a name in any form: harness.lab.names), name_parts(name),
+    known_names(out) (the manifest's real names, ids and folder names);
     write(out, aliases), refusal_lines(out, student) (for the feedback; lines_for(saved) from one entry),
     note_feedback(out, aliases)
 """
@@ -19,7 +20,7 @@ import re
 import stat
 from pathlib import Path
 
-from harness.lab import collect, store
+from harness.lab import collect, names, store
 from harness.lab.text import safe_id
 
 FILE = "alias.txt"
@@ -71,9 +72,10 @@ def name_parts(name: str) -> set[str]:
     return parts | {name.lower()}
 
 
-def refusal(text: str, names: list[str]) -> str | None:
-    """Why an alias cannot be published (None: it can). `names`: every student's folder name (its
-    own too: an alias may not say who it is)."""
+def refusal(text: str, known: list[str]) -> str | None:
+    """Why an alias cannot be published (None: it can). `known`: every student's folder name (its
+    own too: an alias may not say who it is) and every name and id the LMS gave (known_names),
+    each in every form and look-alike (names.named)."""
     if not text:
         return "it is empty"
     if len(text) < MIN_LEN or len(text) > MAX_LEN:
@@ -82,11 +84,8 @@ def refusal(text: str, names: list[str]) -> str | None:
         return "only letters, digits, spaces, '.', '_' and '-' are allowed (no markup or symbols)"
     if text.lower().startswith(TAG_PREFIX):
         return f"aliases starting with '{TAG_PREFIX}' are the grader's own tags"
-    words = set(re.split(r"[^a-z0-9]+", text.lower())) | {text.lower()}
-    squashed = re.sub(r"[^a-z0-9]", "", text.lower())
-    for name in names:
-        if any(p in words or (len(p) >= 4 and p in squashed) for p in name_parts(name)):
-            return "it contains a student's name"
+    if names.named(text, known) is not None:
+        return "it contains a student's name"
     return None
 
 
@@ -100,10 +99,10 @@ def assign(out: Path, students: list[str], submissions: Path | None) -> dict[str
     for text in wanted.values():
         if text:
             taken[text.lower()] = taken.get(text.lower(), 0) + 1
-    names = students + known_names(out)
+    known = students + known_names(out)
     aliases = {}
     for student, text in wanted.items():
-        why = None if text is None else refusal(text, names)
+        why = None if text is None else refusal(text, known)
         if why is None and text is not None and taken[text.lower()] > 1:
             why = "another student chose the same alias"
         chosen = text is not None and why is None
@@ -112,9 +111,10 @@ def assign(out: Path, students: list[str], submissions: Path | None) -> dict[str
 
 
 def known_names(out: Path) -> list[str]:
-    """The real names and ids `lab collect`'s manifest (OUT/manifest.csv) holds: no alias may use them."""
+    """The real names, ids and folder names `lab collect`'s manifest (OUT/manifest.csv) holds: no
+    alias may use them (a Canvas name is run together: harness.lab.names reads it in every form)."""
     rows = collect.graded_manifest(out).values()
-    return [value for row in rows for value in (row["name"], row["student_id"]) if value]
+    return [value for row in rows for value in (row["name"], row["student_id"], row["folder"]) if value]
 
 
 def write(out: Path, aliases: dict[str, Alias]) -> Path:

@@ -14,10 +14,13 @@ into the LMS's own gradebook-import file, from the LMS's own roster export.
 A student is matched by the manifest's student_id (`lab collect`), else by the folder name.
 Roster students without a submission get 0 and "no submission"; submissions not on the roster
 are listed (Export.unmatched), never dropped silently; an existing output is kept unless --force.
+Staff open the file in a spreadsheet before importing it: every text cell, the roster's own (a name
+is what the student typed into the LMS) and the header included, goes through text.csv_cell; the
+points are written as numbers (90, 72.5).
 
     export(out, roster, fmt, target, force, column) -> Export; read_roster(path, fmt) -> (header, rows)
-    roster_id(entry, fmt), canvas_column(header, lab, column), out_row(...),
-    feedback(row, score, rank, ranked)
+    roster_id(entry, fmt), canvas_column(header, lab, column), out_row(...), number(points),
+    feedback(row, score, rank, ranked), write(target, fields, lines)
 """
 
 import csv
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.lab import assignment, collect, points, store
+from harness.lab import assignment, collect, points, store, text
 
 CANVAS_FIXED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 REQUIRED = {"canvas": CANVAS_FIXED, "moodle": ["Identifier"], "csv": ["id"]}
@@ -113,32 +116,42 @@ def export(out: Path, roster: Path, fmt: str, target: Path, force: bool = False,
         row = by_id.get(key)
         seen.add(key)
         if row is None:
-            total, status, late, text = 0.0, "no submission", 0, "no submission"
+            total, status, late, words = 0.0, "no submission", 0, "no submission"
         else:
             score = scores[row["student"]]
             place = places.get(row["student"], (None, None))[0]
             total, status, late = score.total, row["status"], score.late_days
-            text = feedback(row, score, place, len(places))
-        lines.append(out_row(fmt, entry, key, column, total, most, status, late, text))
+            words = feedback(row, score, place, len(places))
+        lines.append(out_row(fmt, entry, key, column, total, most, status, late, words))
     names = header + (["Grade"] if "Grade" not in header else []) + \
         (["Feedback comments"] if "Feedback comments" not in header else [])
     fields = {"canvas": CANVAS_FIXED + [column], "moodle": names, "csv": CSV_OUT}[fmt]
     if fmt == "canvas":  # Canvas's own second row
-        lines.insert(0, {"Student": "    Points Possible", column: f"{most:g}"})
-    with open(target, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fields, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(lines)
-    unmatched = [f"{r['student']} (id {k}): {scores[r['student']].total:g} points, {r['status']}"
+        lines.insert(0, {"Student": "    Points Possible", column: number(most)})
+    write(target, fields, lines)
+    unmatched = [text.clean(f"{r['student']} (id {k}): {scores[r['student']].total:g} points, {r['status']}")
                  for k, r in sorted(by_id.items()) if k not in seen]
     return Export(target, len(roster_rows), len(seen & set(by_id)), unmatched)
 
 
+def write(target: Path, fields: list[str], lines: list[dict]) -> Path:
+    """The gradebook file: its header and every text cell through text.csv_cell, numbers as numbers."""
+    with open(target, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerow([text.csv_cell(name) for name in fields])
+        csv.DictWriter(f, fields, extrasaction="ignore").writerows(text.csv_row(line) for line in lines)
+    return target
+
+
+def number(points: float) -> int | float:
+    """Points as the LMS reads them, and as a number (never a quoted text): 90, not 90.0; 72.5."""
+    return int(points) if float(points).is_integer() else points
+
+
 def out_row(fmt: str, entry: dict, key: str, column: str, total: float, most: float, status: str,
-            late: int, text: str) -> dict:
+            late: int, words: str) -> dict:
     if fmt == "canvas":
-        return {**{c: entry.get(c, "") for c in CANVAS_FIXED}, column: f"{total:g}"}
+        return {**{c: entry.get(c, "") for c in CANVAS_FIXED}, column: number(total)}
     if fmt == "moodle":
-        return {**entry, "Grade": f"{total:g}", "Feedback comments": text}
-    return {"id": key, "name": entry.get("name", ""), "points": f"{total:g}", "max_points": f"{most:g}",
-            "status": status, "late_days": late, "feedback": text}
+        return {**entry, "Grade": number(total), "Feedback comments": words}
+    return {"id": key, "name": entry.get("name", ""), "points": number(total), "max_points": number(most),
+            "status": status, "late_days": late, "feedback": words}

@@ -7,7 +7,7 @@ and the node are shown beside it, never used for the ranking.
 
     build(out, report) -> paths   everything below, from the rows (and OUT/manifest.csv: lateness)
     ranked(rows) (ties: harness.lab.points), markdown(rows, lab, notes, scores), points_lines(lab),
-    with_similarity(text, rows, out), write_csv(rows, path, scores), csv_row(rank, row, score),
+    with_similarity(board, rows, out), write_csv(rows, path, scores), csv_row(rank, row, score),
     reference_summary(rows), isolation_lines(rows), node_name(row), fmt_us(ns), fmt_interval(r)
 """
 
@@ -49,9 +49,10 @@ def ranked(rows: list[dict]) -> list[tuple[int | None, dict]]:
 
 
 def node_name(row: dict) -> str:
+    """The node a row was timed on, for a Markdown cell."""
     node = row.get("node") or {}
     hardware = node.get("gpu") or node.get("cpu")
-    return f"{node.get('hostname', '?')}: {hardware}" if hardware else node.get("hostname", "?")
+    return text.cell(f"{node.get('hostname', '?')}: {hardware}" if hardware else node.get("hostname", "?"))
 
 
 def fmt_us(ns: float) -> str:
@@ -64,20 +65,20 @@ def fmt_interval(r: dict) -> str:
 
 
 def csv_row(rank: int | None, row: dict, score: points.Score | None = None) -> dict:
+    """One row of leaderboard.csv, every cell through text.csv_value: the numbers the grader
+    computed stay numbers, every text (a folder name, a reason, a host) is neutralised."""
     node = row.get("node") or {}
-    out = {"rank": rank or "", "student": text.csv_cell(row["student"]),
-           "status": text.csv_cell(row["status"]), "rank_by": row["rank_by"],
+    out = {"rank": rank or "", "student": row["student"], "status": row["status"], "rank_by": row["rank_by"],
            "points": score.total if score else "",
            "loc": row.get("loc", ""), "files": row.get("files", ""), "host": node.get("hostname", ""),
-           "cpu": node.get("cpu", ""), "gpu": node.get("gpu") or "",
-           "reason": text.csv_cell(row.get("reason") or "")}
+           "cpu": node.get("cpu", ""), "gpu": node.get("gpu") or "", "reason": row.get("reason") or ""}
     if row["status"] == "ok":
         r = points.ratio(row)
         out.update(median_us_per_image=round(row["median_per_image_ns"] / 1e3, 3), ratio=round(r["ratio"], 4),
                    ratio_ci95_low=round(r["ci95_low"], 4), ratio_ci95_high=round(r["ci95_high"], 4),
                    other_ratios=" ".join(f"{k}={v['ratio']:.4g}" for k, v in row["ratios"].items()
                                          if k != row["rank_by"]))
-    return out
+    return text.csv_row(out)
 
 
 def write_csv(rows: list[dict], path: Path, scores: dict[str, points.Score] | None = None) -> Path:
@@ -152,7 +153,7 @@ def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = (),
         student = f"[{text.cell(row['student'], 80)}](feedback/{text.safe_id(row['student'])}.md)"
         lines.append(f"| {rank or '–'} | {student} | {text.cell(row['status'], 30)} | "
                      f"{f'{score.total:g}' if score else '–'} | "
-                     f"{speed} | {ratio} | {row.get('loc', '–')} | {node_name(row)} | {note} |")
+                     f"{speed} | {ratio} | {text.cell(row.get('loc', '–'))} | {node_name(row)} | {note} |")
     refs = reference_summary(rows)
     if refs:
         lines += ["", "References, timed beside every submission (medians over submissions):", ""]
@@ -167,21 +168,23 @@ def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = (),
     return "\n".join(lines)
 
 
-def with_similarity(text: str, rows: list[dict], out: Path) -> str:
+def with_similarity(board: str, rows: list[dict], out: Path) -> str:
     """The table with a last column, "similar to", from `lab similarity`'s OUT/private/similarity.csv
-    (staff only; never on the public page); the text as it was when there is none."""
+    (staff only; never on the public page); the board as it was when there is none. The names in
+    it are folder names, as any cell: text.cell."""
     from harness.lab import similarity
 
-    pairs = similarity.flagged(out)
+    pairs = similarity.flagged(out, [row["student"] for row in rows])
     if pairs is None:
-        return text
-    lines = text.split("\n")
+        return board
+    lines = board.split("\n")
     head = next(i for i, line in enumerate(lines) if line.startswith("| rank |"))
     lines[head] += " similar to ([lab similarity](private/similarity.csv)) |"
     lines[head + 1] += " --- |"
     for i, (_, row) in enumerate(ranked(rows), head + 2):  # the table's rows, in ranked()'s order
         found = pairs.get(row["student"], [])
-        lines[i] += " " + ", ".join(f"**{other}** {score:.2f}" for other, score in found) + " |"
+        lines[i] += " " + ", ".join(
+            f"**{text.cell(other, 80)}** {score:.2f}" for other, score in found) + " |"
     return "\n".join(lines)
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.lab import alias, assignment, leaderboard, plots, points, store
+from harness.lab import alias, assignment, leaderboard, plots, points, store, text
 
 PAGE, FIGURE, TABLE = "index.html", "leaderboard.png", "leaderboard.csv"
 PUBLIC_FIELDS = ["rank", "pseudonym", "status", "median_us", "ratio", "ci95_low", "ci95_high", "loc"]
@@ -91,10 +91,11 @@ def figure(public: list[dict], rows: list[dict], lab: assignment.Lab, path: Path
 
 
 def write_csv(public: list[dict], path: Path) -> Path:
-    with open(path, "w", newline="") as f:
+    """The public CSV, as every CSV of the labs: text cells through text.csv_value, numbers as numbers."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, PUBLIC_FIELDS)
         writer.writeheader()
-        writer.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in public)
+        writer.writerows(text.csv_row(row) for row in public)
     return path
 
 
@@ -125,10 +126,11 @@ def publish(out: Path, public_dir: Path, submissions: Path | None = None,
     alias.note_feedback(out, aliases)
     for student, chosen in sorted(aliases.items()):
         if chosen.refused:
-            report(f"{student}: alias.txt refused ({chosen.refused}); shown as {chosen.alias}")
+            report(f"{text.clean(student)}: alias.txt refused ({chosen.refused}); shown as {chosen.alias}")
     public = public_rows(rows, aliases)
     paths = [write_csv(public, target / TABLE), figure(public, rows, lab, target / FIGURE)]
-    (target / PAGE).write_text(page(lab, public, reference_rows(rows, lab), graded_date(rows)))
+    shown = page(lab, public, reference_rows(rows, lab), graded_date(rows))
+    (target / PAGE).write_text(shown, encoding="utf-8")
     report(f"published {len(public)} rows ({sum(a.chosen for a in aliases.values())} chosen aliases) "
            f"into {target}")
     return [target / PAGE, *paths]
