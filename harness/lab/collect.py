@@ -292,6 +292,8 @@ def write(subs: list[Submission], out: Path) -> None:
     base = len(str(Path(out).resolve()).encode())
     for sub in subs:
         clashes(sub)
+        for relative in sub.files:  # the clones' paths too
+            unzip.check_file(Path(sub.folder), relative, relative)
         longest = max((len(f"{sub.folder}/{p}".encode("utf-8", "surrogatepass")) for p in sub.files),
                       default=0)
         if base + 1 + longest > MAX_FULL_PATH:
