@@ -242,7 +242,10 @@ def add_term_commands(labs: Subparsers) -> None:
     command(labs, "collect", "an LMS bulk download (Canvas, Moodle) or a folder of git clones -> one "
             "folder per student + manifest.csv", commands.cmd_lab_collect,
             option("source", type=Path, help="the LMS's zip, or a folder of git clones"),
-            option("-o", "--out", type=Path, required=True, help="the submissions folder to make"))
+            option("-o", "--out", type=Path, required=True, help="the submissions folder to make"),
+            option("--times", type=Path, action="append", default=[], metavar="EXPORT",
+                   help="the LMS's record of submission times (a zip's times are the download's): "
+                   "Canvas's Submissions API JSON (one --times per page), Moodle's grading worksheet"))
     command(labs, "export", "the points of a grading, as the LMS's gradebook-import CSV",
             commands.cmd_lab_export,
             option("out", type=Path, help="the grading's folder (lab grade --out)"),

@@ -402,7 +402,7 @@ def copy_manifest(submissions: Path, out: Path) -> None:
 def cmd_lab_collect(args: argparse.Namespace) -> int:
     from harness.lab import collect
 
-    collect.collect(args.source, args.out, report=log)
+    collect.collect(args.source, args.out, report=log, times=args.times)
     return 0
 
 

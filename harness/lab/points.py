@@ -110,7 +110,7 @@ def late_days(grade: Grade, entry: dict | None) -> int:
     days = 0
     if entry and grade.due is not None and entry.get("submitted_at"):
         at, due = datetime.fromisoformat(entry["submitted_at"]), grade.due
-        if (at.tzinfo is None) != (due.tzinfo is None):  # a zip's time has no zone: read it in due's
+        if (at.tzinfo is None) != (due.tzinfo is None):  # Moodle's worksheet has no zone: due's
             at = at.replace(tzinfo=due.tzinfo) if at.tzinfo is None else at.replace(tzinfo=None)
         days = max(0, math.ceil((at - due).total_seconds() / 86400))
     if entry and entry.get("late") == "yes":
