@@ -1,45 +1,138 @@
-"""The figures draw what the rows say: each machine against its own floor (the time-split
-figure), every machine (precision), and one colour per Keras backend in every panel whichever
-backends a panel has. Synthetic rows, the drawn figure captured before it is saved."""
+"""The figures draw what the rows say: each machine against its own floor (the findings' split),
+the CPU floor harness.measure.floor answers (Fig. 6), one GPU measure, every line named (Fig. 1),
+inference lines on top (Fig. 2), the newest run's machine apart from the others (Fig. 3), labels
+inside their axes and segments (Figs. 1, 5, 7), "Keras on ..." (Fig. 8), at most about eight lines a
+panel and the best CPU line in every GPU panel (Fig. 9), one line style per meaning (Fig. 10) and the
+within-round float64/float32 ratio (Fig. 11). Synthetic rows where the logic allows, the committed
+results where the figure reads the results folder (measure.floor); each figure captured with the
+caption it was given, after style.finish laid it out."""
 
 import math
+from types import SimpleNamespace
 
 import matplotlib.colors
 import pandas as pd
 import pytest
 
-from harness.report.figures import backends, overhead, precision
+from harness import DEFAULT_RESULTS
+from harness.measure import floor
+from harness.report import loc, rundata, style
+from harness.report.figures import (
+    backends,
+    code_lines,
+    cost,
+    explain,
+    latency,
+    overhead,
+    pick,
+    precision,
+    throughput,
+    training,
+)
 from harness.report.rundata import ReportData
 
+FIGURE_MODULES = (backends, code_lines, cost, explain, latency, overhead, precision, throughput, training)
 
-def cell(study, label, device, machine, median, dtype="float32", batch=1):
+
+def cell(study, label, device, machine, median, dtype="float32", batch=1, noisy=False, run_id=None):
     impl, variant = label.split("/")
-    return {"study": study, "run_id": f"run-{machine}", "machine": machine, "cell_id": f"{label}/{device}",
-            "implementation": impl, "variant": variant, "label": label, "device": device,
-            "batch_size": batch, "dtype": dtype, "status": "ok", "reason": "", "threads": math.nan,
-            "median_ms": median, "ci_low_ms": median * 0.9, "ci_high_ms": median * 1.1,
-            "device_median_ms": math.nan, "noisy": False, "images_per_s": batch / median * 1e3}
+    rounds = [[median * 1e6 * (1 + 0.01 * k)] * 3 for k in range(5)]  # ns, five rounds of three calls
+    return {"study": study, "run_id": run_id or f"run-{machine}", "machine": machine,
+            "cell_id": f"{label}/{device}/b{batch}/{dtype}", "implementation": impl, "variant": variant,
+            "label": label, "device": device, "batch_size": batch, "dtype": dtype, "status": "ok", "reason": "",
+            "threads": math.nan, "median_ms": median, "ci_low_ms": median * 0.9, "ci_high_ms": median * 1.1,
+            "device_median_ms": math.nan, "noisy": noisy, "images_per_s": batch / median * 1e3,
+            "rounds_ns": rounds}
+
+
+def run(study, machine, started, run_id=None):
+    return {"study": study, "run_id": run_id or f"run-{machine}", "machine": machine, "started": started,
+            "env": {}, "rows": []}
 
 
 @pytest.fixture
 def drawn(monkeypatch, tmp_path):
-    """The figure each draw function hands to finish(), instead of a PNG."""
-    captured = []
+    """Each figure as style.finish laid it out (the PNG written to tmp_path), with the caption it
+    was given: drawn[i] the figure, drawn.captions[i] its caption."""
+    captured = SimpleNamespace(figs=[], captions=[])
 
-    def keep(fig, runs, study, path, *args, **kwargs):
-        captured.append(fig)
-        return path
+    def keep(fig, runs, study, path, caption_text=None, *args, **kwargs):
+        captured.figs.append(fig)
+        captured.captions.append(caption_text or style.caption(runs, study))
+        return style.finish(fig, runs, study, tmp_path / path.name, caption_text, *args, **kwargs)
 
-    for module in (backends, precision):
+    for module in FIGURE_MODULES:
         monkeypatch.setattr(module, "finish", keep)
     return captured
 
 
-def data_of(rows) -> ReportData:
-    """The report's data with these cells and no runs."""
-    frame = pd.DataFrame(rows)
-    return ReportData(runs=[], frame=frame, loc_rows=[], history=frame)
+@pytest.fixture(scope="module")
+def committed() -> ReportData:
+    """The committed results and loc.csv, as `make figures` reads them."""
+    return rundata.load_report(DEFAULT_RESULTS, loc.read_csv())
 
+
+def data_of(rows, runs=()) -> ReportData:
+    """The report's data with these cells (and these runs)."""
+    frame = pd.DataFrame(rows)
+    return ReportData(runs=list(runs), frame=frame, loc_rows=[], history=frame)
+
+
+def texts_of(fig) -> list:
+    return [t for ax in fig.axes for t in ax.texts]
+
+
+# Fig. 6 -----------------------------------------------------------------------------------------
+
+def test_each_machine_is_split_against_its_own_floor():
+    cells = pd.DataFrame([cell("overhead", "numpy/default", "cpu", "amd", 0.150),
+                          cell("overhead", "tf/function", "cpu", "amd", 0.450),
+                          cell("overhead", "onednn/tuned", "cpu", "intel", 0.030),
+                          cell("overhead", "numpy/default", "cpu", "intel", 0.180)])
+    split = overhead.overhead_split(cells)
+    assert len(split) == 4
+    for row, base, _how in split:
+        own_floor = cells[cells["machine"] == row["machine"]]["median_ms"].min()
+        assert base == own_floor, (row["machine"], row["label"], base)
+
+
+def test_fig6_splits_cpu_calls_against_measure_floors_floor(committed, drawn, tmp_path):
+    found, floors = pick.cpu_floors(committed)
+    assert found == floor.fastest_measured("cpu", DEFAULT_RESULTS)
+    machine = next(r["machine"] for r in committed.runs if r["run_id"] == found.run_id)
+    assert floors[machine] == found.median_ns / 1e6
+    overhead.fig_overhead(committed, tmp_path / "f6.png")
+    fig = drawn.figs[0]
+    cpu_axes = [ax for ax in fig.axes if ax.get_title(loc="left").startswith("CPU")]
+    assert cpu_axes and all(found.label in ax.get_title(loc="left") for ax in cpu_axes)
+    assert f"the floor, {found.label}: harness.measure.floor" in drawn.captions[0]
+    ax = next(ax for ax in cpu_axes if machine.split(": ")[-1].split(" (")[0] in ax.get_title(loc="left"))
+    greens = [p for p in ax.patches if matplotlib.colors.to_hex(p.get_facecolor()) == overhead.FLOOR_COLOUR.lower()]
+    medians = [float(t.get_text().split(" ")[0]) for t in ax.texts]  # "27.5 µs": the medians, top down
+    assert len(greens) == len(medians) > 0
+    overhead_cells = committed.frame[(committed.frame["study"] == "overhead")
+                                     & (committed.frame["machine"] == machine)
+                                     & (committed.frame["status"] == "ok") & (committed.frame["device"] == "cpu")
+                                     & (committed.frame["implementation"] != "null")].sort_values("median_ms")
+    for patch, (_, row) in zip(greens, overhead_cells.iterrows(), strict=True):
+        assert patch.get_width() == pytest.approx(100 * min(floors[machine] / row["median_ms"], 1.0))
+
+
+def test_fig6_has_one_gpu_measure_the_kernel_trace_and_drops_cpus_without_the_floor():
+    cells = pd.DataFrame([cell("overhead", "onednn/tuned", "cpu", "amd", 0.030),
+                          cell("overhead", "onednn/tuned", "cpu", "intel", 0.040),  # no floor measured here
+                          {**cell("overhead", "torch/eager", "gpu", "h100", 0.36), "device_median_ms": 0.27},
+                          {**cell("overhead", "torch/compile", "gpu", "h100", 0.52), "device_median_ms": 0.41}])
+    split = overhead.time_split(cells, {"amd": 0.022}, {("h100", "torch/eager"): 0.033}, "numba/fused")
+    got = {(r["machine"], r["label"]): (base, how) for r, base, how in split}
+    assert set(got) == {("amd", "onednn/tuned"), ("h100", "torch/eager"), ("h100", "torch/compile")}
+    assert got[("amd", "onednn/tuned")] == (0.022, "numba/fused")
+    assert got[("h100", "torch/eager")] == (0.033, overhead.BUSY)  # the trace, not CUDA events' 0.27
+    base, how = got[("h100", "torch/compile")]
+    assert math.isnan(base) and how == "no kernel trace"  # CUDA events are not mixed in
+
+
+# Fig. 11 (before the ratio) ----------------------------------------------------------------------
 
 def plotted_values(fig) -> list[float]:
     """Every value drawn: bar lengths, and the x and y data of every line and marker."""
@@ -56,27 +149,17 @@ def drawn_with(values, target) -> bool:
     return any(math.isclose(v, target, rel_tol=1e-9) for v in values)
 
 
-def test_each_machine_is_split_against_its_own_floor():
-    cells = pd.DataFrame([cell("overhead", "numpy/default", "cpu", "amd", 0.150),
-                          cell("overhead", "tf/function", "cpu", "amd", 0.450),
-                          cell("overhead", "onednn/tuned", "cpu", "intel", 0.030),
-                          cell("overhead", "numpy/default", "cpu", "intel", 0.180)])
-    split = overhead.overhead_split(cells)
-    assert len(split) == 4
-    for row, base, _how in split:
-        own_floor = cells[cells["machine"] == row["machine"]]["median_ms"].min()
-        assert base == own_floor, (row["machine"], row["label"], base)
-
-
 def test_precision_draws_every_machine(drawn, tmp_path):
     rows = [cell("precision", "numpy/default", "cpu", machine, median, dtype)
             for machine, medians in (("amd", (0.150, 0.160)), ("intel", (0.190, 0.230)))
             for median, dtype in zip(medians, ("float32", "float64"), strict=True)]
     precision.fig_precision(data_of(rows), tmp_path / "p.png")
-    values = plotted_values(drawn[0])
+    values = plotted_values(drawn.figs[0])
     for row in rows:
         assert drawn_with(values, row["median_ms"]), (row["machine"], row["dtype"])
 
+
+# Fig. 8 (before "Keras on") ----------------------------------------------------------------------
 
 def colour_of(handle) -> str:
     """The colour of a legend handle: a bar container, an errorbar container, a patch or a line."""
@@ -96,7 +179,7 @@ def test_a_backend_keeps_its_colour_when_another_backend_is_missing(drawn, tmp_p
              for impl, median in (("keras_jax", 1.9), ("keras_torch", 5.8))]
     backends.fig_backends(data_of(rows), tmp_path / "b.png")
     colours = []
-    for ax in drawn[0].axes:
+    for ax in drawn.figs[0].axes:
         handles, labels = ax.get_legend_handles_labels()
         colours.append({label: colour_of(h) for h, label in zip(handles, labels, strict=True)})
     with_tf, without_tf = colours
