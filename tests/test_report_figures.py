@@ -25,6 +25,7 @@ from harness.report.figures import (
     latency,
     overhead,
     pick,
+    place,
     precision,
     throughput,
     training,
@@ -130,6 +131,40 @@ def test_fig6_has_one_gpu_measure_the_kernel_trace_and_drops_cpus_without_the_fl
     assert got[("h100", "torch/eager")] == (0.033, overhead.BUSY)  # the trace, not CUDA events' 0.27
     base, how = got[("h100", "torch/compile")]
     assert math.isnan(base) and how == "no kernel trace"  # CUDA events are not mixed in
+
+
+# Fig. 1 -----------------------------------------------------------------------------------------
+
+def test_fig1_names_every_line_it_draws_and_its_labels_do_not_overlap(committed, drawn, tmp_path):
+    cost.fig_cost(committed, tmp_path / "f1.png")
+    fig, text = drawn.figs[0], drawn.captions[0]
+    ax = fig.axes[0]
+    grey = [ln for ln in ax.lines if matplotlib.colors.to_hex(ln.get_color()) == "#bbbbbb"]
+    pts = cost.points(committed.frame, committed.loc_rows)
+    chains = cost.chains(pts)
+    assert len(grey) == len(chains) > 0
+    for line, (device, chain) in zip(grey, chains, strict=True):
+        assert list(line.get_xdata()) == [p["loc"] for p in chain]
+        assert line.get_linestyle() == ("-" if device == "cpu" else "--")
+        name = " → ".join(cost.SHORT[p["implementation"]] for p in chain)
+        assert name in " ".join(text.split()), name
+    labels = [t for t in ax.texts if any(c.isdigit() for c in t.get_text())]
+    assert len(labels) == len(pts)
+    r = place.renderer(ax)
+    boxes = [t.get_window_extent(r) for t in labels]
+    for i, a in enumerate(boxes):
+        assert place.inside(ax, labels[i]), labels[i].get_text()
+        for j in range(i):
+            assert not place.boxes_overlap(a, boxes[j], pad=0), (labels[i].get_text(), labels[j].get_text())
+    whiskers = [c for c in ax.containers if c.has_yerr]
+    assert len(whiskers) == len(pts)  # an interval on every point
+
+
+def test_fig1_lines_skip_a_path_whose_raw_library_the_device_lacks():
+    pts = [{"implementation": i, "device": d, "loc": 10, "median": 1.0}
+           for i, d in (("onednn", "cpu"), ("tf", "cpu"), ("keras", "cpu"), ("jax", "gpu"), ("keras_jax", "gpu"))]
+    drawn = [(d, [p["implementation"] for p in chain]) for d, chain in cost.chains(pts)]
+    assert drawn == [("cpu", ["onednn", "tf", "keras"])]  # no cuDNN on the CPU, none on the GPU here
 
 
 # Fig. 11 (before the ratio) ----------------------------------------------------------------------
