@@ -16,7 +16,7 @@ import pytest
 
 from harness import DEFAULT_RESULTS
 from harness.measure import floor
-from harness.report import loc, rundata, style
+from harness.report import headline, loc, rundata, style
 from harness.report.figures import (
     backends,
     code_lines,
@@ -165,6 +165,23 @@ def test_fig1_lines_skip_a_path_whose_raw_library_the_device_lacks():
            for i, d in (("onednn", "cpu"), ("tf", "cpu"), ("keras", "cpu"), ("jax", "gpu"), ("keras_jax", "gpu"))]
     drawn = [(d, [p["implementation"] for p in chain]) for d, chain in cost.chains(pts)]
     assert drawn == [("cpu", ["onednn", "tf", "keras"])]  # no cuDNN on the CPU, none on the GPU here
+
+
+# Fig. 2 -----------------------------------------------------------------------------------------
+
+def test_fig2_puts_the_inference_total_on_top_and_counts_training_apart(drawn, tmp_path):
+    rows = [{"package": "lenet_cudnn", "api_level": "cudnn", "part": part, "files": 1, "code": code, "comment": 0}
+            for part, code in (("forward", 386), ("ffi binding", 375), ("weight layout", 43),
+                               ("training step", 226))]
+    rows.append({"package": "shared loaders", "api_level": "shared", "part": "shared", "files": 1, "code": 208,
+                 "comment": 0})
+    data = ReportData(runs=[], frame=pd.DataFrame(), loc_rows=rows, history=pd.DataFrame())
+    code_lines.fig_loc(data, tmp_path / "f2.png")
+    words = [t.get_text() for t in texts_of(drawn.figs[0])]
+    inference = headline.inference_loc(rows, "cudnn")
+    assert inference == 804 and words[0] == "804"  # the bold number on top: Fig. 1's x
+    assert "226" in words and str(804 + 226) not in words  # training its own count, never added in
+    assert "training step" in " ".join(t.get_text() for t in drawn.figs[0].axes[0].get_legend().get_texts())
 
 
 # Fig. 11 (before the ratio) ----------------------------------------------------------------------
