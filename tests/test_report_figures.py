@@ -184,6 +184,43 @@ def test_fig2_puts_the_inference_total_on_top_and_counts_training_apart(drawn, t
     assert "training step" in " ".join(t.get_text() for t in drawn.figs[0].axes[0].get_legend().get_texts())
 
 
+# Figs. 3 and 5 -----------------------------------------------------------------------------------
+
+def test_fig3_draws_the_newest_runs_machine_filled_others_as_other_machines_and_tags_noisy(drawn, tmp_path):
+    rows = [cell("api_levels", "numpy/default", "cpu", "amd", 0.11), cell("api_levels", "tf/function", "cpu", "amd", 0.39),
+            cell("api_levels", "numpy/default", "cpu", "old-intel", 0.18, noisy=True),
+            cell("api_levels", "tf/function", "cpu", "old-intel", 0.56, noisy=True)]
+    rows = [{**r, "cold_start_ms": math.nan, "own_process": None} for r in rows]
+    runs = [run("api_levels", "amd", started=2.0), run("api_levels", "old-intel", started=1.0)]
+    latency.fig_latency(data_of(rows, runs), tmp_path / "f3.png")
+    ax = drawn.figs[0].axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[0].startswith("amd: newest run") and legend[1].startswith("other machine: old-intel, older run")
+    dots = [c for c in ax.containers]
+    filled = {(round(float(c.lines[0].get_xdata()[0]), 6)) for c in dots if c.lines[0].get_markerfacecolor() != "white"}
+    hollow = {(round(float(c.lines[0].get_xdata()[0]), 6)) for c in dots if c.lines[0].get_markerfacecolor() == "white"}
+    assert filled == {0.11, 0.39} and hollow == {0.18, 0.56}
+    assert [t.get_text() for t in ax.texts] == ["noisy", "noisy"]  # the other machine's two noisy cells
+    assert "Hollow: other machines, older runs" in drawn.captions[0]
+
+
+def test_pick_newest_machine_is_the_newest_run_with_cells_on_the_device():
+    frame = pd.DataFrame([cell("api_levels", "numpy/default", "cpu", "amd", 0.1),
+                          cell("api_levels", "cudnn/graph", "gpu", "h100", 0.06)])
+    runs = [run("api_levels", "amd", 1.0), run("api_levels", "h100", 2.0)]
+    assert pick.newest_machine(runs, "api_levels", "cpu", frame) == "amd"  # h100's newer run has no CPU cell
+    assert pick.newest_machine(runs, "api_levels", "gpu", frame) == "h100"
+
+
+def test_fig5_every_label_lies_inside_its_axes(committed, drawn, tmp_path):
+    latency.fig_cold_start(committed, tmp_path / "f5.png")
+    fig = drawn.figs[0]
+    assert texts_of(fig)
+    for ax in fig.axes:
+        for text in ax.texts:
+            assert place.inside(ax, text), text.get_text()
+
+
 # Fig. 11 (before the ratio) ----------------------------------------------------------------------
 
 def plotted_values(fig) -> list[float]:
