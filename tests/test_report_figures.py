@@ -221,6 +221,32 @@ def test_fig5_every_label_lies_inside_its_axes(committed, drawn, tmp_path):
             assert place.inside(ax, text), text.get_text()
 
 
+# Fig. 7 -----------------------------------------------------------------------------------------
+
+def test_fig7_neighbouring_stages_differ_in_colour_and_labels_fit_their_segments(committed, drawn, tmp_path):
+    rows = explain.explain_rows(committed.runs)
+    for row in rows:
+        colours = [shade for _, _, _, shade in explain.segments(row)]
+        assert all(a != b for a, b in zip(colours, colours[1:], strict=False)), row["implementation"]
+    explain.fig_explain(committed, tmp_path / "f7.png")
+    ax = drawn.figs[0].axes[0]
+    r = place.renderer(ax)
+    bars = [p.get_window_extent(r) for p in ax.patches if p.get_width() > 0]
+    for text in ax.texts:
+        box = text.get_window_extent(r)
+        home = [b for b in bars if b.x0 <= box.x0 and box.x1 <= b.x1 and b.y0 <= box.y0 and box.y1 <= b.y1]
+        assert home, f"{text.get_text()} spills out of its segment"
+
+
+def test_fig7_a_second_stage_of_one_kind_is_lighter():
+    row = {"stages": [{"name": "Python dispatch", "short": "Python op dispatch", "to": "function", "share": 0.5},
+                      {"name": "graph executor", "short": "graph executor", "to": "xla", "share": 0.1},
+                      {"name": "floor", "to": None, "share": 0.4}]}
+    (_, w0, _, c0), (left1, _, _, c1), (_, _, _, c2) = explain.segments(row)
+    assert c0 == "#56B4E9" and c1 == explain.lighter("#56B4E9") != c0 and c2 == "#000000"
+    assert left1 == pytest.approx(w0)
+
+
 # Fig. 11 (before the ratio) ----------------------------------------------------------------------
 
 def plotted_values(fig) -> list[float]:
