@@ -247,6 +247,39 @@ def test_fig7_a_second_stage_of_one_kind_is_lighter():
     assert left1 == pytest.approx(w0)
 
 
+# Fig. 8 -----------------------------------------------------------------------------------------
+
+def colour_of(handle) -> str:
+    """The colour of a legend handle: a bar container, an errorbar container, a patch or a line."""
+    if hasattr(handle, "patches") and handle.patches:
+        return matplotlib.colors.to_hex(handle.patches[0].get_facecolor())
+    if hasattr(handle, "lines"):
+        return matplotlib.colors.to_hex(handle.lines[0].get_markerfacecolor())
+    if hasattr(handle, "get_markerfacecolor"):
+        return matplotlib.colors.to_hex(handle.get_markerfacecolor())
+    return matplotlib.colors.to_hex(handle.get_facecolor())
+
+
+def test_a_backend_keeps_its_colour_when_another_backend_is_missing(drawn, tmp_path):
+    rows = [cell("backends", f"{impl}/predict", "cpu", "cpu-box", median)
+            for impl, median in (("keras", 50.0), ("keras_jax", 0.9), ("keras_torch", 4.0))]
+    rows += [cell("backends", f"{impl}/predict", "gpu", "gpu-box", median)  # no TensorFlow here
+             for impl, median in (("keras_jax", 1.9), ("keras_torch", 5.8))]
+    backends.fig_backends(data_of(rows), tmp_path / "b.png")
+    colours = []
+    for ax in drawn.figs[0].axes:
+        handles, labels = ax.get_legend_handles_labels()
+        colours.append({label: colour_of(h) for h, label in zip(handles, labels, strict=True)})
+    with_tf, without_tf = colours
+    # the legend names the Keras backend, not the framework's own ops (another level)
+    assert set(with_tf) == {"Keras on TensorFlow", "Keras on JAX", "Keras on PyTorch"}
+    assert "Keras on TensorFlow" not in without_tf
+    for backend in ("Keras on JAX", "Keras on PyTorch"):
+        assert with_tf[backend] == without_tf[backend], backend
+    assert len(set(with_tf.values())) == 3  # three backends, three colours
+    assert "not measured: Keras on TensorFlow" in [t.get_text() for t in drawn.figs[0].axes[1].texts]
+
+
 # Fig. 11 (before the ratio) ----------------------------------------------------------------------
 
 def plotted_values(fig) -> list[float]:
@@ -272,33 +305,3 @@ def test_precision_draws_every_machine(drawn, tmp_path):
     values = plotted_values(drawn.figs[0])
     for row in rows:
         assert drawn_with(values, row["median_ms"]), (row["machine"], row["dtype"])
-
-
-# Fig. 8 (before "Keras on") ----------------------------------------------------------------------
-
-def colour_of(handle) -> str:
-    """The colour of a legend handle: a bar container, an errorbar container, a patch or a line."""
-    if hasattr(handle, "patches") and handle.patches:
-        return matplotlib.colors.to_hex(handle.patches[0].get_facecolor())
-    if hasattr(handle, "lines"):
-        return matplotlib.colors.to_hex(handle.lines[0].get_markerfacecolor())
-    if hasattr(handle, "get_markerfacecolor"):
-        return matplotlib.colors.to_hex(handle.get_markerfacecolor())
-    return matplotlib.colors.to_hex(handle.get_facecolor())
-
-
-def test_a_backend_keeps_its_colour_when_another_backend_is_missing(drawn, tmp_path):
-    rows = [cell("backends", f"{impl}/predict", "cpu", "cpu-box", median)
-            for impl, median in (("keras", 50.0), ("keras_jax", 0.9), ("keras_torch", 4.0))]
-    rows += [cell("backends", f"{impl}/predict", "gpu", "gpu-box", median)  # no TensorFlow here
-             for impl, median in (("keras_jax", 1.9), ("keras_torch", 5.8))]
-    backends.fig_backends(data_of(rows), tmp_path / "b.png")
-    colours = []
-    for ax in drawn.figs[0].axes:
-        handles, labels = ax.get_legend_handles_labels()
-        colours.append({label: colour_of(h) for h, label in zip(handles, labels, strict=True)})
-    with_tf, without_tf = colours
-    assert "TensorFlow" in with_tf and "TensorFlow" not in without_tf
-    for backend in ("JAX", "PyTorch"):
-        assert with_tf[backend] == without_tf[backend], backend
-    assert len(set(with_tf.values())) == 3  # three backends, three colours
