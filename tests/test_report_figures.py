@@ -280,6 +280,59 @@ def test_a_backend_keeps_its_colour_when_another_backend_is_missing(drawn, tmp_p
     assert "not measured: Keras on TensorFlow" in [t.get_text() for t in drawn.figs[0].axes[1].texts]
 
 
+# Fig. 9 -----------------------------------------------------------------------------------------
+
+def sweep(machine, device, labels, run_id=None):
+    return [cell("batch_sweep", label, device, machine, median * batch ** 0.5, batch=batch, run_id=run_id)
+            for label, median in labels for batch in (1, 8, 64, 512)]
+
+
+def test_fig9_draws_the_best_cpu_line_dashed_in_every_gpu_panel_and_bands(drawn, tmp_path):
+    cpu = [(f"{i}/{v}", m) for i, v, m in (("numba", "fused", 0.02), ("onednn", "tuned", 0.03), ("onnx", "run", 0.03),
+           ("onnx", "openvino", 0.04), ("tf", "function", 0.4), ("jax", "jit", 0.3), ("torch", "eager", 0.2),
+           ("numpy", "default", 0.1), ("keras", "predict", 47.0), ("keras", "function", 0.4),
+           ("keras_jax", "predict", 0.7), ("keras_jax", "jit", 0.3))]
+    rows = sweep("amd", "cpu", cpu) + sweep("h100", "gpu", [("cudnn/graph", 0.06), ("keras_jax/jit", 0.7)])
+    throughput.fig_throughput(data_of(rows), tmp_path / "f9.png")
+    best = throughput.best_cpu_line(pd.DataFrame(rows))
+    assert best["label"].iloc[0] == "numba/fused"
+    fig = drawn.figs[0]
+    for ax in fig.axes:
+        own = [ln for ln in ax.get_lines() if not ln.get_label().startswith("best CPU line")]
+        assert 0 < len(own) <= 8
+        assert all(ln.get_linestyle() == "-" for ln in own)  # dashed means the best CPU line only
+        assert len(ax.collections) == len(ax.get_lines())  # every line's interval shaded
+        dashed = [ln for ln in ax.get_lines() if ln.get_label().startswith("best CPU line")]
+        if ax.get_title(loc="left").startswith("GPU"):
+            assert len(dashed) == 1 and dashed[0].get_linestyle() == "--"
+            assert dashed[0].get_label() == "best CPU line: numba/fused, amd"
+            assert list(dashed[0].get_ydata()) == list(best.sort_values("batch_size")["images_per_s"])
+        else:
+            assert not dashed
+
+
+def test_fig9_band_is_the_interval_in_images_per_second():
+    cells = pd.DataFrame([cell("batch_sweep", "cudnn/graph", "gpu", "h100", 2.0, batch=64)])
+    low, high = throughput.batch_lines.band(cells, "images_per_s")
+    assert low[0] == pytest.approx(64 / 2.2e-3) and high[0] == pytest.approx(64 / 1.8e-3)
+
+
+# Fig. 10 ----------------------------------------------------------------------------------------
+
+def test_fig10_dashed_means_fit_and_nothing_else_in_a_grid_of_panels(drawn, tmp_path):
+    labels = ["onednn/default", "tf/function", "tf/eager", "torch/eager", "torch/compile", "keras/train_on_batch",
+              "keras/fit", "keras_jax/train_on_batch", "keras_jax/fit"]
+    rows = [{**cell("training", label, "cpu", machine, 5.0 * k + 1, batch=batch), "mode": "train"}
+            for machine in ("amd", "intel") for k, label in enumerate(labels) for batch in (32, 128, 512)]
+    training.fig_training(data_of(rows), tmp_path / "f10.png")
+    fig = drawn.figs[0]
+    assert fig.get_figwidth() * style.DPI <= 1400  # a 2 x 2 grid, not four panels in a row
+    lines = [ln for ax in fig.axes for ln in ax.get_lines()]
+    assert len(lines) == 2 * len(labels)
+    for line in lines:
+        assert line.get_linestyle() == ("--" if line.get_label().endswith("/fit") else "-"), line.get_label()
+
+
 # Fig. 11 (before the ratio) ----------------------------------------------------------------------
 
 def plotted_values(fig) -> list[float]:
