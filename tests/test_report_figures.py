@@ -11,11 +11,12 @@ import math
 from types import SimpleNamespace
 
 import matplotlib.colors
+import numpy as np
 import pandas as pd
 import pytest
 
 from harness import DEFAULT_RESULTS
-from harness.measure import floor
+from harness.measure import floor, stats
 from harness.report import headline, loc, rundata, style
 from harness.report.figures import (
     backends,
@@ -333,28 +334,26 @@ def test_fig10_dashed_means_fit_and_nothing_else_in_a_grid_of_panels(drawn, tmp_
         assert line.get_linestyle() == ("--" if line.get_label().endswith("/fit") else "-"), line.get_label()
 
 
-# Fig. 11 (before the ratio) ----------------------------------------------------------------------
+# Fig. 11 ----------------------------------------------------------------------------------------
 
-def plotted_values(fig) -> list[float]:
-    """Every value drawn: bar lengths, and the x and y data of every line and marker."""
-    out = []
-    for ax in fig.axes:
-        for patch in ax.patches:
-            out += [patch.get_width(), patch.get_height()]
-        for line in ax.lines:
-            out += [float(v) for v in line.get_xdata()] + [float(v) for v in line.get_ydata()]
-    return out
-
-
-def drawn_with(values, target) -> bool:
-    return any(math.isclose(v, target, rel_tol=1e-9) for v in values)
-
-
-def test_precision_draws_every_machine(drawn, tmp_path):
-    rows = [cell("precision", "numpy/default", "cpu", machine, median, dtype)
-            for machine, medians in (("amd", (0.150, 0.160)), ("intel", (0.190, 0.230)))
-            for median, dtype in zip(medians, ("float32", "float64"), strict=True)]
-    precision.fig_precision(data_of(rows), tmp_path / "p.png")
-    values = plotted_values(drawn.figs[0])
-    for row in rows:
-        assert drawn_with(values, row["median_ms"]), (row["machine"], row["dtype"])
+def test_fig11_draws_the_within_round_ratio_per_implementation(drawn, tmp_path):
+    rows = [cell("precision", "torch/eager", "cpu", "amd", 0.205, "float32"),
+            cell("precision", "torch/eager", "cpu", "amd", 0.131, "float64"),  # faster in double precision
+            cell("precision", "jax/jit", "cpu", "amd", 0.297, "float32"),
+            cell("precision", "jax/jit", "cpu", "amd", 0.458, "float64"),
+            cell("precision", "numpy/default", "cpu", "amd", 0.114, "float32"),
+            cell("precision", "numpy/default", "cpu", "amd", 0.125, "float64", run_id="another-run")]
+    rows[3]["rounds_ns"] = [[0.458e6 * (1 + 0.05 * np.sin(k))] * 3 for k in range(5)]
+    precision.fig_precision(data_of(rows), tmp_path / "f11.png")
+    ax = drawn.figs[0].axes[0]
+    dots = {ax.get_yticklabels()[round(float(c.lines[0].get_ydata()[0]))].get_text(): c for c in ax.containers}
+    by = {(r["label"], r["dtype"]): r for r in rows}
+    for label in ("torch/eager", "jax/jit"):
+        want = stats.round_ratio(by[(label, "float64")]["rounds_ns"], by[(label, "float32")]["rounds_ns"])
+        x = float(dots[label].lines[0].get_xdata()[0])
+        assert x == pytest.approx(want["ratio"]), label
+        segments = dots[label].lines[2][0].get_segments()[0]
+        assert [s[0] for s in segments] == pytest.approx([want["ci95_low"], want["ci95_high"]])
+    assert float(dots["torch/eager"].lines[0].get_xdata()[0]) < 1 < float(dots["jax/jit"].lines[0].get_xdata()[0])
+    assert "numpy/default" not in dots  # its two cells are of two runs: no within-round ratio
+    assert any("no float64/float32 pair in one run" in t.get_text() for t in ax.texts)
