@@ -17,9 +17,10 @@ import pytest
 
 from harness import DEFAULT_RESULTS
 from harness.measure import floor, stats
-from harness.report import headline, loc, rundata, style
+from harness.report import figures, headline, loc, rundata, style
 from harness.report.figures import (
     backends,
+    captions,
     code_lines,
     cost,
     explain,
@@ -357,3 +358,9 @@ def test_fig11_draws_the_within_round_ratio_per_implementation(drawn, tmp_path):
     assert float(dots["torch/eager"].lines[0].get_xdata()[0]) < 1 < float(dots["jax/jit"].lines[0].get_xdata()[0])
     assert "numpy/default" not in dots  # its two cells are of two runs: no within-round ratio
     assert any("no float64/float32 pair in one run" in t.get_text() for t in ax.texts)
+
+
+# captions ---------------------------------------------------------------------------------------
+
+def test_a_caption_for_every_figure_in_reading_order():
+    assert [name for name, _, _ in captions.FIGURES] == [name for name, _ in figures.FIGURES]
