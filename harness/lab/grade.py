@@ -19,6 +19,10 @@ One submission, step by step (each failure is a row with a status, never a stopp
             (harness.measure.stats, resampling rounds), each round ranked at no less than the
             grader's own measure of it (timing.ranked_ns); lines of code (pygount, capped)
 
+Every exchange with a submission has a deadline from rank_by's own times, measured by the grader
+before the submission's worker starts (harness.lab.deadlines): a hung call is `timeout` in seconds,
+its row saying which call, the deadline and how it was derived; wall_s is the last resort.
+
 Every worker, the references' too, runs in the sandbox (harness.lab.isolation) with a bounded
 writable space (harness.lab.disk): the submission sees a private copy of its folder (harness.lab.files,
 the lab's module first), never the folder itself, and is graded under its safe id (harness.lab.text).
@@ -32,6 +36,8 @@ Clean-up never stops a grading: what fails is reported and the next submission i
                                                      method per step, each returning its values:
       .imported, .gate + .passes + .pass_gate, .warm_up + .fast_enough (the probe and the warm-up),
       .rounds -> Rounds, .verdict
+      .measure_pace, .timed, .within                 the deadlines: the reference timed, the
+                                                     submission's calls within theirs
       .limits, .space + .release, .present, .clean_up   a worker's limits and space, the copy's checks
       .retire, .close                                a reference's worker stopped, its log kept
     Warmup, Rounds                                   what the warm-up and the rounds measured
@@ -42,8 +48,8 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +58,7 @@ import numpy as np
 from harness import DEFAULT_WEIGHTS, ROOT, registry
 from harness.data import mnist
 from harness.errors import Failure, HarnessError, Unavailable
-from harness.lab import box, disk, files, isolation, store, text, timing
+from harness.lab import box, deadlines, disk, files, isolation, store, text, timing
 from harness.lab.assignment import Lab
 from harness.lab.sandbox import Chunk, Sandbox
 from harness.machine import env, gpu, procenv
@@ -63,7 +69,6 @@ from harness.measure.study import chunk_sizes
 MAX_ATTEMPTS = 2  # gradings cut off by the grader's death before a submission gets a row
 PROBE_GATE = 100  # the gate's first images, checked before the probe: a wrong submission is `wrong`
 PROBE_CALLS = 3  # timed before the full gate: past max_ratio, `too-slow` in seconds, not minutes
-PROBE_SLACK, PROBE_MIN_S = 2.0, 10.0  # the probe waits max_ratio x rank_by's time x slack + this
 REFERENCE_TIMEOUT_S = 300
 SUBMISSION = "submission"
 
@@ -143,6 +148,9 @@ class Grader:
         self.scratch = Path(tempfile.mkdtemp(prefix="lenet-lab-"))  # 0700: the grader's alone
         self.spaces: dict[Path, disk.Space] = {}  # the workers' writable spaces, by folder
         self.tmpfs = self.iso.bwrap is not None and os.geteuid() == 0  # a bounded tmpfs per space
+        self.cold_s: float | None = None  # rank_by's cold start (deadlines.Pace), measured once
+        self.pace: deadlines.Pace | None = None  # this submission's deadlines come from it
+        self.waits: dict[str, dict] = {}  # per step: the exchange nearest its deadline
         if self.tmpfs:
             disk.private_mounts()  # the spaces' tmpfs mounts vanish with the grader, however it ends
 
@@ -176,8 +184,8 @@ class Grader:
 
     def chunk(self, who: str, worker: Sandbox, images: np.ndarray, oracle: np.ndarray,
               wait: float | None = None) -> Chunk:
-        """Stream one chunk (a submission's within `wait` s, default wall_s); a reference that
-        fails is restarted once, then the grading stops."""
+        """Stream one chunk (a submission's within `wait` s, default wall_s: .timed gives its
+        deadline); a reference that fails is restarted once, then the grading stops."""
         calls = images.reshape(-1, self.lab.measure.batch_size, 28, 28)
         timeout = REFERENCE_TIMEOUT_S if who != SUBMISSION else wait or self.lab.limits.wall_s
         for attempt in (1, 2):
@@ -208,6 +216,66 @@ class Grader:
         worker.stop()
         box.capped_log(worker.box.log_path, self.out / "references.log")
 
+    # --- deadlines (harness.lab.deadlines) ------------------------------------------------------
+    def measure_pace(self) -> deadlines.Pace:
+        """rank_by's times (deadlines.Pace), taken while no submission runs (its worker starts
+        after): for each submission a gate exchange on the gate's first images and PACE_CALLS timed
+        calls at batch_size; once, its cold start (its first gate exchange beyond the next one)."""
+        rank, batch = self.lab.rank_by.label, self.lab.measure.batch_size
+        first = self.gate_images[:min(PROBE_GATE, self.lab.gate.images)]
+        cold_s = self.reference_gate_s(rank, first) if self.cold_s is None else None
+        gate_s = self.reference_gate_s(rank, first)
+        if cold_s is not None:
+            self.cold_s = max(0.0, cold_s - gate_s)
+        images = timing.timing_images(timing.new_seed(), deadlines.PACE_CALLS * batch, self.train)
+        calls = self.chunk(rank, self.reference(rank), images, self.predict_oracle(images))
+        trip_s, work_s = (float(np.median(ns)) / 1e9 for ns in (calls.trips_ns, calls.times_ns))
+        return deadlines.Pace(rank, trip_s, work_s, gate_s / len(first), self.cold_s or 0.0, batch)
+
+    def reference_gate_s(self, label: str, images: np.ndarray) -> float:
+        """Seconds, on the grader's clock, that a reference takes to answer a gate exchange."""
+        worker = self.reference(label)
+        started = time.perf_counter()
+        try:
+            worker.gate(images, timing.GATE_BATCH, REFERENCE_TIMEOUT_S)
+        except Failure as exc:
+            self.refs.pop(label, None)
+            self.retire(worker)
+            raise HarnessError(f"reference {label} failed its gate ({exc.status}: {exc.reason})") from None
+        return time.perf_counter() - started
+
+    def timed(self, worker: Sandbox, images: np.ndarray, oracle: np.ndarray, what: str, step: str,
+              first: bool = False) -> Chunk:
+        """The submission's chunk of calls, within its deadline (a new shape's when `first`)."""
+        calls = len(images) // self.lab.measure.batch_size
+        due = deadlines.for_calls(self.need_pace(), self.lab.limits, calls, first)
+        with self.within(worker, due, what, step):
+            return self.chunk(SUBMISSION, worker, images, oracle, due.seconds)
+
+    def need_pace(self) -> deadlines.Pace:
+        if self.pace is None:
+            raise ValueError("the deadlines were not measured for this submission (measure_pace)")
+        return self.pace
+
+    @contextlib.contextmanager
+    def within(self, worker: Sandbox, due: deadlines.Deadline, what: str, step: str) -> Iterator[None]:
+        """One exchange with the submission: a timeout its deadline caused (not wall_s's, nor cpu_s's)
+        is the deadline's `timeout`, saying how it was derived; the row keeps, per step, the
+        exchange that came nearest its deadline."""
+        room = self.lab.limits.wall_s - worker.busy_s  # the box waits no longer than this (sandbox)
+        started = time.monotonic()
+        try:
+            yield
+        except Failure as exc:
+            took = time.monotonic() - started
+            if exc.status == "timeout" and due.seconds < room and took >= due.seconds:
+                raise deadlines.timed_out(what, due) from None
+            raise
+        finally:
+            took, kept = time.monotonic() - started, self.waits.get(step)
+            if kept is None or took / due.seconds > kept["took_s"] / kept["deadline_s"]:
+                self.waits[step] = {"took_s": round(took, 4), "deadline_s": round(due.seconds, 3)}
+
     def close(self) -> None:
         for worker in self.refs.values():
             self.retire(worker)
@@ -229,6 +297,7 @@ class Grader:
         results = store.result_dir(self.out, student)
         results.mkdir(parents=True, exist_ok=True)
         worker = None
+        self.pace, self.waits = None, {}
         try:
             space = self.space(0, "submission")
             copied = files.copy_submission(folder, space.submission, self.iso.uid(0), lab.module)
@@ -246,6 +315,8 @@ class Grader:
             row.update(status=exc.status, reason=text.clean(exc.reason, 1000), **exc.extra)
         finally:
             self.clean_up(worker, results, "submission")
+        if self.waits:
+            row["deadlines"] = self.waits
         row["seconds"] = round(time.time() - row["started"], 2)
         row["busy_s"] = round(worker.busy_s, 2) if worker is not None else 0.0
         start_s = worker.box.start_s if worker is not None else None
@@ -302,7 +373,10 @@ class Grader:
 
     def steps(self, worker: Sandbox, row: dict) -> None:
         """The phases in order (the module's docstring), each returning its values; they go into
-        the row as they come, so a failure's row keeps what was measured before it."""
+        the row as they come, so a failure's row keeps what was measured before it. The deadlines'
+        pace is measured first, before the submission's worker starts."""
+        self.pace = self.measure_pace()
+        row["pace"] = {k: round(v, 9) if isinstance(v, float) else v for k, v in asdict(self.pace).items()}
         row.update(self.imported(worker))
         row["gate_first"] = first = self.gate(worker, min(PROBE_GATE, self.lab.gate.images))
         if self.passes(first):  # correct so far: too slow to be worth the full gate?
@@ -329,9 +403,13 @@ class Grader:
 
     def gate(self, worker: Sandbox, first: int | None = None) -> dict:
         """gate: the worker's answers on the gate's test images (or the `first` of them) against
-        the oracle's."""
+        the oracle's, within the gate's deadline."""
         n = first or len(self.gate_images)
-        probs = worker.gate(self.gate_images[:n], timing.GATE_BATCH, self.lab.limits.wall_s)
+        due = deadlines.for_gate(self.need_pace(), self.lab.limits, n)
+        what = (f"the gate's first {n} images (its first call)" if first else
+                f"the gate ({n} images, in calls of up to {timing.GATE_BATCH})")
+        with self.within(worker, due, what, "gate_first" if first else "gate"):
+            probs = worker.gate(self.gate_images[:n], timing.GATE_BATCH, due.seconds)
         return timing.compare(probs, self.gate_oracle[:n], self.lab.gate.max_abs_diff)
 
     def passes(self, gate: dict) -> bool:
@@ -350,24 +428,21 @@ class Grader:
 
     def warm_up(self, worker: Sandbox, calls: int, probe: bool = False) -> Warmup:
         """warm-up (or the probe before the full gate): `calls` calls of the submission and of
-        rank_by, on the same fresh images. The probe waits no longer than max_ratio x rank_by's
-        time (x PROBE_SLACK, + PROBE_MIN_S): past it the submission is too slow anyway."""
-        rank, m, limits = self.lab.rank_by.label, self.lab.measure, self.lab.limits
-        images = timing.timing_images(timing.new_seed(), calls * m.batch_size, self.train)
+        rank_by, on the same fresh images. The probe's calls go one exchange each, each within its
+        own deadline (the first one's a new shape's): a hung call is named."""
+        rank, batch = self.lab.rank_by.label, self.lab.measure.batch_size
+        images = timing.timing_images(timing.new_seed(), calls * batch, self.train)
         oracle = self.predict_oracle(images)
-        ref_warm = self.chunk(rank, self.reference(rank), images, oracle)
-        ref_ns = float(np.median(ref_warm.times_ns))
-        ref_s = float(np.sum(ref_warm.trips_ns)) / 1e9
-        wait = min(limits.wall_s, PROBE_MIN_S + PROBE_SLACK * limits.max_ratio * ref_s) if probe else None
-        try:
-            warm = self.chunk(SUBMISSION, worker, images, oracle, wait)
-        except Failure as exc:
-            if wait is None or exc.status != "timeout" or wait >= limits.wall_s:
-                raise
-            raise Failure("too-slow", f"no answer to {calls} call(s) in {wait:.0f} s, while {rank} took "
-                                      f"{ref_ns / 1e3:.0f} us per call: more than {limits.max_ratio:g}x "
-                                      f"{rank} (the limit), so it was not gated in full nor timed") from None
-        median_ns = float(np.median(warm.times_ns))
+        ref_ns = float(np.median(self.chunk(rank, self.reference(rank), images, oracle).times_ns))
+        if probe:
+            times = []
+            for i in range(calls):
+                call = slice(i * batch, (i + 1) * batch)
+                times += self.timed(worker, images[call], oracle[call], f"the probe's call {i + 1} of "
+                                    f"{calls} ({batch} image(s))", "probe", first=i == 0).times_ns
+        else:
+            times = self.timed(worker, images, oracle, f"the warm-up's {calls} calls", "warmup").times_ns
+        median_ns = float(np.median(times))
         return Warmup(float(median_ns / ref_ns), median_ns, ref_ns)
 
     def fast_enough(self, warm: Warmup, when: str, skipped: str) -> None:
@@ -394,7 +469,9 @@ class Grader:
                 other = who != SUBMISSION
                 participant = self.reference(who) if other else worker
                 c0, t0 = worker.box.cpu_ns(), time.perf_counter_ns()
-                chunks[who].append(self.chunk(who, participant, images, oracle))
+                chunks[who].append(self.chunk(who, participant, images, oracle) if other else
+                                   self.timed(worker, images, oracle, f"round {r + 1}'s {calls} calls",
+                                              "rounds"))
                 if other:  # the submission should be asleep, waiting for its next call
                     busy, wall = busy + worker.box.cpu_ns() - c0, wall + time.perf_counter_ns() - t0
             idle.append((busy, wall))
