@@ -31,7 +31,9 @@ tree only regular files (modes 100644, 100755) are taken; links (120000) and sub
 gitlinks) are left out and named in the manifest's note.
 
     read_git(folder, max_bytes) -> ([Submission], [left out]); read_clone(clone, max_bytes)
-    copy_git(clone, repo, cap), copy_tree(src_fd, dest, room, where), copy_file(...), git(repo, *args)
+    tree(clone, repo) (the commit's regular files), blobs(clone, repo, wanted) (their bytes),
+    copy_git(clone, repo, cap), lexists(folder_fd, name), copy_tree(src_fd, dest, room, where),
+    copy_file(...), git(repo, *args)
 """
 
 import os
@@ -41,8 +43,8 @@ import tempfile
 from pathlib import Path, PurePosixPath
 
 from harness.errors import HarnessError
-from harness.lab.collect import MAX_BYTES, MAX_STUDENT_BYTES, Submission
 from harness.lab.files import MAX_LISTED
+from harness.lab.handin import MAX_BYTES, MAX_STUDENT_BYTES, Submission
 
 TAKEN = ("100644", "100755")  # regular files; the rest are left out and named
 KINDS = {"120000": "a link", "160000": "a submodule"}

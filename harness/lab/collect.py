@@ -30,64 +30,30 @@ Two files of one path in one hand-in (Canvas: two attachments): the later upload
     graded_manifest(out) (the copy beside the rows)
     read_zip(path) -> (submissions, left out), hand_in(...), place(...), attachments_note(...),
     clones.read_git(folder), timed(submission, time), say(...) (the report), write(submissions, out)
-    (checks, then write_all), clashes(submission), folder_name(name, id), junk(path)
+    (checks, then write_all), clashes(submission), junk(path); Submission and folder_name: harness.lab.handin
 """
 
 import csv
 import hashlib
 import json
-import re
-import unicodedata
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.lab import files, lms, text, unzip
+from harness.lab import clones, lms, text, unzip
 from harness.lab import times as lms_times
+from harness.lab.handin import MAX_BYTES, MAX_STUDENT_BYTES, Submission
 from harness.lab.unzip import FIX_ARCHIVE
 
 MANIFEST, HASHES = "manifest.csv", "hashes.json"
 REQUIRED = ["folder", "student_id", "name", "submitted_at", "late", "source", "sha256", "note"]
 FIELDS = ["folder", "student_id", "name", "submitted_at", "late", "time_source", "source", "sha256", "note"]
-MAX_BYTES = 512 << 20  # everything an archive (or the clones) may expand to
-MAX_STUDENT_BYTES = files.MAX_BYTES  # one student's files: the grader's own cap
 MAX_STUDENT_FILES = 1000  # one student's files (the grader copies files.MAX_FILES of them)
 MAX_CELL = 4000  # characters in a manifest cell (csv's own limit is 131072)
 MAX_FULL_PATH = 4000  # bytes of out/<folder>/<file> (PATH_MAX is 4096)
 JUNK = ("__MACOSX/", ".DS_Store", "Thumbs.db")
-
-
-@dataclass
-class Submission:
-    """One student's hand-in: the files (relative path -> bytes) and what the LMS said of them."""
-
-    student_id: str
-    name: str
-    source: str  # canvas, moodle, git
-    submitted_at: str = ""  # ISO 8601
-    late: str = ""  # "yes" where the LMS flagged it late
-    time_source: str = ""  # lms-export, lms-late-flag, git-commit, none
-    files: dict[str, bytes] = field(default_factory=dict)
-    note: str = ""
-
-    @property
-    def folder(self) -> str:
-        return folder_name(self.name, self.student_id)
-
-
-def folder_name(name: str, student_id: str) -> str:
-    """`ascii-name-ID`: accents folded, quotes dropped, anything else not [a-z0-9] a hyphen; a long
-    id is cut and its hash added (a folder name stays short)."""
-    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode().lower()
-    ascii_name = re.sub(r"['\"`’]", "", ascii_name)
-    slug = re.sub(r"[^a-z0-9]+", "-", ascii_name).strip("-")[:40].strip("-") or "student"
-    ident = re.sub(r"[^A-Za-z0-9]+", "-", student_id).strip("-")
-    if len(ident) > 40:
-        ident = f"{ident[:27]}-{hashlib.sha256(student_id.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
-    return slug if not ident or slug == ident.lower() else f"{slug}-{ident}"
 
 
 def junk(path: str) -> bool:
@@ -195,8 +161,7 @@ def collect(source: Path, out: Path, report: Callable[[str], None] = print, max_
                            "collect into a new folder")
     known = lms_times.read_times(list(times))
     if source.is_dir():
-        from harness.lab.clones import read_git  # clones.py imports Submission from here
-        subs, skipped = read_git(source, max_bytes)
+        subs, skipped = clones.read_git(source, max_bytes)
     elif zipfile.is_zipfile(source):
         subs, skipped = read_zip(source, max_bytes)
     else:

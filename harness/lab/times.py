@@ -16,7 +16,7 @@ they never are.
              timezone, English: "Tuesday, 1 December 2026, 11:59 PM", no zone, to the minute).
 
     Time, read_times(paths) -> {student id: Time}, read_one(path), canvas_json(path, text),
-    moodle_worksheet(path, rows), moodle_date(text) -> ISO 8601
+    moodle_worksheet(path, rows), moodle_date(text) -> ISO 8601, iso(where, text) (a Canvas time)
 """
 
 import csv

@@ -11,7 +11,8 @@ A name without the UTF-8 flag is read as UTF-8 when it is (Info-ZIP, macOS), els
     Room, open_zip(where, source) -> ZipFile, members(where, opened, max_entries) -> [(member, path)],
     safe_path(archive, name), check_file(where, entry, path) -> path, declared(where, members, room),
     read_member(where, opened, member, room, *more) -> bytes,
-    nested(where, data, junk, room, *more) -> {path: bytes}
+    nested(where, data, junk, room, *more) -> {path: bytes}, name_of(member) (its name, decoded),
+    fail(where, name, what) (the HarnessError)
 """
 
 import io
