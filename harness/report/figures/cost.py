@@ -5,7 +5,7 @@ its 95% interval, and each device's levels joined in ladder order: raw library -
 exists, and on the CPU the inference engine between oneDNN and the Keras model it was exported
 from. The caption names every line drawn.
 
-    points(frame, loc_rows)   one point per level and device
+    points(frame, loc_rows, answer)   one point per level and device
     chains(pts)               the lines drawn: (device, [point, ...]) in PATHS' order
     fig_cost(data, out)       the figure
 """
@@ -16,7 +16,7 @@ import matplotlib.lines
 import matplotlib.ticker
 import pandas as pd
 
-from harness.report import headline
+from harness.report import headline, quote
 from harness.report.figures import place
 from harness.report.rundata import ReportData
 from harness.report.style import DEVICE_LINES, DEVICE_MARKER, caption, colour, finish, fmt_ms, plt
@@ -31,12 +31,13 @@ SHORT = {"cuda": "CUDA", "cudnn": "cuDNN", "onednn": "oneDNN", "numba": "Numba",
 MARGINS = {"left": 0.11, "right": 0.98, "top_in": 0.4, "bottom_in": 0.5}
 
 
-def points(frame: pd.DataFrame, loc_rows: list[dict]) -> list[dict]:
-    """One point per level and device: x lines of code, y median and its interval (ms)."""
-    rows, machines = headline.levels(frame, loc_rows)
+def points(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> list[dict]:
+    """One point per level and device: x lines of code, y median and its interval (ms), and the
+    marks its number carries (quote.marks: stale, thin, noisy, contended)."""
+    rows, machines = headline.levels(frame, loc_rows, answer)
     return [{"implementation": lv.implementation, "device": d, "loc": lv.loc, "machine": machines[d],
              "label": cell["label"], "median": cell["median_ms"], "low": cell["ci_low_ms"],
-             "high": cell["ci_high_ms"]}
+             "high": cell["ci_high_ms"], "marks": quote.marks(cell)}
             for lv in rows if lv.loc is not None for d, cell in lv.cells.items()]
 
 
@@ -77,7 +78,7 @@ def how_to_read(drawn: list[tuple[str, list[dict]]]) -> str:
 
 
 def fig_cost(data: ReportData, out: Path) -> Path | None:
-    pts = points(data.frame, data.loc_rows)
+    pts = points(data.frame, data.loc_rows, data.answer)
     if not pts:
         return None
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -114,6 +115,6 @@ def fig_cost(data: ReportData, out: Path) -> Path | None:
     place.settle(fig, text, MARGINS)  # the labels are measured in the figure's final layout
     place.place_labels(ax, [(p["loc"], p["median"]) for p in pts],
                        [f"{SHORT.get(p['implementation'], p['implementation'])} {fmt_ms(p['median'])}"
-                        for p in pts],
+                        + "".join(f" {m}" for m in p["marks"]) for p in pts],
                        [-1 if p["device"] == "gpu" else 1 for p in pts])
     return finish(fig, runs, "api_levels", out, text, margins=MARGINS)

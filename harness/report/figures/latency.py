@@ -9,6 +9,7 @@ from matplotlib.lines import Line2D
 
 from harness import registry
 from harness.measure import stats
+from harness.report import quote
 from harness.report.figures import dotplot, pick
 from harness.report.rundata import ReportData
 from harness.report.style import caption, colour, finish, fmt_ms, ladder_sorted, ok_cells, short_machine
@@ -39,9 +40,12 @@ def machine_handles(newest: str, others: list[str], run_of: dict[str, str]) -> l
 
 
 def noisy_tag(ax: Axes, y: float, cell: pd.Series) -> None:
-    """'noisy' beside a cell's whisker (stats' noisy flag: its median is not known to +-10%)."""
-    if cell["noisy"]:
-        ax.text(cell["ci_high_ms"] * 1.06, y, "noisy", va="center", fontsize=6, color="#555555")
+    """The cell's marks beside its whisker (quote.marks: 'noisy', its median not known to +-10%;
+    'stale', measured on older code; 'thin', no interval; 'contended')."""
+    found = quote.marks(cell)
+    if found:
+        right = cell["ci_high_ms"] if cell["ci_high_ms"] == cell["ci_high_ms"] else cell["median_ms"]
+        ax.text(right * 1.06, y, " ".join(found), va="center", fontsize=6, color="#555555")
 
 
 def fig_latency(data: ReportData, out: Path) -> Path | None:
@@ -100,8 +104,9 @@ def fig_distributions(data: ReportData, out: Path) -> Path | None:
                              widths=0.6, patch_artist=True, medianprops={"color": "black"})
             box["boxes"][0].set_facecolor(colour(r["implementation"]))
             box["boxes"][0].set_alpha(0.8)
-            if r["noisy"]:
-                ax.text(r["p99_ms"] * 1.1, y, "noisy", va="center", fontsize=6, color="#555555")
+            if quote.marks(r):
+                ax.text(r["p99_ms"] * 1.1, y, " ".join(quote.marks(r)), va="center", fontsize=6,
+                        color="#555555")
         dotplot.rows_axis(ax, labels, title)
         dotplot.time_axis(ax, "per-image time of every timed call (log scale)")
     fig.suptitle("Fig. 4  Spread of every timed call (box: quartiles, black line: median; whiskers: p1–p99)")

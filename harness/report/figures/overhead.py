@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from harness.measure.floor import Floor
-from harness.report import gpu_section
+from harness.report import gpu_section, quote
 from harness.report.figures import dotplot, pick
 from harness.report.rundata import ReportData
 from harness.report.style import OKABE_ITO, caption, finish, fmt_ms, ok_cells, short_machine
@@ -94,8 +94,7 @@ def fig_overhead(data: ReportData, out: Path) -> Path | None:
                 share = 100 * min(base / r["median_ms"], 1.0)
                 ax.barh(y, share, color=FLOOR_COLOUR)
                 ax.barh(y, 100 - share, left=share, color=REST_COLOUR)
-            ax.text(101, y, fmt_ms(r["median_ms"]) + (", noisy" if r["noisy"] else ""), va="center",
-                    fontsize=7)
+            ax.text(101, y, ", ".join([fmt_ms(r["median_ms"]), *quote.marks(r)]), va="center", fontsize=7)
         device, machine = group
         what = (f"floor {floor_label} {fmt_ms(floors[machine])}" if device == "cpu"
                 else "green: GPU busy time (kernels trace)")
