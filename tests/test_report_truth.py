@@ -13,7 +13,7 @@ import pytest
 from harness import DEFAULT_RESULTS
 from harness.machine import load, provenance
 from harness.measure import floor, stats
-from harness.report import details, headline, machine_findings, markdown, quote, rundata
+from harness.report import details, explain_section, headline, machine_findings, markdown, quote, rundata
 from tests.conftest import ROOT
 from tests.test_runner import final_rows, lab_cell, only_run, run_cli, write_study
 
@@ -158,3 +158,12 @@ def test_the_load_of_a_window_leaves_the_runs_own_processes_out():
     assert load.contended(found) is not None  # half a core: contended
     assert load.contended({**found, "others_cores": 0.1, "steal": 0.2}).startswith("the hypervisor stole")
     assert load.contended({**found, "others_cores": 0.1, "steal": 0.0}) is None
+
+
+def test_an_old_explain_row_never_calls_its_floor_the_arithmetic():
+    row = {"floor": "onednn/tuned", "stages": [{"name": "tf.data pipeline", "ns": 1e6, "share": 0.9},
+                                               {"name": "the model's arithmetic: the raw library's tuned "
+                                                        "primitives", "ns": 3e4, "share": 0.1}]}
+    assert explain_section.stage_name(row, 0) == "tf.data pipeline"
+    assert explain_section.stage_name(row, 1) == ("the floor (oneDNN tuned, the fastest measured "
+                                                  "implementation then)")
