@@ -20,7 +20,7 @@ import pandas as pd
 from harness import registry
 from harness.report.tables import table
 
-MB = 2**20
+MB = 2**20  # the bill's memory and sizes are in MiB (the variables say _mb)
 
 
 @dataclass(frozen=True)
@@ -112,12 +112,12 @@ def section(frame: pd.DataFrame, answer: dict) -> list[str]:
             "harness alone) needs, which is shown apart."]
     if not found:
         return head + ["", "_No run that answers recorded the bill yet: `make run-all` measures it._"]
-    rows = [[b.label, b.device, f"{b.baseline_mb:,.0f} MB", f"+{b.import_mb:,.0f} MB",
-             f"+{b.model_mb:,.0f} MB", f"{b.calls_peak_mb:,.0f} MB", f"{b.import_s:.2f} s",
+    rows = [[b.label, b.device, f"{b.baseline_mb:,.0f} MiB", f"+{b.import_mb:,.0f} MiB",
+             f"+{b.model_mb:,.0f} MiB", f"{b.calls_peak_mb:,.0f} MiB", f"{b.import_s:.2f} s",
              f"{b.build_s:.2f} s", f"{b.first_call_s:.3g} s", f"{b.startup_s:.2g} s",
-             f"{b.install_mb:,.0f} MB ({b.install_count})",
-             ", ".join(f"{name.rsplit('/', 1)[-1]} {mb:,.0f} MB" for name, mb in b.biggest) or "–",
-             f"{b.shared_mb:,.0f} MB"]
+             f"{b.install_mb:,.0f} MiB ({b.install_count})",
+             ", ".join(f"{name.rsplit('/', 1)[-1]} {mb:,.0f} MiB" for name, mb in b.biggest) or "–",
+             f"{b.shared_mb:,.0f} MiB"]
             for (impl, device), b in sorted(found.items(), key=lambda kv: (kv[0][1], order(kv[0][0])))]
     headers = ["level/call", "device", "before import", "import", "model", "peak in calls", "import time",
                "build", "first call", "to first answer", "installed beyond the harness (count)", "largest",

@@ -90,7 +90,7 @@ def code_finding(levels: list[Level]) -> str | None:
 
 def bill_value(level: Level, key: str) -> str:
     value = getattr(level.bills["cpu"], key)
-    return f"{value:.2g} s" if key.endswith("_s") else f"{value:,.0f} MB"
+    return f"{value:.2g} s" if key.endswith("_s") else f"{value:,.0f} MiB"
 
 
 def bill_part(levels: list[Level]) -> str:

@@ -206,8 +206,8 @@ def bill_columns(lv: Level, dash: Callable[[str], str]) -> list[str]:
         why = (lv.missing.get("cpu") if "cpu" not in lv.cells
                else "not recorded: the run that answers predates the bill's measurements")
         return [dash(why or "not measured")] + ["–"] * 2
-    return [f"{found.calls_peak_mb:,.0f} MB ({found.import_mb:,.0f} MB)", f"{found.startup_s:.2g} s",
-            f"{found.install_mb:,.0f} MB ({found.install_count})"]
+    return [f"{found.calls_peak_mb:,.0f} MiB ({found.import_mb:,.0f} MiB)", f"{found.startup_s:.2g} s",
+            f"{found.install_mb:,.0f} MiB ({found.install_count})"]
 
 
 def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> tuple[list[str], dict]:

@@ -14,9 +14,9 @@ PANELS = (
     ("time per image", "µs, batch 1, first-written call (log)",
      lambda lv, b: lv.first["cpu"]["median_ms"] * 1e3 if "cpu" in lv.first else None, True),
     ("code", "lines for inference", lambda lv, b: lv.loc, False),
-    ("memory", "MB resident, peak in calls", lambda lv, b: b.calls_peak_mb, False),
+    ("memory", "MiB resident, peak in calls", lambda lv, b: b.calls_peak_mb, False),
     ("start-up", "s to the first answer (log)", lambda lv, b: b.startup_s, True),
-    ("installed", "MB beyond the harness (log)", lambda lv, b: max(b.install_mb, 0.1), True),
+    ("installed", "MiB beyond the harness (log)", lambda lv, b: max(b.install_mb, 0.1), True),
 )
 
 
