@@ -20,6 +20,7 @@ def hungry_run(tmp_path_factory):
     """One small run of the null level and a level that touches 100 MB per call."""
     tmp = tmp_path_factory.mktemp("bill")
     study = write_study(tmp, calls=10, rounds=5, extra=lab_cell("HungryLeNet"))
+    study.write_text(study.read_text().replace("warmup = 2\n", "warmup = 2\nbill = true\n"))
     done = run_cli(study, "--out", tmp / "out")
     assert done.returncode == 0, done.stderr
     rows = results.read_rows(only_run(tmp / "out") / "results.jsonl")
@@ -54,6 +55,14 @@ def test_the_null_level_is_the_baseline_and_its_install_is_shown_apart(hungry_ru
     assert "numpy" not in dict(found.biggest)  # what every level needs is not this level's bill
     assert found.calls_peak_mb - found.baseline_mb >= 100
     assert found.startup_s == pytest.approx(found.import_s + found.build_s + found.first_call_s)
+
+
+def test_what_was_installed_is_read_only_for_a_study_that_asks(tmp_path):
+    """bill = true costs a second or so per worker: a study without it records memory, not installs."""
+    done = run_cli(write_study(tmp_path, calls=10, rounds=5), "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    (cell,) = [r for r in results.read_rows(only_run(tmp_path / "out") / "results.jsonl") if r["kind"] == "cell"]
+    assert cell["setup"]["installed"] is None and cell["setup"]["memory"]["baseline"] > 10 * MB
 
 
 def test_a_level_importing_a_package_shows_that_distribution_with_its_size():

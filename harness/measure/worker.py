@@ -5,10 +5,10 @@ environment (harness.machine.procenv), so they are in place before the framework
 Protocol: one JSON object per line. Requests on stdin, replies on a private copy of stdout;
 fd 1 itself is pointed at stderr so that nothing a framework prints can corrupt the replies.
 
-    {"op": "setup", "cell": {...}, "weights": PATH, "warmup": N}
+    {"op": "setup", "cell": {...}, "weights": PATH, "warmup": N, "bill": B}
         -> {"ok": true, "import_ns", "load_ns", "cold_start_ns", "warmup_median_ns",
             "memory": {baseline, import, model, first_calls_peak, peak_reset} (resident bytes by
-            stage; harness.measure.memory), "gpu_memory", "installed"}
+            stage; harness.measure.memory), "gpu_memory", "installed" (with bill, else None)}
            (the first call timed apart; the warm-up's median tells the runner the cell's speed)
     {"op": "measure", "cell_id": ID, "calls": K, "start": I}
         -> {"ok": true, "times_ns": [...], "device_ns": [...] or null,
@@ -107,7 +107,7 @@ class Worker:
             self.images, _ = mnist.load("test")
         return self.images
 
-    def setup(self, cell: Request, weights: str, warmup: int) -> Reply:
+    def setup(self, cell: Request, weights: str, warmup: int, bill: bool = False) -> Reply:
         if cell.get("mode") == "train":
             return self.setup_training(cell, weights, warmup)
         from harness import registry
@@ -139,7 +139,7 @@ class Worker:
                 "frameworks": loaded_frameworks(),
                 "keras_backend": os.environ.get("KERAS_BACKEND"),
                 "memory": stages, "gpu_memory": memory.gpu(loaded_frameworks()),
-                "installed": memory.installed()}
+                "installed": memory.installed() if bill else None}
 
     def measure(self, cell_id: str, calls: int, start: int) -> Reply:
         if cell_id in self.trainers:
@@ -215,7 +215,8 @@ def main() -> int:
             break
         try:
             if op == "setup":
-                reply = worker.setup(request["cell"], request["weights"], request["warmup"])
+                reply = worker.setup(request["cell"], request["weights"], request["warmup"],
+                                     request.get("bill", False))
             elif op == "measure":
                 reply = worker.measure(request["cell_id"], request["calls"], request["start"])
             elif op == "converge":
