@@ -17,7 +17,7 @@ STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 WEIGHTS := weights/lenet5_mnist.weights.h5
 RESULTS := reports/results
 STUDIES := api_levels overhead backends batch_sweep precision training
-CPU_IMPLS := numpy,numba,onednn,onnx,tf,jax,torch,keras,keras_jax,keras_torch
+CPU_IMPLS := numpy,c,numba,onednn,onnx,tf,jax,torch,keras,keras_jax,keras_torch
 GPU_IMPLS := tf,jax,torch,keras,keras_jax,keras_torch,cudnn,cuda,onnx
 # verify on the GPU only where one is present (nvidia-smi answers).
 DEVICES ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cpu,gpu || echo cpu)

@@ -100,6 +100,9 @@ REGISTRY = {
                  ("tuned", "naive", "naive_nocache"), ("float32",), "lenet_onednn",
                  trainer="lenet_onednn.train:OnednnTrainer", train_variants=("default",),
                  hooks=(("library", "lenet_onednn.binding:probe"),), floor=("tuned",)),
+        # hand-written C compiled at run time for this CPU by the system's compiler: the CPU's twin of `cuda`
+        ImplSpec("c", "lenet_c.model:CLeNet", "hand-written-c", ("cpu",), ("fused", "layers"), ("float32",),
+                 "lenet_c", hooks=(("cpu_path", "lenet_c.model:cpu_path"),), floor=("fused",)),
         # hand-written loops compiled for this CPU by Numba (LLVM): the CPU's twin of `cuda`
         ImplSpec("numba", "lenet_numba.model:NumbaLeNet", "hand-written-cpu", ("cpu",),
                  ("fused", "layers"), ("float32", "float64"), "lenet_numba",

@@ -155,7 +155,8 @@ def raw_finding(levels: list[Level]) -> str | None:
                                                            f"({best.cells[device]['label']})",
                                                            best.ratios.get(device)))
     raw_cpu, beside = by.get(headline.RAW["cpu"]), []
-    for impl, what in (("numba", "the hand-written loops"), ("onnx", "the inference engine")):
+    for impl, what in (("c", "the hand-written C"), ("numba", "the loops compiled from Python"),
+                       ("onnx", "the inference engine")):
         level = by.get(impl)
         if raw_cpu and "cpu" in raw_cpu.cells and level and "cpu" in level.cells:
             label = f"{what} ({level.cells['cpu']['label']})"

@@ -16,7 +16,8 @@ from harness.report.tables import sig3, table
 
 # Each implementation's row name; the rows in the ladder's order (style.IMPL_ORDER: the GPU's two
 # rungs, then the CPU's: hand-written, raw library, engine; the NumPy reference last).
-ROW_NAMES = {"cuda": "hand-written CUDA", "cudnn": "raw library: cuDNN", "numba": "hand-written CPU (Numba)",
+ROW_NAMES = {"cuda": "hand-written CUDA", "cudnn": "raw library: cuDNN", "c": "hand-written C",
+             "numba": "compiled from Python (Numba)",
              "onednn": "raw library: oneDNN", "onnx": "inference engine", "tf": "TensorFlow ops",
              "jax": "JAX ops", "torch": "PyTorch ops", "keras": "Keras on TensorFlow",
              "keras_jax": "Keras on JAX", "keras_torch": "Keras on PyTorch", "numpy": "NumPy reference"}

@@ -22,7 +22,7 @@ from harness.machine import provenance
 PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding", "cublas.py": "ffi binding",
          "cublaslt.py": "ffi binding",
          "train.py": "training step", "backward.py": "training step", "train_plan.py": "training step",
-         "train_algos.py": "training step", ".cu": "kernel source"}
+         "train_algos.py": "training step", ".cu": "kernel source", ".c": "kernel source"}
 SHARED = ("harness/data/mnist.py", "harness/data/weights.py")
 CSV_PATH = DEFAULT_LOC_CSV
 FIELDS = ["package", "api_level", "part", "files", "code", "comment"]

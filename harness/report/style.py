@@ -28,11 +28,11 @@ IMPL_COLOURS = {
     "cuda": "#332288", "cudnn": "#0072B2", "onednn": "#56B4E9",
     "tf": "#E69F00", "jax": "#009E73", "torch": "#D55E00",
     "keras": "#CC79A7", "keras_jax": "#117733", "keras_torch": "#882255",
-    "numpy": "#000000", "null": "#999999", "numba": "#DDCC77", "onnx": "#999933",
+    "numpy": "#000000", "null": "#999999", "numba": "#DDCC77", "onnx": "#999933", "c": "#AA4499",
 }
 OTHER_COLOUR = "#777777"  # a lab's module:Class, or an implementation added later
 # The ladder's implementations, bottom rung first, and the NumPy reference beside it (last).
-IMPL_ORDER = ["cuda", "cudnn", "numba", "onednn", "onnx", "tf", "jax", "torch", "keras", "keras_jax",
+IMPL_ORDER = ["cuda", "cudnn", "c", "numba", "onednn", "onnx", "tf", "jax", "torch", "keras", "keras_jax",
               "keras_torch", "numpy"]
 BACKEND_OF = {"keras": "TensorFlow", "keras_jax": "JAX", "keras_torch": "PyTorch"}
 DEVICE_MARKER = {"cpu": "o", "gpu": "s"}

@@ -23,8 +23,9 @@ from harness.report.style import DEVICE_LINES, DEVICE_MARKER, caption, colour, f
 
 PATHS = [("cuda", "cudnn"), ("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
          ("cudnn", "torch", "keras_torch"), ("onednn", "tf", "keras"), ("onednn", "jax", "keras_jax"),
-         ("onednn", "torch", "keras_torch"), ("numba", "onednn"), ("onednn", "onnx"), ("onnx", "keras")]
-SHORT = {"cuda": "CUDA", "cudnn": "cuDNN", "onednn": "oneDNN", "numba": "Numba", "onnx": "ONNX engine",
+         ("onednn", "torch", "keras_torch"), ("c", "numba", "onednn"), ("onednn", "onnx"), ("onnx", "keras")]
+SHORT = {"cuda": "CUDA", "cudnn": "cuDNN", "onednn": "oneDNN", "numba": "Numba", "c": "C",
+         "onnx": "ONNX engine",
          "tf": "TF ops", "jax": "JAX ops",
          "torch": "PyTorch ops", "keras": "Keras/TF", "keras_jax": "Keras/JAX",
          "keras_torch": "Keras/PyTorch", "numpy": "NumPy ref."}
