@@ -16,7 +16,7 @@ from harness.errors import HarnessError, Unavailable
 from harness.machine import procenv
 
 if TYPE_CHECKING:  # the report and lab wings are imported by the commands that need them
-    from harness.lab.assignment import Lab
+    from harness.lab.judge.assignment import Lab
     from harness.report import rundata
 
 
@@ -299,13 +299,14 @@ def cmd_import_results(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_grade(args: argparse.Namespace) -> int:
-    from harness.lab import assignment, libpath
+    from harness.lab.box import libpath
+    from harness.lab.judge import assignment
 
     lab = assignment.load(str(args.lab))
     libpath.check_sudo(lab.device)
     copy_manifest(args.submissions, args.out)
     if args.slurm:
-        from harness.lab import slurm
+        from harness.lab.judge import slurm
 
         return slurm.submit(lab, args.submissions, args.out, partition=args.partition, gres=args.gres,
                             max_parallel=args.max_parallel, dry_run=args.dry_run, weights=args.weights,
@@ -322,7 +323,8 @@ def grade_here(lab: "Lab", submissions: Path, out: Path, resume: bool, only: lis
                weights: Path | str, no_sandbox: bool, no_report: bool = False) -> None:
     """`lab grade` and `lab regrade` on this machine: the grading, then the leaderboard; under sudo,
     OUT is handed to its user whatever happens (store.hand_over)."""
-    from harness.lab import grade, leaderboard, store
+    from harness.lab.judge import grade, store
+    from harness.lab.term import leaderboard
 
     procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # the oracle's threads
     try:
@@ -335,7 +337,8 @@ def grade_here(lab: "Lab", submissions: Path, out: Path, resume: bool, only: lis
 
 
 def cmd_lab_regrade(args: argparse.Namespace) -> int:
-    from harness.lab import libpath, store
+    from harness.lab.box import libpath
+    from harness.lab.judge import store
 
     lab = store.graded_lab(args.out)
     libpath.check_sudo(lab.device)
@@ -353,7 +356,8 @@ def cmd_lab_regrade(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_report(args: argparse.Namespace) -> int:
-    from harness.lab import leaderboard, store
+    from harness.lab.judge import store
+    from harness.lab.term import leaderboard
 
     try:
         paths = leaderboard.build(args.out)
@@ -364,7 +368,8 @@ def cmd_lab_report(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_check(args: argparse.Namespace) -> int:
-    from harness.lab import assignment, check
+    from harness.lab.judge import assignment
+    from harness.lab.term import check
 
     lab = assignment.load(str(args.lab))
     procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))
@@ -374,7 +379,7 @@ def cmd_lab_check(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_merge(args: argparse.Namespace) -> int:
-    from harness.lab import slurm
+    from harness.lab.judge import slurm
 
     slurm.merge(args.out, args.submissions, args.job, report=log)
     print(f"leaderboard: {args.out / 'LEADERBOARD.md'}")
@@ -382,7 +387,8 @@ def cmd_lab_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_kit(args: argparse.Namespace) -> int:
-    from harness.lab import assignment, kit
+    from harness.lab.judge import assignment
+    from harness.lab.term import kit
 
     path = kit.build(assignment.load(str(args.lab)), args.out or kit.DIST, args.weights)
     print(f"kit: {path} (students: unzip, then python -m pip install ./{path.stem})")
@@ -391,7 +397,7 @@ def cmd_lab_kit(args: argparse.Namespace) -> int:
 
 def copy_manifest(submissions: Path, out: Path) -> None:
     """`lab collect`'s manifest (submission times, late flags, ids) beside the rows, for the points."""
-    from harness.lab import collect
+    from harness.lab.term import collect
 
     manifest = Path(submissions) / collect.MANIFEST
     if manifest.is_file():
@@ -400,14 +406,14 @@ def copy_manifest(submissions: Path, out: Path) -> None:
 
 
 def cmd_lab_collect(args: argparse.Namespace) -> int:
-    from harness.lab import collect
+    from harness.lab.term import collect
 
     collect.collect(args.source, args.out, report=log, times=args.times)
     return 0
 
 
 def cmd_lab_export(args: argparse.Namespace) -> int:
-    from harness.lab import export
+    from harness.lab.term import export
 
     done = export.export(args.out, args.roster, args.format, args.target, args.force, args.column)
     print(f"wrote {done.path}: {done.written} roster student(s), {done.graded} with a graded submission")
@@ -420,7 +426,7 @@ def cmd_lab_export(args: argparse.Namespace) -> int:
 def graded_submissions(out: Path, given: Path | None) -> Path:
     """The submissions folder of `lab publish` and `lab similarity`: --submissions, else the one
     `lab grade` recorded in OUT/grading.json; an error saying which is missing when neither is a folder."""
-    from harness.lab import store
+    from harness.lab.judge import store
 
     if given is not None:
         if not Path(given).is_dir():
@@ -438,7 +444,7 @@ def graded_submissions(out: Path, given: Path | None) -> Path:
 
 
 def cmd_lab_publish(args: argparse.Namespace) -> int:
-    from harness.lab import publish
+    from harness.lab.term import publish
 
     submissions = graded_submissions(args.out, args.submissions)
     publish.publish(args.out, args.public_dir, submissions, report=log)
@@ -447,7 +453,8 @@ def cmd_lab_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_similarity(args: argparse.Namespace) -> int:
-    from harness.lab import leaderboard, similarity, store
+    from harness.lab.judge import store
+    from harness.lab.term import leaderboard, similarity
 
     lab = store.graded_lab(args.out)
     submissions = graded_submissions(args.out, args.submissions)

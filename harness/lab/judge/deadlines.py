@@ -3,12 +3,12 @@ sleep, a spin, a deadlock in predict) is `timeout` in seconds, not after the lab
 
 A submission within max_ratio x rank_by answers a call within max_ratio x the reference's time
 for the same work. One that has not answered long after that has hung, or is so far past the
-limit that waiting on is pointless; the grader kills it (its box, harness.lab.sandbox: the same
+limit that waiting on is pointless; the grader kills it (its box, harness.lab.box.sandbox: the same
 kill as wall_s's) and the row says which call, the deadline and how it was derived:
 
     deadline = allowance + SAFETY x max_ratio x (the reference's time for the same work)
 
-- the reference's time: measured just before each submission's worker starts (harness.lab.grade's
+- the reference's time: measured just before each submission's worker starts (harness.lab.judge.grade's
   Grader.measure_pace). No submission runs then, so none can slow the reference to stretch its
   own deadline, and no byte a submission replies enters the sum: a lying worker cannot extend its
   deadline.
@@ -30,7 +30,7 @@ kill as wall_s's) and the row says which call, the deadline and how it was deriv
   call's time beyond a warm one's, measured once), so a lab whose reference starts slowly
   (cuDNN's tuning) lets submissions start slowly too.
 - wall_s stays the last resort: each exchange waits no longer than what is left of it
-  (harness.lab.sandbox), and a deadline past it is wall_s's.
+  (harness.lab.box.sandbox), and a deadline past it is wall_s's.
 
     SAFETY, CALL_FLOOR_S, FIRST_CALL_S, PACE_CALLS
     Pace                                      the reference's measured times
@@ -45,7 +45,7 @@ kill as wall_s's) and the row says which call, the deadline and how it was deriv
 from dataclasses import dataclass
 
 from harness.errors import Failure
-from harness.lab.assignment import Limits
+from harness.lab.judge.assignment import Limits
 
 SAFETY = 4.0
 # The allowance of any call: an honest process on a loaded node can stall a second or more (a

@@ -1,6 +1,6 @@
-"""The grader's side of a lab worker (harness.lab.worker): a box (harness.lab.box) asked over a
+"""The grader's side of a lab worker (harness.lab.box.worker): a box (harness.lab.box.process) asked over a
 channel (harness.measure.channel) with deadlines; images streamed in lockstep with the grader's
-own clocks around every call; every reply checked (harness.lab.replies).
+own clocks around every call; every reply checked (harness.lab.box.replies).
 
     Sandbox(label, env, scratch, isolation, slot, limits, device, space, packages, weights)
       .box                          the process, its limits, its CPU counter
@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import Failure
-from harness.lab import replies
-from harness.lab.box import Box, Limits
-from harness.lab.disk import Space
-from harness.lab.isolation import Isolation
+from harness.lab.box import replies
+from harness.lab.box.disk import Space
+from harness.lab.box.isolation import Isolation
+from harness.lab.box.process import Box, Limits
 from harness.measure import channel
 from harness.measure.channel import Channel
 

@@ -17,9 +17,9 @@ is an error naming the file, the table and the allowed keys.
                the cgroup's pids.max), output_mb
                (RLIMIT_FSIZE: any one file it writes, its log included), disk_mb and files (its
                writable space: its folder's copy, /tmp and /dev/shm on one tmpfs of that size and
-               that many inodes, harness.lab.disk; without root, bwrap's tmpfs: size only)
+               that many inodes, harness.lab.box.disk; without root, bwrap's tmpfs: size only)
     [grade]    gate_points, speed_points, speed ("linear": full_at, zero_at; or "tiers"), due,
-               late_per_day, late_max_days (see Grade; harness.lab.points computes them)
+               late_per_day, late_max_days (see Grade; harness.lab.term.points computes them)
 
     load(name_or_path) -> Lab       a lab of labs/ by name, or a lab file by path
     parse(text, where) -> Lab       a lab file's text; `where` names it in errors
@@ -111,7 +111,7 @@ class Limits:
 
 @dataclass(frozen=True)
 class Grade:
-    """[grade]: points (harness.lab.points). gate_points for passing the gate; up to speed_points
+    """[grade]: points (harness.lab.term.points). gate_points for passing the gate; up to speed_points
     for speed, by the ratio to rank_by: "linear" (all at or below full_at, none at or above zero_at,
     linear in log(ratio) between) or "tiers" ([[ratio at most, points], ...], ascending); due (a
     TOML date-time; without a zone, the LMS's local time) and late_per_day (percent of the points

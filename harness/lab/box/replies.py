@@ -1,4 +1,4 @@
-"""What the grader accepts from a lab worker (harness.lab.worker's protocol), trusting no byte:
+"""What the grader accepts from a lab worker (harness.lab.box.worker's protocol), trusting no byte:
 a reply is one JSON object of the expected shape, a call time is in range; anything else
 (garbage, a forged or out-of-order reply, a line too long, a time out of range) is a Failure,
 `crashed` with the reason, and ends the worker.

@@ -5,7 +5,7 @@ Unseen images. Each round's images are drawn from the training set by a seed mad
 time (secrets), then shifted by up to 2 pixels and given random noise: a submission cannot
 precompute them (memoising all 60,000 training images gains nothing), and the seed is stored
 only after the timing. The parent sends one call's images only after it has the previous
-call's answer (harness.lab.sandbox), so no submission sees an image before answering the last.
+call's answer (harness.lab.box.sandbox), so no submission sees an image before answering the last.
 
 Answers. Every timed call's probabilities come back and are compared with the NumPy oracle on
 the same images: speed cannot come from wrong or stale answers.

@@ -1,5 +1,5 @@
 """`lab publish OUT PUBLIC_DIR`: the leaderboard as a static web page a course website can host as
-it is (index.html, its figure and a CSV), under pseudonyms (harness.lab.alias).
+it is (index.html, its figure and a CSV), under pseudonyms (harness.lab.term.alias).
 
 Staff files and public files never mix: every public row is built from the graded row through an
 allow-list of fields (PUBLIC_FIELDS), so no name, folder, id, feedback, failure reason or host name
@@ -18,7 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.lab import alias, assignment, leaderboard, plots, points, store, text
+from harness.lab import text
+from harness.lab.judge import assignment, store
+from harness.lab.term import alias, leaderboard, plots, points
 
 PAGE, FIGURE, TABLE = "index.html", "leaderboard.png", "leaderboard.csv"
 PUBLIC_FIELDS = ["rank", "pseudonym", "status", "median_us", "ratio", "ci95_low", "ci95_high", "loc"]

@@ -1,5 +1,5 @@
-"""One student's hand-in as collect reads it, from an LMS zip (harness.lab.collect) or a git clone
-(harness.lab.clones), and the folder it goes to.
+"""One student's hand-in as collect reads it, from an LMS zip (harness.lab.term.collect) or a git clone
+(harness.lab.term.clones), and the folder it goes to.
 
     Submission                          the files (relative path -> bytes) and what the LMS said
     folder_name(name, student_id)       `ascii-name-ID`: a safe file name, link and CSV field
@@ -11,7 +11,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from harness.lab import files
+from harness.lab.judge import files
 
 MAX_BYTES = 512 << 20  # everything an archive (or the clones) may expand to
 MAX_STUDENT_BYTES = files.MAX_BYTES  # one student's files: the grader's own cap

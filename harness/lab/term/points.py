@@ -1,5 +1,5 @@
 """Points, ties and lateness, from the rows, the lab's [grade] table (assignment.Grade) and the
-collection's manifest (harness.lab.collect): what the leaderboard shows and `lab export` hands in.
+collection's manifest (harness.lab.term.collect): what the leaderboard shows and `lab export` hands in.
 
 - Gate: `gate_points` for every submission that passed the gate (ok, too-slow, timing-inconsistent);
   not for one found too slow by the probe before the full gate (its row has `gate_first`, the
@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
-from harness.lab.assignment import Grade
+from harness.lab.judge.assignment import Grade
 
 PASSED_GATE = ("ok", "too-slow", "timing-inconsistent")
 RULE = ("Ranks tie where the 95% intervals overlap: a submission shares the rank of the first one of "

@@ -38,8 +38,9 @@ import time
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.lab import assignment, text
-from harness.lab.assignment import Lab
+from harness.lab import text
+from harness.lab.judge import assignment
+from harness.lab.judge.assignment import Lab
 
 SCHEMA_VERSION = 1
 RESULTS = "results"

@@ -7,8 +7,10 @@ string from the submission (its name, reason, skipped files, log tail) is escape
 
 from pathlib import Path
 
-from harness.lab import alias, store, text, timing
-from harness.lab.assignment import Lab
+from harness.lab import text
+from harness.lab.judge import store, timing
+from harness.lab.judge.assignment import Lab
+from harness.lab.term import alias
 from harness.report.style import fmt_ms
 
 NEXT_STEP = {
@@ -41,7 +43,7 @@ def log_tail(out: Path, student: str, lines: int = 15) -> list[str]:
 
 
 def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> list[Path]:
-    from harness.lab import plots
+    from harness.lab.term import plots
 
     folder = Path(out) / "feedback"
     folder.mkdir(parents=True, exist_ok=True)

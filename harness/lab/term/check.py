@@ -13,7 +13,8 @@ from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS
 from harness.errors import HarnessError
-from harness.lab import assignment, grade, text
+from harness.lab import text
+from harness.lab.judge import assignment, grade
 
 QUICK = {"rounds": 2, "calls": 40, "warmup": 5}
 
@@ -21,7 +22,7 @@ QUICK = {"rounds": 2, "calls": 40, "warmup": 5}
 def check(lab: assignment.Lab, path: Path, weights: str | Path = DEFAULT_WEIGHTS,
           report: Callable[[str], None] = print) -> tuple[dict, str]:
     """(the row, the feedback text) for one submission file or folder."""
-    from harness.lab import feedback
+    from harness.lab.term import feedback
 
     path = Path(path)
     if not path.exists():

@@ -36,7 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.lab import assignment, files, store, text
+from harness.lab import text
+from harness.lab.judge import assignment, files, store
 
 K, WINDOW = 25, 6  # copydetect's defaults: 25-character k-grams, a match of 30 is always seen
 THRESHOLD = 0.5  # the shipped examples' honest pairs score 0.0; copies 0.8-1.0

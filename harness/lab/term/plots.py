@@ -12,7 +12,7 @@ import numpy as np
 
 from harness import registry
 from harness.lab import text
-from harness.lab.assignment import Lab
+from harness.lab.judge.assignment import Lab
 from harness.report import style
 from harness.report.style import plt
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from harness.errors import HarnessError
-from harness.lab import files
+from harness.lab.judge import files
 
 FIX_ARCHIVE = "download it again from the LMS, or unpack it by hand after checking what it holds"
 MAX_PART = 255  # bytes in one file or folder name (NAME_MAX)

@@ -13,24 +13,25 @@ One submission, step by step (each failure is a row with a status, never a stopp
   rounds    per round one secret seed, the same images for every participant, the order
             rotated each round; every answer checked       wrong, crashed, timeout
   clocks    worker clocks against the grader's round trips and the worker's cgroup CPU
-            counter, and that counter while the others are timed (harness.lab.timing)
+            counter, and that counter while the others are timed (harness.lab.judge.timing)
                                                            timing-inconsistent
   ok        median per image, within-round ratio to every reference with a 95% interval
             (harness.measure.stats, resampling rounds), each round ranked at no less than the
             grader's own measure of it (timing.ranked_ns); lines of code (pygount, capped)
 
 Every exchange with a submission has a deadline from rank_by's own times, measured by the grader
-before the submission's worker starts (harness.lab.deadlines): a hung call is `timeout` in seconds,
+before the submission's worker starts (harness.lab.judge.deadlines): a hung call is `timeout` in seconds,
 its row saying which call, the deadline and how it was derived; wall_s is the last resort.
 
-Every worker, the references' too, runs in the sandbox (harness.lab.isolation) with a bounded
-writable space (harness.lab.disk): the submission sees a private copy of its folder (harness.lab.files,
-the lab's module first), never the folder itself, and is graded under its safe id (harness.lab.text).
+Every worker, the references' too, runs in the sandbox (harness.lab.box.isolation) with a bounded
+writable space (harness.lab.box.disk): the submission sees a private copy of its folder
+(harness.lab.judge.files, the lab's module first), never the folder itself, and is graded under its
+safe id (harness.lab.text).
 Clean-up never stops a grading: what fails is reported and the next submission is graded.
 
     grade_all(lab, submissions, out, ...) -> rows    every submission (or --only these), row by row
     to_grade(...) -> (todo, kept)      --only: these, graded again; --resume: no row yet, or files
-                                       changed since the row (its files_sha256, harness.lab.files)
+                                       changed since the row (its files_sha256, harness.lab.judge.files)
     Grader(lab, out, weights, report, iso)           the oracle and the references' workers
       .grade(student, folder) -> row                 one submission: .steps dispatches to one
                                                      method per step, each returning its values:
@@ -58,9 +59,12 @@ import numpy as np
 from harness import DEFAULT_WEIGHTS, ROOT, registry
 from harness.data import mnist
 from harness.errors import Failure, HarnessError, Unavailable
-from harness.lab import box, deadlines, disk, files, isolation, store, text, timing
-from harness.lab.assignment import Lab
-from harness.lab.sandbox import Chunk, Sandbox
+from harness.lab import text
+from harness.lab.box import disk, isolation
+from harness.lab.box import process as box
+from harness.lab.box.sandbox import Chunk, Sandbox
+from harness.lab.judge import deadlines, files, store, timing
+from harness.lab.judge.assignment import Lab
 from harness.machine import env, gpu, procenv
 from harness.machine.gpulock import GpuLock
 from harness.measure import stats
@@ -216,7 +220,7 @@ class Grader:
         worker.stop()
         box.capped_log(worker.box.log_path, self.out / "references.log")
 
-    # --- deadlines (harness.lab.deadlines) ------------------------------------------------------
+    # --- deadlines (harness.lab.judge.deadlines) ------------------------------------------------------
     def measure_pace(self) -> deadlines.Pace:
         """rank_by's times (deadlines.Pace), taken while no submission runs (its worker starts
         after): for each submission a gate exchange on the gate's first images and PACE_CALLS timed
@@ -302,7 +306,7 @@ class Grader:
             space = self.space(0, "submission")
             copied = files.copy_submission(folder, space.submission, self.iso.uid(0), lab.module)
             row.update(count_loc(space.submission, lab.module), bytes=copied["bytes"],
-                       files_sha256=copied["sha256"],  # what --resume compares (harness.lab.files)
+                       files_sha256=copied["sha256"],  # what --resume compares (harness.lab.judge.files)
                        skipped_files=[text.clean(s, 300) for s in copied["skipped"]])
             env = {**self.env, "LENET_LAB_ALLOW": ",".join(lab.allow_imports)}
             packages = [p for p in lab.allow_imports if (ROOT / p).is_dir()]
@@ -330,7 +334,7 @@ class Grader:
         return replace(limits, wall_s=None, cpu_s=None) if trusted else limits
 
     def space(self, slot: int, name: str) -> disk.Space:
-        """A worker's writable space (harness.lab.disk), made fresh; released in clean_up or close."""
+        """A worker's writable space (harness.lab.box.disk), made fresh; released in clean_up or close."""
         root = self.space_root(name)
         self.release(root)
         given = self.lab.limits
@@ -514,7 +518,7 @@ class Grader:
 
     def clock_checks(self, times: dict, trips: dict, cpu: dict, idle: list, labels: list[str]) -> dict:
         """Each round's protocol gaps (the references' own), and the rounds whose submission's
-        times do not fit the grader's clocks (harness.lab.timing)."""
+        times do not fit the grader's clocks (harness.lab.judge.timing)."""
         rounds, on_gpu = len(idle), self.lab.device == "gpu"
         cpu_gaps = [max(timing.protocol_gap_ns(times[ref][r], cpu[ref][r]) for ref in labels)
                     for r in range(rounds)]

@@ -1,8 +1,8 @@
 """A lab worker: one submission (untrusted) or one reference, in a process of its own, started by
-harness.lab.sandbox inside the sandbox (harness.lab.bwrap): it sees its own folder's private copy,
+harness.lab.box.sandbox inside the sandbox (harness.lab.box.bwrap): it sees its own folder's private copy,
 the Python environment, the interface's harness modules and the weights, nothing else.
 
-    python -m harness.lab.worker
+    python -m harness.lab.box.worker
 
 Started as root inside the sandbox (a grader run with sudo), its first act, before any student
 code is imported, is to become the unprivileged UID/GID in $LENET_LAB_UID ("uid:gid"), with no

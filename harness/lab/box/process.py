@@ -1,6 +1,6 @@
-"""A lab worker's box: its process in the sandbox (harness.lab.bwrap), its own cgroup
-(harness.lab.cgroup) and its limits; started, counted, watched, and killed with everything it
-started. What goes through its pipes is harness.lab.sandbox's business.
+"""A lab worker's box: its process in the sandbox (harness.lab.box.bwrap), its own cgroup
+(harness.lab.box.cgroup) and its limits; started, counted, watched, and killed with everything it
+started. What goes through its pipes is harness.lab.box.sandbox's business.
 
     Limits                      what one box enforces (None: no limit)
     Box(label, env, scratch, isolation, slot, limits, device, space, packages, weights)
@@ -21,10 +21,10 @@ Limits of every worker, references included (the same overhead for all):
   resident set is watched too;
 - processes and threads: the cgroup's pids limit;
 - CPU time: RLIMIT_CPU (SIGXCPU at the limit); wall time: the grader's deadline on everything it
-  waits for (harness.lab.sandbox), then SIGKILL;
+  waits for (harness.lab.box.sandbox), then SIGKILL;
 - disk: its writable space (its folder's copy, /tmp, /dev/shm) is one tmpfs of limits.disk_mb and
-  limits.files (harness.lab.disk), made and removed by the caller;
-- kernel keyrings: denied by a seccomp filter (harness.lab.seccomp);
+  limits.files (harness.lab.box.disk), made and removed by the caller;
+- kernel keyrings: denied by a seccomp filter (harness.lab.box.seccomp);
 - output: RLIMIT_FSIZE on every file it writes, its log included (SIGXFSZ past it); the log kept
   in --out is its first and last LOG_KEEP bytes, with the size noted.
 """
@@ -42,15 +42,15 @@ from pathlib import Path
 
 from harness import ROOT
 from harness.errors import Failure
-from harness.lab import bwrap, cgroup, libpath, seccomp
-from harness.lab.cgroup import Cgroup
-from harness.lab.disk import Space
-from harness.lab.isolation import Isolation
+from harness.lab.box import bwrap, cgroup, libpath, seccomp
+from harness.lab.box.cgroup import Cgroup
+from harness.lab.box.disk import Space
+from harness.lab.box.isolation import Isolation
 from harness.machine import procenv
 from harness.measure import channel
 
 LOG_KEEP = 32 << 10  # bytes of the log kept from its start, and as many from its end
-WORKER_ARGS = [b"-m", b"harness.lab.worker"]  # the worker's argv after the interpreter
+WORKER_ARGS = [b"-m", b"harness.lab.box.worker"]  # the worker's argv after the interpreter
 OOM_WORDS = ("Memory allocation still failed", "std::bad_alloc", "Cannot allocate memory", "out of memory")
 PASS_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
             "CUPY_CACHE_DIR", "NVIDIA_VISIBLE_DEVICES")
@@ -65,7 +65,7 @@ class Limits:
     memory_mb: int | None = None
     pids: int | None = None
     output_mb: int | None = None
-    disk_mb: int | None = None  # the writable space (harness.lab.disk): its size ...
+    disk_mb: int | None = None  # the writable space (harness.lab.box.disk): its size ...
     files: int | None = None  # ... and its files and folders
 
 
@@ -202,7 +202,7 @@ class Box:
         if iso.cgroups:
             self.group = Cgroup(f"{os.getpid()}-{self.slot}-{safe_label(self.label)}",
                                 self.limits.memory_mb, self.limits.pids)
-        argv, fds = [sys.executable, "-m", "harness.lab.worker"], list[int]()
+        argv, fds = [sys.executable, "-m", "harness.lab.box.worker"], list[int]()
         if iso.bwrap:
             argv, fds = bwrap.packed(bwrap.command(iso.bwrap, self.space, argv, self.weights, self.packages,
                                                    gpu=self.device == "gpu"), seccomp.program())

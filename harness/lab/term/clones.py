@@ -43,8 +43,8 @@ import tempfile
 from pathlib import Path, PurePosixPath
 
 from harness.errors import HarnessError
-from harness.lab.files import MAX_LISTED
-from harness.lab.handin import MAX_BYTES, MAX_STUDENT_BYTES, Submission
+from harness.lab.judge.files import MAX_LISTED
+from harness.lab.term.handin import MAX_BYTES, MAX_STUDENT_BYTES, Submission
 
 TAKEN = ("100644", "100755")  # regular files; the rest are left out and named
 KINDS = {"120000": "a link", "160000": "a submodule"}

@@ -30,14 +30,15 @@ import numpy as np
 
 from harness import DEFAULT_WEIGHTS, ROOT
 from harness.errors import HarnessError
-from harness.lab import timing
-from harness.lab.assignment import Lab
+from harness.lab.judge import timing
+from harness.lab.judge.assignment import Lab
 
 DIST = ROOT / "dist"
 # What a submission imports, and what `lenet-lab` runs (the gate's comparison is the grader's own).
 INTERFACE = ("harness/__init__.py", "harness/errors.py", "harness/registry.py", "harness/base.py",
              "harness/data/__init__.py", "harness/data/weights.py", "harness/data/mnist.py",
-             "harness/lab/__init__.py", "harness/lab/timing.py", "harness/lab/student.py")
+             "harness/lab/__init__.py", "harness/lab/judge/__init__.py", "harness/lab/judge/timing.py",
+             "harness/lab/term/__init__.py", "harness/lab/term/student.py")
 EMULATION = ("harness/lab/emucuda.py", "harness/lab/cuda_emu.h")  # the CUDA lab: kernels on the CPU
 
 
@@ -82,7 +83,7 @@ def stage(lab: Lab, folder: Path, weights: Path) -> None:
 
 
 def kit_json(lab: Lab, weights: Path) -> dict:
-    """The lab's numbers `lenet-lab` needs (harness.lab.student.Kit.lab)."""
+    """The lab's numbers `lenet-lab` needs (harness.lab.term.student.Kit.lab)."""
     gate = lab.gate
     return {"name": lab.name, "title": lab.title, "rung": lab.rung, "module": lab.module,
             "class": lab.class_name, "device": lab.device, "dtype": lab.dtype, "rank_by": lab.rank_by.label,
@@ -103,13 +104,13 @@ def gate_data(lab: Lab, weights: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pyproject(lab: Lab) -> str:
-    packages = ["harness", "harness.data", "harness.lab"]
+    packages = ["harness", "harness.data", "harness.lab", "harness.lab.judge", "harness.lab.term"]
     return "\n".join([
         "[build-system]", 'requires = ["setuptools>=61"]', 'build-backend = "setuptools.build_meta"', "",
         "[project]", f'name = "lenet-lab-kit-{lab.name.replace("_", "-")}"', 'version = "1.0"',
         f'description = "Student kit of the LeNet-5 lab {lab.name}: the interface, the weights, the gate"',
         'requires-python = ">=3.10"', 'dependencies = ["numpy>=1.26", "h5py>=3.10"]', "",
-        "[project.scripts]", 'lenet-lab = "harness.lab.student:main"', "",
+        "[project.scripts]", 'lenet-lab = "harness.lab.term.student:main"', "",
         "[tool.setuptools]", f"packages = {json.dumps(packages)}", "",
         "[tool.setuptools.package-data]", 'harness = ["_kit/*", "_kit/weights/*"]', '"harness.lab" = ["*.h"]',
         ""])

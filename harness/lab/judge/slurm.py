@@ -28,8 +28,9 @@ from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, ROOT
 from harness.errors import HarnessError, Unavailable
-from harness.lab import isolation, store
-from harness.lab.assignment import Lab
+from harness.lab.box import isolation
+from harness.lab.judge import store
+from harness.lab.judge.assignment import Lab
 
 TIME_HEADROOM = 1.5
 SETUP_S = 300  # the oracle, the training images, the references' workers and warm-up
@@ -170,7 +171,7 @@ def missing_row(student: str, state: dict | None, started: dict | None) -> dict:
 
 def merge(out: Path, submissions: Path, job: str | None, report: Callable[[str], None] = print) -> list[dict]:
     """Rows for every student the tasks left without one, then the leaderboard."""
-    from harness.lab import leaderboard
+    from harness.lab.term import leaderboard
 
     out = Path(out)
     lab = store.graded_lab(out)

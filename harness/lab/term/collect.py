@@ -3,7 +3,7 @@ folder of git clones, into one folder per student and submissions/manifest.csv, 
 input.
 
     Canvas "Download Submissions" zip   name_[LATE_]userid_attachmentid_file, one entry per file:
-                                        every file of one user id is one hand-in (harness.lab.lms)
+                                        every file of one user id is one hand-in (harness.lab.term.lms)
     Moodle "Download all submissions"   Full Name_participantid_assignsubmission_file[_]/path (or
                                         flat files); online text and other plugins are left out
     (either)                            a .zip a student handed in is unpacked into their folder
@@ -12,10 +12,10 @@ input.
 
 Submission times never come from a zip's entries: those are the time the TA downloaded it. They
 come from the LMS's own export (--times: Canvas's Submissions API JSON, Moodle's grading
-worksheet; harness.lab.times), else lateness is Canvas's LATE flag alone (Moodle's zip has none),
+worksheet; harness.lab.term.times), else lateness is Canvas's LATE flag alone (Moodle's zip has none),
 and for clones the last commit's date. Each student's folder is `ascii-name-ID` (accents, spaces
 and quotes folded: a safe file name, link and CSV field); the real name is in the manifest. Bad
-input is an error naming the file and the fix before anything is written (harness.lab.unzip: zip-
+input is an error naming the file and the fix before anything is written (harness.lab.term.unzip: zip-
 slip, lying headers, zip bombs, names a file system refuses, caps counted as read); an entry that
 could be two students' is left out and said; an --out that already holds a collection is refused.
 Two files of one path in one hand-in (Canvas: two attachments): the later upload is kept, and said.
@@ -30,7 +30,8 @@ Two files of one path in one hand-in (Canvas: two attachments): the later upload
     graded_manifest(out) (the copy beside the rows)
     read_zip(path) -> (submissions, left out), hand_in(...), place(...), attachments_note(...),
     clones.read_git(folder), timed(submission, time), say(...) (the report), write(submissions, out)
-    (checks, then write_all), clashes(submission), junk(path); Submission and folder_name: harness.lab.handin
+    (checks, then write_all), clashes(submission), junk(path);
+    Submission and folder_name: harness.lab.term.handin
 """
 
 import csv
@@ -42,10 +43,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.lab import clones, lms, text, unzip
-from harness.lab import times as lms_times
-from harness.lab.handin import MAX_BYTES, MAX_STUDENT_BYTES, Submission
-from harness.lab.unzip import FIX_ARCHIVE
+from harness.lab import text
+from harness.lab.term import clones, lms, unzip
+from harness.lab.term import times as lms_times
+from harness.lab.term.handin import MAX_BYTES, MAX_STUDENT_BYTES, Submission
+from harness.lab.term.unzip import FIX_ARCHIVE
 
 MANIFEST, HASHES = "manifest.csv", "hashes.json"
 REQUIRED = ["folder", "student_id", "name", "submitted_at", "late", "source", "sha256", "note"]

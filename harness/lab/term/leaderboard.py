@@ -6,7 +6,7 @@ same node: machines of different speed (Slurm nodes) still rank fairly. The abso
 and the node are shown beside it, never used for the ranking.
 
     build(out, report) -> paths   everything below, from the rows (and OUT/manifest.csv: lateness)
-    ranked(rows) (ties: harness.lab.points), markdown(rows, lab, notes, scores), points_lines(lab),
+    ranked(rows) (ties: harness.lab.term.points), markdown(rows, lab, notes, scores), points_lines(lab),
     with_similarity(board, rows, out), write_csv(rows, path, scores), csv_row(rank, row, score),
     reference_summary(rows), isolation_lines(rows), node_name(row), fmt_us(ns), fmt_interval(r)
 """
@@ -15,7 +15,9 @@ import csv
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness.lab import assignment, collect, points, store, text
+from harness.lab import text
+from harness.lab.judge import assignment, store
+from harness.lab.term import collect, points
 from harness.report.style import fmt_ms
 
 # Every status a row may have, in the order of the unranked (most useful first); ok rows come first.
@@ -172,7 +174,7 @@ def with_similarity(board: str, rows: list[dict], out: Path) -> str:
     """The table with a last column, "similar to", from `lab similarity`'s OUT/private/similarity.csv
     (staff only; never on the public page); the board as it was when there is none. The names in
     it are folder names, as any cell: text.cell."""
-    from harness.lab import similarity
+    from harness.lab.term import similarity
 
     pairs = similarity.flagged(out, [row["student"] for row in rows])
     if pairs is None:
@@ -190,7 +192,7 @@ def with_similarity(board: str, rows: list[dict], out: Path) -> str:
 
 def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
     """Everything readers see, from OUT/results/*/row.json and OUT/<lab>.toml alone."""
-    from harness.lab import feedback, plots
+    from harness.lab.term import feedback, plots
 
     out = Path(out)
     lab = store.graded_lab(out)
