@@ -22,7 +22,8 @@ import pytest
 from harness.lab import text
 from harness.lab.box import bwrap, disk, seccomp
 from harness.lab.box.isolation import Isolation
-from harness.lab.box.process import Box, Limits
+from harness.lab.box.limits import Limits
+from harness.lab.box.process import Box
 from harness.lab.judge import files, grade, store, timing
 from tests import lab_hostile
 from tests.test_lab import IS_ROOT, LAB, hostile_lines, python, rows_by_student

@@ -16,7 +16,7 @@ import pytest
 
 from harness.errors import Failure, HarnessError
 from harness.lab.box import bwrap, cgroup, isolation
-from harness.lab.box.process import Limits, capped_log
+from harness.lab.box.limits import Limits, capped_log
 from harness.lab.box.sandbox import Sandbox
 from harness.lab.judge import files
 from tests.conftest import ROOT

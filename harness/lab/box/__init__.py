@@ -3,8 +3,9 @@
     worker      the process inside the box: drops its privileges, loads one class, answers over pipes
     sandbox     the grader's side of a worker: requests with deadlines, images streamed, Chunk
     replies     every reply of a worker checked before it is believed
-    process     Box: the worker's process started, counted, watched and killed with all it started;
-                Limits (what a box enforces), the rlimits set between fork and exec, its capped log
+    process     Box: the worker's process started, counted, watched and killed with all it started
+    limits      Limits (what a box enforces), the rlimits set between fork and exec, its capped log
+    procfs      the worker's process read from outside: found under bwrap, its CPU clock, its memory
     bwrap       the sandbox's view (bubblewrap): namespaces, the few files it sees
     seccomp     the system calls it is denied (keyrings)
     cgroup      its own cgroup: pids and memory limits, the CPU counter that times it, the kill

@@ -1,8 +1,7 @@
 """A lab worker's box: its process in the sandbox (harness.lab.box.bwrap), its own cgroup
-(harness.lab.box.cgroup) and its limits; started, counted, watched, and killed with everything it
-started. What goes through its pipes is harness.lab.box.sandbox's business.
+(harness.lab.box.cgroup) and its limits (harness.lab.box.limits); started, counted, watched, and
+killed with everything it started. What goes through its pipes is harness.lab.box.sandbox's business.
 
-    Limits                      what one box enforces (None: no limit)
     Box(label, env, scratch, isolation, slot, limits, device, space, packages, weights)
       .start() -> Popen         the worker, its stdin and stdout the grader's
       .cpu_ns()                 its CPU time: its cgroup's (every thread and process) or its own
@@ -12,148 +11,31 @@ started. What goes through its pipes is harness.lab.box.sandbox's business.
       .kill(), .stop()          kill it and everything it started (never raising); ask it to exit first
       .note(line)               a line of the grader's in its log
       .submission_path()        its folder as the worker sees it
-    limiter, cpu_clock, rss_mb, worker_pid, pidfd, capped_log, safe_label
-
-Limits of every worker, references included (the same overhead for all):
-- memory: the cgroup's limit (the kernel kills past it: out-of-memory), and on the CPU also
-  RLIMIT_AS (an allocation past it raises MemoryError in the submission); on the GPU the CUDA
-  driver maps far more address space than it uses, so there RLIMIT_AS is left off and the
-  resident set is watched too;
-- processes and threads: the cgroup's pids limit;
-- CPU time: RLIMIT_CPU (SIGXCPU at the limit); wall time: the grader's deadline on everything it
-  waits for (harness.lab.box.sandbox), then SIGKILL;
-- disk: its writable space (its folder's copy, /tmp, /dev/shm) is one tmpfs of limits.disk_mb and
-  limits.files (harness.lab.box.disk), made and removed by the caller;
-- kernel keyrings: denied by a seccomp filter (harness.lab.box.seccomp);
-- output: RLIMIT_FSIZE on every file it writes, its log included (SIGXFSZ past it); the log kept
-  in --out is its first and last LOG_KEEP bytes, with the size noted.
+    safe_label(text)            a label as a file name
 """
 
 import os
 import re
-import resource
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
 
 from harness import ROOT
 from harness.errors import Failure
-from harness.lab.box import bwrap, cgroup, libpath, seccomp
+from harness.lab.box import bwrap, libpath, procfs, seccomp
 from harness.lab.box.cgroup import Cgroup
 from harness.lab.box.disk import Space
 from harness.lab.box.isolation import Isolation
+from harness.lab.box.limits import Limits, limiter
 from harness.machine import procenv
 from harness.measure import channel
 
-LOG_KEEP = 32 << 10  # bytes of the log kept from its start, and as many from its end
-WORKER_ARGS = [b"-m", b"harness.lab.box.worker"]  # the worker's argv after the interpreter
 OOM_WORDS = ("Memory allocation still failed", "std::bad_alloc", "Cannot allocate memory", "out of memory")
 PASS_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
             "CUPY_CACHE_DIR", "NVIDIA_VISIBLE_DEVICES")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one box enforces; None is no limit. wall_s bounds the grader's waits, all together."""
-
-    wall_s: float | None = None
-    cpu_s: float | None = None
-    memory_mb: int | None = None
-    pids: int | None = None
-    output_mb: int | None = None
-    disk_mb: int | None = None  # the writable space (harness.lab.box.disk): its size ...
-    files: int | None = None  # ... and its files and folders
-
-
-def limiter(limits: Limits, address_space: bool, group: Cgroup | None) -> Callable[[], None]:
-    """The child's set-up between fork and exec: rlimits and its cgroup. Only system calls on
-    values computed here, in the parent (Python code between fork and exec must not allocate or
-    lock). When the grader dies, bwrap's --die-with-parent takes the sandbox with it."""
-    caps = [(resource.RLIMIT_CORE, (0, 0))]  # (kind, (soft, hard))
-    if limits.cpu_s:
-        soft = int(limits.cpu_s)
-        caps.append((resource.RLIMIT_CPU, (soft, soft + 5)))  # soft: SIGXCPU, hard: SIGKILL
-    if limits.memory_mb and address_space:
-        size = int(limits.memory_mb) << 20
-        caps.append((resource.RLIMIT_AS, (size, size)))
-    if limits.output_mb:
-        size = int(limits.output_mb) << 20
-        caps.append((resource.RLIMIT_FSIZE, (size, size)))
-    procs = [bytes(path) for path in group.procs_files()] if group is not None else []
-
-    def apply() -> None:
-        for kind, values in caps:
-            resource.setrlimit(kind, values)
-        cgroup.enter(procs)
-
-    return apply
-
-
-def cpu_clock(pid: int) -> int:
-    """The clock id of another process's CPU time (clock_getcpuclockid: all its threads, in ns,
-    precise even while it runs): Linux's MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)."""
-    return ((~pid) << 3) | 2
-
-
-def rss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def worker_pid(pid: int, timeout: float = 10.0) -> int | None:
-    """The worker process under bwrap (`pid`): bwrap -> its init (pid 1 of the namespace) -> the
-    worker (pid 2), found by /proc before any student code runs (it has no children yet)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        current = pid
-        while True:
-            try:
-                children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
-                if Path(f"/proc/{current}/cmdline").read_bytes().split(b"\0")[1:3] == WORKER_ARGS:
-                    return current
-            except OSError:
-                return None
-            if not children:
-                break
-            current = int(children[0])
-        time.sleep(0.002)
-    return None
-
-
-def pidfd(pid: int | None) -> int | None:
-    """A pidfd of the worker, opened while it cannot have exited yet (it waits for its first request)."""
-    if pid is None:
-        return None
-    try:
-        return os.pidfd_open(pid)
-    except OSError:
-        return None
-
-
-def capped_log(source: Path, target: Path) -> None:
-    """Copy a worker's log, keeping its first and last LOG_KEEP bytes and noting what was cut."""
-    try:
-        size = source.stat().st_size
-    except OSError:
-        return
-    with open(source, "rb") as f, open(target, "ab") as out:
-        if size <= 2 * LOG_KEEP:
-            out.write(f.read())
-            return
-        out.write(f.read(LOG_KEEP))
-        out.write(f"\n[... {size - 2 * LOG_KEEP} bytes cut: the log was {size} bytes ...]\n".encode())
-        f.seek(size - LOG_KEEP)
-        out.write(f.read(LOG_KEEP))
 
 
 def safe_label(text: str) -> str:
@@ -161,6 +43,8 @@ def safe_label(text: str) -> str:
 
 
 class Box:
+    """One worker's process, its cgroup and its log (the module's docstring)."""
+
     def __init__(self, label: str, env: dict, scratch: Path, isolation: Isolation, slot: int = 0,
                  limits: Limits | None = None, device: str = "cpu", space: Space | None = None,
                  packages: Iterable[str] = (), weights: str = "") -> None:
@@ -202,7 +86,7 @@ class Box:
         if iso.cgroups:
             self.group = Cgroup(f"{os.getpid()}-{self.slot}-{safe_label(self.label)}",
                                 self.limits.memory_mb, self.limits.pids)
-        argv, fds = [sys.executable, "-m", "harness.lab.box.worker"], list[int]()
+        argv, fds = [sys.executable, "-m", procfs.WORKER], list[int]()
         if iso.bwrap:
             argv, fds = bwrap.packed(bwrap.command(iso.bwrap, self.space, argv, self.weights, self.packages,
                                                    gpu=self.device == "gpu"), seccomp.program())
@@ -225,8 +109,8 @@ class Box:
         finally:
             for fd in fds:
                 os.close(fd)
-        self.pid = worker_pid(self.proc.pid) if iso.bwrap else self.proc.pid
-        self.pidfd = pidfd(self.pid)
+        self.pid = procfs.worker_pid(self.proc.pid) if iso.bwrap else self.proc.pid
+        self.pidfd = procfs.pidfd(self.pid)
         self.start_s = time.perf_counter() - t0
         return self.proc
 
@@ -240,7 +124,7 @@ class Box:
         if self.group is not None:
             return self.group.cpu_ns()
         try:
-            return time.clock_gettime_ns(cpu_clock(self._own_pid()))
+            return time.clock_gettime_ns(procfs.cpu_clock(self._own_pid()))
         except OSError:  # the process is gone
             raise self.died() from None
 
@@ -253,7 +137,7 @@ class Box:
 
     def watch_memory(self) -> None:
         limit = self.limits.memory_mb
-        if limit and self.device != "cpu" and rss_mb(self._own_pid()) > limit:
+        if limit and self.device != "cpu" and procfs.rss_mb(self._own_pid()) > limit:
             self.killed_for = f"resident memory above the limit of {limit} MB; worker killed"
             self.kill()
 

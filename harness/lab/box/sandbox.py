@@ -1,5 +1,5 @@
-"""The grader's side of a lab worker (harness.lab.box.worker): a box (harness.lab.box.process) asked over a
-channel (harness.measure.channel) with deadlines; images streamed in lockstep with the grader's
+"""The grader's side of a lab worker (harness.lab.box.worker): a box (harness.lab.box.process) asked
+over a channel (harness.measure.channel) with deadlines; images streamed in lockstep with the grader's
 own clocks around every call; every reply checked (harness.lab.box.replies).
 
     Sandbox(label, env, scratch, isolation, slot, limits, device, space, packages, weights)
@@ -28,7 +28,8 @@ from harness.errors import Failure
 from harness.lab.box import replies
 from harness.lab.box.disk import Space
 from harness.lab.box.isolation import Isolation
-from harness.lab.box.process import Box, Limits
+from harness.lab.box.limits import Limits
+from harness.lab.box.process import Box
 from harness.measure import channel
 from harness.measure.channel import Channel
 

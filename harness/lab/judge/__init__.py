@@ -1,7 +1,12 @@
 """The judge: a lab file, and a class's grading under it.
 
     assignment  the lab file (labs/NAME.toml): what is graded, beside which references, the limits
-    grade       grade_all and the Grader: every submission of a class, row by row
+    tables      its [measure], [gate], [limits] and [grade] tables, each a record and its checks
+    grade       grade_all (every submission of a class, row by row: resume, only, retries) and the
+                Grader (one submission's row, start to finish)
+    prepare, references, steps, verdict   the Grader's phases, one class on the last: the oracle,
+                images and spaces; the references' workers and the deadlines' pace; one submission's
+                steps; its clocks checked and its times ranked
     timing      fair, tamper-evident timing: unseen images, answers checked, clocks bounded
     deadlines   each exchange's deadline, from the reference's own times
     files       a submission folder read as hostile input, copied into the worker's private copy

@@ -24,7 +24,8 @@ is an error naming the file, the table and the allowed keys.
     load(name_or_path) -> Lab       a lab of labs/ by name, or a lab file by path
     parse(text, where) -> Lab       a lab file's text; `where` names it in errors
     Lab                             the lab: its [lab] keys, and .measure, .gate, .limits, .starter
-    Measure, Gate, Limits, Grade    the other tables, one record each
+    Measure, Gate, Limits, Grade    the other tables, one record each (read and checked by
+                                    harness.lab.judge.tables)
     Reference                       a reference implementation: .implementation, .variant, .label
     parse_reference, floor_named(text) ("floor" -> the fastest measured "name/variant")
 """
@@ -32,12 +33,22 @@ is an error naming the file, the table and the allowed keys.
 import re
 import sys
 from dataclasses import dataclass
-from datetime import date, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from harness import ROOT, registry
 from harness.errors import HarnessError
+from harness.lab.judge.tables import (
+    Gate,
+    Grade,
+    Limits,
+    Measure,
+    fail,
+    read_gate,
+    read_grade,
+    read_limits,
+    read_measure,
+)
 from harness.measure import study
 from harness.measure.floor import fastest_measured
 
@@ -59,7 +70,6 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "grade": {"gate_points": 60, "speed_points": 40, "speed": "linear", "full_at": 1.0, "zero_at": 4.0,
               "tiers": [], "due": None, "late_per_day": 0, "late_max_days": 7},
 }
-TEST_IMAGES = 10000
 
 
 @dataclass(frozen=True)
@@ -71,61 +81,6 @@ class Reference:
     def label(self) -> str:
         """As a lab file writes it: `numpy`, `onednn/tuned`."""
         return self.implementation if self.variant == "default" else f"{self.implementation}/{self.variant}"
-
-
-@dataclass(frozen=True)
-class Measure:
-    """[measure]: timed calls per participant (split over rounds), rounds, warm-up calls, batch, threads."""
-
-    calls: int
-    rounds: int
-    warmup: int
-    batch_size: int
-    threads: int
-
-
-@dataclass(frozen=True)
-class Gate:
-    """[gate]: the first `images` test images; at least min_agree argmaxes as the oracle's, every
-    probability within max_abs_diff."""
-
-    images: int
-    min_agree: int
-    max_abs_diff: float
-
-
-@dataclass(frozen=True)
-class Limits:
-    """[limits]: per submission (see the module's docstring)."""
-
-    wall_s: float
-    import_s: float
-    memory_mb: int
-    cpu_s: float
-    max_ratio: float
-    pids: int
-    output_mb: int
-    disk_mb: int
-    files: int
-
-
-@dataclass(frozen=True)
-class Grade:
-    """[grade]: points (harness.lab.term.points). gate_points for passing the gate; up to speed_points
-    for speed, by the ratio to rank_by: "linear" (all at or below full_at, none at or above zero_at,
-    linear in log(ratio) between) or "tiers" ([[ratio at most, points], ...], ascending); due (a
-    TOML date-time; without a zone, the LMS's local time) and late_per_day (percent of the points
-    off per started day late), none past late_max_days."""
-
-    gate_points: float = 60
-    speed_points: float = 40
-    speed: str = "linear"
-    full_at: float = 1.0
-    zero_at: float = 4.0
-    tiers: tuple[tuple[float, float], ...] = ()
-    due: datetime | None = None
-    late_per_day: float = 0
-    late_max_days: float = 7
 
 
 @dataclass(frozen=True)
@@ -157,31 +112,19 @@ class Lab:
         return ROOT / "labs" / ("template-cuda" if self.rung == "cuda" else "template")
 
 
-def _fail(where: str, message: str) -> NoReturn:
-    raise HarnessError(f"{where}: {message}")
-
-
-def _number(where: str, key: str, value: Any, minimum: float, whole: bool = False) -> Any:
-    kinds = (int,) if whole else (int, float)
-    if not isinstance(value, kinds) or isinstance(value, bool) or value < minimum:
-        kind = "a whole number" if whole else "a number"
-        _fail(where, f"{key}: expected {kind} >= {minimum}, found {value!r}")
-    return value
-
-
 def parse_reference(where: str, text: object, device: str) -> Reference:
     if not isinstance(text, str):
-        _fail(where, f"references: expected 'name' or 'name/variant' strings, found {text!r}")
+        fail(where, f"references: expected 'name' or 'name/variant' strings, found {text!r}")
     name, _, variant = text.partition("/")
     try:
         spec = registry.spec(name)
     except HarnessError as exc:
-        _fail(where, f"references: {exc}")
+        fail(where, f"references: {exc}")
     if device not in spec.devices:
-        _fail(where, f"references: {name} does not run on {device!r}; it runs on {list(spec.devices)}")
+        fail(where, f"references: {name} does not run on {device!r}; it runs on {list(spec.devices)}")
     variant = variant or spec.variants[0]
     if variant not in spec.variants_for(device):
-        _fail(where, f"references: unknown variant {variant!r} of {name}; "
+        fail(where, f"references: unknown variant {variant!r} of {name}; "
                      f"allowed: {list(spec.variants_for(device))}")
     return Reference(name, variant)
 
@@ -220,28 +163,28 @@ def parse(text: str, where: str = "<lab>") -> Lab:
     tables = _tables(data, where)
     head = tables["lab"]
     references, rank_by = _references(head, f"{where} [lab]")
-    measure = _measure(tables["measure"], f"{where} [measure]")
-    gate = _gate(tables["gate"], f"{where} [gate]")
-    limits = _limits(tables["limits"], f"{where} [limits]")
+    measure = read_measure(tables["measure"], f"{where} [measure]")
+    gate = read_gate(tables["gate"], f"{where} [gate]")
+    limits = read_limits(tables["limits"], f"{where} [limits]")
     allow = _allow_imports(head["allow_imports"], f"{where} [lab]")
     return Lab(head["name"] or Path(where).stem, head["title"], head["rung"], head["module"], head["class"],
                head["device"], head["dtype"], references, rank_by, allow, measure, gate, limits, text, where,
-               _grade(tables["grade"], f"{where} [grade]"))
+               read_grade(tables["grade"], f"{where} [grade]"))
 
 
 def _tables(data: dict, where: str) -> dict[str, dict]:
     """Each table's keys over its defaults; an unknown table or key is an error."""
     unknown = sorted(set(data) - set(DEFAULTS))
     if unknown:
-        _fail(where, f"unknown table(s) {unknown}; allowed: {sorted(DEFAULTS)}")
+        fail(where, f"unknown table(s) {unknown}; allowed: {sorted(DEFAULTS)}")
     tables = {}
     for table, defaults in DEFAULTS.items():
         given = data.get(table, {})
         if not isinstance(given, dict):
-            _fail(f"{where} [{table}]", f"expected a table, found {type(given).__name__}")
+            fail(f"{where} [{table}]", f"expected a table, found {type(given).__name__}")
         unknown = sorted(set(given) - set(defaults))
         if unknown:
-            _fail(f"{where} [{table}]", f"unknown key(s) {unknown}; allowed: {sorted(defaults)}")
+            fail(f"{where} [{table}]", f"unknown key(s) {unknown}; allowed: {sorted(defaults)}")
         tables[table] = {**defaults, **given}
     return tables
 
@@ -250,99 +193,33 @@ def _references(head: dict, at: str) -> tuple[tuple[Reference, ...], Reference]:
     """The [lab] table checked; (its references, rank_by)."""
     for key in ("title", "module", "class"):
         if not isinstance(head[key], str):
-            _fail(at, f"{key}: expected a string, found {head[key]!r}")
+            fail(at, f"{key}: expected a string, found {head[key]!r}")
     if not head["module"].endswith(".py") or "/" in head["module"]:
-        _fail(at, f"module: expected a file name ending in .py (e.g. lenet.py), found {head['module']!r}")
+        fail(at, f"module: expected a file name ending in .py (e.g. lenet.py), found {head['module']!r}")
     if head["rung"] not in LEVELS:
-        _fail(at, f"rung: unknown API level {head['rung']!r}; allowed: {list(LEVELS)}")
+        fail(at, f"rung: unknown API level {head['rung']!r}; allowed: {list(LEVELS)}")
     if head["device"] not in registry.DEVICES:
-        _fail(at, f"device: unknown {head['device']!r}; allowed: {list(registry.DEVICES)}")
+        fail(at, f"device: unknown {head['device']!r}; allowed: {list(registry.DEVICES)}")
     if head["dtype"] not in ("float32", "float64"):
-        _fail(at, f"dtype: expected 'float32' or 'float64', found {head['dtype']!r}")
+        fail(at, f"dtype: expected 'float32' or 'float64', found {head['dtype']!r}")
     refs = head["references"] if isinstance(head["references"], list) else [head["references"]]
     if not refs:
-        _fail(at, "references: expected at least one reference implementation")
+        fail(at, "references: expected at least one reference implementation")
     references = tuple(parse_reference(at, r, head["device"]) for r in refs)
     labels = [r.label for r in references]
     if len(set(labels)) != len(labels):
-        _fail(at, f"references: listed twice: {labels}")
+        fail(at, f"references: listed twice: {labels}")
     if head["rank_by"] is None:
         return references, references[0]
     wanted = parse_reference(at, head["rank_by"], head["device"]).label
     if wanted not in labels:
-        _fail(at, f"rank_by: {head['rank_by']!r} is not one of the references {labels}")
+        fail(at, f"rank_by: {head['rank_by']!r} is not one of the references {labels}")
     return references, references[labels.index(wanted)]
-
-
-def _measure(table: dict, at: str) -> Measure:
-    for key in ("calls", "rounds", "warmup", "batch_size", "threads"):
-        _number(at, key, table[key], 0 if key == "warmup" else 1, whole=True)
-    if table["calls"] < table["rounds"]:
-        _fail(at, f"expected calls >= rounds, found calls = {table['calls']}, rounds = {table['rounds']}")
-    return Measure(**table)
-
-
-def _gate(table: dict, at: str) -> Gate:
-    images = _number(at, "images", table["images"], 1, whole=True)
-    if images > TEST_IMAGES:
-        _fail(at, f"images: expected at most {TEST_IMAGES} (the MNIST test set), found {images}")
-    min_agree = images if table["min_agree"] is None else table["min_agree"]
-    _number(at, "min_agree", min_agree, 0, whole=True)
-    if min_agree > images:
-        _fail(at, f"min_agree: expected at most images ({images}), found {min_agree}")
-    return Gate(images, min_agree, _number(at, "max_abs_diff", table["max_abs_diff"], 0))
-
-
-def _limits(table: dict, at: str) -> Limits:
-    for key in ("wall_s", "import_s", "cpu_s", "max_ratio"):
-        _number(at, key, table[key], 1)
-    _number(at, "memory_mb", table["memory_mb"], 64, whole=True)
-    _number(at, "pids", table["pids"], 4, whole=True)
-    _number(at, "output_mb", table["output_mb"], 1, whole=True)
-    _number(at, "disk_mb", table["disk_mb"], 1, whole=True)
-    _number(at, "files", table["files"], 16, whole=True)
-    return Limits(**table)
 
 
 def _allow_imports(allow: object, at: str) -> tuple[str, ...]:
     packages = sorted({s.package for s in registry.REGISTRY.values() if s.package})
     if not isinstance(allow, list) or any(a not in packages for a in allow):
-        _fail(at, f"allow_imports: expected a list of the project's level packages {packages}, "
+        fail(at, f"allow_imports: expected a list of the project's level packages {packages}, "
                   f"found {allow!r}")
     return tuple(allow)
-
-
-def _grade(table: dict, at: str) -> Grade:
-    for key in ("gate_points", "speed_points", "late_per_day", "late_max_days", "full_at", "zero_at"):
-        _number(at, key, table[key], 0)
-    if table["speed"] not in ("linear", "tiers"):
-        _fail(at, f"speed: expected 'linear' or 'tiers', found {table['speed']!r}")
-    if table["full_at"] <= 0 or table["zero_at"] <= table["full_at"]:
-        _fail(at, f"expected 0 < full_at < zero_at, found full_at = {table['full_at']}, "
-                  f"zero_at = {table['zero_at']}")
-    tiers = table["tiers"]
-    if not isinstance(tiers, list) or any(not isinstance(t, list) or len(t) != 2 for t in tiers):
-        _fail(at, f"tiers: expected [[ratio at most, points], ...], found {tiers!r}")
-    tiers = tuple((_number(at, "tiers ratio", r, 0), _number(at, "tiers points", p, 0)) for r, p in tiers)
-    if table["speed"] == "tiers" and not tiers:
-        _fail(at, "speed = 'tiers' needs tiers = [[ratio at most, points], ...]")
-    ratios = [r for r, _ in tiers]
-    if ratios != sorted(set(ratios)) or any(p > table["speed_points"] for _, p in tiers):
-        _fail(at, f"tiers: expected ascending ratios and points <= speed_points, found {list(tiers)}")
-    given = {k: table[k] for k in ("gate_points", "speed_points", "speed", "full_at", "zero_at",
-                                   "late_per_day", "late_max_days")}
-    return Grade(**given, tiers=tiers, due=_due(table["due"], at))
-
-
-def _due(value: object, at: str) -> datetime | None:
-    """A TOML date-time (or its ISO text); a bare date is the end of that day."""
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            pass
-    elif isinstance(value, date) and not isinstance(value, datetime):
-        value = datetime(value.year, value.month, value.day, 23, 59, 59)
-    if value is not None and not isinstance(value, datetime):
-        _fail(at, f"due: expected a date-time (due = 2026-12-01T23:59:00Z), found {value!r}")
-    return value

@@ -8,10 +8,10 @@ kill as wall_s's) and the row says which call, the deadline and how it was deriv
 
     deadline = allowance + SAFETY x max_ratio x (the reference's time for the same work)
 
-- the reference's time: measured just before each submission's worker starts (harness.lab.judge.grade's
-  Grader.measure_pace). No submission runs then, so none can slow the reference to stretch its
-  own deadline, and no byte a submission replies enters the sum: a lying worker cannot extend its
-  deadline.
+- the reference's time: measured just before each submission's worker starts
+  (harness.lab.judge.references: References.measure_pace). No submission runs then, so none can
+  slow the reference to stretch its own deadline, and no byte a submission replies enters the sum:
+  a lying worker cannot extend its deadline.
 - the same work: k timed calls are k x the reference's median round trip (the grader's clock,
   waits for a core included, as the submission's calls will have them), at the lab's batch_size;
   a gate of n images is n x its time per image, at the gate's batch (the grader's clock around

@@ -13,6 +13,7 @@ crowd out `lenet.py`. The grader reads the copy afterwards, never the student's 
     imports(source) -> names              top-level modules a source imports
     shadows(folder, module) -> why or None    something that would be imported instead of the module
     read_file(src, room) -> bytes or None
+    count_loc(folder, module) -> {"loc", "files"}   code lines of a private copy's sources (capped)
     SOURCES: the endings of code written by hand (counted in lines of code, compared for similarity)
 """
 
@@ -23,6 +24,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 SOURCES = (".py", ".cu", ".cuh")  # code written by hand: Python glue and CUDA kernels (the CUDA lab)
 MAX_FILES = 200
@@ -30,6 +32,7 @@ MAX_BYTES = 32 << 20  # all files together
 MAX_DEPTH = 8
 MAX_LISTED = 20_000  # entries looked at in a folder, all levels together
 MAX_PARSED = 1 << 20  # a source longer than this is not read for its imports
+MAX_LOC_BYTES = 256 << 10  # source counted by pygount (about 6 s per MB), in the copy's order of need
 KINDS = {stat.S_IFLNK: "a link", stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket",
          stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
 
@@ -196,3 +199,23 @@ def read_file(src: str, room: int) -> bytes | None:
     finally:
         os.close(fd)
     return None if len(data) > room else data
+
+
+def count_loc(folder: Path, module: str = "lenet.py") -> dict:
+    """Code lines of the source files of a submission's private copy (regular files only): the
+    module first, then its imports' files, then the rest, up to MAX_LOC_BYTES of source."""
+    from harness.report import loc
+
+    found = [Path(folder) / rel for rel in in_order(folder, listing(folder)[0], module)
+             if rel.suffix in SOURCES]
+    counted, room, lines = 0, MAX_LOC_BYTES, 0
+    for path in found:
+        size = path.stat().st_size
+        if size > room:
+            break
+        lines, counted, room = lines + loc.analyze(path, "submission").code_count, counted + 1, room - size
+    out: dict[str, Any] = {"loc": lines, "files": len(found)}
+    if counted < len(found):
+        out["loc_note"] = (f"lines counted in {counted} of {len(found)} source files: the first "
+                           f"{MAX_LOC_BYTES >> 10} KB of source")
+    return out

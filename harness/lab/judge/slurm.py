@@ -170,9 +170,8 @@ def missing_row(student: str, state: dict | None, started: dict | None) -> dict:
 
 
 def merge(out: Path, submissions: Path, job: str | None, report: Callable[[str], None] = print) -> list[dict]:
-    """Rows for every student the tasks left without one, then the leaderboard."""
-    from harness.lab.term import leaderboard
-
+    """Rows for every student the tasks left without one (`lab merge` then builds the leaderboard:
+    harness.lab.term.commands.lab_merge)."""
     out = Path(out)
     lab = store.graded_lab(out)
     listed = out / "slurm" / "students.txt"
@@ -192,5 +191,4 @@ def merge(out: Path, submissions: Path, job: str | None, report: Callable[[str],
         store.write_row(out, row)
         report(f"{student}: {row['status']}: {row['reason']}")
         made.append(row)
-    leaderboard.build(out)
     return made

@@ -18,28 +18,26 @@ fingerprinted code found in the other (a small file copied into a larger one cou
 Folder and file names may be any bytes (a name that is not UTF-8 included): they are shown through
 text.clean (text.csv_cell in the CSV, whose id_a and id_b are text.safe_id's), never verbatim.
 
-    Code, Prints, Pair                      a submission's code, its fingerprints, a flagged pair
+    Pair                                    a flagged pair
     run(out, submissions, lab, threshold, starter, report) -> (pairs, skipped); class_code(...),
-    code_of(folder, module), read_code(path, room), is_binary(path), document(chosen, capped),
-    fingerprint(code, boilerplate), stable_kgrams(text, k), line_ranges(code, slices),
+    code_of(folder, module) -> (Code, skipped), read_code(path, room), is_binary(path)
     segments(text, slices), side_by_side(pair, codes, slices, path) (templates/similarity_pair.html.j2),
     write_csv(pairs, path), flagged(out, students) (LEADERBOARD.md's column)
+Code, its document and its fingerprints: harness.lab.term.fingerprints.
 """
 
 import csv
 import dataclasses
-import hashlib
 import itertools
 import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from harness.lab import text
 from harness.lab.judge import assignment, files, store
+from harness.lab.term.fingerprints import Code, document, fingerprint, line_ranges
 
-K, WINDOW = 25, 6  # copydetect's defaults: 25-character k-grams, a match of 30 is always seen
 THRESHOLD = 0.5  # the shipped examples' honest pairs score 0.0; copies 0.8-1.0
 MAX_CODE = 256 << 10  # bytes of code compared per submission (a lab's hand-written code: 5-50 KiB)
 MAX_CODE_FILES = 50  # code files compared per submission
@@ -47,13 +45,6 @@ PEEK = 8192  # bytes read of a file that is not code, to name it when it is bina
 FIELDS = ["student_a", "student_b", "score", "share_a", "share_b", "lines_a", "lines_b", "view",
           "id_a", "id_b", "note"]
 PRIVATE = "private"
-
-
-@dataclasses.dataclass(frozen=True)
-class Code:
-    text: str  # every code file, each after a "# file: NAME" line
-    starts: tuple[tuple[int, str], ...]  # (line where the file starts, its name)
-    capped: tuple[str, ...] = ()  # the code files the caps left out (names through text.clean)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,71 +120,6 @@ def code_of(folder: Path, module: str = "lenet.py") -> tuple[Code, list[str]]:
             chosen.append((name, code))
             room -= len(code.encode())
     return document(chosen, tuple(capped)), [text.clean(entry) for entry in skipped]
-
-
-def document(chosen: list[tuple[str, str]], capped: tuple[str, ...] = ()) -> Code:
-    """The code files (name, code) in name order, each after a "# file: NAME" line."""
-    parts, starts, line = [], [], 1
-    for name, code in sorted(chosen):
-        starts.append((line, name))
-        parts.append(f"# file: {name}\n{code.rstrip()}\n")
-        line += parts[-1].count("\n")
-    return Code("".join(parts), tuple(starts), capped)
-
-
-@dataclasses.dataclass(frozen=True)
-class Prints:
-    """A document's winnowed fingerprints: the attributes copydetect.compare_files reads of its own
-    CodeFingerprint, made here with a stable hash (copydetect hashes k-grams with Python's hash(),
-    which changes with every process: scores would move from run to run)."""
-
-    filtered_code: str
-    offsets: object  # (M, 2) array: characters removed by filtering, for mapping back to the text
-    hashes: set[int]
-    hash_idx: dict[int, list[int]]
-    k: int
-    token_coverage: float
-
-
-def stable_kgrams(text: str, k: int) -> Any:  # an int64 array, one hash per k-gram
-    import numpy as np
-
-    return np.array([int.from_bytes(hashlib.blake2b(text[i:i + k].encode(), digest_size=8).digest(), "little",
-                                    signed=True) for i in range(len(text) - k + 1)], dtype=np.int64)
-
-
-def fingerprint(code: Code, boilerplate: set[int]) -> Prints:
-    """Tokens with names, strings and comments normalised (copydetect's Python filter; a .cu file
-    reads close enough to it), 25-grams hashed, winnowed, the starter's fingerprints removed."""
-    import numpy as np
-    from copydetect import utils
-
-    filtered, offsets = utils.filter_code(code.text, "code.py")
-    grams = stable_kgrams(filtered, K)
-    hashes, idx = utils.winnow(grams, WINDOW, remove_duplicates=False) if len(grams) else (grams, grams)
-    where: dict[int, list[int]] = {}
-    for value, at in zip(np.asarray(hashes).tolist(), np.asarray(idx).tolist(), strict=True):
-        if value not in boilerplate:
-            where.setdefault(value, []).append(at)
-    coverage = float(utils.get_token_coverage(where, K, len(filtered)))
-    return Prints(filtered, offsets, set(where), where, K, coverage)
-
-
-def line_ranges(code: Code, slices: object) -> str:
-    """Character slices of the document -> "file:first-last" per matched stretch (touching
-    stretches of one file merged)."""
-    import numpy as np
-
-    found: list[list] = []  # [file, first, last], lines counted in that file
-    for start, end in sorted(np.asarray(slices, dtype=np.int64).T.tolist()):
-        first, last = code.text.count("\n", 0, start) + 1, code.text.count("\n", 0, max(end - 1, start)) + 1
-        file_start, name = max(((s, n) for s, n in code.starts if s <= first), default=(0, "?"))
-        first, last = first - file_start, last - file_start
-        if found and found[-1][0] == name and first <= found[-1][2] + 1:
-            found[-1][2] = max(found[-1][2], last)
-        else:
-            found.append([name, first, last])
-    return " ".join(f"{name}:{first}-{last}" for name, first, last in found)
 
 
 def run(out: Path, submissions: Path, lab: assignment.Lab, threshold: float = THRESHOLD,
