@@ -1,4 +1,4 @@
-"""A hung submission is `timeout` in seconds, not after the lab's wall_s (harness.lab.deadlines):
+"""A hung submission is `timeout` in seconds, not after the lab's wall_s (harness.lab.judge.deadlines):
 one that spins in predict from its first call (the gate's), one that sleeps for ever in the probe's
 first call only, one that hangs only once timed (a round's calls); graded in one `lab grade` under
 a lab whose wall_s is 600 s, in well under two minutes. An honest submission and the slow example
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from harness.errors import Failure
-from harness.lab import assignment, deadlines, grade
+from harness.lab.judge import assignment, deadlines, grade
 from tests.test_lab import LAB, WRAP, python, rows_by_student
 
 # wall_s and cpu_s far away: only the deadlines can end these submissions in time
@@ -129,7 +129,7 @@ class FakeWorker:
         return np.zeros((len(images), 10), np.float32)
 
     def stream(self, calls, timeout):
-        from harness.lab.sandbox import Chunk
+        from harness.lab.box.sandbox import Chunk
 
         k = len(calls)  # 0.5 ms inside predict, 2 ms on the grader's clock
         return Chunk([self.reported_ns] * k, [self.trip_ns] * k, [self.trip_ns] * k, np.zeros((k, 1, 10)))

@@ -19,9 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.lab import bwrap, disk, files, grade, seccomp, store, text, timing
-from harness.lab.box import Box, Limits
-from harness.lab.isolation import Isolation
+from harness.lab import text
+from harness.lab.box import bwrap, disk, seccomp
+from harness.lab.box.isolation import Isolation
+from harness.lab.box.limits import Limits
+from harness.lab.box.process import Box
+from harness.lab.judge import files, grade, store, timing
 from tests import lab_hostile
 from tests.test_lab import IS_ROOT, LAB, hostile_lines, python, rows_by_student
 
@@ -204,8 +207,8 @@ def test_a_failing_reference_is_retired_and_restarted_once(tmp_path):
     """A reference whose chunk fails is killed at once, then stopped like any reference at the end
     (its cgroup removed, its pidfd closed) with its log kept; the fresh one it gets must answer."""
     from harness.errors import Failure
-    from harness.lab import assignment
-    from harness.lab.sandbox import Chunk
+    from harness.lab.box.sandbox import Chunk
+    from harness.lab.judge import assignment
 
     class Worker:
         def __init__(self, name, fails):

@@ -13,7 +13,9 @@ import shutil
 
 import pytest
 
-from harness.lab import collect, export, leaderboard, publish, similarity, store, text
+from harness.lab import text
+from harness.lab.judge import store
+from harness.lab.term import collect, export, leaderboard, publish, similarity
 from tests import lab_rows
 from tests.conftest import ROOT
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.lab import assignment, collect, export, points, store
+from harness.lab.judge import assignment, store
+from harness.lab.term import collect, export, points
 from tests import lab_rows
 from tests.conftest import ROOT
 
