@@ -162,7 +162,7 @@ def raw_finding(levels: list[Level]) -> str | None:
             label = f"{what} ({level.cells['cpu']['label']})"
             beside.append(compare("oneDNN", label, level.ratios.get("cpu")))  # oneDNN named just before
     if beside:
-        parts.append("and on the CPU, " + ", while ".join(beside))
+        parts.append("and on the CPU, " + "; ".join(beside))
     if not parts:
         return None
     return ("**What the raw libraries buy at batch 1, and what is beside them:** " + "; ".join(parts)
