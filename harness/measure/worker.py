@@ -116,6 +116,7 @@ class Worker:
         x = mnist.to_input(self.test_images(), cell["dtype"])
         b = cell["batch_size"]
         batches = [x[i:i + b] for i in range(0, len(x) - b + 1, b)]  # different images per call
+        first = not self.cells  # this worker started for this cell (its import is this level's)
         baseline = memory.rss()[0]  # the interpreter, the harness and the test images
         t0 = perf_counter_ns()
         cls = registry.import_class(registry.spec(cell["implementation"]).path)  # the framework
@@ -139,7 +140,8 @@ class Worker:
                 "frameworks": loaded_frameworks(),
                 "keras_backend": os.environ.get("KERAS_BACKEND"),
                 "memory": stages, "gpu_memory": memory.gpu(loaded_frameworks()),
-                "installed": memory.installed() if bill else None}
+                # once per worker: the bill reads only the cell its worker started for
+                "installed": memory.installed() if bill and first else None}
 
     def measure(self, cell_id: str, calls: int, start: int) -> Reply:
         if cell_id in self.trainers:

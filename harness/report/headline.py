@@ -54,8 +54,7 @@ def fastest(cells: pd.DataFrame, implementation: str | None = None) -> pd.Series
     """The cell with the lowest median (of one implementation, or of every level that computes: the
     null level does not): the report's one definition of "fastest"; ties go to the first in the
     rows' order."""
-    part = (cells[cells["implementation"].map(lambda i: i in registry.REGISTRY
-                                              and registry.REGISTRY[i].api_level != "none")]
+    part = (cells[cells["implementation"].map(registry.computes)]
             if implementation is None else cells[cells["implementation"] == implementation])
     return None if part.empty else part.loc[part["median_ms"].idxmin()]
 
