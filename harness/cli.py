@@ -242,7 +242,10 @@ def add_term_commands(labs: Subparsers) -> None:
     command(labs, "collect", "an LMS bulk download (Canvas, Moodle) or a folder of git clones -> one "
             "folder per student + manifest.csv", commands.cmd_lab_collect,
             option("source", type=Path, help="the LMS's zip, or a folder of git clones"),
-            option("-o", "--out", type=Path, required=True, help="the submissions folder to make"))
+            option("-o", "--out", type=Path, required=True, help="the submissions folder to make"),
+            option("--times", type=Path, action="append", default=[], metavar="EXPORT",
+                   help="the LMS's record of submission times (a zip's times are the download's): "
+                   "Canvas's Submissions API JSON (one --times per page), Moodle's grading worksheet"))
     command(labs, "export", "the points of a grading, as the LMS's gradebook-import CSV",
             commands.cmd_lab_export,
             option("out", type=Path, help="the grading's folder (lab grade --out)"),
@@ -259,9 +262,12 @@ def add_lab_publishing_commands(labs: Subparsers) -> None:
     command(labs, "publish", "the leaderboard as a static web page under pseudonyms (no names)",
             commands.cmd_lab_publish, option("out", type=Path), option("public_dir", type=Path),
             option("--submissions", type=Path, default=None,
-                   help="the submission folders, to read each student's alias.txt (default: tags only)"))
+                   help="the submission folders, to read each student's alias.txt (default: the one "
+                   "lab grade recorded in OUT)"))
     command(labs, "similarity", "pairwise code similarity of the submissions (staff only)",
-            commands.cmd_lab_similarity, option("out", type=Path), submissions("one folder per student"),
+            commands.cmd_lab_similarity, option("out", type=Path),
+            option("--submissions", type=Path, default=None,
+                   help="one folder per student (default: the one lab grade recorded in OUT)"),
             option("--threshold", type=float, default=0.5, help="flag pairs scoring this or more (0-1)"),
             option("--starter", type=Path, default=None,
                    help="the starter handed out, ignored as boilerplate (default: the lab's labs/template*)"))

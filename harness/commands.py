@@ -6,7 +6,6 @@ and no command imports a framework it does not use.
 
 import argparse
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,8 +14,7 @@ from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import HarnessError, Unavailable
 from harness.machine import procenv
 
-if TYPE_CHECKING:  # the report and lab wings are imported by the commands that need them
-    from harness.lab.assignment import Lab
+if TYPE_CHECKING:  # the report wing is imported by the commands that need it
     from harness.report import rundata
 
 
@@ -299,138 +297,65 @@ def cmd_import_results(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_grade(args: argparse.Namespace) -> int:
-    from harness.lab import assignment, libpath
+    from harness.lab.term import commands
 
-    lab = assignment.load(str(args.lab))
-    libpath.check_sudo(lab.device)
-    copy_manifest(args.submissions, args.out)
-    if args.slurm:
-        from harness.lab import slurm
-
-        return slurm.submit(lab, args.submissions, args.out, partition=args.partition, gres=args.gres,
-                            max_parallel=args.max_parallel, dry_run=args.dry_run, weights=args.weights,
-                            report=log, no_sandbox=args.no_sandbox)
-    if args.dry_run:
-        raise HarnessError("--dry-run: only with --slurm (it prints the batch scripts)")
-    only = split_list(args.only) if args.only else None
-    grade_here(lab, args.submissions, args.out, args.resume, only, args.weights, args.no_sandbox,
-               args.no_report)
-    return 0
-
-
-def grade_here(lab: "Lab", submissions: Path, out: Path, resume: bool, only: list[str] | None,
-               weights: Path | str, no_sandbox: bool, no_report: bool = False) -> None:
-    """`lab grade` and `lab regrade` on this machine: the grading, then the leaderboard; under sudo,
-    OUT is handed to its user whatever happens (store.hand_over)."""
-    from harness.lab import grade, leaderboard, store
-
-    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # the oracle's threads
-    try:
-        grade.grade_all(lab, submissions, out, resume, only, weights, report=log, no_sandbox=no_sandbox)
-        if not no_report:
-            leaderboard.build(out)
-            print(f"leaderboard: {out / 'LEADERBOARD.md'}")
-    finally:
-        store.hand_over(out)
+    return commands.lab_grade(
+        str(args.lab), args.submissions, args.out, log, resume=args.resume,
+        only=split_list(args.only) if args.only else None, no_report=args.no_report, weights=args.weights,
+        slurm=args.slurm, partition=args.partition, gres=args.gres, max_parallel=args.max_parallel,
+        dry_run=args.dry_run, no_sandbox=args.no_sandbox)
 
 
 def cmd_lab_regrade(args: argparse.Namespace) -> int:
-    from harness.lab import libpath, store
+    from harness.lab.term import commands
 
-    lab = store.graded_lab(args.out)
-    libpath.check_sudo(lab.device)
-    recorded = store.grading(args.out)
-    submissions = args.submissions or (Path(recorded["submissions"]) if "submissions" in recorded else None)
-    if submissions is None:
-        raise HarnessError(f"{args.out}: no record of its submissions folder (graded before it was kept); "
-                           "add --submissions DIR")
-    weights = args.weights or recorded.get("weights") or DEFAULT_WEIGHTS
-    copy_manifest(submissions, args.out)
-    only = split_list(args.only) if args.only else None
-    grade_here(lab, submissions, args.out, resume=only is None, only=only, weights=weights,
-               no_sandbox=args.no_sandbox)
-    return 0
+    return commands.lab_regrade(args.out, split_list(args.only) if args.only else None, args.submissions,
+                                args.weights, args.no_sandbox, log)
 
 
 def cmd_lab_report(args: argparse.Namespace) -> int:
-    from harness.lab import leaderboard, store
+    from harness.lab.term import commands
 
-    try:
-        paths = leaderboard.build(args.out)
-    finally:
-        store.hand_over(args.out)
-    print(f"wrote {len(paths)} files; leaderboard: {args.out / 'LEADERBOARD.md'}")
-    return 0
+    return commands.lab_report(args.out)
 
 
 def cmd_lab_check(args: argparse.Namespace) -> int:
-    from harness.lab import assignment, check
+    from harness.lab.term import commands
 
-    lab = assignment.load(str(args.lab))
-    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))
-    row, text = check.check(lab, args.path, args.weights, report=log)
-    print(text)
-    return 0 if row["status"] == "ok" else 1
+    return commands.lab_check(str(args.lab), args.path, args.weights, log)
 
 
 def cmd_lab_merge(args: argparse.Namespace) -> int:
-    from harness.lab import slurm
+    from harness.lab.term import commands
 
-    slurm.merge(args.out, args.submissions, args.job, report=log)
-    print(f"leaderboard: {args.out / 'LEADERBOARD.md'}")
-    return 0
+    return commands.lab_merge(args.out, args.submissions, args.job, log)
 
 
 def cmd_lab_kit(args: argparse.Namespace) -> int:
-    from harness.lab import assignment, kit
+    from harness.lab.term import commands
 
-    path = kit.build(assignment.load(str(args.lab)), args.out or kit.DIST, args.weights)
-    print(f"kit: {path} (students: unzip, then python -m pip install ./{path.stem})")
-    return 0
-
-
-def copy_manifest(submissions: Path, out: Path) -> None:
-    """`lab collect`'s manifest (submission times, late flags, ids) beside the rows, for the points."""
-    from harness.lab import collect
-
-    manifest = Path(submissions) / collect.MANIFEST
-    if manifest.is_file():
-        Path(out).mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(manifest, Path(out) / collect.MANIFEST)
+    return commands.lab_kit(str(args.lab), args.out, args.weights)
 
 
 def cmd_lab_collect(args: argparse.Namespace) -> int:
-    from harness.lab import collect
+    from harness.lab.term import commands
 
-    collect.collect(args.source, args.out, report=log)
-    return 0
+    return commands.lab_collect(args.source, args.out, args.times, log)
 
 
 def cmd_lab_export(args: argparse.Namespace) -> int:
-    from harness.lab import export
+    from harness.lab.term import commands
 
-    done = export.export(args.out, args.roster, args.format, args.target, args.force, args.column)
-    print(f"wrote {done.path}: {done.written} roster student(s), {done.graded} with a graded submission")
-    for line in done.unmatched:
-        print(f"WARNING: not on the roster {args.roster}: {line} (add them to the roster, or check their id)",
-              file=sys.stderr)
-    return 1 if done.unmatched else 0
+    return commands.lab_export(args.out, args.roster, args.format, args.target, args.force, args.column)
 
 
 def cmd_lab_publish(args: argparse.Namespace) -> int:
-    from harness.lab import publish
+    from harness.lab.term import commands
 
-    publish.publish(args.out, args.public_dir, args.submissions, report=log)
-    print(f"public page: {args.public_dir / publish.PAGE}")
-    return 0
+    return commands.lab_publish(args.out, args.public_dir, args.submissions, log)
 
 
 def cmd_lab_similarity(args: argparse.Namespace) -> int:
-    from harness.lab import leaderboard, similarity, store
+    from harness.lab.term import commands
 
-    lab = store.graded_lab(args.out)
-    similarity.run(args.out, args.submissions, lab, args.threshold, args.starter, report=log)
-    if (args.out / "LEADERBOARD.md").is_file():
-        leaderboard.build(args.out)  # its column of flagged pairs
-    print(f"similarity: {args.out / similarity.PRIVATE / 'similarity.csv'}")
-    return 0
+    return commands.lab_similarity(args.out, args.submissions, args.threshold, args.starter, log)

@@ -151,6 +151,12 @@ def import_class(path: str) -> Any:
         raise HarnessError(f"module {module_name!r} has no class {class_name!r}") from None
 
 
+def computes(name: str | None) -> bool:
+    """A registered level that does the arithmetic (not the null level, which returns zeros): a
+    candidate for the floor and for "fastest"."""
+    return name is not None and name in REGISTRY and REGISTRY[name].api_level != "none"
+
+
 def spec(name: str) -> ImplSpec:
     """The spec of a registered name, or of a lab's `module:Class` (imported to read it)."""
     if name in REGISTRY:

@@ -70,6 +70,18 @@ class SleepyLeNet(LeNet):
         return np.zeros((len(images), 10), np.float32)
 
 
+class HungryLeNet(LeNet):
+    """Touches 100 MB in every call and frees it: the bill's peak in calls must show it, its import
+    and model stages must not."""
+
+    spec = ImplSpec("hungry", "tests.fake_impls:HungryLeNet", "none", ("cpu",), ("default",),
+                    ("float32",), None)
+
+    def predict(self, images):
+        block = np.ones(100 << 20, np.uint8)  # 100 MiB, every page written
+        return np.full((len(images), 10), block[-1] / 10, np.float32)
+
+
 class MemoryHogLeNet(LeNet):
     """Asks for a petabyte on its first call: the allocator refuses (an out-of-memory error)."""
 

@@ -89,7 +89,7 @@ VANDAL = """
 import os, shutil
 done = []
 for path in ("{SUBS}/correct/lenet.py", "{ROOT}/lenet_numpy/model.py", "{ROOT}/harness/base.py",
-             "{ROOT}/harness/lab/worker.py", "{OUT}/results/correct/row.json", "{OUT}/results/ghost/row.json",
+             "{ROOT}/harness/lab/box/worker.py", "{OUT}/results/correct/row.json", "{OUT}/results/ghost/row.json",
              "{OUT}/LEADERBOARD.md"):
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)

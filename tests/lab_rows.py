@@ -5,7 +5,7 @@ similarity's column). Nothing here runs a submission."""
 import time
 from pathlib import Path
 
-from harness.lab import assignment, store
+from harness.lab.judge import assignment, store
 from tests.conftest import ROOT
 
 LAB = ROOT / "labs" / "cpu_numpy.toml"

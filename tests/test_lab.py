@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 
 from harness.errors import HarnessError
-from harness.lab import assignment, isolation, slurm, store, timing
+from harness.lab.box import isolation
+from harness.lab.judge import assignment, slurm, store, timing
 from harness.measure import floor
 from tests import lab_hostile
 from tests.conftest import ROOT
@@ -182,7 +183,7 @@ def sandbox_processes(uid_base: int) -> list[str]:
         except (OSError, IndexError, ValueError):
             continue
         if IS_ROOT and uid_base <= uid < uid_base + isolation.BLOCKS * isolation.SLOTS or not IS_ROOT and \
-                cmdline.startswith(f"{sys.executable} -m harness.lab.worker"):  # not another checkout's
+                cmdline.startswith(f"{sys.executable} -m harness.lab.box.worker"):  # not another checkout's
             left.append(f"{entry.name} uid {uid}: {cmdline[:80]}")
     return left
 

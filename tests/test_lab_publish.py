@@ -1,4 +1,4 @@
-"""`lab publish OUT PUBLIC_DIR` (harness.lab.publish, harness.lab.alias), from rows written as the
+"""`lab publish OUT PUBLIC_DIR` (harness.lab.term.publish, harness.lab.term.alias), from rows written as the
 grader writes them (tests/lab_rows.py; nothing is graded): the page's rows are the leaderboard's,
 under pseudonyms; no student's name, folder, id, reason or the host's name is in any file under
 PUBLIC_DIR (names, text, HTML attributes, the figure's text chunks); bad alias.txt files fall back to
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.lab import alias, leaderboard, publish, store
+from harness.lab.judge import store
+from harness.lab.term import alias, leaderboard, publish
 from tests import lab_rows
 
 # folder name -> its alias.txt (None: none); the expected outcome is in ALIASES below
@@ -299,14 +300,14 @@ def test_no_alias_uses_a_real_name_or_id_from_the_manifest(tmp_path):
     real names: an alias.txt naming a classmate's real name or id is refused all the same."""
     import csv as csv_module
 
-    from harness.lab import collect
+    from harness.lab.term import collect
 
     out = lab_rows.graded(tmp_path / "out", rows()[:2])
     with open(out / collect.MANIFEST, "w", newline="", encoding="utf-8") as f:
         writer = csv_module.DictWriter(f, fieldnames=collect.FIELDS)
         writer.writeheader()
         writer.writerow({"folder": "zoe-quill-4417", "student_id": "4417", "name": "Zoë Quill-Ortega"})
-    assert alias.known_names(out) == ["Zoë Quill-Ortega", "4417"]
+    assert alias.known_names(out) == ["Zoë Quill-Ortega", "4417", "zoe-quill-4417"]  # and the folder
     submissions = tmp_path / "subs"
     for student, choice in [("first", "Ortega Rocket"), ("second", "Team 4417")]:
         (submissions / student).mkdir(parents=True)
@@ -314,3 +315,72 @@ def test_no_alias_uses_a_real_name_or_id_from_the_manifest(tmp_path):
     assigned = alias.assign(out, ["first", "second"], submissions)
     assert [assigned[s].refused for s in ("first", "second")] == ["it contains a student's name"] * 2
     assert all(not a.chosen and a.alias == alias.tag(out, s) for s, a in assigned.items())
+
+
+# A class as `lab collect` writes it from a Canvas zip (names run together, "Last, First" squashed:
+# lib/content_zipper.rb) and from Moodle (full names), with each student's alias.txt: the refused
+# ones name a classmate in some form; the innocent ones name nobody.
+MANIFEST = [("quillfeatherzyxwanda-1001", "1001", "quillfeatherzyxwanda"),
+            ("smithann-1002", "1002", "smithann"),
+            ("chidi-okafor-503", "503", "Okafor, Chidi"),
+            ("zoe-obrien-504", "504", "Zoë O'Brien")]
+NAMING = {"x901": "Wanda Speed",  # a first name: the end of a run-together name
+          "x902": "Quill Power",  # a last name: its start
+          "x903": "Featherweight",  # five letters of it, anywhere
+          "x904": "W4nda",  # look-alikes: 4 for a
+          "x905": "Sm1th Squad",  # 1 for i
+          "x906": "Z0e Rocks",  # 0 for o, and an accent dropped
+          "x907": "Chidi Okafor",  # "Last, First" turned round
+          "x908": "0kaf0r",
+          "x909": "Team 1OO1",  # an id in letters that look like its digits
+          "x910": "Ann"}
+INNOCENT = {"x911": "Night Owl", "x912": "Blue Comet", "x913": "Kernel Panic", "x914": "Speedy Gonzales",
+            "x915": "Fast Lane 5"}  # folder names that name nobody: the check is the manifest's
+
+
+def test_an_alias_naming_a_classmate_in_any_form_is_refused_and_innocent_ones_pass(tmp_path):
+    from harness.lab.term import collect
+
+    students = sorted(NAMING) + sorted(INNOCENT)
+    out = lab_rows.graded(tmp_path / "out", [lab_rows.ok_row(s, 1.0 + i / 10, 0.9 + i / 10, 1.05 + i / 10, 40)
+                                              for i, s in enumerate(students)])
+    with open(out / collect.MANIFEST, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=collect.FIELDS)
+        writer.writeheader()
+        writer.writerows({"folder": folder, "student_id": sid, "name": name} for folder, sid, name in MANIFEST)
+    submissions = tmp_path / "subs"
+    for student, choice in {**NAMING, **INNOCENT}.items():
+        (submissions / student).mkdir(parents=True)
+        (submissions / student / alias.FILE).write_text(choice + "\n")
+    assigned = alias.assign(out, students, submissions)
+    assert {s: assigned[s].refused for s in NAMING} == dict.fromkeys(NAMING, "it contains a student's name")
+    assert {s: assigned[s].alias for s in INNOCENT} == INNOCENT
+
+
+def test_look_alikes_fold_to_one():
+    from harness.lab.term import names
+
+    assert names.fold("Ｗａｎｄａ") == names.fold("wanda") == "wanda"  # full width (NFKC)
+    assert names.fold("Zoë Ørsted") == "zoe orsted" and names.fold("1Il|") == "llll"
+    assert names.fold("Аnna") == "anna"  # a Cyrillic А
+    assert names.fold("rnarcus vvu") == "marcus wu"
+    assert names.named("Wanda", ["quillfeatherzyxwanda"]) == "quillfeatherzyxwanda"
+    assert names.named("Bat Man", ["s2093847", "quillfeatherzyxwanda"]) is None  # an id's digits are no name
+    assert names.named("Hal9000", ["patelhal"]) == "patelhal"  # letters and digits apart
+
+
+def test_lab_publish_reads_the_submissions_folder_lab_grade_recorded(published, tmp_path, capsys):
+    """`lab publish OUT PUB` as staff first type it: the aliases, from the folder in OUT/grading.json."""
+    from harness import cli
+
+    out, _, _ = published
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    assert cli.main(["lab", "publish", str(copy), str(tmp_path / "site")]) == 2
+    assert "records no submissions folder" in capsys.readouterr().err and not (tmp_path / "site").exists()
+    store.write_grading(copy, out.parent / "submissions", tmp_path / "weights.h5")
+    assert cli.main(["lab", "publish", str(copy), str(tmp_path / "site")]) == 0
+    assert "Speedy Gonzales" in (tmp_path / "site" / publish.PAGE).read_text()
+    assert cli.main(["lab", "publish", str(copy), str(tmp_path / "site"), "--submissions",
+                     str(tmp_path / "none")]) == 2
+    assert "--submissions" in capsys.readouterr().err

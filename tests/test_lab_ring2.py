@@ -19,9 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.lab import bwrap, disk, files, grade, seccomp, store, text, timing
-from harness.lab.box import Box, Limits
-from harness.lab.isolation import Isolation
+from harness.lab import text
+from harness.lab.box import bwrap, disk, seccomp
+from harness.lab.box.isolation import Isolation
+from harness.lab.box.limits import Limits
+from harness.lab.box.process import Box
+from harness.lab.judge import files, grade, store, timing
 from tests import lab_hostile
 from tests.test_lab import IS_ROOT, LAB, hostile_lines, python, rows_by_student
 
@@ -50,8 +53,13 @@ def ring2(tmp_path_factory):
 @pytest.mark.slow
 def test_every_student_of_the_second_ring_gets_a_row(ring2):
     out, progress, rows, _ = ring2
-    assert {name: row["status"] for name, row in rows.items()} == lab_hostile.RING2_EXPECTED, \
-        {name: (row["status"], row["reason"]) for name, row in rows.items()}
+    # the shaver's 0.45x clock sits near the clock rule's line (timing.inconsistency: flagged when it
+    # reports < 0.5x the CPU it used less the references' protocol allowance, which varies with the
+    # references and the load): flagged or ranked at the grader's measure, it gains nothing either way
+    statuses = {name: row["status"] for name, row in rows.items()}
+    assert statuses.pop("shaver") in ("ok", "timing-inconsistent"), rows["shaver"]["reason"]
+    expected = {n: s for n, s in lab_hostile.RING2_EXPECTED.items() if n != "shaver"}
+    assert statuses == expected, {name: (row["status"], row["reason"]) for name, row in rows.items()}
     assert "Traceback" not in progress and "warning: clean-up" not in progress
 
 
@@ -82,12 +90,16 @@ def test_a_shaved_clock_gains_nothing(ring2):
     rows = ring2[2]
     ratio = {n: r["ratios"]["numpy"]["ratio"] for n, r in rows.items() if r["status"] == "ok"}
     honest = [ratio[n] for n in lab_hostile.RING2_HONEST]
-    assert ratio["shaver"] > 0.7 * statistics.median(honest), (ratio["shaver"], honest)  # was 0.45x
+    if rows["shaver"]["status"] == "ok":  # unflagged: ranked at the grader's own measure
+        assert ratio["shaver"] > 0.7 * statistics.median(honest), (ratio["shaver"], honest)  # was 0.45x
+    else:  # flagged: no rank at all
+        assert "do not fit the grader's clock" in rows["shaver"]["reason"] and "shaver" not in ratio
     assert all(ratio[n] > 3 * max(honest) for n in lab_hostile.RING2_CHEATS), ratio
     shaved = statistics.median(rows["shaver"]["clock_ratio"])
     assert shaved < 0.6, rows["shaver"]["clock_ratio"]  # reported / the grader's own measure
     assert all(0.75 < statistics.median(rows[n]["clock_ratio"]) for n in lab_hostile.RING2_HONEST)
-    print("ratio to numpy:", {text.clean(n, 12): round(ratio[n], 3) for n in [*lab_hostile.RING2_HONEST, "shaver"]})
+    print("ratio to numpy:", {text.clean(n, 12): round(ratio[n], 3) for n in [*lab_hostile.RING2_HONEST, "shaver"]
+                              if n in ratio})
     print("reported/measured, median per round:",
           {text.clean(n, 12): [round(v, 2) for v in rows[n]["clock_ratio"]]
            for n in [*lab_hostile.RING2_HONEST, "shaver"]})
@@ -204,8 +216,8 @@ def test_a_failing_reference_is_retired_and_restarted_once(tmp_path):
     """A reference whose chunk fails is killed at once, then stopped like any reference at the end
     (its cgroup removed, its pidfd closed) with its log kept; the fresh one it gets must answer."""
     from harness.errors import Failure
-    from harness.lab import assignment
-    from harness.lab.sandbox import Chunk
+    from harness.lab.box.sandbox import Chunk
+    from harness.lab.judge import assignment
 
     class Worker:
         def __init__(self, name, fails):

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 from harness.errors import Failure, HarnessError
-from harness.lab import bwrap, cgroup, files, isolation
-from harness.lab.box import Limits, capped_log
-from harness.lab.sandbox import Sandbox
+from harness.lab.box import bwrap, cgroup, isolation
+from harness.lab.box.limits import Limits, capped_log
+from harness.lab.box.sandbox import Sandbox
+from harness.lab.judge import files
 from tests.conftest import ROOT
 
 ROOT_ONLY = pytest.mark.skipif(cgroup.reason_unavailable() is not None,
@@ -244,7 +245,7 @@ def test_the_private_tmp_is_mounted_before_the_view():
 def test_each_lab_module_says_what_it_holds():
     """Like isolate's header: every module of the lab wing names its public functions and classes
     in its docstring, so the docstrings stay true when code moves."""
-    for path in sorted((bwrap.ROOT / "harness" / "lab").glob("*.py")):
+    for path in sorted((bwrap.ROOT / "harness" / "lab").rglob("*.py")):
         tree = ast.parse(path.read_text())
         doc = ast.get_docstring(tree) or ""
         public = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
@@ -257,7 +258,7 @@ def test_each_lab_module_says_what_it_holds():
 def test_gpu_workers_find_the_cuda_wheels_without_ld_library_path(tmp_path, monkeypatch):
     from harness.errors import Unavailable
     from harness.frameworks import cupy_setup
-    from harness.lab import libpath
+    from harness.lab.box import libpath
 
     for package in ("cublas", "cuda_nvrtc"):
         (tmp_path / "nvidia" / package / "lib").mkdir(parents=True)

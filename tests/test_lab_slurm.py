@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from harness.lab import store
+from harness.lab.judge import store
 from tests import lab_hostile
 from tests.conftest import ROOT
 from tests.test_lab import (

@@ -1,11 +1,13 @@
 """A course's term around the grading (labs/README.md, "Running a term"): `lab collect` reads a
 Canvas bulk download, a Moodle download-all zip and a folder of git clones (names with spaces,
-accents and quotes), refuses zip-slip, zip bombs and an --out in use, keeps the latest of two
-submissions; the [grade] table gives points, ties where intervals overlap and a late penalty from
-the manifest; `lab export` writes Canvas, Moodle and plain CSV gradebooks from the LMS's roster.
-The end-to-end test runs collect -> (rows) -> report -> export through the command line, on a
-made-up class of 12 in a Canvas zip; its rows are written as the grader writes them (the real
-grading of a class is tests/test_lab.py's)."""
+accents and quotes), refuses zip-slip, zip bombs and an --out in use, keeps the later of two
+attachments of one name; the [grade] table gives points, ties where intervals overlap and a late
+penalty from the manifest; `lab export` writes Canvas, Moodle and plain CSV gradebooks from the
+LMS's roster. The end-to-end test runs collect -> (rows) -> report -> export through the command
+line, on a made-up class of 12 in a Canvas zip (every entry stamped with the download's time, as
+Canvas does) with the Submissions API's export for the real times (--times); its rows are written
+as the grader writes them (the real grading of a class is tests/test_lab.py's). Each LMS's own
+naming rules, exports and odd entries: tests/test_lab_collect_lms.py."""
 
 import csv
 import io
@@ -21,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.lab import assignment, collect, export, points, store
+from harness.lab.judge import assignment, store
+from harness.lab.term import collect, export, points
 from tests import lab_rows
 from tests.conftest import ROOT
 
@@ -74,9 +77,10 @@ def test_canvas_zip_late_flags_resubmission_suffix_and_the_latest_of_two(tmp_pat
     assert (tmp_path / "subs" / "leeben-1003" / "lenet.py").read_bytes() == CORRECT  # the latest
     manifest = collect.read_manifest(tmp_path / "subs" / "manifest.csv")
     assert manifest["obrienzoe-1001"]["late"] == "yes" and manifest["smithann-1002"]["late"] == ""
-    assert manifest["obrienzoe-1001"]["submitted_at"] == "2026-12-02T10:00:00"
+    # the entries' times are the download's (content_zipper.rb): no submission time without --times
+    assert manifest["obrienzoe-1001"]["submitted_at"] == "" and manifest["obrienzoe-1001"]["time_source"] == "lms-late-flag"
     assert "kept the latest (9010" in manifest["leeben-1003"]["note"]
-    assert any("leeben-1003: 2 submissions" in line for line in said)
+    assert any("leeben-1003: lenet.py in 2 attachments (9003, 9010)" in line for line in said)
     assert any("notes.txt: not a Canvas or Moodle" in line for line in said)
     hashes = json.loads(manifest["smithann-1002"]["sha256"])
     assert sorted(hashes) == ["helper.py", "lenet.py"] and len(hashes["lenet.py"]) == 64
@@ -258,10 +262,15 @@ def term(tmp_path_factory):
     """A class of 12 collected from a Canvas zip, with rows as the grader writes them."""
     tmp = tmp_path_factory.mktemp("term")
     files = {"correct": CORRECT, "wrong": WRONG, "slow": (ROOT / "labs" / "examples" / "slow" / "lenet.py").read_bytes()}
-    entries = [(f"{name}_{'LATE_' if day > 1 else ''}{uid}_{uid + 8000}_lenet.py", files[kind], (2026, 12, day, hour, 0, 0))
+    downloaded = (2026, 12, 5, 8, 0, 0)  # Canvas writes every entry with the zip's own time
+    entries = [(f"{name}_{'LATE_' if day > 1 else ''}{uid}_{uid + 8000}_lenet.py", files[kind], downloaded)
                for name, uid, kind, _, _, (day, hour) in CLASS]
     source = make_zip(tmp / "canvas.zip", entries)
-    done = python("lab", "collect", source, "-o", tmp / "submissions")
+    export = tmp / "submissions.json"  # the Submissions API's answer, as the browser saves it
+    export.write_text("while(1);" + json.dumps([
+        {"id": uid + 5000, "user_id": uid, "submitted_at": f"2026-12-{day:02d}T{hour:02d}:00:00Z", "late": day > 1,
+         "workflow_state": "submitted"} for _, uid, _, _, _, (day, hour) in CLASS]))
+    done = python("lab", "collect", source, "-o", tmp / "submissions", "--times", export)
     assert done.returncode == 0, done.stderr
     lab_file = tmp / "cpu_numpy.toml"
     lab_file.write_text(lab_text())

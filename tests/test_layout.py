@@ -9,7 +9,11 @@
   verify and the training study's test accuracy check answers against it, so it is imported
   by name, and only inside a function (ORACLE; any other lenet_* import is a violation);
 - no import cycle among harness modules;
-- no function in harness/ longer than MAX_FUNCTION_LINES (def line through last line).
+- no function in harness/ longer than MAX_FUNCTION_LINES (def line through last line);
+- inside the lab wing (harness/lab/__init__.py), its rooms import one way: term -> judge -> box,
+  and all three may import what sits in harness/lab/ itself (text, emucuda), which imports none
+  of them; a room's __init__.py says what it holds and may import, and imports nothing; no lab
+  module is longer than MAX_LAB_MODULE_LINES; the CLI's lab commands are one call each.
 """
 
 import ast
@@ -28,6 +32,9 @@ LEVEL_MAY_IMPORT = {"core", "data", "frameworks"}
 MOVED = {"weights": "data", "mnist": "data"}  # harness.__getattr__ keeps these old names
 ORACLE = "lenet_numpy"  # the level the harness may import by name (lazily): the correctness oracle
 MAX_FUNCTION_LINES = 60
+# The lab wing's rooms, lower = lower; "" is harness/lab/ itself (text, emucuda): below all three.
+LAB_RANK = {"": 0, "box": 1, "judge": 2, "term": 3}
+MAX_LAB_MODULE_LINES = 300
 
 
 def wing_of(module: str, root: Path) -> str | None:
@@ -199,3 +206,97 @@ def test_the_length_check_counts_def_through_last_line(tmp_path, body_lines, exp
     assert bool(found) is expected, found
     if expected:
         assert found == ["harness/measure/stats.py:1 f: 61 lines"]
+
+
+# --- the lab wing's rooms: term -> judge -> box ----------------------------------------------------
+def lab_room(module: str, root: Path) -> str | None:
+    """harness.lab.judge.grade -> judge; harness.lab.text (or harness.lab) -> ""; not the lab -> None."""
+    parts = module.split(".")
+    if parts[:2] != ["harness", "lab"]:
+        return None
+    if len(parts) > 2 and (root / "harness" / "lab" / parts[2]).is_dir():
+        return parts[2]
+    return ""
+
+
+def lab_violations(root: Path) -> list[str]:
+    """Every import in harness/lab/ (at import time or in a function) against term -> judge -> box."""
+    found = []
+    for path in sorted((root / "harness" / "lab").rglob("*.py")):
+        own = lab_room(module_name(path, root), root)
+        if own not in LAB_RANK:
+            found.append(f"{path.relative_to(root)}: harness.lab.{own} is not a room of the lab {sorted(LAB_RANK)}")
+            continue
+        for target, line, _ in imports(path, root):
+            other = lab_room(target, root)
+            if other is None or other == own:
+                continue
+            if other not in LAB_RANK or LAB_RANK[other] >= LAB_RANK[own]:
+                found.append(f"{path.relative_to(root)}:{line}: {own or 'harness.lab'} imports {target} "
+                             f"({other or 'harness.lab'} is not below {own or 'harness.lab'})")
+    return found
+
+
+def test_the_lab_rooms_import_one_way():
+    assert lab_violations(ROOT) == []
+
+
+def test_each_lab_room_says_what_it_holds_and_may_import():
+    """A room's __init__.py: a docstring naming each of its modules and what it may import; no import
+    (the box's is shown to the worker in the sandbox, which sees little else)."""
+    lab = ROOT / "harness" / "lab"
+    rooms = sorted(p.name for p in lab.iterdir() if (p / "__init__.py").is_file())
+    assert rooms == sorted(r for r in LAB_RANK if r), rooms
+    for room in rooms:
+        tree = ast.parse((lab / room / "__init__.py").read_text())
+        doc = ast.get_docstring(tree) or ""
+        assert "May import:" in doc, f"{room}/__init__.py does not say what it may import"
+        missing = [p.stem for p in (lab / room).glob("*.py") if p.stem != "__init__" and p.stem not in doc]
+        assert not missing, f"{room}/__init__.py does not name {missing}"
+        assert not [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))], room
+
+
+def test_no_lab_module_over_three_hundred_lines():
+    long = [f"{p.relative_to(ROOT)}: {n}" for p in sorted((ROOT / "harness" / "lab").rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_LAB_MODULE_LINES]
+    assert long == []
+
+
+def test_the_cli_lab_commands_are_one_call_each():
+    """harness/commands.py's cmd_lab_*: imports, then `return <one call>` (the lab wing does the work)."""
+    tree = ast.parse((ROOT / "harness" / "commands.py").read_text())
+    commands = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("cmd_lab_")]
+    assert len(commands) >= 10
+    for command in commands:
+        body = [n for n in command.body if not isinstance(n, (ast.Import, ast.ImportFrom))
+                and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+        assert len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Call), \
+            f"{command.name}: more than one call ({ast.unparse(command)[:300]})"
+
+
+LAB_TREE = {**BASE_TREE, "harness/lab/__init__.py": "", "harness/lab/text.py": "",
+            "harness/lab/box/__init__.py": "", "harness/lab/box/disk.py": "",
+            "harness/lab/judge/__init__.py": "", "harness/lab/judge/store.py": "",
+            "harness/lab/term/__init__.py": "", "harness/lab/term/leaderboard.py": ""}
+
+
+@pytest.mark.parametrize("path,text,expected", [
+    ("harness/lab/box/disk.py", "from harness.lab.judge import store\n", "box imports harness.lab.judge.store"),
+    ("harness/lab/judge/store.py", "def f():\n    from harness.lab.term import leaderboard\n",
+     "judge imports harness.lab.term.leaderboard (term is not below judge)"),  # lazy: still upward
+    ("harness/lab/box/disk.py", "import harness.lab.term.leaderboard\n", "box imports harness.lab.term"),
+    ("harness/lab/text.py", "from harness.lab.box.disk import Space\n",
+     "harness.lab imports harness.lab.box.disk (box is not below harness.lab)"),
+    ("harness/lab/extra/mod.py", "", "harness.lab.extra is not a room of the lab"),
+    ("harness/lab/term/leaderboard.py", "from harness.lab.judge import store\nfrom harness.lab.box import disk\n",
+     None),  # downward, two rooms down
+    ("harness/lab/judge/store.py", "from harness.lab import text\n", None),  # what sits below all three
+    ("harness/lab/box/disk.py", "from harness.lab.box import disk\n", None),  # its own room
+])
+def test_the_lab_checker_names_a_wrong_arrow(tmp_path, path, text, expected):
+    root = fake_tree(tmp_path, {**LAB_TREE, path: text})
+    found = lab_violations(root)
+    if expected is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and expected in found[0], found

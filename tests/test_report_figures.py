@@ -1,82 +1,243 @@
-"""The figures draw what the rows say: each machine against its own floor (the time-split
-figure), every machine (precision), and one colour per Keras backend in every panel whichever
-backends a panel has. Synthetic rows, the drawn figure captured before it is saved."""
+"""The figures draw what the rows say: each machine against its own floor (the findings' split),
+the CPU floor harness.measure.floor answers (Fig. 6), one GPU measure, every line named (Fig. 1),
+inference lines on top (Fig. 2), the newest run's machine apart from the others (Fig. 3), labels
+inside their axes and segments (Figs. 1, 5, 7), "Keras on ..." (Fig. 8), at most about eight lines a
+panel and the best CPU line in every GPU panel (Fig. 9), one line style per meaning (Fig. 10) and the
+within-round float64/float32 ratio (Fig. 11). Synthetic rows where the logic allows, the committed
+results where the figure reads the results folder (measure.floor); each figure captured with the
+caption it was given, after style.finish laid it out."""
 
 import math
+from types import SimpleNamespace
 
 import matplotlib.colors
+import numpy as np
 import pandas as pd
 import pytest
 
-from harness.report.figures import backends, overhead, precision
+from harness import DEFAULT_RESULTS
+from harness.measure import floor, stats
+from harness.report import figures, headline, loc, rundata, style
+from harness.report.figures import (
+    backends,
+    captions,
+    code_lines,
+    cost,
+    explain,
+    latency,
+    overhead,
+    pick,
+    place,
+    precision,
+    throughput,
+    training,
+)
 from harness.report.rundata import ReportData
 
+FIGURE_MODULES = (backends, code_lines, cost, explain, latency, overhead, precision, throughput, training)
 
-def cell(study, label, device, machine, median, dtype="float32", batch=1):
+
+def cell(study, label, device, machine, median, dtype="float32", batch=1, noisy=False, run_id=None):
     impl, variant = label.split("/")
-    return {"study": study, "run_id": f"run-{machine}", "machine": machine, "cell_id": f"{label}/{device}",
-            "implementation": impl, "variant": variant, "label": label, "device": device,
-            "batch_size": batch, "dtype": dtype, "status": "ok", "reason": "", "threads": math.nan,
-            "median_ms": median, "ci_low_ms": median * 0.9, "ci_high_ms": median * 1.1,
-            "device_median_ms": math.nan, "noisy": False, "images_per_s": batch / median * 1e3}
+    rounds = [[median * 1e6 * (1 + 0.01 * k)] * 3 for k in range(5)]  # ns, five rounds of three calls
+    return {"study": study, "run_id": run_id or f"run-{machine}", "machine": machine,
+            "cell_id": f"{label}/{device}/b{batch}/{dtype}", "implementation": impl, "variant": variant,
+            "label": label, "device": device, "batch_size": batch, "dtype": dtype, "status": "ok", "reason": "",
+            "threads": math.nan, "median_ms": median, "ci_low_ms": median * 0.9, "ci_high_ms": median * 1.1,
+            "device_median_ms": math.nan, "noisy": noisy, "images_per_s": batch / median * 1e3,
+            "rounds_ns": rounds}
+
+
+def run(study, machine, started, run_id=None):
+    return {"study": study, "run_id": run_id or f"run-{machine}", "machine": machine, "started": started,
+            "env": {}, "rows": []}
 
 
 @pytest.fixture
 def drawn(monkeypatch, tmp_path):
-    """The figure each draw function hands to finish(), instead of a PNG."""
-    captured = []
+    """Each figure as style.finish laid it out (the PNG written to tmp_path), with the caption it
+    was given: drawn[i] the figure, drawn.captions[i] its caption."""
+    captured = SimpleNamespace(figs=[], captions=[])
 
-    def keep(fig, runs, study, path, *args, **kwargs):
-        captured.append(fig)
-        return path
+    def keep(fig, runs, study, path, caption_text=None, *args, **kwargs):
+        captured.figs.append(fig)
+        captured.captions.append(caption_text or style.caption(runs, study))
+        return style.finish(fig, runs, study, tmp_path / path.name, caption_text, *args, **kwargs)
 
-    for module in (backends, precision):
+    for module in FIGURE_MODULES:
         monkeypatch.setattr(module, "finish", keep)
     return captured
 
 
-def data_of(rows) -> ReportData:
-    """The report's data with these cells and no runs."""
+@pytest.fixture(scope="module")
+def committed() -> ReportData:
+    """The committed results and loc.csv, as `make figures` reads them."""
+    return rundata.load_report(DEFAULT_RESULTS, loc.read_csv())
+
+
+def data_of(rows, runs=()) -> ReportData:
+    """The report's data with these cells (and these runs)."""
     frame = pd.DataFrame(rows)
-    return ReportData(runs=[], frame=frame, loc_rows=[], history=frame)
+    return ReportData(runs=list(runs), frame=frame, loc_rows=[], history=frame)
 
 
-def plotted_values(fig) -> list[float]:
-    """Every value drawn: bar lengths, and the x and y data of every line and marker."""
-    out = []
+def texts_of(fig) -> list:
+    return [t for ax in fig.axes for t in ax.texts]
+
+
+# Fig. 6 -----------------------------------------------------------------------------------------
+
+def test_fig6_splits_cpu_calls_against_measure_floors_floor(committed, drawn, tmp_path):
+    found, floors = pick.cpu_floors(committed)
+    assert found == floor.fastest_measured("cpu", DEFAULT_RESULTS)
+    machine = next(r["machine"] for r in committed.runs if r["run_id"] == found.run_id)
+    assert floors[machine] == found.median_ns / 1e6
+    overhead.fig_overhead(committed, tmp_path / "f6.png")
+    fig = drawn.figs[0]
+    cpu_axes = [ax for ax in fig.axes if ax.get_title(loc="left").startswith("CPU")]
+    assert cpu_axes and all(found.label in ax.get_title(loc="left") for ax in cpu_axes)
+    assert f"the floor, {found.label}: harness.measure.floor" in drawn.captions[0]
+    ax = next(ax for ax in cpu_axes if machine.split(": ")[-1].split(" (")[0] in ax.get_title(loc="left"))
+    greens = [p for p in ax.patches if matplotlib.colors.to_hex(p.get_facecolor()) == overhead.FLOOR_COLOUR.lower()]
+    medians = [float(t.get_text().split(" ")[0]) for t in ax.texts]  # "27.5 µs": the medians, top down
+    assert len(greens) == len(medians) > 0
+    overhead_cells = committed.frame[(committed.frame["study"] == "overhead")
+                                     & (committed.frame["machine"] == machine)
+                                     & (committed.frame["status"] == "ok") & (committed.frame["device"] == "cpu")
+                                     & (committed.frame["implementation"] != "null")].sort_values("median_ms")
+    for patch, (_, row) in zip(greens, overhead_cells.iterrows(), strict=True):
+        assert patch.get_width() == pytest.approx(100 * min(floors[machine] / row["median_ms"], 1.0))
+
+
+def test_fig6_has_one_gpu_measure_the_kernel_trace_and_drops_cpus_without_the_floor():
+    cells = pd.DataFrame([cell("overhead", "onednn/tuned", "cpu", "amd", 0.030),
+                          cell("overhead", "onednn/tuned", "cpu", "intel", 0.040),  # no floor measured here
+                          {**cell("overhead", "torch/eager", "gpu", "h100", 0.36), "device_median_ms": 0.27},
+                          {**cell("overhead", "torch/compile", "gpu", "h100", 0.52), "device_median_ms": 0.41}])
+    split = overhead.time_split(cells, {"amd": 0.022}, {("h100", "torch/eager"): 0.033}, "numba/fused")
+    got = {(r["machine"], r["label"]): (base, how) for r, base, how in split}
+    assert set(got) == {("amd", "onednn/tuned"), ("h100", "torch/eager"), ("h100", "torch/compile")}
+    assert got[("amd", "onednn/tuned")] == (0.022, "numba/fused")
+    assert got[("h100", "torch/eager")] == (0.033, overhead.BUSY)  # the trace, not CUDA events' 0.27
+    base, how = got[("h100", "torch/compile")]
+    assert math.isnan(base) and how == "no kernel trace"  # CUDA events are not mixed in
+
+
+# Fig. 1 -----------------------------------------------------------------------------------------
+
+def test_fig1_names_every_line_it_draws_and_its_labels_do_not_overlap(committed, drawn, tmp_path):
+    cost.fig_cost(committed, tmp_path / "f1.png")
+    fig, text = drawn.figs[0], drawn.captions[0]
+    ax = fig.axes[0]
+    grey = [ln for ln in ax.lines if matplotlib.colors.to_hex(ln.get_color()) == "#bbbbbb"]
+    pts = cost.points(committed.frame, committed.loc_rows)
+    chains = cost.chains(pts)
+    assert len(grey) == len(chains) > 0
+    for line, (device, chain) in zip(grey, chains, strict=True):
+        assert list(line.get_xdata()) == [p["loc"] for p in chain]
+        assert line.get_linestyle() == ("-" if device == "cpu" else "--")
+        name = " → ".join(cost.SHORT[p["implementation"]] for p in chain)
+        assert name in " ".join(text.split()), name
+    labels = [t for t in ax.texts if any(c.isdigit() for c in t.get_text())]
+    assert len(labels) == len(pts)
+    r = place.renderer(ax)
+    boxes = [t.get_window_extent(r) for t in labels]
+    for i, a in enumerate(boxes):
+        assert place.inside(ax, labels[i]), labels[i].get_text()
+        for j in range(i):
+            assert not place.boxes_overlap(a, boxes[j], pad=0), (labels[i].get_text(), labels[j].get_text())
+    whiskers = [c for c in ax.containers if c.has_yerr]
+    assert len(whiskers) == len(pts)  # an interval on every point
+
+
+def test_fig1_lines_skip_a_path_whose_raw_library_the_device_lacks():
+    pts = [{"implementation": i, "device": d, "loc": 10, "median": 1.0}
+           for i, d in (("onednn", "cpu"), ("tf", "cpu"), ("keras", "cpu"), ("jax", "gpu"), ("keras_jax", "gpu"))]
+    drawn = [(d, [p["implementation"] for p in chain]) for d, chain in cost.chains(pts)]
+    assert drawn == [("cpu", ["onednn", "tf", "keras"])]  # no cuDNN on the CPU, none on the GPU here
+
+
+# Fig. 2 -----------------------------------------------------------------------------------------
+
+def test_fig2_puts_the_inference_total_on_top_and_counts_training_apart(drawn, tmp_path):
+    rows = [{"package": "lenet_cudnn", "api_level": "cudnn", "part": part, "files": 1, "code": code, "comment": 0}
+            for part, code in (("forward", 386), ("ffi binding", 375), ("weight layout", 43),
+                               ("training step", 226))]
+    rows.append({"package": "shared loaders", "api_level": "shared", "part": "shared", "files": 1, "code": 208,
+                 "comment": 0})
+    data = ReportData(runs=[], frame=pd.DataFrame(), loc_rows=rows, history=pd.DataFrame())
+    code_lines.fig_loc(data, tmp_path / "f2.png")
+    words = [t.get_text() for t in texts_of(drawn.figs[0])]
+    inference = headline.inference_loc(rows, "cudnn")
+    assert inference == 804 and words[0] == "804"  # the bold number on top: Fig. 1's x
+    assert "226" in words and str(804 + 226) not in words  # training its own count, never added in
+    assert "training step" in " ".join(t.get_text() for t in drawn.figs[0].axes[0].get_legend().get_texts())
+
+
+# Figs. 3 and 5 -----------------------------------------------------------------------------------
+
+def test_fig3_draws_the_newest_runs_machine_filled_others_as_other_machines_and_tags_noisy(drawn, tmp_path):
+    rows = [cell("api_levels", "numpy/default", "cpu", "amd", 0.11), cell("api_levels", "tf/function", "cpu", "amd", 0.39),
+            cell("api_levels", "numpy/default", "cpu", "old-intel", 0.18, noisy=True),
+            cell("api_levels", "tf/function", "cpu", "old-intel", 0.56, noisy=True)]
+    rows = [{**r, "cold_start_ms": math.nan, "own_process": None} for r in rows]
+    runs = [run("api_levels", "amd", started=2.0), run("api_levels", "old-intel", started=1.0)]
+    latency.fig_latency(data_of(rows, runs), tmp_path / "f3.png")
+    ax = drawn.figs[0].axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[0].startswith("amd: newest run") and legend[1].startswith("other machine: old-intel, older run")
+    dots = [c for c in ax.containers]
+    filled = {(round(float(c.lines[0].get_xdata()[0]), 6)) for c in dots if c.lines[0].get_markerfacecolor() != "white"}
+    hollow = {(round(float(c.lines[0].get_xdata()[0]), 6)) for c in dots if c.lines[0].get_markerfacecolor() == "white"}
+    assert filled == {0.11, 0.39} and hollow == {0.18, 0.56}
+    assert [t.get_text() for t in ax.texts] == ["noisy", "noisy"]  # the other machine's two noisy cells
+    assert "Hollow: other machines, older runs" in drawn.captions[0]
+
+
+def test_pick_newest_machine_is_the_newest_run_with_cells_on_the_device():
+    frame = pd.DataFrame([cell("api_levels", "numpy/default", "cpu", "amd", 0.1),
+                          cell("api_levels", "cudnn/graph", "gpu", "h100", 0.06)])
+    runs = [run("api_levels", "amd", 1.0), run("api_levels", "h100", 2.0)]
+    assert pick.newest_machine(runs, "api_levels", "cpu", frame) == "amd"  # h100's newer run has no CPU cell
+    assert pick.newest_machine(runs, "api_levels", "gpu", frame) == "h100"
+
+
+def test_fig5_every_label_lies_inside_its_axes(committed, drawn, tmp_path):
+    latency.fig_cold_start(committed, tmp_path / "f5.png")
+    fig = drawn.figs[0]
+    assert texts_of(fig)
     for ax in fig.axes:
-        for patch in ax.patches:
-            out += [patch.get_width(), patch.get_height()]
-        for line in ax.lines:
-            out += [float(v) for v in line.get_xdata()] + [float(v) for v in line.get_ydata()]
-    return out
+        for text in ax.texts:
+            assert place.inside(ax, text), text.get_text()
 
 
-def drawn_with(values, target) -> bool:
-    return any(math.isclose(v, target, rel_tol=1e-9) for v in values)
+# Fig. 7 -----------------------------------------------------------------------------------------
 
-
-def test_each_machine_is_split_against_its_own_floor():
-    cells = pd.DataFrame([cell("overhead", "numpy/default", "cpu", "amd", 0.150),
-                          cell("overhead", "tf/function", "cpu", "amd", 0.450),
-                          cell("overhead", "onednn/tuned", "cpu", "intel", 0.030),
-                          cell("overhead", "numpy/default", "cpu", "intel", 0.180)])
-    split = overhead.overhead_split(cells)
-    assert len(split) == 4
-    for row, base, _how in split:
-        own_floor = cells[cells["machine"] == row["machine"]]["median_ms"].min()
-        assert base == own_floor, (row["machine"], row["label"], base)
-
-
-def test_precision_draws_every_machine(drawn, tmp_path):
-    rows = [cell("precision", "numpy/default", "cpu", machine, median, dtype)
-            for machine, medians in (("amd", (0.150, 0.160)), ("intel", (0.190, 0.230)))
-            for median, dtype in zip(medians, ("float32", "float64"), strict=True)]
-    precision.fig_precision(data_of(rows), tmp_path / "p.png")
-    values = plotted_values(drawn[0])
+def test_fig7_neighbouring_stages_differ_in_colour_and_labels_fit_their_segments(committed, drawn, tmp_path):
+    rows = explain.explain_rows(committed.runs)
     for row in rows:
-        assert drawn_with(values, row["median_ms"]), (row["machine"], row["dtype"])
+        colours = [shade for _, _, _, shade in explain.segments(row)]
+        assert all(a != b for a, b in zip(colours, colours[1:], strict=False)), row["implementation"]
+    explain.fig_explain(committed, tmp_path / "f7.png")
+    ax = drawn.figs[0].axes[0]
+    r = place.renderer(ax)
+    bars = [p.get_window_extent(r) for p in ax.patches if p.get_width() > 0]
+    for text in ax.texts:
+        box = text.get_window_extent(r)
+        home = [b for b in bars if b.x0 <= box.x0 and box.x1 <= b.x1 and b.y0 <= box.y0 and box.y1 <= b.y1]
+        assert home, f"{text.get_text()} spills out of its segment"
 
+
+def test_fig7_a_second_stage_of_one_kind_is_lighter():
+    row = {"stages": [{"name": "Python dispatch", "short": "Python op dispatch", "to": "function", "share": 0.5},
+                      {"name": "graph executor", "short": "graph executor", "to": "xla", "share": 0.1},
+                      {"name": "floor", "to": None, "share": 0.4}]}
+    (_, w0, _, c0), (left1, _, _, c1), (_, _, _, c2) = explain.segments(row)
+    assert c0 == "#56B4E9" and c1 == explain.lighter("#56B4E9") != c0 and c2 == "#000000"
+    assert left1 == pytest.approx(w0)
+
+
+# Fig. 8 -----------------------------------------------------------------------------------------
 
 def colour_of(handle) -> str:
     """The colour of a legend handle: a bar container, an errorbar container, a patch or a line."""
@@ -96,11 +257,98 @@ def test_a_backend_keeps_its_colour_when_another_backend_is_missing(drawn, tmp_p
              for impl, median in (("keras_jax", 1.9), ("keras_torch", 5.8))]
     backends.fig_backends(data_of(rows), tmp_path / "b.png")
     colours = []
-    for ax in drawn[0].axes:
+    for ax in drawn.figs[0].axes:
         handles, labels = ax.get_legend_handles_labels()
         colours.append({label: colour_of(h) for h, label in zip(handles, labels, strict=True)})
     with_tf, without_tf = colours
-    assert "TensorFlow" in with_tf and "TensorFlow" not in without_tf
-    for backend in ("JAX", "PyTorch"):
+    # the legend names the Keras backend, not the framework's own ops (another level)
+    assert set(with_tf) == {"Keras on TensorFlow", "Keras on JAX", "Keras on PyTorch"}
+    assert "Keras on TensorFlow" not in without_tf
+    for backend in ("Keras on JAX", "Keras on PyTorch"):
         assert with_tf[backend] == without_tf[backend], backend
     assert len(set(with_tf.values())) == 3  # three backends, three colours
+    assert "not measured: Keras on TensorFlow" in [t.get_text() for t in drawn.figs[0].axes[1].texts]
+
+
+# Fig. 9 -----------------------------------------------------------------------------------------
+
+def sweep(machine, device, labels, run_id=None):
+    return [cell("batch_sweep", label, device, machine, median * batch ** 0.5, batch=batch, run_id=run_id)
+            for label, median in labels for batch in (1, 8, 64, 512)]
+
+
+def test_fig9_draws_the_best_cpu_line_dashed_in_every_gpu_panel_and_bands(drawn, tmp_path):
+    cpu = [(f"{i}/{v}", m) for i, v, m in (("numba", "fused", 0.02), ("onednn", "tuned", 0.03), ("onnx", "run", 0.03),
+           ("onnx", "openvino", 0.04), ("tf", "function", 0.4), ("jax", "jit", 0.3), ("torch", "eager", 0.2),
+           ("numpy", "default", 0.1), ("keras", "predict", 47.0), ("keras", "function", 0.4),
+           ("keras_jax", "predict", 0.7), ("keras_jax", "jit", 0.3))]
+    rows = sweep("amd", "cpu", cpu) + sweep("h100", "gpu", [("cudnn/graph", 0.06), ("keras_jax/jit", 0.7)])
+    throughput.fig_throughput(data_of(rows), tmp_path / "f9.png")
+    best = throughput.best_cpu_line(pd.DataFrame(rows))
+    assert best["label"].iloc[0] == "numba/fused"
+    fig = drawn.figs[0]
+    for ax in fig.axes:
+        own = [ln for ln in ax.get_lines() if not ln.get_label().startswith("best CPU line")]
+        assert 0 < len(own) <= 8
+        assert all(ln.get_linestyle() == "-" for ln in own)  # dashed means the best CPU line only
+        assert len(ax.collections) == len(ax.get_lines())  # every line's interval shaded
+        dashed = [ln for ln in ax.get_lines() if ln.get_label().startswith("best CPU line")]
+        if ax.get_title(loc="left").startswith("GPU"):
+            assert len(dashed) == 1 and dashed[0].get_linestyle() == "--"
+            assert dashed[0].get_label() == "best CPU line: numba/fused, amd"
+            assert list(dashed[0].get_ydata()) == list(best.sort_values("batch_size")["images_per_s"])
+        else:
+            assert not dashed
+
+
+def test_fig9_band_is_the_interval_in_images_per_second():
+    cells = pd.DataFrame([cell("batch_sweep", "cudnn/graph", "gpu", "h100", 2.0, batch=64)])
+    low, high = throughput.batch_lines.band(cells, "images_per_s")
+    assert low[0] == pytest.approx(64 / 2.2e-3) and high[0] == pytest.approx(64 / 1.8e-3)
+
+
+# Fig. 10 ----------------------------------------------------------------------------------------
+
+def test_fig10_dashed_means_fit_and_nothing_else_in_a_grid_of_panels(drawn, tmp_path):
+    labels = ["onednn/default", "tf/function", "tf/eager", "torch/eager", "torch/compile", "keras/train_on_batch",
+              "keras/fit", "keras_jax/train_on_batch", "keras_jax/fit"]
+    rows = [{**cell("training", label, "cpu", machine, 5.0 * k + 1, batch=batch), "mode": "train"}
+            for machine in ("amd", "intel") for k, label in enumerate(labels) for batch in (32, 128, 512)]
+    training.fig_training(data_of(rows), tmp_path / "f10.png")
+    fig = drawn.figs[0]
+    assert fig.get_figwidth() * style.DPI <= 1400  # a 2 x 2 grid, not four panels in a row
+    lines = [ln for ax in fig.axes for ln in ax.get_lines()]
+    assert len(lines) == 2 * len(labels)
+    for line in lines:
+        assert line.get_linestyle() == ("--" if line.get_label().endswith("/fit") else "-"), line.get_label()
+
+
+# Fig. 11 ----------------------------------------------------------------------------------------
+
+def test_fig11_draws_the_within_round_ratio_per_implementation(drawn, tmp_path):
+    rows = [cell("precision", "torch/eager", "cpu", "amd", 0.205, "float32"),
+            cell("precision", "torch/eager", "cpu", "amd", 0.131, "float64"),  # faster in double precision
+            cell("precision", "jax/jit", "cpu", "amd", 0.297, "float32"),
+            cell("precision", "jax/jit", "cpu", "amd", 0.458, "float64"),
+            cell("precision", "numpy/default", "cpu", "amd", 0.114, "float32"),
+            cell("precision", "numpy/default", "cpu", "amd", 0.125, "float64", run_id="another-run")]
+    rows[3]["rounds_ns"] = [[0.458e6 * (1 + 0.05 * np.sin(k))] * 3 for k in range(5)]
+    precision.fig_precision(data_of(rows), tmp_path / "f11.png")
+    ax = drawn.figs[0].axes[0]
+    dots = {ax.get_yticklabels()[round(float(c.lines[0].get_ydata()[0]))].get_text(): c for c in ax.containers}
+    by = {(r["label"], r["dtype"]): r for r in rows}
+    for label in ("torch/eager", "jax/jit"):
+        want = stats.round_ratio(by[(label, "float64")]["rounds_ns"], by[(label, "float32")]["rounds_ns"])
+        x = float(dots[label].lines[0].get_xdata()[0])
+        assert x == pytest.approx(want["ratio"]), label
+        segments = dots[label].lines[2][0].get_segments()[0]
+        assert [s[0] for s in segments] == pytest.approx([want["ci95_low"], want["ci95_high"]])
+    assert float(dots["torch/eager"].lines[0].get_xdata()[0]) < 1 < float(dots["jax/jit"].lines[0].get_xdata()[0])
+    assert "numpy/default" not in dots  # its two cells are of two runs: no within-round ratio
+    assert any("no float64/float32 pair in one run" in t.get_text() for t in ax.texts)
+
+
+# captions ---------------------------------------------------------------------------------------
+
+def test_a_caption_for_every_figure_in_reading_order():
+    assert [name for name, _, _ in captions.FIGURES] == [name for name, _ in figures.FIGURES]

@@ -13,7 +13,7 @@ import pytest
 from harness import DEFAULT_RESULTS
 from harness.machine import load, provenance
 from harness.measure import floor, stats
-from harness.report import headline, markdown, quote, rundata
+from harness.report import details, explain_section, headline, machine_findings, markdown, quote, rundata
 from tests.conftest import ROOT
 from tests.test_runner import final_rows, lab_cell, only_run, run_cli, write_study
 
@@ -84,6 +84,10 @@ def test_the_floor_sentence_names_measure_floors_answer(results_copy, loc_rows):
         found = floor.fastest_measured(device, results_copy)
         assert f"on the {device.upper()} ({found.label})" in line
     assert "onednn/tuned" not in line or floor.fastest_measured("cpu", results_copy).label == "onednn/tuned"
+    machine = headline.machine_of(data.frame, data.answer["cpu"])
+    said = details.build(data)  # DETAILS' machine findings name the same floor, never a typed one
+    assert f"The fastest call measured on this CPU is {floor.fastest_measured('cpu', results_copy).label}" in said
+    assert machine_findings.machine_fastest(data.frame, machine)["label"] == data.floors["cpu"].label
 
 
 def test_a_cell_with_too_few_rounds_has_no_interval():
@@ -154,3 +158,12 @@ def test_the_load_of_a_window_leaves_the_runs_own_processes_out():
     assert load.contended(found) is not None  # half a core: contended
     assert load.contended({**found, "others_cores": 0.1, "steal": 0.2}).startswith("the hypervisor stole")
     assert load.contended({**found, "others_cores": 0.1, "steal": 0.0}) is None
+
+
+def test_an_old_explain_row_never_calls_its_floor_the_arithmetic():
+    row = {"floor": "onednn/tuned", "stages": [{"name": "tf.data pipeline", "ns": 1e6, "share": 0.9},
+                                               {"name": "the model's arithmetic: the raw library's tuned "
+                                                        "primitives", "ns": 3e4, "share": 0.1}]}
+    assert explain_section.stage_name(row, 0) == "tf.data pipeline"
+    assert explain_section.stage_name(row, 1) == ("the floor (oneDNN tuned, the fastest measured "
+                                                  "implementation then)")

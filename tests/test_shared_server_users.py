@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.lab import export, leaderboard, store
+from harness.lab.judge import store
+from harness.lab.term import export, leaderboard
 from harness.machine.gpulock import GpuLock
 from harness.measure import results
 from tests import lab_rows

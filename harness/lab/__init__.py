@@ -1,1 +1,1 @@
-"""Lab assignments: grading a class's submissions in sandboxed workers, Slurm job arrays, leaderboard."""
+"""Grading a class's lab submissions, in three rooms that import one way: term -> judge -> box (+ text)."""

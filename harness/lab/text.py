@@ -8,7 +8,9 @@ UTF-8 or is 254 bytes long.
                                     bytes that are not UTF-8 (surrogates) escaped, cut to limit
     cell(text, limit) -> str        clean, then safe in a Markdown table cell (| ` < > & escaped)
     block(lines) -> list[str]       a log tail for a Markdown code block: cleaned lines, no fence
-    csv_cell(text) -> str           clean, and never read as a formula by a spreadsheet
+    csv_cell(text) -> str           clean, and never read as a formula by a spreadsheet (text cells)
+    csv_value(value)                a CSV cell: a number the tool computed stays a number, all else
+                                    is text (csv_cell); csv_row(row) does it to every cell of a row
     safe_id(name) -> str            the internal id a grader names files and groups by
 """
 
@@ -20,7 +22,12 @@ import unicodedata
 
 ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 ID_MAX = 60  # characters of the readable part of an id
-FORMULA = ("=", "+", "-", "@", "\t", "\r")
+# OWASP's CSV injection rule (owasp.org/www-community/attacks/CSV_Injection, from
+# OWASP/www-community pages/attacks/CSV_Injection.md): a cell a spreadsheet opens must not begin with
+# = + - @, tab, CR or LF, nor may a field separator inside it start a new cell that does (`;` is the
+# separator of Excel's CSV where the decimal mark is a comma; Python's csv quotes a cell holding `,`).
+FORMULA = ("=", "+", "-", "@", "\t", "\r", "\n")
+AFTER_SEPARATOR = re.compile(r";(\s*)(?=[=+\-@])")
 
 
 def _escaped(char: str) -> str:
@@ -51,8 +58,26 @@ def block(lines: list[str]) -> list[str]:
 
 
 def csv_cell(text: object, limit: int = 500) -> str:
-    out = clean(text, limit)
+    """Text for a CSV cell that a spreadsheet shows as the text it is: clean (one line), a quote
+    before a leading = + - @ (the spreadsheet's own "this is text" mark, not shown), and before such
+    a character after a `;`. For text only: a student's "-1" is text and gets its quote; a number
+    the tool computed goes through csv_value and stays a number."""
+    out = AFTER_SEPARATOR.sub(r";\1'", clean(text, limit))
     return "'" + out if out.startswith(FORMULA) else out
+
+
+def csv_value(value: object, limit: int = 500) -> object:
+    """A cell of a CSV that staff open. A number the tool computed (int or float: points, a ratio,
+    -0.5) is written as the number it is: a quote would make it text in the spreadsheet. Everything
+    else (str, None: "") is text, whatever it looks like, and goes through csv_cell."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    return csv_cell("" if value is None else value, limit)
+
+
+def csv_row(row: dict, limit: int = 500) -> dict:
+    """csv_value of every cell of a csv.DictWriter row."""
+    return {key: csv_value(value, limit) for key, value in row.items()}
 
 
 def safe_id(name: str) -> str:

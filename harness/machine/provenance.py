@@ -9,7 +9,8 @@ the package after the run started, and as unknown where there is no git history 
 
     package_files(package, root) -> [Path]          the files a level's sources are
     level_hash(implementation, root) -> str | None  None: no package (the null level)
-    collect(implementations, root) -> dict          {commit, dirty, sources: {impl: hash}}
+    collect(implementations, root) -> dict          {commit, dirty (a tracked file outside reports/
+                                                    differs from it), sources: {impl: hash}}
     change(provenance, implementation, started, root) -> str | None
                                                     why the level is stale, or None if current
 """
@@ -27,7 +28,7 @@ UNKNOWN = "unknown"  # a run without recorded sources, and no git history to ask
 
 def package_files(package: str, root: Path = ROOT) -> list[Path]:
     """The files a level package's sources are: its Python, its CUDA C kernels and its C."""
-    return sorted(path for pattern in ("*.py", "*.cu", "*.c") for path in (root / package).glob(pattern))
+    return sorted(p for pattern in ("*.py", "*.cu", "*.c") for p in (root / package).glob(pattern))
 
 
 def level_hash(implementation: str, root: Path = ROOT) -> str | None:
@@ -52,7 +53,8 @@ def git(root: Path, *args: str) -> str | None:
 
 def collect(implementations: Iterable[str], root: Path = ROOT) -> dict:
     """The commit checked out (and whether the tree had changes) and each level's source hash."""
-    status = git(root, "status", "--porcelain", "--untracked-files=no")
+    # reports/ is what a run writes (make run-all's verify files come first): not the code measured
+    status = git(root, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)reports")
     hashes = {impl: level_hash(impl, root) for impl in sorted(set(implementations))}
     return {"commit": git(root, "rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
             "sources": {impl: h for impl, h in hashes.items() if h is not None}}

@@ -10,7 +10,8 @@ from typing import Any
 from harness.measure import stats
 from harness.measure.study import Cell, chunk_sizes
 
-SETUP_FIELDS = ("import_ns", "load_ns", "cold_start_ns", "cold_start_device_ns")
+SETUP_FIELDS = ("import_ns", "load_ns", "cold_start_ns", "cold_start_device_ns", "memory", "gpu_memory",
+                "installed")
 
 
 @dataclass
@@ -24,6 +25,7 @@ class CellState:
     final: dict[str, Any] | None = None
     contended: list[str] = field(default_factory=list)  # why its rounds were disturbed (GPU, load)
     convergence: dict[str, Any] | None = None  # train mode: the convergence run's result
+    rss_peak: int | None = None  # the highest resident peak of its timed rounds (bytes)
 
     @property
     def open(self) -> bool:
@@ -46,6 +48,7 @@ def restore(states: list[CellState], rows: list[dict[str, Any]], rounds: int) ->
             state.final = row
         elif row["kind"] == "round":
             state.rounds[row["round"]] = (row["times_ns"], row.get("device_ns"))
+            state.rss_peak = max(filter(None, (state.rss_peak, row.get("rss_peak"))), default=None)
             if row.get("contended") and row["contended"] not in state.contended:
                 state.contended.append(row["contended"])
         elif row["kind"] == "setup" and state.setup is None:
@@ -69,7 +72,7 @@ def final_row(state: CellState, study_name: str, status: str, reason: str | None
            else None,
            "setup": {k: state.setup.get(k) for k in SETUP_FIELDS} if state.setup else None,
            "contended": bool(state.contended), "contended_reasons": state.contended,
-           "convergence": state.convergence, "warnings": []}
+           "convergence": state.convergence, "rss_peak": state.rss_peak, "warnings": []}
     if row["stats"] and row["stats"]["noisy"]:
         row["warnings"].append(noisy_warning(row["stats"]))
     return row

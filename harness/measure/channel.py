@@ -57,7 +57,7 @@ def encode(message: dict) -> bytes:
     return (json.dumps(message) + "\n").encode()
 
 
-EXIT = encode({"op": "exit"})  # both workers' (harness.measure.worker, harness.lab.worker) last request
+EXIT = encode({"op": "exit"})  # both workers' (harness.measure.worker, harness.lab.box.worker) last request
 
 
 def decode(line: bytes) -> Any:

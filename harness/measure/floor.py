@@ -66,8 +66,7 @@ def _candidate(row: dict, device: str) -> bool:
     name = cell.get("implementation")
     return (row.get("status") == "ok" and (row.get("stats") or {}).get("median_ns") is not None
             and cell.get("device") == device and cell.get("batch_size") == BATCH
-            and cell.get("dtype") == DTYPE and name in registry.REGISTRY
-            and registry.REGISTRY[name].api_level != "none")
+            and cell.get("dtype") == DTYPE and registry.computes(name))
 
 
 def standing_in(device: str) -> Floor:

@@ -135,7 +135,7 @@ class Runner:
     def setup(self, state: CellState) -> None:
         m = self.study.measure
         message = {"op": "setup", "cell": {**state.cell.to_dict(), "id": state.cell.id},
-                   "weights": self.weights, "warmup": m.warmup}
+                   "weights": self.weights, "warmup": m.warmup, "bill": m.bill}
         reply = self.ask(state, message, m.setup_timeout_s)
         if reply is None:
             return
@@ -160,10 +160,11 @@ class Runner:
         if reply is None:
             return
         state.rounds[r] = (reply["times_ns"], reply["device_ns"])
+        state.rss_peak = max(filter(None, (state.rss_peak, reply.get("rss_peak"))), default=None)
         self.writer.write({"kind": "round", "cell_id": state.cell.id, "round": r,
                            "pid": state.ready_pid, "times_ns": reply["times_ns"],
                            "device_ns": reply["device_ns"], "contended": reply.get("contended"),
-                           "gpu_samples": reply.get("gpu_samples")})
+                           "gpu_samples": reply.get("gpu_samples"), "rss_peak": reply.get("rss_peak")})
 
     def converges(self, cell: Cell) -> bool:
         """Train mode: one convergence run per level, its default training variant at the
@@ -249,7 +250,7 @@ def start_run(study: Study, out: Path, run_id: str | None = None, resume: bool =
         done = runner.restore(results.read_rows(writer.path))
         report(f"resuming {run_dir}: {done} of {len(runner.states)} cells already finished")
     report(f"study {study.name}: {len(study.cells)} cells, {study.measure.rounds} rounds -> {run_dir}")
-    busy = load.busy_now(seconds=0.3)
+    busy = load.busy_now(seconds=0.2)
     if busy:
         report(f"WARNING: the machine is busy ({busy}); rounds it disturbs are flagged contended "
                "in the rows and the report. Wait for it to be idle for numbers worth quoting.")

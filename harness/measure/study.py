@@ -3,7 +3,8 @@
     [study]                      name, question, figures (list), baseline (a cell's implementation),
                                  mode ("inference", the default: predict calls; or "train": one
                                  SGD step per call, from the seeded initial weights)
-    [measure]                    calls, rounds, warmup, batch_sizes, dtypes, threads,
+    [measure]                    calls, rounds, warmup, batch_sizes, dtypes, threads, bill (true:
+                                 each worker records what it needed installed, for the report's bill),
                                  inter_op_threads, max_images, setup_timeout_s, timeout_s,
                                  max_cell_seconds (a slow cell's calls are cut to fit, after
                                  its warm-up has shown its speed; neither cap leaves fewer than
@@ -59,6 +60,7 @@ class Measure:
     converge_seconds: float | None = None
     converge_batch_size: int = 32
     min_calls_per_round: int = 10
+    bill: bool = False  # each worker also reads what it needed installed (a second or so per worker)
 
 
 MEASURE_KEYS = frozenset(field.name for field in fields(Measure))
@@ -211,6 +213,8 @@ def _measure(where: str, table: object) -> Measure:
         value = getattr(measure, key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             _fail(where, f"{key}: expected a whole number >= 0, found {value!r}")
+    if not isinstance(measure.bill, bool):
+        _fail(where, f"bill: expected true or false, found {measure.bill!r}")
     cap = measure.max_cell_seconds
     if cap is not None and (not isinstance(cap, int | float) or isinstance(cap, bool) or cap <= 0):
         _fail(where, f"max_cell_seconds: expected a number of seconds > 0, found {cap!r}")

@@ -5,11 +5,14 @@ environment (harness.machine.procenv), so they are in place before the framework
 Protocol: one JSON object per line. Requests on stdin, replies on a private copy of stdout;
 fd 1 itself is pointed at stderr so that nothing a framework prints can corrupt the replies.
 
-    {"op": "setup", "cell": {...}, "weights": PATH, "warmup": N}
-        -> {"ok": true, "import_ns", "load_ns", "cold_start_ns", "warmup_median_ns"}
+    {"op": "setup", "cell": {...}, "weights": PATH, "warmup": N, "bill": B}
+        -> {"ok": true, "import_ns", "load_ns", "cold_start_ns", "warmup_median_ns",
+            "memory": {baseline, import, model, first_calls_peak, peak_reset} (resident bytes by
+            stage; harness.measure.memory), "gpu_memory", "installed" (with bill, else None)}
            (the first call timed apart; the warm-up's median tells the runner the cell's speed)
     {"op": "measure", "cell_id": ID, "calls": K, "start": I}
-        -> {"ok": true, "times_ns": [...], "device_ns": [...] or null}
+        -> {"ok": true, "times_ns": [...], "device_ns": [...] or null,
+            "rss_peak": the resident peak during these calls (None where it cannot be reset)}
     {"op": "converge", "cell_id": ID, "images": N, "seconds": S}      (train mode only)
         -> {"ok": true, "convergence": {images, steps, seconds, losses, test_accuracy}}
     {"op": "exit"}
@@ -31,7 +34,7 @@ import numpy as np
 
 from harness.base import LeNet, Trainer
 from harness.errors import Unavailable
-from harness.measure import training
+from harness.measure import memory, training
 
 perf_counter_ns = time.perf_counter_ns
 FRAMEWORKS = ("tensorflow", "keras", "jax", "torch", "cupy")
@@ -104,20 +107,24 @@ class Worker:
             self.images, _ = mnist.load("test")
         return self.images
 
-    def setup(self, cell: Request, weights: str, warmup: int) -> Reply:
+    def setup(self, cell: Request, weights: str, warmup: int, bill: bool = False) -> Reply:
         if cell.get("mode") == "train":
             return self.setup_training(cell, weights, warmup)
         from harness import registry
         from harness.data import mnist
 
-        t0 = perf_counter_ns()
-        cls = registry.import_class(registry.spec(cell["implementation"]).path)  # the framework
-        t1 = perf_counter_ns()
-        impl = cls(weights, device=cell["device"], variant=cell["variant"], dtype=cell["dtype"])
-        t2 = perf_counter_ns()
         x = mnist.to_input(self.test_images(), cell["dtype"])
         b = cell["batch_size"]
         batches = [x[i:i + b] for i in range(0, len(x) - b + 1, b)]  # different images per call
+        first = not self.cells  # this worker started for this cell (its import is this level's)
+        baseline = memory.rss()[0]  # the interpreter, the harness and the test images
+        t0 = perf_counter_ns()
+        cls = registry.import_class(registry.spec(cell["implementation"]).path)  # the framework
+        t1 = perf_counter_ns()
+        imported = memory.rss()[0]
+        impl = cls(weights, device=cell["device"], variant=cell["variant"], dtype=cell["dtype"])
+        t2 = perf_counter_ns()
+        built, reset = memory.rss()[0], memory.reset_peak()
         t3 = perf_counter_ns()
         impl.predict(batches[0])  # cold start: tracing, compilation, autotuning, lazy init
         t4 = perf_counter_ns()
@@ -125,19 +132,25 @@ class Worker:
         warm, _ = time_calls(impl.predict, batches, 1, warmup)
         self.cells[cell["id"]] = (impl, batches)
         freeze_heap()
+        stages = {"baseline": baseline, "import": imported, "model": built,
+                  "first_calls_peak": memory.rss()[1], "peak_reset": reset}
         return {"import_ns": t1 - t0, "load_ns": t2 - t1, "cold_start_ns": t4 - t3,
                 "cold_start_device_ns": device_time,
                 "warmup_median_ns": sorted(warm)[len(warm) // 2] if warm else None,
                 "frameworks": loaded_frameworks(),
-                "keras_backend": os.environ.get("KERAS_BACKEND")}
+                "keras_backend": os.environ.get("KERAS_BACKEND"),
+                "memory": stages, "gpu_memory": memory.gpu(loaded_frameworks()),
+                # once per worker: the bill reads only the cell its worker started for
+                "installed": memory.installed() if bill and first else None}
 
     def measure(self, cell_id: str, calls: int, start: int) -> Reply:
         if cell_id in self.trainers:
             return self.measure_training(cell_id, calls, start)
         impl, batches = self.cells[cell_id]
         probe = impl.last_device_time_ns if impl.last_device_time_ns() is not None else None
+        reset = memory.reset_peak()
         times, device = time_calls(impl.predict, batches, start, calls, probe)
-        return {"times_ns": times, "device_ns": device}
+        return {"times_ns": times, "device_ns": device, "rss_peak": memory.rss()[1] if reset else None}
 
     def close(self) -> None:
         for impl, _ in self.cells.values():
@@ -204,7 +217,8 @@ def main() -> int:
             break
         try:
             if op == "setup":
-                reply = worker.setup(request["cell"], request["weights"], request["warmup"])
+                reply = worker.setup(request["cell"], request["weights"], request["warmup"],
+                                     request.get("bill", False))
             elif op == "measure":
                 reply = worker.measure(request["cell_id"], request["calls"], request["start"])
             elif op == "converge":

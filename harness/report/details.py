@@ -8,7 +8,15 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from harness.report import explain_section, gpu_section, machine_findings, quote, tables, training_section
+from harness.report import (
+    bill,
+    explain_section,
+    gpu_section,
+    machine_findings,
+    quote,
+    tables,
+    training_section,
+)
 from harness.report.rundata import ReportData, find, ratio_ci
 from harness.report.style import caption, ok_cells
 from harness.report.tables import fmt_ratio, ms, table
@@ -129,6 +137,10 @@ def cold_starts(data: ReportData) -> list[str]:
                     r["machine"]] for _, r in cold.iterrows()]) if not cold.empty else "_None._"]
 
 
+def full_bill(data: ReportData) -> list[str]:
+    return bill.section(data.frame, data.answer)
+
+
 def overhead(data: ReportData) -> list[str]:
     return ["", "## Where the time goes (study `overhead`, Fig. 6)", "",
             "On the GPU, device time is measured with CUDA events around the work of a call; on "
@@ -197,7 +209,7 @@ def quality(data: ReportData) -> list[str]:
 
 # DETAILS.md's sections in order, each a list of lines from the report's data.
 SECTIONS: tuple[Callable[[ReportData], list[str]], ...] = (
-    findings, method, environments, code_lines, latency, cold_starts, overhead, backends, explain,
+    findings, method, environments, code_lines, latency, cold_starts, full_bill, overhead, backends, explain,
     throughput, precision, training, verify, quality)
 
 

@@ -1,5 +1,6 @@
 """At most six findings in plain words, each one sentence with its number and interval, generated
-from the headline table's rows: what Keras costs and why, what each level saves in code, the CPU
+from the headline table's rows: what Keras costs and why, what each level saves in code (and what
+the rest of its bill is: memory, start-up, install size), the CPU
 against the GPU at batch 1 and at a large batch, what the raw libraries buy, what training
 costs, and the seed's question (cuDNN -> TensorFlow ops -> Keras on the GPU)."""
 
@@ -84,7 +85,28 @@ def code_finding(levels: list[Level]) -> str | None:
             + (f"{min(ops)}–{max(ops)} with framework ops, " if ops else "")
             + f"and {loc['keras']} with Keras (one model for all three backends)"
             + (f", {sig3(biggest / loc['keras'])}x fewer than the largest raw level" if biggest else "")
-            + " (pygount code lines, exact counts; training code apart).")
+            + " (pygount code lines, exact counts; training code apart)" + bill_part(levels) + ".")
+
+
+def bill_value(level: Level, key: str) -> str:
+    value = getattr(level.bills["cpu"], key)
+    return f"{value:.2g} s" if key.endswith("_s") else f"{value:,.0f} MiB"
+
+
+def bill_part(levels: list[Level]) -> str:
+    """'; and in the rest of the bill on the CPU, ...': the cheapest and the dearest level's memory,
+    start-up and install size (bill.Bill), where the run that answers recorded them."""
+    billed = [lv for lv in levels if "cpu" in lv.bills]
+    if len(billed) < 2:
+        return ""
+    parts = []
+    for what, key in (("peak memory", "calls_peak_mb"), ("start-up to the first answer", "startup_s"),
+                      ("install size beyond the harness", "install_mb")):
+        ranked = sorted(billed, key=lambda lv: getattr(lv.bills["cpu"], key))
+        low, high = ranked[0], ranked[-1]
+        parts.append(f"{what} from {bill_value(low, key)} ({low.name}) "
+                     f"to {bill_value(high, key)} ({high.name})")
+    return "; on the CPU, the rest of the bill: " + ", ".join(parts) + " (`api_levels`, Fig. 12)"
 
 
 def devices_finding(frame: pd.DataFrame, levels: list[Level], machines: dict) -> str | None:
@@ -133,13 +155,14 @@ def raw_finding(levels: list[Level]) -> str | None:
                                                            f"({best.cells[device]['label']})",
                                                            best.ratios.get(device)))
     raw_cpu, beside = by.get(headline.RAW["cpu"]), []
-    for impl, what in (("numba", "the hand-written loops"), ("onnx", "the inference engine")):
+    for impl, what in (("c", "the hand-written C"), ("numba", "the loops compiled from Python"),
+                       ("onnx", "the inference engine")):
         level = by.get(impl)
         if raw_cpu and "cpu" in raw_cpu.cells and level and "cpu" in level.cells:
             label = f"{what} ({level.cells['cpu']['label']})"
             beside.append(compare("oneDNN", label, level.ratios.get("cpu")))  # oneDNN named just before
     if beside:
-        parts.append("and on the CPU, " + ", while ".join(beside))
+        parts.append("and on the CPU, " + "; ".join(beside))
     if not parts:
         return None
     return ("**What the raw libraries buy at batch 1, and what is beside them:** " + "; ".join(parts)
@@ -193,7 +216,7 @@ def findings(frame: pd.DataFrame, runs: list[dict], loc_rows: list[dict],
     levels, machines = headline.levels(frame, loc_rows, answer)
     if not levels:
         return ["No results yet: run `make run-all`."]
-    lines = [keras_finding(frame, runs, levels, machines), code_finding(levels),
+    lines = [keras_finding(frame, runs, levels, machines), code_finding(levels),  # with the bill
              devices_finding(frame, levels, machines), raw_finding(levels), training_finding(frame, machines),
              seed_finding(levels, machines)]
     return [line for line in lines if line][:6]

@@ -3,12 +3,13 @@ latency on the CPU and on the GPU (each with its ratio to that device's raw libr
 within rounds), and its GPU throughput at the largest batch. A cell that was not measured is
 "–" with a footnote that says why. Every number is read from a results row or loc.csv."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from harness import registry
-from harness.report import quote
+from harness.report import bill, quote
 from harness.report.rundata import answer_run, ratio_ci
 from harness.report.style import IMPL_ORDER
 from harness.report.tables import sig3, table
@@ -16,7 +17,7 @@ from harness.report.tables import sig3, table
 # Each implementation's row name; the rows in the ladder's order (style.IMPL_ORDER: the GPU's two
 # rungs, then the CPU's: hand-written, raw library, engine; the NumPy reference last).
 ROW_NAMES = {"cuda": "hand-written CUDA", "cudnn": "raw library: cuDNN", "c": "hand-written C",
-             "numba": "hand-written CPU (Numba)",
+             "numba": "compiled from Python (Numba)",
              "onednn": "raw library: oneDNN", "onnx": "inference engine", "tf": "TensorFlow ops",
              "jax": "JAX ops", "torch": "PyTorch ops", "keras": "Keras on TensorFlow",
              "keras_jax": "Keras on JAX", "keras_torch": "Keras on PyTorch", "numpy": "NumPy reference"}
@@ -35,6 +36,7 @@ class Level:
     first_ratios: dict = field(default_factory=dict)  # device -> the default's within-round ratio to raw
     ratios: dict = field(default_factory=dict)  # device -> the fastest's within-round ratio to raw
     throughput: pd.Series | None = None  # the fastest ok cell at the GPU sweep's largest batch
+    bills: dict = field(default_factory=dict)  # device -> bill.Bill of the first-written call
     missing: dict = field(default_factory=dict)  # column -> why not measured
 
 
@@ -52,8 +54,7 @@ def fastest(cells: pd.DataFrame, implementation: str | None = None) -> pd.Series
     """The cell with the lowest median (of one implementation, or of every level that computes: the
     null level does not): the report's one definition of "fastest"; ties go to the first in the
     rows' order."""
-    part = (cells[cells["implementation"].map(lambda i: i in registry.REGISTRY
-                                              and registry.REGISTRY[i].api_level != "none")]
+    part = (cells[cells["implementation"].map(registry.computes)]
             if implementation is None else cells[cells["implementation"] == implementation])
     return None if part.empty else part.loc[part["median_ms"].idxmin()]
 
@@ -109,9 +110,11 @@ def levels(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
     sweep_gpu = (frame[(frame["study"] == SWEEP) & (frame["status"] == "ok") & (frame["device"] == "gpu")
                        & (frame["machine"] == machines["gpu"])] if not frame.empty else frame)
     largest = sweep_gpu["batch_size"].max() if not sweep_gpu.empty else None
+    found = bill.bills(frame, answer)
     out = []
     for name, impl in LEVELS:
         level = Level(name, impl, inference_loc(loc_rows, impl))
+        level.bills = {d: b for (i, d), b in found.items() if i == impl}
         for device in ("cpu", "gpu"):
             cell = fastest(batch1[device], impl) if not batch1[device].empty else None
             if cell is None:
@@ -196,6 +199,17 @@ def times_raw(lv: Level, device: str, which: str) -> str:
     return f"; {quote.times(r)}{across}"
 
 
+def bill_columns(lv: Level, dash: Callable[[str], str]) -> list[str]:
+    """The rest of the bill on the CPU (memory, start-up, install size), or why it is missing."""
+    found = lv.bills.get("cpu")
+    if found is None:
+        why = (lv.missing.get("cpu") if "cpu" not in lv.cells
+               else "not recorded: the run that answers predates the bill's measurements")
+        return [dash(why or "not measured")] + ["–"] * 2
+    return [f"{found.calls_peak_mb:,.0f} MiB ({found.import_mb:,.0f} MiB)", f"{found.startup_s:.2g} s",
+            f"{found.install_mb:,.0f} MiB ({found.install_count})"]
+
+
 def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> tuple[list[str], dict]:
     """The headline table, its footnotes and its marks' notes, as Markdown lines; {device:
     machine} behind them."""
@@ -229,6 +243,7 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
             quoted.append(lv.throughput)
         else:
             line.append(dash(lv.missing["throughput"]))
+        line += bill_columns(lv, dash)
         body.append(line)
     largest = next((int(lv.throughput["batch_size"]) for lv in rows if lv.throughput is not None), None)
     headers = ["level", "code lines",
@@ -236,7 +251,9 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
                f"CPU, batch 1, fastest call measured, x {raw_name['cpu']}",
                f"GPU, batch 1, as first written: median [95% CI], x {raw_name['gpu']}",
                f"GPU, batch 1, fastest call measured, x {raw_name['gpu']}",
-               f"GPU throughput, batch {largest}" if largest else "GPU throughput, largest batch"]
+               f"GPU throughput, batch {largest}" if largest else "GPU throughput, largest batch",
+               "memory, CPU: peak resident in calls (import's share)", "start-up, CPU: to the first answer",
+               "installed beyond the harness"]
     out = [table(headers, body), ""]
     out += [f"({chr(ord('a') + i)}) {why}." for i, why in enumerate(notes)]
     marks = quote.mark_notes(quoted)

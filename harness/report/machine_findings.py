@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 
 from harness.report import cpu_targets, gpu_section, headline, quote, training_section
-from harness.report.figures.overhead import overhead_split
 from harness.report.rundata import answer_run, find, ratio, ratio_ci
 from harness.report.tables import fmt_ratio, ms, sig3
 
@@ -23,10 +22,9 @@ def findings(frame: pd.DataFrame, loc_rows: list[dict], runs: Sequence[dict] = (
         function = find(frame, "overhead", "keras/function", machine=machine)
         numpy_ref = find(frame, "overhead", "numpy/default", machine=machine)
         if predict is not None and call is not None:
-            cells = frame[(frame["study"] == "overhead") & (frame["machine"] == machine)
-                          & (frame["status"] == "ok") & (frame["batch_size"] == 1)]
-            split = {r["cell_id"]: (base, how) for r, base, how in overhead_split(cells)}
-            base, how = split.get(predict["cell_id"], (np.nan, ""))
+            fastest = machine_fastest(frame, machine)
+            base, how = (np.nan, "") if fastest is None else (
+                fastest["median_ms"], f"fastest measured implementation on this CPU ({fastest['label']})")
             host = 100 * (1 - base / predict["median_ms"]) if not np.isnan(base) else None
             out.append(
                 f"**Keras `model.predict` is {sig3(ratio(predict, call))}x slower per image than "
@@ -119,11 +117,16 @@ def raw_library_findings(frame: pd.DataFrame, machine: str) -> list[str]:
     return out
 
 
-def fastest_sentence(frame: pd.DataFrame, machine: str) -> str:
-    """' The fastest call measured on this CPU is numba/fused, 22.2 µs [...]' (headline.fastest over
-    the machine's newest api_levels run): for the run that answers, measure.floor's answer."""
+def machine_fastest(frame: pd.DataFrame, machine: str) -> pd.Series | None:
+    """The fastest batch-1 call of the machine's newest api_levels run on the CPU (headline.fastest):
+    for the run that answers, measure.floor's answer."""
     run = answer_run(frame, "cpu", machine)
-    best = headline.fastest(headline.ok_batch1(frame, "api_levels", run, "cpu")) if run else None
+    return headline.fastest(headline.ok_batch1(frame, "api_levels", run, "cpu")) if run else None
+
+
+def fastest_sentence(frame: pd.DataFrame, machine: str) -> str:
+    """' The fastest call measured on this CPU is numba/fused, 22.2 µs [...]' (machine_fastest)."""
+    best = machine_fastest(frame, machine)
     if best is None:
         return ""
     return f" The fastest call measured on this CPU is {best['label']}, {quote.quoted(best)} (`api_levels`)."

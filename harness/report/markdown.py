@@ -10,6 +10,7 @@ import pandas as pd
 
 from harness import DEFAULT_REPORT
 from harness.report import findings, headline, machines, quote, tables
+from harness.report.figures import captions
 from harness.report.rundata import ReportData
 from harness.report.style import fmt_ms
 
@@ -23,44 +24,7 @@ QUESTION = ("LeNet-5 is written at every level of a deep-learning API: hand-writ
             "answers. What does each step up the ladder cost in speed per "
             "image, and what does it save in code, on the CPU and on the GPU?")
 
-# (file, title, what to look at): the figures in reading order, each read from its study's rows.
-FIGURES = [
-    ("fig01_cost_vs_code.png", "Cost against code",
-     "Each level is a marker (circle CPU, square GPU) at its lines of code and its batch-1 time; the grey "
-     "lines join each device's ladder, raw library → framework ops → Keras on that framework. Down and to "
-     "the right is fast but long; up and to the left, short but slow."),
-    ("fig02_loc.png", "Lines of code per level",
-     "Where each level's lines go: the forward pass, converting the shared weights, declaring a C API to "
-     "Python (the raw levels' ffi binding), and the training step (counted apart)."),
-    ("fig03_latency.png", "Per-image latency of every implementation",
-     "Every variant `api_levels` measured, one marker per machine: the gaps between rungs dwarf the gaps "
-     "between machines, and the whiskers (95% intervals) show which differences are real."),
-    ("fig04_distributions.png", "Spread of every timed call",
-     "Boxes are quartiles of all timed calls, whiskers p1–p99: a long right whisker is a slow tail (the "
-     "p99 a user sees now and then), not an unstable median; `noisy` marks a median that moved between "
-     "rounds."),
-    ("fig05_cold_start.png", "Cold start against steady state",
-     "The first call (hollow) against the steady state (filled), for variants whose worker started for "
-     "them: the distance between the two is the price of tracing, compiling and setting up."),
-    ("fig06_time_split.png", "Where a call's time goes",
-     "Green is the part of a call that the machine's fastest measured implementation also needs (CPU) or "
-     "the GPU's own busy time (GPU); vermillion is everything else: Python, dispatch, data handling."),
-    ("fig07_explain.png", "Why the high levels are slow, stage by stage",
-     "Each bar is one call peeled down an ablation ladder of public calls; a colour is a kind of stage in "
-     "every row; the longest segment of a bar is the stage to remove first."),
-    ("fig08_backends.png", "One Keras model, three backends",
-     "The same model called four ways on each backend: compare the spread along a panel (how the "
-     "model is called) with the spread at one call (the backend); each backend keeps its colour."),
-    ("fig09_throughput.png", "Throughput against batch size",
-     "Images per second as batches grow, one panel per machine, the same y scale: the batch at which a "
-     "GPU line passes the best CPU line is where the GPU starts to pay."),
-    ("fig10_training.png", "What one training step costs",
-     "Time per SGD step against batch size: raw, framework-ops and reference levels on the left, Keras "
-     "on the right (`fit` dashed, `train_on_batch` solid)."),
-    ("fig11_precision.png", "float32 against float64",
-     "Filled float32, hollow float64, per machine: where their whiskers overlap, double precision "
-     "costs nothing measurable at batch 1."),
-]
+FIGURES = captions.FIGURES  # (file, title, what to look at), in reading order
 
 GLOSSARY = [
     ("`impl/variant`", "an implementation and how it is called: `tf/function` is TensorFlow ops inside "

@@ -59,53 +59,70 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
         for row in run["rows"]:
             if row.get("kind") != "cell":
                 continue
-            spec, dev, setup = row["cell"], row.get("device_stats") or {}, row.get("setup") or {}
-            times = [t for rnd in row.get("rounds_ns", []) for t in rnd]
-            # recomputed from the raw times, so every run is read with today's statistics
-            st = stats.summarize(row["rounds_ns"]) if row["status"] == "ok" and times else {}
-            if st.get("thin"):  # no interval from a handful of numbers, and no noise verdict
-                st.update(ci95_low_ns=float("nan"), ci95_high_ns=float("nan"), ci_over_median=float("nan"),
-                          noisy=False)
-            impl = spec["implementation"]
+            impl = row["cell"]["implementation"]
             if impl not in stale:
                 stale[impl] = provenance.change(run["env"].get("provenance"), impl, run["started"])
-            spec = {"mode": "inference", "threads": None, **spec}  # rows before train mode lack them
-            records.append({
-                "study": run["study"], "run_id": run["run_id"], "machine": run["machine"],
-                "run_started": run["started"],
-                "cell_id": row["cell_id"], **spec, "status": row["status"],
-                "reason": row.get("reason") or "",
-                "n": st.get("n", 0),
-                "median_ms": st.get("median_ns", float("nan")) / 1e6,
-                "ci_low_ms": st.get("ci95_low_ns", float("nan")) / 1e6,
-                "ci_high_ms": st.get("ci95_high_ns", float("nan")) / 1e6,
-                "p90_ms": st.get("p90_ns", float("nan")) / 1e6,
-                "p99_ms": st.get("p99_ns", float("nan")) / 1e6,
-                "mean_ms": st.get("mean_ns", float("nan")) / 1e6,
-                "min_ms": st.get("min_ns", float("nan")) / 1e6,
-                "iqr_ms": st.get("iqr_ns", float("nan")) / 1e6,
-                "spread": st.get("spread", float("nan")),
-                "ci_over_median": st.get("ci_over_median", float("nan")),
-                "rounds": st.get("rounds", 0),
-                "noisy": bool(st.get("noisy", False)),
-                "thin": bool(st.get("thin", False)),
-                "thin_reason": stats.thin_reason(row["rounds_ns"]) if st.get("thin") else "",
-                "contended": bool(row.get("contended", False)),
-                "contended_reasons": list(row.get("contended_reasons") or []),
-                "stale": stale[impl] or "",
-                "device_median_ms": dev.get("median_ns", float("nan")) / 1e6,
-                "cold_start_ms": (setup.get("cold_start_ns") or float("nan")) / 1e6,
-                "own_process": own.get(row["cell_id"]),
-                "import_s": (setup.get("import_ns") or float("nan")) / 1e9,
-                "times_ms": [t / 1e6 for t in times],
-                "rounds_ns": row.get("rounds_ns", []),
-                "convergence": row.get("convergence"),
-            })
+            records.append(cell_record(run, row, own, stale[impl] or ""))
     frame = pd.DataFrame.from_records(records)
     if not frame.empty:
         frame["images_per_s"] = frame["batch_size"] / (frame["median_ms"] / 1e3)
         frame["label"] = frame["implementation"] + "/" + frame["variant"]
     return frame
+
+
+def cell_statistics(row: dict) -> dict:
+    """The statistics of a final cell row, recomputed from its raw times (so every run is read with
+    today's rules); a thin cell's interval and noise verdict are dropped (stats.interval_supported)."""
+    times = [t for rnd in row.get("rounds_ns", []) for t in rnd]
+    st = stats.summarize(row["rounds_ns"]) if row["status"] == "ok" and times else {}
+    if st.get("thin"):
+        st.update(ci95_low_ns=float("nan"), ci95_high_ns=float("nan"), ci_over_median=float("nan"),
+                  noisy=False)
+    return st
+
+
+def cell_record(run: dict, row: dict, own: dict[str, bool], stale: str) -> dict:
+    """One final cell row flattened for the frame (cells_frame)."""
+    dev, setup = row.get("device_stats") or {}, row.get("setup") or {}
+    times = [t for rnd in row.get("rounds_ns", []) for t in rnd]
+    st = cell_statistics(row)
+    spec = {"mode": "inference", "threads": None, **row["cell"]}  # rows before train mode lack them
+    return {
+        "study": run["study"], "run_id": run["run_id"], "machine": run["machine"],
+        "run_started": run["started"],
+        "cell_id": row["cell_id"], **spec, "status": row["status"],
+        "reason": row.get("reason") or "",
+        "n": st.get("n", 0),
+        "median_ms": st.get("median_ns", float("nan")) / 1e6,
+        "ci_low_ms": st.get("ci95_low_ns", float("nan")) / 1e6,
+        "ci_high_ms": st.get("ci95_high_ns", float("nan")) / 1e6,
+        "p90_ms": st.get("p90_ns", float("nan")) / 1e6,
+        "p99_ms": st.get("p99_ns", float("nan")) / 1e6,
+        "mean_ms": st.get("mean_ns", float("nan")) / 1e6,
+        "min_ms": st.get("min_ns", float("nan")) / 1e6,
+        "iqr_ms": st.get("iqr_ns", float("nan")) / 1e6,
+        "spread": st.get("spread", float("nan")),
+        "ci_over_median": st.get("ci_over_median", float("nan")),
+        "rounds": st.get("rounds", 0),
+        "noisy": bool(st.get("noisy", False)),
+        "thin": bool(st.get("thin", False)),
+        "thin_reason": stats.thin_reason(row["rounds_ns"]) if st.get("thin") else "",
+        "contended": bool(row.get("contended", False)),
+        "contended_reasons": list(row.get("contended_reasons") or []),
+        "stale": stale,
+        "device_median_ms": dev.get("median_ns", float("nan")) / 1e6,
+        "cold_start_ms": (setup.get("cold_start_ns") or float("nan")) / 1e6,
+        "own_process": own.get(row["cell_id"]),
+        "import_s": (setup.get("import_ns") or float("nan")) / 1e9,
+        "load_s": (setup.get("load_ns") or float("nan")) / 1e9,
+        "memory": setup.get("memory"),  # resident bytes by stage (harness.measure.memory)
+        "rss_peak": row.get("rss_peak"),  # resident peak of the timed calls (bytes)
+        "gpu_memory": setup.get("gpu_memory"),
+        "installed": setup.get("installed"),
+        "times_ms": [t / 1e6 for t in times],
+        "rounds_ns": row.get("rounds_ns", []),
+        "convergence": row.get("convergence"),
+    }
 
 
 def own_process(rows: list[dict]) -> dict[str, bool]:

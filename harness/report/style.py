@@ -22,12 +22,13 @@ FIGURES_DIR = DEFAULT_FIGURES
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 # One colour per implementation in every figure (Okabe-Ito, then Paul Tol's muted colours for the
 # Keras backends and the hand-written rung): a series keeps its colour when another is missing.
+# Numba is Tol's sand, not his teal: teal beside JAX's bluish green and Keras on JAX's green made
+# three greens one panel could not tell apart (Fig. 9).
 IMPL_COLOURS = {
     "cuda": "#332288", "cudnn": "#0072B2", "onednn": "#56B4E9",
     "tf": "#E69F00", "jax": "#009E73", "torch": "#D55E00",
     "keras": "#CC79A7", "keras_jax": "#117733", "keras_torch": "#882255",
-    "numpy": "#000000", "null": "#999999", "numba": "#44AA99", "onnx": "#999933",
-    "c": "#AA4499",  # hand-written C (Tol's purple)
+    "numpy": "#000000", "null": "#999999", "numba": "#DDCC77", "onnx": "#999933", "c": "#AA4499",
 }
 OTHER_COLOUR = "#777777"  # a lab's module:Class, or an implementation added later
 # The ladder's implementations, bottom rung first, and the NumPy reference beside it (last).

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from harness.report.figures import (
     backends,
+    bill,
     code_lines,
     cost,
     explain,
@@ -25,7 +26,7 @@ from harness.report.style import FIGURES_DIR
 # A figure: drawn from the report's data into `out` (a PNG), or None when its study has no rows.
 Figure = Callable[[ReportData, Path], Path | None]
 
-# (file, figure) in reading order: fig01 ... fig11.
+# (file, figure) in reading order: fig01 ... fig12.
 FIGURES: tuple[tuple[str, Figure], ...] = (
     ("fig01_cost_vs_code.png", cost.fig_cost),
     ("fig02_loc.png", code_lines.fig_loc),
@@ -38,6 +39,7 @@ FIGURES: tuple[tuple[str, Figure], ...] = (
     ("fig09_throughput.png", throughput.fig_throughput),
     ("fig10_training.png", training.fig_training),
     ("fig11_precision.png", precision.fig_precision),
+    ("fig12_bill.png", bill.fig_bill),
 )
 
 

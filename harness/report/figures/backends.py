@@ -9,7 +9,7 @@ import pandas as pd
 from harness.report.figures import dotplot
 from harness.report.figures.grid import panel_grid, same_y_scale
 from harness.report.rundata import ReportData
-from harness.report.style import BACKEND_OF, colour, finish, fmt_ms, ok_cells, panels
+from harness.report.style import BACKEND_OF, caption, colour, finish, fmt_ms, ok_cells, panels
 
 
 def backend_rows(cells: pd.DataFrame, device: str, machine: str) -> dict[str, dict[str, pd.Series]]:
@@ -22,6 +22,12 @@ def backend_rows(cells: pd.DataFrame, device: str, machine: str) -> dict[str, di
             found.setdefault(r["implementation"], {})[stages[r["variant"]]] = r
     return found
 
+
+
+def backend_label(implementation: str) -> str:
+    """The legend's name of a Keras backend: 'Keras on JAX', not 'JAX' (JAX's own ops are
+    another level, in other figures)."""
+    return f"Keras on {BACKEND_OF[implementation]}"
 
 
 def first_stage(found: dict[str, pd.Series], stages: list[str]) -> str:
@@ -51,7 +57,7 @@ def fig_backends(data: ReportData, out: Path) -> Path | None:
                                                              [r["ci_high_ms"] - r["median_ms"]]],
                             marker="o", markersize=6, color=colour(impl), markeredgecolor="black",
                             markeredgewidth=0.5, capsize=2, linestyle="none",
-                            label=BACKEND_OF[impl] if stage == first_stage(by_backend[impl], stages)
+                            label=backend_label(impl) if stage == first_stage(by_backend[impl], stages)
                             else None)
         floor = cells[(cells["device"] == device) & (cells["machine"] == machine)
                       & (cells["implementation"] == "numpy")]
@@ -64,7 +70,7 @@ def fig_backends(data: ReportData, out: Path) -> Path | None:
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_ms(v)))
         ax.grid(True, axis="y", color="#EEEEEE")
         ax.set_title(dotplot.panel_title(device, machine), fontsize=9, loc="left")
-        missing = [BACKEND_OF[i] for i in BACKEND_OF if i not in by_backend]
+        missing = [backend_label(i) for i in BACKEND_OF if i not in by_backend]
         if missing:
             ax.text(0.02, 0.02, f"not measured: {', '.join(missing)}", transform=ax.transAxes, fontsize=7,
                     color="#555555")
@@ -72,5 +78,8 @@ def fig_backends(data: ReportData, out: Path) -> Path | None:
     axes[0].set_ylabel("per-image time, median (log scale)")
     same_y_scale(axes)
     fig.suptitle("Fig. 8  One Keras model, three backends, called four ways (dot: median; whisker: 95% CI)")
-    return finish(fig, data.runs, "backends", out, margins={"left": 0.07, "right": 0.99, "top_in": 0.75,
+    text = ("One Keras model on each backend (legend: Keras on TensorFlow, JAX, PyTorch; not the "
+            "frameworks' own ops). compiled model(x): model(x) inside tf.function (TensorFlow), "
+            "jax.jit (JAX), torch.compile (PyTorch).\n" + caption(data.runs, "backends"))
+    return finish(fig, data.runs, "backends", out, text, margins={"left": 0.07, "right": 0.99, "top_in": 0.75,
                                                         "bottom_in": 0.55, "wspace": 0.18})

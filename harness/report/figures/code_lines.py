@@ -1,4 +1,11 @@
-"""Fig. 2: code lines per level, split into the parts a reader wants apart (from loc.csv)."""
+"""Fig. 2: code lines per level (from loc.csv): a bar of the lines that run inference, split into
+the parts a reader wants apart, its total on top (the x of Fig. 1), and beside it the training
+step's lines, a separate bar with its own count.
+
+    INFERENCE_PARTS, TRAINING       loc.csv's parts in each bar
+    bars(loc_rows)                  per level: {part: lines}, bottom rung first
+    fig_loc(data, out)              the figure
+"""
 
 from pathlib import Path
 
@@ -8,31 +15,55 @@ from harness import registry
 from harness.report.rundata import ReportData
 from harness.report.style import IMPL_ORDER, OKABE_ITO, decorate, finish, plt
 
+INFERENCE_PARTS = ("forward", "kernel source", "weight layout", "ffi binding")
+TRAINING = "training step"
+WIDTH = 0.42  # each of a level's two bars
 
-def fig_loc(data: ReportData, out: Path) -> Path:
-    """Fig. 2: code lines per level, split into the parts a reader wants apart."""
-    loc_rows = data.loc_rows
-    parts = ["forward", "kernel source", "weight layout", "ffi binding", "training step"]
+
+def bars(loc_rows: list[dict]) -> dict[str, dict[str, int]]:
+    """{level: {part: code lines}} for every API level in loc.csv but the shared loaders, the
+    ladder's order (bottom rung first), unknown levels after it."""
     ladder = list(dict.fromkeys(registry.REGISTRY[i].api_level for i in IMPL_ORDER))  # their API levels
     present = {row["api_level"] for row in loc_rows} - {"shared"}
     levels = [lvl for lvl in ladder if lvl in present] + sorted(present - set(ladder))
+    return {lvl: {part: sum(r["code"] for r in loc_rows if r["api_level"] == lvl and r["part"] == part)
+                  for part in (*INFERENCE_PARTS, TRAINING)} for lvl in levels}
+
+
+def fig_loc(data: ReportData, out: Path) -> Path:
+    """Fig. 2: per level, the inference bar by part with its total on top, the training bar beside."""
+    per_level = bars(data.loc_rows)
+    levels = list(per_level)
+    x = np.arange(len(levels))
     fig, ax = plt.subplots(figsize=(9, 4.4))
     bottom = np.zeros(len(levels))
-    for i, part in enumerate(parts):
-        values = np.array([sum(r["code"] for r in loc_rows if r["api_level"] == lvl and r["part"] == part)
-                           for lvl in levels], dtype=float)
-        ax.bar(levels, values, bottom=bottom, color=OKABE_ITO[i], label=part)
+    for i, part in enumerate(INFERENCE_PARTS):
+        values = np.array([per_level[lvl][part] for lvl in levels], dtype=float)
+        ax.bar(x - WIDTH / 2, values, WIDTH, bottom=bottom, color=OKABE_ITO[i], label=part)
         bottom += values
-    for x, total in enumerate(bottom):
-        ax.text(x, total, f"{int(total)}", ha="center", va="bottom", fontsize=9)
-    shared = sum(r["code"] for r in loc_rows if r["api_level"] == "shared")
-    ax.bar(len(levels), shared, color="white", edgecolor="#777777", hatch="..",
+    for k, total in enumerate(bottom):
+        ax.text(k - WIDTH / 2, total, f"{int(total)}", ha="center", va="bottom", fontsize=8,
+                fontweight="bold")
+    training = np.array([per_level[lvl][TRAINING] for lvl in levels], dtype=float)
+    ax.bar(x + WIDTH / 2, training, WIDTH, color="white", edgecolor=OKABE_ITO[4], hatch="////",
+           label="training step (its own bar; not in the inference total)")
+    for k, lines in enumerate(training):
+        if lines:
+            ax.text(k + WIDTH / 2, lines, f"{int(lines)}", ha="center", va="bottom", fontsize=7,
+                    color="#555555")
+    shared = sum(r["code"] for r in data.loc_rows if r["api_level"] == "shared")
+    ax.bar(len(levels), shared, WIDTH * 2, color="white", edgecolor="#777777", hatch="..",
            label="shared loaders (every level uses them)")
-    ax.text(len(levels), shared, f"{shared}", ha="center", va="bottom", fontsize=9)
+    ax.text(len(levels), shared, f"{shared}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(levels) + 1), [lvl.replace("-", "\n") for lvl in levels]
                   + ["shared loaders\n(MNIST, HDF5)"], fontsize=8)
-    decorate(ax, "Fig. 2  Lines of code per level, by part",
+    ax.set_ylim(0, max([*bottom, *training, shared]) * 1.1)
+    decorate(ax, "Fig. 2  Lines of code per level: inference by part (total on top), training beside",
              "level (implementation package), bottom rung first; blanks, comments and docstrings not counted",
              "code lines (pygount)", legend_size=8)
-    return finish(fig, data.runs, None, out, "lines counted by pygount from this checkout (reports/loc.csv)",
+    return finish(fig, data.runs, None, out,
+                  "Left bar of a level: the lines that run inference, by part; the bold number on top is "
+                  "their total, Fig. 1's x. Right bar (hatched): the training step's lines, counted apart "
+                  "(none: the level has no training step). Lines counted by pygount from this checkout "
+                  "(reports/loc.csv).",
                   margins={"left": 0.08, "right": 0.99, "top_in": 0.4, "bottom_in": 0.85})

@@ -1,8 +1,14 @@
 """Fig. 1, the report's picture of its answer: per-image latency at batch 1 (log) against lines
-of code, one marker per level and device (circle CPU, square GPU, the colour the level's),
-and each device's levels joined in ladder order: raw library -> framework ops -> Keras on the
-same framework (three paths), the hand-written rung below the raw library where it exists, and on
-the CPU the inference engine between oneDNN and the Keras model it was exported from."""
+of code, one marker per level and device (circle CPU, square GPU, the colour the level's) with
+its 95% interval, and each device's levels joined in ladder order: raw library -> framework ops
+-> Keras on the same framework (three paths), the hand-written rung below the raw library where it
+exists, and on the CPU the inference engine between oneDNN and the Keras model it was exported
+from. The caption names every line drawn.
+
+    points(frame, loc_rows, answer)   one point per level and device
+    chains(pts)               the lines drawn: (device, [point, ...]) in PATHS' order
+    fig_cost(data, out)       the figure
+"""
 
 from pathlib import Path
 
@@ -10,48 +16,83 @@ import matplotlib.lines
 import matplotlib.ticker
 import pandas as pd
 
-from harness.report import headline
+from harness.report import headline, quote
+from harness.report.figures import place
 from harness.report.rundata import ReportData
-from harness.report.style import DEVICE_LINES, DEVICE_MARKER, colour, finish, fmt_ms, plt
+from harness.report.style import DEVICE_LINES, DEVICE_MARKER, caption, colour, finish, fmt_ms, plt
 
 PATHS = [("cuda", "cudnn"), ("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
          ("cudnn", "torch", "keras_torch"), ("onednn", "tf", "keras"), ("onednn", "jax", "keras_jax"),
-         ("onednn", "torch", "keras_torch"), ("numba", "onednn"), ("onednn", "onnx"), ("onnx", "keras")]
-SHORT = {"cuda": "CUDA", "cudnn": "cuDNN", "onednn": "oneDNN", "numba": "Numba", "onnx": "ONNX engine",
+         ("onednn", "torch", "keras_torch"), ("c", "numba", "onednn"), ("onednn", "onnx"), ("onnx", "keras")]
+SHORT = {"cuda": "CUDA", "cudnn": "cuDNN", "onednn": "oneDNN", "numba": "Numba", "c": "C",
+         "onnx": "ONNX engine",
          "tf": "TF ops", "jax": "JAX ops",
          "torch": "PyTorch ops", "keras": "Keras/TF", "keras_jax": "Keras/JAX",
          "keras_torch": "Keras/PyTorch", "numpy": "NumPy ref."}
+MARGINS = {"left": 0.11, "right": 0.98, "top_in": 0.4, "bottom_in": 0.5}
 
 
-def points(frame: pd.DataFrame, loc_rows: list[dict]) -> list[dict]:
-    """One point per level and device: x lines of code, y median and its interval (ms)."""
-    rows, machines = headline.levels(frame, loc_rows)
+def points(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> list[dict]:
+    """One point per level and device: x lines of code, y median and its interval (ms), and the
+    marks its number carries (quote.marks: stale, thin, noisy, contended)."""
+    rows, machines = headline.levels(frame, loc_rows, answer)
     return [{"implementation": lv.implementation, "device": d, "loc": lv.loc, "machine": machines[d],
              "label": cell["label"], "median": cell["median_ms"], "low": cell["ci_low_ms"],
-             "high": cell["ci_high_ms"]}
+             "high": cell["ci_high_ms"], "marks": quote.marks(cell)}
             for lv in rows if lv.loc is not None for d, cell in lv.cells.items()]
 
 
+def chains(pts: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The lines drawn, per device in DEVICE_LINES' order: each path that starts at a level
+    measured on the device, through its measured levels in order (one not measured is skipped, its
+    neighbours joined), where two or more were measured."""
+    at = {(p["implementation"], p["device"]): p for p in pts}
+    out = []
+    for device, _style in DEVICE_LINES:
+        for path in PATHS:
+            chain = [at[(i, device)] for i in path if (i, device) in at]
+            if (path[0], device) in at and len(chain) > 1:
+                out.append((device, chain))
+    return out
+
+
+def lines_caption(drawn: list[tuple[str, list[dict]]]) -> str:
+    """Every line drawn, named: 'Lines (CPU solid, GPU dashed): CPU: a → b; ... GPU: ...'."""
+    parts = []
+    for device, _style in DEVICE_LINES:
+        mine = [" → ".join(SHORT.get(p["implementation"], p["implementation"]) for p in chain)
+                for d, chain in drawn if d == device]
+        if mine:
+            parts.append(f"{device.upper()}: {'; '.join(mine)}.")
+    styles = ", ".join(f"{d.upper()} {'solid' if s == '-' else 'dashed'}" for d, s in DEVICE_LINES)
+    if not parts:
+        return ""
+    return f"Grey lines ({styles}) join each device's levels, down the ladder: " + " ".join(parts)
+
+
+def how_to_read(drawn: list[tuple[str, list[dict]]]) -> str:
+    return "\n".join(line for line in (
+        "Marker: a level's fastest variant at batch 1, median per image (circle CPU, square GPU); black "
+        "whisker: its 95% interval (on every marker; most are shorter than the marker). x: the level's "
+        "lines of code for inference (Fig. 2).", lines_caption(drawn)
+        + " The NumPy reference is on no ladder: no line.") if line)
+
+
 def fig_cost(data: ReportData, out: Path) -> Path | None:
-    pts = points(data.frame, data.loc_rows)
+    pts = points(data.frame, data.loc_rows, data.answer)
     if not pts:
         return None
     fig, ax = plt.subplots(figsize=(8, 5))
-    at = {(p["implementation"], p["device"]): p for p in pts}
-    for device, style in DEVICE_LINES:
-        for path in PATHS:
-            chain = [at[(i, device)] for i in path if (i, device) in at]
-            if len(chain) > 1:
-                ax.plot([p["loc"] for p in chain], [p["median"] for p in chain], style, color="#BBBBBB",
-                        linewidth=1, zorder=1)
+    drawn = chains(pts)
+    styles = dict(DEVICE_LINES)
+    for device, chain in drawn:
+        ax.plot([p["loc"] for p in chain], [p["median"] for p in chain], styles[device], color="#BBBBBB",
+                linewidth=1, zorder=1)
     for p in pts:
+        ax.plot(p["loc"], p["median"], marker=DEVICE_MARKER[p["device"]], markersize=8, linestyle="none",
+                color=colour(p["implementation"]), markeredgecolor="black", markeredgewidth=0.5, zorder=3)
         ax.errorbar(p["loc"], p["median"], yerr=[[p["median"] - p["low"]], [p["high"] - p["median"]]],
-                    marker=DEVICE_MARKER[p["device"]], markersize=8, color=colour(p["implementation"]),
-                    markeredgecolor="black", markeredgewidth=0.5, capsize=2, linestyle="none", zorder=3)
-        left = p["device"] == "gpu"
-        ax.annotate(f"{SHORT.get(p['implementation'], p['implementation'])} {fmt_ms(p['median'])}",
-                    (p["loc"], p["median"]), xytext=(-7 if left else 7, 0), textcoords="offset points",
-                    ha="right" if left else "left", va="center", fontsize=7)
+                    color="black", elinewidth=0.8, capsize=2, capthick=0.8, linestyle="none", zorder=4)
     ax.set_xscale("log")
     ax.set_yscale("log")
     lo, hi = min(p["loc"] for p in pts), max(p["loc"] for p in pts)
@@ -70,5 +111,11 @@ def fig_cost(data: ReportData, out: Path) -> Path | None:
     ax.set_xlabel("lines of code for inference (pygount; log scale)")
     ax.set_ylabel("per-image latency at batch 1, median (log scale)")
     shown = {p["machine"] for p in pts}
-    return finish(fig, [r for r in data.runs if r["machine"] in shown], "api_levels", out,
-                  margins={"left": 0.11, "right": 0.98, "top_in": 0.4, "bottom_in": 0.5})
+    runs = [r for r in data.runs if r["machine"] in shown]
+    text = f"{how_to_read(drawn)}\n{caption(runs, 'api_levels')}"
+    place.settle(fig, text, MARGINS)  # the labels are measured in the figure's final layout
+    place.place_labels(ax, [(p["loc"], p["median"]) for p in pts],
+                       [f"{SHORT.get(p['implementation'], p['implementation'])} {fmt_ms(p['median'])}"
+                        + "".join(f" {m}" for m in p["marks"]) for p in pts],
+                       [-1 if p["device"] == "gpu" else 1 for p in pts])
+    return finish(fig, runs, "api_levels", out, text, margins=MARGINS)

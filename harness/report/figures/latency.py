@@ -4,12 +4,15 @@ per machine), the spread of every timed call, and its cold start against its ste
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from harness import registry
-from harness.report.figures import dotplot
+from harness.measure import stats
+from harness.report import quote
+from harness.report.figures import dotplot, pick
 from harness.report.rundata import ReportData
-from harness.report.style import colour, finish, fmt_ms, ladder_sorted, ok_cells, short_machine
+from harness.report.style import caption, colour, finish, fmt_ms, ladder_sorted, ok_cells, short_machine
 
 
 def api_cells(frame: pd.DataFrame) -> pd.DataFrame:
@@ -21,39 +24,69 @@ def api_cells(frame: pd.DataFrame) -> pd.DataFrame:
                  & (cells["dtype"] == "float32")]
 
 
-MACHINE_MARKERS = "o^vD"
+OTHER_MARKERS = "^vDs"  # other machines' markers, hollow; the newest run's machine: a filled circle
+NOISY = f"noisy: the median's 95% interval spans more than {stats.NOISY_CI_OVER_MEDIAN:.0%} of it"
 
 
+def machine_handles(newest: str, others: list[str], run_of: dict[str, str]) -> list[Line2D]:
+    """The legend: the newest run's machine, then each other machine, named as such."""
+    handles = [Line2D([], [], marker="o", color="#555555", linestyle="none",
+                      label=f"{short_machine(newest)}: newest run ({pick.run_date(run_of[newest])})")]
+    return handles + [Line2D([], [], marker=OTHER_MARKERS[k % len(OTHER_MARKERS)], color="#555555",
+                             markerfacecolor="white", linestyle="none",
+                             label=f"other machine: {short_machine(m)}, older run "
+                                   f"({pick.run_date(run_of[m])})")
+                      for k, m in enumerate(others)]
 
-def machine_handles(machines: list[str]) -> list[Line2D]:
-    import matplotlib.lines
 
-    return [matplotlib.lines.Line2D([], [], marker=MACHINE_MARKERS[k % len(MACHINE_MARKERS)], color="#555555",
-                                    linestyle="none", label=short_machine(m)) for k, m in enumerate(machines)]
-
+def noisy_tag(ax: Axes, y: float, cell: pd.Series) -> None:
+    """The cell's marks beside its whisker (quote.marks: 'noisy', its median not known to +-10%;
+    'stale', measured on older code; 'thin', no interval; 'contended')."""
+    found = quote.marks(cell)
+    if found:
+        right = cell["ci_high_ms"] if cell["ci_high_ms"] == cell["ci_high_ms"] else cell["median_ms"]
+        ax.text(right * 1.06, y, " ".join(found), va="center", fontsize=6, color="#555555")
 
 
 def fig_latency(data: ReportData, out: Path) -> Path | None:
-    """Fig. 3: every implementation and variant at batch 1, a dot per machine, CPU and GPU apart."""
+    """Fig. 3: every implementation and variant at batch 1, CPU and GPU apart: the newest run's
+    machine filled, every other machine hollow and named as another machine; noisy cells tagged."""
     cells = api_cells(data.frame)
     if cells.empty:
         return None
     devices = [d for d in registry.DEVICES if (cells["device"] == d).any()]
     labels = {d: ladder_sorted(cells[cells["device"] == d]["label"]) for d in devices}
+    run_of = {m: run for m, run in zip(cells["machine"], cells["run_id"], strict=True)}
     fig, axes = dotplot.stacked([len(labels[d]) for d in devices])
+    newest_of = {}
     for ax, device in zip(axes, devices, strict=True):
         part = cells[cells["device"] == device]
-        machines = sorted(part["machine"].unique())
-        for k, machine in enumerate(machines):
+        newest = newest_of[device] = pick.newest_machine(data.runs, "api_levels", device, part) or \
+            sorted(part["machine"])[0]
+        others = sorted(set(part["machine"]) - {newest})
+        step = 0.24 if others else 0.0
+        for k, machine in enumerate([newest, *others]):
             for _, r in part[part["machine"] == machine].iterrows():
-                dotplot.dot(ax, labels[device].index(r["label"]) + (k - (len(machines) - 1) / 2) * 0.22, r,
-                            colour(r["implementation"]), marker=MACHINE_MARKERS[k % len(MACHINE_MARKERS)])
+                y = labels[device].index(r["label"]) + (k - len(others) / 2) * step
+                if k == 0:
+                    dotplot.dot(ax, y, r, colour(r["implementation"]))
+                else:
+                    dotplot.dot(ax, y, r, colour(r["implementation"]), size=5, filled=False,
+                                marker=OTHER_MARKERS[(k - 1) % len(OTHER_MARKERS)])
+                noisy_tag(ax, y, r)
         dotplot.rows_axis(ax, labels[device], f"{device.upper()}, batch 1")
         dotplot.time_axis(ax)
-        if len(machines) > 1 or device == devices[-1]:
-            ax.legend(handles=machine_handles(machines), frameon=False, fontsize=7, loc="lower right")
+        handles = machine_handles(newest, others, run_of)
+        ax.legend(handles=handles, frameon=False, fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0),
+                  ncol=len(handles), borderaxespad=0.1, handletextpad=0.2, columnspacing=1.0)
     fig.suptitle("Fig. 3  Per-image latency of every implementation (dot: median; whisker: 95% CI)")
-    return finish(fig, data.runs, "api_levels", out, margins=dotplot.STACKED)
+    shown = [run for run in data.runs if run["study"] == "api_levels"]
+    newest_runs = ", ".join(f"{d.upper()} {short_machine(m)} (run {run_of[m]})" for d, m in newest_of.items())
+    text = (f"Filled circles: the machine of the newest api_levels run on each device: {newest_runs}. "
+            f"Hollow: other machines, older runs, drawn for scale, not as peers (another day, another "
+            f"machine). "
+            f"{NOISY}.\n{caption(shown, 'api_levels')}")
+    return finish(fig, shown, "api_levels", out, text, margins=dotplot.STACKED)
 
 
 
@@ -71,13 +104,17 @@ def fig_distributions(data: ReportData, out: Path) -> Path | None:
                              widths=0.6, patch_artist=True, medianprops={"color": "black"})
             box["boxes"][0].set_facecolor(colour(r["implementation"]))
             box["boxes"][0].set_alpha(0.8)
-            if r["noisy"]:
-                ax.text(r["p99_ms"] * 1.1, y, "noisy", va="center", fontsize=6, color="#555555")
+            if quote.marks(r):
+                ax.text(r["p99_ms"] * 1.1, y, " ".join(quote.marks(r)), va="center", fontsize=6,
+                        color="#555555")
         dotplot.rows_axis(ax, labels, title)
         dotplot.time_axis(ax, "per-image time of every timed call (log scale)")
     fig.suptitle("Fig. 4  Spread of every timed call (box: quartiles, black line: median; whiskers: p1–p99)")
     return finish(fig, data.runs, "api_levels", out, margins=dotplot.STACKED)
 
+
+
+LABEL_ROOM = 4.0  # the x axis runs this far past the slowest first call: room for its label
 
 
 def fig_cold_start(data: ReportData, out: Path) -> Path | None:
@@ -97,9 +134,11 @@ def fig_cold_start(data: ReportData, out: Path) -> Path | None:
             dotplot.dot(ax, y, r, colour(r["implementation"]), column="median_ms")
             dotplot.dot(ax, y, r, colour(r["implementation"]), marker="D", filled=False,
                         column="cold_start_ms")
-            ax.text(r["cold_start_ms"] * 1.25, y, f"{fmt_ms(r['cold_start_ms'])}", va="center", fontsize=6)
+            ax.annotate(fmt_ms(r["cold_start_ms"]), (r["cold_start_ms"], y), xytext=(6, 0),
+                        textcoords="offset points", va="center", fontsize=6)
         dotplot.rows_axis(ax, labels, title)
         dotplot.time_axis(ax, "time of one call (log scale)")
+        ax.set_xlim(right=cells["cold_start_ms"].max() * LABEL_ROOM)  # the rightmost label inside the axes
     import matplotlib.lines
 
     fig.axes[0].legend(handles=[matplotlib.lines.Line2D([], [], marker="o", color="#555555", linestyle="none",

@@ -1,55 +1,87 @@
-"""Fig. 6, where a call's time goes (study `overhead`): each cell split against its machine's floor
-(CPU) or the GPU's own busy time, the rest host overhead; overhead_split is the findings' too."""
+"""Fig. 6, where a call's time goes (study `overhead`): each CPU call against the CPU floor that
+harness.measure.floor answers (the fastest measured implementation), each GPU call against the
+GPU's busy time from the kernels trace (one measure: CUDA events also span the host's
+enqueueing, so they are not drawn), the rest host overhead. A CPU machine where the floor was not
+measured is not drawn (the caption names it).
+
+    time_split(cells, floors, gpu_busy)   per cell: (row, its floor or busy part in ms, how found)
+    fig_overhead(data, out)               the figure
+"""
 
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.patches import Patch
 
-from harness.report import gpu_section
-from harness.report.figures import dotplot
+from harness.measure.floor import Floor
+from harness.report import gpu_section, quote
+from harness.report.figures import dotplot, pick
 from harness.report.rundata import ReportData
-from harness.report.style import OKABE_ITO, finish, fmt_ms, ok_cells
+from harness.report.style import OKABE_ITO, caption, finish, fmt_ms, ok_cells, short_machine
+
+BUSY = "GPU busy time (kernels trace)"
+FLOOR_COLOUR, REST_COLOUR = OKABE_ITO[2], OKABE_ITO[3]
 
 
-def overhead_split(cells: pd.DataFrame, gpu_busy: dict[tuple[str, str], float] | None = None
-                   ) -> list[tuple[pd.Series, float, str]]:
-    """Per cell: (its row, its compute or device part in ms, how that part was found), each
-    machine's CPU cells against that machine's own floor (its fastest measured implementation).
-    gpu_busy: {(machine, label): ms} from `kernels` rows, the GPU's own busy time; CUDA events
-    otherwise, which also span the host's enqueueing."""
-    busy = gpu_busy or {}
+def time_split(cells: pd.DataFrame, floors: dict[str, float], gpu_busy: dict[tuple[str, str], float],
+               floor_label: str = "the floor") -> list[tuple[pd.Series, float, str]]:
+    """Per cell, CPU machines first, each panel's rows fastest first: (its row, the part of it
+    that is the CPU floor (floors: {machine: ms}) or the GPU's busy time (gpu_busy: {(machine,
+    label): ms}), how that part was found). A CPU machine without the floor is left out (nothing
+    to split against); a GPU call without a trace keeps NaN (drawn hatched)."""
     out = []
-    for (_machine, device), part in sorted(cells.groupby(["machine", "device"]),
+    for (machine, device), part in sorted(cells.groupby(["machine", "device"]),
                                           key=lambda kv: (kv[0][1] != "cpu", kv[0][0])):
-        real = part[part["implementation"] != "null"]
-        if real.empty:
+        if device == "cpu" and machine not in floors:
             continue
-        floor = real["median_ms"].min()
-        floor_label = real.loc[real["median_ms"].idxmin(), "label"]
-        for _, r in real.sort_values("median_ms").iterrows():
-            if device == "gpu" and (r["machine"], r["label"]) in busy:
-                base, how = busy[(r["machine"], r["label"])], "GPU busy time (kernels trace)"
-            elif device == "gpu" and not np.isnan(r["device_median_ms"]):
-                base, how = r["device_median_ms"], "device time (CUDA events)"
-            elif device == "gpu":
-                base, how = np.nan, "no device timer"
+        for _, r in part[part["implementation"] != "null"].sort_values(["median_ms", "label"]).iterrows():
+            if device == "cpu":
+                out.append((r, floors[machine], floor_label))
             else:
-                base, how = floor, f"fastest measured implementation on this CPU ({floor_label})"
-            out.append((r, base, how))
+                base = gpu_busy.get((machine, r["label"]), np.nan)
+                out.append((r, base, BUSY if not np.isnan(base) else "no kernel trace"))
     return out
 
 
+def gpu_busy_ms(runs: list[dict]) -> dict[tuple[str, str], float]:
+    """{(machine, label): GPU busy ms per call} from the newest `kernels` run of each machine."""
+    return {(r["machine"], f"{r['implementation']}/{r['variant']}"): r["gpu_busy_ns_per_call"] / 1e6
+            for r in gpu_section.kernel_rows(runs)}
+
+
+def how_to_read(data: ReportData, cells: pd.DataFrame, found: Floor | None, drawn: set[str]) -> str:
+    """The caption's first lines: which floor, which GPU measure, which runs, what was left out."""
+    kernels = sorted({r["run_id"] for r in data.runs if r["study"] == "kernels"})
+    left_out = sorted({m for m in cells[cells["device"] == "cpu"]["machine"]} - drawn)
+    floor = (f"the floor, {found.label}: harness.measure.floor's fastest measured CPU implementation "
+             f"(api_levels run {found.run_id}, batch 1, float32), its median on each machine drawn."
+             if found is not None and found.median_ns is not None else "no measured floor.")
+    return "\n".join(line for line in (
+        f"Green, CPU: {floor}",
+        "Green, GPU: the GPU's busy time per call from the kernels trace (the union of its kernels' and "
+        "copies' intervals, CUPTI via torch.profiler"
+        + (f", run kernels/{', '.join(kernels)}" if kernels else "") + "), the only GPU measure drawn: CUDA "
+        "events around a call also span the host's enqueueing. Hatched: no kernel trace of that call. "
+        "Vermillion: the rest of the call (Python, dispatch, data handling). The floor and the busy time "
+        "come from other runs than the overhead cells: a share is a ratio of medians, not a within-round "
+        "ratio.",
+        f"Not drawn: CPU {', '.join(short_machine(m) for m in left_out)} (the floor was not measured there)."
+        if left_out else "",
+    ) if line)
+
 
 def fig_overhead(data: ReportData, out: Path) -> Path | None:
-    """Fig. 6: each call's share above its machine's floor (CPU) or outside the GPU's work."""
+    """Fig. 6: each call's share that is the CPU floor or the GPU's busy time, the rest overhead."""
     cells = ok_cells(data.frame, "overhead")
     cells = cells[cells["batch_size"] == 1] if not cells.empty else cells
     if cells.empty:
         return None
-    busy = {(r["machine"], f"{r['implementation']}/{r['variant']}"): r["gpu_busy_ns_per_call"] / 1e6
-            for r in gpu_section.kernel_rows(data.runs)}
-    split = overhead_split(cells, busy)
+    found, floors = pick.cpu_floors(data)
+    floor_label = found.label if found is not None else "the floor"
+    split = time_split(cells, floors, gpu_busy_ms(data.runs), floor_label)
+    if not split:
+        return None
     groups = list(dict.fromkeys((r["device"], r["machine"]) for r, _, _ in split))
     sizes = [sum(1 for r, _, _ in split if (r["device"], r["machine"]) == g) for g in groups]
     fig, axes = dotplot.stacked(sizes, per_row=0.24)
@@ -60,21 +92,25 @@ def fig_overhead(data: ReportData, out: Path) -> Path | None:
                 ax.barh(y, 100, color="white", edgecolor="#555555", hatch="//")
             else:
                 share = 100 * min(base / r["median_ms"], 1.0)
-                ax.barh(y, share, color=OKABE_ITO[2])
-                ax.barh(y, 100 - share, left=share, color=OKABE_ITO[3])
-            ax.text(101, y, fmt_ms(r["median_ms"]), va="center", fontsize=7)
-        dotplot.rows_axis(ax, [r["label"] for r, _ in rows], dotplot.panel_title(*group))
+                ax.barh(y, share, color=FLOOR_COLOUR)
+                ax.barh(y, 100 - share, left=share, color=REST_COLOUR)
+            ax.text(101, y, ", ".join([fmt_ms(r["median_ms"]), *quote.marks(r)]), va="center", fontsize=7)
+        device, machine = group
+        what = (f"floor {floor_label} {fmt_ms(floors[machine])}" if device == "cpu"
+                else "green: GPU busy time (kernels trace)")
+        dotplot.rows_axis(ax, [r["label"] for r, _ in rows], f"{dotplot.panel_title(*group)}  ({what})")
         ax.set_xlim(0, 100)
     axes[-1].set_xlabel("share of the median per-image time (%); the median is written at the right")
-    from matplotlib.patches import Patch
-
-    fig.legend(handles=[Patch(color=OKABE_ITO[2], label="CPU: the machine's fastest measured implementation; "
-                              "GPU: busy time (kernels trace, else CUDA events)"),
-                        Patch(color=OKABE_ITO[3], label="host overhead (the rest of the call)"),
+    fig.legend(handles=[Patch(color=FLOOR_COLOUR, label=f"CPU: the floor ({floor_label}, "
+                              "harness.measure.floor); GPU: busy time (kernels trace)"),
+                        Patch(color=REST_COLOUR, label="the rest of the call (host overhead)"),
                         Patch(facecolor="white", edgecolor="#555555", hatch="//",
-                              label="GPU, no device timer")],
+                              label="GPU: no kernel trace")],
                frameon=False, fontsize=7, loc="upper center", ncol=2,
                bbox_to_anchor=(0.5, 1 - 0.4 / fig.get_figheight()))
-    fig.suptitle("Fig. 6  Where a call's time goes: the floor or the GPU's work, and host overhead",
+    fig.suptitle("Fig. 6  Where a call's time goes: the CPU floor or the GPU's busy time, and the rest",
                  y=1 - 0.1 / fig.get_figheight(), va="top")
-    return finish(fig, data.runs, "overhead", out, margins={**dotplot.STACKED, "right": 0.9, "top_in": 1.2})
+    text = how_to_read(data, cells, found, {m for d, m in groups if d == "cpu"})
+    shown = [r for r in data.runs if r["machine"] in {m for _, m in groups}]
+    return finish(fig, shown, "overhead", out, f"{text}\n{caption(shown, 'overhead')}",
+                  margins={**dotplot.STACKED, "right": 0.88, "top_in": 1.2})

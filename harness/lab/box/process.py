@@ -1,0 +1,239 @@
+"""A lab worker's box: its process in the sandbox (harness.lab.box.bwrap), its own cgroup
+(harness.lab.box.cgroup) and its limits (harness.lab.box.limits); started, counted, watched, and
+killed with everything it started. What goes through its pipes is harness.lab.box.sandbox's business.
+
+    Box(label, env, scratch, isolation, slot, limits, device, space, packages, weights)
+      .start() -> Popen         the worker, its stdin and stdout the grader's
+      .cpu_ns()                 its CPU time: its cgroup's (every thread and process) or its own
+      .watch_memory()           on the GPU: kill it when its resident memory is past the limit
+      .died() -> Failure        why it ended (out-of-memory, timeout, crashed), once it has;
+      .out_of_memory_line()     out-of-memory too when a library's failed allocation ends its log
+      .kill(), .stop()          kill it and everything it started (never raising); ask it to exit first
+      .note(line)               a line of the grader's in its log
+      .submission_path()        its folder as the worker sees it
+    safe_label(text)            a label as a file name
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from harness import ROOT
+from harness.errors import Failure
+from harness.lab.box import bwrap, libpath, procfs, seccomp
+from harness.lab.box.cgroup import Cgroup
+from harness.lab.box.disk import Space
+from harness.lab.box.isolation import Isolation
+from harness.lab.box.limits import Limits, limiter
+from harness.machine import procenv
+from harness.measure import channel
+
+OOM_WORDS = ("Memory allocation still failed", "std::bad_alloc", "Cannot allocate memory", "out of memory")
+PASS_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
+            "CUPY_CACHE_DIR", "NVIDIA_VISIBLE_DEVICES")
+
+
+def safe_label(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:60]
+
+
+class Box:
+    """One worker's process, its cgroup and its log (the module's docstring)."""
+
+    def __init__(self, label: str, env: dict, scratch: Path, isolation: Isolation, slot: int = 0,
+                 limits: Limits | None = None, device: str = "cpu", space: Space | None = None,
+                 packages: Iterable[str] = (), weights: str = "") -> None:
+        self.label = label
+        self.env = env
+        self.scratch = Path(scratch)
+        self.isolation = isolation
+        self.slot = slot
+        self.limits = limits or Limits()
+        self.device = device
+        self.space = space
+        self.packages = tuple(packages)
+        self.weights = weights
+        self.log_path = self.scratch / f"{safe_label(label)}.log"
+        self.proc: subprocess.Popen | None = None
+        self.pid: int | None = None  # the worker's own pid (under bwrap), for its CPU clock and memory
+        self.pidfd: int | None = None  # and a pidfd of it: a signal never reaches a reused pid
+        self.group: Cgroup | None = None
+        self.killed_for: str | None = None
+        self.start_s: float | None = None  # how long starting the sandbox took
+
+    def worker_env(self) -> dict:
+        env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
+        libraries = libpath.library_path(dict(os.environ), self.device)  # + the CUDA wheels': sudo clears it
+        if libraries:
+            env["LD_LIBRARY_PATH"] = libraries
+        env.update(self.env)
+        env.update({"HOME": "/tmp", "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1",
+                    "PYTHONNOUSERSITE": "1", "MPLCONFIGDIR": "/tmp",
+                    "CUPY_CACHE_DIR": "/tmp/cupy"})  # CuPy's kernel cache: private, gone with the worker
+        uid = self.isolation.uid(self.slot)
+        if uid is not None:
+            env["LENET_LAB_UID"] = f"{uid}:{uid}"
+        return env
+
+    def start(self) -> subprocess.Popen:
+        t0 = time.perf_counter()
+        iso = self.isolation
+        if iso.cgroups:
+            self.group = Cgroup(f"{os.getpid()}-{self.slot}-{safe_label(self.label)}",
+                                self.limits.memory_mb, self.limits.pids)
+        argv, fds = [sys.executable, "-m", procfs.WORKER], list[int]()
+        if iso.bwrap:
+            argv, fds = bwrap.packed(bwrap.command(iso.bwrap, self.space, argv, self.weights, self.packages,
+                                                   gpu=self.device == "gpu"), seccomp.program())
+            env, cwd = self.worker_env(), "/"
+        else:  # --no-sandbox: the grader's own user and environment
+            env = {**os.environ, **self.env, "PYTHONPATH": os.pathsep.join(
+                [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+            own = self.space is not None and self.space.submission.is_dir()
+            cwd = str(self.space.submission if own and self.space is not None else self.scratch)
+        try:
+            with open(self.log_path, "ab") as log:
+                line = f"--- {self.label}: worker started {time.ctime()}\n"
+                log.write(line.encode(errors="backslashreplace"))
+                log.flush()
+                self.proc = subprocess.Popen(
+                    argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                    preexec_fn=limiter(self.limits, self.device == "cpu", self.group), pass_fds=fds,
+                    start_new_session=True,  # its own process group: killed whole, spared the terminal's ^C
+                )
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self.pid = procfs.worker_pid(self.proc.pid) if iso.bwrap else self.proc.pid
+        self.pidfd = procfs.pidfd(self.pid)
+        self.start_s = time.perf_counter() - t0
+        return self.proc
+
+    def submission_path(self) -> str:
+        if self.isolation.bwrap:
+            return bwrap.SUBMISSION_DIR
+        return str(self.space.submission) if self.space is not None else ""
+
+    def cpu_ns(self) -> int:
+        """CPU time of the worker: its cgroup's (every thread and process) or its own process's."""
+        if self.group is not None:
+            return self.group.cpu_ns()
+        try:
+            return time.clock_gettime_ns(procfs.cpu_clock(self._own_pid()))
+        except OSError:  # the process is gone
+            raise self.died() from None
+
+    def _own_pid(self) -> int:
+        if self.pid:
+            return self.pid
+        if self.proc is None:
+            raise ValueError(f"{self.label}: the box was not started")
+        return self.proc.pid
+
+    def watch_memory(self) -> None:
+        limit = self.limits.memory_mb
+        if limit and self.device != "cpu" and procfs.rss_mb(self._own_pid()) > limit:
+            self.killed_for = f"resident memory above the limit of {limit} MB; worker killed"
+            self.kill()
+
+    def kill(self) -> None:
+        """Kill it and everything it started; never raises (a clean-up that fails is written to
+        its log and the grader goes on)."""
+        if self.proc is None:
+            return
+        procenv.kill_group(self.proc)  # bwrap; --die-with-parent takes the worker and its namespace
+        if self.pidfd is not None:  # the worker itself, by pidfd: never another process that got its pid
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.group is not None:
+            try:
+                self.group.kill()
+            except OSError as exc:
+                self.note(f"clean-up: {exc}")
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        """Ask it to exit, then kill whatever is left (a detached daemon, a fork bomb)."""
+        if self.proc is not None and self.proc.poll() is None and self.proc.stdin is not None:
+            try:
+                os.write(self.proc.stdin.fileno(), channel.EXIT)
+                self.proc.wait(timeout=5)
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        if self.group is not None:
+            try:
+                self.group.remove()
+            except OSError as exc:
+                self.note(f"clean-up: {exc}")
+            self.group = None
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+    def note(self, line: str) -> None:
+        """A line of the grader's own in the worker's log."""
+        try:
+            with open(self.log_path, "ab") as log:
+                log.write(f"--- grader: {line}\n".encode(errors="backslashreplace"))
+        except OSError:
+            pass
+
+    def died(self) -> Failure:
+        """Why the worker ended; it has ended, or is ending (this waits for it)."""
+        if self.proc is None:
+            raise ValueError(f"{self.label}: the box was not started")
+        code = self.proc.wait()
+        limits = self.limits
+        if self.group is not None and self.group.oom_kills():
+            return Failure("out-of-memory", f"past the memory limit of {limits.memory_mb} MB "
+                                            "(killed by the kernel for its cgroup)")
+        if self.killed_for:
+            return Failure("out-of-memory", self.killed_for)
+        if self.isolation.bwrap and code > 128:  # bwrap reports a child killed by signal N as 128 + N
+            code = -(code - 128)
+        if code == -signal.SIGXCPU:
+            return Failure("timeout", f"CPU-time limit of {limits.cpu_s} s exceeded (killed by SIGXCPU)")
+        if code == -signal.SIGXFSZ or self.output_full():  # Python ignores SIGXFSZ: writes fail
+            return Failure("crashed", f"wrote more than the output limit of {limits.output_mb} "
+                                      "MB to one file or to its log")
+        if code < 0 and -code in signal.valid_signals():
+            return Failure("crashed", f"the worker was killed by {signal.Signals(-code).name}")
+        said = self.out_of_memory_line()
+        if said:  # a library that gives up on an allocation and exits (OpenBLAS does), not Python
+            return Failure("out-of-memory", f"the worker exited with code {code} after an allocation "
+                                            f"failed under the memory limit of {limits.memory_mb} MB "
+                                            f"(its log: {said[:200]})")
+        return Failure("crashed", f"the worker exited with code {code}")
+
+    def out_of_memory_line(self) -> str | None:
+        """The last line of the log's end (4 KiB) where a library says an allocation failed."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - 4096))
+                tail = log.read().decode(errors="replace").splitlines()
+        except OSError:
+            return None
+        found = [line for line in tail if any(words in line for words in OOM_WORDS)]
+        return found[-1].strip() if found else None
+
+    def output_full(self) -> bool:
+        limit = self.limits.output_mb
+        if not limit:
+            return False
+        try:
+            return self.log_path.stat().st_size >= int(limit) << 20
+        except OSError:
+            return False

@@ -1,0 +1,153 @@
+"""The grader's side of a lab worker (harness.lab.box.worker): a box (harness.lab.box.process) asked
+over a channel (harness.measure.channel) with deadlines; images streamed in lockstep with the grader's
+own clocks around every call; every reply checked (harness.lab.box.replies).
+
+    Sandbox(label, env, scratch, isolation, slot, limits, device, space, packages, weights)
+      .box                          the process, its limits, its CPU counter
+      .start(), .stop()
+      .request(message, timeout, what, expect) -> dict   one JSON request and its checked reply
+      .load(message, timeout) -> dict                    import and construct
+      .gate(images_u8, batch, timeout) -> (N, 10)        the worker's probabilities
+      .stream(images, timeout) -> Chunk                  one chunk of timed calls
+      .busy_s                       how long the grader has waited on it, all requests together
+    Chunk                           one chunk's measurements, per call
+
+Every wait is bounded: by the request's own timeout, and by the box's wall_s over all requests.
+Any failure in an exchange (a timeout, garbage, a death, an error reply) ends the worker.
+"""
+
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import Failure
+from harness.lab.box import replies
+from harness.lab.box.disk import Space
+from harness.lab.box.isolation import Isolation
+from harness.lab.box.limits import Limits
+from harness.lab.box.process import Box
+from harness.measure import channel
+from harness.measure.channel import Channel
+
+CLASSES = 10
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk of K timed calls of one participant: per call the worker's own time, the
+    grader's round trip (images sent -> answer read) and the worker's CPU time over that trip
+    (its cgroup: every thread and process), in ns; the answers, (K, B, 10) float32."""
+
+    times_ns: list[int]
+    trips_ns: list[int]
+    cpu_ns: list[int]
+    outputs: np.ndarray
+
+
+class Sandbox:
+    def __init__(self, label: str, env: dict, scratch: Path, isolation: Isolation, slot: int = 0,
+                 limits: Limits | None = None, device: str = "cpu", space: Space | None = None,
+                 packages: Iterable[str] = (), weights: str = "") -> None:
+        self.box = Box(label, env, scratch, isolation, slot, limits, device, space, packages, weights)
+        self.channel: Channel | None = None
+        self.busy_s = 0.0
+
+    def start(self) -> None:
+        proc = self.box.start()
+        if proc.stdout is None or proc.stdin is None:
+            raise ValueError(f"{self.box.label}: the worker's stdin and stdout must be pipes")
+        self.channel = Channel(proc.stdout, proc.stdin, tick=self.box.watch_memory, max_line=replies.MAX_LINE)
+
+    def stop(self) -> None:
+        self.box.stop()
+
+    def _deadline(self, timeout: float, what: str) -> tuple[float, str]:
+        wall = self.box.limits.wall_s
+        if wall is not None and wall - self.busy_s < timeout:
+            return time.monotonic() + max(0.0, wall - self.busy_s), f"wall-time limit of {wall:g} s"
+        return time.monotonic() + timeout, f"{what} limit of {timeout:g} s"
+
+    @contextmanager
+    def _exchange(self, timeout: float, what: str) -> Iterator[tuple[Channel, float]]:
+        """(the channel, the deadline) of one exchange; its time counts in busy_s, and any failure
+        in it ends the worker, as the Failure it is."""
+        started = time.monotonic()
+        deadline, why = self._deadline(timeout, what)
+        if self.channel is None:
+            raise ValueError(f"{self.box.label}: the worker was not started")
+        try:
+            yield self.channel, deadline
+        except (channel.ChannelError, Failure) as exc:
+            failure = exc if isinstance(exc, Failure) else self._failure(exc, why)
+            self.box.kill()
+            raise failure from None
+        finally:
+            self.busy_s += time.monotonic() - started
+
+    def _failure(self, exc: channel.ChannelError, why: str) -> Failure:
+        if isinstance(exc, channel.TimedOut) and exc.reading:
+            return Failure("timeout", f"no answer within the {why}; worker killed")
+        if isinstance(exc, channel.TimedOut):
+            return Failure("timeout", f"the worker stopped reading its input ({why}); worker killed")
+        if isinstance(exc, channel.Garbage):
+            return replies.garbage(exc.what, exc.data)
+        return self.box.died()
+
+    @staticmethod
+    def _reply(pipe: Channel, deadline: float, expect: dict) -> dict:
+        return replies.checked(replies.parse(pipe.line(deadline)), expect)
+
+    def request(self, message: dict, timeout: float, what: str = "request",
+                expect: dict | None = None) -> dict:
+        if self.box.proc is None:
+            self.start()
+        with self._exchange(timeout, what) as (pipe, deadline):
+            pipe.send(channel.encode(message), deadline)
+            return self._reply(pipe, deadline, expect or {})
+
+    def load(self, message: dict, timeout: float) -> dict:
+        reply = self.request(message, timeout, "import", {"class": str, "import_ns": int, "load_ns": int})
+        reply["class"] = reply["class"][:200]
+        return reply
+
+    def gate(self, images_u8: np.ndarray, batch: int, timeout: float) -> np.ndarray:
+        """The worker's probabilities of these (N, 28, 28) uint8 images, (N, 10) float32."""
+        images = len(images_u8)
+        with self._exchange(timeout, "gate") as (pipe, deadline):
+            pipe.send(channel.encode({"op": "gate", "images": images, "batch": batch}), deadline)
+            pipe.send(np.ascontiguousarray(images_u8, dtype=np.uint8).tobytes(), deadline)
+            self._reply(pipe, deadline, {"rows": images})
+            raw = pipe.exact(images * CLASSES * 4, deadline)
+        return np.frombuffer(raw, dtype="<f4").reshape(images, CLASSES)
+
+    def stream(self, images: np.ndarray, timeout: float) -> Chunk:
+        """Time one chunk of calls: images (K, B, 28, 28) uint8, one call per (B, 28, 28), sent
+        only after the previous answer (no submission holds an image it has not answered)."""
+        calls, batch = images.shape[:2]
+        times, trips, cpu = [0] * calls, [0] * calls, [0] * calls
+        out = np.empty((calls, batch, CLASSES), dtype=np.float32)
+        box = self.box
+        with self._exchange(timeout, "timing") as (pipe, deadline):
+            pipe.send(channel.encode({"op": "stream", "calls": calls, "batch": batch}), deadline)
+            self._reply(pipe, deadline, {"ready": True})  # clocks may start
+            for i in range(calls):
+                pixels = np.ascontiguousarray(images[i], dtype=np.uint8).tobytes()
+                c0 = box.cpu_ns()
+                t0 = time.perf_counter_ns()
+                pipe.send(pixels, deadline)
+                times[i] = replies.call_time(pipe.exact(8, deadline))
+                if times[i] == replies.FAILED_CALL:  # its error line follows
+                    self._reply(pipe, deadline, {})
+                    raise replies.garbage("a failed call followed by an ok reply", b"")
+                frame = pipe.exact(batch * CLASSES * 4, deadline)
+                trips[i] = time.perf_counter_ns() - t0
+                cpu[i] = box.cpu_ns() - c0
+                out[i] = np.frombuffer(frame, dtype="<f4").reshape(batch, CLASSES)
+            box.watch_memory()
+            if box.killed_for:
+                raise Failure("out-of-memory", box.killed_for)
+        return Chunk(times, trips, cpu, out)

@@ -1,0 +1,215 @@
+"""Grade a class: each submission in its own limited worker, gated against the NumPy oracle,
+then timed in rounds beside the references (each in its own trusted worker), under the same
+load, on the same unseen images.
+
+The Grader goes through a grading's phases, one module each, each class building on the last:
+harness.lab.judge.prepare (the oracle, the images, the workers' environment and spaces),
+.references (the references' workers and the deadlines' pace), .steps (one submission's steps:
+import, probe, gate, warm-up, rounds), .verdict (its clocks checked and its times ranked), then
+here: one submission's row from start to finish, and the grader's close.
+
+Every worker, the references' too, runs in the sandbox (harness.lab.box.isolation) with a bounded
+writable space (harness.lab.box.disk): the submission sees a private copy of its folder
+(harness.lab.judge.files, the lab's module first), never the folder itself, and is graded under its
+safe id (harness.lab.text). Clean-up never stops a grading: what fails is reported and the next
+submission is graded.
+
+    grade_all(lab, submissions, out, ...) -> rows    every submission (or --only these), row by row
+    to_grade(...) -> (todo, kept)      --only: these, graded again; --resume: no row yet, or files
+                                       changed since the row (its files_sha256, harness.lab.judge.files)
+    Grader(lab, out, weights, report, iso)           the oracle and the references' workers
+      .grade(student, folder) -> row                 one submission: its copy, its worker, its steps
+                                                     (.steps), its row
+      .present(copy, skipped), .clean_up(worker, results, name)   the copy's checks; the worker
+                                                     stopped, its log kept, its space released
+      .close()                                       the references stopped, every space released
+    gpu_lock, interrupted_row, one_line
+"""
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness import DEFAULT_WEIGHTS, ROOT
+from harness.errors import Failure, HarnessError, Unavailable
+from harness.lab import text
+from harness.lab.box import disk, isolation
+from harness.lab.box.limits import capped_log
+from harness.lab.box.sandbox import Sandbox
+from harness.lab.judge import files, store
+from harness.lab.judge.assignment import Lab
+from harness.lab.judge.prepare import node_info
+from harness.lab.judge.steps import Steps
+from harness.machine import gpu
+from harness.machine.gpulock import GpuLock
+
+MAX_ATTEMPTS = 2  # gradings cut off by the grader's death before a submission gets a row
+
+
+class Grader(Steps):
+    """Holds the oracle, the training images and the references' workers across submissions."""
+
+    def grade(self, student: str, folder: Path) -> dict:
+        """One submission's row: its private copy, its worker, its steps, whatever happens."""
+        lab = self.lab
+        row: dict[str, Any] = {"lab": lab.name, "student": student, "status": "ok", "reason": None,
+               "batch_size": lab.measure.batch_size,
+               "rank_by": lab.rank_by.label, "references": [r.label for r in lab.references],
+               "device": lab.device, "node": self.node, "sandbox": self.iso.mode,
+               "isolation": self.iso.note, "started": time.time()}
+        results = store.result_dir(self.out, student)
+        results.mkdir(parents=True, exist_ok=True)
+        worker = None
+        self.pace, self.waits = None, {}
+        try:
+            space = self.space(0, "submission")
+            copied = files.copy_submission(folder, space.submission, self.iso.uid(0), lab.module)
+            row.update(files.count_loc(space.submission, lab.module), bytes=copied["bytes"],
+                       files_sha256=copied["sha256"],  # what --resume compares (harness.lab.judge.files)
+                       skipped_files=[text.clean(s, 300) for s in copied["skipped"]])
+            env = {**self.env, "LENET_LAB_ALLOW": ",".join(lab.allow_imports)}
+            packages = [p for p in lab.allow_imports if (ROOT / p).is_dir()]
+            worker = Sandbox(text.safe_id(student), env, self.scratch, self.iso, 0,
+                             self.limits(trusted=False), lab.device, space=space, packages=packages,
+                             weights=self.weights)
+            self.present(space.submission, copied["skipped"])
+            self.steps(worker, row)
+        except Failure as exc:
+            row.update(status=exc.status, reason=text.clean(exc.reason, 1000), **exc.extra)
+        finally:
+            self.clean_up(worker, results, "submission")
+        if self.waits:
+            row["deadlines"] = self.waits
+        row["seconds"] = round(time.time() - row["started"], 2)
+        row["busy_s"] = round(worker.busy_s, 2) if worker is not None else 0.0
+        start_s = worker.box.start_s if worker is not None else None
+        row["sandbox_start_s"] = round(start_s, 4) if start_s is not None else None
+        return row
+
+    def present(self, copy: Path, skipped: list[str]) -> None:
+        """The lab's module is in the copy, and is the one `import` finds."""
+        module = self.lab.module
+        if not (copy / module).is_file():
+            raise Failure("import-error", f"no {module} (a regular file) in the submission folder "
+                                          f"({sorted(p.name for p in copy.iterdir())[:20]}"
+                                          + (f"; skipped: {skipped[:5]}" if skipped else "") + ")")
+        why = files.shadows(copy, module)
+        if why:
+            raise Failure("import-error", f"{why}; remove it (only {module} is graded)")
+
+    def clean_up(self, worker: Sandbox | None, results: Path, name: str) -> None:
+        """Stop the worker, keep its log, release its space: nothing here stops the grading."""
+        try:
+            if worker is not None:
+                worker.stop()
+                capped_log(worker.box.log_path, results / "worker.log")
+                worker.box.log_path.unlink(missing_ok=True)
+        except OSError as exc:
+            self.report(f"warning: clean-up after {name} failed ({exc}); grading goes on")
+        self.release(self.space_root(name))
+
+    def close(self) -> None:
+        """The last phase: the references' workers stopped, every space released, scratch removed."""
+        for worker in self.refs.values():
+            self.retire(worker)
+        self.refs.clear()
+        for root in list(self.spaces):
+            self.release(root)
+        why = disk.remove_tree(self.scratch)
+        if why:
+            self.report(f"warning: {why}")
+
+
+def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only: list[str] | None = None,
+              weights: str | Path = DEFAULT_WEIGHTS, report: Callable[[str], None] = print,
+              no_sandbox: bool = False, strict: bool = True) -> list[dict]:
+    """Grade every submission folder (or `only` these), writing each row as it is made."""
+    iso = isolation.decide(no_sandbox, strict)
+    store.prepare(out, lab.name, lab.source, lab.path)
+    store.write_grading(out, submissions, weights)
+    todo, kept = to_grade(lab, submissions, out, only, resume, report)
+    report(f"lab {lab.name}: {len(todo)} submission(s) to grade" +
+           (f", {len(kept)} already graded (kept)" if kept else "") + f" -> {out}")
+    report(f"sandbox: {iso.note}")
+    lock = gpu_lock(lab, report)
+    if not todo:
+        return []
+    rows = []
+    grader = Grader(lab, out, weights, report, iso)
+    try:
+        for i, name in enumerate(todo, 1):
+            # attempts cut off by the grader's death (a Slurm placeholder row is one); a finished
+            # row (a regrade) starts afresh
+            cut_off = (store.started(out, name) or {}).get("attempt", 0)
+            previous = 0 if store.graded_row(out, name) else cut_off
+            if previous >= MAX_ATTEMPTS:  # the grader died while grading it, each time
+                row = interrupted_row(lab, name, previous)
+            else:
+                store.mark_started(out, name, attempt=previous + 1, slurm_job=os.environ.get("SLURM_JOB_ID"))
+                report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: grading")
+                with lock.held() if lock is not None else contextlib.nullcontext():
+                    row = grader.grade(name, Path(submissions) / name)
+            store.write_row(out, row)
+            report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: {one_line(row)}")
+            rows.append(row)
+    finally:
+        grader.close()
+    return rows
+
+
+def to_grade(lab: Lab, submissions: Path, out: Path, only: list[str] | None, resume: bool,
+             report: Callable[[str], None] = print) -> tuple[list[str], list[str]]:
+    """(the submissions to grade, those whose rows are kept); the class list written to `out`.
+    `only`: these students, graded again if they have a row (the others' rows are kept); `resume`:
+    (of `only`, or of all) those without a row, or whose files changed since their row was made."""
+    names = store.students(submissions, lab.module)
+    store.write_students(out, names)
+    if only:
+        unknown = sorted(set(only) - set(names))
+        if unknown:
+            raise HarnessError(f"--only: no submission folder {unknown} in {submissions}; found {names}")
+    rows = {n: row for n in names if (row := store.graded_row(out, n)) is not None}
+    if only and not resume:
+        return [n for n in names if n in only], [n for n in rows if n not in only]
+    chosen = [n for n in names if n in only] if only else names
+    if rows and not resume and not only:
+        raise HarnessError(f"{out}: already holds results for {len(rows)} submission(s) ({list(rows)[:5]}); "
+                           "add --resume to grade only the others (and those whose files changed), "
+                           "--only NAMES to grade some again, or use another --out")
+    changed = [n for n in chosen if n in rows and rows[n].get("files_sha256") not in
+               (None, files.digest(Path(submissions) / n, lab.module))]  # None: a row from before hashes
+    for name in changed:
+        report(f"{text.clean(name, 80)}: files changed since its row was made: graded again")
+    todo = [n for n in chosen if n not in rows or n in changed]
+    return todo, [n for n in rows if n not in todo]
+
+
+def gpu_lock(lab: Lab, report: Callable[[str], None]) -> GpuLock | None:
+    """The GPU lock that timing on the GPU holds (checked now); None on the CPU."""
+    if lab.device != "gpu":
+        return None
+    absent = gpu.absent_reason()
+    if absent:
+        raise Unavailable(f"lab {lab.name} runs on the GPU: {absent}")
+    lock = GpuLock(gpu.visible_gpu_id(), None, report)
+    lock.check()
+    return lock
+
+
+def interrupted_row(lab: Lab, student: str, attempts: int) -> dict:
+    return {"lab": lab.name, "student": student, "status": "crashed", "rank_by": lab.rank_by.label,
+            "references": [r.label for r in lab.references], "device": lab.device, "node": node_info("cpu"),
+            "reason": f"the grader was interrupted {attempts} times while grading this submission; "
+                      "not graded again (delete its results folder to try once more)"}
+
+
+def one_line(row: dict) -> str:
+    if row["status"] == "ok":
+        r = row["ratios"][row["rank_by"]]
+        return (f"ok  {row['median_per_image_ns'] / 1e3:.1f} us per image, "
+                f"{r['ratio']:.2f}x {row['rank_by']} "
+                f"[{r['ci95_low']:.2f}-{r['ci95_high']:.2f}], {row['loc']} lines ({row['seconds']} s)")
+    return f"{row['status']}: {text.clean(row['reason'])} ({row.get('seconds', '-')} s)"

@@ -1,0 +1,47 @@
+"""`lab check LAB path/to/lenet.py`: a student's own check before handing in. The same worker,
+limits and gate as the grader, then a short timing beside the lab's rank_by reference only
+(2 rounds): minutes become seconds, and the answer says what the grader would say. It uses the
+best sandbox the laptop has (bubblewrap if present; without it, none), never refuses.
+
+    check(lab, path, weights, report) -> (row, feedback text)
+"""
+
+import dataclasses
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from harness import DEFAULT_WEIGHTS
+from harness.errors import HarnessError
+from harness.lab import text
+from harness.lab.judge import assignment, grade
+
+QUICK = {"rounds": 2, "calls": 40, "warmup": 5}
+
+
+def check(lab: assignment.Lab, path: Path, weights: str | Path = DEFAULT_WEIGHTS,
+          report: Callable[[str], None] = print) -> tuple[dict, str]:
+    """(the row, the feedback text) for one submission file or folder."""
+    from harness.lab.term import feedback
+
+    path = Path(path)
+    if not path.exists():
+        raise HarnessError(f"{path}: no such file or folder (expected your {lab.module})")
+    folder, module = (path.parent, path.name) if path.is_file() else (path, lab.module)
+    if not module.endswith(".py"):
+        raise HarnessError(f"{path}: expected a .py file (the lab's module is {lab.module})")
+    quick = dataclasses.replace(lab, module=module, references=(lab.rank_by,),
+                                measure=dataclasses.replace(lab.measure, **QUICK))
+    with tempfile.TemporaryDirectory(prefix="lenet-lab-check-") as tmp:
+        submissions = Path(tmp) / "submissions"
+        submissions.mkdir()
+        name = folder.resolve().name or "submission"
+        (submissions / name).symlink_to(folder.resolve(), target_is_directory=True)
+        out = Path(tmp) / "out"
+        rows = grade.grade_all(quick, submissions, out, weights=weights, report=report, strict=False)
+        row = rows[0]
+        feedback.write(row, quick, None, 1, out)  # one submission: no rank to speak of
+        file = text.safe_id(name)  # feedback files are named by the student's safe id
+        written = (out / "feedback" / f"{file}.md").read_text()
+        written = written.replace(f"![time per call]({file}.png)", "(histogram: left out in a check)")
+    return row, written

@@ -1,0 +1,209 @@
+"""What each `python -m harness lab ...` command does: harness/commands.py parses the arguments and
+calls one of these, which returns the exit code. Each imports what it uses inside it, so `lab collect`
+never loads the grader, nor `lab kit` the sandbox.
+
+    lab_grade(lab, submissions, out, ...)   grade here (then the leaderboard), or submit to Slurm
+    lab_regrade(out, ...)                   some students again, from what OUT recorded
+    lab_report(out), lab_merge(out, submissions, job)   the leaderboard (the merge job: its rows first)
+    lab_check(lab, path, weights)           a student's own check, its feedback printed
+    lab_kit(lab, dest, weights), lab_collect(source, out, times), lab_export(out, roster, ...)
+    lab_publish(out, public_dir, submissions), lab_similarity(out, submissions, threshold, starter)
+    grade_here(lab, submissions, out, ...)  `lab grade` and `lab regrade` on this machine
+    copy_manifest(submissions, out), graded_submissions(out, given)   what two commands share
+"""
+
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness import DEFAULT_WEIGHTS
+from harness.errors import HarnessError
+from harness.machine import procenv
+
+if TYPE_CHECKING:
+    from harness.lab.judge.assignment import Lab
+
+Report = Callable[[str], None]
+
+
+def lab_grade(lab_name: str, submissions: Path, out: Path, report: Report, *, resume: bool = False,
+              only: list[str] | None = None, no_report: bool = False, weights: Path | str = DEFAULT_WEIGHTS,
+              slurm: bool = False, partition: str | None = None, gres: str | None = None,
+              max_parallel: int | None = None, dry_run: bool = False, no_sandbox: bool = False) -> int:
+    """`lab grade`: every submission here, then the leaderboard; or (--slurm) a job array."""
+    from harness.lab.box import libpath
+    from harness.lab.judge import assignment
+
+    lab = assignment.load(lab_name)
+    libpath.check_sudo(lab.device)
+    copy_manifest(submissions, out)
+    if slurm:
+        from harness.lab.judge import slurm as on_slurm
+
+        return on_slurm.submit(lab, submissions, out, partition=partition, gres=gres,
+                               max_parallel=max_parallel, dry_run=dry_run, weights=weights, report=report,
+                               no_sandbox=no_sandbox)
+    if dry_run:
+        raise HarnessError("--dry-run: only with --slurm (it prints the batch scripts)")
+    grade_here(lab, submissions, out, resume, only, weights, no_sandbox, no_report, report)
+    return 0
+
+
+def grade_here(lab: "Lab", submissions: Path, out: Path, resume: bool, only: list[str] | None,
+               weights: Path | str, no_sandbox: bool, no_report: bool = False,
+               report: Report = print) -> None:
+    """`lab grade` and `lab regrade` on this machine: the grading, then the leaderboard; under sudo,
+    OUT is handed to its user whatever happens (store.hand_over)."""
+    from harness.lab.judge import grade, store
+    from harness.lab.term import leaderboard
+
+    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # the oracle's threads
+    try:
+        grade.grade_all(lab, submissions, out, resume, only, weights, report=report, no_sandbox=no_sandbox)
+        if not no_report:
+            leaderboard.build(out)
+            print(f"leaderboard: {out / 'LEADERBOARD.md'}")
+    finally:
+        store.hand_over(out)
+
+
+def lab_regrade(out: Path, only: list[str] | None, submissions: Path | None, weights: Path | str | None,
+                no_sandbox: bool, report: Report) -> int:
+    """`lab regrade`: `only` these students (default: those whose files changed, and those without a
+    row) graded again with the lab, submissions and weights OUT recorded, then the leaderboard."""
+    from harness.lab.box import libpath
+    from harness.lab.judge import store
+
+    lab = store.graded_lab(out)
+    libpath.check_sudo(lab.device)
+    recorded = store.grading(out)
+    submissions = submissions or (Path(recorded["submissions"]) if "submissions" in recorded else None)
+    if submissions is None:
+        raise HarnessError(f"{out}: no record of its submissions folder (graded before it was kept); "
+                           "add --submissions DIR")
+    weights = weights or recorded.get("weights") or DEFAULT_WEIGHTS
+    copy_manifest(submissions, out)
+    grade_here(lab, submissions, out, resume=only is None, only=only, weights=weights, no_sandbox=no_sandbox,
+               report=report)
+    return 0
+
+
+def lab_report(out: Path) -> int:
+    """`lab report`: the leaderboard, figure and feedback rebuilt from OUT's rows."""
+    from harness.lab.judge import store
+    from harness.lab.term import leaderboard
+
+    try:
+        paths = leaderboard.build(out)
+    finally:
+        store.hand_over(out)
+    print(f"wrote {len(paths)} files; leaderboard: {out / 'LEADERBOARD.md'}")
+    return 0
+
+
+def lab_merge(out: Path, submissions: Path, job: str | None, report: Report) -> int:
+    """`lab merge` (the Slurm merge job): a row for every task that left none, then the leaderboard."""
+    from harness.lab.judge import slurm
+    from harness.lab.term import leaderboard
+
+    slurm.merge(out, submissions, job, report=report)
+    leaderboard.build(out)
+    print(f"leaderboard: {out / 'LEADERBOARD.md'}")
+    return 0
+
+
+def lab_check(lab_name: str, path: Path, weights: Path | str, report: Report) -> int:
+    """`lab check`: the feedback printed; exit 0 when the submission is ok, 1 when not."""
+    from harness.lab.judge import assignment
+    from harness.lab.term import check
+
+    lab = assignment.load(lab_name)
+    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))
+    row, text = check.check(lab, path, weights, report=report)
+    print(text)
+    return 0 if row["status"] == "ok" else 1
+
+
+def lab_kit(lab_name: str, dest: Path | None, weights: Path) -> int:
+    """`lab kit`: dist/lab-kit-LAB.zip (or in `dest`)."""
+    from harness.lab.judge import assignment
+    from harness.lab.term import kit
+
+    path = kit.build(assignment.load(lab_name), dest or kit.DIST, weights)
+    print(f"kit: {path} (students: unzip, then python -m pip install ./{path.stem})")
+    return 0
+
+
+def copy_manifest(submissions: Path, out: Path) -> None:
+    """`lab collect`'s manifest (submission times, late flags, ids) beside the rows, for the points."""
+    from harness.lab.term import collect
+
+    manifest = Path(submissions) / collect.MANIFEST
+    if manifest.is_file():
+        Path(out).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(manifest, Path(out) / collect.MANIFEST)
+
+
+def lab_collect(source: Path, out: Path, times: list[Path], report: Report) -> int:
+    """`lab collect`: one folder per student and manifest.csv."""
+    from harness.lab.term import collect
+
+    collect.collect(source, out, report=report, times=times)
+    return 0
+
+
+def lab_export(out: Path, roster: Path, fmt: str, target: Path, force: bool, column: str | None) -> int:
+    """`lab export`: the gradebook CSV; exit 1 when graded students are not on the roster."""
+    from harness.lab.term import export
+
+    done = export.export(out, roster, fmt, target, force, column)
+    print(f"wrote {done.path}: {done.written} roster student(s), {done.graded} with a graded submission")
+    for line in done.unmatched:
+        print(f"WARNING: not on the roster {roster}: {line} (add them to the roster, or check their id)",
+              file=sys.stderr)
+    return 1 if done.unmatched else 0
+
+
+def graded_submissions(out: Path, given: Path | None) -> Path:
+    """The submissions folder of `lab publish` and `lab similarity`: --submissions, else the one
+    `lab grade` recorded in OUT/grading.json; an error saying which is missing when neither is a folder."""
+    from harness.lab.judge import store
+
+    if given is not None:
+        if not Path(given).is_dir():
+            raise HarnessError(f"--submissions {given}: not a folder (expected one folder per student)")
+        return Path(given)
+    store.graded_lab(out)  # OUT is a grading folder at all
+    recorded = store.grading(out).get("submissions")
+    if not isinstance(recorded, str):
+        raise HarnessError(f"{out}: {store.GRADING} records no submissions folder (graded before it was "
+                           "kept, or not by lab grade); add --submissions DIR")
+    if not Path(recorded).is_dir():
+        raise HarnessError(f"{out}/{store.GRADING}: the submissions folder it records, {recorded}, is not a "
+                           "folder now; add --submissions DIR")
+    return Path(recorded)
+
+
+def lab_publish(out: Path, public_dir: Path, submissions: Path | None, report: Report) -> int:
+    """`lab publish`: the public page under pseudonyms."""
+    from harness.lab.term import publish
+
+    publish.publish(out, public_dir, graded_submissions(out, submissions), report=report)
+    print(f"public page: {public_dir / publish.PAGE}")
+    return 0
+
+
+def lab_similarity(out: Path, submissions: Path | None, threshold: float, starter: Path | None,
+                   report: Report) -> int:
+    """`lab similarity`: the flagged pairs (staff only), then the leaderboard's column of them."""
+    from harness.lab.judge import store
+    from harness.lab.term import leaderboard, similarity
+
+    lab = store.graded_lab(out)
+    similarity.run(out, graded_submissions(out, submissions), lab, threshold, starter, report=report)
+    if (out / "LEADERBOARD.md").is_file():
+        leaderboard.build(out)  # its column of flagged pairs
+    print(f"similarity: {out / similarity.PRIVATE / 'similarity.csv'}")
+    return 0

@@ -1,0 +1,159 @@
+"""`lab export OUT --roster ROSTER.csv --format canvas|moodle|csv -o grades.csv`: the points of a
+grading (harness.lab.term.points: the lab's [grade] table, ties, OUT/manifest.csv's lateness) written
+into the LMS's own gradebook-import file, from the LMS's own roster export.
+
+    canvas   roster: the gradebook export (Student, ID, SIS User ID, SIS Login ID, Section, ...);
+             out: those five columns and one assignment column (--column; default: the roster's
+             column naming the lab, else the lab's title), matched on ID (the user id in Canvas's
+             submission file names)
+    moodle   roster: the assignment's grading worksheet (Identifier "Participant N", Full name, ...,
+             Grade, ..., Feedback comments); out: the same worksheet with Grade and Feedback
+             comments filled, matched on N (the participant id in Moodle's folder names)
+    csv      roster: id[, name]; out: id, name, points, max_points, status, late_days, feedback
+
+A student is matched by the manifest's student_id (`lab collect`), else by the folder name.
+Roster students without a submission get 0 and "no submission"; submissions not on the roster
+are listed (Export.unmatched), never dropped silently; an existing output is kept unless --force.
+Staff open the file in a spreadsheet before importing it: every text cell, the roster's own (a name
+is what the student typed into the LMS) and the header included, goes through text.csv_cell; the
+points are written as numbers (90, 72.5).
+
+    export(out, roster, fmt, target, force, column) -> Export; read_roster(path, fmt) -> (header, rows)
+    roster_id(entry, fmt), canvas_column(header, lab, column), out_row(...), number(points),
+    feedback(row, score, rank, ranked), write(target, fields, lines)
+"""
+
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.lab import text
+from harness.lab.judge import assignment, store
+from harness.lab.term import collect, points
+
+CANVAS_FIXED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+REQUIRED = {"canvas": CANVAS_FIXED, "moodle": ["Identifier"], "csv": ["id"]}
+KEY = {"canvas": "ID", "moodle": "Identifier", "csv": "id"}
+CSV_OUT = ["id", "name", "points", "max_points", "status", "late_days", "feedback"]
+FORMATS = tuple(REQUIRED)
+
+
+@dataclass(frozen=True)
+class Export:
+    path: Path
+    written: int  # roster rows written
+    graded: int  # of them with a graded submission
+    unmatched: list[str]  # graded submissions not on the roster: "folder (id ...): points"
+
+
+def read_roster(path: Path, fmt: str) -> tuple[list[str], list[dict]]:
+    """(the roster's columns, its student rows); Canvas's "Points Possible" row is left out."""
+    if fmt not in REQUIRED:
+        raise HarnessError(f"--format {fmt!r}: expected one of {list(FORMATS)}")
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            header = list(reader.fieldnames or [])
+            rows = [r for r in reader if not (r.get("Student") or "").strip().startswith("Points Possible")]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HarnessError(f"--roster {path}: cannot be read ({exc})") from None
+    missing = [c for c in REQUIRED[fmt] if c not in header]
+    if missing:
+        raise HarnessError(f"--roster {path}: no column(s) {missing} for --format {fmt} (found {header}); "
+                           f"export the roster from the LMS ({fmt}: {', '.join(REQUIRED[fmt])})")
+    keys = [roster_id(r, fmt) for r in rows]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise HarnessError(f"--roster {path}: student id(s) {twice[:5]} listed twice; fix the roster")
+    return header, rows
+
+
+def roster_id(row: dict, fmt: str) -> str:
+    value = (row.get(KEY[fmt]) or "").strip()
+    if fmt == "moodle":  # "Participant 123456"
+        found = re.search(r"\d+", value)
+        return found.group() if found else value
+    return value
+
+
+def feedback(row: dict, score: points.Score, rank: int | None, ranked: int) -> str:
+    words = [score.note]
+    if row["status"] == "ok":
+        r = points.ratio(row)
+        words.append(f"{r['ratio']:.2f}x {row['rank_by']} [{r['ci95_low']:.2f}-{r['ci95_high']:.2f}], "
+                     f"rank {rank} of {ranked}")
+    elif row.get("reason"):
+        words.append(str(row["reason"])[:200])
+    return "; ".join(words)
+
+
+def canvas_column(header: list[str], lab: assignment.Lab, column: str | None) -> str:
+    """The assignment's column: --column, else the roster's column naming the lab, else its title."""
+    if column:
+        return column
+    names = [n.lower() for n in (lab.name, lab.title) if n]
+    found = [c for c in header if c not in CANVAS_FIXED and any(n in c.lower() for n in names)]
+    return found[0] if len(found) == 1 else (lab.title or lab.name)
+
+
+def export(out: Path, roster: Path, fmt: str, target: Path, force: bool = False,
+           column: str | None = None) -> Export:
+    """Write `target` for the LMS `fmt` from OUT's rows and the roster (see the module's docstring)."""
+    out, target = Path(out), Path(target)
+    if target.exists() and not force:
+        raise HarnessError(f"-o {target}: already exists; nothing was written (add --force to replace it)")
+    lab = store.graded_lab(out)
+    rows, _ = store.checked_rows(out)
+    manifest = collect.graded_manifest(out)
+    scores, places = points.scores(rows, lab.grade, manifest), points.groups(rows)
+    by_id = {(manifest.get(r["student"]) or {}).get("student_id") or r["student"]: r for r in rows}
+    header, roster_rows = read_roster(roster, fmt)
+    most = lab.grade.gate_points + lab.grade.speed_points
+    column = canvas_column(header, lab, column) if fmt == "canvas" else ""
+    lines, seen = [], set()
+    for entry in roster_rows:
+        key = roster_id(entry, fmt)
+        row = by_id.get(key)
+        seen.add(key)
+        if row is None:
+            total, status, late, words = 0.0, "no submission", 0, "no submission"
+        else:
+            score = scores[row["student"]]
+            place = places.get(row["student"], (None, None))[0]
+            total, status, late = score.total, row["status"], score.late_days
+            words = feedback(row, score, place, len(places))
+        lines.append(out_row(fmt, entry, key, column, total, most, status, late, words))
+    names = header + (["Grade"] if "Grade" not in header else []) + \
+        (["Feedback comments"] if "Feedback comments" not in header else [])
+    fields = {"canvas": CANVAS_FIXED + [column], "moodle": names, "csv": CSV_OUT}[fmt]
+    if fmt == "canvas":  # Canvas's own second row
+        lines.insert(0, {"Student": "    Points Possible", column: number(most)})
+    write(target, fields, lines)
+    unmatched = [text.clean(f"{r['student']} (id {k}): {scores[r['student']].total:g} points, {r['status']}")
+                 for k, r in sorted(by_id.items()) if k not in seen]
+    return Export(target, len(roster_rows), len(seen & set(by_id)), unmatched)
+
+
+def write(target: Path, fields: list[str], lines: list[dict]) -> Path:
+    """The gradebook file: its header and every text cell through text.csv_cell, numbers as numbers."""
+    with open(target, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerow([text.csv_cell(name) for name in fields])
+        csv.DictWriter(f, fields, extrasaction="ignore").writerows(text.csv_row(line) for line in lines)
+    return target
+
+
+def number(points: float) -> int | float:
+    """Points as the LMS reads them, and as a number (never a quoted text): 90, not 90.0; 72.5."""
+    return int(points) if float(points).is_integer() else points
+
+
+def out_row(fmt: str, entry: dict, key: str, column: str, total: float, most: float, status: str,
+            late: int, words: str) -> dict:
+    if fmt == "canvas":
+        return {**{c: entry.get(c, "") for c in CANVAS_FIXED}, column: number(total)}
+    if fmt == "moodle":
+        return {**entry, "Grade": number(total), "Feedback comments": words}
+    return {"id": key, "name": entry.get("name", ""), "points": number(total), "max_points": number(most),
+            "status": status, "late_days": late, "feedback": words}

@@ -1,0 +1,88 @@
+"""OUT/feedback/<id>.md: what failed and why, or how far from the references, with that
+submission's latency histogram (OUT/feedback/<id>.png); <id> is the student's safe id, and every
+string from the submission (its name, reason, skipped files, log tail) is escaped (harness.lab.text).
+
+    write(row, lab, place, ranked, out) -> paths; log_tail(out, student, lines)
+"""
+
+from pathlib import Path
+
+from harness.lab import text
+from harness.lab.judge import store, timing
+from harness.lab.judge.assignment import Lab
+from harness.lab.term import alias
+from harness.report.style import fmt_ms
+
+NEXT_STEP = {
+    "too-slow": "Profile one predict call on a single image: Python loops over pixels or channels are "
+                "the usual cause; express each layer as a few whole-array operations.",
+    "timing-inconsistent": "The grader times every call twice, once inside your process and once from "
+                           "outside; leave the timing alone (no patched clocks, no background work).",
+    "wrong": "Run `lenet-lab check {module}` (the student kit of lab {lab}: lab-kit-{lab}.zip; in the "
+             "course's checkout: `python -m harness lab check {lab} {module}`) and compare layer by layer "
+             "with the kit's README.md: the flatten order (NHWC), padding ('same' for conv1) and the kernel "
+             "layouts (HWIO) are the usual suspects. Timed calls use new images: answers must be computed, "
+             "not remembered.",
+    "crashed": "The log below shows where; run your predict on a batch of 1 and of 1000 images.",
+    "out-of-memory": "Process the images in chunks, and free what you no longer need.",
+    "timeout": "Something did not finish within the lab's limits (a loop that never ends, a blocking read?).",
+    "import-error": "Import your file in a fresh Python: `python -c 'import lenet'` from its folder; it must "
+                    "hold exactly one harness.base.LeNet subclass.",
+    "cancelled": "The grading job was cancelled before it finished; ask the course staff.",
+}
+
+
+def log_tail(out: Path, student: str, lines: int = 15) -> list[str]:
+    path = store.result_dir(out, student) / "worker.log"
+    try:
+        return path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+
+
+def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> list[Path]:
+    from harness.lab.term import plots
+
+    folder = Path(out) / "feedback"
+    folder.mkdir(parents=True, exist_ok=True)
+    student = row["student"]
+    node = row.get("node") or {}
+    name = text.safe_id(student)  # the files' names; the student's own name only in the text, escaped
+    lines = [f"# {text.cell(student, 300)}: lab {lab.name}", "",
+             f"Status: **{text.cell(row['status'], 30)}**" +
+             (f" — rank {place} of {ranked}" if place else ""), ""]
+    if row.get("reason"):
+        lines += [f"What happened: {text.cell(row['reason'], 1000)}", ""]
+    if row.get("skipped_files"):
+        lines += ["Left out of your folder's copy (only regular files inside it are graded):", "",
+                  *[f"- {text.cell(entry)}" for entry in row["skipped_files"][:20]], ""]
+    gate = row.get("gate")
+    if gate:
+        lines += [timing.gate_sentence(gate, lab.gate.images, lab.gate.min_agree, lab.gate.max_abs_diff), ""]
+    if row["status"] == "ok":
+        median = fmt_ms(row["median_per_image_ns"] / 1e6)
+        lines += [f"Median time per image: {median} on {node.get('hostname')} "
+                  f"({node.get('gpu') or node.get('cpu')}), over {len(row['rounds_used'])} rounds.", ""]
+        for label, r in row["ratios"].items():
+            lines.append(f"- × {label}: {r['ratio']:.2f} "
+                         f"[95% interval {r['ci95_low']:.2f}–{r['ci95_high']:.2f}]"
+                         f" ({'faster' if r['ratio'] < 1 else 'slower'} than {label}; "
+                         f"{label} took {fmt_ms(row['reference_medians_ns'][label] / 1e6)} per call "
+                         "beside you)")
+        lines += ["", f"Lines of code: {row['loc']} in {row['files']} file(s)."]
+    elif row["status"] in NEXT_STEP:
+        lines += [f"Next step: {NEXT_STEP[row['status']].format(lab=lab.name, module=lab.module)}"]
+    for flagged in row.get("inconsistent_rounds") or []:
+        lines.append(f"- round {flagged['round']} dropped: {text.cell(flagged['reason'])}")
+    picture = plots.histogram(row, folder / f"{name}.png")
+    if picture:
+        lines += ["", f"![time per call]({picture.name})"]
+    tail = log_tail(out, student) if row["status"] in ("crashed", "import-error", "out-of-memory") else []
+    if tail:
+        lines += ["", "The end of your worker's log:", "", "```", *text.block(tail), "```"]
+    lines += alias.refusal_lines(out, student)  # `lab publish` refused its alias.txt
+    path = folder / f"{name}.md"
+    path.write_text("\n".join(lines) + "\n")
+    return [path] + ([picture] if picture else [])

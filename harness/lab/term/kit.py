@@ -1,0 +1,164 @@
+"""A lab's student kit (`make lab-kit LAB=cpu_numpy`, `python -m harness lab kit LAB`):
+dist/lab-kit-LAB.zip, one folder that students unpack and `python -m pip install ./lab-kit-LAB`
+into a clean virtual environment (numpy and h5py from the package index; nothing else). It holds
+the interface a submission imports and the data the gate needs, never an answer: no lenet_*
+package, no example, no oracle (its answers are shipped precomputed).
+
+    lab-kit-LAB/pyproject.toml        installs `harness` (the interface only) and `lenet-lab`
+    lab-kit-LAB/README.md             for students: install, the rules, check, hand in
+    lab-kit-LAB/lenet.py (+ lenet.cu) the lab's starter
+    lab-kit-LAB/harness/...           INTERFACE (and, for the CUDA lab, EMULATION), copied from this
+                                      checkout at build time: `from harness.base import LeNet`,
+                                      `harness.registry.ImplSpec`, `harness.data.weights`,
+                                      `from harness import weights` work as in the grader
+    lab-kit-LAB/harness/_kit/         kit.json (the lab's numbers), gate.npz (the gate's test images
+                                      and the oracle's probabilities), LAB.toml, weights/ (harness's
+                                      ROOT when installed: harness/__init__.py)
+
+    build(lab, dest, weights) -> the zip; stage(lab, folder, weights); INTERFACE, EMULATION
+    kit_json(lab, weights), gate_data(lab, weights), pyproject(lab), readme(lab), cuda_readme(lab)
+"""
+
+import json
+import re
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from harness import DEFAULT_WEIGHTS, ROOT
+from harness.errors import HarnessError
+from harness.lab.judge import timing
+from harness.lab.judge.assignment import Lab
+
+DIST = ROOT / "dist"
+# What a submission imports, and what `lenet-lab` runs (the gate's comparison is the grader's own).
+INTERFACE = ("harness/__init__.py", "harness/errors.py", "harness/registry.py", "harness/base.py",
+             "harness/data/__init__.py", "harness/data/weights.py", "harness/data/mnist.py",
+             "harness/lab/__init__.py", "harness/lab/judge/__init__.py", "harness/lab/judge/timing.py",
+             "harness/lab/term/__init__.py", "harness/lab/term/student.py")
+EMULATION = ("harness/lab/emucuda.py", "harness/lab/cuda_emu.h")  # the CUDA lab: kernels on the CPU
+
+
+def build(lab: Lab, dest: Path = DIST, weights: Path = DEFAULT_WEIGHTS) -> Path:
+    """dest/lab-kit-LAB.zip (replaced when present), its entries under lab-kit-LAB/."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    name = f"lab-kit-{lab.name}"
+    target = dest / f"{name}.zip"
+    with tempfile.TemporaryDirectory(prefix="lenet-lab-kit-") as tmp:
+        folder = Path(tmp) / name
+        stage(lab, folder, Path(weights))
+        partial = target.with_suffix(".zip.part")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                archive.write(path, f"{name}/{path.relative_to(folder).as_posix()}")
+        partial.replace(target)
+    return target
+
+
+def stage(lab: Lab, folder: Path, weights: Path) -> None:
+    """The kit's folder: the interface, the starter, the data, pyproject.toml and README.md."""
+    if not Path(weights).is_file():
+        raise HarnessError(f"{weights}: no weights file to ship (make weights trains it)")
+    for relative in INTERFACE + (EMULATION if lab.rung == "cuda" else ()):
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / relative, folder / relative)
+    data = folder / "harness" / "_kit"
+    (data / "weights").mkdir(parents=True)
+    shutil.copyfile(weights, data / "weights" / Path(weights).name)
+    (data / f"{lab.name}.toml").write_text(lab.source)
+    (data / "kit.json").write_text(json.dumps(kit_json(lab, Path(weights)), indent=1) + "\n")
+    images, oracle = gate_data(lab, Path(weights))
+    np.savez_compressed(data / "gate.npz", images=images, oracle=oracle)
+    starter = lab.starter
+    for source in sorted(starter.iterdir()):
+        if source.is_file():
+            text = re.sub(r"python -m harness lab check \S+ (\S+)", r"lenet-lab check \1", source.read_text())
+            (folder / source.name).write_text(text)
+    (folder / "pyproject.toml").write_text(pyproject(lab))
+    (folder / "README.md").write_text(readme(lab))
+
+
+def kit_json(lab: Lab, weights: Path) -> dict:
+    """The lab's numbers `lenet-lab` needs (harness.lab.term.student.Kit.lab)."""
+    gate = lab.gate
+    return {"name": lab.name, "title": lab.title, "rung": lab.rung, "module": lab.module,
+            "class": lab.class_name, "device": lab.device, "dtype": lab.dtype, "rank_by": lab.rank_by.label,
+            "gate": {"images": gate.images, "min_agree": gate.min_agree, "max_abs_diff": gate.max_abs_diff},
+            "limits": {"import_s": lab.limits.import_s, "wall_s": lab.limits.wall_s,
+                       "memory_mb": lab.limits.memory_mb, "max_ratio": lab.limits.max_ratio},
+            "weights": weights.name}
+
+
+def gate_data(lab: Lab, weights: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(the gate's test images (N, 28, 28) uint8, the oracle's probabilities (N, 10) float64), as
+    the grader computes them (timing.oracle_answers)."""
+    from harness.data import mnist
+    from lenet_numpy.model import NumpyLeNet  # the oracle: runs here, never shipped
+
+    images = mnist.load("test")[0][:lab.gate.images]
+    return images, timing.oracle_answers(NumpyLeNet(str(weights), dtype=lab.dtype), images, lab.dtype)
+
+
+def pyproject(lab: Lab) -> str:
+    packages = ["harness", "harness.data", "harness.lab", "harness.lab.judge", "harness.lab.term"]
+    return "\n".join([
+        "[build-system]", 'requires = ["setuptools>=61"]', 'build-backend = "setuptools.build_meta"', "",
+        "[project]", f'name = "lenet-lab-kit-{lab.name.replace("_", "-")}"', 'version = "1.0"',
+        f'description = "Student kit of the LeNet-5 lab {lab.name}: the interface, the weights, the gate"',
+        'requires-python = ">=3.10"', 'dependencies = ["numpy>=1.26", "h5py>=3.10"]', "",
+        "[project.scripts]", 'lenet-lab = "harness.lab.term.student:main"', "",
+        "[tool.setuptools]", f"packages = {json.dumps(packages)}", "",
+        "[tool.setuptools.package-data]", 'harness = ["_kit/*", "_kit/weights/*"]', '"harness.lab" = ["*.h"]',
+        ""])
+
+
+def readme(lab: Lab) -> str:
+    """The students' README: install, write, check, hand in (and, for the CUDA lab, without a GPU)."""
+    gate, module = lab.gate, lab.module
+    lines = [
+        f"# {lab.title or lab.name}: the student kit of lab `{lab.name}`", "",
+        "This kit holds what your submission imports (`harness.base.LeNet`, `harness.registry.ImplSpec`, "
+        "`harness.data.weights`), the trained weights, the starter and the gate's test images with the "
+        "answers your LeNet-5 must give. It holds no implementation of LeNet-5: that is yours to write.", "",
+        "## Install", "", "```sh", "python3 -m venv .venv && . .venv/bin/activate",
+        f"python -m pip install ./lab-kit-{lab.name}", "```", "",
+        "## Write", "",
+        f"Copy `lab-kit-{lab.name}/{module}` into a folder of your own and fill in `predict`. Rules: one "
+        f"`harness.base.LeNet` subclass in `{module}`; other modules of your folder may be imported by name; "
+        "`predict` takes `(N, 28, 28, 1)` float32 in [0, 1] and returns `(N, 10)` probabilities as a NumPy "
+        "array, for N = 1 (timing) and N up to 1000 (the gate). One thread; no network; none of the "
+        "project's `lenet_*` packages.", "",
+        "The network: conv1 6x5x5 'same' + ReLU, max pool 2x2, conv2 16x5x5 'valid' + ReLU, max pool 2x2, "
+        "flatten in NHWC order (400), dense 120 ReLU, dense 84 ReLU, dense 10 softmax. "
+        "`weights.read(weights_path)` gives `{'conv1': Layer(kernel, bias), ...}` in Keras layouts: conv "
+        "kernels (5, 5, C_in, C_out) HWIO, dense kernels (inputs, outputs).", "",
+        "## Check before handing in", "", "```sh", f"lenet-lab check path/to/{module}", "```", "",
+        f"It runs the grader's gate in this process: the first {gate.images} MNIST test images, at least "
+        f"{gate.min_agree} answers with the reference's argmax and every probability within "
+        f"{gate.max_abs_diff:g} of it, then prints your time per image on this machine. It exits 0 when "
+        "the gate passes. The grader then times you beside the reference "
+        f"(`{lab.rank_by.label}`) on its own machine, on images nobody has seen, and checks every answer: "
+        "remembering the gate's answers gains nothing. `lenet-lab info` shows the lab's limits.", ""]
+    if lab.rung == "cuda":
+        lines += cuda_readme(lab)
+    lines += ["## Hand in", "", f"Your `{module}` (and any helper module it imports), as the course "
+              "says (the LMS assignment, or your git repository).", ""]
+    return "\n".join(lines)
+
+
+def cuda_readme(lab: Lab) -> list[str]:
+    return [
+        "## The CUDA lab without a GPU", "",
+        "`lenet.cu` holds the kernels (yours); `lenet.py` is the glue (compiles `lenet.cu` with NVRTC "
+        "through CuPy). On a machine with an NVIDIA GPU: `pip install cupy-cuda12x`, then "
+        "`lenet-lab check lenet.py`. Without a GPU (needs g++ 11 or newer):", "",
+        "```sh", "lenet-lab emulate lenet.py", "```", "",
+        "compiles your kernels for the CPU (every block and thread of a launch run in turn, arrays "
+        "guarded against reads and writes past their ends) and runs the gate's rule on the first 50 "
+        "test images (`--images N` for more). What it cannot check: the GPU's memory model (races "
+        "between threads, warps), CuPy's own behaviour, and the time. Run `lenet-lab check` on a GPU "
+        "before handing in if you can.", ""]

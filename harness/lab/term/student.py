@@ -1,0 +1,252 @@
+"""`lenet-lab`, the command of a lab's student kit (harness/lab/term/kit.py builds the kit): the grader's
+gate, run in this process on the gate's test images against the oracle's answers shipped
+precomputed, with the lab file's thresholds (harness.lab.judge.timing.compare, as the grader), then the
+time per image. No sandbox, no references, no rank: a laptop's check before handing in.
+
+    lenet-lab check lenet.py      the gate, then the median time per image (exit 0: it passes)
+    lenet-lab emulate lenet.py    (the CUDA lab) the kernels compiled for the CPU, on a few images
+    lenet-lab info                the lab, its gate and limits, what the kit holds
+
+    Kit, load_kit(folder)                 the kit's data: the lab's numbers, the gate's images and answers
+    submission_class(path, class_name)    the student's class, found as the grader finds it
+    answers(impl, images, dtype, batch)   predict over the images, as float32 (N, 10)
+    gate_numbers(kit, probs), passes(kit, gate), time_per_image(impl, images, dtype, calls)
+    check(path, kit, say), emulate(path, kit, say, images), main(argv), build(path, kit),
+    gate_line(kit, gate)
+"""
+
+import argparse
+import importlib.util
+import inspect
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness import ROOT
+from harness.data import mnist
+from harness.errors import HarnessError
+from harness.lab.judge import timing
+
+KIT_JSON = "kit.json"  # beside gate.npz in the kit's data folder (harness/_kit/)
+GATE_NPZ = "gate.npz"
+TIMED_CALLS = 200  # one image per call, after WARMUP calls; at most TIME_BUDGET_S
+WARMUP = 5
+TIME_BUDGET_S = 5.0
+WRONG_HINT = ("Compare layer by layer with the description in README.md: the flatten order (NHWC), the "
+              "padding ('same' for conv1) and the kernel layouts (HWIO) are the usual suspects.")
+
+
+@dataclass(frozen=True)
+class Kit:
+    """What the kit was built with: the lab's numbers (kit.json) and the gate (gate.npz)."""
+
+    lab: dict  # name, title, module, class, device, dtype, rank_by, gate {images, min_agree, max_abs_diff}
+    images: np.ndarray  # (N, 28, 28) uint8: the gate's test images
+    oracle: np.ndarray  # (N, 10) float64: the oracle's probabilities on them
+    weights: Path
+
+
+def load_kit(folder: Path = ROOT) -> Kit:
+    """The kit's data folder (installed: harness/_kit/)."""
+    folder = Path(folder)
+    if not (folder / KIT_JSON).is_file():
+        raise HarnessError(f"{folder / KIT_JSON}: missing; `lenet-lab` runs from an installed lab kit "
+                           "(pip install ./lab-kit-LAB); in the checkout use `python -m harness lab check`")
+    lab = json.loads((folder / KIT_JSON).read_text())
+    with np.load(folder / GATE_NPZ) as gate:
+        images, oracle = gate["images"], gate["oracle"]
+    return Kit(lab, images, oracle, folder / "weights" / lab["weights"])
+
+
+def submission_class(path: Path, class_name: str = "") -> type:
+    """The named class, or the module's one harness.base.LeNet subclass (the most derived), as the
+    grader's worker finds it; the file's folder is importable, for its helper modules."""
+    from harness.base import lenet_classes
+
+    sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None:
+        raise HarnessError(f"{path}: not a Python module")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = mod  # loaded afresh: a second check in one process sees the new file
+    spec.loader.exec_module(mod)
+    if class_name:
+        if not inspect.isclass(getattr(mod, class_name, None)):
+            raise HarnessError(f"{path}: no class {class_name!r}")
+        return getattr(mod, class_name)
+    leaves = lenet_classes(mod)
+    if len(leaves) != 1:
+        raise HarnessError(f"{path}: expected one harness.base.LeNet subclass, found "
+                           f"{[c.__name__ for c in leaves]}")
+    return leaves[0]
+
+
+def build(path: Path, kit: Kit) -> Any:
+    """The student's LeNet, built as the grader builds it (the kit's weights, the lab's device)."""
+    from harness.registry import ImplSpec, lab_spec
+
+    lab = kit.lab
+    if path.name != lab["module"]:
+        print(f"note: the grader imports {lab['module']}; this file is {path.name}", file=sys.stderr)
+    cls = submission_class(path, lab["class"])
+    if not isinstance(getattr(cls, "spec", None), ImplSpec):
+        cls.spec = lab_spec(cls, lab["device"], lab["dtype"])  # type: ignore[attr-defined]
+    return cls(str(kit.weights), device=lab["device"], dtype=lab["dtype"])
+
+
+def answers(impl: Any, images_u8: np.ndarray, dtype: str, batch: int = timing.GATE_BATCH) -> np.ndarray:
+    """float32 (N, 10): predict over the images in batches; a wrong shape is a HarnessError."""
+    x, parts = mnist.to_input(images_u8, dtype), []
+    for i in range(0, len(x), batch):
+        out = np.asarray(impl.predict(x[i:i + batch]), dtype=np.float32)
+        if out.shape != (len(x[i:i + batch]), 10):
+            raise HarnessError(f"predict returned shape {out.shape} for {len(x[i:i + batch])} images; "
+                               f"expected ({len(x[i:i + batch])}, 10)")
+        parts.append(out)
+    return np.concatenate(parts)
+
+
+def gate_numbers(kit: Kit, probs: np.ndarray, count: int | None = None) -> dict:
+    """The grader's gate numbers (agree, worst |dp|) on the first `count` images (default all)."""
+    count = len(kit.oracle) if count is None else count
+    return timing.compare(probs, kit.oracle[:count], kit.lab["gate"]["max_abs_diff"])
+
+
+def passes(kit: Kit, gate: dict) -> bool:
+    """The grader's rule (timing.gate_passes), on all the gate's images or on its first ones."""
+    want = kit.lab["gate"]
+    return timing.gate_passes(gate, want["images"], want["min_agree"], want["max_abs_diff"])
+
+
+def time_per_image(impl: Any, images_u8: np.ndarray, dtype: str, calls: int = TIMED_CALLS) -> float:
+    """The median time of one predict on one image (ns), after WARMUP calls; at most TIME_BUDGET_S."""
+    x = mnist.to_input(images_u8, dtype)
+    for i in range(WARMUP):
+        np.asarray(impl.predict(x[i:i + 1]))
+    times: list[int] = []
+    end = time.perf_counter() + TIME_BUDGET_S
+    for i in range(calls):
+        one = x[i % len(x):i % len(x) + 1]
+        t0 = time.perf_counter_ns()
+        np.asarray(impl.predict(one))
+        times.append(time.perf_counter_ns() - t0)
+        if time.perf_counter() > end:
+            break
+    return float(np.median(times))
+
+
+def gate_line(kit: Kit, gate: dict) -> str:
+    want = kit.lab["gate"]
+    return timing.gate_sentence(gate, want["images"], want["min_agree"], want["max_abs_diff"])
+
+
+def check(path: Path, kit: Kit, say: Callable[[str], None] = print) -> bool:
+    """The gate on every gate image, then the time per image; True when the grader's gate passes."""
+    lab = kit.lab
+    say(f"lab {lab['name']}: {lab['title']}")
+    if lab["device"] == "gpu" and importlib.util.find_spec("cupy") is None:
+        emulate_it = f"; without a GPU: lenet-lab emulate {path.name}" if lab["rung"] == "cuda" else ""
+        raise HarnessError(f"lab {lab['name']} runs on an NVIDIA GPU through CuPy, which is not installed "
+                           f"here (pip install cupy-cuda12x){emulate_it}")
+    t0 = time.perf_counter()
+    impl = build(path, kit)
+    try:
+        gate = gate_numbers(kit, answers(impl, kit.images, lab["dtype"]))
+        say(gate_line(kit, gate) + f" ({time.perf_counter() - t0:.1f} s)")
+        if not passes(kit, gate):
+            say("Status: wrong. " + WRONG_HINT)
+            return False
+        median = time_per_image(impl, kit.images, lab["dtype"])
+    finally:
+        getattr(impl, "close", lambda: None)()
+    say(f"Status: passes the gate. Median time per image: {median / 1e3:.1f} us on this machine "
+        f"(batch of 1). The grader ranks by the ratio to {lab['rank_by']}, timed beside you on its "
+        "own machine, on images you have not seen.")
+    return True
+
+
+EMULATED_IMAGES = 50  # emulated kernels run one CUDA thread after another: seconds per image batch
+CANNOT = ("What this cannot check: the GPU's memory model (races between threads, what a warp "
+          "does), CuPy's own behaviour, and the time: run `lenet-lab check lenet.py` on a machine "
+          "with a GPU and CuPy for the full gate and the time per image.")
+
+
+def emulate(path: Path, kit: Kit, say: Callable[[str], None] = print, images: int = EMULATED_IMAGES) -> bool:
+    """The CUDA lab without a GPU: the submission's kernels compiled by g++ for the CPU behind a fake
+    CuPy (harness.lab.emucuda), on the first `images` gate images; True when they pass the gate's
+    rule there and no kernel wrote past a buffer."""
+    import tempfile
+
+    from harness.lab import emucuda
+
+    count = min(images, len(kit.images))
+    with tempfile.TemporaryDirectory(prefix="lenet-lab-emu-") as tmp:
+        fake = emucuda.LabCupy(Path(tmp))
+        real = sys.modules.get("cupy")
+        sys.modules["cupy"] = fake  # type: ignore[assignment]
+        try:
+            impl = build(path, kit)
+            probs = answers(impl, kit.images[:count], kit.lab["dtype"], batch=count)
+            fake.check_guards()
+        finally:
+            if real is not None:
+                sys.modules["cupy"] = real
+            else:
+                sys.modules.pop("cupy", None)
+    gate = gate_numbers(kit, probs, count)
+    say(f"Emulated on the CPU ({count} of the gate's {len(kit.images)} images): " + gate_line(kit, gate))
+    ok = passes(kit, gate)
+    say(("Status: the kernels pass on these images. " if ok else "Status: wrong. " + WRONG_HINT + " ")
+        + CANNOT)
+    return ok
+
+
+def info(kit: Kit, say: Callable[[str], None] = print) -> None:
+    lab, gate = kit.lab, kit.lab["gate"]
+    say(f"lab {lab['name']}: {lab['title']} ({lab['device']}, {lab['dtype']})")
+    say(f"your file: {lab['module']}, one harness.base.LeNet subclass; predict (N, 28, 28, 1) -> (N, 10)")
+    say(f"gate: the first {gate['images']} MNIST test images; at least {gate['min_agree']} argmaxes as "
+        f"the oracle's, every |dp| <= {gate['max_abs_diff']:g}")
+    say(f"ranked by: the ratio to {lab['rank_by']}, timed beside you by the grader; limits: "
+        + ", ".join(f"{k} {v}" for k, v in lab["limits"].items()))
+    say(f"weights: {kit.weights}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`lenet-lab check|emulate|info`: 0 passes, 1 fails (wrong, crashed), 2 bad input."""
+    import traceback
+
+    parser = argparse.ArgumentParser(prog="lenet-lab", description="check a lab submission before handing in")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("check", "the grader's gate on the test images, then the time per image"),
+                       ("emulate", "(CUDA lab, no GPU needed) the kernels compiled for the CPU")):
+        one = sub.add_parser(name, help=text)
+        one.add_argument("path", type=Path, help="your lenet.py (or the folder holding it)")
+        if name == "emulate":
+            one.add_argument("--images", type=int, default=EMULATED_IMAGES)
+    sub.add_parser("info", help="the lab, its gate and limits")
+    args = parser.parse_args(argv)
+    try:
+        kit = load_kit()
+        if args.command == "info":
+            info(kit)
+            return 0
+        path = args.path / kit.lab["module"] if args.path.is_dir() else args.path
+        if not path.is_file():
+            raise HarnessError(f"{path}: no such file (expected your {kit.lab['module']})")
+        path = path.resolve()
+        ok = check(path, kit) if args.command == "check" else emulate(path, kit, print, args.images)
+        return 0 if ok else 1
+    except HarnessError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 2
+    except Exception:  # the submission's own error: the student needs the traceback
+        traceback.print_exc()
+        print("Status: crashed (the traceback above shows where).")
+        return 1

@@ -1,0 +1,172 @@
+"""A zip read as hostile input (the LMS's bulk download, and a zip a student handed in): every name
+checked before a byte is read, every byte counted as it is read (a header may lie), and any
+damage a clean HarnessError that names the archive and the entry, never a traceback.
+
+Refused: an entry with `..`, an absolute path or a drive (zip-slip); a name flagged UTF-8 that is
+not; the same name twice; a file name of "." or "..", a NUL, a name past MAX_PART bytes, a path
+past MAX_PATH bytes or MAX_DEPTH folders; more entries than the cap; data past its declared size,
+a damaged or encrypted entry; more than Room's bytes or files; inflation past MAX_RATIO.
+A name without the UTF-8 flag is read as UTF-8 when it is (Info-ZIP, macOS), else as cp437.
+
+    Room, open_zip(where, source) -> ZipFile, members(where, opened, max_entries) -> [(member, path)],
+    safe_path(archive, name), check_file(where, entry, path) -> path, declared(where, members, room),
+    read_member(where, opened, member, room, *more) -> bytes,
+    nested(where, data, junk, room, *more) -> {path: bytes}, name_of(member) (its name, decoded),
+    fail(where, name, what) (the HarnessError)
+"""
+
+import io
+import lzma
+import re
+import zipfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from harness.errors import HarnessError
+from harness.lab.judge import files
+
+FIX_ARCHIVE = "download it again from the LMS, or unpack it by hand after checking what it holds"
+MAX_PART = 255  # bytes in one file or folder name (NAME_MAX)
+MAX_PATH = 1024  # bytes in a path inside a student's folder
+MAX_DEPTH = files.MAX_DEPTH
+MAX_RATIO = 200  # inflated / compressed bytes, for an entry past 1 MiB (deflate's best is ~1000)
+MAX_ENTRIES = 100_000  # entries in one archive
+UTF8_FLAG = 0x800
+UNREADABLE = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, OSError, NotImplementedError,
+              RuntimeError, ValueError)
+
+
+@dataclass
+class Room:
+    """What may still be read: bytes and files, counted as they are read."""
+
+    bytes: int
+    files: int
+    what: str  # "the archive", "one student"
+
+    def __post_init__(self) -> None:
+        self.cap = (self.bytes, self.files)  # what the messages name
+
+    def take(self, where: Path, name: str, size: int) -> None:
+        if self.files < 1:
+            raise HarnessError(f"{where}: entry {name!r} is past the cap of {self.cap[1]} files for "
+                               f"{self.what}; nothing was written: {FIX_ARCHIVE}")
+        self.files, self.bytes = self.files - 1, self.bytes - size
+
+
+def fail(where: Path, name: str, what: str) -> HarnessError:
+    return HarnessError(f"{where}: entry {name!r} {what}; nothing was written: {FIX_ARCHIVE}")
+
+
+def open_zip(where: Path, source: Path | io.BytesIO) -> zipfile.ZipFile:
+    """The zip, or a HarnessError: damaged, or a name flagged UTF-8 that is not (named by its bytes)."""
+    try:
+        return zipfile.ZipFile(source)
+    except UnicodeDecodeError as exc:
+        raise HarnessError(f"{where}: entry {bytes(exc.object)[:120]!r} is flagged UTF-8 but is not; "
+                           f"nothing was written: {FIX_ARCHIVE}") from None
+    except UNREADABLE as exc:
+        raise HarnessError(f"{where}: not a readable zip ({exc}): {FIX_ARCHIVE}") from None
+
+
+def safe_path(archive: Path, name: str) -> PurePosixPath:
+    """An entry's path, or a HarnessError for `..`, an absolute path or a drive (zip-slip)."""
+    path = PurePosixPath(name.replace("\\", "/"))
+    if path.is_absolute() or ".." in path.parts or re.match(r"^[A-Za-z]:", name):
+        raise HarnessError(f"{archive}: entry {name!r} points outside the folder it would be unpacked "
+                           f"into (an absolute path or '..'); nothing was written: {FIX_ARCHIVE}")
+    return path
+
+
+def name_of(member: zipfile.ZipInfo) -> str:
+    """The entry's name: as flagged, or UTF-8 where the bytes of an unflagged name are UTF-8."""
+    if member.flag_bits & UTF8_FLAG or member.filename.isascii():
+        return member.filename
+    try:
+        return member.filename.encode("cp437").decode("utf-8")
+    except UnicodeError:
+        return member.filename
+
+
+def members(where: Path, opened: zipfile.ZipFile, max_entries: int = MAX_ENTRIES) \
+        -> list[tuple[zipfile.ZipInfo, str]]:
+    """(member, its checked path) of every file entry, in the archive's order."""
+    listed = opened.infolist()
+    if len(listed) > max_entries:
+        raise HarnessError(f"{where}: {len(listed)} entries, past the cap of {max_entries}; nothing was "
+                           f"written: {FIX_ARCHIVE}")
+    found, seen = [], set()
+    for member in listed:
+        if member.is_dir():
+            continue
+        path = safe_path(where, name_of(member)).as_posix()
+        if path in seen:
+            raise fail(where, path, "appears twice (an LMS writes each name once)")
+        seen.add(path)
+        found.append((member, path))
+    return found
+
+
+def check_file(where: Path, entry: str, path: str) -> str:
+    """`path` (a file's place inside a student's folder) when it is one a file system takes."""
+    parts = path.split("/")
+    bad = next((p for p in parts if p in ("", ".", "..") or "\0" in p), None)
+    if bad is not None:
+        raise fail(where, entry, f"would be written as {path!r}: {bad!r} is not a file or folder name")
+    longest = max(len(p.encode("utf-8", "surrogatepass")) for p in parts)
+    if longest > MAX_PART:
+        raise fail(where, entry, f"has a name of {longest} bytes, past the {MAX_PART} a file system takes")
+    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH or len(parts) > MAX_DEPTH:
+        raise fail(where, entry, f"has a path past {MAX_PATH} bytes or {MAX_DEPTH} folders deep")
+    return path
+
+
+def declared(where: Path, listed: list[tuple[zipfile.ZipInfo, str]], room: Room) -> None:
+    """A quick refusal where the headers alone say too much (the reading counts again)."""
+    size = sum(m.file_size for m, _ in listed)
+    if size > room.bytes:
+        raise HarnessError(f"{where}: its entries expand to {size >> 20} MiB, past the cap of "
+                           f"{room.cap[0] >> 20} MiB (a zip bomb?); nothing was written: {FIX_ARCHIVE}")
+    if len(listed) > room.files:
+        raise HarnessError(f"{where}: {len(listed)} files, past the cap of {room.cap[1]} for {room.what}; "
+                           f"nothing was written: {FIX_ARCHIVE}")
+
+
+def read_member(where: Path, opened: zipfile.ZipFile, member: zipfile.ZipInfo, room: Room,
+                *more: Room) -> bytes:
+    """An entry's bytes, counted as they come, taken from every room: past a room's bytes, past its
+    declared size, inflated past MAX_RATIO, damaged or encrypted is a HarnessError."""
+    limit = min(r.bytes for r in (room, *more))
+    try:
+        with opened.open(member) as stream:
+            data = stream.read(min(limit, member.file_size) + 1)
+    except UNREADABLE as exc:
+        raise fail(where, member.filename, f"cannot be read ({exc})") from None
+    if len(data) > member.file_size:
+        raise fail(where, member.filename, "expands past its declared size (a zip bomb?)")
+    if len(data) > limit:
+        raise fail(where, member.filename, f"expands past the size cap of {room.what} (a zip bomb?)")
+    if len(data) > 1 << 20 and len(data) > MAX_RATIO * max(1, member.compress_size):
+        raise fail(where, member.filename, f"inflates {len(data) // max(1, member.compress_size)} times "
+                                           f"(past {MAX_RATIO}: a zip bomb?)")
+    for each in (room, *more):
+        each.take(where, member.filename, len(data))
+    return data
+
+
+def nested(where: Path, data: bytes, junk: Callable[[str], bool], room: Room,
+           *more: Room) -> dict[str, bytes]:
+    """A zip a student handed in (their folder, zipped): its files with the same checks as the LMS's
+    zip; one top-level folder common to all is dropped."""
+    with open_zip(where, io.BytesIO(data)) as opened:
+        listed = [(m, p) for m, p in members(where, opened) if not junk(p)]
+        declared(where, listed, room)
+        tops = {p.split("/", 1)[0] for _, p in listed}
+        strip = len(tops) == 1 and all("/" in p for _, p in listed)
+        found = {}
+        for member, path in listed:
+            inside = path.split("/", 1)[1] if strip else path
+            found[check_file(where, path, inside)] = read_member(where, opened, member, room, *more)
+        return found

@@ -1,0 +1,62 @@
+"""Lines against batch size (Figs. 9 and 10): one line per label, the implementation's colour, a
+marker per variant of one implementation, its 95% interval shaded, and a line style that means
+one thing in a figure (the caller says which labels are dashed and why).
+
+    line(ax, part, column, label, impl, marker, style)   one label's line and its band
+    draw(ax, cells, column, dashed)                       every label of a panel's cells
+    band(cells, column)                                   (low, high) of each cell's interval
+    batch_axis(ax, sizes, xlabel)                         log2 x with the batch sizes as ticks
+"""
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+
+from harness.report.style import colour, ladder_sorted
+
+MARKERS = "osD^v"  # the first, second, ... variant of one implementation
+BAND_ALPHA = 0.15
+
+
+def band(cells: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each cell's 95% interval in `column`'s unit: the median's interval (ms), or for images/s
+    the batch over the interval's ends (the slow end gives the low throughput)."""
+    if column == "images_per_s":
+        return (cells["batch_size"] / cells["ci_high_ms"] * 1e3).to_numpy(float), \
+            (cells["batch_size"] / cells["ci_low_ms"] * 1e3).to_numpy(float)
+    return cells["ci_low_ms"].to_numpy(float), cells["ci_high_ms"].to_numpy(float)
+
+
+def line(ax: Axes, part: pd.DataFrame, column: str, label: str, impl: str, marker: str,
+         style: str = "-", width: float = 1.5) -> None:
+    """One label's cells (sorted by batch) as a line with markers, and its interval shaded where
+    the cells have one."""
+    part = part.sort_values("batch_size")
+    x = part["batch_size"].to_numpy(float)
+    ax.plot(x, part[column].to_numpy(float), marker=marker, markersize=5, color=colour(impl), linestyle=style,
+            linewidth=width, markeredgecolor="black", markeredgewidth=0.4, label=label)
+    low, high = band(part, column)
+    has = ~(np.isnan(low) | np.isnan(high))
+    if has.any():
+        ax.fill_between(x[has], low[has], high[has], color=colour(impl), alpha=BAND_ALPHA, linewidth=0)
+
+
+def draw(ax: Axes, cells: pd.DataFrame, column: str, dashed: Callable[[str], bool] = lambda _: False) -> None:
+    """Every label of one panel's cells, ladder order: solid unless dashed(label); the first
+    variant of an implementation a circle, its second a square, and so on."""
+    seen: dict[str, int] = {}
+    for label in ladder_sorted(cells["label"]):
+        impl = label.split("/")[0]
+        k = seen[impl] = seen.get(impl, -1) + 1
+        line(ax, cells[cells["label"] == label], column, label, impl, MARKERS[k % len(MARKERS)],
+             "--" if dashed(label) else "-")
+
+
+def batch_axis(ax: Axes, sizes: list[int], xlabel: str) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [str(b) for b in sizes])
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.grid(True, which="major", color="#EEEEEE")

@@ -1,0 +1,62 @@
+"""Fig. 12: the full bill of each level at a glance: five currencies side by side (time per image,
+lines of code, peak memory, start-up to the first answer, install size), one row per level in the
+ladder's order and colours, from the headline's rows (headline.levels) on the CPU."""
+
+from pathlib import Path
+
+from harness.report import headline
+from harness.report.bill import Bill
+from harness.report.rundata import ReportData
+from harness.report.style import colour, finish, plt
+
+# (panel title, x label, value of a level, log scale)
+PANELS = (
+    ("time per image", "µs, batch 1, first-written call (log)",
+     lambda lv, b: lv.first["cpu"]["median_ms"] * 1e3 if "cpu" in lv.first else None, True),
+    ("code", "lines for inference", lambda lv, b: lv.loc, False),
+    ("memory", "MiB resident, peak in calls", lambda lv, b: b.calls_peak_mb, False),
+    ("start-up", "s to the first answer (log)", lambda lv, b: b.startup_s, True),
+    ("installed", "MiB beyond the harness (log)", lambda lv, b: max(b.install_mb, 0.1), True),
+)
+
+
+def number(v: float) -> str:
+    """110,000 and 2,247 in full, 3.3 and 0.044 to three figures."""
+    return f"{v:,.0f}" if v >= 100 else f"{v:.2g}"
+
+
+def fig_bill(data: ReportData, out: Path) -> Path | None:
+    """Fig. 12, or None when the run that answers recorded no bill (runs before it was measured)."""
+    levels, machines = headline.levels(data.frame, data.loc_rows, data.answer)
+    rows = [lv for lv in levels if "cpu" in lv.bills]
+    if not rows:
+        return None
+    rows.reverse()  # the ladder's bottom rung at the top of each panel
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(12, 0.32 * len(rows) + 1.6), sharey=True)
+    names = [lv.name for lv in rows]
+    for ax, (title, xlabel, value, log) in zip(axes, PANELS, strict=True):
+        values = []
+        for y, lv in enumerate(rows):
+            bill: Bill = lv.bills["cpu"]
+            v = value(lv, bill)
+            if v is None:
+                ax.text(0, y, " not measured", va="center", fontsize=7, color="#777777")
+                continue
+            values.append(v)
+            ax.barh(y, v, color=colour(lv.implementation), height=0.7)
+            ax.text(v, y, f" {number(v)}", va="center", fontsize=7)
+        if log:
+            ax.set_xscale("log")
+            ax.set_xlim(min(values) / 3, max(values) * 12)  # room for the labels right of the bars
+        else:
+            ax.set_xlim(0, max(values) * 1.35)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.tick_params(labelsize=8)
+    axes[0].set_yticks(range(len(rows)), names)
+    fig.suptitle(f"Fig. 12  The full bill of each level on the CPU ({machines['cpu']})", fontsize=11)
+    caption = ("each level's first-written call in its own worker process (api_levels); memory: VmHWM during "
+               "the timed calls; start-up: import + build + first call; installed: distributions and "
+               "shared libraries beyond the null level's (the harness alone)")
+    return finish(fig, data.runs, "api_levels", out, caption,
+                  margins={"left": 0.14, "right": 0.99, "top_in": 0.55, "bottom_in": 0.5, "wspace": 0.12})

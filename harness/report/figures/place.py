@@ -1,0 +1,118 @@
+"""Where a figure's words go: measured with the figure's own renderer (Agg: the same figure
+always measures the same), so a label is placed only where it does not cover another label or a
+marker, and stays inside its axes.
+
+    boxes_overlap(a, b)                       whether two boxes (display units) overlap
+    inside(ax, text)                          whether a text lies within its axes
+    place_labels(ax, points, texts, sides)    each label beside its point, clear of the others
+    fit_label(ax, x0, x1, y, texts, **kw)     the first text that fits between x0 and x1, or none
+    settle(fig, caption_text, margins)        the layout style.finish will give, set now
+"""
+
+import textwrap
+from collections.abc import Sequence
+
+from matplotlib.axes import Axes
+from matplotlib.backend_bases import RendererBase
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.text import Annotation, Text
+from matplotlib.transforms import Bbox
+
+from harness.report.style import DPI
+
+PAD_PX = 2.0  # the least room between two labels, or a label and a marker
+
+
+def settle(fig: Figure, caption_text: str, margins: dict[str, float]) -> None:
+    """Set now the layout style.finish(fig, ..., caption_text, margins=margins) will set (its own
+    arithmetic, for one row of axes), so that words placed before finish stay where they were
+    measured: finish then sets the same numbers again."""
+    width_chars = int(fig.get_figwidth() * 21)
+    text = "\n".join(textwrap.fill(line, width_chars, subsequent_indent="    ")
+                     for line in caption_text.splitlines())
+    height = fig.get_figheight()
+    caption_in = 0.11 * (text.count("\n") + 1) + 0.05
+    fig.subplots_adjust(left=margins.get("left", 0.1), right=margins.get("right", 0.97),
+                        top=1 - margins.get("top_in", 0.5) / height,
+                        bottom=(caption_in + margins.get("bottom_in", 0.5)) / height,
+                        wspace=margins.get("wspace", 0.2))
+
+
+def renderer(ax: Axes) -> RendererBase:
+    """The figure's renderer at the dpi its PNG is saved at: hinted text is not as wide at 100 dpi
+    as at 150 (8% narrower), so a label measured at another dpi may not fit in the PNG."""
+    fig = ax.get_figure(root=True)
+    assert isinstance(fig, Figure)
+    if fig.dpi != DPI:
+        fig.set_dpi(DPI)
+    if not isinstance(fig.canvas, FigureCanvasAgg):  # a closed figure's canvas cannot measure
+        FigureCanvasAgg(fig)
+    return fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg's canvas has it
+
+
+def boxes_overlap(a: Bbox, b: Bbox, pad: float = PAD_PX) -> bool:
+    return a.x0 < b.x1 + pad and b.x0 < a.x1 + pad and a.y0 < b.y1 + pad and b.y0 < a.y1 + pad
+
+
+def inside(ax: Axes, text: Text) -> bool:
+    """Whether the text's box lies within its axes' box."""
+    box, frame = text.get_window_extent(renderer(ax)), ax.get_window_extent(renderer(ax))
+    return frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+
+
+# Offsets (points) tried in turn, for a label meant to sit right (+1) or left (-1) of its point:
+# beside it, then beside and a little above or below, then straight above or below.
+def _offsets(side: int) -> list[tuple[float, float, str]]:
+    ha, other = ("left", "right") if side > 0 else ("right", "left")
+    return [(7 * side, 0, ha), (7 * side, 7, ha), (7 * side, -7, ha), (7 * side, 13, ha), (7 * side, -13, ha),
+            (-7 * side, 0, other), (-7 * side, 7, other), (-7 * side, -7, other), (0, 11, "center"),
+            (0, -11, "center")]
+
+
+def place_labels(ax: Axes, points: Sequence[tuple[float, float]], texts: Sequence[str], sides: Sequence[int],
+                 marker_pt: float = 8, fontsize: float = 7) -> list[Annotation]:
+    """One label per point (data coordinates), each at the first offset where it covers no label
+    placed before it and no point's marker, and stays inside the axes; where none is clear, the
+    first offset (so every point keeps its label). Call it after the axes' limits are final."""
+    r = renderer(ax)
+    marker_px = marker_pt * DPI / 72
+    centres = [ax.transData.transform(p) for p in points]
+    markers = [Bbox.from_extents(x - marker_px / 2, y - marker_px / 2, x + marker_px / 2, y + marker_px / 2)
+               for x, y in centres]
+    placed: list[Bbox] = []
+    out = []
+    for k, (point, text, side) in enumerate(zip(points, texts, sides, strict=True)):
+        label = None
+        for dx, dy, ha in _offsets(side):
+            if label is not None:
+                label.remove()
+            label = ax.annotate(text, point, xytext=(dx, dy), textcoords="offset points", ha=ha, va="center",
+                                fontsize=fontsize)
+            box = label.get_window_extent(r)
+            others = placed + [m for j, m in enumerate(markers) if j != k]
+            if inside(ax, label) and not any(boxes_overlap(box, o) for o in others):
+                break
+        else:
+            if label is not None:
+                label.remove()
+            dx, dy, ha = _offsets(side)[0]
+            label = ax.annotate(text, point, xytext=(dx, dy), textcoords="offset points", ha=ha, va="center",
+                                fontsize=fontsize)
+        assert label is not None
+        placed.append(label.get_window_extent(r))
+        out.append(label)
+    return out
+
+
+def fit_label(ax: Axes, x0: float, x1: float, y: float, texts: Sequence[str], **style: object) -> Text | None:
+    """The first of `texts` (longest first) that fits, centred, between x0 and x1 (data) with a
+    little room, drawn; None (nothing drawn) when none fits."""
+    r = renderer(ax)
+    left, right = ax.transData.transform((x0, y))[0], ax.transData.transform((x1, y))[0]
+    for text in texts:
+        label = ax.text((x0 + x1) / 2, y, text, ha="center", va="center", **style)  # type: ignore[arg-type]
+        if label.get_window_extent(r).width + 2 * PAD_PX <= right - left:
+            return label
+        label.remove()
+    return None

@@ -1,0 +1,95 @@
+"""The full bill of a level (memory by stage, start-up, what must be installed), measured in its own
+worker: the null level is the baseline, a level that allocates shows it at the right stage, the
+installed distributions are read from the process, the GPU counters from the allocators."""
+
+import sys
+import types
+
+import pandas as pd
+import pytest
+
+from harness.measure import memory, results
+from harness.report import bill
+from tests.test_runner import lab_cell, only_run, run_cli, write_study
+
+MB = 2**20
+
+
+@pytest.fixture(scope="module")
+def hungry_run(tmp_path_factory):
+    """One small run of the null level and a level that touches 100 MB per call."""
+    tmp = tmp_path_factory.mktemp("bill")
+    study = write_study(tmp, calls=10, rounds=5, extra=lab_cell("HungryLeNet"))
+    study.write_text(study.read_text().replace("warmup = 2\n", "warmup = 2\nbill = true\n"))
+    done = run_cli(study, "--out", tmp / "out")
+    assert done.returncode == 0, done.stderr
+    rows = results.read_rows(only_run(tmp / "out") / "results.jsonl")
+    return {r["cell_id"].split("/")[0]: r for r in rows if r["kind"] == "cell"}
+
+
+def test_a_level_that_allocates_shows_it_at_the_peak_not_at_import(hungry_run):
+    cell = hungry_run["tests.fake_impls:HungryLeNet"]
+    stages = cell["setup"]["memory"]
+    assert stages["peak_reset"] is True
+    assert stages["import"] - stages["baseline"] < 20 * MB  # importing tests.fake_impls: no framework
+    assert stages["model"] - stages["import"] < 20 * MB
+    assert cell["rss_peak"] - stages["model"] >= 100e6  # the 100 MiB each call writes: at least 100 MB
+    assert stages["first_calls_peak"] - stages["model"] >= 100e6
+
+
+def test_the_null_level_is_the_baseline_and_its_install_is_shown_apart(hungry_run):
+    null = hungry_run["null"]
+    stages = null["setup"]["memory"]
+    assert stages["import"] - stages["baseline"] < 5 * MB and null["rss_peak"] - stages["model"] < 10 * MB
+    installed = null["setup"]["installed"]["distributions"]
+    assert installed["numpy"]["bytes"] > 5 * MB and installed["numpy"]["files"] > 100
+    hungry = hungry_run["tests.fake_impls:HungryLeNet"]
+    cell = pd.Series({**hungry, "implementation": "hungry", "device": "cpu", "label": "hungry/default",
+                      "memory": hungry["setup"]["memory"], "installed": hungry["setup"]["installed"],
+                      "cold_start_ms": hungry["setup"]["cold_start_ns"] / 1e6,
+                      "import_s": hungry["setup"]["import_ns"] / 1e9, "load_s": hungry["setup"]["load_ns"] / 1e9,
+                      "own_process": True})
+    shared = bill.installed_mb(null["setup"]["installed"])
+    found = bill.bill_of(cell, shared)
+    assert found.shared_mb == pytest.approx(sum(shared.values())) and found.shared_mb > 5
+    assert "numpy" not in dict(found.biggest)  # what every level needs is not this level's bill
+    assert found.calls_peak_mb - found.baseline_mb >= 100
+    assert found.startup_s == pytest.approx(found.import_s + found.build_s + found.first_call_s)
+
+
+def test_what_was_installed_is_read_only_for_a_study_that_asks(tmp_path):
+    """bill = true costs a second or so per worker: a study without it records memory, not installs."""
+    done = run_cli(write_study(tmp_path, calls=10, rounds=5), "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    (cell,) = [r for r in results.read_rows(only_run(tmp_path / "out") / "results.jsonl") if r["kind"] == "cell"]
+    assert cell["setup"]["installed"] is None and cell["setup"]["memory"]["baseline"] > 10 * MB
+
+
+def test_a_level_importing_a_package_shows_that_distribution_with_its_size():
+    import h5py  # noqa: F401  (a known distribution, imported here)
+
+    found = memory.installed()
+    assert found["distributions"]["h5py"]["bytes"] > MB
+    assert found["distributions"]["h5py"]["version"] == sys.modules["h5py"].__version__
+    maps = "7f00-7f01 r-xp 0 08:01 1 /nonexistent/libgone.so.1\n7f01-7f02 r-xp 0 08:01 2 [vdso]\n"
+    assert memory.libraries(maps) == {}  # a library gone from disk, a pseudo-mapping: not counted
+
+
+def test_gpu_memory_from_each_framework_allocator(monkeypatch):
+    pool = types.SimpleNamespace(used_bytes=lambda: 5 * MB, total_bytes=lambda: 8 * MB)
+    cupy = types.SimpleNamespace(get_default_memory_pool=lambda: pool)
+    cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
+                                 memory_allocated=lambda: 3 * MB, memory_reserved=lambda: 4 * MB,
+                                 max_memory_allocated=lambda: 6 * MB)
+    torch = types.SimpleNamespace(cuda=cuda)
+    device = types.SimpleNamespace(platform="gpu", memory_stats=lambda: {"bytes_in_use": MB,
+                                                                         "peak_bytes_in_use": 2 * MB})
+    jax = types.SimpleNamespace(devices=lambda: [device])
+    for name, module in (("cupy", cupy), ("torch", torch), ("jax", jax)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    found = memory.gpu(["cupy", "torch", "jax"])
+    assert found["cupy"] == {"used": 5 * MB, "held": 8 * MB}
+    assert found["torch"] == {"used": 3 * MB, "held": 4 * MB, "peak": 6 * MB}
+    assert found["jax"] == {"used": MB, "peak": 2 * MB, "preallocate": "false"}
+    assert memory.gpu(["tensorflow"]) == {}  # no GPU framework loaded: nothing read
