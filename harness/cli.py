@@ -181,6 +181,12 @@ def add_timing_commands(sub: Subparsers) -> None:
             option("targets", help="comma-separated IMPL[/VARIANT], e.g. cudnn/tuned,cudnn/graph"),
             device(("gpu",), "gpu"), calls("profiled calls, one image each (default 200)"), weights(),
             out(None, "write the rows to OUT/kernels/<run-id>/ (the report reads reports/results)"))
+    command(sub, "arithmetic", "the CPU's arithmetic floor: this core's measured multiply-add peak, "
+                               "and the hand-written C call split by layer against it",
+            commands.cmd_arithmetic,
+            option("--calls", type=int, default=1000, help="single-image calls per round"),
+            option("--rounds", type=int, default=5), weights(),
+            out(None, "write the row to OUT/arithmetic/<run-id>/ (the report reads reports/results)"))
     command(sub, "crosscheck", "time one implementation with the harness and with timeit",
             commands.cmd_crosscheck,
             option("--implementation", default="numpy"),

@@ -221,6 +221,29 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_arithmetic(args: argparse.Namespace) -> int:
+    """The core's peak and the C call by layer against it; a machine where the C level cannot build
+    gets a row saying why (as a skipped cell does), so `make run-all` goes on."""
+    from harness.explain import c_layers
+
+    if args.calls < 1 or args.rounds < 1:
+        raise HarnessError(f"--calls and --rounds: expected positive numbers, "
+                           f"found {args.calls} and {args.rounds}")
+    procenv.apply(procenv.settings(1, 1, "cpu"))  # one thread, as in every study
+    log(f"measuring this core's multiply-add peak and the C call by layer "
+        f"({args.rounds} rounds of {args.calls} calls)")
+    try:
+        row = c_layers.split("fused", args.calls, args.rounds, args.weights)
+        print("\n".join(c_layers.lines(row)) + "\n")
+    except HarnessError as exc:  # Unavailable (no compiler) above all: the reason and the fix
+        log(f"arithmetic: {exc}")
+        row = {"kind": c_layers.STUDY, "implementation": c_layers.LEVEL, "variant": "fused",
+               "device": "cpu", "status": "unavailable", "reason": str(exc)}
+    if args.out:
+        print(f"results: {c_layers.write([row], args.out)}")
+    return 0
+
+
 def cmd_kernels(args: argparse.Namespace) -> int:
     """Each target on its own: one that cannot run is a row saying why, the others still run."""
     from harness.explain import kernels

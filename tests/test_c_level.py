@@ -180,19 +180,21 @@ def test_the_fma_probe_measures_the_widest_vector_the_build_targets():
 def test_the_layer_table_puts_each_stage_beside_its_arithmetic_at_the_peak(monkeypatch):
     from harness.explain import c_layers
 
-    found = {"path": "avx512", "calls": 10, "call_median_ns": 10_000.0,
-             "stages": [{"name": "conv2", "macs": 240_000, "median_ns": 5_000.0},
-                        {"name": "fc3", "macs": 0, "median_ns": 100.0}]}
-    hooks = {"fma_peak": lambda: {"isa": "avx512", "lanes": 16, "macs_per_s": 60e9},
-             "layer_split": lambda weights, variant, calls: found}
+    rounds = iter([1_000.0, 5_000.0, 7_000.0])  # conv2's median in each of three rounds
+    def layer_split(weights, variant, calls):
+        return {"path": "avx512", "calls": calls, "call_median_ns": 10_000.0,
+                "stages": [{"name": "conv2", "macs": 240_000, "median_ns": next(rounds)},
+                           {"name": "fc3", "macs": 0, "median_ns": 100.0}]}
+    hooks = {"fma_peak": lambda: {"isa": "avx512", "lanes": 16, "macs_per_s": 60e9}, "layer_split": layer_split}
     monkeypatch.setattr(registry, "hook", lambda name, what: hooks[what])
-    result = c_layers.split("fused", 10)
+    result = c_layers.split("fused", 10, 3)
     conv2 = result["stages"][0]
+    assert conv2["rounds_ns"] == [1_000, 5_000, 7_000] and conv2["median_ns"] == 5_000  # over rounds
     assert conv2["floor_ns"] == pytest.approx(4_000) and conv2["share"] == pytest.approx(0.8)
     assert result["floor_ns"] == pytest.approx(4_000) and result["share"] == pytest.approx(0.4)
     table = c_layers.lines(result)
     assert "| conv2 | 240,000 | 5.00 µs | 4.00 µs | 80% |" in table and "| fc3 | 0 | 0.10 µs | 0.00 µs | – |" in table
-    assert table[0].startswith("c/fused (avx512 path), batch 1, 10 calls; peak 60.0 G multiply-adds/s")
+    assert table[0].startswith("c/fused (avx512 path), batch 1, 3 rounds of 10 calls; peak 60.0 G multiply-adds/s")
 
 
 def test_a_cache_folder_that_cannot_be_written_falls_back_to_a_private_one(counted, monkeypatch, tmp_path):

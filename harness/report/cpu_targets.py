@@ -4,13 +4,16 @@ oneDNN, met or missed and by how much, from `api_levels` (every rung in the same
 Every number is read from a results row; the targets are the project's goals, not results.
 
     TARGETS_MS, HAND_WRITTEN, RIVALS, SPEEDUP
-    target_lines(frame, machine) -> [sentence]
+    target_lines(frame, machine) -> [sentence]       Numba's targets (the CPU ladder issue's)
+    C_LEVEL, C_GOAL_MS, C_GOAL_HOST, C_SPEEDUP
+    fastest_engine(frame, machine) -> cell | None    the inference engines' fastest variant there
+    c_speedup_lines(frame, machine) -> [sentence]    the C rung against oneDNN and that engine
 """
 
 import pandas as pd
 
 from harness.report.rundata import find, ratio_ci
-from harness.report.tables import fmt_ratio, goal_line
+from harness.report.tables import fmt_ratio, goal_line, ms
 
 STUDY = "api_levels"
 # Goals per image at batch 1, one thread, end to end. The project's goals, not results.
@@ -35,3 +38,45 @@ def target_lines(frame: pd.DataFrame, machine: str) -> list[str]:
         out.append(f"Target: {HAND_WRITTEN} at least {SPEEDUP:g}x faster than ONNX Runtime and oneDNN "
                    f"within rounds: " + "; ".join(parts) + ".")
     return out
+
+
+# The C rung's goals (the CPU floor issue): per image at batch 1, one thread, end to end, on the host
+# the goal was set for; and its speed-up over the raw library and the best inference engine.
+C_LEVEL = "c/fused"
+C_GOAL_MS = 0.006
+C_GOAL_HOST = "Intel"  # the Intel Xeon (AVX-512, AMX) the goal was measured against
+C_SPEEDUP = 3.0
+ENGINE = "onnx"  # its variants: ONNX Runtime (run, iobinding) and OpenVINO
+
+
+def fastest_engine(frame: pd.DataFrame, machine: str) -> pd.Series | None:
+    """The fastest batch-1 float32 variant of the inference-engine level on that machine's CPU."""
+    if frame.empty:
+        return None
+    cells = frame[(frame["study"] == STUDY) & (frame["implementation"] == ENGINE) & (frame["device"] == "cpu")
+                  & (frame["machine"] == machine) & (frame["status"] == "ok") & (frame["batch_size"] == 1)
+                  & (frame["dtype"] == "float32")]
+    return None if cells.empty else cells.loc[cells["median_ms"].idxmin()]
+
+
+def c_speedup_lines(frame: pd.DataFrame, machine: str) -> list[str]:
+    """'Target: c/fused at least 3x faster than ...: onednn/tuned takes 2.61x its time (missed: it
+    would take 9.1 µs)' within rounds, against oneDNN's tuned call and the fastest engine variant."""
+    hand = find(frame, STUDY, C_LEVEL, machine=machine)
+    if hand is None:
+        return []
+    engine = fastest_engine(frame, machine)
+    rivals = [("onednn/tuned", find(frame, STUDY, "onednn/tuned", machine=machine))]
+    rivals += [(f"{engine['label']} (the fastest engine variant)", engine)] if engine is not None else []
+    parts = []
+    for label, rival in rivals:
+        r = ratio_ci(rival, hand)
+        if r is None or rival is None:
+            continue
+        needed = rival["median_ms"] / C_SPEEDUP
+        verdict = ("met" if r["ratio"] >= C_SPEEDUP else
+                   f"missed: {C_LEVEL} would need {ms(needed)}, "
+                   f"{ms(hand['median_ms'] - needed)} less than its {ms(hand['median_ms'])}")
+        parts.append(f"{label} takes {fmt_ratio(r)}x its time ({verdict})")
+    return [f"Target: {C_LEVEL} at least {C_SPEEDUP:g}x faster than oneDNN and than the best inference "
+            f"engine, within rounds (`{STUDY}`, {machine}): " + "; ".join(parts) + "."] if parts else []

@@ -10,6 +10,7 @@ import pandas as pd
 
 from harness.report import (
     bill,
+    cpu_floor,
     explain_section,
     gpu_section,
     machine_findings,
@@ -149,6 +150,10 @@ def overhead(data: ReportData) -> list[str]:
             "overhead.", "", latency_table(data.frame, "overhead", with_device=True)]
 
 
+def cpu_floor_section(data: ReportData) -> list[str]:
+    return cpu_floor.section(data)
+
+
 def backends(data: ReportData) -> list[str]:
     return ["", "## One Keras model, three backends (study `backends`, Fig. 8)", "",
             "The same `lenet_keras` model and weights file, with KERAS_BACKEND set to tensorflow, "
@@ -209,7 +214,8 @@ def quality(data: ReportData) -> list[str]:
 
 # DETAILS.md's sections in order, each a list of lines from the report's data.
 SECTIONS: tuple[Callable[[ReportData], list[str]], ...] = (
-    findings, method, environments, code_lines, latency, cold_starts, full_bill, overhead, backends, explain,
+    findings, method, environments, code_lines, latency, cold_starts, full_bill, overhead, cpu_floor_section,
+    backends, explain,
     throughput, precision, training, verify, quality)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import DEFAULT_REPORT
-from harness.report import findings, headline, machines, quote, tables
+from harness.report import cpu_floor, findings, headline, machines, quote, tables
 from harness.report.figures import captions
 from harness.report.rundata import ReportData
 from harness.report.style import fmt_ms
@@ -91,9 +91,12 @@ def floor_line(data: ReportData) -> str:
             + (", ".join(parts) if parts else "not measured yet") + ", Python call and copies included.")
 
 
-def arithmetic_line(frame: pd.DataFrame, machines_by_device: dict) -> str:
-    """The model's arithmetic, computed from its layer shapes, apart from the measured floor."""
+def arithmetic_line(frame: pd.DataFrame, machines_by_device: dict, data: ReportData | None = None) -> str:
+    """The model's arithmetic, computed from its layer shapes, apart from the measured floor; its time
+    at the CPU's measured peak where an arithmetic run of the answering machine has one."""
     line = f"The arithmetic is apart: {MACS:,} multiply-adds per image (from the layer shapes)"
+    if data is not None:
+        line += cpu_floor.peak_sentence(cpu_floor.arithmetic_row(data.runs, machines_by_device.get("cpu")))
     gpu = machines_by_device.get("gpu") or ""
     peak = next((v for k, v in PEAK_FLOPS.items() if k in gpu), None)
     if peak:
@@ -164,7 +167,8 @@ def build(data: ReportData) -> str:
     diff = machines.difference_line(runs, by_device.get("cpu"), by_device.get("gpu"))
     parts += ["", diff] if diff else []
     parts += ["", "## How the numbers are computed", ""]
-    parts += [f"- {line}" for line in METHOD + [floor_line(data) + " " + arithmetic_line(frame, by_device)]
+    method = floor_line(data) + " " + arithmetic_line(frame, by_device, data)
+    parts += [f"- {line}" for line in METHOD + [method]
               + tables.crosscheck_lines(data.crosschecks)]
     parts += ["", "Every study's full table, verify and verify-train, the cells not measured and why, "
                   "noisy cells and repeatability: [DETAILS.md](DETAILS.md).", ""]

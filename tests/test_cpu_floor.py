@@ -1,0 +1,132 @@
+"""The CPU's floor (harness/explain/c_layers.py, harness/report/cpu_floor.py, the C rung's targets in
+harness/report/cpu_targets.py): `python -m harness arithmetic` writes the measured peak and the C call
+by layer as a row (or why it could not); the report's every claim about it follows the rows: the
+floor, where the rest goes, the host goal judged only where it was set, the speed-ups within rounds."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from harness import DEFAULT_RESULTS, cli
+from harness.report import cpu_floor, cpu_targets, rundata
+from harness.report.rundata import ReportData
+
+PEAK = {"isa": "avx512", "lanes": 16, "macs_per_s": 60e9}
+needs_cc = pytest.mark.skipif(not (shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")),
+                              reason="no C compiler on this machine: the C level cannot build")
+
+
+def row(**changes) -> dict:
+    """An arithmetic row at 60 G MAC/s: conv2 at the peak, conv1 1 µs above it, fc1 0.2 µs above."""
+    stages = [{"name": "input", "macs": 0, "median_ns": 100.0},
+              {"name": "conv1", "macs": 120_000, "median_ns": 3_000.0},
+              {"name": "conv2", "macs": 240_000, "median_ns": 4_000.0},
+              {"name": "fc1", "macs": 48_000, "median_ns": 1_000.0}]
+    base = {"kind": "arithmetic", "implementation": "c", "variant": "fused", "device": "cpu", "status": "ok",
+            "path": "avx512", "calls": 100, "rounds": 5, "peak": PEAK, "stages": stages, "macs": 408_000,
+            "call_median_ns": 8_500.0, "share": 408_000 / 60e9 * 1e9 / 8_500}
+    return {**base, **changes}
+
+
+def test_the_floor_is_the_multiply_adds_at_the_measured_peak_and_the_gaps_are_sorted():
+    assert cpu_floor.floor_ns(row()) == pytest.approx(6_800)
+    gaps = cpu_floor.gaps(row())
+    assert [name for name, _ in gaps[:3]] == ["conv1", "fc1", "input"]
+    assert gaps[0][1] == pytest.approx(1_000) and gaps[1][1] == pytest.approx(200)
+    assert dict(gaps)["conv2"] == 0  # at the probe's peak: no gap, never a negative one
+
+
+def test_the_host_goal_is_judged_only_on_the_host_it_was_set_for():
+    fast, slow = ({"median_ms": 0.005}, {"median_ms": 0.0075})
+    assert cpu_floor.host_goal_line(row(), "Intel(R) Xeon(R) Platinum", fast).endswith("met (1 µs under).")
+    assert "missed by 1.5 µs (1.2x the goal)" in cpu_floor.host_goal_line(row(), "Intel(R) Xeon(R)", slow)
+    amd = cpu_floor.host_goal_line(row(), "AMD EPYC 9R14", fast)
+    assert "not judged here, since this machine is AMD EPYC 9R14" in amd
+    assert "its own arithmetic floor is 6.8 µs" in amd and "above the goal" in amd  # 6.8 > 6: computed
+    quick = row(peak={**PEAK, "macs_per_s": 120e9})
+    assert "its own arithmetic floor is 3.4 µs at its measured peak, under the goal" in \
+        cpu_floor.host_goal_line(quick, "AMD EPYC", fast)
+
+
+def test_the_method_line_gives_the_arithmetic_at_the_measured_peak_only_from_an_ok_row():
+    assert cpu_floor.peak_sentence(row()) == ("; at the CPU's measured peak (60.0 G multiply-adds/s, avx512, "
+                                              "one core: `python -m harness arithmetic`) they take 6.8 µs")
+    assert cpu_floor.peak_sentence(None) == ""
+    assert cpu_floor.peak_sentence({"status": "unavailable", "reason": "no compiler"}) == ""
+
+
+def committed():
+    runs, frame = rundata.load(DEFAULT_RESULTS)
+    hand = frame[(frame["study"] == "api_levels") & (frame["label"] == cpu_targets.C_LEVEL)
+                 & (frame["status"] == "ok")]
+    return runs, frame, hand["machine"].iloc[0]
+
+
+def test_the_speedups_are_within_round_ratios_and_say_what_a_miss_would_need():
+    _, frame, machine = committed()
+    line = cpu_targets.c_speedup_lines(frame, machine)[0]
+    hand = rundata.find(frame, "api_levels", "c/fused", machine=machine)
+    engine = cpu_targets.fastest_engine(frame, machine)
+    onnx = frame[(frame["study"] == "api_levels") & (frame["implementation"] == "onnx")
+                 & (frame["machine"] == machine) & (frame["status"] == "ok") & (frame["batch_size"] == 1)]
+    assert engine["median_ms"] == onnx["median_ms"].min()
+    for label, rival in (("onednn/tuned", rundata.find(frame, "api_levels", "onednn/tuned", machine=machine)),
+                         (engine["label"], engine)):
+        r = rundata.ratio_ci(rival, hand)
+        said = line.split(f"{label} ")[1].removeprefix("(the fastest engine variant) ")
+        assert said.startswith(f"takes {r['ratio']:.3g}") and ("(met)" if r["ratio"] >= 3 else "(missed: c/fused would need") in said
+    quicker = frame.copy()
+    mask = (quicker["label"] == "c/fused") & (quicker["machine"] == machine) & (quicker["study"] == "api_levels")
+    quicker.loc[mask, "rounds_ns"] = quicker.loc[mask, "rounds_ns"].map(lambda rs: [[x / 10 for x in r] for r in rs])
+    assert cpu_targets.c_speedup_lines(quicker, machine)[0].count("(met)") == 2  # 10x faster: both met
+
+
+def test_the_section_reads_the_arithmetic_row_of_the_machine_that_answers():
+    runs, frame, machine = committed()
+    answer = frame[(frame["study"] == "api_levels") & (frame["machine"] == machine)]["run_id"].iloc[0]
+    data = ReportData(runs=runs, frame=frame, loc_rows=[], history=frame, answer={"cpu": answer})
+    found = cpu_floor.arithmetic_row(runs, machine)
+    text = "\n".join(cpu_floor.section(data))
+    if found is None:
+        assert "No `arithmetic` run on" in text
+        return
+    assert f"**{found['peak']['macs_per_s'] / 1e9:.1f} G multiply-adds/s**" in text
+    assert "| conv2 | 240,000 |" in text and "Where the rest goes" in text and "Target c/fused" in text
+    elsewhere = [{**r, "machine": "other"} if r["study"] == "arithmetic" else r for r in runs]
+    text = "\n".join(cpu_floor.section(ReportData(runs=elsewhere, frame=frame, loc_rows=[], history=frame,
+                                                  answer={"cpu": answer})))
+    assert f"No `arithmetic` run on {machine} yet" in text  # another machine's peak is never this one's
+
+
+@needs_cc
+def test_the_command_writes_the_peak_and_the_split_as_a_row(tmp_path, capsys):
+    assert cli.main(["arithmetic", "--calls", "20", "--rounds", "2", "--out", str(tmp_path)]) == 0
+    [rows_path] = tmp_path.glob("arithmetic/*/results.jsonl")
+    [found] = [json.loads(line) for line in rows_path.read_text().splitlines()]
+    assert found["status"] == "ok" and found["rounds"] == 2 and found["peak"]["macs_per_s"] > 0
+    assert [s["name"] for s in found["stages"]] == ["input", "conv1", "conv2", "fc1", "fc2", "fc3"]
+    assert all(len(s["rounds_ns"]) == 2 and s["median_ns"] == np.median(s["rounds_ns"]) for s in found["stages"])
+    assert found["macs"] == 416_520 and "| conv2 | 240,000 |" in capsys.readouterr().out
+
+
+def test_without_a_compiler_the_row_says_why_and_the_section_too(tmp_path, monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    assert cli.main(["arithmetic", "--calls", "5", "--rounds", "1", "--out", str(tmp_path)]) == 0
+    [rows_path] = tmp_path.glob("arithmetic/*/results.jsonl")
+    found = json.loads(rows_path.read_text())
+    assert found["status"] == "unavailable" and "apt install gcc" in found["reason"]
+    runs = rundata.load_runs(tmp_path)
+    data = ReportData(runs=runs, frame=rundata.cells_frame([]), loc_rows=[], history=rundata.cells_frame([]),
+                      answer={"cpu": None})
+    machine = runs[0]["machine"]
+    lines = cpu_floor.section(data)  # no api_levels run here: the machine is not known
+    assert "No `arithmetic` run on the machine that answers" in lines[-1]
+    assert cpu_floor.arithmetic_row(runs, machine)["status"] == "unavailable"
+
+
+def test_bad_counts_are_an_error_naming_them(capsys):
+    assert cli.main(["arithmetic", "--calls", "0"]) == 2
+    assert "--calls and --rounds: expected positive numbers, found 0 and 5" in capsys.readouterr().err
