@@ -229,7 +229,7 @@ def cmd_arithmetic(args: argparse.Namespace) -> int:
     if args.calls < 1 or args.rounds < 1:
         raise HarnessError(f"--calls and --rounds: expected positive numbers, "
                            f"found {args.calls} and {args.rounds}")
-    procenv.apply(procenv.settings(1, 1, "cpu"))  # one thread, as in every study
+    # the C level runs on the calling thread alone: no thread settings to apply (nor to leak)
     log(f"measuring this core's multiply-add peak and the C call by layer "
         f"({args.rounds} rounds of {args.calls} calls)")
     try:
