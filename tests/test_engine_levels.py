@@ -131,7 +131,8 @@ def test_bad_images_are_a_value_error(models):
 def test_doctor_names_the_engines_and_the_cpu_target():
     from harness.machine import doctor
 
-    engines, target = doctor.cpu_level_lines()
+    engines, target, c_level = doctor.cpu_level_lines()
     assert engines.startswith("inference engines: onnxruntime ") and "CPUExecutionProvider" in engines
     assert "openvino " in engines and "(devices: CPU" in engines and "tf2onnx " in engines
     assert target.startswith("hand-written CPU level: Numba ") and " compiles for " in target
+    assert c_level.startswith("hand-written C level: ")  # its compiler and path (tests/test_c_level.py)
