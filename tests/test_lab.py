@@ -215,7 +215,7 @@ def test_shipped_labs_parse():
 
 @pytest.mark.parametrize("text,expected", [
     ("[limits]\nwall = 5\n", "[limits]: unknown key(s) ['wall']; allowed: ['cpu_s', 'disk_mb', 'files', "
-                             "'import_s', 'max_ratio', 'memory_mb', 'output_mb', 'pids', 'wall_s']"),
+                             "'import_s', 'max_ratio', 'memory_mb', 'output_mb', 'peak_mb', 'pids', 'wall_s']"),
     ("[limits]\nfiles = 3\n", "files: expected a whole number >= 16, found 3"),
     ("[lab]\nallow_imports = ['lenet_nope']\n", "allow_imports: expected a list of the project's level packages"),
     ("[limits]\npids = 2\n", "pids: expected a whole number >= 4, found 2"),

@@ -6,6 +6,7 @@
     process     Box: the worker's process started, counted, watched and killed with all it started
     limits      Limits (what a box enforces), the rlimits set between fork and exec, its capped log
     procfs      the worker's process read from outside: found under bwrap, its CPU clock, its memory
+    peak        its peak memory, read from outside: its cgroup's high-water mark, else its VmHWM
     bwrap       the sandbox's view (bubblewrap): namespaces, the few files it sees
     seccomp     the system calls it is denied (keyrings)
     cgroup      its own cgroup: pids and memory limits, the CPU counter that times it, the kill

@@ -13,7 +13,7 @@ Only root can make them: without root, `reason_unavailable()` says so and the la
 cgroups (the leaderboard says its timing is not tamper-evident).
 
     Cgroup(name, memory_mb, pids)   one worker's group: .procs_files(), .cpu_ns(), .oom_kills(),
-                                    .pids_now(), .kill(), .remove() (and .set_limits())
+                                    .peak_bytes(), .pids_now(), .kill(), .remove() (and .set_limits())
     enter(procs_files)              the child joins its groups (between fork and exec)
     reason_unavailable() -> why not, or None; layout(), mounts(), own_groups(), enable_v2_controllers()
 """
@@ -186,6 +186,22 @@ class Cgroup:
         except OSError:
             pass
         return 0
+
+    def peak_file(self) -> Path:
+        """The kernel's own high-water mark of the group's memory: v2 memory.peak (Linux 5.19+),
+        v1 memory.max_usage_in_bytes; both count every process of the group, the page cache
+        and tmpfs pages it brought in too, since the group was made. Only root can reset them (v1:
+        by writing to it; v2 since Linux 6.12: for the writer's own open file only): the worker runs
+        as another user, without capabilities, and no cgroup file system in its box is writable."""
+        return self._file("memory", "memory.peak" if self.version == "v2" else "memory.max_usage_in_bytes")
+
+    def peak_bytes(self) -> int | None:
+        """The group's peak memory in bytes (peak_file); None where the kernel has no such file
+        (v2 before Linux 5.19) or it cannot be read."""
+        try:
+            return int(self.peak_file().read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
 
     def pids_now(self) -> list[int]:
         found: set[int] = set()

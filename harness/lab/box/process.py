@@ -6,6 +6,8 @@ killed with everything it started. What goes through its pipes is harness.lab.bo
       .start() -> Popen         the worker, its stdin and stdout the grader's
       .cpu_ns()                 its CPU time: its cgroup's (every thread and process) or its own
       .watch_memory()           on the GPU: kill it when its resident memory is past the limit
+      .sample_memory(), .memory()   its peak memory, read from outside (harness.lab.box.peak):
+                                the grader samples it at each exchange; .memory() before .stop()
       .died() -> Failure        why it ended (out-of-memory, timeout, crashed), once it has;
       .out_of_memory_line()     out-of-memory too when a library's failed allocation ends its log
       .kill(), .stop()          kill it and everything it started (never raising); ask it to exit first
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from harness import ROOT
 from harness.errors import Failure
-from harness.lab.box import bwrap, libpath, procfs, seccomp
+from harness.lab.box import bwrap, libpath, peak, procfs, seccomp
 from harness.lab.box.cgroup import Cgroup
 from harness.lab.box.disk import Space
 from harness.lab.box.isolation import Isolation
@@ -65,6 +67,8 @@ class Box:
         self.group: Cgroup | None = None
         self.killed_for: str | None = None
         self.start_s: float | None = None  # how long starting the sandbox took
+        self.peak_seen: int | None = None  # the largest VmHWM the grader read of it (no cgroup peak)
+        self.sampling = False  # whether the peak is sampled from /proc (no cgroup peak file)
 
     def worker_env(self) -> dict:
         env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
@@ -111,6 +115,7 @@ class Box:
                 os.close(fd)
         self.pid = procfs.worker_pid(self.proc.pid) if iso.bwrap else self.proc.pid
         self.pidfd = procfs.pidfd(self.pid)
+        self.sampling = self.group is None or self.group.peak_bytes() is None
         self.start_s = time.perf_counter() - t0
         return self.proc
 
@@ -135,7 +140,23 @@ class Box:
             raise ValueError(f"{self.label}: the box was not started")
         return self.proc.pid
 
+    def sample_memory(self) -> None:
+        """Read its VmHWM from outside and keep the largest (only where no cgroup keeps its peak)."""
+        if self.sampling:
+            found = peak.procfs_peak(self.pid, self.pidfd)
+            if found is not None:
+                self.peak_seen = max(found, self.peak_seen or 0)
+
+    def memory(self) -> dict:
+        """Its peak memory over its whole run so far, {"peak_mb", "memory_source"}
+        (harness.lab.box.peak); {} before it started. Read before .stop(): that removes its cgroup."""
+        if self.proc is None:
+            return {}
+        self.sample_memory()
+        return peak.reading(self.group, self.peak_seen)
+
     def watch_memory(self) -> None:
+        self.sample_memory()
         limit = self.limits.memory_mb
         if limit and self.device != "cpu" and procfs.rss_mb(self._own_pid()) > limit:
             self.killed_for = f"resident memory above the limit of {limit} MB; worker killed"

@@ -5,10 +5,14 @@ resident memory, a pidfd (a signal never reaches a process that reused its pid).
     pidfd(pid) -> fd or None        a pidfd of it, opened before it can have exited
     cpu_clock(pid) -> clock id      another process's CPU-time clock (all its threads)
     rss_mb(pid) -> float            its resident memory, MB (/proc/PID/status)
+    status_bytes(pid, field)        a memory field of /proc/PID/status (VmRSS, VmHWM) in bytes, or None
+    exited(pidfd) -> bool           whether the process of a pidfd has ended (a pid read before is its own
+                                    while it has not: a pid is not reused before its process is reaped)
     WORKER, WORKER_ARGS             the worker's module, and its argv after the interpreter
 """
 
 import os
+import select
 import time
 from pathlib import Path
 
@@ -53,11 +57,24 @@ def cpu_clock(pid: int) -> int:
 
 
 def rss_mb(pid: int) -> float:
+    found = status_bytes(pid, "VmRSS")
+    return found / (1 << 20) if found is not None else 0.0
+
+
+def status_bytes(pid: int, field: str) -> int | None:
+    """A "kB" field of another process's /proc/PID/status, in bytes (the kernel writes every line;
+    the process's own name, the only text it sets there, is escaped: no line of its making). The
+    same fields harness.measure.memory reads of its own process, from inside; here, from outside."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
         pass
-    return 0.0
+    return None
+
+
+def exited(pidfd: int) -> bool:
+    """A pidfd reads ready once its process has ended (pidfd_open(2): POLLIN at exit)."""
+    return bool(select.select([pidfd], [], [], 0)[0])

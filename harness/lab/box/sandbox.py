@@ -87,6 +87,7 @@ class Sandbox:
             raise failure from None
         finally:
             self.busy_s += time.monotonic() - started
+            self.box.sample_memory()  # without a cgroup: its peak, read after every exchange
 
     def _failure(self, exc: channel.ChannelError, why: str) -> Failure:
         if isinstance(exc, channel.TimedOut) and exc.reading:

@@ -8,6 +8,7 @@
                 images and spaces; the references' workers and the deadlines' pace; one submission's
                 steps; its clocks checked and its times ranked
     timing      fair, tamper-evident timing: unseen images, answers checked, clocks bounded
+    memory      the peak memory in each row (the references' beside it), and the gate on it (peak_mb)
     deadlines   each exchange's deadline, from the reference's own times
     files       a submission folder read as hostile input, copied into the worker's private copy
     store       the grading's folder OUT: rows with MACs, the students list, regrades

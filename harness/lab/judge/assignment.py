@@ -17,7 +17,10 @@ is an error naming the file, the table and the allowed keys.
                the cgroup's pids.max), output_mb
                (RLIMIT_FSIZE: any one file it writes, its log included), disk_mb and files (its
                writable space: its folder's copy, /tmp and /dev/shm on one tmpfs of that size and
-               that many inodes, harness.lab.box.disk; without root, bwrap's tmpfs: size only)
+               that many inodes, harness.lab.box.disk; without root, bwrap's tmpfs: size only),
+               peak_mb (default none: no gate; the most MiB the worker's measured peak memory may
+               reach, over its whole run, read from outside it: harness.lab.box.peak; past it an
+               otherwise ok submission is over-memory, not ranked; at most memory_mb)
     [grade]    gate_points, speed_points, speed ("linear": full_at, zero_at; or "tiers"), due,
                late_per_day, late_max_days (see Grade; harness.lab.term.points computes them)
 
@@ -66,7 +69,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "measure": {"calls": 300, "rounds": 10, "warmup": 20, "batch_size": 1, "threads": 1},
     "gate": {"images": 10000, "min_agree": None, "max_abs_diff": 1e-4},
     "limits": {"wall_s": 600, "import_s": 120, "memory_mb": 4096, "cpu_s": 900, "max_ratio": 100,
-               "pids": 64, "output_mb": 16, "disk_mb": 256, "files": 4096},
+               "pids": 64, "output_mb": 16, "disk_mb": 256, "files": 4096, "peak_mb": None},
     "grade": {"gate_points": 60, "speed_points": 40, "speed": "linear", "full_at": 1.0, "zero_at": 4.0,
               "tiers": [], "due": None, "late_per_day": 0, "late_max_days": 7},
 }

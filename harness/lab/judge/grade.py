@@ -19,7 +19,8 @@ submission is graded.
                                        changed since the row (its files_sha256, harness.lab.judge.files)
     Grader(lab, out, weights, report, iso)           the oracle and the references' workers
       .grade(student, folder) -> row                 one submission: its copy, its worker, its steps
-                                                     (.steps), its row
+                                                     (.steps), its peak memory and the gate on it
+                                                     (harness.lab.judge.memory), its row
       .present(copy, skipped), .clean_up(worker, results, name)   the copy's checks; the worker
                                                      stopped, its log kept, its space released
       .close()                                       the references stopped, every space released
@@ -39,7 +40,7 @@ from harness.lab import text
 from harness.lab.box import disk, isolation
 from harness.lab.box.limits import capped_log
 from harness.lab.box.sandbox import Sandbox
-from harness.lab.judge import files, store
+from harness.lab.judge import files, memory, store
 from harness.lab.judge.assignment import Lab
 from harness.lab.judge.prepare import node_info
 from harness.lab.judge.steps import Steps
@@ -80,7 +81,9 @@ class Grader(Steps):
         except Failure as exc:
             row.update(status=exc.status, reason=text.clean(exc.reason, 1000), **exc.extra)
         finally:
+            row.update(memory.measured(worker, self.refs))  # from outside, while the workers exist
             self.clean_up(worker, results, "submission")
+        memory.gate(row, lab.limits.peak_mb)
         if self.waits:
             row["deadlines"] = self.waits
         row["seconds"] = round(time.time() - row["started"], 2)

@@ -51,6 +51,7 @@ class Limits:
     output_mb: int
     disk_mb: int
     files: int
+    peak_mb: int | None = None  # the gate on the worker's measured peak memory (None: no gate)
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,12 @@ def read_limits(table: dict, at: str) -> Limits:
     number(at, "output_mb", table["output_mb"], 1, whole=True)
     number(at, "disk_mb", table["disk_mb"], 1, whole=True)
     number(at, "files", table["files"], 16, whole=True)
+    peak = table.get("peak_mb")
+    if peak is not None:
+        number(at, "peak_mb", peak, 64, whole=True)
+        if peak > table["memory_mb"]:
+            fail(at, f"peak_mb: expected at most memory_mb ({table['memory_mb']}): past memory_mb the "
+                     f"worker is killed (out-of-memory) before its peak is gated; found {peak}")
     return Limits(**table)
 
 

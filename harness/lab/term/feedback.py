@@ -1,14 +1,15 @@
 """OUT/feedback/<id>.md: what failed and why, or how far from the references, with that
-submission's latency histogram (OUT/feedback/<id>.png); <id> is the student's safe id, and every
-string from the submission (its name, reason, skipped files, log tail) is escaped (harness.lab.text).
+submission's latency histogram (OUT/feedback/<id>.png) and its peak memory (the references' beside
+it, the lab's peak_mb where it sets one); <id> is the student's safe id, and every string from the
+submission (its name, reason, skipped files, log tail) is escaped (harness.lab.text).
 
-    write(row, lab, place, ranked, out) -> paths; log_tail(out, student, lines)
+    write(row, lab, place, ranked, out) -> paths; log_tail(out, student, lines), memory_lines(row, lab)
 """
 
 from pathlib import Path
 
 from harness.lab import text
-from harness.lab.judge import store, timing
+from harness.lab.judge import memory, store, timing
 from harness.lab.judge.assignment import Lab
 from harness.lab.term import alias
 from harness.report.style import fmt_ms
@@ -25,6 +26,9 @@ NEXT_STEP = {
              "not remembered.",
     "crashed": "The log below shows where; run your predict on a batch of 1 and of 1000 images.",
     "out-of-memory": "Process the images in chunks, and free what you no longer need.",
+    "over-memory": "Your answers and times are fine, but your worker held more memory than the lab allows: "
+                   "keep one batch's intermediate arrays at a time (reuse buffers, free what you no longer "
+                   "need), and load nothing you do not use.",
     "timeout": "Something did not finish within the lab's limits (a loop that never ends, a blocking read?).",
     "import-error": "Import your file in a fresh Python: `python -c 'import lenet'` from its folder; it must "
                     "hold exactly one harness.base.LeNet subclass.",
@@ -40,6 +44,20 @@ def log_tail(out: Path, student: str, lines: int = 15) -> list[str]:
         return []
 
 
+def memory_lines(row: dict, lab: Lab) -> list[str]:
+    """Its peak memory, as the grader read it from outside its worker, the references' beside it
+    and the lab's limit; nothing for a row without one (not measured, or from before it was)."""
+    peak = row.get("peak_mb")
+    if not isinstance(peak, (int, float)):
+        return []
+    refs = ", ".join(f"{label} {mb:.0f} MiB" for label, mb in (row.get("reference_peak_mb") or {}).items()
+                     if isinstance(mb, (int, float)))
+    limit = lab.limits.peak_mb
+    source = text.cell(row.get("memory_source"), 300)
+    return [f"Peak memory: {peak:.0f} MiB over your worker's whole run (import, gate and timed calls)"
+            + (f"; the lab's limit is {limit} MiB" if limit else "")
+            + (f"; beside you: {refs}" if refs else "")
+            + f". Read by the grader from outside your worker: {source}.", ""]
 
 
 def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> list[Path]:
@@ -61,7 +79,8 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> lis
     gate = row.get("gate")
     if gate:
         lines += [timing.gate_sentence(gate, lab.gate.images, lab.gate.min_agree, lab.gate.max_abs_diff), ""]
-    if row["status"] == "ok":
+    lines += memory_lines(row, lab)
+    if memory.timed(row):  # ok, or over-memory: timed in full before its peak was gated
         median = fmt_ms(row["median_per_image_ns"] / 1e6)
         lines += [f"Median time per image: {median} on {node.get('hostname')} "
                   f"({node.get('gpu') or node.get('cpu')}), over {len(row['rounds_used'])} rounds.", ""]
@@ -72,7 +91,8 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> lis
                          f"{label} took {fmt_ms(row['reference_medians_ns'][label] / 1e6)} per call "
                          "beside you)")
         lines += ["", f"Lines of code: {row['loc']} in {row['files']} file(s)."]
-    elif row["status"] in NEXT_STEP:
+    if row["status"] in NEXT_STEP:
+        lines += [""] if memory.timed(row) else []
         lines += [f"Next step: {NEXT_STEP[row['status']].format(lab=lab.name, module=lab.module)}"]
     for flagged in row.get("inconsistent_rounds") or []:
         lines.append(f"- round {flagged['round']} dropped: {text.cell(flagged['reason'])}")

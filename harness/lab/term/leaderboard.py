@@ -3,12 +3,15 @@ every student's feedback (`python -m harness lab report OUT` rebuilds them all).
 
 Ranked by the within-round ratio to the lab's rank_by reference, timed in the same rounds on the
 same node: machines of different speed (Slurm nodes) still rank fairly. The absolute median
-and the node are shown beside it, never used for the ranking.
+and the node are shown beside it, never used for the ranking; so is each submission's peak memory,
+read by the grader from outside its worker (harness.lab.box.peak), the references' beside them, and
+where the lab gates on it ([limits] peak_mb) a submission above it is over-memory, not ranked.
 
     build(out, report) -> paths   everything below, from the rows (and OUT/manifest.csv: lateness)
     ranked(rows) (ties: harness.lab.term.points), markdown(rows, lab, notes, scores), points_lines(lab),
     with_similarity(board, rows, out), write_csv(rows, path, scores), csv_row(rank, row, score),
-    reference_summary(rows), isolation_lines(rows), node_name(row), fmt_us(ns), fmt_interval(r)
+    reference_summary(rows), isolation_lines(rows), memory_lines(rows, lab), node_name(row), fmt_us(ns),
+    fmt_interval(r), fmt_mb(row)
 """
 
 import csv
@@ -16,29 +19,31 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from harness.lab import text
-from harness.lab.judge import assignment, store
+from harness.lab.judge import assignment, memory, store
 from harness.lab.term import collect, points
 from harness.report.style import fmt_ms
 
 # Every status a row may have, in the order of the unranked (most useful first); ok rows come first.
-ROW_STATUSES = ("ok", "too-slow", "timing-inconsistent", "wrong", "crashed", "out-of-memory", "timeout",
-            "import-error", "cancelled", "tampered")
+ROW_STATUSES = ("ok", "over-memory", "too-slow", "timing-inconsistent", "wrong", "crashed", "out-of-memory",
+                "timeout", "import-error", "cancelled", "tampered")
 MEANING = {
     "ok": "passed the gate; timed and ranked",
+    "over-memory": "passed the gate and was timed, but its peak memory, measured from outside its worker, "
+                   "was above the lab's peak_mb; not ranked, no points for speed",
     "too-slow": "slower than the lab's max_ratio (in the probe before the full gate, or the warm-up), "
                 "so not timed",
     "timing-inconsistent": "its reported call times do not fit the grader's own clock",
     "wrong": "answers disagree with the NumPy reference (test images or unseen timed images)",
     "crashed": "the worker died or predict raised",
-    "out-of-memory": "past the lab's memory limit",
+    "out-of-memory": "past the lab's memory limit (memory_mb): killed",
     "timeout": "past the lab's wall-time or CPU-time limit",
     "import-error": "the module could not be imported or the class built",
     "cancelled": "the Slurm task was cancelled",
     "tampered": "its row was changed after the grader wrote it; not ranked",
 }
-CSV_FIELDS = ["rank", "student", "status", "points", "median_us_per_image", "rank_by", "ratio",
-              "ratio_ci95_low", "ratio_ci95_high", "other_ratios", "loc", "files", "host", "cpu", "gpu",
-              "reason"]
+CSV_FIELDS = ["rank", "student", "status", "points", "median_us_per_image", "peak_mb", "rank_by",
+              "ratio", "ratio_ci95_low", "ratio_ci95_high", "other_ratios", "loc", "files", "host", "cpu",
+              "gpu", "memory_source", "reason"]
 
 
 def ranked(rows: list[dict]) -> list[tuple[int | None, dict]]:
@@ -61,6 +66,12 @@ def fmt_us(ns: float) -> str:
     return fmt_ms(ns / 1e6)  # the report's format: µs, ms or s
 
 
+def fmt_mb(row: dict) -> str:
+    """A row's peak memory for a cell: "312 MiB", or "–" (not measured, or a row from before it was)."""
+    peak = row.get("peak_mb")
+    return f"{peak:.0f} MiB" if isinstance(peak, (int, float)) and not isinstance(peak, bool) else "–"
+
+
 def fmt_interval(r: dict) -> str:
     """A ratio with its 95% interval ({"ratio", "ci95_low", "ci95_high"}), as the tables show it."""
     return f"{r['ratio']:.2f} [{r['ci95_low']:.2f}–{r['ci95_high']:.2f}]"
@@ -73,8 +84,9 @@ def csv_row(rank: int | None, row: dict, score: points.Score | None = None) -> d
     out = {"rank": rank or "", "student": row["student"], "status": row["status"], "rank_by": row["rank_by"],
            "points": score.total if score else "",
            "loc": row.get("loc", ""), "files": row.get("files", ""), "host": node.get("hostname", ""),
-           "cpu": node.get("cpu", ""), "gpu": node.get("gpu") or "", "reason": row.get("reason") or ""}
-    if row["status"] == "ok":
+           "cpu": node.get("cpu", ""), "gpu": node.get("gpu") or "", "reason": row.get("reason") or "",
+           "peak_mb": row.get("peak_mb"), "memory_source": row.get("memory_source")}
+    if memory.timed(row):  # an over-memory row's times are shown too, never ranked
         r = points.ratio(row)
         out.update(median_us_per_image=round(row["median_per_image_ns"] / 1e3, 3), ratio=round(r["ratio"], 4),
                    ratio_ci95_low=round(r["ci95_low"], 4), ratio_ci95_high=round(r["ci95_high"], 4),
@@ -99,11 +111,15 @@ def reference_summary(rows: list[dict]) -> dict[str, dict]:
     out: dict[str, dict[str, list[float]]] = {}
     for row in rows:
         for label, median in (row.get("reference_medians_ns") or {}).items():
-            entry = out.setdefault(label, {"medians": [], "ratios": []})
+            entry = out.setdefault(label, {"medians": [], "ratios": [], "peaks": []})
             entry["medians"].append(median / row.get("batch_size", 1))
             entry["ratios"].append((row.get("reference_ratios") or {}).get(label, {}).get("ratio", 1.0))
+            peak = (row.get("reference_peak_mb") or {}).get(label)
+            if isinstance(peak, (int, float)):
+                entry["peaks"].append(peak)
     return {k: {"median_ns": float(np.median(v["medians"])), "ratio": float(np.median(v["ratios"])),
-                "n": len(v["medians"])} for k, v in out.items()}
+                "n": len(v["medians"]), "peak_mb": float(np.median(v["peaks"])) if v["peaks"] else None}
+            for k, v in out.items()}
 
 
 def isolation_lines(rows: list[dict]) -> list[str]:
@@ -117,6 +133,19 @@ def isolation_lines(rows: list[dict]) -> list[str]:
         lines.append("**Warning: timing is not tamper-evident for every row**: some workers had no cgroup, "
                      "so work in a helper process escaped the CPU check (labs/README.md, 'The sandbox').")
     return lines + [""] if lines else []
+
+
+def memory_lines(rows: list[dict], lab: assignment.Lab) -> list[str]:
+    """Where the peak memory column comes from (each source the rows name) and the lab's gate on it."""
+    sources = sorted({r["memory_source"] for r in rows
+                      if r.get("memory_source") and r["status"] != "tampered"})
+    gate = lab.limits.peak_mb
+    lines = ["Peak memory: the most host memory a submission's worker held over its whole run (import, "
+             "gate, timed calls), read by the grader from outside the worker (" +
+             ("; ".join(text.cell(s, 200) for s in sources) or "not measured in these rows") + ")" +
+             (f"; above the lab's peak_mb of {gate} MiB a submission is `over-memory`, not ranked." if gate
+              else "; the lab sets no limit on it (peak_mb)."), ""]
+    return lines
 
 
 def points_lines(lab: assignment.Lab) -> list[str]:
@@ -140,26 +169,29 @@ def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = (),
              "The absolute median depends on the node and is shown beside it. Each submission passed the "
              f"gate first: {lab.gate.min_agree} of {lab.gate.images} test images with the NumPy "
              f"reference's argmax and every |dp| <= {lab.gate.max_abs_diff:g}; every timed answer, on "
-             "images it had not seen, was checked too.", "", *points_lines(lab),
-             f"| rank | student | status | points | median per image | × {rank_by} [95% interval] | LOC "
-             "| node | note |",
-             "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
+             "images it had not seen, was checked too.", "", *points_lines(lab), *memory_lines(rows, lab),
+             "| rank | student | status | points | median per image | peak memory "
+             f"| × {rank_by} [95% interval] | LOC | node | note |",
+             "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for rank, row in ranked(rows):
-        if row["status"] == "ok":
+        if memory.timed(row):  # an over-memory row's times are shown too, never ranked
             speed, ratio = fmt_us(row["median_per_image_ns"]), fmt_interval(points.ratio(row))
             dropped = len(row.get("inconsistent_rounds") or [])
-            note = f"{dropped} round(s) dropped (timing)" if dropped else ""
+            note = text.cell(row.get("reason") or "", 90) or (f"{dropped} round(s) dropped (timing)"
+                                                               if dropped else "")
         else:
             speed, ratio, note = "–", "–", text.cell(row.get("reason") or "", 90)
         score = (scores or {}).get(row["student"])
         student = f"[{text.cell(row['student'], 80)}](feedback/{text.safe_id(row['student'])}.md)"
         lines.append(f"| {rank or '–'} | {student} | {text.cell(row['status'], 30)} | "
                      f"{f'{score.total:g}' if score else '–'} | "
-                     f"{speed} | {ratio} | {text.cell(row.get('loc', '–'))} | {node_name(row)} | {note} |")
+                     f"{speed} | {fmt_mb(row)} | {ratio} | {text.cell(row.get('loc', '–'))} | "
+                     f"{node_name(row)} | {note} |")
     refs = reference_summary(rows)
     if refs:
         lines += ["", "References, timed beside every submission (medians over submissions):", ""]
         lines += [f"- `{label}`: {fmt_us(v['median_ns'])} per image, {v['ratio']:.2f}× {rank_by}"
+                  + (f", peak memory {v['peak_mb']:.0f} MiB" if v["peak_mb"] is not None else "")
                   for label, v in refs.items()]
     if notes:
         lines += ["", "Set aside (not from this grader, or changed after it wrote them):", ""]

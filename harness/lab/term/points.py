@@ -1,10 +1,10 @@
 """Points, ties and lateness, from the rows, the lab's [grade] table (assignment.Grade) and the
 collection's manifest (harness.lab.term.collect): what the leaderboard shows and `lab export` hands in.
 
-- Gate: `gate_points` for every submission that passed the gate (ok, too-slow, timing-inconsistent);
-  not for one found too slow by the probe before the full gate (its row has `gate_first`, the
-  gate's first images, and no `gate`): only the first images were checked, and those are in the
-  students' kit.
+- Gate: `gate_points` for every submission that passed the gate (ok, over-memory, too-slow,
+  timing-inconsistent); not for one found too slow by the probe before the full gate (its row has
+  `gate_first`, the gate's first images, and no `gate`): only the first images were checked, and
+  those are in the students' kit.
 - Speed (ok rows only): up to `speed_points` by the ratio to rank_by: "linear" (all at or below
   full_at, none at or above zero_at, linear in log(ratio) between) or "tiers" (the points of the
   first tier whose ratio is at least the submission's; none past the last).
@@ -28,7 +28,7 @@ from datetime import datetime
 
 from harness.lab.judge.assignment import Grade
 
-PASSED_GATE = ("ok", "too-slow", "timing-inconsistent")
+PASSED_GATE = ("ok", "over-memory", "too-slow", "timing-inconsistent")
 RULE = ("Ranks tie where the 95% intervals overlap: a submission shares the rank of the first one of "
         "that rank when its interval overlaps that one's, and the next rank skips the tied places "
         "(1, 1, 3); byte-identical submissions tie whatever their intervals; tied submissions get the "
