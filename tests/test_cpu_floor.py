@@ -12,7 +12,9 @@ import pytest
 
 from harness import DEFAULT_RESULTS, cli
 from harness.report import cpu_floor, cpu_targets, rundata
+from harness.report.findings import compare
 from harness.report.rundata import ReportData
+from harness.report.tables import fmt_ratio, inverse
 
 PEAK = {"isa": "avx512", "lanes": 16, "macs_per_s": 60e9}
 needs_cc = pytest.mark.skipif(not (shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")),
@@ -75,9 +77,12 @@ def test_the_speedups_are_within_round_ratios_and_say_what_a_miss_would_need():
     assert engine["median_ms"] == onnx["median_ms"].min()
     for label, rival in (("onednn/tuned", rundata.find(frame, "api_levels", "onednn/tuned", machine=machine)),
                          (engine["label"], engine)):
-        r = rundata.ratio_ci(rival, hand)
+        r = inverse(rundata.ratio_ci(hand, rival))  # the headline's ratio read the other way: one number
         said = line.split(f"{label} ")[1].removeprefix("(the fastest engine variant) ")
-        assert said.startswith(f"takes {r['ratio']:.3g}") and ("(met)" if r["ratio"] >= 3 else "(missed: c/fused would need") in said
+        verdict = cpu_targets.speedup_verdict(r, 3)
+        assert said.startswith(f"takes {fmt_ratio(r)}x its time ({verdict}")
+        if verdict == "missed":
+            assert said.split("(missed", 1)[1].startswith(": c/fused would need")
     quicker = frame.copy()
     mask = (quicker["label"] == "c/fused") & (quicker["machine"] == machine) & (quicker["study"] == "api_levels")
     quicker.loc[mask, "rounds_ns"] = quicker.loc[mask, "rounds_ns"].map(lambda rs: [[x / 10 for x in r] for r in rs])
@@ -130,3 +135,32 @@ def test_without_a_compiler_the_row_says_why_and_the_section_too(tmp_path, monke
 def test_bad_counts_are_an_error_naming_them(capsys):
     assert cli.main(["arithmetic", "--calls", "0"]) == 2
     assert "--calls and --rounds: expected positive numbers, found 0 and 5" in capsys.readouterr().err
+
+
+def test_the_numba_rung_stands_beside_the_c_within_rounds_with_what_it_needed():
+    _, frame, machine = committed()
+    c_cell = rundata.find(frame, "api_levels", "c/fused", machine=machine)
+    numba = rundata.find(frame, "api_levels", "numba/fused", machine=machine)
+    [line] = cpu_floor.numba_lines(frame, machine, c_cell)
+    r = rundata.ratio_ci(numba, c_cell)
+    assert f"{r['ratio']:.3g}" in line and "x the C's time within rounds" in line and "noalias" in line
+    assert cpu_floor.numba_lines(frame, "another machine", c_cell) == []
+
+
+def test_a_speedup_is_met_missed_or_undecided_by_its_whole_interval():
+    r = {"ratio": 2.8, "ci95_low": 2.5, "ci95_high": 3.1}
+    assert cpu_targets.speedup_verdict(r, 3) == "undecided"
+    assert cpu_targets.speedup_verdict({**r, "ci95_high": 2.9}, 3) == "missed"
+    assert cpu_targets.speedup_verdict({**r, "ratio": 3.2, "ci95_low": 3.0, "ci95_high": 3.4}, 3) == "met"
+    assert cpu_targets.speedup_verdict({**r, "ci95_low": float("nan"), "ci95_high": float("nan")}, 3) == "missed"
+
+
+def test_the_target_and_the_finding_quote_one_number_for_one_ratio():
+    _, frame, machine = committed()
+    hand = rundata.find(frame, "api_levels", "c/fused", machine=machine)
+    onednn = rundata.find(frame, "api_levels", "onednn/tuned", machine=machine)
+    r = rundata.ratio_ci(hand, onednn)
+    target = cpu_targets.c_speedup_lines(frame, machine)[0]
+    finding = compare("oneDNN", "the C", r)
+    assert f"onednn/tuned takes {fmt_ratio(inverse(r))}x" in target
+    assert fmt_ratio(inverse(r)).split(" ")[0] in finding and fmt_ratio(inverse(r)).split(" ")[1] in finding

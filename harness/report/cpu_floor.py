@@ -8,6 +8,7 @@ and by how much. Every number is read from a row; the targets are the project's 
     gaps(row) -> [(stage, ns)]                    each stage's time above its arithmetic, largest first
     host_goal_line(row, cpu, machine) -> str      the <= 6 µs goal, where it was set (the Intel host)
     peak_sentence(row) -> str                     the arithmetic line's CPU part (REPORT.md's method)
+    numba_lines(frame, machine, c_cell) -> [line] the Numba rung beside the C, and what it needed
     section(data) -> [line]                       DETAILS.md's "The CPU's floor"
 """
 
@@ -15,8 +16,9 @@ import pandas as pd
 
 from harness.explain import c_layers
 from harness.report import cpu_targets
-from harness.report.rundata import ReportData, find
+from harness.report.rundata import ReportData, find, ratio_ci
 from harness.report.style import fmt_ms
+from harness.report.tables import fmt_ratio
 
 TITLE = "## The CPU's floor: hand-written C against the arithmetic (`python -m harness arithmetic`)"
 
@@ -117,4 +119,22 @@ def section(data: ReportData) -> list[str]:
                     f"{us(cell['median_ms'] * 1e6 - row['call_median_ns'])} more than the C call timed here.")
     out += ["", "- " + host_goal_line(row, cpu, cell)]
     out += [f"- {line}" for line in cpu_targets.c_speedup_lines(data.frame, machine)] if machine else []
+    out += numba_lines(data.frame, machine, cell)
     return out
+
+
+# What the compiled-from-Python rung needed (lenet_numba/kernels.py's decorator and compiler class)
+NUMBA_NEEDED = ("fastmath (reassociation, FMA contraction), no bounds checks, and every array argument "
+                "marked noalias through a compiler subclass (`numba.core.compiler.Compiler`, not a public "
+                "option): without noalias LLVM keeps its loops scalar")
+
+
+def numba_lines(frame: pd.DataFrame, machine: str | None, c_cell: pd.Series | None) -> list[str]:
+    """The compiled-from-Python rung beside the C, within rounds, and what it needed to get there."""
+    numba = find(frame, cpu_targets.STUDY, "numba/fused", machine=machine)
+    r = ratio_ci(numba, c_cell)
+    if numba is None or r is None:
+        return []
+    return [f"- The rung compiled from Python, numba/fused, takes {fmt_ms(numba['median_ms'])} per image, "
+            f"{fmt_ratio(r)}x the C's time within rounds (`{cpu_targets.STUDY}`); to get there Numba needed "
+            f"{NUMBA_NEEDED}."]

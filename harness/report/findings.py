@@ -11,7 +11,7 @@ import pandas as pd
 from harness.report import explain_section, headline, quote
 from harness.report.headline import Level
 from harness.report.rundata import find, ratio_ci
-from harness.report.tables import includes_one, sig3
+from harness.report.tables import includes_one, inverse, sig3
 
 NAMES = {"onednn": "oneDNN", "cudnn": "cuDNN", "cuda": "hand-written CUDA"}
 
@@ -42,8 +42,7 @@ def compare(a: str, b: str, r: dict | None) -> str:
         return f"{a} and {b} show no measurable difference ({sig3(r['ratio'])}x)"
     if r["ratio"] >= 1:
         return f"{a} is {x_of(r)} faster than {b}"
-    inverse = {"ratio": 1 / r["ratio"], "ci95_low": 1 / r["ci95_high"], "ci95_high": 1 / r["ci95_low"]}
-    return f"{a} is {x_of(inverse)} slower than {b}"
+    return f"{a} is {x_of(inverse(r))} slower than {b}"
 
 
 def keras_finding(frame: pd.DataFrame, runs: list[dict], levels: list[Level], machines: dict) -> str | None:

@@ -126,6 +126,14 @@ def sig3(x: float | None) -> str:
     return f"{rounded:.{digits}f}"
 
 
+def inverse(r: dict) -> dict:
+    """time(a) / time(b) as time(b) / time(a): the ratio and its interval's ends inverted (the same
+    rounds, so the same number read the other way; never a second bootstrap)."""
+    low, high = r["ci95_low"], r["ci95_high"]
+    return {**r, "ratio": 1 / r["ratio"], "ci95_low": 1 / high if high else math.nan,
+            "ci95_high": 1 / low if low else math.nan}
+
+
 def includes_one(r: dict | None) -> bool:
     """Whether a ratio's 95% interval includes 1: no measurable difference."""
     if not r:

@@ -32,7 +32,7 @@ def fig_bill(data: ReportData, out: Path) -> Path | None:
     if not rows:
         return None
     rows.reverse()  # the ladder's bottom rung at the top of each panel
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(12, 0.32 * len(rows) + 1.6), sharey=True)
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(12.6, 0.32 * len(rows) + 1.6), sharey=True)
     names = [lv.name for lv in rows]
     for ax, (title, xlabel, value, log) in zip(axes, PANELS, strict=True):
         values = []
@@ -59,4 +59,4 @@ def fig_bill(data: ReportData, out: Path) -> Path | None:
                "the timed calls; start-up: import + build + first call; installed: distributions and "
                "shared libraries beyond the null level's (the harness alone)")
     return finish(fig, data.runs, "api_levels", out, caption,
-                  margins={"left": 0.14, "right": 0.99, "top_in": 0.55, "bottom_in": 0.5, "wspace": 0.12})
+                  margins={"left": 0.175, "right": 0.99, "top_in": 0.55, "bottom_in": 0.5, "wspace": 0.12})

@@ -18,6 +18,8 @@ from harness.report.style import IMPL_ORDER, OKABE_ITO, decorate, finish, plt
 INFERENCE_PARTS = ("forward", "kernel source", "weight layout", "ffi binding")
 TRAINING = "training step"
 WIDTH = 0.42  # each of a level's two bars
+# tick labels where the API level's name is not what the report calls the rung (headline.ROW_NAMES)
+TICKS = {"hand-written-c": "hand-\nwritten\nC", "hand-written-cpu": "compiled\nfrom Python\n(Numba)"}
 
 
 def bars(loc_rows: list[dict]) -> dict[str, dict[str, int]]:
@@ -55,7 +57,7 @@ def fig_loc(data: ReportData, out: Path) -> Path:
     ax.bar(len(levels), shared, WIDTH * 2, color="white", edgecolor="#777777", hatch="..",
            label="shared loaders (every level uses them)")
     ax.text(len(levels), shared, f"{shared}", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(levels) + 1), [lvl.replace("-", "\n") for lvl in levels]
+    ax.set_xticks(range(len(levels) + 1), [TICKS.get(lvl, lvl.replace("-", "\n")) for lvl in levels]
                   + ["shared loaders\n(MNIST, HDF5)"], fontsize=8)
     ax.set_ylim(0, max([*bottom, *training, shared]) * 1.1)
     decorate(ax, "Fig. 2  Lines of code per level: inference by part (total on top), training beside",
