@@ -17,7 +17,8 @@ from harness.report.style import fmt_ms
 REPORT_PATH = DEFAULT_REPORT
 
 QUESTION = ("LeNet-5 is written at every level of a deep-learning API: hand-written kernels (CUDA C on "
-            "the GPU; on the CPU, C compiled for the machine, and loops compiled from Python by Numba), the raw primitive libraries (cuDNN on the GPU, "
+            "the GPU; on the CPU, C compiled for the machine, and loops compiled from Python by Numba), "
+            "the raw primitive libraries (cuDNN on the GPU, "
             "oneDNN on the CPU, driven through ctypes), the inference engines a user deploys the Keras "
             "model with (ONNX Runtime, OpenVINO), framework ops (TensorFlow, JAX, PyTorch) and one Keras "
             "model on three backends, with a NumPy reference, all with the same weights and the same "
