@@ -310,3 +310,12 @@ def test_the_box_reads_nothing_before_it_starts(tmp_path):
     box = Box("x", {}, tmp_path, Isolation("none", None, False, "none"))
     box.sample_memory()  # no process: nothing read
     assert box.peak_seen is None and box.memory() == {} and memory.measured(None, {}) == {}
+
+
+def test_the_students_kit_names_the_memory_gate_only_where_the_lab_has_one():
+    from harness.lab.term import kit
+
+    gated = assignment.parse(LAB, "lab.toml")
+    assert kit.kit_json(gated, ROOT / "weights" / "w.h5")["limits"]["peak_mb"] == 200
+    plain = assignment.parse(LAB.replace("peak_mb = 200\n", ""), "lab.toml")
+    assert "peak_mb" not in kit.kit_json(plain, ROOT / "weights" / "w.h5")["limits"]

@@ -89,7 +89,8 @@ def kit_json(lab: Lab, weights: Path) -> dict:
             "class": lab.class_name, "device": lab.device, "dtype": lab.dtype, "rank_by": lab.rank_by.label,
             "gate": {"images": gate.images, "min_agree": gate.min_agree, "max_abs_diff": gate.max_abs_diff},
             "limits": {"import_s": lab.limits.import_s, "wall_s": lab.limits.wall_s,
-                       "memory_mb": lab.limits.memory_mb, "max_ratio": lab.limits.max_ratio},
+                       "memory_mb": lab.limits.memory_mb, "max_ratio": lab.limits.max_ratio,
+                       **({"peak_mb": lab.limits.peak_mb} if lab.limits.peak_mb else {})},  # a gate: say it
             "weights": weights.name}
 
 
