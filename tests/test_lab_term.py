@@ -356,3 +356,18 @@ def test_moodle_and_csv_exports_and_bad_rosters(term):
     (tmp / "twice.csv").write_text("id,name\n1,a\n1,b\n")
     with pytest.raises(HarnessError, match=r"student id\(s\) \['1'\] listed twice"):
         export.export(out, tmp / "twice.csv", "csv", tmp / "y.csv")
+
+
+def test_a_roster_with_two_columns_naming_the_lab_needs_column(tmp_path):
+    from harness.errors import HarnessError
+    from harness.lab.judge import assignment
+    from harness.lab.term import export
+
+    lab = assignment.load("cpu_numpy")
+    header = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "cpu_numpy (777)",
+              "cpu_numpy resubmission (778)"]
+    with pytest.raises(HarnessError, match=r"2 columns name the lab 'cpu_numpy'.*--column"):
+        export.canvas_column(header, lab, None)
+    assert export.canvas_column(header, lab, "cpu_numpy (777)") == "cpu_numpy (777)"
+    assert export.canvas_column(header[:6], lab, None) == "cpu_numpy (777)"
+    assert export.canvas_column(header[:5], lab, None) == lab.title  # none: a new assignment, the lab's title

@@ -90,12 +90,17 @@ def feedback(row: dict, score: points.Score, rank: int | None, ranked: int) -> s
 
 
 def canvas_column(header: list[str], lab: assignment.Lab, column: str | None) -> str:
-    """The assignment's column: --column, else the roster's column naming the lab, else its title."""
+    """The assignment's column: --column, else the roster's one column naming the lab, else its title
+    (Canvas's import makes a new assignment of an unknown column). Two columns naming the lab (a lab
+    and its resubmission) are an error: the grades must not go to the wrong one by a guess."""
     if column:
         return column
     names = [n.lower() for n in (lab.name, lab.title) if n]
     found = [c for c in header if c not in CANVAS_FIXED and any(n in c.lower() for n in names)]
-    return found[0] if len(found) == 1 else (lab.title or lab.name)
+    if len(found) > 1:
+        raise HarnessError(f"--roster: {len(found)} columns name the lab {lab.name!r} ({found}); "
+                           f"say which one takes the grades with --column")
+    return found[0] if found else (lab.title or lab.name)
 
 
 def export(out: Path, roster: Path, fmt: str, target: Path, force: bool = False,

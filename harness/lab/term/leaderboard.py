@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from harness.lab import text
-from harness.lab.judge import assignment, memory, store
+from harness.lab.judge import assignment, deadlines, memory, store
 from harness.lab.term import collect, points
 from harness.report.style import fmt_ms
 
@@ -36,7 +36,9 @@ MEANING = {
     "wrong": "answers disagree with the NumPy reference (test images or unseen timed images)",
     "crashed": "the worker died or predict raised",
     "out-of-memory": "past the lab's memory limit (memory_mb): killed",
-    "timeout": "past the lab's wall-time or CPU-time limit",
+    "timeout": "past the lab's wall-time or CPU-time limit, or one step past its own deadline (an "
+               f"allowance + {deadlines.SAFETY:g} x max_ratio x the reference's time for the same work; the "
+               "row names the step)",
     "import-error": "the module could not be imported or the class built",
     "cancelled": "the Slurm task was cancelled",
     "tampered": "its row was changed after the grader wrote it; not ranked",
