@@ -75,12 +75,14 @@ class CLeNet(LeNet):
                       for name, layer in w.items() for part, array in (("kernel", layer.kernel),
                                                                        ("bias", layer.bias))}
         else:
-            self.w = layout.pack(w, dtype)
-            self.w["scratch"] = layout.aligned((self.lib.lenet_scratch_size(),), dtype)
+            packed = layout.pack(w, dtype)
+            packed["scratch"] = layout.aligned((self.lib.lenet_scratch_size(),), dtype)
             self.lib.lenet_params.restype = ctypes.c_char_p
             order = self.lib.lenet_params().decode().split()
-            if sorted(order) != sorted(self.w):  # the C and this file disagree: a bug, not this machine
-                raise RuntimeError(f"fused.c's buffers {order} are not model.py's {sorted(self.w)}")
+            if sorted(order) != sorted(packed):  # the C and this file disagree: a bug, not this machine
+                raise RuntimeError(f"fused.c's buffers {order} are not model.py's {sorted(packed)}")
+            # one block, the scratch first: the same distances between buffers in every process
+            self.w = layout.arena(packed, ["scratch"] + [name for name in order if name != "scratch"])
             self.table = np.array([self.w[name].ctypes.data for name in order], np.uintp)
         self.plans: dict[int, Plan] = {}
 

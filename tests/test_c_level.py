@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_WEIGHTS, registry
+from harness.data import weights
 from harness.errors import Unavailable
 from tests.conftest import oracle_sample
 
@@ -204,3 +205,20 @@ def test_a_cache_folder_that_cannot_be_written_falls_back_to_a_private_one(count
     level = CLeNet(DEFAULT_WEIGHTS, variant="layers")
     assert len(counted) == 1 and Path(level.info()["library"]).parent == build.private_folder()
     assert oct(build.private_folder().stat().st_mode & 0o777) == "0o700"
+
+
+def test_the_fused_buffers_sit_in_one_block_at_the_same_distances_in_every_process():
+    from lenet_c import layout
+
+    level = CLeNet(DEFAULT_WEIGHTS, variant="fused")
+    order = level.lib.lenet_params().decode().split()
+    start = level.w["scratch"].ctypes.data
+    names = ["scratch"] + [n for n in order if n != "scratch"]
+    offsets = [level.w[n].ctypes.data - start for n in names]
+    assert offsets == sorted(offsets) and all(o % layout.ALIGN == 0 for o in offsets)  # in order, aligned
+    sizes = [-(-level.w[n].nbytes // layout.ALIGN) * layout.ALIGN for n in names]
+    assert offsets == [sum(sizes[:i]) for i in range(len(names))]  # back to back: fixed by the sizes alone
+    assert offsets[names.index("conv1.kernel")] % 4096 == 1792  # where layout's docstring says it measured fast
+    assert list(level.table) == [level.w[n].ctypes.data for n in order]
+    packed = layout.pack(weights.read(DEFAULT_WEIGHTS), "float32")
+    assert all(np.array_equal(level.w[n], packed[n]) for n in packed)  # copies of the packed weights
