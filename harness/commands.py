@@ -235,6 +235,8 @@ def cmd_arithmetic(args: argparse.Namespace) -> int:
     try:
         row = c_layers.split("fused", args.calls, args.rounds, args.weights)
         print("\n".join(c_layers.lines(row)) + "\n")
+        if row["contended"]:
+            log(f"WARNING: the machine was busy while it measured ({row['contended']}): run it again")
     except HarnessError as exc:  # Unavailable (no compiler) above all: the reason and the fix
         log(f"arithmetic: {exc}")
         row = {"kind": c_layers.STUDY, "implementation": c_layers.LEVEL, "variant": "fused",

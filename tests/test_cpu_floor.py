@@ -27,9 +27,12 @@ def row(**changes) -> dict:
               {"name": "conv1", "macs": 120_000, "median_ns": 3_000.0},
               {"name": "conv2", "macs": 240_000, "median_ns": 4_000.0},
               {"name": "fc1", "macs": 48_000, "median_ns": 1_000.0}]
+    for s in stages:
+        s.update(floor_ns=s["macs"] / PEAK["macs_per_s"] * 1e9)
+        s.update(share=s["floor_ns"] / s["median_ns"])
     base = {"kind": "arithmetic", "implementation": "c", "variant": "fused", "device": "cpu", "status": "ok",
             "path": "avx512", "calls": 100, "rounds": 5, "peak": PEAK, "stages": stages, "macs": 408_000,
-            "call_median_ns": 8_500.0, "share": 408_000 / 60e9 * 1e9 / 8_500}
+            "call_median_ns": 8_500.0, "share": 408_000 / 60e9 * 1e9 / 8_500, "floor_ns": 6_800.0}
     return {**base, **changes}
 
 
@@ -164,3 +167,16 @@ def test_the_target_and_the_finding_quote_one_number_for_one_ratio():
     finding = compare("oneDNN", "the C", r)
     assert f"onednn/tuned takes {fmt_ratio(inverse(r))}x" in target
     assert fmt_ratio(inverse(r)).split(" ")[0] in finding and fmt_ratio(inverse(r)).split(" ")[1] in finding
+
+
+def test_a_contended_measurement_is_marked_with_its_reason():
+    runs = [{"study": "api_levels", "machine": "m", "started": 1.0, "run_id": "x", "env": {}, "rows": []},
+            {"study": "arithmetic", "machine": "m", "started": 2.0, "run_id": "y", "env": {"cpu": "AMD EPYC"},
+             "rows": [row(contended="other processes used 0.90 cores (> 0.25): make (7) 0.90")]}]
+    empty = rundata.cells_frame([])
+    text = "\n".join(cpu_floor.section(ReportData(runs=runs, frame=empty, loc_rows=[], history=empty,
+                                                  answer={"cpu": "x"})))
+    assert "the CPU's arithmetic floor. *contended*: other processes used 0.90 cores" in text
+    runs[1]["rows"] = [row(contended=None)]
+    assert "*contended*" not in "\n".join(cpu_floor.section(ReportData(runs=runs, frame=empty, loc_rows=[],
+                                                                       history=empty, answer={"cpu": "x"})))

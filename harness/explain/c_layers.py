@@ -10,28 +10,38 @@ section and its arithmetic line read it (harness.report.cpu_floor).
     write(rows, out) -> Path                         the run folder
 
 A stage's `share` is floor_ns / median_ns: 1.0 is the arithmetic limit. Each round times `calls`
-single-image passes and keeps each stage's median; the row's median is the median over rounds
-(a round is one phase of this noisy host; medians within a round, never across single calls).
+single-image passes and keeps each stage's median; the row's median is the median over rounds,
+the rounds PAUSE_S apart (this host's speed moves in phases of seconds: rounds spread over more
+than a second). The machine's load over the whole measurement is read as the studies read it
+(harness.machine.load): the row is `contended`, with the reason, when others used the CPU.
 The level is reached through its registry hooks ("fma_peak", "layer_split"), as doctor reaches it.
 """
 
+import time
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 from harness import DEFAULT_WEIGHTS, registry
 from harness.explain import plumbing
+from harness.machine import load
 
 LEVEL = "c"
 STUDY = "arithmetic"
+PAUSE_S = 0.25  # between rounds
 
 
 def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
           weights: str | Path = DEFAULT_WEIGHTS) -> dict[str, Any]:
     """The row: each stage's multiply-adds, its median time over rounds, that work at the measured
     peak (floor_ns) and floor_ns / time (share); the same for the whole untimed call."""
+    before = load.sample()
     peak = registry.hook(LEVEL, "fma_peak")()
-    found = [registry.hook(LEVEL, "layer_split")(weights, variant, calls) for _ in range(rounds)]
+    found = []
+    for i in range(rounds):
+        time.sleep(PAUSE_S if i else 0)
+        found.append(registry.hook(LEVEL, "layer_split")(weights, variant, calls))
+    machine_load = load.between(before, load.sample())
     rate = peak["macs_per_s"]
     stages = []
     for j, stage in enumerate(found[0]["stages"]):
@@ -48,7 +58,8 @@ def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
             "status": "ok", "path": found[0]["path"], "calls": calls, "rounds": rounds, "peak": peak,
             "stages": stages, "macs": macs, "floor_ns": macs / rate * 1e9,
             "call_median_ns": call_ns, "call_rounds_ns": call_rounds,
-            "share": macs / rate * 1e9 / call_ns}
+            "share": macs / rate * 1e9 / call_ns, "load": machine_load,
+            "contended": load.contended(machine_load)}
 
 
 def lines(row: dict[str, Any]) -> list[str]:

@@ -15,7 +15,7 @@ and by how much. Every number is read from a row; the targets are the project's 
 import pandas as pd
 
 from harness.explain import c_layers
-from harness.report import cpu_targets
+from harness.report import cpu_targets, quote
 from harness.report.rundata import ReportData, find, ratio_ci
 from harness.report.style import fmt_ms
 from harness.report.tables import fmt_ratio
@@ -99,7 +99,8 @@ def section(data: ReportData) -> list[str]:
             f"12 independent chains of {peak['isa']} FMAs, {peak['lanes']} float32 lanes, the best of 5 "
             f"runs): **{peak['macs_per_s'] / 1e9:.1f} G multiply-adds/s** ({machine}, run "
             f"`{run['run_id'] if run else '?'}`). At that rate LeNet-5's {row['macs']:,} multiply-adds "
-            f"take **{us(floor_ns(row))}**: the CPU's arithmetic floor.", "",
+            f"take **{us(floor_ns(row))}**: the CPU's arithmetic floor."
+            + (f" *contended*: {row['contended']}." if row.get("contended") else ""), "",
             f"The fused C call, image by image, each stage timed inside C ({row['rounds']} rounds of "
             f"{row['calls']} calls, the median over rounds; `share` is the stage's arithmetic at the peak "
             f"over its time; pooling is inside the convolutions, the softmax in fc3; the dense layers skip "
@@ -114,7 +115,7 @@ def section(data: ReportData) -> list[str]:
     cell = find(data.frame, cpu_targets.STUDY, cpu_targets.C_LEVEL, machine=machine)
     if cell is not None:
         out[-1] += (f" Through the harness (the Python call, the image copied in, the probabilities out) "
-                    f"{cpu_targets.C_LEVEL} takes {fmt_ms(cell['median_ms'])} per image "
+                    f"{cpu_targets.C_LEVEL} takes {quote.quoted(cell)} per image "
                     f"(`{cpu_targets.STUDY}`), "
                     f"{us(cell['median_ms'] * 1e6 - row['call_median_ns'])} more than the C call timed here.")
     out += ["", "- " + host_goal_line(row, cpu, cell)]
@@ -135,6 +136,6 @@ def numba_lines(frame: pd.DataFrame, machine: str | None, c_cell: pd.Series | No
     r = ratio_ci(numba, c_cell)
     if numba is None or r is None:
         return []
-    return [f"- The rung compiled from Python, numba/fused, takes {fmt_ms(numba['median_ms'])} per image, "
+    return [f"- The rung compiled from Python, numba/fused, takes {quote.quoted(numba)} per image, "
             f"{fmt_ratio(r)}x the C's time within rounds (`{cpu_targets.STUDY}`); to get there Numba needed "
             f"{NUMBA_NEEDED}."]
