@@ -185,7 +185,10 @@ def add_timing_commands(sub: Subparsers) -> None:
                                "and the hand-written C call split by layer against it",
             commands.cmd_arithmetic,
             option("--calls", type=int, default=1000, help="single-image calls per round"),
-            option("--rounds", type=int, default=5), weights(),
+            option("--rounds", type=int, default=5),
+            option("--processes", type=int, default=3,
+                   help="fresh processes, one after another (each draws its own address layout)"),
+            weights(),
             out(None, "write the row to OUT/arithmetic/<run-id>/ (the report reads reports/results)"))
     command(sub, "crosscheck", "time one implementation with the harness and with timeit",
             commands.cmd_crosscheck,

@@ -226,14 +226,14 @@ def cmd_arithmetic(args: argparse.Namespace) -> int:
     gets a row saying why (as a skipped cell does), so `make run-all` goes on."""
     from harness.explain import c_layers
 
-    if args.calls < 1 or args.rounds < 1:
-        raise HarnessError(f"--calls and --rounds: expected positive numbers, "
-                           f"found {args.calls} and {args.rounds}")
+    if args.calls < 1 or args.rounds < 1 or args.processes < 1:
+        raise HarnessError(f"--calls, --rounds and --processes: expected positive numbers, "
+                           f"found {args.calls}, {args.rounds} and {args.processes}")
     # the C level runs on the calling thread alone: no thread settings to apply (nor to leak)
     log(f"measuring this core's multiply-add peak and the C call by layer "
-        f"({args.rounds} rounds of {args.calls} calls)")
+        f"({args.processes} processes, each {args.rounds} rounds of {args.calls} calls)")
     try:
-        row = c_layers.split("fused", args.calls, args.rounds, args.weights)
+        row = c_layers.in_processes("fused", args.calls, args.rounds, args.weights, args.processes)
         print("\n".join(c_layers.lines(row)) + "\n")
         if row["contended"]:
             log(f"WARNING: the machine was busy while it measured ({row['contended']}): run it again")

@@ -111,18 +111,22 @@ def test_the_section_reads_the_arithmetic_row_of_the_machine_that_answers():
 
 @needs_cc
 def test_the_command_writes_the_peak_and_the_split_as_a_row(tmp_path, capsys):
-    assert cli.main(["arithmetic", "--calls", "20", "--rounds", "2", "--out", str(tmp_path)]) == 0
+    assert cli.main(["arithmetic", "--calls", "20", "--rounds", "2", "--processes", "3",
+                     "--out", str(tmp_path)]) == 0
     [rows_path] = tmp_path.glob("arithmetic/*/results.jsonl")
     [found] = [json.loads(line) for line in rows_path.read_text().splitlines()]
     assert found["status"] == "ok" and found["rounds"] == 2 and found["peak"]["macs_per_s"] > 0
+    calls = [p["call_median_ns"] for p in found["processes"]]
+    assert len(calls) == 3 and calls == sorted(calls) and found["call_median_ns"] == calls[1]  # the median
     assert [s["name"] for s in found["stages"]] == ["input", "conv1", "conv2", "fc1", "fc2", "fc3"]
     assert all(len(s["rounds_ns"]) == 2 and s["median_ns"] == np.median(s["rounds_ns"]) for s in found["stages"])
     assert found["macs"] == 416_520 and "| conv2 | 240,000 |" in capsys.readouterr().out
 
 
 def test_without_a_compiler_the_row_says_why_and_the_section_too(tmp_path, monkeypatch):
-    monkeypatch.setenv("CC", "/nonexistent/cc")
-    assert cli.main(["arithmetic", "--calls", "5", "--rounds", "1", "--out", str(tmp_path)]) == 0
+    monkeypatch.setenv("CC", "/nonexistent/cc")  # the measuring processes inherit it
+    assert cli.main(["arithmetic", "--calls", "5", "--rounds", "1", "--processes", "1",
+                     "--out", str(tmp_path)]) == 0
     [rows_path] = tmp_path.glob("arithmetic/*/results.jsonl")
     found = json.loads(rows_path.read_text())
     assert found["status"] == "unavailable" and "apt install gcc" in found["reason"]
@@ -137,7 +141,8 @@ def test_without_a_compiler_the_row_says_why_and_the_section_too(tmp_path, monke
 
 def test_bad_counts_are_an_error_naming_them(capsys):
     assert cli.main(["arithmetic", "--calls", "0"]) == 2
-    assert "--calls and --rounds: expected positive numbers, found 0 and 5" in capsys.readouterr().err
+    assert "--calls, --rounds and --processes: expected positive numbers, found 0, 5 and 3" in \
+        capsys.readouterr().err
 
 
 def test_the_numba_rung_stands_beside_the_c_within_rounds_with_what_it_needed():
@@ -180,3 +185,12 @@ def test_a_contended_measurement_is_marked_with_its_reason():
     runs[1]["rows"] = [row(contended=None)]
     assert "*contended*" not in "\n".join(cpu_floor.section(ReportData(runs=runs, frame=empty, loc_rows=[],
                                                                        history=empty, answer={"cpu": "x"})))
+
+
+def test_the_spread_over_fresh_processes_is_said_only_where_there_were_several():
+    one = row()
+    assert cpu_floor.process_sentence(one) == ""
+    several = row(processes=[{"call_median_ns": ns, "contended": None, "stages_ns": {}}
+                             for ns in (9_000, 9_100, 10_200)])
+    said = cpu_floor.process_sentence(several)
+    assert said.startswith("Measured in 3 fresh processes") and "took 9 µs, 9.1 µs, 10.2 µs" in said

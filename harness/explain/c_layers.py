@@ -6,6 +6,9 @@ section and its arithmetic line read it (harness.report.cpu_floor).
 
     split(variant, calls, rounds, weights) -> dict   the row: the peak, each stage's median over
                                                       rounds (and every round's), floor_ns, share
+    in_processes(variant, calls, rounds, weights, processes) -> dict
+                                                     split in that many fresh processes: the median
+                                                     process's row, every process's medians beside
     lines(row) -> list[str]                          a Markdown table of it
     write(rows, out) -> Path                         the run folder
 
@@ -14,21 +17,30 @@ single-image passes and keeps each stage's median; the row's median is the media
 the rounds PAUSE_S apart (this host's speed moves in phases of seconds: rounds spread over more
 than a second). The machine's load over the whole measurement is read as the studies read it
 (harness.machine.load): the row is `contended`, with the reason, when others used the CPU.
+Each process draws its own address layout (ASLR), and the C call's time moves with the draw (about
+2.8 or 3.3 µs for conv1 on the Zen 4 host: lenet_c/layout.py), so the command measures in several
+fresh processes, one after another, and says how far apart they were.
 The level is reached through its registry hooks ("fma_peak", "layer_split"), as doctor reaches it.
 """
 
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from statistics import median
 from typing import Any
 
-from harness import DEFAULT_WEIGHTS, registry
+from harness import DEFAULT_WEIGHTS, ROOT, registry
+from harness.errors import HarnessError
 from harness.explain import plumbing
 from harness.machine import load
 
 LEVEL = "c"
 STUDY = "arithmetic"
 PAUSE_S = 0.25  # between rounds
+CHILD = ("import json, sys; from harness.explain import c_layers; "
+         "print(json.dumps(c_layers.split(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])))")
 
 
 def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
@@ -60,6 +72,26 @@ def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
             "call_median_ns": call_ns, "call_rounds_ns": call_rounds,
             "share": macs / rate * 1e9 / call_ns, "load": machine_load,
             "contended": load.contended(machine_load)}
+
+
+def in_processes(variant: str = "fused", calls: int = 1000, rounds: int = 5,
+                 weights: str | Path = DEFAULT_WEIGHTS, processes: int = 3) -> dict[str, Any]:
+    """split() in `processes` fresh interpreters, one after another: the row of the process whose C
+    call was the median, with every process's call and stage medians (and contention) beside it."""
+    found = []
+    for _ in range(processes):
+        done = subprocess.run([sys.executable, "-c", CHILD, variant, str(calls), str(rounds), str(weights)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise HarnessError(f"arithmetic: the measuring process failed: {last}")
+        found.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    found.sort(key=lambda r: r["call_median_ns"])
+    row = dict(found[len(found) // 2])
+    row["processes"] = [{"call_median_ns": r["call_median_ns"], "contended": r["contended"],
+                         "stages_ns": {s["name"]: s["median_ns"] for s in r["stages"]}} for r in found]
+    row["contended"] = "; ".join(r["contended"] for r in found if r["contended"]) or None
+    return row
 
 
 def lines(row: dict[str, Any]) -> list[str]:

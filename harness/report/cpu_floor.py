@@ -8,6 +8,7 @@ and by how much. Every number is read from a row; the targets are the project's 
     gaps(row) -> [(stage, ns)]                    each stage's time above its arithmetic, largest first
     host_goal_line(row, cpu, machine) -> str      the <= 6 µs goal, where it was set (the Intel host)
     peak_sentence(row) -> str                     the arithmetic line's CPU part (REPORT.md's method)
+    process_sentence(row) -> str                  how far apart the fresh processes' C calls were
     numba_lines(frame, machine, c_cell) -> [line] the Numba rung beside the C, and what it needed
     section(data) -> [line]                       DETAILS.md's "The CPU's floor"
 """
@@ -82,6 +83,18 @@ def peak_sentence(row: dict | None) -> str:
             f"{peak['isa']}, one core: `python -m harness arithmetic`) they take {us(floor_ns(row))}")
 
 
+def process_sentence(row: dict) -> str:
+    """How far apart the fresh processes' C calls were (each draws its own address layout), or ''
+    for a row measured in one process."""
+    found = row.get("processes") or []
+    if len(found) < 2:
+        return ""
+    calls = sorted(p["call_median_ns"] for p in found)
+    return (f"Measured in {len(found)} fresh processes, one after another (each draws its own address "
+            f"layout, and the C call moves with the draw: lenet_c/layout.py): the C call took "
+            f"{', '.join(us(ns) for ns in calls)}; the table is the median process's.")
+
+
 def section(data: ReportData) -> list[str]:
     cpu_run = data.answer.get("cpu")
     machine = next((r["machine"] for r in data.runs if r["run_id"] == cpu_run), None)
@@ -107,6 +120,8 @@ def section(data: ReportData) -> list[str]:
             f"ReLU's zero inputs, whose weights are never read, so their time depends on the image: the "
             f"test images in turn):", ""]
     out += c_layers.lines(row)[2:]
+    spread = process_sentence(row)
+    out += ["", spread] if spread else []
     above = row["call_median_ns"] - floor_ns(row)
     named = "; ".join(f"{name} {us(ns)}" for name, ns in gaps(row)[:3] if ns > 0)
     out += ["", f"Where the rest goes: the C call takes {us(row['call_median_ns'])}, {us(above)} above "
