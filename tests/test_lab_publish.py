@@ -43,14 +43,15 @@ REASON = "gate: 37 of 10000 disagree; worst |dp| 0.91 (WRONG-REASON-priya)"
 def rows() -> list[dict]:
     """Three ok rows whose intervals overlap (a tie where the leaderboard has ties), a clear
     winner, and the others unranked with reasons."""
-    return [lab_rows.ok_row("s2093847", 0.61, 0.58, 0.64, 55),
+    return [{**lab_rows.ok_row("s2093847", 0.61, 0.58, 0.64, 55), "peak_mb": 41.5},
             lab_rows.ok_row("zelda_quintero", 1.20, 1.10, 1.30, 41),
             lab_rows.ok_row("marcus_okonkwo", 1.25, 1.15, 1.40, 38),
             lab_rows.ok_row("ingrid_duarte", 1.28, 1.05, 1.50, 72),
             lab_rows.ok_row("olaf_nyberg", 3.50, 3.20, 3.90, 90),
             lab_rows.ok_row("kwame_mensah", 0.95, 0.90, 1.00, 47),
-            lab_rows.failed_row("priya_raman", "wrong", REASON),
-            lab_rows.failed_row("tomas_berg", "crashed", "predict raised KeyError('conv3') in tomas_berg/lenet.py"),
+            {**lab_rows.failed_row("priya_raman", "wrong", REASON), "peak_mb": 333.0},
+            {**lab_rows.failed_row("tomas_berg", "crashed", "predict raised KeyError('conv3') in tomas_berg/lenet.py"),
+             "peak_mb": "<b>9 MiB</b>"},  # not a number: never shown
             lab_rows.failed_row("hedda_lindqvist", "timeout", "past wall_s = 600 on " + lab_rows.HOST),
             lab_rows.failed_row("ravi_subramanian", "import-error", "no lenet.py (a regular file)")]
 
@@ -123,12 +124,16 @@ def test_the_page_shows_the_leaderboards_rows_under_pseudonyms(published):
     assert sorted(p.name for p in public.iterdir()) == sorted([publish.PAGE, publish.FIGURE, publish.TABLE])
     tables = page_tables(public)
     header, *body = tables["leaderboard"]
-    assert header == ["rank", "pseudonym", "status", "time per image", "× numpy [95% interval]", "lines of code"]
+    assert header == ["rank", "pseudonym", "status", "time per image", "× numpy [95% interval]", "lines of code",
+                      "peak memory"]
     assert [cells[:3] for cells in body] == expected_rows(out)  # ranks as the leaderboard's (ties too)
     winner = body[0]
     assert winner[3] == "244 µs" and winner[4] == "0.61 [0.58–0.64]" and winner[5] == "55"
     assert winner[1].startswith("anon-")  # s2093847 chose nothing
-    assert ["–", "–", "–"] == body[-1][3:]  # unranked: no time
+    assert ["–", "–", "–"] == body[-1][3:6]  # unranked: no time
+    assert winner[6] == "42 MiB" and body[-1][6] == "–"  # peak memory where the grader measured one ...
+    peaks = {cells[2]: cells[6] for cells in body}
+    assert peaks["wrong"] == "333 MiB" and peaks["crashed"] == "–"  # ... a number, for any row
     refs = {cells[0]: cells[1:] for cells in tables["references"][1:]}
     assert refs["numpy"][:2] == ["400 µs", "1.00"] and refs[lab_rows.FLOOR][:2] == ["90 µs", "0.23"]
     text = (public / publish.PAGE).read_text()

@@ -23,19 +23,24 @@ from harness.lab.judge import assignment, store
 from harness.lab.term import alias, leaderboard, plots, points
 
 PAGE, FIGURE, TABLE = "index.html", "leaderboard.png", "leaderboard.csv"
-PUBLIC_FIELDS = ["rank", "pseudonym", "status", "median_us", "ratio", "ci95_low", "ci95_high", "loc"]
+PUBLIC_FIELDS = ["rank", "pseudonym", "status", "median_us", "ratio", "ci95_low", "ci95_high", "loc",
+                 "peak_mb"]
 COLUMNS = [("rank", True), ("pseudonym", False), ("status", False), ("time per image", True),
-           ("× {rank_by} [95% interval]", True), ("lines of code", True)]
+           ("× {rank_by} [95% interval]", True), ("lines of code", True), ("peak memory", True)]
 TEMPLATES = Path(__file__).parent / "templates"
 
 
 def public_rows(rows: list[dict], aliases: dict[str, alias.Alias]) -> list[dict]:
-    """The allow-list: rank (the leaderboard's, ties included), pseudonym, status, and for a
-    ranked row its time, ratio with interval and lines of code. Nothing else leaves a row."""
+    """The allow-list: rank (the leaderboard's, ties included), pseudonym, status, for a ranked row
+    its time, ratio with interval and lines of code, and for any row its peak memory where the
+    grader measured one (MiB, a number: harness.lab.box.peak). Nothing else leaves a row."""
     public = []
     for rank, row in leaderboard.ranked(rows):
         entry = dict.fromkeys(PUBLIC_FIELDS)
         entry.update(rank=rank, pseudonym=aliases[row["student"]].alias, status=str(row["status"]))
+        peak = row.get("peak_mb")
+        if isinstance(peak, (int, float)) and not isinstance(peak, bool):
+            entry["peak_mb"] = round(float(peak), 1)
         if row["status"] == "ok":
             r = points.ratio(row)
             entry.update(median_us=round(row["median_per_image_ns"] / 1e3, 3), ratio=round(r["ratio"], 4),
@@ -50,6 +55,7 @@ def for_display(row: dict) -> dict:
     ok = row["ratio"] is not None
     shown["time"] = leaderboard.fmt_us(row["median_us"] * 1e3) if ok else "–"
     shown["ratio_text"] = leaderboard.fmt_interval(row) if ok else "–"
+    shown["peak"] = f"{row['peak_mb']:.0f} MiB" if row["peak_mb"] is not None else "–"
     return shown
 
 
