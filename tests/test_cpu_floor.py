@@ -14,7 +14,7 @@ from harness import DEFAULT_RESULTS, cli
 from harness.report import cpu_floor, cpu_targets, rundata
 from harness.report.findings import compare
 from harness.report.rundata import ReportData
-from harness.report.tables import fmt_ratio, inverse
+from harness.report.tables import fmt_ratio, inverse, speedup_verdict
 
 PEAK = {"isa": "avx512", "lanes": 16, "macs_per_s": 60e9}
 needs_cc = pytest.mark.skipif(not (shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")),
@@ -82,7 +82,7 @@ def test_the_speedups_are_within_round_ratios_and_say_what_a_miss_would_need():
                          (engine["label"], engine)):
         r = inverse(rundata.ratio_ci(hand, rival))  # the headline's ratio read the other way: one number
         said = line.split(f"{label} ")[1].removeprefix("(the fastest engine variant) ")
-        verdict = cpu_targets.speedup_verdict(r, 3)
+        verdict = speedup_verdict(r, 3)
         assert said.startswith(f"takes {fmt_ratio(r)}x its time ({verdict}")
         if verdict == "missed":
             assert said.split("(missed", 1)[1].startswith(": c/fused would need")
@@ -157,10 +157,10 @@ def test_the_numba_rung_stands_beside_the_c_within_rounds_with_what_it_needed():
 
 def test_a_speedup_is_met_missed_or_undecided_by_its_whole_interval():
     r = {"ratio": 2.8, "ci95_low": 2.5, "ci95_high": 3.1}
-    assert cpu_targets.speedup_verdict(r, 3) == "undecided"
-    assert cpu_targets.speedup_verdict({**r, "ci95_high": 2.9}, 3) == "missed"
-    assert cpu_targets.speedup_verdict({**r, "ratio": 3.2, "ci95_low": 3.0, "ci95_high": 3.4}, 3) == "met"
-    assert cpu_targets.speedup_verdict({**r, "ci95_low": float("nan"), "ci95_high": float("nan")}, 3) == "missed"
+    assert speedup_verdict(r, 3) == "undecided"
+    assert speedup_verdict({**r, "ci95_high": 2.9}, 3) == "missed"
+    assert speedup_verdict({**r, "ratio": 3.2, "ci95_low": 3.0, "ci95_high": 3.4}, 3) == "met"
+    assert speedup_verdict({**r, "ci95_low": float("nan"), "ci95_high": float("nan")}, 3) == "missed"
 
 
 def test_the_target_and_the_finding_quote_one_number_for_one_ratio():

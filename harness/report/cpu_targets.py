@@ -1,27 +1,27 @@
-"""The CPU ladder's speed targets in sentences: the hand-written rung against the engines and
-oneDNN, met or missed and by how much, from `api_levels` (every rung in the same rounds).
+"""The CPU ladder's speed targets in sentences: the rung compiled from Python (Numba) and the
+hand-written C rung against the engines and oneDNN, met or missed and by how much, from
+`api_levels` (every rung in the same rounds).
 
 Every number is read from a results row; the targets are the project's goals, not results.
 
-    TARGETS_MS, HAND_WRITTEN, RIVALS, SPEEDUP
+    TARGETS_MS, COMPILED, RIVALS, SPEEDUP
     target_lines(frame, machine) -> [sentence]       Numba's targets (the CPU ladder issue's)
+A speed-up is met, missed or undecided by its whole interval (tables.speedup_verdict), as every
+target of the report is.
     C_LEVEL, C_GOAL_MS, C_GOAL_HOST, C_SPEEDUP
     fastest_engine(frame, machine) -> cell | None    the inference engines' fastest variant there
-    speedup_verdict(r, goal) -> str                  met, missed or undecided, from the interval
     c_speedup_lines(frame, machine) -> [sentence]    the C rung against oneDNN and that engine
 """
-
-import math
 
 import pandas as pd
 
 from harness.report.rundata import find, ratio_ci
-from harness.report.tables import fmt_ratio, goal_line, inverse, ms
+from harness.report.tables import fmt_ratio, goal_line, inverse, ms, speedup_verdict
 
 STUDY = "api_levels"
 # Goals per image at batch 1, one thread, end to end. The project's goals, not results.
 TARGETS_MS = {"numba/fused": 0.012, "onednn/tuned": 0.025}
-HAND_WRITTEN = "numba/fused"
+COMPILED = "numba/fused"  # the rung compiled from Python (its goals: the CPU ladder issue)
 RIVALS = ("onnx/iobinding", "onnx/run", "onednn/tuned")  # the hand-written rung must beat each of them
 SPEEDUP = 1.5  # ... by at least this much, within rounds
 
@@ -33,12 +33,12 @@ def target_lines(frame: pd.DataFrame, machine: str) -> list[str]:
         if cell is None:
             continue
         out.append(goal_line(label, goal, cell["median_ms"], STUDY, " on the CPU"))
-    hand = find(frame, STUDY, HAND_WRITTEN, machine=machine)
+    hand = find(frame, STUDY, COMPILED, machine=machine)
     rivals = [(label, find(frame, STUDY, label, machine=machine)) for label in RIVALS]
-    parts = [f"{label} takes {fmt_ratio(r)}x its time ({'met' if r['ratio'] >= SPEEDUP else 'missed'})"
+    parts = [f"{label} takes {fmt_ratio(r)}x its time ({speedup_verdict(r, SPEEDUP)})"
              for label, rival in rivals if (r := ratio_ci(rival, hand))]
     if hand is not None and parts:
-        out.append(f"Target: {HAND_WRITTEN} at least {SPEEDUP:g}x faster than ONNX Runtime and oneDNN "
+        out.append(f"Target: {COMPILED} at least {SPEEDUP:g}x faster than ONNX Runtime and oneDNN "
                    f"within rounds: " + "; ".join(parts) + ".")
     return out
 
@@ -60,15 +60,6 @@ def fastest_engine(frame: pd.DataFrame, machine: str) -> pd.Series | None:
                   & (frame["machine"] == machine) & (frame["status"] == "ok") & (frame["batch_size"] == 1)
                   & (frame["dtype"] == "float32")]
     return None if cells.empty else cells.loc[cells["median_ms"].idxmin()]
-
-
-def speedup_verdict(r: dict, goal: float) -> str:
-    """met where the whole 95% interval of the speed-up is at or above the goal, missed where it is
-    all below, else undecided (the rounds cannot tell); without an interval, the median decides."""
-    low, high = r["ci95_low"], r["ci95_high"]
-    if math.isnan(low) or math.isnan(high):
-        return "met" if r["ratio"] >= goal else "missed"
-    return "met" if low >= goal else "missed" if high < goal else "undecided"
 
 
 def c_speedup_lines(frame: pd.DataFrame, machine: str) -> list[str]:

@@ -134,6 +134,15 @@ def inverse(r: dict) -> dict:
             "ci95_high": 1 / low if low else math.nan}
 
 
+def speedup_verdict(r: dict, goal: float) -> str:
+    """met where the whole 95% interval of the speed-up is at or above the goal, missed where it is
+    all below, else undecided (the rounds cannot tell); without an interval, the median decides."""
+    low, high = r["ci95_low"], r["ci95_high"]
+    if math.isnan(low) or math.isnan(high):
+        return "met" if r["ratio"] >= goal else "missed"
+    return "met" if low >= goal else "missed" if high < goal else "undecided"
+
+
 def includes_one(r: dict | None) -> bool:
     """Whether a ratio's 95% interval includes 1: no measurable difference."""
     if not r:
