@@ -3,14 +3,17 @@ that peak, the hand-written C call split by layer against it (the `arithmetic` r
 `python -m harness arithmetic`: harness.explain.c_layers), and the C rung's targets, met or missed
 and by how much. Every number is read from a row; the targets are the project's goals.
 
-    arithmetic_row(runs, machine) -> row | None   the newest arithmetic row of that machine
-    floor_ns(row) -> float                        the model's multiply-adds at the measured peak
+    arithmetic_run(runs, machine) -> run | None   the newest arithmetic run of that machine
+    arithmetic_row(runs, machine) -> row | None   its row
+    floor_ns(row) -> float                        the model's multiply-adds at the measured peak (the
+                                                  row's, as c_layers.split computed it)
     gaps(row) -> [(stage, ns)]                    each stage's time above its arithmetic, largest first
     host_goal_line(row, cpu, machine) -> str      the <= 6 µs goal, where it was set (the Intel host)
     peak_sentence(row) -> str                     the arithmetic line's CPU part (REPORT.md's method)
     process_sentence(row) -> str                  how far apart the fresh processes' C calls were
     numba_lines(frame, machine, c_cell) -> [line] the Numba rung beside the C, and what it needed
     section(data) -> [line]                       DETAILS.md's "The CPU's floor"
+    row_of(run) -> row | None                     an arithmetic run's row
 """
 
 import pandas as pd
@@ -19,7 +22,7 @@ from harness.explain import c_layers
 from harness.report import cpu_targets, quote
 from harness.report.rundata import ReportData, find, ratio_ci
 from harness.report.style import fmt_ms
-from harness.report.tables import fmt_ratio
+from harness.report.tables import fmt_ratio, goal_line
 
 TITLE = "## The CPU's floor: hand-written C against the arithmetic (`python -m harness arithmetic`)"
 
@@ -34,21 +37,23 @@ def arithmetic_run(runs: list[dict], machine: str | None) -> dict | None:
     return max(found, key=lambda r: r["started"]) if found else None
 
 
-def arithmetic_row(runs: list[dict], machine: str | None) -> dict | None:
-    run = arithmetic_run(runs, machine)
+def row_of(run: dict | None) -> dict | None:
     rows = [row for row in (run or {}).get("rows", []) if row.get("kind") == c_layers.STUDY]
     return rows[-1] if rows else None
 
 
+def arithmetic_row(runs: list[dict], machine: str | None) -> dict | None:
+    return row_of(arithmetic_run(runs, machine))
+
+
 def floor_ns(row: dict) -> float:
-    return row["macs"] / row["peak"]["macs_per_s"] * 1e9
+    return row["floor_ns"]
 
 
 def gaps(row: dict) -> list[tuple[str, float]]:
     """(stage, its median time above its multiply-adds at the peak), largest first: where the time
     above the floor goes. A stage at or under the probe's peak has no gap (0)."""
-    found = [(s["name"], max(s["median_ns"] - s["macs"] / row["peak"]["macs_per_s"] * 1e9, 0.0))
-             for s in row["stages"]]
+    found = [(s["name"], max(s["median_ns"] - s["floor_ns"], 0.0)) for s in row["stages"]]
     return sorted(found, key=lambda g: -g[1])
 
 
@@ -61,10 +66,8 @@ def host_goal_line(row: dict | None, cpu: str, cell: pd.Series | None) -> str:
     if cpu_targets.C_GOAL_HOST in cpu:
         if cell is None:
             return f"{head}: not measured on this machine ({cpu}) yet."
-        miss = cell["median_ms"] - goal_ms
-        verdict = (f"met ({fmt_ms(-miss)} under)" if miss <= 0
-                   else f"missed by {fmt_ms(miss)} ({cell['median_ms'] / goal_ms:.1f}x the goal)")
-        return f"{head}: {fmt_ms(cell['median_ms'])} (`{cpu_targets.STUDY}`, {cpu}), {verdict}."
+        return goal_line(cpu_targets.C_LEVEL, goal_ms, cell["median_ms"], cpu_targets.STUDY,
+                         f", on the {cpu_targets.C_GOAL_HOST} host ({cpu})")
     line = f"{head}: not judged here, since this machine is {cpu}"
     if row is not None:
         floor = floor_ns(row)
@@ -100,7 +103,7 @@ def section(data: ReportData) -> list[str]:
     machine = next((r["machine"] for r in data.runs if r["run_id"] == cpu_run), None)
     out = ["", TITLE, ""]
     run = arithmetic_run(data.runs, machine)
-    row = arithmetic_row(data.runs, machine)
+    row = row_of(run)
     if row is None:
         return out + [f"_No `arithmetic` run on {machine or 'the machine that answers'} yet "
                       "(`make explain` makes one)._"]

@@ -92,12 +92,11 @@ def floor_line(data: ReportData) -> str:
             + (", ".join(parts) if parts else "not measured yet") + ", Python call and copies included.")
 
 
-def arithmetic_line(frame: pd.DataFrame, machines_by_device: dict, data: ReportData | None = None) -> str:
+def arithmetic_line(frame: pd.DataFrame, machines_by_device: dict, data: ReportData) -> str:
     """The model's arithmetic, computed from its layer shapes, apart from the measured floor; its time
     at the CPU's measured peak where an arithmetic run of the answering machine has one."""
     line = f"The arithmetic is apart: {MACS:,} multiply-adds per image (from the layer shapes)"
-    if data is not None:
-        line += cpu_floor.peak_sentence(cpu_floor.arithmetic_row(data.runs, machines_by_device.get("cpu")))
+    line += cpu_floor.peak_sentence(cpu_floor.arithmetic_row(data.runs, machines_by_device.get("cpu")))
     gpu = machines_by_device.get("gpu") or ""
     peak = next((v for k, v in PEAK_FLOPS.items() if k in gpu), None)
     if peak:
