@@ -64,13 +64,14 @@ def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
                        "rounds_ns": per_round, "floor_ns": floor_ns,
                        "share": floor_ns / time_ns if time_ns else None})
     macs = sum(s["macs"] for s in stages)
+    floor_ns = macs / rate * 1e9
     call_rounds = [f["call_median_ns"] for f in found]
     call_ns = median(call_rounds)
     return {"kind": STUDY, "implementation": LEVEL, "variant": variant, "device": "cpu",
             "status": "ok", "path": found[0]["path"], "calls": calls, "rounds": rounds, "peak": peak,
-            "stages": stages, "macs": macs, "floor_ns": macs / rate * 1e9,
+            "stages": stages, "macs": macs, "floor_ns": floor_ns,
             "call_median_ns": call_ns, "call_rounds_ns": call_rounds,
-            "share": macs / rate * 1e9 / call_ns, "load": machine_load,
+            "share": floor_ns / call_ns, "load": machine_load,
             "contended": load.contended(machine_load)}
 
 
