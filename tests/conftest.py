@@ -112,6 +112,17 @@ def oracle_sample(images: np.ndarray, count: int, dtype: str = "float32") -> tup
     return x, NumpyLeNet(DEFAULT_WEIGHTS, dtype=dtype).predict(x.astype(dtype))
 
 
+def assert_matches_oracle(level, x: np.ndarray, reference: np.ndarray, dtype: str, tolerance: float) -> None:
+    """The level's probabilities agree with the oracle's (from `oracle_sample`) in argmax and within
+    `tolerance`, at the whole sample, 1, 7 and the whole sample again: a size seen before reuses
+    what the level built for it (its buffers, bound calls)."""
+    for batch in (x, x[:1], x[:7], x):
+        probs = level.predict(batch)
+        assert probs.shape == (len(batch), 10) and probs.dtype == np.dtype(dtype)
+        assert np.array_equal(probs.argmax(1), reference[: len(batch)].argmax(1))
+        assert np.abs(probs - reference[: len(batch)]).max() <= tolerance
+
+
 @pytest.fixture(scope="session")
 def mnist_train() -> tuple[np.ndarray, np.ndarray]:
     """The shipped training split (60000 images), read and checked once."""

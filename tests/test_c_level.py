@@ -16,7 +16,7 @@ import pytest
 from harness import DEFAULT_WEIGHTS, registry
 from harness.data import weights
 from harness.errors import Unavailable
-from tests.conftest import oracle_sample
+from tests.conftest import assert_matches_oracle, oracle_sample
 
 if not (shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")):
     pytest.skip("the hand-written C level needs a C compiler (apt install gcc)", allow_module_level=True)
@@ -51,11 +51,7 @@ def test_every_variant_matches_the_oracle(sample, variant, dtype):
     x, reference = sample
     level = CLeNet(DEFAULT_WEIGHTS, variant=variant, dtype=dtype)
     tolerance = 1e-5 if dtype == "float32" else 1e-12
-    for batch in (x, x[:1], x[:7], x):
-        probs = level.predict(batch)
-        assert probs.shape == (len(batch), 10) and probs.dtype == np.dtype(dtype)
-        assert np.array_equal(probs.argmax(1), reference[: len(batch)].argmax(1))
-        assert np.abs(probs - reference[: len(batch)]).max() <= tolerance
+    assert_matches_oracle(level, x, reference, dtype, tolerance)
     assert sorted(level.plans) == [1, 7, 300]  # buffers and calls made once per batch size, then reused
 
 

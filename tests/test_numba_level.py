@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_WEIGHTS, registry
-from tests.conftest import oracle_sample
+from tests.conftest import assert_matches_oracle, oracle_sample
 
 pytest.importorskip("numba", reason="the hand-written CPU level needs numba (pip install numba)")
 from lenet_numba import kernels  # noqa: E402
@@ -29,11 +29,7 @@ def test_every_variant_matches_the_oracle(sample, variant, dtype):
     x, reference = sample
     model = NumbaLeNet(DEFAULT_WEIGHTS, variant=variant, dtype=dtype)
     tolerance = 1e-5 if dtype == "float32" else 1e-12
-    for batch in (x, x[:1], x[:7], x):
-        probs = model.predict(batch)
-        assert probs.shape == (len(batch), 10) and probs.dtype == np.dtype(dtype)
-        assert np.array_equal(probs.argmax(1), reference[: len(batch)].argmax(1))
-        assert np.abs(probs - reference[: len(batch)]).max() <= tolerance
+    assert_matches_oracle(model, x, reference, dtype, tolerance)
     assert sorted(model.plans) == [1, 7, 300]  # buffers made once per batch size, then reused
 
 
