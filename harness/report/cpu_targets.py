@@ -15,7 +15,8 @@ target of the report is.
 
 import pandas as pd
 
-from harness.report.rundata import find, ratio_ci
+from harness.report import headline
+from harness.report.rundata import answer_run, find, ratio_ci
 from harness.report.tables import fmt_ratio, goal_line, inverse, ms, speedup_verdict
 
 STUDY = "api_levels"
@@ -53,13 +54,10 @@ ENGINE = "onnx"  # its variants: ONNX Runtime (run, iobinding) and OpenVINO
 
 
 def fastest_engine(frame: pd.DataFrame, machine: str) -> pd.Series | None:
-    """The fastest batch-1 float32 variant of the inference-engine level on that machine's CPU."""
-    if frame.empty:
-        return None
-    cells = frame[(frame["study"] == STUDY) & (frame["implementation"] == ENGINE) & (frame["device"] == "cpu")
-                  & (frame["machine"] == machine) & (frame["status"] == "ok") & (frame["batch_size"] == 1)
-                  & (frame["dtype"] == "float32")]
-    return None if cells.empty else cells.loc[cells["median_ms"].idxmin()]
+    """The fastest batch-1 float32 variant of the inference-engine level in the machine's api_levels
+    run on the CPU (headline.fastest: the report's one definition of fastest)."""
+    run = answer_run(frame, "cpu", machine)
+    return headline.fastest(headline.ok_batch1(frame, STUDY, run, "cpu"), ENGINE) if run else None
 
 
 def c_speedup_lines(frame: pd.DataFrame, machine: str) -> list[str]:
