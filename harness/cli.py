@@ -179,7 +179,8 @@ def add_timing_commands(sub: Subparsers) -> None:
     command(sub, "kernels", "where one GPU call's time goes: kernels, copies, CUDA calls "
                             "(CUPTI through torch.profiler)", commands.cmd_kernels,
             option("targets", help="comma-separated IMPL[/VARIANT], e.g. cudnn/tuned,cudnn/graph"),
-            device(("gpu",), "gpu"), calls("profiled calls, one image each (default 200)"), weights(),
+            device(("gpu",), "gpu"), calls("profiled calls (default 200)"),
+            option("--batch", type=int, default=1, help="images per call (default 1)"), weights(),
             out(None, "write the rows to OUT/kernels/<run-id>/ (the report reads reports/results)"))
     command(sub, "arithmetic", "the CPU's arithmetic floor: this core's measured multiply-add peak, "
                                "and the hand-written C call split by layer against it",

@@ -258,15 +258,16 @@ def cmd_kernels(args: argparse.Namespace) -> int:
         raise HarnessError(f"--calls: expected a positive number, found {args.calls}")
     rows = []
     for target in split_list(args.targets):
-        log(f"profiling {target} on {args.device} ({args.calls} calls)")
+        log(f"profiling {target} on {args.device} ({args.calls} calls of {args.batch} images)")
         try:
-            row = {**kernels.profile(target, args.device, args.calls, args.weights), "status": "ok"}
+            row = {**kernels.profile(target, args.device, args.calls, args.weights, args.batch),
+                   "status": "ok"}
             print("\n".join(kernels.table(row)) + "\n")
         except HarnessError as exc:  # Unavailable too
             log(f"{target}: {exc}")
             name, _, variant = target.partition("/")
             row = {"kind": "kernels", "implementation": name, "variant": variant or "-",
-                   "device": args.device, "status": "failed", "reason": str(exc)}
+                   "device": args.device, "batch": args.batch, "status": "failed", "reason": str(exc)}
         rows.append(row)
     if args.out:
         print(f"results: {kernels.write(rows, args.out)}")

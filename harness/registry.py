@@ -86,8 +86,10 @@ REGISTRY = {
                  trainer="lenet_keras.train:KerasTorchTrainer", train_variants=KERAS_TRAIN),
         # hand-written CUDA C kernels (NVRTC through CuPy): the GPU's floor, the CUDA lab's rung
         ImplSpec("cuda", "lenet_cuda.model:CudaLeNet", "cuda", ("gpu",),
-                 ("fused", "layers", "graph"), ("float32", "float64"), "lenet_cuda", gpu_only=("graph",),
-                 hooks=(("kernels", "lenet_cuda.kernels:nvrtc_units"),), floor=("graph",)),
+                 ("fused", "layers", "graph", "cluster", "mapped"), ("float32", "float64"), "lenet_cuda",
+                 gpu_only=("graph", "cluster", "mapped"),
+                 hooks=(("kernels", "lenet_cuda.kernels:nvrtc_units"),),
+                 floor=("mapped", "cluster", "graph")),
         ImplSpec("cudnn", "lenet_cudnn.model:CudnnLeNet", "cudnn", ("gpu",),
                  ("tuned", "naive", "graph"), ("float32", "float64"), "lenet_cudnn", gpu_only=("graph",),
                  trainer="lenet_cudnn.train:CudnnTrainer", train_variants=("default",),

@@ -6,6 +6,8 @@ model.py launches exactly these; the tests check them against the oracle's shape
             -conv_bias_relu-> c2 (N,10,10,16) -max_pool_2x2-> p2 (N,5,5,16) = (N,400) NHWC order
             -dense_bias_act-> fc1 (N,120) -> fc2 (N,84) -> fc3 (N,10) -softmax_rows-> out (N,10)
     fused:  x (N,28,28,1) -lenet_fused, N blocks of FUSED_THREADS-> out (N,10)
+    cluster, mapped: x (N,28,28,1) -lenet_cluster, 8N blocks of CLUSTER_THREADS in clusters of 8
+            (sm_90)-> out (N,10); mapped: x and out in mapped host memory, a flag the host polls
 """
 
 from dataclasses import dataclass
@@ -14,29 +16,39 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-SOURCES = {"layers": "layers.cu", "fused": "fused.cu", "graph": "fused.cu"}  # variant -> kernel file
+SOURCES = {"layers": "layers.cu", "fused": "fused.cu", "graph": "fused.cu",  # variant -> kernel file
+           "cluster": "cluster.cu", "mapped": "cluster.cu"}
+MIN_ARCH = {"cluster.cu": 90}  # thread-block clusters and distributed shared memory: sm_90 and up
 OPTIONS = ("--std=c++17",)  # CuPy adds the architecture of the GPU it runs on
 CTYPES = {"float32": "float", "float64": "double"}
 LAYER_THREADS = 256  # threads per block of the layer kernels (one thread per output element)
 FUSED_THREADS = 512  # must equal LENET_THREADS in fused.cu (the tests read it from there)
+CLUSTER = 8  # blocks per image in cluster.cu (LENET_CLUSTER; 8 is the portable most)
+CLUSTER_THREADS = 256  # threads per block in cluster.cu (LENET_CLUSTER_THREADS)
 STATIC_SHARED_LIMIT = 48 * 1024  # bytes of static __shared__ per block, every architecture
 
-# Each kernel's parameters, in the .cu's order: "T*" a device array of the element type, "int"
-# a 32-bit int (passed as numpy.int32, so its size is never CuPy's guess from a Python int).
+# Each kernel's parameters, in the .cu's order: "T*" a device array of the element type, "u32*"
+# one of uint32 (or None: a null pointer), "int" a 32-bit int (passed as numpy.int32, so its size
+# is never CuPy's guess from a Python int).
 PARAMS = {
     "conv_bias_relu": ("T*",) * 4 + ("int",) * 10,  # x, w, b, y, n h w c k r s pad ho wo
     "max_pool_2x2": ("T*",) * 2 + ("int",) * 4,  # x, y, n h w c
     "dense_bias_act": ("T*",) * 4 + ("int",) * 4,  # x, w, b, y, n fan_in fan_out relu
     "softmax_rows": ("T*",) * 2 + ("int",) * 2,  # x, y, n classes
     "lenet_fused": ("T*",) * 12 + ("int",),  # x, 5 x (kernel, bias), probs, n
+    "lenet_cluster": ("T*",) * 12 + ("u32*", "u32*", "int"),  # x, 5 x (kernel, bias), probs, done, flag, n
 }
 KERNELS = {"layers": ("conv_bias_relu", "max_pool_2x2", "dense_bias_act", "softmax_rows"),
-           "fused": ("lenet_fused",), "graph": ("lenet_fused",)}
+           "fused": ("lenet_fused",), "graph": ("lenet_fused",),
+           "cluster": ("lenet_cluster",), "mapped": ("lenet_cluster",)}
 
 # Buffers on the device, per image (the batch is the leading axis), NHWC.
 LAYER_BUFFERS = {"x": (28, 28, 1), "c1": (28, 28, 6), "p1": (14, 14, 6), "c2": (10, 10, 16),
                  "p2": (5, 5, 16), "fc1": (120,), "fc2": (84,), "fc3": (10,), "out": (10,)}
 FUSED_BUFFERS = {"x": (28, 28, 1), "out": (10,)}
+# mapped: x and out in mapped page-locked host memory (the kernel reads and writes them across the
+# bus), done (uint32, on the device) counts finished images, flag (uint32, host) the calls ended
+MAPPED_HOST = ("x", "out", "flag")
 # The fused kernel's static shared arrays (elements), as declared in fused.cu
 FUSED_SHARED = {"img": 784, "s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b": 16,
                 "p1": 1176, "p2": 400, "h1": 120, "h2": 84, "logits": 10, "partial": FUSED_THREADS}
@@ -63,11 +75,16 @@ def name_expressions(variant: str, dtype: str) -> list[str]:
     return [f"{kernel}<{CTYPES[dtype]}>" for kernel in KERNELS[variant]]
 
 
-def nvrtc_units() -> list[tuple[str, str, tuple[str, ...], list[str]]]:
-    """What doctor compiles (the registry's "kernels" hook): per kernel file, its source, name,
-    options and the template instances of every dtype."""
+def compiles_for(cu: str, arch: str) -> bool:
+    """Whether the kernel file cu compiles for arch ("sm_90", "compute_80"): cluster.cu needs sm_90."""
+    return int(arch.rpartition("_")[2]) >= MIN_ARCH.get(cu, 0)
+
+
+def nvrtc_units(arch: str | None = None) -> list[tuple[str, str, tuple[str, ...], list[str]]]:
+    """What doctor compiles (the registry's "kernels" hook): per kernel file that compiles for arch
+    (every one when None), its source, name, options and the template instances of every dtype."""
     return [(source(v), SOURCES[v], OPTIONS, [e for dtype in CTYPES for e in name_expressions(v, dtype)])
-            for v in ("layers", "fused")]
+            for v in ("layers", "fused", "cluster") if arch is None or compiles_for(SOURCES[v], arch)]
 
 
 def blocks(count: int, threads: int) -> int:
@@ -77,6 +94,8 @@ def blocks(count: int, threads: int) -> int:
 def buffer_shapes(variant: str, n: int) -> dict[str, tuple]:
     if n < 1:
         raise ValueError(f"batch size: expected >= 1, found {n}")
+    if variant in ("cluster", "mapped"):
+        return {"x": (n, 28, 28, 1), "out": (n, 10), "done": (1,), "flag": (1,)}
     per_image = FUSED_BUFFERS if variant in ("fused", "graph") else LAYER_BUFFERS
     return {name: (n, *shape) for name, shape in per_image.items()}
 
@@ -116,10 +135,30 @@ def fused_launches(n: int) -> list[Launch]:
     return [Launch("lenet_fused", n, FUSED_THREADS, ("x", *weights, "out", n), n * FUSED_THREADS)]
 
 
+def cluster_launches(n: int, mapped: bool) -> list[Launch]:
+    """8 blocks per image in clusters of 8 (cluster.cu); done and flag only for mapped (else null)."""
+    weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
+    signal = ("done", "flag") if mapped else (None, None)
+    return [Launch("lenet_cluster", CLUSTER * n, CLUSTER_THREADS, ("x", *weights, "out", *signal, n),
+                   n * CLUSTER * CLUSTER_THREADS)]
+
+
 def launches(variant: str, n: int) -> list[Launch]:
     if n < 1:
         raise ValueError(f"batch size: expected >= 1, found {n}")
+    if variant in ("cluster", "mapped"):
+        return cluster_launches(n, variant == "mapped")
     return fused_launches(n) if variant in ("fused", "graph") else layer_launches(n)
+
+
+# cluster.cu's ClusterShared (elements), as declared there
+CLUSTER_SHARED = {"img": 784, "conv1_w": 150, "conv1_b": 6, "conv2_w": 300, "conv2_b": 2, "p1": 1176,
+                  "c2": 200, "p2": 400, "h1": 120, "h2": 84, "partial": CLUSTER_THREADS, "logits": 10}
+
+
+def cluster_shared_bytes(dtype: str) -> int:
+    """Shared memory of one lenet_cluster block (ptxas reports the same number)."""
+    return sum(CLUSTER_SHARED.values()) * np.dtype(dtype).itemsize
 
 
 def fused_shared_bytes(dtype: str) -> int:

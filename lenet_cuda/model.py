@@ -10,12 +10,18 @@ Variants:
 - fused: the whole network in one kernel, one block per image, activations in shared memory.
 - graph: fused, with its call (copy in, the kernel, copy out) captured once per batch size into
   a CUDA graph and replayed (the rules of cudnn/graph): one launch per call.
-All three: buffers and pinned host memory allocated once per batch size, argument tuples built
-once per batch size, asynchronous copies on one stream of the level's own, one synchronization
-per call, CUDA events around the work for the device time. float32 and float64 (the kernels are
-templates; `name<float>` or `name<double>` is compiled).
+- cluster: one image on a cluster of 8 blocks on 8 SMs (cluster.cu, sm_90), its call (copy in,
+  the kernel, copy out) in a CUDA graph as graph's.
+- mapped: cluster's kernel reading the image from and writing the answer to mapped page-locked host
+  memory (no copies), in a CUDA graph; the host polls a flag the kernel sets instead of waiting on
+  an event (no wake-up of a sleeping thread), so it has no device time.
+All: buffers and pinned host memory allocated once per batch size, argument tuples built once per
+batch size, asynchronous work on one stream of the level's own, one synchronization per call,
+CUDA events around the work for the device time (mapped: none). float32 and float64 (the
+kernels are templates; `name<float>` or `name<double>` is compiled).
 """
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +35,9 @@ from harness.registry import REGISTRY
 from lenet_cuda import kernels
 
 H2D, D2H = 1, 2  # cudaMemcpyKind
+HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped: page-locked host memory the device reads and writes
+GRAPHED = ("graph", "cluster", "mapped")  # variants whose call is a CUDA graph
+POLL_TIMEOUT_S = 5.0  # mapped: a flag not set by then is a failed kernel, not a slow one
 
 
 @dataclass
@@ -41,7 +50,9 @@ class Plan:
     host_out: np.ndarray  # (N, 10) in pinned memory
     launches: tuple  # (kernel, grid, block, args): args prebuilt, device arrays and numpy.int32
     events: tuple  # (start, end) CUDA events around the work
-    graph: Any = None  # graph: the captured cupy.cuda.graph.Graph
+    graph: Any = None  # graph, cluster, mapped: the captured cupy.cuda.graph.Graph
+    flag: Any = None  # mapped: (1,) uint32 in mapped host memory, the number of calls ended
+    calls: int = 0  # mapped: calls launched
 
 
 class CudaLeNet(LeNet):
@@ -51,6 +62,11 @@ class CudaLeNet(LeNet):
         super().__init__(weights_path, device, variant, dtype)
         self.cp = cp = import_cupy()
         self.stream = cp.cuda.Stream(non_blocking=True)  # a graph cannot be captured on the legacy one
+        cu = kernels.SOURCES[self.variant]
+        arch = "sm_" + str(cp.cuda.Device().compute_capability)
+        if not kernels.compiles_for(cu, arch):
+            raise Unavailable(f"{cu} needs compute capability {kernels.MIN_ARCH[cu] / 10:.1f} "
+                              f"(thread-block clusters); this GPU is {arch}")
         try:
             module = cp.RawModule(code=kernels.source(self.variant), options=kernels.OPTIONS,
                                   name_expressions=kernels.name_expressions(self.variant, dtype))
@@ -78,30 +94,44 @@ class CudaLeNet(LeNet):
         """Everything a call of batch size n needs, allocated and built once."""
         if n not in self.plans:
             cp, itemsize = self.cp, np.dtype(self.dtype).itemsize
+            mapped = self.variant == "mapped"
+            shapes = kernels.buffer_shapes(self.variant, n)
             with self.stream:
-                arrays = {name: cp.empty(shape, self.dtype)
-                          for name, shape in kernels.buffer_shapes(self.variant, n).items()}
-            pinned_in = cp.cuda.alloc_pinned_memory(n * 784 * itemsize)
-            pinned_out = cp.cuda.alloc_pinned_memory(n * 10 * itemsize)
-            named = {**self.w, **arrays}
+                arrays = {name: cp.zeros(shape, np.uint32 if name in ("done", "flag") else self.dtype)
+                          for name, shape in shapes.items() if not (mapped and name in kernels.MAPPED_HOST)}
+            if mapped:  # the kernel's x, out and flag: host memory it reads and writes across the bus
+                pinned = tuple(cp.cuda.PinnedMemory(size, HOST_ALLOC_MAPPED)
+                               for size in (n * 784 * itemsize, n * 10 * itemsize, 4))
+            else:
+                pinned = (cp.cuda.alloc_pinned_memory(n * 784 * itemsize),
+                          cp.cuda.alloc_pinned_memory(n * 10 * itemsize))
+            host_in = np.frombuffer(pinned[0], self.dtype, n * 784).reshape(n, 28, 28, 1)
+            host_out = np.frombuffer(pinned[1], self.dtype, n * 10).reshape(n, 10)
+            flag = np.frombuffer(pinned[2], np.uint32, 1) if mapped else None
+            if flag is not None:
+                flag[0] = 0
+            host = {"x": host_in, "out": host_out, "flag": flag} if mapped else {}
+            named = {**self.w, **arrays, **{k: np.uint64(a.ctypes.data) for k, a in host.items()}}
             self.plans[n] = Plan(
-                arrays=arrays, pinned=(pinned_in, pinned_out),
-                host_in=np.frombuffer(pinned_in, self.dtype, n * 784).reshape(n, 28, 28, 1),
-                host_out=np.frombuffer(pinned_out, self.dtype, n * 10).reshape(n, 10),
+                arrays=arrays, pinned=pinned, host_in=host_in, host_out=host_out, flag=flag,
                 launches=tuple((self.fn[k.kernel], (k.grid,), (k.block,),
-                                tuple(named[a] if isinstance(a, str) else np.int32(a) for a in k.args))
+                                tuple(named[a] if isinstance(a, str) else None if a is None else np.int32(a)
+                                      for a in k.args))
                                for k in kernels.launches(self.variant, n)),
                 events=(cp.cuda.Event(), cp.cuda.Event()))
+            self.stream.synchronize()  # done = 0 on the device before the first call
         return self.plans[n]
 
     def enqueue(self, p):
         """One call's work on the stream: pinned input -> device, the kernels, device -> pinned
         output. Every address is the plan's, fixed for its lifetime: what a CUDA graph replays."""
         rt, s = self.cp.cuda.runtime, self.stream.ptr
-        rt.memcpyAsync(p.arrays["x"].data.ptr, p.host_in.ctypes.data, p.host_in.nbytes, H2D, s)
+        if p.flag is None:
+            rt.memcpyAsync(p.arrays["x"].data.ptr, p.host_in.ctypes.data, p.host_in.nbytes, H2D, s)
         for fn, grid, block, args in p.launches:
             fn(grid, block, args)  # on CuPy's current stream: self.stream (predict enters it)
-        rt.memcpyAsync(p.host_out.ctypes.data, p.arrays["out"].data.ptr, p.host_out.nbytes, D2H, s)
+        if p.flag is None:
+            rt.memcpyAsync(p.host_out.ctypes.data, p.arrays["out"].data.ptr, p.host_out.nbytes, D2H, s)
 
     def capture(self, p):
         """The plan's call captured into a CUDA graph, once per batch size, after one eager run
@@ -109,6 +139,7 @@ class CudaLeNet(LeNet):
         s = self.stream
         self.enqueue(p)
         s.synchronize()
+        p.calls += 1  # mapped: that run counted as a call ended (the flag now says 1)
         s.begin_capture()
         try:
             self.enqueue(p)
@@ -125,11 +156,15 @@ class CudaLeNet(LeNet):
         with self.stream:  # CuPy's current stream: the kernels launch on it
             p = self.plan(len(images))
             np.copyto(p.host_in, images)  # (N, 28, 28, 1) NHWC as it is, cast to the dtype
-            start, end = p.events
-            if self.variant == "graph" and p.graph is None:
+            if self.variant in GRAPHED and p.graph is None:
                 p.graph = self.capture(p)
+            if p.flag is not None:
+                p.graph.launch(self.stream)
+                self.wait_for_flag(p)  # the one synchronization per call
+                return p.host_out.copy()
+            start, end = p.events
             start.record(self.stream)
-            if self.variant == "graph":
+            if p.graph is not None:
                 p.graph.launch(self.stream)
             else:
                 self.enqueue(p)
@@ -137,6 +172,20 @@ class CudaLeNet(LeNet):
             end.synchronize()  # the one synchronization per call
         self.last_device_ns = int(self.cp.cuda.get_elapsed_time(start, end) * 1e6)
         return p.host_out.copy()
+
+    def wait_for_flag(self, p):
+        """mapped: spin until the kernel's flag counts this call (its answers are then in host_out);
+        a kernel that failed never sets it, so after POLL_TIMEOUT_S the stream says why."""
+        p.calls += 1
+        flag, want = p.flag, p.calls
+        deadline = None
+        while flag[0] != want:
+            if deadline is None:
+                deadline = time.monotonic() + POLL_TIMEOUT_S
+            elif time.monotonic() > deadline:
+                self.stream.synchronize()  # raises the kernel's error, if it had one
+                raise RuntimeError(f"lenet_cluster did not set its flag in {POLL_TIMEOUT_S:g} s "
+                                   f"(flag {int(flag[0])}, expected {want})")
 
     def last_device_time_ns(self):
         return self.last_device_ns

@@ -10,16 +10,23 @@ mean a new export, never a stale model.
 """
 
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, Unavailable
 from harness.frameworks import engine_setup
 
 EXPORT_ENV = {"KERAS_BACKEND": "tensorflow", "CUDA_VISIBLE_DEVICES": "-1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+EXPORTER = ("tensorflow", "keras", "tf2onnx")  # what the export imports
+
+
+def missing_exporter() -> list[str]:
+    """The export's packages that are not installed here (a GPU server without TensorFlow)."""
+    return [name for name in EXPORTER if importlib.util.find_spec(name) is None]
 
 
 def sha256(path: Path) -> str:
@@ -34,6 +41,11 @@ def cached_model(weights_path, log=None) -> Path:
     onnx_path = folder / f"lenet5-{digest[:16]}.onnx"
     if onnx_path.is_file():
         return onnx_path
+    missing = missing_exporter()
+    if missing:  # a machine without TensorFlow: the cell is skipped with the reason, not an error
+        raise Unavailable(f"no ONNX export of {weights_path.name} in {folder} and the export needs "
+                          f"{', '.join(missing)}, not installed here: pip install tensorflow-cpu tf2onnx, "
+                          f"or copy {onnx_path.name} from a machine that exported it into {folder}")
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     stale = [p for p in folder.glob("lenet5-*.json")
              if json.loads(p.read_text()).get("weights") == str(weights_path)]

@@ -22,19 +22,22 @@ from harness.lab.emucuda import (  # noqa: F401 (the tests' names for them)
 )
 from lenet_cuda import kernels
 
-CPP_TYPES = {"T*": "{T}*", "int": "int"}
+CPP_TYPES = {"T*": "{T}*", "u32*": "unsigned*", "int": "int"}
+VARIANTS = ("layers", "fused", "cluster")  # one of each kernel file
 
 
 def build(folder) -> ctypes.CDLL:
-    """lenet_cuda's two .cu files, every template instance as emu_<kernel>_<type>."""
+    """lenet_cuda's .cu files, every template instance as emu_<kernel>_<type>; cluster.cu's launched
+    in clusters of kernels.CLUSTER blocks."""
     wrappers = []
-    for variant in ("layers", "fused"):
+    for variant in VARIANTS:
         barriers = "__syncthreads" in kernels.source(variant)
+        cluster = kernels.CLUSTER if variant == "cluster" else 1
         for kernel in kernels.KERNELS[variant]:
             for ctype in kernels.CTYPES.values():
                 params = [CPP_TYPES[p].format(T=ctype) for p in kernels.PARAMS[kernel]]
-                wrappers.append(wrapper(f"emu_{kernel}_{ctype}", f"{kernel}<{ctype}>", params, barriers))
-    return compile_emulated(folder, [kernels.source(v) for v in ("layers", "fused")], wrappers)
+                wrappers.append(wrapper(f"emu_{kernel}_{ctype}", f"{kernel}<{ctype}>", params, barriers, cluster))
+    return compile_emulated(folder, [kernels.source(v) for v in VARIANTS], wrappers)
 
 
 class FakeCupy(EmuCupy):
@@ -68,7 +71,7 @@ class FakeKernel:
         self.params = kernels.PARAMS[self.kernel]
         self.fn = getattr(fake.lib, f"emu_{self.kernel}_{ctype}")
         self.fn.argtypes = [ctypes.c_uint, ctypes.c_uint] + [
-            ctypes.c_void_p if p == "T*" else ctypes.c_int for p in self.params]
+            ctypes.c_int if p == "int" else ctypes.c_void_p for p in self.params]
 
     def __call__(self, grid, block, args, shared_mem=0):
         if len(grid) != 1 or len(block) != 1 or shared_mem != 0:
@@ -77,18 +80,27 @@ class FakeKernel:
             raise TypeError(f"{self.expr}: {len(args)} arguments, the kernel takes {len(self.params)}")
         values = []
         for i, (param, arg) in enumerate(zip(self.params, args, strict=True)):
-            if param == "T*":
-                if not isinstance(arg, DeviceArray) or arg.dtype != self.dtype:
-                    raise TypeError(f"{self.expr} argument {i}: expected a {self.dtype} device array, "
+            if param in ("T*", "u32*"):
+                dtype = self.dtype if param == "T*" else np.dtype(np.uint32)
+                if type(arg) is np.uint64:  # a host pointer: it must lie in mapped page-locked memory
+                    values.append(self.fake.mapped_pointer(int(arg), self.expr, i))
+                elif arg is None and param == "u32*":
+                    values.append(None)
+                elif not isinstance(arg, DeviceArray) or arg.dtype != dtype:
+                    raise TypeError(f"{self.expr} argument {i}: expected a {dtype} device array, "
                                     f"found {type(arg).__name__} {getattr(arg, 'dtype', '')}")
-                values.append(arg.data.ptr)
+                else:
+                    values.append(arg.data.ptr)
             else:
                 if type(arg) is not np.int32:
                     raise TypeError(f"{self.expr} argument {i}: expected numpy.int32, found {type(arg).__name__}")
                 values.append(int(arg))
 
         def run():
-            if self.fn(grid[0], block[0], *values) != 0:
+            status = self.fn(grid[0], block[0], *values)
+            if status == 2:
+                raise ValueError(f"{self.expr}: grid {grid[0]} is not a whole number of clusters of {kernels.CLUSTER}")
+            if status != 0:
                 raise AssertionError(f"{self.expr}: threads of a block passed different numbers of barriers")
 
         self.fake.record(("kernel", self.expr, grid[0], block[0]), run)

@@ -24,6 +24,10 @@ from tests.conftest import ROOT
 
 ARCHS = ("compute_80", "compute_90", "sm_80", "sm_90")  # PTX, and cubins (ptxas ran) for A100, H100
 FILES = sorted(set(kernels.SOURCES.values()))
+BUILDS = [(cu, arch) for cu in FILES for arch in ARCHS if kernels.compiles_for(cu, arch)]  # cluster.cu: sm_90
+VARIANTS = registry.spec("cuda").variants
+THREADS = {"lenet_fused": kernels.FUSED_THREADS, "lenet_cluster": kernels.CLUSTER_THREADS}  # else LAYER_THREADS
+SHARED = {"lenet_fused": kernels.fused_shared_bytes, "lenet_cluster": kernels.cluster_shared_bytes}
 
 
 def nvrtc_or_skip():
@@ -43,16 +47,14 @@ def compiled():
     """{(file, arch): Compiled}: every .cu, both element types, for every arch."""
     lib = nvrtc_or_skip()
     out = {}
-    for cu in FILES:
-        for arch in ARCHS:
-            options = (*kernels.OPTIONS, *(("--ptxas-options=-v",) if arch.startswith("sm_") else ()))
-            out[cu, arch] = lib.compile((ROOT / "lenet_cuda" / cu).read_text(), cu, arch, options, instances(cu))
+    for cu, arch in BUILDS:
+        options = (*kernels.OPTIONS, *(("--ptxas-options=-v",) if arch.startswith("sm_") else ()))
+        out[cu, arch] = lib.compile((ROOT / "lenet_cuda" / cu).read_text(), cu, arch, options, instances(cu))
     return out
 
 
 # --- NVRTC: every kernel compiles --------------------------------------------------------------
-@pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("cu", FILES)
+@pytest.mark.parametrize("cu,arch", BUILDS)
 def test_every_kernel_compiles_with_nvrtc(compiled, cu, arch):
     result = compiled[cu, arch]
     assert set(result.lowered) == set(instances(cu))  # every template instance the model asks for
@@ -69,17 +71,32 @@ def test_every_kernel_compiles_with_nvrtc(compiled, cu, arch):
 @pytest.mark.parametrize("arch", ("sm_80", "sm_90"))
 def test_registers_and_shared_memory_fit_with_no_spills(compiled, arch):
     for cu in FILES:
+        if (cu, arch) not in compiled:
+            continue
         result = compiled[cu, arch]
         for expr, mangled in result.lowered.items():
             use = result.resources()[mangled]
-            threads = kernels.FUSED_THREADS if expr.startswith("lenet_fused") else kernels.LAYER_THREADS
+            kernel = expr.partition("<")[0]
+            threads = THREADS.get(kernel, kernels.LAYER_THREADS)
             assert use["registers"] * threads <= 65536, (expr, use)  # a block's registers fit an SM
             assert use["spill_stores"] == 0 and use["stack_bytes"] == 0, (expr, use)
-            if expr.startswith("lenet_fused"):
+            if kernel in SHARED:
                 dtype = "float32" if "<float>" in expr else "float64"
-                assert use["shared_bytes"] == kernels.fused_shared_bytes(dtype) <= kernels.STATIC_SHARED_LIMIT
+                assert use["shared_bytes"] == SHARED[kernel](dtype) <= kernels.STATIC_SHARED_LIMIT
             else:
                 assert use["shared_bytes"] == 0, (expr, use)
+
+
+def test_the_cluster_kernel_needs_sm_90_and_uses_the_cluster_in_ptx(compiled):
+    """Below sm_90 NVRTC refuses cluster.cu (no clusters), which is why kernels.MIN_ARCH says 90;
+    at sm_90 its PTX holds the cluster's barriers and the mapped addresses of the others' memory."""
+    lib = nvrtc_or_skip()
+    with pytest.raises(nvrtc.NvrtcError):
+        lib.compile(kernels.source("cluster"), "cluster.cu", "compute_80", kernels.OPTIONS, instances("cluster.cu"))
+    assert not kernels.compiles_for("cluster.cu", "sm_80") and kernels.compiles_for("cluster.cu", "sm_100")
+    ptx = compiled["cluster.cu", "compute_90"].image.decode()
+    assert ".reqnctapercluster 8, 1, 1" in ptx  # __cluster_dims__: a plain launch makes clusters of 8
+    assert "barrier.cluster.wait" in ptx and "mapa.u64" in ptx and "%cluster_ctarank" in ptx
 
 
 def test_a_compile_error_carries_the_compiler_log():
@@ -119,14 +136,28 @@ def cu_signatures() -> dict[str, tuple]:
     found = {}
     for cu in FILES:
         text = re.sub(r"//[^\n]*", "", (ROOT / "lenet_cuda" / cu).read_text())  # comments out
-        for name, params in re.findall(r"__global__ void (?:__launch_bounds__\(\w+\)\s*)?(\w+)\(([^)]*)\)", text):
-            found[name] = tuple("T*" if "T*" in p else "int" if p.split()[0] == "int" else p.strip()
-                                for p in params.split(","))
+        attributes = r"(?:__(?:launch_bounds|cluster_dims)__\([\w, ]+\)\s*)*"
+        for name, params in re.findall(rf"__global__ void {attributes}(\w+)\(([^)]*)\)", text):
+            found[name] = tuple("T*" if "T*" in p else "u32*" if "unsigned*" in p else
+                                "int" if p.split()[0] == "int" else p.strip() for p in params.split(","))
     return found
 
 
 def test_params_table_matches_the_kernels_signatures():
     assert cu_signatures() == kernels.PARAMS
+
+
+def test_cluster_shape_and_shared_memory_are_the_ones_in_cluster_cu():
+    text = (ROOT / "lenet_cuda" / "cluster.cu").read_text()
+    assert int(re.search(r"#define LENET_CLUSTER (\d+)", text).group(1)) == kernels.CLUSTER <= 8  # portable
+    assert int(re.search(r"#define LENET_CLUSTER_THREADS (\d+)", text).group(1)) == kernels.CLUSTER_THREADS
+    struct = text[text.index("struct ClusterShared"):text.index("};", text.index("struct ClusterShared"))]
+    declared = re.findall(r"T (\w+)\[([^\]]+)\];", struct)
+    sizes = {name: eval(size, {"LENET_CLUSTER_THREADS": kernels.CLUSTER_THREADS}) for name, size in declared}
+    assert sizes == kernels.CLUSTER_SHARED
+    # the work split the kernel's comment promises: 8 x 98 pixels, 8 x 147 p1, 8 x 2 channels, 8 x 15 fc1
+    assert (8 * 98, 8 * 147, 8 * 2, 8 * 15) == (784, 14 * 14 * 6, 16, 120) and kernels.CLUSTER == 8
+    assert 16 * 15 <= kernels.CLUSTER_THREADS and 3 * 84 <= kernels.CLUSTER_THREADS and 25 * 10 <= kernels.CLUSTER_THREADS
 
 
 def test_fused_block_size_is_the_one_in_fused_cu():
@@ -154,27 +185,33 @@ def oracle_shapes(n):
 
 
 @pytest.mark.parametrize("n", [1, 7, 512, 10000])
-@pytest.mark.parametrize("variant", ["layers", "fused", "graph"])
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_launches_cover_every_output_and_name_real_buffers(shared_weights, variant, n):
     shapes = kernels.buffer_shapes(variant, n)
     oracle = oracle_shapes(n)
-    assert all(oracle[name] == shape for name, shape in shapes.items())
+    assert all(oracle[name] == shape for name, shape in shapes.items() if name in oracle)
     weight_buffers = {f"{name}.{part}": getattr(layer, part).shape
                       for name, layer in shared_weights.items() for part in ("kernel", "bias")}
     launches = kernels.launches(variant, n)
     assert [k.kernel for k in launches] == (
-        ["lenet_fused"] if variant != "layers" else
-        ["conv_bias_relu", "max_pool_2x2", "conv_bias_relu", "max_pool_2x2"] + ["dense_bias_act"] * 3
+        ["lenet_fused"] if variant in ("fused", "graph") else ["lenet_cluster"] if variant in ("cluster", "mapped")
+        else ["conv_bias_relu", "max_pool_2x2", "conv_bias_relu", "max_pool_2x2"] + ["dense_bias_act"] * 3
         + ["softmax_rows"])
     for k in launches:
         assert len(k.args) == len(kernels.PARAMS[k.kernel])
         for param, arg in zip(kernels.PARAMS[k.kernel], k.args, strict=True):
-            assert (param == "T*") == isinstance(arg, str), (k.kernel, arg)
+            pointer = param in ("T*", "u32*")
+            assert pointer == isinstance(arg, str) or (param == "u32*" and arg is None), (k.kernel, arg)
             assert not isinstance(arg, str) or arg in shapes or arg in weight_buffers, arg
-            assert isinstance(arg, str) or 0 <= arg < 2**31
+            assert pointer or 0 <= arg < 2**31
         assert 1 <= k.block <= 1024 and k.block % 32 == 0 and 1 <= k.grid < 2**31
         if k.kernel == "lenet_fused":
             assert k.grid == n and k.threads == n * kernels.FUSED_THREADS
+            continue
+        if k.kernel == "lenet_cluster":  # a whole number of clusters, one per image; the flag only when mapped
+            assert k.grid == kernels.CLUSTER * n and k.block == kernels.CLUSTER_THREADS
+            assert (k.args[12:14] == ("done", "flag")) == (variant == "mapped")
+            assert variant == "mapped" or k.args[12:14] == (None, None)
             continue
         pointer_args = [a for a in k.args if isinstance(a, str)]
         out = pointer_args[-1]  # every layer kernel's last pointer is its output
@@ -204,7 +241,8 @@ def test_bad_batch_and_dtype_are_value_errors():
 def test_registry_entry():
     spec = registry.spec("cuda")
     assert spec.api_level == "cuda" and spec.devices == ("gpu",) and spec.package == "lenet_cuda"
-    assert spec.variants == ("fused", "layers", "graph") and spec.dtypes == ("float32", "float64")
+    assert spec.variants == ("fused", "layers", "graph", "cluster", "mapped")
+    assert spec.dtypes == ("float32", "float64")
     with pytest.raises(ValueError, match="unknown device 'cpu'"):
         registry.create("cuda", DEFAULT_WEIGHTS, device="cpu")
 
@@ -225,6 +263,13 @@ def sample():
                for dtype in ("float32", "float64")}
 
 
+@pytest.fixture(scope="module")
+def many():
+    x = mnist.to_input(mnist.load("test")[0][:600])
+    return x, {dtype: NumpyLeNet(DEFAULT_WEIGHTS, dtype=dtype).predict(x.astype(dtype))
+               for dtype in ("float32", "float64")}
+
+
 def emulated(monkeypatch, emulator, variant, dtype):
     fake = fake_cuda.FakeCupy(emulator)
     monkeypatch.setattr(model, "import_cupy", lambda: fake)
@@ -232,7 +277,7 @@ def emulated(monkeypatch, emulator, variant, dtype):
 
 
 @pytest.mark.parametrize("dtype,tolerance", [("float32", 1e-5), ("float64", 1e-12)])
-@pytest.mark.parametrize("variant", ["layers", "fused", "graph"])
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, variant, dtype, tolerance):
     x, reference = sample[0], sample[1][dtype]
     fake, impl = emulated(monkeypatch, emulator, variant, dtype)
@@ -245,7 +290,27 @@ def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, v
     one = impl.predict(x[5:6])  # a second batch size: a plan of its own
     assert np.max(np.abs(one - reference[5:6])) <= tolerance
     fake.check_guards()  # no kernel wrote outside its buffer
-    assert set(impl.plans) == {12, 1} and impl.last_device_time_ns() == 250_000
+    assert set(impl.plans) == {12, 1}
+    assert impl.last_device_time_ns() == (None if variant == "mapped" else 250_000)  # mapped: no events
+    impl.close()
+
+
+@pytest.mark.parametrize("variant,dtype,sizes", [
+    ("cluster", "float32", (1, 3, 13, 64, 512)),  # 13: a multiple of no block or cluster size
+    ("cluster", "float64", (1, 3, 13, 64)),
+    ("mapped", "float32", (1, 3, 13, 64)),
+    ("mapped", "float64", (1, 3, 13, 64, 512)),
+])
+def test_emulated_cluster_kernel_at_every_batch_size(monkeypatch, emulator, many, variant, dtype, sizes):
+    """Every cluster of 8 blocks computes its own image: batch sizes from 1 to 512, new images each."""
+    x, reference = many[0], many[1][dtype]
+    fake, impl = emulated(monkeypatch, emulator, variant, dtype)
+    for n in sizes:
+        start = 7 * n % (len(x) - n + 1)
+        probs = impl.predict(x[start:start + n])
+        assert np.array_equal(probs.argmax(1), reference[start:start + n].argmax(1)), n
+        assert np.max(np.abs(probs - reference[start:start + n])) <= (1e-5 if dtype == "float32" else 1e-12), n
+    fake.check_guards()
     impl.close()
 
 
@@ -257,6 +322,56 @@ def test_emulated_call_sequences(monkeypatch, emulator, sample):
         kinds = [w[0] for w in fake.launched]
         assert kinds == ["memcpy"] + ["kernel"] * kernel_count + ["memcpy"], fake.launched
         assert fake.launched[0][1:] == (model.H2D, 2 * 784 * 4) and fake.launched[-1][1:] == (model.D2H, 2 * 10 * 4)
+
+
+def test_emulated_cluster_call_copies_and_mapped_call_polls_the_flag(monkeypatch, emulator, sample):
+    """cluster: copy in, one launch of 8 blocks per image, copy out, captured once; mapped: the
+    kernel alone, reading and writing mapped host memory, and the flag counts the calls."""
+    x, reference = sample[0], sample[1]["float32"]
+    fake, impl = emulated(monkeypatch, emulator, "cluster", "float32")
+    impl.predict(x[:2])
+    assert fake.launched == [("memcpy", model.H2D, 2 * 784 * 4), ("kernel", "lenet_cluster<float>", 16, 256),
+                             ("memcpy", model.D2H, 2 * 10 * 4)] * 2  # the eager run, then the graph's
+    fake, impl = emulated(monkeypatch, emulator, "mapped", "float32")
+    for i in range(3):
+        assert np.max(np.abs(impl.predict(x[i:i + 1]) - reference[i:i + 1])) <= 1e-5
+    plan = impl.plans[1]
+    assert [w[0] for w in fake.launched] == ["kernel"] * 4 and int(plan.flag[0]) == plan.calls == 4
+    assert plan.graph.launches == 3 and int(plan.arrays["done"][0]) == 4  # images ended on the device
+    assert all(type(a) is np.uint64 for a in np.array(plan.launches[0][3], dtype=object)[[0, 11, 13]])
+
+
+def test_emulated_mapped_call_that_never_sets_its_flag_times_out(monkeypatch, emulator, sample):
+    fake, impl = emulated(monkeypatch, emulator, "mapped", "float32")
+    impl.predict(sample[0][:1])
+    monkeypatch.setattr(impl.plans[1].graph, "launch", lambda stream: None)  # a kernel that never ends
+    monkeypatch.setattr(model, "POLL_TIMEOUT_S", 0.05)
+    with pytest.raises(RuntimeError, match=r"lenet_cluster did not set its flag in 0.05 s \(flag 2, expected 3\)"):
+        impl.predict(sample[0][:1])
+
+
+def test_cluster_variants_on_a_gpu_before_sm_90_are_unavailable(monkeypatch, emulator):
+    fake = fake_cuda.FakeCupy(emulator)
+    fake.compute_capability = "80"
+    monkeypatch.setattr(model, "import_cupy", lambda: fake)
+    for variant in ("cluster", "mapped"):
+        with pytest.raises(Unavailable, match=r"cluster.cu needs compute capability 9.0 \(thread-block clusters\); this GPU is sm_80"):
+            model.CudaLeNet(DEFAULT_WEIGHTS, variant=variant)
+    model.CudaLeNet(DEFAULT_WEIGHTS, variant="graph").close()  # the one-block kernels run there
+
+
+def test_the_emulator_refuses_what_the_gpu_refuses(emulator):
+    """A grid that is not a whole number of clusters, and a host pointer outside mapped memory."""
+    fake = fake_cuda.FakeCupy(emulator)
+    fn = fake.RawModule(kernels.source("cluster"), kernels.OPTIONS,
+                        kernels.name_expressions("cluster", "float32")).get_function("lenet_cluster<float>")
+    w = [fake.zeros((1,), np.float32) for _ in range(10)]
+    x, out = fake.zeros((1, 28, 28, 1), np.float32), fake.zeros((1, 10), np.float32)
+    with pytest.raises(ValueError, match="grid 12 is not a whole number of clusters of 8"):
+        fn((12,), (256,), (x, *w, out, None, None, np.int32(1)))
+    loose = np.zeros(784, np.float32)
+    with pytest.raises(TypeError, match="argument 0: a host pointer outside mapped page-locked memory"):
+        fn((8,), (256,), (np.uint64(loose.ctypes.data), *w, out, None, None, np.int32(1)))
 
 
 def test_emulated_graph_is_captured_once_per_batch_size_and_replays_new_inputs(monkeypatch, emulator, sample):
@@ -314,7 +429,7 @@ def test_set():
 @pytest.mark.gpu
 @needs_gpu
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("variant", ["layers", "fused", "graph"])
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_gpu_level_agrees_with_the_oracle_on_10000_images(test_set, variant, dtype):
     x, reference = test_set[0], test_set[1][dtype]
     impl = registry.create("cuda", DEFAULT_WEIGHTS, device="gpu", variant=variant, dtype=dtype)
@@ -325,7 +440,7 @@ def test_gpu_level_agrees_with_the_oracle_on_10000_images(test_set, variant, dty
         assert np.max(np.abs(probs - reference)) <= 1e-5
         for i in (0, 1, 9999):  # batch 1, the latency cell's size
             assert np.max(np.abs(impl.predict(x[i:i + 1]) - reference[i:i + 1])) <= 1e-5
-        assert impl.last_device_time_ns() > 0
+        assert variant == "mapped" or impl.last_device_time_ns() > 0
     finally:
         impl.close()
 
@@ -352,13 +467,14 @@ def test_gpu_graph_is_captured_once_per_batch_size(test_set):
 def test_gpu_kernels_load_within_the_devices_limits():
     """The compiled module's attributes on this GPU: registers and static shared memory per
     kernel, as the driver reports them (what doctor prints)."""
-    impl = registry.create("cuda", DEFAULT_WEIGHTS, device="gpu", variant="fused")
-    try:
-        fn = impl.fn["lenet_fused"]
-        assert fn.shared_size_bytes == kernels.fused_shared_bytes("float32")
-        assert fn.max_threads_per_block >= kernels.FUSED_THREADS and fn.num_regs > 0
-    finally:
-        impl.close()
+    for variant, kernel in (("fused", "lenet_fused"), ("cluster", "lenet_cluster")):
+        impl = registry.create("cuda", DEFAULT_WEIGHTS, device="gpu", variant=variant)
+        try:
+            fn = impl.fn[kernel]
+            assert fn.shared_size_bytes == SHARED[kernel]("float32")
+            assert fn.max_threads_per_block >= THREADS[kernel] and fn.num_regs > 0
+        finally:
+            impl.close()
 
 
 # --- doctor ------------------------------------------------------------------------------------
@@ -372,6 +488,10 @@ def test_doctor_names_nvrtc_and_each_kernels_registers_and_shared_memory():
     for dtype, shared in (("float", 22632), ("double", 45264)):
         assert re.search(rf"lenet_fused<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
     assert re.search(r"conv_bias_relu<float> \d+ regs 0 B shared", lines[1])
+    for dtype, shared in (("float", 13952), ("double", 27904)):
+        assert re.search(rf"lenet_cluster<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
+    a100 = doctor.cuda_lines(caps=["8.0"])[1]  # no clusters before sm_90: cluster.cu is left out, not an error
+    assert a100.startswith("CUDA kernels for compute capability 8.0 (sm_80): ") and "lenet_cluster" not in a100
     assert "do not compile" in doctor.cuda_lines(caps=["1.0"])[1]  # an arch NVRTC does not know
     assert "no GPU here" in doctor.cuda_lines(caps=[])[1]
 

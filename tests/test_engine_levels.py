@@ -94,6 +94,19 @@ def test_a_failed_export_is_a_clear_error(tmp_path, monkeypatch):
     assert list((tmp_path / "onnx").glob("*.onnx")) == []  # nothing half-written left behind
 
 
+def test_without_tensorflow_the_export_is_unavailable_with_the_fix(tmp_path, monkeypatch):
+    """A GPU server without TensorFlow: the cell is skipped with the reason, never an error."""
+    monkeypatch.setenv("LENET_CACHE_DIR", str(tmp_path))
+    real_find_spec = export.importlib.util.find_spec
+    monkeypatch.setattr(export.importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("tensorflow", "tf2onnx") else real_find_spec(name, *a))
+    monkeypatch.setattr(export.subprocess, "run", lambda *a, **k: pytest.fail("an export was started"))
+    assert export.missing_exporter() == ["tensorflow", "tf2onnx"]
+    with pytest.raises(Unavailable, match=r"the export needs tensorflow, tf2onnx, not installed here: "
+                                          r"pip install tensorflow-cpu tf2onnx, or copy lenet5-\w{16}\.onnx"):
+        export.cached_model(DEFAULT_WEIGHTS, log=lambda line: None)
+
+
 def test_a_file_that_is_not_lenet_weights_is_named_before_any_export(tmp_path, monkeypatch):
     monkeypatch.setattr(export, "cached_model", lambda *a, **k: pytest.fail("exported"))
     bad = tmp_path / "notes.weights.h5"

@@ -165,7 +165,7 @@ def test_the_plans_ask_for_the_gpu_half(tmp_path):
     assert plan.name == "api_levels" and plan.measure.calls == 100 and plan.measure.rounds == 3
     full = gpu_study.plan(tmp_path, "r", quick=False)
     assert [s.name for s in full] == ["doctor", "verify", "verify-train"] + \
-        [f"study-{s}" for s in gpu_study.STUDIES] + ["explain", "kernels", "pytest-gpu"]
+        [f"study-{s}" for s in gpu_study.STUDIES] + ["explain", "kernels", "kernels-512", "pytest-gpu"]
     assert all("gpu" in s.command for s in full if s.name.startswith("study-"))
     assert sum(s.timeout_s for s in full) >= gpu_study.BUDGET_S["full"]  # the budget is what binds
 
@@ -230,4 +230,7 @@ def test_the_plans_include_the_hand_written_cuda_rung(tmp_path):
     quick = gpu_study.plan(tmp_path, "r", quick=True)
     cells = study.load(quick[2].command[quick[2].command.index("run") + 1]).cells
     assert {(c.implementation, c.variant) for c in cells if c.implementation == "cuda"} == {
-        ("cuda", "fused"), ("cuda", "graph")}
+        ("cuda", "fused"), ("cuda", "graph"), ("cuda", "cluster"), ("cuda", "mapped")}
+    big = full["kernels-512"]  # the copy's share of a large batch: the level's own graphs and cuDNN's
+    assert big[big.index("--batch") + 1] == "512"
+    assert {"cuda/cluster", "cudnn/graph"} <= set(big[big.index("kernels") + 1].split(","))

@@ -63,10 +63,24 @@ def test_the_child_measures_and_traces_a_real_level():
     """On the CPU: the child times numpy's calls and writes a trace; without GPU work the
     summary refuses, naming why."""
     pytest.importorskip("torch")
-    raw = kernels.run_child("numpy", "default", "cpu", 20, DEFAULT_WEIGHTS)
+    raw = kernels.run_child("numpy", "default", "cpu", 20, DEFAULT_WEIGHTS, batch=64)
     assert raw["host_ns_per_call"] > 0 and isinstance(raw["events"], list)
     with pytest.raises(HarnessError, match="no kernel or copy"):
         kernels.summarize_trace(raw["events"], 20)
+
+
+def test_a_batch_outside_the_test_set_is_refused_before_a_child_runs(monkeypatch):
+    monkeypatch.setattr(kernels, "run_child", lambda *a, **k: pytest.fail("a child ran"))
+    for batch in (0, 10001):
+        with pytest.raises(HarnessError, match=rf"--batch: expected 1 to 10000 images per call, found {batch}"):
+            kernels.profile("numpy/default", "cpu", 5, DEFAULT_WEIGHTS, batch)
+
+
+def test_the_table_names_the_batch():
+    row = {"implementation": "cuda", "variant": "cluster", "device": "gpu", "calls": 50, "batch": 512,
+           "host_ns_per_call": 40e3, "gpu_busy_ns_per_call": 30e3, "device_ops_per_call": 3.0,
+           "api_calls_per_call": 2.0, "api_ns_per_call": 5e3, "ops": [], "ops_not_listed": 0}
+    assert kernels.table(row)[0].startswith("cuda/cluster on gpu, batch 512, 50 calls: host 40.0 us")
 
 
 @pytest.mark.skipif(gpu.absent_reason() is None, reason="this machine has a GPU")

@@ -25,8 +25,10 @@ GPU_TRAIN_IMPLS = "cudnn,jax,torch,keras_jax,keras_torch"
 STUDIES = ("api_levels", "overhead", "backends", "batch_sweep", "precision")
 EXPLAIN = "keras_jax/predict,keras_torch/predict,jax/eager,torch/eager"
 # every GPU variant of `overhead`, and Keras'
-KERNELS = ("cuda/layers,cuda/fused,cuda/graph,cudnn/naive,cudnn/tuned,cudnn/graph,torch/eager,torch/compile,"
-           "torch/cudagraph,jax/jit,jax/eager,keras_jax/predict,keras_torch/predict")
+KERNELS = ("cuda/layers,cuda/fused,cuda/graph,cuda/cluster,cuda/mapped,cudnn/naive,cudnn/tuned,cudnn/graph,"
+           "torch/eager,torch/compile,torch/cudagraph,jax/jit,jax/eager,keras_jax/predict,keras_torch/predict")
+# batch 512: how much of a call is the copy of the images (1.6 MB in float32)
+KERNELS_BATCH = ("cuda/graph,cuda/cluster,cuda/mapped,cudnn/graph", 512, 50)  # targets, images, calls
 
 # One command may run 10 minutes on the borrowed machine; a cold start's first imports are slow
 # (doctor took 82 s on a fresh H100 machine before its probes ran in parallel).
@@ -70,6 +72,10 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True) -> list[steps.
                                             "--calls", "40", "--rounds", "4", "--out", str(res)], 120))
         todo.append(python_step("kernels", ["-m", "harness", "kernels", KERNELS, "--calls", "200",
                                             "--out", str(res)], 240))
+        targets, batch, calls = KERNELS_BATCH
+        big = ["-m", "harness", "kernels", targets, "--batch", str(batch), "--calls", str(calls),
+               "--out", str(res)]
+        todo.append(python_step(f"kernels-{batch}", big, 120))
         todo.append(python_step("pytest-gpu", ["-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
                                                "--junitxml", str(res.parent / "logs" / "pytest-gpu.xml"),
                                                "tests"], 150))

@@ -26,6 +26,7 @@ WARMUP = 30
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 HOST_CATEGORIES = ("cuda_runtime", "cuda_driver")
 TOP = 6  # device operations kept per row, the longest first
+MAX_BATCH = 10000  # images per call: the MNIST test set
 Row = dict[str, Any]  # one kernels row, as results.jsonl holds it
 
 
@@ -98,22 +99,26 @@ def by_time(op: dict[str, Any]) -> float:
 
 
 def run_child(name: str, variant: str, device: str, calls: int, weights: str | Path,
-              timeout: float = 300) -> dict[str, Any]:
+              timeout: float = 300, batch: int = 1) -> dict[str, Any]:
     """The child measures and writes the trace; the parent reads it (the trace can be MBs)."""
     with tempfile.TemporaryDirectory(prefix="lenet-kernels-") as tmp:
         trace = os.path.join(tmp, "trace.json")
-        answer = plumbing.run_child("harness.explain.kernels", (name, variant, device, calls, weights, trace),
+        answer = plumbing.run_child("harness.explain.kernels", (name, variant, device, calls, weights, trace,
+                                                                batch),
                                     name, variant, device, "kernels", timeout)
         with open(trace) as f:
             events = json.load(f).get("traceEvents", [])
     return {**answer, "events": events}
 
 
-def profile(target: str, device: str = "gpu", calls: int = 200, weights: str | Path = DEFAULT_WEIGHTS) -> Row:
+def profile(target: str, device: str = "gpu", calls: int = 200, weights: str | Path = DEFAULT_WEIGHTS,
+            batch: int = 1) -> Row:
+    if not 1 <= batch <= MAX_BATCH:
+        raise HarnessError(f"--batch: expected 1 to {MAX_BATCH} images per call, found {batch}")
     name, variant = plumbing.target_of(target, device, "kernels")
-    raw = run_child(name, variant, device, calls, weights)
+    raw = run_child(name, variant, device, calls, weights, batch=batch)
     row = {"kind": "kernels", "implementation": name, "variant": variant, "device": device,
-           "calls": calls, "host_ns_per_call": raw["host_ns_per_call"],
+           "calls": calls, "batch": batch, "host_ns_per_call": raw["host_ns_per_call"],
            "profiled_ns_per_call": raw.get("profiled_ns_per_call"),  # the same calls, profiler attached
            **summarize_trace(raw["events"], calls)}
     if raw.get("note"):
@@ -124,7 +129,8 @@ def profile(target: str, device: str = "gpu", calls: int = 200, weights: str | P
 def table(row: Row) -> list[str]:
     """The row as printed on the terminal."""
     host, busy = row["host_ns_per_call"] / 1e3, row["gpu_busy_ns_per_call"] / 1e3
-    out = [f"{row['implementation']}/{row['variant']} on {row['device']}, batch 1, {row['calls']} calls: "
+    out = [f"{row['implementation']}/{row['variant']} on {row['device']}, batch {row.get('batch', 1)}, "
+           f"{row['calls']} calls: "
            f"host {host:.1f} us per call, GPU busy {busy:.1f} us ({100 * busy / host:.0f}%), "
            f"{row['device_ops_per_call']:.1f} kernels/copies, {row['api_calls_per_call']:.1f} CUDA calls "
            f"taking {row['api_ns_per_call'] / 1e3:.1f} us of host time"]
@@ -145,13 +151,15 @@ def write(rows: list[Row], out: Path, run_id: str | None = None) -> Path:
     return plumbing.write(rows, out, "kernels", "gpu", run_id)
 
 
-def child(name: str, variant: str, device: str, calls: int, weights: str, trace_path: str) -> None:
+def child(name: str, variant: str, device: str, calls: int, weights: str, trace_path: str,
+          batch: int = 1) -> None:
     """In the child: measure, profile, write the trace; print one JSON line."""
     from harness.data import mnist
 
     impl = registry.create(name, weights, device=device, variant=variant)
-    images = mnist.to_input(mnist.load("test")[0][:calls])
-    batches = [images[i:i + 1] for i in range(calls)]
+    images = mnist.to_input(mnist.load("test")[0])
+    starts = [(i * batch) % (len(images) - batch + 1) for i in range(calls)]  # new images each call
+    batches = [images[s:s + batch] for s in starts]
     for i in range(WARMUP):
         impl.predict(batches[i % calls])
     start = time.perf_counter_ns()
@@ -176,5 +184,5 @@ def child(name: str, variant: str, device: str, calls: int, weights: str, trace_
 
 
 if __name__ == "__main__":
-    n, v, d, c, w, t = sys.argv[1:7]
-    child(n, v, d, int(c), w, t)
+    n, v, d, c, w, t, b = sys.argv[1:8]
+    child(n, v, d, int(c), w, t, int(b))

@@ -1,73 +1,215 @@
-// Runs CUDA C kernels on the CPU, for tests on a machine without a GPU: each block of a launch
-// in turn; a kernel without __syncthreads runs its threads one after another, a kernel with
-// them runs one std::thread per CUDA thread and __syncthreads is a std::barrier. __shared__
-// arrays are static: one block runs at a time. What this checks: the kernels' index arithmetic,
-// bounds and barriers, against the NumPy oracle. What it cannot: the GPU's memory model, warps,
-// timing (the GPU tests do).
+// Runs CUDA C kernels on the CPU, for tests on a machine without a GPU: each block (or cluster of
+// blocks) of a launch in turn; a kernel without __syncthreads runs its threads one after another,
+// a kernel with them runs each CUDA thread as a fiber (ucontext, on one OS thread) that a barrier
+// switches away from until every thread of the block (__syncthreads) or the cluster (cluster_sync)
+// has arrived. __shared__ arrays are static: one block runs at a time.
+// Thread-block clusters (sm_90): the blocks of a cluster run together, each with its own shared
+// memory (block_shared<S>(), an arena filled with 0xFF, NaN, so a read of what no thread wrote
+// shows), which the others reach through cluster_peer. What this checks: the kernels' index
+// arithmetic, bounds and barriers, against the NumPy oracle. What it cannot: the GPU's memory
+// model, warps, timing (the GPU tests do).
 #pragma once
 #include <math.h>
+#include <string.h>
 
-#include <atomic>
-#include <barrier>
-#include <thread>
+#include <sys/mman.h>
+#include <ucontext.h>
+
 #include <vector>
+
+#define CUDA_EMULATED 1
 
 struct dim3 {
     unsigned x = 1, y = 1, z = 1;
 };
 
-inline thread_local dim3 threadIdx, blockIdx;
-inline thread_local long emu_barriers_passed = 0;
-inline dim3 blockDim, gridDim;
-inline std::barrier<>* emu_barrier = nullptr;
+inline constexpr size_t EMU_SHARED_BYTES = 227 * 1024;  // an sm_90 block's most shared memory
+inline constexpr size_t EMU_STACK_BYTES = 64 * 1024;    // each fiber's stack
+
+// A barrier of `expected` fibers: the last to arrive starts the next generation; a fiber that
+// ends leaves it (expected - 1), so a divergent kernel finishes and is reported, not hung.
+struct EmuBarrier {
+    unsigned expected = 0, arrived = 0;
+    unsigned long generation = 0;
+};
+
+struct EmuFiber {
+    ucontext_t ctx;
+    dim3 thread, block;
+    unsigned rank = 0;
+    long barriers = 0, cluster_barriers = 0;
+    bool done = false, has_token = false;
+    unsigned long token = 0;  // the cluster barrier's generation at cluster_arrive_relaxed
+};
+
+inline dim3 threadIdx, blockIdx, blockDim, gridDim;
+inline unsigned emu_cluster_size = 1;                 // blocks per cluster of the running launch
+inline EmuFiber* emu_current = nullptr;               // the fiber running now
+inline EmuBarrier* emu_block_bars = nullptr;          // the cluster's blocks' barriers, by rank
+inline EmuBarrier* emu_cluster_bar = nullptr;         // the cluster's
+inline unsigned char* const* emu_arenas = nullptr;   // the cluster's blocks' shared memory, by rank
+inline ucontext_t emu_scheduler;
+inline unsigned long emu_progress = 0;                // arrivals and ends: a pass without any is a hang
+inline void (*emu_run_body)(void*) = nullptr;
+inline void* emu_body = nullptr;
 
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
+#define __cluster_dims__(x, y, z)
 #define __restrict__ __restrict
 #define __shared__ static
 
+inline unsigned long emu_arrive(EmuBarrier* b) {
+    ++emu_progress;
+    unsigned long generation = b->generation;
+    if (++b->arrived == b->expected) {
+        b->arrived = 0;
+        ++b->generation;
+    }
+    return generation;
+}
+inline void emu_wait(EmuBarrier* b, unsigned long generation) {
+    while (b->generation == generation) swapcontext(&emu_current->ctx, &emu_scheduler);
+}
+inline void emu_leave(EmuBarrier* b) {
+    --b->expected;
+    if (b->expected > 0 && b->arrived == b->expected) {
+        b->arrived = 0;
+        ++b->generation;
+    }
+}
+
 inline void __syncthreads() {
-    if (emu_barrier == nullptr) __builtin_trap();  // a barrier in a kernel launched without threads
-    ++emu_barriers_passed;
-    emu_barrier->arrive_and_wait();
+    if (emu_current == nullptr) __builtin_trap();  // a barrier in a kernel launched without threads
+    ++emu_current->barriers;
+    EmuBarrier* b = &emu_block_bars[emu_current->rank];
+    emu_wait(b, emu_arrive(b));
+}
+
+inline void __threadfence_system() {}  // one thread of the CPU runs every fiber
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+    unsigned old = *p;
+    *p = old + v;
+    return old;
+}
+
+inline unsigned cluster_rank() { return emu_current->rank; }
+inline void cluster_arrive_relaxed() {
+    if (emu_current == nullptr || emu_current->has_token) __builtin_trap();  // no threads; arrived twice
+    ++emu_current->cluster_barriers;
+    emu_current->token = emu_arrive(emu_cluster_bar);
+    emu_current->has_token = true;
+}
+inline void cluster_wait() {
+    if (!emu_current->has_token) __builtin_trap();  // a wait with no arrive before it
+    emu_current->has_token = false;
+    emu_wait(emu_cluster_bar, emu_current->token);
+}
+inline void cluster_sync() {
+    cluster_arrive_relaxed();
+    cluster_wait();
+}
+template <typename S>
+inline S& block_shared() {
+    static_assert(sizeof(S) <= EMU_SHARED_BYTES, "more shared memory than a block has");
+    if (emu_current == nullptr) __builtin_trap();  // a kernel launched without threads
+    return *reinterpret_cast<S*>(emu_arenas[emu_current->rank]);
+}
+template <typename P>
+inline P* cluster_peer(P* p, unsigned rank) {
+    const auto offset = reinterpret_cast<unsigned char*>(p) - emu_arenas[emu_current->rank];
+    if (offset < 0 || size_t(offset) >= EMU_SHARED_BYTES || rank >= emu_cluster_size) __builtin_trap();
+    return reinterpret_cast<P*>(emu_arenas[rank] + offset);
+}
+
+inline void emu_fiber_main() {
+    emu_run_body(emu_body);
+    EmuFiber* f = emu_current;
+    if (f->has_token) cluster_wait();  // arrived, never waited: wait now
+    emu_leave(&emu_block_bars[f->rank]);
+    emu_leave(emu_cluster_bar);
+    f->done = true;
+    ++emu_progress;
+}  // returns to emu_scheduler (uc_link)
+
+// Run one cluster's fibers until all have ended: false if they hang (every one waiting).
+inline bool emu_run_cluster(std::vector<EmuFiber>& fibers) {
+    for (size_t live = fibers.size(); live > 0;) {
+        const unsigned long before = emu_progress;
+        live = 0;
+        for (auto& f : fibers) {
+            if (f.done) continue;
+            emu_current = &f;
+            threadIdx = f.thread;
+            blockIdx = f.block;
+            swapcontext(&emu_scheduler, &f.ctx);
+            live += !f.done;
+        }
+        if (live > 0 && emu_progress == before) return false;
+    }
+    return true;
 }
 
 // 0: ran; 1: the threads of a block passed different numbers of barriers (a divergent
-// __syncthreads, undefined behaviour on a GPU). A thread that ends leaves the barrier
-// (arrive_and_drop), so a divergent kernel finishes here and is reported instead of hanging.
+// __syncthreads, undefined behaviour on a GPU), or a cluster's threads different numbers of
+// cluster barriers, or they hung at one; 2: the grid is not a whole number of clusters (the GPU
+// refuses the launch).
 template <class Body>
-int emu_launch(unsigned grid, unsigned block, bool barriers, Body body) {
+int emu_launch(unsigned grid, unsigned block, unsigned cluster, bool barriers, Body body) {
+    if (cluster == 0 || grid % cluster != 0) return 2;
     gridDim = {grid, 1, 1};
     blockDim = {block, 1, 1};
-    for (unsigned b = 0; b < grid; ++b) {
-        if (!barriers) {
+    emu_cluster_size = cluster;
+    if (!barriers) {
+        for (unsigned b = 0; b < grid; ++b) {
             blockIdx = {b, 1, 1};
             for (unsigned t = 0; t < block; ++t) {
                 threadIdx = {t, 1, 1};
                 body();
             }
-            continue;
         }
-        std::barrier<> bar(block);
-        emu_barrier = &bar;
-        std::vector<long> passed(block);
-        std::vector<std::thread> threads;
-        threads.reserve(block);
-        for (unsigned t = 0; t < block; ++t)
-            threads.emplace_back([&, t] {
-                blockIdx = {b, 1, 1};
-                threadIdx = {t, 1, 1};
-                emu_barriers_passed = 0;
-                body();
-                passed[t] = emu_barriers_passed;
-                bar.arrive_and_drop();
-            });
-        for (auto& th : threads) th.join();
-        emu_barrier = nullptr;
-        for (unsigned t = 1; t < block; ++t)
-            if (passed[t] != passed[0]) return 1;
+        return 0;
     }
-    return 0;
+    const unsigned width = cluster * block;
+    std::vector<std::vector<unsigned char>> arenas(cluster, std::vector<unsigned char>(EMU_SHARED_BYTES));
+    std::vector<unsigned char*> arena_of(cluster);
+    for (unsigned q = 0; q < cluster; ++q) arena_of[q] = arenas[q].data();
+    std::vector<EmuBarrier> block_bars(cluster);
+    EmuBarrier cluster_bar;
+    void* stacks = mmap(nullptr, width * EMU_STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (stacks == MAP_FAILED) __builtin_trap();
+    emu_body = &body;
+    emu_run_body = [](void* b) { (*static_cast<Body*>(b))(); };
+    emu_block_bars = block_bars.data();
+    emu_cluster_bar = &cluster_bar;
+    emu_arenas = arena_of.data();
+    int status = 0;
+    std::vector<EmuFiber> fibers(width);
+    for (unsigned c = 0; c < grid / cluster && status == 0; ++c) {
+        for (auto& bar : block_bars) bar = EmuBarrier{block};
+        cluster_bar = EmuBarrier{width};
+        for (auto& arena : arenas) memset(arena.data(), 0xFF, arena.size());
+        for (unsigned i = 0; i < width; ++i) {
+            EmuFiber& f = fibers[i];
+            f = EmuFiber{};
+            f.rank = i / block;
+            f.thread = {i % block, 1, 1};
+            f.block = {c * cluster + f.rank, 1, 1};
+            getcontext(&f.ctx);
+            f.ctx.uc_stack.ss_sp = static_cast<char*>(stacks) + i * EMU_STACK_BYTES;
+            f.ctx.uc_stack.ss_size = EMU_STACK_BYTES;
+            f.ctx.uc_link = &emu_scheduler;
+            makecontext(&f.ctx, emu_fiber_main, 0);
+        }
+        if (!emu_run_cluster(fibers)) status = 1;
+        for (unsigned i = 0; i < width && status == 0; ++i)
+            if (fibers[i].barriers != fibers[i - i % block].barriers ||
+                fibers[i].cluster_barriers != fibers[0].cluster_barriers)
+                status = 1;
+    }
+    munmap(stacks, width * EMU_STACK_BYTES);
+    emu_current = nullptr;
+    return status;
 }

@@ -28,12 +28,14 @@ EMU = Path(__file__).resolve().parent  # holds cuda_emu.h
 GUARD = 64  # elements of NaN (or 0xAB bytes) on each side of a device array
 
 
-def wrapper(symbol: str, call: str, params: list[str], barriers: bool) -> str:
-    """extern "C" int symbol(grid, block, params...): runs `call` as a launch (0 ok, 1 divergent barriers)."""
+def wrapper(symbol: str, call: str, params: list[str], barriers: bool, cluster: int = 1) -> str:
+    """extern "C" int symbol(grid, block, params...): runs `call` as a launch in clusters of `cluster`
+    blocks (0 ok, 1 divergent barriers, 2 a grid that is not a whole number of clusters)."""
     decl = ", ".join(f"{p} a{i}" for i, p in enumerate(params))
     args = ", ".join(f"a{i}" for i in range(len(params)))
     return (f'extern "C" int {symbol}(unsigned grid, unsigned block, {decl}) '
-            f'{{ return emu_launch(grid, block, {str(barriers).lower()}, [=] {{ {call}({args}); }}); }}')
+            f'{{ return emu_launch(grid, block, {cluster}, {str(barriers).lower()}, '
+            f'[=] {{ {call}({args}); }}); }}')
 
 
 def compile_emulated(folder: Path, codes: list[str], wrappers: list[str]) -> ctypes.CDLL:
@@ -62,6 +64,11 @@ def compile_emulated(folder: Path, codes: list[str], wrappers: list[str]) -> cty
     return ctypes.CDLL(str(lib))
 
 
+def guard_value(dtype: np.dtype) -> Any:
+    """What a guard zone holds: NaN in a float array, 0xAB bytes in any other."""
+    return np.nan if dtype.kind == "f" else np.frombuffer(b"\xab" * dtype.itemsize, dtype)[0]
+
+
 class DeviceArray(np.ndarray):
     """A host array standing in for cupy.ndarray: `.data.ptr` is its address."""
 
@@ -86,12 +93,16 @@ class EmuCupy:
         self.launched: list[tuple] = []
         self.capturing: list | None = None  # the steps of a graph being captured
         self.compiled: list = []  # (source file, options, name expressions) per RawModule
+        self.mapped: list[bytearray] = []  # PinnedMemory(size, cudaHostAllocMapped): a kernel reaches it
+        self.compute_capability = "90"
         fake = self
         self.cuda = types.SimpleNamespace(
             Stream=lambda non_blocking=False: FakeStream(fake, non_blocking),
             Event=FakeEvent,
+            Device=lambda: types.SimpleNamespace(compute_capability=fake.compute_capability),
             get_elapsed_time=lambda start, end: 0.25,  # ms
             alloc_pinned_memory=lambda nbytes: bytearray(nbytes),
+            PinnedMemory=self.pinned_memory,
             compiler=types.SimpleNamespace(CompileException=type("CompileException", (Exception,), {})),
             runtime=types.SimpleNamespace(getDeviceCount=lambda: 1, memcpyAsync=self.memcpy_async))
         self.get_default_memory_pool = self.get_default_pinned_memory_pool = \
@@ -100,9 +111,28 @@ class EmuCupy:
     def empty(self, shape: Any, dtype: Any) -> DeviceArray:
         dtype = np.dtype(dtype)
         count = int(np.prod(shape))
-        whole = np.full(count + 2 * GUARD, np.nan, dtype)
+        whole = np.full(count + 2 * GUARD, guard_value(dtype), dtype)
         self.guarded.append(whole)
         return whole[GUARD:GUARD + count].reshape(shape).view(DeviceArray)
+
+    def zeros(self, shape: Any, dtype: Any) -> DeviceArray:
+        out = self.empty(shape, dtype)
+        out[...] = 0
+        return out
+
+    def pinned_memory(self, nbytes: int, flags: int = 0) -> bytearray:
+        memory = bytearray(nbytes)
+        if flags & 2:  # cudaHostAllocMapped
+            self.mapped.append(memory)
+        return memory
+
+    def mapped_pointer(self, ptr: int, kernel: str, index: int) -> int:
+        """A host pointer passed to a kernel: it must point into mapped page-locked memory."""
+        for memory in self.mapped:
+            start = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+            if start <= ptr < start + len(memory):
+                return ptr
+        raise TypeError(f"{kernel} argument {index}: a host pointer outside mapped page-locked memory")
 
     def asarray(self, array: Any, dtype: Any = None) -> DeviceArray:
         array = np.asarray(array, dtype)
@@ -113,7 +143,9 @@ class EmuCupy:
     def check_guards(self) -> None:
         """Every guard zone still NaN: no kernel wrote past its buffer (AssertionError otherwise)."""
         for whole in self.guarded:
-            if not (np.isnan(whole[:GUARD]).all() and np.isnan(whole[-GUARD:]).all()):
+            guards = np.concatenate([whole[:GUARD], whole[-GUARD:]])
+            intact = np.isnan(guards) if whole.dtype.kind == "f" else guards == guard_value(whole.dtype)
+            if not intact.all():
                 raise AssertionError(f"a kernel wrote outside a device array of "
                                      f"{len(whole) - 2 * GUARD} elements")
 

@@ -151,7 +151,7 @@ def cuda_lines(caps: Sequence[str] | None = None) -> list[str]:
         arch = "sm_" + cap.replace(".", "")
         uses = []
         try:
-            for text, filename, options, exprs in registry.hook("cuda", "kernels")():  # the level's own
+            for text, filename, options, exprs in registry.hook("cuda", "kernels")(arch):  # the level's own
                 found = nvrtc.resources(nvrtc.load(), text, filename, arch, options, exprs)
                 uses += [f"{expr} {r.get('registers', '?')} regs {r.get('shared_bytes', '?')} B shared"
                          for expr, r in found.items()]
