@@ -100,7 +100,7 @@ class CudaLeNet(LeNet):
                 arrays = {name: cp.zeros(shape, np.uint32 if name in ("done", "flag") else self.dtype)
                           for name, shape in shapes.items() if not (mapped and name in kernels.MAPPED_HOST)}
             if mapped:  # the kernel's x, out and flag: host memory it reads and writes across the bus
-                pinned = tuple(cp.cuda.PinnedMemory(size, HOST_ALLOC_MAPPED)
+                pinned = tuple(cp.cuda.PinnedMemoryPointer(cp.cuda.PinnedMemory(size, HOST_ALLOC_MAPPED), 0)
                                for size in (n * 784 * itemsize, n * 10 * itemsize, 4))
             else:
                 pinned = (cp.cuda.alloc_pinned_memory(n * 784 * itemsize),

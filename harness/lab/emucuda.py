@@ -103,6 +103,7 @@ class EmuCupy:
             get_elapsed_time=lambda start, end: 0.25,  # ms
             alloc_pinned_memory=lambda nbytes: bytearray(nbytes),
             PinnedMemory=self.pinned_memory,
+            PinnedMemoryPointer=lambda memory, offset: memoryview(memory)[offset:],
             compiler=types.SimpleNamespace(CompileException=type("CompileException", (Exception,), {})),
             runtime=types.SimpleNamespace(getDeviceCount=lambda: 1, memcpyAsync=self.memcpy_async))
         self.get_default_memory_pool = self.get_default_pinned_memory_pool = \
