@@ -88,8 +88,9 @@ studies: $(STAMP)  ## every study in STUDIES (GPU cells recorded as skipped wher
 
 # Why Keras is slow: each Keras backend's predict, and the framework-ops levels, stage by stage.
 EXPLAIN := keras/predict,keras_jax/predict,keras_torch/predict,tf/eager,jax/eager,torch/eager
-explain: $(STAMP)  ## why Keras is slow (each backend's predict and the framework ops, stage by stage); the CPU's arithmetic floor
+explain: $(STAMP)  ## why Keras is slow (each backend's predict and the framework ops, stage by stage); the CPU's arithmetic floor; the CUDA kernels' static work
 	$(PY) -m harness arithmetic --out $(RESULTS)
+	$(PY) -m harness gpu-explain --out $(RESULTS) || test $$? -eq 3  # no GPU needed; 3: no NVRTC here
 	$(PY) -m harness explain $(EXPLAIN) --calls 40 --rounds 5 --out $(RESULTS)
 
 crosscheck: $(STAMP)  ## the harness's timer against timeit, on the NumPy level

@@ -182,6 +182,11 @@ def add_timing_commands(sub: Subparsers) -> None:
             device(("gpu",), "gpu"), calls("profiled calls (default 200)"),
             option("--batch", type=int, default=1, help="images per call (default 1)"), weights(),
             out(None, "write the rows to OUT/kernels/<run-id>/ (the report reads reports/results)"))
+    command(sub, "gpu-explain", "the hand-written CUDA kernels before a GPU: each one's multiply-adds, "
+                                "global bytes, SMs per image, longest dependent chain, registers, spills",
+            commands.cmd_gpu_explain,
+            option("--arch", default="sm_90", help="the GPU architecture ptxas compiles for (default sm_90)"),
+            out(None, "write the rows to OUT/gpu_explain/<run-id>/ (the report reads reports/results)"))
     command(sub, "arithmetic", "the CPU's arithmetic floor: this core's measured multiply-add peak, "
                                "and the hand-written C call split by layer against it",
             commands.cmd_arithmetic,

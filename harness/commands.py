@@ -221,6 +221,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gpu_explain(args: argparse.Namespace) -> int:
+    """The CUDA kernels' static work, registers and spills (NVRTC, no GPU); without NVRTC exit 3."""
+    from harness.explain import gpu_static
+
+    found = gpu_static.rows(args.arch)
+    print("\n".join(gpu_static.lines(found)))
+    if args.out:
+        print(f"results: {gpu_static.write(found, args.out)}")
+    return 0
+
+
 def cmd_arithmetic(args: argparse.Namespace) -> int:
     """The core's peak and the C call by layer against it; a machine where the C level cannot build
     gets a row saying why (as a skipped cell does), so `make run-all` goes on."""

@@ -560,3 +560,66 @@ def test_import_cupy_without_a_device_is_the_frameworks_one_refusal(monkeypatch,
     monkeypatch.setitem(sys.modules, "cupy", fake)
     with pytest.raises(Unavailable, match=re.escape(reason)):
         cupy_setup.import_cupy()
+
+
+# --- the kernels' work (kernels.work) and the static GPU explain -------------------------------
+LAYER_MACS = {"conv1": 28 * 28 * 6 * 5 * 5, "conv2": 10 * 10 * 16 * 5 * 5 * 6, "fc1": 400 * 120, "fc2": 120 * 84,
+              "fc3": 84 * 10}  # from the layer shapes: 416,520 in all
+
+
+def test_every_design_does_the_models_multiply_adds_and_no_thread_more_than_it_can():
+    designs = kernels.work()
+    whole = {w.kernel: w for w in designs if w.part == "the whole network"}
+    assert set(whole) == {"lenet_fused", "lenet_cluster"}
+    for w in whole.values():
+        assert sum(s.macs for s in w.stages) == sum(LAYER_MACS.values()) == 416_520
+    layers = {w.part: w for w in designs if w.variants == ("layers",)}
+    assert list(layers) == ["conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "fc3", "softmax"]
+    assert {p: sum(s.macs for s in w.stages) for p, w in layers.items() if p in LAYER_MACS} == LAYER_MACS
+    for w in designs:
+        assert [launch.block for launch in kernels.launches(w.variants[0], 1)][0] in (w.threads, kernels.LAYER_THREADS)
+        for s in w.stages:
+            assert s.threads <= w.blocks * w.threads, (w.kernel, s)  # the threads it names exist
+            assert s.per_thread * s.threads >= s.macs, (w.kernel, s)  # the busiest thread bounds the share
+            assert s.chain <= s.per_thread
+    assert whole["lenet_cluster"].blocks == kernels.CLUSTER and whole["lenet_fused"].blocks == 1
+    # the dense weights are read once per image in both designs; the image once (cluster) or per block
+    dense = 400 * 120 + 120 + 120 * 84 + 84 + 84 * 10 + 10
+    assert sum(s.reads for s in whole["lenet_fused"].stages) == dense + 784 + 156 + 2416
+
+
+def test_gpu_explain_rows_join_the_work_with_ptxas(tmp_path):
+    nvrtc_or_skip()
+    from harness.explain import gpu_static
+
+    rows = gpu_static.rows("sm_90")
+    assert len(rows) == 2 * len(kernels.work())  # every kernel, float32 and float64
+    cluster = {r["dtype"]: r for r in rows if r["kernel"] == "lenet_cluster"}
+    assert cluster["float32"]["macs"] == 416_520 and cluster["float32"]["blocks_per_image"] == 8
+    assert cluster["float64"]["global_bytes"] == 2 * cluster["float32"]["global_bytes"]
+    assert cluster["float32"]["shared_bytes"] == kernels.cluster_shared_bytes("float32")
+    assert all(r["registers"] > 0 and r["spill_bytes"] == 0 for r in rows)
+    assert cluster["float32"]["chain"] < next(r["chain"] for r in rows if r["kernel"] == "lenet_fused")
+    done = subprocess.run([sys.executable, "-m", "harness", "gpu-explain", "--out", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"lenet_cluster\s+the whole network\s+8\s+416,520", done.stdout)
+    written = list(tmp_path.glob("gpu_explain/*/results.jsonl"))
+    assert len(written) == 1 and len(written[0].read_text().splitlines()) == len(rows)
+
+
+def test_details_puts_the_measured_kernel_time_beside_the_static_row():
+    from harness.report import gpu_static_section
+
+    static = [{"kind": "gpu_explain", "status": "ok", "kernel": "lenet_cluster", "part": "the whole network",
+               "order": 1, "variants": ["cluster", "mapped"], "dtype": dtype, "arch": "sm_90", "blocks_per_image": 8,
+               "macs": 416520, "global_bytes": 254_328 * k, "busiest_thread_macs": 319, "chain": 124,
+               "registers": 128 * k, "spill_bytes": 0, "shared_bytes": 13952 * k} for k, dtype in ((1, "float32"), (2, "float64"))]
+    traced = {"kind": "kernels", "status": "ok", "implementation": "cuda", "variant": "mapped", "batch": 1,
+              "ops": [{"category": "kernel", "name": "lenet_cluster", "ns_per_call": 10_800.0, "per_call": 1.0}]}
+    runs = [{"study": "gpu_explain", "machine": "cpu", "started": 1.0, "rows": static},
+            {"study": "kernels", "machine": "H100", "started": 2.0, "rows": [traced]}]
+    text = "\n".join(gpu_static_section.section(runs))
+    assert "| lenet_cluster | the whole network | cluster, mapped | 8 | 416,520 | 254.3 | 319 | 124 | 128 / 256 | 0 / 0 | 13952 | 10.8 µs (cuda/mapped, H100) |" in text
+    traced["batch"] = 512  # a large batch's kernel time is not the batch-1 one
+    assert "| 13952 | not measured |" in "\n".join(gpu_static_section.section(runs))

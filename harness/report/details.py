@@ -13,6 +13,7 @@ from harness.report import (
     cpu_floor,
     explain_section,
     gpu_section,
+    gpu_static_section,
     machine_findings,
     quote,
     tables,
@@ -167,7 +168,7 @@ def explain(data: ReportData) -> list[str]:
     """Why Keras is slow (the explain rows), then where a GPU call's time goes (the kernels rows)."""
     return (["", "## Why Keras is slow (`python -m harness explain`, Fig. 7)", ""]
             + explain_section.section(explain_section.explain_rows(data.runs))
-            + gpu_section.section(data.runs))
+            + gpu_section.section(data.runs) + gpu_static_section.section(data.runs))
 
 
 def throughput(data: ReportData) -> list[str]:

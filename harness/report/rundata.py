@@ -38,14 +38,34 @@ def load_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
     return runs
 
 
+PROFILES = ("kernels",)  # studies whose runs each profile some targets: newest per target, not per run
+
+
 def latest_runs(runs: list[dict]) -> list[dict]:
-    """The newest run of each study on each machine."""
+    """The newest run of each study on each machine; of a profile study (`kernels`, where a later
+    run may profile a few targets again), the newest row of each target and batch size, as one run
+    of the newest one's environment."""
     best: dict[tuple[str, str], dict] = {}
     for run in runs:
         key = (run["study"], run["machine"])
-        if key not in best or run["started"] > best[key]["started"]:
+        if run["study"] in PROFILES and key in best:
+            older, newer = sorted((best[key], run), key=lambda r: r["started"])
+            run = {**newer, "rows": newest_rows(older["rows"] + newer["rows"]),
+                   "run_ids": older.get("run_ids", [older["run_id"]]) + [newer["run_id"]]}
+        if key not in best or run["started"] >= best[key]["started"]:
             best[key] = run
     return sorted(best.values(), key=lambda r: (r["study"], r["machine"]))
+
+
+def newest_rows(rows: list[dict]) -> list[dict]:
+    """Rows in order, each (implementation, variant, batch) kept once: its last ok row (or its
+    last row where none is ok). Rows without a batch are batch 1."""
+    kept: dict[tuple, dict] = {}
+    for row in rows:
+        key = (row.get("implementation"), row.get("variant"), row.get("batch", 1))
+        if key not in kept or row.get("status") == "ok" or kept[key].get("status") != "ok":
+            kept[key] = row
+    return list(kept.values())
 
 
 def cells_frame(runs: list[dict]) -> pd.DataFrame:
