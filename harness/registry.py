@@ -89,7 +89,7 @@ REGISTRY = {
                  ("fused", "layers", "graph", "cluster", "mapped"), ("float32", "float64"), "lenet_cuda",
                  gpu_only=("graph", "cluster", "mapped"),
                  hooks=(("kernels", "lenet_cuda.kernels:nvrtc_units"),
-                        ("kernel_work", "lenet_cuda.kernels:work")),
+                        ("kernel_work", "lenet_cuda.explain.work:work")),
                  floor=("mapped", "cluster", "graph")),
         ImplSpec("cudnn", "lenet_cudnn.model:CudnnLeNet", "cudnn", ("gpu",),
                  ("tuned", "naive", "graph"), ("float32", "float64"), "lenet_cudnn", gpu_only=("graph",),

@@ -1,0 +1,79 @@
+"""What each hand-written CUDA kernel does for one image, stage by stage, as its source does it:
+multiply-adds, threads, the busiest thread's share, the longest dependent chain, global loads.
+The static GPU explain (harness.explain.gpu_static, through the registry's "kernel_work" hook)
+reads it; it is no part of the level's call (kept apart, like lenet_c/explain, so editing it
+leaves the level's measured sources as they were).
+"""
+
+from dataclasses import dataclass
+
+from lenet_cuda.kernels import CLUSTER, CLUSTER_THREADS, FUSED_THREADS, layer_launches
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of a kernel's work on one image. Multiply-adds are nominal (conv1's padded taps
+    counted, as in the model's 416,520); reads are the elements its threads load from global memory."""
+    name: str
+    macs: int  # multiply-adds per image
+    threads: int  # threads sharing them, per image
+    per_thread: int  # multiply-adds of the busiest thread
+    chain: int  # the longest dependent chain of multiply-adds in one thread (one accumulator's)
+    reads: int  # elements loaded from global memory per image
+
+
+@dataclass(frozen=True)
+class Work:
+    kernel: str  # the .cu's kernel ("conv_bias_relu", ...), or the layer a layers launch computes
+    variants: tuple[str, ...]
+    blocks: int  # blocks working on one image (a batch-1 launch's grid: the SMs it can use)
+    threads: int  # threads per block
+    stages: tuple[Stage, ...]
+    part: str = "the whole network"  # a layers launch: its layer
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def dense_stage(name: str, fan_in: int, fan_out: int, threads: int) -> Stage:
+    """fused.cu's dense_block: threads // fan_out threads per output, each a strided share of the inputs."""
+    parts = threads // fan_out
+    share = ceil_div(fan_in, parts)
+    return Stage(name, fan_in * fan_out, parts * fan_out, share, share, fan_in * fan_out + fan_out)
+
+
+def work() -> list[Work]:
+    """What each kernel does for one image: lenet_fused (one block), lenet_cluster (a cluster of
+    CLUSTER blocks) and the layers variant's launches, stage by stage."""
+    t = FUSED_THREADS
+    conv_in = 784 + 150 + 6 + 2400 + 16  # the image and the conv weights, staged into shared memory once
+    fused = Work("lenet_fused", ("fused", "graph"), 1, t, (
+        Stage("stage in", 0, t, 0, 0, conv_in),
+        Stage("conv1+pool", 117_600, t, ceil_div(1176, t) * 4 * 25, 25, 0),  # 1176 windows, 4 x 25 each
+        Stage("conv2+pool", 240_000, 400, 4 * 150, 150, 0),  # 400 windows of 4 x 150, one accumulator
+        dense_stage("fc1", 400, 120, t), dense_stage("fc2", 120, 84, t), dense_stage("fc3", 84, 10, t)))
+    c, ct = CLUSTER, CLUSTER_THREADS
+    cluster = Work("lenet_cluster", ("cluster", "mapped"), c, ct, (
+        Stage("stage in", 0, c * ct, 0, 0, 784 + c * 156 + c * 302),  # image once; conv weights per block
+        Stage("conv1+pool", 117_600, 1176, 4 * 25, 25, 0),  # a window's 4 outputs in 4 accumulators
+        Stage("conv2", 240_000, 1600, 150, 30, 0),  # one output each, 5 accumulators of 30
+        Stage("fc1", 48_000, c * 240, 25, 25, 48_000 + 120),  # 16 threads an output
+        Stage("fc2", 10_080, 252, 40, 40, 10_080 + 84),  # block 0: 3 threads an output
+        Stage("fc3", 840, 250, 4, 4, 840 + 10)))  # block 0: 25 threads an output
+    layers = []
+    names = ("conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "fc3", "softmax")  # layer_launches' order
+    for name, launch in zip(names, layer_launches(1), strict=True):
+        a = launch.args
+        if launch.kernel == "conv_bias_relu":  # one output a thread: every tap of every channel
+            taps = a[9] * a[10] * a[7]
+            stage = Stage("conv", launch.threads * taps, launch.threads, taps, taps,
+                          launch.threads * (2 * taps + 1))
+        elif launch.kernel == "dense_bias_act":  # one output a thread: the whole fan-in
+            stage = Stage("dense", a[5] * a[6], launch.threads, a[5], a[5], a[6] * (2 * a[5] + 1))
+        elif launch.kernel == "max_pool_2x2":
+            stage = Stage("pool", 0, launch.threads, 0, 0, 4 * launch.threads)
+        else:
+            stage = Stage("softmax", 0, launch.threads, 0, 0, a[3])
+        layers.append(Work(launch.kernel, ("layers",), launch.grid, launch.block, (stage,), name))
+    return [fused, cluster, *layers]
