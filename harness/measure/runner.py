@@ -30,7 +30,7 @@ from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import Failure
 from harness.machine import env, gpu, load, procenv, provenance
 from harness.machine.gpulock import GpuLock
-from harness.measure import cells, results
+from harness.measure import cells, memory, results
 from harness.measure.cells import CellState
 from harness.measure.gpuwatch import GpuWatch
 from harness.measure.progress import Progress
@@ -173,9 +173,11 @@ class Runner:
                 self.report(f"  {state.cell.id}: {calls} timed calls instead of {state.cell.calls} "
                             f"(max_cell_seconds = {m.max_cell_seconds:g})")
             state.chunks = chunk_sizes(calls, state.cell.total_rounds(m.rounds))
+        loaded = reply.pop("loaded", None)
+        installed = memory.installed(loaded["files"], loaded["maps"]) if loaded else None
         row = self.writer.write({"kind": "setup", "cell_id": state.cell.id, "pid": state.ready_pid,
                                  "process": self.process, "calls": sum(state.chunks),
-                                 **{k: v for k, v in reply.items() if k != "ok"}})
+                                 **{k: v for k, v in reply.items() if k != "ok"}, "installed": installed})
         if state.setup is None:
             state.setup = row
 
