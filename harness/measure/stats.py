@@ -41,12 +41,12 @@ draw too; within-round ratios cancel it. `noisy` reads the within-process interv
 own instability.
 """
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence, Sized
 from typing import Any
 
 import numpy as np
 
-Rounds = Sequence[Sequence[float]]  # per-call times (or values), one list per round
+Rounds = Sequence[Sequence[float] | np.ndarray]  # per-call times (or values), one list per round
 
 NOISY_CI_OVER_MEDIAN = 0.20  # the median known to better than about +-10%
 MIN_ROUNDS = 5  # below this, resampling rounds cannot give a 95% interval
@@ -175,13 +175,13 @@ def summarize(rounds_ns: Rounds, processes: Sequence[int] | None = None) -> dict
 
 # --- processes: the level above rounds -------------------------------------------------------
 
-def labels_of(rounds: Rounds, processes: Sequence[int] | None) -> list[int]:
+def labels_of(rounds: Sized, processes: Sequence[Hashable] | None) -> list[int]:
     """Each round's process as 0, 1, ... in order of first appearance (None: all process 0)."""
     if processes is None:
         return [0] * len(rounds)
     if len(processes) != len(rounds):
         raise ValueError(f"{len(processes)} process labels for {len(rounds)} rounds")
-    first: dict[Any, int] = {}
+    first: dict[Hashable, int] = {}
     return [first.setdefault(p, len(first)) for p in processes]
 
 

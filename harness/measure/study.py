@@ -51,7 +51,7 @@ class Measure:
 
     calls: int = 1000  # over all of a cell's processes and rounds
     rounds: int = 10  # in each process
-    processes: int = 1  # fresh worker processes per cell, one after another (a [[cells]] table may set its own)
+    processes: int = 1  # fresh worker processes per cell, one after another ([[cells]] may set its own)
     warmup: int = 20
     batch_sizes: tuple[int, ...] = (1,)  # a cell's own batch_sizes replace these
     dtypes: tuple[str, ...] = ("float32",)

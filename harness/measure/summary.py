@@ -5,7 +5,6 @@ from harness.measure.cells import CellState
 from harness.measure.progress import fmt_ns
 from harness.measure.study import Study
 
-
 Rounds = tuple[list[list[int]], list[int]]  # per-round times, and the process of each round
 
 

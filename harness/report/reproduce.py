@@ -42,7 +42,7 @@ def final_cells(rows: list[dict]) -> dict[str, dict]:
 
 
 def _measured(row: dict | None) -> bool:
-    return bool(row) and row.get("status") == "ok" and any(row.get("rounds_ns") or [])
+    return row is not None and row.get("status") == "ok" and any(row.get("rounds_ns") or [])
 
 
 def _interval(low: float, high: float, thin: bool) -> list[float] | None:
@@ -92,7 +92,7 @@ def compare(reference_rows: list[dict], new_rows: list[dict], baseline: str | No
     cells, left_out = [], []
     for cell_id in ref:
         a, b = ref[cell_id], new.get(cell_id)
-        if not (_measured(a) and _measured(b)):
+        if b is None or not (_measured(a) and _measured(b)):
             if _measured(a) or _measured(b):
                 left_out.append(cell_id)
             continue
@@ -180,7 +180,8 @@ def section(runs: list[dict]) -> list[str]:
     out = list(head)
     for run, row in sorted(found, key=lambda item: item[0]["machine"]):
         share_rows = [[words, share_text(*row["shares"][key])] for key, words in CHECKS]
-        out += [f"**{run['machine']}**: `{row['study']}` run `{row['run']}` against `{row['reference_run']}`.",
+        out += [f"**{run['machine']}**: `{row['study']}` run `{row['run']}` against "
+                f"`{row['reference_run']}`.",
                 "", table(["check", "cells"], share_rows), ""]
         outside = [c for c in row["cells"] if c["median_inside"] is False or c["ratio_inside"] is False]
         if outside:

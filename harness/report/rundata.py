@@ -74,7 +74,8 @@ def cell_statistics(row: dict) -> dict:
     """The statistics of a final cell row, recomputed from its raw times (so every run is read with
     today's rules); a thin cell's interval and noise verdict are dropped (stats.interval_supported)."""
     times = [t for rnd in row.get("rounds_ns", []) for t in rnd]
-    st = stats.summarize(row["rounds_ns"], row.get("round_process")) if row["status"] == "ok" and times else {}
+    measured = row["status"] == "ok" and times
+    st = stats.summarize(row["rounds_ns"], row.get("round_process")) if measured else {}
     if st.get("thin"):
         st.update(ci95_low_ns=float("nan"), ci95_high_ns=float("nan"), ci_over_median=float("nan"),
                   noisy=False, drawn=False)
