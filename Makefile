@@ -23,7 +23,8 @@ GPU_IMPLS := tf,jax,torch,keras,keras_jax,keras_torch,cudnn,cuda,onnx
 DEVICES ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cpu,gpu || echo cpu)
 
 .PHONY: install install-gpu run-all test test-fast weights verify verify-gpu studies explain crosscheck smoke \
-        loc figures report doctor lint clean offline-bundle gpu-study import-results init-weights lab-kit help
+        loc figures report doctor lint clean offline-bundle gpu-study import-results init-weights lab-kit help \
+        reproduce
 
 install: $(STAMP)  ## create .venv and install the project into it (what plain `make` does)
 $(STAMP): pyproject.toml
@@ -95,6 +96,13 @@ explain: $(STAMP)  ## why Keras is slow (each backend's predict and the framewor
 
 crosscheck: $(STAMP)  ## the harness's timer against timeit, on the NumPy level
 	$(PY) -m harness crosscheck --json $(RESULTS)/crosscheck-$$(hostname).json
+
+# A second run of STUDY in fresh processes, held against its newest run on this machine: the share of
+# cells whose new median and within-round ratio fall inside the first run's intervals (a row in
+# reports/results/reproduce/; DETAILS' validity section shows the newest of each machine).
+STUDY ?= api_levels
+reproduce: $(STAMP)  ## run STUDY (default api_levels) again and say how much of its newest run it reproduces
+	$(PY) -m harness reproduce $(STUDY)
 
 smoke: $(STAMP)  ## a seconds-long study, to check the plumbing
 	$(PY) -m harness run smoke --out $${TMPDIR:-/tmp}/lenet-smoke-$$(id -u)  # per user: /tmp is shared

@@ -112,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     # In the order `python -m harness --help` lists them.
     add_verify_commands(sub)
     add_run_command(sub)
+    add_reproduce_command(sub)
     add_report_commands(sub)
     command(sub, "doctor", "what can run here, and why not", commands.cmd_doctor,
             implementations(None, "only these (default: all)"), weights())
@@ -158,6 +159,16 @@ def add_run_command(sub: Subparsers) -> None:
             option("--lock-timeout", type=float, default=None, metavar="S",
                    help="wait at most S seconds for another run's GPU lock, then measure anyway "
                         "with the cells flagged contended (default: wait)"))
+
+
+def add_reproduce_command(sub: Subparsers) -> None:
+    """`reproduce`: a study run again, held against its newest run on this machine."""
+    command(sub, "reproduce", "run a study again in fresh processes and say how much of its newest run "
+                              "on this machine it reproduces", commands.cmd_reproduce,
+            option("study", help="a name in studies/ (api_levels, smoke, ...) or a .toml path"),
+            option("--results", type=Path, default=DEFAULT_RESULTS,
+                   help="where the newest run is read and the result written (default reports/results)"),
+            weights(None, "default: the trained weights; a train-mode study: the seeded initial weights"))
 
 
 def add_report_commands(sub: Subparsers) -> None:

@@ -138,6 +138,46 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """The study again in fresh processes, each cell held against the newest run of it on this
+    machine (harness.report.reproduce); the result is a row in RESULTS/reproduce/<run-id>/."""
+    from harness.data import init_weights, weights
+    from harness.machine import env
+    from harness.measure import results, runner, study
+    from harness.report import reproduce, rundata
+
+    name = study.load(args.study).name
+    here = rundata.machine_label({**env.collect_system(), **env.collect_gpus()})
+    first = reproduce.reference(rundata.load_runs(args.results), name, here)
+    if first is None:
+        raise HarnessError(f"no run of study {name!r} on this machine ({here}) in {args.results}: "
+                           f"run `python -m harness run {args.study}` first, then reproduce it")
+    plan = study.parse((first["dir"] / "study.toml").read_text(), str(first["dir"] / "study.toml"))
+    if args.weights is None:
+        args.weights = init_weights.DEFAULT_INIT if plan.mode == "train" else DEFAULT_WEIGHTS
+    weights.read(args.weights)
+    run_id = results.new_run_id()
+    folder = results.create_run_dir(args.results, reproduce.FOLDER, run_id)
+    log(f"reproducing {name}: a second run in fresh processes against {first['run_id']}")
+    try:
+        run_dir, _ = runner.start_run(plan, folder, run_id, weights=args.weights, report=log)
+    except KeyboardInterrupt:
+        print(f"interrupted: the second run's rows are kept in {folder}", file=sys.stderr)
+        return 130
+    result = reproduce.compare(first["rows"], results.read_rows(run_dir / results.ROWS), plan.baseline)
+    for line in reproduce.lines(result):
+        print(line)
+    (folder / "env.json").write_text((run_dir / "env.json").read_text())
+    writer = results.RowWriter(folder, run_id)
+    try:
+        writer.write({"kind": "reproduce", "study": name, "reference_run": first["run_id"], "run": run_id,
+                      "machine": here, **result})
+    finally:
+        writer.close()
+    print(f"results: {folder}")
+    return 0
+
+
 def cmd_loc(args: argparse.Namespace) -> int:
     from harness.report import loc
 

@@ -122,3 +122,34 @@ class GatedLeNet(LeNet):
         while self.calls > self.after and not os.path.exists(self.gate):
             time.sleep(0.005)
         return np.zeros((len(images), 10), np.float32)
+
+
+class ProcessDrawLeNet(LeNet):
+    """Its speed depends on the process: the worker processes that load it claim 0, 1, 2, ... in
+    order (a file each in LENET_TEST_DRAW_DIR), and process 1 sleeps 3 ms a call, the others 1 ms."""
+
+    spec = ImplSpec("draw", "tests.fake_impls:ProcessDrawLeNet", "none", ("cpu",), ("default",),
+                    ("float32",), None)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        folder = os.environ["LENET_TEST_DRAW_DIR"]
+        index = 0
+        while True:
+            try:
+                os.close(os.open(os.path.join(folder, str(index)), os.O_CREAT | os.O_EXCL))
+                break
+            except FileExistsError:
+                index += 1
+        self.seconds = 0.003 if index == 1 else 0.001
+
+    def predict(self, images):
+        time.sleep(self.seconds)
+        return np.zeros((len(images), 10), np.float32)
+
+
+class SleepyTwinLeNet(SleepyLeNet):
+    """SleepyLeNet under another name: a second cell at the same speed."""
+
+    spec = ImplSpec("sleepy_twin", "tests.fake_impls:SleepyTwinLeNet", "none", ("cpu",), ("default",),
+                    ("float32",), None)

@@ -93,3 +93,22 @@ def test_gpu_memory_from_each_framework_allocator(monkeypatch):
     assert found["torch"] == {"used": 3 * MB, "held": 4 * MB, "peak": 6 * MB}
     assert found["jax"] == {"used": MB, "peak": 2 * MB, "preallocate": "false"}
     assert memory.gpu(["tensorflow"]) == {}  # no GPU framework loaded: nothing read
+
+
+def test_a_namespace_package_bills_only_the_distribution_whose_files_were_loaded(tmp_path, monkeypatch):
+    """Two distributions share the namespace package `nsfake` (as nvidia-cudnn-cu12 and
+    nvidia-cublas-cu12 share `nvidia`): a process that loaded a file of one is billed that one only."""
+    site = tmp_path / "site"
+    for part in ("a", "b"):
+        package = site / "nsfake" / part
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("x = 1\n" * 1000)
+        info = site / f"nsfake_{part}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: nsfake-{part}\nVersion: 1.0\n")
+        (info / "RECORD").write_text(f"nsfake/{part}/__init__.py,,\nnsfake_{part}-1.0.dist-info/METADATA,,\n"
+                                     f"nsfake_{part}-1.0.dist-info/RECORD,,\n")
+    monkeypatch.syspath_prepend(str(site))
+    found = memory.installed([str(site / "nsfake" / "a" / "__init__.py")], maps_text="")
+    assert "nsfake-a" in found["distributions"] and "nsfake-b" not in found["distributions"]
+    assert found["distributions"]["nsfake-a"]["loaded"] == 1

@@ -61,13 +61,14 @@ def test_smoke_study_with_null_overhead(tmp_path):
     rows = final_rows(run_dir)
     null = rows["null/default/cpu/b1/float32"]
     assert null["status"] == "ok" and null["schema"] == results.SCHEMA_VERSION
-    assert sum(len(r) for r in null["rounds_ns"]) == 100 and len(null["rounds_ns"]) == 4
+    assert sum(len(r) for r in null["rounds_ns"]) == 100 and len(null["rounds_ns"]) == 6
+    assert null["round_process"] == [0, 0, 0, 1, 1, 1]  # two fresh processes, three rounds each
     assert null["stats"]["n"] == 100 and null["setup"]["cold_start_ns"] > 0
     assert rows["numpy/default/cpu/b1/float32"]["stats"]["median_ns"] > null["stats"]["median_ns"]
     env = json.loads((run_dir / "env.json").read_text())
     assert env["cpu_count"] >= 1 and "numpy" in env["packages"]
     assert env["threads"]["OPENBLAS_NUM_THREADS"] == "1"
-    assert "[  1/8" in run.stderr and "ETA" in run.stderr  # progress per cell
+    assert "[  1/12" in run.stderr and "ETA" in run.stderr  # progress per cell
 
 
 def test_crashing_worker_is_recorded_and_the_study_goes_on(tmp_path):

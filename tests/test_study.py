@@ -4,7 +4,7 @@ import pytest
 
 from harness import registry
 from harness.errors import HarnessError
-from harness.measure import study
+from harness.measure import stats, study
 
 MINIMAL = """
 [measure]
@@ -41,9 +41,12 @@ devices = ["cpu", "gpu"]
     assert s.cells[0].id == "tf/function/cpu/b1/float32" and s.cells[0].group == "tf/cpu"
 
 
-def test_api_levels_has_1000_images_per_cell_and_cold_start():
+def test_api_levels_has_3_processes_per_cell_and_cold_start():
+    """Every cell the headline prints is measured in at least 3 fresh processes (stats.MIN_PROCESSES)."""
     s = study.load("api_levels")
-    assert all(c.calls >= 1000 and c.batch_size == 1 for c in s.cells)
+    assert all(c.processes >= stats.MIN_PROCESSES and c.calls >= 300 and c.batch_size == 1 for c in s.cells)
+    sweep = study.load("batch_sweep")  # the headline's GPU throughput
+    assert all(c.processes >= stats.MIN_PROCESSES for c in sweep.cells if c.device == "gpu")
     assert {c.implementation for c in s.cells} >= {"numpy", "tf", "jax", "torch", "keras", "keras_jax",
                                                     "keras_torch", "cudnn", "cuda"}
     assert {(c.implementation, c.variant) for c in s.cells if c.device == "gpu"} >= {
@@ -115,3 +118,32 @@ def test_chunks_split_calls_over_rounds():
 def test_minimal_study_defaults():
     s = study.parse(MINIMAL, "x/minimal.toml")
     assert s.name == "minimal" and s.measure.warmup == 20 and len(s.cells) == 1
+
+
+def test_processes_in_the_study_and_per_cells_table():
+    text = """
+[study]
+name = "p"
+[measure]
+processes = 2
+rounds = 3
+calls = 60
+max_images = 600
+min_calls_per_round = 3
+batch_sizes = [1, 512]
+[[cells]]
+implementation = "null"
+devices = ["cpu"]
+[[cells]]
+implementation = "numpy"
+processes = 4
+"""
+    s = study.parse(text)
+    by = {(c.implementation, c.batch_size): c for c in s.cells}
+    assert by[("null", 1)].processes == 2 and by[("numpy", 1)].processes == 4
+    assert by[("null", 1)].total_rounds(3) == 6 and by[("numpy", 1)].process_of(7, 3) == 2
+    assert by[("numpy", 512)].calls == 4 * 3 * 3  # max_images / 512, but 3 calls a round in every process
+    with pytest.raises(HarnessError, match="processes"):
+        study.parse(text.replace("processes = 4", "processes = 0"))
+    with pytest.raises(HarnessError, match="more rounds than calls"):
+        study.parse(text.replace("processes = 4", "processes = 40"))

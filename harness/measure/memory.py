@@ -10,7 +10,10 @@ VmHWM, the peak since the process started or since the peak was last reset by wr
 
     rss() -> (resident, peak) bytes            reset_peak() -> bool
     gpu(frameworks) -> dict                    the allocators' own counters, where a GPU framework is loaded
-    installed(modules, maps) -> dict           distributions and shared libraries, with sizes
+    loaded() -> {files, maps}                  what this process imported and mapped (read in the worker)
+    installed(files, maps) -> dict             the distributions owning each file imported or library
+                                               mapped (by file, not by top-level name), with sizes
+                                               (read in the runner: its memory is not the level's)
 """
 
 import importlib.metadata
@@ -84,35 +87,70 @@ def _distribution_size(name: str) -> tuple[str, int, int]:
     return dist.version, total, count
 
 
-def owners(paths: Iterable[str]) -> dict[str, str]:
-    """{path: the installed distribution whose RECORD lists it} for files a wheel put outside
-    site-packages (the onednn wheel's lib/libdnnl.so.3); paths no distribution lists are left out."""
-    wanted = {os.path.realpath(p) for p in paths}
-    found: dict[str, str] = {}
-    if not wanted:
-        return found
+def _record_heads(dist: importlib.metadata.Distribution) -> set[str]:
+    """The first path component of every file in a distribution's RECORD ('nvidia', 'numpy.libs',
+    '..' for files outside its folder): read from the text, without parsing every entry."""
+    text = dist.read_text("RECORD") or ""
+    return {line.split(",", 1)[0].split("/", 1)[0] for line in text.splitlines() if line}
+
+
+def _file_index(paths: set[str]) -> dict[str, str]:
+    """{path of every file the RECORD of a distribution that may own one of `paths` lists: that
+    distribution's name}. A distribution may own a path when its folder holds the path's first
+    component (or the path lies outside that folder): only those RECORDs are parsed whole."""
+    index: dict[str, str] = {}
+    heads_of: dict[str, set[str]] = {}  # a distributions' folder -> the paths' first components in it
     for dist in importlib.metadata.distributions():
+        try:
+            base = os.path.realpath(str(dist.locate_file("")))
+        except (OSError, TypeError, ValueError):
+            continue
+        if base not in heads_of:
+            heads_of[base] = {os.path.relpath(path, base).split(os.sep, 1)[0] for path in paths}
+        if not _record_heads(dist) & heads_of[base]:
+            continue
+        name = dist.metadata["Name"]
         for file in dist.files or ():
-            if not str(file).endswith(tuple(os.path.basename(w) for w in wanted)):
-                continue  # cheap test first: most files are not shared libraries we mapped
-            real = os.path.realpath(str(dist.locate_file(file)))
-            if real in wanted:
-                found[real] = dist.metadata["Name"]
+            index.setdefault(os.path.normpath(os.path.join(base, str(file))), name)
+    return index
+
+
+def owners(paths: Iterable[str]) -> dict[str, str]:
+    """{real path: the installed distribution whose RECORD lists it} for each of `paths` (a module's
+    file, a mapped library, inside site-packages or out of it: the onednn wheel's lib/libdnnl.so.3);
+    paths no distribution lists are left out. Each file is its own distribution's: a namespace
+    package (`nvidia`) bills only the nvidia-* distributions whose files were loaded."""
+    wanted = {os.path.realpath(p) for p in paths}
+    if not wanted:
+        return {}
+    index = _file_index(wanted)
+    return {path: index[path] for path in wanted if path in index}
+
+
+def module_files() -> list[str]:
+    """The file of every module this process imported (Python sources, compiled extensions)."""
+    found = []
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and path:
+            found.append(path)
     return found
 
 
-def distributions(modules: Iterable[str], extra: Iterable[str] = ()) -> dict[str, dict]:
-    """The distributions that provide the imported top-level modules (and `extra` names):
-    {name: {version, bytes, files}}."""
-    providers = importlib.metadata.packages_distributions()
-    names = {dist for module in modules for dist in providers.get(module.partition(".")[0], ())} | set(extra)
+def distributions(owned: dict[str, str]) -> dict[str, dict]:
+    """The distributions that own the loaded files (owners' answer): {name: {version, bytes, files,
+    loaded}}; bytes and files: the whole distribution (what must be installed), loaded: how many of
+    its files this process imported or mapped."""
+    loaded: dict[str, int] = {}
+    for name in owned.values():
+        loaded[name] = loaded.get(name, 0) + 1
     out = {}
-    for name in sorted(names):
+    for name in sorted(loaded):
         try:
             version, size, files = _distribution_size(name)
         except importlib.metadata.PackageNotFoundError:
             continue
-        out[name] = {"version": version, "bytes": size, "files": files}
+        out[name] = {"version": version, "bytes": size, "files": files, "loaded": loaded[name]}
     return out
 
 
@@ -130,20 +168,30 @@ def libraries(maps_text: str) -> dict[str, int]:
     return out
 
 
-def installed(modules: Iterable[str] | None = None, maps_text: str | None = None) -> dict:
-    """What this process needed installed: its distributions and, apart, the shared libraries it
-    mapped that no distribution ships (the system's: libc, libgomp, a system cuDNN)."""
-    if modules is None:
-        modules = [m for m in list(sys.modules) if "." not in m]
+def loaded() -> dict:
+    """What this process loaded, for installed() in another process: {files: its modules' files,
+    maps: its memory map's text}."""
+    try:
+        maps_text = Path("/proc/self/maps").read_text()
+    except OSError:
+        maps_text = ""
+    return {"files": module_files(), "maps": maps_text}
+
+
+def installed(files: Iterable[str] | None = None, maps_text: str | None = None) -> dict:
+    """What this process needed installed: the distributions that own a file it imported or a
+    library it mapped (files: the imported modules' files, by default this process's), and, apart,
+    the shared libraries it mapped that no distribution ships (the system's: libc, libgomp, a
+    system cuDNN)."""
+    if files is None:
+        files = module_files()
     if maps_text is None:
         try:
             maps_text = Path("/proc/self/maps").read_text()
         except OSError:
             maps_text = ""
     libs = libraries(maps_text)
-    packaged = tuple({os.path.realpath(p) for p in sys.path if "site-packages" in p or "dist-packages" in p})
-    outside = [p for p in libs if not os.path.realpath(p).startswith(packaged)]
-    owned = owners(p for p in outside if os.path.realpath(p).startswith(os.path.realpath(sys.prefix)))
-    system = {p: libs[p] for p in outside if os.path.realpath(p) not in owned}
-    return {"distributions": distributions(modules, owned.values()), "system_libraries": system,
+    owned = owners([*files, *libs])
+    system = {p: libs[p] for p in libs if os.path.realpath(p) not in owned}
+    return {"distributions": distributions(owned), "system_libraries": system,
             "libraries_mapped": len(libs)}

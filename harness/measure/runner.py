@@ -1,13 +1,20 @@
 """Run a study: cells interleaved in rounds (A B C A B C ...), one worker process per
 implementation x device, every measurement written as a row the moment it is made.
 
+Processes are a level of the study: each cell is timed in `processes` fresh worker processes, one
+after another. Process 0 of every group times the first `rounds` rounds of its cells (interleaved
+as always), then the workers are stopped and fresh ones take the next `rounds`, and so on; each
+process loads its cells again (import, build, cold start, warm-up), and only process 0 reads the
+bill. Every setup and round row says which process (`process`, and its `pid`) it came from.
+
 Rows (results.jsonl), each with schema, run_id, time, kind:
 - setup: a cell's worker loaded it: import, load and cold-start times
-- round: one round of one cell: every per-call time (ns), device times where known
+- round: one round of one cell: every per-call time (ns), device times where known, its process
 - load:  the machine's load during one round (harness.machine.load): CPU used by other
          processes, steal, load average, the busiest others; `contended` the reason, or None
 - cell:  the cell's final row: status (ok, skipped, error, crashed, timeout), reason, every
-         per-call time by round, statistics, cold start, device-time statistics, warnings,
+         per-call time by round and which process each round came from (round_process),
+         statistics, cold start, device-time statistics, warnings,
          contended (with its reasons: a disturbed round, another process on the GPU)
 
 env.json records the machine and, under `provenance`, the commit and each level's source hash.
@@ -23,7 +30,7 @@ from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import Failure
 from harness.machine import env, gpu, load, procenv, provenance
 from harness.machine.gpulock import GpuLock
-from harness.measure import cells, results
+from harness.measure import cells, memory, results
 from harness.measure.cells import CellState
 from harness.measure.gpuwatch import GpuWatch
 from harness.measure.progress import Progress
@@ -41,9 +48,10 @@ class Runner:
         self.weights = str(weights)
         self.report = report
         self.gpu_watch = GpuWatch(gpu_lock, self.own_pids)
-        self.workers: dict[str, WorkerProcess] = {}
+        self.workers: dict[tuple[str, int], WorkerProcess] = {}  # (group, process) -> its worker
+        self.process = 0  # the process (0, 1, ...) the rounds under way are timed in
         m = study.measure
-        self.states = [CellState(c, chunk_sizes(c.calls, m.rounds)) for c in study.cells]
+        self.states = [CellState(c, chunk_sizes(c.calls, c.total_rounds(m.rounds))) for c in study.cells]
 
     # --- resume -------------------------------------------------------------------------
     def restore(self, rows: list[dict]) -> int:
@@ -54,7 +62,9 @@ class Runner:
     def run(self) -> list[CellState]:
         m = self.study.measure
         self.skip_unrunnable()
-        todo = [(r, s) for r in range(m.rounds) for s in self.states if s.open and r not in s.rounds]
+        most = max((s.cell.total_rounds(m.rounds) for s in self.states), default=0)
+        todo = [(r, s) for r in range(most) for s in self.states
+                if s.open and r < s.cell.total_rounds(m.rounds) and r not in s.rounds]
         if any(s.cell.device == "gpu" for _, s in todo):
             self.gpu_watch.start()
         progress = Progress(todo, self.report)
@@ -63,6 +73,7 @@ class Runner:
         try:
             for r, state in todo:
                 watch.at_round(r)
+                self.next_process(state.cell.process_of(r, m.rounds))
                 worker_pid = self.worker(state.cell).pid  # None until started
                 if state.open and (state.ready_pid is None or state.ready_pid != worker_pid):
                     self.setup(state)  # first use, or its worker died: load it (again)
@@ -77,7 +88,11 @@ class Runner:
             watch.at_round(None)
             for state in self.states:
                 if state.open and self.converges(state.cell):
-                    self.converge(state)
+                    self.process = state.cell.processes - 1  # its last process (started again if stopped)
+                    if state.ready_pid is None or state.ready_pid != self.worker(state.cell).pid:
+                        self.setup(state)
+                    if state.open:
+                        self.converge(state)
                 if state.open:
                     self.finish(state, "ok")
             clean_exit = True
@@ -93,16 +108,26 @@ class Runner:
             if state.open and state.cell.device == "gpu" and absent:
                 self.finish(state, "skipped", absent)
 
+    def next_process(self, process: int) -> None:
+        """Rounds of a later process start: the earlier processes' workers are stopped (their GPU
+        memory freed), so the next request of each group starts a fresh one."""
+        if process == self.process:
+            return
+        for key in [k for k in self.workers if k[1] != process]:
+            self.workers.pop(key).stop()
+        self.process = process
+
     def worker(self, cell: Cell) -> WorkerProcess:
-        if cell.group not in self.workers:
+        key = (cell.group, self.process)
+        if key not in self.workers:
             m = self.study.measure
             threads = cell.threads if cell.threads is not None else m.threads
             settings = procenv.settings(threads, m.inter_op_threads, cell.device)
             # the implementation's own variables (KERAS_BACKEND, XLA_FLAGS) win over the caller's
             worker_env = {**os.environ, **settings, **registry.process_env(cell.implementation)}
             log = self.run_dir / "workers.log"
-            self.workers[cell.group] = WorkerProcess(cell.group, worker_env, log)
-        return self.workers[cell.group]
+            self.workers[key] = WorkerProcess(f"{cell.group} (process {self.process})", worker_env, log)
+        return self.workers[key]
 
     def ask(self, state: CellState, message: dict, timeout: float) -> dict | None:
         """Send one request; a crash or timeout ends this cell (the study goes on).
@@ -135,20 +160,24 @@ class Runner:
     def setup(self, state: CellState) -> None:
         m = self.study.measure
         message = {"op": "setup", "cell": {**state.cell.to_dict(), "id": state.cell.id},
-                   "weights": self.weights, "warmup": m.warmup, "bill": m.bill}
+                   "weights": self.weights, "warmup": m.warmup,
+                   "bill": m.bill and self.process == 0}  # what a level needs installed: read once
         reply = self.ask(state, message, m.setup_timeout_s)
         if reply is None:
             return
         state.ready_pid = self.worker(state.cell).pid
         if state.setup is None and reply.get("warmup_median_ns"):  # first setup: fit max_cell_seconds
-            calls = capped_calls(m, state.cell.calls, reply["warmup_median_ns"] / 1e9)
+            calls = capped_calls(m, state.cell.calls, reply["warmup_median_ns"] / 1e9,
+                                 state.cell.processes)
             if calls != sum(state.chunks):
                 self.report(f"  {state.cell.id}: {calls} timed calls instead of {state.cell.calls} "
                             f"(max_cell_seconds = {m.max_cell_seconds:g})")
-            state.chunks = chunk_sizes(calls, m.rounds)
+            state.chunks = chunk_sizes(calls, state.cell.total_rounds(m.rounds))
+        loaded = reply.pop("loaded", None)
+        installed = memory.installed(loaded["files"], loaded["maps"]) if loaded else None
         row = self.writer.write({"kind": "setup", "cell_id": state.cell.id, "pid": state.ready_pid,
-                                 "calls": sum(state.chunks),
-                                 **{k: v for k, v in reply.items() if k != "ok"}})
+                                 "process": self.process, "calls": sum(state.chunks),
+                                 **{k: v for k, v in reply.items() if k != "ok"}, "installed": installed})
         if state.setup is None:
             state.setup = row
 
@@ -160,9 +189,10 @@ class Runner:
         if reply is None:
             return
         state.rounds[r] = (reply["times_ns"], reply["device_ns"])
+        state.round_process[r] = [self.process, state.ready_pid]
         state.rss_peak = max(filter(None, (state.rss_peak, reply.get("rss_peak"))), default=None)
         self.writer.write({"kind": "round", "cell_id": state.cell.id, "round": r,
-                           "pid": state.ready_pid, "times_ns": reply["times_ns"],
+                           "process": self.process, "pid": state.ready_pid, "times_ns": reply["times_ns"],
                            "device_ns": reply["device_ns"], "contended": reply.get("contended"),
                            "gpu_samples": reply.get("gpu_samples"), "rss_peak": reply.get("rss_peak")})
 
@@ -249,7 +279,10 @@ def start_run(study: Study, out: Path, run_id: str | None = None, resume: bool =
     if resume:
         done = runner.restore(results.read_rows(writer.path))
         report(f"resuming {run_dir}: {done} of {len(runner.states)} cells already finished")
-    report(f"study {study.name}: {len(study.cells)} cells, {study.measure.rounds} rounds -> {run_dir}")
+    most = max((c.processes for c in study.cells), default=1)
+    processes = f" in each of {most} processes" if most > 1 else ""
+    report(f"study {study.name}: {len(study.cells)} cells, {study.measure.rounds} rounds{processes} "
+           f"-> {run_dir}")
     busy = load.busy_now(seconds=0.2)
     if busy:
         report(f"WARNING: the machine is busy ({busy}); rounds it disturbs are flagged contended "

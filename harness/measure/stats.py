@@ -19,20 +19,44 @@ MIN_CALLS_PER_ROUND calls, the bootstrap's "95%" is the spread of a handful of n
 rounds, their min and max), not an interval. Such a cell is `thin` (`interval_supported` is False):
 the report shows its median without an interval and marks it, and a ratio with fewer than
 MIN_ROUNDS rounds likewise.
+
+Processes are a level of their own (Kalibera and Jones 2013; pyperf's worker processes): a fresh
+process draws its own address layout, stack, core and library code path, and a cell can differ
+between processes by more than its rounds differ within one. A cell measured in several processes
+(`processes`: which process each round came from) gets a hierarchical bootstrap: resample the
+processes with replacement, then the rounds within each picked process, pool, take the median (the
+same for a within-round ratio: the rounds' ratios, grouped by the pair of processes that made
+them). With few processes the bootstrap's percentiles cannot reach the outer ones (three processes
+give ten distinct resamples), so the interval is widened to include every process's own median:
+the least a 95% interval from three processes can be. One process: the cluster bootstrap above,
+unchanged.
+
+A cell is `drawn` (its speed depends on the process) when its process medians differ by more than
+its within-process interval (the rounds resampled inside each process, the processes kept), by
+more than DRAW_MIN_SHARE of the median, and by more than a shuffle of the rounds among the
+processes gives in DRAW_ALPHA of PERMUTATIONS shuffles (so a draw is not the rounds' own noise;
+with fewer than about four rounds in each process no shuffle test can reach it).
+Processes run one after another, so a change of the machine's speed between them counts as a
+draw too; within-round ratios cancel it. `noisy` reads the within-process interval, the rounds'
+own instability.
 """
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence, Sized
 from typing import Any
 
 import numpy as np
 
-Rounds = Sequence[Sequence[float]]  # per-call times (or values), one list per round
+Rounds = Sequence[Sequence[float] | np.ndarray]  # per-call times (or values), one list per round
 
 NOISY_CI_OVER_MEDIAN = 0.20  # the median known to better than about +-10%
 MIN_ROUNDS = 5  # below this, resampling rounds cannot give a 95% interval
 MIN_CALLS_PER_ROUND = 3  # a round of one or two calls has no median of its own
 BOOTSTRAP_RESAMPLES = 1000
 LEVEL = 0.95
+MIN_PROCESSES = 3  # fewer: an interval that has not seen a new process's draw (the headline marks it)
+DRAW_ALPHA = 0.05  # a draw must beat this share of the shuffles of rounds among processes ...
+DRAW_MIN_SHARE = 0.05  # ... and differ by more than this share of the median
+PERMUTATIONS = 1000
 
 
 def _percentile_interval(estimates: Any) -> tuple[float, float]:
@@ -60,20 +84,21 @@ def bootstrap_rounds_median_ci(rounds: Rounds, resamples: int = BOOTSTRAP_RESAMP
             blocks.append(np.median(pooled, axis=1))
         medians = np.concatenate(blocks)
     else:  # rounds of different lengths: no matrix, but no pool built per resample either
-        medians = _pooled_medians_by_counts(arrays, picks)
+        counts = np.stack([np.bincount(row, minlength=len(arrays)) for row in picks])  # (B, R)
+        medians = _pooled_medians_by_counts(arrays, counts)
     return _percentile_interval(medians)
 
 
-def _pooled_medians_by_counts(rounds: list[np.ndarray], picks: np.ndarray) -> np.ndarray:
-    """For each row of picks, the median of the picked rounds' calls pooled: exactly what
-    np.median(np.concatenate(...)) gives, without building each pool. Every call is sorted once;
-    a resample repeats round i's calls as often as it picked round i, so its pooled median is
-    found by walking the cumulative repeat counts to the middle position(s)."""
+def _pooled_medians_by_counts(rounds: list[np.ndarray], counts: np.ndarray) -> np.ndarray:
+    """For each row of counts (B, R: how often a resample took each round), the median of the
+    taken rounds' calls pooled: exactly what np.median(np.concatenate(...)) gives, without building
+    each pool. Every call is sorted once; a resample repeats round i's calls counts[b, i] times,
+    so its pooled median is found by walking the cumulative repeat counts to the middle
+    position(s)."""
     values = np.concatenate(rounds)
     labels = np.concatenate([np.full(len(r), i) for i, r in enumerate(rounds)])
     order = np.argsort(values, kind="stable")
     values, labels = values[order], labels[order]
-    counts = np.stack([np.bincount(row, minlength=len(rounds)) for row in picks])  # (B, R)
     out = []
     block = max(1, 4_000_000 // values.size)  # bound memory: (block, N) per step
     for start in range(0, len(counts), block):
@@ -101,17 +126,25 @@ def thin_reason(rounds: Rounds) -> str:
             f">= {MIN_CALLS_PER_ROUND})")
 
 
-def summarize(rounds_ns: Rounds) -> dict[str, Any]:
-    """Summary of per-call wall times in ns, given as rounds (a list of lists of calls)."""
-    rounds = [list(r) for r in rounds_ns if len(r)]
+def summarize(rounds_ns: Rounds, processes: Sequence[int] | None = None) -> dict[str, Any]:
+    """Summary of per-call wall times in ns, given as rounds (a list of lists of calls); processes:
+    which worker process each round came from (None: all from one)."""
+    kept = [(list(r), p) for r, p in zip(rounds_ns, labels_of(rounds_ns, processes), strict=True)
+            if len(r)]
+    rounds = [r for r, _ in kept]
+    labels = [p for _, p in kept]
     t = np.asarray([x for r in rounds for x in r], dtype=np.float64)
     if t.size == 0:
         raise ValueError("no times to summarize")
     q25, median, q75, p90, p99 = np.percentile(t, [25, 50, 75, 90, 99])
-    low, high = bootstrap_rounds_median_ci(rounds)
+    low, high = hierarchical_median_ci(rounds, labels)
+    within_low, within_high = within_median_ci(rounds, labels)
     round_medians = [float(np.median(r)) for r in rounds]
     iqr = q75 - q25
     ci_width = (high - low) / median if median > 0 and not np.isnan(low) else float("nan")
+    within_width = ((within_high - within_low) / median if median > 0 and not np.isnan(within_low)
+                    else float("nan"))
+    draw = process_draw(rounds, labels, (within_low, within_high))
     return {
         "n": int(t.size),
         "rounds": len(rounds),
@@ -127,10 +160,127 @@ def summarize(rounds_ns: Rounds) -> dict[str, Any]:
         "ci95_low_ns": low,
         "ci95_high_ns": high,
         "ci_over_median": ci_width,
-        "ci_method": "cluster bootstrap over rounds",
-        "noisy": bool(ci_width > NOISY_CI_OVER_MEDIAN),  # NaN (one round) compares False
+        "ci_method": ("hierarchical bootstrap over processes, then rounds" if len(set(labels)) > 1
+                      else "cluster bootstrap over rounds"),
+        "noisy": bool(within_width > NOISY_CI_OVER_MEDIAN),  # NaN (one round) compares False
         "thin": not interval_supported(rounds),
+        "processes": len(set(labels)),
+        "process_medians_ns": draw["medians"],
+        "within_ci95_low_ns": within_low,
+        "within_ci95_high_ns": within_high,
+        "drawn": draw["drawn"],
+        "draw_p": draw["p"],
     }
+
+
+# --- processes: the level above rounds -------------------------------------------------------
+
+def labels_of(rounds: Sized, processes: Sequence[Hashable] | None) -> list[int]:
+    """Each round's process as 0, 1, ... in order of first appearance (None: all process 0)."""
+    if processes is None:
+        return [0] * len(rounds)
+    if len(processes) != len(rounds):
+        raise ValueError(f"{len(processes)} process labels for {len(rounds)} rounds")
+    first: dict[Hashable, int] = {}
+    return [first.setdefault(p, len(first)) for p in processes]
+
+
+def _members(labels: Sequence[int]) -> list[np.ndarray]:
+    """The units' indices of each process, in label order."""
+    array = np.asarray(labels)
+    return [np.flatnonzero(array == q) for q in sorted(set(labels))]
+
+
+def _hierarchical_counts(labels: Sequence[int], resamples: int, rng: np.random.Generator,
+                         within_only: bool = False) -> np.ndarray:
+    """(B, U): how often each resample takes each unit (a round, or one round's ratio). The
+    processes are resampled with replacement (within_only: each kept once), then, for each time a
+    process was taken, as many of its units as it has, with replacement."""
+    members = _members(labels)
+    k = len(members)
+    if within_only:
+        taken = np.ones((resamples, k), dtype=np.int64)
+    else:
+        picks = rng.integers(0, k, size=(resamples, k))
+        taken = np.stack([np.bincount(row, minlength=k) for row in picks])  # (B, k)
+    counts = np.zeros((resamples, len(labels)), dtype=np.int64)
+    for q, idx in enumerate(members):
+        counts[:, idx] = rng.multinomial(taken[:, q] * len(idx), np.full(len(idx), 1 / len(idx)))
+    return counts
+
+
+def _pooled(units: list[np.ndarray], labels: Sequence[int]) -> list[float]:
+    """Each process's median, its units' values pooled."""
+    return [float(np.median(np.concatenate([units[i] for i in idx]))) for idx in _members(labels)]
+
+
+def hierarchical_median_ci(rounds: Rounds, processes: Sequence[int] | None = None,
+                           resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
+    """95% interval of the median of all calls: processes resampled, then rounds within them, the
+    interval widened to every process's own median (the module's docstring). One process: the
+    cluster bootstrap over rounds (bootstrap_rounds_median_ci)."""
+    labels = labels_of(rounds, processes)
+    kept = [(np.asarray(r, dtype=np.float64), p) for r, p in zip(rounds, labels, strict=True) if len(r)]
+    arrays, labels = [a for a, _ in kept], [p for _, p in kept]
+    if len(set(labels)) < 2:
+        return bootstrap_rounds_median_ci(arrays, resamples, seed)
+    counts = _hierarchical_counts(labels, resamples, np.random.default_rng(seed))
+    low, high = _percentile_interval(_pooled_medians_by_counts(arrays, counts))
+    medians = _pooled(arrays, labels)
+    return min(low, *medians), max(high, *medians)
+
+
+def within_median_ci(rounds: Rounds, processes: Sequence[int] | None = None,
+                     resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
+    """95% interval of the median from the rounds alone: each process kept once, its rounds
+    resampled (the interval a single process's rounds can give; the draw is outside it)."""
+    labels = labels_of(rounds, processes)
+    kept = [(np.asarray(r, dtype=np.float64), p) for r, p in zip(rounds, labels, strict=True) if len(r)]
+    arrays, labels = [a for a, _ in kept], [p for _, p in kept]
+    if len(set(labels)) < 2:
+        return bootstrap_rounds_median_ci(arrays, resamples, seed)
+    counts = _hierarchical_counts(labels, resamples, np.random.default_rng(seed), within_only=True)
+    return _percentile_interval(_pooled_medians_by_counts(arrays, counts))
+
+
+def shuffle_p(round_values: Sequence[float], labels: Sequence[int], permutations: int = PERMUTATIONS,
+              seed: int = 0) -> float:
+    """How often a shuffle of the rounds among the processes (each keeping its number of rounds)
+    spreads the processes' means of round values at least as far apart as they are: the share of
+    PERMUTATIONS seeded shuffles, counting the observed order once."""
+    values = np.asarray(round_values, dtype=np.float64)
+    groups = np.asarray(labels)
+    names = sorted(set(labels))
+
+    def spread(assigned: np.ndarray) -> np.ndarray:  # (S, U) labels -> (S,) range of process means
+        means = np.stack([(values * (assigned == q)).sum(axis=1) / (assigned == q).sum(axis=1)
+                          for q in names], axis=1)
+        return means.max(axis=1) - means.min(axis=1)
+
+    rng = np.random.default_rng(seed)
+    shuffled = np.stack([rng.permutation(groups) for _ in range(permutations)])
+    observed = spread(groups[None, :])[0]
+    return float((1 + np.sum(spread(shuffled) >= observed - 1e-12 * abs(observed))) / (1 + permutations))
+
+
+def process_draw(rounds: Rounds, processes: Sequence[int] | None,
+                 within: tuple[float, float] | None = None) -> dict[str, Any]:
+    """{medians: each process's median (calls pooled), p: shuffle_p of the round medians, drawn}:
+    drawn where the process medians differ by more than the within-process interval, than
+    DRAW_MIN_SHARE of the median, and than DRAW_ALPHA of the shuffles (the module's docstring)."""
+    labels = labels_of(rounds, processes)
+    kept = [(np.asarray(r, dtype=np.float64), p) for r, p in zip(rounds, labels, strict=True) if len(r)]
+    arrays, labels = [a for a, _ in kept], [p for _, p in kept]
+    if len(set(labels)) < 2:
+        return {"medians": [float(np.median(np.concatenate(arrays)))] if arrays else [], "p": None,
+                "drawn": False}
+    medians = _pooled(arrays, labels)
+    low, high = within if within is not None else within_median_ci(arrays, labels)
+    median = float(np.median(np.concatenate(arrays)))
+    apart = max(medians) - min(medians)
+    p = shuffle_p([float(np.median(a)) for a in arrays], labels)
+    drawn = bool(apart > high - low and apart > DRAW_MIN_SHARE * median and p <= DRAW_ALPHA)
+    return {"medians": medians, "p": p, "drawn": drawn}
 
 
 def pooled_median(rounds: Rounds) -> float:
@@ -150,18 +300,34 @@ def median_interval(values: Sequence[float] | np.ndarray, resamples: int = BOOTS
 
 
 def round_ratio(rounds_a: Rounds, rounds_b: Rounds, resamples: int = BOOTSTRAP_RESAMPLES,
-                seed: int = 0) -> dict[str, Any] | None:
+                seed: int = 0, processes_a: Sequence[int] | None = None,
+                processes_b: Sequence[int] | None = None) -> dict[str, Any] | None:
     """Median over rounds of median(a in round r) / median(b in round r), with a 95% interval
-    from resampling the rounds' ratios.
+    from resampling the rounds' ratios; with processes (which process each round of a and of b
+    came from), the rounds' ratios are grouped by the pair of processes that made them and
+    resampled hierarchically, the interval widened to each pair's own median ratio.
 
     Both cells were measured in the same rounds (A B A B ...), so a drift in machine speed
     hits both alike and cancels in each round's ratio.
     """
-    pairs = zip(rounds_a, rounds_b, strict=False)
-    ratios = np.array([np.median(a) / np.median(b) for a, b in pairs if len(a) and len(b)])
-    if not ratios.size:
+    labels_a, labels_b = labels_of(rounds_a, processes_a), labels_of(rounds_b, processes_b)
+    triples = [(float(np.median(a)) / float(np.median(b)), (pa, pb))
+               for a, b, pa, pb in zip(rounds_a, rounds_b, labels_a, labels_b, strict=False)
+               if len(a) and len(b)]
+    if not triples:
         return None
-    low, high = median_interval(ratios, resamples, seed)
+    ratios = np.array([r for r, _ in triples])
+    pairs = labels_of(ratios, [pair for _, pair in triples])
+    if len(set(pairs)) < 2:
+        low, high = median_interval(ratios, resamples, seed)
+        per_process = [float(np.median(ratios))]
+    else:
+        units = [ratios[i:i + 1] for i in range(ratios.size)]
+        counts = _hierarchical_counts(pairs, resamples, np.random.default_rng(seed))
+        low, high = _percentile_interval(_pooled_medians_by_counts(units, counts))
+        per_process = _pooled(units, pairs)
+        low, high = min(low, *per_process), max(high, *per_process)
     return {"ratio": float(np.median(ratios)), "min": float(np.min(ratios)),
             "max": float(np.max(ratios)), "rounds": int(ratios.size),
-            "ci95_low": low, "ci95_high": high, "thin": int(ratios.size) < MIN_ROUNDS}
+            "ci95_low": low, "ci95_high": high, "thin": int(ratios.size) < MIN_ROUNDS,
+            "processes": len(set(pairs)), "process_ratios": per_process}

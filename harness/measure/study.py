@@ -3,7 +3,10 @@
     [study]                      name, question, figures (list), baseline (a cell's implementation),
                                  mode ("inference", the default: predict calls; or "train": one
                                  SGD step per call, from the seeded initial weights)
-    [measure]                    calls, rounds, warmup, batch_sizes, dtypes, threads, bill (true:
+    [measure]                    processes (fresh worker processes per cell, one after another,
+                                 default 1), rounds (in each process), calls (timed calls of a
+                                 cell over all its processes and rounds), warmup (in each
+                                 process), batch_sizes, dtypes, threads, bill (true:
                                  each worker records what it needed installed, for the report's bill),
                                  inter_op_threads, max_images, setup_timeout_s, timeout_s,
                                  max_cell_seconds (a slow cell's calls are cut to fit, after
@@ -12,7 +15,8 @@
                                  converge_seconds (a convergence run per level, whichever ends
                                  first) at converge_batch_size
     [[cells]]                    implementation, variants ("all" or a list), devices,
-                                 and optionally batch_sizes, dtypes, threads (a list: one cell each)
+                                 and optionally batch_sizes, dtypes, threads (a list: one cell each),
+                                 processes (this table's cells: the study's otherwise)
 
 A cell = implementation x variant x device x batch size x dtype (x threads where a cell sets them).
 In train mode the variants are the level's training variants (ImplSpec.train_variants).
@@ -38,15 +42,16 @@ else:  # pragma: no cover
 STUDIES_DIR = ROOT / "studies"
 STUDY_KEYS = {"name", "question", "figures", "baseline", "mode"}
 MODES = ("inference", "train")
-CELL_KEYS = {"implementation", "variants", "devices", "batch_sizes", "dtypes", "threads"}
+CELL_KEYS = {"implementation", "variants", "devices", "batch_sizes", "dtypes", "threads", "processes"}
 
 
 @dataclass(frozen=True)
 class Measure:
     """A study's [measure] table, its defaults filled in (the module docstring says what each is)."""
 
-    calls: int = 1000
-    rounds: int = 10
+    calls: int = 1000  # over all of a cell's processes and rounds
+    rounds: int = 10  # in each process
+    processes: int = 1  # fresh worker processes per cell, one after another ([[cells]] may set its own)
     warmup: int = 20
     batch_sizes: tuple[int, ...] = (1,)  # a cell's own batch_sizes replace these
     dtypes: tuple[str, ...] = ("float32",)
@@ -64,7 +69,7 @@ class Measure:
 
 
 MEASURE_KEYS = frozenset(field.name for field in fields(Measure))
-WHOLE_NUMBERS = ("calls", "rounds", "warmup", "threads", "inter_op_threads",
+WHOLE_NUMBERS = ("calls", "rounds", "processes", "warmup", "threads", "inter_op_threads",
                  "setup_timeout_s", "timeout_s", "min_calls_per_round")
 CONVERGE_KEYS = ("converge_images", "converge_seconds", "converge_batch_size")
 
@@ -81,6 +86,7 @@ class Cell:
     calls: int
     mode: str = "inference"  # or "train": each call one training step
     threads: int | None = None  # None: the study's [measure] threads
+    processes: int = 1  # fresh worker processes, one after another, each timing `rounds` rounds
 
     @property
     def id(self) -> str:
@@ -97,6 +103,14 @@ class Cell:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def total_rounds(self, rounds: int) -> int:
+        """Its rounds over all its processes (`rounds`: the study's, in each process)."""
+        return rounds * self.processes
+
+    def process_of(self, round_index: int, rounds: int) -> int:
+        """Which of its processes (0, 1, ...) times its round `round_index` (of total_rounds)."""
+        return round_index // rounds
 
 
 @dataclass(frozen=True)
@@ -218,8 +232,8 @@ def _measure(where: str, table: object) -> Measure:
     cap = measure.max_cell_seconds
     if cap is not None and (not isinstance(cap, int | float) or isinstance(cap, bool) or cap <= 0):
         _fail(where, f"max_cell_seconds: expected a number of seconds > 0, found {cap!r}")
-    if measure.rounds < 1 or measure.calls < measure.rounds:
-        _fail(where, "expected rounds >= 1 and calls >= rounds")
+    if measure.rounds < 1 or measure.processes < 1 or measure.calls < measure.rounds * measure.processes:
+        _fail(where, "expected rounds >= 1, processes >= 1 and calls >= rounds x processes")
     return measure
 
 
@@ -253,6 +267,12 @@ def _cells(at: str, table: object, measure: Measure, mode: str) -> list[Cell]:
     threads = _list(at, "threads", entry["threads"], kind=int) if "threads" in entry else [None]
     if any(t is not None and t < 1 for t in threads):
         _fail(at, f"threads: expected whole numbers >= 1, found {threads}")
+    processes = entry.get("processes", measure.processes)
+    if not isinstance(processes, int) or isinstance(processes, bool) or processes < 1:
+        _fail(at, f"processes: expected a whole number >= 1, found {processes!r}")
+    if measure.calls < measure.rounds * processes:
+        _fail(at, f"processes: {processes} x {measure.rounds} rounds is more rounds than "
+                  f"calls = {measure.calls}")
     cells = []
     for device in devices:
         every = spec.variants_for(device) if mode == "inference" else spec.train_variants
@@ -261,7 +281,7 @@ def _cells(at: str, table: object, measure: Measure, mode: str) -> list[Cell]:
                 if batch < 1:
                     _fail(at, f"batch_sizes: expected >= 1, found {batch}")
                 cells += [Cell(entry["implementation"], variant, device, batch, dtype,
-                               calls_for(measure, batch), mode, count)
+                               calls_for(measure, batch, processes), mode, count, processes)
                           for dtype in dtypes for count in threads]
     return cells
 
@@ -281,23 +301,25 @@ def _spec(at: str, entry: dict[str, Any], mode: str) -> registry.ImplSpec:
     return spec
 
 
-def calls_for(measure: Measure, batch: int) -> int:
+def calls_for(measure: Measure, batch: int, processes: int = 1) -> int:
     """Timed calls of one cell: `calls`, capped at max_images / batch, but never fewer than
-    min_calls_per_round in each round (a round of one or two calls has no median of its own)."""
+    min_calls_per_round in each round of each process (a round of one or two calls has no median
+    of its own)."""
     calls = measure.calls
     if measure.max_images:
-        floor = measure.rounds * measure.min_calls_per_round
+        floor = measure.rounds * processes * measure.min_calls_per_round
         calls = min(calls, max(floor, math.ceil(measure.max_images / batch)))
     return calls
 
 
-def capped_calls(measure: Measure, planned: int, seconds_per_call: float) -> int:
+def capped_calls(measure: Measure, planned: int, seconds_per_call: float, processes: int = 1) -> int:
     """Timed calls of a cell once its speed is known (from the warm-up): at most
-    max_cell_seconds of timed calls, but never fewer than min_calls_per_round in each round."""
+    max_cell_seconds of timed calls (over all its processes), but never fewer than
+    min_calls_per_round in each round."""
     cap = measure.max_cell_seconds
     if not cap or seconds_per_call <= 0:
         return planned
-    floor = min(planned, measure.rounds * measure.min_calls_per_round)
+    floor = min(planned, measure.rounds * processes * measure.min_calls_per_round)
     return max(floor, min(planned, int(cap / seconds_per_call)))
 
 

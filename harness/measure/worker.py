@@ -140,8 +140,9 @@ class Worker:
                 "frameworks": loaded_frameworks(),
                 "keras_backend": os.environ.get("KERAS_BACKEND"),
                 "memory": stages, "gpu_memory": memory.gpu(loaded_frameworks()),
-                # once per worker: the bill reads only the cell its worker started for
-                "installed": memory.installed() if bill and first else None}
+                # once per worker: the bill reads only the cell its worker started for; the runner
+                # finds what owns each file (memory.installed), so this process's memory is not its
+                "loaded": memory.loaded() if bill and first else None}
 
     def measure(self, cell_id: str, calls: int, start: int) -> Reply:
         if cell_id in self.trainers:

@@ -16,8 +16,10 @@ from harness.report import (
     gpu_static_section,
     machine_findings,
     quote,
+    reproduce,
     tables,
     training_section,
+    validity,
 )
 from harness.report.rundata import ReportData, find, ratio_ci
 from harness.report.style import caption, ok_cells
@@ -206,10 +208,13 @@ def verify(data: ReportData) -> list[str]:
 
 
 def quality(data: ReportData) -> list[str]:
-    """The cells not measured, the noisy ones, repeatability across every committed run, the runs."""
+    """The cells not measured, the noisy ones, the process-dependent ones, repeatability across every
+    committed run, the newest reproduce run of each machine, the studies' time, the runs."""
     return (["", "## Cells not measured, and why", ""] + not_measured(data.frame)
             + ["", "## Noisy cells", ""] + tables.noisy_section(data.frame)
+            + validity.draws_section(data.frame)
             + ["", "## Repeatability across runs", ""] + tables.repeatability_section(data.history)
+            + reproduce.section(data.runs) + validity.time_section(data.runs)
             + ["", "## Runs behind this report", "", "```", caption(data.runs), "```", ""])
 
 

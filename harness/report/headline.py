@@ -176,12 +176,12 @@ def machine_of(frame: pd.DataFrame, run_id: str | None) -> str | None:
 
 def latency(cell: pd.Series) -> str:
     """'47 ms [43.8–49.4 ms] `predict`', then its marks (quote.quoted)."""
-    found = quote.marks(cell)
+    found = quote.marks(cell, headline=True)
     return (f"{quote.value(cell)} `{cell['variant']}`" + "".join(f" *{m}*" for m in found))
 
 
 def images_per_s(cell: pd.Series) -> str:
-    found = quote.marks(cell)
+    found = quote.marks(cell, headline=True)
     marks = "".join(f" *{m}*" for m in found)
     return f"{int(float(sig3(cell['images_per_s']))):,}/s `{cell['variant']}`{marks}"
 
@@ -256,7 +256,7 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
                "installed beyond the harness"]
     out = [table(headers, body), ""]
     out += [f"({chr(ord('a') + i)}) {why}." for i, why in enumerate(notes)]
-    marks = quote.mark_notes(quoted)
+    marks = quote.mark_notes(quoted, headline=True)
     if marks:
         out += [""] + [f"{line}" for line in marks]
     return out, machines

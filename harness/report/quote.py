@@ -3,7 +3,8 @@ the rounds support one, and the marks that tell a reader not to take it at face 
 so a number reads the same in the headline, the findings and DETAILS.
 
     MARKS                          mark -> what it means (the report's notes print these)
-    marks(cell) -> [str]           the marks a cell carries: thin, noisy, contended, stale
+    marks(cell) -> [str]           the marks a cell carries: thin, noisy, process-dependent, contended,
+                                   stale (headline=True: and few processes, where it has fewer than 3)
     value(cell) -> str             '47 ms [43.8–49.4 ms]', or '47 ms [no interval]' when thin
     quoted(cell) -> str            value, then its marks in italics: '395 µs [355–486 µs] *noisy*'
     mark_notes(cells) -> [str]     one line per mark that the cells carry, saying what it means
@@ -24,14 +25,27 @@ MARKS = {
              f"{stats.MIN_CALLS_PER_ROUND} calls): the median alone, no interval"),
     "noisy": (f"the 95% interval of the median spans more than {stats.NOISY_CI_OVER_MEDIAN:.0%} of it: "
               "the machine's speed moved between rounds"),
+    "process-dependent": ("its fresh worker processes' medians differ by more than its rounds within a "
+                          "process do: each new process draws its own speed (DETAILS gives each "
+                          "process's median); the interval covers the processes measured"),
     "contended": ("another process used the machine (or the GPU) during a round of this cell: the "
                   "run's rows name it"),
     "stale": "measured on older code: the level's sources have changed since (DETAILS says what changed)",
+    "few processes": (f"measured in fewer than {stats.MIN_PROCESSES} fresh worker processes: its interval "
+                      "covers the rounds of the processes measured, not the draw of a new one"),
 }
 
 
-def marks(cell: pd.Series) -> list[str]:
-    return [m for m in MARKS if bool(cell.get(m, False))]
+def few_processes(cell: pd.Series) -> bool:
+    """Measured in fewer than stats.MIN_PROCESSES processes (rows before processes: one)."""
+    return int(cell.get("processes", 0) or 1) < stats.MIN_PROCESSES
+
+
+def marks(cell: pd.Series, headline: bool = False) -> list[str]:
+    """Its marks in MARKS' order; `few processes` only where headline (every number the headline
+    prints comes from at least stats.MIN_PROCESSES processes, or says so)."""
+    return [m for m in MARKS if (few_processes(cell) if m == "few processes" else bool(cell.get(m, False)))
+            and (headline or m != "few processes")]
 
 
 def interval(low_ms: float, high_ms: float) -> str:
@@ -54,9 +68,9 @@ def quoted(cell: pd.Series) -> str:
     return value(cell) + "".join(f" *{m}*" for m in found)
 
 
-def mark_notes(cells: Iterable[pd.Series]) -> list[str]:
+def mark_notes(cells: Iterable[pd.Series], headline: bool = False) -> list[str]:
     """'*noisy*: ...' for each mark the cells carry, in MARKS' order."""
-    seen = {m for cell in cells for m in marks(cell)}
+    seen = {m for cell in cells for m in marks(cell, headline)}
     return [f"*{m}*: {meaning}." for m, meaning in MARKS.items() if m in seen]
 
 

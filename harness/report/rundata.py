@@ -94,10 +94,11 @@ def cell_statistics(row: dict) -> dict:
     """The statistics of a final cell row, recomputed from its raw times (so every run is read with
     today's rules); a thin cell's interval and noise verdict are dropped (stats.interval_supported)."""
     times = [t for rnd in row.get("rounds_ns", []) for t in rnd]
-    st = stats.summarize(row["rounds_ns"]) if row["status"] == "ok" and times else {}
+    measured = row["status"] == "ok" and times
+    st = stats.summarize(row["rounds_ns"], row.get("round_process")) if measured else {}
     if st.get("thin"):
         st.update(ci95_low_ns=float("nan"), ci95_high_ns=float("nan"), ci_over_median=float("nan"),
-                  noisy=False)
+                  noisy=False, drawn=False)
     return st
 
 
@@ -126,6 +127,9 @@ def cell_record(run: dict, row: dict, own: dict[str, bool], stale: str) -> dict:
         "rounds": st.get("rounds", 0),
         "noisy": bool(st.get("noisy", False)),
         "thin": bool(st.get("thin", False)),
+        "processes": st.get("processes", 0),  # the fresh worker processes its rounds came from
+        "process_medians_ms": [m / 1e6 for m in st.get("process_medians_ns", [])],
+        "process-dependent": bool(st.get("drawn", False)),  # its processes' medians differ (quote.MARKS)
         "thin_reason": stats.thin_reason(row["rounds_ns"]) if st.get("thin") else "",
         "contended": bool(row.get("contended", False)),
         "contended_reasons": list(row.get("contended_reasons") or []),
@@ -141,6 +145,7 @@ def cell_record(run: dict, row: dict, own: dict[str, bool], stale: str) -> dict:
         "installed": setup.get("installed"),
         "times_ms": [t / 1e6 for t in times],
         "rounds_ns": row.get("rounds_ns", []),
+        "round_process": row.get("round_process") or [0] * len(row.get("rounds_ns", [])),
         "convergence": row.get("convergence"),
     }
 
@@ -272,7 +277,8 @@ def ratio_ci(a: pd.Series | None, b: pd.Series | None) -> dict | None:
     interval (NaN) where the rounds cannot support one (stats.interval_supported)."""
     if a is None or b is None or a["run_id"] != b["run_id"] or a["study"] != b["study"]:
         return None  # a campaign gives several studies one run id: their rounds are not shared
-    r = stats.round_ratio(a["rounds_ns"], b["rounds_ns"])
+    r = stats.round_ratio(a["rounds_ns"], b["rounds_ns"], processes_a=a.get("round_process"),
+                          processes_b=b.get("round_process"))
     if r is not None and (r["thin"] or a.get("thin", False) or b.get("thin", False)):
         r = {**r, "ci95_low": float("nan"), "ci95_high": float("nan"), "thin": True}
     return r
