@@ -44,7 +44,7 @@ class ImplSpec:
     ladder: tuple[tuple[str, ...], ...] = ()  # Fig. 1's lines through it: paths of level names, bottom first
     order: int | None = None  # its place on the ladder, bottom first (None: not in the report's rows)
     colour: str | None = None  # its colour in every figure
-    versions: tuple[tuple[str, str], ...] = ()  # (column, distribution): the versions the Machines table shows
+    versions: tuple[tuple[str, str], ...] = ()  # (column, distribution): env.json's, the Machines table's
 
     def variants_for(self, device: str) -> tuple[str, ...]:
         return tuple(v for v in self.variants if device == "gpu" or v not in self.gpu_only)

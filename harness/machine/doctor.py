@@ -136,7 +136,8 @@ def cpu_level_lines() -> list[str]:
     for name in registry.with_hook("compiler"):
         c = run_python(HOOK, (name, "compiler"), device="cpu")
         lines.append(f"hand-written C level: {c['version']} ({c['compiler']}), {c['flags']}; fused runs the "
-                     f"{c['fused_path']} path" if c.get("found") else f"hand-written C level: {c.get('reason')}")
+                     f"{c['fused_path']} path" if c.get("found")
+                     else f"hand-written C level: {c.get('reason')}")
     return lines
 
 

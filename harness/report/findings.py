@@ -93,7 +93,8 @@ def code_finding(levels: list[Level]) -> str | None:
     return (f"**What each level costs in code:** inference takes {', '.join(raws)} at the bottom, "
             + (f"{min(ops)}–{max(ops)} with framework ops, " if ops else "")
             + f"and {loc[high[0]]} with {api} (one model for all {len(high)} backends)"
-            + (f", {sig3(biggest / loc[high[0]])}x fewer than the largest level at the bottom" if biggest else "")
+            + (f", {sig3(biggest / loc[high[0]])}x fewer than the largest level at the bottom"
+               if biggest else "")
             + " (pygount code lines, exact counts; training code apart)" + bill_part(levels) + ".")
 
 
@@ -121,8 +122,9 @@ def bill_part(levels: list[Level]) -> str:
 def devices_finding(frame: pd.DataFrame, levels: list[Level], machines: dict) -> str | None:
     """The GPU against the CPU, each at its fastest measured call (headline.fastest over every level),
     at batch 1 and at the GPU sweep's largest batch."""
-    fastest = {d: min((lv.cells[d] for lv in levels if d in lv.cells and registry.computes(lv.implementation)),
-                      key=lambda c: c["median_ms"], default=None) for d in ("cpu", "gpu")}
+    computing = [lv for lv in levels if registry.computes(lv.implementation)]
+    fastest = {d: min((lv.cells[d] for lv in computing if d in lv.cells), key=lambda c: c["median_ms"],
+                      default=None) for d in ("cpu", "gpu")}
     c, g = fastest["cpu"], fastest["gpu"]
     if c is None or g is None:
         return None
@@ -133,15 +135,16 @@ def devices_finding(frame: pd.DataFrame, levels: list[Level], machines: dict) ->
     line = (f"**{head}:** at batch 1 the GPU ({short(machines['gpu'])}) "
             f"{verdict} the CPU ({short(machines['cpu'])}), each at its fastest measured call: {g['label']} "
             f"takes {with_ci(g)} per image against {c['label']}'s {with_ci(c)}")
-    sweeps = [lv.throughput for lv in levels if lv.throughput is not None and registry.computes(lv.implementation)]
+    sweeps = [lv.throughput for lv in computing if lv.throughput is not None]
     if not sweeps:
         return line + "."
     sweep = max(sweeps, key=lambda cell: cell["images_per_s"])
-    line += (f"; at batch {int(sweep['batch_size'])} the GPU's fastest, {sweep['label']}, runs {per_s(sweep)} "
-             "images/s")
+    line += (f"; at batch {int(sweep['batch_size'])} the GPU's fastest, {sweep['label']}, runs "
+             f"{per_s(sweep)} images/s")
     cpu_sweep = frame[(frame["study"] == headline.SWEEP) & (frame["status"] == "ok")
                       & (frame["machine"] == machines["cpu"]) & (frame["device"] == "cpu")
-                      & frame["implementation"].map(registry.computes) & (frame["batch_size"] == sweep["batch_size"])]
+                      & frame["implementation"].map(registry.computes)
+                      & (frame["batch_size"] == sweep["batch_size"])]
     if not cpu_sweep.empty:
         best = cpu_sweep.loc[cpu_sweep["images_per_s"].idxmax()]
         line += (f" against the CPU's fastest at that batch, {best['label']}'s {per_s(best)}, "
@@ -166,13 +169,14 @@ def raw_finding(levels: list[Level]) -> str | None:
         parts.append(f"on the {device.upper()}, " + compare(raw_name, f"the fastest framework ops "
                                                            f"({best.cells[device]['label']})",
                                                            best.ratios.get(device)))
-    raw = headline.RAW.get("cpu")
-    raw_cpu, beside = by.get(raw) if raw else None, []
+    cpu_raw = headline.RAW.get("cpu")
+    raw_cpu, beside = by.get(cpu_raw) if cpu_raw else None, []
     for impl in registry.on_rung(*BESIDE):
         level = by.get(impl)
-        if raw_cpu and "cpu" in raw_cpu.cells and level and "cpu" in level.cells and impl != raw:
+        if (cpu_raw and raw_cpu and "cpu" in raw_cpu.cells and level and "cpu" in level.cells
+                and impl != cpu_raw):
             label = f"the {NAMES[impl]} level ({level.cells['cpu']['label']})"
-            beside.append(compare(NAMES[raw], label, level.ratios.get("cpu")))  # the raw library named before
+            beside.append(compare(NAMES[cpu_raw], label, level.ratios.get("cpu")))  # named just before
     if beside:
         parts.append("and on the CPU, " + "; ".join(beside))
     if not parts:

@@ -167,7 +167,9 @@ def same_rounds(frame: pd.DataFrame, cell: pd.Series, raw: str) -> dict | None:
         theirs = theirs[theirs["threads"].isna()]
     raw_cell = fastest(theirs) if not theirs.empty else None
     r = ratio_ci(cell, raw_cell)
-    return None if r is None or raw_cell is None else {**r, "study": cell["study"], "against": raw_cell["label"]}
+    if r is None or raw_cell is None:
+        return None
+    return {**r, "study": cell["study"], "against": raw_cell["label"]}
 
 
 def ratio_of_medians(a: pd.Series, b: pd.Series | None) -> dict | None:

@@ -70,14 +70,15 @@ def code_sentence(loc_rows: list[dict]) -> list[str]:
             training[row["package"]] = training.get(row["package"], 0) + row["code"]
     shared = sum(r["code"] for r in loc_rows if r["api_level"] == "shared")
     raw, high = registry.raw_library("gpu"), registry.on_rung("high-level API")
-    if not raw or not high or not inference[high[0]] or not inference[raw]:
+    raw_loc, high_loc = inference.get(raw or ""), inference.get(high[0]) if high else None
+    if not raw or not raw_loc or not high_loc:
         return []
     named = ", ".join(f"{registry.short(i)} {inference[i] if inference[i] is not None else '-'}"
                       for i in registry.levels() if i != raw and i not in high)
     apart = ", ".join(f"{pkg} {n}" for pkg, n in sorted(training.items()))
-    return [f"Code for inference: the {registry.short(raw)} level takes {inference[raw]} lines, "
-            f"{registry.short(high[0]).split('/')[0]} {inference[high[0]]} "
-            f"({sig3(inference[raw] / inference[high[0]])}x; one package for "
+    return [f"Code for inference: the {registry.short(raw)} level takes {raw_loc} lines, "
+            f"{registry.short(high[0]).split('/')[0]} {high_loc} "
+            f"({sig3(raw_loc / high_loc)}x; one package for "
             f"all {len(high)} backends), {named} "
             f"(pygount code lines, as in REPORT's headline; the shared loaders, {shared} lines, apart). "
             f"The training step, counted apart: {apart or 'none'}."]

@@ -33,7 +33,8 @@ GLOSSARY = [
      "oneDNN creating its primitives on every call with its primitive cache off; `null` returns zeros "
      "and measures the harness itself"),
     ("floor", "the fastest implementation measured on a device, Python call included; not the "
-     "arithmetic, which is computed separately (see [How the numbers are computed](#how-the-numbers-are-computed))"),
+     "arithmetic, which is computed separately (see [How the numbers are computed]"
+     "(#how-the-numbers-are-computed))"),
     ("within-round ratio", "cells are timed in interleaved rounds; the ratio of two cells is the median "
      "over rounds of their medians' ratio in the same round, so a drift in machine speed cancels"),
     ("interval", "95% interval of a median or ratio, from resampling whole rounds (a cluster "
@@ -158,7 +159,8 @@ def fastest_sources(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | No
                 others.setdefault(cell["study"], []).append(f"{cell['label']} on the {device.upper()}")
     text = f"every variant `{headline.STUDY}` timed, in the same rounds"
     if others:
-        text += "; " + "; ".join(f"from `{study}`: {', '.join(labels)}" for study, labels in sorted(others.items()))
+        text += "; " + "; ".join(f"from `{study}`: {', '.join(labels)}"
+                                 for study, labels in sorted(others.items()))
         text += " (a faster variant that study timed; beside each, its ratio and the rounds it is taken in)"
     return text
 

@@ -62,7 +62,8 @@ def lines_caption(drawn: list[tuple[str, list[dict]]]) -> str:
     styles = ", ".join(f"{d.upper()} {'solid' if s == '-' else 'dashed'}" for d, s in DEVICE_LINES)
     if not parts:
         return ""
-    return f"Grey lines ({styles}) join each device's levels up the ladder (each level's registry entry names the lines through it): " + " ".join(parts)
+    return (f"Grey lines ({styles}) join each device's levels up the ladder (each level's registry entry "
+            "names the lines through it): " + " ".join(parts))
 
 
 def how_to_read(drawn: list[tuple[str, list[dict]]]) -> str:
