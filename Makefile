@@ -17,8 +17,9 @@ STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 WEIGHTS := weights/lenet5_mnist.weights.h5
 RESULTS := reports/results
 STUDIES := api_levels overhead backends batch_sweep precision training
-CPU_IMPLS := numpy,c,numba,onednn,onnx,tf,jax,torch,keras,keras_jax,keras_torch
-GPU_IMPLS := tf,jax,torch,keras,keras_jax,keras_torch,cudnn,cuda,onnx
+# Every registered level that runs on the device (harness/registry.py; read when a recipe needs them).
+CPU_IMPLS = $(shell $(PY) -m harness list --device cpu)
+GPU_IMPLS = $(shell $(PY) -m harness list --device gpu)
 # verify on the GPU only where one is present (nvidia-smi answers).
 DEVICES ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cpu,gpu || echo cpu)
 
@@ -154,8 +155,12 @@ lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-clean:  ## remove .venv, build outputs and caches
-	rm -rf $(VENV) build dist .bundle-site *.egg-info .pytest_cache .ruff_cache
+# dist/ also holds the students' kits (lab-kit-*.zip, built by `make lab-kit`) and may hold files
+# this Makefile did not make: only the offline bundle goes; the rest is listed, not deleted.
+clean:  ## remove .venv, build outputs and caches (the students' kits in dist/ are kept)
+	rm -rf $(VENV) build dist/offline-bundle-py* .bundle-site *.egg-info .pytest_cache .ruff_cache
+	@if [ -d dist ] && [ -n "$$(ls -A dist)" ]; then echo "kept dist/ (students' kits and other files): $$(ls dist | tr '\n' ' ')"; \
+	  else rm -rf dist; fi
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
 # Every target with its `## ...` line, in the file's order.

@@ -114,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_command(sub)
     add_reproduce_command(sub)
     add_report_commands(sub)
+    command(sub, "list", "the registered levels, comma-separated (the Makefile's CPU_IMPLS, GPU_IMPLS)",
+            commands.cmd_list, option("--device", choices=("cpu", "gpu"), default=None,
+                                      help="only the levels that run on this device"))
     command(sub, "doctor", "what can run here, and why not", commands.cmd_doctor,
             implementations(None, "only these (default: all)"), weights())
     add_timing_commands(sub)

@@ -343,6 +343,13 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_list(args: argparse.Namespace) -> int:
+    """The report's levels (registry.levels: bottom rung first), on one device or all, one line."""
+    names = [n for n in registry.levels() if args.device is None or args.device in registry.spec(n).devices]
+    print(",".join(names))
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from harness.machine import doctor
 

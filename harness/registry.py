@@ -36,9 +36,23 @@ class ImplSpec:
     # variants that stand in as the device's floor where none is measured (harness.measure.floor:
     # the first that runs on the device, in the registry's order); a measured floor needs no mark
     floor: tuple[str, ...] = ()
+    # What the report, doctor and env.json know of the level (README.md, "Adding a level"):
+    display: str = ""  # its row in the headline table ("raw library: cuDNN"); "" for none (the null level)
+    short: str = ""  # its label in figures and sentences ("cuDNN"); "" is the name
+    rung: str = ""  # its rung on the ladder: one of RUNGS
+    raw_for: tuple[str, ...] = ()  # the devices whose raw library it is (the headline's "x cuDNN" ratios)
+    ladder: tuple[tuple[str, ...], ...] = ()  # Fig. 1's lines through it: paths of level names, bottom first
+    order: int | None = None  # its place on the ladder, bottom first (None: not in the report's rows)
+    colour: str | None = None  # its colour in every figure
+    versions: tuple[tuple[str, str], ...] = ()  # (column, distribution): env.json's, the Machines table's
 
     def variants_for(self, device: str) -> tuple[str, ...]:
         return tuple(v for v in self.variants if device == "gpu" or v not in self.gpu_only)
+
+
+# A level's rung, bottom first (ImplSpec.rung): the report groups levels by these, never by name.
+RUNGS = ("hand-written", "raw library", "compiled from Python", "inference engine", "framework ops",
+         "high-level API", "reference")
 
 
 def lab_spec(cls: type, device: str, dtype: str) -> ImplSpec:
@@ -53,69 +67,108 @@ JAX_ENV = (("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelis
 
 KERAS_TRAIN = ("train_on_batch", "fit")  # one batch per call, as a student writes a step
 
+# Distributions more than one level records (versions: (column, distribution); "" records it in
+# env.json without a column of the Machines table).
+CUPY = (("CuPy", "cupy-cuda12x"), ("CuPy", "cupy-cuda13x"))
+TF = (("TensorFlow", "tensorflow"), ("TensorFlow", "tensorflow-cpu"))
+KERAS = (("Keras", "keras"),)
+
 REGISTRY = {
     spec.name: spec
     for spec in (
         ImplSpec("null", "harness.null_impl:NullLeNet", "none", ("cpu", "gpu"),
-                 ("default",), ("float32", "float64"), None),
+                 ("default",), ("float32", "float64"), None, colour="#999999"),
         ImplSpec("numpy", "lenet_numpy.model:NumpyLeNet", "numpy", ("cpu",),
                  ("default",), ("float32", "float64"), "lenet_numpy",
-                 trainer="lenet_numpy.train:NumpyTrainer", train_variants=("default",)),
+                 trainer="lenet_numpy.train:NumpyTrainer", train_variants=("default",),
+                 display="NumPy reference", short="NumPy ref.", rung="reference", order=130,
+                 colour="#000000", versions=(("NumPy", "numpy"),)),
         ImplSpec("tf", "lenet_tf.model:TFLeNet", "tensorflow-ops", ("cpu", "gpu"),
                  ("function", "eager", "xla"), ("float32", "float64"), "lenet_tf",
-                 trainer="lenet_tf.train:TFTrainer", train_variants=("function", "eager")),
+                 trainer="lenet_tf.train:TFTrainer", train_variants=("function", "eager"),
+                 display="TensorFlow ops", short="TF ops", rung="framework ops", order=70,
+                 colour="#E69F00", versions=TF),
         ImplSpec("jax", "lenet_jax.model:JaxLeNet", "jax-ops", ("cpu", "gpu"),
                  ("jit", "eager"), ("float32", "float64"), "lenet_jax", env=JAX_ENV,
-                 trainer="lenet_jax.train:JaxTrainer", train_variants=("jit",)),
+                 trainer="lenet_jax.train:JaxTrainer", train_variants=("jit",),
+                 display="JAX ops", short="JAX ops", rung="framework ops", order=80, colour="#009E73",
+                 versions=(("JAX", "jax"),)),
         ImplSpec("torch", "lenet_torch.model:TorchLeNet", "torch-ops", ("cpu", "gpu"),
                  ("eager", "compile", "cudagraph"), ("float32", "float64"), "lenet_torch",
                  gpu_only=("cudagraph",), trainer="lenet_torch.train:TorchTrainer",
-                 train_variants=("eager", "compile")),
+                 train_variants=("eager", "compile"),
+                 display="PyTorch ops", short="PyTorch ops", rung="framework ops", order=90,
+                 colour="#D55E00", versions=(("PyTorch", "torch"),)),
         ImplSpec("keras", "lenet_keras.model:KerasLeNet", "keras", ("cpu", "gpu"),
                  ("predict", "predict_on_batch", "call", "function", "xla"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "tensorflow"),),
                  trainer="lenet_keras.train:KerasTrainer", train_variants=KERAS_TRAIN,
-                 hooks=(("build_model", "lenet_keras.model:build_model"),)),
+                 hooks=(("build_model", "lenet_keras.model:build_model"),),
+                 display="Keras on TensorFlow", short="Keras/TF", rung="high-level API", order=100,
+                 colour="#CC79A7", versions=KERAS + TF),
         ImplSpec("keras_jax", "lenet_keras.model:KerasJaxLeNet", "keras", ("cpu", "gpu"),
                  ("predict", "predict_on_batch", "call", "jit"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "jax"), *JAX_ENV),
-                 trainer="lenet_keras.train:KerasJaxTrainer", train_variants=KERAS_TRAIN),
+                 trainer="lenet_keras.train:KerasJaxTrainer", train_variants=KERAS_TRAIN,
+                 display="Keras on JAX", short="Keras/JAX", rung="high-level API", order=110,
+                 colour="#117733", versions=(*KERAS, ("JAX", "jax"))),
         ImplSpec("keras_torch", "lenet_keras.model:KerasTorchLeNet", "keras", ("cpu", "gpu"),
                  ("predict", "predict_on_batch", "call", "compile"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "torch"),),
-                 trainer="lenet_keras.train:KerasTorchTrainer", train_variants=KERAS_TRAIN),
+                 trainer="lenet_keras.train:KerasTorchTrainer", train_variants=KERAS_TRAIN,
+                 display="Keras on PyTorch", short="Keras/PyTorch", rung="high-level API", order=120,
+                 colour="#882255", versions=(*KERAS, ("PyTorch", "torch"))),
         # hand-written CUDA C kernels (NVRTC through CuPy): the GPU's floor, the CUDA lab's rung
         ImplSpec("cuda", "lenet_cuda.model:CudaLeNet", "cuda", ("gpu",),
                  ("fused", "layers", "graph", "cluster", "mapped"), ("float32", "float64"), "lenet_cuda",
                  gpu_only=("graph", "cluster", "mapped"),
                  hooks=(("kernels", "lenet_cuda.kernels:nvrtc_units"),
                         ("kernel_work", "lenet_cuda.explain.work:work")),
-                 floor=("mapped", "cluster", "graph")),
+                 floor=("mapped", "cluster", "graph"),
+                 display="hand-written CUDA", short="CUDA", rung="hand-written", order=10,
+                 ladder=(("cuda", "cudnn"),), colour="#332288",
+                 versions=(*CUPY, ("", "nvidia-cuda-nvrtc-cu12"))),
         ImplSpec("cudnn", "lenet_cudnn.model:CudnnLeNet", "cudnn", ("gpu",),
                  ("tuned", "naive", "graph"), ("float32", "float64"), "lenet_cudnn", gpu_only=("graph",),
                  trainer="lenet_cudnn.train:CudnnTrainer", train_variants=("default",),
                  hooks=(("library", "lenet_cudnn.binding:probe"),
-                        ("cublaslt", "lenet_cudnn.cublaslt:probe")), floor=("graph",)),
+                        ("cublaslt", "lenet_cudnn.cublaslt:probe")), floor=("graph",),
+                 display="raw library: cuDNN", short="cuDNN", rung="raw library", raw_for=("gpu",),
+                 order=20, ladder=(("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
+                                   ("cudnn", "torch", "keras_torch")),
+                 colour="#0072B2", versions=(*CUPY, ("", "nvidia-cudnn-cu12"), ("", "nvidia-cudnn-cu13"))),
         # float32 only: oneDNN 3.2 has no f64 conv/pooling/inner product on the CPU. No env
         # entry: OMP_NUM_THREADS comes from the harness's thread rule (procenv), set before
         # libgomp loads; an entry here would override a study's thread count.
         ImplSpec("onednn", "lenet_onednn.model:OnednnLeNet", "onednn", ("cpu",),
                  ("tuned", "naive", "naive_nocache"), ("float32",), "lenet_onednn",
                  trainer="lenet_onednn.train:OnednnTrainer", train_variants=("default",),
-                 hooks=(("library", "lenet_onednn.binding:probe"),), floor=("tuned",)),
+                 hooks=(("library", "lenet_onednn.binding:probe"),), floor=("tuned",),
+                 display="raw library: oneDNN", short="oneDNN", rung="raw library", raw_for=("cpu",),
+                 order=50, ladder=(("onednn", "tf", "keras"), ("onednn", "jax", "keras_jax"),
+                                   ("onednn", "torch", "keras_torch"), ("onednn", "onnx")),
+                 colour="#56B4E9", versions=(("", "onednn-cpu-gomp"),)),
         # hand-written loops compiled for this CPU by Numba (LLVM): the CPU's twin of `cuda`
         ImplSpec("numba", "lenet_numba.model:NumbaLeNet", "hand-written-cpu", ("cpu",),
                  ("fused", "layers"), ("float32", "float64"), "lenet_numba",
-                 hooks=(("cpu_target", "lenet_numba.model:cpu_target"),), floor=("fused",)),
+                 hooks=(("cpu_target", "lenet_numba.model:cpu_target"),), floor=("fused",),
+                 display="compiled from Python (Numba)", short="Numba", rung="compiled from Python",
+                 order=40, colour="#DDCC77", versions=(("Numba", "numba"), ("", "llvmlite"))),
         # hand-written C compiled at run time by the system's C compiler for this CPU: the CUDA
         # level's twin on the CPU (AVX-512 intrinsics where the CPU has them)
         ImplSpec("c", "lenet_c.model:CLeNet", "hand-written-c", ("cpu",),
                  ("fused", "layers", "portable"), ("float32", "float64"), "lenet_c",
                  hooks=(("compiler", "lenet_c.build:probe"), ("fma_peak", "lenet_c.explain.stages:fma_peak"),
-                        ("layer_split", "lenet_c.explain.stages:layer_split")), floor=("fused",)),
+                        ("layer_split", "lenet_c.explain.stages:layer_split")), floor=("fused",),
+                 display="hand-written C", short="C", rung="hand-written", order=30,
+                 ladder=(("c", "numba", "onednn"),), colour="#AA4499"),
         # the Keras model exported to ONNX (once per weights file), run by an inference engine
         ImplSpec("onnx", "lenet_onnx.model:OnnxLeNet", "inference-engine", ("cpu", "gpu"),
-                 ("run", "iobinding", "openvino"), ("float32",), "lenet_onnx"),
+                 ("run", "iobinding", "openvino"), ("float32",), "lenet_onnx",
+                 display="inference engine", short="ONNX engine", rung="inference engine", order=60,
+                 ladder=(("onnx", "keras"),), colour="#999933",
+                 versions=(("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino"), ("", "onnx"),
+                           ("", "tf2onnx"))),
     )
 }
 DEVICES = ("cpu", "gpu")
@@ -135,6 +188,60 @@ INSTALL = {
     "onnxruntime": "pip install onnxruntime (a GPU server: onnxruntime-gpu)",
     "openvino": "pip install openvino",
 }
+
+
+def levels() -> list[str]:
+    """The levels the report has rows for (an `order`), bottom rung first; the null level is not one."""
+    ranked = [(spec.order, name) for name, spec in REGISTRY.items() if spec.order is not None]
+    return [name for _order, name in sorted(ranked)]
+
+
+def display(name: str) -> str:
+    """A level's row name (its spec's display), or its name."""
+    found = REGISTRY.get(name)
+    return (found.display if found else "") or name
+
+
+def short(name: str) -> str:
+    """A level's label in figures and sentences (its spec's short), or its name."""
+    found = REGISTRY.get(name)
+    return (found.short if found else "") or name
+
+
+def raw_library(device: str) -> str | None:
+    """The device's raw library (the level whose raw_for names the device): the headline's denominator."""
+    return next((name for name in levels() if device in REGISTRY[name].raw_for), None)
+
+
+def on_rung(*rungs: str) -> list[str]:
+    """The levels on these rungs, bottom first."""
+    return [name for name in levels() if REGISTRY[name].rung in rungs]
+
+
+def ladder_paths() -> list[tuple[str, ...]]:
+    """Fig. 1's lines: every level's `ladder` paths, once each, in the levels' order."""
+    return list(dict.fromkeys(path for name in levels() for path in REGISTRY[name].ladder))
+
+
+def distributions() -> list[str]:
+    """Every distribution a level records the version of (its spec's versions), once each."""
+    return list(dict.fromkeys(dist for spec in REGISTRY.values() for _column, dist in spec.versions))
+
+
+def version_columns() -> dict[str, tuple[str, ...]]:
+    """The Machines table's version columns, in the levels' order: column -> its distributions
+    (the first installed one is shown)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name in levels():
+        for column, dist in REGISTRY[name].versions:
+            if column and dist not in out.get(column, ()):
+                out[column] = (*out.get(column, ()), dist)
+    return out
+
+
+def with_hook(what: str) -> list[str]:
+    """The levels that have the hook `what` (doctor asks each of them, not a name it knows)."""
+    return [name for name, spec in REGISTRY.items() if what in dict(spec.hooks)]
 
 
 def import_class(path: str) -> Any:

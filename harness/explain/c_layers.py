@@ -108,6 +108,14 @@ def lines(row: dict[str, Any]) -> list[str]:
                    f"{s['floor_ns'] / 1e3:.2f} µs | {share} |")
     out.append(f"| the C call (untimed) | {row['macs']:,} | {row['call_median_ns'] / 1e3:.2f} µs | "
                f"{row['floor_ns'] / 1e3:.2f} µs | {row['share']:.0%} |")
+    over = [s["name"] for s in row["stages"] if s["share"] is not None and s["macs"] and s["share"] > 1]
+    if over:
+        out += ["", f"A share over 100% ({', '.join(over)}) is not a stage beating the hardware: the peak is "
+                    "itself measured, by a probe of FMAs alone on registers, the best of 5 short runs at "
+                    "another moment (another clock speed), and misses what lets a stage run faster than "
+                    "that run did (a higher boost clock while the stage ran); the stage's time is a median "
+                    "of short intervals, each read by a clock of tens of nanoseconds' resolution. Read such "
+                    "a stage as at the peak, within these two measurements' error."]
     return out
 
 

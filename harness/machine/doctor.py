@@ -76,9 +76,9 @@ def implementation_rows(weights: str | Path = DEFAULT_WEIGHTS,
         return list(pool.map(lambda nd: probe_row(nd[0], nd[1], weights, gpu_absent), todo))
 
 
-def cublaslt_line() -> str:
+def cublaslt_line(level: str) -> str:
     """cuBLASLt, whose matmul epilogues carry the cuDNN level's dense layers (tuned, graph)."""
-    found = registry.hook("cudnn", "cublaslt")()
+    found = registry.hook(level, "cublaslt")()
     return (f"cuBLASLt: version {found['version']} from {found['path']} ({found['how']})" if found["found"]
             else f"cuBLASLt: {found['reason']} (cuDNN's dense layers then use cuBLAS gemm + cuDNN ops)")
 
@@ -104,10 +104,19 @@ for name in ("onnx", "tf2onnx"):  # the exporter's (Keras' ONNX export on Tensor
         found[name] = f"missing: pip install {name}"
 print(json.dumps(found))
 """
-CPU_TARGET = ("import json; from harness import registry; "
-              "print(json.dumps(registry.hook('numba', 'cpu_target')()))")
-C_COMPILER = ("import json; from harness import registry; "
-              "print(json.dumps(registry.hook('c', 'compiler')()))")
+# A level's hook asked in a fresh interpreter: sys.argv[1] the level, sys.argv[2] the hook.
+HOOK = ("import json, sys; from harness import registry; "
+        "print(json.dumps(registry.hook(sys.argv[1], sys.argv[2])()))")
+
+
+def level_hook_lines() -> list[str]:
+    """Each level's own `doctor` hook (registry.py: a function returning {"line": ...} or {"reason": ...}),
+    asked in a fresh interpreter: a new level's probe without an edit here."""
+    out = []
+    for name in registry.with_hook("doctor"):
+        found = run_python(HOOK, (name, "doctor"), device="cpu")
+        out.append(f"{registry.short(name)} level: {found.get('line') or found.get('reason')}")
+    return out
 
 
 def cpu_level_lines() -> list[str]:
@@ -118,14 +127,18 @@ def cpu_level_lines() -> list[str]:
     engines = run_python(ENGINES, device="cpu")
     engine_line = ("inference engines: " + "; ".join(f"{k} {v}" for k, v in engines.items())
                    if "onnxruntime" in engines else f"inference engines: {engines.get('reason')}")
-    target = run_python(CPU_TARGET, device="cpu")
-    numba_line = (f"hand-written CPU level: Numba {target['numba']} compiles for {target['cpu']}, "
-                  f"vector features {', '.join(target['features']) or 'none (scalar loops)'}"
-                  if "cpu" in target else f"hand-written CPU level: {target.get('reason')}")
-    c = run_python(C_COMPILER, device="cpu")
-    c_line = (f"hand-written C level: {c['version']} ({c['compiler']}), {c['flags']}; fused runs the "
-              f"{c['fused_path']} path" if c.get("found") else f"hand-written C level: {c.get('reason')}")
-    return [engine_line, numba_line, c_line]
+    lines = [engine_line]
+    for name in registry.with_hook("cpu_target"):
+        target = run_python(HOOK, (name, "cpu_target"), device="cpu")
+        lines.append(f"hand-written CPU level: Numba {target['numba']} compiles for {target['cpu']}, "
+                     f"vector features {', '.join(target['features']) or 'none (scalar loops)'}"
+                     if "cpu" in target else f"hand-written CPU level: {target.get('reason')}")
+    for name in registry.with_hook("compiler"):
+        c = run_python(HOOK, (name, "compiler"), device="cpu")
+        lines.append(f"hand-written C level: {c['version']} ({c['compiler']}), {c['flags']}; fused runs the "
+                     f"{c['fused_path']} path" if c.get("found")
+                     else f"hand-written C level: {c.get('reason')}")
+    return lines
 
 
 def compute_capabilities() -> list[str]:
@@ -151,7 +164,8 @@ def cuda_lines(caps: Sequence[str] | None = None) -> list[str]:
         arch = "sm_" + cap.replace(".", "")
         uses = []
         try:
-            for text, filename, options, exprs in registry.hook("cuda", "kernels")(arch):  # the level's own
+            for text, filename, options, exprs in (unit for level in registry.with_hook("kernels")
+                                                   for unit in registry.hook(level, "kernels")(arch)):
                 found = nvrtc.resources(nvrtc.load(), text, filename, arch, options, exprs)
                 uses += [f"{expr} {r.get('registers', '?')} regs {r.get('shared_bytes', '?')} B shared"
                          for expr, r in found.items()]
@@ -164,7 +178,8 @@ def cuda_lines(caps: Sequence[str] | None = None) -> list[str]:
 
 
 def uses_tensorflow(name: str) -> bool:
-    return name == "tf" or registry.KERAS_BACKENDS.get(name) == "tensorflow"
+    """The level records TensorFlow's version (its spec's versions): it runs on TensorFlow."""
+    return name in registry.REGISTRY and "tensorflow" in (d for _c, d in registry.spec(name).versions)
 
 
 def report(weights: str | Path = DEFAULT_WEIGHTS, names: Sequence[str] | None = None,
@@ -195,8 +210,9 @@ def report(weights: str | Path = DEFAULT_WEIGHTS, names: Sequence[str] | None = 
     out(f"oneDNN: version {onednn['version']} from {onednn['path']} ({onednn['how']}), "
         f"{onednn['threads']} OpenMP thread(s)" if onednn.get("found")
         else f"oneDNN: {onednn.get('reason', 'not probed')}")
-    out(cublaslt_line())
-    for line in cpu_level_lines():
+    for level in registry.with_hook("cublaslt"):
+        out(cublaslt_line(level))
+    for line in cpu_level_lines() + level_hook_lines():
         out(line)
     for line in cuda_lines():
         out(line)

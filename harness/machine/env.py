@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from harness import registry
 from harness.errors import HarnessError
 
-PACKAGES = ("numpy", "tensorflow", "tensorflow-cpu", "keras", "h5py", "cupy-cuda12x",
-            "cupy-cuda13x", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-cuda-nvrtc-cu12",
-            "nvidia-ml-py", "onednn-cpu-gomp", "matplotlib", "pandas", "pygount", "jax", "torch",
-            "numba", "llvmlite", "onnx", "tf2onnx", "onnxruntime", "openvino", "lenet-levels")
+# The harness's own distributions, then every level's (its spec's `versions`): a new level's are
+# recorded without an edit here.
+HARNESS_PACKAGES = ("numpy", "h5py", "nvidia-ml-py", "matplotlib", "pandas", "pygount", "lenet-levels")
+PACKAGES = tuple(dict.fromkeys(HARNESS_PACKAGES + tuple(registry.distributions())))
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "CUDA_VISIBLE_DEVICES")
 
@@ -96,12 +96,12 @@ def library_probe(level: str, key: str) -> dict:
 
 def collect_cudnn() -> dict:
     """The cuDNN library the raw GPU level would load: path, version, how it was found."""
-    return library_probe("cudnn", "cudnn")
+    return library_probe(registry.raw_library("gpu") or "cudnn", "cudnn")
 
 
 def collect_onednn() -> dict:
     """The oneDNN library the raw CPU level would load: path, version, OpenMP threads."""
-    return library_probe("onednn", "onednn")
+    return library_probe(registry.raw_library("cpu") or "onednn", "onednn")
 
 
 def collect_nvrtc() -> dict:

@@ -15,6 +15,7 @@ target of the report is.
 
 import pandas as pd
 
+from harness import registry
 from harness.report import headline
 from harness.report.rundata import answer_run, find, ratio_ci
 from harness.report.tables import fmt_ratio, goal_line, inverse, ms, speedup_verdict
@@ -50,7 +51,7 @@ C_LEVEL = "c/fused"
 C_GOAL_MS = 0.006
 C_GOAL_HOST = "Intel"  # the Intel Xeon (AVX-512, AMX) the goal was measured against
 C_SPEEDUP = 3.0
-ENGINE = "onnx"  # its variants: ONNX Runtime (run, iobinding) and OpenVINO
+ENGINE = registry.on_rung("inference engine")[0]  # its variants: ONNX Runtime (run, iobinding), OpenVINO
 
 
 def fastest_engine(frame: pd.DataFrame, machine: str) -> pd.Series | None:

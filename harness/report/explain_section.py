@@ -4,6 +4,7 @@ which draws the same rows, is figures/explain.py). No framework imported."""
 
 
 from harness.explain import keras_steps
+from harness.explain.ladder import TOLERANCE
 from harness.report.style import fmt_ms
 
 CITATIONS = (
@@ -52,7 +53,46 @@ def explain_rows(runs: list[dict]) -> list[dict]:
 
 
 def ms(ns: float) -> str:
-    return fmt_ms(ns / 1e6)
+    return ("-" if ns < 0 else "") + fmt_ms(abs(ns) / 1e6)
+
+
+# The floor's time in an explain row is its own measurement, not the headline's: each is labelled.
+WHERE_FLOOR = "timed in this explain run, beside the call; the headline's figure is `api_levels`'"
+
+
+def noise_ns(row: dict, stage: dict) -> float | None:
+    """How far a ladder stage (one step's median minus the next's) can move by noise alone: the
+    half-widths of both steps' 95% intervals, added; None where a step has no interval."""
+    steps = {s["step"]: s for s in row.get("steps", [])}
+    total = 0.0
+    for name in (stage.get("from"), stage.get("to")):
+        if name is None:
+            continue
+        step = steps.get(name)
+        if step is None or step.get("ci95_low_ns") is None or step.get("ci95_high_ns") is None:
+            return None
+        total += max(step["ci95_high_ns"] - step["median_ns"], step["median_ns"] - step["ci95_low_ns"])
+    return total
+
+
+def stage_text(row: dict, i: int) -> str:
+    """'name 472 µs (50%)'; a stage within its noise (|cost| no larger than what its two steps'
+    intervals allow) says so instead of claiming a negative or tiny cost."""
+    stage = row["stages"][i]
+    noise = noise_ns(row, stage)
+    if noise is not None and abs(stage["ns"]) <= noise:
+        return f"{stage_name(row, i)} within its noise ({ms(stage['ns'])}, ±{ms(noise)}: no measurable cost)"
+    where = f", {WHERE_FLOOR}" if i == len(row["stages"]) - 1 else ""  # the floor: measured here
+    return f"{stage_name(row, i)} {ms(stage['ns'])} ({100 * stage['share']:.0f}%{where})"
+
+
+def internal_text(internal: dict, stage: dict) -> str:
+    """An internal step; 'other' (a real predict minus the steps' sum) is no stage when the sum was
+    accepted: it is inside the tolerance the sum is accepted at, and said so."""
+    if stage["name"] == "other" and abs(stage["ns"]) <= TOLERANCE * internal["predict_ns"]:
+        return (f"other (a real `predict` minus the steps' sum) {ms(stage['ns'])}, within the "
+                f"{TOLERANCE:.0%} the sum is accepted at: no measurable stage")
+    return f"{stage['name']} {ms(stage['ns'])} ({100 * stage['share']:.0f}%)"
 
 
 def headline(rows: list[dict]) -> list[str]:
@@ -77,7 +117,7 @@ def headline_of(row: dict) -> list[str]:
                  f"{100 * model['share']:.0f}%")
     floor = row["stages"][-1]
     return [line + f". The fastest measured implementation (the floor, {floor_name(row)}) takes "
-                   f"{ms(floor['ns'])}: "
+                   f"{ms(floor['ns'])} in this explain run's own rounds ({WHERE_FLOOR}): "
                    "see \"Why Keras is slow\" below."]
 
 
@@ -106,8 +146,7 @@ def section(rows: list[dict]) -> list[str]:
     out = []
     for row in rows:
         top = row["steps"][0]
-        parts = [f"{stage_name(row, i)} {ms(stage['ns'])} ({100 * stage['share']:.0f}%)"
-                 for i, stage in enumerate(row["stages"])]
+        parts = [stage_text(row, i) for i in range(len(row["stages"]))]
         out.append(f"- **{row['implementation']}/{row['variant']}** ({row['device'].upper()}, "
                    f"{row['machine']}): one call takes {ms(top['median_ns'])}. Peeled step by "
                    f"step: {'; '.join(parts)}.")
@@ -115,7 +154,7 @@ def section(rows: list[dict]) -> list[str]:
         if internal and "stages" in internal:
             verdict = ("within 10% of a real `predict` in the same loop: accepted" if internal["accepted"]
                        else "more than 10% away from a real `predict`: not accepted, shown for reference")
-            steps = [f"{s['name']} {ms(s['ns'])} ({100 * s['share']:.0f}%)" for s in internal["stages"]]
+            steps = [internal_text(internal, s) for s in internal["stages"]]
             out.append(f"  Keras' own steps, in order ({ms(internal['sum_ns'])} summed against "
                        f"{ms(internal['predict_ns'])} for `predict`, {verdict}): {'; '.join(steps)}.")
         counts = row["counts"]

@@ -8,12 +8,16 @@ import math
 
 import pandas as pd
 
+from harness import registry
 from harness.report import explain_section, headline, quote
 from harness.report.headline import Level
 from harness.report.rundata import find, ratio_ci
 from harness.report.tables import includes_one, inverse, sig3
 
-NAMES = {"onednn": "oneDNN", "cudnn": "cuDNN", "cuda": "hand-written CUDA"}
+NAMES = {name: registry.short(name) for name in registry.REGISTRY}  # each level's spec: `short`
+BOTTOM = ("hand-written", "raw library")  # the rungs at the foot of the ladder (registry.RUNGS)
+OPS = "framework ops"
+BESIDE = ("hand-written", "compiled from Python", "inference engine")  # beside the CPU's raw library
 
 
 with_ci = quote.quoted  # a number as the report quotes it: interval where supported, and its marks
@@ -38,6 +42,8 @@ def compare(a: str, b: str, r: dict | None) -> str:
         return f"{a} against {b}: no within-round ratio"
     if r.get("across_runs"):  # cells of different runs (headline.ratio_of_medians)
         return compare(a, b, {**r, "across_runs": False}) + " (a ratio of medians across runs)"
+    if r.get("against"):  # within the rounds of another study (headline.same_rounds)
+        return compare(a, b, {**r, "against": None}) + f" (within the rounds of `{r['study']}`)"
     if includes_one(r):
         return f"{a} and {b} show no measurable difference ({sig3(r['ratio'])}x)"
     if r["ratio"] >= 1:
@@ -74,16 +80,21 @@ def keras_finding(frame: pd.DataFrame, runs: list[dict], levels: list[Level], ma
 
 def code_finding(levels: list[Level]) -> str | None:
     loc = {lv.implementation: lv.loc for lv in levels if lv.loc is not None}
-    if "keras" not in loc:
+    high = [i for i in registry.on_rung("high-level API") if i in loc]
+    if not high:
         return None
-    raws = [f"{loc[impl]} with {NAMES[impl]}" for impl in ("cuda", "cudnn", "onednn") if impl in loc]
-    raws[0] = raws[0].replace(" with ", " lines with ", 1)
-    ops = [loc[i] for i in ("tf", "jax", "torch") if i in loc]
-    biggest = max((loc[i] for i in ("cuda", "cudnn", "onednn") if i in loc), default=None)
-    return (f"**What each level costs in code:** inference takes {' and '.join(raws)} at the bottom, "
+    bottom = [i for i in registry.on_rung(*BOTTOM) if i in loc]
+    raws = [f"{loc[impl]} with {registry.display(impl).split(': ')[-1]}" for impl in bottom]
+    if raws:
+        raws[0] = raws[0].replace(" with ", " lines with ", 1)
+    ops = [loc[i] for i in registry.on_rung(OPS) if i in loc]
+    biggest = max((loc[i] for i in bottom), default=None)
+    api = registry.display(high[0]).split(" on ")[0]
+    return (f"**What each level costs in code:** inference takes {', '.join(raws)} at the bottom, "
             + (f"{min(ops)}–{max(ops)} with framework ops, " if ops else "")
-            + f"and {loc['keras']} with Keras (one model for all three backends)"
-            + (f", {sig3(biggest / loc['keras'])}x fewer than the largest raw level" if biggest else "")
+            + f"and {loc[high[0]]} with {api} (one model for all {len(high)} backends)"
+            + (f", {sig3(biggest / loc[high[0]])}x fewer than the largest level at the bottom"
+               if biggest else "")
             + " (pygount code lines, exact counts; training code apart)" + bill_part(levels) + ".")
 
 
@@ -109,29 +120,34 @@ def bill_part(levels: list[Level]) -> str:
 
 
 def devices_finding(frame: pd.DataFrame, levels: list[Level], machines: dict) -> str | None:
-    by = {lv.implementation: lv for lv in levels}
-    cpu_raw, gpu_raw = by.get("onednn"), by.get("cudnn")
-    if not cpu_raw or not gpu_raw or "cpu" not in cpu_raw.cells or "gpu" not in gpu_raw.cells:
+    """The GPU against the CPU, each at its fastest measured call (headline.fastest over every level),
+    at batch 1 and at the GPU sweep's largest batch."""
+    computing = [lv for lv in levels if registry.computes(lv.implementation)]
+    fastest = {d: min((lv.cells[d] for lv in computing if d in lv.cells), key=lambda c: c["median_ms"],
+                      default=None) for d in ("cpu", "gpu")}
+    c, g = fastest["cpu"], fastest["gpu"]
+    if c is None or g is None:
         return None
-    c, g = cpu_raw.cells["cpu"], gpu_raw.cells["gpu"]
     overlap = c["ci_low_ms"] <= g["ci_high_ms"] and g["ci_low_ms"] <= c["ci_high_ms"]
     verdict = ("is no measurably faster than" if overlap else
                "does not beat" if g["median_ms"] > c["median_ms"] else "beats")
     head = "The GPU pays off only with large batches" if verdict != "beats" else "The CPU against the GPU"
     line = (f"**{head}:** at batch 1 the GPU ({short(machines['gpu'])}) "
-            f"{verdict} the CPU ({short(machines['cpu'])}): cuDNN `{g['variant']}` takes {with_ci(g)} per "
-            f"image against oneDNN `{c['variant']}`'s {with_ci(c)}")
-    sweep = gpu_raw.throughput
-    if sweep is None:
+            f"{verdict} the CPU ({short(machines['cpu'])}), each at its fastest measured call: {g['label']} "
+            f"takes {with_ci(g)} per image against {c['label']}'s {with_ci(c)}")
+    sweeps = [lv.throughput for lv in computing if lv.throughput is not None]
+    if not sweeps:
         return line + "."
-    line += (f"; at batch {int(sweep['batch_size'])} cuDNN `{sweep['variant']}` runs {per_s(sweep)} "
-             "images/s")
+    sweep = max(sweeps, key=lambda cell: cell["images_per_s"])
+    line += (f"; at batch {int(sweep['batch_size'])} the GPU's fastest, {sweep['label']}, runs "
+             f"{per_s(sweep)} images/s")
     cpu_sweep = frame[(frame["study"] == headline.SWEEP) & (frame["status"] == "ok")
                       & (frame["machine"] == machines["cpu"]) & (frame["device"] == "cpu")
-                      & (frame["implementation"] == "onednn") & (frame["batch_size"] == sweep["batch_size"])]
+                      & frame["implementation"].map(registry.computes)
+                      & (frame["batch_size"] == sweep["batch_size"])]
     if not cpu_sweep.empty:
         best = cpu_sweep.loc[cpu_sweep["images_per_s"].idxmax()]
-        line += (f" against oneDNN `{best['variant']}`'s {per_s(best)}, "
+        line += (f" against the CPU's fastest at that batch, {best['label']}'s {per_s(best)}, "
                  f"{sig3(sweep['images_per_s'] / best['images_per_s'])}x (medians on two machines: no "
                  "within-round ratio)")
     return line + "."
@@ -144,22 +160,23 @@ def short(machine: str) -> str:
 def raw_finding(levels: list[Level]) -> str | None:
     by = {lv.implementation: lv for lv in levels}
     parts = []
-    for device, raw_name in (("cpu", "oneDNN"), ("gpu", "cuDNN")):
-        ops = [lv for lv in (by.get(i) for i in ("tf", "jax", "torch")) if lv and device in lv.cells]
-        if not ops or not by.get(headline.RAW[device]) or device not in by[headline.RAW[device]].cells:
+    for device, raw in headline.RAW.items():
+        ops = [lv for lv in (by.get(i) for i in registry.on_rung(OPS)) if lv and device in lv.cells]
+        if not ops or not by.get(raw) or device not in by[raw].cells:
             continue
         best = min(ops, key=lambda lv: lv.cells[device]["median_ms"])
-        raw_name = f"{raw_name} ({by[headline.RAW[device]].cells[device]['label']})"
+        raw_name = f"{NAMES[raw]} ({by[raw].cells[device]['label']})"
         parts.append(f"on the {device.upper()}, " + compare(raw_name, f"the fastest framework ops "
                                                            f"({best.cells[device]['label']})",
                                                            best.ratios.get(device)))
-    raw_cpu, beside = by.get(headline.RAW["cpu"]), []
-    for impl, what in (("c", "the hand-written C"), ("numba", "the loops compiled from Python"),
-                       ("onnx", "the inference engine")):
+    cpu_raw = headline.RAW.get("cpu")
+    raw_cpu, beside = by.get(cpu_raw) if cpu_raw else None, []
+    for impl in registry.on_rung(*BESIDE):
         level = by.get(impl)
-        if raw_cpu and "cpu" in raw_cpu.cells and level and "cpu" in level.cells:
-            label = f"{what} ({level.cells['cpu']['label']})"
-            beside.append(compare("oneDNN", label, level.ratios.get("cpu")))  # oneDNN named just before
+        if (cpu_raw and raw_cpu and "cpu" in raw_cpu.cells and level and "cpu" in level.cells
+                and impl != cpu_raw):
+            label = f"the {NAMES[impl]} level ({level.cells['cpu']['label']})"
+            beside.append(compare(NAMES[cpu_raw], label, level.ratios.get("cpu")))  # named just before
     if beside:
         parts.append("and on the CPU, " + "; ".join(beside))
     if not parts:

@@ -14,15 +14,10 @@ from harness.report.rundata import answer_run, ratio_ci
 from harness.report.style import IMPL_ORDER
 from harness.report.tables import sig3, table
 
-# Each implementation's row name; the rows in the ladder's order (style.IMPL_ORDER: the GPU's two
-# rungs, then the CPU's: hand-written, raw library, engine; the NumPy reference last).
-ROW_NAMES = {"cuda": "hand-written CUDA", "cudnn": "raw library: cuDNN", "c": "hand-written C",
-             "numba": "compiled from Python (Numba)",
-             "onednn": "raw library: oneDNN", "onnx": "inference engine", "tf": "TensorFlow ops",
-             "jax": "JAX ops", "torch": "PyTorch ops", "keras": "Keras on TensorFlow",
-             "keras_jax": "Keras on JAX", "keras_torch": "Keras on PyTorch", "numpy": "NumPy reference"}
-LEVELS = [(ROW_NAMES[i], i) for i in IMPL_ORDER]  # (row, implementation)
-RAW = {"cpu": "onednn", "gpu": "cudnn"}  # each device's raw library: the ratios' denominator
+# The rows in the ladder's order (each level's spec: `order`, its row name `display`), and each
+# device's raw library (`raw_for`): the ratios' denominator.
+LEVELS = [(registry.display(i), i) for i in IMPL_ORDER]  # (row, implementation)
+RAW = {d: raw for d in registry.DEVICES if (raw := registry.raw_library(d))}
 STUDY, SWEEP = "api_levels", "batch_sweep"
 
 
@@ -129,7 +124,8 @@ def levels(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
             if first is not None:
                 level.first[device] = first
             if impl != RAW[device]:
-                level.ratios[device] = ratio_ci(cell, raws[device]) or ratio_of_medians(cell, raws[device])
+                level.ratios[device] = (ratio_ci(cell, raws[device]) or same_rounds(frame, cell, RAW[device])
+                                        or ratio_of_medians(cell, raws[device]))
             raw = raws[device]
             if first is not None and raw is not None and first["cell_id"] != raw["cell_id"]:
                 level.first_ratios[device] = ratio_ci(first, raw)
@@ -157,6 +153,23 @@ def faster_elsewhere(frame: pd.DataFrame, cell: pd.Series, timed: set[str]) -> p
     if "threads" in others:
         others = others[others["threads"].isna()]
     return None if others.empty else fastest(others)
+
+
+def same_rounds(frame: pd.DataFrame, cell: pd.Series, raw: str) -> dict | None:
+    """cell's time over the raw library's fastest call in cell's own run (another study's, where the
+    headline's fastest call came from one that also timed the raw library): a within-round ratio,
+    marked with the study and the raw call it is against; None where that run did not time it."""
+    theirs = frame[(frame["study"] == cell["study"]) & (frame["run_id"] == cell["run_id"])
+                   & (frame["status"] == "ok") & (frame["device"] == cell["device"])
+                   & (frame["batch_size"] == 1) & (frame["dtype"] == cell["dtype"])
+                   & (frame["implementation"] == raw)]
+    if "threads" in theirs:
+        theirs = theirs[theirs["threads"].isna()]
+    raw_cell = fastest(theirs) if not theirs.empty else None
+    r = ratio_ci(cell, raw_cell)
+    if r is None or raw_cell is None:
+        return None
+    return {**r, "study": cell["study"], "against": raw_cell["label"]}
 
 
 def ratio_of_medians(a: pd.Series, b: pd.Series | None) -> dict | None:
@@ -196,6 +209,8 @@ def times_raw(lv: Level, device: str, which: str) -> str:
     if not r:
         return ""
     across = f" (`{cell['study']}`; medians across runs)" if r.get("across_runs") and cell is not None else ""
+    if r.get("against"):  # headline.same_rounds: within the rounds of the study the cell came from
+        across = f" (`{r['study']}`, within its rounds, against {r['against']})"
     return f"; {quote.times(r)}{across}"
 
 
@@ -223,7 +238,7 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
             notes.append(why)
         return f"– ({chr(ord('a') + notes.index(why))})"
 
-    raw_name = {d: dict((i, n) for n, i in LEVELS)[RAW[d]].split(": ")[-1] for d in RAW}
+    raw_name = {d: registry.short(RAW[d]) for d in RAW}
     body, quoted = [], []
     for lv in rows:
         line = [lv.name, str(lv.loc) if lv.loc is not None

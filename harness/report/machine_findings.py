@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from harness import registry
 from harness.report import cpu_targets, gpu_section, headline, quote, training_section
 from harness.report.rundata import answer_run, find, ratio, ratio_ci
 from harness.report.tables import fmt_ratio, ms, sig3
@@ -62,22 +63,23 @@ def findings(frame: pd.DataFrame, loc_rows: list[dict], runs: Sequence[dict] = (
 def code_sentence(loc_rows: list[dict]) -> list[str]:
     """Lines of code for inference (the headline's numbers: headline.inference_loc), with the
     training step counted apart and named."""
-    inference = {impl: headline.inference_loc(loc_rows, impl) for impl in ("cudnn", "onednn", "keras", "tf",
-                                                                           "jax", "torch", "numpy")}
+    inference = {impl: headline.inference_loc(loc_rows, impl) for impl in registry.levels()}
     training: dict[str, int] = {}
     for row in loc_rows:
         if row["part"] == "training step":
             training[row["package"]] = training.get(row["package"], 0) + row["code"]
     shared = sum(r["code"] for r in loc_rows if r["api_level"] == "shared")
-    if not inference["keras"] or not inference["cudnn"]:
+    raw, high = registry.raw_library("gpu"), registry.on_rung("high-level API")
+    raw_loc, high_loc = inference.get(raw or ""), inference.get(high[0]) if high else None
+    if not raw or not raw_loc or not high_loc:
         return []
-    named = ", ".join(f"{n} {inference[i] if inference[i] is not None else '-'}" for i, n in (
-        ("onednn", "oneDNN"), ("tf", "TensorFlow ops"), ("jax", "JAX ops"), ("torch", "PyTorch ops"),
-        ("numpy", "NumPy")))
+    named = ", ".join(f"{registry.short(i)} {inference[i] if inference[i] is not None else '-'}"
+                      for i in registry.levels() if i != raw and i not in high)
     apart = ", ".join(f"{pkg} {n}" for pkg, n in sorted(training.items()))
-    return [f"Code for inference: the cuDNN level takes {inference['cudnn']} lines, "
-            f"Keras {inference['keras']} ({sig3(inference['cudnn'] / inference['keras'])}x; one package for "
-            f"all three backends), {named} "
+    return [f"Code for inference: the {registry.short(raw)} level takes {raw_loc} lines, "
+            f"{registry.short(high[0]).split('/')[0]} {high_loc} "
+            f"({sig3(raw_loc / high_loc)}x; one package for "
+            f"all {len(high)} backends), {named} "
             f"(pygount code lines, as in REPORT's headline; the shared loaders, {shared} lines, apart). "
             f"The training step, counted apart: {apart or 'none'}."]
 

@@ -2,15 +2,15 @@
 vendors print them (cuDNN 91900 -> 9.19.0), and a line naming what differs between the machine
 of the CPU rows and that of the GPU rows. Read from each run's env.json."""
 
+from harness import registry
 from harness.report.tables import table
 from harness.report.versions import cuda_runtime, cudnn_version
 
+# Python, then each level's distributions (its spec's `versions`: TensorFlow, Keras, JAX, PyTorch, CuPy,
+# Numba, ONNX Runtime, OpenVINO, NumPy, ...), the first installed of a column's distributions.
 VERSION_FIELDS = (("Python", lambda e: e.get("python")),
-                  ("NumPy", lambda e: pkg(e, "numpy")),
-                  ("TensorFlow", lambda e: pkg(e, "tensorflow", "tensorflow-cpu")),
-                  ("Keras", lambda e: pkg(e, "keras")),
-                  ("JAX", lambda e: pkg(e, "jax")),
-                  ("PyTorch", lambda e: pkg(e, "torch")))
+                  *((column, lambda e, dists=dists: pkg(e, *dists))
+                    for column, dists in registry.version_columns().items()))
 
 
 def pkg(env: dict, *names: str) -> str | None:
@@ -25,7 +25,9 @@ def onednn_version(env: dict) -> str | None:
 
 # A native library's column shows its version only where the machine's runs measured the level that
 # loads it: a library merely installed (the cuDNN wheel on a machine with no GPU) was not used.
-LOADED_BY = {"oneDNN": "onednn", "cuDNN": "cudnn", "CUDA runtime": "cudnn"}
+# Where installed but not loaded, the column says so ("9.28.0, installed, not used") rather than hide it.
+LOADED_BY = {"oneDNN": registry.raw_library("cpu"), "cuDNN": registry.raw_library("gpu"),
+             "CUDA runtime": registry.raw_library("gpu")}
 
 
 def describe(env: dict, measured: set[str] | None = None) -> dict:
@@ -38,8 +40,8 @@ def describe(env: dict, measured: set[str] | None = None) -> dict:
              "cuDNN": cudnn_version(env),
              "driver": gpus[0]["driver"] if gpus else None}
     for column, level in LOADED_BY.items():
-        if measured is not None and level not in measured:
-            found[column] = None
+        if measured is not None and level not in measured and found[column]:
+            found[column] = f"{found[column]}, installed, not used"
     return found
 
 
@@ -64,8 +66,8 @@ def machine_table(runs: list[dict]) -> str:
     machines = by_machine(runs)
     if not machines:
         return "_No runs yet._"
-    headers = ["machine", "CPU", "cores", "GPU", "driver", "CUDA runtime", "cuDNN", "oneDNN", "Python",
-               "NumPy", "TensorFlow", "Keras", "JAX", "PyTorch", "studies"]
+    headers = ["machine", "CPU", "cores", "GPU", "driver", "CUDA runtime", "cuDNN", "oneDNN",
+               *(name for name, _get in VERSION_FIELDS), "studies"]
     rows = []
     for machine, entry in machines.items():
         d = describe(entry["env"], entry["measured"])

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import DEFAULT_REPORT
+from harness import DEFAULT_REPORT, registry
 from harness.report import cpu_floor, findings, headline, machines, quote, tables
-from harness.report.figures import captions
+from harness.report.figures import captions, cost
 from harness.report.rundata import ReportData
 from harness.report.style import fmt_ms
 
@@ -33,7 +33,8 @@ GLOSSARY = [
      "oneDNN creating its primitives on every call with its primitive cache off; `null` returns zeros "
      "and measures the harness itself"),
     ("floor", "the fastest implementation measured on a device, Python call included; not the "
-     "arithmetic, which is computed separately (see the method)"),
+     "arithmetic, which is computed separately (see [How the numbers are computed]"
+     "(#how-the-numbers-are-computed))"),
     ("within-round ratio", "cells are timed in interleaved rounds; the ratio of two cells is the median "
      "over rounds of their medians' ratio in the same round, so a drift in machine speed cancels"),
     ("interval", "95% interval of a median or ratio, from resampling whole rounds (a cluster "
@@ -135,6 +136,35 @@ def stale_lines(frame: pd.DataFrame, answer: dict) -> list[str]:
     return [f"*stale* {impl}: {why}." for (impl, why), _ in cells.groupby(["implementation", "stale"])]
 
 
+def fig1_lines(data: ReportData) -> str:
+    """' Grey lines (CPU solid, GPU dashed) join ...: CPU: a → b; ...': the lines Fig. 1 draws, named
+    (each level's registry `ladder`), so the caption promises no line the runs could not draw."""
+    drawn = cost.lines_caption(cost.chains(cost.points(data.frame, data.loc_rows, data.answer)))
+    return f" {drawn}" if drawn else ""
+
+
+def raw_ratios() -> str:
+    """'`x oneDNN` and `x cuDNN`': the headline's ratio columns, each device's raw library."""
+    return " and ".join(f"`x {registry.short(raw)}`" for raw in headline.RAW.values())
+
+
+def fastest_sources(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None) -> str:
+    """Where the "fastest call measured" cells come from: every variant `api_levels` timed, in the same
+    rounds, and, naming each, the cells another study timed (their ratio is then of medians across runs)."""
+    rows, _machines = headline.levels(frame, loc_rows, answer)
+    others: dict[str, list[str]] = {}
+    for lv in rows:
+        for device, cell in lv.cells.items():
+            if cell["study"] != headline.STUDY:
+                others.setdefault(cell["study"], []).append(f"{cell['label']} on the {device.upper()}")
+    text = f"every variant `{headline.STUDY}` timed, in the same rounds"
+    if others:
+        text += "; " + "; ".join(f"from `{study}`: {', '.join(labels)}"
+                                 for study, labels in sorted(others.items()))
+        text += " (a faster variant that study timed; beside each, its ratio and the rounds it is taken in)"
+    return text
+
+
 def build(data: ReportData) -> str:
     """REPORT.md: the newest runs' cells, loc.csv and the cross-checks (the rest is DETAILS.md's)."""
     runs, frame, loc_rows = data.runs, data.frame, data.loc_rows
@@ -149,14 +179,14 @@ def build(data: ReportData) -> str:
         parts += ["", f"{source}. The answer is the newest run's machine (`make report MACHINE=...` names "
                       "another); other machines' runs are in DETAILS. Per device, each level's call as a "
                       "user first writes it (its default: `predict`, eager, tuned) and the fastest call "
-                      "measured at batch 1 (every variant `api_levels` timed, in the same rounds), each "
-                      "named; `x oneDNN` and `x cuDNN` are within-round ratios to the fastest call of that "
+                      f"measured at batch 1 ({fastest_sources(frame, loc_rows, data.answer)}), each "
+                      f"named; {raw_ratios()} are within-round ratios to the fastest call of that "
                       "device's raw library, with 95% intervals where the rounds support them; code lines "
                       "are pygount's, for inference (training apart)."]
     stale = stale_lines(frame, data.answer)
     parts += ([""] + stale) if stale else []
     parts += ["", f"![Fig. 1: {FIGURES[0][1]}](figures/{FIGURES[0][0]})", "",
-              f"_Fig. 1: {FIGURES[0][1]}._ {FIGURES[0][2]}", "", "### Findings", ""]
+              f"_Fig. 1: {FIGURES[0][1]}._ {FIGURES[0][2]}{fig1_lines(data)}", "", "### Findings", ""]
     found = findings.findings(frame, runs, loc_rows, data.answer)
     parts += [f"{i}. {line}" for i, line in enumerate(found, 1)]
     parts += ["", "## The figures, in reading order", ""]

@@ -15,26 +15,21 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.typing import LineStyleType  # noqa: E402
 
-from harness import DEFAULT_FIGURES  # noqa: E402
+from harness import DEFAULT_FIGURES, registry  # noqa: E402
 from harness.report.versions import cuda_runtime, cudnn_version  # noqa: E402
 
 FIGURES_DIR = DEFAULT_FIGURES
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
-# One colour per implementation in every figure (Okabe-Ito, then Paul Tol's muted colours for the
-# Keras backends and the hand-written rung): a series keeps its colour when another is missing.
-# Numba is Tol's sand, not his teal: teal beside JAX's bluish green and Keras on JAX's green made
-# three greens one panel could not tell apart (Fig. 9).
-IMPL_COLOURS = {
-    "cuda": "#332288", "cudnn": "#0072B2", "onednn": "#56B4E9",
-    "tf": "#E69F00", "jax": "#009E73", "torch": "#D55E00",
-    "keras": "#CC79A7", "keras_jax": "#117733", "keras_torch": "#882255",
-    "numpy": "#000000", "null": "#999999", "numba": "#DDCC77", "onnx": "#999933", "c": "#AA4499",
-}
-OTHER_COLOUR = "#777777"  # a lab's module:Class, or an implementation added later
-# The ladder's implementations, bottom rung first, and the NumPy reference beside it (last).
-IMPL_ORDER = ["cuda", "cudnn", "c", "numba", "onednn", "onnx", "tf", "jax", "torch", "keras", "keras_jax",
-              "keras_torch", "numpy"]
-BACKEND_OF = {"keras": "TensorFlow", "keras_jax": "JAX", "keras_torch": "PyTorch"}
+# One colour per implementation in every figure, its spec's `colour` (registry.py: Okabe-Ito, then
+# Paul Tol's muted colours for the Keras backends and the hand-written rung): a series keeps its
+# colour when another is missing.
+IMPL_COLOURS = {name: spec.colour for name, spec in registry.REGISTRY.items() if spec.colour}
+OTHER_COLOUR = "#777777"  # a lab's module:Class, or a level that names no colour
+# The ladder's implementations, bottom rung first, and the NumPy reference beside it (last): each
+# spec's `order`.
+IMPL_ORDER = registry.levels()
+# the high-level API's levels -> their backend, from the row name ("Keras on JAX" -> "JAX")
+BACKEND_OF = {name: registry.display(name).split(" on ")[-1] for name in registry.on_rung("high-level API")}
 DEVICE_MARKER = {"cpu": "o", "gpu": "s"}
 DEVICE_LINES: tuple[tuple[str, LineStyleType], ...] = (("cpu", "-"), ("gpu", "--"))  # Fig. 1's ladders
 DPI = 150

@@ -11,10 +11,8 @@ REPORT.md reads them (harness/report/markdown.py).
 FIGURES = [
     ("fig01_cost_vs_code.png", "Cost against code",
      "Each level is a marker (circle CPU, square GPU) at its lines of code for inference and its batch-1 "
-     "median, the black whisker its 95% interval. Grey lines (CPU solid, GPU dashed), each named under the "
-     "figure, join each device's ladder: the hand-written rung to the raw library, raw library → framework "
-     "ops → Keras on that framework, and on the CPU oneDNN → ONNX engine → the Keras model it was exported "
-     "from. Down and to the right is fast but long; up and to the left, short but slow."),
+     "median, the black whisker its 95% interval. Down and to the right is fast but long; up and to the "
+     "left, short but slow."),  # REPORT.md adds the lines drawn, named (figures.cost.lines_caption)
     ("fig02_loc.png", "Lines of code per level",
      "Each level's inference lines by part: the forward pass, kernel source, converting the shared "
      "weights, declaring a C API to Python (the raw levels' ffi binding); their total on top is Fig. 1's x. "

@@ -16,19 +16,14 @@ import matplotlib.lines
 import matplotlib.ticker
 import pandas as pd
 
+from harness import registry
 from harness.report import headline, quote
 from harness.report.figures import place
 from harness.report.rundata import ReportData
 from harness.report.style import DEVICE_LINES, DEVICE_MARKER, caption, colour, finish, fmt_ms, plt
 
-PATHS = [("cuda", "cudnn"), ("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
-         ("cudnn", "torch", "keras_torch"), ("onednn", "tf", "keras"), ("onednn", "jax", "keras_jax"),
-         ("onednn", "torch", "keras_torch"), ("c", "numba", "onednn"), ("onednn", "onnx"), ("onnx", "keras")]
-SHORT = {"cuda": "CUDA", "cudnn": "cuDNN", "onednn": "oneDNN", "numba": "Numba", "c": "C",
-         "onnx": "ONNX engine",
-         "tf": "TF ops", "jax": "JAX ops",
-         "torch": "PyTorch ops", "keras": "Keras/TF", "keras_jax": "Keras/JAX",
-         "keras_torch": "Keras/PyTorch", "numpy": "NumPy ref."}
+PATHS = registry.ladder_paths()  # each level's spec: `ladder`, the lines through it
+SHORT = {name: registry.short(name) for name in registry.REGISTRY}  # each spec's `short`
 MARGINS = {"left": 0.11, "right": 0.98, "top_in": 0.4, "bottom_in": 0.5}
 
 
@@ -67,7 +62,8 @@ def lines_caption(drawn: list[tuple[str, list[dict]]]) -> str:
     styles = ", ".join(f"{d.upper()} {'solid' if s == '-' else 'dashed'}" for d, s in DEVICE_LINES)
     if not parts:
         return ""
-    return f"Grey lines ({styles}) join each device's levels, down the ladder: " + " ".join(parts)
+    return (f"Grey lines ({styles}) join each device's levels up the ladder (each level's registry entry "
+            "names the lines through it): " + " ".join(parts))
 
 
 def how_to_read(drawn: list[tuple[str, list[dict]]]) -> str:

@@ -1,0 +1,111 @@
+"""Sentences of the report that are computed, not typed (issue 67): finding 3 compares each device's
+fastest measured call, finding 4 takes a within-round ratio from the study that timed both cells,
+explain's stages within their noise say so, a share over the measured peak says what the probe
+misses, the Machines table has every level's versions, and Fig. 1's caption names only lines drawn."""
+
+import pytest
+
+from harness import DEFAULT_RESULTS, registry
+from harness.explain import c_layers
+from harness.report import explain_section, findings, headline, machines, markdown, rundata
+from harness.report.figures import cost
+
+
+@pytest.fixture(scope="module")
+def data(loc_counted):
+    if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl")):
+        pytest.skip("no committed reference results (make run-all writes them)")
+    return rundata.load_report(DEFAULT_RESULTS, loc_counted)
+
+
+def test_finding_3_compares_each_devices_fastest_measured_call(data):
+    levels, machines_by = headline.levels(data.frame, data.loc_rows, data.answer)
+    line = findings.devices_finding(data.frame, levels, machines_by)
+    assert line is not None
+    cpu_best = min((lv.cells["cpu"] for lv in levels if "cpu" in lv.cells and registry.computes(lv.implementation)),
+                   key=lambda c: c["median_ms"])
+    assert f"against {cpu_best['label']}'s" in line  # not the raw library's, unless it is the fastest
+    sweep = data.frame[(data.frame["study"] == headline.SWEEP) & (data.frame["status"] == "ok")
+                       & (data.frame["machine"] == machines_by["cpu"]) & (data.frame["device"] == "cpu")]
+    gpu_best = max((lv.throughput for lv in levels if lv.throughput is not None), key=lambda c: c["images_per_s"])
+    at = sweep[sweep["batch_size"] == gpu_best["batch_size"]]
+    cpu_rate = at.loc[at["images_per_s"].idxmax()]
+    assert f"the CPU's fastest at that batch, {cpu_rate['label']}'s" in line
+    from harness.report.tables import sig3
+    assert f"{sig3(gpu_best['images_per_s'] / cpu_rate['images_per_s'])}x" in line
+
+
+def test_a_ratio_is_within_rounds_where_the_cells_study_timed_the_raw_library(data):
+    levels, _ = headline.levels(data.frame, data.loc_rows, data.answer)
+    checked = 0
+    for lv in levels:
+        for device, cell in lv.cells.items():
+            r = lv.ratios.get(device)
+            if not r or cell["study"] == headline.STUDY:
+                continue
+            raw = headline.RAW[device]
+            theirs = data.frame[(data.frame["study"] == cell["study"]) & (data.frame["run_id"] == cell["run_id"])
+                                & (data.frame["implementation"] == raw) & (data.frame["status"] == "ok")
+                                & (data.frame["device"] == device) & (data.frame["batch_size"] == 1)]
+            if theirs.empty:
+                assert r.get("across_runs")  # no shared rounds: a ratio of medians, said so
+            else:
+                assert r.get("study") == cell["study"] and not r.get("across_runs")
+                assert r == {**rundata.ratio_ci(cell, headline.fastest(theirs)), "study": cell["study"],
+                             "against": headline.fastest(theirs)["label"]}
+                assert "(within the rounds of" in findings.compare("a", "b", r)
+                checked += 1
+    assert checked, "the committed runs have a cell whose own study timed the raw library (overhead)"
+
+
+def stage(name, ns, frm, to, share=0.1):
+    return {"name": name, "ns": ns, "from": frm, "to": to, "share": share}
+
+
+def test_a_stage_within_its_noise_says_so_and_claims_no_cost():
+    steps = [{"step": "a", "median_ns": 1000.0, "ci95_low_ns": 900.0, "ci95_high_ns": 1100.0},
+             {"step": "b", "median_ns": 1020.0, "ci95_low_ns": 1000.0, "ci95_high_ns": 1050.0},
+             {"step": "c", "median_ns": 100.0, "ci95_low_ns": 99.0, "ci95_high_ns": 101.0}]
+    row = {"steps": steps, "stages": [stage("x", -20.0, "a", "b", -0.02), stage("y", 920.0, "b", "c", 0.9),
+                                      stage("floor", 100.0, "c", None)]}
+    assert explain_section.noise_ns(row, row["stages"][0]) == 130.0  # 100 + 30: both steps' half-widths
+    assert explain_section.stage_text(row, 0).startswith("x within its noise (-0.02 µs, ±0.13 µs")
+    assert "no measurable cost" in explain_section.stage_text(row, 0)
+    assert explain_section.stage_text(row, 1).startswith("y 0.92 µs (90%")
+    assert "timed in this explain run" in explain_section.stage_text(row, 2)  # the floor: where measured
+    internal = {"predict_ns": 1000.0}
+    assert "no measurable stage" in explain_section.internal_text(internal, {"name": "other", "ns": -40.0,
+                                                                            "share": -0.04})
+    assert explain_section.internal_text(internal, {"name": "other", "ns": 400.0, "share": 0.4}) == "other 0.4 µs (40%)"
+
+
+def test_a_share_over_the_measured_peak_says_what_the_probe_misses():
+    row = {"peak": {"macs_per_s": 5e10, "isa": "avx512", "lanes": 16}, "variant": "fused", "path": "avx512",
+           "rounds": 5, "calls": 10, "macs": 100, "call_median_ns": 10.0, "floor_ns": 9.0, "share": 0.9,
+           "stages": [{"name": "conv2", "macs": 60, "median_ns": 4.0, "floor_ns": 4.1, "share": 1.02},
+                      {"name": "fc1", "macs": 40, "median_ns": 5.0, "floor_ns": 4.0, "share": 0.8}]}
+    text = "\n".join(c_layers.lines(row))
+    assert "A share over 100% (conv2)" in text and "misses" in text
+    row["stages"][0]["share"] = 0.99
+    assert "A share over 100%" not in "\n".join(c_layers.lines(row))
+
+
+def test_the_machines_table_has_every_levels_versions_and_says_a_library_was_not_used(data):
+    table = machines.machine_table(data.runs)
+    header = table.splitlines()[0]
+    for column in ("ONNX Runtime", "OpenVINO", "Numba", "TensorFlow", "Keras", "JAX", "PyTorch", "NumPy"):
+        assert f"| {column} |" in header
+    env = {"cudnn": {"found": True, "version": 92800}, "packages": {}}
+    assert machines.describe(env, measured=set())["cuDNN"].endswith("installed, not used")
+
+
+def test_fig1s_caption_names_only_the_lines_drawn(data):
+    drawn = cost.chains(cost.points(data.frame, data.loc_rows, data.answer))
+    text = markdown.fig1_lines(data)
+    for _device, chain in drawn:
+        assert " → ".join(registry.short(p["implementation"]) for p in chain) in text
+    gpu = {p["implementation"] for d, chain in drawn if d == "gpu" for p in chain}
+    if "cuda" not in gpu:  # no hand-written point on the GPU: no line promised from it
+        assert "CUDA → cuDNN" not in text
+    report = markdown.build(data)
+    assert "(see the method)" not in report and "#how-the-numbers-are-computed" in report
