@@ -36,7 +36,19 @@ def test_finding_3_compares_each_devices_fastest_measured_call(data):
 
 
 def test_a_ratio_is_within_rounds_where_the_cells_study_timed_the_raw_library(data):
-    levels, _ = headline.levels(data.frame, data.loc_rows, data.answer)
+    """A level's fastest call from another study than api_levels (an overhead cell of a variant the
+    answering run did not time, made its level's fastest GPU call) is held against the raw library
+    timed in that study's rounds."""
+    frame = data.frame.copy()
+    ok_gpu = (frame["status"] == "ok") & (frame["device"] == "gpu") & (frame["batch_size"] == 1)
+    answering = frame[ok_gpu & (frame["run_id"] == data.answer["gpu"])]
+    overhead = frame[ok_gpu & (frame["study"] == "overhead") & (frame["machine"] == answering["machine"].iloc[0])
+                     & ~frame["implementation"].isin(["cudnn", "cuda"]) & ~frame["label"].isin(answering["label"])]
+    assert not overhead.empty, "overhead times a GPU variant api_levels does not (jax/eager)"
+    pick = overhead.iloc[0]
+    level = answering[answering["implementation"] == pick["implementation"]]
+    frame.loc[pick.name, "median_ms"] = level["median_ms"].min() / 2
+    levels, _ = headline.levels(frame, data.loc_rows, data.answer)
     checked = 0
     for lv in levels:
         for device, cell in lv.cells.items():
@@ -44,9 +56,9 @@ def test_a_ratio_is_within_rounds_where_the_cells_study_timed_the_raw_library(da
             if not r or cell["study"] == headline.STUDY:
                 continue
             raw = headline.RAW[device]
-            theirs = data.frame[(data.frame["study"] == cell["study"]) & (data.frame["run_id"] == cell["run_id"])
-                                & (data.frame["implementation"] == raw) & (data.frame["status"] == "ok")
-                                & (data.frame["device"] == device) & (data.frame["batch_size"] == 1)]
+            theirs = frame[(frame["study"] == cell["study"]) & (frame["run_id"] == cell["run_id"])
+                                & (frame["implementation"] == raw) & (frame["status"] == "ok")
+                                & (frame["device"] == device) & (frame["batch_size"] == 1)]
             if theirs.empty:
                 assert r.get("across_runs")  # no shared rounds: a ratio of medians, said so
             else:
