@@ -37,6 +37,7 @@ Two files of one path in one hand-in (Canvas: two attachments): the later upload
 import csv
 import hashlib
 import json
+import os
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -51,7 +52,9 @@ from harness.lab.term.unzip import FIX_ARCHIVE
 
 MANIFEST, HASHES = "manifest.csv", "hashes.json"
 REQUIRED = ["folder", "student_id", "name", "submitted_at", "late", "source", "sha256", "note"]
-FIELDS = ["folder", "student_id", "name", "submitted_at", "late", "time_source", "source", "sha256", "note"]
+FIELDS = ["folder", "student_id", "name", "status", "submitted_at", "late", "time_source", "source", "sha256",
+          "note"]
+COLLECTED, REFUSED = "collected", "refused"  # a manifest row's status (a manifest without one: collected)
 MAX_STUDENT_FILES = 1000  # one student's files (the grader copies files.MAX_FILES of them)
 MAX_CELL = 4000  # characters in a manifest cell (csv's own limit is 131072)
 MAX_FULL_PATH = 4000  # bytes of out/<folder>/<file> (PATH_MAX is 4096)
@@ -65,7 +68,8 @@ def junk(path: str) -> bool:
 
 def read_zip(archive: Path, max_bytes: int = MAX_BYTES) -> tuple[list[Submission], list[str]]:
     """(the hand-ins in an LMS zip, the entries left out and why): each entry's name parsed by its
-    LMS's rule, its bytes counted against the archive's cap and its student's as they are read."""
+    LMS's rule, its bytes counted against the archive's cap and its student's as they are read. A
+    student's hand-in that is refused (unzip.Refused) is kept as a refused Submission; the rest is read."""
     with unzip.open_zip(archive, archive) as opened:
         listed = [(m, p) for m, p in unzip.members(archive, opened) if not junk(p)]
         total = unzip.Room(max_bytes, unzip.MAX_ENTRIES, "the archive")
@@ -80,22 +84,37 @@ def read_zip(archive: Path, max_bytes: int = MAX_BYTES) -> tuple[list[Submission
                 skipped.append(f"{path}: {why}")
                 continue
             sub = hand_in(found, archive, path, entry)
-            room = rooms.setdefault(sub.folder, unzip.Room(MAX_STUDENT_BYTES, MAX_STUDENT_FILES,
-                                                           "one student"))
-            file = unzip.check_file(archive, path, entry.file)
-            if file.lower().endswith(".zip"):
-                whole = unzip.Room(room.bytes, 1, "one student")  # the zip itself: not one of their files
-                data = unzip.read_member(archive, opened, member, whole, total)
-                inner = unzip.nested(Path(f"{archive}!{path}"), data, junk, room, total)
-            else:
-                inner = {file: unzip.read_member(archive, opened, member, room, total)}
+            if sub.refused:
+                continue
+            room = rooms.setdefault(sub.folder, unzip.Room(MAX_STUDENT_BYTES, MAX_STUDENT_FILES, "one student",
+                                                           unzip.Refused))
+            try:
+                inner = entry_files(archive, opened, member, path, entry.file, room)
+            except unzip.Refused as exc:
+                sub.refuse(str(exc))
+                continue
             for relative, data in inner.items():
+                total.take(archive, path, len(data))  # the archive's cap: the whole download's
                 place(sub, relative, data, (entry.attachment, index), uploads)
     for (folder, relative), ranks in uploads.items():
-        if len(ranks) > 1:
-            sub = next(s for s in found.values() if s.folder == folder)
+        sub = next(s for s in found.values() if s.folder == folder) if len(ranks) > 1 else None
+        if sub is not None and not sub.refused:
             sub.note = "; ".join(filter(None, [sub.note, attachments_note(sub, relative, ranks)]))
     return list(found.values()), skipped
+
+
+def entry_files(archive: Path, opened: zipfile.ZipFile, member: zipfile.ZipInfo, path: str, file: str,
+                room: unzip.Room) -> dict[str, bytes]:
+    """{path: bytes} an entry gives its student: the file, or the files of a zip they handed in. The
+    student's refusal (unzip.Refused): a file name no file system takes, their caps passed, anything
+    wrong inside their zip; the download's (HarnessError): an entry of the LMS's zip damaged or lying."""
+    with unzip.theirs():
+        file = unzip.check_file(archive, path, file)
+    if not file.lower().endswith(".zip"):
+        return {file: unzip.read_member(archive, opened, member, room)}
+    whole = unzip.Room(room.bytes, 1, "one student", unzip.Refused)  # the zip itself: not one of their files
+    data = unzip.read_member(archive, opened, member, whole)
+    return unzip.nested(Path(f"{archive}!{path}"), data, junk, room)
 
 
 def hand_in(found: dict[tuple[str, str], Submission], archive: Path, path: str,
@@ -156,7 +175,8 @@ def timed(sub: Submission, time: lms_times.Time | None) -> None:
 def collect(source: Path, out: Path, report: Callable[[str], None] = print, max_bytes: int = MAX_BYTES,
             times: Sequence[Path] = ()) -> list[Submission]:
     """Read `source` (an LMS zip or a folder of clones) and the LMS's exports of submission times,
-    then write out/<folder>/, hashes.json and the manifest."""
+    then write out/<folder>/, hashes.json and the manifest. A refused hand-in (Submission.refused)
+    is a manifest row with its reason and no folder; the caller says so (exit 1)."""
     source, out = Path(source), Path(out)
     if out.exists() and any(not p.name.startswith(".") for p in out.iterdir()):
         raise HarnessError(f"-o {out}: already holds files (a collection?); nothing is overwritten: "
@@ -176,9 +196,14 @@ def collect(source: Path, out: Path, report: Callable[[str], None] = print, max_
     subs.sort(key=lambda s: s.student_id)
     for sub in subs:
         timed(sub, known.get(sub.student_id))
+        settle(sub)
     write(subs, out)
     say(subs, skipped, source, out, bool(times), report)
     return subs
+
+
+def refused(subs: list[Submission]) -> list[Submission]:
+    return [s for s in subs if s.refused]
 
 
 def say(subs: list[Submission], skipped: list[str], source: Path, out: Path, exported: bool,
@@ -188,9 +213,12 @@ def say(subs: list[Submission], skipped: list[str], source: Path, out: Path, exp
     for sub in subs:
         if sub.note:
             report(f"{sub.folder}: {sub.note}")
-    late = sum(1 for s in subs if s.late == "yes")
-    counts = ", ".join(f"{k} {n}" for k, n in sorted(Counter(s.time_source for s in subs).items()))
-    report(f"collected {len(subs)} student(s) from {source} ({subs[0].source}) into {out}"
+        if sub.refused:
+            report(f"{sub.folder}: REFUSED: {sub.refused}")
+    taken = [s for s in subs if not s.refused]
+    late = sum(1 for s in taken if s.late == "yes")
+    counts = ", ".join(f"{k} {n}" for k, n in sorted(Counter(s.time_source for s in taken).items()))
+    report(f"collected {len(taken)} student(s) from {source} ({subs[0].source}) into {out}"
            + (f"; {late} flagged late by the LMS" if late else "") + f"; times: {counts}"
            + f"; manifest: {out / MANIFEST}")
     if subs[0].source in ("canvas", "moodle") and not exported:
@@ -198,15 +226,33 @@ def say(subs: list[Submission], skipped: list[str], source: Path, out: Path, exp
                + ("lateness is Canvas's LATE flag, at most 1 day" if subs[0].source == "canvas"
                   else "Moodle's zip says nothing of lateness")
                + "; pass --times with the LMS's export for days late (labs/README.md, Collect)")
+    if refused(subs):
+        names = ", ".join(s.folder for s in refused(subs))
+        report(f"refused {len(refused(subs))} student(s)' hand-in, nothing of theirs written: {names} "
+               f"(the reasons: above, and in {out / MANIFEST}'s note; `lab grade` gives each a row, 0 points; "
+               "to grade one, put their checked files in their folder, then grade with --resume)")
+
+
+def settle(sub: Submission) -> None:
+    """The last checks of one hand-in's paths (a clone's too): a refusal is this student's alone."""
+    if sub.refused:
+        return
+    try:
+        with unzip.theirs():
+            clashes(sub)
+            for relative in sub.files:
+                unzip.check_file(Path(sub.folder), relative, relative)
+    except unzip.Refused as exc:
+        sub.refuse(str(exc))
 
 
 def clashes(sub: Submission) -> None:
-    """A path handed in both as a file and as a folder is refused before anything is written."""
+    """A path handed in both as a file and as a folder is refused (settle: that hand-in alone)."""
     folders = {p.rsplit("/", i)[0] for p in sub.files for i in range(1, p.count("/") + 1)}
     both = sorted(folders & set(sub.files))
     if both:
         raise HarnessError(f"{sub.folder}: {both[0]!r} is handed in both as a file and as a folder; "
-                           f"nothing was written: {FIX_ARCHIVE}")
+                           f"nothing of theirs was written: {FIX_ARCHIVE}")
 
 
 def write(subs: list[Submission], out: Path) -> None:
@@ -218,9 +264,6 @@ def write(subs: list[Submission], out: Path) -> None:
         raise HarnessError(f"two students would share the folder(s) {twice}; nothing was written")
     base = len(str(Path(out).resolve()).encode())
     for sub in subs:
-        clashes(sub)
-        for relative in sub.files:  # the clones' paths too
-            unzip.check_file(Path(sub.folder), relative, relative)
         longest = max((len(f"{sub.folder}/{p}".encode("utf-8", "surrogatepass")) for p in sub.files),
                       default=0)
         if base + 1 + longest > MAX_FULL_PATH:
@@ -237,22 +280,33 @@ def write_all(subs: list[Submission], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     rows, hashes = [], {}
     for sub in subs:
-        for relative, data in sorted(sub.files.items()):
+        for relative, data in sorted(sub.files.items()):  # a refused hand-in has none: no folder
             target = out / sub.folder / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        hashes[sub.folder] = {rel: hashlib.sha256(data).hexdigest()
-                              for rel, data in sorted(sub.files.items())}
-        listed = json.dumps(hashes[sub.folder])
+        listed = ""
+        if not sub.refused:
+            hashes[sub.folder] = {rel: hashlib.sha256(data).hexdigest()
+                                  for rel, data in sorted(sub.files.items())}
+            listed = json.dumps(hashes[sub.folder])
         rows.append({"folder": sub.folder, "student_id": sub.student_id, "name": sub.name,
+                     "status": REFUSED if sub.refused else COLLECTED,
                      "submitted_at": sub.submitted_at, "late": sub.late, "time_source": sub.time_source,
                      "source": sub.source, "sha256": listed if len(listed) <= MAX_CELL else HASHES,
-                     "note": sub.note})
+                     "note": "; ".join(filter(None, [sub.refused, sub.note]))})
     (out / HASHES).write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     with open(out / MANIFEST, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, FIELDS)
         writer.writeheader()
         writer.writerows({k: text.csv_cell(v, MAX_CELL) for k, v in row.items()} for row in rows)
+
+
+def refused_in(manifest: dict[str, dict], submissions: Path) -> dict[str, str]:
+    """{folder: why} of the manifest's refused hand-ins that still have no folder in `submissions`
+    (a TA who put a refused student's checked files in their folder has that student graded)."""
+    return {folder: row.get("note") or "refused by lab collect"
+            for folder, row in manifest.items()
+            if row.get("status") == REFUSED and not os.path.lexists(Path(submissions) / folder)}
 
 
 def graded_manifest(out: Path) -> dict[str, dict]:

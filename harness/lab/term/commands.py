@@ -10,6 +10,7 @@ never loads the grader, nor `lab kit` the sandbox.
     lab_publish(out, public_dir, submissions), lab_similarity(out, submissions, threshold, starter)
     grade_here(lab, submissions, out, ...)  `lab grade` and `lab regrade` on this machine
     copy_manifest(submissions, out), graded_submissions(out, given)   what two commands share
+    refused_hand_ins(submissions)           the students lab collect refused: a row each, no grading
 """
 
 import shutil
@@ -44,7 +45,7 @@ def lab_grade(lab_name: str, submissions: Path, out: Path, report: Report, *, re
 
         return on_slurm.submit(lab, submissions, out, partition=partition, gres=gres,
                                max_parallel=max_parallel, dry_run=dry_run, weights=weights, report=report,
-                               no_sandbox=no_sandbox)
+                               no_sandbox=no_sandbox, refused=refused_hand_ins(submissions))
     if dry_run:
         raise HarnessError("--dry-run: only with --slurm (it prints the batch scripts)")
     grade_here(lab, submissions, out, resume, only, weights, no_sandbox, no_report, report)
@@ -61,7 +62,8 @@ def grade_here(lab: "Lab", submissions: Path, out: Path, resume: bool, only: lis
 
     procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # the oracle's threads
     try:
-        grade.grade_all(lab, submissions, out, resume, only, weights, report=report, no_sandbox=no_sandbox)
+        grade.grade_all(lab, submissions, out, resume, only, weights, report=report, no_sandbox=no_sandbox,
+                        refused=refused_hand_ins(submissions))
         if not no_report:
             leaderboard.build(out)
             print(f"leaderboard: {out / 'LEADERBOARD.md'}")
@@ -146,12 +148,22 @@ def copy_manifest(submissions: Path, out: Path) -> None:
         shutil.copyfile(manifest, Path(out) / collect.MANIFEST)
 
 
-def lab_collect(source: Path, out: Path, times: list[Path], report: Report) -> int:
-    """`lab collect`: one folder per student and manifest.csv."""
+def refused_hand_ins(submissions: Path) -> dict[str, str]:
+    """{folder: why} of the students whose hand-in `lab collect` refused (its manifest's rows), and
+    who still have no folder: `lab grade` gives each a refused row."""
     from harness.lab.term import collect
 
-    collect.collect(source, out, report=report, times=times)
-    return 0
+    manifest = Path(submissions) / collect.MANIFEST
+    return collect.refused_in(collect.read_manifest(manifest), submissions) if manifest.is_file() else {}
+
+
+def lab_collect(source: Path, out: Path, times: list[Path], report: Report) -> int:
+    """`lab collect`: one folder per student and manifest.csv; exit 1 when a student's hand-in was
+    refused (the others collected; the summary line names each)."""
+    from harness.lab.term import collect
+
+    subs = collect.collect(source, out, report=report, times=times)
+    return 1 if collect.refused(subs) else 0
 
 
 def lab_export(out: Path, roster: Path, fmt: str, target: Path, force: bool, column: str | None) -> int:

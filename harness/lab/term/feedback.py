@@ -33,6 +33,9 @@ NEXT_STEP = {
     "import-error": "Import your file in a fresh Python: `python -c 'import lenet'` from its folder; it must "
                     "hold exactly one harness.base.LeNet subclass.",
     "cancelled": "The grading job was cancelled before it finished; ask the course staff.",
+    "refused": "Your hand-in could not be taken as it was (the reason above), so nothing of it was graded: "
+               "hand in your files again as plain files (or one ordinary zip of your folder), and tell the "
+               "course staff.",
 }
 
 

@@ -25,7 +25,7 @@ from harness.report.style import fmt_ms
 
 # Every status a row may have, in the order of the unranked (most useful first); ok rows come first.
 ROW_STATUSES = ("ok", "over-memory", "too-slow", "timing-inconsistent", "wrong", "crashed", "out-of-memory",
-                "timeout", "import-error", "cancelled", "tampered")
+                "timeout", "import-error", "cancelled", "refused", "tampered")
 MEANING = {
     "ok": "passed the gate; timed and ranked",
     "over-memory": "passed the gate and was timed, but its peak memory, measured from outside its worker, "
@@ -41,6 +41,9 @@ MEANING = {
                "row names the step)",
     "import-error": "the module could not be imported or the class built",
     "cancelled": "the Slurm task was cancelled",
+    "refused": "the hand-in was refused before grading (by `lab collect`: a zip bomb, an entry that climbs "
+               "out, a damaged archive, a file past the caps; or a student folder that is a link); the "
+               "reason is in the row; nothing of it was graded",
     "tampered": "its row was changed after the grader wrote it; not ranked",
 }
 CSV_FIELDS = ["rank", "student", "status", "points", "median_us_per_image", "peak_mb", "rank_by",
