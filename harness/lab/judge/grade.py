@@ -129,7 +129,8 @@ class Grader(Steps):
 
 def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only: list[str] | None = None,
               weights: str | Path = DEFAULT_WEIGHTS, report: Callable[[str], None] = print,
-              no_sandbox: bool = False, strict: bool = True, refused: dict[str, str] | None = None) -> list[dict]:
+              no_sandbox: bool = False, strict: bool = True,
+              refused: dict[str, str] | None = None) -> list[dict]:
     """Grade every submission folder (or `only` these), writing each row as it is made; each
     `refused` student ({name: why}: collect refused their hand-in) and each student folder that is a
     link gets a refused row, ungraded."""

@@ -14,13 +14,16 @@ Submission times never come from a zip's entries: those are the time the TA down
 come from the LMS's own export (--times: Canvas's Submissions API JSON, Moodle's grading
 worksheet; harness.lab.term.times), else lateness is Canvas's LATE flag alone (Moodle's zip has none),
 and for clones the last commit's date. Each student's folder is `ascii-name-ID` (accents, spaces
-and quotes folded: a safe file name, link and CSV field); the real name is in the manifest. Bad
-input is an error naming the file and the fix before anything is written (harness.lab.term.unzip: zip-
-slip, lying headers, zip bombs, names a file system refuses, caps counted as read); an entry that
-could be two students' is left out and said; an --out that already holds a collection is refused.
+and quotes folded: a safe file name, link and CSV field); the real name is in the manifest. A bad
+download is an error naming the file and the fix before anything is written (harness.lab.term.unzip: zip-
+slip, lying headers, zip bombs, names a file system refuses, caps counted as read); one student's bad
+hand-in (their own zip, their caps, their names) is theirs alone: a refused row, no folder, exit 1;
+an entry that could be two students' is left out and said; an --out that already holds a collection
+is refused.
 Two files of one path in one hand-in (Canvas: two attachments): the later upload is kept, and said.
 
-    manifest.csv   folder, student_id, name, submitted_at (ISO 8601; "" where the LMS gave none),
+    manifest.csv   folder, student_id, name, status (collected, refused), submitted_at (ISO 8601;
+                   "" where the LMS gave none),
                    late (yes where the LMS flagged it), time_source (lms-export, lms-late-flag,
                    git-commit, none), source, sha256 (JSON {file: hash}, or "hashes.json" where the
                    list is long), note; every cell through text.csv_cell (no formula, bounded)
@@ -86,8 +89,8 @@ def read_zip(archive: Path, max_bytes: int = MAX_BYTES) -> tuple[list[Submission
             sub = hand_in(found, archive, path, entry)
             if sub.refused:
                 continue
-            room = rooms.setdefault(sub.folder, unzip.Room(MAX_STUDENT_BYTES, MAX_STUDENT_FILES, "one student",
-                                                           unzip.Refused))
+            room = rooms.setdefault(sub.folder, unzip.Room(MAX_STUDENT_BYTES, MAX_STUDENT_FILES,
+                                                           "one student", unzip.Refused))
             try:
                 inner = entry_files(archive, opened, member, path, entry.file, room)
             except unzip.Refused as exc:
@@ -97,9 +100,9 @@ def read_zip(archive: Path, max_bytes: int = MAX_BYTES) -> tuple[list[Submission
                 total.take(archive, path, len(data))  # the archive's cap: the whole download's
                 place(sub, relative, data, (entry.attachment, index), uploads)
     for (folder, relative), ranks in uploads.items():
-        sub = next(s for s in found.values() if s.folder == folder) if len(ranks) > 1 else None
-        if sub is not None and not sub.refused:
-            sub.note = "; ".join(filter(None, [sub.note, attachments_note(sub, relative, ranks)]))
+        twice = next(s for s in found.values() if s.folder == folder) if len(ranks) > 1 else None
+        if twice is not None and not twice.refused:
+            twice.note = "; ".join(filter(None, [twice.note, attachments_note(twice, relative, ranks)]))
     return list(found.values()), skipped
 
 
@@ -229,7 +232,8 @@ def say(subs: list[Submission], skipped: list[str], source: Path, out: Path, exp
     if refused(subs):
         names = ", ".join(s.folder for s in refused(subs))
         report(f"refused {len(refused(subs))} student(s)' hand-in, nothing of theirs written: {names} "
-               f"(the reasons: above, and in {out / MANIFEST}'s note; `lab grade` gives each a row, 0 points; "
+               f"(the reasons: above, and in {out / MANIFEST}'s note; `lab grade` gives each a row, "
+               "0 points; "
                "to grade one, put their checked files in their folder, then grade with --resume)")
 
 

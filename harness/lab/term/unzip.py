@@ -12,7 +12,8 @@ Scope: a HarnessError refuses the whole archive; Refused (a HarnessError too) re
 hand-in alone. A room says which its overflow is (Room.error); everything wrong inside a zip a
 student handed in is theirs (nested); theirs() makes any other check's refusal theirs.
 
-    Refused, theirs(), Room, open_zip(where, source) -> ZipFile, members(where, opened, max_entries) -> [(member, path)],
+    Refused, theirs(), Room, open_zip(where, source) -> ZipFile,
+    members(where, opened, max_entries) -> [(member, path)],
     safe_path(archive, name), check_file(where, entry, path) -> path, declared(where, members, room),
     read_member(where, opened, member, room) -> bytes,
     nested(where, data, junk, room) -> {path: bytes}, name_of(member) (its name, decoded),
@@ -105,7 +106,8 @@ def open_zip(where: Path, source: Path | io.BytesIO) -> zipfile.ZipFile:
         raise HarnessError(f"{where}: entry {bytes(exc.object)[:120]!r} is flagged UTF-8 but is not; "
                            f"nothing was written: {FIX_ARCHIVE}") from None
     except UNREADABLE as exc:
-        raise HarnessError(f"{where}: not a readable zip ({exc}); nothing was written: {FIX_ARCHIVE}") from None
+        raise HarnessError(f"{where}: not a readable zip ({exc}); nothing was written: "
+                           f"{FIX_ARCHIVE}") from None
 
 
 def safe_path(archive: Path, name: str) -> PurePosixPath:
