@@ -1,4 +1,4 @@
-"""`lab collect clones/` on hostile clones, built with real git (harness/lab/term/clones.py): a clone's
+"""`lab collect clones/` on hostile clones, built with real git (harness/lab/term/intake/clones.py): a clone's
 own config (gpg.program through an `[include]`, core.fsmonitor, core.pager, hooks, filters,
 helpers) never runs, a `gitdir:` file, a linked clone or .git, alternates, a commondir or a link
 inside .git never pull in a classmate's files, a link or a submodule in a commit is left out and
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.lab.term import clones, collect
+from harness.lab.term.intake import clones, collect
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

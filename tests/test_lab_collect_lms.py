@@ -28,7 +28,8 @@ import pytest
 from harness.errors import HarnessError
 from harness.lab import text
 from harness.lab.judge import assignment
-from harness.lab.term import collect, points
+from harness.lab.term.intake import collect
+from harness.lab.term.marks import points
 from tests.test_lab_term import CORRECT, lab_text, make_zip, python
 
 DOWNLOADED = (2026, 12, 3, 9, 0, 0)  # two days after `due` (2026-12-01T23:59Z): the TA's download

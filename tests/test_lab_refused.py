@@ -15,7 +15,9 @@ import shutil
 import pytest
 
 from harness.lab.judge import assignment, grade, store
-from harness.lab.term import collect, export, leaderboard, publish
+from harness.lab.term.intake import collect
+from harness.lab.term.marks import export, leaderboard
+from harness.lab.term.public import publish
 from tests import lab_rows
 from tests.test_lab_collect_lms import DOWNLOADED, canvas_entry, zipped
 from tests.test_lab_term import CORRECT, lab_text, make_zip, python

@@ -25,7 +25,8 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.lab.judge import assignment, store
-from harness.lab.term import collect, export, points
+from harness.lab.term.intake import collect
+from harness.lab.term.marks import export, points
 from tests import lab_rows
 from tests.conftest import ROOT
 
@@ -363,7 +364,7 @@ def test_moodle_and_csv_exports_and_bad_rosters(term):
 def test_a_roster_with_two_columns_naming_the_lab_needs_column(tmp_path):
     from harness.errors import HarnessError
     from harness.lab.judge import assignment
-    from harness.lab.term import export
+    from harness.lab.term.marks import export
 
     lab = assignment.load("cpu_numpy")
     header = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "cpu_numpy (777)",

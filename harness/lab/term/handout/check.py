@@ -22,7 +22,7 @@ QUICK = {"rounds": 2, "calls": 40, "warmup": 5}
 def check(lab: assignment.Lab, path: Path, weights: str | Path = DEFAULT_WEIGHTS,
           report: Callable[[str], None] = print) -> tuple[dict, str]:
     """(the row, the feedback text) for one submission file or folder."""
-    from harness.lab.term import feedback
+    from harness.lab.term.marks import feedback
 
     path = Path(path)
     if not path.exists():

@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.lab import text
 from harness.lab.judge import memory, store, timing
 from harness.lab.judge.assignment import Lab
-from harness.lab.term import alias
+from harness.lab.term.public import alias
 from harness.report.style import fmt_ms
 
 NEXT_STEP = {
@@ -64,7 +64,7 @@ def memory_lines(row: dict, lab: Lab) -> list[str]:
 
 
 def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> list[Path]:
-    from harness.lab.term import plots
+    from harness.lab.term.marks import plots
 
     folder = Path(out) / "feedback"
     folder.mkdir(parents=True, exist_ok=True)

@@ -46,7 +46,7 @@ from pathlib import Path, PurePosixPath
 
 from harness.errors import HarnessError
 from harness.lab.judge.files import MAX_LISTED
-from harness.lab.term.handin import MAX_BYTES, MAX_STUDENT_BYTES, Submission
+from harness.lab.term.intake.handin import MAX_BYTES, MAX_STUDENT_BYTES, Submission
 
 TAKEN = ("100644", "100755")  # regular files; the rest are left out and named
 KINDS = {"120000": "a link", "160000": "a submodule"}

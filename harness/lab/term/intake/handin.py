@@ -1,5 +1,5 @@
-"""One student's hand-in as collect reads it, from an LMS zip (harness.lab.term.collect) or a git clone
-(harness.lab.term.clones), and the folder it goes to.
+"""One student's hand-in as collect reads it, from an LMS zip (harness.lab.term.intake.collect) or a git clone
+(harness.lab.term.intake.clones), and the folder it goes to.
 
     Submission                          the files (relative path -> bytes) and what the LMS said;
                                         .refuse(why): this hand-in alone refused (no files written)

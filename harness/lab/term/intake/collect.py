@@ -3,7 +3,7 @@ folder of git clones, into one folder per student and submissions/manifest.csv, 
 input.
 
     Canvas "Download Submissions" zip   name_[LATE_]userid_attachmentid_file, one entry per file:
-                                        every file of one user id is one hand-in (harness.lab.term.lms)
+                                        every file of one user id is one hand-in (harness.lab.term.intake.lms)
     Moodle "Download all submissions"   Full Name_participantid_assignsubmission_file[_]/path (or
                                         flat files); online text and other plugins are left out
     (either)                            a .zip a student handed in is unpacked into their folder
@@ -12,14 +12,14 @@ input.
 
 Submission times never come from a zip's entries: those are the time the TA downloaded it. They
 come from the LMS's own export (--times: Canvas's Submissions API JSON, Moodle's grading
-worksheet; harness.lab.term.times), else lateness is Canvas's LATE flag alone (Moodle's zip has none),
+worksheet; harness.lab.term.intake.times), else lateness is Canvas's LATE flag alone (Moodle's zip has none),
 and for clones the last commit's date. Each student's folder is `ascii-name-ID` (accents, spaces
 and quotes folded: a safe file name, link and CSV field); the real name is in the manifest. A bad
-download is an error naming the file and the fix before anything is written (harness.lab.term.unzip: zip-
-slip, lying headers, zip bombs, names a file system refuses, caps counted as read); one student's bad
-hand-in (their own zip, their caps, their names) is theirs alone: a refused row, no folder, exit 1;
-an entry that could be two students' is left out and said; an --out that already holds a collection
-is refused.
+download is an error naming the file and the fix before anything is written
+(harness.lab.term.intake.unzip: zip-slip, lying headers, zip bombs, names a file system refuses,
+caps counted as read); one student's bad hand-in (their own zip, their caps, their names) is theirs
+alone: a refused row, no folder, exit 1; an entry that could be two students' is left out and
+said; an --out that already holds a collection is refused.
 Two files of one path in one hand-in (Canvas: two attachments): the later upload is kept, and said.
 
     manifest.csv   folder, student_id, name, status (collected, refused), submitted_at (ISO 8601;
@@ -31,10 +31,11 @@ Two files of one path in one hand-in (Canvas: two attachments): the later upload
 
     collect(source, out, report, max_bytes, times) -> [Submission]; read_manifest(path) -> {folder: row},
     graded_manifest(out) (the copy beside the rows)
-    read_zip(path) -> (submissions, left out), hand_in(...), place(...), attachments_note(...),
+    download.read_zip(path) -> (submissions, left out) (the LMS's zip, entry by entry),
     clones.read_git(folder), timed(submission, time), say(...) (the report), write(submissions, out)
-    (checks, then write_all), clashes(submission), junk(path);
-    Submission and folder_name: harness.lab.term.handin
+    (checks, then write_all), settle(submission), clashes(submission), refused(subs),
+    refused_in(manifest, submissions);
+    Submission and folder_name: harness.lab.term.intake.handin
 """
 
 import csv
@@ -48,114 +49,18 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.lab import text
-from harness.lab.term import clones, lms, unzip
-from harness.lab.term import times as lms_times
-from harness.lab.term.handin import MAX_BYTES, MAX_STUDENT_BYTES, Submission
-from harness.lab.term.unzip import FIX_ARCHIVE
+from harness.lab.term.intake import clones, download, unzip
+from harness.lab.term.intake import times as lms_times
+from harness.lab.term.intake.handin import MAX_BYTES, Submission
+from harness.lab.term.intake.unzip import FIX_ARCHIVE
 
 MANIFEST, HASHES = "manifest.csv", "hashes.json"
 REQUIRED = ["folder", "student_id", "name", "submitted_at", "late", "source", "sha256", "note"]
 FIELDS = ["folder", "student_id", "name", "status", "submitted_at", "late", "time_source", "source", "sha256",
           "note"]
 COLLECTED, REFUSED = "collected", "refused"  # a manifest row's status (a manifest without one: collected)
-MAX_STUDENT_FILES = 1000  # one student's files (the grader copies files.MAX_FILES of them)
 MAX_CELL = 4000  # characters in a manifest cell (csv's own limit is 131072)
 MAX_FULL_PATH = 4000  # bytes of out/<folder>/<file> (PATH_MAX is 4096)
-JUNK = ("__MACOSX/", ".DS_Store", "Thumbs.db")
-
-
-def junk(path: str) -> bool:
-    """An archiver's by-product (macOS resource forks, Finder and Explorer caches), not handed in."""
-    return path.startswith(JUNK) or path.rsplit("/", 1)[-1] in JUNK
-
-
-def read_zip(archive: Path, max_bytes: int = MAX_BYTES) -> tuple[list[Submission], list[str]]:
-    """(the hand-ins in an LMS zip, the entries left out and why): each entry's name parsed by its
-    LMS's rule, its bytes counted against the archive's cap and its student's as they are read. A
-    student's hand-in that is refused (unzip.Refused) is kept as a refused Submission; the rest is read."""
-    with unzip.open_zip(archive, archive) as opened:
-        listed = [(m, p) for m, p in unzip.members(archive, opened) if not junk(p)]
-        total = unzip.Room(max_bytes, unzip.MAX_ENTRIES, "the archive")
-        unzip.declared(archive, listed, total)
-        found: dict[tuple[str, str], Submission] = {}
-        rooms: dict[str, unzip.Room] = {}
-        uploads: dict[tuple[str, str], list[tuple[int, int]]] = {}
-        skipped = []
-        for index, (member, path) in enumerate(listed):
-            entry, why = lms.parse(path)
-            if entry is None:
-                skipped.append(f"{path}: {why}")
-                continue
-            sub = hand_in(found, archive, path, entry)
-            if sub.refused:
-                continue
-            room = rooms.setdefault(sub.folder, unzip.Room(MAX_STUDENT_BYTES, MAX_STUDENT_FILES,
-                                                           "one student", unzip.Refused))
-            try:
-                inner = entry_files(archive, opened, member, path, entry.file, room)
-            except unzip.Refused as exc:
-                sub.refuse(str(exc))
-                continue
-            for relative, data in inner.items():
-                total.take(archive, path, len(data))  # the archive's cap: the whole download's
-                place(sub, relative, data, (entry.attachment, index), uploads)
-    for (folder, relative), ranks in uploads.items():
-        twice = next(s for s in found.values() if s.folder == folder) if len(ranks) > 1 else None
-        if twice is not None and not twice.refused:
-            twice.note = "; ".join(filter(None, [twice.note, attachments_note(twice, relative, ranks)]))
-    return list(found.values()), skipped
-
-
-def entry_files(archive: Path, opened: zipfile.ZipFile, member: zipfile.ZipInfo, path: str, file: str,
-                room: unzip.Room) -> dict[str, bytes]:
-    """{path: bytes} an entry gives its student: the file, or the files of a zip they handed in. The
-    student's refusal (unzip.Refused): a file name no file system takes, their caps passed, anything
-    wrong inside their zip; the download's (HarnessError): an entry of the LMS's zip damaged or lying."""
-    with unzip.theirs():
-        file = unzip.check_file(archive, path, file)
-    if not file.lower().endswith(".zip"):
-        return {file: unzip.read_member(archive, opened, member, room)}
-    whole = unzip.Room(room.bytes, 1, "one student", unzip.Refused)  # the zip itself: not one of their files
-    data = unzip.read_member(archive, opened, member, whole)
-    return unzip.nested(Path(f"{archive}!{path}"), data, junk, room)
-
-
-def hand_in(found: dict[tuple[str, str], Submission], archive: Path, path: str,
-            entry: lms.Entry) -> Submission:
-    """The hand-in an entry belongs to (made on first sight); one id with two names, or with and
-    without Canvas's LATE, is not an archive the LMS wrote."""
-    late = "yes" if entry.late else ""
-    sub = found.get((entry.lms, entry.student_id))
-    if sub is None:
-        sub = Submission(entry.student_id, entry.name, entry.lms, late=late,
-                         time_source="lms-late-flag" if entry.lms == "canvas" else "none")
-        found[(entry.lms, entry.student_id)] = sub
-    elif (sub.name, sub.late) != (entry.name, late):
-        raise HarnessError(f"{archive}: entry {path!r} names {entry.lms} id {entry.student_id} "
-                           f"{entry.name!r}{' LATE' if late else ''}, another of its entries "
-                           f"{sub.name!r}{' LATE' if sub.late else ''}: not as the LMS writes its download; "
-                           f"nothing was written: {FIX_ARCHIVE}")
-    return sub
-
-
-def place(sub: Submission, relative: str, data: bytes, rank: tuple[int, int],
-          uploads: dict[tuple[str, str], list[tuple[int, int]]]) -> None:
-    """A file into its hand-in; where the path is taken, the later upload (Canvas: the higher
-    attachment id; else the later entry) keeps it."""
-    ranks = uploads.setdefault((sub.folder, relative), [])
-    if not ranks or rank > max(ranks):
-        sub.files[relative] = data
-    ranks.append(rank)
-
-
-def attachments_note(sub: Submission, relative: str, ranks: list[tuple[int, int]]) -> str:
-    if sub.source == "canvas":
-        ids = sorted(a for a, _ in ranks)
-        return (f"{relative} in {len(ranks)} attachments ({', '.join(map(str, ids))}); kept the latest "
-                f"({ids[-1]})")
-    return f"{relative} {len(ranks)} times in the archive; kept the last"
-
-
 def timed(sub: Submission, time: lms_times.Time | None) -> None:
     """The submission's time and late flag from the LMS's export where it has them, and where they
     came from; an export that disagrees with Canvas's LATE flag keeps the flag, and says so."""
@@ -188,7 +93,7 @@ def collect(source: Path, out: Path, report: Callable[[str], None] = print, max_
     if source.is_dir():
         subs, skipped = clones.read_git(source, max_bytes)
     elif zipfile.is_zipfile(source):
-        subs, skipped = read_zip(source, max_bytes)
+        subs, skipped = download.read_zip(source, max_bytes)
     else:
         raise HarnessError(f"{source}: expected an LMS bulk-download zip (Canvas, Moodle) or a folder of "
                            "git clones")
