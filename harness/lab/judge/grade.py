@@ -130,15 +130,15 @@ class Grader(Steps):
 def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only: list[str] | None = None,
               weights: str | Path = DEFAULT_WEIGHTS, report: Callable[[str], None] = print,
               no_sandbox: bool = False, strict: bool = True,
-              refused: dict[str, str] | None = None) -> list[dict]:
+              refused: dict[str, str] | None = None, links: bool = False) -> list[dict]:
     """Grade every submission folder (or `only` these), writing each row as it is made; each
     `refused` student ({name: why}: collect refused their hand-in) and each student folder that is a
-    link gets a refused row, ungraded."""
+    link gets a refused row, ungraded (`links`: followed instead, for lab check's own link)."""
     iso = isolation.decide(no_sandbox, strict)
     store.prepare(out, lab.name, lab.source, lab.path)
     store.write_grading(out, submissions, weights)
-    refused = {**store.linked(submissions), **(refused or {})}
-    todo, kept = to_grade(lab, submissions, out, only, resume, report, refused)
+    refused = {**({} if links else store.linked(submissions)), **(refused or {})}
+    todo, kept = to_grade(lab, submissions, out, only, resume, report, refused, links)
     report(f"lab {lab.name}: {len(todo)} submission(s) to grade" +
            (f", {len(kept)} already graded (kept)" if kept else "") + f" -> {out}")
     report(f"sandbox: {iso.note}")
@@ -169,13 +169,13 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
 
 
 def to_grade(lab: Lab, submissions: Path, out: Path, only: list[str] | None, resume: bool,
-             report: Callable[[str], None] = print, refused: dict[str, str] | None = None) \
-        -> tuple[list[str], list[str]]:
+             report: Callable[[str], None] = print, refused: dict[str, str] | None = None,
+             links: bool = False) -> tuple[list[str], list[str]]:
     """(the submissions to grade, those whose rows are kept); the class list (`refused` too) written
     to `out`. `only`: these students, graded again if they have a row (the others' rows are kept);
     `resume`: (of `only`, or of all) those without a row, or whose files changed since their row."""
     refused = refused or {}
-    names = store.students(submissions, lab.module, refused)
+    names = store.students(submissions, lab.module, refused, links)
     store.write_students(out, names + sorted(refused))
     if only:
         unknown = sorted(set(only) - set(names) - set(refused))

@@ -55,16 +55,16 @@ def result_dir(out: Path, student: str) -> Path:
     return Path(out) / RESULTS / text.safe_id(student)
 
 
-def students(submissions: Path, module: str, refused: Iterable[str] = ()) -> list[str]:
+def students(submissions: Path, module: str, refused: Iterable[str] = (), links: bool = False) -> list[str]:
     """Every folder in `submissions` is one student's submission, by folder name (a link is not a
-    folder of it: linked() refuses it); `refused`, students with a refused row and no folder, may be
-    all there is."""
+    folder of it: linked() refuses it, unless `links`: lab check's own link to the student's folder);
+    `refused`, students with a refused row and no folder, may be all there is."""
     folder = Path(submissions)
     if not folder.is_dir():
         raise HarnessError(f"--submissions {folder}: not a folder (expected one folder per student, "
                            f"each holding {module})")
     names = sorted(p.name for p in folder.iterdir()
-                   if p.is_dir() and not p.is_symlink() and not p.name.startswith((".", "_")))
+                   if p.is_dir() and (links or not p.is_symlink()) and not p.name.startswith((".", "_")))
     if not names and not list(refused):
         raise HarnessError(f"--submissions {folder}: no submission folders in it "
                            f"(expected {folder}/<student>/{module})")

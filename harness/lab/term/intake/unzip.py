@@ -17,7 +17,7 @@ student handed in is theirs (nested); theirs() makes any other check's refusal t
     safe_path(archive, name), check_file(where, entry, path) -> path, declared(where, members, room),
     read_member(where, opened, member, room) -> bytes,
     nested(where, data, junk, room) -> {path: bytes}, name_of(member) (its name, decoded),
-    fail(where, name, what) (the HarnessError)
+    fail(where, name, what) (the HarnessError), shown(name) (a name for a message, a long one cut)
 """
 
 import contextlib
