@@ -24,8 +24,8 @@ import importlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# Installed from a lab's student kit (harness/lab/term/kit.py) there is no checkout around the package:
-# the kit's data (the weights) sits inside it, in _kit/, laid out as the checkout lays it out.
+# Installed from a lab's student kit (harness/lab/term/handout/kit.py) there is no checkout around the
+# package: the kit's data (the weights) sits inside it, in _kit/, laid out as the checkout lays it out.
 ROOT = HERE / "_kit" if (HERE / "_kit").is_dir() else HERE.parent
 DEFAULT_DATA_DIR = ROOT / "data" / "mnist"
 DEFAULT_WEIGHTS = ROOT / "weights" / "lenet5_mnist.weights.h5"

@@ -1,8 +1,9 @@
-"""`lab collect clones/` on hostile clones, built with real git (harness/lab/term/clones.py): a clone's
+"""`lab collect clones/` on hostile clones, built with real git (harness/lab/term/intake/clones.py): a clone's
 own config (gpg.program through an `[include]`, core.fsmonitor, core.pager, hooks, filters,
 helpers) never runs, a `gitdir:` file, a linked clone or .git, alternates, a commondir or a link
 inside .git never pull in a classmate's files, a link or a submodule in a commit is left out and
-named; each refused student is left out with the reason and the others are still collected. The
+named; each refused student is a manifest row with the reason and no folder, and the others
+are still collected. The
 plain collection (the date, a link left out) is tests/test_lab_term.py's."""
 
 import os
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.lab.term import clones, collect
+from harness.lab.term.intake import clones, collect
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -49,14 +50,26 @@ def class_of(tmp_path: Path) -> Path:
 
 
 def collected(tmp_path: Path, folder: Path) -> tuple[dict[str, dict], list[str]]:
-    """collect's manifest {folder: row} and its report lines; ann and ben always collected whole."""
+    """collect's manifest {folder: row} of the collected and its report lines; ann and ben always
+    collected whole; each refused clone a manifest row (status refused, the reason) and no folder."""
     said: list[str] = []
-    collect.collect(folder, tmp_path / "subs", report=said.append)
+    subs = collect.collect(folder, tmp_path / "subs", report=said.append)
     manifest = collect.read_manifest(tmp_path / "subs" / collect.MANIFEST)
     assert (tmp_path / "subs" / "ann" / "lenet.py").read_bytes() == SECRET
     assert (tmp_path / "subs" / "ben" / "lenet.py").read_bytes() == b"ben's\n"
     assert manifest["ben"]["submitted_at"] == DATE
-    return manifest, said
+    refused = {s.folder for s in collect.refused(subs)}
+    for name in refused:
+        assert manifest[name]["status"] == "refused" and manifest[name]["note"] == text_of(said, name)
+        assert not os.path.lexists(tmp_path / "subs" / name)
+    if refused:
+        assert f"nothing of theirs written: {', '.join(sorted(refused))} " in said[-1], said[-1]
+    return {k: v for k, v in manifest.items() if k not in refused}, said
+
+
+def text_of(said: list[str], name: str) -> str:
+    """The reason collect reported for refusing `name`'s clone."""
+    return next(line for line in said if line.startswith(f"{name}: REFUSED: ")).split(": REFUSED: ", 1)[1]
 
 
 def foreign(tmp_path: Path, but: str = "ann") -> list[Path]:
@@ -109,7 +122,7 @@ def test_a_gitdir_file_or_a_linked_git_is_refused(tmp_path):
     manifest, said = collected(tmp_path, folder)
     assert sorted(manifest) == ["ann", "ben"] and foreign(tmp_path) == []
     for name in ("mal", "abs", "lnk"):
-        assert any(line.startswith(f"left out: {name}: ") and "gitdir:" in line for line in said), said
+        assert any(line.startswith(f"{name}: REFUSED: ") and "gitdir:" in line for line in said), said
 
 
 def test_a_linked_clone_is_not_followed(tmp_path):
@@ -119,8 +132,8 @@ def test_a_linked_clone_is_not_followed(tmp_path):
     (folder / "zed").symlink_to(tmp_path / "elsewhere" / "zed")
     manifest, said = collected(tmp_path, folder)
     assert sorted(manifest) == ["ann", "ben"] and foreign(tmp_path) == []
-    assert any(line.startswith("left out: copycat: a link, not followed") for line in said), said
-    assert any(line.startswith("left out: zed: a link, not followed") for line in said), said
+    assert any(line.startswith("copycat: REFUSED: a link, not followed") for line in said), said
+    assert any(line.startswith("zed: REFUSED: a link, not followed") for line in said), said
 
 
 @pytest.mark.parametrize("pointer", ["objects/info/alternates", "objects/info/http-alternates", "commondir"])
@@ -133,7 +146,7 @@ def test_a_pointer_to_a_classmates_repository_is_refused(tmp_path, pointer):
         run_git(mal, "update-ref", "--no-deref", "HEAD", ann_commit)
     manifest, said = collected(tmp_path, folder)
     assert sorted(manifest) == ["ann", "ben"] and foreign(tmp_path) == []
-    assert any(line.startswith(f"left out: mal: {mal}/.git/{pointer}: ") for line in said), said
+    assert any(line.startswith(f"mal: REFUSED: {mal}/.git/{pointer}: ") for line in said), said
 
 
 def test_a_link_a_pipe_or_a_deep_nest_inside_git_is_refused(tmp_path):
@@ -150,7 +163,7 @@ def test_a_link_a_pipe_or_a_deep_nest_inside_git_is_refused(tmp_path):
     assert sorted(manifest) == ["ann", "ben"] and foreign(tmp_path) == []
     assert any(f"{mal}/.git/objects: a link inside .git, not followed" in line for line in said), said
     assert any(f"{pipe}/.git/refs/heads/fifo: neither a file nor a folder" in line for line in said), said
-    assert any(line.startswith("left out: deep: ") and "nested deeper than 16" in line for line in said), said
+    assert any(line.startswith("deep: REFUSED: ") and "nested deeper than 16" in line for line in said), said
 
 
 def test_links_and_submodules_in_a_commit_are_left_out_and_named(tmp_path):
@@ -179,7 +192,7 @@ def test_a_crafted_tree_leading_outside_is_refused(tmp_path):
     run_git(mal, "update-ref", "HEAD", run_git(mal, "commit-tree", top, "-m", "crafted"))
     manifest, said = collected(tmp_path, folder)
     assert sorted(manifest) == ["ann", "ben"] and not (tmp_path / "subs" / "lenet.py").exists()
-    assert any(line.startswith("left out: mal: ") and "'../lenet.py'" in line for line in said), said
+    assert any(line.startswith("mal: REFUSED: ") and "'../lenet.py'" in line for line in said), said
 
 
 def test_packed_and_shallow_clones_are_read_and_the_copy_is_capped(tmp_path):
@@ -192,6 +205,7 @@ def test_packed_and_shallow_clones_are_read_and_the_copy_is_capped(tmp_path):
     run_git(folder / "packed", "gc", "-q")
     clone(folder / "big", {"data.bin": os.urandom(300_000)})
     subs, skipped = clones.read_git(folder, max_bytes=200_000)
-    assert {s.student_id: (s.files, s.submitted_at) for s in subs} == {
+    assert {s.student_id: (s.files, s.submitted_at) for s in subs if not s.refused} == {
         "packed": ({"lenet.py": b"v2\n"}, DATE), "shallow": ({"lenet.py": b"v2\n"}, DATE)}
-    assert any(line.startswith(f"big: {folder / 'big'}/.git: holds more than") for line in skipped), skipped
+    [big] = [s for s in subs if s.refused]
+    assert big.folder == "big" and big.refused.startswith(f"{folder / 'big'}/.git: holds more than") and not big.files

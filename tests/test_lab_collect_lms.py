@@ -28,7 +28,8 @@ import pytest
 from harness.errors import HarnessError
 from harness.lab import text
 from harness.lab.judge import assignment
-from harness.lab.term import collect, points
+from harness.lab.term.intake import collect
+from harness.lab.term.marks import points
 from tests.test_lab_term import CORRECT, lab_text, make_zip, python
 
 DOWNLOADED = (2026, 12, 3, 9, 0, 0)  # two days after `due` (2026-12-01T23:59Z): the TA's download
@@ -235,32 +236,70 @@ def patched(data: bytes, old: bytes, new: bytes, flag: int | None = None, size: 
 
 
 ANN = canvas_entry("Smith, Ann", 1002, 9002, "lenet.py")
-DEEP = f"{moodle_prefix('Ann Smith', 1)}_assignsubmission_file/" + "/".join(["d" * 200] * 20) + "/x.py"
-ODD = {
-    "a file named ..": ([(canvas_entry("Smith, Ann", 1002, 9003, ".."), b"x")], r"'\.\.' is not a file"),
-    "a file named .": ([(canvas_entry("Smith, Ann", 1002, 9003, "."), b"x")], r"'\.' is not a file"),
-    "a 300-byte name": ([(canvas_entry("Smith, Ann", 1002, 9003, "é" * 150 + ".py"), b"x")],
+BOB = canvas_entry("Lee, Bob", 1004, 9004, "lenet.py")  # the student whose odd entry refuses his hand-in
+DEEP = f"{moodle_prefix('Cat Day', 7)}_assignsubmission_file/" + "/".join(["d" * 200] * 20) + "/x.py"
+THEIRS = {  # one student's odd hand-in -> what the refusal names; the others are collected
+    "a file named ..": ([(canvas_entry("Lee, Bob", 1004, 9005, ".."), b"x")], r"'\.\.' is not a file"),
+    "a file named .": ([(canvas_entry("Lee, Bob", 1004, 9005, "."), b"x")], r"'\.' is not a file"),
+    "a 300-byte name": ([(canvas_entry("Lee, Bob", 1004, 9005, "é" * 150 + ".py"), b"x")],
                         "a name of 303 bytes"),
     "a 4 KB path": ([(DEEP, b"x")], "path past 1024 bytes or 8 folders"),
-    "a file that is a folder too": ([(f"{moodle_prefix('Cat', 7)}_assignsubmission_file/lib", b"x"),
-                                     (f"{moodle_prefix('Cat', 7)}_assignsubmission_file/lib/a.py", b"x")],
+    "a file that is a folder too": ([(f"{moodle_prefix('Cat Day', 7)}_assignsubmission_file/lib", b"x"),
+                                     (f"{moodle_prefix('Cat Day', 7)}_assignsubmission_file/lib/a.py", b"x")],
                                     "'lib' is handed in both as a file and as a folder"),
-    "two ids, one name each": ([(canvas_entry("Smith, Ann", 1002, 9003, "a.py", late=True), b"x")],
-                               "names canvas id 1002 'smithann' LATE, another of its entries 'smithann'"),
-    "a zip of 100,000 files": ([(canvas_entry("Smith, Ann", 1002, 9003, "lab.zip"),
-                                 zipped({f"f{i}.py": b"" for i in range(100_000)}, zipfile.ZIP_STORED))],
-                               r"lab.zip: 100000 files, past the cap of 1000 for one student"),
-    "a zip that inflates 1000 times": ([(canvas_entry("Smith, Ann", 1002, 9003, "lab.zip"),
+    "a zip of 100,001 entries": ([(canvas_entry("Lee, Bob", 1004, 9005, "lab.zip"),
+                                   zipped({f"f{i}.py": b"" for i in range(100_001)}, zipfile.ZIP_STORED))],
+                                 r"lab.zip: 100001 entries, past the cap of 100000"),
+    "a zip of 1,001 files": ([(canvas_entry("Lee, Bob", 1004, 9005, "lab.zip"),
+                               zipped({f"f{i}.py": b"" for i in range(1001)}))],
+                             r"lab.zip: 1001 files, past the cap of 1000 for one student"),
+    "a zip that inflates 1000 times": ([(canvas_entry("Lee, Bob", 1004, 9005, "lab.zip"),
                                          zipped({"data.npy": b"\0" * (20 << 20)}))], r"'data.npy' inflates \d+ times"),
-    "a nested zip with one name twice": ([(canvas_entry("Smith, Ann", 1002, 9003, "lab.zip"),
+    "a zip bomb": ([(canvas_entry("Lee, Bob", 1004, 9005, "lab.zip"), zipped({"data.npy": b"\0" * (33 << 20)}))],
+                   r"lab.zip: its entries expand to 33 MiB, past the cap of 32 MiB \(a zip bomb\?\)"),
+    "a nested zip with one name twice": ([(canvas_entry("Lee, Bob", 1004, 9005, "lab.zip"),
                                            zipped({"a.py": b"1", "b.py": b"2"}).replace(b"b.py", b"a.py"))],
                                          "'a.py' appears twice"),
+    "a zip that climbs out": ([(canvas_entry("Lee, Bob", 1004, 9005, "lab.zip"), zipped({"../../x.py": b"1"}))],
+                              r"entry '\.\./\.\./x.py' points outside"),
+    "a zip with an absolute path": ([(canvas_entry("Lee, Bob", 1004, 9005, "lab.zip"), zipped({"/tmp/x.py": b"1"}))],
+                                    r"entry '/tmp/x.py' points outside"),
+    "an unreadable zip": ([(canvas_entry("Lee, Bob", 1004, 9005, "lab.zip"), zipped({"lenet.py": CORRECT})[:-30])],
+                          r"lab.zip: not a readable zip"),
+    "a file past the size cap": ([(canvas_entry("Lee, Bob", 1004, 9005, "data.npy"), b"\0" * (33 << 20))],
+                                 r"'lee.*data.npy' expands past the size cap of one student \(32 MiB"),
+}
+WHOLE = {  # the download itself is not as the LMS writes it -> refused whole, nothing written
+    "two ids, one name each": ([(canvas_entry("Smith, Ann", 1002, 9003, "a.py", late=True), b"x")],
+                               "names canvas id 1002 'smithann' LATE, another of its entries 'smithann'"),
+    "a top-level entry that inflates 1000 times": ([(canvas_entry("Lee, Bob", 1004, 9005, "d.npy"),
+                                                     b"\0" * (20 << 20))], r"d.npy' inflates \d+ times"),
+    "a top-level entry that climbs out": ([("../" + BOB, b"x")], r"entry '\.\./lee.*' points outside"),
 }
 
 
-@pytest.mark.parametrize("case", sorted(ODD))
-def test_odd_entries_are_refused_cleanly(tmp_path, case):
-    entries, message = ODD[case]
+@pytest.mark.parametrize("case", sorted(THEIRS))
+def test_odd_hand_ins_refuse_that_student_alone(tmp_path, case):
+    entries, message = THEIRS[case]
+    source = make_zip(tmp_path / "odd.zip", [(ANN, CORRECT, DOWNLOADED), (BOB, CORRECT, DOWNLOADED),
+                                            *((n, d, DOWNLOADED) for n, d in entries)])
+    said: list[str] = []
+    subs = collect.collect(source, tmp_path / "subs", report=said.append)
+    [refused] = collect.refused(subs)
+    assert re.search(message, refused.refused) and "nothing of theirs was written" in refused.refused
+    assert "Traceback" not in refused.refused and "ask the student to hand in again" in refused.refused
+    assert (tmp_path / "subs" / "smithann-1002" / "lenet.py").read_bytes() == CORRECT  # the others' bytes
+    assert {p.name for p in (tmp_path / "subs").iterdir()} == {"hashes.json", "manifest.csv", "smithann-1002",
+                                                              "leebob-1004", refused.folder} - {refused.folder}
+    assert not list(tmp_path.rglob("x.py")) and not list(tmp_path.rglob("*.npy"))  # nothing of theirs, anywhere
+    row = collect.read_manifest(tmp_path / "subs" / collect.MANIFEST)[refused.folder]
+    assert row["status"] == "refused" and re.search(message, row["note"]) and row["sha256"] == ""
+    assert f"nothing of theirs written: {refused.folder} " in said[-1]
+
+
+@pytest.mark.parametrize("case", sorted(WHOLE))
+def test_an_odd_download_is_refused_whole(tmp_path, case):
+    entries, message = WHOLE[case]
     source = make_zip(tmp_path / "odd.zip", [(ANN, CORRECT, DOWNLOADED), *((n, d, DOWNLOADED) for n, d in entries)])
     with pytest.raises(HarnessError, match=message) as refused:
         collect.collect(source, tmp_path / "subs")

@@ -1,4 +1,4 @@
-"""The students' kit (harness/lab/term/kit.py, harness/lab/term/student.py): built for cpu_numpy and cuda, it
+"""The students' kit (harness/lab/term/handout/kit.py, harness/lab/term/handout/student.py): built for cpu_numpy and cuda, it
 holds no answer (no lenet_* package, no example, no forward pass, no oracle code: its answers are
 precomputed), runs the grader's gate with the lab file's thresholds, and pip-installs into a fresh
 virtual environment (no system site packages: numpy and h5py come from the package index) where
@@ -17,7 +17,7 @@ import pytest
 
 from harness import DEFAULT_WEIGHTS
 from harness.lab.judge import assignment, timing
-from harness.lab.term import kit, student
+from harness.lab.term.handout import kit, student
 from tests.conftest import ROOT
 
 # Code that computes a forward pass (an answer), in any file of the kit.

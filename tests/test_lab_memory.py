@@ -20,7 +20,7 @@ import pytest
 from harness.errors import HarnessError
 from harness.lab.box import cgroup, peak, procfs
 from harness.lab.judge import assignment, memory, store
-from harness.lab.term import feedback, leaderboard, points
+from harness.lab.term.marks import feedback, leaderboard, points
 from tests import lab_rows
 from tests.conftest import ROOT
 from tests.test_lab import WRAP, python, rows_by_student
@@ -313,7 +313,7 @@ def test_the_box_reads_nothing_before_it_starts(tmp_path):
 
 
 def test_the_students_kit_names_the_memory_gate_only_where_the_lab_has_one():
-    from harness.lab.term import kit
+    from harness.lab.term.handout import kit
 
     gated = assignment.parse(LAB, "lab.toml")
     assert kit.kit_json(gated, ROOT / "weights" / "w.h5")["limits"]["peak_mb"] == 200

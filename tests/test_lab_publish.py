@@ -1,4 +1,4 @@
-"""`lab publish OUT PUBLIC_DIR` (harness.lab.term.publish, harness.lab.term.alias), from rows written as the
+"""`lab publish OUT PUBLIC_DIR` (harness.lab.term.public.publish, harness.lab.term.public.alias), from rows written as the
 grader writes them (tests/lab_rows.py; nothing is graded): the page's rows are the leaderboard's,
 under pseudonyms; no student's name, folder, id, reason or the host's name is in any file under
 PUBLIC_DIR (names, text, HTML attributes, the figure's text chunks); bad alias.txt files fall back to
@@ -16,7 +16,8 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.lab.judge import store
-from harness.lab.term import alias, leaderboard, publish
+from harness.lab.term.marks import leaderboard
+from harness.lab.term.public import alias, publish
 from tests import lab_rows
 
 # folder name -> its alias.txt (None: none); the expected outcome is in ALIASES below
@@ -305,7 +306,7 @@ def test_no_alias_uses_a_real_name_or_id_from_the_manifest(tmp_path):
     real names: an alias.txt naming a classmate's real name or id is refused all the same."""
     import csv as csv_module
 
-    from harness.lab.term import collect
+    from harness.lab.term.intake import collect
 
     out = lab_rows.graded(tmp_path / "out", rows()[:2])
     with open(out / collect.MANIFEST, "w", newline="", encoding="utf-8") as f:
@@ -344,7 +345,7 @@ INNOCENT = {"x911": "Night Owl", "x912": "Blue Comet", "x913": "Kernel Panic", "
 
 
 def test_an_alias_naming_a_classmate_in_any_form_is_refused_and_innocent_ones_pass(tmp_path):
-    from harness.lab.term import collect
+    from harness.lab.term.intake import collect
 
     students = sorted(NAMING) + sorted(INNOCENT)
     out = lab_rows.graded(tmp_path / "out", [lab_rows.ok_row(s, 1.0 + i / 10, 0.9 + i / 10, 1.05 + i / 10, 40)
@@ -363,7 +364,7 @@ def test_an_alias_naming_a_classmate_in_any_form_is_refused_and_innocent_ones_pa
 
 
 def test_look_alikes_fold_to_one():
-    from harness.lab.term import names
+    from harness.lab.term.public import names
 
     assert names.fold("Ｗａｎｄａ") == names.fold("wanda") == "wanda"  # full width (NFKC)
     assert names.fold("Zoë Ørsted") == "zoe orsted" and names.fold("1Il|") == "llll"

@@ -277,18 +277,18 @@ def test_the_cli_lab_commands_are_one_call_each():
 LAB_TREE = {**BASE_TREE, "harness/lab/__init__.py": "", "harness/lab/text.py": "",
             "harness/lab/box/__init__.py": "", "harness/lab/box/disk.py": "",
             "harness/lab/judge/__init__.py": "", "harness/lab/judge/store.py": "",
-            "harness/lab/term/__init__.py": "", "harness/lab/term/leaderboard.py": ""}
+            "harness/lab/term/__init__.py": "", "harness/lab/term/marks/leaderboard.py": ""}
 
 
 @pytest.mark.parametrize("path,text,expected", [
     ("harness/lab/box/disk.py", "from harness.lab.judge import store\n", "box imports harness.lab.judge.store"),
-    ("harness/lab/judge/store.py", "def f():\n    from harness.lab.term import leaderboard\n",
-     "judge imports harness.lab.term.leaderboard (term is not below judge)"),  # lazy: still upward
-    ("harness/lab/box/disk.py", "import harness.lab.term.leaderboard\n", "box imports harness.lab.term"),
+    ("harness/lab/judge/store.py", "def f():\n    from harness.lab.term.marks import leaderboard\n",
+     "judge imports harness.lab.term.marks.leaderboard (term is not below judge)"),  # lazy: still upward
+    ("harness/lab/box/disk.py", "import harness.lab.term.marks.leaderboard\n", "box imports harness.lab.term"),
     ("harness/lab/text.py", "from harness.lab.box.disk import Space\n",
      "harness.lab imports harness.lab.box.disk (box is not below harness.lab)"),
     ("harness/lab/extra/mod.py", "", "harness.lab.extra is not a room of the lab"),
-    ("harness/lab/term/leaderboard.py", "from harness.lab.judge import store\nfrom harness.lab.box import disk\n",
+    ("harness/lab/term/marks/leaderboard.py", "from harness.lab.judge import store\nfrom harness.lab.box import disk\n",
      None),  # downward, two rooms down
     ("harness/lab/judge/store.py", "from harness.lab import text\n", None),  # what sits below all three
     ("harness/lab/box/disk.py", "from harness.lab.box import disk\n", None),  # its own room

@@ -20,7 +20,7 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.lab.judge import store
-from harness.lab.term import export, leaderboard
+from harness.lab.term.marks import export, leaderboard
 from harness.machine.gpulock import GpuLock
 from harness.measure import results
 from tests import lab_rows

@@ -22,7 +22,7 @@ is an error naming the file, the table and the allowed keys.
                reach, over its whole run, read from outside it: harness.lab.box.peak; past it an
                otherwise ok submission is over-memory, not ranked; at most memory_mb)
     [grade]    gate_points, speed_points, speed ("linear": full_at, zero_at; or "tiers"), due,
-               late_per_day, late_max_days (see Grade; harness.lab.term.points computes them)
+               late_per_day, late_max_days (see Grade; harness.lab.term.marks.points computes them)
 
     load(name_or_path) -> Lab       a lab of labs/ by name, or a lab file by path
     parse(text, where) -> Lab       a lab file's text; `where` names it in errors

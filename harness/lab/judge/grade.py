@@ -24,6 +24,7 @@ submission is graded.
       .present(copy, skipped), .clean_up(worker, results, name)   the copy's checks; the worker
                                                      stopped, its log kept, its space released
       .close()                                       the references stopped, every space released
+    write_refused(lab, out, refused), refused_row     a refused hand-in's row (collect's, or a linked folder)
     gpu_lock, interrupted_row, one_line
 """
 
@@ -128,19 +129,23 @@ class Grader(Steps):
 
 def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only: list[str] | None = None,
               weights: str | Path = DEFAULT_WEIGHTS, report: Callable[[str], None] = print,
-              no_sandbox: bool = False, strict: bool = True) -> list[dict]:
-    """Grade every submission folder (or `only` these), writing each row as it is made."""
+              no_sandbox: bool = False, strict: bool = True,
+              refused: dict[str, str] | None = None, links: bool = False) -> list[dict]:
+    """Grade every submission folder (or `only` these), writing each row as it is made; each
+    `refused` student ({name: why}: collect refused their hand-in) and each student folder that is a
+    link gets a refused row, ungraded (`links`: followed instead, for lab check's own link)."""
     iso = isolation.decide(no_sandbox, strict)
     store.prepare(out, lab.name, lab.source, lab.path)
     store.write_grading(out, submissions, weights)
-    todo, kept = to_grade(lab, submissions, out, only, resume, report)
+    refused = {**({} if links else store.linked(submissions)), **(refused or {})}
+    todo, kept = to_grade(lab, submissions, out, only, resume, report, refused, links)
     report(f"lab {lab.name}: {len(todo)} submission(s) to grade" +
            (f", {len(kept)} already graded (kept)" if kept else "") + f" -> {out}")
     report(f"sandbox: {iso.note}")
+    rows = write_refused(lab, out, {n: why for n, why in refused.items() if not only or n in only}, report)
     lock = gpu_lock(lab, report)
     if not todo:
-        return []
-    rows = []
+        return rows
     grader = Grader(lab, out, weights, report, iso)
     try:
         for i, name in enumerate(todo, 1):
@@ -164,14 +169,16 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
 
 
 def to_grade(lab: Lab, submissions: Path, out: Path, only: list[str] | None, resume: bool,
-             report: Callable[[str], None] = print) -> tuple[list[str], list[str]]:
-    """(the submissions to grade, those whose rows are kept); the class list written to `out`.
-    `only`: these students, graded again if they have a row (the others' rows are kept); `resume`:
-    (of `only`, or of all) those without a row, or whose files changed since their row was made."""
-    names = store.students(submissions, lab.module)
-    store.write_students(out, names)
+             report: Callable[[str], None] = print, refused: dict[str, str] | None = None,
+             links: bool = False) -> tuple[list[str], list[str]]:
+    """(the submissions to grade, those whose rows are kept); the class list (`refused` too) written
+    to `out`. `only`: these students, graded again if they have a row (the others' rows are kept);
+    `resume`: (of `only`, or of all) those without a row, or whose files changed since their row."""
+    refused = refused or {}
+    names = store.students(submissions, lab.module, refused, links)
+    store.write_students(out, names + sorted(refused))
     if only:
-        unknown = sorted(set(only) - set(names))
+        unknown = sorted(set(only) - set(names) - set(refused))
         if unknown:
             raise HarnessError(f"--only: no submission folder {unknown} in {submissions}; found {names}")
     rows = {n: row for n in names if (row := store.graded_row(out, n)) is not None}
@@ -200,6 +207,24 @@ def gpu_lock(lab: Lab, report: Callable[[str], None]) -> GpuLock | None:
     lock = GpuLock(gpu.visible_gpu_id(), None, report)
     lock.check()
     return lock
+
+
+def write_refused(lab: Lab, out: Path, refused: dict[str, str], report: Callable[[str], None]) -> list[dict]:
+    """A refused row for each student whose hand-in was refused ({name: why}), written now: nothing
+    of theirs is graded, and the leaderboard, feedback and export show why (0 points)."""
+    rows = []
+    for name, why in sorted(refused.items()):
+        row = refused_row(lab, name, why)
+        store.write_row(out, row)
+        report(f"{text.clean(name, 80)}: {one_line(row)}")
+        rows.append(row)
+    return rows
+
+
+def refused_row(lab: Lab, student: str, why: str) -> dict:
+    return {"lab": lab.name, "student": student, "status": "refused", "rank_by": lab.rank_by.label,
+            "references": [r.label for r in lab.references], "device": lab.device, "node": node_info("cpu"),
+            "reason": text.clean(f"hand-in refused, not graded: {why}", 1000), "started": time.time()}
 
 
 def interrupted_row(lab: Lab, student: str, attempts: int) -> dict:

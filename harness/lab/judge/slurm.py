@@ -29,7 +29,7 @@ from pathlib import Path
 from harness import DEFAULT_WEIGHTS, ROOT
 from harness.errors import HarnessError, Unavailable
 from harness.lab.box import isolation
-from harness.lab.judge import store
+from harness.lab.judge import grade, store
 from harness.lab.judge.assignment import Lab
 
 TIME_HEADROOM = 1.5
@@ -87,8 +87,12 @@ def sbatch(*args: str) -> str:
 
 def submit(lab: Lab, submissions: Path, out: Path, partition: str | None = None, gres: str | None = None,
            max_parallel: int | None = None, dry_run: bool = False, weights: str | Path = DEFAULT_WEIGHTS,
-           report: Callable[[str], None] = print, no_sandbox: bool = False) -> int:
-    names = store.students(submissions, lab.module)
+           report: Callable[[str], None] = print, no_sandbox: bool = False,
+           refused: dict[str, str] | None = None) -> int:
+    """The grading as a job array (one task per student folder) and its merge job; each refused
+    student (collect's, or a folder that is a link) gets its refused row here, ungraded."""
+    refused = {**store.linked(submissions), **(refused or {})}
+    names = store.students(submissions, lab.module, refused)
     if max_parallel is not None and max_parallel < 1:
         raise HarnessError(f"--max-parallel: expected a whole number >= 1, found {max_parallel}")
     task, merge = scripts(lab, submissions, out, len(names), partition, gres, max_parallel, weights,
@@ -102,7 +106,8 @@ def submit(lab: Lab, submissions: Path, out: Path, partition: str | None = None,
         raise Unavailable("sbatch not found: --slurm needs a Slurm cluster (a one-node Slurm for trying it: "
                           "sudo scripts/slurm-local.sh start); without it, drop --slurm")
     store.prepare(out, lab.name, lab.source, lab.path)
-    store.write_students(out, names)
+    store.write_students(out, names + sorted(refused))
+    grade.write_refused(lab, out, refused, report)
     folder = Path(out) / "slurm"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "students.txt").write_text("\n".join(names) + "\n", errors="surrogateescape")  # any bytes

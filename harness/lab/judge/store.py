@@ -21,7 +21,7 @@ Only the grader writes here (no worker can see --out). Each row and the students
 HMAC-SHA256 under the grader's key: a row edited afterwards, or one added, is named on the
 leaderboard instead of ranked.
 
-    prepare, result_dir, graded_lab, students, write_students, listed_students   the folder
+    prepare, result_dir, graded_lab, students, linked, write_students, listed_students   the folder
     write_grading, grading, hand_over                           regrades; sudo's user owns it
     mark_started, started, write_row, read_row, graded_row, read_rows, checked_rows   the rows
     write_json, read_json                                       any JSON file of OUT
@@ -35,6 +35,7 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -54,18 +55,29 @@ def result_dir(out: Path, student: str) -> Path:
     return Path(out) / RESULTS / text.safe_id(student)
 
 
-def students(submissions: Path, module: str) -> list[str]:
-    """Every folder in `submissions` is one student's submission, by folder name."""
+def students(submissions: Path, module: str, refused: Iterable[str] = (), links: bool = False) -> list[str]:
+    """Every folder in `submissions` is one student's submission, by folder name (a link is not a
+    folder of it: linked() refuses it, unless `links`: lab check's own link to the student's folder);
+    `refused`, students with a refused row and no folder, may be all there is."""
     folder = Path(submissions)
     if not folder.is_dir():
         raise HarnessError(f"--submissions {folder}: not a folder (expected one folder per student, "
                            f"each holding {module})")
     names = sorted(p.name for p in folder.iterdir()
-                   if p.is_dir() and not p.name.startswith((".", "_")))
-    if not names:
+                   if p.is_dir() and (links or not p.is_symlink()) and not p.name.startswith((".", "_")))
+    if not names and not list(refused):
         raise HarnessError(f"--submissions {folder}: no submission folders in it "
                            f"(expected {folder}/<student>/{module})")
     return names
+
+
+def linked(submissions: Path) -> dict[str, str]:
+    """{name: why} of the links among the student folders (a hand-made folder may hold one): each is
+    that student's hand-in refused, never followed (it could lead to a classmate's folder, or /)."""
+    return {p.name: f"{p.name}: a link in {submissions}, not a folder; not followed (copy the "
+                    "student's files into a folder of that name, then grade with --resume)"
+            for p in Path(submissions).iterdir()
+            if p.is_symlink() and not p.name.startswith((".", "_"))}
 
 
 def graded_lab(out: Path) -> Lab:

@@ -56,7 +56,7 @@ class Limits:
 
 @dataclass(frozen=True)
 class Grade:
-    """[grade]: points (harness.lab.term.points). gate_points for passing the gate; up to speed_points
+    """[grade]: points (harness.lab.term.marks.points). gate_points for passing the gate; up to speed_points
     for speed, by the ratio to rank_by: "linear" (all at or below full_at, none at or above zero_at,
     linear in log(ratio) between) or "tiers" ([[ratio at most, points], ...], ascending); due (a
     TOML date-time; without a zone, the LMS's local time) and late_per_day (percent of the points

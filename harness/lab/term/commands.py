@@ -10,6 +10,7 @@ never loads the grader, nor `lab kit` the sandbox.
     lab_publish(out, public_dir, submissions), lab_similarity(out, submissions, threshold, starter)
     grade_here(lab, submissions, out, ...)  `lab grade` and `lab regrade` on this machine
     copy_manifest(submissions, out), graded_submissions(out, given)   what two commands share
+    refused_hand_ins(submissions)           the students lab collect refused: a row each, no grading
 """
 
 import shutil
@@ -44,7 +45,7 @@ def lab_grade(lab_name: str, submissions: Path, out: Path, report: Report, *, re
 
         return on_slurm.submit(lab, submissions, out, partition=partition, gres=gres,
                                max_parallel=max_parallel, dry_run=dry_run, weights=weights, report=report,
-                               no_sandbox=no_sandbox)
+                               no_sandbox=no_sandbox, refused=refused_hand_ins(submissions))
     if dry_run:
         raise HarnessError("--dry-run: only with --slurm (it prints the batch scripts)")
     grade_here(lab, submissions, out, resume, only, weights, no_sandbox, no_report, report)
@@ -57,11 +58,12 @@ def grade_here(lab: "Lab", submissions: Path, out: Path, resume: bool, only: lis
     """`lab grade` and `lab regrade` on this machine: the grading, then the leaderboard; under sudo,
     OUT is handed to its user whatever happens (store.hand_over)."""
     from harness.lab.judge import grade, store
-    from harness.lab.term import leaderboard
+    from harness.lab.term.marks import leaderboard
 
     procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # the oracle's threads
     try:
-        grade.grade_all(lab, submissions, out, resume, only, weights, report=report, no_sandbox=no_sandbox)
+        grade.grade_all(lab, submissions, out, resume, only, weights, report=report, no_sandbox=no_sandbox,
+                        refused=refused_hand_ins(submissions))
         if not no_report:
             leaderboard.build(out)
             print(f"leaderboard: {out / 'LEADERBOARD.md'}")
@@ -93,7 +95,7 @@ def lab_regrade(out: Path, only: list[str] | None, submissions: Path | None, wei
 def lab_report(out: Path) -> int:
     """`lab report`: the leaderboard, figure and feedback rebuilt from OUT's rows."""
     from harness.lab.judge import store
-    from harness.lab.term import leaderboard
+    from harness.lab.term.marks import leaderboard
 
     try:
         paths = leaderboard.build(out)
@@ -106,7 +108,7 @@ def lab_report(out: Path) -> int:
 def lab_merge(out: Path, submissions: Path, job: str | None, report: Report) -> int:
     """`lab merge` (the Slurm merge job): a row for every task that left none, then the leaderboard."""
     from harness.lab.judge import slurm
-    from harness.lab.term import leaderboard
+    from harness.lab.term.marks import leaderboard
 
     slurm.merge(out, submissions, job, report=report)
     leaderboard.build(out)
@@ -117,7 +119,7 @@ def lab_merge(out: Path, submissions: Path, job: str | None, report: Report) -> 
 def lab_check(lab_name: str, path: Path, weights: Path | str, report: Report) -> int:
     """`lab check`: the feedback printed; exit 0 when the submission is ok, 1 when not."""
     from harness.lab.judge import assignment
-    from harness.lab.term import check
+    from harness.lab.term.handout import check
 
     lab = assignment.load(lab_name)
     procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))
@@ -129,7 +131,7 @@ def lab_check(lab_name: str, path: Path, weights: Path | str, report: Report) ->
 def lab_kit(lab_name: str, dest: Path | None, weights: Path) -> int:
     """`lab kit`: dist/lab-kit-LAB.zip (or in `dest`)."""
     from harness.lab.judge import assignment
-    from harness.lab.term import kit
+    from harness.lab.term.handout import kit
 
     path = kit.build(assignment.load(lab_name), dest or kit.DIST, weights)
     print(f"kit: {path} (students: unzip, then python -m pip install ./{path.stem})")
@@ -138,7 +140,7 @@ def lab_kit(lab_name: str, dest: Path | None, weights: Path) -> int:
 
 def copy_manifest(submissions: Path, out: Path) -> None:
     """`lab collect`'s manifest (submission times, late flags, ids) beside the rows, for the points."""
-    from harness.lab.term import collect
+    from harness.lab.term.intake import collect
 
     manifest = Path(submissions) / collect.MANIFEST
     if manifest.is_file():
@@ -146,17 +148,27 @@ def copy_manifest(submissions: Path, out: Path) -> None:
         shutil.copyfile(manifest, Path(out) / collect.MANIFEST)
 
 
-def lab_collect(source: Path, out: Path, times: list[Path], report: Report) -> int:
-    """`lab collect`: one folder per student and manifest.csv."""
-    from harness.lab.term import collect
+def refused_hand_ins(submissions: Path) -> dict[str, str]:
+    """{folder: why} of the students whose hand-in `lab collect` refused (its manifest's rows), and
+    who still have no folder: `lab grade` gives each a refused row."""
+    from harness.lab.term.intake import collect
 
-    collect.collect(source, out, report=report, times=times)
-    return 0
+    manifest = Path(submissions) / collect.MANIFEST
+    return collect.refused_in(collect.read_manifest(manifest), submissions) if manifest.is_file() else {}
+
+
+def lab_collect(source: Path, out: Path, times: list[Path], report: Report) -> int:
+    """`lab collect`: one folder per student and manifest.csv; exit 1 when a student's hand-in was
+    refused (the others collected; the summary line names each)."""
+    from harness.lab.term.intake import collect
+
+    subs = collect.collect(source, out, report=report, times=times)
+    return 1 if collect.refused(subs) else 0
 
 
 def lab_export(out: Path, roster: Path, fmt: str, target: Path, force: bool, column: str | None) -> int:
     """`lab export`: the gradebook CSV; exit 1 when graded students are not on the roster."""
-    from harness.lab.term import export
+    from harness.lab.term.marks import export
 
     done = export.export(out, roster, fmt, target, force, column)
     print(f"wrote {done.path}: {done.written} roster student(s), {done.graded} with a graded submission")
@@ -188,7 +200,7 @@ def graded_submissions(out: Path, given: Path | None) -> Path:
 
 def lab_publish(out: Path, public_dir: Path, submissions: Path | None, report: Report) -> int:
     """`lab publish`: the public page under pseudonyms."""
-    from harness.lab.term import publish
+    from harness.lab.term.public import publish
 
     publish.publish(out, public_dir, graded_submissions(out, submissions), report=report)
     print(f"public page: {public_dir / publish.PAGE}")
@@ -199,7 +211,8 @@ def lab_similarity(out: Path, submissions: Path | None, threshold: float, starte
                    report: Report) -> int:
     """`lab similarity`: the flagged pairs (staff only), then the leaderboard's column of them."""
     from harness.lab.judge import store
-    from harness.lab.term import leaderboard, similarity
+    from harness.lab.term.marks import leaderboard
+    from harness.lab.term.staff import similarity
 
     lab = store.graded_lab(out)
     similarity.run(out, graded_submissions(out, submissions), lab, threshold, starter, report=report)

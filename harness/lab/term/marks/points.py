@@ -1,5 +1,5 @@
 """Points, ties and lateness, from the rows, the lab's [grade] table (assignment.Grade) and the
-collection's manifest (harness.lab.term.collect): what the leaderboard shows and `lab export` hands in.
+collection's manifest (harness.lab.term.intake.collect): what the leaderboard shows and `lab export` hands in.
 
 - Gate: `gate_points` for every submission that passed the gate (ok, over-memory, too-slow,
   timing-inconsistent); not for one found too slow by the probe before the full gate (its row has

@@ -8,19 +8,25 @@ past MAX_PATH bytes or MAX_DEPTH folders; more entries than the cap; data past i
 a damaged or encrypted entry; more than Room's bytes or files; inflation past MAX_RATIO.
 A name without the UTF-8 flag is read as UTF-8 when it is (Info-ZIP, macOS), else as cp437.
 
-    Room, open_zip(where, source) -> ZipFile, members(where, opened, max_entries) -> [(member, path)],
+Scope: a HarnessError refuses the whole archive; Refused (a HarnessError too) refuses one student's
+hand-in alone. A room says which its overflow is (Room.error); everything wrong inside a zip a
+student handed in is theirs (nested); theirs() makes any other check's refusal theirs.
+
+    Refused, theirs(), Room, open_zip(where, source) -> ZipFile,
+    members(where, opened, max_entries) -> [(member, path)],
     safe_path(archive, name), check_file(where, entry, path) -> path, declared(where, members, room),
-    read_member(where, opened, member, room, *more) -> bytes,
-    nested(where, data, junk, room, *more) -> {path: bytes}, name_of(member) (its name, decoded),
-    fail(where, name, what) (the HarnessError)
+    read_member(where, opened, member, room) -> bytes,
+    nested(where, data, junk, room) -> {path: bytes}, name_of(member) (its name, decoded),
+    fail(where, name, what) (the HarnessError), shown(name) (a name for a message, a long one cut)
 """
 
+import contextlib
 import io
 import lzma
 import re
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -28,6 +34,8 @@ from harness.errors import HarnessError
 from harness.lab.judge import files
 
 FIX_ARCHIVE = "download it again from the LMS, or unpack it by hand after checking what it holds"
+FIX_HANDIN = ("the others are collected; ask the student to hand in again, or unpack theirs by hand after "
+              "checking what it holds")
 MAX_PART = 255  # bytes in one file or folder name (NAME_MAX)
 MAX_PATH = 1024  # bytes in a path inside a student's folder
 MAX_DEPTH = files.MAX_DEPTH
@@ -38,26 +46,56 @@ UNREADABLE = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, OSError,
               RuntimeError, ValueError)
 
 
+class Refused(HarnessError):
+    """One student's hand-in refused: theirs alone is left out, the rest of the archive is read."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message.replace("nothing was written", "nothing of theirs was written")
+                         .replace(FIX_ARCHIVE, FIX_HANDIN))
+
+
+@contextlib.contextmanager
+def theirs() -> Iterator[None]:
+    """Any refusal inside this block is one student's hand-in's (Refused), not the archive's."""
+    try:
+        yield
+    except Refused:
+        raise
+    except HarnessError as exc:
+        raise Refused(str(exc)) from None
+
+
 @dataclass
 class Room:
-    """What may still be read: bytes and files, counted as they are read."""
+    """What may still be read: bytes and files, counted as they are read; past either, `error`
+    (HarnessError: the whole archive is refused; Refused: one student's hand-in)."""
 
     bytes: int
     files: int
     what: str  # "the archive", "one student"
+    error: type[HarnessError] = HarnessError
 
     def __post_init__(self) -> None:
         self.cap = (self.bytes, self.files)  # what the messages name
 
     def take(self, where: Path, name: str, size: int) -> None:
         if self.files < 1:
-            raise HarnessError(f"{where}: entry {name!r} is past the cap of {self.cap[1]} files for "
-                               f"{self.what}; nothing was written: {FIX_ARCHIVE}")
+            raise self.error(f"{where}: entry {shown(name)} is past the cap of {self.cap[1]} files for "
+                             f"{self.what}; nothing was written: {FIX_ARCHIVE}")
+        if size > self.bytes:
+            raise self.error(f"{where}: entry {shown(name)} takes {self.what} past the size cap of "
+                             f"{self.cap[0] >> 20} MiB; nothing was written: {FIX_ARCHIVE}")
         self.files, self.bytes = self.files - 1, self.bytes - size
 
 
+def shown(name: str) -> str:
+    """An entry's name for a message: quoted, a long one cut in the middle (a 4 KB name stays readable)."""
+    quoted = repr(name)
+    return quoted if len(quoted) <= 200 else f"{quoted[:140]}...{quoted[-50:]}"
+
+
 def fail(where: Path, name: str, what: str) -> HarnessError:
-    return HarnessError(f"{where}: entry {name!r} {what}; nothing was written: {FIX_ARCHIVE}")
+    return HarnessError(f"{where}: entry {shown(name)} {what}; nothing was written: {FIX_ARCHIVE}")
 
 
 def open_zip(where: Path, source: Path | io.BytesIO) -> zipfile.ZipFile:
@@ -68,14 +106,15 @@ def open_zip(where: Path, source: Path | io.BytesIO) -> zipfile.ZipFile:
         raise HarnessError(f"{where}: entry {bytes(exc.object)[:120]!r} is flagged UTF-8 but is not; "
                            f"nothing was written: {FIX_ARCHIVE}") from None
     except UNREADABLE as exc:
-        raise HarnessError(f"{where}: not a readable zip ({exc}): {FIX_ARCHIVE}") from None
+        raise HarnessError(f"{where}: not a readable zip ({exc}); nothing was written: "
+                           f"{FIX_ARCHIVE}") from None
 
 
 def safe_path(archive: Path, name: str) -> PurePosixPath:
     """An entry's path, or a HarnessError for `..`, an absolute path or a drive (zip-slip)."""
     path = PurePosixPath(name.replace("\\", "/"))
     if path.is_absolute() or ".." in path.parts or re.match(r"^[A-Za-z]:", name):
-        raise HarnessError(f"{archive}: entry {name!r} points outside the folder it would be unpacked "
+        raise HarnessError(f"{archive}: entry {shown(name)} points outside the folder it would be unpacked "
                            f"into (an absolute path or '..'); nothing was written: {FIX_ARCHIVE}")
     return path
 
@@ -127,18 +166,17 @@ def declared(where: Path, listed: list[tuple[zipfile.ZipInfo, str]], room: Room)
     """A quick refusal where the headers alone say too much (the reading counts again)."""
     size = sum(m.file_size for m, _ in listed)
     if size > room.bytes:
-        raise HarnessError(f"{where}: its entries expand to {size >> 20} MiB, past the cap of "
+        raise room.error(f"{where}: its entries expand to {size >> 20} MiB, past the cap of "
                            f"{room.cap[0] >> 20} MiB (a zip bomb?); nothing was written: {FIX_ARCHIVE}")
     if len(listed) > room.files:
-        raise HarnessError(f"{where}: {len(listed)} files, past the cap of {room.cap[1]} for {room.what}; "
+        raise room.error(f"{where}: {len(listed)} files, past the cap of {room.cap[1]} for {room.what}; "
                            f"nothing was written: {FIX_ARCHIVE}")
 
 
-def read_member(where: Path, opened: zipfile.ZipFile, member: zipfile.ZipInfo, room: Room,
-                *more: Room) -> bytes:
-    """An entry's bytes, counted as they come, taken from every room: past a room's bytes, past its
-    declared size, inflated past MAX_RATIO, damaged or encrypted is a HarnessError."""
-    limit = min(r.bytes for r in (room, *more))
+def read_member(where: Path, opened: zipfile.ZipFile, member: zipfile.ZipInfo, room: Room) -> bytes:
+    """An entry's bytes, counted as they come, taken from the room: past its declared size, inflated
+    past MAX_RATIO, damaged or encrypted is a HarnessError; past the room's bytes, the room's error."""
+    limit = room.bytes
     try:
         with opened.open(member) as stream:
             data = stream.read(min(limit, member.file_size) + 1)
@@ -147,20 +185,19 @@ def read_member(where: Path, opened: zipfile.ZipFile, member: zipfile.ZipInfo, r
     if len(data) > member.file_size:
         raise fail(where, member.filename, "expands past its declared size (a zip bomb?)")
     if len(data) > limit:
-        raise fail(where, member.filename, f"expands past the size cap of {room.what} (a zip bomb?)")
+        raise room.error(f"{where}: entry {shown(member.filename)} expands past the size cap of {room.what} "
+                         f"({room.cap[0] >> 20} MiB; a zip bomb?); nothing was written: {FIX_ARCHIVE}")
     if len(data) > 1 << 20 and len(data) > MAX_RATIO * max(1, member.compress_size):
         raise fail(where, member.filename, f"inflates {len(data) // max(1, member.compress_size)} times "
                                            f"(past {MAX_RATIO}: a zip bomb?)")
-    for each in (room, *more):
-        each.take(where, member.filename, len(data))
+    room.take(where, member.filename, len(data))
     return data
 
 
-def nested(where: Path, data: bytes, junk: Callable[[str], bool], room: Room,
-           *more: Room) -> dict[str, bytes]:
+def nested(where: Path, data: bytes, junk: Callable[[str], bool], room: Room) -> dict[str, bytes]:
     """A zip a student handed in (their folder, zipped): its files with the same checks as the LMS's
-    zip; one top-level folder common to all is dropped."""
-    with open_zip(where, io.BytesIO(data)) as opened:
+    zip, any refusal theirs (Refused); one top-level folder common to all is dropped."""
+    with theirs(), open_zip(where, io.BytesIO(data)) as opened:
         listed = [(m, p) for m, p in members(where, opened) if not junk(p)]
         declared(where, listed, room)
         tops = {p.split("/", 1)[0] for _, p in listed}
@@ -168,5 +205,5 @@ def nested(where: Path, data: bytes, junk: Callable[[str], bool], room: Room,
         found = {}
         for member, path in listed:
             inside = path.split("/", 1)[1] if strip else path
-            found[check_file(where, path, inside)] = read_member(where, opened, member, room, *more)
+            found[check_file(where, path, inside)] = read_member(where, opened, member, room)
         return found

@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.lab import text
 from harness.lab.judge import memory, store, timing
 from harness.lab.judge.assignment import Lab
-from harness.lab.term import alias
+from harness.lab.term.public import alias
 from harness.report.style import fmt_ms
 
 NEXT_STEP = {
@@ -33,6 +33,9 @@ NEXT_STEP = {
     "import-error": "Import your file in a fresh Python: `python -c 'import lenet'` from its folder; it must "
                     "hold exactly one harness.base.LeNet subclass.",
     "cancelled": "The grading job was cancelled before it finished; ask the course staff.",
+    "refused": "Your hand-in could not be taken as it was (the reason above), so nothing of it was graded: "
+               "hand in your files again as plain files (or one ordinary zip of your folder), and tell the "
+               "course staff.",
 }
 
 
@@ -61,7 +64,7 @@ def memory_lines(row: dict, lab: Lab) -> list[str]:
 
 
 def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> list[Path]:
-    from harness.lab.term import plots
+    from harness.lab.term.marks import plots
 
     folder = Path(out) / "feedback"
     folder.mkdir(parents=True, exist_ok=True)

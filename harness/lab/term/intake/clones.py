@@ -23,7 +23,8 @@ there with a scrubbed environment. What git reads, from its documentation (githu
     Documentation/config/safe.adoc    safe.directory is git's owner check; the copy is ours, so it
                                       is not needed (the old `-c safe.directory=*` is gone)
 
-Refused, that student left out with the reason in the report (the others are collected): a clone
+Refused, that student's hand-in alone (a refused Submission: a manifest row with the reason, no
+folder; the others are collected): a clone
 that is a link, a .git that is not a folder of the clone (a `gitdir:` file, a link), a commondir,
 objects/info/alternates or http-alternates, a link or a special file inside .git, a .git past the
 cap, a commit git cannot read, a path with `..`, files past the student's cap. Of the last commit's
@@ -37,6 +38,7 @@ gitlinks) are left out and named in the manifest's note.
 """
 
 import os
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -44,7 +46,7 @@ from pathlib import Path, PurePosixPath
 
 from harness.errors import HarnessError
 from harness.lab.judge.files import MAX_LISTED
-from harness.lab.term.handin import MAX_BYTES, MAX_STUDENT_BYTES, Submission
+from harness.lab.term.intake.handin import MAX_BYTES, MAX_STUDENT_BYTES, Submission
 
 TAKEN = ("100644", "100755")  # regular files; the rest are left out and named
 KINDS = {"120000": "a link", "160000": "a submodule"}
@@ -64,31 +66,36 @@ FIX = "left out; collect it by hand after checking it"
 
 
 def read_git(folder: Path, max_bytes: int = MAX_BYTES) -> tuple[list[Submission], list[str]]:
-    """(one submission per clone in `folder` (its last commit's files and committer date), the
-    entries left out and why: clones refused, links and submodules in a commit, folders that are
-    not clones). One student's bad clone never stops the others'."""
+    """(one submission per clone in `folder` (its last commit's files and committer date; a refused
+    clone a refused Submission, with the reason), the entries left out and why: links and submodules
+    in a commit, folders that are not clones). One student's bad clone never stops the others';
+    git missing, or the clones past the cap together, stops the whole intake."""
+    if shutil.which("git") is None:
+        raise HarnessError("git is not installed (apt install git); the clones cannot be read")
     found, skipped, room = [], [], max_bytes
     for clone in sorted(p for p in Path(folder).iterdir() if not p.name.startswith(".")):
-        if clone.is_symlink():
-            skipped.append(f"{clone.name}: a link, not followed (each clone must be a folder of "
-                           f"{folder} itself); {FIX}")
-        elif not clone.is_dir():
+        if not clone.is_symlink() and not clone.is_dir():
             continue
-        elif not os.path.lexists(clone / ".git"):
+        if not clone.is_symlink() and not os.path.lexists(clone / ".git"):
             skipped.append(f"{clone.name}: not a git clone (no .git)")
-        else:
-            try:
-                sub, left = read_clone(clone, max_bytes)
-            except HarnessError as exc:
-                skipped.append(f"{clone.name}: {exc}")
-                continue
-            size = sum(len(data) for data in sub.files.values())
-            if size > room:
-                raise HarnessError(f"{clone}: the clones' files pass the cap of {max_bytes >> 20} MiB; "
-                                   "nothing was written: collect the class in parts")
-            room -= size
-            skipped.extend(f"{clone.name}/{line}" for line in left)
-            found.append(sub)
+            continue
+        try:
+            if clone.is_symlink():
+                raise HarnessError(f"a link, not followed (each clone must be a folder of {folder} "
+                                   f"itself); {FIX}")
+            sub, left = read_clone(clone, max_bytes)
+        except HarnessError as exc:
+            refused = Submission(clone.name, clone.name, "git")
+            refused.refuse(str(exc))
+            found.append(refused)
+            continue
+        size = sum(len(data) for data in sub.files.values())
+        if size > room:
+            raise HarnessError(f"{clone}: the clones' files pass the cap of {max_bytes >> 20} MiB; "
+                               "nothing was written: collect the class in parts")
+        room -= size
+        skipped.extend(f"{clone.name}/{line}" for line in left)
+        found.append(sub)
     return found, skipped
 
 

@@ -1,5 +1,5 @@
-"""`lenet-lab`, the command of a lab's student kit (harness/lab/term/kit.py builds the kit): the grader's
-gate, run in this process on the gate's test images against the oracle's answers shipped
+"""`lenet-lab`, the command of a lab's student kit (harness/lab/term/handout/kit.py builds the kit): the
+grader's gate, run in this process on the gate's test images against the oracle's answers shipped
 precomputed, with the lab file's thresholds (harness.lab.judge.timing.compare, as the grader), then the
 time per image. No sandbox, no references, no rank: a laptop's check before handing in.
 

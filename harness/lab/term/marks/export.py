@@ -1,5 +1,5 @@
 """`lab export OUT --roster ROSTER.csv --format canvas|moodle|csv -o grades.csv`: the points of a
-grading (harness.lab.term.points: the lab's [grade] table, ties, OUT/manifest.csv's lateness) written
+grading (harness.lab.term.marks.points: the lab's [grade] table, ties, OUT/manifest.csv's lateness) written
 into the LMS's own gradebook-import file, from the LMS's own roster export.
 
     canvas   roster: the gradebook export (Student, ID, SIS User ID, SIS Login ID, Section, ...);
@@ -31,7 +31,8 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.lab import text
 from harness.lab.judge import assignment, store
-from harness.lab.term import collect, points
+from harness.lab.term.intake import collect
+from harness.lab.term.marks import points
 
 CANVAS_FIXED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 REQUIRED = {"canvas": CANVAS_FIXED, "moodle": ["Identifier"], "csv": ["id"]}

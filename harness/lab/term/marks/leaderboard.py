@@ -8,7 +8,7 @@ read by the grader from outside its worker (harness.lab.box.peak), the reference
 where the lab gates on it ([limits] peak_mb) a submission above it is over-memory, not ranked.
 
     build(out, report) -> paths   everything below, from the rows (and OUT/manifest.csv: lateness)
-    ranked(rows) (ties: harness.lab.term.points), markdown(rows, lab, notes, scores), points_lines(lab),
+    ranked(rows) (ties: harness.lab.term.marks.points), markdown(rows, lab, notes, scores), points_lines(lab),
     with_similarity(board, rows, out), write_csv(rows, path, scores), csv_row(rank, row, score),
     reference_summary(rows), isolation_lines(rows), memory_lines(rows, lab), node_name(row), fmt_us(ns),
     fmt_interval(r), fmt_mb(row)
@@ -20,12 +20,13 @@ from pathlib import Path
 
 from harness.lab import text
 from harness.lab.judge import assignment, deadlines, memory, store
-from harness.lab.term import collect, points
+from harness.lab.term.intake import collect
+from harness.lab.term.marks import points
 from harness.report.style import fmt_ms
 
 # Every status a row may have, in the order of the unranked (most useful first); ok rows come first.
 ROW_STATUSES = ("ok", "over-memory", "too-slow", "timing-inconsistent", "wrong", "crashed", "out-of-memory",
-                "timeout", "import-error", "cancelled", "tampered")
+                "timeout", "import-error", "cancelled", "refused", "tampered")
 MEANING = {
     "ok": "passed the gate; timed and ranked",
     "over-memory": "passed the gate and was timed, but its peak memory, measured from outside its worker, "
@@ -41,6 +42,9 @@ MEANING = {
                "row names the step)",
     "import-error": "the module could not be imported or the class built",
     "cancelled": "the Slurm task was cancelled",
+    "refused": "the hand-in was refused before grading (by `lab collect`: a zip bomb, an entry that climbs "
+               "out, a damaged archive, a file past the caps; or a student folder that is a link); the "
+               "reason is in the row; nothing of it was graded",
     "tampered": "its row was changed after the grader wrote it; not ranked",
 }
 CSV_FIELDS = ["rank", "student", "status", "points", "median_us_per_image", "peak_mb", "rank_by",
@@ -208,7 +212,7 @@ def with_similarity(board: str, rows: list[dict], out: Path) -> str:
     """The table with a last column, "similar to", from `lab similarity`'s OUT/private/similarity.csv
     (staff only; never on the public page); the board as it was when there is none. The names in
     it are folder names, as any cell: text.cell."""
-    from harness.lab.term import similarity
+    from harness.lab.term.staff import similarity
 
     pairs = similarity.flagged(out, [row["student"] for row in rows])
     if pairs is None:
@@ -226,7 +230,7 @@ def with_similarity(board: str, rows: list[dict], out: Path) -> str:
 
 def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
     """Everything readers see, from OUT/results/*/row.json and OUT/<lab>.toml alone."""
-    from harness.lab.term import feedback, plots
+    from harness.lab.term.marks import feedback, plots
 
     out = Path(out)
     lab = store.graded_lab(out)

@@ -1,7 +1,8 @@
-"""One student's hand-in as collect reads it, from an LMS zip (harness.lab.term.collect) or a git clone
-(harness.lab.term.clones), and the folder it goes to.
+"""One student's hand-in as collect reads it, from an LMS zip (harness.lab.term.intake.collect) or a git clone
+(harness.lab.term.intake.clones), and the folder it goes to.
 
-    Submission                          the files (relative path -> bytes) and what the LMS said
+    Submission                          the files (relative path -> bytes) and what the LMS said;
+                                        .refuse(why): this hand-in alone refused (no files written)
     folder_name(name, student_id)       `ascii-name-ID`: a safe file name, link and CSV field
     MAX_BYTES, MAX_STUDENT_BYTES        what a whole collection, and one student, may expand to
 """
@@ -29,6 +30,12 @@ class Submission:
     time_source: str = ""  # lms-export, lms-late-flag, git-commit, none
     files: dict[str, bytes] = field(default_factory=dict)
     note: str = ""
+    refused: str = ""  # why this hand-in was refused (then it has no files, and no folder is written)
+
+    def refuse(self, why: str) -> None:
+        """This hand-in alone refused: its files dropped, the reason kept for its manifest row."""
+        self.files.clear()
+        self.refused = self.refused or why
 
     @property
     def folder(self) -> str:

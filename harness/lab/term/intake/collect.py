@@ -3,7 +3,7 @@ folder of git clones, into one folder per student and submissions/manifest.csv, 
 input.
 
     Canvas "Download Submissions" zip   name_[LATE_]userid_attachmentid_file, one entry per file:
-                                        every file of one user id is one hand-in (harness.lab.term.lms)
+                                        every file of one user id is one hand-in (harness.lab.term.intake.lms)
     Moodle "Download all submissions"   Full Name_participantid_assignsubmission_file[_]/path (or
                                         flat files); online text and other plugins are left out
     (either)                            a .zip a student handed in is unpacked into their folder
@@ -12,15 +12,18 @@ input.
 
 Submission times never come from a zip's entries: those are the time the TA downloaded it. They
 come from the LMS's own export (--times: Canvas's Submissions API JSON, Moodle's grading
-worksheet; harness.lab.term.times), else lateness is Canvas's LATE flag alone (Moodle's zip has none),
+worksheet; harness.lab.term.intake.times), else lateness is Canvas's LATE flag alone (Moodle's zip has none),
 and for clones the last commit's date. Each student's folder is `ascii-name-ID` (accents, spaces
-and quotes folded: a safe file name, link and CSV field); the real name is in the manifest. Bad
-input is an error naming the file and the fix before anything is written (harness.lab.term.unzip: zip-
-slip, lying headers, zip bombs, names a file system refuses, caps counted as read); an entry that
-could be two students' is left out and said; an --out that already holds a collection is refused.
+and quotes folded: a safe file name, link and CSV field); the real name is in the manifest. A bad
+download is an error naming the file and the fix before anything is written
+(harness.lab.term.intake.unzip: zip-slip, lying headers, zip bombs, names a file system refuses,
+caps counted as read); one student's bad hand-in (their own zip, their caps, their names) is theirs
+alone: a refused row, no folder, exit 1; an entry that could be two students' is left out and
+said; an --out that already holds a collection is refused.
 Two files of one path in one hand-in (Canvas: two attachments): the later upload is kept, and said.
 
-    manifest.csv   folder, student_id, name, submitted_at (ISO 8601; "" where the LMS gave none),
+    manifest.csv   folder, student_id, name, status (collected, refused), submitted_at (ISO 8601;
+                   "" where the LMS gave none),
                    late (yes where the LMS flagged it), time_source (lms-export, lms-late-flag,
                    git-commit, none), source, sha256 (JSON {file: hash}, or "hashes.json" where the
                    list is long), note; every cell through text.csv_cell (no formula, bounded)
@@ -28,15 +31,17 @@ Two files of one path in one hand-in (Canvas: two attachments): the later upload
 
     collect(source, out, report, max_bytes, times) -> [Submission]; read_manifest(path) -> {folder: row},
     graded_manifest(out) (the copy beside the rows)
-    read_zip(path) -> (submissions, left out), hand_in(...), place(...), attachments_note(...),
+    download.read_zip(path) -> (submissions, left out) (the LMS's zip, entry by entry),
     clones.read_git(folder), timed(submission, time), say(...) (the report), write(submissions, out)
-    (checks, then write_all), clashes(submission), junk(path);
-    Submission and folder_name: harness.lab.term.handin
+    (checks, then write_all), settle(submission), clashes(submission), refused(subs),
+    refused_in(manifest, submissions);
+    Submission and folder_name: harness.lab.term.intake.handin
 """
 
 import csv
 import hashlib
 import json
+import os
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -44,96 +49,18 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.lab import text
-from harness.lab.term import clones, lms, unzip
-from harness.lab.term import times as lms_times
-from harness.lab.term.handin import MAX_BYTES, MAX_STUDENT_BYTES, Submission
-from harness.lab.term.unzip import FIX_ARCHIVE
+from harness.lab.term.intake import clones, download, unzip
+from harness.lab.term.intake import times as lms_times
+from harness.lab.term.intake.handin import MAX_BYTES, Submission
+from harness.lab.term.intake.unzip import FIX_ARCHIVE
 
 MANIFEST, HASHES = "manifest.csv", "hashes.json"
 REQUIRED = ["folder", "student_id", "name", "submitted_at", "late", "source", "sha256", "note"]
-FIELDS = ["folder", "student_id", "name", "submitted_at", "late", "time_source", "source", "sha256", "note"]
-MAX_STUDENT_FILES = 1000  # one student's files (the grader copies files.MAX_FILES of them)
+FIELDS = ["folder", "student_id", "name", "status", "submitted_at", "late", "time_source", "source", "sha256",
+          "note"]
+COLLECTED, REFUSED = "collected", "refused"  # a manifest row's status (a manifest without one: collected)
 MAX_CELL = 4000  # characters in a manifest cell (csv's own limit is 131072)
 MAX_FULL_PATH = 4000  # bytes of out/<folder>/<file> (PATH_MAX is 4096)
-JUNK = ("__MACOSX/", ".DS_Store", "Thumbs.db")
-
-
-def junk(path: str) -> bool:
-    """An archiver's by-product (macOS resource forks, Finder and Explorer caches), not handed in."""
-    return path.startswith(JUNK) or path.rsplit("/", 1)[-1] in JUNK
-
-
-def read_zip(archive: Path, max_bytes: int = MAX_BYTES) -> tuple[list[Submission], list[str]]:
-    """(the hand-ins in an LMS zip, the entries left out and why): each entry's name parsed by its
-    LMS's rule, its bytes counted against the archive's cap and its student's as they are read."""
-    with unzip.open_zip(archive, archive) as opened:
-        listed = [(m, p) for m, p in unzip.members(archive, opened) if not junk(p)]
-        total = unzip.Room(max_bytes, unzip.MAX_ENTRIES, "the archive")
-        unzip.declared(archive, listed, total)
-        found: dict[tuple[str, str], Submission] = {}
-        rooms: dict[str, unzip.Room] = {}
-        uploads: dict[tuple[str, str], list[tuple[int, int]]] = {}
-        skipped = []
-        for index, (member, path) in enumerate(listed):
-            entry, why = lms.parse(path)
-            if entry is None:
-                skipped.append(f"{path}: {why}")
-                continue
-            sub = hand_in(found, archive, path, entry)
-            room = rooms.setdefault(sub.folder, unzip.Room(MAX_STUDENT_BYTES, MAX_STUDENT_FILES,
-                                                           "one student"))
-            file = unzip.check_file(archive, path, entry.file)
-            if file.lower().endswith(".zip"):
-                whole = unzip.Room(room.bytes, 1, "one student")  # the zip itself: not one of their files
-                data = unzip.read_member(archive, opened, member, whole, total)
-                inner = unzip.nested(Path(f"{archive}!{path}"), data, junk, room, total)
-            else:
-                inner = {file: unzip.read_member(archive, opened, member, room, total)}
-            for relative, data in inner.items():
-                place(sub, relative, data, (entry.attachment, index), uploads)
-    for (folder, relative), ranks in uploads.items():
-        if len(ranks) > 1:
-            sub = next(s for s in found.values() if s.folder == folder)
-            sub.note = "; ".join(filter(None, [sub.note, attachments_note(sub, relative, ranks)]))
-    return list(found.values()), skipped
-
-
-def hand_in(found: dict[tuple[str, str], Submission], archive: Path, path: str,
-            entry: lms.Entry) -> Submission:
-    """The hand-in an entry belongs to (made on first sight); one id with two names, or with and
-    without Canvas's LATE, is not an archive the LMS wrote."""
-    late = "yes" if entry.late else ""
-    sub = found.get((entry.lms, entry.student_id))
-    if sub is None:
-        sub = Submission(entry.student_id, entry.name, entry.lms, late=late,
-                         time_source="lms-late-flag" if entry.lms == "canvas" else "none")
-        found[(entry.lms, entry.student_id)] = sub
-    elif (sub.name, sub.late) != (entry.name, late):
-        raise HarnessError(f"{archive}: entry {path!r} names {entry.lms} id {entry.student_id} "
-                           f"{entry.name!r}{' LATE' if late else ''}, another of its entries "
-                           f"{sub.name!r}{' LATE' if sub.late else ''}: not as the LMS writes its download; "
-                           f"nothing was written: {FIX_ARCHIVE}")
-    return sub
-
-
-def place(sub: Submission, relative: str, data: bytes, rank: tuple[int, int],
-          uploads: dict[tuple[str, str], list[tuple[int, int]]]) -> None:
-    """A file into its hand-in; where the path is taken, the later upload (Canvas: the higher
-    attachment id; else the later entry) keeps it."""
-    ranks = uploads.setdefault((sub.folder, relative), [])
-    if not ranks or rank > max(ranks):
-        sub.files[relative] = data
-    ranks.append(rank)
-
-
-def attachments_note(sub: Submission, relative: str, ranks: list[tuple[int, int]]) -> str:
-    if sub.source == "canvas":
-        ids = sorted(a for a, _ in ranks)
-        return (f"{relative} in {len(ranks)} attachments ({', '.join(map(str, ids))}); kept the latest "
-                f"({ids[-1]})")
-    return f"{relative} {len(ranks)} times in the archive; kept the last"
-
-
 def timed(sub: Submission, time: lms_times.Time | None) -> None:
     """The submission's time and late flag from the LMS's export where it has them, and where they
     came from; an export that disagrees with Canvas's LATE flag keeps the flag, and says so."""
@@ -156,7 +83,8 @@ def timed(sub: Submission, time: lms_times.Time | None) -> None:
 def collect(source: Path, out: Path, report: Callable[[str], None] = print, max_bytes: int = MAX_BYTES,
             times: Sequence[Path] = ()) -> list[Submission]:
     """Read `source` (an LMS zip or a folder of clones) and the LMS's exports of submission times,
-    then write out/<folder>/, hashes.json and the manifest."""
+    then write out/<folder>/, hashes.json and the manifest. A refused hand-in (Submission.refused)
+    is a manifest row with its reason and no folder; the caller says so (exit 1)."""
     source, out = Path(source), Path(out)
     if out.exists() and any(not p.name.startswith(".") for p in out.iterdir()):
         raise HarnessError(f"-o {out}: already holds files (a collection?); nothing is overwritten: "
@@ -165,7 +93,7 @@ def collect(source: Path, out: Path, report: Callable[[str], None] = print, max_
     if source.is_dir():
         subs, skipped = clones.read_git(source, max_bytes)
     elif zipfile.is_zipfile(source):
-        subs, skipped = read_zip(source, max_bytes)
+        subs, skipped = download.read_zip(source, max_bytes)
     else:
         raise HarnessError(f"{source}: expected an LMS bulk-download zip (Canvas, Moodle) or a folder of "
                            "git clones")
@@ -176,9 +104,14 @@ def collect(source: Path, out: Path, report: Callable[[str], None] = print, max_
     subs.sort(key=lambda s: s.student_id)
     for sub in subs:
         timed(sub, known.get(sub.student_id))
+        settle(sub)
     write(subs, out)
     say(subs, skipped, source, out, bool(times), report)
     return subs
+
+
+def refused(subs: list[Submission]) -> list[Submission]:
+    return [s for s in subs if s.refused]
 
 
 def say(subs: list[Submission], skipped: list[str], source: Path, out: Path, exported: bool,
@@ -188,9 +121,12 @@ def say(subs: list[Submission], skipped: list[str], source: Path, out: Path, exp
     for sub in subs:
         if sub.note:
             report(f"{sub.folder}: {sub.note}")
-    late = sum(1 for s in subs if s.late == "yes")
-    counts = ", ".join(f"{k} {n}" for k, n in sorted(Counter(s.time_source for s in subs).items()))
-    report(f"collected {len(subs)} student(s) from {source} ({subs[0].source}) into {out}"
+        if sub.refused:
+            report(f"{sub.folder}: REFUSED: {sub.refused}")
+    taken = [s for s in subs if not s.refused]
+    late = sum(1 for s in taken if s.late == "yes")
+    counts = ", ".join(f"{k} {n}" for k, n in sorted(Counter(s.time_source for s in taken).items()))
+    report(f"collected {len(taken)} student(s) from {source} ({subs[0].source}) into {out}"
            + (f"; {late} flagged late by the LMS" if late else "") + f"; times: {counts}"
            + f"; manifest: {out / MANIFEST}")
     if subs[0].source in ("canvas", "moodle") and not exported:
@@ -198,15 +134,34 @@ def say(subs: list[Submission], skipped: list[str], source: Path, out: Path, exp
                + ("lateness is Canvas's LATE flag, at most 1 day" if subs[0].source == "canvas"
                   else "Moodle's zip says nothing of lateness")
                + "; pass --times with the LMS's export for days late (labs/README.md, Collect)")
+    if refused(subs):
+        names = ", ".join(s.folder for s in refused(subs))
+        report(f"refused {len(refused(subs))} student(s)' hand-in, nothing of theirs written: {names} "
+               f"(the reasons: above, and in {out / MANIFEST}'s note; `lab grade` gives each a row, "
+               "0 points; "
+               "to grade one, put their checked files in their folder, then grade with --resume)")
+
+
+def settle(sub: Submission) -> None:
+    """The last checks of one hand-in's paths (a clone's too): a refusal is this student's alone."""
+    if sub.refused:
+        return
+    try:
+        with unzip.theirs():
+            clashes(sub)
+            for relative in sub.files:
+                unzip.check_file(Path(sub.folder), relative, relative)
+    except unzip.Refused as exc:
+        sub.refuse(str(exc))
 
 
 def clashes(sub: Submission) -> None:
-    """A path handed in both as a file and as a folder is refused before anything is written."""
+    """A path handed in both as a file and as a folder is refused (settle: that hand-in alone)."""
     folders = {p.rsplit("/", i)[0] for p in sub.files for i in range(1, p.count("/") + 1)}
     both = sorted(folders & set(sub.files))
     if both:
         raise HarnessError(f"{sub.folder}: {both[0]!r} is handed in both as a file and as a folder; "
-                           f"nothing was written: {FIX_ARCHIVE}")
+                           f"nothing of theirs was written: {FIX_ARCHIVE}")
 
 
 def write(subs: list[Submission], out: Path) -> None:
@@ -218,9 +173,6 @@ def write(subs: list[Submission], out: Path) -> None:
         raise HarnessError(f"two students would share the folder(s) {twice}; nothing was written")
     base = len(str(Path(out).resolve()).encode())
     for sub in subs:
-        clashes(sub)
-        for relative in sub.files:  # the clones' paths too
-            unzip.check_file(Path(sub.folder), relative, relative)
         longest = max((len(f"{sub.folder}/{p}".encode("utf-8", "surrogatepass")) for p in sub.files),
                       default=0)
         if base + 1 + longest > MAX_FULL_PATH:
@@ -237,22 +189,33 @@ def write_all(subs: list[Submission], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     rows, hashes = [], {}
     for sub in subs:
-        for relative, data in sorted(sub.files.items()):
+        for relative, data in sorted(sub.files.items()):  # a refused hand-in has none: no folder
             target = out / sub.folder / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        hashes[sub.folder] = {rel: hashlib.sha256(data).hexdigest()
-                              for rel, data in sorted(sub.files.items())}
-        listed = json.dumps(hashes[sub.folder])
+        listed = ""
+        if not sub.refused:
+            hashes[sub.folder] = {rel: hashlib.sha256(data).hexdigest()
+                                  for rel, data in sorted(sub.files.items())}
+            listed = json.dumps(hashes[sub.folder])
         rows.append({"folder": sub.folder, "student_id": sub.student_id, "name": sub.name,
+                     "status": REFUSED if sub.refused else COLLECTED,
                      "submitted_at": sub.submitted_at, "late": sub.late, "time_source": sub.time_source,
                      "source": sub.source, "sha256": listed if len(listed) <= MAX_CELL else HASHES,
-                     "note": sub.note})
+                     "note": "; ".join(filter(None, [sub.refused, sub.note]))})
     (out / HASHES).write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     with open(out / MANIFEST, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, FIELDS)
         writer.writeheader()
         writer.writerows({k: text.csv_cell(v, MAX_CELL) for k, v in row.items()} for row in rows)
+
+
+def refused_in(manifest: dict[str, dict], submissions: Path) -> dict[str, str]:
+    """{folder: why} of the manifest's refused hand-ins that still have no folder in `submissions`
+    (a TA who put a refused student's checked files in their folder has that student graded)."""
+    return {folder: row.get("note") or "refused by lab collect"
+            for folder, row in manifest.items()
+            if row.get("status") == REFUSED and not os.path.lexists(Path(submissions) / folder)}
 
 
 def graded_manifest(out: Path) -> dict[str, dict]:

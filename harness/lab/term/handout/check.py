@@ -22,7 +22,7 @@ QUICK = {"rounds": 2, "calls": 40, "warmup": 5}
 def check(lab: assignment.Lab, path: Path, weights: str | Path = DEFAULT_WEIGHTS,
           report: Callable[[str], None] = print) -> tuple[dict, str]:
     """(the row, the feedback text) for one submission file or folder."""
-    from harness.lab.term import feedback
+    from harness.lab.term.marks import feedback
 
     path = Path(path)
     if not path.exists():
@@ -38,7 +38,8 @@ def check(lab: assignment.Lab, path: Path, weights: str | Path = DEFAULT_WEIGHTS
         name = folder.resolve().name or "submission"
         (submissions / name).symlink_to(folder.resolve(), target_is_directory=True)
         out = Path(tmp) / "out"
-        rows = grade.grade_all(quick, submissions, out, weights=weights, report=report, strict=False)
+        rows = grade.grade_all(quick, submissions, out, weights=weights, report=report, strict=False,
+                               links=True)  # our own link to the student's folder
         row = rows[0]
         feedback.write(row, quick, None, 1, out)  # one submission: no rank to speak of
         file = text.safe_id(name)  # feedback files are named by the student's safe id

@@ -38,7 +38,8 @@ DIST = ROOT / "dist"
 INTERFACE = ("harness/__init__.py", "harness/errors.py", "harness/registry.py", "harness/base.py",
              "harness/data/__init__.py", "harness/data/weights.py", "harness/data/mnist.py",
              "harness/lab/__init__.py", "harness/lab/judge/__init__.py", "harness/lab/judge/timing.py",
-             "harness/lab/term/__init__.py", "harness/lab/term/student.py")
+             "harness/lab/term/__init__.py", "harness/lab/term/handout/__init__.py",
+             "harness/lab/term/handout/student.py")
 EMULATION = ("harness/lab/emucuda.py", "harness/lab/cuda_emu.h")  # the CUDA lab: kernels on the CPU
 
 
@@ -83,7 +84,7 @@ def stage(lab: Lab, folder: Path, weights: Path) -> None:
 
 
 def kit_json(lab: Lab, weights: Path) -> dict:
-    """The lab's numbers `lenet-lab` needs (harness.lab.term.student.Kit.lab)."""
+    """The lab's numbers `lenet-lab` needs (harness.lab.term.handout.student.Kit.lab)."""
     gate = lab.gate
     return {"name": lab.name, "title": lab.title, "rung": lab.rung, "module": lab.module,
             "class": lab.class_name, "device": lab.device, "dtype": lab.dtype, "rank_by": lab.rank_by.label,
@@ -105,13 +106,14 @@ def gate_data(lab: Lab, weights: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pyproject(lab: Lab) -> str:
-    packages = ["harness", "harness.data", "harness.lab", "harness.lab.judge", "harness.lab.term"]
+    packages = ["harness", "harness.data", "harness.lab", "harness.lab.judge", "harness.lab.term",
+                "harness.lab.term.handout"]
     return "\n".join([
         "[build-system]", 'requires = ["setuptools>=61"]', 'build-backend = "setuptools.build_meta"', "",
         "[project]", f'name = "lenet-lab-kit-{lab.name.replace("_", "-")}"', 'version = "1.0"',
         f'description = "Student kit of the LeNet-5 lab {lab.name}: the interface, the weights, the gate"',
         'requires-python = ">=3.10"', 'dependencies = ["numpy>=1.26", "h5py>=3.10"]', "",
-        "[project.scripts]", 'lenet-lab = "harness.lab.term.student:main"', "",
+        "[project.scripts]", 'lenet-lab = "harness.lab.term.handout.student:main"', "",
         "[tool.setuptools]", f"packages = {json.dumps(packages)}", "",
         "[tool.setuptools.package-data]", 'harness = ["_kit/*", "_kit/weights/*"]', '"harness.lab" = ["*.h"]',
         ""])

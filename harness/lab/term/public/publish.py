@@ -1,5 +1,5 @@
 """`lab publish OUT PUBLIC_DIR`: the leaderboard as a static web page a course website can host as
-it is (index.html, its figure and a CSV), under pseudonyms (harness.lab.term.alias).
+it is (index.html, its figure and a CSV), under pseudonyms (harness.lab.term.public.alias).
 
 Staff files and public files never mix: every public row is built from the graded row through an
 allow-list of fields (PUBLIC_FIELDS), so no name, folder, id, feedback, failure reason or host name
@@ -20,14 +20,15 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.lab import text
 from harness.lab.judge import assignment, store
-from harness.lab.term import alias, leaderboard, plots, points
+from harness.lab.term.marks import leaderboard, plots, points
+from harness.lab.term.public import alias
 
 PAGE, FIGURE, TABLE = "index.html", "leaderboard.png", "leaderboard.csv"
 PUBLIC_FIELDS = ["rank", "pseudonym", "status", "median_us", "ratio", "ci95_low", "ci95_high", "loc",
                  "peak_mb"]
 COLUMNS = [("rank", True), ("pseudonym", False), ("status", False), ("time per image", True),
            ("× {rank_by} [95% interval]", True), ("lines of code", True), ("peak memory", True)]
-TEMPLATES = Path(__file__).parent / "templates"
+TEMPLATES = Path(__file__).parent.parent / "templates"  # term/templates
 
 
 def public_rows(rows: list[dict], aliases: dict[str, alias.Alias]) -> list[dict]:

@@ -5,7 +5,7 @@ OUT and not reversible without the key (an HMAC, not a hash of the name).
     OUT/private/aliases.json    {student: {"alias", "chosen", "refused"}}: staff only
 
     assign(out, students, submissions) -> {student: Alias}; tag(out, student), read_choice(folder),
-    refusal(text, names) (a name in any form: harness.lab.term.names), name_parts(name),
+    refusal(text, names) (a name in any form: harness.lab.term.public.names), name_parts(name),
     known_names(out) (the manifest's real names, ids and folder names);
     write(out, aliases), refusal_lines(out, student) (for the feedback; lines_for(saved) from one entry),
     note_feedback(out, aliases)
@@ -21,7 +21,8 @@ import stat
 from pathlib import Path
 
 from harness.lab.judge import store
-from harness.lab.term import collect, names
+from harness.lab.term.intake import collect
+from harness.lab.term.public import names
 from harness.lab.text import safe_id
 
 FILE = "alias.txt"
@@ -113,7 +114,8 @@ def assign(out: Path, students: list[str], submissions: Path | None) -> dict[str
 
 def known_names(out: Path) -> list[str]:
     """The real names, ids and folder names `lab collect`'s manifest (OUT/manifest.csv) holds: no
-    alias may use them (a Canvas name is run together: harness.lab.term.names reads it in every form)."""
+    alias may use them (a Canvas name is run together: harness.lab.term.public.names reads it in every
+    form)."""
     rows = collect.graded_manifest(out).values()
     return [value for row in rows for value in (row["name"], row["student_id"], row["folder"]) if value]
 
