@@ -8,8 +8,9 @@ reports. What this checks: the kernels' index arithmetic, bounds and barriers. W
 GPU's memory model, warps, timing.
 
     wrapper(symbol, call, params, barriers), compile_emulated(folder, codes, wrappers)   g++
-    DeviceArray, EmuCupy (arrays, copies, streams, events, graph capture), FakeStream, FakeEvent,
-    FakeGraph                                                                             CuPy's parts
+    DeviceArray, EmuCupy (arrays, copies, streams, events, graph capture, mapped page-locked memory),
+    FakeStream, FakeEvent, FakeGraph                                                      CuPy's parts
+    guard_value(dtype)                          what a guard zone holds: NaN, or 0xAB bytes in an int array
     extern_c_kernels(code), LabCupy, LabKernel     a submission's own extern "C" kernels (RawModule(code=...))
 """
 

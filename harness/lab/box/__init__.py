@@ -4,6 +4,8 @@
     sandbox     the grader's side of a worker: requests with deadlines, images streamed, Chunk
     replies     every reply of a worker checked before it is believed
     process     Box: the worker's process started, counted, watched and killed with all it started
+    launch      what the worker is started with: its command (bwrap, seccomp), environment and folder
+    death       why it ended: signal, exit code, out-of-memory kills, the end of its log
     limits      Limits (what a box enforces), the rlimits set between fork and exec, its capped log
     procfs      the worker's process read from outside: found under bwrap, its CPU clock, its memory
     peak        its peak memory, read from outside: its cgroup's high-water mark, else its VmHWM

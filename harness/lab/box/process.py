@@ -8,8 +8,8 @@ killed with everything it started. What goes through its pipes is harness.lab.bo
       .watch_memory()           on the GPU: kill it when its resident memory is past the limit
       .sample_memory(), .memory()   its peak memory, read from outside (harness.lab.box.peak):
                                 the grader samples it at each exchange; .memory() before .stop()
-      .died() -> Failure        why it ended (out-of-memory, timeout, crashed), once it has;
-      .out_of_memory_line()     out-of-memory too when a library's failed allocation ends its log
+      .died() -> Failure        why it ended (out-of-memory, timeout, crashed), once it has
+                                (harness.lab.box.death reads it)
       .kill(), .stop()          kill it and everything it started (never raising); ask it to exit first
       .note(line)               a line of the grader's in its log
       .submission_path()        its folder as the worker sees it
@@ -20,24 +20,18 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from harness import ROOT
 from harness.errors import Failure
-from harness.lab.box import bwrap, libpath, peak, procfs, seccomp
+from harness.lab.box import bwrap, death, launch, peak, procfs
 from harness.lab.box.cgroup import Cgroup
 from harness.lab.box.disk import Space
 from harness.lab.box.isolation import Isolation
 from harness.lab.box.limits import Limits, limiter
 from harness.machine import procenv
 from harness.measure import channel
-
-OOM_WORDS = ("Memory allocation still failed", "std::bad_alloc", "Cannot allocate memory", "out of memory")
-PASS_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
-            "CUPY_CACHE_DIR", "NVIDIA_VISIBLE_DEVICES")
 
 
 def safe_label(text: str) -> str:
@@ -70,48 +64,27 @@ class Box:
         self.peak_seen: int | None = None  # the largest VmHWM the grader read of it (no cgroup peak)
         self.sampling = False  # whether the peak is sampled from /proc (no cgroup peak file)
 
-    def worker_env(self) -> dict:
-        env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
-        libraries = libpath.library_path(dict(os.environ), self.device)  # + the CUDA wheels': sudo clears it
-        if libraries:
-            env["LD_LIBRARY_PATH"] = libraries
-        env.update(self.env)
-        env.update({"HOME": "/tmp", "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1",
-                    "PYTHONNOUSERSITE": "1", "MPLCONFIGDIR": "/tmp",
-                    "CUPY_CACHE_DIR": "/tmp/cupy"})  # CuPy's kernel cache: private, gone with the worker
-        uid = self.isolation.uid(self.slot)
-        if uid is not None:
-            env["LENET_LAB_UID"] = f"{uid}:{uid}"
-        return env
-
     def start(self) -> subprocess.Popen:
         t0 = time.perf_counter()
         iso = self.isolation
         if iso.cgroups:
             self.group = Cgroup(f"{os.getpid()}-{self.slot}-{safe_label(self.label)}",
                                 self.limits.memory_mb, self.limits.pids)
-        argv, fds = [sys.executable, "-m", procfs.WORKER], list[int]()
-        if iso.bwrap:
-            argv, fds = bwrap.packed(bwrap.command(iso.bwrap, self.space, argv, self.weights, self.packages,
-                                                   gpu=self.device == "gpu"), seccomp.program())
-            env, cwd = self.worker_env(), "/"
-        else:  # --no-sandbox: the grader's own user and environment
-            env = {**os.environ, **self.env, "PYTHONPATH": os.pathsep.join(
-                [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
-            own = self.space is not None and self.space.submission.is_dir()
-            cwd = str(self.space.submission if own and self.space is not None else self.scratch)
+        how = launch.launch(iso, self.space, self.env, self.scratch, self.slot, self.device, self.packages,
+                            self.weights)
         try:
             with open(self.log_path, "ab") as log:
                 line = f"--- {self.label}: worker started {time.ctime()}\n"
                 log.write(line.encode(errors="backslashreplace"))
                 log.flush()
                 self.proc = subprocess.Popen(
-                    argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                    preexec_fn=limiter(self.limits, self.device == "cpu", self.group), pass_fds=fds,
+                    how.argv, cwd=how.cwd, env=how.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    stderr=log,
+                    preexec_fn=limiter(self.limits, self.device == "cpu", self.group), pass_fds=how.fds,
                     start_new_session=True,  # its own process group: killed whole, spared the terminal's ^C
                 )
         finally:
-            for fd in fds:
+            for fd in how.fds:
                 os.close(fd)
         self.pid = procfs.worker_pid(self.proc.pid) if iso.bwrap else self.proc.pid
         self.pidfd = procfs.pidfd(self.pid)
@@ -213,48 +186,10 @@ class Box:
             pass
 
     def died(self) -> Failure:
-        """Why the worker ended; it has ended, or is ending (this waits for it)."""
+        """Why the worker ended (harness.lab.box.death); it has ended, or is ending (this waits for it)."""
         if self.proc is None:
             raise ValueError(f"{self.label}: the box was not started")
         code = self.proc.wait()
-        limits = self.limits
-        if self.group is not None and self.group.oom_kills():
-            return Failure("out-of-memory", f"past the memory limit of {limits.memory_mb} MB "
-                                            "(killed by the kernel for its cgroup)")
-        if self.killed_for:
-            return Failure("out-of-memory", self.killed_for)
-        if self.isolation.bwrap and code > 128:  # bwrap reports a child killed by signal N as 128 + N
-            code = -(code - 128)
-        if code == -signal.SIGXCPU:
-            return Failure("timeout", f"CPU-time limit of {limits.cpu_s} s exceeded (killed by SIGXCPU)")
-        if code == -signal.SIGXFSZ or self.output_full():  # Python ignores SIGXFSZ: writes fail
-            return Failure("crashed", f"wrote more than the output limit of {limits.output_mb} "
-                                      "MB to one file or to its log")
-        if code < 0 and -code in signal.valid_signals():
-            return Failure("crashed", f"the worker was killed by {signal.Signals(-code).name}")
-        said = self.out_of_memory_line()
-        if said:  # a library that gives up on an allocation and exits (OpenBLAS does), not Python
-            return Failure("out-of-memory", f"the worker exited with code {code} after an allocation "
-                                            f"failed under the memory limit of {limits.memory_mb} MB "
-                                            f"(its log: {said[:200]})")
-        return Failure("crashed", f"the worker exited with code {code}")
-
-    def out_of_memory_line(self) -> str | None:
-        """The last line of the log's end (4 KiB) where a library says an allocation failed."""
-        try:
-            with open(self.log_path, "rb") as log:
-                log.seek(max(0, log.seek(0, os.SEEK_END) - 4096))
-                tail = log.read().decode(errors="replace").splitlines()
-        except OSError:
-            return None
-        found = [line for line in tail if any(words in line for words in OOM_WORDS)]
-        return found[-1].strip() if found else None
-
-    def output_full(self) -> bool:
-        limit = self.limits.output_mb
-        if not limit:
-            return False
-        try:
-            return self.log_path.stat().st_size >= int(limit) << 20
-        except OSError:
-            return False
+        oom_kills = self.group is not None and bool(self.group.oom_kills())
+        return death.cause(code, self.limits, oom_kills, self.killed_for, bool(self.isolation.bwrap),
+                           self.log_path)
