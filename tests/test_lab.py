@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness import registry
 from harness.errors import HarnessError
 from harness.lab.box import isolation
 from harness.lab.judge import assignment, slurm, store, timing
@@ -213,6 +214,14 @@ def test_shipped_labs_parse():
     assert gpu.device == "gpu" and gpu.rank_by.label == "cudnn/tuned"
 
 
+def test_a_lab_rung_is_any_level_of_the_registry():
+    """The rungs a lab may name are the registry's API levels: a level added there is a rung."""
+    levels = {spec.api_level for spec in registry.REGISTRY.values() if spec.package}
+    assert set(assignment.LEVELS) == levels and {"hand-written-c", "inference-engine", "cuda"} <= levels
+    for level in levels:
+        assignment.parse(f"[lab]\nrung = '{level}'\n", "labs/any.toml")
+
+
 @pytest.mark.parametrize("text,expected", [
     ("[limits]\nwall = 5\n", "[limits]: unknown key(s) ['wall']; allowed: ['cpu_s', 'disk_mb', 'files', "
                              "'import_s', 'max_ratio', 'memory_mb', 'output_mb', 'peak_mb', 'pids', 'wall_s']"),
@@ -225,6 +234,7 @@ def test_shipped_labs_parse():
     ("[lab]\nreferences = ['cudnn']\n", "cudnn does not run on 'cpu'"),
     ("[gate]\nimages = 20000\n", "images: expected at most 10000"),
     ("[measure]\ncalls = 2\nrounds = 3\n", "expected calls >= rounds"),
+    ("[lab]\nrung = 'tvm'\n", "rung: unknown API level 'tvm'; allowed: ['numpy', 'tensorflow-ops'"),
 ])
 def test_a_bad_lab_file_names_the_file_and_the_key(text, expected):
     with pytest.raises(HarnessError) as caught:

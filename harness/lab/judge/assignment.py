@@ -61,7 +61,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 LABS_DIR = ROOT / "labs"
-LEVELS = ("numpy", "onednn", "cudnn", "cuda", "tensorflow-ops", "jax-ops", "torch-ops", "keras")
+# the API levels a lab's rung may name: every level of the registry's (a new level is a new rung)
+LEVELS = tuple(dict.fromkeys(spec.api_level for spec in registry.REGISTRY.values() if spec.package))
 DEFAULTS: dict[str, dict[str, Any]] = {
     "lab": {"name": None, "title": "", "rung": "numpy", "module": "lenet.py", "class": "",
             "device": "cpu", "dtype": "float32", "references": ["numpy"], "rank_by": None,
