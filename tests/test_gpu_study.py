@@ -234,3 +234,11 @@ def test_the_plans_include_the_hand_written_cuda_rung(tmp_path):
     big = full["kernels-512"]  # the copy's share of a large batch: the level's own graphs and cuDNN's
     assert big[big.index("--batch") + 1] == "512"
     assert {"cuda/cluster", "cudnn/graph"} <= set(big[big.index("kernels") + 1].split(","))
+
+
+def test_api_levels_on_the_gpu_has_the_time_its_three_processes_need(tmp_path):
+    """api_levels times a cell in >= 3 fresh processes (each sets up every GPU level again): its step
+    gets more than the others' 240 s."""
+    full = {s.name: s for s in gpu_study.plan(tmp_path, "r", quick=False, write=False)}
+    assert study.load("api_levels").measure.processes >= 3
+    assert full["study-api_levels"].timeout_s == gpu_study.STUDY_LIMIT_S["api_levels"] > full["study-overhead"].timeout_s

@@ -30,6 +30,9 @@ KERNELS = ("cuda/layers,cuda/fused,cuda/graph,cuda/cluster,cuda/mapped,cudnn/nai
 # batch 512: how much of a call is the copy of the images (1.6 MB in float32)
 KERNELS_BATCH = ("cuda/graph,cuda/cluster,cuda/mapped,cudnn/graph", 512, 50)  # targets, images, calls
 
+# api_levels times each cell in 3 fresh processes: on the H100 one process's set-up of every GPU level
+# took 63 s of its 81 s (2026-11-27), so three take about 200 s before their calls
+STUDY_LIMIT_S = {"api_levels": 360}
 # One command may run 10 minutes on the borrowed machine; a cold start's first imports are slow
 # (doctor took 82 s on a fresh H100 machine before its probes ran in parallel).
 BUDGET_S = {"quick": 240, "full": 540}
@@ -66,7 +69,8 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True) -> list[steps.
     for name in ("api_levels",) if quick else STUDIES:
         source = str(quick_study(name, out)) if quick and write else name
         todo.append(python_step(f"study-{name}", ["-m", "harness", "run", source, "--devices", "gpu",
-                                                  "--out", str(res), "--run-id", run_id], 240))
+                                                  "--out", str(res), "--run-id", run_id],
+                                STUDY_LIMIT_S.get(name, 240)))
     if not quick:
         todo.append(python_step("explain", ["-m", "harness", "explain", EXPLAIN, "--device", "gpu",
                                             "--calls", "40", "--rounds", "4", "--out", str(res)], 120))
