@@ -165,6 +165,7 @@ REGISTRY = {
         # the Keras model exported to ONNX (once per weights file), run by an inference engine
         ImplSpec("onnx", "lenet_onnx.model:OnnxLeNet", "inference-engine", ("cpu", "gpu"),
                  ("run", "iobinding", "openvino"), ("float32",), "lenet_onnx",
+                 hooks=(("doctor", "lenet_onnx.doctor.engines:probe"),),
                  display="inference engine", short="ONNX engine", rung="inference engine", order=60,
                  ladder=(("onnx", "keras"),), colour="#999933",
                  versions=(("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino"), ("", "onnx"),
