@@ -26,7 +26,8 @@ def tick(api_level: str) -> str:
     """An API level's tick: its levels' short label (registry.short), the part they share where one
     package holds several (the Keras package's "Keras/TF", "Keras/JAX" -> "Keras"), a word a line;
     the API level's own name where no registered level has it."""
-    shorts = [registry.short(name) for name in registry.levels() if registry.REGISTRY[name].api_level == api_level]
+    shorts = [registry.short(name) for name in registry.levels()
+              if registry.REGISTRY[name].api_level == api_level]
     common = os.path.commonprefix(shorts).rstrip("/ ") if len(shorts) > 1 else "".join(shorts)
     return (common or api_level.replace("-", " ")).replace(" ", "\n")
 
