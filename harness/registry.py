@@ -66,6 +66,8 @@ def lab_spec(cls: type, device: str, dtype: str) -> ImplSpec:
 JAX_ENV = (("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"),)
 
 KERAS_TRAIN = ("train_on_batch", "fit")  # one batch per call, as a student writes a step
+# the ways every Keras backend calls the model; the variant after them is its backend's compiled call
+KERAS_CALLS = ("predict", "predict_on_batch", "call")
 
 # Distributions more than one level records (versions: (column, distribution); "" records it in
 # env.json without a column of the Machines table).
@@ -100,20 +102,20 @@ REGISTRY = {
                  display="PyTorch ops", short="PyTorch ops", rung="framework ops", order=90,
                  colour="#D55E00", versions=(("PyTorch", "torch"),)),
         ImplSpec("keras", "lenet_keras.model:KerasLeNet", "keras", ("cpu", "gpu"),
-                 ("predict", "predict_on_batch", "call", "function", "xla"), ("float32",),
+                 (*KERAS_CALLS, "function", "xla"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "tensorflow"),),
                  trainer="lenet_keras.train:KerasTrainer", train_variants=KERAS_TRAIN,
                  hooks=(("build_model", "lenet_keras.model:build_model"),),
                  display="Keras on TensorFlow", short="Keras/TF", rung="high-level API", order=100,
                  colour="#CC79A7", versions=KERAS + TF),
         ImplSpec("keras_jax", "lenet_keras.model:KerasJaxLeNet", "keras", ("cpu", "gpu"),
-                 ("predict", "predict_on_batch", "call", "jit"), ("float32",),
+                 (*KERAS_CALLS, "jit"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "jax"), *JAX_ENV),
                  trainer="lenet_keras.train:KerasJaxTrainer", train_variants=KERAS_TRAIN,
                  display="Keras on JAX", short="Keras/JAX", rung="high-level API", order=110,
                  colour="#117733", versions=(*KERAS, ("JAX", "jax"))),
         ImplSpec("keras_torch", "lenet_keras.model:KerasTorchLeNet", "keras", ("cpu", "gpu"),
-                 ("predict", "predict_on_batch", "call", "compile"), ("float32",),
+                 (*KERAS_CALLS, "compile"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "torch"),),
                  trainer="lenet_keras.train:KerasTorchTrainer", train_variants=KERAS_TRAIN,
                  display="Keras on PyTorch", short="Keras/PyTorch", rung="high-level API", order=120,
@@ -165,6 +167,7 @@ REGISTRY = {
         # the Keras model exported to ONNX (once per weights file), run by an inference engine
         ImplSpec("onnx", "lenet_onnx.model:OnnxLeNet", "inference-engine", ("cpu", "gpu"),
                  ("run", "iobinding", "openvino"), ("float32",), "lenet_onnx",
+                 hooks=(("doctor", "lenet_onnx.doctor.engines:probe"),),
                  display="inference engine", short="ONNX engine", rung="inference engine", order=60,
                  ladder=(("onnx", "keras"),), colour="#999933",
                  versions=(("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino"), ("", "onnx"),
@@ -175,6 +178,11 @@ DEVICES = ("cpu", "gpu")
 # implementation -> the Keras backend its worker runs (read from its env: written once, above)
 KERAS_BACKENDS = {name: dict(spec.env)["KERAS_BACKEND"] for name, spec in REGISTRY.items()
                   if "KERAS_BACKEND" in dict(spec.env)}
+
+
+def compiled_call(name: str) -> str:
+    """A Keras level's compiled call: its first variant past KERAS_CALLS ("function", "jit", "compile")."""
+    return next(v for v in spec(name).variants if v not in KERAS_CALLS)
 
 # What to install when a framework is missing (the module's top-level name -> the fix).
 INSTALL = {

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from harness import DEFAULT_WEIGHTS
+from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import Unavailable
 from harness.lab.judge import assignment
 from harness.machine import nvrtc
@@ -49,6 +49,15 @@ def test_lab_file_references_and_limits():
 
 def test_lab_file_loads():
     assert assignment.load("cuda").rung == "cuda"
+
+
+def test_a_rung_of_kernels_is_the_registrys_kernels_hook_and_its_starter_its_own_folder():
+    """The CUDA lab's kit ships the emulator and its own starter because its level has the `kernels`
+    hook and labs/ a template-cuda folder, not because the lab wing knows its name."""
+    cuda, numpy_lab = assignment.load("cuda"), assignment.load("cpu_numpy")
+    assert cuda.kernels and cuda.starter == ROOT / "labs" / "template-cuda"
+    assert not numpy_lab.kernels and numpy_lab.starter == ROOT / "labs" / "template"
+    assert [s.api_level for s in registry.REGISTRY.values() if "kernels" in dict(s.hooks)] == [cuda.rung]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from harness import DEFAULT_WEIGHTS, registry
+from harness import DEFAULT_WEIGHTS, ROOT, registry
 from harness.errors import HarnessError, Unavailable
 from tests.conftest import assert_matches_oracle, oracle_sample
 
@@ -138,10 +138,13 @@ def test_bad_images_are_a_value_error(models):
 
 
 def test_doctor_names_the_engines_and_the_cpu_target():
+    """The engines are the ONNX level's own `doctor` hook: doctor itself names no engine."""
     from harness.machine import doctor
 
-    engines, target, c_level = doctor.cpu_level_lines()
-    assert engines.startswith("inference engines: onnxruntime ") and "CPUExecutionProvider" in engines
+    (engines,) = doctor.level_hook_lines()
+    assert engines.startswith("ONNX engine level: onnxruntime ") and "CPUExecutionProvider" in engines
     assert "openvino " in engines and "(devices: CPU" in engines and "tf2onnx " in engines
+    assert not any(engine in (ROOT / "harness/machine/doctor.py").read_text() for engine in ("onnx", "openvino"))
+    target, c_level = doctor.cpu_level_lines()
     assert target.startswith("hand-written CPU level: Numba ") and " compiles for " in target
     assert c_level.startswith("hand-written C level: ")  # its compiler and path (tests/test_c_level.py)

@@ -121,3 +121,14 @@ def test_fig1s_caption_names_only_the_lines_drawn(data):
         assert "CUDA → cuDNN" not in text
     report = markdown.build(data)
     assert "(see the method)" not in report and "#how-the-numbers-are-computed" in report
+
+
+def test_the_machine_findings_read_their_levels_and_variants_from_the_registry():
+    """The backends' names and compiled calls, each framework's default and the CPU's raw library come
+    from the specs (the Keras variants past KERAS_CALLS, the first variant, raw_for), not a table."""
+    from harness.report import machine_findings
+
+    assert machine_findings.FRAMEWORK_OPS == ("tf/function", "jax/jit", "torch/eager")
+    assert {name: registry.compiled_call(name) for name in registry.KERAS_BACKENDS} == \
+        {"keras": "function", "keras_jax": "jit", "keras_torch": "compile"}
+    assert registry.raw_library("cpu") == "onednn"

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import DEFAULT_RESULTS
+from harness import DEFAULT_RESULTS, registry
 from harness.measure import floor, stats
 from harness.report import figures, headline, loc, rundata, style
 from harness.report.figures import (
@@ -172,6 +172,15 @@ def test_fig2_puts_the_inference_total_on_top_and_counts_training_apart(drawn, t
     assert inference == 804 and words[0] == "804"  # the bold number on top: Fig. 1's x
     assert "226" in words and str(804 + 226) not in words  # training its own count, never added in
     assert "training step" in " ".join(t.get_text() for t in drawn.figs[0].axes[0].get_legend().get_texts())
+
+
+def test_fig2_ticks_are_the_registrys_short_labels():
+    """No table of API levels: a level's tick is its short label, the Keras package's three levels
+    share theirs, an API level no registered level has keeps its own name."""
+    assert code_lines.tick("hand-written-c") == registry.short("c")
+    assert code_lines.tick("keras") == "Keras"  # Keras/TF, Keras/JAX, Keras/PyTorch
+    assert code_lines.tick("inference-engine") == registry.short("onnx").replace(" ", "\n")
+    assert code_lines.tick("some-new-api") == "some\nnew\napi"
 
 
 # Figs. 3 and 5 -----------------------------------------------------------------------------------

@@ -83,27 +83,6 @@ def cublaslt_line(level: str) -> str:
             else f"cuBLASLt: {found['reason']} (cuDNN's dense layers then use cuBLAS gemm + cuDNN ops)")
 
 
-ENGINES = r"""
-import json
-from importlib import metadata
-found = {}
-try:
-    import onnxruntime as ort
-    found["onnxruntime"] = f"{ort.__version__} (providers: {', '.join(ort.get_available_providers())})"
-except ImportError as exc:
-    found["onnxruntime"] = f"missing ({exc}): pip install onnxruntime"
-try:
-    import openvino as ov
-    found["openvino"] = f"{ov.get_version()} (devices: {', '.join(ov.Core().available_devices)})"
-except ImportError as exc:
-    found["openvino"] = f"missing ({exc}): pip install openvino"
-for name in ("onnx", "tf2onnx"):  # the exporter's (Keras' ONNX export on TensorFlow calls tf2onnx)
-    try:
-        found[name] = metadata.version(name)
-    except metadata.PackageNotFoundError:
-        found[name] = f"missing: pip install {name}"
-print(json.dumps(found))
-"""
 # A level's hook asked in a fresh interpreter: sys.argv[1] the level, sys.argv[2] the hook.
 HOOK = ("import json, sys; from harness import registry; "
         "print(json.dumps(registry.hook(sys.argv[1], sys.argv[2])()))")
@@ -120,14 +99,10 @@ def level_hook_lines() -> list[str]:
 
 
 def cpu_level_lines() -> list[str]:
-    """The inference engines (versions, ONNX Runtime's execution providers, OpenVINO's devices)
-    and the exporter's packages, the CPU target and vector features the Numba level's loops are
-    compiled for, and the C compiler of the hand-written C level with the path its fused variant
-    takes here (it compiles, or finds its library cached). Each asked in a fresh interpreter."""
-    engines = run_python(ENGINES, device="cpu")
-    engine_line = ("inference engines: " + "; ".join(f"{k} {v}" for k, v in engines.items())
-                   if "onnxruntime" in engines else f"inference engines: {engines.get('reason')}")
-    lines = [engine_line]
+    """The CPU target and vector features the Numba level's loops are compiled for, and the C
+    compiler of the hand-written C level with the path its fused variant takes here (it compiles,
+    or finds its library cached). Each asked in a fresh interpreter."""
+    lines: list[str] = []
     for name in registry.with_hook("cpu_target"):
         target = run_python(HOOK, (name, "cpu_target"), device="cpu")
         lines.append(f"hand-written CPU level: Numba {target['numba']} compiles for {target['cpu']}, "

@@ -214,8 +214,8 @@ def seed_finding(levels: list[Level], machines: dict) -> str:
                 f"{x_of(keras.first_ratios.get('gpu'))} the time of cuDNN's fastest call"
                 + (f", TensorFlow ops {with_ci(ops.first['gpu'])} ({x_of(ops.first_ratios.get('gpu'))})"
                    if ops and "gpu" in ops.first else "") + ".")
-    measured = [(lv, lv.first["gpu"]) for lv in (by.get("keras_jax"), by.get("keras_torch"))
-                if lv and "gpu" in lv.first]
+    others = [by.get(name) for name in registry.KERAS_BACKENDS if name != "keras"]  # Keras' other backends
+    measured = [(lv, lv.first["gpu"]) for lv in others if lv and "gpu" in lv.first]
     why = keras.missing.get("gpu", "not measured") if keras else "not measured"
     return ("**The seed's question (Keras on TensorFlow on the GPU) is not answered by these runs** "
             f"({why}); measured instead, Keras `predict` on the GPU takes "

@@ -10,6 +10,7 @@ import pandas as pd
 from harness import registry
 from harness.report import cpu_targets, gpu_section, headline, quote, training_section
 from harness.report.rundata import answer_run, find, ratio, ratio_ci
+from harness.report.style import BACKEND_OF
 from harness.report.tables import fmt_ratio, ms, sig3
 
 
@@ -84,24 +85,28 @@ def code_sentence(loc_rows: list[dict]) -> list[str]:
             f"The training step, counted apart: {apart or 'none'}."]
 
 
-FRAMEWORK_OPS = ("tf/function", "jax/jit", "torch/eager")  # each framework's default in api_levels
+# each framework's default in api_levels: the first variant of each level on the framework-ops rung
+FRAMEWORK_OPS = tuple(f"{name}/{registry.spec(name).variants[0]}"
+                      for name in registry.on_rung("framework ops"))
 
 
 def raw_library_findings(frame: pd.DataFrame, machine: str) -> list[str]:
     """The CPU ladder from the raw library up (api_levels), and what oneDNN's cache saves (overhead)."""
     out: list[str] = []
-    tuned = find(frame, "api_levels", "onednn/tuned", machine=machine)
-    if tuned is None:
+    raw = registry.raw_library("cpu")  # its variants tuned and naive: the raw levels' two first attempts
+    tuned = find(frame, "api_levels", f"{raw}/tuned", machine=machine) if raw else None
+    if raw is None or tuned is None:
         return out
-    naive = find(frame, "api_levels", "onednn/naive", machine=machine)
+    naive = find(frame, "api_levels", f"{raw}/naive", machine=machine)
     numpy_ref = find(frame, "api_levels", "numpy/default", machine=machine)
     ops = [r for r in (find(frame, "api_levels", label, machine=machine) for label in FRAMEWORK_OPS)
            if r is not None]
     best_ops = min(ops, key=lambda r: r["median_ms"]) if ops else None
     predict = find(frame, "api_levels", "keras/predict", machine=machine)
     line = (f"**The CPU ladder on {machine}, raw library → framework ops → Keras** (`api_levels`, "
-            f"ratios within rounds): oneDNN tuned takes {ms(tuned['median_ms'])} per image")
-    steps = [(naive, "oneDNN naive (everything created per call)"), (numpy_ref, "the NumPy reference"),
+            f"ratios within rounds): {registry.short(raw)} tuned takes {ms(tuned['median_ms'])} per image")
+    steps = [(naive, f"{registry.short(raw)} naive (everything created per call)"),
+             (numpy_ref, "the NumPy reference"),
              (best_ops, f"the fastest framework-ops level ({best_ops['label']})" if best_ops is not None
               else ""), (predict, "Keras `model.predict`")]
     parts = [f"{what} {ms(r['median_ms'])} ({fmt_ratio(ratio_ci(r, tuned))}x tuned)" for r, what in steps
@@ -137,8 +142,8 @@ def fastest_sentence(frame: pd.DataFrame, machine: str) -> str:
 def backend_findings(frame: pd.DataFrame, machine: str) -> list[str]:
     """The backends study in sentences: one Keras model's predict and compiled call per backend."""
     out = []
-    names = {"keras": "TensorFlow", "keras_jax": "JAX", "keras_torch": "PyTorch"}
-    compiled = {"keras": "function", "keras_jax": "jit", "keras_torch": "compile"}
+    names = BACKEND_OF  # each Keras level's backend, from its spec
+    compiled = {i: registry.compiled_call(i) for i in names}
     for device in ("cpu", "gpu"):
         found = {i: find(frame, "backends", f"{i}/predict", device=device, machine=machine)
                  for i in names}

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from harness import registry
 from harness.report import quote
 from harness.report.rundata import find, ratio_ci
 from harness.report.style import ok_cells
@@ -78,7 +79,7 @@ def findings(frame: pd.DataFrame, machine: str) -> list[str]:
                    f"{fastest['images_per_s']:,.0f} images/s) to {ms(slowest['median_ms'])} "
                    f"({slowest['label']}), {slowest['median_ms'] / fastest['median_ms']:.1f}x apart "
                    "(medians; `training` study).")
-    for backend in ("keras", "keras_jax", "keras_torch"):
+    for backend in registry.KERAS_BACKENDS:  # every Keras level, from its spec
         fit = find(frame, STUDY, f"{backend}/fit", batch=32, machine=machine)
         step = find(frame, STUDY, f"{backend}/train_on_batch", batch=32, machine=machine)
         if fit is not None and step is not None:

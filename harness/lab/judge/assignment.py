@@ -26,7 +26,7 @@ is an error naming the file, the table and the allowed keys.
 
     load(name_or_path) -> Lab       a lab of labs/ by name, or a lab file by path
     parse(text, where) -> Lab       a lab file's text; `where` names it in errors
-    Lab                             the lab: its [lab] keys, and .measure, .gate, .limits, .starter
+    Lab                             the lab: its [lab] keys, and .measure, .gate, .limits, .starter, .kernels
     Measure, Gate, Limits, Grade    the other tables, one record each (read and checked by
                                     harness.lab.judge.tables)
     Reference                       a reference implementation: .implementation, .variant, .label
@@ -110,10 +110,18 @@ class Lab:
         return next(r for r in self.references if r.label == label)
 
     @property
+    def kernels(self) -> bool:
+        """Its students write CUDA C kernels: the rung's level has the `kernels` hook (the kernels
+        doctor compiles with NVRTC). Its kit ships the CPU emulation (`lenet-lab emulate`)."""
+        return any(spec.api_level == self.rung and "kernels" in dict(spec.hooks)
+                   for spec in registry.REGISTRY.values())
+
+    @property
     def starter(self) -> Path:
-        """The starter folder students are handed (the kit's, similarity's boilerplate): the CUDA
-        rung's labs/template-cuda, every other lab's labs/template."""
-        return ROOT / "labs" / ("template-cuda" if self.rung == "cuda" else "template")
+        """The starter folder students are handed (the kit's, similarity's boilerplate): the rung's own
+        labs/template-RUNG where there is one (the CUDA rung's), every other lab's labs/template."""
+        own = ROOT / "labs" / f"template-{self.rung}"
+        return own if own.is_dir() else ROOT / "labs" / "template"
 
 
 def parse_reference(where: str, text: object, device: str) -> Reference:

@@ -6,6 +6,7 @@ from pathlib import Path
 import matplotlib.ticker
 import pandas as pd
 
+from harness import registry
 from harness.report.figures import dotplot
 from harness.report.figures.grid import panel_grid, same_y_scale
 from harness.report.rundata import ReportData
@@ -14,8 +15,8 @@ from harness.report.style import BACKEND_OF, caption, colour, finish, fmt_ms, ok
 
 def backend_rows(cells: pd.DataFrame, device: str, machine: str) -> dict[str, dict[str, pd.Series]]:
     """Per backend: {stage: row} with the compiled path as one stage (its variant named)."""
-    stages = {"predict": "predict", "predict_on_batch": "predict_on_batch", "call": "call",
-              "function": "compiled", "jit": "compiled", "compile": "compiled"}
+    stages = {**{call: call for call in registry.KERAS_CALLS},
+              **{registry.compiled_call(i): "compiled" for i in BACKEND_OF}}
     found: dict[str, dict[str, pd.Series]] = {}
     for _, r in cells[(cells["device"] == device) & (cells["machine"] == machine)].iterrows():
         if r["implementation"] in BACKEND_OF and r["variant"] in stages:

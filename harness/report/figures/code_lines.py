@@ -4,9 +4,11 @@ step's lines, a separate bar with its own count.
 
     INFERENCE_PARTS, TRAINING       loc.csv's parts in each bar
     bars(loc_rows)                  per level: {part: lines}, bottom rung first
+    tick(api_level)                 its label under the bars (the registry's short labels)
     fig_loc(data, out)              the figure
 """
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +20,16 @@ from harness.report.style import IMPL_ORDER, OKABE_ITO, decorate, finish, plt
 INFERENCE_PARTS = ("forward", "kernel source", "weight layout", "ffi binding")
 TRAINING = "training step"
 WIDTH = 0.42  # each of a level's two bars
-# tick labels where the API level's name is not what the report calls the rung (headline.ROW_NAMES)
-TICKS = {"hand-written-c": "hand-\nwritten\nC", "hand-written-cpu": "compiled\nfrom Python\n(Numba)"}
+
+
+def tick(api_level: str) -> str:
+    """An API level's tick: its levels' short label (registry.short), the part they share where one
+    package holds several (the Keras package's "Keras/TF", "Keras/JAX" -> "Keras"), a word a line;
+    the API level's own name where no registered level has it."""
+    shorts = [registry.short(name) for name in registry.levels()
+              if registry.REGISTRY[name].api_level == api_level]
+    common = os.path.commonprefix(shorts).rstrip("/ ") if len(shorts) > 1 else "".join(shorts)
+    return (common or api_level.replace("-", " ")).replace(" ", "\n")
 
 
 def bars(loc_rows: list[dict]) -> dict[str, dict[str, int]]:
@@ -57,7 +67,7 @@ def fig_loc(data: ReportData, out: Path) -> Path:
     ax.bar(len(levels), shared, WIDTH * 2, color="white", edgecolor="#777777", hatch="..",
            label="shared loaders (every level uses them)")
     ax.text(len(levels), shared, f"{shared}", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(levels) + 1), [TICKS.get(lvl, lvl.replace("-", "\n")) for lvl in levels]
+    ax.set_xticks(range(len(levels) + 1), [tick(lvl) for lvl in levels]
                   + ["shared loaders\n(MNIST, HDF5)"], fontsize=8)
     ax.set_ylim(0, max([*bottom, *training, shared]) * 1.1)
     decorate(ax, "Fig. 2  Lines of code per level: inference by part (total on top), training beside",

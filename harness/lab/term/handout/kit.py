@@ -64,7 +64,7 @@ def stage(lab: Lab, folder: Path, weights: Path) -> None:
     """The kit's folder: the interface, the starter, the data, pyproject.toml and README.md."""
     if not Path(weights).is_file():
         raise HarnessError(f"{weights}: no weights file to ship (make weights trains it)")
-    for relative in INTERFACE + (EMULATION if lab.rung == "cuda" else ()):
+    for relative in INTERFACE + (EMULATION if lab.kernels else ()):
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / relative, folder / relative)
     data = folder / "harness" / "_kit"
@@ -86,8 +86,9 @@ def stage(lab: Lab, folder: Path, weights: Path) -> None:
 def kit_json(lab: Lab, weights: Path) -> dict:
     """The lab's numbers `lenet-lab` needs (harness.lab.term.handout.student.Kit.lab)."""
     gate = lab.gate
-    return {"name": lab.name, "title": lab.title, "rung": lab.rung, "module": lab.module,
-            "class": lab.class_name, "device": lab.device, "dtype": lab.dtype, "rank_by": lab.rank_by.label,
+    return {"name": lab.name, "title": lab.title, "rung": lab.rung, "kernels": lab.kernels,
+            "module": lab.module, "class": lab.class_name, "device": lab.device, "dtype": lab.dtype,
+            "rank_by": lab.rank_by.label,
             "gate": {"images": gate.images, "min_agree": gate.min_agree, "max_abs_diff": gate.max_abs_diff},
             "limits": {"import_s": lab.limits.import_s, "wall_s": lab.limits.wall_s,
                        "memory_mb": lab.limits.memory_mb, "max_ratio": lab.limits.max_ratio,
@@ -146,7 +147,7 @@ def readme(lab: Lab) -> str:
         "the gate passes. The grader then times you beside the reference "
         f"(`{lab.rank_by.label}`) on its own machine, on images nobody has seen, and checks every answer: "
         "remembering the gate's answers gains nothing. `lenet-lab info` shows the lab's limits.", ""]
-    if lab.rung == "cuda":
+    if lab.kernels:
         lines += cuda_readme(lab)
     lines += ["## Hand in", "", f"Your `{module}` (and any helper module it imports), as the course "
               "says (the LMS assignment, or your git repository).", ""]

@@ -151,7 +151,7 @@ def check(path: Path, kit: Kit, say: Callable[[str], None] = print) -> bool:
     lab = kit.lab
     say(f"lab {lab['name']}: {lab['title']}")
     if lab["device"] == "gpu" and importlib.util.find_spec("cupy") is None:
-        emulate_it = f"; without a GPU: lenet-lab emulate {path.name}" if lab["rung"] == "cuda" else ""
+        emulate_it = f"; without a GPU: lenet-lab emulate {path.name}" if lab.get("kernels") else ""
         raise HarnessError(f"lab {lab['name']} runs on an NVIDIA GPU through CuPy, which is not installed "
                            f"here (pip install cupy-cuda12x){emulate_it}")
     t0 = time.perf_counter()
