@@ -68,7 +68,7 @@ def fig_loc(data: ReportData, out: Path) -> Path:
            label="shared loaders (every level uses them)")
     ax.text(len(levels), shared, f"{shared}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(levels) + 1), [tick(lvl) for lvl in levels]
-                  + ["shared loaders\n(MNIST, HDF5)"], fontsize=8)
+                  + ["shared\nloaders\n(MNIST,\nHDF5)"], fontsize=8)
     ax.set_ylim(0, max([*bottom, *training, shared]) * 1.1)
     decorate(ax, "Fig. 2  Lines of code per level: inference by part (total on top), training beside",
              "level (implementation package), bottom rung first; blanks, comments and docstrings not counted",
