@@ -88,3 +88,28 @@ def test_lab_examples_against_the_gate_on_emulated_kernels(name, passes, monkeyp
     gate = assignment.DEFAULTS["gate"]["max_abs_diff"]
     ok = bool(np.array_equal(probs.argmax(1), reference.argmax(1)) and np.max(np.abs(probs - reference)) <= gate)
     assert ok is passes, np.max(np.abs(probs - reference))
+
+
+def test_the_emulator_runs_a_kernel_with_a_large_local_array_and_reports_a_divergent_barrier(tmp_path):
+    """Each emulated CUDA thread is a fiber with its own 256 KiB stack (a student's 100 KB local array
+    fits), and threads of a block that pass different numbers of __syncthreads are reported, not hung."""
+    fake = fake_cuda.LabCupy(tmp_path)
+    code = r'''
+    extern "C" __global__ void big(float* y, int n) {
+        float buf[25000];                                   // 100 KB of one thread's own memory
+        for (int i = 0; i < 25000; ++i) buf[i] = threadIdx.x + i;
+        __syncthreads();
+        if (threadIdx.x < n) y[blockIdx.x * blockDim.x + threadIdx.x] = buf[24999] + buf[threadIdx.x];
+    }
+    extern "C" __global__ void split(float* y, int n) {
+        if (threadIdx.x % 2 == 0) __syncthreads();          // half the block waits at a barrier
+        y[threadIdx.x] = n;
+    }'''
+    module = fake.RawModule(code=code)
+    y = fake.zeros((64,), np.float32)
+    module.get_function("big")((2,), (32,), (y, np.int32(32)))
+    expected = np.concatenate([np.arange(32) * 3 + 24999.0] * 2)  # buf[24999] + buf[t] = (t + 24999) + 2t
+    np.testing.assert_array_equal(np.asarray(y), expected)
+    with pytest.raises(AssertionError, match="split: threads of a block passed different numbers of barriers"):
+        module.get_function("split")((1,), (32,), (y, np.int32(1)))
+    fake.check_guards()

@@ -24,7 +24,8 @@ struct dim3 {
 };
 
 inline constexpr size_t EMU_SHARED_BYTES = 227 * 1024;  // an sm_90 block's most shared memory
-inline constexpr size_t EMU_STACK_BYTES = 64 * 1024;    // each fiber's stack
+inline constexpr size_t EMU_STACK_BYTES = 256 * 1024;  // each fiber's stack (touched pages only)
+inline constexpr size_t EMU_GUARD_BYTES = 4096;         // below each stack, unmapped: an overflow faults
 
 // A barrier of `expected` fibers: the last to arrive starts the next generation; a fiber that
 // ends leaves it (expected - 1), so a divergent kernel finishes and is reported, not hung.
@@ -178,8 +179,12 @@ int emu_launch(unsigned grid, unsigned block, unsigned cluster, bool barriers, B
     for (unsigned q = 0; q < cluster; ++q) arena_of[q] = arenas[q].data();
     std::vector<EmuBarrier> block_bars(cluster);
     EmuBarrier cluster_bar;
-    void* stacks = mmap(nullptr, width * EMU_STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const size_t stride = EMU_GUARD_BYTES + EMU_STACK_BYTES;
+    void* stacks = mmap(nullptr, width * stride, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (stacks == MAP_FAILED) __builtin_trap();
+    for (unsigned i = 0; i < width; ++i)  // a stack grows down: its guard is the page below it
+        mprotect(static_cast<char*>(stacks) + i * stride, EMU_GUARD_BYTES, PROT_NONE);
     emu_body = &body;
     emu_run_body = [](void* b) { (*static_cast<Body*>(b))(); };
     emu_block_bars = block_bars.data();
@@ -198,7 +203,7 @@ int emu_launch(unsigned grid, unsigned block, unsigned cluster, bool barriers, B
             f.thread = {i % block, 1, 1};
             f.block = {c * cluster + f.rank, 1, 1};
             getcontext(&f.ctx);
-            f.ctx.uc_stack.ss_sp = static_cast<char*>(stacks) + i * EMU_STACK_BYTES;
+            f.ctx.uc_stack.ss_sp = static_cast<char*>(stacks) + i * stride + EMU_GUARD_BYTES;
             f.ctx.uc_stack.ss_size = EMU_STACK_BYTES;
             f.ctx.uc_link = &emu_scheduler;
             makecontext(&f.ctx, emu_fiber_main, 0);
@@ -209,7 +214,7 @@ int emu_launch(unsigned grid, unsigned block, unsigned cluster, bool barriers, B
                 fibers[i].cluster_barriers != fibers[0].cluster_barriers)
                 status = 1;
     }
-    munmap(stacks, width * EMU_STACK_BYTES);
+    munmap(stacks, width * stride);
     emu_current = nullptr;
     return status;
 }
