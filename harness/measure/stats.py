@@ -129,10 +129,7 @@ def thin_reason(rounds: Rounds) -> str:
 def summarize(rounds_ns: Rounds, processes: Sequence[int] | None = None) -> dict[str, Any]:
     """Summary of per-call wall times in ns, given as rounds (a list of lists of calls); processes:
     which worker process each round came from (None: all from one)."""
-    kept = [(list(r), p) for r, p in zip(rounds_ns, labels_of(rounds_ns, processes), strict=True)
-            if len(r)]
-    rounds = [r for r, _ in kept]
-    labels = [p for _, p in kept]
+    rounds, labels = _nonempty(rounds_ns, processes)
     t = np.asarray([x for r in rounds for x in r], dtype=np.float64)
     if t.size == 0:
         raise ValueError("no times to summarize")
@@ -214,29 +211,41 @@ def _pooled(units: list[np.ndarray], labels: Sequence[int]) -> list[float]:
     return [float(np.median(np.concatenate([units[i] for i in idx]))) for idx in _members(labels)]
 
 
+def _nonempty(rounds: Rounds, processes: Sequence[int] | None) -> tuple[list[np.ndarray], list[int]]:
+    """The rounds that have calls, as arrays, and the process (labels_of) of each."""
+    labels = labels_of(rounds, processes)
+    kept = [(np.asarray(r, dtype=np.float64), p) for r, p in zip(rounds, labels, strict=True) if len(r)]
+    return [a for a, _ in kept], [p for _, p in kept]
+
+
+def _widened_interval(units: list[np.ndarray], labels: Sequence[int], resamples: int,
+                      seed: int) -> tuple[float, float, list[float]]:
+    """(low, high, each process's median): the hierarchical bootstrap's 95% interval of the pooled
+    median of units (rounds, or rounds' ratios) in two or more processes, widened to every
+    process's own median (the module's docstring)."""
+    counts = _hierarchical_counts(labels, resamples, np.random.default_rng(seed))
+    low, high = _percentile_interval(_pooled_medians_by_counts(units, counts))
+    medians = _pooled(units, labels)
+    return min(low, *medians), max(high, *medians), medians
+
+
 def hierarchical_median_ci(rounds: Rounds, processes: Sequence[int] | None = None,
                            resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
     """95% interval of the median of all calls: processes resampled, then rounds within them, the
     interval widened to every process's own median (the module's docstring). One process: the
     cluster bootstrap over rounds (bootstrap_rounds_median_ci)."""
-    labels = labels_of(rounds, processes)
-    kept = [(np.asarray(r, dtype=np.float64), p) for r, p in zip(rounds, labels, strict=True) if len(r)]
-    arrays, labels = [a for a, _ in kept], [p for _, p in kept]
+    arrays, labels = _nonempty(rounds, processes)
     if len(set(labels)) < 2:
         return bootstrap_rounds_median_ci(arrays, resamples, seed)
-    counts = _hierarchical_counts(labels, resamples, np.random.default_rng(seed))
-    low, high = _percentile_interval(_pooled_medians_by_counts(arrays, counts))
-    medians = _pooled(arrays, labels)
-    return min(low, *medians), max(high, *medians)
+    low, high, _ = _widened_interval(arrays, labels, resamples, seed)
+    return low, high
 
 
 def within_median_ci(rounds: Rounds, processes: Sequence[int] | None = None,
                      resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
     """95% interval of the median from the rounds alone: each process kept once, its rounds
     resampled (the interval a single process's rounds can give; the draw is outside it)."""
-    labels = labels_of(rounds, processes)
-    kept = [(np.asarray(r, dtype=np.float64), p) for r, p in zip(rounds, labels, strict=True) if len(r)]
-    arrays, labels = [a for a, _ in kept], [p for _, p in kept]
+    arrays, labels = _nonempty(rounds, processes)
     if len(set(labels)) < 2:
         return bootstrap_rounds_median_ci(arrays, resamples, seed)
     counts = _hierarchical_counts(labels, resamples, np.random.default_rng(seed), within_only=True)
@@ -268,9 +277,7 @@ def process_draw(rounds: Rounds, processes: Sequence[int] | None,
     """{medians: each process's median (calls pooled), p: shuffle_p of the round medians, drawn}:
     drawn where the process medians differ by more than the within-process interval, than
     DRAW_MIN_SHARE of the median, and than DRAW_ALPHA of the shuffles (the module's docstring)."""
-    labels = labels_of(rounds, processes)
-    kept = [(np.asarray(r, dtype=np.float64), p) for r, p in zip(rounds, labels, strict=True) if len(r)]
-    arrays, labels = [a for a, _ in kept], [p for _, p in kept]
+    arrays, labels = _nonempty(rounds, processes)
     if len(set(labels)) < 2:
         return {"medians": [float(np.median(np.concatenate(arrays)))] if arrays else [], "p": None,
                 "drawn": False}
@@ -322,11 +329,8 @@ def round_ratio(rounds_a: Rounds, rounds_b: Rounds, resamples: int = BOOTSTRAP_R
         low, high = median_interval(ratios, resamples, seed)
         per_process = [float(np.median(ratios))]
     else:
-        units = [ratios[i:i + 1] for i in range(ratios.size)]
-        counts = _hierarchical_counts(pairs, resamples, np.random.default_rng(seed))
-        low, high = _percentile_interval(_pooled_medians_by_counts(units, counts))
-        per_process = _pooled(units, pairs)
-        low, high = min(low, *per_process), max(high, *per_process)
+        low, high, per_process = _widened_interval([ratios[i:i + 1] for i in range(ratios.size)], pairs,
+                                                   resamples, seed)
     return {"ratio": float(np.median(ratios)), "min": float(np.min(ratios)),
             "max": float(np.max(ratios)), "rounds": int(ratios.size),
             "ci95_low": low, "ci95_high": high, "thin": int(ratios.size) < MIN_ROUNDS,
