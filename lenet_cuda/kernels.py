@@ -94,8 +94,10 @@ def blocks(count: int, threads: int) -> int:
 def buffer_shapes(variant: str, n: int) -> dict[str, tuple]:
     if n < 1:
         raise ValueError(f"batch size: expected >= 1, found {n}")
-    if variant in ("cluster", "mapped"):
+    if variant == "mapped":
         return {"x": (n, 28, 28, 1), "out": (n, 10), "done": (1,), "flag": (1,)}
+    if variant == "cluster":
+        return {"x": (n, 28, 28, 1), "out": (n, 10)}
     per_image = FUSED_BUFFERS if variant in ("fused", "graph") else LAYER_BUFFERS
     return {name: (n, *shape) for name, shape in per_image.items()}
 

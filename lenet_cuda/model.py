@@ -96,8 +96,9 @@ class CudaLeNet(LeNet):
             cp, itemsize = self.cp, np.dtype(self.dtype).itemsize
             mapped = self.variant == "mapped"
             shapes = kernels.buffer_shapes(self.variant, n)
-            with self.stream:
-                arrays = {name: cp.zeros(shape, np.uint32 if name in ("done", "flag") else self.dtype)
+            with self.stream:  # only mapped's image count starts at zero; the rest is written before read
+                arrays = {name: (cp.zeros if name == "done" else cp.empty)(
+                              shape, np.uint32 if name in ("done", "flag") else self.dtype)
                           for name, shape in shapes.items() if not (mapped and name in kernels.MAPPED_HOST)}
             if mapped:  # the kernel's x, out and flag: host memory it reads and writes across the bus
                 pinned = tuple(cp.cuda.PinnedMemoryPointer(cp.cuda.PinnedMemory(size, HOST_ALLOC_MAPPED), 0)
@@ -118,8 +119,7 @@ class CudaLeNet(LeNet):
                                 tuple(named[a] if isinstance(a, str) else None if a is None else np.int32(a)
                                       for a in k.args))
                                for k in kernels.launches(self.variant, n)),
-                events=(cp.cuda.Event(), cp.cuda.Event()))
-            self.stream.synchronize()  # done = 0 on the device before the first call
+                events=(cp.cuda.Event(), cp.cuda.Event()))  # done's zeros: on the stream, before any call
         return self.plans[n]
 
     def enqueue(self, p):
