@@ -8,6 +8,8 @@ model.py launches exactly these; the tests check them against the oracle's shape
     fused:  x (N,28,28,1) -lenet_fused, N blocks of FUSED_THREADS-> out (N,10)
     cluster, mapped: x (N,28,28,1) -lenet_cluster, 8N blocks of CLUSTER_THREADS in clusters of 8
             (sm_90)-> out (N,10); mapped: x and out in mapped host memory, a flag the host polls
+    persistent: x (N,28,28,1) -lenet_persistent, one cluster of 8 blocks that stays resident and
+            serves each call's images in turn-> out (N,10); x, out and ctl in mapped host memory
 """
 
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 SOURCES = {"layers": "layers.cu", "fused": "fused.cu", "graph": "fused.cu",  # variant -> kernel file
-           "cluster": "cluster.cu", "mapped": "cluster.cu"}
+           "cluster": "cluster.cu", "mapped": "cluster.cu", "persistent": "cluster.cu"}
 MIN_ARCH = {"cluster.cu": 90}  # thread-block clusters and distributed shared memory: sm_90 and up
 OPTIONS = ("--std=c++17",)  # CuPy adds the architecture of the GPU it runs on
 CTYPES = {"float32": "float", "float64": "double"}
@@ -37,10 +39,11 @@ PARAMS = {
     "softmax_rows": ("T*",) * 2 + ("int",) * 2,  # x, y, n classes
     "lenet_fused": ("T*",) * 12 + ("int",),  # x, 5 x (kernel, bias), probs, n
     "lenet_cluster": ("T*",) * 12 + ("u32*", "u32*", "int"),  # x, 5 x (kernel, bias), probs, done, flag, n
+    "lenet_persistent": ("T*",) * 12 + ("u32*", "int", "int"),  # x, 5 (kernel, bias), probs, ctl, n, idle_ns
 }
 KERNELS = {"layers": ("conv_bias_relu", "max_pool_2x2", "dense_bias_act", "softmax_rows"),
            "fused": ("lenet_fused",), "graph": ("lenet_fused",),
-           "cluster": ("lenet_cluster",), "mapped": ("lenet_cluster",)}
+           "cluster": ("lenet_cluster",), "mapped": ("lenet_cluster",), "persistent": ("lenet_persistent",)}
 
 # Buffers on the device, per image (the batch is the leading axis), NHWC.
 LAYER_BUFFERS = {"x": (28, 28, 1), "c1": (28, 28, 6), "p1": (14, 14, 6), "c2": (10, 10, 16),
@@ -48,7 +51,12 @@ LAYER_BUFFERS = {"x": (28, 28, 1), "c1": (28, 28, 6), "p1": (14, 14, 6), "c2": (
 FUSED_BUFFERS = {"x": (28, 28, 1), "out": (10,)}
 # mapped: x and out in mapped page-locked host memory (the kernel reads and writes them across the
 # bus), done (uint32, on the device) counts finished images, flag (uint32, host) the calls ended
-MAPPED_HOST = ("x", "out", "flag")
+MAPPED_HOST = ("x", "out", "flag", "ctl")
+# persistent: ctl (4 uint32, mapped host memory), as cluster.cu's CTL_* name them: the host stores
+# the call's number in GO, the kernel the calls it served in ENDED and 0 in ALIVE when it ends
+# (the host 1 before it launches it); QUIT (host) ends it now
+CTL_GO, CTL_ENDED, CTL_ALIVE, CTL_QUIT = range(4)
+IDLE_NS = 2_000_000  # persistent: a cluster that waits this long for a call ends (frees its 8 SMs)
 # The fused kernel's static shared arrays (elements), as declared in fused.cu
 FUSED_SHARED = {"img": 784, "s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b": 16,
                 "p1": 1176, "p2": 400, "h1": 120, "h2": 84, "logits": 10, "partial": FUSED_THREADS}
@@ -83,8 +91,11 @@ def compiles_for(cu: str, arch: str) -> bool:
 def nvrtc_units(arch: str | None = None) -> list[tuple[str, str, tuple[str, ...], list[str]]]:
     """What doctor compiles (the registry's "kernels" hook): per kernel file that compiles for arch
     (every one when None), its source, name, options and the template instances of every dtype."""
-    return [(source(v), SOURCES[v], OPTIONS, [e for dtype in CTYPES for e in name_expressions(v, dtype)])
-            for v in ("layers", "fused", "cluster") if arch is None or compiles_for(SOURCES[v], arch)]
+    files = dict.fromkeys(SOURCES.values())  # each file once, in SOURCES' order
+    return [((HERE / cu).read_text(), cu, OPTIONS,
+             list(dict.fromkeys(e for dtype in CTYPES for v in SOURCES if SOURCES[v] == cu
+                                for e in name_expressions(v, dtype))))
+            for cu in files if arch is None or compiles_for(cu, arch)]
 
 
 def blocks(count: int, threads: int) -> int:
@@ -98,6 +109,8 @@ def buffer_shapes(variant: str, n: int) -> dict[str, tuple]:
         return {"x": (n, 28, 28, 1), "out": (n, 10), "done": (1,), "flag": (1,)}
     if variant == "cluster":
         return {"x": (n, 28, 28, 1), "out": (n, 10)}
+    if variant == "persistent":
+        return {"x": (n, 28, 28, 1), "out": (n, 10), "ctl": (4,)}
     per_image = FUSED_BUFFERS if variant in ("fused", "graph") else LAYER_BUFFERS
     return {name: (n, *shape) for name, shape in per_image.items()}
 
@@ -145,9 +158,18 @@ def cluster_launches(n: int, mapped: bool) -> list[Launch]:
                    n * CLUSTER * CLUSTER_THREADS)]
 
 
+def persistent_launches(n: int) -> list[Launch]:
+    """One cluster of 8 blocks for any batch: it serves the call's n images one after another."""
+    weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
+    return [Launch("lenet_persistent", CLUSTER, CLUSTER_THREADS, ("x", *weights, "out", "ctl", n, IDLE_NS),
+                   CLUSTER * CLUSTER_THREADS)]
+
+
 def launches(variant: str, n: int) -> list[Launch]:
     if n < 1:
         raise ValueError(f"batch size: expected >= 1, found {n}")
+    if variant == "persistent":
+        return persistent_launches(n)
     if variant in ("cluster", "mapped"):
         return cluster_launches(n, variant == "mapped")
     return fused_launches(n) if variant in ("fused", "graph") else layer_launches(n)
@@ -159,8 +181,10 @@ CLUSTER_SHARED = {"img": 784, "conv1_w": 150, "conv1_b": 6, "conv2_w": 300, "con
 
 
 def cluster_shared_bytes(dtype: str) -> int:
-    """Shared memory of one lenet_cluster block (ptxas reports the same number)."""
-    return sum(CLUSTER_SHARED.values()) * np.dtype(dtype).itemsize
+    """Shared memory of one lenet_cluster block (ptxas reports the same number): the arrays, then
+    the persistent kernel's command word, the struct padded to the element's alignment."""
+    itemsize = np.dtype(dtype).itemsize
+    return -(-(sum(CLUSTER_SHARED.values()) * itemsize + 4) // itemsize) * itemsize
 
 
 def fused_shared_bytes(dtype: str) -> int:

@@ -15,6 +15,11 @@ Variants:
 - mapped: cluster's kernel reading the image from and writing the answer to mapped page-locked host
   memory (no copies), in a CUDA graph; the host polls a flag the kernel sets instead of waiting on
   an event (no wake-up of a sleeping thread), so it has no device time.
+- persistent: no launch per call. One cluster of cluster.cu's stays resident, its weights in
+  registers and shared memory, and serves each call from mapped page-locked host memory: the host
+  writes the images and stores the call's number, the kernel (block 0's thread 0 polling across
+  the bus) serves them and stores it back; the host polls that. A cluster idle for
+  kernels.IDLE_NS ends (its 8 SMs freed for other work) and is launched again by the next call.
 All: buffers and pinned host memory allocated once per batch size, argument tuples built once per
 batch size, asynchronous work on one stream of the level's own, one synchronization per call,
 CUDA events around the work for the device time (mapped: none). float32 and float64 (the
@@ -52,7 +57,8 @@ class Plan:
     events: tuple  # (start, end) CUDA events around the work
     graph: Any = None  # graph, cluster, mapped: the captured cupy.cuda.graph.Graph
     flag: Any = None  # mapped: (1,) uint32 in mapped host memory, the number of calls ended
-    calls: int = 0  # mapped: calls launched
+    ctl: Any = None  # persistent: (4,) uint32 in mapped host memory, kernels.CTL_* (go, ended, alive, quit)
+    calls: int = 0  # mapped, persistent: calls made
 
 
 class CudaLeNet(LeNet):
@@ -88,33 +94,37 @@ class CudaLeNet(LeNet):
                       for part, array in (("kernel", layer.kernel), ("bias", layer.bias))}
         self.stream.synchronize()
         self.plans = {}  # batch size -> buffers, pinned memory, argument tuples, events, graph
+        self.serving = None  # persistent: the plan whose kernel served the last call
         self.last_device_ns = None
 
     def plan(self, n):
         """Everything a call of batch size n needs, allocated and built once."""
         if n not in self.plans:
             cp, itemsize = self.cp, np.dtype(self.dtype).itemsize
-            mapped = self.variant == "mapped"
+            mapped = self.variant in ("mapped", "persistent")
+            signal_name = "ctl" if self.variant == "persistent" else "flag"  # uint32 words the host reads
             shapes = kernels.buffer_shapes(self.variant, n)
+            words = shapes[signal_name][0] if mapped else 0
             with self.stream:  # only mapped's image count starts at zero; the rest is written before read
                 arrays = {name: (cp.zeros if name == "done" else cp.empty)(
                               shape, np.uint32 if name in ("done", "flag") else self.dtype)
                           for name, shape in shapes.items() if not (mapped and name in kernels.MAPPED_HOST)}
-            if mapped:  # the kernel's x, out and flag: host memory it reads and writes across the bus
+            if mapped:  # the kernel's x, out and flag (ctl): host memory it reads and writes across the bus
                 pinned = tuple(cp.cuda.PinnedMemoryPointer(cp.cuda.PinnedMemory(size, HOST_ALLOC_MAPPED), 0)
-                               for size in (n * 784 * itemsize, n * 10 * itemsize, 4))
+                               for size in (n * 784 * itemsize, n * 10 * itemsize, 4 * words))
             else:
                 pinned = (cp.cuda.alloc_pinned_memory(n * 784 * itemsize),
                           cp.cuda.alloc_pinned_memory(n * 10 * itemsize))
             host_in = np.frombuffer(pinned[0], self.dtype, n * 784).reshape(n, 28, 28, 1)
             host_out = np.frombuffer(pinned[1], self.dtype, n * 10).reshape(n, 10)
-            flag = np.frombuffer(pinned[2], np.uint32, 1) if mapped else None
-            if flag is not None:
-                flag[0] = 0
-            host = {"x": host_in, "out": host_out, "flag": flag} if mapped else {}
+            signal = np.frombuffer(pinned[2], np.uint32, words) if mapped else None
+            if signal is not None:
+                signal[:] = 0
+            host = {"x": host_in, "out": host_out, signal_name: signal} if mapped else {}
             named = {**self.w, **arrays, **{k: np.uint64(a.ctypes.data) for k, a in host.items()}}
             self.plans[n] = Plan(
-                arrays=arrays, pinned=pinned, host_in=host_in, host_out=host_out, flag=flag,
+                arrays=arrays, pinned=pinned, host_in=host_in, host_out=host_out,
+                **({signal_name: signal} if mapped else {}),
                 launches=tuple((self.fn[k.kernel], (k.grid,), (k.block,),
                                 tuple(named[a] if isinstance(a, str) else None if a is None else np.int32(a)
                                       for a in k.args))
@@ -156,6 +166,9 @@ class CudaLeNet(LeNet):
         with self.stream:  # CuPy's current stream: the kernels launch on it
             p = self.plan(len(images))
             np.copyto(p.host_in, images)  # (N, 28, 28, 1) NHWC as it is, cast to the dtype
+            if p.ctl is not None:
+                self.serve(p)  # the one synchronization per call: the kernel's answer
+                return p.host_out.copy()
             if self.variant in GRAPHED and p.graph is None:
                 p.graph = self.capture(p)
             if p.flag is not None:
@@ -187,10 +200,45 @@ class CudaLeNet(LeNet):
                 raise RuntimeError(f"lenet_cluster did not set its flag in {POLL_TIMEOUT_S:g} s "
                                    f"(flag {int(flag[0])}, expected {want})")
 
+    def serve(self, p):
+        """persistent: store the call's number for the resident kernel (launching it first when it
+        has ended), then spin until it stores the number back (its answers are then in host_out);
+        a kernel that ends without serving the call is launched again; a failed one never answers,
+        so after POLL_TIMEOUT_S the stream says why."""
+        ctl = p.ctl
+        if self.serving is not None and self.serving is not p:
+            self.serving.ctl[kernels.CTL_QUIT] = 1  # the other batch size's kernel: end it now
+        self.serving = p
+        p.calls += 1
+        want = p.calls
+        ctl[kernels.CTL_GO] = want  # after the images (x86 keeps the stores in order)
+        deadline = None
+        while ctl[kernels.CTL_ENDED] != want:
+            if ctl[kernels.CTL_ALIVE] == 0:  # ended (idle, told to), or never launched: launch it
+                self.launch_resident(p)
+            if deadline is None:
+                deadline = time.monotonic() + POLL_TIMEOUT_S
+            elif time.monotonic() > deadline:
+                self.stream.synchronize()  # raises the kernel's error, if it had one
+                ended, alive = int(ctl[kernels.CTL_ENDED]), int(ctl[kernels.CTL_ALIVE])
+                raise RuntimeError(f"lenet_persistent did not serve call {want} in {POLL_TIMEOUT_S:g} s "
+                                   f"(ended {ended}, alive {alive})")
+
+    def launch_resident(self, p):
+        """persistent: launch the resident kernel on the level's stream (after any ending one)."""
+        p.ctl[kernels.CTL_QUIT] = 0
+        p.ctl[kernels.CTL_ALIVE] = 1  # the kernel stores 0 as it ends
+        with self.stream:
+            for fn, grid, block, args in p.launches:
+                fn(grid, block, args)
+
     def last_device_time_ns(self):
         return self.last_device_ns
 
     def close(self):
+        for p in self.plans.values():
+            if p.ctl is not None:
+                p.ctl[kernels.CTL_QUIT] = 1  # a resident kernel ends at its next poll
         self.stream.synchronize()
         for p in self.plans.values():
             p.graph = None  # the graph's executable goes before the memory it points at

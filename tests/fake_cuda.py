@@ -23,7 +23,7 @@ from harness.lab.emucuda import (  # noqa: F401 (the tests' names for them)
 from lenet_cuda import kernels
 
 CPP_TYPES = {"T*": "{T}*", "u32*": "unsigned*", "int": "int"}
-VARIANTS = ("layers", "fused", "cluster")  # one of each kernel file
+VARIANTS = ("layers", "fused", "cluster")  # one of each kernel file (cluster.cu: lenet_cluster, lenet_persistent)
 
 
 def build(folder) -> ctypes.CDLL:
@@ -33,7 +33,7 @@ def build(folder) -> ctypes.CDLL:
     for variant in VARIANTS:
         barriers = "__syncthreads" in kernels.source(variant)
         cluster = kernels.CLUSTER if variant == "cluster" else 1
-        for kernel in kernels.KERNELS[variant]:
+        for kernel in kernels.KERNELS[variant] + (("lenet_persistent",) if variant == "cluster" else ()):
             for ctype in kernels.CTYPES.values():
                 params = [CPP_TYPES[p].format(T=ctype) for p in kernels.PARAMS[kernel]]
                 wrappers.append(wrapper(f"emu_{kernel}_{ctype}", f"{kernel}<{ctype}>", params, barriers, cluster))

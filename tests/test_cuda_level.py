@@ -196,7 +196,7 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
     launches = kernels.launches(variant, n)
     assert [k.kernel for k in launches] == (
         ["lenet_fused"] if variant in ("fused", "graph") else ["lenet_cluster"] if variant in ("cluster", "mapped")
-        else ["conv_bias_relu", "max_pool_2x2", "conv_bias_relu", "max_pool_2x2"] + ["dense_bias_act"] * 3
+        else ["lenet_persistent"] if variant == "persistent" else ["conv_bias_relu", "max_pool_2x2", "conv_bias_relu", "max_pool_2x2"] + ["dense_bias_act"] * 3
         + ["softmax_rows"])
     for k in launches:
         assert len(k.args) == len(kernels.PARAMS[k.kernel])
@@ -213,6 +213,10 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
             assert k.grid == kernels.CLUSTER * n and k.block == kernels.CLUSTER_THREADS
             assert (k.args[12:14] == ("done", "flag")) == (variant == "mapped")
             assert variant == "mapped" or k.args[12:14] == (None, None)
+            continue
+        if k.kernel == "lenet_persistent":  # one cluster for any batch, its ctl words in mapped memory
+            assert (k.grid, k.block) == (kernels.CLUSTER, kernels.CLUSTER_THREADS)
+            assert k.args[12:] == ("ctl", n, kernels.IDLE_NS) and shapes["ctl"] == (4,)
             continue
         pointer_args = [a for a in k.args if isinstance(a, str)]
         out = pointer_args[-1]  # every layer kernel's last pointer is its output
@@ -242,7 +246,7 @@ def test_bad_batch_and_dtype_are_value_errors():
 def test_registry_entry():
     spec = registry.spec("cuda")
     assert spec.api_level == "cuda" and spec.devices == ("gpu",) and spec.package == "lenet_cuda"
-    assert spec.variants == ("fused", "layers", "graph", "cluster", "mapped")
+    assert spec.variants == ("fused", "layers", "graph", "cluster", "mapped", "persistent")
     assert spec.dtypes == ("float32", "float64")
     with pytest.raises(ValueError, match="unknown device 'cpu'"):
         registry.create("cuda", DEFAULT_WEIGHTS, device="cpu")
@@ -292,7 +296,8 @@ def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, v
     assert np.max(np.abs(one - reference[5:6])) <= tolerance
     fake.check_guards()  # no kernel wrote outside its buffer
     assert set(impl.plans) == {12, 1}
-    assert impl.last_device_time_ns() == (None if variant == "mapped" else 250_000)  # mapped: no events
+    # mapped, persistent: no events
+    assert impl.last_device_time_ns() == (None if variant in ("mapped", "persistent") else 250_000)
     impl.close()
 
 
@@ -301,6 +306,7 @@ def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, v
     ("cluster", "float64", (1, 3, 13, 64)),
     ("mapped", "float32", (1, 3, 13, 64)),
     ("mapped", "float64", (1, 3, 13, 64, 512)),
+    ("persistent", "float32", (1, 3, 13)),  # one cluster serves the batch's images in turn
 ])
 def test_emulated_cluster_kernel_at_every_batch_size(monkeypatch, emulator, many, variant, dtype, sizes):
     """Every cluster of 8 blocks computes its own image: batch sizes from 1 to 512, new images each."""
@@ -351,11 +357,52 @@ def test_emulated_mapped_call_that_never_sets_its_flag_times_out(monkeypatch, em
         impl.predict(sample[0][:1])
 
 
+def test_persistent_control_words_are_cluster_cu_s():
+    text = (ROOT / "lenet_cuda" / "cluster.cu").read_text()
+    defined = {name: int(v) for name, v in re.findall(r"#define CTL_(\w+) (\d+)", text)}
+    assert defined == {"GO": kernels.CTL_GO, "ENDED": kernels.CTL_ENDED, "ALIVE": kernels.CTL_ALIVE,
+                       "QUIT": kernels.CTL_QUIT}
+
+
+def test_emulated_persistent_kernel_serves_calls_ends_when_idle_and_is_launched_again(monkeypatch, emulator, sample):
+    """The host stores each call's number; the resident kernel serves it and stores it back. In the
+    emulation a launch runs to its end (it serves the call, waits IDLE_NS, ends), so every call
+    finds the kernel ended and launches it again: the relaunch path, with the count carried over."""
+    x, reference = sample[0], sample[1]["float32"]
+    fake, impl = emulated(monkeypatch, emulator, "persistent", "float32")
+    for i in range(3):
+        assert np.max(np.abs(impl.predict(x[i:i + 1]) - reference[i:i + 1])) <= 1e-5
+    plan = impl.plans[1]
+    assert list(plan.ctl) == [3, 3, 0, 0]  # go, ended, alive (ended), quit
+    assert fake.launched == [("kernel", "lenet_persistent<float>", 8, 256)] * 3  # no copies, no graph
+    assert all(type(a) is np.uint64 for a in np.array(plan.launches[0][3], dtype=object)[[0, 11, 12]])
+    np.testing.assert_allclose(impl.predict(x[:5]), reference[:5], atol=1e-5)  # a second batch size
+    assert impl.serving is impl.plans[5] and plan.ctl[kernels.CTL_QUIT] == 1  # the first told to end
+    assert impl.predict(x[7:8]).argmax() == reference[7].argmax() and plan.ctl[kernels.CTL_QUIT] == 0
+    plans = list(impl.plans.values())
+    impl.close()
+    assert all(p.ctl[kernels.CTL_QUIT] == 1 for p in plans)  # close ends every resident kernel
+
+
+def test_emulated_persistent_kernel_already_resident_is_not_launched_again(monkeypatch, emulator, sample):
+    """A kernel still resident (ALIVE) gets the call through ctl alone: no launch."""
+    fake, impl = emulated(monkeypatch, emulator, "persistent", "float32")
+    impl.predict(sample[0][:1])
+    plan = impl.plans[1]
+    plan.ctl[kernels.CTL_ALIVE] = 1  # as if it were still waiting for a call ...
+    fn, grid, block, args = plan.launches[0]
+    monkeypatch.setattr(model.time, "monotonic", iter(range(0, 100, 1)).__next__)  # ... polls run out
+    monkeypatch.setattr(model, "POLL_TIMEOUT_S", 5)
+    with pytest.raises(RuntimeError, match=r"lenet_persistent did not serve call 2 in 5 s \(ended 1, alive 1\)"):
+        impl.predict(sample[0][:1])
+    assert len(fake.launched) == 1  # the first call's launch only
+
+
 def test_cluster_variants_on_a_gpu_before_sm_90_are_unavailable(monkeypatch, emulator):
     fake = fake_cuda.FakeCupy(emulator)
     fake.compute_capability = "80"
     monkeypatch.setattr(model, "import_cupy", lambda: fake)
-    for variant in ("cluster", "mapped"):
+    for variant in ("cluster", "mapped", "persistent"):
         with pytest.raises(Unavailable, match=r"cluster.cu needs compute capability 9.0 \(thread-block clusters\); this GPU is sm_80"):
             model.CudaLeNet(DEFAULT_WEIGHTS, variant=variant)
     model.CudaLeNet(DEFAULT_WEIGHTS, variant="graph").close()  # the one-block kernels run there
@@ -441,7 +488,7 @@ def test_gpu_level_agrees_with_the_oracle_on_10000_images(test_set, variant, dty
         assert np.max(np.abs(probs - reference)) <= 1e-5
         for i in (0, 1, 9999):  # batch 1, the latency cell's size
             assert np.max(np.abs(impl.predict(x[i:i + 1]) - reference[i:i + 1])) <= 1e-5
-        assert variant == "mapped" or impl.last_device_time_ns() > 0
+        assert variant in ("mapped", "persistent") or impl.last_device_time_ns() > 0
     finally:
         impl.close()
 
@@ -489,8 +536,9 @@ def test_doctor_names_nvrtc_and_each_kernels_registers_and_shared_memory():
     for dtype, shared in (("float", 22632), ("double", 45264)):
         assert re.search(rf"lenet_fused<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
     assert re.search(r"conv_bias_relu<float> \d+ regs 0 B shared", lines[1])
-    for dtype, shared in (("float", 13952), ("double", 27904)):
-        assert re.search(rf"lenet_cluster<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
+    for dtype, shared in (("float", 13956), ("double", 27912)):  # 3,488 elements and a command word
+        for kernel in ("lenet_cluster", "lenet_persistent"):
+            assert re.search(rf"{kernel}<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
     a100 = doctor.cuda_lines(caps=["8.0"])[1]  # no clusters before sm_90: cluster.cu is left out, not an error
     assert a100.startswith("CUDA kernels for compute capability 8.0 (sm_80): ") and "lenet_cluster" not in a100
     assert "do not compile" in doctor.cuda_lines(caps=["1.0"])[1]  # an arch NVRTC does not know
@@ -571,7 +619,8 @@ LAYER_MACS = {"conv1": 28 * 28 * 6 * 5 * 5, "conv2": 10 * 10 * 16 * 5 * 5 * 6, "
 def test_every_design_does_the_models_multiply_adds_and_no_thread_more_than_it_can():
     designs = work.work()
     whole = {w.kernel: w for w in designs if w.part == "the whole network"}
-    assert set(whole) == {"lenet_fused", "lenet_cluster"}
+    assert set(whole) == {k.kernel for v in VARIANTS if v != "layers" for k in kernels.launches(v, 1)}
+    assert sum(s.reads for s in whole["lenet_persistent"].stages) == 784  # resident weights: the image only
     for w in whole.values():
         assert sum(s.macs for s in w.stages) == sum(LAYER_MACS.values()) == 416_520
     layers = {w.part: w for w in designs if w.variants == ("layers",)}

@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include <chrono>
 #include <vector>
 
 #define CUDA_EMULATED 1
@@ -123,6 +124,17 @@ inline P* cluster_peer(P* p, unsigned rank) {
     const auto offset = reinterpret_cast<unsigned char*>(p) - emu_arenas[emu_current->rank];
     if (offset < 0 || size_t(offset) >= EMU_SHARED_BYTES || rank >= emu_cluster_size) __builtin_trap();
     return reinterpret_cast<P*>(emu_arenas[rank] + offset);
+}
+
+// The persistent kernel's reads of what the host rewrites, and its clock: one thread of the CPU
+// runs the kernel while the host waits, so plain volatile accesses and the steady clock suffice.
+inline unsigned load_acquire_sys(const unsigned* p) { return *(const volatile unsigned*)p; }
+inline void store_volatile(unsigned* p, unsigned v) { *(volatile unsigned*)p = v; }
+template <typename T>
+inline T load_fresh(const T* p) { return *(const volatile T*)p; }
+inline unsigned long long globaltimer_ns() {
+    return (unsigned long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 inline void emu_fiber_main() {

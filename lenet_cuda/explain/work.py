@@ -5,7 +5,7 @@ reads it; it is no part of the level's call (kept apart, like lenet_c/explain, s
 leaves the level's measured sources as they were).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lenet_cuda.kernels import CLUSTER, CLUSTER_THREADS, FUSED_THREADS, layer_launches
 
@@ -45,7 +45,8 @@ def dense_stage(name: str, fan_in: int, fan_out: int, threads: int) -> Stage:
 
 def work() -> list[Work]:
     """What each kernel does for one image: lenet_fused (one block), lenet_cluster (a cluster of
-    CLUSTER blocks) and the layers variant's launches, stage by stage."""
+    CLUSTER blocks), lenet_persistent (the same, resident) and the layers variant's launches, stage
+    by stage."""
     t = FUSED_THREADS
     conv_in = 784 + 150 + 6 + 2400 + 16  # the image and the conv weights, staged into shared memory once
     fused = Work("lenet_fused", ("fused", "graph"), 1, t, (
@@ -61,6 +62,11 @@ def work() -> list[Work]:
         Stage("fc1", 48_000, c * 240, 25, 25, 48_000 + 120),  # 16 threads an output
         Stage("fc2", 10_080, 252, 40, 40, 10_080 + 84),  # block 0: 3 threads an output
         Stage("fc3", 840, 250, 4, 4, 840 + 10)))  # block 0: 25 threads an output
+    # persistent: cluster's stages, but the weights stay in registers and shared memory between
+    # calls (loaded once a launch): a call reads only its image (across the bus)
+    persistent = Work("lenet_persistent", ("persistent",), c, ct,
+                      (Stage("stage in", 0, c * ct, 0, 0, 784),
+                       *(replace(stage, reads=0) for stage in cluster.stages[1:])))
     layers = []
     names = ("conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "fc3", "softmax")  # layer_launches' order
     for name, launch in zip(names, layer_launches(1), strict=True):
@@ -76,4 +82,4 @@ def work() -> list[Work]:
         else:
             stage = Stage("softmax", 0, launch.threads, 0, 0, a[3])
         layers.append(Work(launch.kernel, ("layers",), launch.grid, launch.block, (stage,), name))
-    return [fused, cluster, *layers]
+    return [fused, cluster, persistent, *layers]
