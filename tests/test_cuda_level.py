@@ -8,6 +8,7 @@ import functools
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -491,6 +492,31 @@ def test_gpu_level_agrees_with_the_oracle_on_10000_images(test_set, variant, dty
         assert variant in ("mapped", "persistent") or impl.last_device_time_ns() > 0
     finally:
         impl.close()
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_persistent_kernel_stays_resident_ends_when_idle_and_comes_back(test_set):
+    x, reference = test_set[0], test_set[1]["float32"]
+    impl = registry.create("cuda", DEFAULT_WEIGHTS, device="gpu", variant="persistent")
+
+    def alive_becomes(value):  # the kernel's own store, within a generous second
+        deadline = time.monotonic() + 1.0
+        while plan.ctl[kernels.CTL_ALIVE] != value and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return plan.ctl[kernels.CTL_ALIVE] == value
+
+    try:
+        for i in range(20):
+            assert np.max(np.abs(impl.predict(x[i:i + 1]) - reference[i:i + 1])) <= 1e-5
+        plan = impl.plans[1]
+        assert plan.ctl[kernels.CTL_ENDED] == 20
+        assert alive_becomes(0)  # idle for IDLE_NS: it ended by itself ...
+        assert np.max(np.abs(impl.predict(x[20:21]) - reference[20:21])) <= 1e-5  # ... and came back
+        assert plan.ctl[kernels.CTL_ENDED] == 21
+    finally:
+        impl.close()
+    assert alive_becomes(0)
 
 
 @pytest.mark.gpu
