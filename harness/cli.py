@@ -201,6 +201,12 @@ def add_timing_commands(sub: Subparsers) -> None:
             commands.cmd_gpu_explain,
             option("--arch", default="sm_90", help="the GPU architecture ptxas compiles for (default sm_90)"),
             out(None, "write the rows to OUT/gpu_explain/<run-id>/ (the report reads reports/results)"))
+    command(sub, "kernel-stages", "on a GPU: the hand-written cluster kernel's stages from inside it "
+                                  "(each block's cycle counter at each stage's end)",
+            commands.cmd_kernel_stages, calls("single-image calls (default 200)"),
+            option("--dtypes", default="float32", help="comma-separated: float32,float64 (default float32)"),
+            weights(),
+            out(None, "write the rows to OUT/kernel_stages/<run-id>/ (the report reads reports/results)"))
     command(sub, "arithmetic", "the CPU's arithmetic floor: this core's measured multiply-add peak, "
                                "and the hand-written C call split by layer against it",
             commands.cmd_arithmetic,

@@ -325,6 +325,30 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     return 0 if all(r["status"] == "ok" for r in rows) else 1
 
 
+def cmd_kernel_stages(args: argparse.Namespace) -> int:
+    """One row per dtype; a dtype that cannot run is a row saying why, the others still run."""
+    from harness.explain import kernel_stages
+
+    absent = kernel_stages.absent_reason()
+    if absent:
+        raise Unavailable(f"kernel-stages needs a GPU: {absent}")
+    if args.calls < 1:
+        raise HarnessError(f"--calls: expected a positive number, found {args.calls}")
+    rows = []
+    for dtype in split_list(args.dtypes):
+        log(f"stamping {kernel_stages.KERNEL}'s stages ({args.calls} calls, {dtype})")
+        try:
+            row = kernel_stages.row(args.weights, args.calls, dtype)
+            print("\n".join(kernel_stages.lines(row)) + "\n")
+        except HarnessError as exc:  # Unavailable too (a GPU before sm_90)
+            log(f"{dtype}: {exc}")
+            row = kernel_stages.failed(str(exc), dtype)
+        rows.append(row)
+    if args.out:
+        print(f"results: {kernel_stages.write(rows, args.out)}")
+    return 0 if all(r["status"] == "ok" for r in rows) else 1
+
+
 def cmd_crosscheck(args: argparse.Namespace) -> int:
     from harness.check import crosscheck
     from harness.machine import env

@@ -75,6 +75,23 @@ __device__ __forceinline__ unsigned long long globaltimer_ns() {
 }
 #endif
 
+// `python -m harness kernel-stages` compiles this file with LENET_STAGE_CLOCKS: thread 0 of each
+// block of image 0's cluster stamps clock64() (its SM's cycle counter) as it leaves each stage,
+// into lenet_stage_clock[rank][stamp]; stamp differences within a block are that block's stages.
+#define LENET_STAMPS 8
+#ifdef LENET_STAGE_CLOCKS
+__device__ long long lenet_stage_clock[LENET_CLUSTER * LENET_STAMPS];
+#define STAMP(k)                                                                              \
+    do {                                                                                      \
+        if (threadIdx.x == 0 && blockIdx.x < LENET_CLUSTER)                                   \
+            lenet_stage_clock[blockIdx.x * LENET_STAMPS + (k)] = clock64();                   \
+    } while (0)
+#else
+#define STAMP(k) \
+    do {         \
+    } while (0)
+#endif
+
 template <typename T>
 struct ClusterShared {
     T img[28 * 28];                    // (28, 28, 1), gathered from every block
@@ -152,6 +169,7 @@ __device__ __forceinline__ void cluster_image(ClusterShared<T>& s, unsigned r, i
     if (t < 98)
         for (unsigned q = 0; q < LENET_CLUSTER; ++q) cluster_peer(s.img, q)[98 * r + t] = pixel;
     cluster_sync();  // 0|1: the whole image in every block
+    STAMP(3);
 
     // stage 1: conv1 (5x5, 1 -> 6, padding 2) + bias + ReLU + 2x2 pool -> p1 (14, 14, 6)
     if (t < 147) {
@@ -171,6 +189,7 @@ __device__ __forceinline__ void cluster_image(ClusterShared<T>& s, unsigned r, i
         for (unsigned q = 0; q < LENET_CLUSTER; ++q) cluster_peer(s.p1, q)[i] = v;
     }
     cluster_sync();  // 1|2: p1 whole in every block
+    STAMP(4);
 
     // stage 2: conv2 (5x5, 6 -> 16, valid), channels 2r + c: (2, 10, 10) before bias
     if (t < 200) {
@@ -195,6 +214,7 @@ __device__ __forceinline__ void cluster_image(ClusterShared<T>& s, unsigned r, i
         for (unsigned q = 0; q < LENET_CLUSTER; ++q) cluster_peer(s.p2, q)[(py * 5 + px) * 16 + 2 * r + c] = v;
     }
     cluster_sync();  // 2|3: p2 whole in every block
+    STAMP(5);
 
     // stage 3: fc1 (400 -> 120) + ReLU, outputs 15r .. 15r+14 -> block 0's h1
     T acc1 = T(0);
@@ -208,6 +228,7 @@ __device__ __forceinline__ void cluster_image(ClusterShared<T>& s, unsigned r, i
         cluster_peer(s.h1, 0)[15 * r + t] = cluster_relu(sum);
     }
     cluster_sync();  // 3|4: h1 whole in block 0
+    STAMP(6);
     if (r != 0) return;
 
     // stage 4, block 0: fc2 (120 -> 84) + ReLU, fc3 (84 -> 10), softmax
@@ -241,6 +262,7 @@ __device__ __forceinline__ void cluster_image(ClusterShared<T>& s, unsigned r, i
         for (int j = 0; j < 10; ++j) sum += cluster_exp(s.logits[j] - top);
         probs_row[t] = cluster_exp(s.logits[t] - top) / sum;
     }
+    STAMP(7);
 }
 
 // x (N, 28, 28, 1) -> probs (N, 10); done (1) counts finished images on the device and flag (1),
@@ -257,6 +279,7 @@ lenet_cluster(const T* __restrict__ x,
     ClusterShared<T>& s = block_shared<ClusterShared<T>>();
     const int t = threadIdx.x, b = blockIdx.x / LENET_CLUSTER;
     const unsigned r = cluster_rank();
+    STAMP(0);
     cluster_arrive_relaxed();  // "this block runs": the others may write into it after their wait
 
     // stage 0: the dense weights into registers (their loads issued first, used after the
@@ -265,7 +288,9 @@ lenet_cluster(const T* __restrict__ x,
     load_dense(d, r, t, fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b);
     const T pixel = t < 98 ? x[b * 784 + 98 * r + t] : T(0);
     load_conv(s, r, t, conv1_w, conv1_b, conv2_w, conv2_b);
+    STAMP(1);
     cluster_wait();  // every block of the cluster runs: its shared memory may be written
+    STAMP(2);
     cluster_image(s, r, t, pixel, d, probs + b * 10);
     if (r == 0 && flag != nullptr) {
         // The mapped variant: probs is in the host's memory, and the host polls *flag instead of

@@ -165,7 +165,7 @@ def test_the_plans_ask_for_the_gpu_half(tmp_path):
     assert plan.name == "api_levels" and plan.measure.calls == 100 and plan.measure.rounds == 3
     full = gpu_study.plan(tmp_path, "r", quick=False)
     assert [s.name for s in full] == ["doctor", "verify", "verify-train"] + \
-        [f"study-{s}" for s in gpu_study.STUDIES] + ["explain", "kernels", "kernels-512", "pytest-gpu"]
+        [f"study-{s}" for s in gpu_study.STUDIES] + ["explain", "kernels", "kernels-512", "kernel-stages", "pytest-gpu"]
     assert all("gpu" in s.command for s in full if s.name.startswith("study-"))
     assert sum(s.timeout_s for s in full) >= gpu_study.BUDGET_S["full"]  # the budget is what binds
 
@@ -231,6 +231,8 @@ def test_the_plans_include_the_hand_written_cuda_rung(tmp_path):
     cells = study.load(quick[2].command[quick[2].command.index("run") + 1]).cells
     assert {(c.implementation, c.variant) for c in cells if c.implementation == "cuda"} == {
         ("cuda", "fused"), ("cuda", "graph"), ("cuda", "cluster"), ("cuda", "mapped"), ("cuda", "persistent")}
+    stamps = full["kernel-stages"]  # inside the cluster kernel, both dtypes
+    assert list(stamps[stamps.index("kernel-stages") + 1:][:4]) == ["--calls", "200", "--dtypes", "float32,float64"]
     big = full["kernels-512"]  # the copy's share of a large batch: the level's own graphs and cuDNN's
     assert big[big.index("--batch") + 1] == "512"
     assert {"cuda/cluster", "cudnn/graph"} <= set(big[big.index("kernels") + 1].split(","))

@@ -4,7 +4,7 @@ minutes a GPU is at hand, on a server with no package index.
 Steps, in order (each a subprocess, recorded in the manifest; a failure never stops the next):
 doctor; verify on the GPU (every level, variant and dtype it offers); verify-train; the GPU
 cells of every study; explain for the GPU ladders; kernels (where the GPU time goes);
-pytest -m gpu. Then one archive under the size cap.
+kernel-stages (inside the cluster kernel); pytest -m gpu. Then one archive under the size cap.
 `--quick` is the first smoke: doctor, verify on 1,000 images, api_levels' GPU cells with few calls.
 `--steps` runs some steps only (the full set rarely fits in one 10-minute call: split it in two).
 """
@@ -80,6 +80,8 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True) -> list[steps.
         big = ["-m", "harness", "kernels", targets, "--batch", str(batch), "--calls", str(calls),
                "--out", str(res)]
         todo.append(python_step(f"kernels-{batch}", big, 120))
+        todo.append(python_step("kernel-stages", ["-m", "harness", "kernel-stages", "--calls", "200",
+                                                  "--dtypes", "float32,float64", "--out", str(res)], 90))
         todo.append(python_step("pytest-gpu", ["-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
                                                "--junitxml", str(res.parent / "logs" / "pytest-gpu.xml"),
                                                "tests"], 150))

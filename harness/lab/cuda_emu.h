@@ -136,6 +136,7 @@ inline unsigned long long globaltimer_ns() {
     return (unsigned long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+inline long long clock64() { return (long long)globaltimer_ns(); }  // a cycle counter: ns here
 
 inline void emu_fiber_main() {
     emu_run_body(emu_body);

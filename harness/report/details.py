@@ -14,6 +14,7 @@ from harness.report import (
     explain_section,
     gpu_section,
     gpu_static_section,
+    kernel_stages_section,
     machine_findings,
     quote,
     reproduce,
@@ -170,7 +171,8 @@ def explain(data: ReportData) -> list[str]:
     """Why Keras is slow (the explain rows), then where a GPU call's time goes (the kernels rows)."""
     return (["", "## Why Keras is slow (`python -m harness explain`, Fig. 7)", ""]
             + explain_section.section(explain_section.explain_rows(data.runs))
-            + gpu_section.section(data.runs) + gpu_static_section.section(data.runs))
+            + gpu_section.section(data.runs) + gpu_static_section.section(data.runs)
+            + kernel_stages_section.section(data.runs))
 
 
 def throughput(data: ReportData) -> list[str]:

@@ -22,6 +22,8 @@ def static_rows(runs: Sequence[dict]) -> list[dict]:
 
 def measured(kernel_rows_: list[dict], kernel: str, variants: Sequence[str]) -> str:
     """The kernel's device time per call in the newest batch-1 trace of one of its variants."""
+    if "persistent" in variants:  # one kernel spans many calls and the idle wait between them
+        return "resident between calls: no kernel a call"
     for row in kernel_rows_:
         if row.get("batch", 1) != 1 or row["implementation"] != "cuda" or row["variant"] not in variants:
             continue

@@ -1,0 +1,91 @@
+"""lenet_cluster's stages on the GPU, from inside the kernel (`python -m harness kernel-stages`).
+
+The `kernels` trace times the kernel whole. Here cluster.cu is compiled once more with
+LENET_STAGE_CLOCKS: thread 0 of each block of image 0's cluster stamps its SM's cycle counter
+(clock64) as it leaves each stage, into lenet_stage_clock (8 blocks x 8 stamps). The level's own
+call (the cluster variant: the copies and the kernel in a CUDA graph) runs with that kernel, one
+image a call; after each call the stamps are read back. Cycle counters of different SMs are not
+one clock, so every difference is taken within one block. Block 0 waits at each cluster barrier
+for the slowest block, so its stages are the kernel's critical path; the kernels trace's kernel
+time less block 0's entry-to-end is the cluster's launch and end, which no stamp sees.
+"""
+
+from typing import Any
+
+import numpy as np
+
+from lenet_cuda import kernels
+
+STAMPS = 8  # LENET_STAMPS in cluster.cu
+# (stamp that ends it, what the block did since the stamp before)
+STAGES = ((1, "stage 0: weight loads issued, conv weights stored"),
+          (2, "wait until every block of the cluster runs"),
+          (3, "the image into every block (0|1 barrier)"),
+          (4, "conv1 + pool, p1 into every block (1|2)"),
+          (5, "conv2 + pool, p2 into every block (2|3)"),
+          (6, "fc1, h1 into block 0 (3|4)"),
+          (7, "block 0: fc2, fc3, softmax, the answer stored"))
+DEFINE = "#define LENET_STAGE_CLOCKS 1\n"
+CLOCK_RATE_ATTRIBUTE = 13  # cudaDevAttrClockRate
+
+
+def instrumented_source() -> str:
+    return DEFINE + kernels.source("cluster")
+
+
+def summarize(samples: list[np.ndarray], clock_khz: float | None) -> dict[str, Any]:
+    """samples: one (CLUSTER, STAMPS) int64 array of stamps per call. Per stage: block 0's cycles
+    (the critical path) and the slowest block's (medians over calls); block 0's entry to end. In
+    ns at the SM's highest clock where it is known (the GPU may run slower at batch 1)."""
+    stamps = np.stack(samples).astype(np.int64)  # (calls, blocks, stamps)
+    if stamps.ndim != 3 or stamps.shape[1:] != (kernels.CLUSTER, STAMPS):
+        raise ValueError(f"stamps: expected (calls, {kernels.CLUSTER}, {STAMPS}), found {stamps.shape}")
+    steps = np.diff(stamps, axis=2)  # (calls, blocks, STAMPS - 1): stage k ends at stamp k
+
+    def ns(cycles: float) -> float | None:
+        return cycles * 1e6 / clock_khz if clock_khz else None
+
+    stages = []
+    for end, name in STAGES:
+        block0 = float(np.median(steps[:, 0, end - 1]))
+        # blocks 1..7 stop stamping after the 3|4 barrier (stamp 7 is block 0's alone)
+        blocks = steps[:, :, end - 1] if end < STAMPS - 1 else steps[:, :1, end - 1]
+        slowest = float(np.median(blocks.max(axis=1)))
+        stages.append({"stamp": end, "name": name, "block0_cycles": block0, "slowest_block_cycles": slowest,
+                       "block0_ns": ns(block0)})
+    total = float(np.median(stamps[:, 0, STAMPS - 1] - stamps[:, 0, 0]))
+    return {"calls": len(samples), "clock_khz": clock_khz, "stages": stages,
+            "block0_cycles": total, "block0_ns": ns(total)}
+
+
+def measure(weights_path: str, calls: int, dtype: str = "float32") -> dict[str, Any]:
+    """The level's cluster call with the stamping kernel, `calls` single-image calls (MNIST test
+    images in turn); returns summarize's dict and the GPU's name. Needs a GPU of sm_90 or later."""
+    from harness.data import mnist
+    from lenet_cuda.model import CudaLeNet
+
+    impl = CudaLeNet(weights_path, variant="cluster", dtype=dtype)
+    try:
+        cp = impl.cp
+        expr = kernels.name_expressions("cluster", dtype)
+        module = cp.RawModule(code=instrumented_source(), options=kernels.OPTIONS, name_expressions=expr)
+        impl.fn = {"lenet_cluster": module.get_function(expr[0])}  # before the first plan is built
+        pointer = module.get_global("lenet_stage_clock")
+        clock = cp.ndarray((kernels.CLUSTER, STAMPS), np.int64, memptr=pointer)
+        images = mnist.to_input(mnist.load("test")[0][:100]).astype(dtype)
+        for i in range(10):  # the graph captured, the module and caches warm
+            impl.predict(images[i:i + 1])
+        samples = []
+        for i in range(calls):
+            impl.predict(images[i % len(images):i % len(images) + 1])
+            samples.append(clock.get())  # after the call's synchronization: its stamps are final
+        device = cp.cuda.Device().id
+        props = cp.cuda.runtime.getDeviceProperties(device)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        try:  # the SM's highest clock in kHz (cudaDevAttrClockRate; gone from the properties in CUDA 13)
+            khz = float(cp.cuda.runtime.deviceGetAttribute(CLOCK_RATE_ATTRIBUTE, device))
+        except Exception:
+            khz = float(props.get("clockRate", 0)) or None
+        return {**summarize(samples, khz), "gpu": name, "dtype": dtype}
+    finally:
+        impl.close()

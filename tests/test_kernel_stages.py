@@ -1,0 +1,104 @@
+"""kernel-stages: the cluster kernel's stamps (placed and ordered right, checked in the CPU
+emulation), their summary, the command without a GPU, and the DETAILS lines."""
+
+import ctypes
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from harness import DEFAULT_WEIGHTS
+from harness.data import mnist, weights
+from lenet_cuda import kernels
+from lenet_cuda.explain import stages
+from lenet_numpy.model import NumpyLeNet
+from tests import fake_cuda
+from tests.conftest import ROOT
+
+
+def test_the_stamp_count_is_cluster_cu_s():
+    assert f"#define LENET_STAMPS {stages.STAMPS}" in kernels.source("cluster")
+    assert [end for end, _ in stages.STAGES] == list(range(1, stages.STAMPS))
+
+
+def test_emulated_stamps_come_in_order_and_the_answer_is_unchanged(tmp_path):
+    """One image through the stamping kernel: every block stamps 0..6 in order, block 0 alone 7."""
+    params = [fake_cuda.CPP_TYPES[p].format(T="float") for p in kernels.PARAMS["lenet_cluster"]]
+    try:
+        lib = fake_cuda.compile_emulated(tmp_path, [stages.instrumented_source()], [
+            fake_cuda.wrapper("emu_stamped", "lenet_cluster<float>", params, True, kernels.CLUSTER)])
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    x = mnist.to_input(mnist.load("test")[0][:1]).astype(np.float32)
+    w = [np.ascontiguousarray(getattr(layer, part), np.float32)
+         for layer in weights.read(DEFAULT_WEIGHTS).values() for part in ("kernel", "bias")]
+    out = np.zeros((1, 10), np.float32)
+    fn = lib.emu_stamped
+    fn.argtypes = [ctypes.c_uint, ctypes.c_uint] + [ctypes.c_void_p] * 14 + [ctypes.c_int]
+    assert fn(kernels.CLUSTER, kernels.CLUSTER_THREADS, x.ctypes.data, *[a.ctypes.data for a in w],
+              out.ctypes.data, None, None, 1) == 0
+    assert np.max(np.abs(out - NumpyLeNet(DEFAULT_WEIGHTS).predict(x))) <= 1e-5
+    stamps = np.ctypeslib.as_array((ctypes.c_longlong * (kernels.CLUSTER * stages.STAMPS)).in_dll(
+        lib, "lenet_stage_clock")).reshape(kernels.CLUSTER, stages.STAMPS)
+    assert (stamps[:, :7] > 0).all() and (np.diff(stamps[:, :7], axis=1) >= 0).all()
+    assert stamps[0, 7] >= stamps[0, 6] and (stamps[1:, 7] == 0).all()
+
+
+def test_summary_takes_each_block_s_own_differences():
+    rng = np.random.default_rng(0)
+    samples = []
+    for _ in range(5):
+        steps = np.tile(np.arange(1, 8) * 100, (kernels.CLUSTER, 1))  # stage k: 100 k cycles
+        steps[3, 0] += 50  # block 3 is slower in stage 0
+        start = rng.integers(0, 10**9, kernels.CLUSTER)[:, None]  # each SM's counter its own
+        samples.append(np.concatenate([start, start + np.cumsum(steps, axis=1)], axis=1))
+    got = stages.summarize(samples, 2_000_000)  # 2 GHz: 0.5 ns a cycle
+    assert [s["block0_cycles"] for s in got["stages"]] == [100, 200, 300, 400, 500, 600, 700]
+    assert got["stages"][0]["slowest_block_cycles"] == 150 and got["stages"][1]["slowest_block_cycles"] == 200
+    assert got["block0_cycles"] == 2800 and got["block0_ns"] == 1400 and got["stages"][6]["block0_ns"] == 350
+    assert stages.summarize(samples, None)["block0_ns"] is None
+    with pytest.raises(ValueError, match=r"stamps: expected \(calls, 8, 8\), found \(1, 8, 7\)"):
+        stages.summarize([np.zeros((8, 7))], 1.0)
+
+
+def test_kernel_stages_without_a_gpu_exits_3_with_the_reason():
+    from harness.machine import gpu
+
+    if gpu.absent_reason() is None:
+        pytest.skip("a GPU is present: the command would run")
+    done = subprocess.run([sys.executable, "-m", "harness", "kernel-stages", "--calls", "5"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3 and "kernel-stages needs a GPU" in done.stderr, done.stderr
+
+
+@pytest.mark.gpu
+def test_gpu_stages_add_up_to_block_0_s_time():
+    from harness.machine import gpu
+
+    if gpu.absent_reason() is not None:
+        pytest.skip(f"needs an NVIDIA GPU: {gpu.absent_reason()}")
+    got = stages.measure(str(DEFAULT_WEIGHTS), 20)
+    assert got["calls"] == 20 and got["gpu"]
+    cycles = [s["block0_cycles"] for s in got["stages"]]
+    assert all(c >= 0 for c in cycles) and 0 < sum(cycles) <= got["block0_cycles"] * 1.5
+
+
+def test_details_section_puts_the_stages_beside_the_trace():
+    from harness.report import kernel_stages_section
+
+    steps = np.tile(np.arange(1, 8) * 1000, (kernels.CLUSTER, 1))
+    stamps = np.concatenate([np.zeros((kernels.CLUSTER, 1)), np.cumsum(steps, axis=1)], axis=1)
+    summary = stages.summarize([stamps] * 3, 2_000_000)  # 28,000 cycles: 14 µs at 2 GHz
+    row = {"kind": "kernel_stages", "status": "ok", "implementation": "cuda", "variant": "cluster",
+           "kernel": "lenet_cluster", "gpu": "NVIDIA H100", "dtype": "float32", **summary}
+    traced = {"kind": "kernels", "status": "ok", "implementation": "cuda", "variant": "cluster", "batch": 1,
+              "ops": [{"category": "kernel", "name": "lenet_cluster", "ns_per_call": 16_000.0, "per_call": 1.0}]}
+    runs = [{"study": "kernel_stages", "machine": "vm: H100", "started": 1.0, "rows": [row]},
+            {"study": "kernels", "machine": "vm: H100", "started": 2.0, "rows": [traced]}]
+    text = "\n".join(kernel_stages_section.section(runs))
+    assert "## Inside lenet_cluster on vm: H100" in text
+    assert "| block 0: fc2, fc3, softmax, the answer stored | 7,000 | 3,500 | 7,000 |" in text
+    assert "Block 0 runs 28,000 cycles from entry to end (14 µs); its longest stage is \"block 0: fc2" in text
+    assert "(25%)" in text and "times lenet_cluster at 16 µs a call: 2 µs of it is outside block 0's stamps" in text
+    assert kernel_stages_section.section([runs[1]]) == []  # no stages measured: no section
