@@ -199,23 +199,111 @@ def tar_of(path, top, files):
     return path
 
 
-def test_a_later_campaign_replaces_verify_json_but_never_a_run(tmp_path):
-    """verify-*.json is the newest check on a machine (its name has no run id): replaced, and said."""
+def vrow(impl, variant, dtype="float32", status="ok", **more):
+    return {"implementation": impl, "device": "gpu", "dtype": dtype, "variant": variant, "status": status, **more}
+
+
+def verify_file(rows, **fields):
+    return json.dumps({"rows": rows, "exit_code": 0, "complete": True, "weights": "w.h5", "tolerance": 1e-5,
+                       **fields})
+
+
+def test_a_later_campaign_merges_verify_json_row_by_row_but_never_overwrites_a_run(tmp_path):
+    """verify-*.json is the newest check on a machine (its name has no run id): a campaign that verified
+    some levels (--levels cuda) replaces their rows, keeps the others', and says which it did."""
     into, said = tmp_path / "results", []
-    first = tar_of(tmp_path / "a.tar.gz", "gpu-study-a", {"verify-gpu-h.json": '{"rows": ["old"]}',
-                                                          "api_levels/r1/results.jsonl": "{}\n"})
-    second = tar_of(tmp_path / "b.tar.gz", "gpu-study-b", {"verify-gpu-h.json": '{"rows": ["new"]}',
-                                                           "api_levels/r2/results.jsonl": "{}\n"})
-    clash = tar_of(tmp_path / "c.tar.gz", "gpu-study-c", {"verify-gpu-h.json": '{"rows": ["newest"]}',
-                                                          "api_levels/r1/results.jsonl": "{}\n"})
+    first = tar_of(tmp_path / "a.tar.gz", "gpu-study-h-a", {
+        "verify-gpu-h.json": verify_file([vrow("cuda", "fused", agree=1), vrow("cuda", "fused", "float64"),
+                                          vrow("jax", "jit"), vrow("tf", "-", "-", "unavailable")]),
+        "api_levels/r1/results.jsonl": "{}\n"})
+    second = tar_of(tmp_path / "b.tar.gz", "gpu-study-h-b", {
+        "verify-gpu-h.json": verify_file([vrow("cuda", "fused", agree=2), vrow("cuda", "mapped"),
+                                          vrow("tf", "xla", status="FAIL")], complete=False),
+        "api_levels/r2/results.jsonl": "{}\n"})
+    clash = tar_of(tmp_path / "c.tar.gz", "gpu-study-h-c", {"verify-gpu-h.json": verify_file([vrow("jax", "jit")]),
+                                                            "api_levels/r1/results.jsonl": "{}\n"})
     archive.import_results(first, into, say=said.append)
+    assert all(r["campaign"] == "gpu-study-h-a" for r in json.loads((into / "verify-gpu-h.json").read_text())["rows"])
+    said.clear()
     archive.import_results(second, into, say=said.append)
-    assert json.loads((into / "verify-gpu-h.json").read_text())["rows"] == ["new"]
-    assert any(line.startswith("replacing") and "verify-gpu-h.json" in line for line in said)
+    merged = json.loads((into / "verify-gpu-h.json").read_text())
+    got = [(r["implementation"], r["variant"], r["dtype"], r["campaign"], r.get("agree")) for r in merged["rows"]]
+    assert got == [("cuda", "fused", "float64", "gpu-study-h-a", None),  # kept: a key the new campaign lacks
+                   ("cuda", "fused", "float32", "gpu-study-h-b", 2),  # replaced
+                   ("cuda", "mapped", "float32", "gpu-study-h-b", None),  # added
+                   ("jax", "jit", "float32", "gpu-study-h-a", None),  # a level not verified: kept
+                   ("tf", "xla", "float32", "gpu-study-h-b", None)]  # its placeholder row "-" replaced
+    assert merged["exit_code"] == 1 and merged["complete"] is False  # the merged rows' code; the new fields
+    assert set(merged["campaigns"]) == {"gpu-study-h-a", "gpu-study-h-b"}
+    assert merged["campaigns"]["gpu-study-h-a"]["complete"] is True
+    line = next(line for line in said if "verify-gpu-h.json" in line)
+    assert line.startswith("merging into") and "replaced 2 rows: cuda (1 from gpu-study-h-a), tf (1 from " in line
+    assert "kept 2 rows of levels this campaign did not verify: cuda (1 from gpu-study-h-a), jax (1 from" in line
+    assert "added 2 new rows: cuda (1 from gpu-study-h-b), tf (1 from gpu-study-h-b)" in line
     assert (into / "api_levels" / "r2" / "results.jsonl").is_file()
     with pytest.raises(HarnessError, match=r"would overwrite 1 file\(s\).*api_levels/r1/results.jsonl"):
         archive.import_results(clash, into, say=said.append)
-    assert json.loads((into / "verify-gpu-h.json").read_text())["rows"] == ["new"]  # nothing written
+    assert json.loads((into / "verify-gpu-h.json").read_text()) == merged  # nothing written
+
+
+def test_unstamped_rows_already_there_get_the_campaign_that_wrote_them(tmp_path):
+    """A verify file from before rows were stamped: its rows are named after the newest imported
+    campaign whose steps wrote that file, or `unknown`; verify-train's file merges the same way."""
+    into = tmp_path / "results"
+    (into / "campaigns").mkdir(parents=True)
+    (into / "verify-train-gpu-h.json").write_text(verify_file(
+        [vrow("cudnn", "default", status="tie"), vrow("jax", "jit"), {**vrow("torch", "-"), "status": "unavailable"}],
+        steps=20))
+    (into / "verify-gpu-h.json").write_text(verify_file([vrow("jax", "jit")]))
+    for name, started in (("gpu-study-h-old", "2026-11-01"), ("gpu-study-h-new", "2026-11-27")):
+        (into / "campaigns" / f"{name}.manifest.json").write_text(json.dumps(
+            {"campaign": name, "started": started,
+             "steps": [{"name": "verify-train", "command": ["py", "--json", "/x/results/verify-train-gpu-h.json"]}]}))
+    new = tar_of(tmp_path / "d.tar.gz", "gpu-study-h-d", {
+        "verify-train-gpu-h.json": verify_file([vrow("cudnn", "default"), vrow("torch", "eager")], steps=20),
+        "verify-gpu-h.json": verify_file([vrow("cuda", "fused")])})
+    said = []
+    archive.import_results(new, into, say=said.append)
+    train = json.loads((into / "verify-train-gpu-h.json").read_text())
+    assert [(r["implementation"], r["variant"], r["status"], r["campaign"]) for r in train["rows"]] == [
+        ("cudnn", "default", "ok", "gpu-study-h-d"), ("jax", "jit", "ok", "gpu-study-h-new"),
+        ("torch", "eager", "ok", "gpu-study-h-d")]
+    assert train["exit_code"] == 0 and train["steps"] == 20
+    rows = json.loads((into / "verify-gpu-h.json").read_text())["rows"]
+    assert [(r["implementation"], r["campaign"]) for r in rows] == [
+        ("jax", "unknown (written before rows said their campaign)"), ("cuda", "gpu-study-h-d")]
+    assert any("verify-train-gpu-h.json" in line and "replaced 2 rows" in line for line in said)
+
+
+def test_a_verify_file_that_is_not_one_is_refused_before_anything_is_written(tmp_path):
+    into = tmp_path / "results"
+    bad = tar_of(tmp_path / "e.tar.gz", "gpu-study-h-e", {"verify-gpu-h.json": '{"rows": ["old"]}',
+                                                          "api_levels/r9/results.jsonl": "{}\n"})
+    with pytest.raises(HarnessError, match=r"verify-gpu-h.json: not a verify file"):
+        archive.import_results(bad, into, say=lambda line: None)
+    assert not (into / "api_levels").exists()
+
+
+def test_the_labs_result_is_imported_beside_the_runs_and_said(finished, tmp_path):
+    """A labs step's output (results/labs-gpu/<run-id>/<lab>/) comes in as it is; the report still reads
+    the results folder, and says which campaign each verify row came from."""
+    into, said = tmp_path / "results", []
+    archive.import_results(finished[2], into, say=said.append)  # a run, so the report has its sections
+    fake = tar_of(tmp_path / "f.tar.gz", "gpu-study-h-r5", {
+        "labs-gpu/r5/labs.json": json.dumps({"labs": [{"lab": "cuda", "status": "ok"}]}),
+        "labs-gpu/r5/cuda/LEADERBOARD.md": "# cuda\n", "labs-gpu/r5/cuda/leaderboard.csv": "rank,student\n",
+        "labs-gpu/r5/cuda/results/correct/row.json": "{}", "labs-gpu/r5/cuda.log": "graded\n",
+        "verify-gpu-h.json": verify_file([vrow("cuda", "fused", accuracy=0.99, images=10, agree=10,
+                                               max_abs_diff=1e-7)])})
+    archive.import_results(fake, into, say=said.append)
+    assert (into / "labs-gpu" / "r5" / "cuda" / "leaderboard.csv").read_text() == "rank,student\n"
+    assert (into / "labs-gpu" / "r5" / "cuda" / "results" / "correct" / "row.json").is_file()
+    assert any(line.startswith("labs graded on the GPU:") and "labs-gpu/r5" in line for line in said)
+    with pytest.raises(HarnessError, match="never overwritten"):  # a second import of it clashes
+        archive.import_results(fake, into, say=said.append)
+    report = harness("report", "--results", str(into), "--out", str(tmp_path / "R.md"))
+    assert report.returncode == 0, report.stderr
+    assert "| verify-gpu-h.json (gpu-study-h-r5) | cuda/fused |" in (tmp_path / "DETAILS.md").read_text()
 
 
 def test_the_plans_include_the_hand_written_cuda_rung(tmp_path):
