@@ -412,38 +412,39 @@ def test_the_labs_step_comes_after_pytest_gpu_with_its_limit(tmp_path):
     assert names.index("labs") == names.index("pytest-gpu") + 1 == len(names) - 1
     labs_step = full[-1]
     assert labs_step.timeout_s == gpu_study.LABS_LIMIT_S == 150
-    assert labs_step.command[1:4] == ("-m", "harness.campaign.labs", "--labs")
+    assert labs_step.command[1:4] == ("-m", "harness.lab.term.gpu_labs", "--labs")
     out = labs_step.command[labs_step.command.index("--out") + 1]
     assert out == str(tmp_path / "results" / "labs-gpu" / "r7")  # imported as it is
     assert float(labs_step.command[labs_step.command.index("--budget-s") + 1]) < labs_step.timeout_s
     assert "labs" not in [s.name for s in gpu_study.plan(tmp_path, "r", quick=True, write=False)]
 
 
-# --- the labs step (harness.campaign.labs) ------------------------------------------------------
+# --- the labs step (harness.lab.term.gpu_labs) ------------------------------------------------------
 
 def sandbox_absent():
-    from harness.campaign import labs
+    from harness.lab.term import gpu_labs as labs
 
     return labs.sandbox_problem()
 
 
 def test_the_labs_step_grades_the_cuda_examples_and_the_cudnn_starter():
-    from harness.campaign import labs
     from harness.lab.judge import assignment
+    from harness.lab.term import gpu_labs as labs
 
     assert [s for s, _ in labs.submissions("cuda")] == ["correct", "wrong"]
     assert all((folder / "lenet.py").is_file() and (folder / "lenet.cu").is_file()
                for _, folder in labs.submissions("cuda"))
     assert labs.submissions("cudnn") == [("starter", assignment.load("cudnn").starter)]
     assert (ROOT / "labs" / "template" / "lenet.py").is_file()
-    assert [labs.rung(lab) for lab in labs.GPU_LABS] == ["cuda", "cudnn"]
+    assert [gpu_study.lab_rung(lab) for lab in gpu_study.GPU_LABS] == ["cuda", "cudnn"]
+    assert labs.GPU_LABS == gpu_study.GPU_LABS
     assert labs.grade_command("cuda", ROOT / "s", ROOT / "o")[1:] == [
         "-m", "harness", "lab", "grade", "cuda", "--submissions", str(ROOT / "s"), "--out", str(ROOT / "o")]
 
 
 def test_the_labs_step_without_a_sandbox_fails_at_once_with_one_line(tmp_path):
     env = {**os.environ, "LENET_BWRAP": str(tmp_path / "no-bwrap")}
-    done = subprocess.run([sys.executable, "-m", "harness.campaign.labs", "--out", str(tmp_path / "o")], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "harness.lab.term.gpu_labs", "--out", str(tmp_path / "o")], cwd=ROOT,
                           capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 3
     assert done.stderr.startswith("ERROR: labs: the lab sandbox cannot run here: no sandbox tool")
@@ -451,7 +452,7 @@ def test_the_labs_step_without_a_sandbox_fails_at_once_with_one_line(tmp_path):
 
 
 def test_a_bad_labs_list_is_refused():
-    from harness.campaign import labs
+    from harness.lab.term import gpu_labs as labs
 
     with pytest.raises(HarnessError, match="--labs: expected some of cuda,cudnn, found cpu_numpy"):
         labs.grade_labs(["cpu_numpy"], ROOT / "never", 10)
@@ -478,7 +479,7 @@ def test_without_a_gpu_the_gpu_labs_fail_cleanly_and_quickly(tmp_path):
 def test_the_labs_step_grades_as_staff_do_proved_on_the_cpu_lab(tmp_path, monkeypatch):
     """The same code path with the CPU lab in place of a GPU one: the staff's `lab grade` in the
     sandbox writes the leaderboard and the marks CSV under the step's folder; the key stays home."""
-    from harness.campaign import labs
+    from harness.lab.term import gpu_labs as labs
 
     monkeypatch.setattr(labs, "GPU_LABS", ("cpu_numpy",))
     monkeypatch.setattr(labs, "EXAMPLES", {"cpu_numpy": (("correct", ROOT / "labs" / "examples" / "correct"),
@@ -496,7 +497,7 @@ def test_the_labs_step_grades_as_staff_do_proved_on_the_cpu_lab(tmp_path, monkey
 
 
 def test_a_lab_over_its_share_is_stopped_and_the_next_still_graded(tmp_path, monkeypatch):
-    from harness.campaign import labs
+    from harness.lab.term import gpu_labs as labs
 
     monkeypatch.setattr(labs, "sandbox_problem", lambda: None)
     slow = [sys.executable, "-c", "import time; print('grading', flush=True); time.sleep(60)"]

@@ -4,7 +4,8 @@ minutes a GPU is at hand, on a server with no package index.
 Steps, in order (each a subprocess, recorded in the manifest; a failure never stops the next):
 doctor; verify on the GPU (every level, variant and dtype it offers); verify-train; the GPU
 cells of every study; explain for the GPU ladders; kernels (where the GPU time goes);
-pytest -m gpu; the GPU labs graded as staff grade them (harness.campaign.labs). Then one archive
+pytest -m gpu; the GPU labs graded as staff grade them (harness.lab.term.gpu_labs, run as a
+subprocess: the lab wing sits beside this one). Then one archive
 under the size cap.
 `--quick` is the first smoke: doctor, verify on 1,000 images, api_levels' GPU cells with few calls.
 `--steps` runs some steps only (the full set rarely fits in one 10-minute call: split it in two).
@@ -14,13 +15,19 @@ levels listed; a step left with none is recorded as skipped (planned out), not r
 """
 
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness import registry
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from harness import ROOT, registry
 from harness.campaign import archive, steps
 from harness.campaign.steps import python_step
 from harness.errors import HarnessError
@@ -43,8 +50,14 @@ STUDY_LIMIT_S = {"api_levels": 360}
 # (doctor took 82 s on a fresh H100 machine before its probes ran in parallel).
 BUDGET_S = {"quick": 240, "full": 540}
 QUICK_MEASURE = {"calls": 100, "rounds": 3, "warmup": 5, "max_cell_seconds": 2}
-# the labs step: each GPU lab's examples graded in the sandbox (harness.campaign.labs), both in 150 s
+# the labs step: each GPU lab's examples graded in the sandbox (harness.lab.term.gpu_labs), both in 150 s
+GPU_LABS = ("cuda", "cudnn")
 LABS_LIMIT_S = 150
+
+
+def lab_rung(lab: str) -> str:
+    """The level a lab's students implement (labs/<lab>.toml's rung): --levels picks labs by it."""
+    return str(tomllib.loads((ROOT / "labs" / f"{lab}.toml").read_text())["lab"]["rung"])
 
 
 def gpu_levels() -> list[str]:
@@ -98,8 +111,6 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True,
          levels: list[str] | None = None) -> list[steps.Step]:
     """The steps in order. write=False only names them (no quick study files are written).
     levels (checked by check_levels; None: all) restricts verify, verify-train, kernels and labs."""
-    from harness.campaign import labs
-
     res = out / "results"
     host = results.short_hostname()
     impls, train_impls = of_levels(GPU_IMPLS, levels), of_levels(GPU_TRAIN_IMPLS, levels)
@@ -133,9 +144,9 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True,
         todo.append(python_step("pytest-gpu", ["-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
                                                "--junitxml", str(res.parent / "logs" / "pytest-gpu.xml"),
                                                "tests"], 150))
-        graded = ",".join(lab for lab in labs.GPU_LABS if levels is None or labs.rung(lab) in levels)
+        graded = ",".join(lab for lab in GPU_LABS if levels is None or lab_rung(lab) in levels)
         # results/labs-gpu/<run-id>/<lab>/: imported as it is, beside the run folders
-        todo.append(limited(python_step("labs", ["-m", "harness.campaign.labs", "--labs", graded,
+        todo.append(limited(python_step("labs", ["-m", "harness.lab.term.gpu_labs", "--labs", graded,
                                                  "--out", str(res / "labs-gpu" / run_id),
                                                  "--budget-s", str(LABS_LIMIT_S - 10)],
                                         LABS_LIMIT_S), graded, levels))

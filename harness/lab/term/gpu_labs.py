@@ -3,7 +3,7 @@ a term (`python -m harness lab grade LAB --submissions DIR --out OUT`: the sandb
 the lab file's own limits and timing), each lab's output (LEADERBOARD.md, leaderboard.csv with the
 points, feedback/, results/<id>/row.json) under OUT/<lab>/, and OUT/labs.json saying what ran.
 
-    python -m harness.campaign.labs --labs cuda,cudnn --out DIR [--budget-s S]
+    python -m harness.lab.term.gpu_labs --labs cuda,cudnn --out DIR [--budget-s S]
 
 What each lab grades (EXAMPLES): the CUDA lab its examples (labs/examples-cuda: correct, wrong);
 the cuDNN lab has no examples of its own, so the starter it hands out (its Lab.starter,
@@ -41,13 +41,6 @@ GPU_LABS = ("cuda", "cudnn")
 EXAMPLES = {"cuda": (("correct", ROOT / "labs" / "examples-cuda" / "correct"),
                      ("wrong", ROOT / "labs" / "examples-cuda" / "wrong"))}
 KEY = ".grader-key"
-
-
-def rung(lab: str) -> str:
-    """The level a lab's students implement (its lab file's rung): --levels picks labs by it."""
-    from harness.lab.judge import assignment
-
-    return assignment.load(lab).rung
 
 
 def submissions(lab: str) -> list[tuple[str, Path]]:
@@ -142,7 +135,7 @@ def grade_labs(labs: list[str], out: Path, budget_s: float,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.campaign.labs",
+    parser = argparse.ArgumentParser(prog="python -m harness.lab.term.gpu_labs",
                                      description="each GPU lab's examples graded as staff grade them")
     parser.add_argument("--labs", default=",".join(GPU_LABS), help="comma-separated (default: cuda,cudnn)")
     parser.add_argument("--out", type=Path, required=True, help="one folder per lab, and labs.json")
