@@ -18,6 +18,12 @@ process group: the rows it wrote are kept) and the next lab still runs.
 
 The grader's HMAC key (OUT/<lab>/.grader-key) is removed after grading: the archive leaves the
 machine, and its rows are for reading, not for re-verifying.
+
+    submissions(lab) -> [(student id, folder)]   what is graded for a lab
+    sandbox_problem() -> why bubblewrap cannot run here, or None
+    grade_command(lab, folder, out) -> argv        the staff's `lab grade` line
+    stage(lab, into) -> the submissions folder; run(command, log, timeout_s) -> (code, status)
+    grade_labs(labs, out, budget_s) -> labs.json's content; main(argv) -> exit code
 """
 
 import argparse
