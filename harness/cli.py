@@ -319,6 +319,10 @@ def add_campaign_commands(sub: Subparsers) -> None:
             option("--steps", type=commands.split_list, default=None, metavar="NAMES",
                    help="only these steps, e.g. doctor,verify,study-api_levels (default: all; "
                         "split the full set over two calls where one call is limited to 10 minutes)"),
+            option("--levels", type=commands.split_list, default=None, metavar="NAMES",
+                   help="only these GPU levels in verify, verify-train, kernels, kernels-512 and labs, "
+                        "e.g. cuda,cudnn (the levels whose code changed; default: every GPU level, "
+                        "python -m harness list --device gpu)"),
             option("--budget-s", type=float, default=None, metavar="S",
                    help="overall time budget in seconds (default: 240 quick, 540 full)"))
     command(sub, "import-results", "unpack a gpu-study archive into reports/results",

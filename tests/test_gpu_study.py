@@ -4,6 +4,7 @@ layout, and import-results into a results folder that the report then reads."""
 
 import io
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -165,7 +166,8 @@ def test_the_plans_ask_for_the_gpu_half(tmp_path):
     assert plan.name == "api_levels" and plan.measure.calls == 100 and plan.measure.rounds == 3
     full = gpu_study.plan(tmp_path, "r", quick=False)
     assert [s.name for s in full] == ["doctor", "verify", "verify-train"] + \
-        [f"study-{s}" for s in gpu_study.STUDIES] + ["explain", "kernels", "kernels-512", "kernel-stages", "pytest-gpu"]
+        [f"study-{s}" for s in gpu_study.STUDIES] + ["explain", "kernels", "kernels-512", "kernel-stages",
+                                                      "pytest-gpu", "labs"]
     assert all("gpu" in s.command for s in full if s.name.startswith("study-"))
     assert sum(s.timeout_s for s in full) >= gpu_study.BUDGET_S["full"]  # the budget is what binds
 
@@ -198,23 +200,111 @@ def tar_of(path, top, files):
     return path
 
 
-def test_a_later_campaign_replaces_verify_json_but_never_a_run(tmp_path):
-    """verify-*.json is the newest check on a machine (its name has no run id): replaced, and said."""
+def vrow(impl, variant, dtype="float32", status="ok", **more):
+    return {"implementation": impl, "device": "gpu", "dtype": dtype, "variant": variant, "status": status, **more}
+
+
+def verify_file(rows, **fields):
+    return json.dumps({"rows": rows, "exit_code": 0, "complete": True, "weights": "w.h5", "tolerance": 1e-5,
+                       **fields})
+
+
+def test_a_later_campaign_merges_verify_json_row_by_row_but_never_overwrites_a_run(tmp_path):
+    """verify-*.json is the newest check on a machine (its name has no run id): a campaign that verified
+    some levels (--levels cuda) replaces their rows, keeps the others', and says which it did."""
     into, said = tmp_path / "results", []
-    first = tar_of(tmp_path / "a.tar.gz", "gpu-study-a", {"verify-gpu-h.json": '{"rows": ["old"]}',
-                                                          "api_levels/r1/results.jsonl": "{}\n"})
-    second = tar_of(tmp_path / "b.tar.gz", "gpu-study-b", {"verify-gpu-h.json": '{"rows": ["new"]}',
-                                                           "api_levels/r2/results.jsonl": "{}\n"})
-    clash = tar_of(tmp_path / "c.tar.gz", "gpu-study-c", {"verify-gpu-h.json": '{"rows": ["newest"]}',
-                                                          "api_levels/r1/results.jsonl": "{}\n"})
+    first = tar_of(tmp_path / "a.tar.gz", "gpu-study-h-a", {
+        "verify-gpu-h.json": verify_file([vrow("cuda", "fused", agree=1), vrow("cuda", "fused", "float64"),
+                                          vrow("jax", "jit"), vrow("tf", "-", "-", "unavailable")]),
+        "api_levels/r1/results.jsonl": "{}\n"})
+    second = tar_of(tmp_path / "b.tar.gz", "gpu-study-h-b", {
+        "verify-gpu-h.json": verify_file([vrow("cuda", "fused", agree=2), vrow("cuda", "mapped"),
+                                          vrow("tf", "xla", status="FAIL")], complete=False),
+        "api_levels/r2/results.jsonl": "{}\n"})
+    clash = tar_of(tmp_path / "c.tar.gz", "gpu-study-h-c", {"verify-gpu-h.json": verify_file([vrow("jax", "jit")]),
+                                                            "api_levels/r1/results.jsonl": "{}\n"})
     archive.import_results(first, into, say=said.append)
+    assert all(r["campaign"] == "gpu-study-h-a" for r in json.loads((into / "verify-gpu-h.json").read_text())["rows"])
+    said.clear()
     archive.import_results(second, into, say=said.append)
-    assert json.loads((into / "verify-gpu-h.json").read_text())["rows"] == ["new"]
-    assert any(line.startswith("replacing") and "verify-gpu-h.json" in line for line in said)
+    merged = json.loads((into / "verify-gpu-h.json").read_text())
+    got = [(r["implementation"], r["variant"], r["dtype"], r["campaign"], r.get("agree")) for r in merged["rows"]]
+    assert got == [("cuda", "fused", "float64", "gpu-study-h-a", None),  # kept: a key the new campaign lacks
+                   ("cuda", "fused", "float32", "gpu-study-h-b", 2),  # replaced
+                   ("cuda", "mapped", "float32", "gpu-study-h-b", None),  # added
+                   ("jax", "jit", "float32", "gpu-study-h-a", None),  # a level not verified: kept
+                   ("tf", "xla", "float32", "gpu-study-h-b", None)]  # its placeholder row "-" replaced
+    assert merged["exit_code"] == 1 and merged["complete"] is False  # the merged rows' code; the new fields
+    assert set(merged["campaigns"]) == {"gpu-study-h-a", "gpu-study-h-b"}
+    assert merged["campaigns"]["gpu-study-h-a"]["complete"] is True
+    line = next(line for line in said if "verify-gpu-h.json" in line)
+    assert line.startswith("merging into") and "replaced 2 rows: cuda (1 from gpu-study-h-a), tf (1 from " in line
+    assert "kept 2 rows of levels this campaign did not verify: cuda (1 from gpu-study-h-a), jax (1 from" in line
+    assert "added 2 new rows: cuda (1 from gpu-study-h-b), tf (1 from gpu-study-h-b)" in line
     assert (into / "api_levels" / "r2" / "results.jsonl").is_file()
     with pytest.raises(HarnessError, match=r"would overwrite 1 file\(s\).*api_levels/r1/results.jsonl"):
         archive.import_results(clash, into, say=said.append)
-    assert json.loads((into / "verify-gpu-h.json").read_text())["rows"] == ["new"]  # nothing written
+    assert json.loads((into / "verify-gpu-h.json").read_text()) == merged  # nothing written
+
+
+def test_unstamped_rows_already_there_get_the_campaign_that_wrote_them(tmp_path):
+    """A verify file from before rows were stamped: its rows are named after the newest imported
+    campaign whose steps wrote that file, or `unknown`; verify-train's file merges the same way."""
+    into = tmp_path / "results"
+    (into / "campaigns").mkdir(parents=True)
+    (into / "verify-train-gpu-h.json").write_text(verify_file(
+        [vrow("cudnn", "default", status="tie"), vrow("jax", "jit"), {**vrow("torch", "-"), "status": "unavailable"}],
+        steps=20))
+    (into / "verify-gpu-h.json").write_text(verify_file([vrow("jax", "jit")]))
+    for name, started in (("gpu-study-h-old", "2026-11-01"), ("gpu-study-h-new", "2026-11-27")):
+        (into / "campaigns" / f"{name}.manifest.json").write_text(json.dumps(
+            {"campaign": name, "started": started,
+             "steps": [{"name": "verify-train", "command": ["py", "--json", "/x/results/verify-train-gpu-h.json"]}]}))
+    new = tar_of(tmp_path / "d.tar.gz", "gpu-study-h-d", {
+        "verify-train-gpu-h.json": verify_file([vrow("cudnn", "default"), vrow("torch", "eager")], steps=20),
+        "verify-gpu-h.json": verify_file([vrow("cuda", "fused")])})
+    said = []
+    archive.import_results(new, into, say=said.append)
+    train = json.loads((into / "verify-train-gpu-h.json").read_text())
+    assert [(r["implementation"], r["variant"], r["status"], r["campaign"]) for r in train["rows"]] == [
+        ("cudnn", "default", "ok", "gpu-study-h-d"), ("jax", "jit", "ok", "gpu-study-h-new"),
+        ("torch", "eager", "ok", "gpu-study-h-d")]
+    assert train["exit_code"] == 0 and train["steps"] == 20
+    rows = json.loads((into / "verify-gpu-h.json").read_text())["rows"]
+    assert [(r["implementation"], r["campaign"]) for r in rows] == [
+        ("jax", "unknown (written before rows said their campaign)"), ("cuda", "gpu-study-h-d")]
+    assert any("verify-train-gpu-h.json" in line and "replaced 2 rows" in line for line in said)
+
+
+def test_a_verify_file_that_is_not_one_is_refused_before_anything_is_written(tmp_path):
+    into = tmp_path / "results"
+    bad = tar_of(tmp_path / "e.tar.gz", "gpu-study-h-e", {"verify-gpu-h.json": '{"rows": ["old"]}',
+                                                          "api_levels/r9/results.jsonl": "{}\n"})
+    with pytest.raises(HarnessError, match=r"verify-gpu-h.json: not a verify file"):
+        archive.import_results(bad, into, say=lambda line: None)
+    assert not (into / "api_levels").exists()
+
+
+def test_the_labs_result_is_imported_beside_the_runs_and_said(finished, tmp_path):
+    """A labs step's output (results/labs-gpu/<run-id>/<lab>/) comes in as it is; the report still reads
+    the results folder, and says which campaign each verify row came from."""
+    into, said = tmp_path / "results", []
+    archive.import_results(finished[2], into, say=said.append)  # a run, so the report has its sections
+    fake = tar_of(tmp_path / "f.tar.gz", "gpu-study-h-r5", {
+        "labs-gpu/r5/labs.json": json.dumps({"labs": [{"lab": "cuda", "status": "ok"}]}),
+        "labs-gpu/r5/cuda/LEADERBOARD.md": "# cuda\n", "labs-gpu/r5/cuda/leaderboard.csv": "rank,student\n",
+        "labs-gpu/r5/cuda/results/correct/row.json": "{}", "labs-gpu/r5/cuda.log": "graded\n",
+        "verify-gpu-h.json": verify_file([vrow("cuda", "fused", accuracy=0.99, images=10, agree=10,
+                                               max_abs_diff=1e-7)])})
+    archive.import_results(fake, into, say=said.append)
+    assert (into / "labs-gpu" / "r5" / "cuda" / "leaderboard.csv").read_text() == "rank,student\n"
+    assert (into / "labs-gpu" / "r5" / "cuda" / "results" / "correct" / "row.json").is_file()
+    assert any(line.startswith("labs graded on the GPU:") and "labs-gpu/r5" in line for line in said)
+    with pytest.raises(HarnessError, match="never overwritten"):  # a second import of it clashes
+        archive.import_results(fake, into, say=said.append)
+    report = harness("report", "--results", str(into), "--out", str(tmp_path / "R.md"))
+    assert report.returncode == 0, report.stderr
+    assert "| verify-gpu-h.json (gpu-study-h-r5) | cuda/fused |" in (tmp_path / "DETAILS.md").read_text()
 
 
 def test_the_plans_include_the_hand_written_cuda_rung(tmp_path):
@@ -244,3 +334,179 @@ def test_api_levels_on_the_gpu_has_the_time_its_three_processes_need(tmp_path):
     full = {s.name: s for s in gpu_study.plan(tmp_path, "r", quick=False, write=False)}
     assert study.load("api_levels").measure.processes >= 3
     assert full["study-api_levels"].timeout_s == gpu_study.STUDY_LIMIT_S["api_levels"] > full["study-overhead"].timeout_s
+
+
+def targets_of(step, word):
+    return step.command[step.command.index(word) + 1].split(",")
+
+
+def test_levels_restrict_verify_verify_train_kernels_and_labs_in_plan_order(tmp_path):
+    """--levels cuda,cudnn: the device's time goes to those levels only; the other steps are as before."""
+    every = {s.name: s for s in gpu_study.plan(tmp_path, "r", quick=False, write=False)}
+    some = {s.name: s for s in gpu_study.plan(tmp_path, "r", quick=False, write=False,
+                                               levels=["cudnn", "cuda"])}
+    assert list(some) == list(every)  # the same steps, in the same order
+    assert targets_of(some["verify"], "--implementations") == ["cuda", "cudnn"]  # GPU_IMPLS' order
+    assert targets_of(some["verify-train"], "--implementations") == ["cudnn"]
+    kernels = targets_of(some["kernels"], "kernels")
+    assert kernels == [t for t in targets_of(every["kernels"], "kernels") if t.split("/")[0] in ("cuda", "cudnn")]
+    assert kernels[0] == "cuda/layers" and "torch/eager" not in kernels
+    assert targets_of(some["kernels-512"], "kernels") == ["cuda/graph", "cuda/cluster", "cuda/mapped", "cudnn/graph"]
+    assert targets_of(some["labs"], "--labs") == ["cuda", "cudnn"]
+    for name in ("doctor", "explain", "pytest-gpu", "study-api_levels"):  # untouched by --levels
+        assert some[name] == every[name]
+    assert not any(s.skip for s in some.values())
+    # default: every level, as before
+    assert targets_of(every["verify"], "--implementations") == gpu_study.GPU_IMPLS.split(",")
+    assert targets_of(every["labs"], "--labs") == ["cuda", "cudnn"]
+
+
+def test_a_step_left_without_targets_is_planned_out_not_run(tmp_path):
+    torch_only = {s.name: s for s in gpu_study.plan(tmp_path, "r", quick=False, write=False, levels=["torch"])}
+    assert targets_of(torch_only["kernels"], "kernels") == ["torch/eager", "torch/compile", "torch/cudagraph"]
+    assert "none of --levels torch" in torch_only["kernels-512"].skip
+    assert "none of --levels torch" in torch_only["labs"].skip
+    out = tmp_path / "out"
+    out.mkdir()
+    manifest = steps.run_all([torch_only["kernels-512"]], out, {}, deadline_s=60, say=lambda line: None)
+    record = manifest["steps"][0]
+    assert record["status"] == "skipped" and record["planned_out"] is True and record["seconds"] == 0.0
+
+
+def test_an_unknown_level_is_an_error_listing_the_gpu_levels():
+    from harness import registry
+
+    with pytest.raises(HarnessError, match=r"--levels: no GPU level named numpy, typo; the GPU levels are cuda,cudnn,"):
+        gpu_study.check_levels(["cuda", "numpy", "typo"])  # numpy runs on the CPU only
+    assert gpu_study.check_levels(None) is None and gpu_study.check_levels([]) is None
+    assert gpu_study.check_levels(["cudnn", "cuda", "cudnn"]) == ["cudnn", "cuda"]
+    listed = harness("list", "--device", "gpu").stdout.strip().split(",")
+    assert gpu_study.gpu_levels() == listed == [n for n in registry.levels() if "gpu" in registry.spec(n).devices]
+    assert set(gpu_study.GPU_IMPLS.split(",")) <= set(listed)
+
+
+def test_the_command_line_checks_levels_before_looking_for_a_gpu(tmp_path):
+    done = harness("gpu-study", "--out", str(tmp_path / "x"), "--levels", "cuda,cudaa")
+    assert done.returncode == 2 and "no GPU level named cudaa; the GPU levels are cuda," in done.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_manifest_records_the_levels(tmp_path):
+    out = tmp_path / "out"
+    manifest, _ = gpu_study.run_campaign(out, "gpu-study-t-r", [python_step("a", ["-c", "pass"], 30)], 60,
+                                         say=lambda line: None, levels=["cuda"])
+    on_disk = json.loads((out / "manifest.json").read_text())
+    assert on_disk["levels"] == ["cuda"] and on_disk["levels_all"] is False
+    manifest, _ = gpu_study.run_campaign(tmp_path / "all", "gpu-study-t-s", [], 60, say=lambda line: None)
+    assert manifest["levels"] == gpu_study.gpu_levels() and manifest["levels_all"] is True
+
+
+def test_make_passes_levels_through_like_steps():
+    done = subprocess.run(["make", "-n", "gpu-study", "LEVELS=cuda,cudnn", "STEPS=verify,kernels"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "gpu-study --out gpu-study-out" in done.stdout
+    assert "--steps verify,kernels --levels cuda,cudnn" in done.stdout
+
+
+def test_the_labs_step_comes_after_pytest_gpu_with_its_limit(tmp_path):
+    full = gpu_study.plan(tmp_path, "r7", quick=False, write=False)
+    names = [s.name for s in full]
+    assert names.index("labs") == names.index("pytest-gpu") + 1 == len(names) - 1
+    labs_step = full[-1]
+    assert labs_step.timeout_s == gpu_study.LABS_LIMIT_S == 150
+    assert labs_step.command[1:4] == ("-m", "harness.lab.term.gpu_labs", "--labs")
+    out = labs_step.command[labs_step.command.index("--out") + 1]
+    assert out == str(tmp_path / "results" / "labs-gpu" / "r7")  # imported as it is
+    assert float(labs_step.command[labs_step.command.index("--budget-s") + 1]) < labs_step.timeout_s
+    assert "labs" not in [s.name for s in gpu_study.plan(tmp_path, "r", quick=True, write=False)]
+
+
+# --- the labs step (harness.lab.term.gpu_labs) ------------------------------------------------------
+
+def sandbox_absent():
+    from harness.lab.term import gpu_labs as labs
+
+    return labs.sandbox_problem()
+
+
+def test_the_labs_step_grades_the_cuda_examples_and_the_cudnn_starter():
+    from harness.lab.judge import assignment
+    from harness.lab.term import gpu_labs as labs
+
+    assert [s for s, _ in labs.submissions("cuda")] == ["correct", "wrong"]
+    assert all((folder / "lenet.py").is_file() and (folder / "lenet.cu").is_file()
+               for _, folder in labs.submissions("cuda"))
+    assert labs.submissions("cudnn") == [("starter", assignment.load("cudnn").starter)]
+    assert (ROOT / "labs" / "template" / "lenet.py").is_file()
+    assert [gpu_study.lab_rung(lab) for lab in gpu_study.GPU_LABS] == ["cuda", "cudnn"]
+    assert labs.GPU_LABS == gpu_study.GPU_LABS
+    assert labs.grade_command("cuda", ROOT / "s", ROOT / "o")[1:] == [
+        "-m", "harness", "lab", "grade", "cuda", "--submissions", str(ROOT / "s"), "--out", str(ROOT / "o")]
+
+
+def test_the_labs_step_without_a_sandbox_fails_at_once_with_one_line(tmp_path):
+    env = {**os.environ, "LENET_BWRAP": str(tmp_path / "no-bwrap")}
+    done = subprocess.run([sys.executable, "-m", "harness.lab.term.gpu_labs", "--out", str(tmp_path / "o")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 3
+    assert done.stderr.startswith("ERROR: labs: the lab sandbox cannot run here: no sandbox tool")
+    assert "Traceback" not in done.stderr and not (tmp_path / "o").exists()
+
+
+def test_a_bad_labs_list_is_refused():
+    from harness.lab.term import gpu_labs as labs
+
+    with pytest.raises(HarnessError, match="--labs: expected some of cuda,cudnn, found cpu_numpy"):
+        labs.grade_labs(["cpu_numpy"], ROOT / "never", 10)
+
+
+@pytest.mark.skipif(gpu.absent_reason() is None, reason="this machine has a GPU: the labs would be graded")
+@pytest.mark.skipif(sandbox_absent() is not None, reason=f"no lab sandbox here: {sandbox_absent()}")
+def test_without_a_gpu_the_gpu_labs_fail_cleanly_and_quickly(tmp_path):
+    """The step's own command line, as gpu-study runs it: each lab's grader refuses (no GPU) in seconds."""
+    step = gpu_study.plan(tmp_path, "r", quick=False, write=False)[-1]
+    done = subprocess.run(step.command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    out = tmp_path / "results" / "labs-gpu" / "r"
+    summary = json.loads((out / "labs.json").read_text())
+    assert [(r["lab"], r["exit_code"], r["status"]) for r in summary["labs"]] == [
+        ("cuda", 3, "failed"), ("cudnn", 3, "failed")]
+    assert all(r["seconds"] < 60 for r in summary["labs"])
+    assert "ERROR: lab cuda runs on the GPU: " in (out / "cuda.log").read_text()
+    assert not (out / "cuda" / ".grader-key").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sandbox_absent() is not None, reason=f"no lab sandbox here: {sandbox_absent()}")
+def test_the_labs_step_grades_as_staff_do_proved_on_the_cpu_lab(tmp_path, monkeypatch):
+    """The same code path with the CPU lab in place of a GPU one: the staff's `lab grade` in the
+    sandbox writes the leaderboard and the marks CSV under the step's folder; the key stays home."""
+    from harness.lab.term import gpu_labs as labs
+
+    monkeypatch.setattr(labs, "GPU_LABS", ("cpu_numpy",))
+    monkeypatch.setattr(labs, "EXAMPLES", {"cpu_numpy": (("correct", ROOT / "labs" / "examples" / "correct"),
+                                                         ("wrong", ROOT / "labs" / "examples" / "wrong"))})
+    summary = labs.grade_labs(["cpu_numpy"], tmp_path / "o", 240, say=lambda line: None)
+    record = summary["labs"][0]
+    assert record["status"] == "ok" and record["exit_code"] == 0, (tmp_path / "o" / "cpu_numpy.log").read_text()
+    graded = tmp_path / "o" / "cpu_numpy"
+    assert {"cpu_numpy/LEADERBOARD.md", "cpu_numpy/leaderboard.csv", "cpu_numpy/results/correct/row.json",
+            "cpu_numpy/results/wrong/row.json"} <= set(record["files"])
+    board = (graded / "leaderboard.csv").read_text()
+    assert "correct" in board and "wrong" in board
+    assert not (graded / ".grader-key").exists()
+    assert json.loads((tmp_path / "o" / "labs.json").read_text()) == summary
+
+
+def test_a_lab_over_its_share_is_stopped_and_the_next_still_graded(tmp_path, monkeypatch):
+    from harness.lab.term import gpu_labs as labs
+
+    monkeypatch.setattr(labs, "sandbox_problem", lambda: None)
+    slow = [sys.executable, "-c", "import time; print('grading', flush=True); time.sleep(60)"]
+    quick = [sys.executable, "-c", "print('graded')"]
+    monkeypatch.setattr(labs, "grade_command", lambda lab, folder, out: slow if lab == "cuda" else quick)
+    summary = labs.grade_labs(["cuda", "cudnn"], tmp_path, 4, say=lambda line: None)
+    cuda, cudnn = summary["labs"]
+    assert cuda["status"] == "timeout" and cuda["exit_code"] is None and cuda["seconds"] < 30
+    assert cudnn["status"] == "ok" and (tmp_path / "cudnn.log").read_text() == "graded\n"

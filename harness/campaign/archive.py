@@ -6,19 +6,25 @@
       gpu-study-<host>-<run-id>/logs/*.log       raw logs (dropped first when over the cap)
 
 `import-results` unpacks results/ into reports/results/ and refuses to overwrite any file there,
-but for verify's and verify-train's JSON (verify-*.json at the top): each is the newest check on
-its machine, as `make verify` rewrites it, so a later campaign replaces it and says so.
+but for verify's and verify-train's JSON (verify-*.json at the top), which it merges row by row
+(merge_verify): a campaign that verified some levels only (gpu-study --levels) replaces those
+levels' rows and keeps every other row, each row stamped with the campaign it came from, and says
+what it replaced and what it kept. A labs step's output (results/labs-gpu/<run-id>/<lab>/) comes
+in as it is, like a run folder.
 """
 
 import fnmatch
 import json
 import shutil
 import tarfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from harness.errors import HarnessError
+
+Row = dict[str, Any]
 
 CAP_BYTES = 16 * 1024 * 1024  # what one file brought back from a borrowed GPU machine may weigh
 MANIFESTS = "campaigns"  # reports/results/campaigns/<name>.manifest.json: what each import brought
@@ -77,6 +83,82 @@ def replaceable(rel: Path) -> bool:
     return len(rel.parts) == 1 and fnmatch.fnmatch(rel.name, "verify-*.json")
 
 
+def row_key(row: Row) -> tuple[str, str, str, str]:
+    """What one verify or verify-train row checked: its level, variant, dtype and device."""
+    return (str(row.get("implementation")), str(row.get("variant")), str(row.get("dtype", "-")),
+            str(row.get("device")))
+
+
+def exit_code(rows: list[Row]) -> int:
+    """verify's and verify-train's rule, over the merged rows: 1 a check failed, 3 something could
+    not run, else 0."""
+    if any(row.get("status") == "FAIL" for row in rows):
+        return 1
+    return 3 if any(row.get("status") == "unavailable" for row in rows) else 0
+
+
+def stamped(rows: list[Row], campaign: str) -> list[Row]:
+    """The rows, each saying the campaign it came from (a row that already says one keeps it)."""
+    return [row if row.get("campaign") else {**row, "campaign": campaign} for row in rows]
+
+
+def older_source(into: Path, name: str) -> str:
+    """The campaign an unstamped verify file most likely came from: the newest imported campaign
+    whose steps wrote a file of that name; else `unknown`."""
+    best = ("", "unknown (written before rows said their campaign)")
+    for path in sorted((into / MANIFESTS).glob("*.manifest.json")):
+        try:
+            manifest = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        wrote = any(str(part).endswith("/" + name) for step in manifest.get("steps", [])
+                    for part in step.get("command", []))
+        if wrote and str(manifest.get("started", "")) >= best[0]:
+            best = (str(manifest.get("started", "")), str(manifest.get("campaign", path.name.split(".")[0])))
+    return best[1]
+
+
+def merge_verify(old: dict[str, Any] | None, new: dict[str, Any], campaign: str,
+                 old_campaign: str = "unknown") -> tuple[dict[str, Any], list[str]]:
+    """(the merged file, what was done, line by line). A new row replaces the old row of the same
+    key (row_key); an old row of a level the new file has real rows for, whose key it lacks, is
+    replaced too when it is that level's placeholder (variant "-": could not run then); every
+    other old row is kept. The file's own fields are the new one's, its exit code that of the
+    merged rows; `campaigns` keeps each campaign's fields."""
+    new_rows = stamped(list(new.get("rows", [])), campaign)
+    fields = {k: v for k, v in new.items() if k not in ("rows", "campaigns")}
+    if old is None:
+        return {**fields, "exit_code": exit_code(new_rows), "rows": new_rows,
+                "campaigns": {campaign: fields}}, [f"added {len(new_rows)} rows"]
+    old_rows = stamped(list(old.get("rows", [])), old_campaign)
+    keys = {row_key(row) for row in new_rows}
+    real = {(row.get("implementation"), row.get("device")) for row in new_rows if row.get("variant") != "-"}
+
+    def superseded(row: Row) -> bool:
+        return row_key(row) in keys or (row.get("variant") == "-" and
+                                        (row.get("implementation"), row.get("device")) in real)
+
+    replaced = [row for row in old_rows if superseded(row)]
+    added = [row for row in new_rows if row_key(row) not in {row_key(r) for r in old_rows}]
+    kept = [row for row in old_rows if not superseded(row)]
+    rows = kept + new_rows
+    names = dict.fromkeys(str(r.get("implementation")) for r in old_rows + new_rows)
+    order = {name: i for i, name in enumerate(names)}
+    rows.sort(key=lambda r: order[str(r.get("implementation"))])  # stable: each level's rows together
+    campaigns = dict(old.get("campaigns") or {old_campaign: {k: v for k, v in old.items() if k != "rows"}})
+    campaigns[campaign] = fields
+
+    def levels(found: list[Row]) -> str:
+        counts = Counter((str(r.get("implementation")), str(r.get("campaign"))) for r in found)
+        return ", ".join(f"{name} ({n} from {source})" for (name, source), n in counts.items()) or "none"
+
+    said = [f"replaced {len(replaced)} rows: {levels(replaced)}",
+            f"added {len(added)} new rows: {levels(added)}" if added else "",
+            f"kept {len(kept)} rows of levels this campaign did not verify: {levels(kept)}"]
+    merged = {**fields, "exit_code": exit_code(rows), "rows": rows, "campaigns": campaigns}
+    return merged, [line for line in said if line]
+
+
 def member_file(tar: tarfile.TarFile, member: tarfile.TarInfo, archive: Path) -> IO[bytes]:
     """The member's bytes (safe_members and the manifest's lookup let only files through)."""
     src = tar.extractfile(member)
@@ -85,10 +167,34 @@ def member_file(tar: tarfile.TarFile, member: tarfile.TarInfo, archive: Path) ->
     return src
 
 
+def merged_text(tar: tarfile.TarFile, member: tarfile.TarInfo, archive: Path, target: Path, campaign: str,
+                say: Callable[[str], None]) -> str:
+    """The verify JSON to write at target: the archive's rows merged into the file there (said)."""
+    with member_file(tar, member, archive) as src:
+        try:
+            new = json.loads(src.read())
+        except ValueError as exc:
+            raise HarnessError(f"{archive}: {member.name} is not JSON ({exc})") from None
+    old = None
+    if target.exists():
+        try:
+            old = json.loads(target.read_text())
+        except ValueError as exc:
+            raise HarnessError(f"{target}: not JSON ({exc}); move it away to import") from None
+    for where, found in ((member.name, new), (str(target), old)):
+        if found is not None and not (isinstance(found, dict) and isinstance(found.get("rows", []), list)
+                                      and all(isinstance(r, dict) for r in found.get("rows", []))):
+            raise HarnessError(f"{where}: not a verify file (expected {{\"rows\": [{{...}}, ...], ...}})")
+    data, said = merge_verify(old, new, campaign, older_source(target.parent, target.name))
+    verb = "merging into" if old is not None else "writing"
+    say(f"{verb} {target}: " + "; ".join(said))
+    return json.dumps(data, indent=2) + "\n"
+
+
 def import_results(archive: Path, into: Path, say: Callable[[str], None] = print) -> list[Path]:
     """Unpack the archive's results/ into `into`; returns the files written. Nothing existing is
-    overwritten (verify's JSON aside: replaced, and said): a clash is one error naming the files,
-    before anything is written."""
+    overwritten (verify's JSON aside: merged row by row, and said): a clash is one error naming the
+    files, before anything is written."""
     archive, into = Path(archive), Path(into)
     if not archive.is_file():
         raise HarnessError(f"{archive}: no such archive (expected gpu-study-<host>-<run-id>.tar.gz)")
@@ -102,15 +208,21 @@ def import_results(archive: Path, into: Path, say: Callable[[str], None] = print
         if clashes:
             raise HarnessError(f"{archive}: would overwrite {len(clashes)} file(s) in {into}, e.g. "
                                f"{clashes[0]}; results are never overwritten (already imported?)")
+        merged = {rel: merged_text(tar, member, archive, into / rel, top, say) for member, rel in members
+                  if replaceable(rel)}  # every file read and merged before anything is written
         written = []
         for member, rel in members:
             target = into / rel
-            if target.exists():
-                say(f"replacing {target}: the newer check from this campaign")
             target.parent.mkdir(parents=True, exist_ok=True)
-            with member_file(tar, member, archive) as src, open(target, "wb") as dst:
-                shutil.copyfileobj(src, dst)
+            if rel in merged:
+                target.write_text(merged[rel])
+            else:
+                with member_file(tar, member, archive) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
             written.append(target)
+        labs = sorted({"/".join(rel.parts[:2]) for _, rel in members if rel.parts[0] == "labs-gpu"})
+        for folder in labs:
+            say(f"labs graded on the GPU: {into / folder}/ (each lab's LEADERBOARD.md, leaderboard.csv)")
         manifest = next((m for m in tar.getmembers() if m.name == f"{top}/manifest.json" and m.isfile()),
                         None)
         if manifest is not None:

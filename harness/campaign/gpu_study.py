@@ -4,17 +4,30 @@ minutes a GPU is at hand, on a server with no package index.
 Steps, in order (each a subprocess, recorded in the manifest; a failure never stops the next):
 doctor; verify on the GPU (every level, variant and dtype it offers); verify-train; the GPU
 cells of every study; explain for the GPU ladders; kernels (where the GPU time goes);
-kernel-stages (inside the cluster kernel); pytest -m gpu. Then one archive under the size cap.
+kernel-stages (inside the cluster kernel); pytest -m gpu; the GPU labs graded as staff grade them
+(harness.lab.term.gpu_labs, run as a subprocess: the lab wing sits beside this one). Then one
+archive under the size cap.
 `--quick` is the first smoke: doctor, verify on 1,000 images, api_levels' GPU cells with few calls.
 `--steps` runs some steps only (the full set rarely fits in one 10-minute call: split it in two).
+`--levels` spends the device's time on some levels only (those whose code changed): verify's and
+verify-train's implementations, the kernels steps' targets and the labs graded are those of the
+levels listed; a step left with none is recorded as skipped (planned out), not run.
 """
 
 import re
+import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from harness import ROOT, registry
 from harness.campaign import archive, steps
 from harness.campaign.steps import python_step
 from harness.errors import HarnessError
@@ -28,6 +41,7 @@ EXPLAIN = "keras_jax/predict,keras_torch/predict,jax/eager,torch/eager"
 KERNELS = ("cuda/layers,cuda/fused,cuda/graph,cuda/cluster,cuda/mapped,cuda/persistent,"
            "cudnn/naive,cudnn/tuned,cudnn/graph,torch/eager,torch/compile,torch/cudagraph,jax/jit,jax/eager,keras_jax/predict,keras_torch/predict")
 # batch 512: how much of a call is the copy of the images (1.6 MB in float32)
+STAGES_TARGET = "cuda/cluster"  # kernel-stages stamps the cluster kernel inside the level's cluster call
 KERNELS_BATCH = ("cuda/graph,cuda/cluster,cuda/mapped,cudnn/graph", 512, 50)  # targets, images, calls
 
 # api_levels times each cell in 3 fresh processes: on the H100 one process's set-up of every GPU level
@@ -37,6 +51,43 @@ STUDY_LIMIT_S = {"api_levels": 360}
 # (doctor took 82 s on a fresh H100 machine before its probes ran in parallel).
 BUDGET_S = {"quick": 240, "full": 540}
 QUICK_MEASURE = {"calls": 100, "rounds": 3, "warmup": 5, "max_cell_seconds": 2}
+# the labs step: each GPU lab's examples graded in the sandbox (harness.lab.term.gpu_labs), both in 150 s
+GPU_LABS = ("cuda", "cudnn")
+LABS_LIMIT_S = 150
+
+
+def lab_rung(lab: str) -> str:
+    """The level a lab's students implement (labs/<lab>.toml's rung): --levels picks labs by it."""
+    return str(tomllib.loads((ROOT / "labs" / f"{lab}.toml").read_text())["lab"]["rung"])
+
+
+def gpu_levels() -> list[str]:
+    """Every registered level that runs on the GPU, bottom rung first (`harness list --device gpu`)."""
+    return [name for name in registry.levels() if "gpu" in registry.spec(name).devices]
+
+
+def check_levels(names: list[str] | None) -> list[str] | None:
+    """--levels: None (every level) or the names, each a GPU level; an unknown one is an error
+    listing them."""
+    if not names:
+        return None
+    known = gpu_levels()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise HarnessError(f"--levels: no GPU level named {', '.join(unknown)}; the GPU levels are "
+                           f"{','.join(known)} (python -m harness list --device gpu)")
+    return list(dict.fromkeys(names))
+
+
+def of_levels(targets: str, levels: list[str] | None) -> str:
+    """The comma-separated targets (level or level/variant) whose level is listed, in their order."""
+    if levels is None:
+        return targets
+    return ",".join(t for t in targets.split(",") if t.split("/")[0] in levels)
+
+
+def planned_out(levels: list[str] | None) -> str:
+    return f"none of --levels {','.join(levels or [])} has a target in this step"
 
 
 def quick_study(name: str, out: Path) -> Path:
@@ -52,20 +103,29 @@ def quick_study(name: str, out: Path) -> Path:
     return path
 
 
-def plan(out: Path, run_id: str, quick: bool, write: bool = True) -> list[steps.Step]:
-    """The steps in order. write=False only names them (no quick study files are written)."""
+def limited(step: steps.Step, targets: str, levels: list[str] | None) -> steps.Step:
+    """The step, or (none of its targets among the levels) a skipped record of it."""
+    return step if targets else replace(step, skip=planned_out(levels))
+
+
+def plan(out: Path, run_id: str, quick: bool, write: bool = True,
+         levels: list[str] | None = None) -> list[steps.Step]:
+    """The steps in order. write=False only names them (no quick study files are written).
+    levels (checked by check_levels; None: all) restricts verify, verify-train, kernels and labs."""
     res = out / "results"
     host = results.short_hostname()
-    verify = ["-m", "harness", "verify", "--implementations", GPU_IMPLS, "--device", "gpu",
+    impls, train_impls = of_levels(GPU_IMPLS, levels), of_levels(GPU_TRAIN_IMPLS, levels)
+    verify = ["-m", "harness", "verify", "--implementations", impls, "--device", "gpu",
               "--dtypes", "float32,float64", "--json", str(res / f"verify-gpu-{host}.json")]
     # verify took 150 s on the H100 machine for 10,000 images x 2 dtypes of every GPU level
     todo = [python_step("doctor", ["-m", "harness", "doctor"], 90),
-            python_step("verify", verify + (["--limit", "1000"] if quick else []), 90 if quick else 300,
-                        ok_codes=(0, 3))]
+            limited(python_step("verify", verify + (["--limit", "1000"] if quick else []),
+                                90 if quick else 300, ok_codes=(0, 3)), impls, levels)]
     if not quick:
-        todo.append(python_step("verify-train", [
-            "-m", "harness", "verify-train", "--implementations", GPU_TRAIN_IMPLS, "--device", "gpu",
-            "--json", str(res / f"verify-train-gpu-{host}.json")], 150, ok_codes=(0, 3)))
+        todo.append(limited(python_step("verify-train", [
+            "-m", "harness", "verify-train", "--implementations", train_impls, "--device", "gpu",
+            "--json", str(res / f"verify-train-gpu-{host}.json")], 150, ok_codes=(0, 3)),
+            train_impls, levels))
     for name in ("api_levels",) if quick else STUDIES:
         source = str(quick_study(name, out)) if quick and write else name
         todo.append(python_step(f"study-{name}", ["-m", "harness", "run", source, "--devices", "gpu",
@@ -74,17 +134,27 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True) -> list[steps.
     if not quick:
         todo.append(python_step("explain", ["-m", "harness", "explain", EXPLAIN, "--device", "gpu",
                                             "--calls", "40", "--rounds", "4", "--out", str(res)], 120))
-        todo.append(python_step("kernels", ["-m", "harness", "kernels", KERNELS, "--calls", "200",
-                                            "--out", str(res)], 240))
+        kernels = of_levels(KERNELS, levels)
+        todo.append(limited(python_step("kernels", ["-m", "harness", "kernels", kernels, "--calls", "200",
+                                                    "--out", str(res)], 240), kernels, levels))
         targets, batch, calls = KERNELS_BATCH
+        targets = of_levels(targets, levels)
         big = ["-m", "harness", "kernels", targets, "--batch", str(batch), "--calls", str(calls),
                "--out", str(res)]
-        todo.append(python_step(f"kernels-{batch}", big, 120))
-        todo.append(python_step("kernel-stages", ["-m", "harness", "kernel-stages", "--calls", "200",
-                                                  "--dtypes", "float32,float64", "--out", str(res)], 90))
+        todo.append(limited(python_step(f"kernels-{batch}", big, 120), targets, levels))
+        stamps = ["-m", "harness", "kernel-stages", "--calls", "200", "--dtypes", "float32,float64",
+                  "--out", str(res)]
+        stamped = of_levels(STAGES_TARGET, levels)
+        todo.append(limited(python_step("kernel-stages", stamps, 90), stamped, levels))
         todo.append(python_step("pytest-gpu", ["-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
                                                "--junitxml", str(res.parent / "logs" / "pytest-gpu.xml"),
                                                "tests"], 150))
+        graded = ",".join(lab for lab in GPU_LABS if levels is None or lab_rung(lab) in levels)
+        # results/labs-gpu/<run-id>/<lab>/: imported as it is, beside the run folders
+        todo.append(limited(python_step("labs", ["-m", "harness.lab.term.gpu_labs", "--labs", graded,
+                                                 "--out", str(res / "labs-gpu" / run_id),
+                                                 "--budget-s", str(LABS_LIMIT_S - 10)],
+                                        LABS_LIMIT_S), graded, levels))
     return todo
 
 
@@ -101,25 +171,30 @@ def select(todo: list[steps.Step], names: list[str] | None) -> list[steps.Step]:
 
 def run_campaign(out: Path, name: str, todo: list[steps.Step], budget_s: float,
                  cap_bytes: int = archive.CAP_BYTES,
-                 say: Callable[[str], None] = print) -> tuple[dict[str, Any], Path]:
+                 say: Callable[[str], None] = print,
+                 levels: list[str] | None = None) -> tuple[dict[str, Any], Path]:
     """Run the steps into out/, then pack out/<name>.tar.gz. Returns (manifest, archive path)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "results").mkdir(exist_ok=True)
     manifest = {"campaign": name, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "budget_s": budget_s, "steps": []}
+                "budget_s": budget_s, "levels": levels or gpu_levels(), "levels_all": levels is None,
+                "steps": []}
     steps.run_all(todo, out, manifest, budget_s, say)
     return manifest, archive.pack(out, name, cap_bytes, say)
 
 
 def gpu_study(out: Path, quick: bool, only: list[str] | None = None, budget_s: float | None = None,
-              say: Callable[[str], None] = print) -> tuple[dict[str, Any], Path]:
+              say: Callable[[str], None] = print,
+              levels: list[str] | None = None) -> tuple[dict[str, Any], Path]:
     run_id = results.new_run_id()
     name = f"gpu-study-{results.short_hostname()}-{run_id}"
     out = Path(out)
-    select(plan(out, run_id, quick, write=False), only)  # a bad --steps fails before anything runs
+    levels = check_levels(levels)  # a bad --levels or --steps fails before anything runs
+    select(plan(out, run_id, quick, write=False, levels=levels), only)
     if (out / "manifest.json").exists():  # its results would ride along in this archive, its manifest lost
         raise HarnessError(f"--out {out} already holds a campaign ({out / 'manifest.json'}); "
                            "give each gpu-study a new folder")
     out.mkdir(parents=True, exist_ok=True)
-    todo = select(plan(out, run_id, quick), only)
-    return run_campaign(out, name, todo, budget_s or BUDGET_S["quick" if quick else "full"], say=say)
+    todo = select(plan(out, run_id, quick, levels=levels), only)
+    return run_campaign(out, name, todo, budget_s or BUDGET_S["quick" if quick else "full"], say=say,
+                        levels=levels)

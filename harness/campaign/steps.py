@@ -29,6 +29,7 @@ class Step:
     timeout_s: float
     env: tuple[tuple[str, str], ...] = field(default=())
     ok_codes: tuple[int, ...] = (0,)  # e.g. verify's 3: some level cannot run here (a row says why)
+    skip: str = ""  # why it is not run at all (e.g. none of --levels' targets in it): a skipped record
 
 
 def python_step(name: str, args: Sequence[str], timeout_s: float, **kwargs: Any) -> Step:
@@ -88,9 +89,14 @@ def run_all(steps: list[Step], out: Path, manifest: dict[str, Any], deadline_s: 
     started = time.monotonic()
     manifest.setdefault("steps", [])
     for i, step in enumerate(steps, 1):
+        record: dict[str, Any]
         left = deadline_s - (time.monotonic() - started)
-        if left < min(step.timeout_s, 30):
-            record: dict[str, Any] = {"name": step.name, "command": list(step.command), "status": "skipped",
+        if step.skip:
+            record = {"name": step.name, "command": list(step.command), "status": "skipped",
+                      "exit_code": None, "seconds": 0.0, "tail": [], "reason": step.skip,
+                      "planned_out": True}  # not a failure: the campaign chose not to run it
+        elif left < min(step.timeout_s, 30):
+            record = {"name": step.name, "command": list(step.command), "status": "skipped",
                       "exit_code": None, "seconds": 0.0, "tail": [],
                       "reason": f"out of time: {left:.0f} s left of the {deadline_s:g} s budget"}
         else:

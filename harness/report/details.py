@@ -22,7 +22,7 @@ from harness.report import (
     training_section,
     validity,
 )
-from harness.report.rundata import ReportData, find, ratio_ci
+from harness.report.rundata import ReportData, find, ratio_ci, source
 from harness.report.style import caption, ok_cells
 from harness.report.tables import fmt_ratio, ms, table
 from harness.report.versions import cuda_runtime, cudnn_version
@@ -201,7 +201,7 @@ def verify(data: ReportData) -> list[str]:
     return ["", "## Agreement with the NumPy reference (verify)", "",
             table(["file", "implementation/variant", "device", "dtype", "status", "accuracy",
                    "argmax agreement", "max abs diff"],
-                  [[v["file"], f"{v['implementation']}/{v['variant']}", v["device"],
+                  [[source(v), f"{v['implementation']}/{v['variant']}", v["device"],
                     v.get("dtype", "float32"), v["status"],
                     f"{v['accuracy']:.4f}" if "accuracy" in v else "-",
                     f"{v['agree']}/{v['images']}" if "agree" in v else "-",

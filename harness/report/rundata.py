@@ -192,6 +192,12 @@ def verify_records(root: Path = DEFAULT_RESULTS, pattern: str = "verify-*.json")
     return found
 
 
+def source(row: dict) -> str:
+    """A verify row's file, and the campaign it came from where the row says (rows merged by
+    import-results from several campaigns each say theirs)."""
+    return f"{row['file']} ({row['campaign']})" if row.get("campaign") else row["file"]
+
+
 def crosscheck_records(root: Path = DEFAULT_RESULTS) -> list[dict]:
     """crosscheck-*.json files written by `python -m harness crosscheck --json FILE`."""
     return [{"file": path.name, **json.loads(path.read_text())}

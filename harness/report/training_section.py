@@ -9,7 +9,7 @@ import pandas as pd
 
 from harness import registry
 from harness.report import quote
-from harness.report.rundata import find, ratio_ci
+from harness.report.rundata import find, ratio_ci, source
 from harness.report.style import ok_cells
 from harness.report.tables import fmt_ratio, ms, table
 
@@ -114,7 +114,7 @@ def verify_table(rows: Sequence[dict]) -> str:
         return "_No verify-train results yet (make verify)._"
     return table(["file", "level/variant", "device", "dtype", "status", "steps",
                   "max relative loss difference", "max |Δw| after the last step", "first drift"],
-                 [[r["file"], f"{r['implementation']}/{r['variant']}", r["device"], r.get("dtype", "-"),
+                 [[source(r), f"{r['implementation']}/{r['variant']}", r["device"], r.get("dtype", "-"),
                    r["status"], r.get("steps_done", "-"),
                    f"{r['max_rel_loss']:.1e}" if r.get("max_rel_loss") is not None else "-",
                    f"{r['final_max_dw']:.1e}" if r.get("final_max_dw") is not None else "-",

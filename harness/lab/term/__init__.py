@@ -7,6 +7,7 @@ sub-package per step of the course (labs/README.md, "Running a term"):
     public      publish, alias, names: the public page under pseudonyms
     staff       similarity, fingerprints: pairwise code similarity (staff only)
     commands    what each `python -m harness lab ...` command does (harness/commands.py parses)
+    gpu_labs    gpu-study's `labs` step: the GPU labs' examples graded as staff grade them
     templates/  the public page's and the similarity view's Jinja templates
 
 May import: harness.lab.judge, harness.lab.box, harness.lab.text and the harness's wings below
