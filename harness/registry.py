@@ -122,8 +122,9 @@ REGISTRY = {
                  colour="#882255", versions=(*KERAS, ("PyTorch", "torch"))),
         # hand-written CUDA C kernels (NVRTC through CuPy): the GPU's floor, the CUDA lab's rung
         ImplSpec("cuda", "lenet_cuda.model:CudaLeNet", "cuda", ("gpu",),
-                 ("fused", "layers", "graph", "cluster", "mapped"), ("float32", "float64"), "lenet_cuda",
-                 gpu_only=("graph", "cluster", "mapped"),
+                 ("fused", "layers", "graph", "cluster", "mapped", "batch"), ("float32", "float64"),
+                 "lenet_cuda",
+                 gpu_only=("graph", "cluster", "mapped", "batch"),
                  hooks=(("kernels", "lenet_cuda.kernels:nvrtc_units"),
                         ("kernel_work", "lenet_cuda.explain.work:work")),
                  floor=("mapped", "cluster", "graph"),

@@ -8,6 +8,8 @@ model.py launches exactly these; the tests check them against the oracle's shape
     fused:  x (N,28,28,1) -lenet_fused, N blocks of FUSED_THREADS-> out (N,10)
     cluster, mapped: x (N,28,28,1) -lenet_cluster, 8N blocks of CLUSTER_THREADS in clusters of 8
             (sm_90)-> out (N,10); mapped: x and out in mapped host memory, a flag the host polls
+    batch:  x (N,28,28,1) -lenet_batch, ceil(N/4) blocks of BATCH_THREADS, 4 images a block-> out (N,10);
+            x and out in mapped host memory (no copies), an event as the others
 """
 
 from dataclasses import dataclass
@@ -17,7 +19,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 SOURCES = {"layers": "layers.cu", "fused": "fused.cu", "graph": "fused.cu",  # variant -> kernel file
-           "cluster": "cluster.cu", "mapped": "cluster.cu"}
+           "cluster": "cluster.cu", "mapped": "cluster.cu",
+           "batch": "batch.cu"}
 MIN_ARCH = {"cluster.cu": 90}  # thread-block clusters and distributed shared memory: sm_90 and up
 OPTIONS = ("--std=c++17",)  # CuPy adds the architecture of the GPU it runs on
 CTYPES = {"float32": "float", "float64": "double"}
@@ -25,6 +28,8 @@ LAYER_THREADS = 256  # threads per block of the layer kernels (one thread per ou
 FUSED_THREADS = 512  # must equal LENET_THREADS in fused.cu (the tests read it from there)
 CLUSTER = 8  # blocks per image in cluster.cu (LENET_CLUSTER; 8 is the portable most)
 CLUSTER_THREADS = 256  # threads per block in cluster.cu (LENET_CLUSTER_THREADS)
+BATCH_IMAGES = 4  # images per block in batch.cu (LENET_BATCH_IMAGES)
+BATCH_THREADS = 512  # threads per block in batch.cu (LENET_BATCH_THREADS)
 STATIC_SHARED_LIMIT = 48 * 1024  # bytes of static __shared__ per block, every architecture
 
 # Each kernel's parameters, in the .cu's order: "T*" a device array of the element type, "u32*"
@@ -37,10 +42,12 @@ PARAMS = {
     "softmax_rows": ("T*",) * 2 + ("int",) * 2,  # x, y, n classes
     "lenet_fused": ("T*",) * 12 + ("int",),  # x, 5 x (kernel, bias), probs, n
     "lenet_cluster": ("T*",) * 12 + ("u32*", "u32*", "int"),  # x, 5 x (kernel, bias), probs, done, flag, n
+    "lenet_batch": ("T*",) * 12 + ("int",),  # x, 5 x (kernel, bias), probs, n
 }
 KERNELS = {"layers": ("conv_bias_relu", "max_pool_2x2", "dense_bias_act", "softmax_rows"),
            "fused": ("lenet_fused",), "graph": ("lenet_fused",),
-           "cluster": ("lenet_cluster",), "mapped": ("lenet_cluster",)}
+           "cluster": ("lenet_cluster",), "mapped": ("lenet_cluster",),
+           "batch": ("lenet_batch",)}
 
 # Buffers on the device, per image (the batch is the leading axis), NHWC.
 LAYER_BUFFERS = {"x": (28, 28, 1), "c1": (28, 28, 6), "p1": (14, 14, 6), "c2": (10, 10, 16),
@@ -49,6 +56,7 @@ FUSED_BUFFERS = {"x": (28, 28, 1), "out": (10,)}
 # mapped: x and out in mapped page-locked host memory (the kernel reads and writes them across the
 # bus), done (uint32, on the device) counts finished images, flag (uint32, host) the calls ended
 MAPPED_HOST = ("x", "out", "flag")
+BATCH_HOST = ("x", "out")  # batch: both in mapped page-locked host memory, nothing on the device
 # The fused kernel's static shared arrays (elements), as declared in fused.cu
 FUSED_SHARED = {"img": 784, "s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b": 16,
                 "p1": 1176, "p2": 400, "h1": 120, "h2": 84, "logits": 10, "partial": FUSED_THREADS}
@@ -84,7 +92,8 @@ def nvrtc_units(arch: str | None = None) -> list[tuple[str, str, tuple[str, ...]
     """What doctor compiles (the registry's "kernels" hook): per kernel file that compiles for arch
     (every one when None), its source, name, options and the template instances of every dtype."""
     return [(source(v), SOURCES[v], OPTIONS, [e for dtype in CTYPES for e in name_expressions(v, dtype)])
-            for v in ("layers", "fused", "cluster") if arch is None or compiles_for(SOURCES[v], arch)]
+            for v in ("layers", "fused", "cluster", "batch")
+            if arch is None or compiles_for(SOURCES[v], arch)]
 
 
 def blocks(count: int, threads: int) -> int:
@@ -94,6 +103,8 @@ def blocks(count: int, threads: int) -> int:
 def buffer_shapes(variant: str, n: int) -> dict[str, tuple]:
     if n < 1:
         raise ValueError(f"batch size: expected >= 1, found {n}")
+    if variant == "batch":  # x and out in mapped host memory (BATCH_HOST)
+        return {"x": (n, 28, 28, 1), "out": (n, 10)}
     if variant == "mapped":
         return {"x": (n, 28, 28, 1), "out": (n, 10), "done": (1,), "flag": (1,)}
     if variant == "cluster":
@@ -145,9 +156,18 @@ def cluster_launches(n: int, mapped: bool) -> list[Launch]:
                    n * CLUSTER * CLUSTER_THREADS)]
 
 
+def batch_launches(n: int) -> list[Launch]:
+    """BATCH_IMAGES images per block (batch.cu): the last block's missing images masked."""
+    weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
+    grid = blocks(n, BATCH_IMAGES)
+    return [Launch("lenet_batch", grid, BATCH_THREADS, ("x", *weights, "out", n), grid * BATCH_THREADS)]
+
+
 def launches(variant: str, n: int) -> list[Launch]:
     if n < 1:
         raise ValueError(f"batch size: expected >= 1, found {n}")
+    if variant == "batch":
+        return batch_launches(n)
     if variant in ("cluster", "mapped"):
         return cluster_launches(n, variant == "mapped")
     return fused_launches(n) if variant in ("fused", "graph") else layer_launches(n)
@@ -166,3 +186,14 @@ def cluster_shared_bytes(dtype: str) -> int:
 def fused_shared_bytes(dtype: str) -> int:
     """Static shared memory of one lenet_fused block (ptxas reports the same number)."""
     return sum(FUSED_SHARED.values()) * np.dtype(dtype).itemsize
+
+
+# batch.cu's static shared arrays (elements), as declared there: p2 holds BATCH_IMAGES images;
+# work is img + p1 during the convolutions, the dense layers' partial sums after
+BATCH_SHARED = {"s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b": 16,
+                "p2": 400 * BATCH_IMAGES, "work": 784 + 1176}
+
+
+def batch_shared_bytes(dtype: str) -> int:
+    """Static shared memory of one lenet_batch block (ptxas reports the same number)."""
+    return sum(BATCH_SHARED.values()) * np.dtype(dtype).itemsize
