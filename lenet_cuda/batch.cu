@@ -12,7 +12,7 @@
 //            thread); the p2 columns of missing images zeroed
 //   per image g (the block's images one after another, conv weights reused):
 //     store the pixels held in registers into img; barrier; issue the loads of image g + 1's
-//     pixels (they cross the bus while images g's convolutions run: the kernel reads mapped host
+//     pixels (they cross the bus while image g's convolutions run: the kernel reads mapped host
 //     memory in the batch variant, so the input's transfer overlaps the compute)
 //     stage 1  conv1 (5x5, 1 -> 6, padding 2) + bias + ReLU + 2x2 pool -> p1 (14, 14, 6): 392
 //              threads, a pool window and 3 channels each: the window's 6x6 input patch in
@@ -61,14 +61,16 @@ template <typename T, int IN, int OUT, int PARTS>
 __device__ __forceinline__ void dense_batch(const T* in, const T* __restrict__ w, const T* __restrict__ b,
                                             T* out, T* partial, bool relu_on) {
     constexpr int G = LENET_BATCH_IMAGES;
+    static_assert(IN % PARTS == 0, "every part sums the same number of inputs");
     const int t = threadIdx.x;
     if (t < PARTS * OUT) {
         const int j = t % OUT, part = t / OUT;
         T acc[G];
 #pragma unroll
         for (int g = 0; g < G; ++g) acc[g] = T(0);
-#pragma unroll 4
-        for (int f = part; f < IN; f += PARTS) {
+#pragma unroll 10
+        for (int m = 0; m < IN / PARTS; ++m) {  // a constant trip count: 10 weight loads in flight at a time
+            const int f = part + m * PARTS;
             const T wf = w[f * OUT + j];  // one weight, every image
 #pragma unroll
             for (int g = 0; g < G; ++g) acc[g] += in[f * G + g] * wf;
