@@ -22,7 +22,8 @@ Variants:
   computed, so the input's transfer overlaps the compute without splitting the copy into chunks on
   two streams (a graph of chunked copies and launches, the other way, adds a launch and a copy per
   chunk and overlaps only chunk k+1's copy with chunk k's kernel: the first copy and the last
-  kernel stay exposed). The host's copy of the images into the pinned memory is part of the call.
+  kernel stay exposed). The host's copy of the images into the pinned memory is part of the call,
+  done before the graph's launch (the kernel may read any image as soon as it starts).
 All: buffers and pinned host memory allocated once per batch size, argument tuples built once per
 batch size, asynchronous work on one stream of the level's own, one synchronization per call,
 CUDA events around the work for the device time (mapped: none). float32 and float64 (the
@@ -142,7 +143,8 @@ class CudaLeNet(LeNet):
                        for size in (n * 784 * itemsize, n * 10 * itemsize))
         host_in = np.frombuffer(pinned[0], self.dtype, n * 784).reshape(n, 28, 28, 1)
         host_out = np.frombuffer(pinned[1], self.dtype, n * 10).reshape(n, 10)
-        named = {**self.w, "x": np.uint64(host_in.ctypes.data), "out": np.uint64(host_out.ctypes.data)}
+        host = dict(zip(kernels.BATCH_HOST, (host_in, host_out), strict=True))  # host pointers: numpy.uint64
+        named = {**self.w, **{name: np.uint64(a.ctypes.data) for name, a in host.items()}}
         return Plan(arrays={}, pinned=pinned, host_in=host_in, host_out=host_out, zero_copy=True,
                     launches=tuple((self.fn[k.kernel], (k.grid,), (k.block,),
                                     tuple(named[a] if isinstance(a, str) else np.int32(a) for a in k.args))
