@@ -122,8 +122,9 @@ REGISTRY = {
                  colour="#882255", versions=(*KERAS, ("PyTorch", "torch"))),
         # hand-written CUDA C kernels (NVRTC through CuPy): the GPU's floor, the CUDA lab's rung
         ImplSpec("cuda", "lenet_cuda.model:CudaLeNet", "cuda", ("gpu",),
-                 ("fused", "layers", "graph", "cluster", "mapped", "persistent"), ("float32", "float64"),
-                 "lenet_cuda", gpu_only=("graph", "cluster", "mapped", "persistent"),
+                 ("fused", "layers", "graph", "cluster", "mapped", "persistent", "batch"),
+                 ("float32", "float64"), "lenet_cuda",
+                 gpu_only=("graph", "cluster", "mapped", "persistent", "batch"),
                  hooks=(("kernels", "lenet_cuda.kernels:nvrtc_units"),
                         ("kernel_work", "lenet_cuda.explain.work:work"),
                         ("kernel_stages", "lenet_cuda.explain.stages:measure")),

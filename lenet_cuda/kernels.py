@@ -10,6 +10,8 @@ model.py launches exactly these; the tests check them against the oracle's shape
             (sm_90)-> out (N,10); mapped: x and out in mapped host memory, a flag the host polls
     persistent: x (N,28,28,1) -lenet_persistent, one cluster of 8 blocks that stays resident and
             serves each call's images in turn-> out (N,10); x, out and ctl in mapped host memory
+    batch:  x (N,28,28,1) -lenet_batch, ceil(N/4) blocks of BATCH_THREADS, 4 images a block-> out (N,10);
+            x and out in mapped host memory (no copies), an event as the others
 """
 
 from dataclasses import dataclass
@@ -19,7 +21,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 SOURCES = {"layers": "layers.cu", "fused": "fused.cu", "graph": "fused.cu",  # variant -> kernel file
-           "cluster": "cluster.cu", "mapped": "cluster.cu", "persistent": "cluster.cu"}
+           "cluster": "cluster.cu", "mapped": "cluster.cu", "persistent": "cluster.cu",
+           "batch": "batch.cu"}
 MIN_ARCH = {"cluster.cu": 90}  # thread-block clusters and distributed shared memory: sm_90 and up
 OPTIONS = ("--std=c++17",)  # CuPy adds the architecture of the GPU it runs on
 CTYPES = {"float32": "float", "float64": "double"}
@@ -27,6 +30,8 @@ LAYER_THREADS = 256  # threads per block of the layer kernels (one thread per ou
 FUSED_THREADS = 512  # must equal LENET_THREADS in fused.cu (the tests read it from there)
 CLUSTER = 8  # blocks per image in cluster.cu (LENET_CLUSTER; 8 is the portable most)
 CLUSTER_THREADS = 256  # threads per block in cluster.cu (LENET_CLUSTER_THREADS)
+BATCH_IMAGES = 4  # images per block in batch.cu (LENET_BATCH_IMAGES)
+BATCH_THREADS = 512  # threads per block in batch.cu (LENET_BATCH_THREADS)
 STATIC_SHARED_LIMIT = 48 * 1024  # bytes of static __shared__ per block, every architecture
 
 # Each kernel's parameters, in the .cu's order: "T*" a device array of the element type, "u32*"
@@ -40,10 +45,12 @@ PARAMS = {
     "lenet_fused": ("T*",) * 12 + ("int",),  # x, 5 x (kernel, bias), probs, n
     "lenet_cluster": ("T*",) * 12 + ("u32*", "u32*", "int"),  # x, 5 x (kernel, bias), probs, done, flag, n
     "lenet_persistent": ("T*",) * 12 + ("u32*", "int", "int"),  # x, 5 (kernel, bias), probs, ctl, n, idle_ns
+    "lenet_batch": ("T*",) * 12 + ("int",),  # x, 5 x (kernel, bias), probs, n
 }
 KERNELS = {"layers": ("conv_bias_relu", "max_pool_2x2", "dense_bias_act", "softmax_rows"),
            "fused": ("lenet_fused",), "graph": ("lenet_fused",),
-           "cluster": ("lenet_cluster",), "mapped": ("lenet_cluster",), "persistent": ("lenet_persistent",)}
+           "cluster": ("lenet_cluster",), "mapped": ("lenet_cluster",), "persistent": ("lenet_persistent",),
+           "batch": ("lenet_batch",)}
 
 # Buffers on the device, per image (the batch is the leading axis), NHWC.
 LAYER_BUFFERS = {"x": (28, 28, 1), "c1": (28, 28, 6), "p1": (14, 14, 6), "c2": (10, 10, 16),
@@ -57,6 +64,7 @@ MAPPED_HOST = ("x", "out", "flag", "ctl")
 # (the host 1 before it launches it); QUIT (host) ends it now
 CTL_GO, CTL_ENDED, CTL_ALIVE, CTL_QUIT = range(4)
 IDLE_NS = 2_000_000  # persistent: a cluster that waits this long for a call ends (frees its 8 SMs)
+BATCH_HOST = ("x", "out")  # batch: both in mapped page-locked host memory, nothing on the device
 # The fused kernel's static shared arrays (elements), as declared in fused.cu
 FUSED_SHARED = {"img": 784, "s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b": 16,
                 "p1": 1176, "p2": 400, "h1": 120, "h2": 84, "logits": 10, "partial": FUSED_THREADS}
@@ -105,6 +113,8 @@ def blocks(count: int, threads: int) -> int:
 def buffer_shapes(variant: str, n: int) -> dict[str, tuple]:
     if n < 1:
         raise ValueError(f"batch size: expected >= 1, found {n}")
+    if variant == "batch":  # x and out in mapped host memory (BATCH_HOST)
+        return {"x": (n, 28, 28, 1), "out": (n, 10)}
     if variant == "mapped":
         return {"x": (n, 28, 28, 1), "out": (n, 10), "done": (1,), "flag": (1,)}
     if variant == "cluster":
@@ -163,6 +173,11 @@ def persistent_launches(n: int) -> list[Launch]:
     weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
     return [Launch("lenet_persistent", CLUSTER, CLUSTER_THREADS, ("x", *weights, "out", "ctl", n, IDLE_NS),
                    CLUSTER * CLUSTER_THREADS)]
+def batch_launches(n: int) -> list[Launch]:
+    """BATCH_IMAGES images per block (batch.cu): the last block's missing images masked."""
+    weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
+    grid = blocks(n, BATCH_IMAGES)
+    return [Launch("lenet_batch", grid, BATCH_THREADS, ("x", *weights, "out", n), grid * BATCH_THREADS)]
 
 
 def launches(variant: str, n: int) -> list[Launch]:
@@ -170,6 +185,8 @@ def launches(variant: str, n: int) -> list[Launch]:
         raise ValueError(f"batch size: expected >= 1, found {n}")
     if variant == "persistent":
         return persistent_launches(n)
+    if variant == "batch":
+        return batch_launches(n)
     if variant in ("cluster", "mapped"):
         return cluster_launches(n, variant == "mapped")
     return fused_launches(n) if variant in ("fused", "graph") else layer_launches(n)
@@ -190,3 +207,14 @@ def cluster_shared_bytes(dtype: str) -> int:
 def fused_shared_bytes(dtype: str) -> int:
     """Static shared memory of one lenet_fused block (ptxas reports the same number)."""
     return sum(FUSED_SHARED.values()) * np.dtype(dtype).itemsize
+
+
+# batch.cu's static shared arrays (elements), as declared there: p2 holds BATCH_IMAGES images;
+# work is img + p1 during the convolutions, the dense layers' partial sums after
+BATCH_SHARED = {"s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b": 16,
+                "p2": 400 * BATCH_IMAGES, "work": 784 + 1176}
+
+
+def batch_shared_bytes(dtype: str) -> int:
+    """Static shared memory of one lenet_batch block (ptxas reports the same number)."""
+    return sum(BATCH_SHARED.values()) * np.dtype(dtype).itemsize

@@ -20,6 +20,15 @@ Variants:
   writes the images and stores the call's number, the kernel (block 0's thread 0 polling across
   the bus) serves them and stores it back; the host polls that. A cluster idle for
   kernels.IDLE_NS ends (its 8 SMs freed for other work) and is launched again by the next call.
+- batch: for throughput (batch.cu): 4 images a block, conv weights staged once per block, fc1's
+  weights read once per block for its 4 images, several multiply-adds per shared-memory load. Its
+  x and out are mapped page-locked host memory (zero copy), the call a CUDA graph of the one kernel
+  and an event: the blocks' reads of their next image cross the bus while their current image is
+  computed, so the input's transfer overlaps the compute without splitting the copy into chunks on
+  two streams (a graph of chunked copies and launches, the other way, adds a launch and a copy per
+  chunk and overlaps only chunk k+1's copy with chunk k's kernel: the first copy and the last
+  kernel stay exposed). The host's copy of the images into the pinned memory is part of the call,
+  done before the graph's launch (the kernel may read any image as soon as it starts).
 All: buffers and pinned host memory allocated once per batch size, argument tuples built once per
 batch size, asynchronous work on one stream of the level's own, one synchronization per call,
 CUDA events around the work for the device time (mapped: none). float32 and float64 (the
@@ -41,7 +50,8 @@ from lenet_cuda import kernels
 
 H2D, D2H = 1, 2  # cudaMemcpyKind
 HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped: page-locked host memory the device reads and writes
-GRAPHED = ("graph", "cluster", "mapped")  # variants whose call is a CUDA graph
+GRAPHED = ("graph", "cluster", "mapped", "batch")  # variants whose call is a CUDA graph
+ZERO_COPY = ("batch",)  # kernels reading x and writing out in mapped host memory, waited on by an event
 POLL_TIMEOUT_S = 5.0  # mapped: a flag not set by then is a failed kernel, not a slow one
 
 
@@ -59,6 +69,7 @@ class Plan:
     flag: Any = None  # mapped: (1,) uint32 in mapped host memory, the number of calls ended
     ctl: Any = None  # persistent: (4,) uint32 in mapped host memory, kernels.CTL_* (go, ended, alive, quit)
     calls: int = 0  # mapped, persistent: calls made
+    zero_copy: bool = False  # batch: x and out in mapped host memory, no copies
 
 
 class CudaLeNet(LeNet):
@@ -99,6 +110,8 @@ class CudaLeNet(LeNet):
 
     def plan(self, n):
         """Everything a call of batch size n needs, allocated and built once."""
+        if n not in self.plans and self.variant in ZERO_COPY:
+            self.plans[n] = self.plan_zero_copy(n)
         if n not in self.plans:
             cp, itemsize = self.cp, np.dtype(self.dtype).itemsize
             mapped = self.variant in ("mapped", "persistent")
@@ -132,10 +145,30 @@ class CudaLeNet(LeNet):
                 events=(cp.cuda.Event(), cp.cuda.Event()))  # done's zeros: on the stream, before any call
         return self.plans[n]
 
+    def plan_zero_copy(self, n):
+        """batch: x and out in mapped page-locked host memory (the kernel reads and writes them across
+        the bus), nothing on the device but the weights; an event pair as the copying variants."""
+        cp, itemsize = self.cp, np.dtype(self.dtype).itemsize
+        pinned = tuple(cp.cuda.PinnedMemoryPointer(cp.cuda.PinnedMemory(size, HOST_ALLOC_MAPPED), 0)
+                       for size in (n * 784 * itemsize, n * 10 * itemsize))
+        host_in = np.frombuffer(pinned[0], self.dtype, n * 784).reshape(n, 28, 28, 1)
+        host_out = np.frombuffer(pinned[1], self.dtype, n * 10).reshape(n, 10)
+        host = dict(zip(kernels.BATCH_HOST, (host_in, host_out), strict=True))  # host pointers: numpy.uint64
+        named = {**self.w, **{name: np.uint64(a.ctypes.data) for name, a in host.items()}}
+        return Plan(arrays={}, pinned=pinned, host_in=host_in, host_out=host_out, zero_copy=True,
+                    launches=tuple((self.fn[k.kernel], (k.grid,), (k.block,),
+                                    tuple(named[a] if isinstance(a, str) else np.int32(a) for a in k.args))
+                                   for k in kernels.launches(self.variant, n)),
+                    events=(cp.cuda.Event(), cp.cuda.Event()))
+
     def enqueue(self, p):
         """One call's work on the stream: pinned input -> device, the kernels, device -> pinned
         output. Every address is the plan's, fixed for its lifetime: what a CUDA graph replays."""
         rt, s = self.cp.cuda.runtime, self.stream.ptr
+        if p.zero_copy:  # batch: the kernel reads and writes the host's memory itself
+            for fn, grid, block, args in p.launches:
+                fn(grid, block, args)
+            return
         if p.flag is None:
             rt.memcpyAsync(p.arrays["x"].data.ptr, p.host_in.ctypes.data, p.host_in.nbytes, H2D, s)
         for fn, grid, block, args in p.launches:

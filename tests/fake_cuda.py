@@ -23,7 +23,7 @@ from harness.lab.emucuda import (  # noqa: F401 (the tests' names for them)
 from lenet_cuda import kernels
 
 CPP_TYPES = {"T*": "{T}*", "u32*": "unsigned*", "int": "int"}
-VARIANTS = ("layers", "fused", "cluster")  # one of each kernel file (cluster.cu: lenet_cluster, lenet_persistent)
+VARIANTS = ("layers", "fused", "cluster", "batch")  # one of each kernel file (cluster.cu: lenet_cluster, lenet_persistent)
 
 
 def build(folder) -> ctypes.CDLL:

@@ -28,8 +28,10 @@ ARCHS = ("compute_80", "compute_90", "sm_80", "sm_90")  # PTX, and cubins (ptxas
 FILES = sorted(set(kernels.SOURCES.values()))
 BUILDS = [(cu, arch) for cu in FILES for arch in ARCHS if kernels.compiles_for(cu, arch)]  # cluster.cu: sm_90
 VARIANTS = registry.spec("cuda").variants
-THREADS = {"lenet_fused": kernels.FUSED_THREADS, "lenet_cluster": kernels.CLUSTER_THREADS}  # else LAYER_THREADS
-SHARED = {"lenet_fused": kernels.fused_shared_bytes, "lenet_cluster": kernels.cluster_shared_bytes}
+THREADS = {"lenet_fused": kernels.FUSED_THREADS, "lenet_cluster": kernels.CLUSTER_THREADS,
+           "lenet_batch": kernels.BATCH_THREADS}  # else LAYER_THREADS
+SHARED = {"lenet_fused": kernels.fused_shared_bytes, "lenet_cluster": kernels.cluster_shared_bytes,
+          "lenet_batch": kernels.batch_shared_bytes}
 
 
 def nvrtc_or_skip():
@@ -172,6 +174,22 @@ def test_fused_block_size_is_the_one_in_fused_cu():
     assert kernels.FUSED_THREADS >= 120 and kernels.FUSED_THREADS % 32 == 0
 
 
+def test_batch_shape_and_shared_memory_are_the_ones_in_batch_cu():
+    text = (ROOT / "lenet_cuda" / "batch.cu").read_text()
+    assert int(re.search(r"#define LENET_BATCH_IMAGES (\d+)", text).group(1)) == kernels.BATCH_IMAGES
+    assert int(re.search(r"#define LENET_BATCH_THREADS (\d+)", text).group(1)) == kernels.BATCH_THREADS
+    declared = re.findall(r"__shared__ T (\w+)\[([^\]]+)\]", text)
+    sizes = {name: eval(size, {"LENET_BATCH_IMAGES": kernels.BATCH_IMAGES}) for name, size in declared}
+    assert sizes == kernels.BATCH_SHARED
+    g = kernels.BATCH_IMAGES
+    # work holds img + p1, then each dense layer's partial sums (parts x outputs x images); p2 holds
+    # h1, h2 and the logits after fc1; the threads the kernel's comment promises exist
+    assert sizes["work"] == 784 + 1176 >= max(4 * 120 * g, 5 * 84 * g, 12 * 10 * g)
+    assert sizes["p2"] == 400 * g >= (120 + 84 + 10) * g
+    assert max(392, 400, 4 * 120, 5 * 84, 120 * g, 10 * g) <= kernels.BATCH_THREADS and 784 <= 2 * kernels.BATCH_THREADS
+    assert kernels.batch_shared_bytes("float64") <= kernels.STATIC_SHARED_LIMIT
+
+
 @functools.cache
 def oracle_shapes(n):
     """The NumPy oracle's activation shapes for a batch of n (NHWC), run once per n for the
@@ -197,7 +215,8 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
     launches = kernels.launches(variant, n)
     assert [k.kernel for k in launches] == (
         ["lenet_fused"] if variant in ("fused", "graph") else ["lenet_cluster"] if variant in ("cluster", "mapped")
-        else ["lenet_persistent"] if variant == "persistent" else ["conv_bias_relu", "max_pool_2x2", "conv_bias_relu", "max_pool_2x2"] + ["dense_bias_act"] * 3
+        else ["lenet_persistent"] if variant == "persistent" else ["lenet_batch"] if variant == "batch"
+        else ["conv_bias_relu", "max_pool_2x2", "conv_bias_relu", "max_pool_2x2"] + ["dense_bias_act"] * 3
         + ["softmax_rows"])
     for k in launches:
         assert len(k.args) == len(kernels.PARAMS[k.kernel])
@@ -209,6 +228,11 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
         assert 1 <= k.block <= 1024 and k.block % 32 == 0 and 1 <= k.grid < 2**31
         if k.kernel == "lenet_fused":
             assert k.grid == n and k.threads == n * kernels.FUSED_THREADS
+            continue
+        if k.kernel == "lenet_batch":  # every image in a block, no block without one
+            g = kernels.BATCH_IMAGES
+            assert k.block == kernels.BATCH_THREADS and k.grid * g >= n > (k.grid - 1) * g
+            assert k.args[0] == "x" and k.args[11:] == ("out", n) and set(shapes) == {"x", "out"}
             continue
         if k.kernel == "lenet_cluster":  # a whole number of clusters, one per image; the flag only when mapped
             assert k.grid == kernels.CLUSTER * n and k.block == kernels.CLUSTER_THREADS
@@ -247,7 +271,7 @@ def test_bad_batch_and_dtype_are_value_errors():
 def test_registry_entry():
     spec = registry.spec("cuda")
     assert spec.api_level == "cuda" and spec.devices == ("gpu",) and spec.package == "lenet_cuda"
-    assert spec.variants == ("fused", "layers", "graph", "cluster", "mapped", "persistent")
+    assert spec.variants == ("fused", "layers", "graph", "cluster", "mapped", "persistent", "batch")
     assert spec.dtypes == ("float32", "float64")
     with pytest.raises(ValueError, match="unknown device 'cpu'"):
         registry.create("cuda", DEFAULT_WEIGHTS, device="cpu")
@@ -308,9 +332,12 @@ def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, v
     ("mapped", "float32", (1, 3, 13, 64)),
     ("mapped", "float64", (1, 3, 13, 64, 512)),
     ("persistent", "float32", (1, 3, 13)),  # one cluster serves the batch's images in turn
+    ("batch", "float32", (1, 3, 13, 64, 512, 6)),  # 13, 6, 3, 1: the last block's images masked
+    ("batch", "float64", (1, 3, 13, 64, 512)),
 ])
 def test_emulated_cluster_kernel_at_every_batch_size(monkeypatch, emulator, many, variant, dtype, sizes):
-    """Every cluster of 8 blocks computes its own image: batch sizes from 1 to 512, new images each."""
+    """Every cluster of 8 blocks computes its own image, every batch block its 4: batch sizes
+    from 1 to 512, new images each; no kernel reads or writes outside its buffers."""
     x, reference = many[0], many[1][dtype]
     fake, impl = emulated(monkeypatch, emulator, variant, dtype)
     for n in sizes:
@@ -347,6 +374,21 @@ def test_emulated_cluster_call_copies_and_mapped_call_polls_the_flag(monkeypatch
     assert [w[0] for w in fake.launched] == ["kernel"] * 4 and int(plan.flag[0]) == plan.calls == 4
     assert plan.graph.launches == 3 and int(plan.arrays["done"][0]) == 4  # images ended on the device
     assert all(type(a) is np.uint64 for a in np.array(plan.launches[0][3], dtype=object)[[0, 11, 13]])
+
+
+def test_emulated_batch_call_is_one_kernel_on_mapped_memory_in_a_graph(monkeypatch, emulator, sample):
+    """batch: no copies, one launch of ceil(n / 4) blocks reading x and writing out in mapped host
+    memory (numpy.uint64 host pointers), captured once per batch size, an event per call."""
+    x, reference = sample[0], sample[1]["float32"]
+    fake, impl = emulated(monkeypatch, emulator, "batch", "float32")
+    for i in range(3):
+        assert np.max(np.abs(impl.predict(x[i:i + 5]) - reference[i:i + 5])) <= 1e-5  # the replay reads anew
+    assert fake.launched == [("kernel", "lenet_batch<float>", 2, kernels.BATCH_THREADS)] * 4  # eager, then 3 replays
+    plan = impl.plans[5]
+    assert plan.zero_copy and plan.arrays == {} and plan.flag is None and plan.graph.launches == 3
+    assert all(type(a) is np.uint64 for a in np.array(plan.launches[0][3], dtype=object)[[0, 11]])
+    assert plan.launches[0][3][12] == np.int32(5) and impl.last_device_time_ns() == 250_000
+    impl.close()
 
 
 def test_emulated_mapped_call_that_never_sets_its_flag_times_out(monkeypatch, emulator, sample):
@@ -541,7 +583,7 @@ def test_gpu_graph_is_captured_once_per_batch_size(test_set):
 def test_gpu_kernels_load_within_the_devices_limits():
     """The compiled module's attributes on this GPU: registers and static shared memory per
     kernel, as the driver reports them (what doctor prints)."""
-    for variant, kernel in (("fused", "lenet_fused"), ("cluster", "lenet_cluster")):
+    for variant, kernel in (("fused", "lenet_fused"), ("cluster", "lenet_cluster"), ("batch", "lenet_batch")):
         impl = registry.create("cuda", DEFAULT_WEIGHTS, device="gpu", variant=variant)
         try:
             fn = impl.fn[kernel]
@@ -565,6 +607,8 @@ def test_doctor_names_nvrtc_and_each_kernels_registers_and_shared_memory():
     for dtype, shared in (("float", 13956), ("double", 27912)):  # 3,488 elements and a command word
         for kernel in ("lenet_cluster", "lenet_persistent"):
             assert re.search(rf"{kernel}<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
+    for dtype, shared in (("float", 24528), ("double", 49056)):
+        assert re.search(rf"lenet_batch<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
     a100 = doctor.cuda_lines(caps=["8.0"])[1]  # no clusters before sm_90: cluster.cu is left out, not an error
     assert a100.startswith("CUDA kernels for compute capability 8.0 (sm_80): ") and "lenet_cluster" not in a100
     assert "do not compile" in doctor.cuda_lines(caps=["1.0"])[1]  # an arch NVRTC does not know
@@ -662,6 +706,9 @@ def test_every_design_does_the_models_multiply_adds_and_no_thread_more_than_it_c
     # the dense weights are read once per image in both designs; the image once (cluster) or per block
     dense = 400 * 120 + 120 + 120 * 84 + 84 + 84 * 10 + 10
     assert sum(s.reads for s in whole["lenet_fused"].stages) == dense + 784 + 156 + 2416
+    # lenet_batch: every weight once per block of BATCH_IMAGES images, the image once
+    g = kernels.BATCH_IMAGES
+    assert abs(sum(s.reads for s in whole["lenet_batch"].stages) - (784 + (dense + 156 + 2416) / g)) < 3
 
 
 def test_gpu_explain_rows_join_the_work_with_ptxas(tmp_path):
@@ -680,6 +727,10 @@ def test_gpu_explain_rows_join_the_work_with_ptxas(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert re.search(r"lenet_cluster\s+the whole network\s+8\s+416,520", done.stdout)
+    assert re.search(r"lenet_batch\s+the whole network\s+1\s+416,520", done.stdout)
+    batch = {r["dtype"]: r for r in rows if r["kernel"] == "lenet_batch"}
+    assert batch["float64"]["shared_bytes"] == kernels.batch_shared_bytes("float64")
+    assert batch["float32"]["global_bytes"] < cluster["float32"]["global_bytes"] / 3  # weights per 4 images
     written = list(tmp_path.glob("gpu_explain/*/results.jsonl"))
     assert len(written) == 1 and len(written[0].read_text().splitlines()) == len(rows)
 

@@ -325,7 +325,7 @@ def test_the_plans_include_the_hand_written_cuda_rung(tmp_path):
     assert list(stamps[stamps.index("kernel-stages") + 1:][:4]) == ["--calls", "200", "--dtypes", "float32,float64"]
     big = full["kernels-512"]  # the copy's share of a large batch: the level's own graphs and cuDNN's
     assert big[big.index("--batch") + 1] == "512"
-    assert {"cuda/cluster", "cudnn/graph"} <= set(big[big.index("kernels") + 1].split(","))
+    assert {"cuda/cluster", "cuda/batch", "cudnn/graph"} <= set(big[big.index("kernels") + 1].split(","))
 
 
 def test_api_levels_on_the_gpu_has_the_time_its_three_processes_need(tmp_path):
@@ -351,7 +351,8 @@ def test_levels_restrict_verify_verify_train_kernels_and_labs_in_plan_order(tmp_
     kernels = targets_of(some["kernels"], "kernels")
     assert kernels == [t for t in targets_of(every["kernels"], "kernels") if t.split("/")[0] in ("cuda", "cudnn")]
     assert kernels[0] == "cuda/layers" and "torch/eager" not in kernels
-    assert targets_of(some["kernels-512"], "kernels") == ["cuda/graph", "cuda/cluster", "cuda/mapped", "cudnn/graph"]
+    assert targets_of(some["kernels-512"], "kernels") == ["cuda/graph", "cuda/cluster", "cuda/mapped", "cuda/batch",
+                                                                "cudnn/graph"]
     assert targets_of(some["labs"], "--labs") == ["cuda", "cudnn"]
     for name in ("doctor", "explain", "pytest-gpu", "study-api_levels"):  # untouched by --levels
         assert some[name] == every[name]

@@ -7,7 +7,14 @@ leaves the level's measured sources as they were).
 
 from dataclasses import dataclass, replace
 
-from lenet_cuda.kernels import CLUSTER, CLUSTER_THREADS, FUSED_THREADS, layer_launches
+from lenet_cuda.kernels import (
+    BATCH_IMAGES,
+    BATCH_THREADS,
+    CLUSTER,
+    CLUSTER_THREADS,
+    FUSED_THREADS,
+    layer_launches,
+)
 
 
 @dataclass(frozen=True)
@@ -43,10 +50,18 @@ def dense_stage(name: str, fan_in: int, fan_out: int, threads: int) -> Stage:
     return Stage(name, fan_in * fan_out, parts * fan_out, share, share, fan_in * fan_out + fan_out)
 
 
+def batch_dense_stage(name: str, fan_in: int, fan_out: int, parts: int, images: int) -> Stage:
+    """batch.cu's dense_batch: parts threads per output, each a strided share of the inputs for every
+    image of the block (one accumulator an image); the weights read once for the block's images."""
+    share = ceil_div(fan_in, parts)
+    reads = ceil_div(fan_in * fan_out + fan_out, images)
+    return Stage(name, fan_in * fan_out, parts * fan_out, share, share, reads)
+
+
 def work() -> list[Work]:
     """What each kernel does for one image: lenet_fused (one block), lenet_cluster (a cluster of
-    CLUSTER blocks), lenet_persistent (the same, resident) and the layers variant's launches, stage
-    by stage."""
+    CLUSTER blocks), lenet_persistent (the same, resident), lenet_batch (a block shared by
+    BATCH_IMAGES images) and the layers variant's launches, stage by stage."""
     t = FUSED_THREADS
     conv_in = 784 + 150 + 6 + 2400 + 16  # the image and the conv weights, staged into shared memory once
     fused = Work("lenet_fused", ("fused", "graph"), 1, t, (
@@ -67,6 +82,15 @@ def work() -> list[Work]:
     persistent = Work("lenet_persistent", ("persistent",), c, ct,
                       (Stage("stage in", 0, c * ct, 0, 0, 784),
                        *(replace(stage, reads=0) for stage in cluster.stages[1:])))
+    g, bt = BATCH_IMAGES, BATCH_THREADS
+    # lenet_batch, per image: its block does this for each of its g images, one after another for the
+    # convolutions and all at once for the dense layers; weights loaded once per block count 1/g here
+    batch = Work("lenet_batch", ("batch",), 1, bt, (
+        Stage("stage in", 0, bt, 0, 0, 784 + ceil_div(156 + 2416, g)),  # image; conv weights per block
+        Stage("conv1+pool", 117_600, 392, 3 * 4 * 25, 25, 0),  # a window x 3 channels: 12 accumulators
+        Stage("conv2+pool", 240_000, 400, 4 * 150, 150, 0),  # a window x 1 channel: 4 accumulators
+        batch_dense_stage("fc1", 400, 120, 4, g), batch_dense_stage("fc2", 120, 84, 5, g),
+        batch_dense_stage("fc3", 84, 10, 12, g)))
     layers = []
     names = ("conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "fc3", "softmax")  # layer_launches' order
     for name, launch in zip(names, layer_launches(1), strict=True):
@@ -82,4 +106,4 @@ def work() -> list[Work]:
         else:
             stage = Stage("softmax", 0, launch.threads, 0, 0, a[3])
         layers.append(Work(launch.kernel, ("layers",), launch.grid, launch.block, (stage,), name))
-    return [fused, cluster, persistent, *layers]
+    return [fused, cluster, persistent, batch, *layers]
