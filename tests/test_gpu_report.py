@@ -85,10 +85,32 @@ def test_kernel_and_batch_targets_follow_the_kernels_rows():
     assert "cuda/mapped 1.28 M images/s (400 µs a call), missed (6.2x short)." in lines[0]
     assert lines[1].startswith("Target: at batch 512 at least 2x cudnn/graph's rate: 0.80x (320 µs a call), missed")
     assert any("cuda/cluster: the GPU is busy 240 µs of a 500 µs call; the copies take 60 µs (25% of the busy "
-               "time), lenet_cluster 180 µs." in x for x in lines)
+               "time), lenet_cluster 180 µs; 260 µs of the call is the host's alone (its copy of the images "
+               "into page-locked memory, the launch, the wait)." in x for x in lines)
+    assert any("cuda/mapped: the GPU is busy 220 µs of a 400 µs call; the copies take 0 µs (0% of the busy time), "
+               "lenet_cluster 220 µs (mapped memory: the images cross the bus inside the kernel); 180 µs" in x
+               for x in lines)
     rows[1]["ops"][0]["ns_per_call"] = 4_000
     assert "lenet_fused (cuda/graph) 4 µs, met (1 µs under)" in gpu_section.kernel_target(rows, "m")
     assert gpu_section.batch_targets([r for r in rows if r["batch"] == 1], "m") == []
+
+
+def test_a_resident_kernel_s_call_is_told_apart():
+    """cuda/persistent: one kernel spans the calls (0.01 launches a call); its row says so, and its
+    target line puts the kernel-stages' stages (less the weights' loading) beside the host's call."""
+    k = {"implementation": "cuda", "variant": "persistent", "batch": 1, "machine": "m", "calls": 200,
+         "host_ns_per_call": 17_800.0, "gpu_busy_ns_per_call": 40_900.0, "device_ops_per_call": 0.01,
+         "api_calls_per_call": 0.05, "api_ns_per_call": 13_500.0,
+         "ops": [{"category": "kernel", "name": "lenet_persistent", "ns_per_call": 40_900.0, "per_call": 0.01}]}
+    stages = {"kernel": "lenet_cluster", "block0_ns": 7_200.0, "stages": [{"block0_ns": 1_800.0}]}
+    words = gpu_section.trace_words(k, stages)
+    assert words == (" Where it goes (`kernels`): a 17.8 µs call with no launch and no CUDA call on the host (the "
+                     "resident kernel was launched 2 times in 200 calls); inside it, lenet_cluster's stages after "
+                     "its weights are loaded take 5.4 µs (`kernel-stages`: 7.2 µs less 1.8 µs of loading, which a "
+                     "resident kernel pays once a launch); the rest is the bus (the call's number and image read "
+                     "across it, the answer written back) and the host.")
+    assert "230%" not in "\n".join(gpu_section.section([{"study": "kernels", "machine": "m", "rows": [
+        {**k, "kind": "kernels", "status": "ok"}]}]))
 
 
 def test_newest_kernels_row_per_target_and_batch_across_runs():

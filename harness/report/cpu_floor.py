@@ -155,5 +155,5 @@ def numba_lines(frame: pd.DataFrame, machine: str | None, c_cell: pd.Series | No
     if numba is None or r is None:
         return []
     return [f"- The rung compiled from Python, numba/fused, takes {quote.quoted(numba)} per image, "
-            f"{fmt_ratio(r)}x the C's time within rounds (`{cpu_targets.STUDY}`); to get there Numba needed "
-            f"{NUMBA_NEEDED}."]
+            f"{fmt_ratio(r, 'x')} the C's time within rounds (`{cpu_targets.STUDY}`); to get there Numba "
+            f"needed {NUMBA_NEEDED}."]

@@ -37,7 +37,7 @@ def target_lines(frame: pd.DataFrame, machine: str) -> list[str]:
         out.append(goal_line(label, goal, cell["median_ms"], STUDY, " on the CPU"))
     hand = find(frame, STUDY, COMPILED, machine=machine)
     rivals = [(label, find(frame, STUDY, label, machine=machine)) for label in RIVALS]
-    parts = [f"{label} takes {fmt_ratio(r)}x its time ({speedup_verdict(r, SPEEDUP)})"
+    parts = [f"{label} takes {fmt_ratio(r, 'x')} its time ({speedup_verdict(r, SPEEDUP)})"
              for label, rival in rivals if (r := ratio_ci(rival, hand))]
     if hand is not None and parts:
         out.append(f"Target: {COMPILED} at least {SPEEDUP:g}x faster than ONNX Runtime and oneDNN "
@@ -84,6 +84,6 @@ def c_speedup_lines(frame: pd.DataFrame, machine: str) -> list[str]:
                         f"than its {ms(hand['median_ms'])}")
         elif verdict == "undecided":
             verdict += f": the interval spans {C_SPEEDUP:g}x"
-        parts.append(f"{label} takes {fmt_ratio(r)}x its time ({verdict})")
+        parts.append(f"{label} takes {fmt_ratio(r, 'x')} its time ({verdict})")
     return [f"Target: {C_LEVEL} at least {C_SPEEDUP:g}x faster than oneDNN and than the best inference "
             f"engine, within rounds (`{STUDY}`, {machine}): " + "; ".join(parts) + "."] if parts else []

@@ -68,7 +68,7 @@ def cudnn_line(frame: pd.DataFrame, machine: str) -> str | None:
             "the stream waiting on the host's enqueueing as much as working (the GPU's "
             "busy time is under \"Where a GPU call's time goes\")."
             + (f" Replayed as one CUDA graph, the call takes {ms(graph['median_ms'])} "
-               f"(tuned/graph {fmt_ratio(ratio_ci(tuned, graph))}x within rounds)."
+               f"(tuned/graph {fmt_ratio(ratio_ci(tuned, graph), 'x')} within rounds)."
                if graph is not None else ""))
 
 
@@ -101,14 +101,36 @@ def ladder_line(frame: pd.DataFrame, machine: str) -> str | None:
     for label, what in others:
         row = find(frame, "api_levels", label, device="gpu", machine=machine)
         if row is not None and label != graph["label"]:
-            parts.append(f"{what} {ms(row['median_ms'])} ({fmt_ratio(ratio_ci(row, graph))}x)")
+            parts.append(f"{what} {ms(row['median_ms'])} ({fmt_ratio(ratio_ci(row, graph), 'x')})")
     return (f"**The GPU ladder on {machine}, raw library → framework ops → Keras** (`api_levels`, "
             f"batch 1, ratios to the floor within rounds): {name} takes "
             f"{ms(graph['median_ms'])} per image end to end ({device}); " + ", ".join(parts) + ".")
 
 
-def trace_words(k: dict) -> str:
+def resident(k: dict) -> bool:
+    """A kernels row whose kernel spans calls (cuda/persistent): fewer launches than calls."""
+    return k["device_ops_per_call"] < 1
+
+
+def resident_words(k: dict, stages: dict | None) -> str:
+    """Where a resident kernel's call goes: no launch or CUDA call on the host; on the GPU, the
+    cluster kernel's stages less the weights' loading (kernel-stages), which it pays once a launch."""
+    launches = round(k["device_ops_per_call"] * k["calls"])
+    out = (f" Where it goes (`kernels`): a {us(k['host_ns_per_call'])} call with no launch and no CUDA "
+           f"call on the host (the resident kernel was launched {launches} times in {k['calls']} calls)")
+    if stages is not None and stages.get("block0_ns") is not None:
+        loads = stages["stages"][0]["block0_ns"]
+        out += (f"; inside it, {stages['kernel']}'s stages after its weights are loaded take "
+                f"{us(stages['block0_ns'] - loads)} (`kernel-stages`: {us(stages['block0_ns'])} less "
+                f"{us(loads)} of loading, which a resident kernel pays once a launch); the rest is the "
+                "bus (the call's number and image read across it, the answer written back) and the host")
+    return out + "."
+
+
+def trace_words(k: dict, stages: dict | None = None) -> str:
     """Where a call goes in its kernels row: busy share, ops, the longest, the host's CUDA calls."""
+    if resident(k):
+        return resident_words(k, stages)
     busy, host = k["gpu_busy_ns_per_call"], k["host_ns_per_call"]
     return (f" Where it goes (`kernels`): the GPU is busy {us(busy)} of a {us(host)} call "
             f"({100 * busy / host:.0f}%), in {k['device_ops_per_call']:.0f} kernels and copies, "
@@ -169,24 +191,30 @@ def batch_targets(rows: list[dict], machine: str) -> list[str]:
     for k in hand + ([library] if library is not None else []):
         copies, share = copy_share(k)
         kernel = own_kernel(k) or k["ops"][0]
+        beyond = k["host_ns_per_call"] - k["gpu_busy_ns_per_call"]
         out.append(f"At batch {BATCH}, {k['implementation']}/{k['variant']}: the GPU is busy "
                    f"{us(k['gpu_busy_ns_per_call'])} of a {us(k['host_ns_per_call'])} call; the copies "
                    f"take {us(copies)} ({100 * share:.0f}% of the busy time), {kernel['name']} "
-                   f"{us(kernel['ns_per_call'])}" + (" (mapped: the images cross the bus inside the kernel)"
-                                                     if k["variant"] == "mapped" else "") + ".")
+                   f"{us(kernel['ns_per_call'])}"
+                   + (" (mapped memory: the images cross the bus inside the kernel)" if not copies else "")
+                   + (f"; {us(beyond)} of the call is the host's alone (its copy of the images into "
+                      "page-locked memory, the launch, the wait)" if beyond > 0 else "") + ".")
     return out
 
 
-def target_lines(frame: pd.DataFrame, rows: list[dict], machine: str) -> list[str]:
+def target_lines(frame: pd.DataFrame, rows: list[dict], machine: str,
+                 stages: dict | None = None) -> list[str]:
     """The speed targets from api_levels (every GPU level's variants in the same rounds), the
-    kernel's and the large batch's from the kernels trace, and where the time goes."""
+    kernel's and the large batch's from the kernels trace, and where the time goes (stages: the
+    machine's kernel-stages row in float32, if any)."""
     out = []
     hand = fastest_hand_written(frame, "api_levels", machine)
     if hand is not None:
         line = goal_line(f"the fastest hand-written call ({hand['label']})", HAND_WRITTEN_MS,
                          hand["median_ms"], "api_levels")
         k = kernels_of(rows, hand["label"], machine)
-        out.append(line + (trace_words(k) if hand["median_ms"] > HAND_WRITTEN_MS and k is not None else ""))
+        out.append(line + (trace_words(k, stages) if hand["median_ms"] > HAND_WRITTEN_MS and k is not None
+                           else ""))
     for label, goal in TARGETS_MS.items():
         cell = find(frame, "api_levels", label, device="gpu", machine=machine)
         if cell is None:
@@ -200,7 +228,7 @@ def target_lines(frame: pd.DataFrame, rows: list[dict], machine: str) -> list[st
         verdict = speedup_verdict(r, HAND_WRITTEN_SPEEDUP) if r else "no within-round ratio"
         out.append(f"Target: the fastest hand-written call ({hand['label']}) at least "
                    f"{HAND_WRITTEN_SPEEDUP:g}x faster than cudnn/graph within rounds: cudnn/graph takes "
-                   f"{fmt_ratio(r)}x its time: {verdict}.")
+                   f"{fmt_ratio(r, 'x')} its time: {verdict}.")
     kernel = kernel_target(rows, machine)
     out += ([kernel] if kernel else []) + batch_targets(rows, machine)
     best = {}
@@ -215,13 +243,15 @@ def target_lines(frame: pd.DataFrame, rows: list[dict], machine: str) -> list[st
         verdict = "met" if r and r["ratio"] <= 1 else "missed"
         out.append(f"Target: the best cuDNN variant no slower than the best PyTorch variant on the same "
                    f"GPU: {cudnn['label']} {ms(cudnn['median_ms'])} against {torch['label']} "
-                   f"{ms(torch['median_ms'])} ({fmt_ratio(r)}x within rounds): {verdict}.")
+                   f"{ms(torch['median_ms'])} ({fmt_ratio(r, 'x')} within rounds): {verdict}.")
     return out
 
 
 def findings(frame: pd.DataFrame, runs: Sequence[dict], machine: str) -> list[str]:
     lines = [cudnn_line(frame, machine), ladder_line(frame, machine)]
-    return [line for line in lines if line] + target_lines(frame, kernel_rows(runs), machine)
+    stages = next((r for run in runs if run["study"] == "kernel_stages" and run["machine"] == machine
+                   for r in run["rows"] if r.get("status") == "ok" and r.get("dtype") == "float32"), None)
+    return [line for line in lines if line] + target_lines(frame, kernel_rows(runs), machine, stages)
 
 
 def section(runs: list[dict]) -> list[str]:
@@ -232,8 +262,14 @@ def section(runs: list[dict]) -> list[str]:
     body = []
     for r in (r for r in rows if r.get("batch", 1) == 1):
         busy, host = r["gpu_busy_ns_per_call"], r["host_ns_per_call"]
-        top = "; ".join(f"{op['name']} x{op['per_call']:.0f} {us(op['ns_per_call'])}" for op in r["ops"][:3])
         api = f"{r['api_calls_per_call']:.0f} ({us(r['api_ns_per_call'])})"
+        if resident(r):  # one kernel across the calls: no busy time or ops of a call
+            launches = round(r["device_ops_per_call"] * r["calls"])
+            body.append([f"{r['implementation']}/{r['variant']}", us(host), "resident", "–",
+                         f"{launches} launches in {r['calls']} calls", api,
+                         f"{r['ops'][0]['name']} (spans calls)", r["machine"]])
+            continue
+        top = "; ".join(f"{op['name']} x{op['per_call']:.0f} {us(op['ns_per_call'])}" for op in r["ops"][:3])
         body.append([f"{r['implementation']}/{r['variant']}", us(host), us(busy), f"{100 * busy / host:.0f}%",
                      f"{r['device_ops_per_call']:.0f}", api, top, r["machine"]])
     return ["", "## Where a GPU call's time goes (`python -m harness kernels`)", "",

@@ -109,7 +109,7 @@ def raw_library_findings(frame: pd.DataFrame, machine: str) -> list[str]:
              (numpy_ref, "the NumPy reference"),
              (best_ops, f"the fastest framework-ops level ({best_ops['label']})" if best_ops is not None
               else ""), (predict, "Keras `model.predict`")]
-    parts = [f"{what} {ms(r['median_ms'])} ({fmt_ratio(ratio_ci(r, tuned))}x tuned)" for r, what in steps
+    parts = [f"{what} {ms(r['median_ms'])} ({fmt_ratio(ratio_ci(r, tuned), 'x')} tuned)" for r, what in steps
              if r is not None]
     if parts:
         line += "; " + ", ".join(parts)
@@ -119,7 +119,7 @@ def raw_library_findings(frame: pd.DataFrame, machine: str) -> list[str]:
     if on is not None and off is not None:
         out.append(f"oneDNN's primitive cache: the naive level takes {ms(on['median_ms'])} per image "
                    f"with it and {ms(off['median_ms'])} without it "
-                   f"({fmt_ratio(ratio_ci(off, on))}x within rounds): creating the primitives "
+                   f"({fmt_ratio(ratio_ci(off, on), 'x')} within rounds): creating the primitives "
                    "again on every call is what the cache saves a first attempt.")
     return out
 

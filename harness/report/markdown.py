@@ -128,11 +128,12 @@ def runs_line(data: ReportData, by_device: dict) -> str:
 
 
 def stale_lines(frame: pd.DataFrame, answer: dict) -> list[str]:
-    """One line per level whose numbers in the answering runs were measured on older code."""
+    """One line per level whose numbers in the answering runs were measured on older code (a cell
+    that measured nothing, skipped or failed, has no number to be stale)."""
     if frame.empty:
         return []
     cells = frame[frame["run_id"].isin([r for r in answer.values() if r]) & (frame["study"] == "api_levels")
-                  & (frame["stale"] != "")]
+                  & (frame["stale"] != "") & (frame["status"] == "ok")]
     return [f"*stale* {impl}: {why}." for (impl, why), _ in cells.groupby(["implementation", "stale"])]
 
 

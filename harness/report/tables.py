@@ -150,12 +150,12 @@ def includes_one(r: dict | None) -> bool:
     return not math.isnan(r["ci95_low"]) and r["ci95_low"] <= 1 <= r["ci95_high"]
 
 
-def fmt_ratio(r: dict | None) -> str:
-    """A within-round ratio with its interval, three significant figures; an interval that
-    includes 1 says so."""
+def fmt_ratio(r: dict | None, unit: str = "") -> str:
+    """A within-round ratio with its interval, three significant figures, then the unit ("x"); an
+    interval that includes 1 says so after it."""
     if not r:
         return "-"
     if math.isnan(r["ci95_low"]):
-        return sig3(r["ratio"])
-    text = f"{sig3(r['ratio'])} [{sig3(r['ci95_low'])}–{sig3(r['ci95_high'])}]"
+        return sig3(r["ratio"]) + unit
+    text = f"{sig3(r['ratio'])} [{sig3(r['ci95_low'])}–{sig3(r['ci95_high'])}]{unit}"
     return text + " (no measurable difference)" if includes_one(r) else text

@@ -85,7 +85,7 @@ def findings(frame: pd.DataFrame, machine: str) -> list[str]:
         if fit is not None and step is not None:
             out.append(f"`{backend}`: `model.fit` on one batch of 32 takes {ms(fit['median_ms'])}, "
                        f"`train_on_batch` {ms(step['median_ms'])} "
-                       f"({fmt_ratio(ratio_ci(fit, step))}x within rounds).")
+                       f"({fmt_ratio(ratio_ci(fit, step), 'x')} within rounds).")
     for label in ("numpy/default", "tf/function", "torch/eager"):
         one = find(frame, STUDY, label, batch=512, machine=machine)
         two = find(frame, STUDY, label, batch=512, machine=machine, threads=2)
