@@ -97,8 +97,11 @@ def test_details_section_puts_the_stages_beside_the_trace():
     runs = [{"study": "kernel_stages", "machine": "vm: H100", "started": 1.0, "rows": [row]},
             {"study": "kernels", "machine": "vm: H100", "started": 2.0, "rows": [traced]}]
     text = "\n".join(kernel_stages_section.section(runs))
-    assert "## Inside lenet_cluster on vm: H100" in text
+    assert "## Inside lenet_cluster, float32, on vm: H100" in text
     assert "| block 0: fc2, fc3, softmax, the answer stored | 7,000 | 3,500 | 7,000 |" in text
+    assert "| the image into every block (0\\|1 barrier) |" in text  # a pipe in a cell, escaped
     assert "Block 0 runs 28,000 cycles from entry to end (14 µs); its longest stage is \"block 0: fc2" in text
     assert "(25%)" in text and "times lenet_cluster at 16 µs a call: 2 µs of it is outside block 0's stamps" in text
     assert kernel_stages_section.section([runs[1]]) == []  # no stages measured: no section
+    row["dtype"] = "float64"  # the trace is float32's: no comparison with another dtype's stamps
+    assert "outside block 0's stamps" not in "\n".join(kernel_stages_section.section(runs))

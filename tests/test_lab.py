@@ -214,6 +214,22 @@ def test_shipped_labs_parse():
     assert gpu.device == "gpu" and gpu.rank_by.label == "cudnn/tuned"
 
 
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "labs").glob("*.toml")))
+def test_every_lab_s_starter_builds_on_the_lab_s_device(name):
+    """The starter a lab hands out (its kit's) declares the lab's device and defaults to it: the
+    cuDNN lab once handed out the CPU starter, which its grader refused on the GPU (import-error)."""
+    import importlib.util
+    import inspect
+
+    lab = assignment.load(name)
+    spec_of = importlib.util.spec_from_file_location(f"starter_{name}", lab.starter / lab.module)
+    module = importlib.util.module_from_spec(spec_of)
+    spec_of.loader.exec_module(module)
+    cls = module.StudentLeNet
+    assert lab.device in cls.spec.devices and cls.spec.api_level == lab.rung, (name, cls.spec)
+    assert inspect.signature(cls.__init__).parameters["device"].default == lab.device
+
+
 def test_a_lab_rung_is_any_level_of_the_registry():
     """The rungs a lab may name are the registry's API levels: a level added there is a rung."""
     levels = {spec.api_level for spec in registry.REGISTRY.values() if spec.package}

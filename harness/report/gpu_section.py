@@ -188,6 +188,14 @@ def batch_targets(rows: list[dict], machine: str) -> list[str]:
                    f"{speedup:.2f}x ({us(library['host_ns_per_call'])} a call), "
                    f"{'met' if speedup >= BATCH_SPEEDUP else 'missed'} "
                    "(a ratio of single runs, not within rounds).")
+    host = min(hand, key=lambda k: k["host_ns_per_call"] - k["gpu_busy_ns_per_call"])
+    alone = host["host_ns_per_call"] - host["gpu_busy_ns_per_call"]
+    if alone > 0:
+        cap = BATCH * 1e9 / alone
+        out.append("Even with all of the GPU's work hidden behind it, the host's own part of a call at "
+                   f"batch {BATCH} caps the rate at {cap / 1e6:.2f} M images/s ({host['implementation']}/"
+                   f"{host['variant']}'s, the least: {us(alone)} beyond the GPU's busy time), "
+                   + ("under" if cap < BATCH_RATE else "over") + f" the {BATCH_RATE / 1e6:g} M goal.")
     for k in hand + ([library] if library is not None else []):
         copies, share = copy_share(k)
         kernel = own_kernel(k) or k["ops"][0]

@@ -36,13 +36,16 @@ def section(runs: Sequence[dict]) -> list[str]:
                  + (f" ({us(r['block0_ns'])})" if r.get("block0_ns") is not None else "")
                  + f"; its longest stage is \"{longest['name']}\" ({100 * share:.0f}%)."]
         k = kernels_of(traced, f"{r['implementation']}/{r['variant']}", r["machine"])
-        op = next((o for o in k["ops"] if o["name"] == r["kernel"]), None) if k else None
+        same = k is not None and k.get("dtype", "float32") == r["dtype"]  # the trace's dtype: float32
+        op = next((o for o in k["ops"] if o["name"] == r["kernel"]), None) if same and k else None
         if op is not None and r.get("block0_ns") is not None:
             rest = op["ns_per_call"] - r["block0_ns"]
             words.append(f"The kernels trace times {r['kernel']} at {us(op['ns_per_call'])} a call: "
                          f"{us(max(rest, 0.0))} of it is outside block 0's stamps (the cluster's launch "
                          "and end, and any clock below the highest).")
-        out += ["", f"## Inside {r['kernel']} on {r['machine']} (`python -m harness kernel-stages`)", "",
+        title = (f"## Inside {r['kernel']}, {r['dtype']}, on {r['machine']} "
+                 "(`python -m harness kernel-stages`)")
+        out += ["", title, "",
                 f"{r['gpu']}, {r['dtype']}, {r['calls']} single-image calls of {r['implementation']}/"
                 f"{r['variant']}: thread 0 of each block stamps its SM's cycle counter as it leaves each "
                 f"stage; medians over the calls{ghz}. Block 0 waits at every cluster barrier for the "

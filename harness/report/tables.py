@@ -3,6 +3,7 @@ how the same cell compares across the committed runs of one machine (repeatabili
 
 import itertools
 import math
+import re
 from collections.abc import Iterable, Sequence
 
 import pandas as pd
@@ -42,9 +43,10 @@ def goal_line(label: str, goal_ms: float, median_ms: float, study: str, where: s
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """A Markdown table (the report's, and its statistics sections')."""
+    """A Markdown table (the report's, and its statistics sections'); a "|" inside a cell is escaped
+    (one left bare would split the cell)."""
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(re.sub(r"(?<!\\)\|", r"\\|", str(c)) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
