@@ -7,7 +7,7 @@ points, feedback/, results/<id>/row.json) under OUT/<lab>/, and OUT/labs.json sa
 
 What each lab grades (EXAMPLES): the CUDA lab its examples (labs/examples-cuda: correct, wrong);
 the cuDNN lab has no examples of its own, so the starter it hands out (its Lab.starter,
-labs/template) is graded: it fails the gate by design (predict raises), which still runs the
+labs/template-cudnn) is graded: it fails the gate by design (predict raises), which still runs the
 sandbox on the GPU and the reference's timing.
 
 Before any grading, the sandbox is checked (harness.lab.box.bwrap: $LENET_BWRAP, `bwrap` on PATH,
