@@ -57,8 +57,9 @@ def fig_throughput(data: ReportData, out: Path) -> Path | None:
                 batch_lines.line(ax, best, "images_per_s", best_cpu_name(best), impl, "o", "--", width=1.2)
             batch_lines.batch_axis(ax, sizes, "batch size (images per call)")
             ax.set_title(f"{dotplot.panel_title(device, machine)}\n{what}", fontsize=9, loc="left")
-            ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.17),
-                      ncol=1 if device == "gpu" else 2)
+            entries = len(ax.get_legend_handles_labels()[1])  # a GPU panel's long CPU line: one column, if
+            ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.17),  # it fits
+                      ncol=1 if device == "gpu" and entries <= 6 else 2)
         grid[row][0].set_ylabel("throughput (images/s, log scale)")
     axes = [ax for r in grid for ax in r]
     same_y_scale(axes)
