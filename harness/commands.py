@@ -7,6 +7,7 @@ and no command imports a framework it does not use.
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -297,53 +298,65 @@ def cmd_arithmetic(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_kernels(args: argparse.Namespace) -> int:
-    """Each target on its own: one that cannot run is a row saying why, the others still run."""
-    from harness.explain import kernels
+def needs_gpu_and_calls(command: str, calls: int) -> None:
+    """A GPU command's checks before it starts: Unavailable without a GPU, --calls positive."""
     from harness.machine import gpu
 
     absent = gpu.absent_reason()
     if absent:
-        raise Unavailable(f"kernels needs a GPU: {absent}")
-    if args.calls < 1:
-        raise HarnessError(f"--calls: expected a positive number, found {args.calls}")
+        raise Unavailable(f"{command} needs a GPU: {absent}")
+    if calls < 1:
+        raise HarnessError(f"--calls: expected a positive number, found {calls}")
+
+
+def each_on_its_own(items: list[str], measure: Callable[[str], dict], failed: Callable[[str, str], dict],
+                    show: Callable[[dict], list[str]]) -> list[dict]:
+    """measure(item) for each item in turn; one that cannot run (HarnessError, Unavailable too) is
+    failed(item, reason), a row saying why, and the others still run. show(row): its lines."""
     rows = []
-    for target in split_list(args.targets):
-        log(f"profiling {target} on {args.device} ({args.calls} calls of {args.batch} images)")
+    for item in items:
         try:
-            row = {**kernels.profile(target, args.device, args.calls, args.weights, args.batch),
-                   "status": "ok"}
-            print("\n".join(kernels.table(row)) + "\n")
-        except HarnessError as exc:  # Unavailable too
-            log(f"{target}: {exc}")
-            name, _, variant = target.partition("/")
-            row = {"kind": "kernels", "implementation": name, "variant": variant or "-",
-                   "device": args.device, "batch": args.batch, "status": "failed", "reason": str(exc)}
+            row = measure(item)
+            print("\n".join(show(row)) + "\n")
+        except HarnessError as exc:
+            log(f"{item}: {exc}")
+            row = failed(item, str(exc))
         rows.append(row)
+    return rows
+
+
+def cmd_kernels(args: argparse.Namespace) -> int:
+    """Each target on its own: one that cannot run is a row saying why, the others still run."""
+    from harness.explain import kernels
+
+    needs_gpu_and_calls("kernels", args.calls)
+
+    def measure(target: str) -> dict:
+        log(f"profiling {target} on {args.device} ({args.calls} calls of {args.batch} images)")
+        return {**kernels.profile(target, args.device, args.calls, args.weights, args.batch), "status": "ok"}
+
+    def failed(target: str, reason: str) -> dict:
+        name, _, variant = target.partition("/")
+        return {"kind": "kernels", "implementation": name, "variant": variant or "-", "device": args.device,
+                "batch": args.batch, "status": "failed", "reason": reason}
+
+    rows = each_on_its_own(split_list(args.targets), measure, failed, kernels.table)
     if args.out:
         print(f"results: {kernels.write(rows, args.out)}")
     return 0 if all(r["status"] == "ok" for r in rows) else 1
 
 
 def cmd_kernel_stages(args: argparse.Namespace) -> int:
-    """One row per dtype; a dtype that cannot run is a row saying why, the others still run."""
+    """One row per dtype; a dtype that cannot run (a GPU before sm_90) is a row saying why."""
     from harness.explain import kernel_stages
 
-    absent = kernel_stages.absent_reason()
-    if absent:
-        raise Unavailable(f"kernel-stages needs a GPU: {absent}")
-    if args.calls < 1:
-        raise HarnessError(f"--calls: expected a positive number, found {args.calls}")
-    rows = []
-    for dtype in split_list(args.dtypes):
+    needs_gpu_and_calls("kernel-stages", args.calls)
+
+    def measure(dtype: str) -> dict:
         log(f"stamping {kernel_stages.KERNEL}'s stages ({args.calls} calls, {dtype})")
-        try:
-            row = kernel_stages.row(args.weights, args.calls, dtype)
-            print("\n".join(kernel_stages.lines(row)) + "\n")
-        except HarnessError as exc:  # Unavailable too (a GPU before sm_90)
-            log(f"{dtype}: {exc}")
-            row = kernel_stages.failed(str(exc), dtype)
-        rows.append(row)
+        return kernel_stages.row(args.weights, args.calls, dtype)
+
+    rows = each_on_its_own(split_list(args.dtypes), measure, kernel_stages.failed, kernel_stages.lines)
     if args.out:
         print(f"results: {kernel_stages.write(rows, args.out)}")
     return 0 if all(r["status"] == "ok" for r in rows) else 1

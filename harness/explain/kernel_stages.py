@@ -8,7 +8,6 @@ from typing import Any
 
 from harness import registry
 from harness.explain import plumbing
-from harness.machine import gpu
 
 STUDY = "kernel_stages"
 LEVEL, VARIANT, KERNEL = "cuda", "cluster", "lenet_cluster"
@@ -20,7 +19,7 @@ def row(weights: str, calls: int, dtype: str) -> dict[str, Any]:
             "status": "ok", **measured}
 
 
-def failed(reason: str, dtype: str) -> dict[str, Any]:
+def failed(dtype: str, reason: str) -> dict[str, Any]:
     return {"kind": STUDY, "implementation": LEVEL, "variant": VARIANT, "kernel": KERNEL, "device": "gpu",
             "dtype": dtype, "status": "failed", "reason": reason}
 
@@ -37,10 +36,6 @@ def lines(r: dict[str, Any]) -> list[str]:
     total = f" ({r['block0_ns'] / 1e3:.2f} µs)" if r.get("block0_ns") is not None else ""
     out.append(f"{'block 0, entry to end':<50} {r['block0_cycles']:>9.0f}{total}")
     return out
-
-
-def absent_reason() -> str | None:
-    return gpu.absent_reason()
 
 
 def write(rows: list[dict[str, Any]], out: Path) -> Path:
