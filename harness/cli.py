@@ -27,7 +27,7 @@ from harness import (
     commands,
     registry,
 )
-from harness.errors import HarnessError, Unavailable
+from harness.errors import HarnessError, exit_code
 
 Subparsers = argparse._SubParsersAction  # what add_subparsers returns (argparse names it privately)
 Command = Callable[[argparse.Namespace], int]
@@ -346,12 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return args.func(args)
-    except Unavailable as exc:
+    except HarnessError as exc:  # Unavailable too
         print(f"ERROR: {exc}", file=sys.stderr)
-        return 3
-    except HarnessError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return 2
+        return exit_code(exc)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -15,6 +15,12 @@ class Unavailable(HarnessError):
     """An implementation cannot run here (no library, no GPU); the message is the reason."""
 
 
+def exit_code(exc: HarnessError) -> int:
+    """A command's exit code for an error it stops on: 3 where something asked for cannot run here
+    (Unavailable), 2 for bad input (README: exit codes)."""
+    return 3 if isinstance(exc, Unavailable) else 2
+
+
 class Failure(Exception):
     """A participant's outcome other than ok: `status` is the row's status (crashed, timeout,
     wrong, ...), `reason` its words, `extra` the row fields measured before it failed."""

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import ROOT
-from harness.errors import HarnessError, Unavailable
+from harness.errors import HarnessError, Unavailable, exit_code
 
 GPU_LABS = ("cuda", "cudnn")
 # lab -> (student id, its folder): the examples a lab ships; a lab without any grades its starter
@@ -150,12 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     labs = [lab.strip() for lab in args.labs.split(",") if lab.strip()]
     try:
         summary = grade_labs(labs, args.out, args.budget_s, say=lambda line: print(line, flush=True))
-    except Unavailable as exc:
+    except HarnessError as exc:  # Unavailable too
         print(f"ERROR: {exc}", file=sys.stderr)
-        return 3
-    except HarnessError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return 2
+        return exit_code(exc)
     return 0 if all(r["status"] == "ok" for r in summary["labs"]) else 1
 
 
