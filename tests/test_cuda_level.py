@@ -743,6 +743,7 @@ def test_details_puts_the_measured_kernel_time_beside_the_static_row():
                "macs": 416520, "global_bytes": 254_328 * k, "busiest_thread_macs": 319, "chain": 124,
                "registers": 128 * k, "spill_bytes": 0, "shared_bytes": 13952 * k} for k, dtype in ((1, "float32"), (2, "float64"))]
     traced = {"kind": "kernels", "status": "ok", "implementation": "cuda", "variant": "mapped", "batch": 1,
+              "device_ops_per_call": 1.0,
               "ops": [{"category": "kernel", "name": "lenet_cluster", "ns_per_call": 10_800.0, "per_call": 1.0}]}
     runs = [{"study": "gpu_explain", "machine": "cpu", "started": 1.0, "rows": static},
             {"study": "kernels", "machine": "H100", "started": 2.0, "rows": [traced]}]

@@ -70,6 +70,7 @@ def test_kernel_and_batch_targets_follow_the_kernels_rows():
     def row(variant, batch, host_us, ops, impl="cuda"):
         busy = sum(o[2] for o in ops)
         return {"implementation": impl, "variant": variant, "batch": batch, "machine": "m", "calls": 50,
+                "device_ops_per_call": float(len(ops)),
                 "host_ns_per_call": host_us * 1e3, "gpu_busy_ns_per_call": busy * 1e3,
                 "ops": [{"category": c, "name": n, "ns_per_call": t * 1e3, "per_call": 1.0} for c, n, t in ops]}
     rows = [row("cluster", 1, 35, [("kernel", "lenet_cluster", 7.9), ("gpu_memcpy", "Memcpy HtoD", 1.4)]),

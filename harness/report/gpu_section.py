@@ -149,8 +149,8 @@ def kernel_target(rows: list[dict], machine: str) -> str | None:
     """The hand-written kernel's own time at batch 1 in the trace, against KERNEL_NS."""
     found: list[tuple[dict, dict]] = []
     for r in rows:
-        # persistent's one kernel spans many calls and the idle wait: no one call's kernel time
-        own = r["implementation"] == "cuda" and r["variant"] != "persistent" and r.get("batch", 1) == 1
+        # a resident kernel spans many calls and the idle wait: no one call's kernel time
+        own = r["implementation"] == "cuda" and not resident(r) and r.get("batch", 1) == 1
         op = own_kernel(r) if own else None
         if op is not None and r["machine"] == machine:
             found.append((op, r))

@@ -5,7 +5,7 @@ in the newest `kernels` trace at batch 1, where one was measured.
 
 from collections.abc import Sequence
 
-from harness.report.gpu_section import kernel_rows, us
+from harness.report.gpu_section import kernel_rows, resident, us
 from harness.report.tables import table
 
 STUDY = "gpu_explain"
@@ -22,11 +22,11 @@ def static_rows(runs: Sequence[dict]) -> list[dict]:
 
 def measured(kernel_rows_: list[dict], kernel: str, variants: Sequence[str]) -> str:
     """The kernel's device time per call in the newest batch-1 trace of one of its variants."""
-    if "persistent" in variants:  # one kernel spans many calls and the idle wait between them
-        return "resident between calls: no kernel a call"
     for row in kernel_rows_:
         if row.get("batch", 1) != 1 or row["implementation"] != "cuda" or row["variant"] not in variants:
             continue
+        if resident(row):  # one kernel spans many calls and the idle wait between them
+            return "resident between calls: no kernel a call"
         op = next((o for o in row["ops"] if o["category"] == "kernel" and o["name"] == kernel), None)
         if op is not None:
             launches = f" ({op['per_call']:.0f} launches together)" if op["per_call"] > 1 else ""
