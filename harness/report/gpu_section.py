@@ -33,6 +33,13 @@ def kernel_rows(runs: Sequence[dict]) -> list[dict]:
             for row in run["rows"] if row.get("kind") == "kernels" and row.get("status") == "ok"]
 
 
+def stage_rows(runs: Sequence[dict]) -> list[dict]:
+    """The newest `kernel-stages` run of each machine (runs: rundata.latest_runs'): its ok rows,
+    each with its machine."""
+    return [{**row, "machine": run["machine"]} for run in runs if run["study"] == "kernel_stages"
+            for row in run["rows"] if row.get("kind") == "kernel_stages" and row.get("status") == "ok"]
+
+
 def kernels_of(rows: list[dict], label: str, machine: str, batch: int = 1) -> dict | None:
     return next((r for r in rows if f"{r['implementation']}/{r['variant']}" == label
                  and r["machine"] == machine and r.get("batch", 1) == batch), None)
@@ -257,8 +264,7 @@ def target_lines(frame: pd.DataFrame, rows: list[dict], machine: str,
 
 def findings(frame: pd.DataFrame, runs: Sequence[dict], machine: str) -> list[str]:
     lines = [cudnn_line(frame, machine), ladder_line(frame, machine)]
-    stages = next((r for run in runs if run["study"] == "kernel_stages" and run["machine"] == machine
-                   for r in run["rows"] if r.get("status") == "ok" and r.get("dtype") == "float32"), None)
+    stages = next((r for r in stage_rows(runs) if r["machine"] == machine and r["dtype"] == "float32"), None)
     return [line for line in lines if line] + target_lines(frame, kernel_rows(runs), machine, stages)
 
 

@@ -1,31 +1,18 @@
-"""DETAILS' "Inside lenet_cluster": the newest `kernel-stages` row of each GPU (the kernel's stages
+"""DETAILS' "Inside lenet_cluster": the newest `kernel-stages` rows of each GPU (the kernel's stages
 from each block's cycle counter) beside the kernels trace's time for the same kernel, and what the
 stamps cannot see (the cluster's launch and end).
 """
 
 from collections.abc import Sequence
 
-from harness.report.gpu_section import kernel_rows, kernels_of, us
+from harness.report.gpu_section import kernel_rows, kernels_of, stage_rows, us
 from harness.report.tables import table
-
-STUDY = "kernel_stages"
-
-
-def newest_rows(runs: Sequence[dict]) -> list[dict]:
-    """The ok rows of each machine's newest kernel_stages run, each with its machine."""
-    newest: dict[str, dict] = {}
-    for run in runs:
-        if run["study"] == STUDY and (run["machine"] not in newest
-                                      or run["started"] > newest[run["machine"]]["started"]):
-            newest[run["machine"]] = run
-    return [{**r, "machine": run["machine"]} for run in newest.values() for r in run["rows"]
-            if r.get("kind") == STUDY and r.get("status") == "ok"]
 
 
 def section(runs: Sequence[dict]) -> list[str]:
     out = []
     traced = kernel_rows(runs)
-    for r in newest_rows(runs):
+    for r in stage_rows(runs):
         ghz = f" (ns at the SM's highest clock, {r['clock_khz'] / 1e6:.2f} GHz)" if r.get("clock_khz") else ""
         body = [[s["name"], f"{s['block0_cycles']:,.0f}",
                  f"{s['block0_ns']:,.0f}" if s.get("block0_ns") is not None else "–",
