@@ -23,21 +23,22 @@ from harness.lab.emucuda import (  # noqa: F401 (the tests' names for them)
 from lenet_cuda import kernels
 
 CPP_TYPES = {"T*": "{T}*", "u32*": "unsigned*", "int": "int"}
-VARIANTS = ("layers", "fused", "cluster", "batch")  # one of each kernel file (cluster.cu: lenet_cluster, lenet_persistent)
-
-
 def build(folder) -> ctypes.CDLL:
-    """lenet_cuda's .cu files, every template instance as emu_<kernel>_<type>; cluster.cu's launched
-    in clusters of kernels.CLUSTER blocks."""
+    """lenet_cuda's .cu files, every kernel of every variant that uses each (cluster.cu: lenet_cluster
+    and lenet_persistent), every template instance as emu_<kernel>_<type>; cluster.cu's launched in
+    clusters of kernels.CLUSTER blocks."""
+    files = dict.fromkeys(kernels.SOURCES.values())  # each .cu once
     wrappers = []
-    for variant in VARIANTS:
-        barriers = "__syncthreads" in kernels.source(variant)
-        cluster = kernels.CLUSTER if variant == "cluster" else 1
-        for kernel in kernels.KERNELS[variant] + (("lenet_persistent",) if variant == "cluster" else ()):
+    for cu in files:
+        code = (kernels.HERE / cu).read_text()
+        cluster = kernels.CLUSTER if cu == kernels.SOURCES["cluster"] else 1
+        names = dict.fromkeys(k for v, source in kernels.SOURCES.items() if source == cu for k in kernels.KERNELS[v])
+        for kernel in names:
             for ctype in kernels.CTYPES.values():
                 params = [CPP_TYPES[p].format(T=ctype) for p in kernels.PARAMS[kernel]]
-                wrappers.append(wrapper(f"emu_{kernel}_{ctype}", f"{kernel}<{ctype}>", params, barriers, cluster))
-    return compile_emulated(folder, [kernels.source(v) for v in VARIANTS], wrappers)
+                wrappers.append(wrapper(f"emu_{kernel}_{ctype}", f"{kernel}<{ctype}>", params,
+                                        "__syncthreads" in code, cluster))
+    return compile_emulated(folder, [(kernels.HERE / cu).read_text() for cu in files], wrappers)
 
 
 class FakeCupy(EmuCupy):
