@@ -207,6 +207,12 @@ def add_timing_commands(sub: Subparsers) -> None:
             option("--dtypes", default="float32", help="comma-separated: float32,float64 (default float32)"),
             weights(),
             out(None, "write the rows to OUT/kernel_stages/<run-id>/ (the report reads reports/results)"))
+    command(sub, "gpu-floor", "on a GPU: the hardware's floor for a call: the bus round trip, "
+                              "pinned copies, an empty launch and graph, the FMA peak of one SM and of all, "
+                              "a cluster barrier",
+            commands.cmd_gpu_floor, option("--calls", type=int, default=2000,
+                   help="round trips, launches and small copies per probe (default 2000)"),
+            out(None, "write the row to OUT/gpu_floor/<run-id>/ (the report reads reports/results)"))
     command(sub, "arithmetic", "the CPU's arithmetic floor: this core's measured multiply-add peak, "
                                "and the hand-written C call split by layer against it",
             commands.cmd_arithmetic,

@@ -362,6 +362,18 @@ def cmd_kernel_stages(args: argparse.Namespace) -> int:
     return 0 if all(r["status"] == "ok" for r in rows) else 1
 
 
+def cmd_gpu_floor(args: argparse.Namespace) -> int:
+    """One row of probes; a GPU where they cannot run gets a row saying why."""
+    from harness.explain import gpu_floor
+
+    needs_gpu_and_calls("gpu-floor", args.calls)
+    rows = each_on_its_own(["probes"], lambda _: gpu_floor.measure(args.calls),
+                           lambda _, reason: gpu_floor.failed(reason), gpu_floor.lines)
+    if args.out:
+        print(f"results: {gpu_floor.write(rows, args.out)}")
+    return 0 if rows[0]["status"] == "ok" else 1
+
+
 def cmd_crosscheck(args: argparse.Namespace) -> int:
     from harness.check import crosscheck
     from harness.machine import env

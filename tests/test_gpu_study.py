@@ -165,7 +165,7 @@ def test_the_plans_ask_for_the_gpu_half(tmp_path):
     plan = study.load(quick[2].command[quick[2].command.index("run") + 1])
     assert plan.name == "api_levels" and plan.measure.calls == 100 and plan.measure.rounds == 3
     full = gpu_study.plan(tmp_path, "r", quick=False)
-    assert [s.name for s in full] == ["doctor", "verify", "verify-train"] + \
+    assert [s.name for s in full] == ["doctor", "gpu-floor", "verify", "verify-train"] + \
         [f"study-{s}" for s in gpu_study.STUDIES] + ["explain", "kernels", "kernels-512", "kernel-stages",
                                                       "pytest-gpu", "labs"]
     assert all("gpu" in s.command for s in full if s.name.startswith("study-"))
@@ -177,7 +177,7 @@ def test_steps_selects_some_steps_in_plan_order_and_names_the_known_ones(tmp_pat
     chosen = gpu_study.select(full, ["pytest-gpu", "verify"])
     assert [s.name for s in chosen] == ["verify", "pytest-gpu"]
     assert gpu_study.select(full, None) == full
-    with pytest.raises(HarnessError, match=r"no step named study-typo; the steps are doctor, verify"):
+    with pytest.raises(HarnessError, match=r"no step named study-typo; the steps are doctor, gpu-floor, verify"):
         gpu_study.select(full, ["verify", "study-typo"])
     assert not list(tmp_path.glob("quick-*.toml"))  # write=False plans write nothing
     gpu_study.plan(tmp_path, "r", quick=True, write=False)

@@ -12,6 +12,7 @@ from harness.report import (
     bill,
     cpu_floor,
     explain_section,
+    gpu_floor_section,
     gpu_section,
     gpu_static_section,
     kernel_stages_section,
@@ -172,7 +173,7 @@ def explain(data: ReportData) -> list[str]:
     return (["", "## Why Keras is slow (`python -m harness explain`, Fig. 7)", ""]
             + explain_section.section(explain_section.explain_rows(data.runs))
             + gpu_section.section(data.runs) + gpu_static_section.section(data.runs)
-            + kernel_stages_section.section(data.runs))
+            + kernel_stages_section.section(data.runs) + gpu_floor_section.section(data.frame, data.runs))
 
 
 def throughput(data: ReportData) -> list[str]:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from harness import registry
-from harness.report import cpu_targets, gpu_section, headline, quote, training_section
+from harness.report import cpu_targets, gpu_floor_section, gpu_section, headline, quote, training_section
 from harness.report.rundata import answer_run, find, ratio, ratio_ci
 from harness.report.style import BACKEND_OF
 from harness.report.tables import fmt_ratio, ms, sig3
@@ -55,6 +55,7 @@ def findings(frame: pd.DataFrame, loc_rows: list[dict], runs: Sequence[dict] = (
         out += raw_library_findings(frame, machine)
         out += training_section.findings(frame, machine)
         out += backend_findings(frame, machine)
+        out += gpu_floor_section.target_lines(frame, runs, machine)
         out += gpu_section.findings(frame, runs, machine)
         out += cpu_targets.target_lines(frame, machine)
     out += code_sentence(loc_rows)
