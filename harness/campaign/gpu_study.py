@@ -39,10 +39,10 @@ STUDIES = ("api_levels", "overhead", "backends", "batch_sweep", "precision")
 EXPLAIN = "keras_jax/predict,keras_torch/predict,jax/eager,torch/eager"
 # every GPU variant of `overhead`, and Keras'
 KERNELS = ("cuda/layers,cuda/fused,cuda/graph,cuda/cluster,cuda/mapped,cuda/persistent,cuda/batch,"
-           "cudnn/naive,cudnn/tuned,cudnn/graph,torch/eager,torch/compile,torch/cudagraph,jax/jit,jax/eager,keras_jax/predict,keras_torch/predict")
+           "cudnn/naive,cudnn/tuned,cudnn/graph,cudnn/frontend,torch/eager,torch/compile,torch/cudagraph,jax/jit,jax/eager,keras_jax/predict,keras_torch/predict")
 STAGES_TARGET = "cuda/cluster"  # kernel-stages stamps the cluster kernel inside the level's cluster call
 # batch 512: how much of a call is the copy of the images (1.6 MB in float32): targets, images, calls
-KERNELS_BATCH = ("cuda/graph,cuda/cluster,cuda/mapped,cuda/batch,cudnn/graph", 512, 50)
+KERNELS_BATCH = ("cuda/graph,cuda/cluster,cuda/mapped,cuda/batch,cudnn/graph,cudnn/frontend", 512, 50)
 
 # api_levels times each cell in 3 fresh processes: on the H100 one process's set-up of every GPU level
 # took 63 s of its 81 s (2026-11-27), so three take about 200 s before their calls
