@@ -396,16 +396,23 @@ class FrontendNet:
 def record_device_properties(device: int = 0) -> str:
     """The serialized device-properties descriptor of GPU `device` (cuDNN >= 9.8): what deviceless
     ahead-of-time compilation builds plans against (see tests/test_cudnn_frontend.py)."""
-    lib = cu.load()
-    cudnn = import_frontend(lib)
-    return cudnn.create_device_properties(device).serialize()
+    cudnn = import_frontend(cu.load())
+    try:
+        return cudnn.create_device_properties(device).serialize()
+    except Exception as exc:  # cuDNN < 9.8 has no device-properties descriptor
+        raise Unavailable(f"cuDNN {cudnn.backend_version()} records no device properties: {exc}") from None
 
 
 def build_deviceless(serialized: str, n: int = 1, dtype: str = "float32") -> dict[str, str]:
     """Every stage's graphs built for the device `serialized` describes, without a GPU: stage ->
     what built (or why not). Needs libcudnn, not a device."""
     cudnn = import_frontend(cu.load())
-    new = GraphMaker(cudnn, dtype, device_property=cudnn.create_device_properties(serialized))
-    forms = stage_forms(new, n)
-    return {name: plan_stage(cudnn, name, stage, dtype).note for name, stage in forms.items()}
+    try:
+        props = cudnn.create_device_properties(serialized)
+    except Exception as exc:  # cuDNN < 9.8, or a descriptor this cuDNN cannot read
+        raise Unavailable(f"cuDNN {cudnn.backend_version()} cannot read the device properties: "
+                          f"{exc}") from None
+    new = GraphMaker(cudnn, dtype, device_property=props)
+    stages = [plan_stage(cudnn, name, forms, dtype) for name, forms in stage_forms(new, n).items()]
+    return {s.name: s.note if s.graphs else f"refused: {s.note}" for s in stages}
 

@@ -165,7 +165,7 @@ def test_the_plans_ask_for_the_gpu_half(tmp_path):
     plan = study.load(quick[2].command[quick[2].command.index("run") + 1])
     assert plan.name == "api_levels" and plan.measure.calls == 100 and plan.measure.rounds == 3
     full = gpu_study.plan(tmp_path, "r", quick=False)
-    assert [s.name for s in full] == ["doctor", "verify", "verify-train"] + \
+    assert [s.name for s in full] == ["doctor", "verify", "verify-train", "cudnn-device"] + \
         [f"study-{s}" for s in gpu_study.STUDIES] + ["explain", "kernels", "kernels-512", "kernel-stages",
                                                       "pytest-gpu", "labs"]
     assert all("gpu" in s.command for s in full if s.name.startswith("study-"))

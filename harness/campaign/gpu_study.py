@@ -126,6 +126,11 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True,
             "-m", "harness", "verify-train", "--implementations", train_impls, "--device", "gpu",
             "--json", str(res / f"verify-train-gpu-{host}.json")], 150, ok_codes=(0, 3)),
             train_impls, levels))
+        # this GPU's cuDNN device properties: cudnn/frontend's graphs planned without a GPU (3: none)
+        recorded = of_levels("cudnn", levels)
+        todo.append(limited(python_step("cudnn-device", ["-m", "lenet_cudnn.frontend_device", "record",
+                                                         "--out", str(res)], 60, ok_codes=(0, 3)),
+                            recorded, levels))
     for name in ("api_levels",) if quick else STUDIES:
         source = str(quick_study(name, out)) if quick and write else name
         todo.append(python_step(f"study-{name}", ["-m", "harness", "run", source, "--devices", "gpu",
