@@ -243,6 +243,7 @@ class Plan:
     calls: tuple  # (function, argument tuple) of the whole call, in order
     events: tuple  # (start, end) CUDA events around the work
     graph: Any = None  # the captured cupy.cuda.graph.Graph, or None: eager
+    capture_tried: bool = False  # after the first (eager) call of this batch size
 
 
 class FrontendNet:
@@ -346,19 +347,21 @@ class FrontendNet:
     def capture(self, p: Plan):
         """The plan's call captured into a CUDA graph after one eager run (kernels loaded); None
         where the capture is refused (capture_note says why; calls then stay eager)."""
-        s = self.net.stream
+        s, begun = self.net.stream, False
         with s:
-            s.begin_capture()
             try:
+                s.begin_capture()
+                begun = True
                 self.enqueue(p)
-            except Exception as exc:
-                try:
-                    s.end_capture()
-                except Exception:  # an invalidated capture also fails to end
-                    pass
+                graph, begun = s.end_capture(), False
+            except Exception as exc:  # capture refused, a call refused while captured, an invalidated capture
+                if begun:
+                    try:
+                        s.end_capture()  # leave the stream usable; the first error is the one to see
+                    except Exception:  # an invalidated capture also fails to end
+                        pass
                 self.capture_note = f"eager calls: the CUDA graph capture failed: {exc}"
                 return None
-            graph = s.end_capture()
         self.capture_note = "the whole call replayed as one CUDA graph"
         return graph
 
@@ -366,7 +369,6 @@ class FrontendNet:
         p = self.plan(len(images))
         np.copyto(p.host_in, images.transpose(0, 3, 1, 2))  # NHWC -> NCHW into pinned memory
         start, end = p.events
-        first = p.graph is None and not self.capture_note
         start.record(self.net.stream)
         if p.graph is not None:
             p.graph.launch(self.net.stream)
@@ -376,8 +378,12 @@ class FrontendNet:
         end.synchronize()
         self.last_device_ns = int(self.cp.cuda.get_elapsed_time(start, end) * 1e6)
         out = p.host_out.copy()
-        if first:  # the eager call's answer stands; the next calls replay its capture
+        if not p.capture_tried:  # the eager call's answer stands; the next calls replay its capture
+            p.capture_tried = True
             p.graph = self.capture(p)
+            # what ran, where the harness reads a cuDNN level's notes (kernels rows)
+            self.net.fusion_note = "; ".join([*(f"{k}: {v}" for k, v in self.stage_notes.items()),
+                                              self.capture_note])
         return out
 
     def close(self) -> None:

@@ -21,51 +21,24 @@ from tests.conftest import oracle_sample
 
 cudnn = pytest.importorskip("cudnn", reason="no cuDNN Python frontend: pip install nvidia-cudnn-frontend")
 from lenet_cudnn import frontend  # noqa: E402  (after the skip: it is what imports cudnn's graph)
+from tests import fake_cudnn_frontend as fake  # noqa: E402
 
-NodeType = cudnn.NodeType
-
-
-# --- a NumPy interpreter of the frontend's IR (a test oracle, not the level) ------------------
-
-
-def xcorr(x, kcrs, pad):
-    """(N, C, H, W) x (K, C, R, S) -> (N, K, H', W'), cuDNN's CROSS_CORRELATION."""
-    x = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
-    windows = np.lib.stride_tricks.sliding_window_view(x, kcrs.shape[2:], axis=(2, 3))  # (N,C,H',W',R,S)
-    return np.einsum("nchwrs,kcrs->nkhw", windows, kcrs)
-
-
-POINTWISE = {"bias": np.add, "max": np.maximum, "relu": lambda a: np.maximum(a, 0)}
+# --- the graphs run by a NumPy interpreter of the frontend's IR (tests/fake_cudnn_frontend.py) ----
 
 
 def run_graph(graph, binds, memory):
-    """Execute one graph's nodes in order on `memory` (buffer name -> flat array): inputs read
-    through each tensor's dims, strides and element offset, non-virtual outputs written back."""
-    values = {}
-
+    """One graph on `memory` (buffer name -> flat array), through each tensor's binding."""
     def read(t):
-        if t.uid in values:
-            return values[t.uid]
         name, offset = binds[t.uid]
         flat = memory[name]
         return np.lib.stride_tricks.as_strided(flat[offset:], shape=t.dim,
                                                strides=[s * flat.itemsize for s in t.stride])
 
-    for node in graph.nodes:
-        ins = [read(t) for t in node.inputs.values()]
-        if node.node_type == NodeType.CONV_FPROP:
-            y = xcorr(ins[0], ins[1], node.params["padding"])
-        elif node.node_type == NodeType.MATMUL:
-            y = ins[0] @ ins[1]
-        else:
-            assert node.node_type == NodeType.POINTWISE, node
-            y = POINTWISE[node.params["mode"]](*ins)
-        (out,) = node.outputs.values()
-        values[out.uid] = y
-        if not out.is_virtual:
-            assert out.stride == frontend.contiguous(out.dim) and list(y.shape) == out.dim
-            name, offset = binds[out.uid]
-            memory[name][offset:offset + y.size] = y.ravel()
+    def write(t, y):
+        name, offset = binds[t.uid]
+        memory[name][offset:offset + y.size] = y.ravel()
+
+    fake.run_nodes(graph, read, write)
 
 
 def emulate(x_nhwc, dtype, form_index, shared_weights):
@@ -154,6 +127,75 @@ def test_the_registry_lists_the_variant_and_loc_counts_it_apart():
 
     assert loc.PARTS["frontend.py"] == loc.PARTS["frontend_device.py"] == "graph API variant"
     assert "graph API variant" in loc.APART
+
+
+# --- the variant itself, its device emulated (tests/fake_cudnn_frontend.py) -------------------
+
+
+def frontend_net(monkeypatch, dtype="float32", rules=None):
+    monkeypatch.setattr(frontend, "import_frontend", lambda lib: fake.frontend_module(rules or fake.Rules()))
+    return frontend.FrontendNet(fake.fake_net(dtype))
+
+
+def is_pointwise_only(graph):
+    return all(n.node_type == cudnn.NodeType.POINTWISE for n in graph.nodes)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_variant_plans_checks_captures_and_replays(monkeypatch, mnist_test, dtype):
+    x, reference = oracle_sample(mnist_test[0], 5, dtype)
+    fe = frontend_net(monkeypatch, dtype)
+    for lo, hi in ((0, 5), (0, 1), (0, 1), (0, 5), (2, 3)):  # each size: an eager call, then replays
+        probs = fe.predict(x[lo:hi].astype(dtype))
+        assert probs.dtype == np.dtype(dtype) and np.array_equal(probs.argmax(1), reference[lo:hi].argmax(1))
+        assert np.abs(probs - reference[lo:hi]).max() <= 1e-5
+    assert sorted(fe.plans) == [1, 5] and all(p.graph is not None for p in fe.plans.values())
+    assert fe.net.stream.launches == 3  # x[:1] once, x once, x[2:3] once: replays of their captures
+    assert fe.stage_notes == {"conv1": "conv1", "pool1": "pool1", "conv2": "conv2", "pool2": "pool2",
+                              "fc1": "fc1", "fc2": "fc2", "fc3": "fc3",
+                              "softmax": "cudnnSoftmaxForward on the side (no softmax node in the frontend)"}
+    assert fe.capture_note == "the whole call replayed as one CUDA graph" and "conv1: conv1" in fe.net.fusion_note
+    graph = fe.plans[1].stages[0].graphs[0].graph
+    notes = "['DOWN_CONVERT_INPUTS', 'TENSOR_CORE']"
+    assert (f"deselect {notes}" in graph.steps) == (dtype == "float32")  # float32 stays float32, no TF32
+    assert fe.last_device_ns == 20_000
+    fe.close()
+    assert fe.handle is None and not fe.plans
+
+
+def test_refused_fused_graphs_run_split_and_a_refused_pooling_graph_runs_on_the_side(monkeypatch, mnist_test):
+    x, reference = oracle_sample(mnist_test[0], 3)
+    fused = lambda g: "no fusion" if len(g.nodes) > 1 and not is_pointwise_only(g) else None  # noqa: E731
+    # cuDNN checks alignment when it executes: the pooling views at odd element offsets are refused then
+    odd = lambda g, pack: "misaligned" if any(p % 16 for p in pack.values()) else None  # noqa: E731
+    fe = frontend_net(monkeypatch, rules=fake.Rules(build=fused, execute=odd))
+    probs = fe.predict(x)
+    assert np.abs(probs - reference).max() <= 1e-5 and np.abs(fe.predict(x) - reference).max() <= 1e-5
+    assert fe.stage_notes["conv1"] == ("conv1_conv + conv1_bias_relu (fused refused: form 1: RuntimeError: "
+                                       "CUDNN_STATUS_NOT_SUPPORTED: no fusion)")
+    assert fe.stage_notes["fc3"].startswith("fc3_matmul + fc3_bias_relu (fused refused")
+    assert fe.stage_notes["pool2"] == ("cudnnPoolingForward on the side (the pointwise graph refused: executing "
+                                       "pool2 failed: RuntimeError: CUDNN_STATUS_BAD_PARAM: misaligned)")
+    fe.close()
+
+
+def test_a_convolution_or_dense_layer_refused_in_every_form_is_unavailable(monkeypatch, mnist_test):
+    x, _ = oracle_sample(mnist_test[0], 2)
+    matmul = lambda g: "no matmul" if any(n.node_type == cudnn.NodeType.MATMUL for n in g.nodes) else None  # noqa: E731
+    fe = frontend_net(monkeypatch, rules=fake.Rules(build=matmul))
+    with pytest.raises(Unavailable, match=r"refused fc1 \(batch 2, float32\): form 1: RuntimeError: "
+                                          r"CUDNN_STATUS_NOT_SUPPORTED: no matmul; form 2: "):
+        fe.predict(x)
+
+
+def test_a_refused_capture_leaves_the_calls_eager(monkeypatch, mnist_test):
+    x, reference = oracle_sample(mnist_test[0], 2)
+    fe = frontend_net(monkeypatch)
+    fe.net.stream.refuse_capture = True
+    for _ in range(3):
+        assert np.abs(fe.predict(x) - reference).max() <= 1e-5
+    assert fe.plans[2].graph is None and fe.net.stream.launches == 0
+    assert fe.capture_note == "eager calls: the CUDA graph capture failed: cudaErrorStreamCaptureUnsupported"
 
 
 # --- the device-properties file ---------------------------------------------------------------
