@@ -9,8 +9,10 @@ graph API (cudnnBackend*) and its runtime fusion. NCHW on the device, as the leg
 Each bracket is one cuDNN operation graph (a virtual tensor between its nodes: one fused kernel
 where an engine takes it). A stage lists its forms, fused first; the first whose graphs all get a
 plan runs, and `stage_notes` says which ran and why the ones before it did not:
-- convolution, dense: the fused graph, else the op's graph + a pointwise bias (+ReLU) graph;
-  refused in every form: Unavailable, with cuDNN's reasons (the variant is the graph API or nothing).
+- convolution, dense: the fused graph, else the op's graph + a pointwise bias (+ReLU) graph; a dense
+  layer also as a fused convolution (its kernel transposed to (out, C, H, W), second: float32
+  matmul engines may all be TF32, the convolution engines are not); refused in every form:
+  Unavailable, with cuDNN's reasons (the variant is the graph API or nothing).
 - pooling: the frontend's Python bindings (1.32) have no resample node, so 2x2/2 max pooling is
   max(max(a, b), max(c, d)) over four strided views of the conv's output (offsets 0, 1, W, W+1;
   strides 2 and 2W): a pointwise graph. Where cuDNN refuses it: cudnnPoolingForward, on the side.
@@ -41,6 +43,8 @@ CONVS = (("conv1", "x", (1, 28, 28), 6, 2), ("conv2", "p1", (6, 14, 14), 16, 0))
 POOLS = (("pool1", "c1", "p1", (6, 28, 28)), ("pool2", "c2", "p2", (16, 10, 10)))
 # (name, input buffer, fan in, fan out, ReLU); fc1's rows are in (c, h, w) order (layout.convert)
 DENSE = (("fc1", "p2", 400, 120, True), ("fc2", "fc1", 120, 84, True), ("fc3", "fc2", 84, 10, False))
+# a dense layer's input as an NCHW image (C, H, W): fc1 reads pool2's (16, 5, 5), the others 1x1
+DENSE_IMAGE = {"fc1": (16, 5, 5), "fc2": (120, 1, 1), "fc3": (84, 1, 1)}
 COUNTS = {"x": 784, "c1": 6 * 784, "p1": 6 * 196, "c2": 1600, "p2": 400, "fc1": 120, "fc2": 84,
           "fc3": 10, "out": 10}  # elements per image of each device buffer
 
@@ -141,7 +145,21 @@ def dense_forms(new, n, name, src, fan_in, fan_out, relu, dst):
         output(y, b, y_dim, dst, new.kind)
         return (name if fused else f"{name}_matmul", g, b)
 
-    return [lambda: [matmul(True)],
+    def as_conv():
+        # y (N, out, 1, 1) = x (N, C, H, W) convolved "valid" with W^T (out, C, H, W) ("t:": the dense
+        # kernel transposed, FrontendNet.transposed): the same numbers, on the convolution engines
+        c, h, w = DENSE_IMAGE[name]
+        g, b = new(), {}
+        x = tensor(g, b, "X", [n, c, h, w], src)
+        f = tensor(g, b, "W", [fan_out, c, h, w], f"t:{name}")
+        y = g.conv_fprop(x, f, padding=[0, 0], stride=[1, 1], dilation=[1, 1], name=f"{name}_conv")
+        y = g.bias(y, tensor(g, b, "B", [1, fan_out, 1, 1], f"b:{name}"), name=f"{name}_bias")
+        if relu:
+            y = g.relu(y, name=f"{name}_relu")
+        output(y, b, [n, fan_out, 1, 1], dst, new.kind)
+        return (f"{name}_as_conv", g, b)
+
+    return [lambda: [matmul(True)], lambda: [as_conv()],
             lambda: [matmul(False), bias_relu(new, name, dst, y_dim, [1, 1, fan_out], relu)]]
 
 
@@ -261,15 +279,28 @@ class FrontendNet:
         self.plans: dict[int, Plan] = {}
         self.stage_notes: dict[str, str] = {}
         self._descriptors: dict = {}  # batch size -> the legacy descriptors of the side calls
+        self._transposed: dict = {}  # dense layer -> its kernel transposed (the convolution form's filter)
         self.capture_note = ""
         self.last_device_ns = None
 
     def pointer(self, buf: dict, where: tuple[str, int]) -> int:
         name, offset = where
+        if name.startswith("t:"):
+            return self.transposed(name[2:]).data.ptr
         if name.startswith(("w:", "b:")):
             kernel, bias = self.net.w[name[2:]]
             return (kernel if name[0] == "w" else bias).data.ptr
         return buf[name] + offset * self.net.itemsize
+
+    def transposed(self, name: str):
+        """Dense layer `name`'s kernel (in, out) as the filter (out, in) of its convolution form, made
+        once (device memory, kept)."""
+        if name not in self._transposed:
+            kernel = self.net.w[name][0]
+            with self.net.stream:
+                self._transposed[name] = self.cp.ascontiguousarray(kernel.T)
+            self.net.stream.synchronize()
+        return self._transposed[name]
 
     def side_calls(self, name, n, buf) -> list:
         """The legacy calls for a stage no graph form took (pooling; softmax always)."""
@@ -394,6 +425,7 @@ class FrontendNet:
         for d in self._descriptors.values():
             d.close()
         self._descriptors.clear()
+        self._transposed.clear()
         if getattr(self, "handle", None) is not None:
             self.cudnn.destroy_handle(self.handle)
             self.handle = None

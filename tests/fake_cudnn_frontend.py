@@ -192,6 +192,7 @@ class Event:
 
 def fake_cupy():
     cp = fake_gpu.fake_cupy()
+    cp.ascontiguousarray = cp.asarray  # a C-order copy in 'device' memory
     runtime = types.SimpleNamespace(memcpyAsync=lambda dst, src, n, kind, s: enqueue(ctypes.memmove, dst, src, n))
     cp.cuda = types.SimpleNamespace(Stream=FakeStream, Event=Event, runtime=runtime,
                                     alloc_pinned_memory=bytearray, get_elapsed_time=lambda a, b: 0.02)

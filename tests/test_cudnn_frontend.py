@@ -47,6 +47,7 @@ def emulate(x_nhwc, dtype, form_index, shared_weights):
     memory = {name: np.full(n * count, np.nan, dtype) for name, count in frontend.COUNTS.items()}
     for name, (kernel, bias) in layout.convert(shared_weights, dtype).items():
         memory[f"w:{name}"], memory[f"b:{name}"] = kernel.ravel(), bias.ravel()
+        memory[f"t:{name}"] = np.ascontiguousarray(kernel.T).ravel()  # a dense layer's convolution form
     memory["x"][:] = x_nhwc.transpose(0, 3, 1, 2).ravel()
     new = frontend.GraphMaker(cudnn, dtype)
     for _stage, forms in frontend.stage_forms(new, n).items():
@@ -55,7 +56,8 @@ def emulate(x_nhwc, dtype, form_index, shared_weights):
     return softmax(memory["fc3"].reshape(n, 10))  # softmax goes on the side (cudnnSoftmaxForward)
 
 
-@pytest.mark.parametrize("form_index", [0, 1])  # fused graphs; the split forms (op + bias/relu graph)
+# 0: fused graphs; 1: convolutions split (op + bias/relu graph), dense layers as convolutions; 2: all split
+@pytest.mark.parametrize("form_index", [0, 1, 2])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_graphs_compute_lenet(mnist_test, shared_weights, form_index, dtype):
     x, reference = oracle_sample(mnist_test[0], 6, dtype)
@@ -86,7 +88,7 @@ def test_every_stage_binds_every_tensor_it_reads_or_writes():
                         if not t.is_virtual}
                 assert set(binds) == real
                 for buffer, offset in binds.values():
-                    assert buffer in frontend.COUNTS or buffer[:2] in ("w:", "b:") and offset == 0
+                    assert buffer in frontend.COUNTS or buffer[:2] in ("w:", "b:", "t:") and offset == 0
 
 
 def test_a_stage_no_form_builds_names_each_refusal():
@@ -181,11 +183,23 @@ def test_refused_fused_graphs_run_split_and_a_refused_pooling_graph_runs_on_the_
 
 def test_a_convolution_or_dense_layer_refused_in_every_form_is_unavailable(monkeypatch, mnist_test):
     x, _ = oracle_sample(mnist_test[0], 2)
-    matmul = lambda g: "no matmul" if any(n.node_type == cudnn.NodeType.MATMUL for n in g.nodes) else None  # noqa: E731
-    fe = frontend_net(monkeypatch, rules=fake.Rules(build=matmul))
+    fc1 = lambda g: "no fc1" if any(n.name.startswith("fc1") for n in g.nodes) else None  # noqa: E731
+    fe = frontend_net(monkeypatch, rules=fake.Rules(build=fc1))
     with pytest.raises(Unavailable, match=r"refused fc1 \(batch 2, float32\): form 1: RuntimeError: "
-                                          r"CUDNN_STATUS_NOT_SUPPORTED: no matmul; form 2: "):
+                                          r"CUDNN_STATUS_NOT_SUPPORTED: no fc1; form 2: .*; form 3: "):
         fe.predict(x)
+
+
+def test_dense_layers_run_as_convolutions_where_no_matmul_plan_is_left(monkeypatch, mnist_test):
+    """float32 matmul plans may all be TF32 (deselected): the dense layers then run as convolutions."""
+    x, reference = oracle_sample(mnist_test[0], 3)
+    matmul = lambda g: "only TF32" if any(n.node_type == cudnn.NodeType.MATMUL for n in g.nodes) else None  # noqa: E731
+    fe = frontend_net(monkeypatch, rules=fake.Rules(build=matmul))
+    assert np.abs(fe.predict(x) - reference).max() <= 1e-5 and np.abs(fe.predict(x) - reference).max() <= 1e-5
+    assert fe.stage_notes["fc1"] == ("fc1_as_conv (fused refused: form 1: RuntimeError: "
+                                     "CUDNN_STATUS_NOT_SUPPORTED: only TF32)")
+    assert sorted(fe._transposed) == ["fc1", "fc2", "fc3"] and fe._transposed["fc1"].shape == (120, 400)
+    fe.close()
 
 
 def test_a_refused_capture_leaves_the_calls_eager(monkeypatch, mnist_test):
