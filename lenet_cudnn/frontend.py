@@ -11,8 +11,9 @@ where an engine takes it). A stage lists its forms, fused first; the first whose
 plan runs, and `stage_notes` says which ran and why the ones before it did not:
 - convolution, dense: the fused graph, else the op's graph + a pointwise bias (+ReLU) graph; a dense
   layer also as a fused convolution (its kernel transposed to (out, C, H, W), second: float32
-  matmul engines may all be TF32, the convolution engines are not); refused in every form:
-  Unavailable, with cuDNN's reasons (the variant is the graph API or nothing).
+  matmul engines may all be TF32, the convolution engines are not); last, the op's graph alone
+  with its bias and ReLU on the side (legacy cudnnAddTensor, cudnnActivationForward); refused in
+  every form: Unavailable, with cuDNN's reasons (convolutions and dense layers are the graph API's).
 - pooling: the frontend's Python bindings (1.32) have no resample node, so 2x2/2 max pooling is
   max(max(a, b), max(c, d)) over four strided views of the conv's output (offsets 0, 1, W, W+1;
   strides 2 and 2W): a pointwise graph. Where cuDNN refuses it: cudnnPoolingForward, on the side.
@@ -27,7 +28,6 @@ The public `cudnn.pygraph` is used with an explicit handle (`cudnn.create_handle
 level's stream) and integer device pointers (CuPy's), so neither PyTorch nor cuda-python is needed.
 """
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,8 +72,8 @@ class Graph:
 class Stage:
     name: str
     graphs: list = field(default_factory=list)  # [Graph]: the form that built
-    side: Callable | None = None  # (buf) -> [(function, args)]: the legacy call, where no form built
     note: str = ""
+    epilogue: bool = False  # its bias (and ReLU) on the side: the last-resort form (with_side_epilogue)
 
 
 def import_frontend(lib: cu.Cudnn):
@@ -127,7 +127,16 @@ def conv_forms(new, n, name, src, chw, k, pad, dst):
         return (f"{name}" if fused else f"{name}_conv", g, b)
 
     return [lambda: [conv(True)],
-            lambda: [conv(False), bias_relu(new, name, dst, y_dim, [1, k, 1, 1], True)]]
+            lambda: [conv(False), bias_relu(new, name, dst, y_dim, [1, k, 1, 1], True)],
+            with_side_epilogue(lambda: [conv(False)])]
+
+
+def with_side_epilogue(form):
+    """Mark a stage's last-resort form: its graph computes the op alone and the bias (and ReLU) run
+    on the side (cudnnAddTensor, cudnnActivationForward), where cuDNN plans neither the fused graph
+    nor a pointwise one."""
+    form.side_epilogue = True
+    return form
 
 
 def dense_forms(new, n, name, src, fan_in, fan_out, relu, dst):
@@ -145,7 +154,7 @@ def dense_forms(new, n, name, src, fan_in, fan_out, relu, dst):
         output(y, b, y_dim, dst, new.kind)
         return (name if fused else f"{name}_matmul", g, b)
 
-    def as_conv():
+    def as_conv(fused=True):
         # y (N, out, 1, 1) = x (N, C, H, W) convolved "valid" with W^T (out, C, H, W) ("t:": the dense
         # kernel transposed, FrontendNet.transposed): the same numbers, on the convolution engines
         c, h, w = DENSE_IMAGE[name]
@@ -153,14 +162,16 @@ def dense_forms(new, n, name, src, fan_in, fan_out, relu, dst):
         x = tensor(g, b, "X", [n, c, h, w], src)
         f = tensor(g, b, "W", [fan_out, c, h, w], f"t:{name}")
         y = g.conv_fprop(x, f, padding=[0, 0], stride=[1, 1], dilation=[1, 1], name=f"{name}_conv")
-        y = g.bias(y, tensor(g, b, "B", [1, fan_out, 1, 1], f"b:{name}"), name=f"{name}_bias")
-        if relu:
-            y = g.relu(y, name=f"{name}_relu")
+        if fused:
+            y = g.bias(y, tensor(g, b, "B", [1, fan_out, 1, 1], f"b:{name}"), name=f"{name}_bias")
+            if relu:
+                y = g.relu(y, name=f"{name}_relu")
         output(y, b, [n, fan_out, 1, 1], dst, new.kind)
-        return (f"{name}_as_conv", g, b)
+        return (f"{name}_as_conv" if fused else f"{name}_as_conv_alone", g, b)
 
     return [lambda: [matmul(True)], lambda: [as_conv()],
-            lambda: [matmul(False), bias_relu(new, name, dst, y_dim, [1, 1, fan_out], relu)]]
+            lambda: [matmul(False), bias_relu(new, name, dst, y_dim, [1, 1, fan_out], relu)],
+            with_side_epilogue(lambda: [as_conv(fused=False)])]
 
 
 def bias_relu(new, name, buf, dim, bias_dim, relu):
@@ -242,8 +253,11 @@ def plan_stage(cudnn, name, forms, dtype) -> Stage:
             reasons.append(f"form {i + 1}: {type(exc).__name__}: {first_line}")
             continue
         graphs = [Graph(gname, g, binds) for gname, g, binds in made]
-        note = " + ".join(gr.name for gr in graphs) + ("" if i == 0 else f" (fused refused: {reasons[0]})")
-        return Stage(name, graphs, note=note)
+        epilogue = getattr(form, "side_epilogue", False)
+        note = " + ".join(gr.name for gr in graphs) + (
+            " + bias/ReLU on the side (cudnnAddTensor, cudnnActivationForward)" if epilogue else "") + (
+            "" if i == 0 else f" (fused refused: {reasons[0]})")
+        return Stage(name, graphs, note=note, epilogue=epilogue)
     return Stage(name, [], note="; ".join(reasons))
 
 
@@ -301,6 +315,18 @@ class FrontendNet:
                 self._transposed[name] = self.cp.ascontiguousarray(kernel.T)
             self.net.stream.synchronize()
         return self._transposed[name]
+
+    def epilogue_calls(self, name, n, buf) -> list:
+        """y += b, then y = relu(y) (not fc3), in place, by the legacy API: a last-resort form's side."""
+        net, d = self.net, self.legacy_descriptors(n)
+        y_desc = {"conv1": d.c1, "conv2": d.c2}.get(name) or d.fc[name]
+        y = buf[{"conv1": "c1", "conv2": "c2"}.get(name, name)]
+        calls = [(net.lib.cudnnAddTensor, (net.handle, net.alpha, d.bias[name].ptr, net.w[name][1].data.ptr,
+                                           net.alpha, y_desc.ptr, y))]
+        if name != "fc3":
+            calls.append((net.lib.cudnnActivationForward, (net.handle, d.relu.ptr, net.alpha, y_desc.ptr, y,
+                                                           net.beta, y_desc.ptr, y)))
+        return calls
 
     def side_calls(self, name, n, buf) -> list:
         """The legacy calls for a stage no graph form took (pooling; softmax always)."""
@@ -364,7 +390,7 @@ class FrontendNet:
         except Exception as exc:  # cuDNN's refusal at execution
             stage.graphs, stage.note = [], f"executing {stage.note} failed: {type(exc).__name__}: {exc}"
         if stage.graphs:
-            return calls
+            return calls + (self.epilogue_calls(stage.name, n, buf) if stage.epilogue else [])
         if not stage.name.startswith("pool"):
             raise Unavailable(f"cuDNN's graph API refused {stage.name} (batch {n}, {self.dtype}): "
                               f"{stage.note}")

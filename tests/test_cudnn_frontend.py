@@ -51,12 +51,14 @@ def emulate(x_nhwc, dtype, form_index, shared_weights):
     memory["x"][:] = x_nhwc.transpose(0, 3, 1, 2).ravel()
     new = frontend.GraphMaker(cudnn, dtype)
     for _stage, forms in frontend.stage_forms(new, n).items():
+        forms = [f for f in forms if not getattr(f, "side_epilogue", False)]  # the graph API's alone
         for _name, graph, binds in forms[min(form_index, len(forms) - 1)]():
             run_graph(graph, binds, memory)
     return softmax(memory["fc3"].reshape(n, 10))  # softmax goes on the side (cudnnSoftmaxForward)
 
 
 # 0: fused graphs; 1: convolutions split (op + bias/relu graph), dense layers as convolutions; 2: all split
+# (the last forms, the op alone with its epilogue on the side, run in the emulated variant below)
 @pytest.mark.parametrize("form_index", [0, 1, 2])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_graphs_compute_lenet(mnist_test, shared_weights, form_index, dtype):
@@ -181,12 +183,25 @@ def test_refused_fused_graphs_run_split_and_a_refused_pooling_graph_runs_on_the_
     fe.close()
 
 
+def test_without_fused_or_pointwise_graphs_the_ops_run_alone_and_the_rest_on_the_side(monkeypatch, mnist_test):
+    x, reference = oracle_sample(mnist_test[0], 3)
+    alone = lambda g: None if len(g.nodes) == 1 and not is_pointwise_only(g) else "no"  # noqa: E731
+    fe = frontend_net(monkeypatch, rules=fake.Rules(build=alone))
+    assert np.abs(fe.predict(x) - reference).max() <= 1e-5 and np.abs(fe.predict(x) - reference).max() <= 1e-5
+    side = " + bias/ReLU on the side (cudnnAddTensor, cudnnActivationForward) (fused refused: form 1: "
+    assert fe.stage_notes["conv2"].startswith("conv2_conv" + side)
+    assert fe.stage_notes["fc1"].startswith("fc1_matmul" + side) is False  # the matmul form is split, not alone
+    assert fe.stage_notes["fc1"].startswith("fc1_as_conv_alone" + side)
+    assert fe.stage_notes["pool1"].startswith("cudnnPoolingForward on the side")
+    fe.close()
+
+
 def test_a_convolution_or_dense_layer_refused_in_every_form_is_unavailable(monkeypatch, mnist_test):
     x, _ = oracle_sample(mnist_test[0], 2)
     fc1 = lambda g: "no fc1" if any(n.name.startswith("fc1") for n in g.nodes) else None  # noqa: E731
     fe = frontend_net(monkeypatch, rules=fake.Rules(build=fc1))
     with pytest.raises(Unavailable, match=r"refused fc1 \(batch 2, float32\): form 1: RuntimeError: "
-                                          r"CUDNN_STATUS_NOT_SUPPORTED: no fc1; form 2: .*; form 3: "):
+                                          r"CUDNN_STATUS_NOT_SUPPORTED: no fc1; form 2: .*; form 4: "):
         fe.predict(x)
 
 
