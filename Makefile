@@ -122,7 +122,7 @@ doctor: $(STAMP)  ## what can run here, and why not
 	$(PY) -m harness doctor
 
 # --- The GPU half on a server with no package index (README: "Running the GPU half") -------
-# On a machine with pip: the wheels Keras needs, for the server's Python (about 10 MiB).
+# On a machine with pip: the wheels Keras needs, for the server's Python (about 23 MiB with the cuDNN frontend).
 BUNDLE_PY ?= 3.12
 BUNDLE_DIR ?= dist/offline-bundle-py$(BUNDLE_PY)
 offline-bundle:  ## the wheels Keras needs, for a GPU server with no package index (BUNDLE_PY)

@@ -133,14 +133,16 @@ REGISTRY = {
                  ladder=(("cuda", "cudnn"),), colour="#332288",
                  versions=(*CUPY, ("", "nvidia-cuda-nvrtc-cu12"))),
         ImplSpec("cudnn", "lenet_cudnn.model:CudnnLeNet", "cudnn", ("gpu",),
-                 ("tuned", "naive", "graph"), ("float32", "float64"), "lenet_cudnn", gpu_only=("graph",),
+                 ("tuned", "naive", "graph", "frontend"), ("float32", "float64"), "lenet_cudnn",
+                 gpu_only=("graph", "frontend"),
                  trainer="lenet_cudnn.train:CudnnTrainer", train_variants=("default",),
                  hooks=(("library", "lenet_cudnn.binding:probe"),
                         ("cublaslt", "lenet_cudnn.cublaslt:probe")), floor=("graph",),
                  display="raw library: cuDNN", short="cuDNN", rung="raw library", raw_for=("gpu",),
                  order=20, ladder=(("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
                                    ("cudnn", "torch", "keras_torch")),
-                 colour="#0072B2", versions=(*CUPY, ("", "nvidia-cudnn-cu12"), ("", "nvidia-cudnn-cu13"))),
+                 colour="#0072B2", versions=(*CUPY, ("", "nvidia-cudnn-cu12"), ("", "nvidia-cudnn-cu13"),
+                                              ("", "nvidia-cudnn-frontend"))),
         # float32 only: oneDNN 3.2 has no f64 conv/pooling/inner product on the CPU. No env
         # entry: OMP_NUM_THREADS comes from the harness's thread rule (procenv), set before
         # libgomp loads; an entry here would override a study's thread count.

