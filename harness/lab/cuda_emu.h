@@ -136,6 +136,9 @@ inline unsigned long long globaltimer_ns() {
     return (unsigned long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+// resident.cu's LL pairs: one 64-bit load or store (the host's writes land between launches here)
+inline unsigned long long load_pair(const unsigned long long* p) { return *(const volatile unsigned long long*)p; }
+inline void store_pair(unsigned long long* p, unsigned long long v) { *(volatile unsigned long long*)p = v; }
 inline long long clock64() { return (long long)globaltimer_ns(); }  // a cycle counter: ns here
 
 inline void emu_fiber_main() {
