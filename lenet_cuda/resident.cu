@@ -164,6 +164,15 @@ __device__ __forceinline__ void resident_load(ResidentShared<T>& s, ResidentDens
     if (t == 0) s.stop = 0u;
 }
 
+// A value as its W 32-bit words (double: low, then high), and back.
+__device__ __forceinline__ void value_words(float v, unsigned* w) { w[0] = __float_as_uint(v); }
+__device__ __forceinline__ void value_words(double v, unsigned* w) {
+    w[0] = unsigned(__double2loint(v));
+    w[1] = unsigned(__double2hiint(v));
+}
+__device__ __forceinline__ void words_value(const unsigned* w, float& v) { v = __uint_as_float(w[0]); }
+__device__ __forceinline__ void words_value(const unsigned* w, double& v) { v = __hiloint2double(int(w[1]), int(w[0])); }
+
 // One value of type T from W = sizeof(T) / 4 pairs carrying sequence `seq`: each pair polled until
 // its sequence arrives, or false once idle_ns have passed since `since` (or the host set quit).
 template <typename T>
@@ -182,7 +191,7 @@ __device__ __forceinline__ bool resident_receive(const unsigned long long* pairs
         }
         words[w] = unsigned(v);
     }
-    __builtin_memcpy(&out, words, sizeof(T));
+    words_value(words, out);
     return true;
 }
 
@@ -190,7 +199,7 @@ template <typename T>
 __device__ __forceinline__ void resident_send(unsigned long long* pairs, unsigned seq, T value) {
     constexpr int W = sizeof(T) / 4;
     unsigned words[W];
-    __builtin_memcpy(words, &value, sizeof(T));
+    value_words(value, words);
 #pragma unroll
     for (int w = 0; w < W; ++w) store_pair(pairs + w, (unsigned long long)seq << 32 | words[w]);
 }

@@ -139,6 +139,17 @@ inline unsigned long long globaltimer_ns() {
 // resident.cu's LL pairs: one 64-bit load or store (the host's writes land between launches here)
 inline unsigned long long load_pair(const unsigned long long* p) { return *(const volatile unsigned long long*)p; }
 inline void store_pair(unsigned long long* p, unsigned long long v) { *(volatile unsigned long long*)p = v; }
+// CUDA's bit casts (resident.cu's values as 32-bit words)
+inline unsigned __float_as_uint(float v) { unsigned u; memcpy(&u, &v, 4); return u; }
+inline float __uint_as_float(unsigned u) { float v; memcpy(&v, &u, 4); return v; }
+inline int __double2loint(double v) { unsigned long long u; memcpy(&u, &v, 8); return int(unsigned(u)); }
+inline int __double2hiint(double v) { unsigned long long u; memcpy(&u, &v, 8); return int(unsigned(u >> 32)); }
+inline double __hiloint2double(int hi, int lo) {
+    const unsigned long long u = (unsigned long long)unsigned(hi) << 32 | unsigned(lo);
+    double v;
+    memcpy(&v, &u, 8);
+    return v;
+}
 inline long long clock64() { return (long long)globaltimer_ns(); }  // a cycle counter: ns here
 
 inline void emu_fiber_main() {
