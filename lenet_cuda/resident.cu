@@ -47,9 +47,8 @@ __device__ __forceinline__ unsigned cluster_rank() {
     asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
     return rank;
 }
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-    asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
-}
+// arrive with release semantics: this block's writes before it are seen by every block after its wait
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive;" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive;\n\tbarrier.cluster.wait;" ::: "memory");
@@ -160,6 +159,12 @@ __device__ __forceinline__ void resident_load(ResidentShared<T>& s, ResidentDens
     for (int i = t; i < 300; i += LENET_CLUSTER_THREADS)  // conv2_w[dy, dx, c, 2r + i / 150]
         s.conv2_w[i] = conv2_w[(i % 150) * 16 + 2 * r + i / 150];
     if (t < 2) s.conv2_b[t] = conv2_b[2 * r + t];
+}
+
+// What the other blocks will write into (img's interior, stop) cleared before this block's first
+// arrive, which releases it: no clearing store can land after another block's write.
+template <typename T>
+__device__ __forceinline__ void resident_clear(ResidentShared<T>& s, int t) {
     for (int i = t; i < 32 * 32; i += LENET_CLUSTER_THREADS) s.img[i] = T(0);  // the border stays 0
     if (t == 0) s.stop = 0u;
 }
@@ -329,14 +334,15 @@ lenet_resident(const unsigned long long* x,                                    /
     const int t = threadIdx.x;
     const unsigned r = cluster_rank();
     RSTAMP(0);
-    cluster_arrive_relaxed();
+    resident_clear(s, t);
+    cluster_arrive();  // "this block runs, its img and stop cleared" (release)
     ResidentDense<T> d;
     resident_load(s, d, r, t, conv1_w, conv1_b, conv2_w, conv2_b, fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b);
     unsigned seq = load_acquire_sys(ctl + RESIDENT_NEXT);  // the call the host launched this kernel for
     unsigned served = 0, round = 0;
     unsigned long long since = globaltimer_ns();  // idle since: the launch, then each call's end
     RSTAMP(1);
-    cluster_wait();  // every block runs, its img border zeroed and stop cleared
+    cluster_wait();  // every block runs, its img and stop cleared: they may be written
     RSTAMP(2);
     for (;;) {
         for (int b = 0; b < n; ++b) {

@@ -17,10 +17,11 @@ every poll. Nothing waits forever: a call not answered within POLL_TIMEOUT_S rai
 mapped and persistent variants' waits do), after telling the kernel to quit.
 
 Manners (issue 73): the kernel ends after kernels.IDLE_NS (200 µs) without a call, freeing its 8
-SMs; it is not launched while another process has a compute context on the GPU (NVML's
-nvmlDeviceGetComputeRunningProcesses, asked at each launch and every NVML_EVERY_S while resident):
-then the call goes to the launched mapped path (cuda/mapped, one kernel a call) and a resident
-kernel is told to quit. Where NVML cannot answer (no nvidia-ml-py, no driver), nothing is known
+SMs; it is not launched, nor kept, while another process has a compute context on the GPU (NVML's
+nvmlDeviceGetComputeRunningProcesses, asked as a call starts, at most every NVML_EVERY_S: the first
+call's launch included, and calls that find the kernel resident too, so a busy loop of calls does
+not keep it against a newcomer for longer): then the call goes to the launched mapped path
+(cuda/mapped, one kernel a call) and a resident kernel is told to quit. Where NVML cannot answer (no nvidia-ml-py, no driver), nothing is known
 and the kernel runs resident. It is never a lab's reference or a class's default (harness.lab).
 
     ResidentPlan                    one batch size's wire, views and launch arguments

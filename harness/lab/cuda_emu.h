@@ -104,6 +104,7 @@ inline void cluster_arrive_relaxed() {
     emu_current->token = emu_arrive(emu_cluster_bar);
     emu_current->has_token = true;
 }
+inline void cluster_arrive() { cluster_arrive_relaxed(); }  // one CPU thread: release is moot
 inline void cluster_wait() {
     if (!emu_current->has_token) __builtin_trap();  // a wait with no arrive before it
     emu_current->has_token = false;
