@@ -27,7 +27,8 @@ SOURCES = {"layers": "layers.cu", "fused": "fused.cu", "graph": "fused.cu",  # v
            "cluster": "cluster.cu", "mapped": "cluster.cu", "persistent": "cluster.cu",
            "batch": "batch.cu"}
 SOURCES["resident"] = "resident.cu"  # cuda/resident: LL pairs, one cluster resident between calls
-MIN_ARCH = {"cluster.cu": 90, "resident.cu": 90}  # thread-block clusters and distributed shared memory: sm_90 and up
+# thread-block clusters and distributed shared memory: sm_90 and up
+MIN_ARCH = {"cluster.cu": 90, "resident.cu": 90}
 OPTIONS = ("--std=c++17",)  # CuPy adds the architecture of the GPU it runs on
 CTYPES = {"float32": "float", "float64": "double"}
 LAYER_THREADS = 256  # threads per block of the layer kernels (one thread per output element)

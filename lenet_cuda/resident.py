@@ -21,8 +21,9 @@ SMs; it is not launched, nor kept, while another process has a compute context o
 nvmlDeviceGetComputeRunningProcesses, asked as a call starts, at most every NVML_EVERY_S: the first
 call's launch included, and calls that find the kernel resident too, so a busy loop of calls does
 not keep it against a newcomer for longer): then the call goes to the launched mapped path
-(cuda/mapped, one kernel a call) and a resident kernel is told to quit. Where NVML cannot answer (no nvidia-ml-py, no driver), nothing is known
-and the kernel runs resident. It is never a lab's reference or a class's default (harness.lab).
+(cuda/mapped, one kernel a call) and a resident kernel is told to quit. Where NVML cannot answer
+(no nvidia-ml-py, no driver), nothing is known and the kernel runs resident. It is never a lab's
+reference or a class's default (harness.lab).
 
     ResidentPlan                    one batch size's wire, views and launch arguments
     Resident(level)                 predict(images), close()

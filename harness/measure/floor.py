@@ -41,8 +41,8 @@ def fastest_measured(device: str, root: Path = DEFAULT_RESULTS, run_id: str | No
     """The fastest measured implementation on `device` (see the module's docstring); run_id: read
     that api_levels run instead of the newest (the report, for a machine named by MACHINE=); shared:
     for a GPU that a class shares (a lab), no variant whose kernel stays resident (ImplSpec.resident)."""
-    cells = [row for row in measured_cells(device, root, run_id)
-             if not (shared and row["cell"]["variant"] in registry.spec(row["cell"]["implementation"]).resident)]
+    cells = [row for row in measured_cells(device, root, run_id) if not (
+        shared and row["cell"]["variant"] in registry.spec(row["cell"]["implementation"]).resident)]
     if not cells:
         return standing_in(device, shared)
     best = min(cells, key=lambda row: (row["stats"]["median_ns"], row["cell_id"]))

@@ -14,7 +14,8 @@ from harness.report.tables import fmt_ratio, goal_line, ms, speedup_verdict, tab
 # The project's goals (issue 64), not results. At batch 1, end to end: the fastest hand-written call,
 # and cuDNN's with its dense layers fused into cuBLASLt calls; the hand-written kernel alone in the trace.
 # the hand-written rung's calls
-HAND_WRITTEN = ("cuda/resident", "cuda/persistent", "cuda/mapped", "cuda/cluster", "cuda/graph", "cuda/fused", "cuda/batch")
+HAND_WRITTEN = ("cuda/resident", "cuda/persistent", "cuda/mapped", "cuda/cluster", "cuda/graph", "cuda/fused",
+                "cuda/batch")
 HAND_WRITTEN_MS = 0.015  # the fastest of them, per image
 TARGETS_MS = {"cudnn/graph": 0.040, "cudnn/tuned": 0.100}
 HAND_WRITTEN_SPEEDUP = 3.0  # the fastest hand-written call this much faster than cudnn/graph, within rounds
@@ -87,7 +88,8 @@ def ladder_line(frame: pd.DataFrame, machine: str) -> str | None:
     if not floors:
         return None
     graph = min(floors, key=lambda c: c["median_ms"])
-    name = {"cuda/resident": "the hand-written cluster kernel resident on the GPU, on LL pairs in mapped host memory",
+    name = {"cuda/resident": ("the hand-written cluster kernel resident on the GPU, on LL pairs in mapped "
+                              "host memory"),
             "cuda/persistent": "the hand-written cluster kernel resident on the GPU, on mapped host memory",
             "cuda/mapped": "the hand-written cluster kernel on mapped host memory, its flag polled",
             "cuda/cluster": "the hand-written cluster kernel replayed as one CUDA graph",
