@@ -41,6 +41,7 @@ from lenet_cuda import kernels
 HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped
 POLL_CHECK = 1024  # polls between reads of the clock and of the kernel's alive word
 NVML_EVERY_S = 0.1  # while resident, another process is looked for at most this often
+QUIT_WAIT_S = 1.0  # after a timeout: how long a kernel told to quit is given to end
 POLL_TIMEOUT_S = 5.0  # a call not answered by then is a failed kernel, not a slow one (as model.py's)
 
 
@@ -141,11 +142,19 @@ class Resident:
             polls += 1  # the last pair came before another: read again
 
     def timed_out(self, p: ResidentPlan, seq: int) -> None:
+        """RuntimeError; the kernel told to quit, and its error raised where it ended with one. A
+        kernel stuck elsewhere than its poll is not waited for (no synchronize that never returns)."""
         p.ctl[kernels.RESIDENT_QUIT] = 1  # a kernel that still polls ends at its next quit check
-        self.level.stream.synchronize()  # raises the kernel's error, if it had one
+        stream, end = self.level.stream, time.monotonic() + QUIT_WAIT_S
+        while not getattr(stream, "done", True) and time.monotonic() < end:
+            time.sleep(0.001)
+        if getattr(stream, "done", True):
+            stream.synchronize()  # raises the kernel's error, if it had one
         raise RuntimeError(f"lenet_resident did not answer call {seq} in {POLL_TIMEOUT_S:g} s "
                            f"(alive {int(p.ctl[kernels.RESIDENT_ALIVE])}, "
-                           f"served {int(p.ctl[kernels.RESIDENT_SERVED])})")
+                           f"served {int(p.ctl[kernels.RESIDENT_SERVED])})"
+                           + ("" if getattr(stream, "done", True) else
+                              f"; told to quit, it had not ended {QUIT_WAIT_S:g} s later"))
 
     def launch(self, p: ResidentPlan, seq: int) -> None:
         """Launch the resident kernel for call seq on the level's stream (after any ending one)."""

@@ -142,6 +142,11 @@ def test_a_kernel_that_never_answers_times_out_and_is_told_to_quit(monkeypatch, 
     with pytest.raises(RuntimeError, match=r"lenet_resident did not answer call 2 in 0.05 s \(alive 1, served 1\)"):
         impl.predict(x[1:2])
     assert time.monotonic() - start < 2.0 and p.ctl[QUIT] == 1
+    impl.stream.done = False  # a kernel stuck where it never reads the quit word: not waited for
+    monkeypatch.setattr(resident, "QUIT_WAIT_S", 0.01)
+    with pytest.raises(RuntimeError, match=r"call 3 .*; told to quit, it had not ended 0.01 s later"):
+        impl.predict(x[2:3])
+    impl.stream.done = True
     impl.close()
 
 
