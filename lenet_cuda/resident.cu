@@ -340,7 +340,7 @@ lenet_resident(const unsigned long long* x,                                    /
     resident_load(s, d, r, t, conv1_w, conv1_b, conv2_w, conv2_b, fc1_w, fc1_b, fc2_w, fc2_b, fc3_w, fc3_b);
     unsigned seq = load_acquire_sys(ctl + RESIDENT_NEXT);  // the call the host launched this kernel for
     unsigned served = 0, round = 0;
-    unsigned long long since = globaltimer_ns();  // idle since: the launch, then each call's end
+    unsigned long long since = globaltimer_ns();  // idle since: the launch, then each image's end
     RSTAMP(1);
     cluster_wait();  // every block runs, its img and stop cleared: they may be written
     RSTAMP(2);
@@ -362,10 +362,10 @@ lenet_resident(const unsigned long long* x,                                    /
             RSTAMP(3);
             if (s.stop == round) goto end;
             resident_image(s, r, t, d, probs + b * 10 * W, seq);
+            since = globaltimer_ns();  // a batch's next image is waited for as long as a call
         }
         ++served;
         seq = seq == 0xFFFFFFFFu ? 1u : seq + 1u;  // 0 is never a call's (the wire starts zeroed)
-        since = globaltimer_ns();
     }
 end:
     if (r == 0 && t == 0) {
