@@ -299,3 +299,32 @@ def test_gpu_a_second_process_s_kernels_beside_the_resident_kernel(capsys):
             assert impl.resident.fallback_calls > 0
     finally:
         impl.close()
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_resident_kernel_stays_between_calls_ends_when_idle_and_comes_back():
+    x = mnist.to_input(mnist.load("test")[0][:64])
+    reference = NumpyLeNet(DEFAULT_WEIGHTS).predict(x)
+    impl = registry.create("cuda", DEFAULT_WEIGHTS, device="gpu", variant="resident")
+    impl.resident.gpu_processes = lambda bus_id: []  # this test's own neighbours do not count
+
+    def alive_becomes(plan, value):  # the kernel's own store, within a generous second
+        deadline = time.monotonic() + 1.0
+        while plan.ctl[ALIVE] != value and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        return plan.ctl[ALIVE] == value
+
+    try:
+        for i in range(64):  # back to back: well within IDLE_NS of each other
+            assert np.max(np.abs(impl.predict(x[i:i + 1]) - reference[i:i + 1])) <= 1e-5
+        plan = impl.resident.plans[1]
+        assert plan.launched < 64  # resident: not a launch a call (a few where a call came late)
+        assert alive_becomes(plan, 0) and plan.ctl[SERVED] >= 1  # idle: it ended by itself ...
+        launched = plan.launched
+        assert np.max(np.abs(impl.predict(x[:1]) - reference[:1])) <= 1e-5  # ... and came back
+        assert plan.launched == launched + 1
+        np.testing.assert_allclose(impl.predict(x[:13]), reference[:13], atol=1e-5)  # another batch size
+    finally:
+        impl.close()
+    assert all(alive_becomes(p, 0) for p in impl.resident.plans.values())
