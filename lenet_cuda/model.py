@@ -285,6 +285,8 @@ class CudaLeNet(LeNet):
             if p.ctl is not None:
                 p.ctl[kernels.CTL_QUIT] = 1  # a resident kernel ends at its next poll
         self.stream.synchronize()
+        if self.resident is not None:  # its kernel has ended: its mapped memory may go
+            self.resident.plans.clear()
         for p in self.plans.values():
             p.graph = None  # the graph's executable goes before the memory it points at
         self.plans.clear()
