@@ -31,6 +31,7 @@ reference or a class's default (harness.lab).
 """
 
 import os
+import sys
 import time
 from typing import Any
 
@@ -173,9 +174,12 @@ class Resident:
         if self.bus_id is None:
             self.bus_id = str(getattr(self.level.cp.cuda.Device(), "pci_bus_id", ""))
         others = self.gpu_processes(self.bus_id)
-        self.others = list(others or [])
+        was, self.others = self.others, list(others or [])
         if not self.others:
             return False
+        if not was:  # said once an episode: a timing of these calls is mapped's, not resident's
+            print(f"cuda/resident: other processes on the GPU (pids {self.others}): calls go to the launched "
+                  "mapped path until they leave", file=sys.stderr)
         for p in self.plans.values():
             p.ctl[kernels.RESIDENT_QUIT] = 1  # ends at its next quit check (every 64 polls)
         self.serving = None
