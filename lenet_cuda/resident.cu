@@ -315,9 +315,12 @@ __device__ __forceinline__ void resident_image(ResidentShared<T>& s, unsigned r,
     if (t < 10) {
         T sum = T(0);
         for (int j = 0; j < 10; ++j) sum += s.exps[j];
+        RSTAMP(7);  // before the answer: the host reads the stamps once it has the answer
+#ifdef LENET_STAGE_CLOCKS
+        __threadfence();
+#endif
         resident_send(out + t * (sizeof(T) / 4), seq, s.exps[t] / sum);
     }
-    RSTAMP(7);
 }
 
 template <typename T>

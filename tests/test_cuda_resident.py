@@ -329,3 +329,41 @@ def test_gpu_resident_kernel_stays_between_calls_ends_when_idle_and_comes_back()
         plans = list(impl.resident.plans.values())
         impl.close()
     assert all(p.ctl[ALIVE] == 0 for p in plans)  # close waited for every kernel to end
+
+
+# --- its stages (lenet_cuda.explain.stages' resident part) -------------------------------------
+def test_resident_stage_stamps_compile_and_summarize_block_0s_compute():
+    from harness.machine import nvrtc
+    from lenet_cuda.explain import stages
+
+    try:
+        lib = nvrtc.load()
+    except Exception as exc:
+        pytest.skip(f"NVRTC not installed here: {exc}")
+    expr = [e for dtype in kernels.CTYPES for e in kernels.name_expressions("resident", dtype)]
+    built = lib.compile(stages.DEFINE + kernels.source("resident"), "resident.cu", "compute_90", kernels.OPTIONS, expr)
+    assert "lenet_resident_clock" in built.image.decode()
+    base = np.arange(kernels.CLUSTER * stages.STAMPS, dtype=np.int64).reshape(kernels.CLUSTER, stages.STAMPS)
+    one = base * 0
+    one[0] = [0, 10, 20, 1000, 1100, 1300, 1600, 1650]  # block 0: stamps 3..7 a call's compute
+    two = one.copy()
+    two[0, 3:] += [0, 100, 100, 100, 100]  # each compute stage 100 cycles longer
+    out = stages.summarize_resident([one, two, one], clock_khz=2_000_000.0)  # 2 GHz
+    assert [s["block0_cycles"] for s in out["stages"]] == [100, 200, 300, 50]
+    assert out["compute_cycles"] == 650 and out["compute_ns"] == pytest.approx(325.0)
+    with pytest.raises(ValueError, match="stamps: expected"):
+        stages.summarize_resident([np.zeros((2, 2))], None)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_resident_stages(capsys):
+    from lenet_cuda.explain import stages
+
+    out = stages.measure_resident(str(DEFAULT_WEIGHTS), 200)
+    with capsys.disabled():
+        print(f"\nlenet_resident, a call's compute (block 0, stamps 3..7): {out['compute_cycles']:.0f} cycles "
+              f"= {out['compute_ns'] or float('nan'):.0f} ns; "
+              + ", ".join(f"{s['name']}: {s['block0_cycles']:.0f}" for s in out["stages"])
+              + f"; calls on the launched path {out['fallback_calls']}")
+    assert out["compute_cycles"] > 0
