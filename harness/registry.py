@@ -36,6 +36,9 @@ class ImplSpec:
     # variants that stand in as the device's floor where none is measured (harness.measure.floor:
     # the first that runs on the device, in the registry's order); a measured floor needs no mark
     floor: tuple[str, ...] = ()
+    # variants that keep a kernel resident on the GPU between calls (its SMs spinning): never a lab's
+    # reference, floor or default, where a class shares the GPU (harness.lab.judge.assignment)
+    resident: tuple[str, ...] = ()
     # What the report, doctor and env.json know of the level (README.md, "Adding a level"):
     display: str = ""  # its row in the headline table ("raw library: cuDNN"); "" for none (the null level)
     short: str = ""  # its label in figures and sentences ("cuDNN"); "" is the name
@@ -122,9 +125,10 @@ REGISTRY = {
                  colour="#882255", versions=(*KERAS, ("PyTorch", "torch"))),
         # hand-written CUDA C kernels (NVRTC through CuPy): the GPU's floor, the CUDA lab's rung
         ImplSpec("cuda", "lenet_cuda.model:CudaLeNet", "cuda", ("gpu",),
-                 ("fused", "layers", "graph", "cluster", "mapped", "persistent", "batch"),
+                 ("fused", "layers", "graph", "cluster", "mapped", "persistent", "resident", "batch"),
                  ("float32", "float64"), "lenet_cuda",
-                 gpu_only=("graph", "cluster", "mapped", "persistent", "batch"),
+                 gpu_only=("graph", "cluster", "mapped", "persistent", "resident", "batch"),
+                 resident=("persistent", "resident"),
                  hooks=(("kernels", "lenet_cuda.kernels:nvrtc_units"),
                         ("kernel_work", "lenet_cuda.explain.work:work"),
                         ("kernel_stages", "lenet_cuda.explain.stages:measure")),

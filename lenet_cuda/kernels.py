@@ -10,6 +10,9 @@ model.py launches exactly these; the tests check them against the oracle's shape
             (sm_90)-> out (N,10); mapped: x and out in mapped host memory, a flag the host polls
     persistent: x (N,28,28,1) -lenet_persistent, one cluster of 8 blocks that stays resident and
             serves each call's images in turn-> out (N,10); x, out and ctl in mapped host memory
+    resident: x (N,28,28,1) as LL pairs -lenet_resident, one cluster of 8 blocks resident between
+            calls (resident.cu) that polls the image's {value, sequence} pairs and answers in pairs-> out
+            (N,10); x, out and ctl in mapped host memory
     batch:  x (N,28,28,1) -lenet_batch, ceil(N/4) blocks of BATCH_THREADS, 4 images a block-> out (N,10);
             x and out in mapped host memory (no copies), an event as the others
 """
@@ -23,7 +26,9 @@ HERE = Path(__file__).resolve().parent
 SOURCES = {"layers": "layers.cu", "fused": "fused.cu", "graph": "fused.cu",  # variant -> kernel file
            "cluster": "cluster.cu", "mapped": "cluster.cu", "persistent": "cluster.cu",
            "batch": "batch.cu"}
-MIN_ARCH = {"cluster.cu": 90}  # thread-block clusters and distributed shared memory: sm_90 and up
+SOURCES["resident"] = "resident.cu"  # cuda/resident: LL pairs, one cluster resident between calls
+# thread-block clusters and distributed shared memory: sm_90 and up
+MIN_ARCH = {"cluster.cu": 90, "resident.cu": 90}
 OPTIONS = ("--std=c++17",)  # CuPy adds the architecture of the GPU it runs on
 CTYPES = {"float32": "float", "float64": "double"}
 LAYER_THREADS = 256  # threads per block of the layer kernels (one thread per output element)
@@ -37,7 +42,7 @@ STATIC_SHARED_LIMIT = 48 * 1024  # bytes of static __shared__ per block, every a
 # Each kernel's parameters, in the .cu's order: "T*" a device array of the element type, "u32*"
 # one of uint32 (or None: a null pointer), "int" a 32-bit int (passed as numpy.int32, so its size
 # is never CuPy's guess from a Python int).
-PARAMS = {
+PARAMS = {  # "u64*": uint64 (LL pairs, resident.cu)
     "conv_bias_relu": ("T*",) * 4 + ("int",) * 10,  # x, w, b, y, n h w c k r s pad ho wo
     "max_pool_2x2": ("T*",) * 2 + ("int",) * 4,  # x, y, n h w c
     "dense_bias_act": ("T*",) * 4 + ("int",) * 4,  # x, w, b, y, n fan_in fan_out relu
@@ -47,10 +52,13 @@ PARAMS = {
     "lenet_persistent": ("T*",) * 12 + ("u32*", "int", "int"),  # x, 5 (kernel, bias), probs, ctl, n, idle_ns
     "lenet_batch": ("T*",) * 12 + ("int",),  # x, 5 x (kernel, bias), probs, n
 }
+# x pairs, 5 x (kernel, bias), probs pairs, ctl, n, idle_ns
+PARAMS["lenet_resident"] = ("u64*",) + ("T*",) * 10 + ("u64*", "u32*", "int", "int")
 KERNELS = {"layers": ("conv_bias_relu", "max_pool_2x2", "dense_bias_act", "softmax_rows"),
            "fused": ("lenet_fused",), "graph": ("lenet_fused",),
            "cluster": ("lenet_cluster",), "mapped": ("lenet_cluster",), "persistent": ("lenet_persistent",),
            "batch": ("lenet_batch",)}
+KERNELS["resident"] = ("lenet_resident",)
 
 # Buffers on the device, per image (the batch is the leading axis), NHWC.
 LAYER_BUFFERS = {"x": (28, 28, 1), "c1": (28, 28, 6), "p1": (14, 14, 6), "c2": (10, 10, 16),
@@ -63,7 +71,9 @@ MAPPED_HOST = ("x", "out", "flag", "ctl")
 # the call's number in GO, the kernel the calls it served in ENDED and 0 in ALIVE when it ends
 # (the host 1 before it launches it); QUIT (host) ends it now
 CTL_GO, CTL_ENDED, CTL_ALIVE, CTL_QUIT = range(4)
-IDLE_NS = 2_000_000  # persistent: a cluster that waits this long for a call ends (frees its 8 SMs)
+# persistent, resident: a cluster that waits this long for a call ends (frees its 8 SMs for other
+# processes' work on a shared server; the next call launches it again, a few µs)
+IDLE_NS = 200_000
 BATCH_HOST = ("x", "out")  # batch: both in mapped page-locked host memory, nothing on the device
 # The fused kernel's static shared arrays (elements), as declared in fused.cu
 FUSED_SHARED = {"img": 784, "s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b": 16,
@@ -121,6 +131,8 @@ def buffer_shapes(variant: str, n: int) -> dict[str, tuple]:
         return {"x": (n, 28, 28, 1), "out": (n, 10)}
     if variant == "persistent":
         return {"x": (n, 28, 28, 1), "out": (n, 10), "ctl": (4,)}
+    if variant == "resident":
+        return resident_buffer_shapes(n)
     per_image = FUSED_BUFFERS if variant in ("fused", "graph") else LAYER_BUFFERS
     return {name: (n, *shape) for name, shape in per_image.items()}
 
@@ -183,6 +195,8 @@ def batch_launches(n: int) -> list[Launch]:
 def launches(variant: str, n: int) -> list[Launch]:
     if n < 1:
         raise ValueError(f"batch size: expected >= 1, found {n}")
+    if variant == "resident":
+        return resident_launches(n)
     if variant == "persistent":
         return persistent_launches(n)
     if variant == "batch":
@@ -218,3 +232,40 @@ BATCH_SHARED = {"s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b"
 def batch_shared_bytes(dtype: str) -> int:
     """Static shared memory of one lenet_batch block (ptxas reports the same number)."""
     return sum(BATCH_SHARED.values()) * np.dtype(dtype).itemsize
+
+
+# --- resident (resident.cu): LL pairs in mapped host memory -----------------------------------
+# Each value crosses the bus as W = itemsize / 4 uint64 pairs {32-bit word of the value, sequence}
+# (W = 1 in float32, 2 in float64); ctl (4 uint32) as resident.cu's RESIDENT_* name them.
+RESIDENT_NEXT, RESIDENT_ALIVE, RESIDENT_QUIT, RESIDENT_SERVED = range(4)
+RESIDENT_HOST = ("x_pairs", "out_pairs", "ctl")  # all three in mapped page-locked host memory
+
+
+def pair_words(dtype: str) -> int:
+    """W: the LL pairs (32-bit words) one value of dtype takes on the wire."""
+    return np.dtype(dtype).itemsize // 4
+
+
+def resident_buffer_shapes(n: int) -> dict[str, tuple]:
+    """Values (each W pairs): the images' (N, 784) and the answer's (N, 10); ctl's 4 words."""
+    return {"x_pairs": (n, 784), "out_pairs": (n, 10), "ctl": (4,)}
+
+
+def resident_launches(n: int) -> list[Launch]:
+    """One cluster of 8 blocks for any batch, resident between calls: it serves the call's n images
+    one after another and ends after IDLE_NS without a call."""
+    weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
+    return [Launch("lenet_resident", CLUSTER, CLUSTER_THREADS,
+                   ("x_pairs", *weights, "out_pairs", "ctl", n, IDLE_NS), CLUSTER * CLUSTER_THREADS)]
+
+
+# resident.cu's ResidentShared (elements), as declared there, then its stop word
+RESIDENT_SHARED = {"img": 32 * 32, "conv1_w": 150, "conv1_b": 6, "conv2_w": 300, "conv2_b": 2, "p1": 1176,
+                   "c2": 200, "p2": 400, "h1": 120, "h2": 84, "partial": CLUSTER_THREADS, "logits": 10,
+                   "exps": 10}
+
+
+def resident_shared_bytes(dtype: str) -> int:
+    """Shared memory of one lenet_resident block (ptxas reports the same number)."""
+    itemsize = np.dtype(dtype).itemsize
+    return -(-(sum(RESIDENT_SHARED.values()) * itemsize + 4) // itemsize) * itemsize

@@ -20,6 +20,11 @@ Variants:
   writes the images and stores the call's number, the kernel (block 0's thread 0 polling across
   the bus) serves them and stores it back; the host polls that. A cluster idle for
   kernels.IDLE_NS ends (its 8 SMs freed for other work) and is launched again by the next call.
+- resident: persistent's idea on LL pairs (resident.cu, lenet_cuda/resident.py): each value and
+  each answer crosses the bus with its call's sequence number in one 8-byte store, so the kernel
+  polls the image itself and the host the answer itself (no control words, no fences); it ends after
+  kernels.IDLE_NS idle and is not launched while another process computes on the GPU (the call
+  then goes to mapped's launched kernel).
 - batch: for throughput (batch.cu): 4 images a block, conv weights staged once per block, fc1's
   weights read once per block for its 4 images, several multiply-adds per shared-memory load. Its
   x and out are mapped page-locked host memory (zero copy), the call a CUDA graph of the one kernel
@@ -46,7 +51,7 @@ from harness.data import weights
 from harness.errors import Unavailable
 from harness.frameworks.cupy_setup import import_cupy
 from harness.registry import REGISTRY
-from lenet_cuda import kernels
+from lenet_cuda import kernels, resident
 
 H2D, D2H = 1, 2  # cudaMemcpyKind
 HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped: page-locked host memory the device reads and writes
@@ -106,6 +111,7 @@ class CudaLeNet(LeNet):
         self.stream.synchronize()
         self.plans = {}  # batch size -> buffers, pinned memory, argument tuples, events, graph
         self.serving = None  # persistent: the plan whose kernel served the last call
+        self.resident = resident.Resident(self) if self.variant == "resident" else None
         self.last_device_ns = None
 
     def plan(self, n):
@@ -196,6 +202,8 @@ class CudaLeNet(LeNet):
 
     def predict(self, images):
         images = check_images(images)
+        if self.resident is not None:  # resident: LL pairs, no stream work a call
+            return self.resident.predict(images)
         if self.variant == "persistent":  # no stream work a call (a launch only when the kernel has ended)
             p = self.plan(len(images))
             np.copyto(p.host_in, images)
@@ -271,10 +279,14 @@ class CudaLeNet(LeNet):
         return self.last_device_ns
 
     def close(self):
+        if self.resident is not None:
+            self.resident.close()
         for p in self.plans.values():
             if p.ctl is not None:
                 p.ctl[kernels.CTL_QUIT] = 1  # a resident kernel ends at its next poll
         self.stream.synchronize()
+        if self.resident is not None:  # its kernel has ended: its mapped memory may go
+            self.resident.plans.clear()
         for p in self.plans.values():
             p.graph = None  # the graph's executable goes before the memory it points at
         self.plans.clear()

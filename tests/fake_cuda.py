@@ -22,7 +22,7 @@ from harness.lab.emucuda import (  # noqa: F401 (the tests' names for them)
 )
 from lenet_cuda import kernels
 
-CPP_TYPES = {"T*": "{T}*", "u32*": "unsigned*", "int": "int"}
+CPP_TYPES = {"T*": "{T}*", "u32*": "unsigned*", "u64*": "unsigned long long*", "int": "int"}
 def build(folder) -> ctypes.CDLL:
     """lenet_cuda's .cu files, every kernel of every variant that uses each (cluster.cu: lenet_cluster
     and lenet_persistent), every template instance as emu_<kernel>_<type>; cluster.cu's launched in
@@ -31,7 +31,7 @@ def build(folder) -> ctypes.CDLL:
     wrappers = []
     for cu in files:
         code = (kernels.HERE / cu).read_text()
-        cluster = kernels.CLUSTER if cu == kernels.SOURCES["cluster"] else 1
+        cluster = kernels.CLUSTER if cu in (kernels.SOURCES["cluster"], kernels.SOURCES["resident"]) else 1
         names = dict.fromkeys(k for v, source in kernels.SOURCES.items() if source == cu for k in kernels.KERNELS[v])
         for kernel in names:
             for ctype in kernels.CTYPES.values():
@@ -81,8 +81,8 @@ class FakeKernel:
             raise TypeError(f"{self.expr}: {len(args)} arguments, the kernel takes {len(self.params)}")
         values = []
         for i, (param, arg) in enumerate(zip(self.params, args, strict=True)):
-            if param in ("T*", "u32*"):
-                dtype = self.dtype if param == "T*" else np.dtype(np.uint32)
+            if param in ("T*", "u32*", "u64*"):
+                dtype = self.dtype if param == "T*" else np.dtype(np.uint32 if param == "u32*" else np.uint64)
                 if type(arg) is np.uint64:  # a host pointer: it must lie in mapped page-locked memory
                     values.append(self.fake.mapped_pointer(int(arg), self.expr, i))
                 elif arg is None and param == "u32*":

@@ -29,9 +29,12 @@ FILES = sorted(set(kernels.SOURCES.values()))
 BUILDS = [(cu, arch) for cu in FILES for arch in ARCHS if kernels.compiles_for(cu, arch)]  # cluster.cu: sm_90
 VARIANTS = registry.spec("cuda").variants
 THREADS = {"lenet_fused": kernels.FUSED_THREADS, "lenet_cluster": kernels.CLUSTER_THREADS,
+           "lenet_persistent": kernels.CLUSTER_THREADS, "lenet_resident": kernels.CLUSTER_THREADS,
            "lenet_batch": kernels.BATCH_THREADS}  # else LAYER_THREADS
 SHARED = {"lenet_fused": kernels.fused_shared_bytes, "lenet_cluster": kernels.cluster_shared_bytes,
+          "lenet_persistent": kernels.cluster_shared_bytes, "lenet_resident": kernels.resident_shared_bytes,
           "lenet_batch": kernels.batch_shared_bytes}
+NO_EVENTS = ("mapped", "persistent", "resident")  # the host polls host memory: no device time
 
 
 def nvrtc_or_skip():
@@ -143,6 +146,7 @@ def cu_signatures() -> dict[str, tuple]:
         attributes = r"(?:__(?:launch_bounds|cluster_dims)__\([\w, ]+\)\s*)*"
         for name, params in re.findall(rf"__global__ void {attributes}(\w+)\(([^)]*)\)", text):
             found[name] = tuple("T*" if "T*" in p else "u32*" if "unsigned*" in p else
+                                "u64*" if "unsigned long long*" in p else
                                 "int" if p.split()[0] == "int" else p.strip() for p in params.split(","))
     return found
 
@@ -162,6 +166,21 @@ def test_cluster_shape_and_shared_memory_are_the_ones_in_cluster_cu():
     # the work split the kernel's comment promises: 8 x 98 pixels, 8 x 147 p1, 8 x 2 channels, 8 x 15 fc1
     assert (8 * 98, 8 * 147, 8 * 2, 8 * 15) == (784, 14 * 14 * 6, 16, 120) and kernels.CLUSTER == 8
     assert 16 * 15 <= kernels.CLUSTER_THREADS and 3 * 84 <= kernels.CLUSTER_THREADS and 25 * 10 <= kernels.CLUSTER_THREADS
+
+
+def test_resident_shape_shared_memory_and_control_words_are_the_ones_in_resident_cu():
+    text = (ROOT / "lenet_cuda" / "resident.cu").read_text()
+    assert int(re.search(r"#define LENET_CLUSTER (\d+)", text).group(1)) == kernels.CLUSTER
+    assert int(re.search(r"#define LENET_CLUSTER_THREADS (\d+)", text).group(1)) == kernels.CLUSTER_THREADS
+    struct = text[text.index("struct ResidentShared"):text.index("};", text.index("struct ResidentShared"))]
+    declared = re.findall(r"T (\w+)\[([^\]]+)\];", struct)
+    sizes = {name: eval(size, {"LENET_CLUSTER_THREADS": kernels.CLUSTER_THREADS}) for name, size in declared}
+    assert sizes == kernels.RESIDENT_SHARED and "unsigned stop;" in struct
+    defined = {name: int(v) for name, v in re.findall(r"#define RESIDENT_(NEXT|ALIVE|QUIT|SERVED) (\d+)", text)}
+    assert defined == {"NEXT": kernels.RESIDENT_NEXT, "ALIVE": kernels.RESIDENT_ALIVE,
+                       "QUIT": kernels.RESIDENT_QUIT, "SERVED": kernels.RESIDENT_SERVED}
+    assert kernels.resident_shared_bytes("float64") <= kernels.STATIC_SHARED_LIMIT
+    assert (kernels.pair_words("float32"), kernels.pair_words("float64")) == (1, 2)
 
 
 def test_fused_block_size_is_the_one_in_fused_cu():
@@ -215,13 +234,14 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
     launches = kernels.launches(variant, n)
     assert [k.kernel for k in launches] == (
         ["lenet_fused"] if variant in ("fused", "graph") else ["lenet_cluster"] if variant in ("cluster", "mapped")
-        else ["lenet_persistent"] if variant == "persistent" else ["lenet_batch"] if variant == "batch"
+        else ["lenet_persistent"] if variant == "persistent" else ["lenet_resident"] if variant == "resident"
+        else ["lenet_batch"] if variant == "batch"
         else ["conv_bias_relu", "max_pool_2x2", "conv_bias_relu", "max_pool_2x2"] + ["dense_bias_act"] * 3
         + ["softmax_rows"])
     for k in launches:
         assert len(k.args) == len(kernels.PARAMS[k.kernel])
         for param, arg in zip(kernels.PARAMS[k.kernel], k.args, strict=True):
-            pointer = param in ("T*", "u32*")
+            pointer = param in ("T*", "u32*", "u64*")
             assert pointer == isinstance(arg, str) or (param == "u32*" and arg is None), (k.kernel, arg)
             assert not isinstance(arg, str) or arg in shapes or arg in weight_buffers, arg
             assert pointer or 0 <= arg < 2**31
@@ -242,6 +262,11 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
         if k.kernel == "lenet_persistent":  # one cluster for any batch, its ctl words in mapped memory
             assert (k.grid, k.block) == (kernels.CLUSTER, kernels.CLUSTER_THREADS)
             assert k.args[12:] == ("ctl", n, kernels.IDLE_NS) and shapes["ctl"] == (4,)
+            continue
+        if k.kernel == "lenet_resident":  # one cluster for any batch; the image's and answer's pairs
+            assert (k.grid, k.block) == (kernels.CLUSTER, kernels.CLUSTER_THREADS)
+            assert k.args[0] == "x_pairs" and k.args[11:] == ("out_pairs", "ctl", n, kernels.IDLE_NS)
+            assert shapes == {"x_pairs": (n, 784), "out_pairs": (n, 10), "ctl": (4,)}
             continue
         pointer_args = [a for a in k.args if isinstance(a, str)]
         out = pointer_args[-1]  # every layer kernel's last pointer is its output
@@ -271,7 +296,8 @@ def test_bad_batch_and_dtype_are_value_errors():
 def test_registry_entry():
     spec = registry.spec("cuda")
     assert spec.api_level == "cuda" and spec.devices == ("gpu",) and spec.package == "lenet_cuda"
-    assert spec.variants == ("fused", "layers", "graph", "cluster", "mapped", "persistent", "batch")
+    assert spec.variants == ("fused", "layers", "graph", "cluster", "mapped", "persistent", "resident", "batch")
+    assert spec.resident == ("persistent", "resident") and spec.variants[0] not in spec.resident
     assert spec.dtypes == ("float32", "float64")
     with pytest.raises(ValueError, match="unknown device 'cpu'"):
         registry.create("cuda", DEFAULT_WEIGHTS, device="cpu")
@@ -303,7 +329,10 @@ def many():
 def emulated(monkeypatch, emulator, variant, dtype):
     fake = fake_cuda.FakeCupy(emulator)
     monkeypatch.setattr(model, "import_cupy", lambda: fake)
-    return fake, model.CudaLeNet(DEFAULT_WEIGHTS, variant=variant, dtype=dtype)
+    impl = model.CudaLeNet(DEFAULT_WEIGHTS, variant=variant, dtype=dtype)
+    if impl.resident is not None:  # the real NVML (on a GPU machine) knows nothing of the fake GPU
+        impl.resident.gpu_processes = lambda bus_id: []
+    return fake, impl
 
 
 @pytest.mark.parametrize("dtype,tolerance", [("float32", 1e-5), ("float64", 1e-12)])
@@ -320,9 +349,9 @@ def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, v
     one = impl.predict(x[5:6])  # a second batch size: a plan of its own
     assert np.max(np.abs(one - reference[5:6])) <= tolerance
     fake.check_guards()  # no kernel wrote outside its buffer
-    assert set(impl.plans) == {12, 1}
-    # mapped, persistent: no events
-    assert impl.last_device_time_ns() == (None if variant in ("mapped", "persistent") else 250_000)
+    assert set(impl.plans if impl.resident is None else impl.resident.plans) == {12, 1}
+    # mapped, persistent, resident: no events
+    assert impl.last_device_time_ns() == (None if variant in NO_EVENTS else 250_000)
     impl.close()
 
 
@@ -332,6 +361,8 @@ def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, v
     ("mapped", "float32", (1, 3, 13, 64)),
     ("mapped", "float64", (1, 3, 13, 64, 512)),
     ("persistent", "float32", (1, 3, 13)),  # one cluster serves the batch's images in turn
+    ("resident", "float32", (1, 3, 13, 1)),  # the same on LL pairs; back to 1: the other plan's kernel
+    ("resident", "float64", (1, 3, 13)),  # two pairs a value
     ("batch", "float32", (1, 3, 13, 64, 512, 6)),  # 13, 6, 3, 1: the last block's images masked
     ("batch", "float64", (1, 3, 13, 64, 512)),
 ])
@@ -445,6 +476,8 @@ def test_cluster_variants_on_a_gpu_before_sm_90_are_unavailable(monkeypatch, emu
     fake = fake_cuda.FakeCupy(emulator)
     fake.compute_capability = "80"
     monkeypatch.setattr(model, "import_cupy", lambda: fake)
+    with pytest.raises(Unavailable, match=r"resident.cu needs compute capability 9.0 \(thread-block clusters\)"):
+        model.CudaLeNet(DEFAULT_WEIGHTS, variant="resident")
     for variant in ("cluster", "mapped", "persistent"):
         with pytest.raises(Unavailable, match=r"cluster.cu needs compute capability 9.0 \(thread-block clusters\); this GPU is sm_80"):
             model.CudaLeNet(DEFAULT_WEIGHTS, variant=variant)
@@ -531,7 +564,7 @@ def test_gpu_level_agrees_with_the_oracle_on_10000_images(test_set, variant, dty
         assert np.max(np.abs(probs - reference)) <= 1e-5
         for i in (0, 1, 9999):  # batch 1, the latency cell's size
             assert np.max(np.abs(impl.predict(x[i:i + 1]) - reference[i:i + 1])) <= 1e-5
-        assert variant in ("mapped", "persistent") or impl.last_device_time_ns() > 0
+        assert variant in NO_EVENTS or impl.last_device_time_ns() > 0
     finally:
         impl.close()
 

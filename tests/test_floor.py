@@ -129,22 +129,22 @@ def test_the_shipped_cpu_lab_names_the_floor_and_reads_it_as_a_concrete_label():
 def test_a_floor_reference_resolves_once_into_the_labs_own_text(monkeypatch):
     asked = []
 
-    def fastest(device):
-        asked.append(device)
+    def fastest(device, shared=False):
+        asked.append((device, shared))  # a lab's floor is asked as for a shared GPU: never resident
         return floor.Floor("numba", "fused", 2e4, "r")
 
     monkeypatch.setattr(assignment, "fastest_measured", fastest)
     text = LAB.replace('rank_by = "numpy"', "rank_by = 'floor'")
     lab = assignment.parse(text, "lab.toml")
     assert [r.label for r in lab.references] == ["numpy", "numba/fused"] and lab.rank_by.label == "numba/fused"
-    assert asked == ["cpu"]
+    assert asked == [("cpu", True)]
     # the grading's copy of the file (lab.source) keeps the concrete name: re-read, it asks nothing
     assert "'numba/fused'" in lab.source and '"floor"' not in lab.source
     assert [r.label for r in assignment.parse(lab.source, "copy.toml").references] == ["numpy", "numba/fused"]
-    assert asked == ["cpu"]
+    assert asked == [("cpu", True)]
 
 
 def test_a_lab_without_a_floor_reference_never_asks_for_one(monkeypatch):
-    monkeypatch.setattr(assignment, "fastest_measured", lambda device: pytest.fail("asked for the floor"))
+    monkeypatch.setattr(assignment, "fastest_measured", lambda device, shared=False: pytest.fail("asked for the floor"))
     text = LAB.replace('"floor"', '"onednn/tuned"')
     assert assignment.parse(text, "lab.toml").source == text

@@ -104,6 +104,7 @@ inline void cluster_arrive_relaxed() {
     emu_current->token = emu_arrive(emu_cluster_bar);
     emu_current->has_token = true;
 }
+inline void cluster_arrive() { cluster_arrive_relaxed(); }  // one CPU thread: release is moot
 inline void cluster_wait() {
     if (!emu_current->has_token) __builtin_trap();  // a wait with no arrive before it
     emu_current->has_token = false;
@@ -135,6 +136,20 @@ inline T load_fresh(const T* p) { return *(const volatile T*)p; }
 inline unsigned long long globaltimer_ns() {
     return (unsigned long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+// resident.cu's LL pairs: one 64-bit load or store (the host's writes land between launches here)
+inline unsigned long long load_pair(const unsigned long long* p) { return *(const volatile unsigned long long*)p; }
+inline void store_pair(unsigned long long* p, unsigned long long v) { *(volatile unsigned long long*)p = v; }
+// CUDA's bit casts (resident.cu's values as 32-bit words)
+inline unsigned __float_as_uint(float v) { unsigned u; memcpy(&u, &v, 4); return u; }
+inline float __uint_as_float(unsigned u) { float v; memcpy(&v, &u, 4); return v; }
+inline int __double2loint(double v) { unsigned long long u; memcpy(&u, &v, 8); return int(unsigned(u)); }
+inline int __double2hiint(double v) { unsigned long long u; memcpy(&u, &v, 8); return int(unsigned(u >> 32)); }
+inline double __hiloint2double(int hi, int lo) {
+    const unsigned long long u = (unsigned long long)unsigned(hi) << 32 | unsigned(lo);
+    double v;
+    memcpy(&v, &u, 8);
+    return v;
 }
 inline long long clock64() { return (long long)globaltimer_ns(); }  // a cycle counter: ns here
 

@@ -36,12 +36,15 @@ class Floor:
         return f"{self.implementation}/{self.variant}"
 
 
-def fastest_measured(device: str, root: Path = DEFAULT_RESULTS, run_id: str | None = None) -> Floor:
+def fastest_measured(device: str, root: Path = DEFAULT_RESULTS, run_id: str | None = None,
+                     shared: bool = False) -> Floor:
     """The fastest measured implementation on `device` (see the module's docstring); run_id: read
-    that api_levels run instead of the newest (the report, for a machine named by MACHINE=)."""
-    cells = measured_cells(device, root, run_id)
+    that api_levels run instead of the newest (the report, for a machine named by MACHINE=); shared:
+    for a GPU that a class shares (a lab), no variant whose kernel stays resident (ImplSpec.resident)."""
+    cells = [row for row in measured_cells(device, root, run_id) if not (
+        shared and row["cell"]["variant"] in registry.spec(row["cell"]["implementation"]).resident)]
     if not cells:
-        return standing_in(device)
+        return standing_in(device, shared)
     best = min(cells, key=lambda row: (row["stats"]["median_ns"], row["cell_id"]))
     return Floor(best["cell"]["implementation"], best["cell"]["variant"],
                  float(best["stats"]["median_ns"]), best.get("run_id"))
@@ -69,10 +72,12 @@ def _candidate(row: dict, device: str) -> bool:
             and cell.get("dtype") == DTYPE and registry.computes(name))
 
 
-def standing_in(device: str) -> Floor:
-    """The first floor candidate (ImplSpec.floor) that runs on `device`, in the registry's order."""
+def standing_in(device: str, shared: bool = False) -> Floor:
+    """The first floor candidate (ImplSpec.floor) that runs on `device`, in the registry's order
+    (shared: none whose kernel stays resident)."""
     for spec in registry.REGISTRY.values():
         for variant in spec.floor:
-            if device in spec.devices and variant in spec.variants_for(device):
+            if device in spec.devices and variant in spec.variants_for(device) and not (
+                    shared and variant in spec.resident):
                 return Floor(spec.name, variant, None, None)
     raise HarnessError(f"no floor candidate runs on {device!r}: mark one in the registry (ImplSpec.floor)")

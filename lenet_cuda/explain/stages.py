@@ -89,3 +89,63 @@ def measure(weights_path: str, calls: int, dtype: str = "float32") -> dict[str, 
         return {**summarize(samples, khz), "gpu": name, "dtype": dtype}
     finally:
         impl.close()
+
+
+# --- lenet_resident (resident.cu): the same stamps, read while the kernel stays resident ----------
+RESIDENT_STAGES = ((4, "conv1 + pool, p1 into every block (1|2)"),
+                   (5, "conv2 + pool, p2 into every block (2|3)"),
+                   (6, "fc1, h1 into block 0 (3|4)"),
+                   (7, "block 0: fc2, fc3, softmax (before the answer's stores)"))
+
+
+def summarize_resident(samples: list[np.ndarray], clock_khz: float | None) -> dict[str, Any]:
+    """samples: (CLUSTER, STAMPS) stamps of lenet_resident after each call. Stamps 0-2 are a launch's
+    (the kernel spans calls) and 2|3 holds the wait for the host, so a call's compute is block 0's
+    stamp 3 (the image in every block) to 7 (the answer computed): stages 4..7, medians over calls."""
+    stamps = np.stack(samples).astype(np.int64)
+    if stamps.ndim != 3 or stamps.shape[1:] != (kernels.CLUSTER, STAMPS):
+        raise ValueError(f"stamps: expected (calls, {kernels.CLUSTER}, {STAMPS}), found {stamps.shape}")
+    steps = np.diff(stamps[:, 0, :], axis=1)  # (calls, STAMPS - 1), block 0
+
+    def ns(cycles: float) -> float | None:
+        return cycles * 1e6 / clock_khz if clock_khz else None
+
+    stages = [{"stamp": end, "name": name, "block0_cycles": float(np.median(steps[:, end - 1])),
+               "block0_ns": ns(float(np.median(steps[:, end - 1])))} for end, name in RESIDENT_STAGES]
+    compute = float(np.median(stamps[:, 0, 7] - stamps[:, 0, 3]))
+    return {"calls": len(samples), "clock_khz": clock_khz, "stages": stages,
+            "compute_cycles": compute, "compute_ns": ns(compute)}
+
+
+def measure_resident(weights_path: str, calls: int, dtype: str = "float32") -> dict[str, Any]:
+    """The resident call with the stamping lenet_resident, `calls` single-image calls; the stamps
+    read after each call on CuPy's default stream (the kernel keeps running on the level's own,
+    non-blocking one). Needs a GPU of sm_90 or later."""
+    from harness.data import mnist
+    from lenet_cuda.model import CudaLeNet
+
+    impl = CudaLeNet(weights_path, variant="resident", dtype=dtype)
+    try:
+        cp = impl.cp
+        expr = kernels.name_expressions("resident", dtype)
+        module = cp.RawModule(code=DEFINE + kernels.source("resident"), options=kernels.OPTIONS,
+                              name_expressions=expr)
+        impl.fn = {"lenet_resident": module.get_function(expr[0])}  # before the first plan is built
+        clock = cp.ndarray((kernels.CLUSTER, STAMPS), np.int64,
+                           memptr=module.get_global("lenet_resident_clock"))
+        images = mnist.to_input(mnist.load("test")[0][:100]).astype(dtype)
+        for i in range(10):
+            impl.predict(images[i:i + 1])
+        samples = []
+        for i in range(calls):
+            impl.predict(images[i % len(images):i % len(images) + 1])
+            samples.append(clock.get())
+        device = cp.cuda.Device().id
+        try:
+            khz = float(cp.cuda.runtime.deviceGetAttribute(CLOCK_RATE_ATTRIBUTE, device))
+        except Exception:
+            khz = None
+        return {**summarize_resident(samples, khz), "dtype": dtype,
+                "fallback_calls": impl.resident.fallback_calls if impl.resident else 0}
+    finally:
+        impl.close()

@@ -60,7 +60,7 @@ def batch_dense_stage(name: str, fan_in: int, fan_out: int, parts: int, images: 
 
 def work() -> list[Work]:
     """What each kernel does for one image: lenet_fused (one block), lenet_cluster (a cluster of
-    CLUSTER blocks), lenet_persistent (the same, resident), lenet_batch (a block shared by
+    CLUSTER blocks), lenet_persistent and lenet_resident (the same, resident), lenet_batch (a block shared by
     BATCH_IMAGES images) and the layers variant's launches, stage by stage."""
     t = FUSED_THREADS
     conv_in = 784 + 150 + 6 + 2400 + 16  # the image and the conv weights, staged into shared memory once
@@ -82,6 +82,9 @@ def work() -> list[Work]:
     persistent = Work("lenet_persistent", ("persistent",), c, ct,
                       (Stage("stage in", 0, c * ct, 0, 0, 784),
                        *(replace(stage, reads=0) for stage in cluster.stages[1:])))
+    # resident (resident.cu): persistent's stages and reads (its conv1 loads a 6x6 patch into
+    # registers once, which changes loads, not multiply-adds or chains)
+    resident = Work("lenet_resident", ("resident",), c, ct, persistent.stages)
     g, bt = BATCH_IMAGES, BATCH_THREADS
     # lenet_batch, per image: its block does this for each of its g images, one after another for the
     # convolutions and all at once for the dense layers; weights loaded once per block count 1/g here
@@ -106,4 +109,4 @@ def work() -> list[Work]:
         else:
             stage = Stage("softmax", 0, launch.threads, 0, 0, a[3])
         layers.append(Work(launch.kernel, ("layers",), launch.grid, launch.block, (stage,), name))
-    return [fused, cluster, persistent, batch, *layers]
+    return [fused, cluster, persistent, resident, batch, *layers]

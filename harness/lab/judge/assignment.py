@@ -138,6 +138,10 @@ def parse_reference(where: str, text: object, device: str) -> Reference:
     if variant not in spec.variants_for(device):
         fail(where, f"references: unknown variant {variant!r} of {name}; "
                      f"allowed: {list(spec.variants_for(device))}")
+    if variant in spec.resident:  # its kernel would spin on SMs the class's workers share
+        fail(where, f"references: {name}/{variant} keeps a kernel resident on the GPU between calls, which "
+                     f"a class's shared GPU cannot live with; allowed: "
+                     f"{[v for v in spec.variants_for(device) if v not in spec.resident]}")
     return Reference(name, variant)
 
 
@@ -157,7 +161,7 @@ def floor_named(text: str) -> str:
     device = head.get("device", DEFAULTS["lab"]["device"])
     if "floor" not in named or device not in registry.DEVICES:
         return text
-    label = fastest_measured(device).label
+    label = fastest_measured(device, shared=True).label  # never a resident kernel where a class runs
     return re.sub(r"""(["'])floor\1""", lambda quoted: f"{quoted[1]}{label}{quoted[1]}", text)
 
 
