@@ -10,7 +10,8 @@
 //     items over 512 threads; conv2's 400 threads each compute their (window, channel) for both
 //     images, so a weight loaded from shared memory feeds 8 multiply-adds, not 4);
 //   - __launch_bounds__(512, 2): two blocks an SM (32 warps), the registers capped at 64 a thread;
-//     conv2 holds one patch row (6 values an image) at a time, not the 6x6 patch, to fit;
+//     conv1 and conv2 hold one patch row (6 values an image) at a time, not the 6x6 patch, to fit
+//     (no spills on sm_80 or sm_90);
 //   - fc1's weights are read once per 2 images (batch.cu: per 4), the price of twice the blocks.
 // In double the shared arrays for two images at once pass the 48 KiB static limit, so double runs
 // the two images one after another (CONCURRENT 1) in one block an SM; it is here for agreement.
@@ -18,7 +19,7 @@
 // Stages per round of CONCURRENT images (the block's images, float: one round):
 //   stage 0  the round's pixels into registers (PIX a thread), the conv weights into shared memory
 //   stage 1  conv1 (5x5, 1 -> 6, padding 2) + bias + ReLU + 2x2 pool -> p1 (14, 14, 6) per image:
-//            work item (image, pool window, 3 channels), batch.cu's 6x6 register patch, 12 accumulators
+//            work item (image, pool window, 3 channels), 12 accumulators, one patch row in registers at a time
 //   stage 2  conv2 (5x5, 6 -> 16) + bias + ReLU + pool -> p2[:, g]: thread t < 400 the window t / 16,
 //            channel t % 16, of every image of the round (4 accumulators an image), sums in batch.cu's
 //            order (channel by channel, then dy, dx)
@@ -131,7 +132,7 @@ lenet_batch2(const T* __restrict__ x,
             if (i < C * 784) img[i] = pix[j];
         }
         __syncthreads();                          // img whole; every thread past the last round's conv2
-        if (g0 + C < count) {                     // double: the next round's loads, in flight meanwhile
+        if (C < G && g0 + C < count) {            // double: the next round's loads, in flight meanwhile
             const int rest = count - g0 - C, valid = (rest < C ? rest : C) * 784;
             const T* next = x + (first + g0 + C) * 784;
 #pragma unroll
@@ -146,29 +147,34 @@ lenet_batch2(const T* __restrict__ x,
             const int ci = item / 392, r = item % 392;
             const int win = r / 2, k0 = 3 * (r % 2), py = win / 14, px = win % 14;
             const T* im = img + ci * 784;
-            T patch[6][6];                        // img rows 2py-2 .. 2py+3, cols 2px-2 .. 2px+3
-#pragma unroll
-            for (int rr = 0; rr < 6; ++rr)
-#pragma unroll
-                for (int c = 0; c < 6; ++c) {
-                    const int iy = 2 * py - 2 + rr, ix = 2 * px - 2 + c;
-                    patch[rr][c] = iy >= 0 && iy < 28 && ix >= 0 && ix < 28 ? im[iy * 28 + ix] : T(0);
-                }
-            T acc[3][4];
+            T acc[3][4];                          // channel k0 + k, window position (ay, ax)
 #pragma unroll
             for (int k = 0; k < 3; ++k)
 #pragma unroll
                 for (int a = 0; a < 4; ++a) acc[k][a] = T(0);
 #pragma unroll
-            for (int dy = 0; dy < 5; ++dy)
+            for (int rr = 0; rr < 6; ++rr) {      // img row 2py-2+rr feeds output row ay with dy = rr - ay
+                const int iy = 2 * py - 2 + rr;
+                T row[6];                         // cols 2px-2 .. 2px+3, zero outside the image
 #pragma unroll
-                for (int dx = 0; dx < 5; ++dx)
+                for (int c = 0; c < 6; ++c) {
+                    const int ix = 2 * px - 2 + c;
+                    row[c] = iy >= 0 && iy < 28 && ix >= 0 && ix < 28 ? im[iy * 28 + ix] : T(0);
+                }
 #pragma unroll
-                    for (int k = 0; k < 3; ++k) {
-                        const T w = s_conv1_w[(dy * 5 + dx) * 6 + k0 + k];
+                for (int ay = 0; ay < 2; ++ay) {
+                    const int dy = rr - ay;
+                    if (dy < 0 || dy > 4) continue;
 #pragma unroll
-                        for (int a = 0; a < 4; ++a) acc[k][a] += patch[dy + a / 2][dx + a % 2] * w;
-                    }
+                    for (int dx = 0; dx < 5; ++dx)
+#pragma unroll
+                        for (int k = 0; k < 3; ++k) {
+                            const T w = s_conv1_w[(dy * 5 + dx) * 6 + k0 + k];
+#pragma unroll
+                            for (int ax = 0; ax < 2; ++ax) acc[k][ay * 2 + ax] += row[dx + ax] * w;
+                        }
+                }
+            }
 #pragma unroll
             for (int k = 0; k < 3; ++k)
                 p1[ci * 1176 + win * 6 + k0 + k] =

@@ -29,9 +29,9 @@ FILES = sorted(set(kernels.SOURCES.values()))
 BUILDS = [(cu, arch) for cu in FILES for arch in ARCHS if kernels.compiles_for(cu, arch)]  # cluster.cu: sm_90
 VARIANTS = registry.spec("cuda").variants
 THREADS = {"lenet_fused": kernels.FUSED_THREADS, "lenet_cluster": kernels.CLUSTER_THREADS,
-           "lenet_batch": kernels.BATCH_THREADS}  # else LAYER_THREADS
+           "lenet_batch": kernels.BATCH_THREADS, "lenet_batch2": kernels.BATCH2_THREADS}  # else LAYER_THREADS
 SHARED = {"lenet_fused": kernels.fused_shared_bytes, "lenet_cluster": kernels.cluster_shared_bytes,
-          "lenet_batch": kernels.batch_shared_bytes}
+          "lenet_batch": kernels.batch_shared_bytes, "lenet_batch2": kernels.batch2_shared_bytes}
 
 
 def nvrtc_or_skip():
@@ -140,7 +140,7 @@ def cu_signatures() -> dict[str, tuple]:
     found = {}
     for cu in FILES:
         text = re.sub(r"//[^\n]*", "", (ROOT / "lenet_cuda" / cu).read_text())  # comments out
-        attributes = r"(?:__(?:launch_bounds|cluster_dims)__\([\w, ]+\)\s*)*"
+        attributes = r"(?:__(?:launch_bounds|cluster_dims)__\([\w, <>:]+\)\s*)*"
         for name, params in re.findall(rf"__global__ void {attributes}(\w+)\(([^)]*)\)", text):
             found[name] = tuple("T*" if "T*" in p else "u32*" if "unsigned*" in p else
                                 "int" if p.split()[0] == "int" else p.strip() for p in params.split(","))
@@ -190,6 +190,27 @@ def test_batch_shape_and_shared_memory_are_the_ones_in_batch_cu():
     assert kernels.batch_shared_bytes("float64") <= kernels.STATIC_SHARED_LIMIT
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_batch2_shape_and_shared_memory_are_the_ones_in_batch2_cu(dtype):
+    text = (ROOT / "lenet_cuda" / "batch2.cu").read_text()
+    assert int(re.search(r"#define LENET_BATCH2_IMAGES (\d+)", text).group(1)) == kernels.BATCH2_IMAGES
+    assert int(re.search(r"#define LENET_BATCH2_THREADS (\d+)", text).group(1)) == kernels.BATCH2_THREADS
+    both = re.search(r"CONCURRENT = sizeof\(T\) == 4 \? (\d) : (\d);", text)
+    assert {"float32": int(both[1]), "float64": int(both[2])} == kernels.BATCH2_CONCURRENT
+    c = kernels.BATCH2_CONCURRENT[dtype]
+    declared = re.findall(r"__shared__ T (\w+)\[([^\]]+)\]", text)
+    sizes = {name: eval(size, {"G": kernels.BATCH2_IMAGES, "C": c}) for name, size in declared}
+    assert sizes == kernels.batch2_shared(dtype)
+    g = kernels.BATCH2_IMAGES
+    # work: img + p1 of the images at once, then each dense layer's partial sums; p2: h1, h2, logits
+    assert sizes["work"] >= max(4 * 120 * g, 5 * 84 * g, 12 * 10 * g) and sizes["p2"] >= (120 + 84 + 10) * g
+    assert c <= g and g % c == 0  # whole rounds: a block's images in g / c rounds
+    assert max(400, 4 * 120, 5 * 84, 12 * 10, 10 * g) <= kernels.BATCH2_THREADS  # one thread an item
+    assert kernels.batch2_shared_bytes(dtype) <= kernels.STATIC_SHARED_LIMIT
+    if dtype == "float32":  # two blocks an SM (__launch_bounds__(512, 2)): an H100 SM's 228 KB
+        assert 2 * kernels.batch2_shared_bytes(dtype) <= 228 * 1024
+
+
 @functools.cache
 def oracle_shapes(n):
     """The NumPy oracle's activation shapes for a batch of n (NHWC), run once per n for the
@@ -216,6 +237,7 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
     assert [k.kernel for k in launches] == (
         ["lenet_fused"] if variant in ("fused", "graph") else ["lenet_cluster"] if variant in ("cluster", "mapped")
         else ["lenet_persistent"] if variant == "persistent" else ["lenet_batch"] if variant == "batch"
+        else ["lenet_batch2"] if variant in kernels.BATCH2_VARIANTS
         else ["conv_bias_relu", "max_pool_2x2", "conv_bias_relu", "max_pool_2x2"] + ["dense_bias_act"] * 3
         + ["softmax_rows"])
     for k in launches:
@@ -232,6 +254,11 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
         if k.kernel == "lenet_batch":  # every image in a block, no block without one
             g = kernels.BATCH_IMAGES
             assert k.block == kernels.BATCH_THREADS and k.grid * g >= n > (k.grid - 1) * g
+            assert k.args[0] == "x" and k.args[11:] == ("out", n) and set(shapes) == {"x", "out"}
+            continue
+        if k.kernel == "lenet_batch2":  # every image in a block, no block without one
+            g = kernels.BATCH2_IMAGES
+            assert k.block == kernels.BATCH2_THREADS and k.grid * g >= n > (k.grid - 1) * g
             assert k.args[0] == "x" and k.args[11:] == ("out", n) and set(shapes) == {"x", "out"}
             continue
         if k.kernel == "lenet_cluster":  # a whole number of clusters, one per image; the flag only when mapped
@@ -271,7 +298,8 @@ def test_bad_batch_and_dtype_are_value_errors():
 def test_registry_entry():
     spec = registry.spec("cuda")
     assert spec.api_level == "cuda" and spec.devices == ("gpu",) and spec.package == "lenet_cuda"
-    assert spec.variants == ("fused", "layers", "graph", "cluster", "mapped", "persistent", "batch")
+    assert spec.variants == ("fused", "layers", "graph", "cluster", "mapped", "persistent", "batch", "batch2",
+                             "batch2_device")
     assert spec.dtypes == ("float32", "float64")
     with pytest.raises(ValueError, match="unknown device 'cpu'"):
         registry.create("cuda", DEFAULT_WEIGHTS, device="cpu")
@@ -334,6 +362,10 @@ def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, v
     ("persistent", "float32", (1, 3, 13)),  # one cluster serves the batch's images in turn
     ("batch", "float32", (1, 3, 13, 64, 512, 6)),  # 13, 6, 3, 1: the last block's images masked
     ("batch", "float64", (1, 3, 13, 64, 512)),
+    ("batch2", "float32", (1, 3, 13, 64, 512, 7)),  # 13, 7, 3, 1: the last block's second image masked
+    ("batch2", "float64", (1, 3, 13, 64, 512)),  # one image at a time: two rounds a block
+    ("batch2_device", "float32", (1, 3, 64, 512, 5)),
+    ("batch2_device", "float64", (1, 3, 64, 512, 5)),
 ])
 def test_emulated_cluster_kernel_at_every_batch_size(monkeypatch, emulator, many, variant, dtype, sizes):
     """Every cluster of 8 blocks computes its own image, every batch block its 4: batch sizes
