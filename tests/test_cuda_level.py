@@ -423,6 +423,59 @@ def test_emulated_batch_call_is_one_kernel_on_mapped_memory_in_a_graph(monkeypat
     impl.close()
 
 
+def test_emulated_batch2_reads_the_callers_registered_array_from_its_second_call(monkeypatch, emulator, many):
+    """batch2: the first call with an array copies it into mapped staging; from the second the
+    array's owner is registered and the kernel gets the caller's own address (no copy); a
+    non-contiguous array or another dtype is copied; close unregisters. No memcpy ever."""
+    x, reference = many[0], many[1]["float32"]
+    fake, impl = emulated(monkeypatch, emulator, "batch2", "float32")
+    staging = int(np.uint64(0))
+    for i in range(3):
+        probs = impl.predict(x[10 * i:10 * i + 5])
+        assert np.max(np.abs(probs - reference[10 * i:10 * i + 5])) <= 1e-5
+        plan = impl.plans[5]
+        staging = plan.host_in.ctypes.data
+    assert fake.launched == [("kernel", "lenet_batch2<float>", 3, kernels.BATCH2_THREADS)] * 3  # no copies
+    assert fake.registrations == [("register", x.ctypes.data)] and fake.registered == {x.ctypes.data: x.nbytes}
+    seen = []
+    monkeypatch.setattr(plan, "launches", tuple((lambda g, b, args, fn=fn: (seen.append(args[0]), fn(g, b, args)),
+                                                 g, b, a) for fn, g, b, a in plan.launches))
+    impl.predict(x[20:25])  # registered: the caller's address
+    impl.predict(np.ascontiguousarray(x[:10:2]))  # a fresh array: copied
+    impl.predict(x[:10:2])  # not contiguous: copied
+    impl.predict(x[20:25].astype(np.float64))  # another dtype: cast into the staging
+    assert seen == [np.uint64(x[20:25].ctypes.data)] + [np.uint64(staging)] * 3
+    assert all(type(a) is np.uint64 for a in seen)
+    np.testing.assert_allclose(impl.predict(x[:10:2]), reference[:10:2], atol=1e-5)
+    impl.close()
+    assert fake.registrations[-1] == ("unregister", x.ctypes.data) and fake.registered == {}
+
+
+def test_emulated_batch2_device_copies_from_the_registered_array_then_runs_on_device_memory(monkeypatch, emulator, many):
+    x, reference = many[0], many[1]["float64"]
+    x64 = x.astype(np.float64)
+    fake, impl = emulated(monkeypatch, emulator, "batch2_device", "float64")
+    for i in range(2):
+        np.testing.assert_allclose(impl.predict(x64[i:i + 3]), reference[i:i + 3], atol=1e-12)
+    copy_in, copy_out = ("memcpy", model.H2D, 3 * 784 * 8), ("memcpy", model.D2H, 3 * 10 * 8)
+    assert fake.launched == [copy_in, ("kernel", "lenet_batch2<double>", 2, kernels.BATCH2_THREADS), copy_out] * 2
+    plan = impl.plans[3]
+    assert not plan.zero_copy and set(plan.arrays) == {"x", "out"} and plan.launches[0][3][0] is plan.arrays["x"]
+    assert fake.registered == {x64.ctypes.data: x64.nbytes}  # the second call's copy ran from the caller's pages
+    fake.check_guards()
+    impl.close()
+    assert fake.registered == {}
+
+
+def test_emulated_batch2_call_that_never_finishes_times_out(monkeypatch, emulator, sample):
+    fake, impl = emulated(monkeypatch, emulator, "batch2", "float32")
+    impl.predict(sample[0][:2])
+    monkeypatch.setattr(fake_cuda.DoneEvent, "done", False)  # a kernel that never ends
+    monkeypatch.setattr(model, "POLL_TIMEOUT_S", 0.05)
+    with pytest.raises(RuntimeError, match=r"lenet_batch2 did not finish in 0.05 s"):
+        impl.predict(sample[0][:2])
+
+
 def test_emulated_mapped_call_that_never_sets_its_flag_times_out(monkeypatch, emulator, sample):
     fake, impl = emulated(monkeypatch, emulator, "mapped", "float32")
     impl.predict(sample[0][:1])
