@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from harness import DEFAULT_RESULTS
+from harness.errors import HarnessError
 from harness.report import details, gpu_section, rundata
 from harness.report.tables import ms
 
@@ -158,3 +159,38 @@ def test_the_kernels_table_has_one_line_per_ok_row_and_follows_its_numbers(resul
     assert "| 12.3 µs |" in text and "keras_torch/compile" not in text
     report = details.build(data)
     assert "## Where a GPU call's time goes" in report and "the GPU is busy 12.3 µs" in report
+
+
+def test_copy_rate_and_device_resident_targets_follow_the_kernels_rows():
+    """At batch 512: the fastest call against 75% of the fastest measured copy of the images
+    (a row's Memcpy HtoD), and the fastest kernel whose input was copied in before it (device
+    memory) against 50 M images/s; a row without a copy is in neither; a bad time is an error."""
+    def row(variant, host_us, ops):
+        return {"implementation": "cuda", "variant": variant, "batch": 512, "machine": "m", "calls": 50,
+                "device_ops_per_call": float(len(ops)), "host_ns_per_call": host_us * 1e3,
+                "gpu_busy_ns_per_call": sum(o[2] for o in ops) * 1e3,
+                "ops": [{"category": c, "name": n, "ns_per_call": t * 1e3, "per_call": 1.0} for c, n, t in ops]}
+    rows = [row("batch2", 64, [("kernel", "lenet_batch2", 50)]),  # zero copy: its kernel reads the bus
+            row("batch2_device", 90, [("gpu_memcpy", "Memcpy HtoD", 48), ("kernel", "lenet_batch2", 12.8),
+                                      ("gpu_memcpy", "Memcpy DtoH", 2)]),
+            row("cluster", 500, [("kernel", "lenet_cluster", 180), ("gpu_memcpy", "Memcpy HtoD", 60)])]
+    lines = gpu_section.batch_targets(rows, "m")
+    copy = next(x for x in lines if "of the measured copy rate" in x)
+    assert copy == ("Target: at batch 512 the fastest hand-written call ≥ 75% of the measured copy rate: the images' "
+                    "copy to the device takes 48 µs (cuda/batch2_device's Memcpy HtoD, 10.67 M images/s); cuda/batch2 "
+                    "reaches 8.00 M images/s, 75% of it: met.")
+    device = next(x for x in lines if "with the input on the device" in x)
+    assert device == ("Target: at batch 512 with the input on the device ≥ 50 M images/s (`kernels` trace, the kernel "
+                      "alone, its input copied in before it): lenet_batch2 (cuda/batch2_device) 12.8 µs a batch, "
+                      "40.0 M images/s, missed (1.2x short).")
+    rows[1]["ops"][1]["ns_per_call"] = 10_000.0
+    assert "51.2 M images/s, met." in next(x for x in gpu_section.batch_targets(rows, "m") if "on the device" in x)
+    rows[0]["host_ns_per_call"] = 100_000.0  # 5.12 M/s: 48% of the copy's rate (batch2_device is 90 µs)
+    assert "cuda/batch2_device reaches 5.69 M images/s, 53% of it: missed by 22 points." in \
+        next(x for x in gpu_section.batch_targets(rows, "m") if "copy rate" in x)
+    without = [r for r in rows if r["variant"] == "batch2"]  # no row copied the images: no such lines
+    assert not any("copy rate" in x or "on the device" in x for x in gpu_section.batch_targets(without, "m"))
+    rows[1]["ops"][0]["ns_per_call"] = float("nan")
+    with pytest.raises(HarnessError, match=r"cuda/batch2_device \(batch 512\): Memcpy HtoD ns_per_call: "
+                                           r"expected > 0, found nan"):
+        gpu_section.batch_targets(rows, "m")
