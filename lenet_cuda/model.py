@@ -119,7 +119,8 @@ class CudaLeNet(LeNet):
         self.plans = {}  # batch size -> buffers, pinned memory, argument tuples, events, graph
         self.serving = None  # persistent: the plan whose kernel served the last call
         # batch2, batch2_device: the caller's arrays registered with the device (registered.py)
-        self.registered = Registered(cp.cuda.runtime, dtype) if self.variant in kernels.BATCH2_VARIANTS else None
+        self.registered = (Registered(cp.cuda.runtime, dtype) if self.variant in kernels.BATCH2_VARIANTS
+                           else None)
         self.last_device_ns = None
 
     def plan(self, n):
@@ -185,16 +186,17 @@ class CudaLeNet(LeNet):
         device = self.variant == "batch2_device"
         if device:
             with self.stream:
-                arrays = {name: cp.empty(shape, self.dtype) for name, shape in kernels.buffer_shapes(self.variant, n).items()}
-            pinned = (cp.cuda.alloc_pinned_memory(n * 784 * itemsize), cp.cuda.alloc_pinned_memory(n * 10 * itemsize))
+                arrays = {name: cp.empty(shape, self.dtype)
+                          for name, shape in kernels.buffer_shapes(self.variant, n).items()}
+            pinned = tuple(cp.cuda.alloc_pinned_memory(n * size * itemsize) for size in (784, 10))
         else:
             arrays = {}
             pinned = tuple(cp.cuda.PinnedMemoryPointer(cp.cuda.PinnedMemory(size, HOST_ALLOC_MAPPED), 0)
                            for size in (n * 784 * itemsize, n * 10 * itemsize))
         host_in = np.frombuffer(pinned[0], self.dtype, n * 784).reshape(n, 28, 28, 1)
         host_out = np.frombuffer(pinned[1], self.dtype, n * 10).reshape(n, 10)
-        named = {**self.w, **(arrays if device else
-                              {name: np.uint64(a.ctypes.data) for name, a in (("x", host_in), ("out", host_out))})}
+        host = {"x": np.uint64(host_in.ctypes.data), "out": np.uint64(host_out.ctypes.data)}  # mapped
+        named = {**self.w, **(arrays if device else host)}
         return Plan(arrays=arrays, pinned=pinned, host_in=host_in, host_out=host_out, zero_copy=not device,
                     launches=tuple((self.fn[k.kernel], (k.grid,), (k.block,),
                                     tuple(named[a] if isinstance(a, str) else np.int32(a) for a in k.args))

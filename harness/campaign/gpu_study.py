@@ -38,8 +38,8 @@ GPU_TRAIN_IMPLS = "cudnn,jax,torch,keras_jax,keras_torch"
 STUDIES = ("api_levels", "overhead", "backends", "batch_sweep", "precision")
 EXPLAIN = "keras_jax/predict,keras_torch/predict,jax/eager,torch/eager"
 # every GPU variant of `overhead`, and Keras'
-KERNELS = ("cuda/layers,cuda/fused,cuda/graph,cuda/cluster,cuda/mapped,cuda/persistent,cuda/batch,cuda/batch2,"
-           "cuda/batch2_device,"
+KERNELS = ("cuda/layers,cuda/fused,cuda/graph,cuda/cluster,cuda/mapped,cuda/persistent,cuda/batch,"
+           "cuda/batch2,cuda/batch2_device,"
            "cudnn/naive,cudnn/tuned,cudnn/graph,torch/eager,torch/compile,torch/cudagraph,jax/jit,jax/eager,keras_jax/predict,keras_torch/predict")
 STAGES_TARGET = "cuda/cluster"  # kernel-stages stamps the cluster kernel inside the level's cluster call
 # batch 512: how much of a call is the copy of the images (1.6 MB in float32): targets, images, calls

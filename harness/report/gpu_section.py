@@ -229,7 +229,8 @@ def positive_ns(row: dict, op: dict) -> float:
     """An op's ns per call, or HarnessError: a trace's time is never zero, negative or NaN."""
     ns = op["ns_per_call"]
     if not ns > 0:
-        raise HarnessError(f"kernels row {row['implementation']}/{row['variant']} (batch {row.get('batch', 1)}): "
+        label = f"{row['implementation']}/{row['variant']}"
+        raise HarnessError(f"kernels row {label} (batch {row.get('batch', 1)}): "
                            f"{op['name']} ns_per_call: expected > 0, found {ns}")
     return float(ns)
 
@@ -248,10 +249,11 @@ def copy_rate_target(hand: list[dict], best: dict) -> str | None:
     ns, row = min(copies, key=lambda c: c[0])
     copy_rate, rate = BATCH * 1e9 / ns, BATCH * 1e9 / best["host_ns_per_call"]
     share = rate / copy_rate
-    return (f"Target: at batch {BATCH} the fastest hand-written call ≥ {100 * COPY_SHARE:.0f}% of the measured "
-            f"copy rate: the images' copy to the device takes {us(ns)} ({row['implementation']}/{row['variant']}'s "
-            f"Memcpy HtoD, {copy_rate / 1e6:.2f} M images/s); {best['implementation']}/{best['variant']} reaches "
-            f"{rate / 1e6:.2f} M images/s, {100 * share:.0f}% of it: "
+    copier, fastest = (f"{k['implementation']}/{k['variant']}" for k in (row, best))
+    return (f"Target: at batch {BATCH} the fastest hand-written call ≥ {100 * COPY_SHARE:.0f}% of the "
+            f"measured copy rate: the images' copy to the device takes {us(ns)} ({copier}'s Memcpy HtoD, "
+            f"{copy_rate / 1e6:.2f} M images/s); {fastest} reaches {rate / 1e6:.2f} M images/s, "
+            f"{100 * share:.0f}% of it: "
             + ("met." if share >= COPY_SHARE else f"missed by {100 * (COPY_SHARE - share):.0f} points."))
 
 
@@ -268,7 +270,8 @@ def device_resident_target(hand: list[dict]) -> str | None:
     verdict = "met" if rate >= DEVICE_RATE else f"missed ({DEVICE_RATE / rate:.1f}x short)"
     return (f"Target: at batch {BATCH} with the input on the device ≥ {DEVICE_RATE / 1e6:g} M images/s "
             f"(`kernels` trace, the kernel alone, its input copied in before it): {op['name']} "
-            f"({row['implementation']}/{row['variant']}) {us(ns)} a batch, {rate / 1e6:.1f} M images/s, {verdict}.")
+            f"({row['implementation']}/{row['variant']}) {us(ns)} a batch, {rate / 1e6:.1f} M images/s, "
+            f"{verdict}.")
 
 
 def target_lines(frame: pd.DataFrame, rows: list[dict], machine: str,
