@@ -665,6 +665,24 @@ def test_gpu_graph_is_captured_once_per_batch_size(test_set):
 
 @pytest.mark.gpu
 @needs_gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gpu_batch2_reads_the_callers_array_in_place(test_set, dtype):
+    """batch2 and batch2_device: from the second call with slices of one array, that array is
+    registered (the kernel or the copy reads it in place); close ends the registration."""
+    x, reference = test_set[0].astype(dtype), test_set[1][dtype]
+    for variant in kernels.BATCH2_VARIANTS:
+        impl = registry.create("cuda", DEFAULT_WEIGHTS, device="gpu", variant=variant, dtype=dtype)
+        try:
+            for i in range(0, 2048, 512):
+                assert np.max(np.abs(impl.predict(x[i:i + 512]) - reference[i:i + 512])) <= 1e-5, (variant, i)
+            assert len(impl.registered.live) == 1 and impl.last_device_time_ns() > 0
+        finally:
+            impl.close()
+        assert not impl.registered.live
+
+
+@pytest.mark.gpu
+@needs_gpu
 def test_gpu_kernels_load_within_the_devices_limits():
     """The compiled module's attributes on this GPU: registers and static shared memory per
     kernel, as the driver reports them (what doctor prints)."""
@@ -694,6 +712,8 @@ def test_doctor_names_nvrtc_and_each_kernels_registers_and_shared_memory():
             assert re.search(rf"{kernel}<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
     for dtype, shared in (("float", 24528), ("double", 49056)):
         assert re.search(rf"lenet_batch<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
+    for dtype, shared in (("float", 29168), ("double", 42656)):  # batch2: 2 images' img + p1 in float
+        assert re.search(rf"lenet_batch2<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
     a100 = doctor.cuda_lines(caps=["8.0"])[1]  # no clusters before sm_90: cluster.cu is left out, not an error
     assert a100.startswith("CUDA kernels for compute capability 8.0 (sm_80): ") and "lenet_cluster" not in a100
     assert "do not compile" in doctor.cuda_lines(caps=["1.0"])[1]  # an arch NVRTC does not know
