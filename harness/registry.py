@@ -125,9 +125,11 @@ REGISTRY = {
                  colour="#882255", versions=(*KERAS, ("PyTorch", "torch"))),
         # hand-written CUDA C kernels (NVRTC through CuPy): the GPU's floor, the CUDA lab's rung
         ImplSpec("cuda", "lenet_cuda.model:CudaLeNet", "cuda", ("gpu",),
-                 ("fused", "layers", "graph", "cluster", "mapped", "persistent", "resident", "batch"),
+                 ("fused", "layers", "graph", "cluster", "mapped", "persistent", "resident", "batch",
+                  "batch2", "batch2_device"),
                  ("float32", "float64"), "lenet_cuda",
-                 gpu_only=("graph", "cluster", "mapped", "persistent", "resident", "batch"),
+                 gpu_only=("graph", "cluster", "mapped", "persistent", "resident", "batch", "batch2",
+                           "batch2_device"),
                  resident=("persistent", "resident"),
                  hooks=(("kernels", "lenet_cuda.kernels:nvrtc_units"),
                         ("kernel_work", "lenet_cuda.explain.work:work"),

@@ -15,6 +15,10 @@ model.py launches exactly these; the tests check them against the oracle's shape
             (N,10); x, out and ctl in mapped host memory
     batch:  x (N,28,28,1) -lenet_batch, ceil(N/4) blocks of BATCH_THREADS, 4 images a block-> out (N,10);
             x and out in mapped host memory (no copies), an event as the others
+    batch2, batch2_device: x (N,28,28,1) -lenet_batch2, ceil(N/2) blocks of BATCH2_THREADS, 2 images a
+            block computed at once (float)-> out (N,10); batch2: x the caller's own array, registered
+            once and read across the bus, out mapped host memory; batch2_device: x and out on the
+            device, copied in and out (the kernel's time is the device-resident throughput)
 """
 
 from dataclasses import dataclass
@@ -25,7 +29,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 SOURCES = {"layers": "layers.cu", "fused": "fused.cu", "graph": "fused.cu",  # variant -> kernel file
            "cluster": "cluster.cu", "mapped": "cluster.cu", "persistent": "cluster.cu",
-           "batch": "batch.cu"}
+           "batch": "batch.cu", "batch2": "batch2.cu", "batch2_device": "batch2.cu"}
 SOURCES["resident"] = "resident.cu"  # cuda/resident: LL pairs, one cluster resident between calls
 # thread-block clusters and distributed shared memory: sm_90 and up
 MIN_ARCH = {"cluster.cu": 90, "resident.cu": 90}
@@ -37,6 +41,9 @@ CLUSTER = 8  # blocks per image in cluster.cu (LENET_CLUSTER; 8 is the portable 
 CLUSTER_THREADS = 256  # threads per block in cluster.cu (LENET_CLUSTER_THREADS)
 BATCH_IMAGES = 4  # images per block in batch.cu (LENET_BATCH_IMAGES)
 BATCH_THREADS = 512  # threads per block in batch.cu (LENET_BATCH_THREADS)
+BATCH2_IMAGES = 2  # images per block in batch2.cu (LENET_BATCH2_IMAGES)
+BATCH2_THREADS = 512  # threads per block in batch2.cu (LENET_BATCH2_THREADS)
+BATCH2_CONCURRENT = {"float32": 2, "float64": 1}  # images a batch2 block computes at once (Batch2Shape)
 STATIC_SHARED_LIMIT = 48 * 1024  # bytes of static __shared__ per block, every architecture
 
 # Each kernel's parameters, in the .cu's order: "T*" a device array of the element type, "u32*"
@@ -51,13 +58,14 @@ PARAMS = {  # "u64*": uint64 (LL pairs, resident.cu)
     "lenet_cluster": ("T*",) * 12 + ("u32*", "u32*", "int"),  # x, 5 x (kernel, bias), probs, done, flag, n
     "lenet_persistent": ("T*",) * 12 + ("u32*", "int", "int"),  # x, 5 (kernel, bias), probs, ctl, n, idle_ns
     "lenet_batch": ("T*",) * 12 + ("int",),  # x, 5 x (kernel, bias), probs, n
+    "lenet_batch2": ("T*",) * 12 + ("int",),  # x, 5 x (kernel, bias), probs, n
 }
 # x pairs, 5 x (kernel, bias), probs pairs, ctl, n, idle_ns
 PARAMS["lenet_resident"] = ("u64*",) + ("T*",) * 10 + ("u64*", "u32*", "int", "int")
 KERNELS = {"layers": ("conv_bias_relu", "max_pool_2x2", "dense_bias_act", "softmax_rows"),
            "fused": ("lenet_fused",), "graph": ("lenet_fused",),
            "cluster": ("lenet_cluster",), "mapped": ("lenet_cluster",), "persistent": ("lenet_persistent",),
-           "batch": ("lenet_batch",)}
+           "batch": ("lenet_batch",), "batch2": ("lenet_batch2",), "batch2_device": ("lenet_batch2",)}
 KERNELS["resident"] = ("lenet_resident",)
 
 # Buffers on the device, per image (the batch is the leading axis), NHWC.
@@ -75,6 +83,7 @@ CTL_GO, CTL_ENDED, CTL_ALIVE, CTL_QUIT = range(4)
 # processes' work on a shared server; the next call launches it again, a few µs)
 IDLE_NS = 200_000
 BATCH_HOST = ("x", "out")  # batch: both in mapped page-locked host memory, nothing on the device
+BATCH2_VARIANTS = ("batch2", "batch2_device")  # lenet_batch2's calls (model.py's batch2 section)
 # The fused kernel's static shared arrays (elements), as declared in fused.cu
 FUSED_SHARED = {"img": 784, "s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b": 16,
                 "p1": 1176, "p2": 400, "h1": 120, "h2": 84, "logits": 10, "partial": FUSED_THREADS}
@@ -123,7 +132,7 @@ def blocks(count: int, threads: int) -> int:
 def buffer_shapes(variant: str, n: int) -> dict[str, tuple]:
     if n < 1:
         raise ValueError(f"batch size: expected >= 1, found {n}")
-    if variant == "batch":  # x and out in mapped host memory (BATCH_HOST)
+    if variant in ("batch", *BATCH2_VARIANTS):  # batch, batch2: host memory; batch2_device: the device's
         return {"x": (n, 28, 28, 1), "out": (n, 10)}
     if variant == "mapped":
         return {"x": (n, 28, 28, 1), "out": (n, 10), "done": (1,), "flag": (1,)}
@@ -192,6 +201,13 @@ def batch_launches(n: int) -> list[Launch]:
     return [Launch("lenet_batch", grid, BATCH_THREADS, ("x", *weights, "out", n), grid * BATCH_THREADS)]
 
 
+def batch2_launches(n: int) -> list[Launch]:
+    """BATCH2_IMAGES images per block (batch2.cu): the last block's missing image masked."""
+    weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
+    grid = blocks(n, BATCH2_IMAGES)
+    return [Launch("lenet_batch2", grid, BATCH2_THREADS, ("x", *weights, "out", n), grid * BATCH2_THREADS)]
+
+
 def launches(variant: str, n: int) -> list[Launch]:
     if n < 1:
         raise ValueError(f"batch size: expected >= 1, found {n}")
@@ -201,6 +217,8 @@ def launches(variant: str, n: int) -> list[Launch]:
         return persistent_launches(n)
     if variant == "batch":
         return batch_launches(n)
+    if variant in BATCH2_VARIANTS:
+        return batch2_launches(n)
     if variant in ("cluster", "mapped"):
         return cluster_launches(n, variant == "mapped")
     return fused_launches(n) if variant in ("fused", "graph") else layer_launches(n)
@@ -269,3 +287,15 @@ def resident_shared_bytes(dtype: str) -> int:
     """Shared memory of one lenet_resident block (ptxas reports the same number)."""
     itemsize = np.dtype(dtype).itemsize
     return -(-(sum(RESIDENT_SHARED.values()) * itemsize + 4) // itemsize) * itemsize
+
+
+def batch2_shared(dtype: str) -> dict[str, int]:
+    """batch2.cu's static shared arrays (elements), as declared there: work holds img + p1 for the
+    images computed at once (BATCH2_CONCURRENT), the dense layers' partial sums after."""
+    return {"s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b": 16,
+            "p2": 400 * BATCH2_IMAGES, "work": BATCH2_CONCURRENT[dtype] * (784 + 1176)}
+
+
+def batch2_shared_bytes(dtype: str) -> int:
+    """Static shared memory of one lenet_batch2 block (ptxas reports the same number)."""
+    return sum(batch2_shared(dtype).values()) * np.dtype(dtype).itemsize

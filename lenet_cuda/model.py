@@ -34,6 +34,17 @@ Variants:
   chunk and overlaps only chunk k+1's copy with chunk k's kernel: the first copy and the last
   kernel stay exposed). The host's copy of the images into the pinned memory is part of the call,
   done before the graph's launch (the kernel may read any image as soon as it starts).
+- batch2: batch's successor (batch2.cu): 2 images a block computed at once, two blocks an SM. No
+  copy of the images by the host: the caller's array is registered once (cudaHostRegister, mapped;
+  registered.py says which arrays and for how long) and the kernel reads it across the bus, its
+  blocks' reads overlapping the others' compute; an array that cannot be registered (not
+  C-contiguous, another dtype, seen once) is copied into mapped staging memory as batch does. The
+  answer in mapped host memory; the kernel launched directly (the input's address changes every
+  call, so no graph), an event pair around it.
+- batch2_device: batch2's kernel on device memory: the images copied in (cudaMemcpyAsync from the
+  registered array, at the bus's full rate), the kernel, the answer copied out. The kernels
+  trace's kernel time is the device-resident throughput (input already on the GPU); its copy's
+  time is the bus's rate for 1.6 MB.
 All: buffers and pinned host memory allocated once per batch size, argument tuples built once per
 batch size, asynchronous work on one stream of the level's own, one synchronization per call,
 CUDA events around the work for the device time (mapped: none). float32 and float64 (the
@@ -52,6 +63,7 @@ from harness.errors import Unavailable
 from harness.frameworks.cupy_setup import import_cupy
 from harness.registry import REGISTRY
 from lenet_cuda import kernels, resident
+from lenet_cuda.registered import Registered
 
 H2D, D2H = 1, 2  # cudaMemcpyKind
 HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped: page-locked host memory the device reads and writes
@@ -112,12 +124,17 @@ class CudaLeNet(LeNet):
         self.plans = {}  # batch size -> buffers, pinned memory, argument tuples, events, graph
         self.serving = None  # persistent: the plan whose kernel served the last call
         self.resident = resident.Resident(self) if self.variant == "resident" else None
+        # batch2, batch2_device: the caller's arrays registered with the device (registered.py)
+        self.registered = (Registered(cp.cuda.runtime, dtype) if self.variant in kernels.BATCH2_VARIANTS
+                           else None)
         self.last_device_ns = None
 
     def plan(self, n):
         """Everything a call of batch size n needs, allocated and built once."""
         if n not in self.plans and self.variant in ZERO_COPY:
             self.plans[n] = self.plan_zero_copy(n)
+        if n not in self.plans and self.variant in kernels.BATCH2_VARIANTS:
+            self.plans[n] = self.plan_batch2(n)
         if n not in self.plans:
             cp, itemsize = self.cp, np.dtype(self.dtype).itemsize
             mapped = self.variant in ("mapped", "persistent")
@@ -167,6 +184,63 @@ class CudaLeNet(LeNet):
                                    for k in kernels.launches(self.variant, n)),
                     events=(cp.cuda.Event(), cp.cuda.Event()))
 
+    def plan_batch2(self, n):
+        """batch2: staging for x (used when the caller's array cannot be registered) and out in mapped
+        host memory; batch2_device: x and out on the device, page-locked staging on the host. The
+        launch's args with the staging x; a call puts its own x first (predict_batch2)."""
+        cp, itemsize = self.cp, np.dtype(self.dtype).itemsize
+        device = self.variant == "batch2_device"
+        if device:
+            with self.stream:
+                arrays = {name: cp.empty(shape, self.dtype)
+                          for name, shape in kernels.buffer_shapes(self.variant, n).items()}
+            pinned = tuple(cp.cuda.alloc_pinned_memory(n * size * itemsize) for size in (784, 10))
+        else:
+            arrays = {}
+            pinned = tuple(cp.cuda.PinnedMemoryPointer(cp.cuda.PinnedMemory(size, HOST_ALLOC_MAPPED), 0)
+                           for size in (n * 784 * itemsize, n * 10 * itemsize))
+        host_in = np.frombuffer(pinned[0], self.dtype, n * 784).reshape(n, 28, 28, 1)
+        host_out = np.frombuffer(pinned[1], self.dtype, n * 10).reshape(n, 10)
+        host = {"x": np.uint64(host_in.ctypes.data), "out": np.uint64(host_out.ctypes.data)}  # mapped
+        named = {**self.w, **(arrays if device else host)}
+        return Plan(arrays=arrays, pinned=pinned, host_in=host_in, host_out=host_out, zero_copy=not device,
+                    launches=tuple((self.fn[k.kernel], (k.grid,), (k.block,),
+                                    tuple(named[a] if isinstance(a, str) else np.int32(a) for a in k.args))
+                                   for k in kernels.launches(self.variant, n)),
+                    events=(cp.cuda.Event(), cp.cuda.Event()))
+
+    def predict_batch2(self, images):
+        """One call of batch2 or batch2_device (see the module's docstring); images checked."""
+        rt, s = self.cp.cuda.runtime, self.stream.ptr
+        with self.stream:
+            p = self.plan(len(images))
+            (fn, grid, block, args), = p.launches
+            device = self.registered.device_pointer(images)  # None: copy into the staging memory
+            if device is None:
+                np.copyto(p.host_in, images)
+            start, end = p.events
+            start.record(self.stream)
+            if p.zero_copy:  # batch2: the kernel reads the caller's registered array, or the staging
+                fn(grid, block, (np.uint64(device), *args[1:]) if device is not None else args)
+            else:  # batch2_device: from registered memory the copy runs at the bus's rate, no staging
+                src = images.ctypes.data if device is not None else p.host_in.ctypes.data
+                rt.memcpyAsync(p.arrays["x"].data.ptr, src, p.host_in.nbytes, H2D, s)
+                fn(grid, block, args)
+                rt.memcpyAsync(p.host_out.ctypes.data, p.arrays["out"].data.ptr, p.host_out.nbytes, D2H, s)
+            end.record(self.stream)
+            self.wait_for_event(end)  # the one synchronization per call
+        self.last_device_ns = int(self.cp.cuda.get_elapsed_time(start, end) * 1e6)
+        return p.host_out.copy()
+
+    def wait_for_event(self, end):
+        """Spin until the event has happened (cudaEventQuery: a failed kernel's error is raised by
+        the query itself); after POLL_TIMEOUT_S a RuntimeError, without a blocking wait that could
+        hang: a wait with a limit."""
+        deadline = time.monotonic() + POLL_TIMEOUT_S
+        while not end.done:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"lenet_batch2 did not finish in {POLL_TIMEOUT_S:g} s")
+
     def enqueue(self, p):
         """One call's work on the stream: pinned input -> device, the kernels, device -> pinned
         output. Every address is the plan's, fixed for its lifetime: what a CUDA graph replays."""
@@ -204,6 +278,8 @@ class CudaLeNet(LeNet):
         images = check_images(images)
         if self.resident is not None:  # resident: LL pairs, no stream work a call
             return self.resident.predict(images)
+        if self.registered is not None:  # batch2, batch2_device
+            return self.predict_batch2(images)
         if self.variant == "persistent":  # no stream work a call (a launch only when the kernel has ended)
             p = self.plan(len(images))
             np.copyto(p.host_in, images)
@@ -287,6 +363,8 @@ class CudaLeNet(LeNet):
         self.stream.synchronize()
         if self.resident is not None:  # its kernel has ended: its mapped memory may go
             self.resident.plans.clear()
+        if self.registered is not None:  # no kernel reads a caller's array any more
+            self.registered.close()
         for p in self.plans.values():
             p.graph = None  # the graph's executable goes before the memory it points at
         self.plans.clear()

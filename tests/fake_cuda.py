@@ -8,12 +8,14 @@ adds the level's side. Kernel arguments are checked against lenet_cuda.kernels.P
 element type, numpy.int32 for ints), as CuPy would pass them."""
 
 import ctypes
+import types
 
 import numpy as np
 
 from harness.lab.emucuda import (  # noqa: F401 (the tests' names for them)
     DeviceArray,
     EmuCupy,
+    FakeEvent,
     LabCupy,
     LabKernel,
     compile_emulated,
@@ -42,12 +44,51 @@ def build(folder) -> ctypes.CDLL:
 
 
 class FakeCupy(EmuCupy):
-    """What lenet_cuda.model uses of CuPy; kernel launches go to the emulated kernels."""
+    """What lenet_cuda.model uses of CuPy; kernel launches go to the emulated kernels. Host memory
+    registered with hostRegister (batch2's caller arrays) is mapped: a kernel may read it, as the
+    CUDA runtime does with cudaHostRegisterMapped; registering pages twice fails as it does there."""
 
     def __init__(self, lib: ctypes.CDLL):
         super().__init__(lib)
         self.RawModule = lambda code, options=(), name_expressions=(): FakeModule(self, code, options,
                                                                                   name_expressions)
+        self.registered: dict[int, int] = {}  # base -> bytes, registered now
+        self.registrations: list[tuple[str, int]] = []  # ("register" | "unregister", base), in order
+        self.cuda.Event = DoneEvent
+        rt = self.cuda.runtime
+        rt.hostRegister, rt.hostUnregister = self.host_register, self.host_unregister
+        rt.pointerGetAttributes = self.pointer_attributes
+
+    def host_register(self, base: int, nbytes: int, flags: int) -> None:
+        if not flags & 2:
+            raise ValueError("hostRegister without cudaHostRegisterMapped: the kernel could not read it")
+        page = 4096  # the runtime pins whole pages: two registrations of one page collide
+        if any(b // page <= (base + nbytes - 1) // page and base // page <= (b + n - 1) // page
+               for b, n in self.registered.items()):
+            raise RuntimeError("cudaErrorHostMemoryAlreadyRegistered")
+        self.registered[base] = nbytes
+        self.registrations.append(("register", base))
+
+    def host_unregister(self, base: int) -> None:
+        if self.registered.pop(base, None) is None:
+            raise RuntimeError("cudaErrorHostMemoryNotRegistered")
+        self.registrations.append(("unregister", base))
+
+    def pointer_attributes(self, ptr: int):
+        if not any(b <= ptr < b + n for b, n in self.registered.items()):
+            raise RuntimeError("cudaErrorInvalidValue: not registered host memory")
+        return types.SimpleNamespace(devicePointer=ptr, hostPointer=ptr)  # unified addressing: the same
+
+    def mapped_pointer(self, ptr: int, kernel: str, index: int) -> int:
+        if any(b <= ptr < b + n for b, n in self.registered.items()):
+            return ptr
+        return super().mapped_pointer(ptr, kernel, index)
+
+
+class DoneEvent(FakeEvent):
+    """An event whose work has run (the emulator runs every launch at once): done, as CuPy's says."""
+
+    done = True
 
 
 class FakeModule:

@@ -30,10 +30,10 @@ BUILDS = [(cu, arch) for cu in FILES for arch in ARCHS if kernels.compiles_for(c
 VARIANTS = registry.spec("cuda").variants
 THREADS = {"lenet_fused": kernels.FUSED_THREADS, "lenet_cluster": kernels.CLUSTER_THREADS,
            "lenet_persistent": kernels.CLUSTER_THREADS, "lenet_resident": kernels.CLUSTER_THREADS,
-           "lenet_batch": kernels.BATCH_THREADS}  # else LAYER_THREADS
+           "lenet_batch": kernels.BATCH_THREADS, "lenet_batch2": kernels.BATCH2_THREADS}  # else LAYER_THREADS
 SHARED = {"lenet_fused": kernels.fused_shared_bytes, "lenet_cluster": kernels.cluster_shared_bytes,
           "lenet_persistent": kernels.cluster_shared_bytes, "lenet_resident": kernels.resident_shared_bytes,
-          "lenet_batch": kernels.batch_shared_bytes}
+          "lenet_batch": kernels.batch_shared_bytes, "lenet_batch2": kernels.batch2_shared_bytes}
 NO_EVENTS = ("mapped", "persistent", "resident")  # the host polls host memory: no device time
 
 
@@ -143,7 +143,7 @@ def cu_signatures() -> dict[str, tuple]:
     found = {}
     for cu in FILES:
         text = re.sub(r"//[^\n]*", "", (ROOT / "lenet_cuda" / cu).read_text())  # comments out
-        attributes = r"(?:__(?:launch_bounds|cluster_dims)__\([\w, ]+\)\s*)*"
+        attributes = r"(?:__(?:launch_bounds|cluster_dims)__\([\w, <>:]+\)\s*)*"
         for name, params in re.findall(rf"__global__ void {attributes}(\w+)\(([^)]*)\)", text):
             found[name] = tuple("T*" if "T*" in p else "u32*" if "unsigned*" in p else
                                 "u64*" if "unsigned long long*" in p else
@@ -209,6 +209,27 @@ def test_batch_shape_and_shared_memory_are_the_ones_in_batch_cu():
     assert kernels.batch_shared_bytes("float64") <= kernels.STATIC_SHARED_LIMIT
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_batch2_shape_and_shared_memory_are_the_ones_in_batch2_cu(dtype):
+    text = (ROOT / "lenet_cuda" / "batch2.cu").read_text()
+    assert int(re.search(r"#define LENET_BATCH2_IMAGES (\d+)", text).group(1)) == kernels.BATCH2_IMAGES
+    assert int(re.search(r"#define LENET_BATCH2_THREADS (\d+)", text).group(1)) == kernels.BATCH2_THREADS
+    both = re.search(r"CONCURRENT = sizeof\(T\) == 4 \? (\d) : (\d);", text)
+    assert {"float32": int(both[1]), "float64": int(both[2])} == kernels.BATCH2_CONCURRENT
+    c = kernels.BATCH2_CONCURRENT[dtype]
+    declared = re.findall(r"__shared__ T (\w+)\[([^\]]+)\]", text)
+    sizes = {name: eval(size, {"G": kernels.BATCH2_IMAGES, "C": c}) for name, size in declared}
+    assert sizes == kernels.batch2_shared(dtype)
+    g = kernels.BATCH2_IMAGES
+    # work: img + p1 of the images at once, then each dense layer's partial sums; p2: h1, h2, logits
+    assert sizes["work"] >= max(4 * 120 * g, 5 * 84 * g, 12 * 10 * g) and sizes["p2"] >= (120 + 84 + 10) * g
+    assert c <= g and g % c == 0  # whole rounds: a block's images in g / c rounds
+    assert max(400, 4 * 120, 5 * 84, 12 * 10, 10 * g) <= kernels.BATCH2_THREADS  # one thread an item
+    assert kernels.batch2_shared_bytes(dtype) <= kernels.STATIC_SHARED_LIMIT
+    if dtype == "float32":  # two blocks an SM (__launch_bounds__(512, 2)): an H100 SM's 228 KB
+        assert 2 * kernels.batch2_shared_bytes(dtype) <= 228 * 1024
+
+
 @functools.cache
 def oracle_shapes(n):
     """The NumPy oracle's activation shapes for a batch of n (NHWC), run once per n for the
@@ -236,6 +257,7 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
         ["lenet_fused"] if variant in ("fused", "graph") else ["lenet_cluster"] if variant in ("cluster", "mapped")
         else ["lenet_persistent"] if variant == "persistent" else ["lenet_resident"] if variant == "resident"
         else ["lenet_batch"] if variant == "batch"
+        else ["lenet_batch2"] if variant in kernels.BATCH2_VARIANTS
         else ["conv_bias_relu", "max_pool_2x2", "conv_bias_relu", "max_pool_2x2"] + ["dense_bias_act"] * 3
         + ["softmax_rows"])
     for k in launches:
@@ -252,6 +274,11 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
         if k.kernel == "lenet_batch":  # every image in a block, no block without one
             g = kernels.BATCH_IMAGES
             assert k.block == kernels.BATCH_THREADS and k.grid * g >= n > (k.grid - 1) * g
+            assert k.args[0] == "x" and k.args[11:] == ("out", n) and set(shapes) == {"x", "out"}
+            continue
+        if k.kernel == "lenet_batch2":  # every image in a block, no block without one
+            g = kernels.BATCH2_IMAGES
+            assert k.block == kernels.BATCH2_THREADS and k.grid * g >= n > (k.grid - 1) * g
             assert k.args[0] == "x" and k.args[11:] == ("out", n) and set(shapes) == {"x", "out"}
             continue
         if k.kernel == "lenet_cluster":  # a whole number of clusters, one per image; the flag only when mapped
@@ -296,7 +323,8 @@ def test_bad_batch_and_dtype_are_value_errors():
 def test_registry_entry():
     spec = registry.spec("cuda")
     assert spec.api_level == "cuda" and spec.devices == ("gpu",) and spec.package == "lenet_cuda"
-    assert spec.variants == ("fused", "layers", "graph", "cluster", "mapped", "persistent", "resident", "batch")
+    assert spec.variants == ("fused", "layers", "graph", "cluster", "mapped", "persistent", "resident", "batch",
+                             "batch2", "batch2_device")
     assert spec.resident == ("persistent", "resident") and spec.variants[0] not in spec.resident
     assert spec.dtypes == ("float32", "float64")
     with pytest.raises(ValueError, match="unknown device 'cpu'"):
@@ -365,6 +393,10 @@ def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, v
     ("resident", "float64", (1, 3, 13)),  # two pairs a value
     ("batch", "float32", (1, 3, 13, 64, 512, 6)),  # 13, 6, 3, 1: the last block's images masked
     ("batch", "float64", (1, 3, 13, 64, 512)),
+    ("batch2", "float32", (1, 3, 13, 64, 512, 7)),  # 13, 7, 3, 1: the last block's second image masked
+    ("batch2", "float64", (1, 3, 13, 64, 512)),  # one image at a time: two rounds a block
+    ("batch2_device", "float32", (1, 3, 64, 512, 5)),
+    ("batch2_device", "float64", (1, 3, 64, 512, 5)),
 ])
 def test_emulated_cluster_kernel_at_every_batch_size(monkeypatch, emulator, many, variant, dtype, sizes):
     """Every cluster of 8 blocks computes its own image, every batch block its 4: batch sizes
@@ -420,6 +452,59 @@ def test_emulated_batch_call_is_one_kernel_on_mapped_memory_in_a_graph(monkeypat
     assert all(type(a) is np.uint64 for a in np.array(plan.launches[0][3], dtype=object)[[0, 11]])
     assert plan.launches[0][3][12] == np.int32(5) and impl.last_device_time_ns() == 250_000
     impl.close()
+
+
+def test_emulated_batch2_reads_the_callers_registered_array_from_its_second_call(monkeypatch, emulator, many):
+    """batch2: the first call with an array copies it into mapped staging; from the second the
+    array's owner is registered and the kernel gets the caller's own address (no copy); a
+    non-contiguous array or another dtype is copied; close unregisters. No memcpy ever."""
+    x, reference = many[0], many[1]["float32"]
+    fake, impl = emulated(monkeypatch, emulator, "batch2", "float32")
+    staging = int(np.uint64(0))
+    for i in range(3):
+        probs = impl.predict(x[10 * i:10 * i + 5])
+        assert np.max(np.abs(probs - reference[10 * i:10 * i + 5])) <= 1e-5
+        plan = impl.plans[5]
+        staging = plan.host_in.ctypes.data
+    assert fake.launched == [("kernel", "lenet_batch2<float>", 3, kernels.BATCH2_THREADS)] * 3  # no copies
+    assert fake.registrations == [("register", x.ctypes.data)] and fake.registered == {x.ctypes.data: x.nbytes}
+    seen = []
+    monkeypatch.setattr(plan, "launches", tuple((lambda g, b, args, fn=fn: (seen.append(args[0]), fn(g, b, args)),
+                                                 g, b, a) for fn, g, b, a in plan.launches))
+    impl.predict(x[20:25])  # registered: the caller's address
+    impl.predict(np.ascontiguousarray(x[:10:2]))  # a fresh array: copied
+    impl.predict(x[:10:2])  # not contiguous: copied
+    impl.predict(x[20:25].astype(np.float64))  # another dtype: cast into the staging
+    assert seen == [np.uint64(x[20:25].ctypes.data)] + [np.uint64(staging)] * 3
+    assert all(type(a) is np.uint64 for a in seen)
+    np.testing.assert_allclose(impl.predict(x[:10:2]), reference[:10:2], atol=1e-5)
+    impl.close()
+    assert fake.registrations[-1] == ("unregister", x.ctypes.data) and fake.registered == {}
+
+
+def test_emulated_batch2_device_copies_from_the_registered_array_then_runs_on_device_memory(monkeypatch, emulator, many):
+    x, reference = many[0], many[1]["float64"]
+    x64 = x.astype(np.float64)
+    fake, impl = emulated(monkeypatch, emulator, "batch2_device", "float64")
+    for i in range(2):
+        np.testing.assert_allclose(impl.predict(x64[i:i + 3]), reference[i:i + 3], atol=1e-12)
+    copy_in, copy_out = ("memcpy", model.H2D, 3 * 784 * 8), ("memcpy", model.D2H, 3 * 10 * 8)
+    assert fake.launched == [copy_in, ("kernel", "lenet_batch2<double>", 2, kernels.BATCH2_THREADS), copy_out] * 2
+    plan = impl.plans[3]
+    assert not plan.zero_copy and set(plan.arrays) == {"x", "out"} and plan.launches[0][3][0] is plan.arrays["x"]
+    assert fake.registered == {x64.ctypes.data: x64.nbytes}  # the second call's copy ran from the caller's pages
+    fake.check_guards()
+    impl.close()
+    assert fake.registered == {}
+
+
+def test_emulated_batch2_call_that_never_finishes_times_out(monkeypatch, emulator, sample):
+    fake, impl = emulated(monkeypatch, emulator, "batch2", "float32")
+    impl.predict(sample[0][:2])
+    monkeypatch.setattr(fake_cuda.DoneEvent, "done", False)  # a kernel that never ends
+    monkeypatch.setattr(model, "POLL_TIMEOUT_S", 0.05)
+    with pytest.raises(RuntimeError, match=r"lenet_batch2 did not finish in 0.05 s"):
+        impl.predict(sample[0][:2])
 
 
 def test_emulated_mapped_call_that_never_sets_its_flag_times_out(monkeypatch, emulator, sample):
@@ -613,6 +698,24 @@ def test_gpu_graph_is_captured_once_per_batch_size(test_set):
 
 @pytest.mark.gpu
 @needs_gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gpu_batch2_reads_the_callers_array_in_place(test_set, dtype):
+    """batch2 and batch2_device: from the second call with slices of one array, that array is
+    registered (the kernel or the copy reads it in place); close ends the registration."""
+    x, reference = test_set[0].astype(dtype), test_set[1][dtype]
+    for variant in kernels.BATCH2_VARIANTS:
+        impl = registry.create("cuda", DEFAULT_WEIGHTS, device="gpu", variant=variant, dtype=dtype)
+        try:
+            for i in range(0, 2048, 512):
+                assert np.max(np.abs(impl.predict(x[i:i + 512]) - reference[i:i + 512])) <= 1e-5, (variant, i)
+            assert len(impl.registered.live) == 1 and impl.last_device_time_ns() > 0
+        finally:
+            impl.close()
+        assert not impl.registered.live
+
+
+@pytest.mark.gpu
+@needs_gpu
 def test_gpu_kernels_load_within_the_devices_limits():
     """The compiled module's attributes on this GPU: registers and static shared memory per
     kernel, as the driver reports them (what doctor prints)."""
@@ -642,6 +745,8 @@ def test_doctor_names_nvrtc_and_each_kernels_registers_and_shared_memory():
             assert re.search(rf"{kernel}<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
     for dtype, shared in (("float", 24528), ("double", 49056)):
         assert re.search(rf"lenet_batch<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
+    for dtype, shared in (("float", 29168), ("double", 42656)):  # batch2: 2 images' img + p1 in float
+        assert re.search(rf"lenet_batch2<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
     a100 = doctor.cuda_lines(caps=["8.0"])[1]  # no clusters before sm_90: cluster.cu is left out, not an error
     assert a100.startswith("CUDA kernels for compute capability 8.0 (sm_80): ") and "lenet_cluster" not in a100
     assert "do not compile" in doctor.cuda_lines(caps=["1.0"])[1]  # an arch NVRTC does not know

@@ -162,3 +162,27 @@ def test_the_kernels_table_has_one_line_per_ok_row_and_follows_its_numbers(resul
     assert "| 12.3 µs |" in text and "keras_torch/compile" not in text
     report = details.build(data)
     assert "## Where a GPU call's time goes" in report and "the GPU is busy 12.3 µs" in report
+
+
+def test_copy_rate_and_device_resident_targets_follow_the_kernels_rows():
+    """At batch 512: the fastest call from a host array against 8 M images/s or 75% of gpu-floor's
+    measured copy rate (the more), and the fastest kernel whose input was copied in before it (device
+    memory) against 50 M images/s; a row without a copy is not device-resident; a bad time is an error."""
+    rows = [kernels_row("batch2", 512, 64, [("kernel", "lenet_batch2", 50)]),  # zero copy: reads the bus
+            kernels_row("batch2_device", 512, 90, [("gpu_memcpy", "Memcpy HtoD", 48), ("kernel", "lenet_batch2", 12.8),
+                                                   ("gpu_memcpy", "Memcpy DtoH", 2)]),
+            kernels_row("cluster", 512, 500, [("kernel", "lenet_cluster", 180), ("gpu_memcpy", "Memcpy HtoD", 60)])]
+    runs = [{"study": "kernels", "machine": "m", "rows": rows}]
+    lines = gpu_floor_section.target_lines(pd.DataFrame(), runs, "m")
+    host = next(x for x in lines if "from a host array" in x)
+    assert "≥ 8 M images/s: 8 M images/s (kernels trace, host time, cuda/batch2), met." in host
+    device = next(x for x in lines if "input on the device" in x)
+    assert "40 M images/s (kernels trace, the kernel's own time, lenet_batch2 (cuda/batch2_device)), " \
+           "missed (1.2x short)." in device
+    rows[1]["ops"][1]["ns_per_call"] = 10_000.0
+    assert "51.2 M images/s" in next(x for x in gpu_floor_section.target_lines(pd.DataFrame(), runs, "m")
+                                     if "on the device" in x)
+    rows[1]["ops"][1]["ns_per_call"] = float("nan")
+    with pytest.raises(ValueError, match=r"kernels row cuda/batch2_device \(batch 512\): lenet_batch2 "
+                                         r"must be a finite positive number, found nan"):
+        gpu_floor_section.target_lines(pd.DataFrame(), runs, "m")

@@ -353,7 +353,8 @@ def test_levels_restrict_verify_verify_train_kernels_and_labs_in_plan_order(tmp_
     assert kernels == [t for t in targets_of(every["kernels"], "kernels") if t.split("/")[0] in ("cuda", "cudnn")]
     assert kernels[0] == "cuda/layers" and "torch/eager" not in kernels
     assert targets_of(some["kernels-512"], "kernels") == ["cuda/graph", "cuda/cluster", "cuda/mapped", "cuda/batch",
-                                                                "cudnn/graph", "cudnn/frontend"]
+                                                                "cuda/batch2", "cuda/batch2_device", "cudnn/graph",
+                                                                "cudnn/frontend"]
     assert targets_of(some["labs"], "--labs") == ["cuda", "cudnn"]
     for name in ("doctor", "explain", "pytest-gpu", "study-api_levels"):  # untouched by --levels
         assert some[name] == every[name]

@@ -40,11 +40,14 @@ STUDIES = ("api_levels", "overhead", "backends", "batch_sweep", "precision")
 EXPLAIN = "keras_jax/predict,keras_torch/predict,jax/eager,torch/eager"
 # every GPU variant of `overhead`, and Keras'
 KERNELS = ("cuda/layers,cuda/fused,cuda/graph,cuda/cluster,cuda/mapped,cuda/persistent,cuda/resident,"
-           "cuda/batch,"
+           "cuda/batch,cuda/batch2,cuda/batch2_device,"
            "cudnn/naive,cudnn/tuned,cudnn/graph,cudnn/frontend,torch/eager,torch/compile,torch/cudagraph,jax/jit,jax/eager,keras_jax/predict,keras_torch/predict")
 STAGES_TARGET = "cuda/cluster"  # kernel-stages stamps the cluster kernel inside the level's cluster call
 # batch 512: how much of a call is the copy of the images (1.6 MB in float32): targets, images, calls
-KERNELS_BATCH = ("cuda/graph,cuda/cluster,cuda/mapped,cuda/batch,cudnn/graph,cudnn/frontend", 512, 50)
+# batch2: the caller's array registered, read across the bus; batch2_device: copied in, its kernel's time
+# the device-resident throughput (gpu_floor_section's batch targets)
+KERNELS_BATCH = ("cuda/graph,cuda/cluster,cuda/mapped,cuda/batch,cuda/batch2,cuda/batch2_device,cudnn/graph,"
+                 "cudnn/frontend", 512, 50)
 
 # api_levels times each cell in 3 fresh processes: on the H100 one process's set-up of every GPU level
 # took 63 s of its 81 s (2026-11-27), so three take about 200 s before their calls
@@ -150,7 +153,7 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True,
         targets = of_levels(targets, levels)
         big = ["-m", "harness", "kernels", targets, "--batch", str(batch), "--calls", str(calls),
                "--out", str(res)]
-        todo.append(limited(python_step(f"kernels-{batch}", big, 120), targets, levels))
+        todo.append(limited(python_step(f"kernels-{batch}", big, 170), targets, levels))  # 7 processes
         stamps = ["-m", "harness", "kernel-stages", "--calls", "200", "--dtypes", "float32,float64",
                   "--out", str(res)]
         stamped = of_levels(STAGES_TARGET, levels)

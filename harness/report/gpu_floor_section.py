@@ -61,7 +61,7 @@ def floor_row(runs: Sequence[dict], machine: str) -> dict | None:
 def positive(value: object, what: str) -> float:
     """A probe's number: finite and positive, else the row is broken (never clipped)."""
     if not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
-        raise ValueError(f"gpu_floor row: {what} must be a finite positive number, found {value!r}")
+        raise ValueError(f"{what} must be a finite positive number, found {value!r}")
     return float(value)
 
 
@@ -69,30 +69,31 @@ def floors(row: dict) -> dict[str, Floor]:
     """Each target's floor from the probes (those the row has)."""
     p = row["probes"]
     out: dict[str, Floor] = {}
-    sm = positive(p["fma_one_sm"]["per_s"], "fma_one_sm") if "fma_one_sm" in p else None
-    every = positive(p["fma_all"]["per_s"], "fma_all") if "fma_all" in p else None
+    sm = positive(p["fma_one_sm"]["per_s"], "gpu_floor row: fma_one_sm") if "fma_one_sm" in p else None
+    every = positive(p["fma_all"]["per_s"], "gpu_floor row: fma_all") if "fma_all" in p else None
     arithmetic_cluster = MACS / (CLUSTER_SMS * sm) * 1e9 if sm else None
     if "bus_round_trip" in p and every:
-        rtt = positive(p["bus_round_trip"]["median_ns"], "bus_round_trip")
+        rtt = positive(p["bus_round_trip"]["median_ns"], "gpu_floor row: bus_round_trip")
         out["call"] = Floor(rtt + MACS / every * 1e9, "one bus round trip from Python (host store, a "
                             "resident kernel's load and store, host load) + the arithmetic at every SM's "
                             "peak")
     if arithmetic_cluster is not None:
-        barrier = (positive(p["cluster_barrier"]["median_ns"], "cluster_barrier")
+        barrier = (positive(p["cluster_barrier"]["median_ns"], "gpu_floor row: cluster_barrier")
                    if "cluster_barrier" in p else 0.0)
         out["kernel"] = Floor(arithmetic_cluster + CLUSTER_BARRIERS * barrier,
                               f"the arithmetic on {CLUSTER_SMS} SMs at one SM's measured peak"
                               + (f" + {CLUSTER_BARRIERS} cluster barriers" if barrier else ""))
         out["resident"] = Floor(out["kernel"].value, out["kernel"].how)
     if "h2d_1.6MB" in p:
-        copy_rate = positive(p["h2d_1.6MB"]["bytes_per_s"], "h2d_1.6MB") / gpu_floor.IMAGE_BYTES
+        copy_bytes = positive(p["h2d_1.6MB"]["bytes_per_s"], "gpu_floor row: h2d_1.6MB")
+        copy_rate = copy_bytes / gpu_floor.IMAGE_BYTES
         out["batch_host"] = Floor(copy_rate, "the pinned host-to-device copy's rate at 1.6 MB, in images",
                                   True)
     if every:
         out["batch_device"] = Floor(every / MACS, "every SM's multiply-add peak over one image's "
                                     f"{MACS:,} multiply-adds", True)
     if "empty_graph" in p:
-        graph = positive(p["empty_graph"]["median_ns"], "empty_graph")
+        graph = positive(p["empty_graph"]["median_ns"], "gpu_floor row: empty_graph")
         out["library"] = Floor(graph + (MACS / every * 1e9 if every else 0.0),
                                "an empty CUDA graph's launch and wait + the arithmetic at every SM's peak")
     return out
@@ -130,8 +131,15 @@ def batch_rates(rows: list[dict], machine: str) -> tuple[tuple[float, str] | Non
     whose call copies the images in first: its kernel's own time is the device-resident rate)."""
     hand = [r for r in rows if r["machine"] == machine and r["implementation"] == "cuda"
             and r.get("batch", 1) == BATCH]
-    host = [(BATCH * 1e9 / r["host_ns_per_call"], f"{r['implementation']}/{r['variant']}") for r in hand]
-    device = [(BATCH * 1e9 / op["ns_per_call"], f"{op['name']} ({r['implementation']}/{r['variant']})")
+
+    def ns(r: dict, what: str, value: object) -> float:
+        return positive(value, f"kernels row {r['implementation']}/{r['variant']} (batch {BATCH}): {what}")
+
+    def label(r: dict) -> str:
+        return f"{r['implementation']}/{r['variant']}"
+
+    host = [(BATCH * 1e9 / ns(r, "host_ns_per_call", r["host_ns_per_call"]), label(r)) for r in hand]
+    device = [(BATCH * 1e9 / ns(r, op["name"], op["ns_per_call"]), f"{op['name']} ({label(r)})")
               for r in hand if gpu_section.copy_share(r)[0] > 0
               for op in [gpu_section.own_kernel(r)] if op is not None]
     return (max(host) if host else None), (max(device) if device else None)

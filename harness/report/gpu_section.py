@@ -13,7 +13,7 @@ from harness.report.tables import fmt_ratio, ms, table
 
 # the hand-written rung's calls (the targets they are judged by: gpu_floor_section, issue 73's)
 HAND_WRITTEN = ("cuda/resident", "cuda/persistent", "cuda/mapped", "cuda/cluster", "cuda/graph", "cuda/fused",
-                "cuda/batch")
+                "cuda/batch", "cuda/batch2", "cuda/batch2_device")
 BATCH = 512  # at this batch: where a large call's time goes
 # the GPU's candidates for the fastest measured implementation
 FLOORS = (*HAND_WRITTEN[:5], "cudnn/graph", "cudnn/frontend")

@@ -8,6 +8,8 @@ leaves the level's measured sources as they were).
 from dataclasses import dataclass, replace
 
 from lenet_cuda.kernels import (
+    BATCH2_IMAGES,
+    BATCH2_THREADS,
     BATCH_IMAGES,
     BATCH_THREADS,
     CLUSTER,
@@ -94,6 +96,15 @@ def work() -> list[Work]:
         Stage("conv2+pool", 240_000, 400, 4 * 150, 150, 0),  # a window x 1 channel: 4 accumulators
         batch_dense_stage("fc1", 400, 120, 4, g), batch_dense_stage("fc2", 120, 84, 5, g),
         batch_dense_stage("fc3", 84, 10, 12, g)))
+    g2, bt2 = BATCH2_IMAGES, BATCH2_THREADS
+    # lenet_batch2, per image (float): both of its block's images at once; conv1's 784 items over
+    # 512 threads (the busiest thread does two), conv2's 400 threads each both images' window
+    batch2 = Work("lenet_batch2", ("batch2", "batch2_device"), 1, bt2, (
+        Stage("stage in", 0, bt2, 0, 0, 784 + ceil_div(156 + 2416, g2)),
+        Stage("conv1+pool", 117_600, 392, ceil_div(g2 * 392, bt2) * 3 * 4 * 25 // g2, 25, 0),
+        Stage("conv2+pool", 240_000, 400, 4 * 150, 150, 0),  # per image: 4 accumulators of 150
+        batch_dense_stage("fc1", 400, 120, 4, g2), batch_dense_stage("fc2", 120, 84, 5, g2),
+        batch_dense_stage("fc3", 84, 10, 12, g2)))
     layers = []
     names = ("conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "fc3", "softmax")  # layer_launches' order
     for name, launch in zip(names, layer_launches(1), strict=True):
@@ -109,4 +120,4 @@ def work() -> list[Work]:
         else:
             stage = Stage("softmax", 0, launch.threads, 0, 0, a[3])
         layers.append(Work(launch.kernel, ("layers",), launch.grid, launch.block, (stage,), name))
-    return [fused, cluster, persistent, resident, batch, *layers]
+    return [fused, cluster, persistent, resident, batch, batch2, *layers]

@@ -1,0 +1,244 @@
+// LeNet-5 for throughput, several images at once per SM (batch.cu's successor, kept beside it so
+// one GPU run compares both). Block b computes images LENET_BATCH2_IMAGES b .. + 1 (the last block's
+// missing image masked: read as zeros, never written), a batch of N a grid of ceil(N / 2) blocks of
+// LENET_BATCH2_THREADS threads. At N = 512 that is 256 blocks: two on each of an H100's 132 SMs.
+//
+// What batch.cu left on the table (issue 73: ~13% of the SMs' FMA peak): one block an SM running its
+// 4 images one after another, 16 warps an SM, conv1 and conv2 each a barrier-bounded pass of 392 or
+// 400 threads. Here, in float:
+//   - both of a block's images are computed at once (img and p1 hold two images; conv1's 784 work
+//     items over 512 threads; conv2's 400 threads each compute their (window, channel) for both
+//     images, so a weight loaded from shared memory feeds 8 multiply-adds, not 4);
+//   - __launch_bounds__(512, 2): two blocks an SM (32 warps), the registers capped at 64 a thread;
+//     conv1 and conv2 hold one patch row (6 values an image) at a time, not the 6x6 patch, to fit
+//     (no spills on sm_80 or sm_90);
+//   - fc1's weights are read once per 2 images (batch.cu: per 4), the price of twice the blocks.
+// In double the shared arrays for two images at once pass the 48 KiB static limit, so double runs
+// the two images one after another (CONCURRENT 1) in one block an SM; it is here for agreement.
+//
+// Stages per round of CONCURRENT images (the block's images, float: one round):
+//   stage 0  the round's pixels into registers (PIX a thread), the conv weights into shared memory
+//   stage 1  conv1 (5x5, 1 -> 6, padding 2) + bias + ReLU + 2x2 pool -> p1 (14, 14, 6) per image:
+//            work item (image, pool window, 3 channels), 12 accumulators, one patch row in registers at a time
+//   stage 2  conv2 (5x5, 6 -> 16) + bias + ReLU + pool -> p2[:, g]: thread t < 400 the window t / 16,
+//            channel t % 16, of every image of the round (4 accumulators an image), sums in batch.cu's
+//            order (channel by channel, then dy, dx)
+//   stage 3  fc1, fc2, fc3 for both images at once (batch.cu's dense_batch with G = 2), softmax
+// Layouts as batch.cu's (the weights file's own). Static shared memory (elements): conv weights and
+// biases 2572, p2 400 x 2, work CONCURRENT x 1960: 10,688 bytes + 15,680 = 29,168 in float (two blocks:
+// 58 KB of an SM's 228 KB), 42,656 in double.
+
+#define LENET_BATCH2_IMAGES 2
+#define LENET_BATCH2_THREADS 512
+
+template <typename T>
+__device__ __forceinline__ T batch2_relu(T v) { return v > T(0) ? v : T(0); }
+template <typename T>
+__device__ __forceinline__ T batch2_max(T a, T b) { return a > b ? a : b; }
+__device__ __forceinline__ float batch2_exp(float v) { return expf(v); }
+__device__ __forceinline__ double batch2_exp(double v) { return exp(v); }
+
+// Images whose convolutions run at once, and blocks an SM (__launch_bounds__): see above.
+template <typename T> struct Batch2Shape {
+    static constexpr int CONCURRENT = sizeof(T) == 4 ? 2 : 1;
+    static constexpr int BLOCKS_PER_SM = sizeof(T) == 4 ? 2 : 1;
+};
+
+// batch.cu's dense_batch for G images: out (OUT, G) = act(in (IN, G) @ w (IN, OUT) + b), PARTS
+// threads an output each summing a strided share of the inputs, then the parts and the bias.
+template <typename T, int IN, int OUT, int PARTS>
+__device__ __forceinline__ void dense_batch2(const T* in, const T* __restrict__ w, const T* __restrict__ b,
+                                             T* out, T* partial, bool relu_on) {
+    constexpr int G = LENET_BATCH2_IMAGES;
+    static_assert(IN % PARTS == 0, "every part sums the same number of inputs");
+    static_assert(PARTS * OUT <= LENET_BATCH2_THREADS, "one thread a (part, output)");
+    const int t = threadIdx.x;
+    if (t < PARTS * OUT) {
+        const int j = t % OUT, part = t / OUT;
+        T acc[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) acc[g] = T(0);
+#pragma unroll 10
+        for (int m = 0; m < IN / PARTS; ++m) {
+            const int f = part + m * PARTS;
+            const T wf = w[f * OUT + j];  // one weight (coalesced over outputs), every image
+#pragma unroll
+            for (int g = 0; g < G; ++g) acc[g] += in[f * G + g] * wf;
+        }
+#pragma unroll
+        for (int g = 0; g < G; ++g) partial[(part * OUT + j) * G + g] = acc[g];
+    }
+    __syncthreads();
+    if (t < OUT * G) {
+        const int j = t / G, g = t % G;
+        T acc = T(0);
+#pragma unroll
+        for (int p = 0; p < PARTS; ++p) acc += partial[(p * OUT + j) * G + g];
+        acc += b[j];
+        out[j * G + g] = relu_on ? batch2_relu(acc) : acc;
+    }
+    __syncthreads();
+}
+
+// x (N, 28, 28, 1) -> probabilities (N, 10); the weights in Keras layouts.
+template <typename T>
+__global__ void __launch_bounds__(LENET_BATCH2_THREADS, Batch2Shape<T>::BLOCKS_PER_SM)
+lenet_batch2(const T* __restrict__ x,
+             const T* __restrict__ conv1_w, const T* __restrict__ conv1_b,  // (5, 5, 1, 6), (6)
+             const T* __restrict__ conv2_w, const T* __restrict__ conv2_b,  // (5, 5, 6, 16), (16)
+             const T* __restrict__ fc1_w, const T* __restrict__ fc1_b,      // (400, 120), (120)
+             const T* __restrict__ fc2_w, const T* __restrict__ fc2_b,      // (120, 84), (84)
+             const T* __restrict__ fc3_w, const T* __restrict__ fc3_b,      // (84, 10), (10)
+             T* __restrict__ probs, int n) {                                // (N, 10)
+    constexpr int G = LENET_BATCH2_IMAGES, NT = LENET_BATCH2_THREADS;
+    constexpr int C = Batch2Shape<T>::CONCURRENT;
+    constexpr int PIX = (C * 784 + NT - 1) / NT;  // pixels a thread stages a round
+    __shared__ T s_conv1_w[5 * 5 * 6];
+    __shared__ T s_conv1_b[6];
+    __shared__ T s_conv2_w[5 * 5 * 6 * 16];
+    __shared__ T s_conv2_b[16];
+    __shared__ T p2[400 * G];                     // pool2 (400, G), image fastest; then h1, h2, logits
+    __shared__ T work[C * (784 + 1176)];          // img (C, 784) + p1 (C, 1176); then partial sums
+    T* img = work;
+    T* p1 = work + C * 784;
+    T* h1 = p2;
+    T* h2 = p2 + 120 * G;
+    T* logits = h2 + 84 * G;
+    const int t = threadIdx.x;
+    const long first = (long)blockIdx.x * G;
+    const int count = n - first < G ? int(n - first) : G;  // the block's images (the last: fewer)
+
+    // stage 0: the first round's pixels (an image past count reads as zeros), then the weights
+    T pix[PIX];
+    {
+        const int valid = (count < C ? count : C) * 784;
+#pragma unroll
+        for (int j = 0; j < PIX; ++j) {
+            const int i = t + j * NT;
+            pix[j] = i < valid ? x[first * 784 + i] : T(0);
+        }
+    }
+    for (int i = t; i < 5 * 5 * 6 * 16; i += NT) s_conv2_w[i] = conv2_w[i];
+    if (t < 150) s_conv1_w[t] = conv1_w[t];
+    if (t < 6) s_conv1_b[t] = conv1_b[t];
+    if (t < 16) s_conv2_b[t] = conv2_b[t];
+    for (int i = t; i < 400 * G; i += NT)
+        if (i % G >= count) p2[i] = T(0);         // a missing image's inputs to fc1: zeros
+
+    for (int g0 = 0; g0 < count; g0 += C) {       // float: one round (C = G); count is every thread's
+#pragma unroll
+        for (int j = 0; j < PIX; ++j) {
+            const int i = t + j * NT;
+            if (i < C * 784) img[i] = pix[j];
+        }
+        __syncthreads();                          // img whole; every thread past the last round's conv2
+        if (C < G && g0 + C < count) {            // double: the next round's loads, in flight meanwhile
+            const int rest = count - g0 - C, valid = (rest < C ? rest : C) * 784;
+            const T* next = x + (first + g0 + C) * 784;
+#pragma unroll
+            for (int j = 0; j < PIX; ++j) {
+                const int i = t + j * NT;
+                pix[j] = i < valid ? next[i] : T(0);
+            }
+        }
+
+        // stage 1: conv1 + bias + ReLU + pool; item (image ci, window, channels k0 .. k0 + 2)
+        for (int item = t; item < C * 392; item += NT) {
+            const int ci = item / 392, r = item % 392;
+            const int win = r / 2, k0 = 3 * (r % 2), py = win / 14, px = win % 14;
+            const T* im = img + ci * 784;
+            T acc[3][4];                          // channel k0 + k, window position (ay, ax)
+#pragma unroll
+            for (int k = 0; k < 3; ++k)
+#pragma unroll
+                for (int a = 0; a < 4; ++a) acc[k][a] = T(0);
+#pragma unroll
+            for (int rr = 0; rr < 6; ++rr) {      // img row 2py-2+rr feeds output row ay with dy = rr - ay
+                const int iy = 2 * py - 2 + rr;
+                T row[6];                         // cols 2px-2 .. 2px+3, zero outside the image
+#pragma unroll
+                for (int c = 0; c < 6; ++c) {
+                    const int ix = 2 * px - 2 + c;
+                    row[c] = iy >= 0 && iy < 28 && ix >= 0 && ix < 28 ? im[iy * 28 + ix] : T(0);
+                }
+#pragma unroll
+                for (int ay = 0; ay < 2; ++ay) {
+                    const int dy = rr - ay;
+                    if (dy < 0 || dy > 4) continue;
+#pragma unroll
+                    for (int dx = 0; dx < 5; ++dx)
+#pragma unroll
+                        for (int k = 0; k < 3; ++k) {
+                            const T w = s_conv1_w[(dy * 5 + dx) * 6 + k0 + k];
+#pragma unroll
+                            for (int ax = 0; ax < 2; ++ax) acc[k][ay * 2 + ax] += row[dx + ax] * w;
+                        }
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < 3; ++k)
+                p1[ci * 1176 + win * 6 + k0 + k] =
+                    batch2_relu(batch2_max(batch2_max(acc[k][0], acc[k][1]),
+                                           batch2_max(acc[k][2], acc[k][3])) + s_conv1_b[k0 + k]);
+        }
+        __syncthreads();                          // p1 whole, every image of the round
+
+        // stage 2: conv2 + bias + ReLU + pool; thread t < 400: window t / 16, channel t % 16, every
+        // image of the round; one row of each image's 6x6 patch in registers at a time
+        if (t < 400) {
+            const int k = t % 16, win = t / 16, py = win / 5, px = win % 5;
+            T acc[C][4];                          // image ci's window outputs (ay, ax)
+#pragma unroll
+            for (int ci = 0; ci < C; ++ci)
+#pragma unroll
+                for (int a = 0; a < 4; ++a) acc[ci][a] = T(0);
+#pragma unroll 1
+            for (int c = 0; c < 6; ++c) {
+#pragma unroll
+                for (int r = 0; r < 6; ++r) {     // patch row r feeds output row ay with dy = r - ay
+                    T row[C][6];
+#pragma unroll
+                    for (int ci = 0; ci < C; ++ci)
+#pragma unroll
+                        for (int q = 0; q < 6; ++q)
+                            row[ci][q] = p1[ci * 1176 + ((2 * py + r) * 14 + 2 * px + q) * 6 + c];
+#pragma unroll
+                    for (int ay = 0; ay < 2; ++ay) {
+                        const int dy = r - ay;
+                        if (dy < 0 || dy > 4) continue;
+#pragma unroll
+                        for (int dx = 0; dx < 5; ++dx) {
+                            const T w = s_conv2_w[((dy * 5 + dx) * 6 + c) * 16 + k];  // conv2_w[dy, dx, c, k]
+#pragma unroll
+                            for (int ci = 0; ci < C; ++ci)
+#pragma unroll
+                                for (int ax = 0; ax < 2; ++ax) acc[ci][ay * 2 + ax] += row[ci][dx + ax] * w;
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int ci = 0; ci < C; ++ci)
+                if (g0 + ci < count)
+                    p2[((py * 5 + px) * 16 + k) * G + g0 + ci] =
+                        batch2_relu(batch2_max(batch2_max(acc[ci][0], acc[ci][1]),
+                                               batch2_max(acc[ci][2], acc[ci][3])) + s_conv2_b[k]);
+        }
+    }
+    __syncthreads();                              // p2 whole (missing images: zeros)
+
+    dense_batch2<T, 400, 120, 4>(p2, fc1_w, fc1_b, h1, work, true);     // fc1 + ReLU -> h1 (120, G)
+    dense_batch2<T, 120, 84, 5>(h1, fc2_w, fc2_b, h2, work, true);      // fc2 + ReLU -> h2 (84, G)
+    dense_batch2<T, 84, 10, 12>(h2, fc3_w, fc3_b, logits, work, false); // fc3 -> logits (10, G)
+
+    if (t < 10 * G) {  // softmax over image g's 10 logits, max subtracted; thread (g, class j)
+        const int g = t / 10, j = t % 10;
+        if (g < count) {
+            T top = logits[g];
+            for (int i = 1; i < 10; ++i) top = batch2_max(top, logits[i * G + g]);
+            T sum = T(0);
+            for (int i = 0; i < 10; ++i) sum += batch2_exp(logits[i * G + g] - top);
+            probs[(first + g) * 10 + j] = batch2_exp(logits[j * G + g] - top) / sum;
+        }
+    }
+}
