@@ -43,11 +43,14 @@ run-all: $(STAMP)  ## verify, every study, explain, crosscheck, LOC, figures, re
 	echo "run-all finished in $$(( $$(date +%s) - start )) s"
 
 # The cuDNN wheel (no deps: its libraries need only libz) lets the cuDNN level's descriptor
-# tests use the real libcudnn without a GPU. Best effort: without it they skip, saying why.
+# tests use the real libcudnn without a GPU; the frontend's wheel (no deps: its CuTe DSL is not
+# needed) builds cudnn/frontend's graphs in the tests. Best effort: without it they skip, saying why.
 CUDNN_STAMP := $(VENV)/.cudnn-wheel
 $(CUDNN_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet --no-deps 'nvidia-cudnn-cu12>=9,<10' || \
 	  echo "cuDNN wheel not installed: the descriptor tests will be skipped"
+	$(BIN)/pip install --quiet --no-deps 'nvidia-cudnn-frontend==1.32.0' || \
+	  echo "cuDNN frontend wheel not installed: the cudnn/frontend graph tests will be skipped"
 	touch $@
 
 # The suite in TEST_WORKERS processes (pytest-xdist): most tests wait on subprocesses that use one

@@ -24,6 +24,11 @@ import numpy as np
 
 from harness.registry import ImplSpec
 
+# A file of pids, one a line, set by the harness's runner for its workers: its own processes on the
+# GPU, which wait their turn (cells run one at a time), so a level's manners towards other processes
+# (cuda/resident's) leave them out. Unset outside a run.
+GPU_PEERS_ENV = "LENET_GPU_PEERS_FILE"
+
 
 def check_choice(spec: ImplSpec, device: str, variant_field: str, variant: str,
                  variants: tuple[str, ...], dtype: str) -> None:

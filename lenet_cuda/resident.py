@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.base import GPU_PEERS_ENV
 from lenet_cuda import kernels
 
 HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped
@@ -225,7 +226,20 @@ def other_gpu_processes(bus_id: str) -> list[int] | None:
         pids = [int(p.pid) for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)]
     except Exception:
         return None
-    return others_than_me(pids, os.getpid())
+    peers = run_peers()  # the harness's runner's other workers wait their turn: not strangers
+    return others_than_me([p for p in pids if p not in peers], os.getpid())
+
+
+def run_peers() -> set[int]:
+    """The pids the harness's runner lists as its own workers (base.GPU_PEERS_ENV); none outside a run."""
+    path = os.environ.get(GPU_PEERS_ENV)
+    if not path:
+        return set()
+    try:
+        with open(path) as f:
+            return {int(word) for word in f.read().split() if word.isdigit()}
+    except OSError:
+        return set()
 
 
 def others_than_me(pids: list[int], me: int) -> list[int]:

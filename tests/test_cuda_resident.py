@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_WEIGHTS, registry
+from harness.base import GPU_PEERS_ENV
 from harness.data import mnist
 from harness.errors import HarnessError
 from harness.lab.judge import assignment
@@ -186,7 +187,7 @@ def test_nvml_is_asked_at_most_every_nvml_every_s(monkeypatch, emulator, sample)
     impl.close()
 
 
-def test_other_gpu_processes_leaves_this_process_out(monkeypatch):
+def test_other_gpu_processes_leaves_this_process_out(monkeypatch, tmp_path):
     calls = []
 
     def processes(handle):
@@ -203,6 +204,16 @@ def test_other_gpu_processes_leaves_this_process_out(monkeypatch):
     monkeypatch.setattr(resident.os, "getpid", lambda: 9)  # another pid namespace: one of them is ours
     assert resident.other_gpu_processes("") == [222, 333] and calls[-1] == ("index", 0)
     assert resident.others_than_me([], 9) == [] and resident.others_than_me([9], 9) == []
+    # the harness's runner lists its own workers (they wait their turn): not strangers
+    peers = tmp_path / "peers"
+    peers.write_text("111\n333\n")
+    monkeypatch.setenv(GPU_PEERS_ENV, str(peers))
+    monkeypatch.setattr(resident.os, "getpid", lambda: 222)
+    assert resident.other_gpu_processes("0000:01:00.0") == []
+    peers.write_text("111\n")
+    assert resident.other_gpu_processes("0000:01:00.0") == [333]
+    peers.unlink()  # the run ended: every other process is a stranger again
+    assert resident.other_gpu_processes("0000:01:00.0") == [111, 333]
 
     def refuses(handle):
         raise RuntimeError("NVML_ERROR_NO_PERMISSION")

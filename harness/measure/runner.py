@@ -22,11 +22,13 @@ env.json records the machine and, under `provenance`, the commit and each level'
 
 import json
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, registry
+from harness.base import GPU_PEERS_ENV
 from harness.errors import Failure
 from harness.machine import env, gpu, load, procenv, provenance
 from harness.machine.gpulock import GpuLock
@@ -37,6 +39,10 @@ from harness.measure.progress import Progress
 from harness.measure.study import Cell, Study, capped_calls, chunk_sizes
 from harness.measure.workerproc import WorkerProcess
 
+
+def gpu_peers_path() -> Path:
+    """Where this runner lists its workers' pids (outside the run folder: not a result)."""
+    return Path(tempfile.gettempdir()) / f"lenet-gpu-peers-{os.getpid()}"
 
 class Runner:
     def __init__(self, study: Study, run_dir: Path, writer: results.RowWriter,
@@ -124,7 +130,8 @@ class Runner:
             threads = cell.threads if cell.threads is not None else m.threads
             settings = procenv.settings(threads, m.inter_op_threads, cell.device)
             # the implementation's own variables (KERAS_BACKEND, XLA_FLAGS) win over the caller's
-            worker_env = {**os.environ, **settings, **registry.process_env(cell.implementation)}
+            worker_env = {**os.environ, **settings, **registry.process_env(cell.implementation),
+                          GPU_PEERS_ENV: str(gpu_peers_path())}
             log = self.run_dir / "workers.log"
             self.workers[key] = WorkerProcess(f"{cell.group} (process {self.process})", worker_env, log)
         return self.workers[key]
@@ -147,11 +154,19 @@ class Runner:
             return None
         return reply
 
+    def write_gpu_peers(self) -> None:
+        """This run's workers' pids, for the levels' manners on a shared GPU (base.GPU_PEERS_ENV)."""
+        path = gpu_peers_path()
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text("".join(f"{pid}\n" for pid in self.own_pids()))
+        temporary.replace(path)
+
     def own_pids(self) -> list[int]:
         """This run's workers: their GPU memory is ours, not another user's."""
         return [w.pid for w in self.workers.values() if w.pid]
 
     def ask_on_gpu(self, state: CellState, worker: WorkerProcess, message: dict, timeout: float) -> dict:
+        self.write_gpu_peers()
         reply = self.gpu_watch.request(worker, message, timeout)
         if reply["contended"] and reply["contended"] not in state.contended:
             state.contended.append(reply["contended"])
