@@ -1,8 +1,9 @@
 """Result files -> tables for the figures and the report. Pure functions of the files in
 reports/results/ (no framework imported): the same files always give the same report.
 
-Runs of one study from several machines are combined; each machine is labelled by its
-environment (host, CPU or GPU). For a study on a machine, the newest run is used.
+Runs of one study from several machines are combined; each machine is keyed by its host
+fingerprint and named so a reader tells it apart (harness.report.hosts). For a study on a machine,
+the newest run is used.
 """
 
 import json
@@ -16,16 +17,12 @@ from harness import DEFAULT_RESULTS
 from harness.errors import HarnessError
 from harness.machine import provenance
 from harness.measure import floor, results, stats
-
-
-def machine_label(env: dict) -> str:
-    gpus = env.get("gpus") or []
-    hw = gpus[0]["name"] if gpus else f"{env.get('cpu', '?')} ({env.get('cpus_usable', '?')} cores)"
-    return f"{env.get('hostname', '?')}: {hw}"
+from harness.report import hosts
 
 
 def load_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
-    """Every run folder: its study, id, environment and rows."""
+    """Every run folder: its study, id, environment, rows and machine (hosts.assign: its `host_key`
+    and `machine`, the machine's name in the report)."""
     runs = []
     for rows_path in sorted(Path(root).glob("*/*/" + results.ROWS)):
         run_dir = rows_path.parent
@@ -33,9 +30,9 @@ def load_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
         env = json.loads(env_path.read_text()) if env_path.is_file() else {}
         rows = results.read_rows(rows_path)
         runs.append({"study": run_dir.parent.name, "run_id": run_dir.name, "dir": run_dir,
-                     "env": env, "machine": machine_label(env), "rows": rows,
+                     "env": env, "rows": rows,
                      "started": min((r["time"] for r in rows), default=0.0)})
-    return runs
+    return hosts.assign(runs)
 
 
 PROFILES = ("kernels",)  # studies whose runs each profile some targets: newest per target, not per run
