@@ -175,9 +175,30 @@ def kernel_target(rows: list[dict], machine: str) -> str | None:
             + ". Its static work per thread is under \"The GPU's kernels before a GPU\".")
 
 
-def batch_targets(rows: list[dict], machine: str) -> list[str]:
+def trace_rate(row: dict) -> float:
+    """Images per second of a kernels row: its batch over its host time per call (the mean of its
+    back-to-back calls, unprofiled)."""
+    return row.get("batch", 1) * 1e9 / row["host_ns_per_call"]
+
+
+def two_rates(frame: pd.DataFrame, row: dict) -> str:
+    """The same call's rate in `batch_sweep` beside the trace's, and why the two differ; '' where the
+    sweep did not measure it. The headline and the findings quote the sweep's."""
+    label, batch = f"{row['implementation']}/{row['variant']}", row.get("batch", 1)
+    cell = find(frame, "batch_sweep", label, device="gpu", batch=batch, machine=row["machine"])
+    if cell is None:
+        return ""
+    return (f" `batch_sweep` measured the same call at {cell['images_per_s'] / 1e6:.2f} M images/s, the "
+            "number the headline and the findings quote: the median of its calls interleaved in rounds with "
+            f"the other levels' calls, in {cell['processes']} processes, with an interval; the trace's "
+            f"{trace_rate(row) / 1e6:.2f} M is the mean of {row['calls']} back-to-back calls in one process "
+            "of its own, nothing between them, so the GPU and the host stay warm on this one call.")
+
+
+def batch_targets(rows: list[dict], machine: str, frame: pd.DataFrame | None = None) -> list[str]:
     """At BATCH images a call (kernels rows: one process, no interval): the fastest hand-written
-    call's images per second against BATCH_RATE and against cudnn/graph's, and the copy's share."""
+    call's images per second against BATCH_RATE and against cudnn/graph's, and the copy's share;
+    with frame, the same call's `batch_sweep` rate beside it (two_rates)."""
     hand = [k for k in (kernels_of(rows, lb, machine, BATCH) for lb in HAND_WRITTEN) if k is not None]
     if not hand:
         return []
@@ -187,7 +208,8 @@ def batch_targets(rows: list[dict], machine: str) -> list[str]:
     verdict = "met" if rate >= BATCH_RATE else f"missed ({BATCH_RATE / rate:.1f}x short)"
     out = [f"Target: at batch {BATCH} the fastest hand-written call ≥ {BATCH_RATE / 1e6:g} M images/s "
            f"(`kernels`, {best['calls']} calls in one process, host time without the profiler; no interval): "
-           f"{label} {rate / 1e6:.2f} M images/s ({us(best['host_ns_per_call'])} a call), {verdict}."]
+           f"{label} {rate / 1e6:.2f} M images/s ({us(best['host_ns_per_call'])} a call), {verdict}."
+           + (two_rates(frame, best) if frame is not None else "")]
     library = kernels_of(rows, "cudnn/graph", machine, BATCH)
     if library is not None:
         speedup = library["host_ns_per_call"] / best["host_ns_per_call"]
@@ -245,7 +267,7 @@ def target_lines(frame: pd.DataFrame, rows: list[dict], machine: str,
                    f"{HAND_WRITTEN_SPEEDUP:g}x faster than cudnn/graph within rounds: cudnn/graph takes "
                    f"{fmt_ratio(r, 'x')} its time: {verdict}.")
     kernel = kernel_target(rows, machine)
-    out += ([kernel] if kernel else []) + batch_targets(rows, machine)
+    out += ([kernel] if kernel else []) + batch_targets(rows, machine, frame)
     best = {}
     for family, labels in (("cuDNN", CUDNN_VARIANTS), ("PyTorch", TORCH_VARIANTS)):
         cells = [c for c in (find(frame, "overhead", lb, device="gpu", machine=machine) for lb in labels)

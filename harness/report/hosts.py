@@ -54,13 +54,15 @@ def peaks(runs: list[dict]) -> dict[str, tuple[str, float]]:
 
 def base_name(env: dict) -> str:
     """'vm: AMD EPYC, AVX-512, 2 cores'; with a GPU, the GPU first: 'vm: NVIDIA H100 80GB HBM3, Intel
-    Xeon Processor, AVX-512, AMX, 16 cores'. An unfingerprinted run has no instruction sets."""
+    Xeon Processor, AVX-512, AMX, 16 cores'. An unfingerprinted run has no instruction sets, and with
+    a GPU is named by the GPU alone."""
     host = env.get("host") or {}
     cpu = cpu_words(host.get("model_name") or env.get("cpu"))
     cores = host.get("cpus_usable") or env.get("cpus_usable") or "?"
     isa = [isa_words(host.get("isa") or [])] if env.get("fingerprint") else []
-    parts = [cpu, *isa, f"{cores} cores"]
     gpus = [g.get("name", "?") for g in env.get("gpus") or []]
+    # a GPU machine from before the fingerprint is named by its GPU, as it was (its CPU is in the table)
+    parts = [cpu, *isa, f"{cores} cores"] if env.get("fingerprint") or not gpus else []
     return f"{env.get('hostname', '?')}: " + ", ".join(gpus[:1] + parts)
 
 
