@@ -218,8 +218,9 @@ def test_fig3_draws_the_newest_runs_machine_filled_others_as_other_machines_and_
     runs = [run("api_levels", "amd", started=2.0), run("api_levels", "old-intel", started=1.0)]
     latency.fig_latency(data_of(rows, runs), tmp_path / "f3.png")
     ax = drawn.figs[0].axes[0]
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert legend[0].startswith("amd: newest run") and legend[1].startswith("other machine: old-intel, older run")
+    legend = [t.get_text() for t in drawn.figs[0].legends[0].get_texts()]  # one legend under the title
+    assert legend[0].startswith("CPU: amd: newest run")
+    assert legend[1].startswith("CPU: older, another machine: old-intel")
     dots = [c for c in ax.containers]
     filled = {(round(float(c.lines[0].get_xdata()[0]), 6)) for c in dots if c.lines[0].get_markerfacecolor() != "white"}
     hollow = {(round(float(c.lines[0].get_xdata()[0]), 6)) for c in dots if c.lines[0].get_markerfacecolor() == "white"}

@@ -81,12 +81,13 @@ def percent(x: float) -> str:
     return f"{100 * x:+.1f}%"
 
 
-def sentence(machine: str, device: str, drift: Drift) -> str:
+def sentence(machine: str | None, device: str, drift: Drift) -> str:
     """'On vm: ..., a second run of `api_levels` (reproduce run X against Y) moved the CPU's medians
     by -3.3% (the median of 22 cells), 90% of them by at most 9.5%; 6 of 22 fell inside the first
-    run's intervals.'"""
+    run's intervals.' (machine None: without its 'On ...')"""
     held, of = drift.median_inside
-    return (f"on {machine}, a second run (`reproduce` run `{drift.run}` against `{drift.reference_run}`) "
+    where = f"on {machine}, " if machine else ""
+    return (f"{where}a second run (`reproduce` run `{drift.run}` against `{drift.reference_run}`) "
             f"moved the {device.upper()}'s medians by {percent(drift.shift)} (the median of {drift.cells} "
             f"cells), {QUANTILE:.0%} of them by at most {100 * math.expm1(drift.spread):.1f}%"
             + (f"; {held} of {of} fell inside the first run's intervals" if of else ""))

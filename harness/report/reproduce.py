@@ -221,7 +221,7 @@ def section(runs: list[dict]) -> list[str]:
     for run, row in sorted(found, key=lambda item: item[0]["machine"]):
         share_rows = [[words, share_text(*row["shares"][key])] for key, words in CHECKS
                       if key in row["shares"]]  # a row from before a check was added lacks it
-        moves = [drift.sentence(run["machine"], device, moved) for device in ("cpu", "gpu")
+        moves = [drift.sentence(None, device, moved) for device in ("cpu", "gpu")
                  if (moved := drift.measured(row, device)) is not None]
         out += [f"**{run['machine']}**: `{row['study']}` run `{row['run']}` against "
                 f"`{row['reference_run']}`." + (f" The drift: {'; '.join(moves)}." if moves else ""),
