@@ -235,19 +235,30 @@ class ReportData:
     floors: dict = field(default_factory=dict)  # device -> measure.floor.Floor of that run
 
 
+def resolve_machine(machine: str, known: list[str], root: Path) -> str:
+    """MACHINE as given: a machine's full name (hosts.assign's), or a part of exactly one name
+    ('58.3 G', 'Intel Xeon'): names that tell hosts apart are long to type."""
+    if machine in known:
+        return machine
+    hits = [m for m in known if machine.lower() in m.lower()]
+    if len(hits) == 1:
+        return hits[0]
+    why = "names several machines" if hits else "no runs of that machine"
+    raise HarnessError(f"MACHINE {machine!r}: {why} in {root}; machines: {hits or known}")
+
+
 def load_report(root: Path, loc_rows: list[dict], every_run: bool = False,
                 machine: str | None = None) -> ReportData:
     """The report's data from a results folder. every_run: read the cells of every committed run
     into `history` (a second or so more); otherwise `history` is the newest runs' cells. machine:
-    the machine whose runs answer (None: the newest run's)."""
+    the machine whose runs answer (None: the newest run's; resolve_machine: or a part of its name)."""
     if every_run:
         runs, frame, history = load_with_history(root)
     else:
         runs, frame = load(root)
         history = frame
-    if machine is not None and (frame.empty or machine not in set(frame["machine"])):
-        known = sorted(set(frame["machine"])) if not frame.empty else []
-        raise HarnessError(f"MACHINE {machine!r}: no runs of that machine in {root}; machines: {known}")
+    if machine is not None:
+        machine = resolve_machine(machine, sorted(set(frame["machine"])) if not frame.empty else [], root)
     answer = {d: answer_run(frame, d, machine) for d in ("cpu", "gpu")}
     floors = {d: floor.fastest_measured(d, root, run_id=r) for d, r in answer.items() if r is not None}
     return ReportData(runs=runs, frame=frame, loc_rows=loc_rows, history=history,
