@@ -90,8 +90,8 @@ def test_unfingerprinted_runs_keep_what_they_recorded_and_an_arithmetic_peak_nam
                          run("arithmetic", 4, legacy("Linux-6.18.44-fc-v509-x86_64"), [arithmetic_row(129.7e9)]),
                          run("api_levels", 5, legacy("Linux-6.18.44-fc-v669-x86_64"))])
     names = [r["machine"] for r in runs]
-    assert names[0] == names[1] == "vm: AMD EPYC, 2 cores, AVX-512 peak 58.7 G multiply-adds/s (not fingerprinted)"
-    assert names[2] == names[3] == "vm: AMD EPYC, 2 cores, AVX-512 peak 130 G multiply-adds/s (not fingerprinted)"
+    assert names[0] == names[1] == "vm: AMD EPYC, 2 cores, AVX-512, peak 58.7 G MAC/s (not fingerprinted)"
+    assert names[2] == names[3] == "vm: AMD EPYC, 2 cores, AVX-512, peak 130 G MAC/s (not fingerprinted)"
     assert names[4] == "vm: AMD EPYC, 2 cores (not fingerprinted)"
     same = hosts.assign([run("api_levels", 1, legacy("Linux-a")), run("api_levels", 2, legacy("Linux-b"))])
     assert same[0]["machine"] != same[1]["machine"] and "kernel a" in same[0]["machine"]

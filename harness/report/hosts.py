@@ -4,7 +4,7 @@ fingerprint (env.json's `fingerprint`, harness.machine.host): two hosts that sha
 its host name, CPU model name, usable cores, GPUs and kernel are its key, and it is named "not
 fingerprinted"; where an `arithmetic` run of the same key measured the CPU's multiply-add peak, the
 name gives that peak and its instruction set, which tells such hosts apart (the AMD hosts of
-2026-11-25 and 2026-11-27: 58.7 and 129.7 G multiply-adds/s).
+2026-11-25 and 2026-11-27: 58.3 and 130 G multiply-adds/s, "peak 58.3 G MAC/s" in their names).
 
     key(env) -> str                     the machine key of one env.json
     isa_words(isa) -> str               'AVX-512, AMX' from the host's instruction sets
@@ -85,7 +85,8 @@ def names(envs: dict[str, dict], found_peaks: dict[str, tuple[str, float]]) -> d
         name = base_name(env)
         if k.startswith(LEGACY):
             peak = found_peaks.get(k)
-            name += (f", {peak[0].upper().replace('AVX512', 'AVX-512')} peak {peak[1]:.3g} G multiply-adds/s"
+            # MAC: multiply-accumulate, the report's multiply-add; short, as a panel's title carries it
+            name += (f", {peak[0].upper().replace('AVX512', 'AVX-512')}, peak {peak[1]:.3g} G MAC/s"
                      if peak else "") + " (not fingerprinted)"
         out[k] = name
     more = {k: extras(env, found_peaks.get(k)) for k, env in envs.items()}

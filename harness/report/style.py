@@ -122,7 +122,7 @@ MARKERS = "osD^vP*Xh<>"
 
 
 def short_machine(machine: str) -> str:
-    """'vm: AMD EPYC, 2 cores, AVX-512 peak 130 G multiply-adds/s (not fingerprinted)' -> the name without
+    """'vm: AMD EPYC, 2 cores, AVX-512, peak 130 G MAC/s (not fingerprinted)' -> the name without
     its host or its parenthesis: still one name per machine (harness.report.hosts)."""
     return machine.split(": ", 1)[-1].split(" (")[0]
 
