@@ -82,7 +82,7 @@ def test_the_cost_of_making_a_call_is_computed_per_device_and_not_most_of_a_cpu_
 def test_the_committed_runs_first_screen_says_one_thread_and_the_resident_kernels_caveats():
     data = rundata.load_report(rundata.DEFAULT_RESULTS, [])
     assert first_screen.cpu_threads(data.runs, data.answer["cpu"]) == 1
-    assert "one thread on one core" in first_screen.threads_note(1)
+    assert "**The CPU columns are one thread**" in first_screen.threads_note(1)
     persistent = rundata.find(data.frame, "api_levels", "cuda/persistent", device="gpu")
     note = first_screen.resident_note(data.frame, data.runs, persistent)
     assert "keeps one kernel resident" in note and "8 blocks" in note and "launched 2 times in 200 calls" in note

@@ -63,10 +63,10 @@ def intervals_note(machines: dict, drifts: dict) -> str:
 def threads_note(threads: int | None) -> str | None:
     if threads is None:
         return None
-    cores = "one thread on one core" if threads == 1 else f"{threads} threads"
-    return (f"**The CPU columns are {cores}** (the studies' thread rule, OMP, BLAS and TensorFlow threads "
+    words = "one thread" if threads == 1 else f"{threads} threads"
+    return (f"**The CPU columns are {words}** (the studies' thread rule, OMP, BLAS and TensorFlow threads "
             f"{threads} for every level, recorded in each run's env.json): a comparison with the GPU is "
-            f"with {'one core' if threads == 1 else f'{threads} threads'} of the CPU, not the whole chip.")
+            f"with {words} of the CPU{' (one core at a time)' if threads == 1 else ''}, not the whole chip.")
 
 
 def resident_note(frame: pd.DataFrame, runs: list[dict], cell: pd.Series | None) -> str | None:

@@ -113,8 +113,8 @@ def runs_line(data: ReportData, by_device: dict) -> str:
         commit = (f"commit {prov['commit'][:10]}" + (" with local changes" if prov.get("dirty") else "")
                   if prov.get("commit") else "commit not recorded")
         date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(run["started"]))
-        parts.append(f"{device.upper()} columns from `api_levels` run `{run_id}` on {by_device[device]} "
-                     f"({date}, {commit})")
+        parts.append(f"{device.upper()} columns from `api_levels` run `{run_id}` on {by_device[device]}, "
+                     f"{date}, {commit}")
     return "; ".join(parts)
 
 
