@@ -90,7 +90,7 @@ def rounds() -> argparse.ArgumentParser:
 def machine() -> argparse.ArgumentParser:
     return option("--machine", default=None,
                   help="the machine whose runs answer, as the report labels it "
-                       "(e.g. 'vm: AMD EPYC (2 cores)'; "
+                       "(e.g. 'vm: AMD EPYC, AVX-512, 2 cores'; "
                        "default: the newest run's)")
 
 

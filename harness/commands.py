@@ -145,11 +145,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from harness.data import init_weights, weights
     from harness.machine import env
     from harness.measure import results, runner, study
-    from harness.report import reproduce, rundata
+    from harness.report import drift, hosts, reproduce, rundata
 
     name = study.load(args.study).name
-    here = rundata.machine_label({**env.collect_system(), **env.collect_gpus()})
-    first = reproduce.reference(rundata.load_runs(args.results), name, here)
+    identity = env.collect_identity()
+    runs = rundata.load_runs(args.results)
+    here = hosts.name_of(runs, identity) or hosts.base_name(identity)
+    first = reproduce.reference(runs, name, hosts.key(identity))
     if first is None:
         raise HarnessError(f"no run of study {name!r} on this machine ({here}) in {args.results}: "
                            f"run `python -m harness run {args.study}` first, then reproduce it")
@@ -165,14 +167,18 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"interrupted: the second run's rows are kept in {folder}", file=sys.stderr)
         return 130
-    result = reproduce.compare(first["rows"], results.read_rows(run_dir / results.ROWS), plan.baseline)
+    earlier = {device: found for (machine, device), found in drift.of_machines(runs).items()
+               if machine == here}  # the drift an earlier reproduce of this machine measured
+    result = reproduce.compare(first["rows"], results.read_rows(run_dir / results.ROWS), plan.baseline,
+                               earlier)
     for line in reproduce.lines(result):
         print(line)
     (folder / "env.json").write_text((run_dir / "env.json").read_text())
     writer = results.RowWriter(folder, run_id)
     try:
         writer.write({"kind": "reproduce", "study": name, "reference_run": first["run_id"], "run": run_id,
-                      "machine": here, **result})
+                      "machine": here, "fingerprint": identity.get("fingerprint"),
+                      "host_key": hosts.key(identity), **result})
     finally:
         writer.close()
     print(f"results: {folder}")

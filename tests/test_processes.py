@@ -132,7 +132,7 @@ def test_reproduce_reruns_a_study_and_writes_its_shares_as_a_row(tmp_path):
     ref_dir = tmp_path / "res" / "r" / "20000101-000000-ref"
     ref_dir.mkdir(parents=True)
     (ref_dir / "study.toml").write_text(text)
-    (ref_dir / "env.json").write_text(json.dumps({**env.collect_system(), **env.collect_gpus()}))
+    (ref_dir / "env.json").write_text(json.dumps(env.collect_identity()))
     labels = [p for p in range(3) for _ in range(4)]
     near = [[2e6 * f] * 4 for f in np.linspace(0.5, 3.0, 12)]  # an interval from 1 to 6 ms around 2 ms
     far = [[100e6 + 1e5 * i] * 4 for i in range(12)]  # about 100 ms: far from a 2 ms sleep

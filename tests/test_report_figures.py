@@ -106,7 +106,7 @@ def test_fig6_splits_cpu_calls_against_measure_floors_floor(committed, drawn, tm
                                      & (committed.frame["status"] == "ok") & (committed.frame["device"] == "cpu")
                                      & (committed.frame["implementation"] != "null")].sort_values("median_ms")
     for patch, (_, row) in zip(greens, overhead_cells.iterrows(), strict=True):
-        assert patch.get_width() == pytest.approx(100 * min(floors[machine] / row["median_ms"], 1.0))
+        assert patch.get_width() == pytest.approx(100 * floors[machine] / row["median_ms"])  # never clipped
 
 
 def test_fig6_has_one_gpu_measure_the_kernel_trace_and_drops_cpus_without_the_floor():
@@ -114,13 +114,38 @@ def test_fig6_has_one_gpu_measure_the_kernel_trace_and_drops_cpus_without_the_fl
                           cell("overhead", "onednn/tuned", "cpu", "intel", 0.040),  # no floor measured here
                           {**cell("overhead", "torch/eager", "gpu", "h100", 0.36), "device_median_ms": 0.27},
                           {**cell("overhead", "torch/compile", "gpu", "h100", 0.52), "device_median_ms": 0.41}])
-    split = overhead.time_split(cells, {"amd": 0.022}, {("h100", "torch/eager"): 0.033}, "numba/fused")
+    split = overhead.time_split(cells, {"amd": 0.022}, {("h100", "torch/eager", 1): 0.033}, "numba/fused")
     got = {(r["machine"], r["label"]): (base, how) for r, base, how in split}
     assert set(got) == {("amd", "onednn/tuned"), ("h100", "torch/eager"), ("h100", "torch/compile")}
     assert got[("amd", "onednn/tuned")] == (0.022, "numba/fused")
     assert got[("h100", "torch/eager")] == (0.033, overhead.BUSY)  # the trace, not CUDA events' 0.27
     base, how = got[("h100", "torch/compile")]
     assert math.isnan(base) and how == "no kernel trace"  # CUDA events are not mixed in
+
+
+def kernels_row(variant, batch, busy_ns, ops_per_call=1.0):
+    return {"kind": "kernels", "status": "ok", "implementation": "cuda", "variant": variant, "batch": batch,
+            "calls": 200, "host_ns_per_call": 2e5, "gpu_busy_ns_per_call": busy_ns,
+            "device_ops_per_call": ops_per_call, "ops": []}
+
+
+def test_fig6_keys_the_busy_time_by_batch_and_a_resident_kernel_has_no_share_of_a_call():
+    """The batch-512 row must not overwrite batch 1's (it did: six GPU rows drawn 100% busy), a
+    resident kernel's busy time spans calls, and a share over 100% is an error, never clipped."""
+    runs = [{"study": "kernels", "machine": "h100", "rows": [
+        kernels_row("graph", 1, 36_800), kernels_row("graph", 512, 150_000),
+        kernels_row("persistent", 1, 40_867, ops_per_call=0.01)]}]
+    busy = overhead.gpu_busy_ms(runs)
+    assert busy[("h100", "cuda/graph", 1)] == pytest.approx(0.0368)
+    assert busy[("h100", "cuda/graph", 512)] == pytest.approx(0.150)
+    assert math.isnan(busy[("h100", "cuda/persistent", 1)])
+    cells = pd.DataFrame([cell("overhead", "cuda/graph", "gpu", "h100", 0.064),
+                          cell("overhead", "cuda/persistent", "gpu", "h100", 0.018)])
+    got = {r["label"]: (base, how) for r, base, how in overhead.time_split(cells, {}, busy)}
+    assert got["cuda/graph"] == (pytest.approx(0.0368), overhead.BUSY)
+    assert math.isnan(got["cuda/persistent"][0]) and got["cuda/persistent"][1] == overhead.RESIDENT
+    with pytest.raises(ValueError, match="over 100%"):
+        overhead.time_split(cells, {}, {**busy, ("h100", "cuda/graph", 1): 0.070})
 
 
 # Fig. 1 -----------------------------------------------------------------------------------------
@@ -193,8 +218,9 @@ def test_fig3_draws_the_newest_runs_machine_filled_others_as_other_machines_and_
     runs = [run("api_levels", "amd", started=2.0), run("api_levels", "old-intel", started=1.0)]
     latency.fig_latency(data_of(rows, runs), tmp_path / "f3.png")
     ax = drawn.figs[0].axes[0]
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert legend[0].startswith("amd: newest run") and legend[1].startswith("other machine: old-intel, older run")
+    legend = [t.get_text() for t in drawn.figs[0].legends[0].get_texts()]  # one legend under the title
+    assert legend[0].startswith("CPU: amd: newest run")
+    assert legend[1].startswith("CPU: older, another machine: old-intel")
     dots = [c for c in ax.containers]
     filled = {(round(float(c.lines[0].get_xdata()[0]), 6)) for c in dots if c.lines[0].get_markerfacecolor() != "white"}
     hollow = {(round(float(c.lines[0].get_xdata()[0]), 6)) for c in dots if c.lines[0].get_markerfacecolor() == "white"}

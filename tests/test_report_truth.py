@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_RESULTS
+from harness.errors import HarnessError
 from harness.machine import load, provenance
 from harness.measure import floor, stats
 from harness.report import details, explain_section, headline, machine_findings, markdown, quote, rundata
@@ -53,9 +54,14 @@ def test_the_headline_answers_for_the_newest_run_not_the_biggest(results_copy, l
     data = rundata.load_report(results_copy, loc_rows)
     text = markdown.build(data)
     assert data.answer["cpu"] == newest.name
-    assert "run `29990101-000000-new-user-1` on fresh: Test CPU (2 cores)" in text
-    older = rundata.load_report(results_copy, loc_rows, machine="vm: AMD EPYC (2 cores)")
+    assert "run `29990101-000000-new-user-1` on fresh: Test CPU, 2 cores" in text
+    older = rundata.load_report(results_copy, loc_rows, machine="vm: AMD EPYC, 2 cores, AVX-512, peak 130 G "
+                                "MAC/s (not fingerprinted)")
     assert older.answer["cpu"] != newest.name  # MACHINE= names another machine's runs
+    by_part = rundata.load_report(results_copy, loc_rows, machine="130 G")  # a part of one machine's name
+    assert by_part.answer == older.answer
+    with pytest.raises(HarnessError, match="names several machines"):
+        rundata.load_report(results_copy, loc_rows, machine="AMD EPYC")
 
 
 def test_fastest_is_the_minimum_over_the_answering_runs_batch1_cells(results_copy, loc_rows):

@@ -157,6 +157,17 @@ def uses_tensorflow(name: str) -> bool:
     return name in registry.REGISTRY and "tensorflow" in (d for _c, d in registry.spec(name).versions)
 
 
+def host_line(info: dict) -> str:
+    """The host fingerprint (harness.machine.host), the key the report tells machines apart by."""
+    found = info.get("host") or {}
+    isa = " ".join(found.get("isa") or []) or "none of the code-path sets"
+    memory = (found.get("memory_kib") or 0) / 2**20
+    return (f"host fingerprint {info.get('fingerprint')} (the report's machine key): {found.get('vendor')} "
+            f"family {found.get('family')} model {found.get('model')} stepping {found.get('stepping')}; "
+            f"{isa}; L2 {found.get('l2_kib')} KiB, L3 {found.get('l3_kib')} KiB; {memory:.1f} GiB; kernel "
+            f"{found.get('kernel')}; hypervisor {found.get('hypervisor') or 'none'}")
+
+
 def report(weights: str | Path = DEFAULT_WEIGHTS, names: Sequence[str] | None = None,
            out: Callable[[str], object] = print) -> int:
     """The machine, then one row per implementation and device (names: all when None). The
@@ -164,6 +175,7 @@ def report(weights: str | Path = DEFAULT_WEIGHTS, names: Sequence[str] | None = 
     info = env.collect()
     out(f"Python {info['python']} ({info['python_executable']})")
     out(f"CPU: {info['cpu']}, {info['cpus_usable']} usable cores, load average {info['loadavg']}")
+    out(host_line(info))
     out("packages: " + ", ".join(f"{k} {v}" for k, v in sorted(info["packages"].items())))
     gpus = info.get("gpus") or []
     if gpus:

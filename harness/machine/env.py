@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from harness import registry
 from harness.errors import HarnessError
+from harness.machine import host
 
 # The harness's own distributions, then every level's (its spec's `versions`): a new level's are
 # recorded without an edit here.
@@ -113,6 +114,12 @@ def collect_nvrtc() -> dict:
     return {"nvrtc": found}
 
 
+def collect_host() -> dict:
+    """The host's fingerprint fields (harness.machine.host): CPU, instruction sets, caches, cores,
+    memory, kernel, hypervisor."""
+    return {"host": host.collect()}
+
+
 def collect_threads(settings: dict | None = None) -> dict:
     env = settings or os.environ
     return {"threads": {var: env.get(var) for var in THREAD_VARS}}
@@ -120,11 +127,21 @@ def collect_threads(settings: dict | None = None) -> dict:
 
 def collect(thread_settings: dict | None = None) -> dict:
     info: dict = {"collected_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    for collect_part in (collect_system, collect_gpus, collect_cudnn, collect_onednn, collect_nvrtc):
+    for collect_part in (collect_system, collect_host, collect_gpus, collect_cudnn, collect_onednn,
+                         collect_nvrtc):
         try:
             info.update(collect_part())
         except Exception as exc:  # an odd machine must not stop a run
             info[f"{collect_part.__name__}_error"] = f"{type(exc).__name__}: {exc}"
     info["packages"] = collect_packages()
     info.update(collect_threads(thread_settings))
+    info["fingerprint"] = host.fingerprint(info)  # the host and its GPUs: the report's machine key
+    return info
+
+
+def collect_identity() -> dict:
+    """What names this machine in the report (harness.report.hosts): the system, the host's
+    fingerprint fields and the GPUs, without the libraries' probes."""
+    info = {**collect_system(), **collect_host(), **collect_gpus()}
+    info["fingerprint"] = host.fingerprint(info)
     return info

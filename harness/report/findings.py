@@ -9,7 +9,7 @@ import math
 import pandas as pd
 
 from harness import registry
-from harness.report import explain_section, headline, quote
+from harness.report import explain_section, first_screen, gpu_section, headline, quote
 from harness.report.headline import Level
 from harness.report.rundata import find, ratio_ci
 from harness.report.tables import includes_one, inverse, sig3
@@ -20,13 +20,16 @@ OPS = "framework ops"
 BESIDE = ("hand-written", "compiled from Python", "inference engine")  # beside the CPU's raw library
 
 
-with_ci = quote.quoted  # a number as the report quotes it: interval where supported, and its marks
+def with_ci(cell: pd.Series) -> str:
+    """A number as the first screen quotes it: interval where supported, and its marks (few processes
+    included: a finding quoting a cell of one process says so, as the headline does)."""
+    return quote.quoted(cell, headline=True)
 
 
 def per_s(cell: pd.Series) -> str:
     """Images per second with the interval that the median's gives (batch / time)."""
     b, rate = cell["batch_size"], f"{int(float(sig3(cell['images_per_s']))):,}"
-    found = "".join(f" *{m}*" for m in quote.marks(cell))
+    found = "".join(f" *{m}*" for m in quote.marks(cell, headline=True))
     if math.isnan(cell["ci_low_ms"]):
         return f"{rate} [no interval]{found}"
     lo, hi = b / (cell["ci_high_ms"] / 1e3), b / (cell["ci_low_ms"] / 1e3)
@@ -119,9 +122,11 @@ def bill_part(levels: list[Level]) -> str:
     return "; on the CPU, the rest of the bill: " + ", ".join(parts) + " (`api_levels`, Fig. 12)"
 
 
-def devices_finding(frame: pd.DataFrame, levels: list[Level], machines: dict) -> str | None:
+def devices_finding(frame: pd.DataFrame, levels: list[Level], machines: dict, runs: list[dict] | None = None,
+                    threads: int | None = None) -> str | None:
     """The GPU against the CPU, each at its fastest measured call (headline.fastest over every level),
-    at batch 1 and at the GPU sweep's largest batch."""
+    at batch 1 and at the GPU sweep's largest batch; the CPU named with its thread count
+    (first_screen.cpu_threads), the sweep's rate beside the kernels trace's where both measured it."""
     computing = [lv for lv in levels if registry.computes(lv.implementation)]
     fastest = {d: min((lv.cells[d] for lv in computing if d in lv.cells), key=lambda c: c["median_ms"],
                       default=None) for d in ("cpu", "gpu")}
@@ -132,15 +137,20 @@ def devices_finding(frame: pd.DataFrame, levels: list[Level], machines: dict) ->
     verdict = ("is no measurably faster than" if overlap else
                "does not beat" if g["median_ms"] > c["median_ms"] else "beats")
     head = "The GPU pays off only with large batches" if verdict != "beats" else "The CPU against the GPU"
+    cores = "one thread of " if threads == 1 else f"{threads} threads of " if threads else ""
     line = (f"**{head}:** at batch 1 the GPU ({short(machines['gpu'])}) "
-            f"{verdict} the CPU ({short(machines['cpu'])}), each at its fastest measured call: {g['label']} "
-            f"takes {with_ci(g)} per image against {c['label']}'s {with_ci(c)}")
+            f"{verdict} the CPU ({cores}{short(machines['cpu'])}), each at its fastest measured call: "
+            f"{g['label']} takes {with_ci(g)} per image against {c['label']}'s {with_ci(c)}")
     sweeps = [lv.throughput for lv in computing if lv.throughput is not None]
     if not sweeps:
         return line + "."
     sweep = max(sweeps, key=lambda cell: cell["images_per_s"])
     line += (f"; at batch {int(sweep['batch_size'])} the GPU's fastest, {sweep['label']}, runs "
-             f"{per_s(sweep)} images/s")
+             f"{per_s(sweep)} images/s (`batch_sweep`")
+    trace = gpu_section.kernels_of(gpu_section.kernel_rows(runs or []), sweep["label"], sweep["machine"],
+                                   int(sweep["batch_size"]))
+    line += (f"; the `kernels` trace's back-to-back calls in one process give "
+             f"{gpu_section.trace_rate(trace) / 1e6:.2f} M, DETAILS' GPU targets say why)" if trace else ")")
     cpu_sweep = frame[(frame["study"] == headline.SWEEP) & (frame["status"] == "ok")
                       & (frame["machine"] == machines["cpu"]) & (frame["device"] == "cpu")
                       & frame["implementation"].map(registry.computes)
@@ -233,6 +243,8 @@ def findings(frame: pd.DataFrame, runs: list[dict], loc_rows: list[dict],
     if not levels:
         return ["No results yet: run `make run-all`."]
     lines = [keras_finding(frame, runs, levels, machines), code_finding(levels),  # with the bill
-             devices_finding(frame, levels, machines), raw_finding(levels), training_finding(frame, machines),
+             devices_finding(frame, levels, machines, runs,
+                             first_screen.cpu_threads(runs, (answer or {}).get("cpu"))),
+             raw_finding(levels), training_finding(frame, machines),
              seed_finding(levels, machines)]
     return [line for line in lines if line][:6]

@@ -213,8 +213,20 @@ def target_lines(frame: pd.DataFrame, runs: Sequence[dict], machine: str) -> lis
         floor = "" if t.floor is None else (f"; its floor {amount(t.floor.value, t.rate)}, "
                                             f"{multiple(t)} of it (`gpu-floor`)")
         out.append(f"Target: {t.what} {'≥' if t.rate else '≤'} {amount(t.goal, t.rate)}: "
-                   f"{amount(t.measured, t.rate)} ({t.source}), {verdict(t)}{floor}.")
+                   f"{amount(t.measured, t.rate)} ({t.source}), {verdict(t)}{floor}."
+                   + sweep_words(frame, runs, machine, t))
     return out
+
+
+def sweep_words(frame: pd.DataFrame, runs: Sequence[dict], machine: str, t: Target) -> str:
+    """A batch target from a host array read from the trace: the same call's `batch_sweep` rate beside
+    it, and why the two differ (gpu_section.two_rates); '' for the other targets."""
+    if not t.rate or not t.source.startswith("kernels trace, host time, ") or frame.empty:
+        return ""
+    label = t.source.rsplit(", ", 1)[-1]
+    row = next((r for r in gpu_section.kernel_rows(runs) if r.get("batch", 1) == BATCH
+                and r["machine"] == machine and f"{r['implementation']}/{r['variant']}" == label), None)
+    return gpu_section.two_rates(frame, row) if row is not None else ""
 
 
 def probe_table(row: dict) -> str:

@@ -154,6 +154,26 @@ def fastest_hand_written(frame: pd.DataFrame, study: str, machine: str) -> pd.Se
     return min(cells, key=lambda c: c["median_ms"]) if cells else None
 
 
+def trace_rate(row: dict) -> float:
+    """Images per second of a kernels row: its batch over its host time per call (the mean of its
+    back-to-back calls, unprofiled)."""
+    return row.get("batch", 1) * 1e9 / row["host_ns_per_call"]
+
+
+def two_rates(frame: pd.DataFrame, row: dict) -> str:
+    """The same call's rate in `batch_sweep` beside the trace's, and why the two differ; '' where the
+    sweep did not measure it. The headline and the findings quote the sweep's."""
+    label, batch = f"{row['implementation']}/{row['variant']}", row.get("batch", 1)
+    cell = find(frame, "batch_sweep", label, device="gpu", batch=batch, machine=row["machine"])
+    if cell is None:
+        return ""
+    return (f" `batch_sweep` measured the same call at {cell['images_per_s'] / 1e6:.2f} M images/s, the "
+            "number the headline and the findings quote: the median of its calls interleaved in rounds with "
+            f"the other levels' calls, in {cell['processes']} processes, with an interval; the trace's "
+            f"{trace_rate(row) / 1e6:.2f} M is the mean of {row['calls']} back-to-back calls in one process "
+            "of its own, nothing between them, so the GPU and the host stay warm on this one call.")
+
+
 def batch_lines(rows: list[dict], machine: str) -> list[str]:
     """At BATCH images a call (kernels rows: one process, no interval): where the hand-written calls'
     and cudnn/graph's time goes, and what the host's own part of a call caps the rate at."""

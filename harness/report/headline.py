@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness import registry
-from harness.report import bill, loc, quote
+from harness.report import bill, drift, loc, quote
 from harness.report.rundata import answer_run, ratio_ci
 from harness.report.style import IMPL_ORDER
 from harness.report.tables import sig3, table
@@ -187,10 +187,12 @@ def machine_of(frame: pd.DataFrame, run_id: str | None) -> str | None:
     return None if hits.empty else str(hits.iloc[0]["machine"])
 
 
-def latency(cell: pd.Series) -> str:
-    """'47 ms [43.8–49.4 ms] `predict`', then its marks (quote.quoted)."""
+def latency(cell: pd.Series, moved: drift.Drift | None = None) -> str:
+    """'47 ms [43.8–49.4 ms] `predict`', then its marks (quote.quoted); with the drift its machine
+    was measured to move between runs, the interval for a rerun: '47 ms [rerun 41.2–52.3 ms]'."""
     found = quote.marks(cell, headline=True)
-    return (f"{quote.value(cell)} `{cell['variant']}`" + "".join(f" *{m}*" for m in found))
+    shown = quote.rerun_value(cell, moved) if moved is not None else quote.value(cell)
+    return f"{shown} `{cell['variant']}`" + "".join(f" *{m}*" for m in found)
 
 
 def images_per_s(cell: pd.Series) -> str:
@@ -225,10 +227,19 @@ def bill_columns(lv: Level, dash: Callable[[str], str]) -> list[str]:
             f"{found.install_mb:,.0f} MiB ({found.install_count})"]
 
 
-def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> tuple[list[str], dict]:
+def interval_words(moved: drift.Drift | None) -> str:
+    """The columns' interval: one run's, or one for a rerun where the machine's drift is known."""
+    return "95% CI" if moved is None else "95% CI for a rerun"
+
+
+def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None,
+           drifts: dict | None = None, threads: int | None = None) -> tuple[list[str], dict]:
     """The headline table, its footnotes and its marks' notes, as Markdown lines; {device:
-    machine} behind them."""
+    machine} behind them. drifts: {(machine, device): drift.Drift} (drift.of_machines): where the
+    machine of a device's columns has one, their absolute intervals are intervals for a rerun.
+    threads: the CPU columns' thread count (first_screen.cpu_threads), named in their header."""
     rows, machines = levels(frame, loc_rows, answer)
+    moved = {d: (drifts or {}).get((machines[d], d)) for d in ("cpu", "gpu")}
     if not rows:
         return ["_No results yet: run `make run-all`._"], machines
     notes: list[str] = []
@@ -248,10 +259,10 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
                 line += [dash(lv.missing[device]), "–"]
                 continue
             first, best = lv.first.get(device), lv.cells[device]
-            line.append(latency(first) + times_raw(lv, device, "first") if first is not None
+            line.append(latency(first, moved[device]) + times_raw(lv, device, "first") if first is not None
                         else "– (default call not measured)")
             line.append("the same call" if first is not None and first["cell_id"] == best["cell_id"]
-                        else latency(best) + times_raw(lv, device, "fastest"))
+                        else latency(best, moved[device]) + times_raw(lv, device, "fastest"))
             quoted += [c for c in (first, best) if c is not None]
         if lv.throughput is not None:
             line.append(images_per_s(lv.throughput))
@@ -262,9 +273,11 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
         body.append(line)
     largest = next((int(lv.throughput["batch_size"]) for lv in rows if lv.throughput is not None), None)
     headers = ["level", "code lines",
-               f"CPU, batch 1, as first written: median [95% CI], x {raw_name['cpu']}",
+               f"CPU{', one thread' if threads == 1 else ''}, batch 1, as first written: "
+               f"median [{interval_words(moved['cpu'])}], x {raw_name['cpu']}",
                f"CPU, batch 1, fastest call measured, x {raw_name['cpu']}",
-               f"GPU, batch 1, as first written: median [95% CI], x {raw_name['gpu']}",
+               f"GPU, batch 1, as first written: median [{interval_words(moved['gpu'])}], "
+               f"x {raw_name['gpu']}",
                f"GPU, batch 1, fastest call measured, x {raw_name['gpu']}",
                f"GPU throughput, batch {largest}" if largest else "GPU throughput, largest batch",
                "memory, CPU: peak resident in calls (import's share)", "start-up, CPU: to the first answer",

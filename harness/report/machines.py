@@ -3,6 +3,7 @@ vendors print them (cuDNN 91900 -> 9.19.0), and a line naming what differs betwe
 of the CPU rows and that of the GPU rows. Read from each run's env.json."""
 
 from harness import registry
+from harness.report import hosts
 from harness.report.tables import table
 from harness.report.versions import cuda_runtime, cudnn_version
 
@@ -30,10 +31,23 @@ LOADED_BY = {"oneDNN": registry.raw_library("cpu"), "cuDNN": registry.raw_librar
              "CUDA runtime": registry.raw_library("gpu")}
 
 
+def fingerprint_words(env: dict) -> str:
+    """'687df5f2e67f: GenuineIntel 6/167/1, AVX-512, AMX, L2 2048 KiB, L3 491520 KiB, 24 GiB, kernel
+    6.18.44, hypervisor KVM', or 'not fingerprinted' (a run from before harness.machine.host)."""
+    host = env.get("host") or {}
+    if not env.get("fingerprint"):
+        return "not fingerprinted"
+    return (f"{env['fingerprint']}: {host.get('vendor')} {host.get('family')}/{host.get('model')}/"
+            f"{host.get('stepping')}, {hosts.isa_words(host.get('isa') or [])}, L2 {host.get('l2_kib')} KiB, "
+            f"L3 {host.get('l3_kib')} KiB, {(host.get('memory_kib') or 0) / 2**20:.0f} GiB, kernel "
+            f"{host.get('kernel')}, hypervisor {host.get('hypervisor') or 'none'}")
+
+
 def describe(env: dict, measured: set[str] | None = None) -> dict:
     """A machine's row; measured: the implementations its runs measured (None: show every library)."""
     gpus = env.get("gpus") or []
     found = {"CPU": env.get("cpu", "?"), "cores": env.get("cpus_usable", "?"),
+             "host fingerprint": fingerprint_words(env),
              "GPU": ", ".join(g["name"] for g in gpus) or "none",
              **{name: get(env) for name, get in VERSION_FIELDS},
              "oneDNN": onednn_version(env), "CUDA runtime": cuda_runtime(env),
@@ -66,8 +80,8 @@ def machine_table(runs: list[dict]) -> str:
     machines = by_machine(runs)
     if not machines:
         return "_No runs yet._"
-    headers = ["machine", "CPU", "cores", "GPU", "driver", "CUDA runtime", "cuDNN", "oneDNN",
-               *(name for name, _get in VERSION_FIELDS), "studies"]
+    headers = ["machine", "CPU", "cores", "host fingerprint", "GPU", "driver", "CUDA runtime", "cuDNN",
+               "oneDNN", *(name for name, _get in VERSION_FIELDS), "studies"]
     rows = []
     for machine, entry in machines.items():
         d = describe(entry["env"], entry["measured"])
@@ -82,7 +96,7 @@ def difference_line(runs: list[dict], cpu_machine: str | None, gpu_machine: str 
     if cpu_machine not in machines or gpu_machine not in machines or cpu_machine == gpu_machine:
         return None
     a, b = describe(machines[cpu_machine]["env"]), describe(machines[gpu_machine]["env"])
-    keys = ["CPU", "cores"] + [name for name, _ in VERSION_FIELDS]
+    keys = ["CPU", "cores", "host fingerprint"] + [name for name, _ in VERSION_FIELDS]
     diffs = [f"{k} {a[k] or 'none'} / {b[k] or 'none'}" for k in keys if a[k] != b[k]]
     if not diffs:
         return f"The CPU rows ({cpu_machine}) and the GPU rows ({gpu_machine}) share CPU and versions."

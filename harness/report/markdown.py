@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import DEFAULT_REPORT, registry
-from harness.report import cpu_floor, findings, headline, machines, quote, tables
+from harness.report import cpu_floor, drift, findings, first_screen, headline, machines, quote, tables
 from harness.report.figures import captions, cost
 from harness.report.rundata import ReportData
 from harness.report.style import fmt_ms
@@ -37,8 +37,10 @@ GLOSSARY = [
      "(#how-the-numbers-are-computed))"),
     ("within-round ratio", "cells are timed in interleaved rounds; the ratio of two cells is the median "
      "over rounds of their medians' ratio in the same round, so a drift in machine speed cancels"),
-    ("interval", "95% interval of a median or ratio, from resampling whole rounds (a cluster "
-     "bootstrap); an interval that includes 1 reads \"no measurable difference\""),
+    ("interval", "95% interval of a median or ratio, from resampling the processes of one run, then "
+     "whole rounds within them (a cluster bootstrap); it covers that run, not the machine's drift "
+     "between runs (`make reproduce` measures that; `rerun` marks an interval widened by it); a ratio's "
+     "interval that includes 1 reads \"no measurable difference\""),
     *((f"*{mark}*", meaning) for mark, meaning in quote.MARKS.items()),
     ("cold start", "the first call of a worker process that started for that cell (tracing, compiling, "
      "allocating); reported only for such cells"),
@@ -53,8 +55,12 @@ GLOSSARY = [
 METHOD = [
     "Every call is timed (`perf_counter_ns`, host array in, host probabilities out) and kept; cells are "
     "interleaved in rounds (A B C A B C ...) in one run per machine; warm-up calls are dropped.",
-    "A median is that of all timed calls; its 95% interval comes from resampling rounds, not calls, "
-    "because calls within a round are correlated.",
+    "A median is that of all timed calls; its 95% interval comes from resampling processes and then "
+    "rounds, not calls, because calls within a round are correlated. It covers the rounds and processes "
+    "of one run, not the machine's drift between runs: a second run (`make reproduce`) measures that "
+    "drift, the report prints it beside the medians and widens the headline's absolute intervals by it "
+    "where it is known (an interval for a rerun); within-round ratios cancel it and are the numbers to "
+    "compare.",
     "**Why a within-round ratio differs from the ratio of two medians:** the ratio is the median of "
     "per-round ratios, so a round in which the machine was slow for both cells counts once, as a ratio, "
     "while the medians pool every call; when speed drifts between rounds the two differ, and the "
@@ -67,15 +73,6 @@ METHOD = [
 # Datasheet FP32 peaks (non-tensor-core), for the arithmetic line only: not measurements.
 PEAK_FLOPS = {"H100": (67e12, "NVIDIA's H100 SXM datasheet")}
 MACS = 28 * 28 * 6 * 5 * 5 * 1 + 10 * 10 * 16 * 5 * 5 * 6 + 400 * 120 + 120 * 84 + 84 * 10  # per image
-
-
-def best_rate(frame: pd.DataFrame, device: str, machine: str | None) -> pd.Series | None:
-    """The highest images/s that batch_sweep measured on a device, or None."""
-    if frame.empty or machine is None:
-        return None
-    cells = frame[(frame["study"] == "batch_sweep") & (frame["status"] == "ok") & (frame["device"] == device)
-                  & (frame["machine"] == machine)]
-    return None if cells.empty else cells.loc[cells["images_per_s"].idxmax()]
 
 
 def floor_line(data: ReportData) -> str:
@@ -102,13 +99,7 @@ def arithmetic_line(frame: pd.DataFrame, machines_by_device: dict, data: ReportD
     peak = next((v for k, v in PEAK_FLOPS.items() if k in gpu), None)
     if peak:
         line += f", {2 * MACS / peak[0] * 1e9:.3g} ns at the GPU's FP32 peak ({peak[1]})"
-    best = [(d, best_rate(frame, d, machines_by_device.get(d))) for d in ("cpu", "gpu")]
-    rates = [f"{fmt_ms(1e3 / r['images_per_s'])} per image on the {d.upper()} ({r['label']}, batch "
-             f"{int(r['batch_size'])})" for d, r in best if r is not None]
-    if rates:
-        line += ("; at large batches the same work measured " + " and ".join(rates)
-                 + ", so most of a batch-1 call is the cost of making a call")
-    return line + "."
+    return line + first_screen.call_cost_sentence(frame, machines_by_device) + "."
 
 
 def runs_line(data: ReportData, by_device: dict) -> str:
@@ -122,8 +113,8 @@ def runs_line(data: ReportData, by_device: dict) -> str:
         commit = (f"commit {prov['commit'][:10]}" + (" with local changes" if prov.get("dirty") else "")
                   if prov.get("commit") else "commit not recorded")
         date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(run["started"]))
-        parts.append(f"{device.upper()} columns from `api_levels` run `{run_id}` on {by_device[device]} "
-                     f"({date}, {commit})")
+        parts.append(f"{device.upper()} columns from `api_levels` run `{run_id}` on {by_device[device]}, "
+                     f"{date}, {commit}")
     return "; ".join(parts)
 
 
@@ -166,10 +157,29 @@ def fastest_sources(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | No
     return text
 
 
+def caveats(data: ReportData, by_device: dict, drifts: dict) -> list[str]:
+    """The first screen's notes beside the headline (harness.report.first_screen), each a paragraph."""
+    levels, _machines = headline.levels(data.frame, data.loc_rows, data.answer)
+    gpu_cells = [lv.cells["gpu"] for lv in levels
+                 if "gpu" in lv.cells and registry.computes(lv.implementation)]
+    fastest_gpu = min(gpu_cells, key=lambda c: c["median_ms"]) if gpu_cells else None
+    notes = [first_screen.intervals_note(by_device, drifts),
+             first_screen.threads_note(first_screen.cpu_threads(data.runs, data.answer.get("cpu"))),
+             first_screen.c_note(data.frame, data.answer.get("cpu")),
+             first_screen.resident_note(data.frame, data.runs, fastest_gpu)]
+    out: list[str] = []
+    for note in notes:
+        if note:
+            out += [note, ""]
+    return out[:-1]
+
+
 def build(data: ReportData) -> str:
     """REPORT.md: the newest runs' cells, loc.csv and the cross-checks (the rest is DETAILS.md's)."""
     runs, frame, loc_rows = data.runs, data.frame, data.loc_rows
-    table_lines, by_device = headline.render(frame, loc_rows, data.answer)
+    drifts = drift.of_machines(runs)
+    threads = first_screen.cpu_threads(runs, data.answer.get("cpu"))
+    table_lines, by_device = headline.render(frame, loc_rows, data.answer, drifts, threads)
     source = runs_line(data, by_device)
     parts = ["# lenet-levels: what each API level costs and saves", "",
              "_Generated by `make report` from `reports/results/` and `reports/loc.csv`: every number is "
@@ -184,6 +194,7 @@ def build(data: ReportData) -> str:
                       f"named; {raw_ratios()} are within-round ratios to the fastest call of that "
                       "device's raw library, with 95% intervals where the rounds support them; code lines "
                       "are pygount's, for inference (training apart)."]
+    parts += [f"{line}" for line in ["", *caveats(data, by_device, drifts)] if line is not None]
     stale = stale_lines(frame, data.answer)
     parts += ([""] + stale) if stale else []
     parts += ["", f"![Fig. 1: {FIGURES[0][1]}](figures/{FIGURES[0][0]})", "",

@@ -4,9 +4,12 @@ so a number reads the same in the headline, the findings and DETAILS.
 
     MARKS                          mark -> what it means (the report's notes print these)
     marks(cell) -> [str]           the marks a cell carries: thin, noisy, process-dependent, contended,
-                                   stale (headline=True: and few processes, where it has fewer than 3)
+                                   stale (headline=True, any number on the first screen, headline or
+                                   findings: and few processes, where it has fewer than 3)
     value(cell) -> str             '47 ms [43.8–49.4 ms]', or '47 ms [no interval]' when thin
-    quoted(cell) -> str            value, then its marks in italics: '395 µs [355–486 µs] *noisy*'
+    rerun_value(cell, drift) -> str  '47 ms [rerun 41.2–52.3 ms]': the interval widened by the machine's
+                                   drift between runs (harness.report.drift)
+    quoted(cell, headline) -> str  value, then its marks in italics: '395 µs [355–486 µs] *noisy*'
     mark_notes(cells) -> [str]     one line per mark that the cells carry, saying what it means
     ci_column(cell) -> str         a table's interval column: '43.8 ms – 49.4 ms', or 'no interval'
     times(r) -> str                a within-round ratio: '1700x [1530–1780]', '1700x' (no interval)
@@ -18,6 +21,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from harness.measure import stats
+from harness.report import drift
 from harness.report.tables import fmt_ratio, ms
 
 MARKS = {
@@ -42,8 +46,8 @@ def few_processes(cell: pd.Series) -> bool:
 
 
 def marks(cell: pd.Series, headline: bool = False) -> list[str]:
-    """Its marks in MARKS' order; `few processes` only where headline (every number the headline
-    prints comes from at least stats.MIN_PROCESSES processes, or says so)."""
+    """Its marks in MARKS' order; `few processes` only where headline (every number the first screen,
+    headline and findings, prints comes from at least stats.MIN_PROCESSES processes, or says so)."""
     return [m for m in MARKS if (few_processes(cell) if m == "few processes" else bool(cell.get(m, False)))
             and (headline or m != "few processes")]
 
@@ -63,8 +67,19 @@ def value(cell: pd.Series) -> str:
     return f"{ms(cell['median_ms'])} [{interval(low, cell['ci_high_ms'])}]"
 
 
-def quoted(cell: pd.Series) -> str:
-    found = marks(cell)
+def rerun_value(cell: pd.Series, found: drift.Drift) -> str:
+    """The median with its interval for a rerun: the one-run interval widened by the drift that
+    `reproduce` measured on the cell's machine; the median alone where the cell has no interval."""
+    low = cell["ci_low_ms"]
+    if low is None or math.isnan(low):
+        return value(cell)
+    wide = drift.widen(low, cell["ci_high_ms"], found)
+    return f"{ms(cell['median_ms'])} [rerun {interval(*wide)}]"
+
+
+def quoted(cell: pd.Series, headline: bool = False) -> str:
+    """value and its marks; headline: a number on the first screen (few processes marked too)."""
+    found = marks(cell, headline)
     return value(cell) + "".join(f" *{m}*" for m in found)
 
 

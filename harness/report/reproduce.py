@@ -2,16 +2,21 @@
 each cell of the second run held against the newest run of the study on this machine (the
 reference): does the new median fall inside the reference's 95% interval, does the new within-round
 ratio (to the study's baseline) fall inside the reference ratio's, and do the two runs' intervals
-overlap? The shares at the end say how much of the study a second run reproduces.
+overlap? Where an earlier reproduce row of this machine measured its drift between runs
+(harness.report.drift), a fifth check holds the new median against the reference's interval for a
+rerun (widened by that drift), the interval the report's headline prints. The shares at the end say
+how much of the study a second run reproduces, against GOAL.
 
 The result is one row (kind `reproduce`) in RESULTS/reproduce/<run-id>/results.jsonl, with env.json
 beside it; the second run's own rows lie below, in RESULTS/reproduce/<run-id>/<study>/<run-id>/, out
 of the report's sight (it reads RESULTS/<study>/<run-id>/ only). DETAILS' validity section shows
 the newest reproduce row of each machine.
 
-    reference(runs, study, machine) -> run | None     the newest run of the study on the machine
-    compare(reference_rows, new_rows, baseline) -> dict    cells and shares (both runs read by
-                                                           today's rules: stats.summarize)
+    reference(runs, study, host_key) -> run | None    the newest run of the study on the machine
+                                                      (hosts.key: its fingerprint)
+    compare(reference_rows, new_rows, baseline, drifts) -> dict    cells and shares (both runs read
+                                                           by today's rules: stats.summarize)
+    goal_lines(result) -> [str]                      the shares against GOAL
     lines(result) -> [str]                           the table printed, shares last
     section(runs) -> [str]                           DETAILS' lines
 """
@@ -20,18 +25,24 @@ import math
 from typing import Any
 
 from harness.measure import stats
+from harness.report import drift
 from harness.report.tables import sig3, table
 
 FOLDER = "reproduce"  # RESULTS/reproduce/<run-id>/: the reproduce rows
 CHECKS = (("median_inside", "new medians inside the reference's 95% interval"),
           ("ratio_inside", "new within-round ratios inside the reference's interval"),
           ("medians_overlap", "median intervals that overlap"),
-          ("ratios_overlap", "ratio intervals that overlap"))
+          ("ratios_overlap", "ratio intervals that overlap"),
+          ("median_inside_rerun", "new medians inside the reference's interval for a rerun (widened by "
+                                  "the drift an earlier reproduce measured)"))
+GOAL = 0.8  # on a quiet machine: this share of a second run's medians inside the printed interval
+# (the interval for a rerun where the drift is known) and of its ratios inside the ratio's interval
 
 
-def reference(runs: list[dict], study: str, machine: str) -> dict | None:
-    """The newest run (rundata.load_runs' dicts, by first row) of `study` on `machine` with a cell."""
-    found = [r for r in runs if r["study"] == study and r["machine"] == machine
+def reference(runs: list[dict], study: str, host_key: str) -> dict | None:
+    """The newest run (rundata.load_runs' dicts, by first row) of `study` on the machine of
+    `host_key` (hosts.key) with a cell."""
+    found = [r for r in runs if r["study"] == study and r.get("host_key") == host_key
              and any(row.get("kind") == "cell" for row in r["rows"])]
     return max(found, key=lambda r: (r["started"], r["run_id"])) if found else None
 
@@ -83,10 +94,19 @@ def _baselines(cells: dict[str, dict], baseline: str | None) -> dict[tuple, dict
     return out
 
 
-def compare(reference_rows: list[dict], new_rows: list[dict], baseline: str | None) -> dict[str, Any]:
+def _rerun(value: float, interval: list[float] | None, found: drift.Drift | None) -> bool | None:
+    if interval is None or found is None:
+        return None
+    return _inside(value, list(drift.widen(interval[0], interval[1], found)))
+
+
+def compare(reference_rows: list[dict], new_rows: list[dict], baseline: str | None,
+            drifts: dict[str, drift.Drift] | None = None) -> dict[str, Any]:
     """Each cell measured in both runs: medians and within-round ratios with their intervals, and the
-    four checks (None where the reference gives no interval); the cells measured in one run only;
-    and the shares of each check, overall and per device."""
+    checks (None where the reference gives no interval, or no earlier drift of the device is known:
+    drifts, {device: drift.Drift}); the cells measured in one run only; and the shares of each check,
+    overall and per device."""
+    drifts = drifts or {}
     ref, new = final_cells(reference_rows), final_cells(new_rows)
     ref_base, new_base = _baselines(ref, baseline), _baselines(new, baseline)
     cells, left_out = [], []
@@ -104,6 +124,8 @@ def compare(reference_rows: list[dict], new_rows: list[dict], baseline: str | No
             "cell_id": cell_id, "device": spec.get("device"), "reference": first, "new": second,
             "ratio_reference": ratio_a, "ratio_new": ratio_b,
             "median_inside": _inside(second["median_ns"], first["ci95_ns"]),
+            "median_inside_rerun": _rerun(second["median_ns"], first["ci95_ns"],
+                                          drifts.get(spec.get("device"))),
             "medians_overlap": _overlap(first["ci95_ns"], second["ci95_ns"]),
             "ratio_inside": _inside(ratio_b["ratio"], ratio_a["ci95"]) if ratio_a and ratio_b else None,
             "ratios_overlap": _overlap(ratio_a["ci95"], ratio_b["ci95"]) if ratio_a and ratio_b else None})
@@ -114,7 +136,7 @@ def compare(reference_rows: list[dict], new_rows: list[dict], baseline: str | No
 
 def shares(cells: list[dict]) -> dict[str, list[int]]:
     """check -> [how many held, of how many cells it could be decided for]."""
-    return {key: [sum(c[key] is True for c in cells), sum(c[key] is not None for c in cells)]
+    return {key: [sum(c.get(key) is True for c in cells), sum(c.get(key) is not None for c in cells)]
             for key, _ in CHECKS}
 
 
@@ -160,6 +182,21 @@ def lines(result: dict[str, Any]) -> list[str]:
         for device, found in result["shares_by_device"].items():
             out.append(f"  {device}: " + "; ".join(f"{key.replace('_', ' ')} {share_text(*found[key])}"
                                                    for key, _ in CHECKS))
+    return out + goal_lines(result)
+
+
+def goal_lines(result: dict[str, Any]) -> list[str]:
+    """The shares against GOAL: medians inside the printed interval (the interval for a rerun where
+    an earlier drift is known, else the one-run interval) and ratios inside the ratio's interval."""
+    shares = result["shares"]
+    median_key = "median_inside_rerun" if shares.get("median_inside_rerun", [0, 0])[1] else "median_inside"
+    which = ("the interval for a rerun" if median_key == "median_inside_rerun"
+             else "the one-run interval (no earlier drift of this machine known)")
+    out = []
+    for key, words in ((median_key, f"medians inside {which}"), ("ratio_inside", "ratios inside theirs")):
+        held, of = shares.get(key, [0, 0])
+        verdict = "no cell to judge" if not of else "met" if held / of >= GOAL else "missed"
+        out.append(f"goal: at least {GOAL:.0%} of {words}: {share_text(held, of)}, {verdict}")
     return out
 
 
@@ -173,15 +210,21 @@ def section(runs: list[dict]) -> list[str]:
             "`python -m harness reproduce STUDY` runs a study again in fresh processes and holds each "
             "cell against the newest run of it on the same machine: does the new median (and the new "
             "within-round ratio to the baseline) fall inside the first run's 95% interval, and do the two "
-            "runs' intervals overlap? An interval that covers the processes' draw should hold most of "
-            "the time.", ""]
+            "runs' intervals overlap? An interval covers the rounds and processes of one run, not the "
+            "machine's drift between runs: a second run's medians may all move together, while its "
+            "within-round ratios cancel the move. The drift measured here widens the headline's "
+            "absolute intervals into intervals for a rerun (harness.report.drift); where an earlier "
+            "drift was known, the last check holds the new medians against those.", ""]
     if not found:
         return head + ["_No reproduce run yet: `make reproduce` makes one._"]
     out = list(head)
     for run, row in sorted(found, key=lambda item: item[0]["machine"]):
-        share_rows = [[words, share_text(*row["shares"][key])] for key, words in CHECKS]
+        share_rows = [[words, share_text(*row["shares"][key])] for key, words in CHECKS
+                      if key in row["shares"]]  # a row from before a check was added lacks it
+        moves = [drift.sentence(None, device, moved) for device in ("cpu", "gpu")
+                 if (moved := drift.measured(row, device)) is not None]
         out += [f"**{run['machine']}**: `{row['study']}` run `{row['run']}` against "
-                f"`{row['reference_run']}`.",
+                f"`{row['reference_run']}`." + (f" The drift: {'; '.join(moves)}." if moves else ""),
                 "", table(["check", "cells"], share_rows), ""]
         outside = [c for c in row["cells"] if c["median_inside"] is False or c["ratio_inside"] is False]
         if outside:

@@ -1,8 +1,9 @@
 """Result files -> tables for the figures and the report. Pure functions of the files in
 reports/results/ (no framework imported): the same files always give the same report.
 
-Runs of one study from several machines are combined; each machine is labelled by its
-environment (host, CPU or GPU). For a study on a machine, the newest run is used.
+Runs of one study from several machines are combined; each machine is keyed by its host
+fingerprint and named so a reader tells it apart (harness.report.hosts). For a study on a machine,
+the newest run is used.
 """
 
 import json
@@ -16,16 +17,12 @@ from harness import DEFAULT_RESULTS
 from harness.errors import HarnessError
 from harness.machine import provenance
 from harness.measure import floor, results, stats
-
-
-def machine_label(env: dict) -> str:
-    gpus = env.get("gpus") or []
-    hw = gpus[0]["name"] if gpus else f"{env.get('cpu', '?')} ({env.get('cpus_usable', '?')} cores)"
-    return f"{env.get('hostname', '?')}: {hw}"
+from harness.report import hosts
 
 
 def load_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
-    """Every run folder: its study, id, environment and rows."""
+    """Every run folder: its study, id, environment, rows and machine (hosts.assign: its `host_key`
+    and `machine`, the machine's name in the report)."""
     runs = []
     for rows_path in sorted(Path(root).glob("*/*/" + results.ROWS)):
         run_dir = rows_path.parent
@@ -33,9 +30,9 @@ def load_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
         env = json.loads(env_path.read_text()) if env_path.is_file() else {}
         rows = results.read_rows(rows_path)
         runs.append({"study": run_dir.parent.name, "run_id": run_dir.name, "dir": run_dir,
-                     "env": env, "machine": machine_label(env), "rows": rows,
+                     "env": env, "rows": rows,
                      "started": min((r["time"] for r in rows), default=0.0)})
-    return runs
+    return hosts.assign(runs)
 
 
 PROFILES = ("kernels",)  # studies whose runs each profile some targets: newest per target, not per run
@@ -238,19 +235,30 @@ class ReportData:
     floors: dict = field(default_factory=dict)  # device -> measure.floor.Floor of that run
 
 
+def resolve_machine(machine: str, known: list[str], root: Path) -> str:
+    """MACHINE as given: a machine's full name (hosts.assign's), or a part of exactly one name
+    ('58.3 G', 'Intel Xeon'): names that tell hosts apart are long to type."""
+    if machine in known:
+        return machine
+    hits = [m for m in known if machine.lower() in m.lower()]
+    if len(hits) == 1:
+        return hits[0]
+    why = "names several machines" if hits else "no runs of that machine"
+    raise HarnessError(f"MACHINE {machine!r}: {why} in {root}; machines: {hits or known}")
+
+
 def load_report(root: Path, loc_rows: list[dict], every_run: bool = False,
                 machine: str | None = None) -> ReportData:
     """The report's data from a results folder. every_run: read the cells of every committed run
     into `history` (a second or so more); otherwise `history` is the newest runs' cells. machine:
-    the machine whose runs answer (None: the newest run's)."""
+    the machine whose runs answer (None: the newest run's; resolve_machine: or a part of its name)."""
     if every_run:
         runs, frame, history = load_with_history(root)
     else:
         runs, frame = load(root)
         history = frame
-    if machine is not None and (frame.empty or machine not in set(frame["machine"])):
-        known = sorted(set(frame["machine"])) if not frame.empty else []
-        raise HarnessError(f"MACHINE {machine!r}: no runs of that machine in {root}; machines: {known}")
+    if machine is not None:
+        machine = resolve_machine(machine, sorted(set(frame["machine"])) if not frame.empty else [], root)
     answer = {d: answer_run(frame, d, machine) for d in ("cpu", "gpu")}
     floors = {d: floor.fastest_measured(d, root, run_id=r) for d, r in answer.items() if r is not None}
     return ReportData(runs=runs, frame=frame, loc_rows=loc_rows, history=history,

@@ -11,15 +11,18 @@ REPORT.md reads them (harness/report/markdown.py).
 FIGURES = [
     ("fig01_cost_vs_code.png", "Cost against code",
      "Each level is a marker (circle CPU, square GPU) at its lines of code for inference and its batch-1 "
-     "median, the black whisker its 95% interval. Down and to the right is fast but long; up and to the "
-     "left, short but slow."),  # REPORT.md adds the lines drawn, named (figures.cost.lines_caption)
+     "median, the black whisker its 95% interval (of one run: its rounds and processes, not the drift "
+     "between runs). Down and to the right is fast but long; up and to the left, "
+     "short but slow."),  # REPORT.md adds the lines drawn, named (figures.cost.lines_caption)
     ("fig02_loc.png", "Lines of code per level",
      "Each level's inference lines by part: the forward pass, kernel source, converting the shared "
      "weights, declaring a C API to Python (the raw levels' ffi binding); their total on top is Fig. 1's x. "
      "Beside it, hatched, the training step's lines, counted apart."),
     ("fig03_latency.png", "Per-image latency of every implementation",
      "Every variant `api_levels` measured at batch 1. Filled: the machine of the newest run on each device; "
-     "hollow: other machines' older runs, for scale, not as peers. Whiskers are 95% intervals; `noisy` marks "
+     "hollow: other machines' older runs, for scale, not as peers. Whiskers are 95% intervals of one run "
+     "(its rounds and processes, not the machine's drift between runs, which `make reproduce` measures); "
+     "`noisy` marks "
      "a median whose interval spans more than 20% of it."),
     ("fig04_distributions.png", "Spread of every timed call",
      "Boxes are quartiles of all timed calls, whiskers p1–p99: a long right whisker is a slow tail (the "

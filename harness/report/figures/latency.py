@@ -34,8 +34,7 @@ def machine_handles(newest: str, others: list[str], run_of: dict[str, str]) -> l
                       label=f"{short_machine(newest)}: newest run ({pick.run_date(run_of[newest])})")]
     return handles + [Line2D([], [], marker=OTHER_MARKERS[k % len(OTHER_MARKERS)], color="#555555",
                              markerfacecolor="white", linestyle="none",
-                             label=f"other machine: {short_machine(m)}, older run "
-                                   f"({pick.run_date(run_of[m])})")
+                             label=f"older, another machine: {short_machine(m)} ({pick.run_date(run_of[m])})")
                       for k, m in enumerate(others)]
 
 
@@ -58,7 +57,8 @@ def fig_latency(data: ReportData, out: Path) -> Path | None:
     labels = {d: ladder_sorted(cells[cells["device"] == d]["label"]) for d in devices}
     run_of = {m: run for m, run in zip(cells["machine"], cells["run_id"], strict=True)}
     fig, axes = dotplot.stacked([len(labels[d]) for d in devices])
-    newest_of = {}
+    newest_of: dict[str, str] = {}
+    legend: list[Line2D] = []
     for ax, device in zip(axes, devices, strict=True):
         part = cells[cells["device"] == device]
         newest = newest_of[device] = pick.newest_machine(data.runs, "api_levels", device, part) or \
@@ -76,9 +76,14 @@ def fig_latency(data: ReportData, out: Path) -> Path | None:
                 noisy_tag(ax, y, r)
         dotplot.rows_axis(ax, labels[device], f"{device.upper()}, batch 1")
         dotplot.time_axis(ax)
-        handles = machine_handles(newest, others, run_of)
-        ax.legend(handles=handles, frameon=False, fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0),
-                  ncol=len(handles), borderaxespad=0.1, handletextpad=0.2, columnspacing=1.0)
+        for handle in machine_handles(newest, others, run_of):
+            handle.set_label(f"{device.upper()}: {handle.get_label()}")
+            legend.append(handle)
+    # one legend under the title, a line a machine: machines named apart by their fingerprint or their
+    # peak are too long to share a row above a panel, and inside a panel they would hide dots
+    top_in = dotplot.STACKED["top_in"] + 0.16 * len(legend)
+    fig.legend(handles=legend, frameon=False, fontsize=7, loc="upper center", handletextpad=0.2,
+               bbox_to_anchor=(0.5, 1 - 0.45 / fig.get_figheight()))
     fig.suptitle("Fig. 3  Per-image latency of every implementation (dot: median; whisker: 95% CI)")
     shown = [run for run in data.runs if run["study"] == "api_levels"]
     newest_runs = ", ".join(f"{d.upper()} {short_machine(m)} (run {run_of[m]})" for d, m in newest_of.items())
@@ -86,7 +91,7 @@ def fig_latency(data: ReportData, out: Path) -> Path | None:
             f"Hollow: other machines, older runs, drawn for scale, not as peers (another day, another "
             f"machine). "
             f"{NOISY}.\n{caption(shown, 'api_levels')}")
-    return finish(fig, shown, "api_levels", out, text, margins=dotplot.STACKED)
+    return finish(fig, shown, "api_levels", out, text, margins={**dotplot.STACKED, "top_in": top_in})
 
 
 
@@ -109,7 +114,8 @@ def fig_distributions(data: ReportData, out: Path) -> Path | None:
                         color="#555555")
         dotplot.rows_axis(ax, labels, title)
         dotplot.time_axis(ax, "per-image time of every timed call (log scale)")
-    fig.suptitle("Fig. 4  Spread of every timed call (box: quartiles, black line: median; whiskers: p1–p99)")
+    fig.suptitle("Fig. 4  Spread of every timed call (box: quartiles, black line: median; whiskers: p1–p99)",
+                 y=1 - 0.1 / fig.get_figheight(), va="top")  # in inches from the top: a tall figure too
     return finish(fig, data.runs, "api_levels", out, margins=dotplot.STACKED)
 
 

@@ -24,29 +24,44 @@ BUSY = "GPU busy time (kernels trace)"
 FLOOR_COLOUR, REST_COLOUR = OKABE_ITO[2], OKABE_ITO[3]
 
 
-def time_split(cells: pd.DataFrame, floors: dict[str, float], gpu_busy: dict[tuple[str, str], float],
+RESIDENT = "resident kernel: its busy time spans calls"
+
+
+def time_split(cells: pd.DataFrame, floors: dict[str, float], gpu_busy: dict[tuple[str, str, int], float],
                floor_label: str = "the floor") -> list[tuple[pd.Series, float, str]]:
     """Per cell, CPU machines first, each panel's rows fastest first: (its row, the part of it
     that is the CPU floor (floors: {machine: ms}) or the GPU's busy time (gpu_busy: {(machine,
-    label): ms}), how that part was found). A CPU machine without the floor is left out (nothing
-    to split against); a GPU call without a trace keeps NaN (drawn hatched)."""
+    label, batch): ms}, NaN for a resident kernel), how that part was found). A CPU machine without
+    the floor is left out (nothing to split against); a GPU call without a trace, or with a resident
+    kernel's, keeps NaN (drawn hatched). A part longer than its call is an error (a share over 100%
+    is a bug in the rows or their reading, never clipped)."""
     out = []
     for (machine, device), part in sorted(cells.groupby(["machine", "device"]),
                                           key=lambda kv: (kv[0][1] != "cpu", kv[0][0])):
         if device == "cpu" and machine not in floors:
             continue
         for _, r in part[part["implementation"] != "null"].sort_values(["median_ms", "label"]).iterrows():
+            key = (machine, r["label"], int(r["batch_size"]))
             if device == "cpu":
-                out.append((r, floors[machine], floor_label))
+                base, how = floors[machine], floor_label
+            elif key in gpu_busy:
+                base = gpu_busy[key]
+                how = BUSY if not np.isnan(base) else RESIDENT
             else:
-                base = gpu_busy.get((machine, r["label"]), np.nan)
-                out.append((r, base, BUSY if not np.isnan(base) else "no kernel trace"))
+                base, how = np.nan, "no kernel trace"
+            if not np.isnan(base) and base > r["median_ms"]:
+                raise ValueError(f"Fig. 6: {machine} {r['label']} batch {key[2]}: {how} {base:.6g} ms is "
+                                 f"over the call's median {r['median_ms']:.6g} ms (a share over 100%)")
+            out.append((r, base, how))
     return out
 
 
-def gpu_busy_ms(runs: list[dict]) -> dict[tuple[str, str], float]:
-    """{(machine, label): GPU busy ms per call} from the newest `kernels` run of each machine."""
-    return {(r["machine"], f"{r['implementation']}/{r['variant']}"): r["gpu_busy_ns_per_call"] / 1e6
+def gpu_busy_ms(runs: list[dict]) -> dict[tuple[str, str, int], float]:
+    """{(machine, label, batch): GPU busy ms per call} from the newest `kernels` run of each machine;
+    NaN for a resident kernel (gpu_section.resident: one kernel spans many calls and the idle waits,
+    so it has no busy time of one call)."""
+    return {(r["machine"], f"{r['implementation']}/{r['variant']}", int(r.get("batch", 1))):
+            np.nan if gpu_section.resident(r) else r["gpu_busy_ns_per_call"] / 1e6
             for r in gpu_section.kernel_rows(runs)}
 
 
@@ -62,7 +77,9 @@ def how_to_read(data: ReportData, cells: pd.DataFrame, found: Floor | None, draw
         "Green, GPU: the GPU's busy time per call from the kernels trace (the union of its kernels' and "
         "copies' intervals, CUPTI via torch.profiler"
         + (f", run kernels/{', '.join(kernels)}" if kernels else "") + "), the only GPU measure drawn: CUDA "
-        "events around a call also span the host's enqueueing. Hatched: no kernel trace of that call. "
+        "events around a call also span the host's enqueueing, keyed by level, variant and batch. Hatched: "
+        "no kernel trace of that call; cross-hatched: a resident kernel, whose busy time spans many calls "
+        "and the idle waits between them, so no share of one call. "
         "Vermillion: the rest of the call (Python, dispatch, data handling). The floor and the busy time "
         "come from other runs than the overhead cells: a share is a ratio of medians, not a within-round "
         "ratio.",
@@ -86,26 +103,28 @@ def fig_overhead(data: ReportData, out: Path) -> Path | None:
     sizes = [sum(1 for r, _, _ in split if (r["device"], r["machine"]) == g) for g in groups]
     fig, axes = dotplot.stacked(sizes, per_row=0.24)
     for ax, group in zip(axes, groups, strict=True):
-        rows = [(r, base) for r, base, _ in split if (r["device"], r["machine"]) == group]
-        for y, (r, base) in enumerate(rows):
+        rows = [(r, base, how) for r, base, how in split if (r["device"], r["machine"]) == group]
+        for y, (r, base, how) in enumerate(rows):
             if np.isnan(base):
-                ax.barh(y, 100, color="white", edgecolor="#555555", hatch="//")
+                ax.barh(y, 100, color="white", edgecolor="#555555", hatch="xx" if how == RESIDENT else "//")
             else:
-                share = 100 * min(base / r["median_ms"], 1.0)
+                share = 100 * base / r["median_ms"]  # time_split refused a share over 100%
                 ax.barh(y, share, color=FLOOR_COLOUR)
                 ax.barh(y, 100 - share, left=share, color=REST_COLOUR)
             ax.text(101, y, ", ".join([fmt_ms(r["median_ms"]), *quote.marks(r)]), va="center", fontsize=7)
         device, machine = group
         what = (f"floor {floor_label} {fmt_ms(floors[machine])}" if device == "cpu"
                 else "green: GPU busy time (kernels trace)")
-        dotplot.rows_axis(ax, [r["label"] for r, _ in rows], f"{dotplot.panel_title(*group)}  ({what})")
+        dotplot.rows_axis(ax, [r["label"] for r, _, _ in rows], f"{dotplot.panel_title(*group)}  ({what})")
         ax.set_xlim(0, 100)
     axes[-1].set_xlabel("share of the median per-image time (%); the median is written at the right")
     fig.legend(handles=[Patch(color=FLOOR_COLOUR, label=f"CPU: the floor ({floor_label}, "
                               "harness.measure.floor); GPU: busy time (kernels trace)"),
                         Patch(color=REST_COLOUR, label="the rest of the call (host overhead)"),
                         Patch(facecolor="white", edgecolor="#555555", hatch="//",
-                              label="GPU: no kernel trace")],
+                              label="GPU: no kernel trace"),
+                        Patch(facecolor="white", edgecolor="#555555", hatch="xx",
+                              label="GPU: a resident kernel (its busy time spans calls)")],
                frameon=False, fontsize=7, loc="upper center", ncol=2,
                bbox_to_anchor=(0.5, 1 - 0.4 / fig.get_figheight()))
     fig.suptitle("Fig. 6  Where a call's time goes: the CPU floor or the GPU's busy time, and the rest",

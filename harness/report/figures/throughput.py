@@ -32,7 +32,9 @@ def best_cpu_line(cells: pd.DataFrame) -> pd.DataFrame | None:
 
 
 def best_cpu_name(best: pd.DataFrame) -> str:
-    machine = short_machine(best["machine"].iloc[0]).replace("(R)", "")
+    """'best CPU line: c/fused, AMD EPYC': the CPU's model only (a machine's full name, its cores and
+    fingerprint or peak, runs past a panel's legend; the caption gives it)."""
+    machine = short_machine(best["machine"].iloc[0]).replace("(R)", "").split(",")[0]
     return f"best CPU line: {best['label'].iloc[0]}, {machine}"
 
 

@@ -1,0 +1,120 @@
+"""The drift between runs (harness.report.drift), reproduce's check against an interval for a rerun,
+and the first screen's computed sentences (harness.report.first_screen): each claim from one
+function, held against rows made by hand and against the committed runs."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.report import drift, findings, first_screen, gpu_section, headline, quote, reproduce, rundata
+from tests.test_processes import cell_row, fake_process_rounds
+
+
+def reproduce_row(moves, device="cpu"):
+    cells = [{"cell_id": f"c{i}", "device": device, "reference": {"median_ns": 1000.0},
+              "new": {"median_ns": 1000.0 * m}} for i, m in enumerate(moves)]
+    return {"kind": "reproduce", "run": "second", "reference_run": "first", "cells": cells,
+            "shares_by_device": {device: {"median_inside": [1, len(moves)]}}}
+
+
+def test_drift_is_the_median_move_and_the_spread_a_quantile_of_the_moves():
+    moves = [0.96] * 8 + [0.90, 1.10]
+    found = drift.measured(reproduce_row(moves), "cpu")
+    assert found.cells == 10 and found.shift == pytest.approx(-0.04)
+    assert found.spread == pytest.approx(np.quantile(np.abs(np.log(moves)), drift.QUANTILE))
+    assert found.median_inside == (1, 10) and drift.measured(reproduce_row(moves), "gpu") is None
+    low, high = drift.widen(10.0, 12.0, found)
+    assert low == pytest.approx(10.0 * math.exp(-found.spread)) and high == pytest.approx(12.0 * math.exp(found.spread))
+    with pytest.raises(ValueError, match="median"):
+        drift.measured(reproduce_row([0.9, float("nan")]), "cpu")
+
+
+def test_the_committed_reproduce_run_measures_the_amd_hosts_drift():
+    """2026-11-27: the second run was 2-4% faster nearly everywhere; 6 of 22 medians inside."""
+    drifts = drift.of_machines(rundata.latest_runs(rundata.load_runs()))
+    (key, found), = [(k, v) for k, v in drifts.items() if k[1] == "cpu"]
+    assert "peak 130 G MAC/s" in key[0] and found.cells == 22 and found.median_inside == (6, 22)
+    assert -0.05 < found.shift < -0.02 and 0.02 < found.spread < 0.2
+
+
+def test_reproduce_holds_new_medians_against_the_interval_for_a_rerun():
+    base_a, pa = fake_process_rounds(5, [1e6] * 3)
+    same, ps = fake_process_rounds(6, [2e6] * 3)
+    reference = [cell_row("base", "base", base_a, pa), cell_row("x", "x", same, ps)]
+    faster_base, pb = fake_process_rounds(8, [0.9e6] * 3)  # every cell 10% faster: a drift of the machine
+    faster, pf = fake_process_rounds(9, [1.8e6] * 3)
+    new = [cell_row("base", "base", faster_base, pb), cell_row("x", "x", faster, pf)]
+    alone = reproduce.compare(reference, new, "base")
+    assert alone["shares"]["median_inside"] == [0, 2] and alone["shares"]["median_inside_rerun"] == [0, 0]
+    assert alone["shares"]["ratio_inside"] == [1, 1]  # the ratio cancels the drift
+    known = drift.Drift("r", "f", 20, -0.1, math.log(1 / 0.85), (0, 20))
+    widened = reproduce.compare(reference, new, "base", {"cpu": known})
+    assert widened["shares"]["median_inside_rerun"] == [2, 2]
+    text = "\n".join(reproduce.lines(widened))
+    assert "goal: at least 80% of medians inside the interval for a rerun: 2 of 2 (100%), met" in text
+    assert "goal: at least 80% of ratios inside theirs: 1 of 1 (100%), met" in text
+    assert "one-run interval (no earlier drift of this machine known): 0 of 2 (0%), missed" in "\n".join(
+        reproduce.lines(alone))
+
+
+def cell(label, device, median, batch=1, machine="m", **more):
+    impl, variant = label.split("/")
+    return {"study": "batch_sweep", "run_id": "r", "machine": machine, "label": label, "implementation": impl,
+            "variant": variant, "device": device, "batch_size": batch, "dtype": "float32", "status": "ok",
+            "threads": math.nan, "median_ms": median, "images_per_s": batch / median * 1e3,
+            "ci_low_ms": median * 0.95, "ci_high_ms": median * 1.05, "processes": 1, **more}
+
+
+def test_the_cost_of_making_a_call_is_computed_per_device_and_not_most_of_a_cpu_call():
+    assert first_screen.call_cost(6.1, 4.84) == pytest.approx(1 - 4.84 / 6.1)
+    with pytest.raises(ValueError):
+        first_screen.call_cost(0.0, 1.0)
+    frame = pd.DataFrame([cell("c/fused", "cpu", 0.0061), cell("c/fused", "cpu", 2.48, batch=512),
+                          cell("cuda/batch", "gpu", 0.0354, machine="g"),
+                          cell("cuda/batch", "gpu", 0.336, batch=512, machine="g")])
+    text = first_screen.call_cost_sentence(frame, {"cpu": "m", "gpu": "g"})
+    assert "on the CPU, c/fused takes 4.84 µs per image at batch 512 against 6.1 µs at batch 1" in text
+    assert "21% of a batch-1 call (not most of it)" in text and "98% of a batch-1 call (most of it)" in text
+
+
+def test_the_committed_runs_first_screen_says_one_thread_and_the_resident_kernels_caveats():
+    data = rundata.load_report(rundata.DEFAULT_RESULTS, [])
+    assert first_screen.cpu_threads(data.runs, data.answer["cpu"]) == 1
+    assert "**The CPU columns are one thread**" in first_screen.threads_note(1)
+    persistent = rundata.find(data.frame, "api_levels", "cuda/persistent", device="gpu")
+    note = first_screen.resident_note(data.frame, data.runs, persistent)
+    assert "keeps one kernel resident" in note and "8 blocks" in note and "launched 2 times in 200 calls" in note
+    assert f"p99, {quote.ms(persistent['p99_ms'])}" in note and "serves one image at a time" in note
+    assert "c/layers takes 248 µs" in first_screen.c_note(data.frame, data.answer["cpu"])
+    graph = rundata.find(data.frame, "api_levels", "cudnn/graph", device="gpu")
+    assert first_screen.resident_note(data.frame, data.runs, graph) is None  # launched every call
+
+
+def test_the_headline_prints_an_interval_for_a_rerun_where_the_drift_is_known_and_says_what_intervals_cover():
+    one = pd.Series(cell("c/fused", "cpu", 0.0061))
+    known = drift.Drift("r", "f", 22, -0.035, 0.08, (6, 22))
+    assert headline.latency(one) == "6.1 µs [5.79–6.41 µs] `fused` *few processes*"
+    low, high = 0.0061 * 0.95 * math.exp(-0.08), 0.0061 * 1.05 * math.exp(0.08)
+    assert headline.latency(one, known) == f"6.1 µs [rerun {quote.interval(low, high)}] `fused` *few processes*"
+    note = first_screen.intervals_note({"cpu": "m", "gpu": "g"}, {("m", "cpu"): known})
+    assert "covers the rounds and processes of one run, not the machine's drift between runs" in note
+    assert "moved the CPU's medians by -3.5%" in note and "the GPU columns' are one run's" in note
+    assert "no second run" in first_screen.intervals_note({"cpu": "m"}, {})
+
+
+def test_findings_mark_single_process_cells_and_name_both_batch_512_rates():
+    data = rundata.load_report(rundata.DEFAULT_RESULTS, [])
+    found = findings.findings(data.frame, data.runs, [], data.answer)
+    devices = next(line for line in found if "large batches" in line)
+    sweep = rundata.find(data.frame, "batch_sweep", "c/fused", batch=512, machine=headline.machine_of(
+        data.frame, data.answer["cpu"]))
+    assert sweep["processes"] == 1 and f"c/fused's {findings.per_s(sweep)}" in devices
+    assert "*few processes*" in findings.per_s(sweep) and "one thread of" in devices
+    rows = gpu_section.kernel_rows(data.runs)
+    trace = next(r for r in rows if r["variant"] == "batch" and r["batch"] == 512)
+    assert f"give {gpu_section.trace_rate(trace) / 1e6:.2f} M" in devices
+    both = gpu_section.two_rates(data.frame, trace)
+    assert "`batch_sweep` measured the same call at 1.52 M images/s" in both and "2.14 M" in both
+    assert "back-to-back" in both and "interleaved in rounds" in both
