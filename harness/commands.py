@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import HarnessError, Unavailable
 from harness.machine import procenv
+from harness.machine.files import write_atomic
 
 if TYPE_CHECKING:  # the report wing is imported by the commands that need it
     from harness.report import rundata
@@ -34,8 +35,7 @@ def write_json(target: str, data: dict[str, Any]) -> None:
     if target == "-":
         print(text)
     else:
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-        Path(target).write_text(text + "\n")
+        write_atomic(target, text + "\n")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -144,7 +144,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     machine (harness.report.reproduce); the result is a row in RESULTS/reproduce/<run-id>/."""
     from harness.data import init_weights, weights
     from harness.machine import env
-    from harness.measure import results, runner, study
+    from harness.measure import results, runfolder, runner, study
     from harness.report import reproduce, rundata
 
     name = study.load(args.study).name
@@ -168,13 +168,14 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     result = reproduce.compare(first["rows"], results.read_rows(run_dir / results.ROWS), plan.baseline)
     for line in reproduce.lines(result):
         print(line)
-    (folder / "env.json").write_text((run_dir / "env.json").read_text())
+    write_atomic(folder / "env.json", (run_dir / "env.json").read_text())
     writer = results.RowWriter(folder, run_id)
     try:
         writer.write({"kind": "reproduce", "study": name, "reference_run": first["run_id"], "run": run_id,
                       "machine": here, **result})
     finally:
         writer.close()
+    runfolder.mark_complete(folder, "finished")
     print(f"results: {folder}")
     return 0
 

@@ -30,10 +30,11 @@ CHECKS = (("median_inside", "new medians inside the reference's 95% interval"),
 
 
 def reference(runs: list[dict], study: str, machine: str) -> dict | None:
-    """The newest run (rundata.load_runs' dicts, by first row) of `study` on `machine` with a cell."""
+    """The newest run (rundata.load_runs' dicts, in this checkout's order) of `study` on `machine`
+    with a cell."""
     found = [r for r in runs if r["study"] == study and r["machine"] == machine
              and any(row.get("kind") == "cell" for row in r["rows"])]
-    return max(found, key=lambda r: (r["started"], r["run_id"])) if found else None
+    return max(found, key=lambda r: (r["order"], r["run_id"])) if found else None
 
 
 def final_cells(rows: list[dict]) -> dict[str, dict]:
