@@ -215,6 +215,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     data = load_results(args, every_run=True)  # every committed run, for repeatability
     for line in markdown.stale_lines(data.frame, data.answer):
         log(f"WARNING: a number in the headline was measured on older code: {line}")
+    for line in markdown.partial_lines(data.partial):
+        log(f"WARNING: {line}")
     print(f"wrote {markdown.write(markdown.build(data), args.out)}")
     detail_path = Path(args.out).with_name("DETAILS.md")
     print(f"wrote {markdown.write(details.build(data), detail_path)}")

@@ -18,6 +18,7 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.machine.files import disk_error
 from harness.measure import rows as row_reader
+from harness.measure import runfolder
 
 SCHEMA_VERSION = 1
 ROWS = "results.jsonl"
@@ -59,14 +60,16 @@ def create_run_dir(out: Path, study: str, run_id: str | None) -> Path:
 
 
 def find_run_dir(out: Path, study: str, run_id: str | None) -> Path:
-    """The run to resume: --run-id, else the newest run of the study."""
+    """The run to resume: --run-id, else the newest partial run of the study (no completion marker:
+    harness.measure.runfolder), else its newest run (resuming it redoes nothing)."""
     base = Path(out) / study
     if run_id:
         run_dir = base / run_id
         if not (run_dir / ROWS).is_file():
             raise HarnessError(f"{run_dir}: no such run to resume (no {ROWS})")
         return run_dir
-    runs = sorted((p for p in base.glob("*") if (p / ROWS).is_file()), key=lambda p: p.stat().st_mtime)
+    runs = sorted((p for p in base.glob("*") if (p / ROWS).is_file()),
+                  key=lambda p: (runfolder.completion(p) is None, p.stat().st_mtime))
     if not runs:
         raise HarnessError(f"{base}: no run of study {study!r} to resume")
     return runs[-1]

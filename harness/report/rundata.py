@@ -266,6 +266,7 @@ class ReportData:
     crosschecks: list[dict] = field(default_factory=list)
     answer: dict = field(default_factory=dict)  # device -> the api_levels run id that answers (answer_run)
     floors: dict = field(default_factory=dict)  # device -> measure.floor.Floor of that run
+    partial: list = field(default_factory=list)  # partial_runs: runs never used, named with how to finish
 
 
 def load_report(root: Path, loc_rows: list[dict], every_run: bool = False,
@@ -286,7 +287,7 @@ def load_report(root: Path, loc_rows: list[dict], every_run: bool = False,
     return ReportData(runs=runs, frame=frame, loc_rows=loc_rows, history=history,
                       verify_rows=verify_records(root), crosschecks=crosscheck_records(root),
                       verify_train_rows=verify_records(root, "verify-train-*.json"),
-                      answer=answer, floors=floors)
+                      answer=answer, floors=floors, partial=partial_runs(root))
 
 
 def find(frame: pd.DataFrame, study: str, label: str, device: str = "cpu", batch: int = 1,
