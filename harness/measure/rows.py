@@ -42,8 +42,20 @@ FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
 }
 CELL_SPEC: dict[str, type | tuple[type, ...]] = {"implementation": str, "variant": str, "device": str,
                                                  "batch_size": int, "dtype": str}
-OPTIONAL = {"setup": (dict, type(None)), "round_process": list, "device_ns": (list, type(None)),
-            "contended_reasons": list, "reason": (str, type(None))}  # where present, of these types
+NONE = type(None)
+OPTIONAL: dict[str, dict[str, type | tuple[type, ...]]] = {  # where present, of these types
+    "setup": {"pid": (int, NONE), "process": int, "calls": int, "import_ns": (*NUMBER, NONE),
+              "load_ns": (*NUMBER, NONE), "cold_start_ns": (*NUMBER, NONE), "memory": (dict, NONE),
+              "gpu_memory": (dict, NONE), "installed": (dict, NONE), "frameworks": (list, NONE)},
+    "round": {"process": int, "pid": (int, NONE), "device_ns": (list, NONE), "rss_peak": (*NUMBER, NONE),
+              "gpu_samples": (list, NONE), "contended": (str, NONE)},
+    "load": {"cells": list, "busy": list, "contended": (str, NONE)},
+    "cell": {"setup": (dict, NONE), "stats": (dict, NONE), "device_stats": (dict, NONE),
+             "round_process": list, "contended": bool, "contended_reasons": list, "reason": (str, NONE),
+             "rss_peak": (*NUMBER, NONE), "convergence": (dict, NONE), "warnings": list, "study": str},
+}
+CELL_OPTIONAL: dict[str, type | tuple[type, ...]] = {"calls": int, "mode": str, "threads": (int, NONE),
+                                                     "processes": int}
 
 
 def nan_means_none(key: str) -> bool:
@@ -133,19 +145,27 @@ def bad_fields(row: dict[str, Any], fields: dict[str, type | tuple[type, ...]],
     return None
 
 
+def bad_optional(row: dict[str, Any], fields: dict[str, type | tuple[type, ...]],
+                 where: str = "") -> str | None:
+    for key, expected in fields.items():
+        if key in row and not has_type(row[key], expected):
+            return f"field {where}{key!r}: expected {type_name(expected)}, found {type(row[key]).__name__}"
+    return None
+
+
 def bad_kind(row: dict[str, Any]) -> str | None:
     """The fields of the kinds the report reads one by one, with their types."""
     kind = row["kind"]
     why = bad_fields(row, FIELDS.get(kind, {}))
     if why:
         return why
-    for key, expected in OPTIONAL.items():
-        if kind in ("round", "cell") and key in row and not has_type(row[key], expected):
-            return f"field {key!r}: expected {type_name(expected)}, found {type(row[key]).__name__}"
+    why = bad_optional(row, OPTIONAL.get(kind, {}))
+    if why:
+        return why
     if kind == "round":
         return bad_calls(row["times_ns"], "times_ns")
     if kind == "cell":
-        why = bad_fields(row["cell"], CELL_SPEC, "cell.")
+        why = bad_fields(row["cell"], CELL_SPEC, "cell.") or bad_optional(row["cell"], CELL_OPTIONAL, "cell.")
         if why:
             return why
         if row["cell"]["batch_size"] < 1:
@@ -177,8 +197,13 @@ def check(row: Any) -> str | None:
     return bad_kind(row)
 
 
+WARNED: set[str] = set()  # a file read twice in one command (the report, then the floor) warns once
+
+
 def warn_stderr(message: str) -> None:
-    print(message, file=sys.stderr)
+    if message not in WARNED:
+        WARNED.add(message)
+        print(message, file=sys.stderr)
 
 
 def read_lines(lines: Iterable[str], where: str, strict: bool = False,
