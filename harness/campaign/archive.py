@@ -208,7 +208,8 @@ def campaign_record(data: bytes, archive: Path, target: Path) -> bytes:
         raise HarnessError(f"{target}: not a campaign's record ({exc}); move it away to import") from None
     if new == {k: v for k, v in old.items() if k != "later_imports"}:
         return target.read_bytes()
-    later = old.get("later_imports") if isinstance(old.get("later_imports"), list) else []
+    earlier = old.get("later_imports")
+    later: list[Any] = earlier if isinstance(earlier, list) else []
     added = {"archive": archive.name, "imported": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
              "manifest": new}
     return (json.dumps({**old, "later_imports": [*later, added]}, indent=2) + "\n").encode()

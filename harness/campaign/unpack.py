@@ -28,8 +28,10 @@ import shutil
 import tarfile
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from harness.errors import HarnessError
 from harness.machine.files import disk_error
@@ -48,7 +50,7 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
-OPENERS = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ": lzma.open}
+OPENERS: dict[bytes, Callable[..., Any]] = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ": lzma.open}
 
 
 def check_stream(archive: Path, limits: Limits) -> None:
