@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ERROR: {exc}", file=sys.stderr)
         return exit_code(exc)
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             raise
         print(f"ERROR: {disk_error(Path(exc.filename or '?'), exc)}; files written whole keep their last "
               "version, and every complete row is kept", file=sys.stderr)

@@ -16,7 +16,8 @@ from harness.errors import HarnessError
 
 def disk_error(path: Path, exc: OSError) -> HarnessError:
     """The error a person reads: the file, and what the system said (a full disk named as such)."""
-    why = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up"}.get(
+    why = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+           errno.EFBIG: "over the file size limit"}.get(
         exc.errno or 0, exc.strerror or str(exc))
     return HarnessError(f"{path}: cannot write it ({why})")
 

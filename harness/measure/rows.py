@@ -106,11 +106,12 @@ def bad_number(value: Any, where: str, as_time: bool, nan_ok: bool = False) -> s
         if not math.isfinite(value):
             return f"{where} is {value} (not a finite number)"
         if as_time and not 0 <= value < MAX_NS:
-            return f"{where} is {value:g} ns (expected 0 <= t < {MAX_NS:.0e} ns)"
+            return f"{where} is {value:g} ns (expected 0 <= t < {MAX_NS:.3g} ns, an hour)"
         return None
     if isinstance(value, list):
-        if value and all(type(v) is int for v in value):  # the common case, fast: a round's times
-            return bad_number(min(value), where, as_time) or bad_number(max(value), where, as_time)
+        if value and all(type(v) is int for v in value) and not (  # the common case, fast: a round's times
+                bad_number(min(value), where, as_time) or bad_number(max(value), where, as_time)):
+            return None
         for i, item in enumerate(value):
             why = bad_number(item, f"{where}[{i}]", as_time, nan_ok)
             if why:
