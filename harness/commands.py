@@ -231,6 +231,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for run_dir in (args.run_a, args.run_b):
         runs = [r for r in rundata.load_runs(Path(run_dir).parent.parent)
                 if r["dir"].resolve() == Path(run_dir).resolve()]
+        if not runs and (Path(run_dir) / "results.jsonl").is_file():
+            raise HarnessError(f"{run_dir}: a partial run (no completion marker: killed, or still running); "
+                               "finish it with `python -m harness run STUDY --resume --run-id ID` first")
         if not runs:
             raise HarnessError(f"{run_dir}: not a run folder (expected <out>/<study>/<run-id>/results.jsonl)")
         frames.append(rundata.cells_frame(runs).set_index("cell_id"))

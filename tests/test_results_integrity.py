@@ -166,6 +166,32 @@ def test_a_second_resume_of_a_run_is_refused_while_the_first_holds_it(tmp_path):
     assert runfolder.completion(run_dir) is None
 
 
+def test_a_run_killed_outright_is_partial_until_resume_finishes_it(tmp_path):
+    """SIGKILL leaves no chance to clean up: the run has rows and no marker, never answers, and the
+    report names it; --resume (its lock went with the killed process) finishes it and marks it."""
+    study = tmp_path / "t.toml"
+    study.write_text('[study]\nname = "t"\nbaseline = "null"\n[measure]\ncalls = 40\nrounds = 4\nwarmup = 1\n'
+                     '[[cells]]\nimplementation = "null"\ndevices = ["cpu"]\n'
+                     '[[cells]]\nimplementation = "tests.fake_impls:GatedLeNet"\ndevices = ["cpu"]\n')
+    env = {**os.environ, "LENET_TEST_GATE": str(tmp_path / "gate"), "LENET_TEST_GATE_AFTER": "15"}
+    command = [sys.executable, "-m", "harness", "run", str(study), "--out", str(tmp_path), "--run-id", "k"]
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rows_path = tmp_path / "t" / "k" / "results.jsonl"
+    deadline = time.monotonic() + 120  # a guard against a broken harness, not a timing check
+    while time.monotonic() < deadline and not any(r["kind"] == "round" for r in rows.read(rows_path)):
+        assert proc.poll() is None, "the run ended before it was killed"
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(timeout=60)
+    (tmp_path / "gate").touch()  # its orphaned worker may finish its call and go
+    assert runfolder.completion(rows_path.parent) is None and rundata.load_runs(tmp_path) == []
+    assert [p["run_id"] for p in rundata.partial_runs(tmp_path)] == ["k"]
+    done = subprocess.run([*command[:4], "t", "--out", str(tmp_path), "--resume", "--run-id", "k"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert runfolder.completion(rows_path.parent) and [r["run_id"] for r in rundata.load_runs(tmp_path)] == ["k"]
+
+
 # --- import-results: checked whole, then all or nothing --------------------------------------------
 
 def tar_bytes(top, entries):
