@@ -315,6 +315,19 @@ def test_a_killed_run_in_an_archive_comes_in_partial_and_said(tmp_path):
     assert any("partial run" in line for line in said) and rundata.load_runs(into) == []
 
 
+def test_an_archive_with_markers_brings_an_unmarked_run_in_partial(tmp_path):
+    """After markers, a run the archive does not mark complete was killed there, whatever its rows say."""
+    into, said = tmp_path / "results", []
+    path = campaign(tmp_path, entries=[
+        ("results/api_levels/r1/results.jsonl", jsonl(run_rows("r1")).encode()),
+        ("results/api_levels/r1/complete.json", json.dumps({"complete": True, "order": 9e99}).encode()),
+        ("results/precision/r1/results.jsonl", jsonl(run_rows("r1")).encode())])
+    archive.import_results(path, into, say=said.append)
+    assert runfolder.order(into / "api_levels" / "r1") < time.time() + 1  # this checkout's order, not 9e99
+    assert runfolder.completion(into / "precision" / "r1") is None
+    assert any("precision/r1 is a partial run" in line for line in said)
+
+
 def test_an_import_that_fails_on_the_way_leaves_nothing(tmp_path, monkeypatch):
     """A full disk while staging: the staging folder is removed, nothing is in place."""
     into = tmp_path / "results"

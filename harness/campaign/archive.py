@@ -215,17 +215,27 @@ def campaign_record(data: bytes, archive: Path, target: Path) -> bytes:
     return (json.dumps({**old, "later_imports": [*later, added]}, indent=2) + "\n").encode()
 
 
-def run_markers(found: dict[PurePosixPath, list[dict]], archive: Path, staging: unpack.Staging,
-                say: Callable[[str], None]) -> None:
-    """Each imported run's completion marker, written here (its order: now, this checkout's): a run
-    the archive marks complete, or one from before markers whose every cell finished; any other run
-    comes in partial, named, never an answer until finished."""
+def marks_complete(data: bytes) -> bool:
+    """Whether an archive's complete.json is a completion marker (its order is not taken: this
+    checkout writes its own)."""
+    try:
+        marker = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(marker, dict) and marker.get("complete") is True
+
+
+def run_markers(found: dict[PurePosixPath, list[dict]], marked: set[PurePosixPath], archive: Path,
+                staging: unpack.Staging, say: Callable[[str], None]) -> None:
+    """Each imported run's completion marker, written here (its order: now, this checkout's). A run
+    is complete when every cell its rows name has its final row, and the archive marks it complete
+    (a run from before markers: by its rows alone); any other run comes in partial, said, never an
+    answer until finished."""
     now = time.time()
     for i, (rel, rows) in enumerate(sorted(found.items())):
         run = rel.parent
-        marked = staging.root.joinpath(*run.parts, runfolder.MARKER).is_file()
-        if marked or runfolder.complete_by_rows(rows):
-            how = f"imported from {archive.name}" + ("" if marked else " (complete by its rows)")
+        if runfolder.complete_by_rows(rows) and (run in marked or not marked):
+            how = f"imported from {archive.name}" + ("" if run in marked else " (by its rows: no marker)")
             data = {"run_id": run.name, "complete": True, "how": how, "order": now + i * 1e-6}
             staging.put(run / runfolder.MARKER, (json.dumps(data, indent=2) + "\n").encode())
         else:
@@ -264,7 +274,7 @@ def unpack_checked(tar: tarfile.TarFile, archive: Path, into: Path, top: str,
     if clashes:
         raise HarnessError(f"{archive}: would overwrite {len(clashes)} file(s) in {into}, e.g. "
                            f"{clashes[0]}; results are never overwritten (already imported?)")
-    now, found = time.time(), {}
+    now, found, marked = time.time(), {}, set()
     staging = unpack.Staging(into, top)
     try:
         for member, rel in members:  # every file read, checked and merged before anything is moved
@@ -274,9 +284,11 @@ def unpack_checked(tar: tarfile.TarFile, archive: Path, into: Path, top: str,
                 found[rel] = rows
             if replaceable(Path(*rel.parts)):
                 data = merged_text(data, member, archive, into.joinpath(*rel.parts), top, say).encode()
-            if rel.name != runfolder.MARKER:  # this checkout writes its own (run_markers)
+            if rel.name == runfolder.MARKER:  # this checkout writes its own (run_markers)
+                marked.update([rel.parent] if marks_complete(data) else [])
+            else:
                 staging.put(rel, data)
-        run_markers(found, archive, staging, say)
+        run_markers(found, marked, archive, staging, say)
         if manifest is not None:
             record = PurePosixPath(MANIFESTS, f"{top}.manifest.json")
             staging.put(record, campaign_record(read_member(tar, manifest, archive), archive,
