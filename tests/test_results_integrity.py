@@ -139,6 +139,14 @@ def test_newest_is_this_checkouts_order_not_a_rows_time(tmp_path):
     assert rundata.answer_run(rundata.cells_frame(every), "cpu") == "later"
 
 
+def test_a_run_completed_here_is_after_every_run_marked_here_even_if_the_clock_lags(tmp_path):
+    write_run(tmp_path, "marked-by-a-clock-ahead", run_rows("a"), order=NOW + 10**6)
+    later = write_run(tmp_path, "later", run_rows("later"))
+    runfolder.mark_complete(later, "finished")
+    assert runfolder.order(later) > NOW + 10**6
+    assert rundata.latest_runs(rundata.load_runs(tmp_path))[0]["run_id"] == "later"
+
+
 def test_one_writer_per_run_the_second_is_refused_with_the_holder_named(tmp_path):
     first = runfolder.hold(tmp_path)
     with pytest.raises(HarnessError, match=rf"another process is writing this run \(.* process {os.getpid()}"):

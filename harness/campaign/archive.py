@@ -231,7 +231,7 @@ def run_markers(found: dict[PurePosixPath, list[dict]], marked: set[PurePosixPat
     is complete when every cell its rows name has its final row, and the archive marks it complete
     (a run from before markers: by its rows alone); any other run comes in partial, said, never an
     answer until finished."""
-    now = time.time()
+    now = runfolder.next_order(staging.into)
     for i, (rel, rows) in enumerate(sorted(found.items())):
         run = rel.parent
         if runfolder.complete_by_rows(rows) and (run in marked or not marked):

@@ -8,10 +8,12 @@ one writer (a lock).
                           (two `--resume` of one run) is refused with the holder named
 
 "Newest" is this checkout's order: `order` in the marker is this machine's clock when the run
-completed here or was imported here, never a time the rows (or an archive) carry.
+completed here or was imported here (and never before a run already marked here, should the clock
+lag), never a time the rows (or an archive) carry.
 
     MARKER, LOCK                          the file names
-    mark_complete(run_dir, how, order)    write the marker (order: now, unless given)
+    mark_complete(run_dir, how, order)    write the marker (order: next_order, unless given)
+    next_order(root) -> float             now, and after every run already marked under root
     completion(run_dir) -> dict | None    the marker's fields; None: partial (or a marker unreadable)
     order(run_dir) -> float | None        where the run stands in this checkout's order
     complete_by_rows(rows) -> bool        a run from before markers: every cell it began finished
@@ -35,11 +37,19 @@ MARKER = "complete.json"
 LOCK = ".writer.lock"
 
 
+def next_order(root: Path) -> float:
+    """The order of a run completing (or imported) now under root (<root>/<study>/<run>/): this
+    machine's clock, and after every run already there whatever the clocks that marked them said."""
+    newest = max((order(marker.parent) or 0.0 for marker in Path(root).glob(f"*/*/{MARKER}")), default=0.0)
+    return max(time.time(), newest + 0.001)
+
+
 def mark_complete(run_dir: Path, how: str, order: float | None = None, **fields: Any) -> Path:
-    """The marker, written last: the run's id, how it came to be complete, its order here."""
+    """The marker, written last: the run's id, how it came to be complete, its order here (None:
+    next_order of the results folder it is in)."""
     run_dir = Path(run_dir)
     data = {"run_id": run_dir.name, "complete": True, "how": how,
-            "order": time.time() if order is None else order, **fields}
+            "order": next_order(run_dir.parent.parent) if order is None else order, **fields}
     return write_atomic(run_dir / MARKER, json.dumps(data, indent=2) + "\n")
 
 
