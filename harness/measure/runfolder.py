@@ -20,6 +20,7 @@ lag), never a time the rows (or an archive) carry.
     hold(run_dir) -> Writer               the run's lock, or a HarnessError naming its holder
 """
 
+import errno
 import fcntl
 import getpass
 import json
@@ -110,9 +111,12 @@ class Writer:
             raise HarnessError(f"{self.path}: cannot open the run's lock ({exc.strerror or exc})") from None
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except OSError as exc:
             held = os.pread(self.fd, 4096, 0).decode("utf-8", "replace")
             os.close(self.fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise HarnessError(f"{self.path}: cannot lock the run ({exc.strerror or exc}); a folder "
+                                   "on a filesystem without locks? use --out on a local disk") from None
             raise HarnessError(f"{self.path.parent}: another process is writing this run "
                                f"({describe_holder(held)}); one writer per run: wait for it to end, "
                                "or resume another run") from None
