@@ -230,7 +230,8 @@ def campaign(tmp_path, name="a", top="gpu-study-h-x", entries=None, manifest=Non
 def refused(path, into, match, limits=unpack.DEFAULT_LIMITS):
     with pytest.raises(HarnessError, match=match):
         archive.import_results(path, into, say=lambda line: None, limits=limits)
-    assert not into.exists() or not any(into.rglob("*")), sorted(into.rglob("*"))  # nothing written
+    left = [p.name for p in into.rglob("*")] if into.exists() else []
+    assert left in ([], [runfolder.LOCK]), left  # nothing written (but the import's lock, an empty file)
 
 
 def test_an_honest_archive_comes_in_with_a_marker_of_this_checkout(tmp_path):
@@ -336,6 +337,18 @@ def test_an_archive_with_markers_brings_an_unmarked_run_in_partial(tmp_path):
     assert any("precision/r1 is a partial run" in line for line in said)
 
 
+def test_two_imports_at_once_the_second_is_refused_and_a_killed_ones_staging_goes(tmp_path):
+    into = tmp_path / "results"
+    (into / ".import-gpu-study-h-x-1").mkdir(parents=True)  # left by an import killed outright
+    held = runfolder.hold_results(into)
+    refused_now = pytest.raises(HarnessError, match="another process is writing an import into this results")
+    with refused_now:
+        archive.import_results(campaign(tmp_path), into, say=lambda line: None)
+    held.release()
+    archive.import_results(campaign(tmp_path), into, say=lambda line: None)
+    assert runfolder.completion(into / "api_levels" / "r1") and not list(into.glob(".import-*"))
+
+
 def test_an_import_that_fails_on_the_way_leaves_nothing(tmp_path, monkeypatch):
     """A full disk while staging: the staging folder is removed, nothing is in place."""
     into = tmp_path / "results"
@@ -352,7 +365,7 @@ def test_an_import_that_fails_on_the_way_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(unpack.Staging, "put", full_disk)
     with pytest.raises(HarnessError, match="the disk is full"):
         archive.import_results(campaign(tmp_path), into, say=lambda line: None)
-    assert sorted(p.name for p in into.rglob("*")) == ["api_levels", "r0"]
+    assert sorted(p.name for p in into.rglob("*")) == [runfolder.LOCK, "api_levels", "r0"]
 
 
 def test_a_rename_that_fails_moves_back_what_was_moved(tmp_path, monkeypatch):
@@ -369,7 +382,7 @@ def test_a_rename_that_fails_moves_back_what_was_moved(tmp_path, monkeypatch):
     monkeypatch.setattr(unpack.os, "rename", fails_second)
     with pytest.raises(HarnessError, match="nothing imported"):
         archive.import_results(campaign(tmp_path), into, say=lambda line: None)
-    assert sorted(p.name for p in into.rglob("*")) == ["api_levels"]
+    assert sorted(p.name for p in into.rglob("*")) == [runfolder.LOCK, "api_levels"]
 
 
 # --- a full disk ----------------------------------------------------------------------------------

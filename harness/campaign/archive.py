@@ -252,6 +252,7 @@ def import_results(archive: Path, into: Path, say: Callable[[str], None] = print
     if not archive.is_file():
         raise HarnessError(f"{archive}: no such archive (expected gpu-study-<host>-<run-id>.tar.gz)")
     unpack.check_stream(archive, limits)
+    importing = runfolder.hold_results(into)
     try:
         with tarfile.open(archive, "r:*") as tar:
             top, members = unpack.checked_entries(tar, archive, limits)
@@ -260,6 +261,8 @@ def import_results(archive: Path, into: Path, say: Callable[[str], None] = print
             return unpack_checked(tar, archive, into, top, members, manifest, say)
     except (tarfile.TarError, EOFError, zlib.error) as exc:
         raise HarnessError(f"{archive}: not a readable tar archive ({exc})") from None
+    finally:
+        importing.release()
 
 
 def unpack_checked(tar: tarfile.TarFile, archive: Path, into: Path, top: str,

@@ -166,6 +166,8 @@ class Staging:
     def __init__(self, into: Path, top: str):
         self.into = into
         self.root = into / f".import-{top}-{os.getpid()}"
+        for stale in into.glob(".import-*"):  # a killed import's (the import lock is ours: none is running)
+            shutil.rmtree(stale, ignore_errors=True)
         self.moved: list[tuple[Path, Path, Path | None]] = []  # (target, staged, its old version)
 
     def put(self, rel: PurePosixPath, data: bytes) -> None:

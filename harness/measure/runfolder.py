@@ -18,6 +18,7 @@ lag), never a time the rows (or an archive) carry.
     order(run_dir) -> float | None        where the run stands in this checkout's order
     complete_by_rows(rows) -> bool        a run from before markers: every cell it began finished
     hold(run_dir) -> Writer               the run's lock, or a HarnessError naming its holder
+    hold_results(root) -> Writer          an import's lock on the results folder (<root>/.writer.lock)
 """
 
 import errno
@@ -103,7 +104,8 @@ class Writer:
     """The run's one writer: an exclusive flock on <run>/.writer.lock, held until release() or the
     process ends (a killed run's lock goes with it, so --resume can take it)."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, what: str = "this run", advice: str = "one writer per run: wait for "
+                 "it to end, or resume another run"):
         self.path = Path(run_dir) / LOCK
         try:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -117,9 +119,8 @@ class Writer:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise HarnessError(f"{self.path}: cannot lock the run ({exc.strerror or exc}); a folder "
                                    "on a filesystem without locks? use --out on a local disk") from None
-            raise HarnessError(f"{self.path.parent}: another process is writing this run "
-                               f"({describe_holder(held)}); one writer per run: wait for it to end, "
-                               "or resume another run") from None
+            raise HarnessError(f"{self.path.parent}: another process is writing {what} "
+                               f"({describe_holder(held)}); {advice}") from None
         try:
             os.ftruncate(self.fd, 0)
             os.pwrite(self.fd, holder_text().encode(), 0)
@@ -134,3 +135,11 @@ class Writer:
 
 def hold(run_dir: Path) -> Writer:
     return Writer(run_dir)
+
+
+def hold_results(root: Path) -> Writer:
+    """The results folder's lock for an import (two imports at once would each check, then both
+    rename): the second is refused with the holder named."""
+    Path(root).mkdir(parents=True, exist_ok=True)
+    return Writer(root, "an import into this results folder", "one import at a time: run it again when "
+                  "the other has ended")
