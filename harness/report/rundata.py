@@ -42,16 +42,20 @@ def read_run(rows_path: Path) -> dict:
 def load_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
     """Every complete run folder (its marker written): read_run's dicts. A partial run (killed, or
     still running) never answers: partial_runs names it."""
-    runs = [read_run(path) for path in sorted(Path(root).glob("*/*/" + results.ROWS))
-            if runfolder.completion(path.parent) is not None]
-    return runs
+    return [read_run(path) for path in run_files(root) if runfolder.completion(path.parent) is not None]
+
+
+def run_files(root: Path) -> list[Path]:
+    """<root>/<study>/<run>/results.jsonl, but in a hidden folder (an import's staging folder)."""
+    return [path for path in sorted(Path(root).glob("*/*/" + results.ROWS))
+            if not any(part.startswith(".") for part in path.relative_to(root).parts)]
 
 
 def partial_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
     """Every run folder without its completion marker: its study, id, the cells it finished, and the
     command that finishes it."""
     found = []
-    for path in sorted(Path(root).glob("*/*/" + results.ROWS)):
+    for path in run_files(root):
         run_dir = path.parent
         if runfolder.completion(run_dir) is not None:
             continue
