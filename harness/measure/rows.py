@@ -4,12 +4,12 @@ import-results, the report, the figures, reproduce and the floor all read rows h
 A row is one JSON object on one line. It is usable when
 - `schema` is a version this harness knows (SCHEMA_VERSIONS), `run_id` and `kind` are strings,
   `time` (seconds since 1970, where the row was written) a finite number above zero;
-- every number is finite (NaN, Infinity, a number too big for a float), but for NaN in an interval
-  or a spread the harness computed (NAN_MEANS_NONE: "not computed", e.g. one round has no interval);
+- every number is finite (no NaN, no Infinity, none too big for a float), but NaN in an interval, a
+  spread or a share the harness computed (nan_means_none: "not computed": one round has no interval);
 - every time in nanoseconds (a key ending in `_ns` or holding `_ns_`, and all inside it) is at
   least 0 and below MAX_NS, and each timed call of a round (times_ns, rounds_ns) above 0;
 - a row of a kind the report reads field by field (setup, round, load, cell) has those fields, of
-  their types (FIELDS, CELL_SPEC).
+  their types (FIELDS, CELL_SPEC), and the optional ones it reads of theirs (OPTIONAL, CELL_OPTIONAL).
 A bad row is refused whole (strict: import-results) or skipped with one WARNING naming file:line
 (the report, figures, reproduce, --resume): never a traceback, never a NaN in a table.
 
