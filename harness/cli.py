@@ -9,6 +9,7 @@ the commands set differently, and each command lists its options in the order `-
 """
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -28,6 +29,7 @@ from harness import (
     registry,
 )
 from harness.errors import HarnessError, exit_code
+from harness.machine.files import disk_error
 
 Subparsers = argparse._SubParsersAction  # what add_subparsers returns (argparse names it privately)
 Command = Callable[[argparse.Namespace], int]
@@ -355,6 +357,12 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:  # Unavailable too
         print(f"ERROR: {exc}", file=sys.stderr)
         return exit_code(exc)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+        print(f"ERROR: {disk_error(Path(exc.filename or '?'), exc)}; files written whole keep their last "
+              "version, and every complete row is kept", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import HarnessError, Unavailable
 from harness.machine import procenv
+from harness.machine.files import write_atomic
 
 if TYPE_CHECKING:  # the report wing is imported by the commands that need it
     from harness.report import rundata
@@ -34,8 +35,7 @@ def write_json(target: str, data: dict[str, Any]) -> None:
     if target == "-":
         print(text)
     else:
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-        Path(target).write_text(text + "\n")
+        write_atomic(target, text + "\n")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -144,7 +144,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     machine (harness.report.reproduce); the result is a row in RESULTS/reproduce/<run-id>/."""
     from harness.data import init_weights, weights
     from harness.machine import env
-    from harness.measure import results, runner, study
+    from harness.measure import results, runfolder, runner, study
     from harness.report import drift, hosts, reproduce, rundata
 
     name = study.load(args.study).name
@@ -173,7 +173,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                                earlier)
     for line in reproduce.lines(result):
         print(line)
-    (folder / "env.json").write_text((run_dir / "env.json").read_text())
+    write_atomic(folder / "env.json", (run_dir / "env.json").read_text())
     writer = results.RowWriter(folder, run_id)
     try:
         writer.write({"kind": "reproduce", "study": name, "reference_run": first["run_id"], "run": run_id,
@@ -181,6 +181,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                       "host_key": hosts.key(identity), **result})
     finally:
         writer.close()
+    runfolder.mark_complete(folder, "finished")
     print(f"results: {folder}")
     return 0
 
@@ -220,6 +221,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     data = load_results(args, every_run=True)  # every committed run, for repeatability
     for line in markdown.stale_lines(data.frame, data.answer):
         log(f"WARNING: a number in the headline was measured on older code: {line}")
+    for line in markdown.partial_lines(data.partial):
+        log(f"WARNING: {line}")
     print(f"wrote {markdown.write(markdown.build(data), args.out)}")
     detail_path = Path(args.out).with_name("DETAILS.md")
     print(f"wrote {markdown.write(details.build(data), detail_path)}")
@@ -234,6 +237,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for run_dir in (args.run_a, args.run_b):
         runs = [r for r in rundata.load_runs(Path(run_dir).parent.parent)
                 if r["dir"].resolve() == Path(run_dir).resolve()]
+        if not runs and (Path(run_dir) / "results.jsonl").is_file():
+            raise HarnessError(f"{run_dir}: a partial run (no completion marker: killed, or still running); "
+                               "finish it with `python -m harness run STUDY --resume --run-id ID` first")
         if not runs:
             raise HarnessError(f"{run_dir}: not a run folder (expected <out>/<study>/<run-id>/results.jsonl)")
         frames.append(rundata.cells_frame(runs).set_index("cell_id"))

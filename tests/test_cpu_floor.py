@@ -177,8 +177,9 @@ def test_the_target_and_the_finding_quote_one_number_for_one_ratio():
 
 
 def test_a_contended_measurement_is_marked_with_its_reason():
-    runs = [{"study": "api_levels", "machine": "m", "started": 1.0, "run_id": "x", "env": {}, "rows": []},
-            {"study": "arithmetic", "machine": "m", "started": 2.0, "run_id": "y", "env": {"cpu": "AMD EPYC"},
+    runs = [{"study": "api_levels", "machine": "m", "started": 1.0, "order": 1.0, "run_id": "x", "env": {},
+             "rows": []},
+            {"study": "arithmetic", "machine": "m", "started": 2.0, "order": 2.0, "run_id": "y", "env": {"cpu": "AMD EPYC"},
              "rows": [row(contended="other processes used 0.90 cores (> 0.25): make (7) 0.90")]}]
     empty = rundata.cells_frame([])
     text = "\n".join(cpu_floor.section(ReportData(runs=runs, frame=empty, loc_rows=[], history=empty,

@@ -883,8 +883,8 @@ def test_details_puts_the_measured_kernel_time_beside_the_static_row():
     traced = {"kind": "kernels", "status": "ok", "implementation": "cuda", "variant": "mapped", "batch": 1,
               "device_ops_per_call": 1.0,
               "ops": [{"category": "kernel", "name": "lenet_cluster", "ns_per_call": 10_800.0, "per_call": 1.0}]}
-    runs = [{"study": "gpu_explain", "machine": "cpu", "started": 1.0, "rows": static},
-            {"study": "kernels", "machine": "H100", "started": 2.0, "rows": [traced]}]
+    runs = [{"study": "gpu_explain", "machine": "cpu", "started": 1.0, "order": 1.0, "rows": static},
+            {"study": "kernels", "machine": "H100", "started": 2.0, "order": 2.0, "rows": [traced]}]
     text = "\n".join(gpu_static_section.section(runs))
     assert "| lenet_cluster | the whole network | cluster, mapped | 8 | 416,520 | 254.3 | 319 | 124 | 128 / 256 | 0 / 0 | 13952 | 10.8 µs (cuda/mapped, H100) |" in text
     traced["batch"] = 512  # a large batch's kernel time is not the batch-1 one

@@ -272,10 +272,11 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path):
 
 def test_partial_last_line_is_skipped_by_readers_and_cut_by_resume(tmp_path):
     rows_path = tmp_path / "results.jsonl"
-    rows_path.write_text('{"kind": "round", "a": 1}\n{"kind": "cell", "cut')  # killed mid-write
-    assert results.read_rows(rows_path) == [{"kind": "round", "a": 1}]
+    first = {"schema": 1, "run_id": "r", "time": 1.7e9, "kind": "load", "round": 0}
+    rows_path.write_text(json.dumps(first) + '\n{"kind": "cell", "cut')  # killed mid-write
+    assert results.read_rows(rows_path) == [first]
     writer = results.RowWriter(tmp_path, "r")
-    writer.write({"kind": "cell", "b": 2})
+    writer.write({"kind": "load", "round": 1})
     writer.close()
     lines = rows_path.read_text().splitlines()
     assert len(lines) == 2 and all(json.loads(line) for line in lines)

@@ -125,7 +125,8 @@ def test_newest_kernels_row_per_target_and_batch_across_runs():
     """A later kernels run that profiles a few targets again replaces only those (a failed row never
     replaces an ok one); a target at another batch size is a row of its own."""
     def run(started, rows):
-        return {"study": "kernels", "machine": "m", "run_id": f"r{started}", "started": started, "rows": rows}
+        return {"study": "kernels", "machine": "m", "run_id": f"r{started}", "started": started, "order": started,
+                "rows": rows}
     ok = {"status": "ok"}
     old = run(1, [{"implementation": "cuda", "variant": "graph", **ok, "v": 1},
                   {"implementation": "cuda", "variant": "cluster", **ok, "v": 1}])

@@ -191,6 +191,9 @@ def test_a_folder_that_holds_a_campaign_is_refused(tmp_path):
         gpu_study.gpu_study(tmp_path, quick=True, only=["doctor"])
 
 
+ROW = json.dumps({"schema": 1, "run_id": "r", "time": 1.7e9, "kind": "load", "round": 0}) + "\n"  # a real row
+
+
 def tar_of(path, top, files):
     with tarfile.open(path, "w:gz") as tar:
         for name, text in files.items():
@@ -216,13 +219,13 @@ def test_a_later_campaign_merges_verify_json_row_by_row_but_never_overwrites_a_r
     first = tar_of(tmp_path / "a.tar.gz", "gpu-study-h-a", {
         "verify-gpu-h.json": verify_file([vrow("cuda", "fused", agree=1), vrow("cuda", "fused", "float64"),
                                           vrow("jax", "jit"), vrow("tf", "-", "-", "unavailable")]),
-        "api_levels/r1/results.jsonl": "{}\n"})
+        "api_levels/r1/results.jsonl": ROW})
     second = tar_of(tmp_path / "b.tar.gz", "gpu-study-h-b", {
         "verify-gpu-h.json": verify_file([vrow("cuda", "fused", agree=2), vrow("cuda", "mapped"),
                                           vrow("tf", "xla", status="FAIL")], complete=False),
-        "api_levels/r2/results.jsonl": "{}\n"})
+        "api_levels/r2/results.jsonl": ROW})
     clash = tar_of(tmp_path / "c.tar.gz", "gpu-study-h-c", {"verify-gpu-h.json": verify_file([vrow("jax", "jit")]),
-                                                            "api_levels/r1/results.jsonl": "{}\n"})
+                                                            "api_levels/r1/results.jsonl": ROW})
     archive.import_results(first, into, say=said.append)
     assert all(r["campaign"] == "gpu-study-h-a" for r in json.loads((into / "verify-gpu-h.json").read_text())["rows"])
     said.clear()
@@ -279,7 +282,7 @@ def test_unstamped_rows_already_there_get_the_campaign_that_wrote_them(tmp_path)
 def test_a_verify_file_that_is_not_one_is_refused_before_anything_is_written(tmp_path):
     into = tmp_path / "results"
     bad = tar_of(tmp_path / "e.tar.gz", "gpu-study-h-e", {"verify-gpu-h.json": '{"rows": ["old"]}',
-                                                          "api_levels/r9/results.jsonl": "{}\n"})
+                                                          "api_levels/r9/results.jsonl": ROW})
     with pytest.raises(HarnessError, match=r"verify-gpu-h.json: not a verify file"):
         archive.import_results(bad, into, say=lambda line: None)
     assert not (into / "api_levels").exists()

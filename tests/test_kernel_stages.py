@@ -94,8 +94,8 @@ def test_details_section_puts_the_stages_beside_the_trace():
            "kernel": "lenet_cluster", "gpu": "NVIDIA H100", "dtype": "float32", **summary}
     traced = {"kind": "kernels", "status": "ok", "implementation": "cuda", "variant": "cluster", "batch": 1,
               "ops": [{"category": "kernel", "name": "lenet_cluster", "ns_per_call": 16_000.0, "per_call": 1.0}]}
-    runs = [{"study": "kernel_stages", "machine": "vm: H100", "started": 1.0, "rows": [row]},
-            {"study": "kernels", "machine": "vm: H100", "started": 2.0, "rows": [traced]}]
+    runs = [{"study": "kernel_stages", "machine": "vm: H100", "started": 1.0, "order": 1.0, "rows": [row]},
+            {"study": "kernels", "machine": "vm: H100", "started": 2.0, "order": 2.0, "rows": [traced]}]
     text = "\n".join(kernel_stages_section.section(runs))
     assert "## Inside lenet_cluster, float32, on vm: H100" in text
     assert "| block 0: fc2, fc3, softmax, the answer stored | 7,000 | 3,500 | 7,000 |" in text

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from harness.machine import env
-from harness.measure import results, stats
+from harness.measure import results, runfolder, stats
 from harness.report import reproduce, rundata, validity
 from tests.conftest import ROOT
 from tests.test_runner import final_rows, lab_cell, only_run, run_cli
@@ -140,7 +140,8 @@ def test_reproduce_reruns_a_study_and_writes_its_shares_as_a_row(tmp_path):
                      near, labels),
             cell_row("tests.fake_impls:SleepyTwinLeNet/default/cpu/b1/float32",
                      "tests.fake_impls:SleepyTwinLeNet", far, labels)]
-    (ref_dir / "results.jsonl").write_text("".join(json.dumps({"time": 1.0, **r}) + "\n" for r in rows))
+    (ref_dir / "results.jsonl").write_text("".join(json.dumps({"schema": 1, "run_id": ref_dir.name, "time": 1.0, **r}) + "\n" for r in rows))
+    runfolder.mark_complete(ref_dir, "a test's reference run")
     run = run_cli_reproduce(tmp_path / "study.toml", text, tmp_path / "res")
     assert run.returncode == 0, run.stderr
     assert "new medians inside the reference's 95% interval: 1 of 2 (50%)" in run.stdout

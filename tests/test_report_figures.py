@@ -49,7 +49,7 @@ def cell(study, label, device, machine, median, dtype="float32", batch=1, noisy=
 
 
 def run(study, machine, started, run_id=None):
-    return {"study": study, "run_id": run_id or f"run-{machine}", "machine": machine, "started": started,
+    return {"study": study, "run_id": run_id or f"run-{machine}", "machine": machine, "started": started, "order": started,
             "env": {}, "rows": []}
 
 

@@ -103,7 +103,7 @@ def test_a_cell_with_too_few_rounds_has_no_interval():
     two_calls = [[1000.0, 1001.0]] * 6
     assert not stats.interval_supported(two_calls)
     assert stats.interval_supported([[1000.0, 1001.0, 1002.0]] * 5)
-    run = {"study": "s", "run_id": "r", "machine": "m", "env": {}, "started": 0.0, "rows": [
+    run = {"study": "s", "run_id": "r", "machine": "m", "env": {}, "started": 0.0, "order": 0.0, "rows": [
         {"kind": "cell", "cell_id": "null/default/cpu/b1/float32", "status": "ok", "rounds_ns": three,
          "cell": {"implementation": "null", "variant": "default", "device": "cpu", "batch_size": 1,
                   "dtype": "float32"}}]}

@@ -5,24 +5,33 @@
       gpu-study-<host>-<run-id>/results/...      run folders, explain rows, verify JSON (never dropped)
       gpu-study-<host>-<run-id>/logs/*.log       raw logs (dropped first when over the cap)
 
-`import-results` unpacks results/ into reports/results/ and refuses to overwrite any file there,
+`import-results` checks the archive whole, then unpacks results/ into reports/results/ all or nothing
+(harness.campaign.unpack: the stream's checksum, caps, entries, every row through the one reader)
+and refuses to overwrite any file there,
 but for verify's and verify-train's JSON (verify-*.json at the top), which it merges row by row
 (merge_verify): a campaign that verified some levels only (gpu-study --levels) replaces those
 levels' rows and keeps every other row, each row stamped with the campaign it came from, and says
 what it replaced and what it kept. A labs step's output (results/labs-gpu/<run-id>/<lab>/) comes
-in as it is, like a run folder.
+in as it is, like a run folder. Each run comes in with a completion marker written here (its place
+in this checkout's order is the import's time); a partial run comes in partial, and is named.
+A campaign's record (campaigns/<top>.manifest.json) is never overwritten: a later import of the
+same campaign is added to it.
 """
 
 import fnmatch
 import json
-import shutil
 import tarfile
+import time
+import zlib
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
-from typing import IO, Any
+from pathlib import Path, PurePosixPath
+from typing import Any
 
+from harness.campaign import unpack
 from harness.errors import HarnessError
+from harness.machine.files import disk_error, write_atomic
+from harness.measure import results, runfolder
 
 Row = dict[str, Any]
 
@@ -42,7 +51,7 @@ def pack(out: Path, name: str, cap_bytes: int = CAP_BYTES, say: Callable[[str], 
         say(f"WARNING: {archive.name} is {archive.stat().st_size / 2**20:.1f} MiB, over the "
             f"{cap_bytes / 2**20:g} MiB cap: dropping the raw logs (the manifest keeps their last lines)")
         manifest["logs_dropped"] = True
-        manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
+        write_atomic(manifest_path, json.dumps(manifest, indent=2) + "\n")
         write(archive, out, name, ["manifest.json", "results"])
     size = archive.stat().st_size
     if size > cap_bytes:  # results are never dropped: say so loudly instead
@@ -52,30 +61,19 @@ def pack(out: Path, name: str, cap_bytes: int = CAP_BYTES, say: Callable[[str], 
 
 
 def write(archive: Path, out: Path, name: str, parts: list[str]) -> None:
-    with tarfile.open(archive, "w:gz") as tar:
-        for part in parts:
-            if (out / part).exists():
-                tar.add(out / part, arcname=f"{name}/{part}")
-
-
-def safe_members(tar: tarfile.TarFile, archive: Path) -> tuple[str, list[tuple[tarfile.TarInfo, Path]]]:
-    """The top folder's name, and (member, path under results/) for each of the archive's results;
-    anything odd is an error."""
-    members = tar.getmembers()
-    tops = {m.name.split("/")[0] for m in members}
-    if len(tops) != 1:
-        raise HarnessError(f"{archive}: expected one top folder (gpu-study-...), found {sorted(tops)}")
-    top = tops.pop()
-    found = []
-    for m in members:
-        parts = Path(m.name).parts
-        if m.name.startswith("/") or ".." in parts or not (m.isfile() or m.isdir()):
-            raise HarnessError(f"{archive}: refusing the entry {m.name!r} (absolute, '..' or a link)")
-        if len(parts) > 2 and parts[1] == "results" and m.isfile():
-            found.append((m, Path(*parts[2:])))
-    if not found:
-        raise HarnessError(f"{archive}: no results/ inside (expected {top}/results/...)")
-    return top, found
+    """The archive, through a temporary file renamed into place (a full disk leaves no half archive);
+    a run's lock file stays home."""
+    tmp = archive.with_name(f".{archive.name}.tmp")
+    try:
+        with tarfile.open(tmp, "w:gz") as tar:
+            for part in parts:
+                if (out / part).exists():
+                    tar.add(out / part, arcname=f"{name}/{part}",
+                            filter=lambda info: None if Path(info.name).name == runfolder.LOCK else info)
+        tmp.replace(archive)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise HarnessError(f"{disk_error(archive, exc)}; no archive written") from None
 
 
 def replaceable(rel: Path) -> bool:
@@ -159,22 +157,22 @@ def merge_verify(old: dict[str, Any] | None, new: dict[str, Any], campaign: str,
     return merged, [line for line in said if line]
 
 
-def member_file(tar: tarfile.TarFile, member: tarfile.TarInfo, archive: Path) -> IO[bytes]:
-    """The member's bytes (safe_members and the manifest's lookup let only files through)."""
+def read_member(tar: tarfile.TarFile, member: tarfile.TarInfo, archive: Path) -> bytes:
+    """The member's bytes (unpack.checked_entries lets only files through)."""
     src = tar.extractfile(member)
     if src is None:
         raise HarnessError(f"{archive}: {member.name} is not a file")
-    return src
+    with src:
+        return src.read()
 
 
-def merged_text(tar: tarfile.TarFile, member: tarfile.TarInfo, archive: Path, target: Path, campaign: str,
+def merged_text(data: bytes, member: tarfile.TarInfo, archive: Path, target: Path, campaign: str,
                 say: Callable[[str], None]) -> str:
     """The verify JSON to write at target: the archive's rows merged into the file there (said)."""
-    with member_file(tar, member, archive) as src:
-        try:
-            new = json.loads(src.read())
-        except ValueError as exc:
-            raise HarnessError(f"{archive}: {member.name} is not JSON ({exc})") from None
+    try:
+        new = json.loads(data)
+    except ValueError as exc:
+        raise HarnessError(f"{archive}: {member.name} is not JSON ({exc})") from None
     old = None
     if target.exists():
         try:
@@ -185,51 +183,125 @@ def merged_text(tar: tarfile.TarFile, member: tarfile.TarInfo, archive: Path, ta
         if found is not None and not (isinstance(found, dict) and isinstance(found.get("rows", []), list)
                                       and all(isinstance(r, dict) for r in found.get("rows", []))):
             raise HarnessError(f"{where}: not a verify file (expected {{\"rows\": [{{...}}, ...], ...}})")
-    data, said = merge_verify(old, new, campaign, older_source(target.parent, target.name))
+    merged, said = merge_verify(old, new, campaign, older_source(target.parent, target.name))
     verb = "merging into" if old is not None else "writing"
     say(f"{verb} {target}: " + "; ".join(said))
-    return json.dumps(data, indent=2) + "\n"
+    return json.dumps(merged, indent=2) + "\n"
 
 
-def import_results(archive: Path, into: Path, say: Callable[[str], None] = print) -> list[Path]:
-    """Unpack the archive's results/ into `into`; returns the files written. Nothing existing is
-    overwritten (verify's JSON aside: merged row by row, and said): a clash is one error naming the
-    files, before anything is written."""
+def campaign_record(data: bytes, archive: Path, target: Path) -> bytes:
+    """campaigns/<top>.manifest.json: the archive's manifest; where the campaign is already known,
+    the record there kept whole and this import added to it (`later_imports`)."""
+    try:
+        new = json.loads(data)
+        if not isinstance(new, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        raise HarnessError(f"{archive}: its manifest.json is not a campaign's record ({exc})") from None
+    if not target.exists():
+        return data
+    try:
+        old = json.loads(target.read_text())
+        if not isinstance(old, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"{target}: not a campaign's record ({exc}); move it away to import") from None
+    if new == {k: v for k, v in old.items() if k != "later_imports"}:
+        return target.read_bytes()
+    earlier = old.get("later_imports")
+    later: list[Any] = earlier if isinstance(earlier, list) else []
+    added = {"archive": archive.name, "imported": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+             "manifest": new}
+    return (json.dumps({**old, "later_imports": [*later, added]}, indent=2) + "\n").encode()
+
+
+def marks_complete(data: bytes) -> bool:
+    """Whether an archive's complete.json is a completion marker (its order is not taken: this
+    checkout writes its own)."""
+    try:
+        marker = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(marker, dict) and marker.get("complete") is True
+
+
+def run_markers(found: dict[PurePosixPath, list[dict]], marked: set[PurePosixPath], archive: Path,
+                staging: unpack.Staging, say: Callable[[str], None]) -> None:
+    """Each imported run's completion marker, written here (its order: now, this checkout's). A run
+    is complete when every cell its rows name has its final row, and the archive marks it complete
+    (a run from before markers: by its rows alone); any other run comes in partial, said, never an
+    answer until finished."""
+    now = runfolder.next_order(staging.into)
+    for i, (rel, rows) in enumerate(sorted(found.items())):
+        run = rel.parent
+        if runfolder.complete_by_rows(rows) and (run in marked or not marked):
+            how = f"imported from {archive.name}" + ("" if run in marked else " (by its rows: no marker)")
+            data = {"run_id": run.name, "complete": True, "how": how, "order": now + i * 1e-6}
+            staging.put(run / runfolder.MARKER, (json.dumps(data, indent=2) + "\n").encode())
+        else:
+            say(f"WARNING: {run} is a partial run (cells without their final row): imported as partial, "
+                "never an answer; finish it where it ran (--resume) and bring it back")
+
+
+def import_results(archive: Path, into: Path, say: Callable[[str], None] = print,
+                   limits: unpack.Limits = unpack.DEFAULT_LIMITS) -> list[Path]:
+    """Unpack the archive's results/ into `into`; returns the files written. Everything is checked
+    before anything is written (harness.campaign.unpack); nothing existing is overwritten (verify's
+    JSON aside: merged row by row, and said; a campaign's record: added to); then all or nothing."""
     archive, into = Path(archive), Path(into)
     if not archive.is_file():
         raise HarnessError(f"{archive}: no such archive (expected gpu-study-<host>-<run-id>.tar.gz)")
+    unpack.check_stream(archive, limits)
+    importing = runfolder.hold_results(into)
     try:
-        tar = tarfile.open(archive, "r:*")
-    except tarfile.TarError as exc:
+        with tarfile.open(archive, "r:*") as tar:
+            top, members = unpack.checked_entries(tar, archive, limits)
+            name = f"{top}/manifest.json"
+            manifest = tar.getmember(name) if name in tar.getnames() else None
+            return unpack_checked(tar, archive, into, top, members, manifest, say)
+    except (tarfile.TarError, EOFError, zlib.error) as exc:
         raise HarnessError(f"{archive}: not a readable tar archive ({exc})") from None
-    with tar:
-        top, members = safe_members(tar, archive)
-        clashes = [str(into / rel) for _, rel in members if (into / rel).exists() and not replaceable(rel)]
-        if clashes:
-            raise HarnessError(f"{archive}: would overwrite {len(clashes)} file(s) in {into}, e.g. "
-                               f"{clashes[0]}; results are never overwritten (already imported?)")
-        merged = {rel: merged_text(tar, member, archive, into / rel, top, say) for member, rel in members
-                  if replaceable(rel)}  # every file read and merged before anything is written
-        written = []
-        for member, rel in members:
-            target = into / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if rel in merged:
-                target.write_text(merged[rel])
+    finally:
+        importing.release()
+
+
+def unpack_checked(tar: tarfile.TarFile, archive: Path, into: Path, top: str,
+                   members: list[tuple[tarfile.TarInfo, PurePosixPath]], manifest: tarfile.TarInfo | None,
+                   say: Callable[[str], None]) -> list[Path]:
+    """import_results' body, once the entries are checked: clashes, rows, staging, rename."""
+    rels = [PurePosixPath(*rel.parts) for _, rel in members]
+    clashes = [str(into.joinpath(*rel.parts)) for rel in rels
+               if into.joinpath(*rel.parts).exists() and not replaceable(Path(*rel.parts))]
+    clashes += [str(into.joinpath(*p.parts)) for rel in rels for p in rel.parents
+                if p.parts and into.joinpath(*p.parts).is_file()]
+    if clashes:
+        raise HarnessError(f"{archive}: would overwrite {len(clashes)} file(s) in {into}, e.g. "
+                           f"{clashes[0]}; results are never overwritten (already imported?)")
+    now, found, marked = time.time(), {}, set()
+    staging = unpack.Staging(into, top)
+    try:
+        for member, rel in members:  # every file read, checked and merged before anything is moved
+            data = read_member(tar, member, archive)
+            rows = unpack.check_rows(rel, data, f"{archive}: {member.name}", now)
+            if rel.name == results.ROWS:
+                found[rel] = rows
+            if replaceable(Path(*rel.parts)):
+                data = merged_text(data, member, archive, into.joinpath(*rel.parts), top, say).encode()
+            if rel.name == runfolder.MARKER:  # this checkout writes its own (run_markers)
+                marked.update([rel.parent] if marks_complete(data) else [])
             else:
-                with member_file(tar, member, archive) as src, open(target, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-            written.append(target)
-        labs = sorted({"/".join(rel.parts[:2]) for _, rel in members if rel.parts[0] == "labs-gpu"})
-        for folder in labs:
-            say(f"labs graded on the GPU: {into / folder}/ (each lab's LEADERBOARD.md, leaderboard.csv)")
-        manifest = next((m for m in tar.getmembers() if m.name == f"{top}/manifest.json" and m.isfile()),
-                        None)
+                staging.put(rel, data)
+        run_markers(found, marked, archive, staging, say)
         if manifest is not None:
-            target = into / MANIFESTS / f"{top}.manifest.json"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with member_file(tar, manifest, archive) as src:
-                target.write_bytes(src.read())
-            written.append(target)
+            record = PurePosixPath(MANIFESTS, f"{top}.manifest.json")
+            staging.put(record, campaign_record(read_member(tar, manifest, archive), archive,
+                                                into.joinpath(*record.parts)))
+        written = sorted(into / p.relative_to(staging.root) for p in staging.root.rglob("*") if p.is_file())
+        staging.commit()
+    except BaseException:
+        staging.discard()
+        raise
+    for folder in sorted({"/".join(rel.parts[:2]) for rel in rels if rel.parts[0] == "labs-gpu"}):
+        say(f"labs graded on the GPU: {into / folder}/ (each lab's LEADERBOARD.md, leaderboard.csv)")
     say(f"imported {len(written)} files from {archive.name} into {into}")
     return written

@@ -32,6 +32,7 @@ from harness import ROOT, registry
 from harness.campaign import archive, steps
 from harness.campaign.steps import python_step
 from harness.errors import HarnessError
+from harness.machine.files import write_atomic
 from harness.measure import results, study
 
 GPU_IMPLS = "cuda,cudnn,jax,torch,keras_jax,keras_torch,tf,keras"  # tf, keras: skipped where TF is absent
@@ -103,9 +104,7 @@ def quick_study(name: str, out: Path) -> Path:
         if n == 0:
             text = text.replace("[measure]\n", f"[measure]\n{key} = {value}\n", 1)
     study.parse(text, f"quick {name}")  # still a valid study
-    path = out / f"quick-{name}.toml"
-    path.write_text(text)
-    return path
+    return write_atomic(out / f"quick-{name}.toml", text)
 
 
 def limited(step: steps.Step, targets: str, levels: list[str] | None) -> steps.Step:

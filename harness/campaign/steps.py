@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import ROOT
+from harness.machine.files import write_atomic
 
 TAIL_LINES = 20
 
@@ -113,5 +114,4 @@ def run_all(steps: list[Step], out: Path, manifest: dict[str, Any], deadline_s: 
 
 def write_manifest(out: Path, manifest: dict[str, Any]) -> Path:
     path = out / "manifest.json"
-    path.write_text(json.dumps(manifest, indent=2) + "\n")
-    return path
+    return write_atomic(path, json.dumps(manifest, indent=2) + "\n")

@@ -13,7 +13,8 @@ from typing import Any
 from harness import ROOT, registry
 from harness.errors import HarnessError, Unavailable
 from harness.machine import env, procenv
-from harness.measure import results
+from harness.machine.files import write_atomic
+from harness.measure import results, runfolder
 
 
 def target_of(target: str, device: str, what: str) -> tuple[str, str]:
@@ -45,10 +46,13 @@ def run_child(module: str, args: Sequence[object], name: str, variant: str, devi
 
 def write(rows: list[dict[str, Any]], out: Path, study: str, device: str, run_id: str | None = None) -> Path:
     run_dir = results.create_run_dir(out, study, run_id)
-    (run_dir / "env.json").write_text(json.dumps(env.collect(procenv.settings(1, 1, device)),
-                                                 indent=2) + "\n")
+    info = env.collect(procenv.settings(1, 1, device))
+    write_atomic(run_dir / "env.json", json.dumps(info, indent=2) + "\n")
     writer = results.RowWriter(run_dir, run_dir.name)
-    for row in rows:
-        writer.write(row)
-    writer.close()
+    try:
+        for row in rows:
+            writer.write(row)
+    finally:
+        writer.close()
+    runfolder.mark_complete(run_dir, "finished")  # last: the rows are all there
     return run_dir

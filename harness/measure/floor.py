@@ -2,7 +2,7 @@
 
 Code that needs "the floor" (explain's last rung, a lab's `floor` reference) asks here and never
 names an implementation. The answer is the cell with the lowest median among the final cell rows
-(status ok, batch 1, float32) of the newest `api_levels` run that measured the device; the null
+(status ok, batch 1, float32) of the newest complete `api_levels` run that measured the device; the null
 level (it does no arithmetic) and lab classes are no candidates. With nothing measured, the
 registry's floor candidates (ImplSpec.floor) stand in: the first one that runs on the device, in
 the registry's order. The same files always give the same answer.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
-from harness.measure import results
+from harness.measure import results, runfolder
 
 STUDY = "api_levels"  # every level at batch 1 in the same rounds: the study the floor is read from
 BATCH, DTYPE = 1, "float32"
@@ -52,15 +52,19 @@ def fastest_measured(device: str, root: Path = DEFAULT_RESULTS, run_id: str | No
 
 def measured_cells(device: str, root: Path = DEFAULT_RESULTS, run_id: str | None = None) -> list[dict]:
     """The final ok cell rows at batch 1, float32, on `device`, of registered levels that compute,
-    from the newest api_levels run (by its first row's time) that has any, or from run_id's."""
+    from the newest complete api_levels run (in this checkout's order: runfolder) that has any, or
+    from run_id's."""
     runs = []
     for path in sorted(Path(root).glob(f"{STUDY}/{run_id or '*'}/{results.ROWS}")):
+        order = runfolder.order(path.parent)
+        if order is None:
+            continue  # a partial run (killed, or still running) never answers
         rows = results.read_rows(path)
         # a cell measured again (--resume): its last row is final
         final = {row["cell_id"]: row for row in rows if row.get("kind") == "cell"}
         cells = [row for row in final.values() if _candidate(row, device)]
         if cells:
-            runs.append((min(row.get("time", 0.0) for row in rows), path.parent.name, cells))
+            runs.append((order, path.parent.name, cells))
     return max(runs, key=lambda run: run[:2])[2] if runs else []
 
 

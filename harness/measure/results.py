@@ -1,9 +1,11 @@
-"""The results store: <out>/<study>/<run-id>/ with results.jsonl, env.json and study.toml.
+"""The results store: <out>/<study>/<run-id>/ with results.jsonl, env.json and study.toml, and
+complete.json once the run is finished (harness.measure.runfolder).
 
 Every row is one JSON object on one line, carrying the schema version, written with a single
 write() and flushed to disk (fsync) as it is made, so a run killed at any point leaves valid
-JSON lines: at worst a partial last line, which readers skip and --resume cuts off.
-A run folder is never overwritten.
+JSON lines: at worst a partial last line, which readers skip and --resume cuts off. A row that
+cannot be written whole (a full disk) is cut off again, and the run stops with one error: every
+row before it is kept. A run folder is never overwritten. Rows are read by harness.measure.rows.
 """
 
 import getpass
@@ -14,6 +16,9 @@ import time
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.machine.files import disk_error
+from harness.measure import rows as row_reader
+from harness.measure import runfolder
 
 SCHEMA_VERSION = 1
 ROWS = "results.jsonl"
@@ -55,33 +60,25 @@ def create_run_dir(out: Path, study: str, run_id: str | None) -> Path:
 
 
 def find_run_dir(out: Path, study: str, run_id: str | None) -> Path:
-    """The run to resume: --run-id, else the newest run of the study."""
+    """The run to resume: --run-id, else the newest partial run of the study (no completion marker:
+    harness.measure.runfolder), else its newest run (resuming it redoes nothing)."""
     base = Path(out) / study
     if run_id:
         run_dir = base / run_id
         if not (run_dir / ROWS).is_file():
             raise HarnessError(f"{run_dir}: no such run to resume (no {ROWS})")
         return run_dir
-    runs = sorted((p for p in base.glob("*") if (p / ROWS).is_file()), key=lambda p: p.stat().st_mtime)
+    runs = sorted((p for p in base.glob("*") if (p / ROWS).is_file()),
+                  key=lambda p: (runfolder.completion(p) is None, p.stat().st_mtime))
     if not runs:
         raise HarnessError(f"{base}: no run of study {study!r} to resume")
     return runs[-1]
 
 
-def read_rows(path: Path) -> list[dict]:
-    """All complete rows; a partial last line (a run killed mid-write) is skipped."""
-    rows: list[dict] = []
-    if not Path(path).is_file():
-        return rows
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.endswith("\n"):
-                break  # unfinished last row
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise HarnessError(f"{path}:{lineno}: not a JSON row ({exc})") from None
-    return rows
+def read_rows(path: Path, strict: bool = False) -> list[dict]:
+    """The usable rows (harness.measure.rows.read): a partial last line (a run killed mid-write) is
+    skipped; a bad row is skipped with one WARNING naming file:line (strict: an error)."""
+    return row_reader.read(path, strict)
 
 
 class RowWriter:
@@ -103,10 +100,24 @@ class RowWriter:
                 f.truncate(end)
 
     def write(self, row: dict) -> dict:
+        """Append one row whole, or not at all: on a full disk the part written is cut off and the
+        error names the file (the rows before it are intact)."""
         row = {"schema": SCHEMA_VERSION, "run_id": self.run_id, "time": time.time(), **row}
         data = (json.dumps(row, separators=(",", ":")) + "\n").encode()
-        os.write(self.fd, data)
-        os.fsync(self.fd)
+        start = os.lseek(self.fd, 0, os.SEEK_END)
+        try:
+            written = os.write(self.fd, data)
+            if written != len(data):
+                raise OSError(28, "No space left on device")  # a short write: the disk filled
+            os.fsync(self.fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(self.fd, start)
+            except OSError:
+                pass  # a partial last line is skipped by every reader and cut off by --resume
+            error = disk_error(self.path, exc)
+            raise HarnessError(f"{error}; the rows before it are kept: free some space, then finish "
+                               "the run with --resume") from None
         return row
 
     def close(self) -> None:

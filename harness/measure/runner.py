@@ -17,7 +17,9 @@ Rows (results.jsonl), each with schema, run_id, time, kind:
          statistics, cold start, device-time statistics, warnings,
          contended (with its reasons: a disturbed round, another process on the GPU)
 
-env.json records the machine and, under `provenance`, the commit and each level's source hash.
+env.json records the machine and, under `provenance`, the commit and each level's source hash;
+complete.json (harness.measure.runfolder), written last, says the run finished: a run killed before
+it is partial, never an answer, and `--resume` (one at a time: the run's lock) finishes it.
 """
 
 import json
@@ -31,8 +33,9 @@ from harness import DEFAULT_WEIGHTS, registry
 from harness.base import GPU_PEERS_ENV
 from harness.errors import Failure
 from harness.machine import env, gpu, load, procenv, provenance
+from harness.machine.files import write_atomic
 from harness.machine.gpulock import GpuLock
-from harness.measure import cells, memory, results
+from harness.measure import cells, memory, results, runfolder
 from harness.measure.cells import CellState
 from harness.measure.gpuwatch import GpuWatch
 from harness.measure.progress import Progress
@@ -273,18 +276,32 @@ class RoundLoad:
 def start_run(study: Study, out: Path, run_id: str | None = None, resume: bool = False,
               weights: str | Path = DEFAULT_WEIGHTS, report: Callable[[str], None] = print,
               lock_timeout_s: float | None = None) -> tuple[Path, list[CellState]]:
-    """Create (or reopen with resume) the run folder, record the environment, run the cells."""
+    """Create (or reopen with resume) the run folder, record the environment, run the cells; the
+    run's lock is held throughout (one writer per run), and the completion marker written last."""
     if resume:
         run_dir = results.find_run_dir(out, study.name, run_id)
         run_id = run_dir.name
+        writer_lock = runfolder.hold(run_dir)  # before a row is read: a second --resume stops here
     else:
         run_dir = results.create_run_dir(out, study.name, run_id)
         run_id = run_dir.name
-        (run_dir / "study.toml").write_text(study.source)
+        writer_lock = runfolder.hold(run_dir)
+        write_atomic(run_dir / "study.toml", study.source)
         m = study.measure
         info = env.collect(procenv.settings(m.threads, m.inter_op_threads, "cpu"))
         info["provenance"] = provenance.collect(c.implementation for c in study.cells)
-        (run_dir / "env.json").write_text(json.dumps(info, indent=2) + "\n")
+        write_atomic(run_dir / "env.json", json.dumps(info, indent=2) + "\n")
+    try:
+        states = run_locked(study, run_dir, run_id, resume, weights, report, lock_timeout_s)
+    finally:
+        writer_lock.release()
+    return run_dir, states
+
+
+def run_locked(study: Study, run_dir: Path, run_id: str, resume: bool, weights: str | Path,
+               report: Callable[[str], None], lock_timeout_s: float | None) -> list[CellState]:
+    """start_run's body, under the run's lock: the rows, then the marker (a run already marked
+    complete keeps its marker, and with it its place in this checkout's order)."""
     writer = results.RowWriter(run_dir, run_id)
     lock = None
     if any(c.device == "gpu" for c in study.cells) and gpu.absent_reason() is None:
@@ -306,6 +323,7 @@ def start_run(study: Study, out: Path, run_id: str | None = None, resume: bool =
         runner.run()
     finally:
         writer.close()
-    return run_dir, runner.states
-
-
+    if runfolder.completion(run_dir) is None:
+        runfolder.mark_complete(run_dir, "finished" + (" (resumed)" if resume else ""),
+                                cells=len(runner.states))
+    return runner.states

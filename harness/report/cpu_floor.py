@@ -34,7 +34,7 @@ def us(ns: float) -> str:
 def arithmetic_run(runs: list[dict], machine: str | None) -> dict | None:
     """The newest arithmetic run of that machine (runs: the newest run of each study and machine)."""
     found = [r for r in runs if r["study"] == c_layers.STUDY and r["machine"] == machine]
-    return max(found, key=lambda r: r["started"]) if found else None
+    return max(found, key=lambda r: r["order"]) if found else None
 
 
 def row_of(run: dict | None) -> dict | None:

@@ -16,7 +16,7 @@ def static_rows(runs: Sequence[dict]) -> list[dict]:
     found = [run for run in runs if run["study"] == STUDY]
     if not found:
         return []
-    newest = max(found, key=lambda run: run["started"])
+    newest = max(found, key=lambda run: run["order"])
     return [r for r in newest["rows"] if r.get("kind") == STUDY and r.get("status") == "ok"]
 
 

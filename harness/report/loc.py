@@ -15,11 +15,13 @@ and the loaders every level shares (MNIST, the HDF5 weights file) are one row of
 """
 
 import csv
+import io
 from pathlib import Path
 from typing import Any
 
 from harness import DEFAULT_LOC_CSV, ROOT, registry
 from harness.machine import provenance
+from harness.machine.files import write_atomic
 
 PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding", "cublas.py": "ffi binding",
          "cublaslt.py": "ffi binding",
@@ -71,12 +73,12 @@ def totals(rows: list[dict]) -> dict[str, int]:
 
 def write_csv(rows: list[dict], path: Path = CSV_PATH, root: Path = ROOT) -> Path:
     """The rows, and beside them the fingerprint of the sources they were counted from."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    fingerprint_path(path).write_text(fingerprint(root) + "\n")
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, FIELDS)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomic(path, buffer.getvalue())  # each whole or not at all
+    write_atomic(fingerprint_path(path), fingerprint(root) + "\n")
     return path
 
 

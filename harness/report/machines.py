@@ -68,7 +68,7 @@ def measured_levels(run: dict) -> set[str]:
 def by_machine(runs: list[dict]) -> dict[str, dict]:
     """Each machine's newest environment, the studies it ran and the levels they measured."""
     out: dict[str, dict] = {}
-    for run in sorted(runs, key=lambda r: r["started"]):
+    for run in sorted(runs, key=lambda r: r["order"]):
         entry = out.setdefault(run["machine"], {"studies": [], "measured": set()})
         entry["env"] = run["env"]
         entry["studies"].append(run["study"])

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import DEFAULT_REPORT, registry
+from harness.machine.files import write_atomic
 from harness.report import cpu_floor, drift, findings, first_screen, headline, machines, quote, tables
 from harness.report.figures import captions, cost
 from harness.report.rundata import ReportData
@@ -118,6 +119,13 @@ def runs_line(data: ReportData, by_device: dict) -> str:
     return "; ".join(parts)
 
 
+def partial_lines(partial: list[dict]) -> list[str]:
+    """One line per partial run (no completion marker: killed, or still running): never used above,
+    and how to finish it."""
+    return [f"*partial run, not used* `{run['study']}/{run['run_id']}`: {run['cells_done']} cells finished "
+            f"before it stopped; finish it: `{run['finish']}`." for run in partial]
+
+
 def stale_lines(frame: pd.DataFrame, answer: dict) -> list[str]:
     """One line per level whose numbers in the answering runs were measured on older code (a cell
     that measured nothing, skipped or failed, has no number to be stale)."""
@@ -197,6 +205,8 @@ def build(data: ReportData) -> str:
     parts += [f"{line}" for line in ["", *caveats(data, by_device, drifts)] if line is not None]
     stale = stale_lines(frame, data.answer)
     parts += ([""] + stale) if stale else []
+    partial = partial_lines(data.partial)
+    parts += ([""] + partial) if partial else []
     parts += ["", f"![Fig. 1: {FIGURES[0][1]}](figures/{FIGURES[0][0]})", "",
               f"_Fig. 1: {FIGURES[0][1]}._ {FIGURES[0][2]}{fig1_lines(data)}", "", "### Findings", ""]
     found = findings.findings(frame, runs, loc_rows, data.answer)
@@ -218,6 +228,5 @@ def build(data: ReportData) -> str:
 
 
 def write(text: str, path: Path = REPORT_PATH) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
+    """REPORT.md or DETAILS.md, whole or not at all (a full disk or a kill keeps the last one)."""
+    return write_atomic(path, text)

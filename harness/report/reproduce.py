@@ -40,11 +40,11 @@ GOAL = 0.8  # on a quiet machine: this share of a second run's medians inside th
 
 
 def reference(runs: list[dict], study: str, host_key: str) -> dict | None:
-    """The newest run (rundata.load_runs' dicts, by first row) of `study` on the machine of
-    `host_key` (hosts.key) with a cell."""
+    """The newest run (rundata.load_runs' dicts, in this checkout's order) of `study` on the machine
+    of `host_key` (hosts.key) with a cell."""
     found = [r for r in runs if r["study"] == study and r.get("host_key") == host_key
              and any(row.get("kind") == "cell" for row in r["rows"])]
-    return max(found, key=lambda r: (r["started"], r["run_id"])) if found else None
+    return max(found, key=lambda r: (r["order"], r["run_id"])) if found else None
 
 
 def final_cells(rows: list[dict]) -> dict[str, dict]:

@@ -3,10 +3,11 @@ reports/results/ (no framework imported): the same files always give the same re
 
 Runs of one study from several machines are combined; each machine is keyed by its host
 fingerprint and named so a reader tells it apart (harness.report.hosts). For a study on a machine,
-the newest run is used.
+the newest complete run is used: newest in this checkout's order (harness.measure.runfolder: when it
+completed or was imported here), never by a time its rows carry. A partial run (no completion
+marker) is named, never used.
 """
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,23 +17,54 @@ import pandas as pd
 from harness import DEFAULT_RESULTS
 from harness.errors import HarnessError
 from harness.machine import provenance
-from harness.measure import floor, results, stats
+from harness.measure import floor, results, runfolder, stats
+from harness.measure import rows as row_reader
 from harness.report import hosts
 
 
+def read_run(rows_path: Path) -> dict:
+    """One run folder: its study, id, environment, rows (harness.measure.rows: a bad row skipped
+    with a warning), whether it is complete and its place in this checkout's order (runfolder)."""
+    run_dir = rows_path.parent
+    env = row_reader.read_env(run_dir / "env.json")
+    rows = results.read_rows(rows_path)
+    order = runfolder.order(run_dir)
+    return {"study": run_dir.parent.name, "run_id": run_dir.name, "dir": run_dir,
+            "env": env, "rows": rows,
+            "started": min((r["time"] for r in rows), default=0.0),
+            "complete": order is not None, "order": order if order is not None else float("-inf")}
+
+
 def load_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
-    """Every run folder: its study, id, environment, rows and machine (hosts.assign: its `host_key`
-    and `machine`, the machine's name in the report)."""
-    runs = []
-    for rows_path in sorted(Path(root).glob("*/*/" + results.ROWS)):
-        run_dir = rows_path.parent
-        env_path = run_dir / "env.json"
-        env = json.loads(env_path.read_text()) if env_path.is_file() else {}
-        rows = results.read_rows(rows_path)
-        runs.append({"study": run_dir.parent.name, "run_id": run_dir.name, "dir": run_dir,
-                     "env": env, "rows": rows,
-                     "started": min((r["time"] for r in rows), default=0.0)})
-    return hosts.assign(runs)
+    """Every complete run folder (its marker written): read_run's dicts, each with its machine
+    (hosts.assign: its `host_key` and `machine`, the machine's name in the report). A partial run
+    (killed, or still running) never answers: partial_runs names it."""
+    return hosts.assign([read_run(path) for path in run_files(root)
+                         if runfolder.completion(path.parent) is not None])
+
+
+def run_files(root: Path) -> list[Path]:
+    """<root>/<study>/<run>/results.jsonl, but in a hidden folder (an import's staging folder)."""
+    return [path for path in sorted(Path(root).glob("*/*/" + results.ROWS))
+            if not any(part.startswith(".") for part in path.relative_to(root).parts)]
+
+
+def partial_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
+    """Every run folder without its completion marker: its study, id, the cells it finished, and the
+    command that finishes it."""
+    found = []
+    for path in run_files(root):
+        run_dir = path.parent
+        if runfolder.completion(run_dir) is not None:
+            continue
+        rows = results.read_rows(path)
+        cells = {row["cell_id"] for row in rows if row.get("kind") == "cell"}
+        study = run_dir.parent.name
+        finish = (f"python -m harness run {study} --resume --run-id {run_dir.name}"
+                  if (run_dir / "study.toml").is_file() else f"run `{study}` again (it cannot be resumed)")
+        found.append({"study": study, "run_id": run_dir.name, "dir": run_dir, "cells_done": len(cells),
+                      "rows": len(rows), "finish": finish})
+    return found
 
 
 PROFILES = ("kernels",)  # studies whose runs each profile some targets: newest per target, not per run
@@ -46,10 +78,10 @@ def latest_runs(runs: list[dict]) -> list[dict]:
     for run in runs:
         key = (run["study"], run["machine"])
         if run["study"] in PROFILES and key in best:
-            older, newer = sorted((best[key], run), key=lambda r: r["started"])
+            older, newer = sorted((best[key], run), key=lambda r: r["order"])
             run = {**newer, "rows": newest_rows(older["rows"] + newer["rows"]),
                    "run_ids": older.get("run_ids", [older["run_id"]]) + [newer["run_id"]]}
-        if key not in best or run["started"] >= best[key]["started"]:
+        if key not in best or run["order"] >= best[key]["order"]:
             best[key] = run
     return sorted(best.values(), key=lambda r: (r["study"], r["machine"]))
 
@@ -108,6 +140,7 @@ def cell_record(run: dict, row: dict, own: dict[str, bool], stale: str) -> dict:
     return {
         "study": run["study"], "run_id": run["run_id"], "machine": run["machine"],
         "run_started": run["started"],
+        "run_order": run["order"],
         "cell_id": row["cell_id"], **spec, "status": row["status"],
         "reason": row.get("reason") or "",
         "n": st.get("n", 0),
@@ -183,9 +216,11 @@ def verify_records(root: Path = DEFAULT_RESULTS, pattern: str = "verify-*.json")
     for path in sorted(Path(root).glob(pattern)):
         if pattern == "verify-*.json" and path.name.startswith("verify-train-"):
             continue
-        data = json.loads(path.read_text())
-        for row in data.get("rows", []):
-            found.append({"file": path.name, **row})
+        data = row_reader.read_object(path)  # a JSON object, or {} with a warning
+        rows = data.get("rows", [])
+        for row in rows if isinstance(rows, list) else []:
+            if isinstance(row, dict):
+                found.append({"file": path.name, **row})
     return found
 
 
@@ -197,12 +232,12 @@ def source(row: dict) -> str:
 
 def crosscheck_records(root: Path = DEFAULT_RESULTS) -> list[dict]:
     """crosscheck-*.json files written by `python -m harness crosscheck --json FILE`."""
-    return [{"file": path.name, **json.loads(path.read_text())}
-            for path in sorted(Path(root).glob("crosscheck*.json"))]
+    return [{"file": path.name, **data} for path in sorted(Path(root).glob("crosscheck*.json"))
+            if (data := row_reader.read_object(path))]
 
 
 def answer_run(frame: pd.DataFrame, device: str, machine: str | None = None) -> str | None:
-    """The api_levels run that answers for `device`: the newest (by its first row) with an ok cell
+    """The api_levels run that answers for `device`: the newest (in this checkout's order) with an ok cell
     on the device, of `machine` where one is named (`make report MACHINE=...`). The run a user
     just made is the answer; committed runs of other machines stand beside it."""
     if frame.empty:
@@ -213,7 +248,7 @@ def answer_run(frame: pd.DataFrame, device: str, machine: str | None = None) -> 
         cells = cells[cells["machine"] == machine]
     if cells.empty:
         return None
-    newest = cells.sort_values(["run_started", "run_id"]).iloc[-1]
+    newest = cells.sort_values(["run_order", "run_id"]).iloc[-1]
     return str(newest["run_id"])
 
 
@@ -233,6 +268,7 @@ class ReportData:
     crosschecks: list[dict] = field(default_factory=list)
     answer: dict = field(default_factory=dict)  # device -> the api_levels run id that answers (answer_run)
     floors: dict = field(default_factory=dict)  # device -> measure.floor.Floor of that run
+    partial: list = field(default_factory=list)  # partial_runs: runs never used, named with how to finish
 
 
 def resolve_machine(machine: str, known: list[str], root: Path) -> str:
@@ -264,7 +300,7 @@ def load_report(root: Path, loc_rows: list[dict], every_run: bool = False,
     return ReportData(runs=runs, frame=frame, loc_rows=loc_rows, history=history,
                       verify_rows=verify_records(root), crosschecks=crosscheck_records(root),
                       verify_train_rows=verify_records(root, "verify-train-*.json"),
-                      answer=answer, floors=floors)
+                      answer=answer, floors=floors, partial=partial_runs(root))
 
 
 def find(frame: pd.DataFrame, study: str, label: str, device: str = "cpu", batch: int = 1,

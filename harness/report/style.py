@@ -1,6 +1,7 @@
 """What every figure shares: matplotlib off-screen, one fixed colour per implementation, the
 ladder's order, the caption naming each machine, axis decoration, and number formats."""
 
+import io
 import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.typing import LineStyleType  # noqa: E402
 
 from harness import DEFAULT_FIGURES, registry  # noqa: E402
+from harness.machine.files import write_atomic  # noqa: E402
 from harness.report.versions import cuda_runtime, cudnn_version  # noqa: E402
 
 FIGURES_DIR = DEFAULT_FIGURES
@@ -90,10 +92,10 @@ def finish(fig: Figure, runs: Sequence[dict], study: str | None, path: Path, cap
         mean_axes = max((height * (top_frac - bottom) - (rows - 1) * gap) / max(rows, 1), 0.1)
         fig.subplots_adjust(left=margins.get("left", 0.1), right=margins.get("right", 0.97), top=top_frac,
                             bottom=bottom, hspace=gap / mean_axes, wspace=margins.get("wspace", 0.2))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=DPI)
     plt.close(fig)
-    return path
+    return write_atomic(path, png.getvalue())  # whole or not at all (a full disk keeps the last one)
 
 
 def decorate(ax: Axes, title: str, xlabel: str, ylabel: str, legend_size: float = 8) -> None:

@@ -41,6 +41,7 @@ from typing import Any
 
 from harness import ROOT
 from harness.errors import HarnessError, Unavailable, exit_code
+from harness.machine.files import write_atomic
 
 GPU_LABS = ("cuda", "cudnn")
 # lab -> (student id, its folder): the examples a lab ships; a lab without any grades its starter
@@ -136,7 +137,7 @@ def grade_labs(labs: list[str], out: Path, budget_s: float,
                       if (out / lab).is_dir() else []}
             summary["labs"].append(record)
             say(f"labs: {lab}: {status} (exit {code}, {record['seconds']} s)")
-            (out / "labs.json").write_text(json.dumps(summary, indent=2) + "\n")
+            write_atomic(out / "labs.json", json.dumps(summary, indent=2) + "\n")
     return summary
 
 

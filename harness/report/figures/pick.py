@@ -19,14 +19,14 @@ FLOOR_STUDY = floor.STUDY  # the study measure.floor reads the floor from
 
 
 def newest_machine(runs: list[dict], study: str, device: str, frame: pd.DataFrame) -> str | None:
-    """The machine of the newest `study` run (by its first row's time, then its id) that has an ok
+    """The machine of the newest `study` run (in this checkout's order, then its id) that has an ok
     cell on `device`: the run a figure draws as its own; every other machine is an older run."""
     if frame.empty:
         return None
     ok = frame[(frame["study"] == study) & (frame["status"] == "ok") & (frame["device"] == device)]
     with_cells = set(ok["run_id"])
     mine = [r for r in runs if r["study"] == study and r["run_id"] in with_cells]
-    return max(mine, key=lambda r: (r["started"], r["run_id"]))["machine"] if mine else None
+    return max(mine, key=lambda r: (r["order"], r["run_id"]))["machine"] if mine else None
 
 
 def results_root(runs: list[dict]) -> Path | None:

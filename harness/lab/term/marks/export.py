@@ -24,6 +24,7 @@ points are written as numbers (90, 72.5).
 """
 
 import csv
+import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from harness.lab import text
 from harness.lab.judge import assignment, store
 from harness.lab.term.intake import collect
 from harness.lab.term.marks import points
+from harness.machine.files import write_atomic
 
 CANVAS_FIXED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 REQUIRED = {"canvas": CANVAS_FIXED, "moodle": ["Identifier"], "csv": ["id"]}
@@ -144,10 +146,10 @@ def export(out: Path, roster: Path, fmt: str, target: Path, force: bool = False,
 
 def write(target: Path, fields: list[str], lines: list[dict]) -> Path:
     """The gradebook file: its header and every text cell through text.csv_cell, numbers as numbers."""
-    with open(target, "w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerow([text.csv_cell(name) for name in fields])
-        csv.DictWriter(f, fields, extrasaction="ignore").writerows(text.csv_row(line) for line in lines)
-    return target
+    buffer = io.StringIO(newline="")
+    csv.writer(buffer).writerow([text.csv_cell(name) for name in fields])
+    csv.DictWriter(buffer, fields, extrasaction="ignore").writerows(text.csv_row(line) for line in lines)
+    return write_atomic(target, buffer.getvalue())  # whole or not at all
 
 
 def number(points: float) -> int | float:

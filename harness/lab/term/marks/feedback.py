@@ -12,6 +12,7 @@ from harness.lab import text
 from harness.lab.judge import memory, store, timing
 from harness.lab.judge.assignment import Lab
 from harness.lab.term.public import alias
+from harness.machine.files import write_atomic
 from harness.report.style import fmt_ms
 
 NEXT_STEP = {
@@ -107,5 +108,5 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> lis
         lines += ["", "The end of your worker's log:", "", "```", *text.block(tail), "```"]
     lines += alias.refusal_lines(out, student)  # `lab publish` refused its alias.txt
     path = folder / f"{name}.md"
-    path.write_text("\n".join(lines) + "\n")
+    write_atomic(path, "\n".join(lines) + "\n")
     return [path] + ([picture] if picture else [])

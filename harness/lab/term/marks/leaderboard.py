@@ -15,6 +15,7 @@ where the lab gates on it ([limits] peak_mb) a submission above it is over-memor
 """
 
 import csv
+import io
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from harness.lab import text
 from harness.lab.judge import assignment, deadlines, memory, store
 from harness.lab.term.intake import collect
 from harness.lab.term.marks import points
+from harness.machine.files import write_atomic
 from harness.report.style import fmt_ms
 
 # Every status a row may have, in the order of the unranked (most useful first); ok rows come first.
@@ -102,11 +104,11 @@ def csv_row(rank: int | None, row: dict, score: points.Score | None = None) -> d
 
 
 def write_csv(rows: list[dict], path: Path, scores: dict[str, points.Score] | None = None) -> Path:
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(csv_row(rank, row, (scores or {}).get(row["student"])) for rank, row in ranked(rows))
-    return path
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, CSV_FIELDS)
+    writer.writeheader()
+    writer.writerows(csv_row(rank, row, (scores or {}).get(row["student"])) for rank, row in ranked(rows))
+    return write_atomic(path, buffer.getvalue())  # whole or not at all (a full disk keeps the last one)
 
 
 def reference_summary(rows: list[dict]) -> dict[str, dict]:
@@ -237,7 +239,7 @@ def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
     rows, notes = store.checked_rows(out)
     scores = points.scores(rows, lab.grade, collect.graded_manifest(out))
     paths = [write_csv(rows, out / "leaderboard.csv", scores)]
-    (out / "LEADERBOARD.md").write_text(with_similarity(markdown(rows, lab, notes, scores), rows, out))
+    write_atomic(out / "LEADERBOARD.md", with_similarity(markdown(rows, lab, notes, scores), rows, out))
     paths.append(out / "LEADERBOARD.md")
     paths.append(plots.speed_vs_loc(rows, lab, reference_summary(rows), out / "leaderboard.png"))
     places = {row["student"]: rank for rank, row in ranked(rows)}
