@@ -5,6 +5,7 @@ the fingerprint keep what they recorded, and an arithmetic run's peak tells such
 import json
 
 from harness.machine import env, host
+from harness.measure import runfolder
 from harness.report import hosts, rundata
 
 CPUINFO = """processor\t: 0
@@ -112,6 +113,7 @@ def test_a_run_written_with_a_fingerprint_is_keyed_by_it(tmp_path):
     (folder / "env.json").write_text(json.dumps(identity))
     (folder / "results.jsonl").write_text(json.dumps({"schema": 1, "run_id": "20990101-000000-x", "time": 1.0,
                                                       "kind": "load", "round": 0}) + "\n")
+    runfolder.mark_complete(folder, "test")  # a run answers once it is complete
     (found,) = rundata.load_runs(tmp_path)
     assert found["host_key"] == f"fp:{identity['fingerprint']}"
     assert hosts.name_of([found], identity) == found["machine"] and "not fingerprinted" not in found["machine"]
