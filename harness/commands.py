@@ -42,7 +42,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from harness.check import verify
     from harness.data import weights
 
-    names = split_list(args.implementations)
+    names = split_list(args.implementations) if args.implementations else registry.on_device(args.device)
     verify.require_known(names)
     weights.read(args.weights)  # an unusable file fails here, in one line, before any work
     procenv.apply(procenv.settings(args.threads, 1, args.device))
@@ -71,7 +71,7 @@ def cmd_verify_train(args: argparse.Namespace) -> int:
     from harness.check import train_verify, verify
     from harness.data import init_weights, weights
 
-    names = split_list(args.implementations)
+    names = split_list(args.implementations) if args.implementations else registry.trainers(args.device)
     verify.require_known(names)
     for field, value in (("--steps", args.steps), ("--batch", args.batch)):
         if value < 1:
@@ -89,10 +89,15 @@ def cmd_verify_train(args: argparse.Namespace) -> int:
                                "loss_tolerance": train_verify.LOSS_TOLERANCE,
                                "weight_tolerance": train_verify.WEIGHT_TOLERANCE})
     ties = sum(row["status"] == "tie" for row in rows)
+    untrained = train_verify.no_trainer(rows)
+    could_not = any(row["status"] == "unavailable" for row in rows)
     verdict = {0: "every training step agrees with the oracle" + (
                    f" ({ties} row(s) up to a max-pool near-tie, then another valid path)" if ties else ""),
                1: "DRIFT: see FAIL rows",
-               3: "some implementations could not run here (see reasons)"}[code]
+               3: "some implementations could not run here (see reasons)" if could_not
+               else "no level named has a trainer: nothing was checked"}[code]
+    if untrained:
+        verdict += f"; {', '.join(untrained)}: no trainer (inference only)"
     log(verdict)
     return code
 
@@ -251,15 +256,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from harness.explain import ladder
 
-    rows = []
+    rows, skipped = [], []
     for target in split_list(args.targets):
         log(f"explaining {target} on {args.device} ({args.calls} calls per step, {args.rounds} rounds)")
-        row = ladder.explain(target, args.device, args.calls, args.rounds, args.weights)
+        try:
+            row = ladder.explain(target, args.device, args.calls, args.rounds, args.weights)
+        except Unavailable as exc:  # its framework is not here: said, and the other targets still run
+            log(f"{target}: not explained here: {exc}")
+            skipped.append(target)
+            continue
         print("\n".join(ladder.table(row)) + "\n")
         rows.append(row)
-    if args.out:
+    if args.out and rows:
         print(f"results: {ladder.write(rows, args.out)}")
-    return 0
+    if skipped:
+        log(f"could not run here: {', '.join(skipped)}")
+    return 3 if skipped else 0
 
 
 def cmd_gpu_explain(args: argparse.Namespace) -> int:
@@ -381,8 +393,11 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """The report's levels (registry.levels: bottom rung first), on one device or all, one line."""
-    names = [n for n in registry.levels() if args.device is None or args.device in registry.spec(n).devices]
+    """The report's levels (registry.levels: bottom rung first), on one device or all, one line; --explain:
+    their explain targets (level/variant)."""
+    if args.explain and args.device is None:
+        raise HarnessError("list --explain: which device's targets? add --device cpu or --device gpu")
+    names = registry.targets("explain", args.device) if args.explain else registry.on_device(args.device)
     print(",".join(names))
     return 0
 
