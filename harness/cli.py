@@ -157,7 +157,13 @@ def add_run_command(sub: Subparsers) -> None:
     command(sub, "run", "run a study (studies/NAME.toml or a path)", commands.cmd_run,
             option("study", help="a name in studies/ (api_levels, overhead, ...) or a .toml path"),
             option("--devices", default=None, help="only these devices, e.g. cpu or cpu,gpu"),
-            out(DEFAULT_RESULTS, "results folder (default reports/results)"),
+            option("--implementations", type=commands.split_list, default=None, metavar="NAMES",
+                   help="a quick run: only the cells of these levels (a level without one gets its first "
+                        "variant); with --rounds or --processes, never a machine's answer in the report"),
+            option("--rounds", type=int, default=None, help="a quick run: rounds in each process"),
+            option("--processes", type=int, default=None, help="a quick run: fresh processes per cell"),
+            out(None, "results folder (default reports/results; a quick run: "
+                      f"{commands.QUICK_OUT}, unless --out names one)"),
             option("--resume", action="store_true",
                    help="complete an interrupted run (the newest, or --run-id)"),
             option("--run-id", default=None, help="name of the run folder"),

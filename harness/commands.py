@@ -6,17 +6,23 @@ and no command imports a framework it does not use.
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import DEFAULT_WEIGHTS, registry
+from harness import DEFAULT_RESULTS, DEFAULT_WEIGHTS, registry
 from harness.errors import HarnessError, Unavailable
 from harness.machine import procenv
 
 if TYPE_CHECKING:  # the report wing is imported by the commands that need it
     from harness.report import rundata
+
+# A quick run's results (run --implementations/--rounds/--processes) go here unless --out names a folder:
+# a try is kept out of reports/results (per user: /tmp is shared)
+QUICK_OUT = os.path.join(tempfile.gettempdir(), f"lenet-quick-{os.getuid()}")
 
 
 def log(line: str) -> None:
@@ -107,14 +113,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from harness.data import init_weights, weights
     from harness.machine import gpu
-    from harness.measure import results, runner, study, summary
+    from harness.measure import narrow, results, runner, study, summary
 
+    quick = args.implementations is not None or args.rounds is not None or args.processes is not None
+    if quick and args.resume:
+        raise HarnessError("--resume completes a run as it was planned (its study.toml): "
+                           "leave out --implementations, --rounds and --processes")
+    args.out = args.out or (Path(QUICK_OUT) if quick else DEFAULT_RESULTS)
     if args.resume:
         run_dir = results.find_run_dir(args.out, study.path_of(args.study).stem, args.run_id)
         plan = study.parse((run_dir / "study.toml").read_text(), str(run_dir / "study.toml"))
         args.run_id = run_dir.name
     else:
-        plan = study.load(args.study)
+        plan = narrow.narrow(study.load(args.study), args.implementations, args.rounds, args.processes)
+        if plan.narrowed:
+            log(f"a quick run ({plan.narrowed}) into {args.out}: a try, never a machine's answer")
     if args.weights is None:  # training starts from the seeded initial weights, inference from trained ones
         args.weights = init_weights.DEFAULT_INIT if plan.mode == "train" else DEFAULT_WEIGHTS
     weights.read(args.weights)  # an unusable weights file stops here, not in every worker

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
-from harness.measure import results
+from harness.measure import narrow, results
 
 STUDY = "api_levels"  # every level at batch 1 in the same rounds: the study the floor is read from
 BATCH, DTYPE = 1, "float32"
@@ -52,6 +52,8 @@ def measured_cells(device: str, root: Path = DEFAULT_RESULTS, run_id: str | None
     from the newest api_levels run (by its first row's time) that has any, or from run_id's."""
     runs = []
     for path in sorted(Path(root).glob(f"{STUDY}/{run_id or '*'}/{results.ROWS}")):
+        if narrow.run_is_narrowed(path.parent):  # a quick run of some cells is never the floor
+            continue
         rows = results.read_rows(path)
         # a cell measured again (--resume): its last row is final
         final = {row["cell_id"]: row for row in rows if row.get("kind") == "cell"}

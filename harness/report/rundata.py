@@ -15,7 +15,7 @@ import pandas as pd
 from harness import DEFAULT_RESULTS
 from harness.errors import HarnessError
 from harness.machine import provenance
-from harness.measure import floor, results, stats
+from harness.measure import floor, narrow, results, stats
 
 
 def machine_label(env: dict) -> str:
@@ -25,12 +25,14 @@ def machine_label(env: dict) -> str:
 
 
 def load_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
-    """Every run folder: its study, id, environment and rows."""
+    """Every run folder: its study, id, environment and rows; a quick run's (narrowed) is passed by."""
     runs = []
     for rows_path in sorted(Path(root).glob("*/*/" + results.ROWS)):
         run_dir = rows_path.parent
         env_path = run_dir / "env.json"
         env = json.loads(env_path.read_text()) if env_path.is_file() else {}
+        if narrow.is_narrowed(env):  # a quick run of some cells: a try, never a machine's answer
+            continue
         rows = results.read_rows(rows_path)
         runs.append({"study": run_dir.parent.name, "run_id": run_dir.name, "dir": run_dir,
                      "env": env, "machine": machine_label(env), "rows": rows,
