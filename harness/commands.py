@@ -202,10 +202,16 @@ def cmd_loc(args: argparse.Namespace) -> int:
 
     rows = loc.count()
     path = loc.write_csv(rows, args.out)
-    for package, code in loc.totals(rows).items():
-        print(f"{package:<16} {code:>5} code lines")
+    print("\n".join(loc_lines(loc.totals(rows))))
     print(f"wrote {path}")
     return 0
+
+
+def loc_lines(totals: dict[str, int]) -> list[str]:
+    """One line a package, its name and its count each in a column as wide as the longest."""
+    name = max((len(package) for package in totals), default=0)
+    count = max((len(f"{code:,}") for code in totals.values()), default=0)
+    return [f"{package:<{name}}  {code:>{count},} code lines" for package, code in totals.items()]
 
 
 def load_results(args: argparse.Namespace, every_run: bool = False) -> "rundata.ReportData":

@@ -239,3 +239,12 @@ def test_the_registry_as_it_is_passes_its_own_check() -> None:
     bad = {**registry.REGISTRY, "numpy": __import__("dataclasses").replace(registry.REGISTRY["numpy"], rung="")}
     with pytest.raises(HarnessError, match=r"level 'numpy': field `rung`: expected one of hand-written, "):
         registry.check_registry(bad)
+
+
+def test_loc_lines_stay_aligned_for_a_long_package_name() -> None:
+    from harness.commands import loc_lines
+
+    lines = loc_lines({"lenet_numpy": 138, "lenet_a_level_with_a_long_name": 12, "lenet_cudnn": 1030})
+    assert lines[1] == "lenet_a_level_with_a_long_name     12 code lines"
+    assert len({line.index(" code lines") for line in lines}) == 1  # the counts end in one column
+    assert lines[2].endswith(" 1,030 code lines")
