@@ -118,7 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_commands(sub)
     command(sub, "list", "the registered levels, comma-separated (the Makefile's CPU_IMPLS, GPU_IMPLS)",
             commands.cmd_list, option("--device", choices=("cpu", "gpu"), default=None,
-                                      help="only the levels that run on this device"))
+                                      help="only the levels that run on this device"),
+            option("--explain", action="store_true",
+                   help="their explain targets instead, level/variant (the Makefile's EXPLAIN; "
+                        "needs --device)"))
     command(sub, "doctor", "what can run here, and why not", commands.cmd_doctor,
             implementations(None, "only these (default: all)"), weights())
     add_timing_commands(sub)
@@ -130,8 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
 def add_verify_commands(sub: Subparsers) -> None:
     """`verify` and `verify-train`: every level's answers against the NumPy oracle (harness.check)."""
     command(sub, "verify", "check every implementation against the NumPy reference", commands.cmd_verify,
-            implementations("numpy,tf,keras",
-                            "comma-separated names or module:Class paths (default: numpy,tf,keras)"),
+            implementations(None, "comma-separated names or module:Class paths (default: every level "
+                                  "that runs on --device, as `list --device` prints them)"),
             device(), weights(),
             json_rows("write the rows as JSON to FILE (or stdout when no FILE)"),
             option("--limit", type=int, default=None, help="only the first N test images"),
@@ -140,8 +143,8 @@ def add_verify_commands(sub: Subparsers) -> None:
             option("--threads", type=int, default=os.cpu_count() or 1))
     command(sub, "verify-train", "check every level's SGD steps against the NumPy oracle",
             commands.cmd_verify_train,
-            implementations("numpy,onednn,tf,jax,torch,keras,keras_jax,keras_torch",
-                            "comma-separated names or module:Class paths (default: every CPU level)"),
+            implementations(None, "comma-separated names or module:Class paths (default: every level "
+                                  "with a trainer that runs on --device)"),
             device(), weights(None, "initial weights (default weights/lenet5_init.weights.h5)"),
             option("--steps", type=int, default=20, help="SGD steps K (default 20)"),
             option("--batch", type=int, default=32, help="images per step B (default 32)"),
@@ -156,7 +159,13 @@ def add_run_command(sub: Subparsers) -> None:
     command(sub, "run", "run a study (studies/NAME.toml or a path)", commands.cmd_run,
             option("study", help="a name in studies/ (api_levels, overhead, ...) or a .toml path"),
             option("--devices", default=None, help="only these devices, e.g. cpu or cpu,gpu"),
-            out(DEFAULT_RESULTS, "results folder (default reports/results)"),
+            option("--implementations", type=commands.split_list, default=None, metavar="NAMES",
+                   help="a quick run: only the cells of these levels (a level without one gets its first "
+                        "variant); with --rounds or --processes, never a machine's answer in the report"),
+            option("--rounds", type=int, default=None, help="a quick run: rounds in each process"),
+            option("--processes", type=int, default=None, help="a quick run: fresh processes per cell"),
+            out(None, "results folder (default reports/results; a quick run: "
+                      f"{commands.QUICK_OUT}, unless --out names one)"),
             option("--resume", action="store_true",
                    help="complete an interrupted run (the newest, or --run-id)"),
             option("--run-id", default=None, help="name of the run folder"),

@@ -6,18 +6,24 @@ and no command imports a framework it does not use.
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import DEFAULT_WEIGHTS, registry
+from harness import DEFAULT_RESULTS, DEFAULT_WEIGHTS, registry
 from harness.errors import HarnessError, Unavailable
 from harness.machine import procenv
 from harness.machine.files import write_atomic
 
 if TYPE_CHECKING:  # the report wing is imported by the commands that need it
     from harness.report import rundata
+
+# A quick run's results (run --implementations/--rounds/--processes) go here unless --out names a folder:
+# a try is kept out of reports/results (per user: /tmp is shared)
+QUICK_OUT = os.path.join(tempfile.gettempdir(), f"lenet-quick-{os.getuid()}")
 
 
 def log(line: str) -> None:
@@ -42,7 +48,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from harness.check import verify
     from harness.data import weights
 
-    names = split_list(args.implementations)
+    names = split_list(args.implementations) if args.implementations else registry.on_device(args.device)
     verify.require_known(names)
     weights.read(args.weights)  # an unusable file fails here, in one line, before any work
     procenv.apply(procenv.settings(args.threads, 1, args.device))
@@ -71,7 +77,7 @@ def cmd_verify_train(args: argparse.Namespace) -> int:
     from harness.check import train_verify, verify
     from harness.data import init_weights, weights
 
-    names = split_list(args.implementations)
+    names = split_list(args.implementations) if args.implementations else registry.trainers(args.device)
     verify.require_known(names)
     for field, value in (("--steps", args.steps), ("--batch", args.batch)):
         if value < 1:
@@ -89,10 +95,15 @@ def cmd_verify_train(args: argparse.Namespace) -> int:
                                "loss_tolerance": train_verify.LOSS_TOLERANCE,
                                "weight_tolerance": train_verify.WEIGHT_TOLERANCE})
     ties = sum(row["status"] == "tie" for row in rows)
+    untrained = train_verify.no_trainer(rows)
+    could_not = any(row["status"] == "unavailable" for row in rows)
     verdict = {0: "every training step agrees with the oracle" + (
                    f" ({ties} row(s) up to a max-pool near-tie, then another valid path)" if ties else ""),
                1: "DRIFT: see FAIL rows",
-               3: "some implementations could not run here (see reasons)"}[code]
+               3: "some implementations could not run here (see reasons)" if could_not
+               else "no level named has a trainer: nothing was checked"}[code]
+    if untrained:
+        verdict += f"; {', '.join(untrained)}: no trainer (inference only)"
     log(verdict)
     return code
 
@@ -102,14 +113,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from harness.data import init_weights, weights
     from harness.machine import gpu
-    from harness.measure import results, runner, study, summary
+    from harness.measure import narrow, results, runner, study, summary
 
+    quick = args.implementations is not None or args.rounds is not None or args.processes is not None
+    if quick and args.resume:
+        raise HarnessError("--resume completes a run as it was planned (its study.toml): "
+                           "leave out --implementations, --rounds and --processes")
+    args.out = args.out or (Path(QUICK_OUT) if quick else DEFAULT_RESULTS)
     if args.resume:
         run_dir = results.find_run_dir(args.out, study.path_of(args.study).stem, args.run_id)
         plan = study.parse((run_dir / "study.toml").read_text(), str(run_dir / "study.toml"))
         args.run_id = run_dir.name
     else:
-        plan = study.load(args.study)
+        plan = narrow.narrow(study.load(args.study), args.implementations, args.rounds, args.processes)
+        if plan.narrowed:
+            log(f"a quick run ({plan.narrowed}) into {args.out}: a try, never a machine's answer")
     if args.weights is None:  # training starts from the seeded initial weights, inference from trained ones
         args.weights = init_weights.DEFAULT_INIT if plan.mode == "train" else DEFAULT_WEIGHTS
     weights.read(args.weights)  # an unusable weights file stops here, not in every worker
@@ -191,10 +209,16 @@ def cmd_loc(args: argparse.Namespace) -> int:
 
     rows = loc.count()
     path = loc.write_csv(rows, args.out)
-    for package, code in loc.totals(rows).items():
-        print(f"{package:<16} {code:>5} code lines")
+    print("\n".join(loc_lines(loc.totals(rows))))
     print(f"wrote {path}")
     return 0
+
+
+def loc_lines(totals: dict[str, int]) -> list[str]:
+    """One line a package, its name and its count each in a column as wide as the longest."""
+    name = max((len(package) for package in totals), default=0)
+    count = max((len(f"{code:,}") for code in totals.values()), default=0)
+    return [f"{package:<{name}}  {code:>{count},} code lines" for package, code in totals.items()]
 
 
 def load_results(args: argparse.Namespace, every_run: bool = False) -> "rundata.ReportData":
@@ -263,15 +287,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from harness.explain import ladder
 
-    rows = []
+    rows, skipped = [], []
     for target in split_list(args.targets):
         log(f"explaining {target} on {args.device} ({args.calls} calls per step, {args.rounds} rounds)")
-        row = ladder.explain(target, args.device, args.calls, args.rounds, args.weights)
+        try:
+            row = ladder.explain(target, args.device, args.calls, args.rounds, args.weights)
+        except Unavailable as exc:  # its framework is not here: said, and the other targets still run
+            log(f"{target}: not explained here: {exc}")
+            skipped.append(target)
+            continue
         print("\n".join(ladder.table(row)) + "\n")
         rows.append(row)
-    if args.out:
+    if args.out and rows:
         print(f"results: {ladder.write(rows, args.out)}")
-    return 0
+    if skipped:
+        log(f"could not run here: {', '.join(skipped)}")
+    return 3 if skipped else 0
 
 
 def cmd_gpu_explain(args: argparse.Namespace) -> int:
@@ -405,8 +436,11 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """The report's levels (registry.levels: bottom rung first), on one device or all, one line."""
-    names = [n for n in registry.levels() if args.device is None or args.device in registry.spec(n).devices]
+    """The report's levels (registry.levels: bottom rung first), on one device or all, one line; --explain:
+    their explain targets (level/variant)."""
+    if args.explain and args.device is None:
+        raise HarnessError("list --explain: which device's targets? add --device cpu or --device gpu")
+    names = registry.targets("explain", args.device) if args.explain else registry.on_device(args.device)
     print(",".join(names))
     return 0
 

@@ -11,6 +11,7 @@ machine and data wings reach a level only through `hook(name, what)`, never by a
 """
 
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,10 @@ class ImplSpec:
     order: int | None = None  # its place on the ladder, bottom first (None: not in the report's rows)
     colour: str | None = None  # its colour in every figure
     versions: tuple[tuple[str, str], ...] = ()  # (column, distribution): env.json's, the Machines table's
+    # What the harness runs of it besides studies, and what its worker records (README.md's table):
+    frameworks: tuple[str, ...] = ()  # top-level modules its worker imports (rows' `frameworks`, GPU memory)
+    explain: tuple[str, ...] = ()  # variants `make explain` and gpu-study profile stage by stage
+    trace: tuple[str, ...] | str = ()  # variants gpu-study's `kernels` step traces ("all": every GPU one)
 
     def variants_for(self, device: str) -> tuple[str, ...]:
         return tuple(v for v in self.variants if device == "gpu" or v not in self.gpu_only)
@@ -56,6 +61,75 @@ class ImplSpec:
 # A level's rung, bottom first (ImplSpec.rung): the report groups levels by these, never by name.
 RUNGS = ("hand-written", "raw library", "compiled from Python", "inference engine", "framework ops",
          "high-level API", "reference")
+
+DEVICES = ("cpu", "gpu")
+DTYPES = ("float32", "float64")
+NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+COLOUR = re.compile(r"#[0-9A-Fa-f]{6}\Z")
+
+
+def refuse(name: str, field: str, expected: str, found: object) -> HarnessError:
+    """The one error an incomplete entry gets: the file, the level, the field, expected vs found."""
+    return HarnessError(f"harness/registry.py, level {name!r}: field `{field}`: expected {expected}; "
+                        f"found {found!r} (README.md, \"Adding a level\")")
+
+
+def check_entry(spec: ImplSpec) -> None:
+    """A registry entry with every field the harness relies on, or a HarnessError naming the field.
+    The null level (api_level "none") has no place in the report: only its running fields count."""
+    def within(field: str, values: tuple[str, ...], allowed: tuple[str, ...], what: str) -> None:
+        if not set(values) <= set(allowed):
+            raise refuse(spec.name, field, f"{what} among {', '.join(allowed)}", values)
+
+    if not NAME.match(spec.name):
+        raise refuse(spec.name, "name", "lower-case letters, digits and _", spec.name)
+    if spec.path.count(":") != 1:
+        raise refuse(spec.name, "path", "'module:Class'", spec.path)
+    for name in ("devices", "variants", "dtypes"):
+        if not getattr(spec, name):
+            raise refuse(spec.name, name, "at least one", getattr(spec, name))
+    within("devices", spec.devices, DEVICES, "devices")
+    within("dtypes", spec.dtypes, DTYPES, "dtypes")
+    for name in ("gpu_only", "floor", "explain"):
+        within(name, getattr(spec, name), spec.variants, "variants of its own")
+    if spec.trace != "all":
+        within("trace", tuple(spec.trace), spec.variants, "\"all\" or variants of its own")
+    if bool(spec.trainer) != bool(spec.train_variants):
+        raise refuse(spec.name, "train_variants", "variants exactly when it has a trainer",
+                     spec.train_variants)
+    if spec.api_level == "none":
+        return
+    if not isinstance(spec.order, int):
+        raise refuse(spec.name, "order", "its place on the ladder, an int (bottom first: see the others')",
+                     spec.order)
+    if spec.rung not in RUNGS:
+        raise refuse(spec.name, "rung", f"one of {', '.join(RUNGS)}", spec.rung)
+    if not spec.display:
+        raise refuse(spec.name, "display", "its row's name in the headline table", spec.display)
+    if not spec.package:
+        raise refuse(spec.name, "package", "the package whose lines are counted", spec.package)
+    if not COLOUR.match(spec.colour or ""):
+        raise refuse(spec.name, "colour", "its colour in every figure, '#RRGGBB'", spec.colour)
+    within("raw_for", spec.raw_for, spec.devices, "devices of its own")
+
+
+def check_registry(registry: dict[str, ImplSpec]) -> None:
+    """Every entry checked (check_entry), then what entries share: a place on the ladder and a colour
+    each, and Fig. 1's lines through registered levels only."""
+    for entry in registry.values():
+        check_entry(entry)
+    for shared in ("order", "colour"):
+        seen: dict[object, str] = {}
+        for name, entry in registry.items():
+            value = getattr(entry, shared)
+            if value is not None and value in seen:
+                raise refuse(name, shared, f"one of its own (level {seen[value]!r} has it)", value)
+            seen[value] = name
+    for name, entry in registry.items():
+        for path in entry.ladder:
+            unknown = [step for step in path if step not in registry]
+            if unknown or name not in path:
+                raise refuse(name, "ladder", "paths of registered level names through this one", path)
 
 
 def lab_spec(cls: type, device: str, dtype: str) -> ImplSpec:
@@ -92,37 +166,43 @@ REGISTRY = {
                  ("function", "eager", "xla"), ("float32", "float64"), "lenet_tf",
                  trainer="lenet_tf.train:TFTrainer", train_variants=("function", "eager"),
                  display="TensorFlow ops", short="TF ops", rung="framework ops", order=70,
-                 colour="#E69F00", versions=TF),
+                 colour="#E69F00", versions=TF,
+                 frameworks=("tensorflow",), explain=("eager",)),
         ImplSpec("jax", "lenet_jax.model:JaxLeNet", "jax-ops", ("cpu", "gpu"),
                  ("jit", "eager"), ("float32", "float64"), "lenet_jax", env=JAX_ENV,
                  trainer="lenet_jax.train:JaxTrainer", train_variants=("jit",),
                  display="JAX ops", short="JAX ops", rung="framework ops", order=80, colour="#009E73",
-                 versions=(("JAX", "jax"),)),
+                 versions=(("JAX", "jax"),),
+                 frameworks=("jax",), explain=("eager",), trace="all"),
         ImplSpec("torch", "lenet_torch.model:TorchLeNet", "torch-ops", ("cpu", "gpu"),
                  ("eager", "compile", "cudagraph"), ("float32", "float64"), "lenet_torch",
                  gpu_only=("cudagraph",), trainer="lenet_torch.train:TorchTrainer",
                  train_variants=("eager", "compile"),
                  display="PyTorch ops", short="PyTorch ops", rung="framework ops", order=90,
-                 colour="#D55E00", versions=(("PyTorch", "torch"),)),
+                 colour="#D55E00", versions=(("PyTorch", "torch"),),
+                 frameworks=("torch",), explain=("eager",), trace="all"),
         ImplSpec("keras", "lenet_keras.model:KerasLeNet", "keras", ("cpu", "gpu"),
                  (*KERAS_CALLS, "function", "xla"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "tensorflow"),),
                  trainer="lenet_keras.train:KerasTrainer", train_variants=KERAS_TRAIN,
                  hooks=(("build_model", "lenet_keras.model:build_model"),),
                  display="Keras on TensorFlow", short="Keras/TF", rung="high-level API", order=100,
-                 colour="#CC79A7", versions=KERAS + TF),
+                 colour="#CC79A7", versions=KERAS + TF,
+                 frameworks=("keras", "tensorflow"), explain=("predict",)),
         ImplSpec("keras_jax", "lenet_keras.model:KerasJaxLeNet", "keras", ("cpu", "gpu"),
                  (*KERAS_CALLS, "jit"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "jax"), *JAX_ENV),
                  trainer="lenet_keras.train:KerasJaxTrainer", train_variants=KERAS_TRAIN,
                  display="Keras on JAX", short="Keras/JAX", rung="high-level API", order=110,
-                 colour="#117733", versions=(*KERAS, ("JAX", "jax"))),
+                 colour="#117733", versions=(*KERAS, ("JAX", "jax")),
+                 frameworks=("keras", "jax"), explain=("predict",), trace=("predict",)),
         ImplSpec("keras_torch", "lenet_keras.model:KerasTorchLeNet", "keras", ("cpu", "gpu"),
                  (*KERAS_CALLS, "compile"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "torch"),),
                  trainer="lenet_keras.train:KerasTorchTrainer", train_variants=KERAS_TRAIN,
                  display="Keras on PyTorch", short="Keras/PyTorch", rung="high-level API", order=120,
-                 colour="#882255", versions=(*KERAS, ("PyTorch", "torch"))),
+                 colour="#882255", versions=(*KERAS, ("PyTorch", "torch")),
+                 frameworks=("keras", "torch"), explain=("predict",), trace=("predict",)),
         # hand-written CUDA C kernels (NVRTC through CuPy): the GPU's floor, the CUDA lab's rung
         ImplSpec("cuda", "lenet_cuda.model:CudaLeNet", "cuda", ("gpu",),
                  ("fused", "layers", "graph", "cluster", "mapped", "persistent", "resident", "batch",
@@ -134,10 +214,11 @@ REGISTRY = {
                  hooks=(("kernels", "lenet_cuda.kernels:nvrtc_units"),
                         ("kernel_work", "lenet_cuda.explain.work:work"),
                         ("kernel_stages", "lenet_cuda.explain.stages:measure")),
-                 floor=("persistent", "mapped", "cluster", "graph"),
+                 floor=("resident", "persistent", "mapped", "cluster", "graph"),
                  display="hand-written CUDA", short="CUDA", rung="hand-written", order=10,
                  ladder=(("cuda", "cudnn"),), colour="#332288",
-                 versions=(*CUPY, ("", "nvidia-cuda-nvrtc-cu12"))),
+                 versions=(*CUPY, ("", "nvidia-cuda-nvrtc-cu12")),
+                 frameworks=("cupy",), trace="all"),
         ImplSpec("cudnn", "lenet_cudnn.model:CudnnLeNet", "cudnn", ("gpu",),
                  ("tuned", "naive", "graph", "frontend"), ("float32", "float64"), "lenet_cudnn",
                  gpu_only=("graph", "frontend"),
@@ -148,7 +229,8 @@ REGISTRY = {
                  order=20, ladder=(("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
                                    ("cudnn", "torch", "keras_torch")),
                  colour="#0072B2", versions=(*CUPY, ("", "nvidia-cudnn-cu12"), ("", "nvidia-cudnn-cu13"),
-                                              ("", "nvidia-cudnn-frontend"))),
+                                              ("", "nvidia-cudnn-frontend")),
+                 frameworks=("cupy",), trace="all"),
         # float32 only: oneDNN 3.2 has no f64 conv/pooling/inner product on the CPU. No env
         # entry: OMP_NUM_THREADS comes from the harness's thread rule (procenv), set before
         # libgomp loads; an entry here would override a study's thread count.
@@ -165,7 +247,8 @@ REGISTRY = {
                  ("fused", "layers"), ("float32", "float64"), "lenet_numba",
                  hooks=(("cpu_target", "lenet_numba.model:cpu_target"),), floor=("fused",),
                  display="compiled from Python (Numba)", short="Numba", rung="compiled from Python",
-                 order=40, colour="#DDCC77", versions=(("Numba", "numba"), ("", "llvmlite"))),
+                 order=40, colour="#DDCC77", versions=(("Numba", "numba"), ("", "llvmlite")),
+                 frameworks=("numba",)),
         # hand-written C compiled at run time by the system's C compiler for this CPU: the CUDA
         # level's twin on the CPU (AVX-512 intrinsics where the CPU has them)
         ImplSpec("c", "lenet_c.model:CLeNet", "hand-written-c", ("cpu",),
@@ -181,10 +264,11 @@ REGISTRY = {
                  display="inference engine", short="ONNX engine", rung="inference engine", order=60,
                  ladder=(("onnx", "keras"),), colour="#999933",
                  versions=(("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino"), ("", "onnx"),
-                           ("", "tf2onnx"))),
+                           ("", "tf2onnx")),
+                 frameworks=("onnxruntime", "openvino")),
     )
 }
-DEVICES = ("cpu", "gpu")
+check_registry(REGISTRY)  # an incomplete entry stops here, naming its field
 # implementation -> the Keras backend its worker runs (read from its env: written once, above)
 KERAS_BACKENDS = {name: dict(spec.env)["KERAS_BACKEND"] for name, spec in REGISTRY.items()
                   if "KERAS_BACKEND" in dict(spec.env)}
@@ -212,6 +296,32 @@ def levels() -> list[str]:
     """The levels the report has rows for (an `order`), bottom rung first; the null level is not one."""
     ranked = [(spec.order, name) for name, spec in REGISTRY.items() if spec.order is not None]
     return [name for _order, name in sorted(ranked)]
+
+
+def on_device(device: str | None) -> list[str]:
+    """The levels that run on the device (None: all), bottom rung first (`harness list --device`)."""
+    return [name for name in levels() if device is None or device in REGISTRY[name].devices]
+
+
+def trainers(device: str | None) -> list[str]:
+    """The levels with a trainer that run on the device (verify-train's default), bottom rung first."""
+    return [name for name in on_device(device) if REGISTRY[name].trainer]
+
+
+def targets(field: str, device: str) -> list[str]:
+    """"level/variant" for every variant a level on the device lists in `field` (explain, trace, floor;
+    a trace of "all": every variant it runs there), bottom rung first."""
+    out = []
+    for name in on_device(device):
+        found = getattr(REGISTRY[name], field)
+        runs = REGISTRY[name].variants_for(device)
+        out += [f"{name}/{v}" for v in (runs if found == "all" else found) if v in runs]
+    return out
+
+
+def frameworks() -> list[str]:
+    """Every top-level module a level's worker imports (the specs' frameworks), once each."""
+    return list(dict.fromkeys(module for spec in REGISTRY.values() for module in spec.frameworks))
 
 
 def display(name: str) -> str:

@@ -1,8 +1,11 @@
 """Adding a level is one package and one registry entry (README.md, "Adding a level"): a copy of the
 checkout gets a fake level (its own package, wrapping the NumPy model) and one ImplSpec line in
 registry.py, nothing else, and the level is then found by `harness list` (the Makefile's lists),
-verify, a study, the line count, the headline table, Figs. 1-3 and doctor."""
+verify, a study, the line count, the headline table, Figs. 1-3 and doctor, and by every list of levels
+the harness, the Makefile and gpu-study keep (each read from the registry). An entry without a field the
+harness relies on is refused at import, in one line naming the field."""
 
+import fnmatch
 import json
 import os
 import shutil
@@ -13,15 +16,22 @@ from pathlib import Path
 
 import pytest
 
-from harness import ROOT
+from harness import ROOT, registry
+from harness.errors import HarnessError
 
-pytestmark = pytest.mark.slow
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
+# It claims the GPU too (no GPU cell runs here), so the GPU's lists are checked as well as the CPU's.
 ENTRY = """\
-        ImplSpec("fake", "lenet_fake.model:FakeLeNet", "fake-api", ("cpu",), ("default",), ("float32",),
+        ImplSpec("fake", "lenet_fake.model:FakeLeNet", "fake-api", ("cpu", "gpu"), ("default",), ("float32",),
                  "lenet_fake", display="a fake level", short="Fake", rung="inference engine", order=65,
                  ladder=(("onednn", "fake", "keras"), ("numpy", "fake")), colour="#123456",
-                 versions=(("Fake engine", "fake-engine"),), hooks=(("doctor", "lenet_fake.model:doctor"),)),
+                 versions=(("Fake engine", "fake-engine"),), hooks=(("doctor", "lenet_fake.model:doctor"),),
+                 trainer="lenet_fake.model:FakeTrainer", train_variants=("default",), floor=("default",),
+                 frameworks=("fake_engine",), explain=("default",), trace="all"),
 """
 PACKAGE = {
     "__init__.py": '"""A fake level: the NumPy model under another name (tests/test_add_a_level.py)."""\n',
@@ -30,9 +40,14 @@ PACKAGE = {
 
         from harness.registry import REGISTRY
         from lenet_numpy.model import NumpyLeNet
+        from lenet_numpy.train import NumpyTrainer
 
 
         class FakeLeNet(NumpyLeNet):
+            spec = REGISTRY["fake"]
+
+
+        class FakeTrainer(NumpyTrainer):
             spec = REGISTRY["fake"]
 
 
@@ -61,6 +76,14 @@ devices = ["cpu"]
 """
 
 
+def with_entry(root: Path, entry: str) -> None:
+    """root's registry.py with the entry added at the end of REGISTRY's entries: the one edit."""
+    registry_py = root / "harness" / "registry.py"
+    text = registry_py.read_text()
+    end = text.index("    )\n}\n")
+    registry_py.write_text(text[:end] + entry + text[end:])
+
+
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the checkout's code with the fake level added: its package and one registry entry."""
@@ -74,10 +97,7 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "lenet_fake").mkdir()
     for name, text in PACKAGE.items():
         (root / "lenet_fake" / name).write_text(text)
-    registry = root / "harness" / "registry.py"
-    text = registry.read_text()
-    end = text.index("    )\n}\n")  # the end of REGISTRY's entries: the one edit
-    registry.write_text(text[:end] + ENTRY + text[end:])
+    with_entry(root, ENTRY)
     return root
 
 
@@ -95,6 +115,7 @@ def python(root: Path, code: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_a_fake_level_is_found_everywhere(checkout: Path) -> None:
     listed = harness(checkout, "list", "--device", "cpu")
     assert listed.returncode == 0, listed.stderr
@@ -150,3 +171,80 @@ def test_a_fake_level_is_found_everywhere(checkout: Path) -> None:
     assert doctor.returncode == 0, doctor.stderr
     assert "Fake level: the fake engine is here" in doctor.stdout
     assert any(line.split()[:3] == ["fake", "cpu", "ok"] for line in doctor.stdout.splitlines()), doctor.stdout
+
+
+LISTS = textwrap.dedent("""\
+    import json
+    from harness import cli, commands
+    from harness.campaign import gpu_study
+    from harness.check import train_verify, verify
+    from harness.measure import worker
+    from harness.report import gpu_section
+
+    named = {}  # what verify and verify-train are asked to check when --implementations is left out
+    verify.verify = lambda names, *a, **k: named.setdefault("verify", list(names)) and []
+    train_verify.verify_train = lambda names, *a, **k: named.setdefault("verify-train", list(names)) and []
+    for command in ("verify", "verify-train"):
+        args = cli.build_parser().parse_args([command, "--device", "cpu"])
+        args.func(args)
+    plan = gpu_study.plan(__import__("pathlib").Path("unused"), "r1", quick=False, write=False)
+    print(json.dumps({**named, "gpu_impls": gpu_study.GPU_IMPLS, "gpu_train": gpu_study.GPU_TRAIN_IMPLS,
+                      "gpu_explain": gpu_study.EXPLAIN, "kernels": gpu_study.KERNELS,
+                      "steps": {s.name: s.command for s in plan},
+                      "floors": gpu_section.FLOORS, "ladder": [lb for lb, _w in gpu_section.ladder_others()],
+                      "frameworks": worker.FRAMEWORKS}))
+    """)
+
+
+def test_every_list_of_levels_comes_from_the_registry(checkout: Path) -> None:
+    """The fake level's one entry reaches every list the harness, the Makefile and gpu-study keep."""
+    found = json.loads(python(checkout, LISTS))
+    assert "fake" in found["verify"] and "fake" in found["verify-train"]  # their defaults
+    assert "fake" in found["gpu_impls"].split(",") and "fake" in found["gpu_train"].split(",")
+    assert "fake/default" in found["gpu_explain"].split(",") and "fake/default" in found["kernels"].split(",")
+    assert any("fake/default" in " ".join(cmd) for cmd in found["steps"].values())  # gpu-study runs them
+    assert "fake/default" in found["floors"] and "fake/default" in found["ladder"]
+    assert "fake_engine" in found["frameworks"]  # its worker's import is recorded
+    explain = harness(checkout, "list", "--explain", "--device", "cpu")  # the Makefile's EXPLAIN
+    assert "fake/default" in explain.stdout.strip().split(","), explain.stderr
+    makefile = (ROOT / "Makefile").read_text()
+    assert "EXPLAIN = $(shell $(PY) -m harness list --explain --device cpu)" in makefile
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert any(fnmatch.fnmatch("lenet_fake", p) for p in project["tool"]["setuptools"]["packages"]["find"]["include"])
+
+
+@pytest.mark.parametrize("edit, field", [
+    (("order=65", "order=None"), "order"),
+    (("order=65,", ""), "order"),  # left out: ImplSpec's default is no place
+    (('rung="inference engine"', 'rung="framework-ops"'), "rung"),
+    (('colour="#123456"', 'colour="#000000"'), "colour"),  # the NumPy reference's: one colour a level
+    (('display="a fake level", ', ""), "display"),
+    (('explain=("default",)', 'explain=("fast",)'), "explain"),
+])
+def test_an_incomplete_entry_is_refused_at_import(tmp_path: Path, edit: tuple[str, str], field: str) -> None:
+    """The harness, copied with an entry missing a field or naming an unknown rung: every command stops
+    at import with one ERROR line naming the field (and, for a rung, the rungs), exit 2."""
+    shutil.copytree(ROOT / "harness", tmp_path / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    with_entry(tmp_path, ENTRY.replace(*edit))
+    done = harness(tmp_path, "list", timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("ERROR: harness/registry.py, level 'fake': field `" + field + "`")
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+    if field == "rung":
+        assert "framework-ops" in done.stderr and ", ".join(registry.RUNGS) in done.stderr
+
+
+def test_the_registry_as_it_is_passes_its_own_check() -> None:
+    registry.check_registry(registry.REGISTRY)
+    bad = {**registry.REGISTRY, "numpy": __import__("dataclasses").replace(registry.REGISTRY["numpy"], rung="")}
+    with pytest.raises(HarnessError, match=r"level 'numpy': field `rung`: expected one of hand-written, "):
+        registry.check_registry(bad)
+
+
+def test_loc_lines_stay_aligned_for_a_long_package_name() -> None:
+    from harness.commands import loc_lines
+
+    lines = loc_lines({"lenet_numpy": 138, "lenet_a_level_with_a_long_name": 12, "lenet_cudnn": 1030})
+    assert lines[1] == "lenet_a_level_with_a_long_name     12 code lines"
+    assert len({line.index(" code lines") for line in lines}) == 1  # the counts end in one column
+    assert lines[2].endswith(" 1,030 code lines")

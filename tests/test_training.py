@@ -1,6 +1,9 @@
 """Training: the NumPy oracle's gradients against finite differences, every level's SGD steps against
 the oracle (verify-train), a deliberately wrong gradient caught, the seeded initial weights."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -103,11 +106,20 @@ def test_a_sign_flip_in_one_gradient_is_caught_and_named():
     assert crashed["steps_done"] == 2  # the steps before the crash are kept
 
 
-def test_a_level_without_a_trainer_is_unavailable():
+def test_a_level_without_a_trainer_says_so_and_is_no_failure():
+    """Not "could not run here": it has no trainer anywhere. Alone, nothing was checked (3); beside a
+    level that agrees, the run passes."""
     from harness.check import train_verify
 
     rows = train_verify.verify_train(["null"], steps=1, batch=2, progress=lambda line: None)
-    assert rows[0]["status"] == "unavailable" and train_verify.exit_code(rows) == 3
+    assert rows[0]["status"] == "no trainer" and "null has no trainer" in rows[0]["reason"]
+    assert train_verify.exit_code(rows) == 3
+    assert train_verify.exit_code([{"status": "ok"}, *rows]) == 0
+    assert train_verify.exit_code([{"status": "unavailable"}, *rows]) == 3
+    done = subprocess.run([sys.executable, "-m", "harness", "verify-train", "--implementations", "null",
+                           "--steps", "1", "--batch", "2"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert "null: no trainer (inference only)" in done.stderr and "could not run here" not in done.stderr
 
 
 def test_the_near_tie_rule_passes_only_drift_after_a_tie():

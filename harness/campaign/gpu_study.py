@@ -35,14 +35,14 @@ from harness.errors import HarnessError
 from harness.machine.files import write_atomic
 from harness.measure import results, study
 
-GPU_IMPLS = "cuda,cudnn,jax,torch,keras_jax,keras_torch,tf,keras"  # tf, keras: skipped where TF is absent
-GPU_TRAIN_IMPLS = "cudnn,jax,torch,keras_jax,keras_torch"
+# From the registry, bottom rung first (a level whose framework is absent, TF on many GPU servers, is a
+# row saying so): every GPU level; those with a trainer; the explain targets and the traced ones its
+# entries opt into (ImplSpec.explain, ImplSpec.trace)
+GPU_IMPLS = ",".join(registry.on_device("gpu"))
+GPU_TRAIN_IMPLS = ",".join(registry.trainers("gpu"))
 STUDIES = ("api_levels", "overhead", "backends", "batch_sweep", "precision")
-EXPLAIN = "keras_jax/predict,keras_torch/predict,jax/eager,torch/eager"
-# every GPU variant of `overhead`, and Keras'
-KERNELS = ("cuda/layers,cuda/fused,cuda/graph,cuda/cluster,cuda/mapped,cuda/persistent,cuda/resident,"
-           "cuda/batch,cuda/batch2,cuda/batch2_device,"
-           "cudnn/naive,cudnn/tuned,cudnn/graph,cudnn/frontend,torch/eager,torch/compile,torch/cudagraph,jax/jit,jax/eager,keras_jax/predict,keras_torch/predict")
+EXPLAIN = ",".join(registry.targets("explain", "gpu"))
+KERNELS = ",".join(registry.targets("trace", "gpu"))
 STAGES_TARGET = "cuda/cluster"  # kernel-stages stamps the cluster kernel inside the level's cluster call
 # batch 512: how much of a call is the copy of the images (1.6 MB in float32): targets, images, calls
 # batch2: the caller's array registered, read across the bus; batch2_device: copied in, its kernel's time
@@ -69,7 +69,7 @@ def lab_rung(lab: str) -> str:
 
 def gpu_levels() -> list[str]:
     """Every registered level that runs on the GPU, bottom rung first (`harness list --device gpu`)."""
-    return [name for name in registry.levels() if "gpu" in registry.spec(name).devices]
+    return registry.on_device("gpu")
 
 
 def check_levels(names: list[str] | None) -> list[str] | None:
@@ -144,7 +144,8 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True,
                                 STUDY_LIMIT_S.get(name, 240)))
     if not quick:
         todo.append(python_step("explain", ["-m", "harness", "explain", EXPLAIN, "--device", "gpu",
-                                            "--calls", "40", "--rounds", "4", "--out", str(res)], 120))
+                                            "--calls", "40", "--rounds", "4", "--out", str(res)], 120,
+                                ok_codes=(0, 3)))  # 3: a target's framework is not on this server
         kernels = of_levels(KERNELS, levels)
         todo.append(limited(python_step("kernels", ["-m", "harness", "kernels", kernels, "--calls", "200",
                                                     "--out", str(res)], 240), kernels, levels))

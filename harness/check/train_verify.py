@@ -25,6 +25,7 @@ Failure = tuple[int, str, str]  # (step, "loss" or "weights", what)
 
 LOSS_TOLERANCE = 1e-4   # relative, every step
 WEIGHT_TOLERANCE = 1e-4  # absolute, every kernel and bias entry, after every step
+NO_TRAINER = "no trainer"  # a row of a level that cannot train: not a failure, not "could not run here"
 STEPS, BATCH = 20, 32
 
 
@@ -93,9 +94,12 @@ def verify_train(names: Sequence[str], device: str = "cpu", weights_path: str | 
     for name in names:
         spec = registry.spec(name)
         why = None
-        if not spec.trainer or not spec.train_variants:
-            why = f"{name} has no training step (no trainer in its ImplSpec)"
-        elif device not in spec.devices:
+        if not spec.trainer or not spec.train_variants:  # not about this machine: nothing to check anywhere
+            rows.append({"implementation": name, "variant": "-", "device": device, "status": NO_TRAINER,
+                         "reason": f"{name} has no trainer (no `trainer` in its ImplSpec): nothing to check"})
+            progress(format_row(rows[-1]))
+            continue
+        if device not in spec.devices:
             why = f"{name} runs on {list(spec.devices)}"
         elif dtype not in spec.dtypes:
             why = f"{name} trains in {list(spec.dtypes)}, not {dtype}"
@@ -137,6 +141,14 @@ HEADER = (f"{'implementation/variant':<28} {'dev':<4} {'status':<11} (tolerance:
           f"within relative {LOSS_TOLERANCE:g}, weights within {WEIGHT_TOLERANCE:g} of the oracle)")
 
 
-# 1 when any level drifted or crashed, 3 when nothing failed but something could not run, else 0
-# ("tie" is a pass): the same rule as verify's.
-exit_code = verify.exit_code
+def exit_code(rows: list[Row]) -> int:
+    """verify's rule: 1 when any level drifted or crashed, 3 when nothing failed but something could not
+    run here, else 0 ("tie" is a pass). A level without a trainer changes nothing, unless no level named
+    had one (3: nothing was checked)."""
+    checked = [row for row in rows if row["status"] != NO_TRAINER]
+    return verify.exit_code(checked) if checked else 3
+
+
+def no_trainer(rows: list[Row]) -> list[str]:
+    """The levels named that have no trainer (their rows' status NO_TRAINER)."""
+    return [row["implementation"] for row in rows if row["status"] == NO_TRAINER]

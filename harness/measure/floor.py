@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
-from harness.measure import results, runfolder
+from harness.measure import narrow, results, runfolder
 
 STUDY = "api_levels"  # every level at batch 1 in the same rounds: the study the floor is read from
 BATCH, DTYPE = 1, "float32"
@@ -59,6 +59,8 @@ def measured_cells(device: str, root: Path = DEFAULT_RESULTS, run_id: str | None
         order = runfolder.order(path.parent)
         if order is None:
             continue  # a partial run (killed, or still running) never answers
+        if narrow.run_is_narrowed(path.parent):  # a quick run of some cells is never the floor
+            continue
         rows = results.read_rows(path)
         # a cell measured again (--resume): its last row is final
         final = {row["cell_id"]: row for row in rows if row.get("kind") == "cell"}

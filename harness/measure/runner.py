@@ -290,6 +290,8 @@ def start_run(study: Study, out: Path, run_id: str | None = None, resume: bool =
         m = study.measure
         info = env.collect(procenv.settings(m.threads, m.inter_op_threads, "cpu"))
         info["provenance"] = provenance.collect(c.implementation for c in study.cells)
+        if study.narrowed:  # a quick run (harness.measure.narrow): never a machine's answer
+            info["narrowed"] = study.narrowed
         write_atomic(run_dir / "env.json", json.dumps(info, indent=2) + "\n")
     try:
         states = run_locked(study, run_dir, run_id, resume, weights, report, lock_timeout_s)

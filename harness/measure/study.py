@@ -2,7 +2,9 @@
 
     [study]                      name, question, figures (list), baseline (a cell's implementation),
                                  mode ("inference", the default: predict calls; or "train": one
-                                 SGD step per call, from the seeded initial weights)
+                                 SGD step per call, from the seeded initial weights), narrowed
+                                 (written by `run --implementations/--rounds/--processes` only:
+                                 what was cut; such a run is a try, never a machine's answer)
     [measure]                    processes (fresh worker processes per cell, one after another,
                                  default 1), rounds (in each process), calls (timed calls of a
                                  cell over all its processes and rounds), warmup (in each
@@ -40,7 +42,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 STUDIES_DIR = ROOT / "studies"
-STUDY_KEYS = {"name", "question", "figures", "baseline", "mode"}
+STUDY_KEYS = {"name", "question", "figures", "baseline", "mode", "narrowed"}
 MODES = ("inference", "train")
 CELL_KEYS = {"implementation", "variants", "devices", "batch_sizes", "dtypes", "threads", "processes"}
 
@@ -125,6 +127,7 @@ class Study:
     cells: tuple[Cell, ...]
     source: str  # the TOML text, copied into each run folder
     mode: str = "inference"
+    narrowed: str = ""  # what a quick run cut from the study file (harness.measure.narrow); "": nothing
 
 
 def _fail(where: str, message: str) -> NoReturn:
@@ -213,8 +216,11 @@ def parse(text: str, where: str = "<study>") -> Study:
     baseline = head.get("baseline")
     if baseline is not None and baseline not in {c.implementation for c in cells}:
         _fail(f"{where} [study]", f"baseline {baseline!r} is not an implementation of this study")
+    narrowed = head.get("narrowed", "")
+    if not isinstance(narrowed, str):
+        _fail(f"{where} [study]", f"narrowed: expected a string, found {narrowed!r}")
     return Study(name, head.get("question", ""), tuple(head.get("figures", [])), baseline,
-                 measure, tuple(cells), text, mode)
+                 measure, tuple(cells), text, mode, narrowed)
 
 
 def _measure(where: str, table: object) -> Measure:

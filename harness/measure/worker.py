@@ -32,12 +32,13 @@ from typing import Any
 
 import numpy as np
 
+from harness import registry
 from harness.base import LeNet, Trainer
 from harness.errors import Unavailable
 from harness.measure import memory, training
 
 perf_counter_ns = time.perf_counter_ns
-FRAMEWORKS = ("tensorflow", "keras", "jax", "torch", "cupy")
+FRAMEWORKS = tuple(registry.frameworks())  # every level's (ImplSpec.frameworks): recorded when imported
 
 
 def loaded_frameworks() -> list[str]:

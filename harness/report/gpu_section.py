@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from harness import registry
 from harness.report.rundata import find, ratio, ratio_ci
 from harness.report.tables import fmt_ratio, ms, table
 
@@ -16,7 +17,7 @@ HAND_WRITTEN = ("cuda/resident", "cuda/persistent", "cuda/mapped", "cuda/cluster
                 "cuda/batch", "cuda/batch2", "cuda/batch2_device")
 BATCH = 512  # at this batch: where a large call's time goes
 # the GPU's candidates for the fastest measured implementation
-FLOORS = (*HAND_WRITTEN[:5], "cudnn/graph", "cudnn/frontend")
+FLOORS = tuple(registry.targets("floor", "gpu"))
 TORCH_VARIANTS = ("torch/eager", "torch/compile", "torch/cudagraph")
 CUDNN_VARIANTS = ("cudnn/naive", "cudnn/tuned", "cudnn/graph", "cudnn/frontend")
 
@@ -73,6 +74,31 @@ def cudnn_line(frame: pd.DataFrame, machine: str) -> str | None:
                if graph is not None else ""))
 
 
+# The ladder line's words for the calls it has always quoted, in its order; a GPU level none of these
+# names (TF, ONNX, one added since) is quoted by each of its variants measured, after them.
+LADDER_WORDS = {"cuda/resident": "the resident cluster kernel on LL pairs",
+                "cuda/persistent": "the resident cluster kernel",
+                "cuda/mapped": "the cluster kernel launched on mapped memory",
+                "cuda/cluster": "the cluster kernel with copies and an event",
+                "cuda/graph": "the one-block kernel in a graph",
+                "cuda/fused": "the one-block kernel launched from Python",
+                "cudnn/graph": "cuDNN replayed as one CUDA graph",
+                "cudnn/frontend": "cuDNN's graph API (the Python frontend) in one CUDA graph",
+                "cudnn/tuned": "cuDNN tuned (the same calls enqueued one by one)",
+                "torch/eager": "PyTorch ops", "jax/jit": "JAX jit",
+                "keras_jax/predict": "Keras `model.predict` on JAX",
+                "keras_torch/predict": "on PyTorch", "keras/predict": "on TensorFlow"}
+
+
+def ladder_others() -> list[tuple[str, str]]:
+    """(label, words) of every call the ladder line quotes where measured: LADDER_WORDS', then each
+    GPU variant of a level they do not name ("<short> <variant>")."""
+    worded = {label.split("/")[0] for label in LADDER_WORDS}
+    added = [(label, f"{registry.short(label.split('/')[0])} {label.split('/')[1]}")
+             for label in registry.targets("variants", "gpu") if label.split("/")[0] not in worded]
+    return [*LADDER_WORDS.items(), *added]
+
+
 def ladder_line(frame: pd.DataFrame, machine: str) -> str | None:
     """api_levels on the GPU: every level against the floor (the fastest CUDA graph measured: the
     hand-written kernels' where they ran, else cuDNN's), within rounds."""
@@ -90,19 +116,8 @@ def ladder_line(frame: pd.DataFrame, machine: str) -> str | None:
             "cudnn/graph": "cuDNN replayed as one CUDA graph"}[graph["label"]]
     device = (f"CUDA events: {ms(graph['device_median_ms'])} on the stream"
               if not pd.isna(graph.get("device_median_ms")) else "no events: the host polls a flag")
-    others = [("cuda/resident", "the resident cluster kernel on LL pairs"),
-              ("cuda/persistent", "the resident cluster kernel"),
-              ("cuda/mapped", "the cluster kernel launched on mapped memory"),
-              ("cuda/cluster", "the cluster kernel with copies and an event"),
-              ("cuda/graph", "the one-block kernel in a graph"),
-              ("cuda/fused", "the one-block kernel launched from Python"),
-              ("cudnn/graph", "cuDNN replayed as one CUDA graph"),
-              ("cudnn/tuned", "cuDNN tuned (the same calls enqueued one by one)"),
-              ("torch/eager", "PyTorch ops"), ("jax/jit", "JAX jit"),
-              ("keras_jax/predict", "Keras `model.predict` on JAX"),
-              ("keras_torch/predict", "on PyTorch"), ("keras/predict", "on TensorFlow")]
     parts = []
-    for label, what in others:
+    for label, what in ladder_others():
         row = find(frame, "api_levels", label, device="gpu", machine=machine)
         if row is not None and label != graph["label"]:
             parts.append(f"{what} {ms(row['median_ms'])} ({fmt_ratio(ratio_ci(row, graph), 'x')})")

@@ -17,7 +17,7 @@ import pandas as pd
 from harness import DEFAULT_RESULTS
 from harness.errors import HarnessError
 from harness.machine import provenance
-from harness.measure import floor, results, runfolder, stats
+from harness.measure import floor, narrow, results, runfolder, stats
 from harness.measure import rows as row_reader
 from harness.report import hosts
 
@@ -39,8 +39,9 @@ def load_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
     """Every complete run folder (its marker written): read_run's dicts, each with its machine
     (hosts.assign: its `host_key` and `machine`, the machine's name in the report). A partial run
     (killed, or still running) never answers: partial_runs names it."""
-    return hosts.assign([read_run(path) for path in run_files(root)
-                         if runfolder.completion(path.parent) is not None])
+    complete = [read_run(path) for path in run_files(root) if runfolder.completion(path.parent) is not None]
+    # a quick run of some cells (harness.measure.narrow): a try, never a machine's answer
+    return hosts.assign([run for run in complete if not narrow.is_narrowed(run["env"])])
 
 
 def run_files(root: Path) -> list[Path]:
