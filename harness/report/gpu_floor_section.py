@@ -160,8 +160,11 @@ def judged(frame: pd.DataFrame, runs: Sequence[dict], machine: str, row: dict | 
     kernel = launched_kernel_ns(rows, machine)
     out.append(Target("the hand-written kernel, launched, batch 1", 4_000, kernel[0] if kernel else None,
                       "kernels trace" + (f", {kernel[1]}" if kernel else ""), f.get("kernel")))
+    stamped = next((run["run_id"] for run in runs if run["study"] == "kernel_stages"
+                    and run["machine"] == machine), None)
     out.append(Target("resident compute per image", 2_500, resident_compute_ns(stages),
-                      "kernel-stages, block 0 after the weights' loads", f.get("resident")))
+                      "kernel-stages, block 0 after the weights' loads"
+                      + (f", run {stamped} (lenet_cluster's stages)" if stamped else ""), f.get("resident")))
     host, device = batch_rates(rows, machine)
     goal_host = 8e6
     if "batch_host" in f:
