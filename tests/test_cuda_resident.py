@@ -240,7 +240,7 @@ def test_a_lab_refuses_a_resident_reference_and_its_floor_is_never_resident(tmp_
                                cell("cuda", "mapped", 9_000.0, device="gpu")])
     assert floor.fastest_measured("gpu", tmp_path).label == "cuda/resident"  # the report's floor
     assert floor.fastest_measured("gpu", tmp_path, shared=True).label == "cuda/mapped"  # a lab's
-    assert floor.standing_in("gpu").label == "cuda/persistent"
+    assert floor.standing_in("gpu").label == "cuda/resident"  # the registry's first floor candidate
     assert floor.standing_in("gpu", shared=True).label == "cuda/mapped"
     monkeypatch.setattr(assignment, "fastest_measured", lambda device, shared=False: floor.fastest_measured(
         device, tmp_path, shared=shared))
