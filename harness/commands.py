@@ -18,7 +18,7 @@ from harness.errors import HarnessError, Unavailable
 from harness.machine import procenv
 
 if TYPE_CHECKING:  # the report wing is imported by the commands that need it
-    from harness.report import rundata
+    from harness.report.claims import rundata
 
 # A quick run's results (run --implementations/--rounds/--processes) go here unless --out names a folder:
 # a try is kept out of reports/results (per user: /tmp is shared)
@@ -159,11 +159,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """The study again in fresh processes, each cell held against the newest run of it on this
-    machine (harness.report.reproduce); the result is a row in RESULTS/reproduce/<run-id>/."""
+    machine (harness.report.claims.reproduce); the result is a row in RESULTS/reproduce/<run-id>/."""
     from harness.data import init_weights, weights
     from harness.machine import env
     from harness.measure import results, runner, study
-    from harness.report import reproduce, rundata
+    from harness.report.claims import reproduce, rundata
 
     name = study.load(args.study).name
     here = rundata.machine_label({**env.collect_system(), **env.collect_gpus()})
@@ -198,7 +198,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_loc(args: argparse.Namespace) -> int:
-    from harness.report import loc
+    from harness.report.claims import loc
 
     rows = loc.count()
     path = loc.write_csv(rows, args.out)
@@ -216,7 +216,7 @@ def loc_lines(totals: dict[str, int]) -> list[str]:
 
 def load_results(args: argparse.Namespace, every_run: bool = False) -> "rundata.ReportData":
     """The report's data (rundata.ReportData) from --results; every_run: every run's cells too."""
-    from harness.report import loc, rundata
+    from harness.report.claims import loc, rundata
 
     if not Path(args.results).is_dir():
         raise HarnessError(f"{args.results}: no results folder (run make run-all, or --results DIR)")
@@ -246,7 +246,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Median of each cell in run B over run A: how repeatable a study is."""
-    from harness.report import rundata
+    from harness.report.claims import rundata
 
     frames = []
     for run_dir in (args.run_a, args.run_b):

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from harness.measure import memory, results
-from harness.report import bill
+from harness.report.claims import bill
 from tests.test_runner import lab_cell, only_run, run_cli, write_study
 
 MB = 2**20

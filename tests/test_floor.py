@@ -11,7 +11,7 @@ from harness.errors import Unavailable
 from harness.explain import keras_steps
 from harness.lab.judge import assignment
 from harness.measure import floor
-from harness.report import explain_section
+from harness.report.sections import explain_section
 from tests.conftest import ROOT
 
 

@@ -11,7 +11,8 @@ import numpy as np
 
 from harness.machine import env
 from harness.measure import results, stats
-from harness.report import reproduce, rundata, validity
+from harness.report.claims import reproduce, rundata
+from harness.report.sections import validity
 from tests.conftest import ROOT
 from tests.test_runner import final_rows, lab_cell, only_run, run_cli
 

@@ -9,10 +9,12 @@ from pathlib import Path
 import pandas as pd
 
 from harness import DEFAULT_REPORT, registry
-from harness.report import cpu_floor, findings, headline, machines, quote, tables
+from harness.report.claims import headline
+from harness.report.claims.rundata import ReportData
 from harness.report.figures import captions, cost
-from harness.report.rundata import ReportData
-from harness.report.style import fmt_ms
+from harness.report.markup import quote, tables
+from harness.report.markup.style import fmt_ms
+from harness.report.sections import cpu_floor, findings, machines
 
 REPORT_PATH = DEFAULT_REPORT
 

@@ -12,7 +12,7 @@ from harness.lab import text
 from harness.lab.judge import memory, store, timing
 from harness.lab.judge.assignment import Lab
 from harness.lab.term.public import alias
-from harness.report.style import fmt_ms
+from harness.report.markup.style import fmt_ms
 
 NEXT_STEP = {
     "too-slow": "Profile one predict call on a single image: Python loops over pixels or channels are "

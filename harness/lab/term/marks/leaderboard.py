@@ -22,7 +22,7 @@ from harness.lab import text
 from harness.lab.judge import assignment, deadlines, memory, store
 from harness.lab.term.intake import collect
 from harness.lab.term.marks import points
-from harness.report.style import fmt_ms
+from harness.report.markup.style import fmt_ms
 
 # Every status a row may have, in the order of the unranked (most useful first); ok rows come first.
 ROW_STATUSES = ("ok", "over-memory", "too-slow", "timing-inconsistent", "wrong", "crashed", "out-of-memory",

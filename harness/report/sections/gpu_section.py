@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from harness import registry
-from harness.report.rundata import find, ratio, ratio_ci
-from harness.report.tables import fmt_ratio, goal_line, ms, speedup_verdict, table
+from harness.report.claims.rundata import find, ratio, ratio_ci
+from harness.report.markup.tables import fmt_ratio, goal_line, ms, speedup_verdict, table
 
 # The project's goals (issue 64), not results. At batch 1, end to end: the fastest hand-written call,
 # and cuDNN's with its dense layers fused into cuBLASLt calls; the hand-written kernel alone in the trace.

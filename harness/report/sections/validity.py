@@ -1,11 +1,11 @@
 """DETAILS' validity lines on processes: the cells whose speed depends on the process (each process's
 median), and how each study's time was spent (worker set-up in each process, timed calls, the rest).
-The reproduce rows have their own section (harness.report.reproduce)."""
+The reproduce rows have their own section (harness.report.claims.reproduce)."""
 
 import pandas as pd
 
 from harness.measure import stats
-from harness.report.tables import ms, table
+from harness.report.markup.tables import ms, table
 
 
 def draws_section(frame: pd.DataFrame) -> list[str]:

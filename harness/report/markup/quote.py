@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from harness.measure import stats
-from harness.report.tables import fmt_ratio, ms
+from harness.report.markup.tables import fmt_ratio, ms
 
 MARKS = {
     "thin": (f"too few rounds or calls for an interval (fewer than {stats.MIN_ROUNDS} rounds of "

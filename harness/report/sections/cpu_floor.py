@@ -19,10 +19,11 @@ and by how much. Every number is read from a row; the targets are the project's 
 import pandas as pd
 
 from harness.explain import c_layers
-from harness.report import cpu_targets, quote
-from harness.report.rundata import ReportData, find, ratio_ci
-from harness.report.style import fmt_ms
-from harness.report.tables import fmt_ratio, goal_line
+from harness.report.claims.rundata import ReportData, find, ratio_ci
+from harness.report.markup import quote
+from harness.report.markup.style import fmt_ms
+from harness.report.markup.tables import fmt_ratio, goal_line
+from harness.report.sections import cpu_targets
 
 TITLE = "## The CPU's floor: hand-written C against the arithmetic (`python -m harness arithmetic`)"
 

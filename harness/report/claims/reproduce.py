@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from harness.measure import stats
-from harness.report.tables import sig3, table
+from harness.report.markup.tables import sig3, table
 
 FOLDER = "reproduce"  # RESULTS/reproduce/<run-id>/: the reproduce rows
 CHECKS = (("median_inside", "new medians inside the reference's 95% interval"),

@@ -5,8 +5,8 @@ in the newest `kernels` trace at batch 1, where one was measured.
 
 from collections.abc import Sequence
 
-from harness.report.gpu_section import kernel_rows, resident, us
-from harness.report.tables import table
+from harness.report.markup.tables import table
+from harness.report.sections.gpu_section import kernel_rows, resident, us
 
 STUDY = "gpu_explain"
 

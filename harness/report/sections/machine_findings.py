@@ -1,5 +1,5 @@
 """DETAILS.md's findings, machine by machine: every study's result in a sentence (the short
-answer, six findings, is harness/report/findings.py). Every number is read from a results row."""
+answer, six findings, is harness/report/sections/findings.py). Every number is read from a results row."""
 
 import math
 from collections.abc import Sequence
@@ -8,10 +8,12 @@ import numpy as np
 import pandas as pd
 
 from harness import registry
-from harness.report import cpu_targets, gpu_section, headline, quote, training_section
-from harness.report.rundata import answer_run, find, ratio, ratio_ci
-from harness.report.style import BACKEND_OF
-from harness.report.tables import fmt_ratio, ms, sig3
+from harness.report.claims import headline
+from harness.report.claims.rundata import answer_run, find, ratio, ratio_ci
+from harness.report.markup import quote
+from harness.report.markup.style import BACKEND_OF
+from harness.report.markup.tables import fmt_ratio, ms, sig3
+from harness.report.sections import cpu_targets, gpu_section, training_section
 
 
 def findings(frame: pd.DataFrame, loc_rows: list[dict], runs: Sequence[dict] = ()) -> list[str]:

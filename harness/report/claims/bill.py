@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from harness import registry
-from harness.report.tables import table
+from harness.report.markup.tables import table
 
 MB = 2**20  # the bill's memory and sizes are in MiB (the variables say _mb)
 

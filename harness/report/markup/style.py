@@ -16,7 +16,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.typing import LineStyleType  # noqa: E402
 
 from harness import DEFAULT_FIGURES, registry  # noqa: E402
-from harness.report.versions import cuda_runtime, cudnn_version  # noqa: E402
+from harness.report.markup.versions import cuda_runtime, cudnn_version  # noqa: E402
 
 FIGURES_DIR = DEFAULT_FIGURES
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]

@@ -5,8 +5,8 @@ stamps cannot see (the cluster's launch and end).
 
 from collections.abc import Sequence
 
-from harness.report.gpu_section import kernel_rows, kernels_of, stage_rows, us
-from harness.report.tables import table
+from harness.report.markup.tables import table
+from harness.report.sections.gpu_section import kernel_rows, kernels_of, stage_rows, us
 
 
 def section(runs: Sequence[dict]) -> list[str]:

@@ -9,10 +9,12 @@ import math
 import pandas as pd
 
 from harness import registry
-from harness.report import explain_section, headline, quote
-from harness.report.headline import Level
-from harness.report.rundata import find, ratio_ci
-from harness.report.tables import includes_one, inverse, sig3
+from harness.report.claims import headline
+from harness.report.claims.headline import Level
+from harness.report.claims.rundata import find, ratio_ci
+from harness.report.markup import quote
+from harness.report.markup.tables import includes_one, inverse, sig3
+from harness.report.sections import explain_section
 
 NAMES = {name: registry.short(name) for name in registry.REGISTRY}  # each level's spec: `short`
 BOTTOM = ("hand-written", "raw library")  # the rungs at the foot of the ladder (registry.RUNGS)

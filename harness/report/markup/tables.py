@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 
 from harness.measure import stats
-from harness.report.style import fmt_ms
+from harness.report.markup.style import fmt_ms
 
 METHOD = [
     "Every call is timed (`perf_counter_ns`, host array in, host probabilities out) and kept. "

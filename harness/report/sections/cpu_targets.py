@@ -16,9 +16,9 @@ target of the report is.
 import pandas as pd
 
 from harness import registry
-from harness.report import headline
-from harness.report.rundata import answer_run, find, ratio_ci
-from harness.report.tables import fmt_ratio, goal_line, inverse, ms, speedup_verdict
+from harness.report.claims import headline
+from harness.report.claims.rundata import answer_run, find, ratio_ci
+from harness.report.markup.tables import fmt_ratio, goal_line, inverse, ms, speedup_verdict
 
 STUDY = "api_levels"
 # Goals per image at batch 1, one thread, end to end. The project's goals, not results.

@@ -5,7 +5,7 @@ which draws the same rows, is figures/explain.py). No framework imported."""
 
 from harness.explain import keras_steps
 from harness.explain.ladder import TOLERANCE
-from harness.report.style import fmt_ms
+from harness.report.markup.style import fmt_ms
 
 CITATIONS = (
     "The maintainers say the same: `model.predict` \"is designed for batch processing of large "

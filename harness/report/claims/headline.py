@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness import registry
-from harness.report import bill, quote
-from harness.report.rundata import answer_run, ratio_ci
-from harness.report.style import IMPL_ORDER
-from harness.report.tables import sig3, table
+from harness.report.claims import bill
+from harness.report.claims.rundata import answer_run, ratio_ci
+from harness.report.markup import quote
+from harness.report.markup.style import IMPL_ORDER
+from harness.report.markup.tables import sig3, table
 
 # The rows in the ladder's order (each level's spec: `order`, its row name `display`), and each
 # device's raw library (`raw_for`): the ratios' denominator.

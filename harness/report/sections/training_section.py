@@ -8,10 +8,10 @@ from collections.abc import Sequence
 import pandas as pd
 
 from harness import registry
-from harness.report import quote
-from harness.report.rundata import find, ratio_ci, source
-from harness.report.style import ok_cells
-from harness.report.tables import fmt_ratio, ms, table
+from harness.report.claims.rundata import find, ratio_ci, source
+from harness.report.markup import quote
+from harness.report.markup.style import ok_cells
+from harness.report.markup.tables import fmt_ratio, ms, table
 
 STUDY = "training"
 
