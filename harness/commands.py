@@ -113,7 +113,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from harness.data import init_weights, weights
     from harness.machine import gpu
-    from harness.measure import narrow, results, runner, study, summary
+    from harness.measure import runner, summary
+    from harness.measure.plan import narrow, study
+    from harness.measure.store import results
 
     quick = args.implementations is not None or args.rounds is not None or args.processes is not None
     if quick and args.resume:
@@ -162,7 +164,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     machine (harness.report.claims.reproduce); the result is a row in RESULTS/reproduce/<run-id>/."""
     from harness.data import init_weights, weights
     from harness.machine import env
-    from harness.measure import results, runner, study
+    from harness.measure import runner
+    from harness.measure.plan import study
+    from harness.measure.store import results
     from harness.report.claims import reproduce, rundata
 
     name = study.load(args.study).name

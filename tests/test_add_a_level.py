@@ -179,7 +179,7 @@ LISTS = textwrap.dedent("""\
     from harness import cli, commands
     from harness.campaign import gpu_study
     from harness.check import train_verify, verify
-    from harness.measure import worker
+    from harness.measure.inside import worker
     from harness.report.sections import gpu_section
 
     named = {}  # what verify and verify-train are asked to check when --implementations is left out

@@ -11,8 +11,8 @@ import pytest
 
 from harness import registry
 from harness.explain import keras_steps, ladder
-from harness.measure import results
 from harness.measure.floor import fastest_measured
+from harness.measure.store import results
 from harness.report.sections import explain_section
 from tests.conftest import ROOT
 

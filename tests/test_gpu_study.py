@@ -15,7 +15,7 @@ from harness.campaign import archive, gpu_study, steps
 from harness.campaign.steps import Step, python_step
 from harness.errors import HarnessError
 from harness.machine import gpu
-from harness.measure import study
+from harness.measure.plan import study
 from tests.conftest import ROOT
 
 NULL_STUDY = """

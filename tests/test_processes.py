@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from harness.machine import env
-from harness.measure import results, stats
+from harness.measure.store import results, stats
 from harness.report.claims import reproduce, rundata
 from harness.report.sections import validity
 from tests.conftest import ROOT

@@ -12,7 +12,8 @@ import pytest
 
 from harness import ROOT
 from harness.errors import HarnessError
-from harness.measure import floor, narrow, study
+from harness.measure import floor
+from harness.measure.plan import narrow, study
 from harness.report.claims import rundata
 
 

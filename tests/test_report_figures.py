@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 from harness import DEFAULT_RESULTS, registry
-from harness.measure import floor, stats
+from harness.measure import floor
+from harness.measure.store import stats
 from harness.report import figures
 from harness.report.claims import headline, loc, rundata
 from harness.report.claims.rundata import ReportData

@@ -12,7 +12,8 @@ import pytest
 
 from harness import DEFAULT_RESULTS
 from harness.machine import load, provenance
-from harness.measure import floor, stats
+from harness.measure import floor
+from harness.measure.store import stats
 from harness.report import details, markdown
 from harness.report.claims import headline, rundata
 from harness.report.markup import quote

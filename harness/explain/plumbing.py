@@ -13,7 +13,7 @@ from typing import Any
 from harness import ROOT, registry
 from harness.errors import HarnessError, Unavailable
 from harness.machine import env, procenv
-from harness.measure import results
+from harness.measure.store import results
 
 
 def target_of(target: str, device: str, what: str) -> tuple[str, str]:

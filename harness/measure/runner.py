@@ -30,11 +30,13 @@ from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import Failure
 from harness.machine import env, gpu, load, procenv, provenance
 from harness.machine.gpulock import GpuLock
-from harness.measure import cells, memory, results
-from harness.measure.cells import CellState
 from harness.measure.gpuwatch import GpuWatch
+from harness.measure.inside import memory
+from harness.measure.plan import cells
+from harness.measure.plan.cells import CellState
+from harness.measure.plan.study import Cell, Study, capped_calls, chunk_sizes
 from harness.measure.progress import Progress
-from harness.measure.study import Cell, Study, capped_calls, chunk_sizes
+from harness.measure.store import results
 from harness.measure.workerproc import WorkerProcess
 
 
@@ -269,7 +271,7 @@ def start_run(study: Study, out: Path, run_id: str | None = None, resume: bool =
         m = study.measure
         info = env.collect(procenv.settings(m.threads, m.inter_op_threads, "cpu"))
         info["provenance"] = provenance.collect(c.implementation for c in study.cells)
-        if study.narrowed:  # a quick run (harness.measure.narrow): never a machine's answer
+        if study.narrowed:  # a quick run (harness.measure.plan.narrow): never a machine's answer
             info["narrowed"] = study.narrowed
         (run_dir / "env.json").write_text(json.dumps(info, indent=2) + "\n")
     writer = results.RowWriter(run_dir, run_id)

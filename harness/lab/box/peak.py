@@ -1,6 +1,6 @@
 """A worker's peak memory, read by the grader from outside the worker's process. Student code runs
 inside the worker and can forge anything the worker says of itself (a patched reply, a patched
-harness.measure.memory): nothing the worker reports is read. The source is the best one its box has:
+harness.measure.inside.memory): nothing the worker reports is read. The source is the best one its box has:
 
     cgroup   the worker's own cgroup's high-water mark (harness.lab.box.cgroup.Cgroup.peak_file:
              v2 memory.peak, v1 memory.max_usage_in_bytes): the worker and every process it

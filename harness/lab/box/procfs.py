@@ -64,7 +64,7 @@ def rss_mb(pid: int) -> float:
 def status_bytes(pid: int, field: str) -> int | None:
     """A "kB" field of another process's /proc/PID/status, in bytes (the kernel writes every line;
     the process's own name, the only text it sets there, is escaped: no line of its making). The
-    same fields harness.measure.memory reads of its own process, from inside; here, from outside."""
+    same fields harness.measure.inside.memory reads of its own process, from inside; here, from outside."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:

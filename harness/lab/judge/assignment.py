@@ -52,8 +52,8 @@ from harness.lab.judge.tables import (
     read_limits,
     read_measure,
 )
-from harness.measure import study
 from harness.measure.floor import fastest_measured
+from harness.measure.plan import study
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -38,7 +38,7 @@ from harness.lab.box.sandbox import Chunk, Sandbox
 from harness.lab.judge import deadlines, timing, verdict
 from harness.lab.judge.references import PROBE_GATE, References
 from harness.lab.judge.verdict import SUBMISSION, Rounds
-from harness.measure.study import chunk_sizes
+from harness.measure.plan.study import chunk_sizes
 
 PROBE_CALLS = 3  # timed before the full gate: past max_ratio, `too-slow` in seconds, not minutes
 

@@ -2,7 +2,7 @@
 against the grader's round trips and its worker's CPU counter, and that counter while the others
 were timed: harness.lab.judge.timing), then ok (its median per image, and its within-round ratio to
 every reference with a 95% interval, each round ranked at no less than the grader's own measure of
-it: timing.ranked_ns; harness.measure.stats resamples the rounds).
+it: timing.ranked_ns; harness.measure.store.stats resamples the rounds).
 
     Rounds                          what the rounds measured, by round (harness.lab.judge.steps)
     verdict(lab, rounds) -> dict    the row's timing fields; a Failure (timing-inconsistent) when
@@ -17,7 +17,7 @@ from harness.errors import Failure
 from harness.lab.box.sandbox import Chunk
 from harness.lab.judge import timing
 from harness.lab.judge.assignment import Lab
-from harness.measure import stats
+from harness.measure.store import stats
 
 SUBMISSION = "submission"  # the submission's key among the participants (the references: their labels)
 

@@ -19,7 +19,7 @@ the newest reproduce row of each machine.
 import math
 from typing import Any
 
-from harness.measure import stats
+from harness.measure.store import stats
 from harness.report.markup.tables import sig3, table
 
 FOLDER = "reproduce"  # RESULTS/reproduce/<run-id>/: the reproduce rows

@@ -15,7 +15,9 @@ import pandas as pd
 from harness import DEFAULT_RESULTS
 from harness.errors import HarnessError
 from harness.machine import provenance
-from harness.measure import floor, narrow, results, stats
+from harness.measure import floor
+from harness.measure.plan import narrow
+from harness.measure.store import results, stats
 
 
 def machine_label(env: dict) -> str:
@@ -141,7 +143,7 @@ def cell_record(run: dict, row: dict, own: dict[str, bool], stale: str) -> dict:
         "own_process": own.get(row["cell_id"]),
         "import_s": (setup.get("import_ns") or float("nan")) / 1e9,
         "load_s": (setup.get("load_ns") or float("nan")) / 1e9,
-        "memory": setup.get("memory"),  # resident bytes by stage (harness.measure.memory)
+        "memory": setup.get("memory"),  # resident bytes by stage (harness.measure.inside.memory)
         "rss_peak": row.get("rss_peak"),  # resident peak of the timed calls (bytes)
         "gpu_memory": setup.get("gpu_memory"),
         "installed": setup.get("installed"),

@@ -8,7 +8,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from harness import registry
-from harness.measure import stats
+from harness.measure.store import stats
 from harness.report.claims.rundata import ReportData
 from harness.report.figures import dotplot, pick
 from harness.report.markup import quote

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from harness.measure import stats
+from harness.measure.store import stats
 from harness.report.markup.tables import fmt_ratio, ms
 
 MARKS = {

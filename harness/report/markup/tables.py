@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from harness.measure import stats
+from harness.measure.store import stats
 from harness.report.markup.style import fmt_ms
 
 METHOD = [

@@ -4,7 +4,7 @@ The reproduce rows have their own section (harness.report.claims.reproduce)."""
 
 import pandas as pd
 
-from harness.measure import stats
+from harness.measure.store import stats
 from harness.report.markup.tables import ms, table
 
 

@@ -127,7 +127,7 @@ class Study:
     cells: tuple[Cell, ...]
     source: str  # the TOML text, copied into each run folder
     mode: str = "inference"
-    narrowed: str = ""  # what a quick run cut from the study file (harness.measure.narrow); "": nothing
+    narrowed: str = ""  # what a quick run cut from the study file (harness.measure.plan.narrow); "": nothing
 
 
 def _fail(where: str, message: str) -> NoReturn:

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness import registry
 from harness.errors import HarnessError
-from harness.measure import study as studies
+from harness.measure.plan import study as studies
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -81,7 +81,7 @@ def run_is_narrowed(run_dir: Path) -> bool:
 def toml_text(data: dict[str, Any]) -> str:
     """A study's tables as TOML: [study], [measure], then each [[cells]] (the values a study file holds:
     strings, numbers, booleans and lists of them)."""
-    out = ["# a quick run's study: the study file narrowed (harness.measure.narrow)"]
+    out = ["# a quick run's study: the study file narrowed (harness.measure.plan.narrow)"]
     for table in ("study", "measure"):
         if table in data:
             out += ["", f"[{table}]"] + [f"{key} = {toml_value(v)}" for key, v in data[table].items()]

@@ -1,6 +1,6 @@
 """A worker process: holds one implementation (one framework) and times it on request.
 
-Started by the runner as `python -m harness.measure.worker` with thread and GPU-memory settings in its
+Started by the runner as `python -m harness.measure.inside.worker` with thread and GPU-memory settings in its
 environment (harness.machine.procenv), so they are in place before the framework is imported.
 Protocol: one JSON object per line. Requests on stdin, replies on a private copy of stdout;
 fd 1 itself is pointed at stderr so that nothing a framework prints can corrupt the replies.
@@ -8,7 +8,7 @@ fd 1 itself is pointed at stderr so that nothing a framework prints can corrupt 
     {"op": "setup", "cell": {...}, "weights": PATH, "warmup": N, "bill": B}
         -> {"ok": true, "import_ns", "load_ns", "cold_start_ns", "warmup_median_ns",
             "memory": {baseline, import, model, first_calls_peak, peak_reset} (resident bytes by
-            stage; harness.measure.memory), "gpu_memory", "installed" (with bill, else None)}
+            stage; harness.measure.inside.memory), "gpu_memory", "installed" (with bill, else None)}
            (the first call timed apart; the warm-up's median tells the runner the cell's speed)
     {"op": "measure", "cell_id": ID, "calls": K, "start": I}
         -> {"ok": true, "times_ns": [...], "device_ns": [...] or null,
@@ -18,7 +18,7 @@ fd 1 itself is pointed at stderr so that nothing a framework prints can corrupt 
     {"op": "exit"}
 
 In train mode (cell["mode"] == "train") a call is one training step of the level's trainer
-(harness.measure.training) instead of a predict; a NaN loss is the status `diverged`.
+(harness.measure.inside.training) instead of a predict; a NaN loss is the status `diverged`.
 """
 
 import gc
@@ -35,7 +35,7 @@ import numpy as np
 from harness import registry
 from harness.base import LeNet, Trainer
 from harness.errors import Unavailable
-from harness.measure import memory, training
+from harness.measure.inside import memory, training
 
 perf_counter_ns = time.perf_counter_ns
 FRAMEWORKS = tuple(registry.frameworks())  # every level's (ImplSpec.frameworks): recorded when imported

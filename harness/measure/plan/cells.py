@@ -7,8 +7,8 @@ kept here, so a resumed run takes over exactly where the rows stop.
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.measure import stats
-from harness.measure.study import Cell, chunk_sizes
+from harness.measure.plan.study import Cell, chunk_sizes
+from harness.measure.store import stats
 
 SETUP_FIELDS = ("import_ns", "load_ns", "cold_start_ns", "cold_start_device_ns", "memory", "gpu_memory",
                 "installed")
