@@ -1,5 +1,5 @@
 """Memory in a lab (#55, the lab's part): each submission's peak memory read by the grader from
-outside its worker (harness.lab.box.peak: its cgroup, v1 or v2, else /proc VmHWM), the gate on it
+outside its worker (harness.lab.box.proc.peak: its cgroup, v1 or v2, else /proc VmHWM), the gate on it
 ([limits] peak_mb: over-memory), the leaderboard's and the feedback's column, old rows without it.
 
 One small grading (one reference, a gate of 100 images, a few calls) of the correct example, a
@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.lab.box import cgroup, peak, procfs
+from harness.lab.box.proc import peak
+from harness.lab.box.walls import cgroup, procfs
 from harness.lab.judge import assignment, memory, store
 from harness.lab.term.marks import feedback, leaderboard, points
 from tests import lab_rows
@@ -304,8 +305,8 @@ def test_old_rows_without_a_peak_render_and_an_over_memory_row_scores(tmp_path):
 
 
 def test_the_box_reads_nothing_before_it_starts(tmp_path):
-    from harness.lab.box.isolation import Isolation
-    from harness.lab.box.process import Box
+    from harness.lab.box.proc.process import Box
+    from harness.lab.box.walls.isolation import Isolation
 
     box = Box("x", {}, tmp_path, Isolation("none", None, False, "none"))
     box.sample_memory()  # no process: nothing read

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from harness.lab import text
-from harness.lab.box import bwrap, disk, seccomp
-from harness.lab.box.isolation import Isolation
-from harness.lab.box.limits import Limits
-from harness.lab.box.process import Box
+from harness.lab.box.proc.limits import Limits
+from harness.lab.box.proc.process import Box
+from harness.lab.box.walls import bwrap, disk, seccomp
+from harness.lab.box.walls.isolation import Isolation
 from harness.lab.judge import files, grade, store, timing
 from tests import lab_hostile
 from tests.test_lab import IS_ROOT, LAB, hostile_lines, python, rows_by_student

@@ -17,9 +17,9 @@ is an error naming the file, the table and the allowed keys.
                the cgroup's pids.max), output_mb
                (RLIMIT_FSIZE: any one file it writes, its log included), disk_mb and files (its
                writable space: its folder's copy, /tmp and /dev/shm on one tmpfs of that size and
-               that many inodes, harness.lab.box.disk; without root, bwrap's tmpfs: size only),
+               that many inodes, harness.lab.box.walls.disk; without root, bwrap's tmpfs: size only),
                peak_mb (default none: no gate; the most MiB the worker's measured peak memory may
-               reach, over its whole run, read from outside it: harness.lab.box.peak; past it an
+               reach, over its whole run, read from outside it: harness.lab.box.proc.peak; past it an
                otherwise ok submission is over-memory, not ranked; at most memory_mb)
     [grade]    gate_points, speed_points, speed ("linear": full_at, zero_at; or "tiers"), due,
                late_per_day, late_max_days (see Grade; harness.lab.term.marks.points computes them)

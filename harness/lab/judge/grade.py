@@ -8,8 +8,8 @@ harness.lab.judge.prepare (the oracle, the images, the workers' environment and 
 import, probe, gate, warm-up, rounds), .verdict (its clocks checked and its times ranked), then
 here: one submission's row from start to finish, and the grader's close.
 
-Every worker, the references' too, runs in the sandbox (harness.lab.box.isolation) with a bounded
-writable space (harness.lab.box.disk): the submission sees a private copy of its folder
+Every worker, the references' too, runs in the sandbox (harness.lab.box.walls.isolation) with a bounded
+writable space (harness.lab.box.walls.disk): the submission sees a private copy of its folder
 (harness.lab.judge.files, the lab's module first), never the folder itself, and is graded under its
 safe id (harness.lab.text). Clean-up never stops a grading: what fails is reported and the next
 submission is graded.
@@ -38,9 +38,9 @@ from typing import Any
 from harness import DEFAULT_WEIGHTS, ROOT
 from harness.errors import Failure, HarnessError, Unavailable
 from harness.lab import text
-from harness.lab.box import disk, isolation
-from harness.lab.box.limits import capped_log
+from harness.lab.box.proc.limits import capped_log
 from harness.lab.box.sandbox import Sandbox
+from harness.lab.box.walls import disk, isolation
 from harness.lab.judge import files, memory, store
 from harness.lab.judge.assignment import Lab
 from harness.lab.judge.prepare import node_info

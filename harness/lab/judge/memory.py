@@ -1,5 +1,5 @@
 """A submission's peak memory in its row, and the lab's gate on it ([limits] peak_mb). The peak is
-read by the grader from outside the worker (harness.lab.box.peak: its cgroup's high-water mark, or
+read by the grader from outside the worker (harness.lab.box.proc.peak: its cgroup's high-water mark, or
 without one the worker process's VmHWM), over the worker's whole run (import, gate, warm-up, timed
 calls), never from anything the worker says; the references' peaks, read the same way from their
 own workers (their whole life so far), go in the row beside it.

@@ -4,12 +4,12 @@
     Prepared(lab, out, weights, report, iso)   the oracle and its answers on the gate's images (sent
                                   to each worker: no MNIST in the sandbox), the training images the
                                   timed images are drawn from, the workers' environment, the sandbox
-                                  chosen (harness.lab.box.isolation), the node, the scratch folder
+                                  chosen (harness.lab.box.walls.isolation), the node, the scratch folder
       .predict_oracle(images)     the oracle's probabilities on uint8 images
-      .limits(trusted) -> Limits  a worker's limits (harness.lab.box.limits): the lab's; a reference
+      .limits(trusted) -> Limits  a worker's limits (harness.lab.box.proc.limits): the lab's; a reference
                                   has no time limits
       .space(slot, name), .space_root(name), .release(root)   a worker's writable space
-                                  (harness.lab.box.disk), made fresh, released whatever happens
+                                  (harness.lab.box.walls.disk), made fresh, released whatever happens
     node_info(device)             the machine a row was timed on
 """
 
@@ -24,9 +24,9 @@ import numpy as np
 from harness import DEFAULT_WEIGHTS
 from harness.data import mnist
 from harness.errors import HarnessError
-from harness.lab.box import disk, isolation
-from harness.lab.box.limits import Limits
+from harness.lab.box.proc.limits import Limits
 from harness.lab.box.sandbox import Sandbox
+from harness.lab.box.walls import disk, isolation
 from harness.lab.judge import deadlines, timing
 from harness.lab.judge.assignment import Lab
 from harness.machine import env, procenv
@@ -81,7 +81,8 @@ class Prepared:
         return replace(limits, wall_s=None, cpu_s=None) if trusted else limits
 
     def space(self, slot: int, name: str) -> disk.Space:
-        """A worker's writable space (harness.lab.box.disk), made fresh; released in clean_up or close."""
+        """A worker's writable space (harness.lab.box.walls.disk), made fresh; released in clean_up or
+        close."""
         root = self.space_root(name)
         self.release(root)
         given = self.lab.limits

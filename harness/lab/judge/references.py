@@ -21,7 +21,7 @@ import numpy as np
 
 from harness import registry
 from harness.errors import Failure, HarnessError
-from harness.lab.box.limits import capped_log
+from harness.lab.box.proc.limits import capped_log
 from harness.lab.box.sandbox import Chunk, Sandbox
 from harness.lab.judge import deadlines, timing
 from harness.lab.judge.prepare import Prepared

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, ROOT
 from harness.errors import HarnessError, Unavailable
-from harness.lab.box import isolation
+from harness.lab.box.walls import isolation
 from harness.lab.judge import grade, store
 from harness.lab.judge.assignment import Lab
 

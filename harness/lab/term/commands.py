@@ -34,7 +34,7 @@ def lab_grade(lab_name: str, submissions: Path, out: Path, report: Report, *, re
               slurm: bool = False, partition: str | None = None, gres: str | None = None,
               max_parallel: int | None = None, dry_run: bool = False, no_sandbox: bool = False) -> int:
     """`lab grade`: every submission here, then the leaderboard; or (--slurm) a job array."""
-    from harness.lab.box import libpath
+    from harness.lab.box.walls import libpath
     from harness.lab.judge import assignment
 
     lab = assignment.load(lab_name)
@@ -75,7 +75,7 @@ def lab_regrade(out: Path, only: list[str] | None, submissions: Path | None, wei
                 no_sandbox: bool, report: Report) -> int:
     """`lab regrade`: `only` these students (default: those whose files changed, and those without a
     row) graded again with the lab, submissions and weights OUT recorded, then the leaderboard."""
-    from harness.lab.box import libpath
+    from harness.lab.box.walls import libpath
     from harness.lab.judge import store
 
     lab = store.graded_lab(out)

@@ -1,15 +1,15 @@
-"""A lab worker's box: its process in the sandbox (harness.lab.box.bwrap), its own cgroup
-(harness.lab.box.cgroup) and its limits (harness.lab.box.limits); started, counted, watched, and
+"""A lab worker's box: its process in the sandbox (harness.lab.box.walls.bwrap), its own cgroup
+(harness.lab.box.walls.cgroup) and its limits (harness.lab.box.proc.limits); started, counted, watched, and
 killed with everything it started. What goes through its pipes is harness.lab.box.sandbox's business.
 
     Box(label, env, scratch, isolation, slot, limits, device, space, packages, weights)
       .start() -> Popen         the worker, its stdin and stdout the grader's
       .cpu_ns()                 its CPU time: its cgroup's (every thread and process) or its own
       .watch_memory()           on the GPU: kill it when its resident memory is past the limit
-      .sample_memory(), .memory()   its peak memory, read from outside (harness.lab.box.peak):
+      .sample_memory(), .memory()   its peak memory, read from outside (harness.lab.box.proc.peak):
                                 the grader samples it at each exchange; .memory() before .stop()
       .died() -> Failure        why it ended (out-of-memory, timeout, crashed), once it has
-                                (harness.lab.box.death reads it)
+                                (harness.lab.box.proc.death reads it)
       .kill(), .stop()          kill it and everything it started (never raising); ask it to exit first
       .note(line)               a line of the grader's in its log
       .submission_path()        its folder as the worker sees it
@@ -25,11 +25,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from harness.errors import Failure
-from harness.lab.box import bwrap, death, launch, peak, procfs
-from harness.lab.box.cgroup import Cgroup
-from harness.lab.box.disk import Space
-from harness.lab.box.isolation import Isolation
-from harness.lab.box.limits import Limits, limiter
+from harness.lab.box.proc import death, launch, peak
+from harness.lab.box.proc.limits import Limits, limiter
+from harness.lab.box.walls import bwrap, procfs
+from harness.lab.box.walls.cgroup import Cgroup
+from harness.lab.box.walls.disk import Space
+from harness.lab.box.walls.isolation import Isolation
 from harness.machine import procenv
 from harness.measure import channel
 
@@ -122,7 +123,7 @@ class Box:
 
     def memory(self) -> dict:
         """Its peak memory over its whole run so far, {"peak_mb", "memory_source"}
-        (harness.lab.box.peak); {} before it started. Read before .stop(): that removes its cgroup."""
+        (harness.lab.box.proc.peak); {} before it started. Read before .stop(): that removes its cgroup."""
         if self.proc is None:
             return {}
         self.sample_memory()
@@ -186,7 +187,8 @@ class Box:
             pass
 
     def died(self) -> Failure:
-        """Why the worker ended (harness.lab.box.death); it has ended, or is ending (this waits for it)."""
+        """Why the worker ended (harness.lab.box.proc.death); it has ended, or is ending (this waits for
+        it)."""
         if self.proc is None:
             raise ValueError(f"{self.label}: the box was not started")
         code = self.proc.wait()

@@ -2,7 +2,7 @@
 inside the worker and can forge anything the worker says of itself (a patched reply, a patched
 harness.measure.inside.memory): nothing the worker reports is read. The source is the best one its box has:
 
-    cgroup   the worker's own cgroup's high-water mark (harness.lab.box.cgroup.Cgroup.peak_file:
+    cgroup   the worker's own cgroup's high-water mark (harness.lab.box.walls.cgroup.Cgroup.peak_file:
              v2 memory.peak, v1 memory.max_usage_in_bytes): the worker and every process it
              started, with the page cache and tmpfs pages they brought in, from before the worker's
              first instruction; nothing in the box can reset it
@@ -22,8 +22,8 @@ holds on the device is not counted.
     SOURCES, MIB
 """
 
-from harness.lab.box import procfs
-from harness.lab.box.cgroup import Cgroup
+from harness.lab.box.walls import procfs
+from harness.lab.box.walls.cgroup import Cgroup
 
 MIB = 1 << 20
 SOURCES = {

@@ -1,5 +1,5 @@
 """What a lab worker's box enforces, and the rlimits it sets between fork and exec (the box itself:
-harness.lab.box.process).
+harness.lab.box.proc.process).
 
 Limits of every worker, references included (the same overhead for all):
 - memory: the cgroup's limit (the kernel kills past it: out-of-memory), and on the CPU also
@@ -10,8 +10,8 @@ Limits of every worker, references included (the same overhead for all):
 - CPU time: RLIMIT_CPU (SIGXCPU at the limit); wall time: the grader's deadline on everything it
   waits for (harness.lab.box.sandbox), then SIGKILL;
 - disk: its writable space (its folder's copy, /tmp, /dev/shm) is one tmpfs of limits.disk_mb and
-  limits.files (harness.lab.box.disk), made and removed by the caller;
-- kernel keyrings: denied by a seccomp filter (harness.lab.box.seccomp);
+  limits.files (harness.lab.box.walls.disk), made and removed by the caller;
+- kernel keyrings: denied by a seccomp filter (harness.lab.box.walls.seccomp);
 - output: RLIMIT_FSIZE on every file it writes, its log included (SIGXFSZ past it); the log kept
   in --out is its first and last LOG_KEEP bytes, with the size noted.
 
@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.lab.box import cgroup
-from harness.lab.box.cgroup import Cgroup
+from harness.lab.box.walls import cgroup
+from harness.lab.box.walls.cgroup import Cgroup
 
 LOG_KEEP = 32 << 10  # bytes of the log kept from its start, and as many from its end
 
@@ -40,7 +40,7 @@ class Limits:
     memory_mb: int | None = None
     pids: int | None = None
     output_mb: int | None = None
-    disk_mb: int | None = None  # the writable space (harness.lab.box.disk): its size ...
+    disk_mb: int | None = None  # the writable space (harness.lab.box.walls.disk): its size ...
     files: int | None = None  # ... and its files and folders
 
 

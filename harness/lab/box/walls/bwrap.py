@@ -5,7 +5,7 @@ A worker sees, read-only and at the same paths as on the host: the system's /usr
 /bin as on the host), the Python environment (sys.prefix, sys.base_prefix and every folder of
 the grader's sys.path outside the checkout), the LD_LIBRARY_PATH folders, the few harness
 modules the interface needs (VISIBLE), the weights file, and the level packages a lab allows;
-read-write, on one bounded tmpfs (harness.lab.box.disk): a private copy of its own folder
+read-write, on one bounded tmpfs (harness.lab.box.walls.disk): a private copy of its own folder
 (/lab/submission), a private /tmp and /dev/shm. It has its
 own PID, IPC, network (loopback only), UTS and cgroup namespaces, and a new session. Nothing
 else of the host is there: not the checkout, the submissions folder, --out, classmates, the
@@ -15,7 +15,7 @@ Run as root, bwrap needs no user namespace: the worker starts as root inside the
 only CAP_SETUID, CAP_SETGID and CAP_SETPCAP, and harness.lab.box.worker's first act, before any
 student code, is to empty its capability bounding set and become the slot's unprivileged UID/GID
 with no groups, no capabilities (none inheritable, none in the bounding set) and no_new_privs.
-Every worker runs under one seccomp filter (harness.lab.box.seccomp: no keyrings). Run as a normal
+Every worker runs under one seccomp filter (harness.lab.box.walls.seccomp: no keyrings). Run as a normal
 user, bwrap makes a user namespace and the worker stays that user (the fallback: files,
 processes and network still isolated, no cgroup).
 
@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from harness import ROOT
-from harness.lab.box.disk import Space
+from harness.lab.box.walls.disk import Space
 
 # What a worker may import from the checkout: the one interface and the data it reads.
 VISIBLE = ("harness/__init__.py", "harness/base.py", "harness/registry.py", "harness/errors.py",
@@ -143,7 +143,7 @@ def parents(path: Path) -> list[str]:
 
 
 def writable(space: Space | None, dest: str, source: Path) -> list[str]:
-    """One writable place: a folder of the worker's bounded tmpfs (harness.lab.box.disk, as root), else
+    """One writable place: a folder of the worker's bounded tmpfs (harness.lab.box.walls.disk, as root), else
     bwrap's own tmpfs of the space's size (no inode limit: bwrap cannot set one)."""
     if space is not None and space.tmpfs:
         return ["--bind", str(source), dest]
@@ -173,7 +173,7 @@ def packed(args: list[str], program: bytes | None) -> tuple[list[str], list[int]
     """(the short command line, the descriptors it names): bwrap reads its options from a memfd
     (`--args FD`), so the sandbox's /proc/1/cmdline (bwrap's init) shows no host path but the
     interpreter's (which the view shows at the same path anyway), and the
-    seccomp filter (harness.lab.box.seccomp) from another. The caller passes the descriptors to the
+    seccomp filter (harness.lab.box.walls.seccomp) from another. The caller passes the descriptors to the
     child and closes them after."""
     fds = []
     extra = []

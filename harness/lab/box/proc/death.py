@@ -11,7 +11,7 @@ import signal
 from pathlib import Path
 
 from harness.errors import Failure
-from harness.lab.box.limits import Limits
+from harness.lab.box.proc.limits import Limits
 
 OOM_WORDS = ("Memory allocation still failed", "std::bad_alloc", "Cannot allocate memory", "out of memory")
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import ROOT
-from harness.lab.box import bwrap, libpath, procfs, seccomp
-from harness.lab.box.disk import Space
-from harness.lab.box.isolation import Isolation
+from harness.lab.box.walls import bwrap, libpath, procfs, seccomp
+from harness.lab.box.walls.disk import Space
+from harness.lab.box.walls.isolation import Isolation
 
 PASS_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
             "CUPY_CACHE_DIR", "NVIDIA_VISIBLE_DEVICES")

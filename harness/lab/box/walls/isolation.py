@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from harness.errors import HarnessError
-from harness.lab.box import bwrap, cgroup
+from harness.lab.box.walls import bwrap, cgroup
 
 SLOTS = 8
 BLOCKS = 64
