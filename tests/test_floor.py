@@ -9,7 +9,7 @@ import pytest
 from harness import registry
 from harness.errors import Unavailable
 from harness.explain import keras_steps
-from harness.lab.judge import assignment
+from harness.lab.judge.rules import assignment
 from harness.measure import floor
 from harness.report.sections import explain_section
 from tests.conftest import ROOT

@@ -432,7 +432,7 @@ def sandbox_absent():
 
 
 def test_the_labs_step_grades_the_cuda_examples_and_the_cudnn_starter():
-    from harness.lab.judge import assignment
+    from harness.lab.judge.rules import assignment
     from harness.lab.term import gpu_labs as labs
 
     assert [s for s, _ in labs.submissions("cuda")] == ["correct", "wrong"]

@@ -20,7 +20,9 @@ import pytest
 from harness.errors import HarnessError
 from harness.lab.box.proc import peak
 from harness.lab.box.walls import cgroup, procfs
-from harness.lab.judge import assignment, memory, store
+from harness.lab.judge import store
+from harness.lab.judge.phases import memory
+from harness.lab.judge.rules import assignment
 from harness.lab.term.marks import feedback, leaderboard, points
 from tests import lab_rows
 from tests.conftest import ROOT

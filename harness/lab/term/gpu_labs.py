@@ -51,7 +51,7 @@ KEY = ".grader-key"
 
 def submissions(lab: str) -> list[tuple[str, Path]]:
     """(student id, folder) of what the step grades for a lab: its examples, or else its starter."""
-    from harness.lab.judge import assignment
+    from harness.lab.judge.rules import assignment
 
     if lab in EXAMPLES:
         return list(EXAMPLES[lab])

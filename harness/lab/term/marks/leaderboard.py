@@ -19,7 +19,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from harness.lab import text
-from harness.lab.judge import assignment, deadlines, memory, store
+from harness.lab.judge import store
+from harness.lab.judge.phases import memory
+from harness.lab.judge.rules import assignment, deadlines
 from harness.lab.term.intake import collect
 from harness.lab.term.marks import points
 from harness.report.markup.style import fmt_ms

@@ -12,7 +12,7 @@ import numpy as np
 
 from harness import registry
 from harness.lab import text
-from harness.lab.judge.assignment import Lab
+from harness.lab.judge.rules.assignment import Lab
 from harness.report.markup import style
 from harness.report.markup.style import plt
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.lab import text
-from harness.lab.judge import assignment, store
+from harness.lab.judge import store
+from harness.lab.judge.rules import assignment
 from harness.lab.term.marks import leaderboard, plots, points
 from harness.lab.term.public import alias
 

@@ -10,10 +10,10 @@ row with a status (a harness.errors.Failure), never a stopped grading:
   warm-up   `warmup` calls; median vs rank_by's warm-up    too-slow (not timed), wrong
   rounds    per round one secret seed, the same images for every participant, the order
             rotated each round; every answer checked       wrong, crashed, timeout
-  clocks, ok   harness.lab.judge.verdict                   timing-inconsistent
+  clocks, ok   harness.lab.judge.phases.verdict                   timing-inconsistent
 
 Every exchange with the submission has a deadline from rank_by's own times, measured before the
-submission's worker starts (harness.lab.judge.deadlines): a hung call is `timeout` in seconds, its
+submission's worker starts (harness.lab.judge.rules.deadlines): a hung call is `timeout` in seconds, its
 row saying which call, the deadline and how it was derived; wall_s is the last resort.
 
     Steps(References)                       one submission's steps, on its worker (a Sandbox)
@@ -35,9 +35,10 @@ import numpy as np
 from harness.errors import Failure
 from harness.lab import text
 from harness.lab.box.sandbox import Chunk, Sandbox
-from harness.lab.judge import deadlines, timing, verdict
-from harness.lab.judge.references import PROBE_GATE, References
-from harness.lab.judge.verdict import SUBMISSION, Rounds
+from harness.lab.judge.phases import verdict
+from harness.lab.judge.phases.references import PROBE_GATE, References
+from harness.lab.judge.phases.verdict import SUBMISSION, Rounds
+from harness.lab.judge.rules import deadlines, timing
 from harness.measure.plan.study import chunk_sizes
 
 PROBE_CALLS = 3  # timed before the full gate: past max_ratio, `too-slow` in seconds, not minutes

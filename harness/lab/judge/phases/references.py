@@ -1,7 +1,7 @@
 """A grading's references (the Grader's second phase): each reference a trusted worker in the same
 sandbox as the submissions (the same overhead for all), started once and kept across submissions;
 a chunk of calls streamed to any participant and its answers checked against the oracle; and the
-pace the deadlines come from (harness.lab.judge.deadlines), rank_by timed before each
+pace the deadlines come from (harness.lab.judge.rules.deadlines), rank_by timed before each
 submission's worker starts.
 
     References(Prepared)            the references' workers (.refs, by label)
@@ -23,9 +23,9 @@ from harness import registry
 from harness.errors import Failure, HarnessError
 from harness.lab.box.proc.limits import capped_log
 from harness.lab.box.sandbox import Chunk, Sandbox
-from harness.lab.judge import deadlines, timing
-from harness.lab.judge.prepare import Prepared
-from harness.lab.judge.verdict import SUBMISSION
+from harness.lab.judge.phases.prepare import Prepared
+from harness.lab.judge.phases.verdict import SUBMISSION
+from harness.lab.judge.rules import deadlines, timing
 
 PROBE_GATE = 100  # the gate's first images, checked before the probe (and the pace's gate exchange)
 REFERENCE_TIMEOUT_S = 300

@@ -1,4 +1,4 @@
-"""The tables of a lab file after [lab] (harness.lab.judge.assignment reads the file): each one's
+"""The tables of a lab file after [lab] (harness.lab.judge.rules.assignment reads the file): each one's
 record, and its check, which names the file, the table and the key of a bad value.
 
     Measure, Gate, Limits, Grade        the [measure], [gate], [limits] and [grade] tables' records

@@ -1,10 +1,10 @@
 """A submission's last two steps, from its timed rounds alone: the clocks (its reported times
 against the grader's round trips and its worker's CPU counter, and that counter while the others
-were timed: harness.lab.judge.timing), then ok (its median per image, and its within-round ratio to
+were timed: harness.lab.judge.rules.timing), then ok (its median per image, and its within-round ratio to
 every reference with a 95% interval, each round ranked at no less than the grader's own measure of
 it: timing.ranked_ns; harness.measure.store.stats resamples the rounds).
 
-    Rounds                          what the rounds measured, by round (harness.lab.judge.steps)
+    Rounds                          what the rounds measured, by round (harness.lab.judge.phases.steps)
     verdict(lab, rounds) -> dict    the row's timing fields; a Failure (timing-inconsistent) when
                                     too many rounds do not fit the clocks
     clock_checks(times, trips, cpu, idle, labels, on_gpu) -> dict   each round's protocol gaps
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from harness.errors import Failure
 from harness.lab.box.sandbox import Chunk
-from harness.lab.judge import timing
-from harness.lab.judge.assignment import Lab
+from harness.lab.judge.rules import timing
+from harness.lab.judge.rules.assignment import Lab
 from harness.measure.store import stats
 
 SUBMISSION = "submission"  # the submission's key among the participants (the references: their labels)
@@ -71,7 +71,7 @@ def verdict(lab: Lab, rounds: Rounds) -> dict:
 def clock_checks(times: dict, trips: dict, cpu: dict, idle: list, labels: list[str],
                  on_gpu: bool) -> dict:
     """Each round's protocol gaps (the references' own), and the rounds whose submission's
-    times do not fit the grader's clocks (harness.lab.judge.timing)."""
+    times do not fit the grader's clocks (harness.lab.judge.rules.timing)."""
     rounds = len(idle)
     cpu_gaps = [max(timing.protocol_gap_ns(times[ref][r], cpu[ref][r]) for ref in labels)
                 for r in range(rounds)]

@@ -27,8 +27,8 @@ from harness.errors import HarnessError
 from harness.lab.box.proc.limits import Limits
 from harness.lab.box.sandbox import Sandbox
 from harness.lab.box.walls import disk, isolation
-from harness.lab.judge import deadlines, timing
-from harness.lab.judge.assignment import Lab
+from harness.lab.judge.rules import deadlines, timing
+from harness.lab.judge.rules.assignment import Lab
 from harness.machine import env, procenv
 
 

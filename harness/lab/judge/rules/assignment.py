@@ -28,7 +28,7 @@ is an error naming the file, the table and the allowed keys.
     parse(text, where) -> Lab       a lab file's text; `where` names it in errors
     Lab                             the lab: its [lab] keys, and .measure, .gate, .limits, .starter, .kernels
     Measure, Gate, Limits, Grade    the other tables, one record each (read and checked by
-                                    harness.lab.judge.tables)
+                                    harness.lab.judge.rules.tables)
     Reference                       a reference implementation: .implementation, .variant, .label
     parse_reference, floor_named(text) ("floor" -> the fastest measured "name/variant")
 """
@@ -41,7 +41,7 @@ from typing import Any
 
 from harness import ROOT, registry
 from harness.errors import HarnessError
-from harness.lab.judge.tables import (
+from harness.lab.judge.rules.tables import (
     Gate,
     Grade,
     Limits,
