@@ -62,7 +62,7 @@ def implementations(default: str | None, help: str) -> argparse.ArgumentParser:
 
 def lab_file() -> argparse.ArgumentParser:
     """A lab by name or path; the names are read from labs/ (a new lab file is listed without an
-    edit here; harness.measure.study.toml_names reads the same, but would slow every command's start)."""
+    edit here; harness.measure.plan.study.toml_names reads the same, but would slow every command's start)."""
     names = ", ".join(sorted(p.stem for p in (ROOT / "labs").glob("*.toml"))) or "none found"
     return option("lab", help=f"a name in labs/ ({names}) or a .toml path")
 

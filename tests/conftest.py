@@ -74,14 +74,14 @@ def mnist_copy(tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def loc_counted() -> list[dict]:
-    from harness.report import loc
+    from harness.report.claims import loc
 
     return loc.count()  # pygount over every level's sources: 1-2 s, and ten tests read it
 
 
 @pytest.fixture
 def loc_rows(loc_counted) -> list[dict]:
-    """The lines-of-code rows of this checkout (harness.report.loc.count()), counted once per
+    """The lines-of-code rows of this checkout (harness.report.claims.loc.count()), counted once per
     session; each test gets a copy of its own."""
     return copy.deepcopy(loc_counted)
 

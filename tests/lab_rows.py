@@ -5,7 +5,8 @@ similarity's column). Nothing here runs a submission."""
 import time
 from pathlib import Path
 
-from harness.lab.judge import assignment, store
+from harness.lab.judge import store
+from harness.lab.judge.rules import assignment
 from tests.conftest import ROOT
 
 LAB = ROOT / "labs" / "cpu_numpy.toml"

@@ -146,9 +146,10 @@ def test_a_fake_level_is_found_everywhere(checkout: Path) -> None:
         import json
         from harness import DEFAULT_RESULTS
         from harness.machine import env
-        from harness.report import machines, rundata, loc
+        from harness.report.sections import machines
+        from harness.report.claims import rundata, loc
         from harness.report.figures import code_lines, cost, latency
-        from harness.report.style import colour, IMPL_ORDER
+        from harness.report.markup.style import colour, IMPL_ORDER
         data = rundata.load_report(DEFAULT_RESULTS, loc.read_csv())
         pts = cost.points(data.frame, data.loc_rows, data.answer)
         print(json.dumps({"fig1": [p["implementation"] for p in pts],
@@ -178,8 +179,8 @@ LISTS = textwrap.dedent("""\
     from harness import cli, commands
     from harness.campaign import gpu_study
     from harness.check import train_verify, verify
-    from harness.measure import worker
-    from harness.report import gpu_section
+    from harness.measure.inside import worker
+    from harness.report.sections import gpu_section
 
     named = {}  # what verify and verify-train are asked to check when --implementations is left out
     verify.verify = lambda names, *a, **k: named.setdefault("verify", list(names)) and []

@@ -8,8 +8,9 @@ import types
 import pandas as pd
 import pytest
 
-from harness.measure import memory, results
-from harness.report import bill
+from harness.measure.inside import memory
+from harness.measure.store import results
+from harness.report.claims import bill
 from tests.test_runner import lab_cell, only_run, run_cli, write_study
 
 MB = 2**20

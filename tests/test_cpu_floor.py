@@ -1,5 +1,5 @@
-"""The CPU's floor (harness/explain/c_layers.py, harness/report/cpu_floor.py, the C rung's targets in
-harness/report/cpu_targets.py): `python -m harness arithmetic` writes the measured peak and the C call
+"""The CPU's floor (harness/explain/c_layers.py, harness/report/sections/cpu_floor.py, the C rung's targets in
+harness/report/sections/cpu_targets.py): `python -m harness arithmetic` writes the measured peak and the C call
 by layer as a row (or why it could not); the report's every claim about it follows the rows: the
 floor, where the rest goes, the host goal judged only where it was set, the speed-ups within rounds."""
 
@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_RESULTS, cli
-from harness.report import cpu_floor, cpu_targets, rundata
-from harness.report.findings import compare
-from harness.report.rundata import ReportData
-from harness.report.tables import fmt_ratio, inverse, speedup_verdict
+from harness.report.claims import rundata
+from harness.report.claims.rundata import ReportData
+from harness.report.markup.tables import fmt_ratio, inverse, speedup_verdict
+from harness.report.sections import cpu_floor, cpu_targets
+from harness.report.sections.findings import compare
 
 PEAK = {"isa": "avx512", "lanes": 16, "macs_per_s": 60e9}
 needs_cc = pytest.mark.skipif(not (shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")),

@@ -1,9 +1,10 @@
-"""The CPU ladder's targets (harness/report/cpu_targets.py) read from the committed api_levels rows:
+"""The CPU ladder's targets (harness/report/sections/cpu_targets.py) read from the committed api_levels rows:
 met or missed, and by how much, follow the rows; the within-round comparison names each rival."""
 
 from harness import DEFAULT_RESULTS
-from harness.report import cpu_targets, rundata
-from harness.report.tables import ms, speedup_verdict
+from harness.report.claims import rundata
+from harness.report.markup.tables import ms, speedup_verdict
+from harness.report.sections import cpu_targets
 
 
 def cpu_frame():

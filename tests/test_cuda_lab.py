@@ -10,7 +10,7 @@ import pytest
 
 from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import Unavailable
-from harness.lab.judge import assignment
+from harness.lab.judge.rules import assignment
 from harness.machine import nvrtc
 from tests import fake_cuda
 from tests.conftest import ROOT, oracle_sample

@@ -874,7 +874,7 @@ def test_gpu_explain_rows_join_the_work_with_ptxas(tmp_path):
 
 
 def test_details_puts_the_measured_kernel_time_beside_the_static_row():
-    from harness.report import gpu_static_section
+    from harness.report.sections import gpu_static_section
 
     static = [{"kind": "gpu_explain", "status": "ok", "kernel": "lenet_cluster", "part": "the whole network",
                "order": 1, "variants": ["cluster", "mapped"], "dtype": dtype, "arch": "sm_90", "blocks_per_image": 8,

@@ -16,7 +16,7 @@ from harness import DEFAULT_WEIGHTS, registry
 from harness.base import GPU_PEERS_ENV
 from harness.data import mnist
 from harness.errors import HarnessError
-from harness.lab.judge import assignment
+from harness.lab.judge.rules import assignment
 from harness.machine import gpu
 from harness.measure import floor
 from lenet_cuda import kernels, model, resident

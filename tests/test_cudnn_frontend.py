@@ -127,7 +127,7 @@ def test_the_frontend_must_reach_the_library_the_level_loaded(monkeypatch):
 def test_the_registry_lists_the_variant_and_loc_counts_it_apart():
     spec = registry.REGISTRY["cudnn"]
     assert "frontend" in spec.variants_for("gpu") and spec.variants[0] == "tuned"
-    from harness.report import loc
+    from harness.report.claims import loc
 
     assert loc.PARTS["frontend.py"] == loc.PARTS["frontend_device.py"] == "graph API variant"
     assert "graph API variant" in loc.APART

@@ -11,9 +11,9 @@ import pytest
 
 from harness import registry
 from harness.explain import keras_steps, ladder
-from harness.measure import results
 from harness.measure.floor import fastest_measured
-from harness.report import explain_section
+from harness.measure.store import results
+from harness.report.sections import explain_section
 from tests.conftest import ROOT
 
 LADDER = [{"step": "predict", "removes": "pipeline"}, {"step": "predict_on_batch", "removes": "loop"},

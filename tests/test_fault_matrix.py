@@ -14,7 +14,7 @@ import pytest
 from harness import DEFAULT_WEIGHTS, registry
 from harness.machine import gpu
 from harness.machine.gpulock import GpuLock
-from harness.measure import results
+from harness.measure.store import results
 from tests.conftest import ROOT, random_weights, write_keras3_file
 from tests.test_runner import final_rows, lab_cell, only_run, run_cli, write_study
 

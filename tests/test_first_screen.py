@@ -1,5 +1,5 @@
-"""The drift between runs (harness.report.drift), reproduce's check against an interval for a rerun,
-and the first screen's computed sentences (harness.report.first_screen): each claim from one
+"""The drift between runs (harness.report.claims.drift), reproduce's check against an interval for a rerun,
+and the first screen's computed sentences (harness.report.sections.first_screen): each claim from one
 function, held against rows made by hand and against the committed runs."""
 
 import math
@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.report import drift, findings, first_screen, gpu_section, headline, quote, reproduce, rundata
+from harness.report.claims import drift, headline, quote, reproduce, rundata
+from harness.report.sections import findings, first_screen, gpu_section
 from tests.test_processes import cell_row, fake_process_rounds
 
 

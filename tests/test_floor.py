@@ -9,9 +9,10 @@ import pytest
 from harness import registry
 from harness.errors import Unavailable
 from harness.explain import keras_steps
-from harness.lab.judge import assignment
-from harness.measure import floor, runfolder
-from harness.report import explain_section
+from harness.lab.judge.rules import assignment
+from harness.measure import floor
+from harness.measure.store import runfolder
+from harness.report.sections import explain_section
 from tests.conftest import ROOT
 
 

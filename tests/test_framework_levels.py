@@ -11,7 +11,7 @@ import pytest
 
 from harness import DEFAULT_WEIGHTS, registry
 from harness.errors import HarnessError, Unavailable
-from harness.measure import results
+from harness.measure.store import results
 from tests.conftest import ROOT, oracle_sample
 
 pytestmark = pytest.mark.slow

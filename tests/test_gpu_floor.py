@@ -13,8 +13,9 @@ import pytest
 from harness import ROOT
 from harness.errors import Unavailable
 from harness.explain import gpu_floor
-from harness.report import gpu_floor_section, rundata
-from harness.report.markdown import MACS
+from harness.report.claims import rundata
+from harness.report.sections import gpu_floor_section
+from harness.report.sections.gpu_floor_section import MACS
 
 
 def probe(median_ns):

@@ -1,4 +1,4 @@
-"""The report's GPU half (harness/report/gpu_section.py) read from the committed H100 rows:
+"""The report's GPU half (harness/report/sections/gpu_section.py) read from the committed H100 rows:
 the ladder, the targets (met or missed, by how much) and the kernels table follow the rows."""
 
 import json
@@ -8,8 +8,10 @@ import pandas as pd
 import pytest
 
 from harness import DEFAULT_RESULTS
-from harness.report import details, gpu_floor_section, gpu_section, rundata
-from harness.report.tables import ms
+from harness.report import details
+from harness.report.claims import rundata
+from harness.report.markup.tables import ms
+from harness.report.sections import gpu_floor_section, gpu_section
 
 
 @pytest.fixture

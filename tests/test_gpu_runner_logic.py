@@ -8,7 +8,9 @@ import sys
 import pytest
 
 from harness.machine import gpu
-from harness.measure import results, runner, study
+from harness.measure import runner
+from harness.measure.plan import study
+from harness.measure.store import results
 from tests.conftest import ROOT
 
 STUDY = """

@@ -15,7 +15,7 @@ from harness.campaign import archive, gpu_study, steps
 from harness.campaign.steps import Step, python_step
 from harness.errors import HarnessError
 from harness.machine import gpu
-from harness.measure import study
+from harness.measure.plan import study
 from tests.conftest import ROOT
 
 NULL_STUDY = """
@@ -437,7 +437,7 @@ def sandbox_absent():
 
 
 def test_the_labs_step_grades_the_cuda_examples_and_the_cudnn_starter():
-    from harness.lab.judge import assignment
+    from harness.lab.judge.rules import assignment
     from harness.lab.term import gpu_labs as labs
 
     assert [s for s, _ in labs.submissions("cuda")] == ["correct", "wrong"]

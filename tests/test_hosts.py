@@ -1,12 +1,12 @@
 """The host fingerprint (harness.machine.host) and the report's machines keyed by it
-(harness.report.hosts): two hosts that share a model name are two machines; runs recorded before
+(harness.report.claims.hosts): two hosts that share a model name are two machines; runs recorded before
 the fingerprint keep what they recorded, and an arithmetic run's peak tells such hosts apart."""
 
 import json
 
 from harness.machine import env, host
-from harness.measure import runfolder
-from harness.report import hosts, rundata
+from harness.measure.store import runfolder
+from harness.report.claims import hosts, rundata
 
 CPUINFO = """processor\t: 0
 vendor_id\t: AuthenticAMD

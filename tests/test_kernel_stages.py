@@ -85,7 +85,7 @@ def test_gpu_stages_add_up_to_block_0_s_time():
 
 
 def test_details_section_puts_the_stages_beside_the_trace():
-    from harness.report import kernel_stages_section
+    from harness.report.sections import kernel_stages_section
 
     steps = np.tile(np.arange(1, 8) * 1000, (kernels.CLUSTER, 1))
     stamps = np.concatenate([np.zeros((kernels.CLUSTER, 1)), np.cumsum(steps, axis=1)], axis=1)

@@ -27,8 +27,9 @@ import pytest
 
 from harness import registry
 from harness.errors import HarnessError
-from harness.lab.box import isolation
-from harness.lab.judge import assignment, slurm, store, timing
+from harness.lab.box.walls import isolation
+from harness.lab.judge import slurm, store
+from harness.lab.judge.rules import assignment, timing
 from harness.measure import floor
 from tests import lab_hostile
 from tests.conftest import ROOT

@@ -27,7 +27,7 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.lab import text
-from harness.lab.judge import assignment
+from harness.lab.judge.rules import assignment
 from harness.lab.term.intake import collect
 from harness.lab.term.marks import points
 from tests.test_lab_term import CORRECT, lab_text, make_zip, python

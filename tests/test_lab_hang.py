@@ -1,4 +1,4 @@
-"""A hung submission is `timeout` in seconds, not after the lab's wall_s (harness.lab.judge.deadlines):
+"""A hung submission is `timeout` in seconds, not after the lab's wall_s (harness.lab.judge.rules.deadlines):
 one that spins in predict from its first call (the gate's), one that sleeps for ever in the probe's
 first call only, one that hangs only once timed (a round's calls); graded in one `lab grade` under
 a lab whose wall_s is 600 s, in well under two minutes. An honest submission and the slow example
@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from harness.errors import Failure
-from harness.lab.judge import assignment, deadlines, grade
+from harness.lab.judge import grade
+from harness.lab.judge.rules import assignment, deadlines
 from tests.test_lab import LAB, WRAP, python, rows_by_student
 
 # wall_s and cpu_s far away: only the deadlines can end these submissions in time

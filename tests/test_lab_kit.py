@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_WEIGHTS
-from harness.lab.judge import assignment, timing
+from harness.lab.judge.rules import assignment, timing
 from harness.lab.term.handout import kit, student
 from tests.conftest import ROOT
 

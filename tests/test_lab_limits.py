@@ -33,7 +33,7 @@ def test_an_honest_submission_is_ok_on_a_loaded_machine(lab_file, tmp_path):
     assert done.returncode == 0, done.stderr
     rows = rows_by_student(tmp_path / "out")
     assert {n: r["status"] for n, r in rows.items()} == {"correct": "ok", "slow": "ok"}, done.stderr
-    for row in rows.values():  # far inside each step's deadline (harness.lab.judge.deadlines), even here
+    for row in rows.values():  # far inside each step's deadline (harness.lab.judge.rules.deadlines), even here
         assert set(row["deadlines"]) == {"gate_first", "probe", "gate", "warmup", "rounds"}
         assert all(w["took_s"] < w["deadline_s"] / 4 for w in row["deadlines"].values()), row["deadlines"]
 

@@ -1,5 +1,5 @@
 """Memory in a lab (#55, the lab's part): each submission's peak memory read by the grader from
-outside its worker (harness.lab.box.peak: its cgroup, v1 or v2, else /proc VmHWM), the gate on it
+outside its worker (harness.lab.box.proc.peak: its cgroup, v1 or v2, else /proc VmHWM), the gate on it
 ([limits] peak_mb: over-memory), the leaderboard's and the feedback's column, old rows without it.
 
 One small grading (one reference, a gate of 100 images, a few calls) of the correct example, a
@@ -18,8 +18,11 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.lab.box import cgroup, peak, procfs
-from harness.lab.judge import assignment, memory, store
+from harness.lab.box.proc import peak
+from harness.lab.box.walls import cgroup, procfs
+from harness.lab.judge import store
+from harness.lab.judge.phases import memory
+from harness.lab.judge.rules import assignment
 from harness.lab.term.marks import feedback, leaderboard, points
 from tests import lab_rows
 from tests.conftest import ROOT
@@ -63,7 +66,7 @@ _reply = __main__.Channel.reply
 __main__.Channel.reply = lambda self, m: _reply(self, {{**m, "peak_mb": 1.0, "peak_rss_mb": 1.0,
                                                      "memory_source": "cgroup v2 memory.peak"}})
 try:  # not in the box (only the interface's harness modules are): patched where it is
-    from harness.measure import memory as _memory
+    from harness.measure.inside import memory as _memory
     _memory.rss = lambda: (1 << 20, 1 << 20)
 except ImportError:
     pass
@@ -304,8 +307,8 @@ def test_old_rows_without_a_peak_render_and_an_over_memory_row_scores(tmp_path):
 
 
 def test_the_box_reads_nothing_before_it_starts(tmp_path):
-    from harness.lab.box.isolation import Isolation
-    from harness.lab.box.process import Box
+    from harness.lab.box.proc.process import Box
+    from harness.lab.box.walls.isolation import Isolation
 
     box = Box("x", {}, tmp_path, Isolation("none", None, False, "none"))
     box.sample_memory()  # no process: nothing read

@@ -14,7 +14,8 @@ import shutil
 
 import pytest
 
-from harness.lab.judge import assignment, grade, store
+from harness.lab.judge import grade, store
+from harness.lab.judge.rules import assignment
 from harness.lab.term.intake import collect
 from harness.lab.term.marks import export, leaderboard
 from harness.lab.term.public import publish

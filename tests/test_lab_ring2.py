@@ -20,11 +20,12 @@ import numpy as np
 import pytest
 
 from harness.lab import text
-from harness.lab.box import bwrap, disk, seccomp
-from harness.lab.box.isolation import Isolation
-from harness.lab.box.limits import Limits
-from harness.lab.box.process import Box
-from harness.lab.judge import files, grade, store, timing
+from harness.lab.box.proc.limits import Limits
+from harness.lab.box.proc.process import Box
+from harness.lab.box.walls import bwrap, disk, seccomp
+from harness.lab.box.walls.isolation import Isolation
+from harness.lab.judge import files, grade, store
+from harness.lab.judge.rules import timing
 from tests import lab_hostile
 from tests.test_lab import IS_ROOT, LAB, hostile_lines, python, rows_by_student
 
@@ -217,7 +218,7 @@ def test_a_failing_reference_is_retired_and_restarted_once(tmp_path):
     (its cgroup removed, its pidfd closed) with its log kept; the fresh one it gets must answer."""
     from harness.errors import Failure
     from harness.lab.box.sandbox import Chunk
-    from harness.lab.judge import assignment
+    from harness.lab.judge.rules import assignment
 
     class Worker:
         def __init__(self, name, fails):

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from harness.errors import Failure, HarnessError
-from harness.lab.box import bwrap, cgroup, isolation
-from harness.lab.box.limits import Limits, capped_log
+from harness.lab.box.proc.limits import Limits, capped_log
 from harness.lab.box.sandbox import Sandbox
+from harness.lab.box.walls import bwrap, cgroup, isolation
 from harness.lab.judge import files
 from tests.conftest import ROOT
 
@@ -258,7 +258,7 @@ def test_each_lab_module_says_what_it_holds():
 def test_gpu_workers_find_the_cuda_wheels_without_ld_library_path(tmp_path, monkeypatch):
     from harness.errors import Unavailable
     from harness.frameworks import cupy_setup
-    from harness.lab.box import libpath
+    from harness.lab.box.walls import libpath
 
     for package in ("cublas", "cuda_nvrtc"):
         (tmp_path / "nvidia" / package / "lib").mkdir(parents=True)

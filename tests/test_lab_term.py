@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.lab.judge import assignment, store
+from harness.lab.judge import store
+from harness.lab.judge.rules import assignment
 from harness.lab.term.intake import collect
 from harness.lab.term.marks import export, points
 from tests import lab_rows
@@ -363,7 +364,7 @@ def test_moodle_and_csv_exports_and_bad_rosters(term):
 
 def test_a_roster_with_two_columns_naming_the_lab_needs_column(tmp_path):
     from harness.errors import HarnessError
-    from harness.lab.judge import assignment
+    from harness.lab.judge.rules import assignment
     from harness.lab.term.marks import export
 
     lab = assignment.load("cpu_numpy")

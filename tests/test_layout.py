@@ -10,6 +10,10 @@
   by name, and only inside a function (ORACLE; any other lenet_* import is a violation);
 - no import cycle among harness modules;
 - no function in harness/ longer than MAX_FUNCTION_LINES (def line through last line);
+- no folder of harness/ holds more than MAX_MODULES modules of its own (report/figures/, a module a
+  figure, excepted); a wing that outgrew it is split into rooms (ROOMS), which import one way: a
+  module imports a room of its wing only if that room is below its own (siblings stay apart); the
+  wing's own modules ("") sit above its rooms in the report, measure and the box and judge;
 - inside the lab wing (harness/lab/__init__.py), its rooms import one way: term -> judge -> box,
   and all three may import what sits in harness/lab/ itself (text, emucuda), which imports none
   of them; a room's __init__.py says what it holds and may import, and imports nothing; no lab
@@ -35,6 +39,13 @@ MAX_FUNCTION_LINES = 60
 # The lab wing's rooms, lower = lower; "" is harness/lab/ itself (text, emucuda): below all three.
 LAB_RANK = {"": 0, "box": 1, "judge": 2, "term": 3}
 MAX_LAB_MODULE_LINES = 300
+MAX_MODULES = 12  # modules of its own (not counting __init__.py) in any folder of harness/
+ONE_A_FIGURE = ("harness/report/figures",)  # a module a figure: may hold more
+# A wing's rooms, lower = lower; "" is the wing's own modules (above its rooms: they assemble them).
+ROOMS = {"harness.report": {"markup": 0, "claims": 1, "sections": 2, "figures": 3, "": 4},
+         "harness.measure": {"store": 0, "plan": 1, "inside": 1, "": 2},
+         "harness.lab.box": {"walls": 0, "proc": 1, "": 2},
+         "harness.lab.judge": {"rules": 0, "phases": 1, "": 2}}
 
 
 def wing_of(module: str, root: Path) -> str | None:
@@ -206,6 +217,94 @@ def test_the_length_check_counts_def_through_last_line(tmp_path, body_lines, exp
     assert bool(found) is expected, found
     if expected:
         assert found == ["harness/measure/stats.py:1 f: 61 lines"]
+
+
+# --- rooms: no folder over MAX_MODULES modules, and a wing's rooms import one way --------------------
+def crowded(root: Path, limit: int = MAX_MODULES) -> list[str]:
+    """Every folder of harness/ (but a module-a-figure one) with more than `limit` modules of its own."""
+    found = []
+    for folder in sorted(p for p in (root / "harness").rglob("*") if p.is_dir() and p.name != "__pycache__"):
+        own = [p.stem for p in folder.glob("*.py") if p.stem != "__init__"]
+        if len(own) > limit and str(folder.relative_to(root)) not in ONE_A_FIGURE:
+            found.append(f"{folder.relative_to(root)}: {len(own)} modules (at most {limit}): split it into rooms")
+    return found
+
+
+def room_of(module: str, wing: str, root: Path) -> str | None:
+    """harness.report.claims.rundata -> claims (of wing harness.report); the wing's own -> ""; else None."""
+    if module != wing and not module.startswith(wing + "."):
+        return None
+    rest = module[len(wing) + 1:].split(".") if module != wing else []
+    return rest[0] if rest and (root / Path(*wing.split(".")) / rest[0]).is_dir() else ""
+
+
+def room_violations(root: Path, rooms: dict[str, dict[str, int]] = ROOMS) -> list[str]:
+    """Every import inside a wing with rooms (at import time or in a function) against their order."""
+    found = []
+    for wing, rank in rooms.items():
+        for path in sorted((root / Path(*wing.split("."))).rglob("*.py")):
+            own = room_of(module_name(path, root), wing, root)
+            if own not in rank:
+                found.append(f"{path.relative_to(root)}: {wing}.{own} is not a room of {wing} {sorted(rank)}")
+                continue
+            for target, line, _ in imports(path, root):
+                other = room_of(target, wing, root)
+                if other is None or other == own:
+                    continue
+                if other not in rank or rank[other] >= rank[own]:
+                    found.append(f"{path.relative_to(root)}:{line}: {wing}.{own or '(its own)'} imports {target} "
+                                 f"({other or 'the wing'} is not below {own or 'the wing'})")
+    return found
+
+
+def test_no_folder_of_harness_over_twelve_modules():
+    assert crowded(ROOT) == []
+
+
+def test_the_rooms_of_each_wing_import_one_way():
+    assert room_violations(ROOT) == []
+
+
+def test_each_room_says_what_it_holds_and_may_import():
+    for wing, rank in ROOMS.items():
+        for room in (r for r in rank if r and r != "figures"):
+            folder = ROOT / Path(*wing.split(".")) / room
+            doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+            assert "May import:" in doc, f"{wing}.{room} does not say what it may import"
+            missing = [p.stem for p in folder.glob("*.py") if p.stem != "__init__" and p.stem not in doc]
+            assert not missing, f"{wing}.{room}/__init__.py does not name {missing}"
+
+
+ROOM_TREE = {**BASE_TREE, "harness/report/markup/__init__.py": "", "harness/report/markup/tables.py": "",
+             "harness/report/claims/__init__.py": "", "harness/report/claims/rundata.py": "",
+             "harness/report/markdown.py": ""}
+ROOM_RANK = {"harness.report": {"markup": 0, "claims": 1, "": 2}}
+
+
+@pytest.mark.parametrize("path,text,expected", [
+    ("harness/report/markup/tables.py", "from harness.report.claims import rundata\n",
+     "harness.report.markup imports harness.report.claims.rundata (claims is not below markup)"),
+    ("harness/report/claims/rundata.py", "def f():\n    from harness.report import markdown\n",
+     "imports harness.report.markdown (the wing is not below claims)"),  # lazy: still upward
+    ("harness/report/extra/mod.py", "", "harness.report.extra is not a room of harness.report"),
+    ("harness/report/markdown.py", "from harness.report.claims import rundata\nfrom harness.report.markup import tables\n",
+     None),  # the wing's own modules assemble its rooms
+    ("harness/report/claims/rundata.py", "from harness.report.markup import tables\n", None),  # downward
+])
+def test_the_room_checker_names_a_wrong_arrow(tmp_path, path, text, expected):
+    root = fake_tree(tmp_path, {**ROOM_TREE, path: text})
+    found = room_violations(root, ROOM_RANK)
+    if expected is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and expected in found[0], found
+
+
+def test_the_crowding_check_counts_a_folders_own_modules(tmp_path):
+    files = {f"harness/measure/m{i}.py": "" for i in range(13)}
+    root = fake_tree(tmp_path, {**BASE_TREE, **files, "harness/report/figures/__init__.py": "",
+                                **{f"harness/report/figures/f{i}.py": "" for i in range(16)}})
+    assert crowded(root) == ["harness/measure: 14 modules (at most 12): split it into rooms"]  # stats too
 
 
 # --- the lab wing's rooms: term -> judge -> box ----------------------------------------------------

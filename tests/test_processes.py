@@ -10,8 +10,8 @@ import sys
 import numpy as np
 
 from harness.machine import env
-from harness.measure import results, runfolder, stats
-from harness.report import reproduce, rundata, validity
+from harness.measure.store import results, runfolder, stats
+from harness.report.claims import reproduce, rundata, validity
 from tests.conftest import ROOT
 from tests.test_runner import final_rows, lab_cell, only_run, run_cli
 

@@ -12,8 +12,9 @@ import pytest
 
 from harness import ROOT
 from harness.errors import HarnessError
-from harness.measure import floor, narrow, study
-from harness.report import rundata
+from harness.measure import floor
+from harness.measure.plan import narrow, study
+from harness.report.claims import rundata
 
 
 def test_narrow_keeps_the_levels_cells_and_replaces_rounds_and_processes():

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness import DEFAULT_RESULTS, registry
-from harness.report import details, loc, markdown, rundata
+from harness.report import details, markdown
+from harness.report.claims import loc, rundata
 from tests.conftest import ROOT
 
 

@@ -7,8 +7,10 @@ import pytest
 
 from harness import DEFAULT_RESULTS, registry
 from harness.explain import c_layers
-from harness.report import explain_section, findings, headline, machines, markdown, rundata
+from harness.report import markdown
+from harness.report.claims import headline, rundata
 from harness.report.figures import cost
+from harness.report.sections import explain_section, findings, machines
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +33,7 @@ def test_finding_3_compares_each_devices_fastest_measured_call(data):
     at = sweep[sweep["batch_size"] == gpu_best["batch_size"]]
     cpu_rate = at.loc[at["images_per_s"].idxmax()]
     assert f"the CPU's fastest at that batch, {cpu_rate['label']}'s" in line
-    from harness.report.tables import sig3
+    from harness.report.markup.tables import sig3
     assert f"{sig3(gpu_best['images_per_s'] / cpu_rate['images_per_s'])}x" in line
 
 
@@ -127,7 +129,7 @@ def test_fig1s_caption_names_only_the_lines_drawn(data):
 def test_the_machine_findings_read_their_levels_and_variants_from_the_registry():
     """The backends' names and compiled calls, each framework's default and the CPU's raw library come
     from the specs (the Keras variants past KERAS_CALLS, the first variant, raw_for), not a table."""
-    from harness.report import machine_findings
+    from harness.report.sections import machine_findings
 
     assert machine_findings.FRAMEWORK_OPS == ("tf/function", "jax/jit", "torch/eager")
     assert {name: registry.compiled_call(name) for name in registry.KERAS_BACKENDS} == \

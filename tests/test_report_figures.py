@@ -16,8 +16,11 @@ import pandas as pd
 import pytest
 
 from harness import DEFAULT_RESULTS, registry
-from harness.measure import floor, stats
-from harness.report import figures, headline, loc, rundata, style
+from harness.measure import floor
+from harness.measure.store import stats
+from harness.report import figures
+from harness.report.claims import headline, loc, rundata
+from harness.report.claims.rundata import ReportData
 from harness.report.figures import (
     backends,
     captions,
@@ -32,7 +35,7 @@ from harness.report.figures import (
     throughput,
     training,
 )
-from harness.report.rundata import ReportData
+from harness.report.markup import style
 
 FIGURE_MODULES = (backends, code_lines, cost, explain, latency, overhead, precision, throughput, training)
 

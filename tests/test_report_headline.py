@@ -9,8 +9,11 @@ import pytest
 
 from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
-from harness.report import findings, headline, loc, markdown, quote, rundata, style
-from harness.report.tables import fmt_ratio, ms, sig3
+from harness.report import markdown
+from harness.report.claims import headline, loc, quote, rundata
+from harness.report.markup import style
+from harness.report.markup.tables import fmt_ratio, ms, sig3
+from harness.report.sections import findings
 
 
 @pytest.fixture

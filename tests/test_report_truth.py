@@ -13,8 +13,11 @@ import pytest
 from harness import DEFAULT_RESULTS
 from harness.errors import HarnessError
 from harness.machine import load, provenance
-from harness.measure import floor, stats
-from harness.report import details, explain_section, headline, machine_findings, markdown, quote, rundata
+from harness.measure import floor
+from harness.measure.store import stats
+from harness.report import details, markdown
+from harness.report.claims import headline, quote, rundata
+from harness.report.sections import explain_section, machine_findings
 from tests.conftest import ROOT
 from tests.test_runner import final_rows, lab_cell, only_run, run_cli, write_study
 

@@ -17,8 +17,9 @@ from harness import cli
 from harness.campaign import archive, unpack
 from harness.errors import HarnessError
 from harness.machine import files
-from harness.measure import results, rows, runfolder
-from harness.report import markdown, rundata
+from harness.measure.store import results, rows, runfolder
+from harness.report import markdown
+from harness.report.claims import rundata
 from tests.conftest import ROOT
 
 NOW = time.time()

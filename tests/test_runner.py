@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness.measure import results
+from harness.measure.store import results
 from tests.conftest import ROOT
 
 STUDY = """

@@ -22,7 +22,7 @@ from harness.errors import HarnessError
 from harness.lab.judge import store
 from harness.lab.term.marks import export, leaderboard
 from harness.machine.gpulock import GpuLock
-from harness.measure import results
+from harness.measure.store import results
 from tests import lab_rows
 
 USERS = ("lenet-test-a", "lenet-test-b")

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from harness.measure import stats
+from harness.measure.store import stats
 
 
 def test_summary_of_known_values():

@@ -4,7 +4,8 @@ import pytest
 
 from harness import registry
 from harness.errors import HarnessError
-from harness.measure import stats, study
+from harness.measure.plan import study
+from harness.measure.store import stats
 
 MINIMAL = """
 [measure]

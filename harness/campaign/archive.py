@@ -31,7 +31,7 @@ from typing import Any
 from harness.campaign import unpack
 from harness.errors import HarnessError
 from harness.machine.files import disk_error, write_atomic
-from harness.measure import results, runfolder
+from harness.measure.store import results, runfolder
 
 Row = dict[str, Any]
 

@@ -33,7 +33,8 @@ from harness.campaign import archive, steps
 from harness.campaign.steps import python_step
 from harness.errors import HarnessError
 from harness.machine.files import write_atomic
-from harness.measure import results, study
+from harness.measure.plan import study
+from harness.measure.store import results
 
 # From the registry, bottom rung first (a level whose framework is absent, TF on many GPU servers, is a
 # row saying so): every GPU level; those with a trainer; the explain targets and the traced ones its

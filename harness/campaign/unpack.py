@@ -6,7 +6,7 @@ An archive comes back from a borrowed machine: it is data, and nothing in it is 
 2. Every entry: a plain file or folder under one top folder, no absolute path, no `..`, no link or
    device, no control character; no path twice; no path both a file and a folder; the entry count
    and each file's size under the caps.
-3. Every results.jsonl row through the one reader (harness.measure.rows, strict), no row dated
+3. Every results.jsonl row through the one reader (harness.measure.store.rows, strict), no row dated
    ahead of this machine's clock, every env.json a JSON object.
 Then the files are written to a staging folder beside the results (same filesystem) and renamed
 into place; a failure on the way (a full disk) removes the staging folder and renames back what
@@ -35,8 +35,8 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.machine.files import disk_error
-from harness.measure import rows as row_reader
-from harness.measure import runfolder
+from harness.measure.store import rows as row_reader
+from harness.measure.store import runfolder
 
 FUTURE_SLACK_S = 3600  # a borrowed machine's clock may run a little ahead; a row an hour ahead is refused
 SKIPPED = {runfolder.LOCK}  # a run's lock file: this checkout's own, never imported
@@ -135,7 +135,7 @@ def clash_with(path: PurePosixPath, member: tarfile.TarInfo, files: dict, folder
 
 
 def check_rows(rel: PurePosixPath, data: bytes, where: str, now: float) -> list[dict]:
-    """A results.jsonl's rows, every one usable (harness.measure.rows, strict) and none dated ahead
+    """A results.jsonl's rows, every one usable (harness.measure.store.rows, strict) and none dated ahead
     of this machine's clock; an env.json a JSON object. Other files: no rows."""
     if rel.name == "env.json":
         try:

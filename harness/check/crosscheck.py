@@ -1,7 +1,7 @@
 """Cross-check the harness's timer against an independent one (the standard library's timeit).
 
 The same callable (one implementation's predict on one image) is timed in alternating rounds:
-the harness's own per-call loop (harness.measure.worker.time_calls), then timeit's loop
+the harness's own per-call loop (harness.measure.inside.worker.time_calls), then timeit's loop
 (`Timer.repeat(number=...)`, which times a whole loop and divides). Per round, the ratio of
 the harness's mean per call to timeit's; their median over rounds, with a 95% interval from
 resampling the rounds, says whether the harness measures what timeit measures. Means, not
@@ -19,8 +19,8 @@ import numpy as np
 
 from harness import DEFAULT_WEIGHTS, registry
 from harness.data import mnist
-from harness.measure import stats
-from harness.measure.worker import time_calls
+from harness.measure.inside.worker import time_calls
+from harness.measure.store import stats
 
 SAMPLES_PER_ROUND = 5  # timeit.repeat: loops of calls // 5 calls each
 

@@ -2,7 +2,7 @@
 and the C level's fused call split by layer (each stage timed inside C) against each layer's
 arithmetic at that peak: where the time above the floor goes. `python -m harness arithmetic`
 writes one row (kind "arithmetic") to OUT/arithmetic/<run-id>/; the report's "The CPU's floor"
-section and its arithmetic line read it (harness.report.cpu_floor).
+section and its arithmetic line read it (harness.report.sections.cpu_floor).
 
     split(variant, calls, rounds, weights) -> dict   the row: the peak, each stage's median over
                                                       rounds (and every round's), floor_ns, share

@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.data import mnist
 from harness.explain import keras_steps
-from harness.measure.worker import freeze_heap, loaded_frameworks, time_calls
+from harness.measure.inside.worker import freeze_heap, loaded_frameworks, time_calls
 
 
 def interleaved(calls: dict[str, Callable[[Any], Any]], batches: Sequence[Any], rounds: int,

@@ -8,7 +8,7 @@ Before any LeNet runs, what the hardware gives a call (gpu_probes.cu):
 - fma_one_sm / fma_all: FP32 multiply-adds per second of one SM (one block) and of every SM
 - empty_launch, empty_graph: an empty kernel's launch and wait, and an empty kernel's CUDA graph's
 - cluster_barrier: one barrier.cluster arrive + wait on a cluster of 8 blocks (sm_90)
-The report (harness/report/gpu_floor_section.py) turns the row into each GPU target's floor.
+The report (harness/report/sections/gpu_floor_section.py) turns the row into each GPU target's floor.
 """
 
 import time

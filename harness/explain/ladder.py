@@ -17,7 +17,7 @@ from typing import Any
 
 from harness import DEFAULT_WEIGHTS
 from harness.explain import plumbing
-from harness.measure import stats
+from harness.measure.store import stats
 
 TOLERANCE = 0.10  # (b) is accepted when its sum is this close to a real predict
 Row = dict[str, Any]  # one explain row, as results.jsonl holds it

@@ -14,7 +14,7 @@ from harness import ROOT, registry
 from harness.errors import HarnessError, Unavailable
 from harness.machine import env, procenv
 from harness.machine.files import write_atomic
-from harness.measure import results, runfolder
+from harness.measure.store import results, runfolder
 
 
 def target_of(target: str, device: str, what: str) -> tuple[str, str]:

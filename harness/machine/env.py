@@ -140,7 +140,7 @@ def collect(thread_settings: dict | None = None) -> dict:
 
 
 def collect_identity() -> dict:
-    """What names this machine in the report (harness.report.hosts): the system, the host's
+    """What names this machine in the report (harness.report.claims.hosts): the system, the host's
     fingerprint fields and the GPUs, without the libraries' probes."""
     info = {**collect_system(), **collect_host(), **collect_gpus()}
     info["fingerprint"] = host.fingerprint(info)

@@ -1,1 +1,1 @@
-"""Study files -> plan -> worker processes -> rounds -> JSON-lines results -> statistics."""
+"""Study files -> plan -> workers -> rounds -> results -> statistics; rooms: plan -> store; inside."""

@@ -57,7 +57,8 @@ def encode(message: dict) -> bytes:
     return (json.dumps(message) + "\n").encode()
 
 
-EXIT = encode({"op": "exit"})  # both workers' (harness.measure.worker, harness.lab.box.worker) last request
+# both workers' (harness.measure.inside.worker, harness.lab.box.worker) last request
+EXIT = encode({"op": "exit"})
 
 
 def decode(line: bytes) -> Any:

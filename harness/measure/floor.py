@@ -18,7 +18,8 @@ from pathlib import Path
 
 from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
-from harness.measure import narrow, results, runfolder
+from harness.measure.plan import narrow
+from harness.measure.store import results, runfolder
 
 STUDY = "api_levels"  # every level at batch 1 in the same rounds: the study the floor is read from
 BATCH, DTYPE = 1, "float32"

@@ -18,7 +18,7 @@ Rows (results.jsonl), each with schema, run_id, time, kind:
          contended (with its reasons: a disturbed round, another process on the GPU)
 
 env.json records the machine and, under `provenance`, the commit and each level's source hash;
-complete.json (harness.measure.runfolder), written last, says the run finished: a run killed before
+complete.json (harness.measure.store.runfolder), written last, says the run finished: a run killed before
 it is partial, never an answer, and `--resume` (one at a time: the run's lock) finishes it.
 """
 
@@ -35,11 +35,13 @@ from harness.errors import Failure
 from harness.machine import env, gpu, load, procenv, provenance
 from harness.machine.files import write_atomic
 from harness.machine.gpulock import GpuLock
-from harness.measure import cells, memory, results, runfolder
-from harness.measure.cells import CellState
 from harness.measure.gpuwatch import GpuWatch
+from harness.measure.inside import memory
+from harness.measure.plan import cells
+from harness.measure.plan.cells import CellState
+from harness.measure.plan.study import Cell, Study, capped_calls, chunk_sizes
 from harness.measure.progress import Progress
-from harness.measure.study import Cell, Study, capped_calls, chunk_sizes
+from harness.measure.store import results, runfolder
 from harness.measure.workerproc import WorkerProcess
 
 
@@ -290,7 +292,7 @@ def start_run(study: Study, out: Path, run_id: str | None = None, resume: bool =
         m = study.measure
         info = env.collect(procenv.settings(m.threads, m.inter_op_threads, "cpu"))
         info["provenance"] = provenance.collect(c.implementation for c in study.cells)
-        if study.narrowed:  # a quick run (harness.measure.narrow): never a machine's answer
+        if study.narrowed:  # a quick run (harness.measure.plan.narrow): never a machine's answer
             info["narrowed"] = study.narrowed
         write_atomic(run_dir / "env.json", json.dumps(info, indent=2) + "\n")
     try:

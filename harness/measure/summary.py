@@ -1,9 +1,9 @@
 """The table printed at the end of a run (the report has the full story)."""
 
-from harness.measure import stats
-from harness.measure.cells import CellState
+from harness.measure.plan.cells import CellState
+from harness.measure.plan.study import Study
 from harness.measure.progress import fmt_ns
-from harness.measure.study import Study
+from harness.measure.store import stats
 
 Rounds = tuple[list[list[int]], list[int]]  # per-round times, and the process of each round
 

@@ -1,4 +1,4 @@
-"""The runner's side of a study worker (harness.measure.worker): start it, ask over its channel
+"""The runner's side of a study worker (harness.measure.inside.worker): start it, ask over its channel
 (harness.measure.channel) with a deadline, kill it (the whole process group).
 
     WorkerProcess(group, env, log_path)
@@ -40,7 +40,7 @@ class WorkerProcess:
             log.write(f"--- worker for {self.group} started {time.ctime()}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.measure.worker"], cwd=ROOT, env=self.env,
+                [sys.executable, "-m", "harness.measure.inside.worker"], cwd=ROOT, env=self.env,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                 start_new_session=True,  # its own process group: killed whole, spared the terminal's ^C
             )

@@ -1,1 +1,1 @@
-"""From result files to REPORT.md and figures (no framework imported): runs, tables, figures, LOC."""
+"""Result files -> REPORT.md, DETAILS.md, figures; rooms one way: figures -> sections -> claims -> markup."""

@@ -8,8 +8,13 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from harness.report import (
-    bill,
+from harness.report.claims import bill, quote, reproduce, validity
+from harness.report.claims.rundata import ReportData, find, ratio_ci, source
+from harness.report.markup import tables
+from harness.report.markup.style import caption, ok_cells
+from harness.report.markup.tables import fmt_ratio, ms, table
+from harness.report.markup.versions import cuda_runtime, cudnn_version
+from harness.report.sections import (
     cpu_floor,
     explain_section,
     gpu_floor_section,
@@ -17,16 +22,8 @@ from harness.report import (
     gpu_static_section,
     kernel_stages_section,
     machine_findings,
-    quote,
-    reproduce,
-    tables,
     training_section,
-    validity,
 )
-from harness.report.rundata import ReportData, find, ratio_ci, source
-from harness.report.style import caption, ok_cells
-from harness.report.tables import fmt_ratio, ms, table
-from harness.report.versions import cuda_runtime, cudnn_version
 
 NO_GPU = "no NVIDIA GPU on this machine"
 

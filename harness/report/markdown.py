@@ -10,10 +10,13 @@ import pandas as pd
 
 from harness import DEFAULT_REPORT, registry
 from harness.machine.files import write_atomic
-from harness.report import cpu_floor, drift, findings, first_screen, headline, machines, quote, tables
+from harness.report.claims import drift, headline, quote
+from harness.report.claims.rundata import ReportData
 from harness.report.figures import captions, cost
-from harness.report.rundata import ReportData
-from harness.report.style import fmt_ms
+from harness.report.markup import tables
+from harness.report.markup.style import fmt_ms
+from harness.report.sections import cpu_floor, findings, first_screen, machines
+from harness.report.sections.gpu_floor_section import MACS
 
 REPORT_PATH = DEFAULT_REPORT
 
@@ -73,7 +76,6 @@ METHOD = [
 
 # Datasheet FP32 peaks (non-tensor-core), for the arithmetic line only: not measurements.
 PEAK_FLOPS = {"H100": (67e12, "NVIDIA's H100 SXM datasheet")}
-MACS = 28 * 28 * 6 * 5 * 5 * 1 + 10 * 10 * 16 * 5 * 5 * 6 + 400 * 120 + 120 * 84 + 84 * 10  # per image
 
 
 def floor_line(data: ReportData) -> str:
@@ -166,7 +168,8 @@ def fastest_sources(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | No
 
 
 def caveats(data: ReportData, by_device: dict, drifts: dict) -> list[str]:
-    """The first screen's notes beside the headline (harness.report.first_screen), each a paragraph."""
+    """The first screen's notes beside the headline (harness.report.sections.first_screen), each a
+    paragraph."""
     levels, _machines = headline.levels(data.frame, data.loc_rows, data.answer)
     gpu_cells = [lv.cells["gpu"] for lv in levels
                  if "gpu" in lv.cells and registry.computes(lv.implementation)]

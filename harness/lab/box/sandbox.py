@@ -1,4 +1,4 @@
-"""The grader's side of a lab worker (harness.lab.box.worker): a box (harness.lab.box.process) asked
+"""The grader's side of a lab worker (harness.lab.box.worker): a box (harness.lab.box.proc.process) asked
 over a channel (harness.measure.channel) with deadlines; images streamed in lockstep with the grader's
 own clocks around every call; every reply checked (harness.lab.box.replies).
 
@@ -26,10 +26,10 @@ import numpy as np
 
 from harness.errors import Failure
 from harness.lab.box import replies
-from harness.lab.box.disk import Space
-from harness.lab.box.isolation import Isolation
-from harness.lab.box.limits import Limits
-from harness.lab.box.process import Box
+from harness.lab.box.proc.limits import Limits
+from harness.lab.box.proc.process import Box
+from harness.lab.box.walls.disk import Space
+from harness.lab.box.walls.isolation import Isolation
 from harness.measure import channel
 from harness.measure.channel import Channel
 

@@ -1,6 +1,6 @@
 """A lab worker: one submission (untrusted) or one reference, in a process of its own, started by
-harness.lab.box.sandbox inside the sandbox (harness.lab.box.bwrap): it sees its own folder's private copy,
-the Python environment, the interface's harness modules and the weights, nothing else.
+harness.lab.box.sandbox inside the sandbox (harness.lab.box.walls.bwrap): it sees its own folder's
+private copy, the Python environment, the interface's harness modules and the weights, nothing else.
 
     python -m harness.lab.box.worker
 

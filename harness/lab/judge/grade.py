@@ -3,13 +3,13 @@ then timed in rounds beside the references (each in its own trusted worker), und
 load, on the same unseen images.
 
 The Grader goes through a grading's phases, one module each, each class building on the last:
-harness.lab.judge.prepare (the oracle, the images, the workers' environment and spaces),
+harness.lab.judge.phases.prepare (the oracle, the images, the workers' environment and spaces),
 .references (the references' workers and the deadlines' pace), .steps (one submission's steps:
 import, probe, gate, warm-up, rounds), .verdict (its clocks checked and its times ranked), then
 here: one submission's row from start to finish, and the grader's close.
 
-Every worker, the references' too, runs in the sandbox (harness.lab.box.isolation) with a bounded
-writable space (harness.lab.box.disk): the submission sees a private copy of its folder
+Every worker, the references' too, runs in the sandbox (harness.lab.box.walls.isolation) with a bounded
+writable space (harness.lab.box.walls.disk): the submission sees a private copy of its folder
 (harness.lab.judge.files, the lab's module first), never the folder itself, and is graded under its
 safe id (harness.lab.text). Clean-up never stops a grading: what fails is reported and the next
 submission is graded.
@@ -20,7 +20,7 @@ submission is graded.
     Grader(lab, out, weights, report, iso)           the oracle and the references' workers
       .grade(student, folder) -> row                 one submission: its copy, its worker, its steps
                                                      (.steps), its peak memory and the gate on it
-                                                     (harness.lab.judge.memory), its row
+                                                     (harness.lab.judge.phases.memory), its row
       .present(copy, skipped), .clean_up(worker, results, name)   the copy's checks; the worker
                                                      stopped, its log kept, its space released
       .close()                                       the references stopped, every space released
@@ -38,13 +38,14 @@ from typing import Any
 from harness import DEFAULT_WEIGHTS, ROOT
 from harness.errors import Failure, HarnessError, Unavailable
 from harness.lab import text
-from harness.lab.box import disk, isolation
-from harness.lab.box.limits import capped_log
+from harness.lab.box.proc.limits import capped_log
 from harness.lab.box.sandbox import Sandbox
-from harness.lab.judge import files, memory, store
-from harness.lab.judge.assignment import Lab
-from harness.lab.judge.prepare import node_info
-from harness.lab.judge.steps import Steps
+from harness.lab.box.walls import disk, isolation
+from harness.lab.judge import files, store
+from harness.lab.judge.phases import memory
+from harness.lab.judge.phases.prepare import node_info
+from harness.lab.judge.phases.steps import Steps
+from harness.lab.judge.rules.assignment import Lab
 from harness.machine import gpu
 from harness.machine.gpulock import GpuLock
 

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, ROOT
 from harness.errors import HarnessError, Unavailable
-from harness.lab.box import isolation
+from harness.lab.box.walls import isolation
 from harness.lab.judge import grade, store
-from harness.lab.judge.assignment import Lab
+from harness.lab.judge.rules.assignment import Lab
 
 TIME_HEADROOM = 1.5
 SETUP_S = 300  # the oracle, the training images, the references' workers and warm-up

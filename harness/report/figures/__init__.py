@@ -3,6 +3,7 @@
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.report.claims.rundata import ReportData
 from harness.report.figures import (
     backends,
     bill,
@@ -15,8 +16,7 @@ from harness.report.figures import (
     throughput,
     training,
 )
-from harness.report.rundata import ReportData
-from harness.report.style import FIGURES_DIR
+from harness.report.markup.style import FIGURES_DIR
 
 # Every figure is a PNG (150 dpi), a pure function of the result files and loc.csv: one colour per
 # implementation in every figure (style.colour), one panel per machine and device, dots on log

@@ -7,10 +7,10 @@ import matplotlib.ticker
 import pandas as pd
 
 from harness import registry
+from harness.report.claims.rundata import ReportData
 from harness.report.figures import dotplot
 from harness.report.figures.grid import panel_grid, same_y_scale
-from harness.report.rundata import ReportData
-from harness.report.style import BACKEND_OF, caption, colour, finish, fmt_ms, ok_cells, panels
+from harness.report.markup.style import BACKEND_OF, caption, colour, finish, fmt_ms, ok_cells, panels
 
 
 def backend_rows(cells: pd.DataFrame, device: str, machine: str) -> dict[str, dict[str, pd.Series]]:

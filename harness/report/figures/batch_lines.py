@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
-from harness.report.style import colour, ladder_sorted
+from harness.report.markup.style import colour, ladder_sorted
 
 MARKERS = "osD^v"  # the first, second, ... variant of one implementation
 BAND_ALPHA = 0.15

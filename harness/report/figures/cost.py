@@ -17,10 +17,10 @@ import matplotlib.ticker
 import pandas as pd
 
 from harness import registry
-from harness.report import headline, quote
+from harness.report.claims import headline, quote
+from harness.report.claims.rundata import ReportData
 from harness.report.figures import place
-from harness.report.rundata import ReportData
-from harness.report.style import DEVICE_LINES, DEVICE_MARKER, caption, colour, finish, fmt_ms, plt
+from harness.report.markup.style import DEVICE_LINES, DEVICE_MARKER, caption, colour, finish, fmt_ms, plt
 
 PATHS = registry.ladder_paths()  # each level's spec: `ladder`, the lines through it
 SHORT = {name: registry.short(name) for name in registry.REGISTRY}  # each spec's `short`

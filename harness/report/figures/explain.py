@@ -14,10 +14,10 @@ from pathlib import Path
 import matplotlib.colors
 from matplotlib.patches import Patch
 
-from harness.report.explain_section import explain_rows, ms
+from harness.report.claims.rundata import ReportData
 from harness.report.figures import place
-from harness.report.rundata import ReportData
-from harness.report.style import caption, finish, plt, short_machine
+from harness.report.markup.style import caption, finish, plt, short_machine
+from harness.report.sections.explain_section import explain_rows, ms
 
 # Each stage an ablation peels off falls in one of these kinds: one colour per kind in every row.
 # (name, colour, words in a stage's name that put it in this kind)

@@ -3,7 +3,7 @@
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from harness.report.style import plt
+from harness.report.markup.style import plt
 
 
 def panel_grid(n: int, width_each: float = 4.3, height: float = 4.2) -> tuple[Figure, list[Axes]]:

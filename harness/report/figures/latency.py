@@ -8,11 +8,19 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from harness import registry
-from harness.measure import stats
-from harness.report import quote
+from harness.measure.store import stats
+from harness.report.claims import quote
+from harness.report.claims.rundata import ReportData
 from harness.report.figures import dotplot, pick
-from harness.report.rundata import ReportData
-from harness.report.style import caption, colour, finish, fmt_ms, ladder_sorted, ok_cells, short_machine
+from harness.report.markup.style import (
+    caption,
+    colour,
+    finish,
+    fmt_ms,
+    ladder_sorted,
+    ok_cells,
+    short_machine,
+)
 
 
 def api_cells(frame: pd.DataFrame) -> pd.DataFrame:

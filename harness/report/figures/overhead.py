@@ -15,10 +15,11 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from harness.measure.floor import Floor
-from harness.report import gpu_section, quote
+from harness.report.claims import quote
+from harness.report.claims.rundata import ReportData
 from harness.report.figures import dotplot, pick
-from harness.report.rundata import ReportData
-from harness.report.style import OKABE_ITO, caption, finish, fmt_ms, ok_cells, short_machine
+from harness.report.markup.style import OKABE_ITO, caption, finish, fmt_ms, ok_cells, short_machine
+from harness.report.sections import gpu_section
 
 BUSY = "GPU busy time (kernels trace)"
 FLOOR_COLOUR, REST_COLOUR = OKABE_ITO[2], OKABE_ITO[3]

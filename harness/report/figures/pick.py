@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.measure import floor
-from harness.report.rundata import ReportData
+from harness.report.claims.rundata import ReportData
 
 FLOOR_STUDY = floor.STUDY  # the study measure.floor reads the floor from
 

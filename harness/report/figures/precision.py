@@ -1,5 +1,5 @@
 """Fig. 11: float64 against float32 at batch 1 (study `precision`), per implementation: the
-within-round ratio of the float64 cell's time to the float32 cell's (harness.measure.stats.
+within-round ratio of the float64 cell's time to the float32 cell's (harness.measure.store.stats.
 round_ratio on both cells' rounds, which only cells of one run have), with its 95% interval, a
 panel per machine and device. Right of 1: double precision is slower; left: faster.
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import matplotlib.ticker
 import pandas as pd
 
-from harness.measure import stats
+from harness.measure.store import stats
+from harness.report.claims.rundata import ReportData
 from harness.report.figures import dotplot
-from harness.report.rundata import ReportData
-from harness.report.style import caption, colour, finish, ok_cells
+from harness.report.markup.style import caption, colour, finish, ok_cells
 
 Key = tuple[str, str, str]  # (device, machine, label)
 

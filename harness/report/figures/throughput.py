@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.report.claims.rundata import ReportData
 from harness.report.figures import batch_lines, dotplot
 from harness.report.figures.grid import same_y_scale
-from harness.report.rundata import ReportData
-from harness.report.style import BACKEND_OF, caption, finish, ok_cells, panels, plt, short_machine
+from harness.report.markup.style import BACKEND_OF, caption, finish, ok_cells, panels, plt, short_machine
 
 ROWS = (("levels below Keras", False), ("Keras, three backends", True))
 

@@ -12,10 +12,19 @@ from pathlib import Path
 
 import matplotlib.ticker
 
+from harness.report.claims.rundata import ReportData
 from harness.report.figures import batch_lines
-from harness.report.rundata import ReportData
-from harness.report.style import BACKEND_OF, caption, finish, fmt_ms, ok_cells, panels, plt, short_machine
-from harness.report.training_section import STUDY, default_threads
+from harness.report.markup.style import (
+    BACKEND_OF,
+    caption,
+    finish,
+    fmt_ms,
+    ok_cells,
+    panels,
+    plt,
+    short_machine,
+)
+from harness.report.sections.training_section import STUDY, default_threads
 
 COLUMNS = (("raw library, framework ops, NumPy", False), ("Keras, three backends", True))
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from harness import DEFAULT_WEIGHTS
 from harness.errors import HarnessError
 from harness.lab import text
-from harness.lab.judge import assignment, grade
+from harness.lab.judge import grade
+from harness.lab.judge.rules import assignment
 
 QUICK = {"rounds": 2, "calls": 40, "warmup": 5}
 

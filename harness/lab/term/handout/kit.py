@@ -30,14 +30,15 @@ import numpy as np
 
 from harness import DEFAULT_WEIGHTS, ROOT
 from harness.errors import HarnessError
-from harness.lab.judge import timing
-from harness.lab.judge.assignment import Lab
+from harness.lab.judge.rules import timing
+from harness.lab.judge.rules.assignment import Lab
 
 DIST = ROOT / "dist"
 # What a submission imports, and what `lenet-lab` runs (the gate's comparison is the grader's own).
 INTERFACE = ("harness/__init__.py", "harness/errors.py", "harness/registry.py", "harness/base.py",
              "harness/data/__init__.py", "harness/data/weights.py", "harness/data/mnist.py",
-             "harness/lab/__init__.py", "harness/lab/judge/__init__.py", "harness/lab/judge/timing.py",
+             "harness/lab/__init__.py", "harness/lab/judge/__init__.py",
+             "harness/lab/judge/rules/__init__.py", "harness/lab/judge/rules/timing.py",
              "harness/lab/term/__init__.py", "harness/lab/term/handout/__init__.py",
              "harness/lab/term/handout/student.py")
 EMULATION = ("harness/lab/emucuda.py", "harness/lab/cuda_emu.h")  # the CUDA lab: kernels on the CPU
@@ -107,8 +108,8 @@ def gate_data(lab: Lab, weights: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pyproject(lab: Lab) -> str:
-    packages = ["harness", "harness.data", "harness.lab", "harness.lab.judge", "harness.lab.term",
-                "harness.lab.term.handout"]
+    packages = [path.removesuffix("/__init__.py").replace("/", ".") for path in INTERFACE
+                if path.endswith("/__init__.py")]  # every package the interface's files sit in
     return "\n".join([
         "[build-system]", 'requires = ["setuptools>=61"]', 'build-backend = "setuptools.build_meta"', "",
         "[project]", f'name = "lenet-lab-kit-{lab.name.replace("_", "-")}"', 'version = "1.0"',

@@ -1,6 +1,6 @@
 """`lenet-lab`, the command of a lab's student kit (harness/lab/term/handout/kit.py builds the kit): the
 grader's gate, run in this process on the gate's test images against the oracle's answers shipped
-precomputed, with the lab file's thresholds (harness.lab.judge.timing.compare, as the grader), then the
+precomputed, with the lab file's thresholds (harness.lab.judge.rules.timing.compare, as the grader), then the
 time per image. No sandbox, no references, no rank: a laptop's check before handing in.
 
     lenet-lab check lenet.py      the gate, then the median time per image (exit 0: it passes)
@@ -31,7 +31,7 @@ import numpy as np
 from harness import ROOT
 from harness.data import mnist
 from harness.errors import HarnessError
-from harness.lab.judge import timing
+from harness.lab.judge.rules import timing
 
 KIT_JSON = "kit.json"  # beside gate.npz in the kit's data folder (harness/_kit/)
 GATE_NPZ = "gate.npz"

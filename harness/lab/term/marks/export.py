@@ -31,7 +31,8 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.lab import text
-from harness.lab.judge import assignment, store
+from harness.lab.judge import store
+from harness.lab.judge.rules import assignment
 from harness.lab.term.intake import collect
 from harness.lab.term.marks import points
 from harness.machine.files import write_atomic

@@ -9,11 +9,13 @@ submission (its name, reason, skipped files, log tail) is escaped (harness.lab.t
 from pathlib import Path
 
 from harness.lab import text
-from harness.lab.judge import memory, store, timing
-from harness.lab.judge.assignment import Lab
+from harness.lab.judge import store
+from harness.lab.judge.phases import memory
+from harness.lab.judge.rules import timing
+from harness.lab.judge.rules.assignment import Lab
 from harness.lab.term.public import alias
 from harness.machine.files import write_atomic
-from harness.report.style import fmt_ms
+from harness.report.markup.style import fmt_ms
 
 NEXT_STEP = {
     "too-slow": "Profile one predict call on a single image: Python loops over pixels or channels are "

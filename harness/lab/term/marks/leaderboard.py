@@ -4,7 +4,7 @@ every student's feedback (`python -m harness lab report OUT` rebuilds them all).
 Ranked by the within-round ratio to the lab's rank_by reference, timed in the same rounds on the
 same node: machines of different speed (Slurm nodes) still rank fairly. The absolute median
 and the node are shown beside it, never used for the ranking; so is each submission's peak memory,
-read by the grader from outside its worker (harness.lab.box.peak), the references' beside them, and
+read by the grader from outside its worker (harness.lab.box.proc.peak), the references' beside them, and
 where the lab gates on it ([limits] peak_mb) a submission above it is over-memory, not ranked.
 
     build(out, report) -> paths   everything below, from the rows (and OUT/manifest.csv: lateness)
@@ -20,11 +20,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from harness.lab import text
-from harness.lab.judge import assignment, deadlines, memory, store
+from harness.lab.judge import store
+from harness.lab.judge.phases import memory
+from harness.lab.judge.rules import assignment, deadlines
 from harness.lab.term.intake import collect
 from harness.lab.term.marks import points
 from harness.machine.files import write_atomic
-from harness.report.style import fmt_ms
+from harness.report.markup.style import fmt_ms
 
 # Every status a row may have, in the order of the unranked (most useful first); ok rows come first.
 ROW_STATUSES = ("ok", "over-memory", "too-slow", "timing-inconsistent", "wrong", "crashed", "out-of-memory",

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
-from harness.lab.judge.assignment import Grade
+from harness.lab.judge.rules.assignment import Grade
 
 PASSED_GATE = ("ok", "over-memory", "too-slow", "timing-inconsistent")
 RULE = ("Ranks tie where the 95% intervals overlap: a submission shares the rank of the first one of "

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.lab import text
-from harness.lab.judge import assignment, store
+from harness.lab.judge import store
+from harness.lab.judge.rules import assignment
 from harness.lab.term.marks import leaderboard, plots, points
 from harness.lab.term.public import alias
 
@@ -34,7 +35,7 @@ TEMPLATES = Path(__file__).parent.parent / "templates"  # term/templates
 def public_rows(rows: list[dict], aliases: dict[str, alias.Alias]) -> list[dict]:
     """The allow-list: rank (the leaderboard's, ties included), pseudonym, status, for a ranked row
     its time, ratio with interval and lines of code, and for any row its peak memory where the
-    grader measured one (MiB, a number: harness.lab.box.peak). Nothing else leaves a row."""
+    grader measured one (MiB, a number: harness.lab.box.proc.peak). Nothing else leaves a row."""
     public = []
     for rank, row in leaderboard.ranked(rows):
         entry = dict.fromkeys(PUBLIC_FIELDS)

@@ -35,7 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.lab import text
-from harness.lab.judge import assignment, files, store
+from harness.lab.judge import files, store
+from harness.lab.judge.rules import assignment
 from harness.lab.term.staff.fingerprints import Code, document, fingerprint, line_ranges
 
 THRESHOLD = 0.5  # the shipped examples' honest pairs score 0.0; copies 0.8-1.0

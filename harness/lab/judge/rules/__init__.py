@@ -1,0 +1,10 @@
+"""The lab file and the rules a grading keeps.
+
+    assignment  the lab file (labs/NAME.toml): what is graded, beside which references, the limits
+    tables      its [measure], [gate], [limits] and [grade] tables, each a record and its checks
+    timing      fair, tamper-evident timing: unseen images, answers checked, clocks bounded
+    deadlines   each exchange's deadline, from the reference's own times
+
+May import: harness.lab.box, harness.lab.text and the harness's wings below the lab; no other room of
+the judge (tests/test_layout.py).
+"""

@@ -1,0 +1,11 @@
+"""What a run leaves, and how it is read back: the run folders, their rows, and the statistics of raw
+times.
+
+    results    the results store: <out>/<study>/<run-id>/ with results.jsonl, env.json and study.toml
+    rows       the one reader of result rows and of a run's env.json: nothing read is trusted
+    runfolder  a run folder's state: complete or not (its marker), its place in this checkout's
+               order, and its one writer (a lock)
+    stats      statistics of raw per-call times: medians, intervals from resampled rounds and processes
+
+May import: the harness's wings below measure; no other room of measure (tests/test_layout.py).
+"""

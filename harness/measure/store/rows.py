@@ -1,0 +1,275 @@
+"""The one reader of result rows (results.jsonl) and of a run's env.json: nothing read is trusted.
+import-results, the report, the figures, reproduce and the floor all read rows here.
+
+A row is one JSON object on one line. It is usable when
+- `schema` is a version this harness knows (SCHEMA_VERSIONS), `run_id` and `kind` are strings,
+  `time` (seconds since 1970, where the row was written) a finite number above zero;
+- every number is finite (no NaN, no Infinity, none too big for a float), but NaN in an interval, a
+  spread or a share the harness computed (nan_means_none: "not computed": one round has no interval);
+- every time in nanoseconds (a key ending in `_ns` or holding `_ns_`, and all inside it) is at
+  least 0 and below MAX_NS, and each timed call of a round (times_ns, rounds_ns) above 0;
+- a row of a kind the report reads field by field (setup, round, load, cell) has those fields, of
+  their types (FIELDS, CELL_SPEC), and the optional ones it reads of theirs (OPTIONAL, CELL_OPTIONAL).
+A bad row is refused whole (strict: import-results) or skipped with one WARNING naming file:line
+(the report, figures, reproduce, --resume): never a traceback, never a NaN in a table.
+
+    check(row) -> why the row is unusable, or None
+    parse(line) -> the row (ValueError: not one JSON object)
+    read_lines(lines, where, strict, warn) -> the usable rows; a partial last line (a killed run) skipped
+    read(path, strict, warn) -> the usable rows of a file (read_lines)
+    read_object(path, strict, warn, then) -> a JSON file's object ({} where unreadable, not strict)
+    read_env(path, strict, warn) -> env.json's object (read_object)
+    BadRow                               the error a strict read raises (file:line: why)
+"""
+
+import json
+import math
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+
+SCHEMA_VERSIONS = (1,)
+MAX_NS = 3600 * 10**9  # an hour: no call, import or cold start of LeNet-5 takes longer
+NUMBER = (int, float)
+FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "setup": {"cell_id": str},
+    "round": {"cell_id": str, "round": int, "times_ns": list},
+    "load": {"round": int},
+    "cell": {"cell_id": str, "status": str, "cell": dict, "rounds_ns": list},
+}
+CELL_SPEC: dict[str, type | tuple[type, ...]] = {"implementation": str, "variant": str, "device": str,
+                                                 "batch_size": int, "dtype": str}
+NONE = type(None)
+OPTIONAL: dict[str, dict[str, type | tuple[type, ...]]] = {  # where present, of these types
+    "setup": {"pid": (int, NONE), "process": int, "calls": int, "import_ns": (*NUMBER, NONE),
+              "load_ns": (*NUMBER, NONE), "cold_start_ns": (*NUMBER, NONE), "memory": (dict, NONE),
+              "gpu_memory": (dict, NONE), "installed": (dict, NONE), "frameworks": (list, NONE)},
+    "round": {"process": int, "pid": (int, NONE), "device_ns": (list, NONE), "rss_peak": (*NUMBER, NONE),
+              "gpu_samples": (list, NONE), "contended": (str, NONE)},
+    "load": {"cells": list, "busy": list, "contended": (str, NONE)},
+    "cell": {"setup": (dict, NONE), "stats": (dict, NONE), "device_stats": (dict, NONE),
+             "round_process": list, "contended": bool, "contended_reasons": list, "reason": (str, NONE),
+             "rss_peak": (*NUMBER, NONE), "convergence": (dict, NONE), "warnings": list, "study": str},
+}
+CELL_OPTIONAL: dict[str, type | tuple[type, ...]] = {"calls": int, "mode": str, "threads": (int, NONE),
+                                                     "processes": int}
+
+
+def nan_means_none(key: str) -> bool:
+    """Statistics that are NaN where they cannot be computed (harness.measure.store.stats): an interval,
+    a spread, a share; never a measured time."""
+    return key.startswith(("ci", "within_ci")) or key in ("spread", "share")
+
+
+class BadRow(HarnessError):
+    """A row (or env.json) that is not usable: where (file:line) and why."""
+
+
+def parse(line: str) -> dict[str, Any]:
+    """One line -> one JSON object (anything else is a ValueError); check() judges its numbers."""
+    row = json.loads(line)
+    if not isinstance(row, dict):
+        raise ValueError(f"expected a JSON object, found {type(row).__name__}")
+    return row
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, NUMBER) and not isinstance(value, bool)
+
+
+def type_name(expected: type | tuple[type, ...]) -> str:
+    kinds = expected if isinstance(expected, tuple) else (expected,)
+    return " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+
+
+def has_type(value: Any, expected: type | tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in (expected if isinstance(expected, tuple) else (expected,)):
+        return False
+    return isinstance(value, expected)
+
+
+def timey(key: str) -> bool:
+    """A key whose numbers are nanoseconds."""
+    return key.endswith("_ns") or "_ns_" in key
+
+
+def bad_number(value: Any, where: str, as_time: bool, nan_ok: bool = False) -> str | None:
+    """Why a number (or every number inside a list or object) is unusable, or None."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return None
+    if isinstance(value, NUMBER):
+        if math.isnan(value) and nan_ok:
+            return None
+        if not math.isfinite(value):
+            return f"{where} is {value} (not a finite number)"
+        if as_time and not 0 <= value < MAX_NS:
+            return f"{where} is {value:g} ns (expected 0 <= t < {MAX_NS:.3g} ns, an hour)"
+        return None
+    if isinstance(value, list):
+        if value and all(type(v) is int for v in value) and not (  # the common case, fast: a round's times
+                bad_number(min(value), where, as_time) or bad_number(max(value), where, as_time)):
+            return None
+        for i, item in enumerate(value):
+            why = bad_number(item, f"{where}[{i}]", as_time, nan_ok)
+            if why:
+                return why
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            key = str(key)
+            why = bad_number(item, f"{where}.{key}", as_time or timey(key), nan_ok or nan_means_none(key))
+            if why:
+                return why
+    return None
+
+
+def bad_calls(times: Any, where: str) -> str | None:
+    """A round's per-call times: a list of numbers, each above 0 (bad_number checks the rest)."""
+    if not isinstance(times, list) or not all(is_number(t) for t in times):
+        return f"{where}: expected a list of per-call times (numbers)"
+    if times and min(times) <= 0:
+        return f"{where} holds {min(times):g} ns (a call takes more than 0 ns)"
+    return None
+
+
+def bad_fields(row: dict[str, Any], fields: dict[str, type | tuple[type, ...]],
+               where: str = "") -> str | None:
+    for key, expected in fields.items():
+        if key not in row:
+            return f"no field {where}{key!r} (a {row.get('kind')} row needs it)"
+        if not has_type(row[key], expected):
+            return (f"field {where}{key!r}: expected {type_name(expected)}, "
+                    f"found {type(row[key]).__name__}")
+    return None
+
+
+def bad_optional(row: dict[str, Any], fields: dict[str, type | tuple[type, ...]],
+                 where: str = "") -> str | None:
+    for key, expected in fields.items():
+        if key in row and not has_type(row[key], expected):
+            return f"field {where}{key!r}: expected {type_name(expected)}, found {type(row[key]).__name__}"
+    return None
+
+
+def bad_kind(row: dict[str, Any]) -> str | None:
+    """The fields of the kinds the report reads one by one, with their types."""
+    kind = row["kind"]
+    why = bad_fields(row, FIELDS.get(kind, {}))
+    if why:
+        return why
+    why = bad_optional(row, OPTIONAL.get(kind, {}))
+    if why:
+        return why
+    if kind == "round":
+        return bad_calls(row["times_ns"], "times_ns")
+    if kind == "cell":
+        why = bad_fields(row["cell"], CELL_SPEC, "cell.") or bad_optional(row["cell"], CELL_OPTIONAL, "cell.")
+        if why:
+            return why
+        if row["cell"]["batch_size"] < 1:
+            return f"cell.batch_size is {row['cell']['batch_size']} (expected 1 or more)"
+        for i, rnd in enumerate(row["rounds_ns"]):
+            why = bad_calls(rnd, f"rounds_ns[{i}]")
+            if why:
+                return why
+    return None
+
+
+def check(row: Any) -> str | None:
+    """Why the row is unusable (see the module's docstring), or None."""
+    if not isinstance(row, dict):
+        return f"expected a JSON object, found {type(row).__name__}"
+    schema = row.get("schema")
+    if not is_number(schema) or schema not in SCHEMA_VERSIONS:
+        return (f"schema {schema!r} is not one this harness reads (expected one of "
+                f"{list(SCHEMA_VERSIONS)}; a newer harness wrote it?)")
+    why = bad_fields(row, {"run_id": str, "kind": str, "time": NUMBER})
+    if why:
+        return why
+    if not (math.isfinite(row["time"]) and row["time"] > 0):
+        return f"time is {row['time']} (expected seconds since 1970, above 0)"
+    for key, value in row.items():
+        why = bad_number(value, key, timey(key), nan_means_none(key))
+        if why:
+            return why
+    return bad_kind(row)
+
+
+WARNED: set[str] = set()  # a file read twice in one command (the report, then the floor) warns once
+
+
+def warn_stderr(message: str) -> None:
+    if message not in WARNED:
+        WARNED.add(message)
+        print(message, file=sys.stderr)
+
+
+def read_lines(lines: Iterable[str], where: str, strict: bool = False,
+               warn: Callable[[str], None] = warn_stderr) -> list[dict]:
+    """The usable rows of JSON lines read from `where` (a file, or an archive's member). A partial
+    last line (no newline: a run killed mid-write) is skipped; any other bad line is a BadRow
+    (strict) or skipped with one WARNING naming where:line."""
+    rows: list[dict] = []
+    for lineno, line in enumerate(lines, 1):
+        if not line.endswith("\n"):
+            break  # unfinished last row: --resume cuts it off
+        try:
+            row = parse(line)
+        except ValueError as exc:
+            why: str | None = f"not a JSON row ({exc})"
+        else:
+            why = check(row)
+        if why is None:
+            rows.append(row)
+        elif strict:
+            raise BadRow(f"{where}:{lineno}: {why}")
+        else:
+            warn(f"WARNING: {where}:{lineno}: {why}; row skipped")
+    return rows
+
+
+def read(path: Path, strict: bool = False, warn: Callable[[str], None] = warn_stderr) -> list[dict]:
+    """Every usable row of a results.jsonl (read_lines); a file that is not UTF-8 text or cannot be
+    read is a BadRow (strict) or a WARNING, its rows before the fault kept."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    try:
+        with open(path, encoding="utf-8", errors="strict") as f:
+            return read_lines(f, str(path), strict, warn)
+    except UnicodeDecodeError as exc:
+        if strict:
+            raise BadRow(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        warn(f"WARNING: {path}: not UTF-8 text ({exc.reason}); its rows skipped")
+    except OSError as exc:
+        if strict:
+            raise BadRow(f"{path}: cannot read it ({exc.strerror or exc})") from None
+        warn(f"WARNING: {path}: cannot read it ({exc.strerror or exc}); its rows skipped")
+    return []
+
+
+def read_object(path: Path, strict: bool = False, warn: Callable[[str], None] = warn_stderr,
+                then: str = "skipped") -> dict:
+    """A JSON file holding one object (env.json, a verify or cross-check file). Missing: {}. Not
+    JSON or not an object: a BadRow (strict), else one WARNING saying what follows (`then`) and {}."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, found {type(data).__name__}")
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        if strict:
+            raise BadRow(f"{path}: not a readable JSON object ({exc})") from None
+        warn(f"WARNING: {path}: not a readable JSON object ({exc}); {then}")
+        return {}
+    return data
+
+
+def read_env(path: Path, strict: bool = False, warn: Callable[[str], None] = warn_stderr) -> dict:
+    """A run's env.json (read_object); where unreadable, its run is labelled an unknown machine."""
+    return read_object(path, strict, warn, "its run is labelled an unknown machine ('?')")

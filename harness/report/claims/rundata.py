@@ -1,0 +1,342 @@
+"""Result files -> tables for the figures and the report. Pure functions of the files in
+reports/results/ (no framework imported): the same files always give the same report.
+
+Runs of one study from several machines are combined; each machine is keyed by its host
+fingerprint and named so a reader tells it apart (harness.report.claims.hosts). For a study on a machine,
+the newest complete run is used: newest in this checkout's order (harness.measure.store.runfolder: when it
+completed or was imported here), never by a time its rows carry. A partial run (no completion
+marker) is named, never used.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness import DEFAULT_RESULTS
+from harness.errors import HarnessError
+from harness.machine import provenance
+from harness.measure import floor
+from harness.measure.plan import narrow
+from harness.measure.store import results, runfolder, stats
+from harness.measure.store import rows as row_reader
+from harness.report.claims import hosts
+
+
+def read_run(rows_path: Path) -> dict:
+    """One run folder: its study, id, environment, rows (harness.measure.store.rows: a bad row skipped
+    with a warning), whether it is complete and its place in this checkout's order (runfolder)."""
+    run_dir = rows_path.parent
+    env = row_reader.read_env(run_dir / "env.json")
+    rows = results.read_rows(rows_path)
+    order = runfolder.order(run_dir)
+    return {"study": run_dir.parent.name, "run_id": run_dir.name, "dir": run_dir,
+            "env": env, "rows": rows,
+            "started": min((r["time"] for r in rows), default=0.0),
+            "complete": order is not None, "order": order if order is not None else float("-inf")}
+
+
+def load_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
+    """Every complete run folder (its marker written): read_run's dicts, each with its machine
+    (hosts.assign: its `host_key` and `machine`, the machine's name in the report). A partial run
+    (killed, or still running) never answers: partial_runs names it."""
+    complete = [read_run(path) for path in run_files(root) if runfolder.completion(path.parent) is not None]
+    # a quick run of some cells (harness.measure.plan.narrow): a try, never a machine's answer
+    return hosts.assign([run for run in complete if not narrow.is_narrowed(run["env"])])
+
+
+def run_files(root: Path) -> list[Path]:
+    """<root>/<study>/<run>/results.jsonl, but in a hidden folder (an import's staging folder)."""
+    return [path for path in sorted(Path(root).glob("*/*/" + results.ROWS))
+            if not any(part.startswith(".") for part in path.relative_to(root).parts)]
+
+
+def partial_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
+    """Every run folder without its completion marker: its study, id, the cells it finished, and the
+    command that finishes it."""
+    found = []
+    for path in run_files(root):
+        run_dir = path.parent
+        if runfolder.completion(run_dir) is not None:
+            continue
+        rows = results.read_rows(path)
+        cells = {row["cell_id"] for row in rows if row.get("kind") == "cell"}
+        study = run_dir.parent.name
+        finish = (f"python -m harness run {study} --resume --run-id {run_dir.name}"
+                  if (run_dir / "study.toml").is_file() else f"run `{study}` again (it cannot be resumed)")
+        found.append({"study": study, "run_id": run_dir.name, "dir": run_dir, "cells_done": len(cells),
+                      "rows": len(rows), "finish": finish})
+    return found
+
+
+PROFILES = ("kernels",)  # studies whose runs each profile some targets: newest per target, not per run
+
+
+def latest_runs(runs: list[dict]) -> list[dict]:
+    """The newest run of each study on each machine; of a profile study (`kernels`, where a later
+    run may profile a few targets again), the newest row of each target and batch size, as one run
+    of the newest one's environment."""
+    best: dict[tuple[str, str], dict] = {}
+    for run in runs:
+        key = (run["study"], run["machine"])
+        if run["study"] in PROFILES and key in best:
+            older, newer = sorted((best[key], run), key=lambda r: r["order"])
+            run = {**newer, "rows": newest_rows(older["rows"] + newer["rows"]),
+                   "run_ids": older.get("run_ids", [older["run_id"]]) + [newer["run_id"]]}
+        if key not in best or run["order"] >= best[key]["order"]:
+            best[key] = run
+    return sorted(best.values(), key=lambda r: (r["study"], r["machine"]))
+
+
+def newest_rows(rows: list[dict]) -> list[dict]:
+    """Rows in order, each (implementation, variant, batch) kept once: its last ok row (or its
+    last row where none is ok). Rows without a batch are batch 1."""
+    kept: dict[tuple, dict] = {}
+    for row in rows:
+        key = (row.get("implementation"), row.get("variant"), row.get("batch", 1))
+        if key not in kept or row.get("status") == "ok" or kept[key].get("status") != "ok":
+            kept[key] = row
+    return list(kept.values())
+
+
+def cells_frame(runs: list[dict]) -> pd.DataFrame:
+    """One row per final cell row, flattened: spec, status, statistics (ms), setup times, and the
+    marks a quoted number carries: thin (too few rounds or calls for an interval: none is given),
+    noisy, contended (with why) and stale (its level's sources changed since it was measured)."""
+    records = []
+    for run in runs:
+        own = own_process(run["rows"])
+        stale: dict[str, str | None] = {}
+        for row in run["rows"]:
+            if row.get("kind") != "cell":
+                continue
+            impl = row["cell"]["implementation"]
+            if impl not in stale:
+                stale[impl] = provenance.change(run["env"].get("provenance"), impl, run["started"])
+            records.append(cell_record(run, row, own, stale[impl] or ""))
+    frame = pd.DataFrame.from_records(records)
+    if not frame.empty:
+        frame["images_per_s"] = frame["batch_size"] / (frame["median_ms"] / 1e3)
+        frame["label"] = frame["implementation"] + "/" + frame["variant"]
+    return frame
+
+
+def cell_statistics(row: dict) -> dict:
+    """The statistics of a final cell row, recomputed from its raw times (so every run is read with
+    today's rules); a thin cell's interval and noise verdict are dropped (stats.interval_supported)."""
+    times = [t for rnd in row.get("rounds_ns", []) for t in rnd]
+    measured = row["status"] == "ok" and times
+    st = stats.summarize(row["rounds_ns"], row.get("round_process")) if measured else {}
+    if st.get("thin"):
+        st.update(ci95_low_ns=float("nan"), ci95_high_ns=float("nan"), ci_over_median=float("nan"),
+                  noisy=False, drawn=False)
+    return st
+
+
+def cell_record(run: dict, row: dict, own: dict[str, bool], stale: str) -> dict:
+    """One final cell row flattened for the frame (cells_frame)."""
+    dev, setup = row.get("device_stats") or {}, row.get("setup") or {}
+    times = [t for rnd in row.get("rounds_ns", []) for t in rnd]
+    st = cell_statistics(row)
+    spec = {"mode": "inference", "threads": None, **row["cell"]}  # rows before train mode lack them
+    return {
+        "study": run["study"], "run_id": run["run_id"], "machine": run["machine"],
+        "run_started": run["started"],
+        "run_order": run["order"],
+        "cell_id": row["cell_id"], **spec, "status": row["status"],
+        "reason": row.get("reason") or "",
+        "n": st.get("n", 0),
+        "median_ms": st.get("median_ns", float("nan")) / 1e6,
+        "ci_low_ms": st.get("ci95_low_ns", float("nan")) / 1e6,
+        "ci_high_ms": st.get("ci95_high_ns", float("nan")) / 1e6,
+        "p90_ms": st.get("p90_ns", float("nan")) / 1e6,
+        "p99_ms": st.get("p99_ns", float("nan")) / 1e6,
+        "mean_ms": st.get("mean_ns", float("nan")) / 1e6,
+        "min_ms": st.get("min_ns", float("nan")) / 1e6,
+        "iqr_ms": st.get("iqr_ns", float("nan")) / 1e6,
+        "spread": st.get("spread", float("nan")),
+        "ci_over_median": st.get("ci_over_median", float("nan")),
+        "rounds": st.get("rounds", 0),
+        "noisy": bool(st.get("noisy", False)),
+        "thin": bool(st.get("thin", False)),
+        "processes": st.get("processes", 0),  # the fresh worker processes its rounds came from
+        "process_medians_ms": [m / 1e6 for m in st.get("process_medians_ns", [])],
+        "process-dependent": bool(st.get("drawn", False)),  # its processes' medians differ (quote.MARKS)
+        "thin_reason": stats.thin_reason(row["rounds_ns"]) if st.get("thin") else "",
+        "contended": bool(row.get("contended", False)),
+        "contended_reasons": list(row.get("contended_reasons") or []),
+        "stale": stale,
+        "device_median_ms": dev.get("median_ns", float("nan")) / 1e6,
+        "cold_start_ms": (setup.get("cold_start_ns") or float("nan")) / 1e6,
+        "own_process": own.get(row["cell_id"]),
+        "import_s": (setup.get("import_ns") or float("nan")) / 1e9,
+        "load_s": (setup.get("load_ns") or float("nan")) / 1e9,
+        "memory": setup.get("memory"),  # resident bytes by stage (harness.measure.inside.memory)
+        "rss_peak": row.get("rss_peak"),  # resident peak of the timed calls (bytes)
+        "gpu_memory": setup.get("gpu_memory"),
+        "installed": setup.get("installed"),
+        "times_ms": [t / 1e6 for t in times],
+        "rounds_ns": row.get("rounds_ns", []),
+        "round_process": row.get("round_process") or [0] * len(row.get("rounds_ns", [])),
+        "convergence": row.get("convergence"),
+    }
+
+
+def own_process(rows: list[dict]) -> dict[str, bool]:
+    """cell_id -> whether its worker process started for it (its first call was a cold start)
+    or had already run another cell (that call came after another variant's warm-up)."""
+    seen, out = set(), {}
+    for row in rows:
+        if row.get("kind") == "setup" and row.get("pid") is not None:
+            out[row["cell_id"]] = row["pid"] not in seen
+            seen.add(row["pid"])
+    return out
+
+
+def load(root: Path = DEFAULT_RESULTS) -> tuple[list[dict], pd.DataFrame]:
+    runs = latest_runs(load_runs(root))
+    return runs, cells_frame(runs)
+
+
+def load_with_history(root: Path = DEFAULT_RESULTS) -> tuple[list[dict], pd.DataFrame, pd.DataFrame]:
+    """(newest runs, their cells, the cells of every run): each file read and each cell
+    summarized once; the newest runs' cells are taken from the history, in `load`'s order."""
+    every = load_runs(root)
+    runs = latest_runs(every)
+    history = cells_frame(every)
+    if history.empty:
+        return runs, history, history
+    parts = [history[(history["study"] == r["study"]) & (history["run_id"] == r["run_id"])]
+             for r in runs]
+    return runs, pd.concat(parts, ignore_index=True), history
+
+
+def verify_records(root: Path = DEFAULT_RESULTS, pattern: str = "verify-*.json") -> list[dict]:
+    """verify-*.json files written by `python -m harness verify --json FILE` (with
+    pattern="verify-train-*.json": `verify-train`'s)."""
+    found = []
+    for path in sorted(Path(root).glob(pattern)):
+        if pattern == "verify-*.json" and path.name.startswith("verify-train-"):
+            continue
+        data = row_reader.read_object(path)  # a JSON object, or {} with a warning
+        rows = data.get("rows", [])
+        for row in rows if isinstance(rows, list) else []:
+            if isinstance(row, dict):
+                found.append({"file": path.name, **row})
+    return found
+
+
+def source(row: dict) -> str:
+    """A verify row's file, and the campaign it came from where the row says (rows merged by
+    import-results from several campaigns each say theirs)."""
+    return f"{row['file']} ({row['campaign']})" if row.get("campaign") else row["file"]
+
+
+def crosscheck_records(root: Path = DEFAULT_RESULTS) -> list[dict]:
+    """crosscheck-*.json files written by `python -m harness crosscheck --json FILE`."""
+    return [{"file": path.name, **data} for path in sorted(Path(root).glob("crosscheck*.json"))
+            if (data := row_reader.read_object(path))]
+
+
+def answer_run(frame: pd.DataFrame, device: str, machine: str | None = None) -> str | None:
+    """The api_levels run that answers for `device`: the newest (in this checkout's order) with an ok cell
+    on the device, of `machine` where one is named (`make report MACHINE=...`). The run a user
+    just made is the answer; committed runs of other machines stand beside it."""
+    if frame.empty:
+        return None
+    cells = frame[(frame["study"] == "api_levels") & (frame["status"] == "ok") & (frame["device"] == device)
+                  & (frame["implementation"] != "null")]
+    if machine is not None:
+        cells = cells[cells["machine"] == machine]
+    if cells.empty:
+        return None
+    newest = cells.sort_values(["run_order", "run_id"]).iloc[-1]
+    return str(newest["run_id"])
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """What the figures, REPORT.md and DETAILS.md are drawn from, read once. runs: the newest run
+    of each study on each machine (load_runs' dicts); frame: their cells (cells_frame); loc_rows:
+    loc.csv's rows; history: the cells of every committed run, for repeatability (the newest
+    runs' cells where only those were read); the verify, verify-train and cross-check records."""
+
+    runs: list[dict]
+    frame: pd.DataFrame
+    loc_rows: list[dict]
+    history: pd.DataFrame
+    verify_rows: list[dict] = field(default_factory=list)
+    verify_train_rows: list[dict] = field(default_factory=list)
+    crosschecks: list[dict] = field(default_factory=list)
+    answer: dict = field(default_factory=dict)  # device -> the api_levels run id that answers (answer_run)
+    floors: dict = field(default_factory=dict)  # device -> measure.floor.Floor of that run
+    partial: list = field(default_factory=list)  # partial_runs: runs never used, named with how to finish
+
+
+def resolve_machine(machine: str, known: list[str], root: Path) -> str:
+    """MACHINE as given: a machine's full name (hosts.assign's), or a part of exactly one name
+    ('58.3 G', 'Intel Xeon'): names that tell hosts apart are long to type."""
+    if machine in known:
+        return machine
+    hits = [m for m in known if machine.lower() in m.lower()]
+    if len(hits) == 1:
+        return hits[0]
+    why = "names several machines" if hits else "no runs of that machine"
+    raise HarnessError(f"MACHINE {machine!r}: {why} in {root}; machines: {hits or known}")
+
+
+def load_report(root: Path, loc_rows: list[dict], every_run: bool = False,
+                machine: str | None = None) -> ReportData:
+    """The report's data from a results folder. every_run: read the cells of every committed run
+    into `history` (a second or so more); otherwise `history` is the newest runs' cells. machine:
+    the machine whose runs answer (None: the newest run's; resolve_machine: or a part of its name)."""
+    if every_run:
+        runs, frame, history = load_with_history(root)
+    else:
+        runs, frame = load(root)
+        history = frame
+    if machine is not None:
+        machine = resolve_machine(machine, sorted(set(frame["machine"])) if not frame.empty else [], root)
+    answer = {d: answer_run(frame, d, machine) for d in ("cpu", "gpu")}
+    floors = {d: floor.fastest_measured(d, root, run_id=r) for d, r in answer.items() if r is not None}
+    return ReportData(runs=runs, frame=frame, loc_rows=loc_rows, history=history,
+                      verify_rows=verify_records(root), crosschecks=crosscheck_records(root),
+                      verify_train_rows=verify_records(root, "verify-train-*.json"),
+                      answer=answer, floors=floors, partial=partial_runs(root))
+
+
+def find(frame: pd.DataFrame, study: str, label: str, device: str = "cpu", batch: int = 1,
+         dtype: str = "float32", machine: str | None = None, threads: int | None = None) -> pd.Series | None:
+    """The ok cell of that study, label, device, batch, dtype (and machine), or None. threads:
+    None for a cell at the study's own thread count, else the cell's `threads`. One boolean mask,
+    then one row taken: no sub-frame (with every call's times) is copied."""
+    if frame.empty:
+        return None
+    mask = ((frame["study"].to_numpy() == study) & (frame["label"].to_numpy() == label)
+            & (frame["device"].to_numpy() == device) & (frame["batch_size"].to_numpy() == batch)
+            & (frame["dtype"].to_numpy() == dtype) & (frame["status"].to_numpy() == "ok"))
+    if machine is not None:
+        mask &= frame["machine"].to_numpy() == machine
+    if "threads" in frame:
+        threads_col = frame["threads"]
+        mask &= (threads_col.isna() if threads is None else threads_col == threads).to_numpy()
+    hits = np.flatnonzero(mask)
+    return None if hits.size == 0 else frame.iloc[hits[0]]
+
+
+def ratio_ci(a: pd.Series | None, b: pd.Series | None) -> dict | None:
+    """a's time over b's, taken within rounds (both from the same run), with its interval; no
+    interval (NaN) where the rounds cannot support one (stats.interval_supported)."""
+    if a is None or b is None or a["run_id"] != b["run_id"] or a["study"] != b["study"]:
+        return None  # a campaign gives several studies one run id: their rounds are not shared
+    r = stats.round_ratio(a["rounds_ns"], b["rounds_ns"], processes_a=a.get("round_process"),
+                          processes_b=b.get("round_process"))
+    if r is not None and (r["thin"] or a.get("thin", False) or b.get("thin", False)):
+        r = {**r, "ci95_low": float("nan"), "ci95_high": float("nan"), "thin": True}
+    return r
+
+
+def ratio(a: pd.Series | None, b: pd.Series | None) -> float | None:
+    r = ratio_ci(a, b)
+    return r["ratio"] if r else None
