@@ -213,7 +213,7 @@ def section(runs: list[dict]) -> list[str]:
             "runs' intervals overlap? An interval covers the rounds and processes of one run, not the "
             "machine's drift between runs: a second run's medians may all move together, while its "
             "within-round ratios cancel the move. The drift measured here widens the headline's "
-            "absolute intervals into intervals for a rerun (harness.report.drift); where an earlier "
+            "absolute intervals into intervals for a rerun (harness.report.claims.drift); where an earlier "
             "drift was known, the last check holds the new medians against those.", ""]
     if not found:
         return head + ["_No reproduce run yet: `make reproduce` makes one._"]
