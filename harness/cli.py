@@ -192,7 +192,9 @@ def add_report_commands(sub: Subparsers) -> None:
     command(sub, "figures", "draw the figures from the result files", commands.cmd_figures,
             results(), out(DEFAULT_FIGURES), machine())
     command(sub, "report", "write REPORT.md (and DETAILS.md beside it) from the result files",
-            commands.cmd_report, results(), out(DEFAULT_REPORT), machine())
+            commands.cmd_report, results(),
+            out(DEFAULT_REPORT, "REPORT.md's path, or a folder to write REPORT.md and DETAILS.md into "
+                                "(default reports/REPORT.md)"), machine())
 
 
 def add_timing_commands(sub: Subparsers) -> None:

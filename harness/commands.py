@@ -251,8 +251,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         log(f"WARNING: a number in the headline was measured on older code: {line}")
     for line in markdown.partial_lines(data.partial):
         log(f"WARNING: {line}")
-    print(f"wrote {markdown.write(markdown.build(data), args.out)}")
-    detail_path = Path(args.out).with_name("DETAILS.md")
+    out = Path(args.out)
+    if out.is_dir():  # a folder: REPORT.md and DETAILS.md inside it
+        out = out / "REPORT.md"
+    print(f"wrote {markdown.write(markdown.build(data), out)}")
+    detail_path = out.with_name("DETAILS.md")
     print(f"wrote {markdown.write(details.build(data), detail_path)}")
     return 0
 

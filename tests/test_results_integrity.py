@@ -436,3 +436,14 @@ def _parser_for(func):
     parser.set_defaults(func=func, data_dir=None, gpu=None)
     parser.add_argument("command")
     return parser
+
+
+def test_report_out_a_folder_writes_both_documents_inside_it(tmp_path):
+    """`report --out DIR`: REPORT.md and DETAILS.md inside the folder, not an error."""
+    from harness.cli import main
+
+    results, out = tmp_path / "results", tmp_path / "out"
+    results.mkdir()
+    out.mkdir()
+    assert main(["report", "--results", str(results), "--out", str(out)]) == 0
+    assert (out / "REPORT.md").is_file() and (out / "DETAILS.md").is_file()
