@@ -4,6 +4,7 @@ every variant against the NumPy reference, threads, and a missing library. Skipp
 libdnnl cannot be loaded at all (the reason is shown)."""
 
 import ctypes
+import json
 import os
 import subprocess
 import sys
@@ -256,6 +257,21 @@ def test_omp_num_threads_set_before_loading_is_what_libgomp_uses(lib, threads):
     done = run_python(code, OMP_NUM_THREADS=threads)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [threads, threads]
+
+
+def test_doctor_and_env_json_give_the_workers_threads_not_the_parents(lib):
+    """The probe runs in the parent, whose libgomp read the parent's environment (here 3 threads); env.json
+    and doctor give the workers' count (the thread rule: 1 by default, 2 when a study says 2) and label
+    the parent's as its own."""
+    code = ("import json; from harness.machine import doctor, env, procenv\n"
+            "found = [env.collect_onednn(s)['onednn'] for s in (None, procenv.settings(2, 1, 'cpu'))]\n"
+            "print(json.dumps([[f['threads'], f['parent_threads']] for f in found]))\n"
+            "print(doctor.onednn_line(found[0]))\n")
+    done = run_python(code, OMP_NUM_THREADS="3")
+    assert done.returncode == 0, done.stderr
+    counts, line = done.stdout.strip().splitlines()
+    assert json.loads(counts) == [[1, 3], [2, 3]]
+    assert "1 OpenMP thread(s) in a worker" in line and line.endswith("this process's own libgomp: 3"), line
 
 
 def test_the_harness_thread_rule_is_not_overridden_by_the_registry():

@@ -168,11 +168,22 @@ def host_line(info: dict) -> str:
             f"{found.get('kernel')}; hypervisor {found.get('hypervisor') or 'none'}")
 
 
+def onednn_line(onednn: dict) -> str:
+    """oneDNN's line: the library, and the OpenMP threads a worker uses (the harness's thread rule),
+    with this process's libgomp count labelled as this process's (it read no OMP_NUM_THREADS)."""
+    if not onednn.get("found"):
+        return f"oneDNN: {onednn.get('reason', 'not probed')}"
+    parent = onednn.get("parent_threads")
+    return (f"oneDNN: version {onednn['version']} from {onednn['path']} ({onednn['how']}), "
+            f"{onednn['threads']} OpenMP thread(s) in a worker (the harness's thread rule)"
+            + (f"; this process's own libgomp: {parent}" if parent is not None else ""))
+
+
 def report(weights: str | Path = DEFAULT_WEIGHTS, names: Sequence[str] | None = None,
            out: Callable[[str], object] = print) -> int:
     """The machine, then one row per implementation and device (names: all when None). The
     TensorFlow line is printed when a level asked for runs on TensorFlow."""
-    info = env.collect()
+    info = env.collect(procenv.settings(1, 1, "cpu"))  # the settings its probes and a study's workers get
     out(f"Python {info['python']} ({info['python_executable']})")
     out(f"CPU: {info['cpu']}, {info['cpus_usable']} usable cores, load average {info['loadavg']}")
     out(host_line(info))
@@ -193,10 +204,7 @@ def report(weights: str | Path = DEFAULT_WEIGHTS, names: Sequence[str] | None = 
     cudnn = info.get("cudnn") or {}
     out(f"cuDNN: version {cudnn['version']} from {cudnn['path']} ({cudnn['how']})" if cudnn.get("found")
         else f"cuDNN: {cudnn.get('reason', 'not probed')}")
-    onednn = info.get("onednn") or {}
-    out(f"oneDNN: version {onednn['version']} from {onednn['path']} ({onednn['how']}), "
-        f"{onednn['threads']} OpenMP thread(s)" if onednn.get("found")
-        else f"oneDNN: {onednn.get('reason', 'not probed')}")
+    out(onednn_line(info.get("onednn") or {}))
     for level in registry.with_hook("cublaslt"):
         out(cublaslt_line(level))
     for line in cpu_level_lines() + level_hook_lines():

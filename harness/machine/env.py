@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from harness import registry
 from harness.errors import HarnessError
-from harness.machine import host
+from harness.machine import host, procenv
 
 # The harness's own distributions, then every level's (its spec's `versions`): a new level's are
 # recorded without an edit here.
@@ -100,9 +100,18 @@ def collect_cudnn() -> dict:
     return library_probe(registry.raw_library("gpu") or "cudnn", "cudnn")
 
 
-def collect_onednn() -> dict:
-    """The oneDNN library the raw CPU level would load: path, version, OpenMP threads."""
-    return library_probe(registry.raw_library("cpu") or "onednn", "onednn")
+def collect_onednn(settings: dict | None = None) -> dict:
+    """The oneDNN library the raw CPU level would load: path, version, and the OpenMP threads its
+    workers use. The probe runs in this process, whose libgomp read this process's environment (none
+    set: one thread a core); a worker gets the harness's thread rule (settings: procenv.settings, 1
+    thread by default) before the library loads. So `threads` is the workers' OMP_NUM_THREADS, and
+    this process's count is kept apart as `parent_threads`."""
+    found = library_probe(registry.raw_library("cpu") or "onednn", "onednn")
+    library = found.get("onednn")
+    if library and library.get("found"):
+        library["parent_threads"] = library.pop("threads", None)
+        library["threads"] = int((settings or procenv.settings())["OMP_NUM_THREADS"])
+    return found
 
 
 def collect_nvrtc() -> dict:
@@ -129,8 +138,8 @@ def collect(thread_settings: dict | None = None) -> dict:
     info: dict = {"collected_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     for collect_part in (collect_system, collect_host, collect_gpus, collect_cudnn, collect_onednn,
                          collect_nvrtc):
-        try:
-            info.update(collect_part())
+        try:  # oneDNN's threads are the workers' (thread_settings), not this process's
+            info.update(collect_part(thread_settings) if collect_part is collect_onednn else collect_part())
         except Exception as exc:  # an odd machine must not stop a run
             info[f"{collect_part.__name__}_error"] = f"{type(exc).__name__}: {exc}"
     info["packages"] = collect_packages()
