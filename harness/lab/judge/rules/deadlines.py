@@ -52,8 +52,9 @@ SAFETY = 4.0
 # burst of other work, swap, a GC); and a call of 1 s, about 4000x numpy, must end `too-slow`
 # with its ratio (measured), not `timeout` (tests/test_lab.py's `sleepy`).
 CALL_FLOOR_S = 5.0
-# A first call's compile, at most: the slowest first call the project measured is numba/fused's
-# 3.2 s (reports/DETAILS.md, "Cold start"); JAX, TensorFlow and Keras first calls are under 1 s.
+# A first call's compile, at most: the slowest first call the project measured is numba/fused's, a few
+# seconds (its number on each machine: reports/DETAILS.md, "Cold start against steady state"); JAX,
+# TensorFlow and Keras first calls are under 1 s.
 FIRST_CALL_S = 30.0
 PACE_CALLS = 10  # the reference's calls timed for each submission's deadlines (their median)
 
