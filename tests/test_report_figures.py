@@ -406,3 +406,12 @@ def test_fig1_names_the_device_of_a_level_drawn_on_both():
            for d, m in (("cpu", 0.126), ("gpu", 0.136))]
     assert cost.label(pts[0], pts).endswith("(CPU) 126 µs") and cost.label(pts[1], pts).endswith("(GPU) 136 µs")
     assert "(CPU)" not in cost.label(pts[0], pts[:1])
+
+
+def test_every_variant_of_one_level_has_its_own_marker_and_line_style():
+    # issue 72: Fig. 9's ten CUDA lines share one colour; five markers made them repeat
+    from harness.report.figures import batch_lines
+
+    styles = [batch_lines.variant_style(k) for k in range(24)]
+    assert len(set(styles)) == 24
+    assert len({m for m, _ in styles[:12]}) == 12 and {s for _, s in styles[:12]} == {"-"}
