@@ -113,3 +113,10 @@ def test_a_namespace_package_bills_only_the_distribution_whose_files_were_loaded
     found = memory.installed([str(site / "nsfake" / "a" / "__init__.py")], maps_text="")
     assert "nsfake-a" in found["distributions"] and "nsfake-b" not in found["distributions"]
     assert found["distributions"]["nsfake-a"]["loaded"] == 1
+
+
+def test_an_install_size_says_what_its_count_counts():
+    # issue 72: "15 MiB (7)" with nothing saying what 7 is; both tables' headers now say it
+    b = bill.Bill("c", "cpu", "c/fused", 70, 1, 1, 80, 0.03, 0.01, 0.01, 0.01, 15.2, 7, (), 112)
+    assert bill.installed_text(b) == "15 MiB (7)"
+    assert bill.INSTALLED_HEADER.endswith("(how many distributions and shared libraries)")

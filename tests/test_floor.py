@@ -112,7 +112,8 @@ def test_the_reports_method_names_the_floors_the_rows_recorded():
     rows = [{"device": "cpu", "floor": "numba/fused"}, {"device": "cpu", "floor": None},
             {"device": "gpu", "floor": "cudnn/graph"}]
     text = explain_section.method(rows)
-    assert ("(the fastest measured implementation, not the arithmetic: `numba/fused` on the CPU, "
+    assert ("(the fastest implementation measured when the explain run chose it, not the arithmetic: "
+            "`numba/fused` on the CPU, "
             "cuDNN replayed as one CUDA graph on the GPU; timed in the same process") in text
     assert "not the arithmetic; timed" in explain_section.method([{"device": "cpu", "floor": None}])
 

@@ -135,3 +135,17 @@ def test_the_machine_findings_read_their_levels_and_variants_from_the_registry()
     assert {name: registry.compiled_call(name) for name in registry.KERAS_BACKENDS} == \
         {"keras": "function", "keras_jax": "jit", "keras_torch": "compile"}
     assert registry.raw_library("cpu") == "onednn"
+
+
+def test_the_runs_list_names_every_run_a_merged_kernels_run_came_from():
+    # issue 72: the batch-1 kernels run was missing from "Runs behind this report"
+    from harness.report.markup.style import caption
+
+    env = {"packages": {}, "threads": {}, "gpus": [{"name": "H100"}]}
+    row = {"implementation": "cuda", "variant": "resident", "status": "ok"}
+    runs = [{"study": "kernels", "machine": "m", "run_id": rid, "order": i, "env": env,
+             "rows": [{**row, "batch": batch}]} for i, (rid, batch) in enumerate((("k1", 1), ("k512", 512)))]
+    merged = rundata.latest_runs(runs)
+    assert len(merged) == 1
+    assert caption(merged).endswith("| runs kernels/k1 + kernels/k512")
+    assert caption(runs[:1]).endswith("| run kernels/k1")

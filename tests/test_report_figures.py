@@ -390,3 +390,28 @@ def test_fig11_draws_the_within_round_ratio_per_implementation(drawn, tmp_path):
 
 def test_a_caption_for_every_figure_in_reading_order():
     assert [name for name, _, _ in captions.FIGURES] == [name for name, _ in figures.FIGURES]
+
+
+def test_a_label_goes_away_from_its_nearest_neighbour_at_its_height():
+    # issue 72: "CUDA 19 µs" sat left of its marker, between it and oneDNN's, and read as oneDNN's
+    centres = [(500.0, 400.0), (800.0, 402.0), (300.0, 100.0), (300.0, 110.0)]
+    sides = place.sides_away(centres, [1, -1, 1, -1])
+    assert sides[:2] == [-1, 1]  # oneDNN left, CUDA right: neither label between the two markers
+    assert sides[2:] == [1, -1]  # straight above each other: their defaults (CPU right, GPU left)
+    assert place.sides_away([(0.0, 0.0), (1000.0, 0.0)], [-1, 1]) == [-1, 1]  # out of reach
+
+
+def test_fig1_names_the_device_of_a_level_drawn_on_both():
+    pts = [{"implementation": "torch", "device": d, "median": m, "marks": []}
+           for d, m in (("cpu", 0.126), ("gpu", 0.136))]
+    assert cost.label(pts[0], pts).endswith("(CPU) 126 µs") and cost.label(pts[1], pts).endswith("(GPU) 136 µs")
+    assert "(CPU)" not in cost.label(pts[0], pts[:1])
+
+
+def test_every_variant_of_one_level_has_its_own_marker_and_line_style():
+    # issue 72: Fig. 9's ten CUDA lines share one colour; five markers made them repeat
+    from harness.report.figures import batch_lines
+
+    styles = [batch_lines.variant_style(k) for k in range(24)]
+    assert len(set(styles)) == 24
+    assert len({m for m, _ in styles[:12]}) == 12 and {s for _, s in styles[:12]} == {"-"}

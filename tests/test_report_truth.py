@@ -180,3 +180,15 @@ def test_an_old_explain_row_never_calls_its_floor_the_arithmetic():
     assert explain_section.stage_name(row, 0) == "tf.data pipeline"
     assert explain_section.stage_name(row, 1) == ("the floor (oneDNN tuned, the fastest measured "
                                                   "implementation then)")
+
+
+def test_an_explain_row_calls_its_floor_what_the_run_chose_not_the_devices_fastest():
+    # issue 72: the GPU explain run timed cudnn/graph beside the call, while the report's fastest
+    # GPU call is a resident CUDA kernel measured later
+    row = {"floor": "cudnn/graph", "stages": [
+        {"name": "JAX's per-call dispatch", "ns": 1e6, "share": 0.9},
+        {"name": "the fastest measured implementation on this device (cudnn/graph)", "ns": 6e4, "share": 0.1}]}
+    name = explain_section.stage_name(row, 1)
+    assert name.startswith("the floor this explain run chose (cudnn/graph;")
+    assert "fastest measured implementation on this device" not in name
+    assert "fastest measured implementation on this device" not in explain_section.stage_text(row, 1)

@@ -99,6 +99,16 @@ def bills(frame: pd.DataFrame, answer: dict) -> dict[tuple[str, str], Bill]:
     return out
 
 
+# what an install size's "(7)" counts, said in every table that shows one
+INSTALLED_HEADER = "installed beyond the harness (how many distributions and shared libraries)"
+
+
+def installed_text(b: Bill) -> str:
+    """'15 MiB (7)': the install size beyond the harness and how many distributions and shared
+    libraries it is (INSTALLED_HEADER says so in the column's header)."""
+    return f"{b.install_mb:,.0f} MiB ({b.install_count})"
+
+
 def section(frame: pd.DataFrame, answer: dict) -> list[str]:
     """DETAILS' table of the full bill: every level's stages, start-up and install, per device."""
     found = bills(frame, answer)
@@ -115,12 +125,12 @@ def section(frame: pd.DataFrame, answer: dict) -> list[str]:
     rows = [[b.label, b.device, f"{b.baseline_mb:,.0f} MiB", f"+{b.import_mb:,.0f} MiB",
              f"+{b.model_mb:,.0f} MiB", f"{b.calls_peak_mb:,.0f} MiB", f"{b.import_s:.2f} s",
              f"{b.build_s:.2f} s", f"{b.first_call_s:.3g} s", f"{b.startup_s:.2g} s",
-             f"{b.install_mb:,.0f} MiB ({b.install_count})",
+             installed_text(b),
              ", ".join(f"{name.rsplit('/', 1)[-1]} {mb:,.0f} MiB" for name, mb in b.biggest) or "–",
              f"{b.shared_mb:,.0f} MiB"]
             for (impl, device), b in sorted(found.items(), key=lambda kv: (kv[0][1], order(kv[0][0])))]
     headers = ["level/call", "device", "before import", "import", "model", "peak in calls", "import time",
-               "build", "first call", "to first answer", "installed beyond the harness (count)", "largest",
+               "build", "first call", "to first answer", INSTALLED_HEADER, "largest",
                "the harness's own"]
     return head + ["", table(headers, rows)]
 

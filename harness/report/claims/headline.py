@@ -224,7 +224,7 @@ def bill_columns(lv: Level, dash: Callable[[str], str]) -> list[str]:
                else "not recorded: the run that answers predates the bill's measurements")
         return [dash(why or "not measured")] + ["–"] * 2
     return [f"{found.calls_peak_mb:,.0f} MiB ({found.import_mb:,.0f} MiB)", f"{found.startup_s:.2g} s",
-            f"{found.install_mb:,.0f} MiB ({found.install_count})"]
+            bill.installed_text(found)]
 
 
 def interval_words(moved: drift.Drift | None) -> str:
@@ -281,7 +281,7 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
                f"GPU, batch 1, fastest call measured, x {raw_name['gpu']}",
                f"GPU throughput, batch {largest}" if largest else "GPU throughput, largest batch",
                "memory, CPU: peak resident in calls (import's share)", "start-up, CPU: to the first answer",
-               "installed beyond the harness"]
+               bill.INSTALLED_HEADER]
     out = [table(headers, body), ""]
     out += [f"({chr(ord('a') + i)}) {why}." for i, why in enumerate(notes)]
     marks = quote.mark_notes(quoted, headline=True)

@@ -16,7 +16,9 @@ from matplotlib.axes import Axes
 
 from harness.report.markup.style import colour, ladder_sorted
 
-MARKERS = "osD^v"  # the first, second, ... variant of one implementation
+# the first, second, ... variant of one implementation: twelve markers told apart at 5 pt (the GPU
+# panel has ten CUDA variants in one colour); a 13th variant on repeats them on a dotted line
+MARKERS = "osD^vP*Xhp<>"
 BAND_ALPHA = 0.15
 
 
@@ -45,13 +47,20 @@ def line(ax: Axes, part: pd.DataFrame, column: str, label: str, impl: str, marke
 
 def draw(ax: Axes, cells: pd.DataFrame, column: str, dashed: Callable[[str], bool] = lambda _: False) -> None:
     """Every label of one panel's cells, ladder order: solid unless dashed(label); the first
-    variant of an implementation a circle, its second a square, and so on."""
+    variant of an implementation a circle, its second a square, and so on (variant_style)."""
     seen: dict[str, int] = {}
     for label in ladder_sorted(cells["label"]):
         impl = label.split("/")[0]
         k = seen[impl] = seen.get(impl, -1) + 1
-        line(ax, cells[cells["label"] == label], column, label, impl, MARKERS[k % len(MARKERS)],
-             "--" if dashed(label) else "-")
+        marker, style = variant_style(k)
+        style = "--" if dashed(label) else style
+        line(ax, cells[cells["label"] == label], column, label, impl, marker, style)
+
+
+def variant_style(k: int) -> tuple[str, str]:
+    """The k-th variant's (marker, line style): a marker of its own among its implementation's
+    (one colour), the line solid; from the 13th on the markers again, on a dotted line."""
+    return MARKERS[k % len(MARKERS)], "-" if k < len(MARKERS) else ":"
 
 
 def batch_axis(ax: Axes, sizes: list[int], xlabel: str) -> None:

@@ -74,6 +74,15 @@ def how_to_read(drawn: list[tuple[str, list[dict]]]) -> str:
         + " The NumPy reference is on no ladder: no line.") if line)
 
 
+def label(p: dict, pts: list[dict]) -> str:
+    """'PyTorch ops 126 µs', with its device where the level is drawn on both (two labels of one
+    name a few pixels apart are read as one level's), then its marks."""
+    both = sum(q["implementation"] == p["implementation"] for q in pts) > 1
+    device = f" ({p['device'].upper()})" if both else ""
+    return (f"{SHORT.get(p['implementation'], p['implementation'])}{device} {fmt_ms(p['median'])}"
+            + "".join(f" {m}" for m in p["marks"]))
+
+
 def fig_cost(data: ReportData, out: Path) -> Path | None:
     pts = points(data.frame, data.loc_rows, data.answer)
     if not pts:
@@ -102,7 +111,7 @@ def fig_cost(data: ReportData, out: Path) -> Path | None:
                                        label=f"{d.upper()} ({short})")
                for d, s in DEVICE_LINES
                for short in [next((p["machine"] for p in pts if p["device"] == d), "not measured")]]
-    ax.legend(handles=handles, frameon=False, fontsize=7, loc="upper right")
+    ax.legend(handles=handles, frameon=False, fontsize=7, loc="lower left")  # clear of the labels
     ax.set_title("Fig. 1  What each level costs per image against the code it takes")
     ax.set_xlabel("lines of code for inference (pygount; log scale)")
     ax.set_ylabel("per-image latency at batch 1, median (log scale)")
@@ -110,8 +119,9 @@ def fig_cost(data: ReportData, out: Path) -> Path | None:
     runs = [r for r in data.runs if r["machine"] in shown]
     text = f"{how_to_read(drawn)}\n{caption(runs, 'api_levels')}"
     place.settle(fig, text, MARGINS)  # the labels are measured in the figure's final layout
-    place.place_labels(ax, [(p["loc"], p["median"]) for p in pts],
-                       [f"{SHORT.get(p['implementation'], p['implementation'])} {fmt_ms(p['median'])}"
-                        + "".join(f" {m}" for m in p["marks"]) for p in pts],
-                       [-1 if p["device"] == "gpu" else 1 for p in pts])
+    xy = [(p["loc"], p["median"]) for p in pts]
+    place.renderer(ax)  # the PNG's dpi, before measuring in display units
+    sides = place.sides_away([tuple(ax.transData.transform(q)) for q in xy],
+                             [-1 if p["device"] == "gpu" else 1 for p in pts])
+    place.place_labels(ax, xy, [label(p, pts) for p in pts], sides)
     return finish(fig, runs, "api_levels", out, text, margins=MARGINS)

@@ -5,6 +5,7 @@ marker, and stays inside its axes.
     boxes_overlap(a, b)                       whether two boxes (display units) overlap
     inside(ax, text)                          whether a text lies within its axes
     place_labels(ax, points, texts, sides)    each label beside its point, clear of the others
+    sides_away(centres, defaults, band_px)    each label's side: away from its nearest level neighbour
     fit_label(ax, x0, x1, y, texts, **kw)     the first text that fits between x0 and x1, or none
     settle(fig, caption_text, margins)        the layout style.finish will give, set now
 """
@@ -68,6 +69,20 @@ def _offsets(side: int) -> list[tuple[float, float, str]]:
     return [(7 * side, 0, ha), (7 * side, 7, ha), (7 * side, -7, ha), (7 * side, 13, ha), (7 * side, -13, ha),
             (-7 * side, 0, other), (-7 * side, 7, other), (-7 * side, -7, other), (0, 11, "center"),
             (0, -11, "center")]
+
+
+def sides_away(centres: Sequence[tuple[float, float]], defaults: Sequence[int], band_px: float = 12.0,
+               reach_px: float = 400.0) -> list[int]:
+    """Each label's side (+1 right, -1 left), in display units: away from the nearest other point
+    at about its height (within band_px up or down, reach_px across), so that a label never sits
+    between two markers and reads as the other's; its default where no point is near or the
+    nearest sits straight above or below it."""
+    sides = []
+    for k, (x, y) in enumerate(centres):
+        near = [(abs(ox - x), ox - x) for j, (ox, oy) in enumerate(centres)
+                if j != k and abs(oy - y) <= band_px and 0 < abs(ox - x) <= reach_px]
+        sides.append(-1 if near and min(near)[1] > 0 else 1 if near else defaults[k])
+    return sides
 
 
 def place_labels(ax: Axes, points: Sequence[tuple[float, float]], texts: Sequence[str], sides: Sequence[int],

@@ -67,8 +67,15 @@ def caption(runs: Sequence[dict], study: str | None = None) -> str:
         cuda = f", CUDA {cuda_runtime(env)}, cuDNN {cudnn_version(env)}" if env.get("gpus") else ""
         lines.append(f"{run['machine']} | {gpu} | threads={threads} | TF {tf}, Keras "
                      f"{pk.get('keras', '-')}, JAX {pk.get('jax', '-')}, PyTorch {pk.get('torch', '-')}, "
-                     f"NumPy {pk.get('numpy', '-')}{cuda} | run {run['study']}/{run['run_id']}")
+                     f"NumPy {pk.get('numpy', '-')}{cuda} | {run_names(run)}")
     return "\n".join(lines) or "no runs"
+
+
+def run_names(run: dict) -> str:
+    """'run study/id', or 'runs study/a + study/b' for a run merged from several (rundata's
+    latest_runs merges a profile study's runs per target: each one the rows came from is named)."""
+    ids = run.get("run_ids") or [run["run_id"]]
+    return ("run " if len(ids) == 1 else "runs ") + " + ".join(f"{run['study']}/{i}" for i in ids)
 
 
 def finish(fig: Figure, runs: Sequence[dict], study: str | None, path: Path, caption_text: str | None = None,
