@@ -161,3 +161,15 @@ def gzip_idx(folder: Path, name: str, raw: bytes, fix_checksum=False) -> None:
         lines = [line for line in sums.read_text().splitlines() if not line.endswith(name)]
         lines.append(f"{hashlib.sha256(raw).hexdigest()}  {name}")
         sums.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory):
+    """The CUDA kernels compiled for the CPU (tests/fake_cuda.py), once a test file; skipped without
+    a C++ compiler."""
+    from tests import fake_cuda
+
+    try:
+        return fake_cuda.build(tmp_path_factory.mktemp("cuda-emu"))
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))

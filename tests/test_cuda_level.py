@@ -333,14 +333,6 @@ def test_registry_entry():
 
 # --- the level's own code, end to end, on the CPU-emulated kernels -----------------------------
 @pytest.fixture(scope="module")
-def emulator(tmp_path_factory):
-    try:
-        return fake_cuda.build(tmp_path_factory.mktemp("cuda-emu"))
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
 def sample():
     x = mnist.to_input(mnist.load("test")[0][:12])
     return x, {dtype: NumpyLeNet(DEFAULT_WEIGHTS, dtype=dtype).predict(x.astype(dtype))

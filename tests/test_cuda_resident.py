@@ -28,14 +28,6 @@ ALIVE, QUIT, SERVED, NEXT = kernels.RESIDENT_ALIVE, kernels.RESIDENT_QUIT, kerne
 
 
 @pytest.fixture(scope="module")
-def emulator(tmp_path_factory):
-    try:
-        return fake_cuda.build(tmp_path_factory.mktemp("cuda-emu"))
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
 def sample():
     x = mnist.to_input(mnist.load("test")[0][:8])
     return x, NumpyLeNet(DEFAULT_WEIGHTS, dtype="float32").predict(x)

@@ -161,10 +161,7 @@ class Runner:
 
     def write_gpu_peers(self) -> None:
         """This run's workers' pids, for the levels' manners on a shared GPU (base.GPU_PEERS_ENV)."""
-        path = gpu_peers_path()
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text("".join(f"{pid}\n" for pid in self.own_pids()))
-        temporary.replace(path)
+        write_atomic(gpu_peers_path(), "".join(f"{pid}\n" for pid in self.own_pids()))
 
     def own_pids(self) -> list[int]:
         """This run's workers: their GPU memory is ours, not another user's."""

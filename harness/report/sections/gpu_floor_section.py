@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import pandas as pd
 
 from harness.explain import gpu_floor
-from harness.report.claims.rundata import find
 from harness.report.markup.tables import table
 from harness.report.sections import gpu_section
 
@@ -24,7 +23,7 @@ CLUSTER_SMS = 8  # the hand-written kernels give one image a cluster of 8 blocks
 # lenet_cluster's cluster barriers on its critical path: all blocks running, then 0|1, 1|2, 2|3, 3|4
 # (lenet_cuda/explain/stages.py's STAGES)
 CLUSTER_BARRIERS = 5
-BATCH = 512
+BATCH = gpu_section.BATCH  # the large batch the kernels trace profiles
 # the model's multiply-adds per image, from its layer shapes (the report's arithmetic line reads it too)
 MACS = 28 * 28 * 6 * 5 * 5 * 1 + 10 * 10 * 16 * 5 * 5 * 6 + 400 * 120 + 120 * 84 + 84 * 10
 COPY_SHARE_GOAL = 0.75  # batch 512 from a host array: at least this share of the measured copy rate
@@ -100,24 +99,6 @@ def floors(row: dict) -> dict[str, Floor]:
     return out
 
 
-def fastest(frame: pd.DataFrame, labels: Sequence[str], machine: str) -> pd.Series | None:
-    cells = [c for c in (find(frame, "api_levels", lb, device="gpu", machine=machine) for lb in labels)
-             if c is not None]
-    return min(cells, key=lambda c: c["median_ms"]) if cells else None
-
-
-def labels_of(frame: pd.DataFrame, level: str) -> list[str]:
-    return [] if frame.empty else sorted(set(frame.loc[frame["implementation"] == level, "label"]))
-
-
-def resident_compute_ns(stages: dict | None) -> float | None:
-    """A resident kernel's work per image: the cluster kernel's stages after the weights' loads
-    (kernel-stages, block 0: its critical path), which a resident kernel pays once a launch."""
-    if stages is None or stages.get("block0_ns") is None:
-        return None
-    return float(stages["block0_ns"] - stages["stages"][0]["block0_ns"])
-
-
 def launched_kernel_ns(rows: list[dict], machine: str) -> tuple[float, str] | None:
     """The fastest hand-written kernel of a launched call at batch 1 in the kernels trace."""
     found = [(op["ns_per_call"], f"{op['name']} ({r['implementation']}/{r['variant']})") for r in rows
@@ -153,7 +134,7 @@ def judged(frame: pd.DataFrame, runs: Sequence[dict], machine: str, row: dict | 
     stages = next((r for r in gpu_section.stage_rows(runs) if r["machine"] == machine
                    and r["dtype"] == "float32"), None)
     out = []
-    hand = fastest(frame, labels_of(frame, "cuda"), machine)
+    hand = gpu_section.fastest_of(frame, "api_levels", "cuda", machine)
     out.append(Target("fastest cuda call, batch 1, end to end", 8_000,
                       None if hand is None else hand["median_ms"] * 1e6,
                       "api_levels" + ("" if hand is None else f", {hand['label']}"), f.get("call"),
@@ -163,7 +144,7 @@ def judged(frame: pd.DataFrame, runs: Sequence[dict], machine: str, row: dict | 
                       "kernels trace" + (f", {kernel[1]}" if kernel else ""), f.get("kernel")))
     stamped = next((run["run_id"] for run in runs if run["study"] == "kernel_stages"
                     and run["machine"] == machine), None)
-    out.append(Target("resident compute per image", 2_500, resident_compute_ns(stages),
+    out.append(Target("resident compute per image", 2_500, gpu_section.resident_compute_ns(stages),
                       "kernel-stages, block 0 after the weights' loads"
                       + (f", run {stamped} (lenet_cluster's stages)" if stamped else ""), f.get("resident")))
     host, device = batch_rates(rows, machine)
@@ -177,7 +158,7 @@ def judged(frame: pd.DataFrame, runs: Sequence[dict], machine: str, row: dict | 
     out.append(Target(f"batch {BATCH}, input on the device", 50e6, device[0] if device else None,
                       "kernels trace, the kernel's own time" + (f", {device[1]}" if device else ""),
                       f.get("batch_device"), rate=True))
-    library = fastest(frame, labels_of(frame, "cudnn"), machine)
+    library = gpu_section.fastest_of(frame, "api_levels", "cudnn", machine)
     out.append(Target("best cuDNN call, batch 1", 30_000,
                       None if library is None else library["median_ms"] * 1e6,
                       "api_levels" + ("" if library is None else f", {library['label']}"), f.get("library")))

@@ -12,9 +12,6 @@ from harness import registry
 from harness.report.claims.rundata import find, ratio, ratio_ci
 from harness.report.markup.tables import fmt_ratio, ms, table
 
-# the hand-written rung's calls (the targets they are judged by: gpu_floor_section, issue 73's)
-HAND_WRITTEN = ("cuda/resident", "cuda/persistent", "cuda/mapped", "cuda/cluster", "cuda/graph", "cuda/fused",
-                "cuda/batch", "cuda/batch2", "cuda/batch2_device")
 BATCH = 512  # at this batch: where a large call's time goes
 # the GPU's candidates for the fastest measured implementation
 FLOORS = tuple(registry.targets("floor", "gpu"))
@@ -131,16 +128,25 @@ def resident(k: dict) -> bool:
     return k["device_ops_per_call"] < 1
 
 
+def resident_compute_ns(stages: dict | None) -> float | None:
+    """A resident kernel's work per image: the cluster kernel's stages after the weights' loads
+    (kernel-stages, block 0: its critical path), which a resident kernel pays once a launch."""
+    if stages is None or stages.get("block0_ns") is None:
+        return None
+    return float(stages["block0_ns"] - stages["stages"][0]["block0_ns"])
+
+
 def resident_words(k: dict, stages: dict | None) -> str:
     """Where a resident kernel's call goes: no launch or CUDA call on the host; on the GPU, the
     cluster kernel's stages less the weights' loading (kernel-stages), which it pays once a launch."""
     launches = round(k["device_ops_per_call"] * k["calls"])
     out = (f" Where it goes (`kernels`): a {us(k['host_ns_per_call'])} call with no launch and no CUDA "
            f"call on the host (the resident kernel was launched {launches} times in {k['calls']} calls)")
-    if stages is not None and stages.get("block0_ns") is not None:
+    compute = resident_compute_ns(stages)
+    if stages is not None and compute is not None:
         loads = stages["stages"][0]["block0_ns"]
         out += (f"; inside it, {stages['kernel']}'s stages after its weights are loaded take "
-                f"{us(stages['block0_ns'] - loads)} (`kernel-stages`: {us(stages['block0_ns'])} less "
+                f"{us(compute)} (`kernel-stages`: {us(stages['block0_ns'])} less "
                 f"{us(loads)} of loading, which a resident kernel pays once a launch); the rest is the "
                 "bus (the call's number and image read across it, the answer written back) and the host")
     return out + "."
@@ -158,15 +164,17 @@ def trace_words(k: dict, stages: dict | None = None) -> str:
             f"calls ({us(k['api_ns_per_call'])} inside them under the profiler, which slows them).")
 
 
-def hand_written_labels(frame: pd.DataFrame) -> list[str]:
-    """Every cuda variant the rows hold (a new variant is judged without being listed anywhere)."""
-    return [] if frame.empty else sorted(set(frame.loc[frame["implementation"] == "cuda", "label"]))
+def fastest_of(frame: pd.DataFrame, study: str, level: str, machine: str) -> pd.Series | None:
+    """The level's fastest GPU cell of the study on the machine, among every variant the rows hold
+    (a new variant is judged without being listed anywhere)."""
+    labels = [] if frame.empty else sorted(set(frame.loc[frame["implementation"] == level, "label"]))
+    cells = [c for c in (find(frame, study, lb, device="gpu", machine=machine) for lb in labels)
+             if c is not None]
+    return min(cells, key=lambda c: c["median_ms"]) if cells else None
 
 
 def fastest_hand_written(frame: pd.DataFrame, study: str, machine: str) -> pd.Series | None:
-    cells = [c for c in (find(frame, study, lb, device="gpu", machine=machine)
-                         for lb in hand_written_labels(frame)) if c is not None]
-    return min(cells, key=lambda c: c["median_ms"]) if cells else None
+    return fastest_of(frame, study, "cuda", machine)
 
 
 def trace_rate(row: dict) -> float:
