@@ -35,8 +35,8 @@ def test_drift_is_the_median_move_and_the_spread_a_quantile_of_the_moves():
 def test_the_committed_reproduce_run_measures_the_amd_hosts_drift():
     """2026-11-27: the second run was 2-4% faster nearly everywhere; 6 of 22 medians inside."""
     drifts = drift.of_machines(rundata.latest_runs(rundata.load_runs()))
-    (key, found), = [(k, v) for k, v in drifts.items() if k[1] == "cpu"]
-    assert "peak 130 G MAC/s" in key[0] and found.cells == 22 and found.median_inside == (6, 22)
+    (key, found), = [(k, v) for k, v in drifts.items() if k[1] == "cpu" and "peak 130 G MAC/s" in k[0]]
+    assert found.cells == 22 and found.median_inside == (6, 22)
     assert -0.05 < found.shift < -0.02 and 0.02 < found.spread < 0.2
 
 
@@ -55,9 +55,44 @@ def test_reproduce_holds_new_medians_against_the_interval_for_a_rerun():
     assert widened["shares"]["median_inside_rerun"] == [2, 2]
     text = "\n".join(reproduce.lines(widened))
     assert "goal: at least 80% of medians inside the interval for a rerun: 2 of 2 (100%), met" in text
-    assert "goal: at least 80% of ratios inside theirs: 1 of 1 (100%), met" in text
-    assert "one-run interval (no earlier drift of this machine known): 0 of 2 (0%), missed" in "\n".join(
+    assert ("goal: at least 80% of ratios inside the one-run interval (no earlier move of this machine's "
+            "ratios known): 1 of 1 (100%), met") in text  # the drift of older rows measured no ratio
+    assert "one-run interval (no earlier move of this machine's medians known): 0 of 2 (0%), missed" in "\n".join(
         reproduce.lines(alone))
+
+
+def test_drift_measures_how_far_a_rerun_moves_the_ratios_and_reproduce_holds_them_against_it():
+    row = reproduce_row([1.1, 1.1, 1.1])
+    for c, r in zip(row["cells"], (1.02, 0.97, 1.0)):
+        c["ratio_reference"], c["ratio_new"] = {"ratio": 2.0}, {"ratio": 2.0 * r}
+    row["shares_by_device"]["cpu"]["ratio_inside"] = [2, 3]
+    found = drift.measured(row, "cpu")
+    assert found.ratios == 3 and found.ratio_inside == (2, 3)
+    assert found.ratio_spread == pytest.approx(np.quantile(np.abs(np.log([1.02, 0.97, 1.0])), drift.QUANTILE))
+    assert found.ratio_spread < found.spread  # the ratios cancel the 10% move of every median
+    assert drift.widen_ratio(2.0, 2.2, found) == pytest.approx(
+        (2.0 * math.exp(-found.ratio_spread), 2.2 * math.exp(found.ratio_spread)))
+    assert drift.widen_ratio(2.0, 2.2, drift.measured(reproduce_row([1.1]), "cpu")) is None  # no ratio
+    assert "of its 3 within-round ratios, 90% moved by at most" in drift.sentence(None, "cpu", found)
+    row["cells"][0]["ratio_new"] = {"ratio": -1.0}
+    with pytest.raises(ValueError, match="ratio"):
+        drift.measured(row, "cpu")
+    r = {"ratio": 2.1, "ci95_low": 2.0, "ci95_high": 2.2}
+    low, high = drift.widen_ratio(2.0, 2.2, found)
+    assert quote.rerun_times(r, found) == f"2.10x [rerun {quote.sig3(low)}–{quote.sig3(high)}]"
+    assert quote.rerun_times({**r, "ci95_low": math.nan}, found) == "2.10x"  # no interval to widen
+
+    base_a, pa = fake_process_rounds(5, [1e6] * 3)
+    x_a, px = fake_process_rounds(6, [2e6] * 3)
+    base_b, pb = fake_process_rounds(8, [1e6] * 3)
+    x_b, pxb = fake_process_rounds(9, [2.3e6] * 3)  # the ratio moved 15%: outside one run's interval
+    reference = [cell_row("base", "base", base_a, pa), cell_row("x", "x", x_a, px)]
+    new = [cell_row("base", "base", base_b, pb), cell_row("x", "x", x_b, pxb)]
+    moved = drift.Drift("r", "f", 20, 0.0, 0.2, (0, 20), ratios=20, ratio_spread=math.log(1.2))
+    result = reproduce.compare(reference, new, "base", {"cpu": moved})
+    assert result["shares"]["ratio_inside"] == [0, 1] and result["shares"]["ratio_inside_rerun"] == [1, 1]
+    assert "goal: at least 80% of ratios inside the interval for a rerun: 1 of 1 (100%), met" in "\n".join(
+        reproduce.lines(result))
 
 
 def cell(label, device, median, batch=1, machine="m", **more):

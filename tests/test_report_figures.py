@@ -415,3 +415,18 @@ def test_every_variant_of_one_level_has_its_own_marker_and_line_style():
     styles = [batch_lines.variant_style(k) for k in range(24)]
     assert len(set(styles)) == 24
     assert len({m for m, _ in styles[:12]}) == 12 and {s for _, s in styles[:12]} == {"-"}
+
+
+def test_each_variant_of_one_level_has_its_own_shade_of_the_level_colour():
+    # issue 72: Fig. 9's CUDA lines were all one colour; now the first keeps the level's colour and
+    # each further variant is a lighter shade of it, none repeated, the last 60% toward white
+    from harness.report.markup import style
+
+    shades = [style.shade("cuda", k, 10) for k in range(10)]
+    assert shades[0] == style.colour("cuda") and len(set(shades)) == 10
+    last = [int(shades[-1][i:i + 2], 16) for i in (1, 3, 5)]
+    base = [int(style.colour("cuda")[i:i + 2], 16) for i in (1, 3, 5)]
+    assert all(abs(c - (b + (255 - b) * style.LIGHTEST)) <= 0.5 for c, b in zip(last, base))
+    assert style.shade("numpy", 0, 1) == style.colour("numpy")  # a lone variant keeps its colour
+    with pytest.raises(ValueError):
+        style.shade("cuda", 3, 3)

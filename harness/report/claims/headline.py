@@ -201,8 +201,10 @@ def images_per_s(cell: pd.Series) -> str:
     return f"{int(float(sig3(cell['images_per_s']))):,}/s `{cell['variant']}`{marks}"
 
 
-def times_raw(lv: Level, device: str, which: str) -> str:
-    """'; 1700x [1530–1780]' against the device's raw library, within rounds; '; 1 (itself)'."""
+def times_raw(lv: Level, device: str, which: str, moved: drift.Drift | None = None) -> str:
+    """'; 1700x [1530–1780]' against the device's raw library, within rounds; '; 1 (itself)'; with
+    the drift its machine was measured to move between runs, the interval for a rerun of a
+    within-round ratio: '; 1700x [rerun 1490–1830]'."""
     cell = (lv.first if which == "first" else lv.cells).get(device)
     itself = lv.implementation == RAW[device]
     if itself and cell is not None and cell["cell_id"] == lv.cells[device]["cell_id"]:
@@ -213,7 +215,8 @@ def times_raw(lv: Level, device: str, which: str) -> str:
     across = f" (`{cell['study']}`; medians across runs)" if r.get("across_runs") and cell is not None else ""
     if r.get("against"):  # headline.same_rounds: within the rounds of the study the cell came from
         across = f" (`{r['study']}`, within its rounds, against {r['against']})"
-    return f"; {quote.times(r)}{across}"
+    within = moved is not None and not r.get("across_runs") and not r.get("against")
+    return f"; {quote.rerun_times(r, moved) if within else quote.times(r)}{across}"
 
 
 def bill_columns(lv: Level, dash: Callable[[str], str]) -> list[str]:
@@ -259,10 +262,10 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
                 line += [dash(lv.missing[device]), "–"]
                 continue
             first, best = lv.first.get(device), lv.cells[device]
-            line.append(latency(first, moved[device]) + times_raw(lv, device, "first") if first is not None
-                        else "– (default call not measured)")
+            line.append(latency(first, moved[device]) + times_raw(lv, device, "first", moved[device])
+                        if first is not None else "– (default call not measured)")
             line.append("the same call" if first is not None and first["cell_id"] == best["cell_id"]
-                        else latency(best, moved[device]) + times_raw(lv, device, "fastest"))
+                        else latency(best, moved[device]) + times_raw(lv, device, "fastest", moved[device]))
             quoted += [c for c in (first, best) if c is not None]
         if lv.throughput is not None:
             line.append(images_per_s(lv.throughput))

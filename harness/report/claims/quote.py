@@ -13,6 +13,7 @@ so a number reads the same in the headline, the findings and DETAILS.
     mark_notes(cells) -> [str]     one line per mark that the cells carry, saying what it means
     ci_column(cell) -> str         a table's interval column: '43.8 ms – 49.4 ms', or 'no interval'
     times(r) -> str                a within-round ratio: '1700x [1530–1780]', '1700x' (no interval)
+    rerun_times(r, drift) -> str   '1700x [rerun 1490–1830]': its interval widened by the ratios' drift
 """
 
 import math
@@ -22,7 +23,7 @@ import pandas as pd
 
 from harness.measure.store import stats
 from harness.report.claims import drift
-from harness.report.markup.tables import fmt_ratio, ms
+from harness.report.markup.tables import fmt_ratio, ms, sig3
 
 MARKS = {
     "thin": (f"too few rounds or calls for an interval (fewer than {stats.MIN_ROUNDS} rounds of "
@@ -96,6 +97,20 @@ def times(r: dict | None) -> str:
         return "-"
     text = fmt_ratio(r)
     return text.replace(" [", "x [", 1) if " [" in text else text + "x"
+
+
+def rerun_times(r: dict | None, found: drift.Drift) -> str:
+    """A within-round ratio with its interval for a rerun: the one-run interval widened by how far
+    `reproduce` measured the machine's ratios to move (drift.widen_ratio); times(r) where there is
+    no interval to widen or no ratio's move was measured."""
+    if not r or math.isnan(r["ci95_low"]):
+        return times(r)
+    wide = drift.widen_ratio(r["ci95_low"], r["ci95_high"], found)
+    if wide is None:
+        return times(r)
+    low, high = wide
+    same = " (no measurable difference)" if low <= 1 <= high else ""
+    return f"{sig3(r['ratio'])}x [rerun {sig3(low)}–{sig3(high)}]{same}"
 
 
 def ci_column(cell: pd.Series) -> str:

@@ -1,8 +1,9 @@
-"""Lines against batch size (Figs. 9 and 10): one line per label, the implementation's colour, a
-marker per variant of one implementation, its 95% interval shaded, and a line style that means
+"""Lines against batch size (Figs. 9 and 10): one line per label, the implementation's colour (a
+lighter shade of it for each further variant in the panel: style.shade), a marker per variant of
+one implementation, its 95% interval shaded, and a line style that means
 one thing in a figure (the caller says which labels are dashed and why).
 
-    line(ax, part, column, label, impl, marker, style)   one label's line and its band
+    line(ax, part, column, label, impl, marker, style, tint)   one label's line and its band
     draw(ax, cells, column, dashed)                       every label of a panel's cells
     band(cells, column)                                   (low, high) of each cell's interval
     batch_axis(ax, sizes, xlabel)                         log2 x with the batch sizes as ticks
@@ -14,7 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
-from harness.report.markup.style import colour, ladder_sorted
+from harness.report.markup.style import colour, ladder_sorted, shade
 
 # the first, second, ... variant of one implementation: twelve markers told apart at 5 pt (the GPU
 # panel has ten CUDA variants in one colour); a 13th variant on repeats them on a dotted line
@@ -32,29 +33,35 @@ def band(cells: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def line(ax: Axes, part: pd.DataFrame, column: str, label: str, impl: str, marker: str,
-         style: str = "-", width: float = 1.5) -> None:
+         style: str = "-", width: float = 1.5, tint: str | None = None) -> None:
     """One label's cells (sorted by batch) as a line with markers, and its interval shaded where
-    the cells have one."""
+    the cells have one; tint: its colour (default the implementation's)."""
     part = part.sort_values("batch_size")
+    tint = tint or colour(impl)
     x = part["batch_size"].to_numpy(float)
-    ax.plot(x, part[column].to_numpy(float), marker=marker, markersize=5, color=colour(impl), linestyle=style,
+    ax.plot(x, part[column].to_numpy(float), marker=marker, markersize=5, color=tint, linestyle=style,
             linewidth=width, markeredgecolor="black", markeredgewidth=0.4, label=label)
     low, high = band(part, column)
     has = ~(np.isnan(low) | np.isnan(high))
     if has.any():
-        ax.fill_between(x[has], low[has], high[has], color=colour(impl), alpha=BAND_ALPHA, linewidth=0)
+        ax.fill_between(x[has], low[has], high[has], color=tint, alpha=BAND_ALPHA, linewidth=0)
 
 
 def draw(ax: Axes, cells: pd.DataFrame, column: str, dashed: Callable[[str], bool] = lambda _: False) -> None:
     """Every label of one panel's cells, ladder order: solid unless dashed(label); the first
-    variant of an implementation a circle, its second a square, and so on (variant_style)."""
+    variant of an implementation a circle in its colour, its second a square in a lighter shade, and
+    so on (variant_style, style.shade)."""
+    labels = ladder_sorted(cells["label"])
+    impls = [lb.split("/")[0] for lb in labels]
+    count = {impl: impls.count(impl) for impl in impls}
     seen: dict[str, int] = {}
-    for label in ladder_sorted(cells["label"]):
+    for label in labels:
         impl = label.split("/")[0]
         k = seen[impl] = seen.get(impl, -1) + 1
         marker, style = variant_style(k)
         style = "--" if dashed(label) else style
-        line(ax, cells[cells["label"] == label], column, label, impl, marker, style)
+        line(ax, cells[cells["label"] == label], column, label, impl, marker, style,
+             tint=shade(impl, k, count[impl]))
 
 
 def variant_style(k: int) -> tuple[str, str]:

@@ -41,6 +41,21 @@ def colour(implementation: str) -> str:
     return IMPL_COLOURS.get(implementation, OTHER_COLOUR)
 
 
+LIGHTEST = 0.6  # the last of several variants of one level: its colour mixed 60% toward white
+
+
+def shade(implementation: str, k: int, n: int) -> str:
+    """The k-th of n variants of one level drawn in one panel: the level's colour for the first
+    (and for a lone variant), then lighter shades of it, evenly, up to LIGHTEST toward white, so
+    ten CUDA lines are told apart by colour as well as by marker."""
+    if not 0 <= k < n:
+        raise ValueError(f"variant {k} of {n}: expected 0 <= k < n")
+    base = colour(implementation)
+    mix = LIGHTEST * k / (n - 1) if n > 1 else 0.0
+    rgb = [int(base[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(c + (255 - c) * mix):02X}" for c in rgb)
+
+
 def impl_rank(implementation: str) -> int:
     """Ladder position (bottom first); anything unknown after the known ones."""
     return IMPL_ORDER.index(implementation) if implementation in IMPL_ORDER else len(IMPL_ORDER)

@@ -52,6 +52,8 @@ def intervals_note(machines: dict, drifts: dict) -> str:
         line += (". So the " + " and ".join(d.upper() for d, _ in moved) + " columns print an interval for "
                  "a rerun (`rerun`): the one-run interval widened on each side by the move that "
                  f"{drift.QUANTILE:.0%} of the cells stayed within")
+        if any(found.ratio_spread is not None for _, found in moved):
+            line += ", their within-round ratios' by the move of the ratios"
         alone = [d.upper() for d in ("cpu", "gpu") if machines.get(d) and d not in dict(moved)]
         if alone:
             line += f"; the {' and '.join(alone)} columns' are one run's (no second run measured there)"
