@@ -72,7 +72,9 @@ def fig_latency(data: ReportData, out: Path) -> Path | None:
         newest = newest_of[device] = pick.newest_machine(data.runs, "api_levels", device, part) or \
             sorted(part["machine"])[0]
         others = sorted(set(part["machine"]) - {newest})
-        step = 0.24 if others else 0.0
+        # the machines of one row spread over at most 0.76 of it (the row's band is 1), so a dot
+        # never leaves its row or the panel, however many machines there are
+        step = min(0.24, 0.76 / len(others)) if others else 0.0
         for k, machine in enumerate([newest, *others]):
             for _, r in part[part["machine"] == machine].iterrows():
                 y = labels[device].index(r["label"]) + (k - len(others) / 2) * step
