@@ -191,10 +191,14 @@ class Runner:
                             f"(max_cell_seconds = {m.max_cell_seconds:g})")
             state.chunks = chunk_sizes(calls, state.cell.total_rounds(m.rounds))
         loaded = reply.pop("loaded", None)
-        installed = memory.installed(loaded["files"], loaded["maps"]) if loaded else None
+        installed = (memory.installed(loaded["files"], loaded["maps"],
+                                      own=registry.own_distributions(state.cell.implementation),
+                                      tools=loaded.get("system_tools")) if loaded else None)
         row = self.writer.write({"kind": "setup", "cell_id": state.cell.id, "pid": state.ready_pid,
                                  "process": self.process, "calls": sum(state.chunks),
-                                 **{k: v for k, v in reply.items() if k != "ok"}, "installed": installed})
+                                 **{k: v for k, v in reply.items() if k != "ok"}, "installed": installed,
+                                 # its start-up compiled in an empty cache (registry's compile_cache)
+                                 "fresh_compile_cache": bool(loaded and loaded.get("fresh_cache"))})
         if state.setup is None:
             state.setup = row
 

@@ -226,7 +226,7 @@ def bill_columns(lv: Level, dash: Callable[[str], str]) -> list[str]:
         why = (lv.missing.get("cpu") if "cpu" not in lv.cells
                else "not recorded: the run that answers predates the bill's measurements")
         return [dash(why or "not measured")] + ["–"] * 2
-    return [f"{found.calls_peak_mb:,.0f} MiB ({found.import_mb:,.0f} MiB)", f"{found.startup_s:.2g} s",
+    return [f"{found.calls_peak_mb:,.0f} MiB ({found.import_mb:,.0f} MiB)", bill.startup_text(found),
             bill.installed_text(found)]
 
 
