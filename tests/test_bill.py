@@ -8,6 +8,7 @@ import types
 import pandas as pd
 import pytest
 
+from harness.data import weights
 from harness.measure.inside import memory, requires
 from harness.measure.store import results
 from harness.report.claims import bill
@@ -133,6 +134,10 @@ def test_the_closure_of_a_small_real_distribution_is_its_requires_dist():
     assert found["of"] == ["h5py"] and found["missing"] == []  # a name not installed is passed over
     assert {requires.normal(n) for n in found["closure"]} == {"h5py", "numpy"}
     assert found["closure"]["h5py"]["bytes"] == memory._distribution_size("h5py")[1] > MB
+    # what the harness's weights reader needs joins a level's closure, never its own distributions
+    found = requires.closure(["numpy"], memory._distribution_size, also=weights.DISTRIBUTIONS)
+    assert found["of"] == ["numpy"] and "h5py" in found["closure"]
+    assert memory.installed([], "", own=["lenet-no-such-distribution"], also=["h5py"])["required"] is None
 
 
 def write_dist(site, name, requires_dist=()):

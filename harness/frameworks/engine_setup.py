@@ -1,6 +1,7 @@
 """What the inference-engine and hand-written CPU levels (ONNX Runtime, OpenVINO, Numba) share with
 the harness: the thread counts of its thread rule (harness.machine.procenv), read from the
-environment its worker set, and where the exported models are cached."""
+environment its worker set, and where the exported models and compiled libraries are cached (a fresh,
+empty cache for the bill's worker: fresh_cache)."""
 
 import os
 import shutil

@@ -1,7 +1,8 @@
 """What a level costs besides time, read inside its worker (one process per implementation, so one
 level's import never counts against another's): host memory by stage, the GPU memory its framework
 holds, and what had to be installed for it (the distributions it imported, the shared libraries it
-mapped, their size on disk).
+mapped, their size on disk; what a pip install of the level's own distributions requires, apart:
+requires.closure; the system tools it runs, as its worker found them).
 
 Host memory is Linux's own account of the process (/proc/self/status): VmRSS, resident now, and
 VmHWM, the peak since the process started or since the peak was last reset by writing "5" to
@@ -183,15 +184,17 @@ def loaded() -> dict:
 
 
 def installed(files: Iterable[str] | None = None, maps_text: str | None = None,
-              own: Iterable[str] = (), tools: dict | None = None) -> dict:
+              own: Iterable[str] = (), tools: dict | None = None,
+              also: Iterable[str] = ()) -> dict:
     """What this process needed installed: the distributions that own a file it imported or a
     library it mapped (files: the imported modules' files, by default this process's), and, apart,
     the shared libraries it mapped that no distribution ships (the system's: libc, libgomp, a
     system cuDNN). `required`: what a pip install of the level's own distributions (own: its
     registry `versions`) needs, requires.closure; None where none of them is installed (the C
-    level, the null level: what they loaded is their bill). `system_tools`: programs the level
-    runs that no distribution ships (the C compiler: lenet_c.build.toolchain), as its worker found
-    them, or None."""
+    level, the null level: what they loaded is their bill); `also` joins the closure there (what
+    the harness's weights reader needs: harness.data.weights.DISTRIBUTIONS). `system_tools`:
+    programs the level runs that no distribution ships (the C compiler: lenet_c.build.toolchain), as
+    its worker found them, or None."""
     if files is None:
         files = module_files()
     if maps_text is None:
@@ -202,7 +205,7 @@ def installed(files: Iterable[str] | None = None, maps_text: str | None = None,
     libs = libraries(maps_text)
     owned = owners([*files, *libs])
     system = {p: libs[p] for p in libs if os.path.realpath(p) not in owned}
-    required = requires.closure(own, _distribution_size)
+    required = requires.closure(own, _distribution_size, also)
     return {"distributions": distributions(owned), "system_libraries": system,
             "libraries_mapped": len(libs), "required": required if required["of"] else None,
             "system_tools": tools}

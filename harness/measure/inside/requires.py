@@ -37,18 +37,20 @@ def required_names(dist: importlib.metadata.Distribution, environment: dict[str,
 SizeOf = Callable[[str], tuple[str, int, int]]  # a distribution's (version, bytes on disk, files)
 
 
-def closure(names: Iterable[str], sizes: SizeOf) -> dict:
+def closure(names: Iterable[str], sizes: SizeOf, also: Iterable[str] = ()) -> dict:
     """{"of": the installed ones among `names` (metadata's spelling), "closure": {name: {version,
     bytes, files}} for them and every distribution they require, transitively, "missing": what they
     require that is not installed here (sorted)}. `names` not installed are passed over: a level
     lists both spellings of a framework (tensorflow, tensorflow-cpu) and one of them is here.
-    sizes: memory.distribution_size (a test's stand-in where it fabricates distributions)."""
+    sizes: memory.distribution_size (a test's stand-in where it fabricates distributions).
+    also: distributions the harness's own code in the worker needs besides the level's (h5py, which
+    reads the weights), in the closure but never in "of"."""
     environment = {key: str(value) for key, value in default_environment().items()}
     found: dict[str, dict] = {}
     seen: set[str] = set()
     missing: set[str] = set()
     of: list[str] = []
-    todo = [(name, True) for name in names]
+    todo = [(name, True) for name in names] + [(name, False) for name in also]
     while todo:
         name, own = todo.pop(0)
         key = normal(name)

@@ -30,7 +30,7 @@ def note(title: str, b: Bill) -> str:
     if title == "start-up" and b.compiled:
         return " (compiles)"
     if title == "installed" and b.basis == "older":
-        return " (all imported)"
+        return " *"  # the caption says what the star means
     return ""
 
 
@@ -64,9 +64,13 @@ def fig_bill(data: ReportData, out: Path) -> Path | None:
         ax.tick_params(labelsize=8)
     axes[0].set_yticks(range(len(rows)), names)
     fig.suptitle(f"Fig. 12  The full bill of each level on the CPU ({machines['cpu']})", fontsize=11)
+    bills = [lv.bills["cpu"] for lv in rows]
+    compiled = " (compiles: in an empty cache)" if any(b.compiled for b in bills) else ""
+    older = "; * an older run's reading: all its worker imported" if any(b.basis == "older"
+                                                                          for b in bills) else ""
     caption = ("each level's first-written call in its own worker process (api_levels); memory: VmHWM during "
-               "the timed calls; start-up: import + build + first call (C compiles, in an empty cache); "
-               "installed: what a pip install of the level requires, the shared libraries and tools (the C "
-               "compiler) no distribution ships, beyond the null level's (the harness alone)")
+               f"the timed calls; start-up: import + build + first call{compiled}; installed: what a pip "
+               "install of the level requires, the shared libraries and tools (the C compiler) no "
+               f"distribution ships, beyond the null level's (the harness alone){older}")
     return finish(fig, data.runs, "api_levels", out, caption,
                   margins={"left": 0.175, "right": 0.99, "top_in": 0.55, "bottom_in": 0.5, "wspace": 0.12})
