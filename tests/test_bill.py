@@ -143,7 +143,9 @@ def test_the_closure_of_a_small_real_distribution_is_its_requires_dist():
 def write_dist(site, name, requires_dist=()):
     info = site / f"{name.replace('-', '_')}-1.0.dist-info"
     info.mkdir(parents=True)
+    extras = sorted({r.split("extra == '")[1].rstrip("'") for r in requires_dist if "extra ==" in r})
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+                                   + "".join(f"Provides-Extra: {e}\n" for e in extras)
                                    + "".join(f"Requires-Dist: {r}\n" for r in requires_dist))
     (info / "RECORD").write_text(f"{info.name}/METADATA,,\n{info.name}/RECORD,,\n")
 
@@ -161,6 +163,21 @@ def test_the_closure_evaluates_markers_asks_no_extras_and_names_what_is_missing(
     assert found["of"] == ["billfake-top"]
     assert sorted(found["closure"]) == ["billfake-dep", "billfake-loop", "billfake-top"]
     assert found["missing"] == ["billfake-gone"]
+    assert found["through_extras"] == ["billfake-gpu"]  # what `pip install billfake-top[gpu]` adds
+
+
+def test_an_extra_a_requirement_names_is_followed_as_pip_would(tmp_path, monkeypatch):
+    """jax[cuda13] -> jax-cuda13-plugin[with-cuda] -> its CUDA libraries: an extra named in a
+    Requires-Dist is asked of that distribution; its other extras are not."""
+    site = tmp_path / "site"
+    write_dist(site, "xfake-top", ["xfake-plugin[with-cuda]", "xfake-cli; extra == 'cli'"])
+    write_dist(site, "xfake-plugin", ["xfake-libs; extra == 'with-cuda'", "xfake-test; extra == 'test'"])
+    for name in ("xfake-libs", "xfake-test", "xfake-cli"):
+        write_dist(site, name)
+    monkeypatch.syspath_prepend(str(site))
+    found = requires.closure(["xfake-top"], lambda name: ("1.0", 10, 1))
+    assert sorted(found["closure"]) == ["xfake-libs", "xfake-plugin", "xfake-top"]
+    assert found["through_extras"] == ["xfake-cli"]  # the top's own extras only, not the plugin's test
 
 
 def installed_record(required="absent", tools=None):
@@ -187,6 +204,14 @@ def test_the_install_size_counts_what_is_required_and_shows_the_imported_rest_ap
     # grpcio is required though never imported; numpy and libc are the harness's own
     assert found.counted == {"tensorflow-cpu": 1000, "h5py": 15, "grpcio": 10, "/usr/lib/libgomp.so.1": 1}
     assert found.not_required == {"jaxlib": 300, "pillow": 0.5}  # tensorflow_cpu is tensorflow-cpu
+
+
+def test_on_the_gpu_what_the_worker_loaded_of_the_levels_extras_counts():
+    """JAX on the GPU is installed as jax[cuda13]: its plugin, loaded, is required there, not on the CPU."""
+    record = installed_record({**CLOSURE, "through_extras": ["jaxlib"]})
+    assert "jaxlib" in bill.install_of(record, SHARED, "cpu").not_required
+    on_gpu = bill.install_of(record, SHARED, "gpu")
+    assert on_gpu.counted["jaxlib"] == 300 and on_gpu.not_required == {"pillow": 0.5}
 
 
 def test_an_older_row_keeps_everything_it_imported_and_says_so():

@@ -9,8 +9,9 @@ shown apart: a level's own memory and install size are its bill over the null le
 What must be installed is what a pip install of the level's own distributions requires (their
 Requires-Dist closure, recorded by the runner: harness.measure.inside.requires), the shared
 libraries it mapped that no distribution ships, and the system tools it runs (the C compiler).
-What the worker imported only because it was installed (TensorFlow imports JAX, SciPy, pandas,
-matplotlib where they are) is left out of the size and shown apart. A level with no distribution of
+On the GPU a level is installed with its GPU extra: what the worker loaded of its distributions'
+extras counts there. What the worker imported only because it was installed (TensorFlow imports
+JAX, SciPy, pandas, matplotlib where they are) is left out of the size and shown apart. A level with no distribution of
 its own (C) counts what its worker loaded; so does a row recorded before the closure was (read as
 before, and said so).
 
@@ -85,13 +86,15 @@ def same(name: str) -> str:
     return name if name.startswith("/") else normal(name)
 
 
-def install_of(installed: dict | None, shared: dict[str, float] | None = None) -> Install:
+def install_of(installed: dict | None, shared: dict[str, float] | None = None,
+               device: str = "cpu") -> Install:
     """What a worker's `installed` record says its level needs installed, beyond `shared` (the null
     level's installed_mb: what the harness alone loads): the Requires-Dist closure of the level's
     own distributions and the shared libraries it mapped that no distribution ships, plus its system
     tools; the distributions it imported outside that closure apart (not_required). Where the record
     has no closure (`required` None: a level with no distribution of its own; absent: an older row),
-    what the worker loaded is the bill, as it was read before."""
+    what the worker loaded is the bill, as it was read before. On the GPU a level is installed with
+    its GPU extra (jax[cuda13]): what the worker loaded of its distributions' extras counts too."""
     if not installed:
         return Install(basis="loaded")
     common = {same(k) for k in shared or {}}
@@ -100,8 +103,12 @@ def install_of(installed: dict | None, shared: dict[str, float] | None = None) -
     if isinstance(required, dict):
         closure = {name: d["bytes"] / MB for name, d in required.get("closure", {}).items()}
         wanted = {same(name) for name in closure}
+        if device == "gpu":  # its GPU extra's distributions, where the worker loaded them
+            wanted |= set(required.get("through_extras", ()))
         loaded = {name: d["bytes"] / MB for name, d in installed.get("distributions", {}).items()}
-        counted = {**closure, **libraries}
+        in_closure = {same(name) for name in closure}
+        extras = {k: v for k, v in loaded.items() if same(k) in wanted and same(k) not in in_closure}
+        counted = {**closure, **extras, **libraries}
         apart = {k: v for k, v in loaded.items() if same(k) not in wanted and same(k) not in common}
         basis = "required"
     else:
@@ -122,7 +129,7 @@ def bill_of(cell: pd.Series, shared: dict[str, float] | None = None) -> Bill | N
     memory = cell.get("memory")
     if not isinstance(memory, dict) or cell.get("own_process") is False or not memory.get("baseline"):
         return None
-    found = install_of(cell.get("installed"), shared)
+    found = install_of(cell.get("installed"), shared, cell["device"])
     own = found.counted
     peak = cell.get("rss_peak") or memory.get("first_calls_peak") or memory["model"]
     first = cell["cold_start_ms"] / 1e3
@@ -226,7 +233,8 @@ def section(frame: pd.DataFrame, answer: dict) -> list[str]:
             "*compiles*). Installed is the size on disk of what must be installed for the level, beyond "
             "what the null level (the harness alone) needs, which is shown apart: the distributions a pip "
             "install of the level's own distributions requires (their Requires-Dist, transitively, with "
-            "markers evaluated for this Python and platform and no extras), the shared libraries the "
+            "markers evaluated for this Python and platform and no extras; on the GPU also what the worker "
+            "loaded of their extras, as `jax[cuda13]` installs its CUDA plugin), the shared libraries the "
             "worker mapped that no distribution ships, and the system tools it runs (C: the compiler's "
             "driver, cc1, as, collect2, ld and the shared libraries they load; its headers and the C "
             "library's link files are not counted). A level with no distribution of its own (C) counts "
