@@ -11,9 +11,9 @@ Requires-Dist closure, recorded by the runner: harness.measure.inside.requires),
 libraries it mapped that no distribution ships, and the system tools it runs (the C compiler).
 On the GPU a level is installed with its GPU extra: what the worker loaded of its distributions'
 extras counts there. What the worker imported only because it was installed (TensorFlow imports
-JAX, SciPy, pandas, matplotlib where they are) is left out of the size and shown apart. A level with no distribution of
-its own (C) counts what its worker loaded; so does a row recorded before the closure was (read as
-before, and said so).
+JAX, SciPy, pandas, matplotlib where they are) is left out of the size and shown apart. A level
+with no distribution of its own (C) counts what its worker loaded; so does a row recorded before
+the closure was (read as before, and said so).
 
     Bill                                    one level on one device, in MB and seconds
     bill_of(cell, shared) -> Bill | None    None: the run recorded no memory (older runs)
