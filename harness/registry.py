@@ -49,6 +49,10 @@ class ImplSpec:
     order: int | None = None  # its place on the ladder, bottom first (None: not in the report's rows)
     colour: str | None = None  # its colour in every figure
     versions: tuple[tuple[str, str], ...] = ()  # (column, distribution): env.json's, the Machines table's
+    # (and the bill's: what a pip install of these requires is what the level needs installed)
+    # the engine_setup.cache_dir kind it compiles its code into when built ("c"): the bill's worker
+    # gives it a fresh, empty one, so the start-up it reads includes the compiler's run
+    compile_cache: str = ""
     # What the harness runs of it besides studies, and what its worker records (README.md's table):
     frameworks: tuple[str, ...] = ()  # top-level modules its worker imports (rows' `frameworks`, GPU memory)
     explain: tuple[str, ...] = ()  # variants `make explain` and gpu-study profile stage by stage
@@ -217,7 +221,7 @@ REGISTRY = {
                  floor=("resident", "persistent", "mapped", "cluster", "graph"),
                  display="hand-written CUDA", short="CUDA", rung="hand-written", order=10,
                  ladder=(("cuda", "cudnn"),), colour="#332288",
-                 versions=(*CUPY, ("", "nvidia-cuda-nvrtc-cu12")),
+                 versions=(*CUPY, ("", "nvidia-cuda-nvrtc-cu12"), ("", "nvidia-cuda-nvrtc")),
                  frameworks=("cupy",), trace="all"),
         ImplSpec("cudnn", "lenet_cudnn.model:CudnnLeNet", "cudnn", ("gpu",),
                  ("tuned", "naive", "graph", "frontend"), ("float32", "float64"), "lenet_cudnn",
@@ -229,7 +233,9 @@ REGISTRY = {
                  order=20, ladder=(("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
                                    ("cudnn", "torch", "keras_torch")),
                  colour="#0072B2", versions=(*CUPY, ("", "nvidia-cudnn-cu12"), ("", "nvidia-cudnn-cu13"),
-                                              ("", "nvidia-cudnn-frontend")),
+                                              ("", "nvidia-cudnn-frontend"),
+                                              # its own ctypes binding loads cuBLAS (lenet_cudnn.cublas)
+                                              ("", "nvidia-cublas-cu12"), ("", "nvidia-cublas")),
                  frameworks=("cupy",), trace="all"),
         # float32 only: oneDNN 3.2 has no f64 conv/pooling/inner product on the CPU. No env
         # entry: OMP_NUM_THREADS comes from the harness's thread rule (procenv), set before
@@ -254,7 +260,8 @@ REGISTRY = {
         ImplSpec("c", "lenet_c.model:CLeNet", "hand-written-c", ("cpu",),
                  ("fused", "layers", "portable"), ("float32", "float64"), "lenet_c",
                  hooks=(("compiler", "lenet_c.build:probe"), ("fma_peak", "lenet_c.explain.stages:fma_peak"),
-                        ("layer_split", "lenet_c.explain.stages:layer_split")), floor=("fused",),
+                        ("layer_split", "lenet_c.explain.stages:layer_split"),
+                        ("system_tools", "lenet_c.build:toolchain")), floor=("fused",), compile_cache="c",
                  display="hand-written C", short="C", rung="hand-written", order=30,
                  ladder=(("c", "numba", "onednn"),), colour="#AA4499"),
         # the Keras model exported to ONNX (once per weights file), run by an inference engine
@@ -354,6 +361,15 @@ def ladder_paths() -> list[tuple[str, ...]]:
 def distributions() -> list[str]:
     """Every distribution a level records the version of (its spec's versions), once each."""
     return list(dict.fromkeys(dist for spec in REGISTRY.values() for _column, dist in spec.versions))
+
+
+def own_distributions(name: str) -> tuple[str, ...]:
+    """The distributions that are the level itself (its spec's versions: both spellings where a
+    framework has two, tensorflow and tensorflow-cpu): what a pip install of them requires is what
+    the level needs installed (harness.measure.inside.requires). () for a lab's `module:Class`
+    (its class is not imported to ask) and a level without any (the C level)."""
+    found = REGISTRY.get(name)
+    return tuple(dict.fromkeys(dist for _column, dist in found.versions)) if found else ()
 
 
 def version_columns() -> dict[str, tuple[str, ...]]:

@@ -4,6 +4,7 @@ checked against the compiler's own target, the compile cache reused and invalida
 flag change, concurrent builds safe, and no compiler (or one that fails) named as the reason the
 level cannot run here, with the fix. Needs a C compiler: skipped where there is none."""
 
+import gc
 import os
 import shutil
 import subprocess
@@ -218,3 +219,53 @@ def test_the_fused_buffers_sit_in_one_block_at_the_same_distances_in_every_proce
     assert list(level.table) == [level.w[n].ctypes.data for n in order]
     packed = layout.pack(weights.read(DEFAULT_WEIGHTS), "float32")
     assert all(np.array_equal(level.w[n], packed[n]) for n in packed)  # copies of the packed weights
+
+
+def test_the_bills_worker_compiles_in_an_empty_cache_removed_after(counted, tmp_path):
+    """The bill's start-up includes the compiler's run (issue 72): a fresh cache while the level is
+    built; the library it loaded keeps running once its file is gone, and the real cache is kept."""
+    from harness.frameworks import engine_setup
+
+    CLeNet(DEFAULT_WEIGHTS, variant="fused")
+    assert len(counted) == 1  # the real cache (LENET_CACHE_DIR) holds the library now
+    with engine_setup.fresh_cache("c") as fresh:
+        assert build.cache_folder() == fresh and not any(fresh.iterdir())
+        level = CLeNet(DEFAULT_WEIGHTS, variant="fused")
+        assert len(counted) == 2  # compiled again, in the empty cache
+    assert not fresh.exists() and build.cache_folder() == tmp_path / "c"
+    assert level.predict(np.zeros((1, 28, 28, 1), np.float32)).shape == (1, 10)
+    CLeNet(DEFAULT_WEIGHTS, variant="fused")
+    assert len(counted) == 2  # the real cache was left as it was
+
+
+def test_the_bills_worker_of_the_c_level_compiles_and_reads_the_compiler(counted):
+    """The worker's setup for the bill (its first cell, bill asked): the build compiles although the
+    cache holds the library, and the reply carries the compiler's files for the runner's record."""
+    from harness.measure.inside.worker import Worker
+
+    CLeNet(DEFAULT_WEIGHTS, variant="fused")
+    cell = {"implementation": "c", "variant": "fused", "device": "cpu", "dtype": "float32", "batch_size": 1,
+            "id": "c/fused/cpu/b1/float32"}
+    worker = Worker()
+    reply = worker.setup(cell, str(DEFAULT_WEIGHTS), warmup=1, bill=True)
+    assert len(counted) == 2 and reply["loaded"]["fresh_cache"] is True
+    tools = reply["loaded"]["system_tools"]
+    assert os.path.realpath(shutil.which(build.compiler().command[0])) in tools["files"]
+    again = worker.setup({**cell, "variant": "layers", "id": "c/layers/cpu/b1/float32"}, str(DEFAULT_WEIGHTS),
+                         warmup=1, bill=True)
+    assert again["loaded"] is None  # not the worker's first cell: no bill, the real cache
+    assert len(counted) == 3  # layers: compiled once into the real cache (not there before)
+    worker.close()
+    gc.unfreeze()  # the worker froze this test process's heap (freeze_heap)
+
+
+def test_the_compilers_toolchain_is_what_the_compiler_says_it_runs():
+    cc = build.compiler()
+    found = build.toolchain()
+    assert found["compiler"] == cc.version
+    assert all(os.path.isabs(p) and size > 0 for p, size in found["files"].items())
+    cc1 = build.program(cc, "cc1")
+    if cc1 is not None:  # gcc: its compiler proper, in its own folder, and what it loads
+        assert os.path.realpath(cc1) in found["files"] and found["files"][os.path.realpath(cc1)] > 1 << 20
+        assert any(os.path.basename(p).startswith("libc.so") for p in build.shared_libraries(cc1))
+    assert build.program(cc, "lenet-no-such-program") is None  # a bare name not on PATH: not there

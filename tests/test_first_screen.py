@@ -63,7 +63,7 @@ def test_reproduce_holds_new_medians_against_the_interval_for_a_rerun():
 
 def test_drift_measures_how_far_a_rerun_moves_the_ratios_and_reproduce_holds_them_against_it():
     row = reproduce_row([1.1, 1.1, 1.1])
-    for c, r in zip(row["cells"], (1.02, 0.97, 1.0)):
+    for c, r in zip(row["cells"], (1.02, 0.97, 1.0), strict=True):
         c["ratio_reference"], c["ratio_new"] = {"ratio": 2.0}, {"ratio": 2.0 * r}
     row["shares_by_device"]["cpu"]["ratio_inside"] = [2, 3]
     found = drift.measured(row, "cpu")

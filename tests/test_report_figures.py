@@ -426,7 +426,7 @@ def test_each_variant_of_one_level_has_its_own_shade_of_the_level_colour():
     assert shades[0] == style.colour("cuda") and len(set(shades)) == 10
     last = [int(shades[-1][i:i + 2], 16) for i in (1, 3, 5)]
     base = [int(style.colour("cuda")[i:i + 2], 16) for i in (1, 3, 5)]
-    assert all(abs(c - (b + (255 - b) * style.LIGHTEST)) <= 0.5 for c, b in zip(last, base))
+    assert all(abs(c - (b + (255 - b) * style.LIGHTEST)) <= 0.5 for c, b in zip(last, base, strict=True))
     assert style.shade("numpy", 0, 1) == style.colour("numpy")  # a lone variant keeps its colour
     with pytest.raises(ValueError):
         style.shade("cuda", 3, 3)

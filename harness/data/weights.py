@@ -23,6 +23,10 @@ import numpy as np
 from harness import DEFAULT_WEIGHTS
 from harness.errors import HarnessError
 
+# what reading a weights file needs installed (the imports above): every level that reads the
+# weights needs it, whatever its own distributions require (the bill: memory.installed's `also`)
+DISTRIBUTIONS = ("h5py", "numpy")
+
 # Keras layouts: conv kernels HWIO, dense kernels (inputs, outputs); fc1's 400 rows are in NHWC
 # flatten order of the (5, 5, 16) pool2 output.
 SHAPES = {

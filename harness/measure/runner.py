@@ -31,6 +31,7 @@ from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, registry
 from harness.base import GPU_PEERS_ENV
+from harness.data import weights
 from harness.errors import Failure
 from harness.machine import env, gpu, load, procenv, provenance
 from harness.machine.files import write_atomic
@@ -191,10 +192,15 @@ class Runner:
                             f"(max_cell_seconds = {m.max_cell_seconds:g})")
             state.chunks = chunk_sizes(calls, state.cell.total_rounds(m.rounds))
         loaded = reply.pop("loaded", None)
-        installed = memory.installed(loaded["files"], loaded["maps"]) if loaded else None
+        installed = (memory.installed(loaded["files"], loaded["maps"],
+                                      own=registry.own_distributions(state.cell.implementation),
+                                      tools=loaded.get("system_tools"), also=weights.DISTRIBUTIONS)
+                     if loaded else None)
         row = self.writer.write({"kind": "setup", "cell_id": state.cell.id, "pid": state.ready_pid,
                                  "process": self.process, "calls": sum(state.chunks),
-                                 **{k: v for k, v in reply.items() if k != "ok"}, "installed": installed})
+                                 **{k: v for k, v in reply.items() if k != "ok"}, "installed": installed,
+                                 # its start-up compiled in an empty cache (registry's compile_cache)
+                                 "fresh_compile_cache": bool(loaded and loaded.get("fresh_cache"))})
         if state.setup is None:
             state.setup = row
 

@@ -1,7 +1,8 @@
 """What a level costs besides time, read inside its worker (one process per implementation, so one
 level's import never counts against another's): host memory by stage, the GPU memory its framework
 holds, and what had to be installed for it (the distributions it imported, the shared libraries it
-mapped, their size on disk).
+mapped, their size on disk; what a pip install of the level's own distributions requires, apart:
+requires.closure; the system tools it runs, as its worker found them).
 
 Host memory is Linux's own account of the process (/proc/self/status): VmRSS, resident now, and
 VmHWM, the peak since the process started or since the peak was last reset by writing "5" to
@@ -11,8 +12,10 @@ VmHWM, the peak since the process started or since the peak was last reset by wr
     rss() -> (resident, peak) bytes            reset_peak() -> bool
     gpu(frameworks) -> dict                    the allocators' own counters, where a GPU framework is loaded
     loaded() -> {files, maps}                  what this process imported and mapped (read in the worker)
-    installed(files, maps) -> dict             the distributions owning each file imported or library
-                                               mapped (by file, not by top-level name), with sizes
+    installed(files, maps, own, tools) -> dict the distributions owning each file imported or library
+                                               mapped (by file, not by top-level name), with sizes;
+                                               what a pip install of the level's own distributions
+                                               requires (requires.closure); its system tools
                                                (read in the runner: its memory is not the level's)
 """
 
@@ -22,6 +25,8 @@ import sys
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
+
+from harness.measure.inside import requires
 
 
 def _status_kb(field: str, text: str) -> int | None:
@@ -178,11 +183,18 @@ def loaded() -> dict:
     return {"files": module_files(), "maps": maps_text}
 
 
-def installed(files: Iterable[str] | None = None, maps_text: str | None = None) -> dict:
+def installed(files: Iterable[str] | None = None, maps_text: str | None = None,
+              own: Iterable[str] = (), tools: dict | None = None,
+              also: Iterable[str] = ()) -> dict:
     """What this process needed installed: the distributions that own a file it imported or a
     library it mapped (files: the imported modules' files, by default this process's), and, apart,
     the shared libraries it mapped that no distribution ships (the system's: libc, libgomp, a
-    system cuDNN)."""
+    system cuDNN). `required`: what a pip install of the level's own distributions (own: its
+    registry `versions`) needs, requires.closure; None where none of them is installed (the C
+    level, the null level: what they loaded is their bill); `also` joins the closure there (what
+    the harness's weights reader needs: harness.data.weights.DISTRIBUTIONS). `system_tools`:
+    programs the level runs that no distribution ships (the C compiler: lenet_c.build.toolchain), as
+    its worker found them, or None."""
     if files is None:
         files = module_files()
     if maps_text is None:
@@ -193,5 +205,7 @@ def installed(files: Iterable[str] | None = None, maps_text: str | None = None) 
     libs = libraries(maps_text)
     owned = owners([*files, *libs])
     system = {p: libs[p] for p in libs if os.path.realpath(p) not in owned}
+    required = requires.closure(own, _distribution_size, also)
     return {"distributions": distributions(owned), "system_libraries": system,
-            "libraries_mapped": len(libs)}
+            "libraries_mapped": len(libs), "required": required if required["of"] else None,
+            "system_tools": tools}

@@ -21,6 +21,7 @@ In train mode (cell["mode"] == "train") a call is one training step of the level
 (harness.measure.inside.training) instead of a predict; a NaN loss is the status `diverged`.
 """
 
+import contextlib
 import gc
 import json
 import os
@@ -35,6 +36,7 @@ import numpy as np
 from harness import registry
 from harness.base import LeNet, Trainer
 from harness.errors import Unavailable
+from harness.frameworks import engine_setup
 from harness.measure.inside import memory, training
 
 perf_counter_ns = time.perf_counter_ns
@@ -44,6 +46,19 @@ FRAMEWORKS = tuple(registry.frameworks())  # every level's (ImplSpec.frameworks)
 def loaded_frameworks() -> list[str]:
     """The frameworks this process has imported (one per worker, by design)."""
     return [m for m in FRAMEWORKS if m in sys.modules]
+
+
+def system_tools(name: str) -> dict | None:
+    """What the level runs that no distribution ships (its registry hook "system_tools": the C
+    compiler, lenet_c.build.toolchain), as this process finds it; None for a level without one, or
+    {"error": why} where the hook fails (the bill then says so instead of a size)."""
+    registered = registry.REGISTRY.get(name)
+    if registered is None or "system_tools" not in dict(registered.hooks):
+        return None
+    try:
+        return registry.hook(name, "system_tools")()
+    except Exception as exc:  # a missing ldd, a compiler gone since the build: the bill says why
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def time_calls(predict: Callable[[Any], object], batches: Sequence[Any], start: int, count: int,
@@ -118,17 +133,22 @@ class Worker:
         b = cell["batch_size"]
         batches = [x[i:i + b] for i in range(0, len(x) - b + 1, b)]  # different images per call
         first = not self.cells  # this worker started for this cell (its import is this level's)
-        baseline = memory.rss()[0]  # the interpreter, the harness and the test images
-        t0 = perf_counter_ns()
-        cls = registry.import_class(registry.spec(cell["implementation"]).path)  # the framework
-        t1 = perf_counter_ns()
-        imported = memory.rss()[0]
-        impl = cls(weights, device=cell["device"], variant=cell["variant"], dtype=cell["dtype"])
-        t2 = perf_counter_ns()
-        built, reset = memory.rss()[0], memory.reset_peak()
-        t3 = perf_counter_ns()
-        impl.predict(batches[0])  # cold start: tracing, compilation, autotuning, lazy init
-        t4 = perf_counter_ns()
+        billed = bill and first
+        registered = registry.REGISTRY.get(cell["implementation"])  # None: a lab's module:Class
+        kind = registered.compile_cache if registered and billed else ""
+        with engine_setup.fresh_cache(kind) if kind else contextlib.nullcontext():
+            # the bill's start-up: a compiling level compiles now, in an empty cache (removed after)
+            baseline = memory.rss()[0]  # the interpreter, the harness and the test images
+            t0 = perf_counter_ns()
+            cls = registry.import_class(registry.spec(cell["implementation"]).path)  # the framework
+            t1 = perf_counter_ns()
+            imported = memory.rss()[0]
+            impl = cls(weights, device=cell["device"], variant=cell["variant"], dtype=cell["dtype"])
+            t2 = perf_counter_ns()
+            built, reset = memory.rss()[0], memory.reset_peak()
+            t3 = perf_counter_ns()
+            impl.predict(batches[0])  # cold start: tracing, compilation, autotuning, lazy init
+            t4 = perf_counter_ns()
         device_time = impl.last_device_time_ns()
         warm, _ = time_calls(impl.predict, batches, 1, warmup)
         self.cells[cell["id"]] = (impl, batches)
@@ -143,7 +163,8 @@ class Worker:
                 "memory": stages, "gpu_memory": memory.gpu(loaded_frameworks()),
                 # once per worker: the bill reads only the cell its worker started for; the runner
                 # finds what owns each file (memory.installed), so this process's memory is not its
-                "loaded": memory.loaded() if bill and first else None}
+                "loaded": {**memory.loaded(), "system_tools": system_tools(cell["implementation"]),
+                           "fresh_cache": bool(kind)} if billed else None}
 
     def measure(self, cell_id: str, calls: int, start: int) -> Reply:
         if cell_id in self.trainers:

@@ -11,7 +11,7 @@ from harness.measure.plan.study import Cell, chunk_sizes
 from harness.measure.store import stats
 
 SETUP_FIELDS = ("import_ns", "load_ns", "cold_start_ns", "cold_start_device_ns", "memory", "gpu_memory",
-                "installed")
+                "installed", "fresh_compile_cache")
 
 
 @dataclass

@@ -46,7 +46,8 @@ NONE = type(None)
 OPTIONAL: dict[str, dict[str, type | tuple[type, ...]]] = {  # where present, of these types
     "setup": {"pid": (int, NONE), "process": int, "calls": int, "import_ns": (*NUMBER, NONE),
               "load_ns": (*NUMBER, NONE), "cold_start_ns": (*NUMBER, NONE), "memory": (dict, NONE),
-              "gpu_memory": (dict, NONE), "installed": (dict, NONE), "frameworks": (list, NONE)},
+              "gpu_memory": (dict, NONE), "installed": (dict, NONE), "frameworks": (list, NONE),
+              "fresh_compile_cache": bool},
     "round": {"process": int, "pid": (int, NONE), "device_ns": (list, NONE), "rss_peak": (*NUMBER, NONE),
               "gpu_samples": (list, NONE), "contended": (str, NONE)},
     "load": {"cells": list, "busy": list, "contended": (str, NONE)},

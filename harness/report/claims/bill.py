@@ -6,18 +6,29 @@ process: a second cell of a worker would find the framework already imported). W
 shares (the interpreter, NumPy, h5py, the harness) is the null level's bill in the same run, and is
 shown apart: a level's own memory and install size are its bill over the null level's.
 
+What must be installed is what a pip install of the level's own distributions requires (their
+Requires-Dist closure, recorded by the runner: harness.measure.inside.requires), the shared
+libraries it mapped that no distribution ships, and the system tools it runs (the C compiler).
+On the GPU a level is installed with its GPU extra: what the worker loaded of its distributions'
+extras counts there. What the worker imported only because it was installed (TensorFlow imports
+JAX, SciPy, pandas, matplotlib where they are) is left out of the size and shown apart. A level
+with no distribution of its own (C) counts what its worker loaded; so does a row recorded before
+the closure was (read as before, and said so).
+
     Bill                                    one level on one device, in MB and seconds
     bill_of(cell, shared) -> Bill | None    None: the run recorded no memory (older runs)
     bills(frame, answer) -> {(impl, device): Bill}   every level of the answering runs
     null_cell(frame, run_id)                the null level's cell: the shared part of every bill
-    installed_mb(installed) -> {name: MB}
+    installed_mb(installed) -> {name: MB}   what a worker loaded (the null level's: the harness's own)
+    install_of(installed, shared) -> Install   what a level needs installed beyond the harness
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from harness import registry
+from harness.measure.inside.requires import normal
 from harness.report.markup.tables import table
 
 MB = 2**20  # the bill's memory and sizes are in MiB (the variables say _mb)
@@ -36,14 +47,33 @@ class Bill:
     import_s: float
     build_s: float
     first_call_s: float
-    install_mb: float  # distributions and system libraries beyond the null level's
-    install_count: int  # how many of them
+    install_mb: float  # what must be installed beyond the null level's: install_of's counted
+    install_count: int  # how many of them (distributions, shared libraries, system tools' files)
     biggest: tuple[tuple[str, float], ...]  # its three largest (name, MB)
     shared_mb: float  # what the null level itself needs installed (every level shares it)
+    not_required: tuple[tuple[str, float], ...] = ()  # imported because installed, not required (MB)
+    tools_mb: float = 0.0  # of install_mb: the system tools it runs (the C compiler)
+    tools_count: int = 0
+    compiler: str = ""  # the tools' `--version` line, or why they could not be read
+    basis: str = "required"  # install_of's basis: required, loaded, older
+    compiled: bool = False  # its start-up compiled its code in an empty cache (registry's compile_cache)
+
+
+@dataclass(frozen=True)
+class Install:
+    """What a level needs installed beyond the harness (MB by distribution name or file path)."""
+    counted: dict[str, float] = field(default_factory=dict)  # in the install size, system tools included
+    tools: dict[str, float] = field(default_factory=dict)  # of counted: the system tools' files
+    not_required: dict[str, float] = field(default_factory=dict)  # imported, outside the requirements
+    compiler: str = ""  # the system tools' compiler (`--version`'s line), or "not read: why"
+    # required: the Requires-Dist closure of its own distributions; loaded: what its worker loaded
+    # (a level with no distribution of its own); older: the same reading, from a row recorded
+    # before the closure was
+    basis: str = "required"
 
 
 def installed_mb(installed: dict | None) -> dict[str, float]:
-    """{distribution or library: MB} of a worker's `installed` record."""
+    """{distribution or library: MB} of what a worker's `installed` record says it loaded."""
     if not installed:
         return {}
     out = {name: d["bytes"] / MB for name, d in installed.get("distributions", {}).items()}
@@ -51,13 +81,56 @@ def installed_mb(installed: dict | None) -> dict[str, float]:
     return out
 
 
+def same(name: str) -> str:
+    """A distribution's name in PEP 503's normal form (tensorflow_cpu = tensorflow-cpu); a path as it is."""
+    return name if name.startswith("/") else normal(name)
+
+
+def install_of(installed: dict | None, shared: dict[str, float] | None = None,
+               device: str = "cpu") -> Install:
+    """What a worker's `installed` record says its level needs installed, beyond `shared` (the null
+    level's installed_mb: what the harness alone loads): the Requires-Dist closure of the level's
+    own distributions and the shared libraries it mapped that no distribution ships, plus its system
+    tools; the distributions it imported outside that closure apart (not_required). Where the record
+    has no closure (`required` None: a level with no distribution of its own; absent: an older row),
+    what the worker loaded is the bill, as it was read before. On the GPU a level is installed with
+    its GPU extra (jax[cuda13]): what the worker loaded of its distributions' extras counts too."""
+    if not installed:
+        return Install(basis="loaded")
+    common = {same(k) for k in shared or {}}
+    required = installed.get("required")
+    libraries = {p: b / MB for p, b in installed.get("system_libraries", {}).items()}
+    if isinstance(required, dict):
+        closure = {name: d["bytes"] / MB for name, d in required.get("closure", {}).items()}
+        wanted = {same(name) for name in closure}
+        if device == "gpu":  # its GPU extra's distributions, where the worker loaded them
+            wanted |= set(required.get("through_extras", ()))
+        loaded = {name: d["bytes"] / MB for name, d in installed.get("distributions", {}).items()}
+        in_closure = {same(name) for name in closure}
+        extras = {k: v for k, v in loaded.items() if same(k) in wanted and same(k) not in in_closure}
+        counted = {**closure, **extras, **libraries}
+        apart = {k: v for k, v in loaded.items() if same(k) not in wanted and same(k) not in common}
+        basis = "required"
+    else:
+        counted, apart = installed_mb(installed), {}
+        basis = "older" if "required" not in installed else "loaded"
+    tools_record = installed.get("system_tools") or {}
+    tools = {p: b / MB for p, b in tools_record.get("files", {}).items() if same(p) not in common}
+    compiler = tools_record.get("compiler", "")
+    if "error" in tools_record:
+        compiler = f"not read: {tools_record['error']}"
+    counted = {k: v for k, v in counted.items() if same(k) not in common}
+    counted.update({p: v for p, v in tools.items() if p not in counted})
+    return Install(counted, tools, apart, compiler, basis)
+
+
 def bill_of(cell: pd.Series, shared: dict[str, float] | None = None) -> Bill | None:
     """A cell's bill; shared: what the null level installed (installed_mb of its cell), kept apart."""
     memory = cell.get("memory")
     if not isinstance(memory, dict) or cell.get("own_process") is False or not memory.get("baseline"):
         return None
-    mine = installed_mb(cell.get("installed"))
-    own = {k: v for k, v in mine.items() if k not in (shared or {})}
+    found = install_of(cell.get("installed"), shared, cell["device"])
+    own = found.counted
     peak = cell.get("rss_peak") or memory.get("first_calls_peak") or memory["model"]
     first = cell["cold_start_ms"] / 1e3
     return Bill(cell["implementation"], cell["device"], cell["label"], memory["baseline"] / MB,
@@ -65,7 +138,15 @@ def bill_of(cell: pd.Series, shared: dict[str, float] | None = None) -> Bill | N
                 peak / MB, cell["import_s"] + cell["load_s"] + first, cell["import_s"], cell["load_s"], first,
                 sum(own.values()), len(own),
                 tuple(sorted(own.items(), key=lambda kv: -kv[1])[:3]),
-                sum((shared or {}).values()))
+                sum((shared or {}).values()),
+                tuple(sorted(found.not_required.items(), key=lambda kv: -kv[1])),
+                sum(found.tools.values()), len(found.tools), found.compiler, found.basis,
+                flag(cell.get("fresh_compile_cache")))
+
+
+def flag(value: object) -> bool:
+    """A row's yes/no that older rows lack (None, or NaN in a frame): no."""
+    return bool(value) and not pd.isna(value)
 
 
 def null_cell(frame: pd.DataFrame, run_id: str | None) -> pd.Series | None:
@@ -100,13 +181,44 @@ def bills(frame: pd.DataFrame, answer: dict) -> dict[tuple[str, str], Bill]:
 
 
 # what an install size's "(7)" counts, said in every table that shows one
-INSTALLED_HEADER = "installed beyond the harness (how many distributions and shared libraries)"
+INSTALLED_HEADER = "installed beyond the harness (how many distributions, shared libraries and tools' files)"
+OLDER = "all it imported: an older run"  # the install size of a row recorded before the closure was
 
 
 def installed_text(b: Bill) -> str:
-    """'15 MiB (7)': the install size beyond the harness and how many distributions and shared
-    libraries it is (INSTALLED_HEADER says so in the column's header)."""
-    return f"{b.install_mb:,.0f} MiB ({b.install_count})"
+    """'15 MiB (7)': the install size beyond the harness and how many distributions, shared libraries
+    and system tools' files it is (INSTALLED_HEADER says so in the column's header); a size read the
+    old way (everything imported) says so."""
+    return f"{b.install_mb:,.0f} MiB ({b.install_count})" + (f", {OLDER}" if b.basis == "older" else "")
+
+
+def tools_text(b: Bill) -> str:
+    """'cc (Debian 12.2.0-14) 12.2.0: 45 MiB (18 files)': the system tools in the install size."""
+    if b.compiler.startswith("not read"):
+        return b.compiler
+    if not b.tools_count:
+        return "–"
+    return f"{b.compiler}: {b.tools_mb:,.0f} MiB ({b.tools_count} files)"
+
+
+def not_required_text(b: Bill, at_least_mb: float = 1.0) -> str:
+    """'jaxlib 348 MiB, scipy 136 MiB and 9 more (3 MiB)': what the worker imported outside the
+    level's requirements (left out of its install size), each from `at_least_mb` by name."""
+    if b.basis == "older":
+        return "not recorded (an older run)"
+    named = [(name, mb) for name, mb in b.not_required if mb >= at_least_mb]
+    rest = [mb for _name, mb in b.not_required if mb < at_least_mb]
+    text = ", ".join(f"{name} {mb:,.0f} MiB" for name, mb in named)
+    if rest:
+        more = "more" if text else "small ones"
+        text += f"{' and ' if text else ''}{len(rest)} {more} ({sum(rest):,.1f} MiB)"
+    return text or "–"
+
+
+def startup_text(b: Bill) -> str:
+    """'0.31 s (compiles)': start-up to the first answer; a level that compiled its code (in an
+    empty cache) says so."""
+    return f"{b.startup_s:.2g} s" + (" (compiles)" if b.compiled else "")
 
 
 def section(frame: pd.DataFrame, answer: dict) -> list[str]:
@@ -117,20 +229,31 @@ def section(frame: pd.DataFrame, answer: dict) -> list[str]:
             "resident memory (VmRSS) before the import (the interpreter, the harness, the test images), "
             "what importing the level and building the model add, and the peak (VmHWM, reset before each "
             "timed round) during the timed calls; start-up is import + build + first call, the time before "
-            "the first answer; installed is the size on disk of the distributions the worker imported and "
-            "the shared libraries it mapped that no distribution ships, beyond what the null level (the "
-            "harness alone) needs, which is shown apart."]
+            "the first answer (a level that compiles its code, C, compiles it there, in an empty cache: "
+            "*compiles*). Installed is the size on disk of what must be installed for the level, beyond "
+            "what the null level (the harness alone) needs, which is shown apart: the distributions a pip "
+            "install of the level's own distributions requires (their Requires-Dist, transitively, with "
+            "markers evaluated for this Python and platform and no extras; on the GPU also what the worker "
+            "loaded of their extras, as `jax[cuda13]` installs its CUDA plugin), the shared libraries the "
+            "worker mapped that no distribution ships, and the system tools it runs (C: the compiler's "
+            "driver, cc1, as, collect2, ld and the shared libraries they load; its headers and the C "
+            "library's link files are not counted). A level with no distribution of its own (C) counts "
+            "what its worker loaded. What the worker imported only because it was installed (TensorFlow "
+            "imports JAX, SciPy, pandas and matplotlib where they are) is not in the size: it is listed "
+            "apart, with its size, where at least 1 MiB. A row recorded before the requirements were "
+            f"read counts everything its worker imported ({OLDER})."]
     if not found:
         return head + ["", "_No run that answers recorded the bill yet: `make run-all` measures it._"]
     rows = [[b.label, b.device, f"{b.baseline_mb:,.0f} MiB", f"+{b.import_mb:,.0f} MiB",
              f"+{b.model_mb:,.0f} MiB", f"{b.calls_peak_mb:,.0f} MiB", f"{b.import_s:.2f} s",
-             f"{b.build_s:.2f} s", f"{b.first_call_s:.3g} s", f"{b.startup_s:.2g} s",
+             f"{b.build_s:.2f} s", f"{b.first_call_s:.3g} s", startup_text(b),
              installed_text(b),
              ", ".join(f"{name.rsplit('/', 1)[-1]} {mb:,.0f} MiB" for name, mb in b.biggest) or "–",
-             f"{b.shared_mb:,.0f} MiB"]
+             tools_text(b), not_required_text(b), f"{b.shared_mb:,.0f} MiB"]
             for (impl, device), b in sorted(found.items(), key=lambda kv: (kv[0][1], order(kv[0][0])))]
     headers = ["level/call", "device", "before import", "import", "model", "peak in calls", "import time",
                "build", "first call", "to first answer", INSTALLED_HEADER, "largest",
+               "of which system tools", "imported because installed, not required (not counted)",
                "the harness's own"]
     return head + ["", table(headers, rows)]
 

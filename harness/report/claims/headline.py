@@ -215,8 +215,8 @@ def times_raw(lv: Level, device: str, which: str, moved: drift.Drift | None = No
     across = f" (`{cell['study']}`; medians across runs)" if r.get("across_runs") and cell is not None else ""
     if r.get("against"):  # headline.same_rounds: within the rounds of the study the cell came from
         across = f" (`{r['study']}`, within its rounds, against {r['against']})"
-    within = moved is not None and not r.get("across_runs") and not r.get("against")
-    return f"; {quote.rerun_times(r, moved) if within else quote.times(r)}{across}"
+    within = not r.get("across_runs") and not r.get("against")
+    return f"; {quote.rerun_times(r, moved) if within and moved is not None else quote.times(r)}{across}"
 
 
 def bill_columns(lv: Level, dash: Callable[[str], str]) -> list[str]:
@@ -226,7 +226,7 @@ def bill_columns(lv: Level, dash: Callable[[str], str]) -> list[str]:
         why = (lv.missing.get("cpu") if "cpu" not in lv.cells
                else "not recorded: the run that answers predates the bill's measurements")
         return [dash(why or "not measured")] + ["–"] * 2
-    return [f"{found.calls_peak_mb:,.0f} MiB ({found.import_mb:,.0f} MiB)", f"{found.startup_s:.2g} s",
+    return [f"{found.calls_peak_mb:,.0f} MiB ({found.import_mb:,.0f} MiB)", bill.startup_text(found),
             bill.installed_text(found)]
 
 

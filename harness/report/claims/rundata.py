@@ -176,6 +176,7 @@ def cell_record(run: dict, row: dict, own: dict[str, bool], stale: str) -> dict:
         "rss_peak": row.get("rss_peak"),  # resident peak of the timed calls (bytes)
         "gpu_memory": setup.get("gpu_memory"),
         "installed": setup.get("installed"),
+        "fresh_compile_cache": bool(setup.get("fresh_compile_cache")),  # its start-up compiled afresh
         "times_ms": [t / 1e6 for t in times],
         "rounds_ns": row.get("rounds_ns", []),
         "round_process": row.get("round_process") or [0] * len(row.get("rounds_ns", [])),

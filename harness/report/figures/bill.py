@@ -25,6 +25,15 @@ def number(v: float) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:.2g}"
 
 
+def note(title: str, b: Bill) -> str:
+    """A bar's mark: the start-up of a level that compiled its code, an install size read the old way."""
+    if title == "start-up" and b.compiled:
+        return " (compiles)"
+    if title == "installed" and b.basis == "older":
+        return " *"  # the caption says what the star means
+    return ""
+
+
 def fig_bill(data: ReportData, out: Path) -> Path | None:
     """Fig. 12, or None when the run that answers recorded no bill (runs before it was measured)."""
     levels, machines = headline.levels(data.frame, data.loc_rows, data.answer)
@@ -44,7 +53,7 @@ def fig_bill(data: ReportData, out: Path) -> Path | None:
                 continue
             values.append(v)
             ax.barh(y, v, color=colour(lv.implementation), height=0.7)
-            ax.text(v, y, f" {number(v)}", va="center", fontsize=7)
+            ax.text(v, y, f" {number(v)}{note(title, bill)}", va="center", fontsize=7)
         if log:
             ax.set_xscale("log")
             ax.set_xlim(min(values) / 3, max(values) * 12)  # room for the labels right of the bars
@@ -55,8 +64,13 @@ def fig_bill(data: ReportData, out: Path) -> Path | None:
         ax.tick_params(labelsize=8)
     axes[0].set_yticks(range(len(rows)), names)
     fig.suptitle(f"Fig. 12  The full bill of each level on the CPU ({machines['cpu']})", fontsize=11)
+    bills = [lv.bills["cpu"] for lv in rows]
+    compiled = " (compiles: in an empty cache)" if any(b.compiled for b in bills) else ""
+    older = "; * an older run's reading: all its worker imported" if any(b.basis == "older"
+                                                                          for b in bills) else ""
     caption = ("each level's first-written call in its own worker process (api_levels); memory: VmHWM during "
-               "the timed calls; start-up: import + build + first call; installed: distributions and "
-               "shared libraries beyond the null level's (the harness alone)")
+               f"the timed calls; start-up: import + build + first call{compiled}; installed: what a pip "
+               "install of the level requires, the shared libraries and tools (the C compiler) no "
+               f"distribution ships, beyond the null level's (the harness alone){older}")
     return finish(fig, data.runs, "api_levels", out, caption,
                   margins={"left": 0.175, "right": 0.99, "top_in": 0.55, "bottom_in": 0.5, "wspace": 0.12})

@@ -60,5 +60,7 @@ FIGURES = [
     ("fig12_bill.png", "The full bill of each level",
      "Five currencies side by side on the CPU, one row per level in the ladder's order: time per image, "
      "lines of code, peak resident memory in calls, start-up to the first answer, and what must be "
-     "installed beyond the harness itself (DETAILS has every stage)."),
+     "installed beyond the harness itself: what a pip install of the level requires, the system libraries "
+     "and tools (the C compiler) it needs; what it imported only because it was installed is left out "
+     "(DETAILS lists it, and has every stage)."),
 ]
