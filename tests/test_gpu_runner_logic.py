@@ -91,6 +91,7 @@ def test_only_a_foreign_process_flags_contention(tmp_path, fake_gpu):
     assert fake_gpu["seen_own"][0] == [] and all(fake_gpu["seen_own"][2:])
     cpu_reasons = finals["null/default/cpu/b1/float32"]["contended_reasons"]
     assert not [r for r in cpu_reasons if not r.startswith("round ")]  # CPU cells are not GPU-sampled
+    assert not runner.gpu_peers_path().exists()  # the workers' pid list goes with them
 
 
 HOLD = "from harness.machine.gpulock import GpuLock; import time; GpuLock('0').acquire(); print('held', flush=True); time.sleep(60)"

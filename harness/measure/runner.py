@@ -50,6 +50,7 @@ def gpu_peers_path() -> Path:
     """Where this runner lists its workers' pids (outside the run folder: not a result)."""
     return Path(tempfile.gettempdir()) / f"lenet-gpu-peers-{os.getpid()}"
 
+
 class Runner:
     def __init__(self, study: Study, run_dir: Path, writer: results.RowWriter,
                  weights: str | Path = DEFAULT_WEIGHTS, gpu_lock: GpuLock | None = None,
@@ -330,6 +331,7 @@ def run_locked(study: Study, run_dir: Path, run_id: str, resume: bool, weights: 
         runner.run()
     finally:
         writer.close()
+        gpu_peers_path().unlink(missing_ok=True)  # the workers are gone: their list with them
     if runfolder.completion(run_dir) is None:
         runfolder.mark_complete(run_dir, "finished" + (" (resumed)" if resume else ""),
                                 cells=len(runner.states))
