@@ -1,8 +1,10 @@
 import atexit
 import copy
+import fcntl
 import gzip
 import hashlib
 import os
+import pickle
 import shutil
 import tempfile
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import DEFAULT_DATA_DIR, DEFAULT_WEIGHTS
+from harness import DEFAULT_DATA_DIR, DEFAULT_RESULTS, DEFAULT_WEIGHTS
 from harness.data import mnist, weights
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,6 +86,48 @@ def loc_rows(loc_counted) -> list[dict]:
     """The lines-of-code rows of this checkout (harness.report.claims.loc.count()), counted once per
     session; each test gets a copy of its own."""
     return copy.deepcopy(loc_counted)
+
+
+@pytest.fixture(scope="session")
+def report_cache(tmp_path_factory) -> Path:
+    """A file holding what reading the committed results computes and keeps for the next read
+    (rundata.SUMMARIES: each cell's statistics, keyed by its times; rows.CHECKED: each checked
+    row's digest), made once a session and loaded into this process. Every cell's seeded bootstraps
+    take 10-15 s here, and a dozen test files (and the report's subprocess) read the same cells:
+    the first xdist worker to ask reads reports/results, the other waits for its file, and
+    SEED_REPORT_CACHE loads it into a subprocess. Only the time changes: an entry is what the same
+    code computed from the same rows, and a row changed by a test has another key."""
+    from harness.measure.store import rows
+    from harness.report.claims import rundata
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the session's folder, above each worker's own
+    path = shared / "report-cache.pickle"
+    with open(shared / "report-cache.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits here while the first computes
+        if not path.is_file():
+            rundata.load_report(DEFAULT_RESULTS, [], every_run=True)  # what `make report` reads
+            part = path.with_suffix(".part")
+            part.write_bytes(pickle.dumps({"summaries": rundata.SUMMARIES, "checked": rows.CHECKED}))
+            part.rename(path)
+    cache = pickle.loads(path.read_bytes())
+    rundata.SUMMARIES.update(cache["summaries"])
+    rows.CHECKED.update(cache["checked"])
+    return path
+
+
+# The lines a `python -c` subprocess that rebuilds the report starts with: report_cache's file
+# loaded (format it with path=), so it does not summarize every committed cell again.
+SEED_REPORT_CACHE = (
+    "import pickle\n"
+    "from harness.measure.store import rows as _rows\n"
+    "from harness.report.claims import rundata as _rundata\n"
+    "with open(r'{path}', 'rb') as _f:\n"
+    "    _cache = pickle.load(_f)\n"
+    "_rundata.SUMMARIES.update(_cache['summaries'])\n"
+    "_rows.CHECKED.update(_cache['checked'])\n"
+)
 
 
 @pytest.fixture(scope="session")
