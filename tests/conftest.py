@@ -1,8 +1,10 @@
 import atexit
 import copy
+import fcntl
 import gzip
 import hashlib
 import os
+import pickle
 import shutil
 import tempfile
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import DEFAULT_DATA_DIR, DEFAULT_WEIGHTS
+from harness import DEFAULT_DATA_DIR, DEFAULT_RESULTS, DEFAULT_WEIGHTS
 from harness.data import mnist, weights
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,9 +32,12 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # the first pytest process: x
 # the next group when it is nearly done, so no long one starts last while the other idles.
 # test_lab_sandbox.py (seconds) first: it forks with a preexec_fn in-process, before any file of that
 # worker has imported JAX (whose threads can deadlock Python code between fork and exec).
-LONGEST_FIRST = ("test_lab_sandbox.py", "slurm", "test_lab.py", "test_report.py", "test_weight_formats.py",
-                 "test_fault_matrix.py", "test_framework_levels.py", "test_explain.py", "test_lab_limits.py",
-                 "test_training.py")
+# (Re-summed after report_cache: test_report.py fell from about 90 s to 34 s; test_cuda_level.py, 70 s,
+# was missing and could start last.)
+LONGEST_FIRST = ("test_lab_sandbox.py", "slurm", "test_cuda_level.py", "test_lab.py", "test_explain.py",
+                 "test_framework_levels.py", "test_training.py", "test_report.py", "test_lab_hang.py",
+                 "test_weight_formats.py", "test_fault_matrix.py", "test_lab_kit.py", "test_gpu_study.py",
+                 "test_shared_server_users.py", "test_lab_ring2.py", "test_lab_limits.py")
 
 
 def xdist_group_of(item, slurm_files) -> str:
@@ -84,6 +89,48 @@ def loc_rows(loc_counted) -> list[dict]:
     """The lines-of-code rows of this checkout (harness.report.claims.loc.count()), counted once per
     session; each test gets a copy of its own."""
     return copy.deepcopy(loc_counted)
+
+
+@pytest.fixture(scope="session")
+def report_cache(tmp_path_factory) -> Path:
+    """A file holding what reading the committed results computes and keeps for the next read
+    (rundata.SUMMARIES: each cell's statistics, keyed by its times; rows.CHECKED: each checked
+    row's digest), made once a session and loaded into this process. Every cell's seeded bootstraps
+    take 10-15 s here, and a dozen test files (and the report's subprocess) read the same cells:
+    the first xdist worker to ask reads reports/results, the other waits for its file, and
+    SEED_REPORT_CACHE loads it into a subprocess. Only the time changes: an entry is what the same
+    code computed from the same rows, and a row changed by a test has another key."""
+    from harness.measure.store import rows
+    from harness.report.claims import rundata
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the session's folder, above each worker's own
+    path = shared / "report-cache.pickle"
+    with open(shared / "report-cache.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits here while the first computes
+        if not path.is_file():
+            rundata.load_report(DEFAULT_RESULTS, [], every_run=True)  # what `make report` reads
+            part = path.with_suffix(".part")
+            part.write_bytes(pickle.dumps({"summaries": rundata.SUMMARIES, "checked": rows.CHECKED}))
+            part.rename(path)
+    cache = pickle.loads(path.read_bytes())
+    rundata.SUMMARIES.update(cache["summaries"])
+    rows.CHECKED.update(cache["checked"])
+    return path
+
+
+# The lines a `python -c` subprocess that rebuilds the report starts with: report_cache's file
+# loaded (format it with path=), so it does not summarize every committed cell again.
+SEED_REPORT_CACHE = (
+    "import pickle\n"
+    "from harness.measure.store import rows as _rows\n"
+    "from harness.report.claims import rundata as _rundata\n"
+    "with open(r'{path}', 'rb') as _f:\n"
+    "    _cache = pickle.load(_f)\n"
+    "_rundata.SUMMARIES.update(_cache['summaries'])\n"
+    "_rows.CHECKED.update(_cache['checked'])\n"
+)
 
 
 @pytest.fixture(scope="session")

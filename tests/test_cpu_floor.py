@@ -73,6 +73,7 @@ def committed():
     return runs, frame, hand["machine"].iloc[0]
 
 
+@pytest.mark.usefixtures("report_cache")
 def test_the_speedups_are_within_round_ratios_and_say_what_a_miss_would_need():
     _, frame, machine = committed()
     line = cpu_targets.c_speedup_lines(frame, machine)[0]
@@ -95,6 +96,7 @@ def test_the_speedups_are_within_round_ratios_and_say_what_a_miss_would_need():
     assert cpu_targets.c_speedup_lines(quicker, machine)[0].count("(met)") == 2  # 10x faster: both met
 
 
+@pytest.mark.usefixtures("report_cache")
 def test_the_section_reads_the_arithmetic_row_of_the_machine_that_answers():
     runs, frame, machine = committed()
     answer = frame[(frame["study"] == "api_levels") & (frame["machine"] == machine)]["run_id"].iloc[0]
@@ -148,6 +150,7 @@ def test_bad_counts_are_an_error_naming_them(capsys):
         capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("report_cache")
 def test_the_numba_rung_stands_beside_the_c_within_rounds_with_what_it_needed():
     _, frame, machine = committed()
     c_cell = rundata.find(frame, "api_levels", "c/fused", machine=machine)
@@ -166,6 +169,7 @@ def test_a_speedup_is_met_missed_or_undecided_by_its_whole_interval():
     assert speedup_verdict({**r, "ci95_low": float("nan"), "ci95_high": float("nan")}, 3) == "missed"
 
 
+@pytest.mark.usefixtures("report_cache")
 def test_the_target_and_the_finding_quote_one_number_for_one_ratio():
     _, frame, machine = committed()
     hand = rundata.find(frame, "api_levels", "c/fused", machine=machine)

@@ -115,6 +115,7 @@ def test_the_cost_of_making_a_call_is_computed_per_device_and_not_most_of_a_cpu_
     assert "21% of a batch-1 call (not most of it)" in text and "98% of a batch-1 call (most of it)" in text
 
 
+@pytest.mark.usefixtures("report_cache")
 def test_the_committed_runs_first_screen_says_one_thread_and_the_resident_kernels_caveats():
     data = rundata.load_report(rundata.DEFAULT_RESULTS, [])
     assert first_screen.cpu_threads(data.runs, data.answer["cpu"]) == 1
@@ -142,6 +143,7 @@ def test_the_headline_prints_an_interval_for_a_rerun_where_the_drift_is_known_an
     assert "no second run" in first_screen.intervals_note({"cpu": "m"}, {})
 
 
+@pytest.mark.usefixtures("report_cache")
 def test_findings_mark_single_process_cells_and_name_both_batch_512_rates():
     data = rundata.load_report(rundata.DEFAULT_RESULTS, [])
     found = findings.findings(data.frame, data.runs, [], data.answer)

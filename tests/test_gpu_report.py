@@ -15,7 +15,7 @@ from harness.report.sections import gpu_floor_section, gpu_section
 
 
 @pytest.fixture
-def results_copy(tmp_path):
+def results_copy(tmp_path, report_cache):
     if not any(DEFAULT_RESULTS.glob("kernels/*/results.jsonl")):
         pytest.skip("no committed GPU results (python -m harness gpu-study on a GPU writes them)")
     dest = tmp_path / "results"

@@ -73,7 +73,7 @@ def drawn(monkeypatch, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def committed() -> ReportData:
+def committed(report_cache) -> ReportData:
     """The committed results and loc.csv, as `make figures` reads them."""
     return rundata.load_report(DEFAULT_RESULTS, loc.read_csv())
 

@@ -17,7 +17,7 @@ from harness.report.sections import findings
 
 
 @pytest.fixture
-def results_copy(tmp_path):
+def results_copy(tmp_path, report_cache):
     if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl")):
         pytest.skip("no committed reference results (make run-all writes them)")
     dest = tmp_path / "results"
