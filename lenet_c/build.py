@@ -8,7 +8,7 @@ NVRTC does for the CUDA level.
     load(name, flags) -> CDLL        that library, loaded
     cache_folder() -> Path           where libraries are kept (see below)
     probe() -> dict                  for doctor: the compiler, the flags, the path fused runs here
-    toolchain() -> dict              for the bill: what must be installed to compile (see there)
+    toolchain() -> dict              for the bill: what compiling needs (harness.frameworks.toolchain)
 
 The cache is engine_setup.cache_dir("c") (~/.cache/lenet-levels/c; not writable: a private
 temporary folder), one file per key, `fused-<sha256 prefix>.so`. The key: the source text, the
@@ -33,6 +33,7 @@ from pathlib import Path
 
 from harness.errors import Unavailable
 from harness.frameworks import engine_setup
+from harness.frameworks.toolchain import toolchain_files
 
 HERE = Path(__file__).resolve().parent
 # -fno-predictive-commoning: at -O3 gcc otherwise carries conv2's broadcast pixels from one
@@ -46,9 +47,6 @@ DEFINES = {("fused", "float32"): (), ("fused", "float64"): ("-DLENET_DOUBLE",),
 SOURCES = {"fused": "fused.c", "portable": "fused.c", "layers": "layers.c"}  # variant -> C file
 FIX = "install one: apt install gcc (or dnf install gcc, xcode-select --install), or set CC"
 TIMEOUT = 300  # seconds for one compilation
-# the programs gcc's driver runs to build a shared library: compiler proper, assembler, the linker's
-# wrapper and the linker (clang's driver is its own compiler and assembler: it answers as and ld)
-PROGRAMS = ("cc1", "as", "collect2", "ld")
 
 
 @dataclass(frozen=True)
@@ -192,54 +190,9 @@ def probe() -> dict:
             "flags": " ".join(FLAGS), "fused_path": fused.lenet_path().decode()}
 
 
-def program(cc: Compiler, name: str) -> str | None:
-    """Where the program `name` the driver runs lies, as the driver finds it: `-print-prog-name`
-    answers a path from its own folders (/usr/lib/gcc/x86_64-linux-gnu/12/cc1), else the bare name,
-    which it runs from PATH (as, ld); None where neither holds (clang has no cc1 of its own)."""
-    try:
-        done = subprocess.run([*cc.command, f"-print-prog-name={name}"], capture_output=True, text=True,
-                              timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    answer = done.stdout.strip()
-    if done.returncode != 0 or not answer:
-        return None
-    return answer if os.path.isabs(answer) and os.path.isfile(answer) else shutil.which(answer)
-
-
-def shared_libraries(path: str) -> list[str]:
-    """The shared libraries the program at `path` loads, as the dynamic loader resolves them (ldd:
-    `libisl.so.23 => /lib/x86_64-linux-gnu/libisl.so.23 (0x...)`, the loader itself by its path);
-    [] where ldd is missing or refuses (a static program)."""
-    try:
-        done = subprocess.run(["ldd", path], capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    found = []
-    for line in done.stdout.splitlines():
-        target = line.split("=>", 1)[1] if "=>" in line else line
-        words = target.split()
-        if words and words[0].startswith("/"):
-            found.append(words[0])
-    return found
-
 
 def toolchain() -> dict:
-    """What must be installed for this level besides Python's distributions, as the compiler here
-    says: {"compiler": its `--version` line, "files": {real path: bytes on disk}}: the driver ($CC,
-    cc, ...; a wrapper such as ccache and the compiler it runs), the programs it runs to build the
-    library (PROGRAMS, program()) and the shared libraries each loads (shared_libraries()). Not
-    counted: the headers and the C library's link files (libc6-dev, a few MB), nor a linker plugin
-    loaded at run time (liblto_plugin, unused without -flto). Unavailable where there is no compiler."""
+    """What must be installed to compile this level besides Python's distributions, as the compiler
+    here says (harness.frameworks.toolchain: the driver, the programs it runs, their libraries)."""
     cc = compiler()
-    paths = [p for word in cc.command if (p := shutil.which(word))]
-    paths += [p for name in PROGRAMS if (p := program(cc, name))]
-    found: dict[str, int] = {}
-    for found_path in [*paths, *(lib for program_path in paths for lib in shared_libraries(program_path))]:
-        real = os.path.realpath(found_path)
-        if real not in found:
-            try:
-                found[real] = os.stat(real).st_size
-            except OSError:
-                continue
-    return {"compiler": cc.version, "files": found}
+    return toolchain_files(cc.command, cc.version)

@@ -17,6 +17,7 @@ import pytest
 from harness import DEFAULT_WEIGHTS, registry
 from harness.data import weights
 from harness.errors import Unavailable
+from harness.frameworks import toolchain
 from tests.conftest import assert_matches_oracle, oracle_sample
 
 if not (shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")):
@@ -264,8 +265,8 @@ def test_the_compilers_toolchain_is_what_the_compiler_says_it_runs():
     found = build.toolchain()
     assert found["compiler"] == cc.version
     assert all(os.path.isabs(p) and size > 0 for p, size in found["files"].items())
-    cc1 = build.program(cc, "cc1")
+    cc1 = toolchain.program(cc.command, "cc1")
     if cc1 is not None:  # gcc: its compiler proper, in its own folder, and what it loads
         assert os.path.realpath(cc1) in found["files"] and found["files"][os.path.realpath(cc1)] > 1 << 20
-        assert any(os.path.basename(p).startswith("libc.so") for p in build.shared_libraries(cc1))
-    assert build.program(cc, "lenet-no-such-program") is None  # a bare name not on PATH: not there
+        assert any(os.path.basename(p).startswith("libc.so") for p in toolchain.shared_libraries(cc1))
+    assert toolchain.program(cc.command, "lenet-no-such-program") is None  # a bare name not on PATH: not there
