@@ -56,7 +56,7 @@ def fig_bill(data: ReportData, out: Path) -> Path | None:
             ax.text(v, y, f" {number(v)}{note(title, bill)}", va="center", fontsize=7)
         if log:
             ax.set_xscale("log")
-            ax.set_xlim(min(values) / 3, max(values) * 12)  # room for the labels right of the bars
+            ax.set_xlim(min(values) / 3, max(values) * 30)  # room for the labels right of the bars
         else:
             ax.set_xlim(0, max(values) * 1.35)
         ax.set_title(title, fontsize=10)
