@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from harness.report.claims import drift, headline, quote, reproduce, rundata
+from harness.report.markup.tables import sig3
 from harness.report.sections import findings, first_screen, gpu_section
 from tests.test_processes import cell_row, fake_process_rounds
 
@@ -79,7 +80,7 @@ def test_drift_measures_how_far_a_rerun_moves_the_ratios_and_reproduce_holds_the
         drift.measured(row, "cpu")
     r = {"ratio": 2.1, "ci95_low": 2.0, "ci95_high": 2.2}
     low, high = drift.widen_ratio(2.0, 2.2, found)
-    assert quote.rerun_times(r, found) == f"2.10x [rerun {quote.sig3(low)}–{quote.sig3(high)}]"
+    assert quote.rerun_times(r, found) == f"2.10x [rerun {sig3(low)}–{sig3(high)}]"
     assert quote.rerun_times({**r, "ci95_low": math.nan}, found) == "2.10x"  # no interval to widen
 
     base_a, pa = fake_process_rounds(5, [1e6] * 3)

@@ -52,8 +52,7 @@ def system_tools(name: str) -> dict | None:
     """What the level runs that no distribution ships (its registry hook "system_tools": the C
     compiler, lenet_c.build.toolchain), as this process finds it; None for a level without one, or
     {"error": why} where the hook fails (the bill then says so instead of a size)."""
-    registered = registry.REGISTRY.get(name)
-    if registered is None or "system_tools" not in dict(registered.hooks):
+    if name not in registry.with_hook("system_tools"):  # a lab's module:Class has none
         return None
     try:
         return registry.hook(name, "system_tools")()

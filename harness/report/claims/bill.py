@@ -102,11 +102,11 @@ def install_of(installed: dict | None, shared: dict[str, float] | None = None,
     libraries = {p: b / MB for p, b in installed.get("system_libraries", {}).items()}
     if isinstance(required, dict):
         closure = {name: d["bytes"] / MB for name, d in required.get("closure", {}).items()}
-        wanted = {same(name) for name in closure}
+        in_closure = {same(name) for name in closure}
+        wanted = set(in_closure)
         if device == "gpu":  # its GPU extra's distributions, where the worker loaded them
             wanted |= set(required.get("through_extras", ()))
         loaded = {name: d["bytes"] / MB for name, d in installed.get("distributions", {}).items()}
-        in_closure = {same(name) for name in closure}
         extras = {k: v for k, v in loaded.items() if same(k) in wanted and same(k) not in in_closure}
         counted = {**closure, **extras, **libraries}
         apart = {k: v for k, v in loaded.items() if same(k) not in wanted and same(k) not in common}

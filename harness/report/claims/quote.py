@@ -23,7 +23,7 @@ import pandas as pd
 
 from harness.measure.store import stats
 from harness.report.claims import drift
-from harness.report.markup.tables import fmt_ratio, ms, sig3
+from harness.report.markup.tables import fmt_ratio, ms
 
 MARKS = {
     "thin": (f"too few rounds or calls for an interval (fewer than {stats.MIN_ROUNDS} rounds of "
@@ -108,9 +108,8 @@ def rerun_times(r: dict | None, found: drift.Drift) -> str:
     wide = drift.widen_ratio(r["ci95_low"], r["ci95_high"], found)
     if wide is None:
         return times(r)
-    low, high = wide
-    same = " (no measurable difference)" if low <= 1 <= high else ""
-    return f"{sig3(r['ratio'])}x [rerun {sig3(low)}–{sig3(high)}]{same}"
+    # times' wording (and tables.includes_one's "no measurable difference") on the widened interval
+    return times({**r, "ci95_low": wide[0], "ci95_high": wide[1]}).replace("x [", "x [rerun ", 1)
 
 
 def ci_column(cell: pd.Series) -> str:
