@@ -92,7 +92,13 @@ def test_a_shaved_clock_gains_nothing(ring2):
     ratio = {n: r["ratios"]["numpy"]["ratio"] for n, r in rows.items() if r["status"] == "ok"}
     honest = [ratio[n] for n in lab_hostile.RING2_HONEST]
     if rows["shaver"]["status"] == "ok":  # unflagged: ranked at the grader's own measure
-        assert ratio["shaver"] > 0.7 * statistics.median(honest), (ratio["shaver"], honest)  # was 0.45x
+        shaver = rows["shaver"]
+        for r in shaver["rounds_used"]:  # no less than its CPU time less the least trusted protocol cost
+            measure = np.median(np.asarray(shaver["cpu_ns"]["submission"][r]) - shaver["ranking_cpu_gap_ns"][r])
+            assert np.median(shaver["ranked_ns"]["submission"][r]) >= 0.999 * measure, r
+        # the same code as the honest ones, so about their ratio (0.70x once, under load, when the
+        # ranking took off the largest reference's protocol cost: 45 us in some rounds, 12 in others)
+        assert ratio["shaver"] > 0.75 * statistics.median(honest), (ratio["shaver"], honest)  # was 0.45x
     else:  # flagged: no rank at all
         assert "do not fit the grader's clock" in rows["shaver"]["reason"] and "shaver" not in ratio
     assert all(ratio[n] > 3 * max(honest) for n in lab_hostile.RING2_CHEATS), ratio
@@ -285,6 +291,15 @@ def test_the_ranked_time_is_never_below_the_graders_own_measure():
     assert timing.ranked_ns(honest, cpu, 30_000) == [200_000, 210_000, 190_000]
     assert timing.ranked_ns(honest * 0.45, cpu, 30_000) == [200_000, 210_000, 190_000]
     assert 0.44 < timing.clock_ratio(honest * 0.45, cpu, 30_000) < 0.46
+
+
+def test_the_ranking_takes_off_the_least_protocol_cost_of_the_references():
+    reported = [np.array([100_000, 110_000, 90_000]), np.array([30_000, 31_000, 29_000])]
+    cpu = [reported[0] + 12_000, reported[1] + 45_000]  # numpy's protocol 12 us; the other's jumped to 45
+    assert timing.ranking_gap_ns(reported, cpu) == 12_000
+    assert timing.ranking_gap_ns([reported[0]], [reported[0] - 5_000]) == 0  # a gap is never negative
+    shaved = np.array([90_000, 95_000, 85_000]) * 0.45  # a clock at 0.45x whose CPU was 102-112 us a call
+    assert np.median(timing.ranked_ns(shaved, [102_000, 107_000, 97_000], 12_000)) == 90_000
 
 
 def run_boxed(args: list[str]) -> subprocess.CompletedProcess:

@@ -42,8 +42,8 @@ def verdict(lab: Lab, rounds: Rounds) -> dict:
     cpu = {who: [c.cpu_ns for c in chunks] for who, chunks in rounds.chunks.items()}
     checks = clock_checks(times, trips, cpu, rounds.idle, labels, lab.device == "gpu")
     flagged, used = checks["inconsistent_rounds"], checks["rounds_used"]
-    outside, gaps = (trips, checks["protocol_trip_ns"]) if lab.device == "gpu" else \
-        (cpu, checks["protocol_cpu_ns"])
+    outside, gaps = (trips, checks["ranking_trip_gap_ns"]) if lab.device == "gpu" else \
+        (cpu, checks["ranking_cpu_gap_ns"])
     ranked = {who: [timing.ranked_ns(times[who][r], outside[who][r], gaps[r]) for r in range(len(gaps))]
               for who in times}
     out = {"seeds": rounds.seeds, "times_ns": times, "trips_ns": trips, "cpu_ns": cpu,
@@ -71,12 +71,18 @@ def verdict(lab: Lab, rounds: Rounds) -> dict:
 def clock_checks(times: dict, trips: dict, cpu: dict, idle: list, labels: list[str],
                  on_gpu: bool) -> dict:
     """Each round's protocol gaps (the references' own), and the rounds whose submission's
-    times do not fit the grader's clocks (harness.lab.judge.rules.timing)."""
+    times do not fit the grader's clocks (harness.lab.judge.rules.timing). The rule that flags
+    takes the largest reference's gap, the rule that ranks the least (timing.ranking_gap_ns):
+    each in the direction that favours no lie."""
     rounds = len(idle)
     cpu_gaps = [max(timing.protocol_gap_ns(times[ref][r], cpu[ref][r]) for ref in labels)
                 for r in range(rounds)]
     trip_gaps = [max(timing.protocol_gap_ns(times[ref][r], trips[ref][r]) for ref in labels)
                  for r in range(rounds)]
+    ranking_cpu = [timing.ranking_gap_ns([times[ref][r] for ref in labels], [cpu[ref][r] for ref in labels])
+                   for r in range(rounds)]
+    ranking_trip = [timing.ranking_gap_ns([times[ref][r] for ref in labels], [trips[ref][r] for ref in labels])
+                    for r in range(rounds)]
     flagged = []
     for r in range(rounds):
         why = (timing.busy_while_idle(*idle[r])
@@ -87,4 +93,5 @@ def clock_checks(times: dict, trips: dict, cpu: dict, idle: list, labels: list[s
             flagged.append({"round": r, "reason": why})
     used = [r for r in range(rounds) if r not in {f["round"] for f in flagged}]
     return {"protocol_cpu_ns": cpu_gaps, "protocol_trip_ns": trip_gaps,
+            "ranking_cpu_gap_ns": ranking_cpu, "ranking_trip_gap_ns": ranking_trip,
             "inconsistent_rounds": flagged, "rounds_used": used}

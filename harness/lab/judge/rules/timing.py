@@ -35,8 +35,11 @@ timing-inconsistent when half its rounds or more fail.
 
 Ranked: a round's calls rank at their reported times, scaled up when the round's median reported
 time is below the grader's own median measure from outside: on the CPU the worker's CPU time
-over each call less the references' protocol cost p (cpu - p), on the GPU the round trip less
-the references' protocol gap g (trip - g):
+over each call less the references' protocol cost (cpu - p'), on the GPU the round trip less
+the references' protocol gap (trip - g'). Here p' and g' are the least of the references' gaps
+in the round, where the flags take the largest: the references' gaps are noisy (on a loaded
+machine one reference's jumps from ~12 to ~45 us in some rounds), and the largest would let a
+slow clock rank that much below the CPU it used:
 
     ranked = reported * max(1, median(measure) / median(reported))     per round, every participant
 
@@ -51,7 +54,7 @@ submission that computes on several threads is flagged (the lab fixes threads = 
     compare(probs, oracle, tolerance), disagreements(...)    answers against the oracle
     oracle_answers(oracle, images_u8, dtype), GATE_BATCH   the oracle's own, as the gate asks
     gate_passes(gate, ...), gate_sentence(gate, ...)     the gate's rule and its line (grader, feedback, kit)
-    protocol_gap_ns, inconsistency, busy_while_idle, longer_than_trip, too_many   the clock rules
+    protocol_gap_ns, ranking_gap_ns, inconsistency, busy_while_idle, longer_than_trip, too_many   the clock rules
     ranked_ns(times, outside, gap), clock_ratio(times, outside, gap)       the time that ranks
 """
 
@@ -131,6 +134,12 @@ def protocol_gap_ns(times_ns: ArrayLike, other_ns: ArrayLike) -> float:
     its own reported time, at least 0."""
     gap = np.asarray(other_ns, np.float64) - np.asarray(times_ns, np.float64)
     return max(float(np.median(gap)), 0.0)
+
+
+def ranking_gap_ns(times_ns: list[ArrayLike], other_ns: list[ArrayLike]) -> float:
+    """The protocol cost the ranking takes off the grader's measure: the least of the references'
+    protocol_gap_ns (their reported times and CPU times or round trips, one list per reference)."""
+    return min(protocol_gap_ns(t, o) for t, o in zip(times_ns, other_ns, strict=True))
 
 
 def inconsistency(times_ns: ArrayLike, cpu_ns: ArrayLike, cpu_gap_ns: float,
