@@ -79,10 +79,9 @@ def clock_checks(times: dict, trips: dict, cpu: dict, idle: list, labels: list[s
                 for r in range(rounds)]
     trip_gaps = [max(timing.protocol_gap_ns(times[ref][r], trips[ref][r]) for ref in labels)
                  for r in range(rounds)]
-    ranking_cpu = [timing.ranking_gap_ns([times[ref][r] for ref in labels], [cpu[ref][r] for ref in labels])
-                   for r in range(rounds)]
-    ranking_trip = [timing.ranking_gap_ns([times[ref][r] for ref in labels], [trips[ref][r] for ref in labels])
-                    for r in range(rounds)]
+    ranking_cpu, ranking_trip = ([timing.ranking_gap_ns([times[ref][r] for ref in labels],
+                                                        [outside[ref][r] for ref in labels])
+                                  for r in range(rounds)] for outside in (cpu, trips))
     flagged = []
     for r in range(rounds):
         why = (timing.busy_while_idle(*idle[r])

@@ -54,7 +54,8 @@ submission that computes on several threads is flagged (the lab fixes threads = 
     compare(probs, oracle, tolerance), disagreements(...)    answers against the oracle
     oracle_answers(oracle, images_u8, dtype), GATE_BATCH   the oracle's own, as the gate asks
     gate_passes(gate, ...), gate_sentence(gate, ...)     the gate's rule and its line (grader, feedback, kit)
-    protocol_gap_ns, ranking_gap_ns, inconsistency, busy_while_idle, longer_than_trip, too_many   the clock rules
+    protocol_gap_ns, inconsistency, busy_while_idle, longer_than_trip, too_many   the clock rules
+    ranking_gap_ns(times, others)      the protocol cost the ranking takes off (the least)
     ranked_ns(times, outside, gap), clock_ratio(times, outside, gap)       the time that ranks
 """
 
