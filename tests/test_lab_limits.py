@@ -41,7 +41,7 @@ def test_an_honest_submission_is_ok_on_a_loaded_machine(lab_file, tmp_path):
 @pytest.mark.slow
 def test_a_cpu_hog_is_stopped_by_the_cpu_limit(tmp_path):
     lab = tmp_path / "cpu_limit.toml"
-    lab.write_text(LAB.replace("cpu_s = 60", "cpu_s = 3").replace("import_s = 10", "import_s = 60"))
+    lab.write_text(LAB.replace("cpu_s = 60", "cpu_s = 3").replace("import_s = 5", "import_s = 60"))
     (tmp_path / "subs" / "spin").mkdir(parents=True)
     (tmp_path / "subs" / "spin" / "lenet.py").write_text("while True:\n    pass\n")
     done = python("lab", "grade", str(lab), "--submissions", str(tmp_path / "subs"), "--out",

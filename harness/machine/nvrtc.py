@@ -12,6 +12,7 @@ Library discovery, first found wins:
   3. the system's libnvrtc.so.13, then libnvrtc.so.12
 """
 
+import copy
 import ctypes
 import os
 import re
@@ -174,9 +175,15 @@ def resources(lib: Nvrtc, source: str, name: str, arch: str, options: Sequence[s
     """{name expression: ptxas' registers, shared memory, spills} for a real arch (sm_XY)."""
     if not arch.startswith("sm_"):
         raise ValueError(f"arch: registers are known for a real arch (sm_XY) only, found {arch!r}")
-    done = lib.compile(source, name, arch, (*options, "--ptxas-options=-v"), name_expressions)
-    found = done.resources()
-    return {expr: found.get(mangled, {}) for expr, mangled in done.lowered.items()}
+    key = (lib.path, source, name, arch, tuple(options), tuple(name_expressions))
+    if key not in _RESOURCES:  # one compile per process: doctor and gpu-explain read the same kernels
+        done = lib.compile(source, name, arch, (*options, "--ptxas-options=-v"), name_expressions)
+        found = done.resources()
+        _RESOURCES[key] = {expr: found.get(mangled, {}) for expr, mangled in done.lowered.items()}
+    return copy.deepcopy(_RESOURCES[key])
+
+
+_RESOURCES: dict[tuple, dict] = {}  # resources' answers (about 3 s a real arch for every kernel)
 
 
 _loaded: Nvrtc | None = None
