@@ -43,9 +43,10 @@ slow clock rank that much below the CPU it used:
 
     ranked = reported * max(1, median(measure) / median(reported))     per round, every participant
 
-An honest round reports at least that measure (a wait adds to its clock, never to its CPU time),
-so its times stand; a clock that runs slow, by any factor, gains nothing: its round ranks at the
-grader's measure.
+An honest round reports about that measure or more (a wait adds to its clock, never to its CPU
+time), so its times stand, lifted at most by its own protocol cost beyond the least reference's (a
+few us of calls of about 200 here); a clock that runs slow, by any factor, gains nothing: its
+round ranks at the grader's measure.
 
 Not covered: work handed to another process (its CPU time is not the worker's), and a
 submission that computes on several threads is flagged (the lab fixes threads = 1).
