@@ -7,11 +7,12 @@ matplotlib when they are there): the bill counts what is required, and shows the
     normal(name) -> str                          PEP 503's normal form: "Tensorflow_CPU" -> "tensorflow-cpu"
     closure(names) -> {"of", "closure", "missing", "through_extras"}   from the installed metadata
     through_extras(names) -> [name]              what they reach with every extra asked (the GPU's bill)
+    reached(start) -> iterator                   the Requires-Dist walk both take
 """
 
 import importlib.metadata
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -42,27 +43,36 @@ def required_names(dist: importlib.metadata.Distribution, environment: dict[str,
     return found
 
 
-def through_extras(names: Iterable[str]) -> list[str]:
-    """Every installed distribution a pip install of `names` with any of their own extras would
-    bring (normal names, sorted; `jax[cuda13]`: the CUDA plugin and its libraries): for the GPU's
-    bill, where a level is installed with its GPU extra; only what its worker loaded of it counts."""
+def reached(start: Iterable[tuple[str, frozenset[str] | None, bool]]
+            ) -> Iterator[tuple[str, importlib.metadata.Distribution | None, bool]]:
+    """What a pip install of `start` brings, following Requires-Dist with markers evaluated here,
+    breadth first. `start`: (a distribution, the extras asked of it (None: every extra it provides),
+    a mark). Yields (its name as asked, its installed metadata or None where it is not installed,
+    the mark where it is one of `start`, else False); each (distribution, extras asked) once."""
     environment = {key: str(value) for key, value in default_environment().items()}
     seen: set[Wanted] = set()
-    found: set[str] = set()
-    todo: list[tuple[str, frozenset[str] | None]] = [(name, None) for name in names]  # None: every extra
+    todo = list(start)
     while todo:
-        name, extras = todo.pop()
+        name, extras, mark = todo.pop(0)
         try:
             dist = importlib.metadata.distribution(name)
         except importlib.metadata.PackageNotFoundError:
+            yield name, None, mark
             continue
         asked = frozenset(dist.metadata.get_all("Provides-Extra") or ()) if extras is None else extras
         if (normal(name), asked) in seen:
             continue
         seen.add((normal(name), asked))
-        found.add(normal(name))
-        todo += [(required, wanted) for required, wanted in required_names(dist, environment, asked)]
-    return sorted(found)
+        yield name, dist, mark
+        todo += [(required, wanted, False) for required, wanted in required_names(dist, environment, asked)]
+
+
+def through_extras(names: Iterable[str]) -> list[str]:
+    """Every installed distribution a pip install of `names` with any of their own extras would
+    bring (normal names, sorted; `jax[cuda13]`: the CUDA plugin and its libraries): for the GPU's
+    bill, where a level is installed with its GPU extra; only what its worker loaded of it counts."""
+    every = reached((name, None, True) for name in names)
+    return sorted({normal(name) for name, dist, _own in every if dist})
 
 
 SizeOf = Callable[[str], tuple[str, int, int]]  # a distribution's (version, bytes on disk, files)
@@ -77,32 +87,22 @@ def closure(names: Iterable[str], sizes: SizeOf, also: Iterable[str] = ()) -> di
     sizes: memory.distribution_size (a test's stand-in where it fabricates distributions).
     also: distributions the harness's own code in the worker needs besides the level's (h5py, which
     reads the weights), in the closure but never in "of"."""
-    environment = {key: str(value) for key, value in default_environment().items()}
     found: dict[str, dict] = {}
-    seen: set[Wanted] = set()
     missing: set[str] = set()
     of: list[str] = []
     none: frozenset[str] = frozenset()  # no extra asked
-    todo = [(name, True, none) for name in names] + [(name, False, none) for name in also]
-    while todo:
-        name, own, extras = todo.pop(0)
-        key = normal(name)
-        if (key, extras) in seen:
-            continue
-        try:
-            dist = importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
+    start = [(name, none, True) for name in names] + [(name, none, False) for name in also]
+    for name, dist, own in reached(start):
+        if dist is None:
             if not own:
-                missing.add(key)
+                missing.add(normal(name))
             continue
-        seen.add((key, extras))
         spelled = dist.metadata["Name"]
         if own:
             of.append(spelled)
         if spelled not in found:
             version, size, files = sizes(spelled)
             found[spelled] = {"version": version, "bytes": size, "files": files}
-        todo += [(required, False, asked) for required, asked in required_names(dist, environment, extras)]
     wanted = {normal(name) for name in found}
     return {"of": of, "closure": dict(sorted(found.items())), "missing": sorted(missing),
             "through_extras": [name for name in through_extras(of) if name not in wanted]}
