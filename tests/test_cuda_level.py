@@ -114,6 +114,20 @@ def test_a_compile_error_carries_the_compiler_log():
         lib.compile("", "x.cu", "90")
 
 
+def test_resources_compile_once_a_process_and_answer_a_copy(monkeypatch):
+    lib = nvrtc_or_skip()
+    source = "template <typename T> __global__ void k(T* y) { y[threadIdx.x] = T(1); }"
+    compiles = []
+    real = lib.compile
+    monkeypatch.setattr(lib, "compile", lambda *a, **k: compiles.append(a) or real(*a, **k))
+    first = nvrtc.resources(lib, source, "once.cu", "sm_90", (), ["k<float>"])
+    first["k<float>"]["registers"] = -1  # a caller changes its answer: the next is untouched
+    again = nvrtc.resources(lib, source, "once.cu", "sm_90", (), ["k<float>"])
+    assert len(compiles) == 1 and again["k<float>"]["registers"] > 0
+    nvrtc.resources(lib, source, "once.cu", "sm_80", (), ["k<float>"])  # another arch: its own compile
+    assert len(compiles) == 2
+
+
 def test_ptxas_log_parsing():
     log = ("ptxas info    : Compiling entry function '_Z1kPf' for 'sm_80'\n"
            "ptxas info    : Function properties for _Z1kPf\n"
