@@ -25,7 +25,7 @@ DEVICES ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cpu,gpu || echo cpu)
 
 .PHONY: install install-gpu run-all test test-fast weights verify verify-gpu studies explain crosscheck smoke \
         loc figures report doctor lint clean offline-bundle gpu-study import-results init-weights lab-kit help \
-        reproduce
+        reproduce budget
 
 install: $(STAMP)  ## create .venv and install the project into it (what plain `make` does)
 $(STAMP): pyproject.toml
@@ -125,8 +125,14 @@ report: $(STAMP)  ## write reports/REPORT.md and DETAILS.md from the result file
 doctor: $(STAMP)  ## what can run here, and why not
 	$(PY) -m harness doctor
 
+# The checkout's files and the offline bundle (scripts/offline_bundle.json) against the 52 MiB a GPU
+# run may carry (it takes 64); `make test` checks the same (tests/test_budget.py).
+budget: $(STAMP)  ## what a GPU run carries (the checkout and the offline bundle), largest first, against its budget
+	$(PY) -m harness.machine.budget
+
 # --- The GPU half on a server with no package index (README: "Running the GPU half") -------
-# On a machine with pip: the wheels Keras needs, for the server's Python (about 23 MiB with the cuDNN frontend).
+# On a machine with pip: the wheels the GPU half imports and the server lacks, for the server's Python
+# (recorded in scripts/offline_bundle.json; `make budget` prints its size).
 BUNDLE_PY ?= 3.12
 BUNDLE_DIR ?= dist/offline-bundle-py$(BUNDLE_PY)
 offline-bundle:  ## the wheels Keras needs, for a GPU server with no package index (BUNDLE_PY)

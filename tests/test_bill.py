@@ -25,7 +25,7 @@ def hungry_run(tmp_path_factory):
     study.write_text(study.read_text().replace("warmup = 2\n", "warmup = 2\nbill = true\n"))
     done = run_cli(study, "--out", tmp / "out")
     assert done.returncode == 0, done.stderr
-    rows = results.read_rows(only_run(tmp / "out") / "results.jsonl")
+    rows = results.read_rows(only_run(tmp / "out"))
     return {r["cell_id"].split("/")[0]: r for r in rows if r["kind"] == "cell"}
 
 
@@ -66,7 +66,7 @@ def test_what_was_installed_is_read_only_for_a_study_that_asks(tmp_path):
     """bill = true costs a second or so per worker: a study without it records memory, not installs."""
     done = run_cli(write_study(tmp_path, calls=10, rounds=5), "--out", tmp_path / "out")
     assert done.returncode == 0, done.stderr
-    (cell,) = [r for r in results.read_rows(only_run(tmp_path / "out") / "results.jsonl") if r["kind"] == "cell"]
+    (cell,) = [r for r in results.read_rows(only_run(tmp_path / "out")) if r["kind"] == "cell"]
     assert cell["setup"]["installed"] is None and cell["setup"]["memory"]["baseline"] > 10 * MB
 
 

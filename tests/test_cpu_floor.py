@@ -3,7 +3,6 @@ harness/report/sections/cpu_targets.py): `python -m harness arithmetic` writes t
 by layer as a row (or why it could not); the report's every claim about it follows the rows: the
 floor, where the rest goes, the host goal judged only where it was set, the speed-ups within rounds."""
 
-import json
 import os
 import shutil
 
@@ -11,6 +10,7 @@ import numpy as np
 import pytest
 
 from harness import DEFAULT_RESULTS, cli
+from harness.measure.store import results
 from harness.report.claims import rundata
 from harness.report.claims.rundata import ReportData
 from harness.report.markup.tables import fmt_ratio, inverse, speedup_verdict
@@ -118,8 +118,8 @@ def test_the_section_reads_the_arithmetic_row_of_the_machine_that_answers():
 def test_the_command_writes_the_peak_and_the_split_as_a_row(tmp_path, capsys):
     assert cli.main(["arithmetic", "--calls", "20", "--rounds", "2", "--processes", "3",
                      "--out", str(tmp_path)]) == 0
-    [rows_path] = tmp_path.glob("arithmetic/*/results.jsonl")
-    [found] = [json.loads(line) for line in rows_path.read_text().splitlines()]
+    [run_dir] = tmp_path.glob("arithmetic/*/")
+    [found] = results.read_rows(run_dir)
     assert found["status"] == "ok" and found["rounds"] == 2 and found["peak"]["macs_per_s"] > 0
     calls = [p["call_median_ns"] for p in found["processes"]]
     assert len(calls) == 3 and calls == sorted(calls) and found["call_median_ns"] == calls[1]  # the median
@@ -132,8 +132,8 @@ def test_without_a_compiler_the_row_says_why_and_the_section_too(tmp_path, monke
     monkeypatch.setenv("CC", "/nonexistent/cc")  # the measuring processes inherit it
     assert cli.main(["arithmetic", "--calls", "5", "--rounds", "1", "--processes", "1",
                      "--out", str(tmp_path)]) == 0
-    [rows_path] = tmp_path.glob("arithmetic/*/results.jsonl")
-    found = json.loads(rows_path.read_text())
+    [run_dir] = tmp_path.glob("arithmetic/*/")
+    [found] = results.read_rows(run_dir)
     assert found["status"] == "unavailable" and "apt install gcc" in found["reason"]
     runs = rundata.load_runs(tmp_path)
     data = ReportData(runs=runs, frame=rundata.cells_frame([]), loc_rows=[], history=rundata.cells_frame([]),

@@ -18,6 +18,7 @@ from harness import DEFAULT_WEIGHTS, registry
 from harness.data import mnist, weights
 from harness.errors import Unavailable
 from harness.machine import gpu, nvrtc
+from harness.measure.store import results
 from lenet_cuda import kernels, model
 from lenet_cuda.explain import work
 from lenet_numpy.model import NumpyLeNet, conv2d_relu, max_pool_2x2
@@ -877,8 +878,8 @@ def test_gpu_explain_rows_join_the_work_with_ptxas(tmp_path):
     batch = {r["dtype"]: r for r in rows if r["kernel"] == "lenet_batch"}
     assert batch["float64"]["shared_bytes"] == kernels.batch_shared_bytes("float64")
     assert batch["float32"]["global_bytes"] < cluster["float32"]["global_bytes"] / 3  # weights per 4 images
-    written = list(tmp_path.glob("gpu_explain/*/results.jsonl"))
-    assert len(written) == 1 and len(written[0].read_text().splitlines()) == len(rows)
+    written = list(tmp_path.glob("gpu_explain/*/"))
+    assert len(written) == 1 and len(results.read_rows(written[0])) == len(rows)
 
 
 def test_details_puts_the_measured_kernel_time_beside_the_static_row():

@@ -88,7 +88,7 @@ def test_explain_runs_for_every_cpu_implementation(tmp_path):
                          text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     (run_dir,) = (tmp_path / "explain").iterdir()
-    rows = {r["implementation"]: r for r in results.read_rows(run_dir / "results.jsonl")}
+    rows = {r["implementation"]: r for r in results.read_rows(run_dir)}
     assert set(rows) == set(names)
     for name, row in rows.items():
         assert sum(s["share"] for s in row["stages"]) == pytest.approx(1.0), name

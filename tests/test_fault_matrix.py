@@ -179,20 +179,20 @@ def test_sigkill_of_the_runner_loses_no_finished_row_and_resume_completes(tmp_pa
     proc = subprocess.Popen([sys.executable, "-m", "harness", "run", str(path), "--out", str(tmp_path),
                              "--run-id", "k"], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
-    rows_path = tmp_path / "t" / "k" / "results.jsonl"
+    run_dir = tmp_path / "t" / "k"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        rows = results.read_rows(rows_path)
+        rows = results.read_rows(run_dir)
         if sum(r["kind"] == "round" for r in rows) >= kill_after_rounds:
             break
         time.sleep(0.01)
     os.killpg(proc.pid, signal.SIGKILL)  # the runner and its workers, at once
     proc.wait()
-    kept = [r for r in results.read_rows(rows_path) if r["kind"] == "round"]
+    kept = [r for r in results.read_rows(run_dir) if r["kind"] == "round"]
     assert len(kept) >= kill_after_rounds
     run = run_cli(path.stem, "--out", tmp_path, "--resume", "--run-id", "k")
     assert run.returncode == 0, run.stderr
-    rows = results.read_rows(rows_path)
+    rows = results.read_rows(run_dir)
     rounds = [(r["cell_id"], r["round"]) for r in rows if r["kind"] == "round"]
     assert len(rounds) == len(set(rounds)) == 20  # nothing redone, nothing missing
     for r in kept:  # every row finished before the kill is still there, unchanged
@@ -223,7 +223,7 @@ def wait_for_rounds(rows_glob, count, proc):
     deadline = time.monotonic() + 120  # a guard against a broken harness, not a timing check
     while time.monotonic() < deadline and proc.poll() is None:
         found = list(rows_glob())
-        rows = results.read_rows(found[0]) if found else []
+        rows = results.read_rows(found[0].parent) if found else []
         if sum(r["kind"] == "round" for r in rows) >= count:
             return rows
         time.sleep(0.02)
@@ -238,7 +238,7 @@ def test_ctrl_c_mid_run_keeps_rows_leaves_no_process_and_resumes(tmp_path):
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "Traceback" not in stderr
     assert "--resume" in stderr and "--run-id c" in stderr
-    kept = results.read_rows(rows_path)
+    kept = results.read_rows(rows_path.parent)
     pids = {r["pid"] for r in kept if r["kind"] == "setup"}
     for pid in pids:  # every worker is gone (the runner waits for each one it kills)
         with pytest.raises(ProcessLookupError):
@@ -274,7 +274,7 @@ def test_partial_last_line_is_skipped_by_readers_and_cut_by_resume(tmp_path):
     rows_path = tmp_path / "results.jsonl"
     first = {"schema": 1, "run_id": "r", "time": 1.7e9, "kind": "load", "round": 0}
     rows_path.write_text(json.dumps(first) + '\n{"kind": "cell", "cut')  # killed mid-write
-    assert results.read_rows(rows_path) == [first]
+    assert results.read_rows(tmp_path) == [first]
     writer = results.RowWriter(tmp_path, "r")
     writer.write({"kind": "load", "round": 1})
     writer.close()

@@ -142,7 +142,7 @@ def test_backend_reaches_each_worker_before_keras_is_imported(tmp_path):
     run = harness("run", str(tmp_path / "kb.toml"), "--out", str(tmp_path), env={"KERAS_BACKEND": "tensorflow"})
     assert run.returncode == 0, run.stderr
     (run_dir,) = (tmp_path / "kb").iterdir()
-    rows = results.read_rows(run_dir / "results.jsonl")
+    rows = results.read_rows(run_dir)
     setups = {r["cell_id"]: r for r in rows if r["kind"] == "setup"}
     cells = {r["cell_id"]: r for r in rows if r["kind"] == "cell"}
     assert all(c["status"] == "ok" for c in cells.values()), cells
@@ -164,7 +164,7 @@ def test_missing_backend_is_skipped_with_its_install_command(tmp_path):
     run = harness("run", str(tmp_path / "kb.toml"), "--out", str(tmp_path), env=env)
     assert run.returncode == 0, run.stderr
     (run_dir,) = (tmp_path / "kb").iterdir()
-    cells = {r["cell_id"]: r for r in results.read_rows(run_dir / "results.jsonl") if r["kind"] == "cell"}
+    cells = {r["cell_id"]: r for r in results.read_rows(run_dir) if r["kind"] == "cell"}
     assert cells["numpy/default/cpu/b1/float32"]["status"] == "ok"
     skipped = cells["keras_torch/predict/cpu/b1/float32"]
     assert skipped["status"] == "skipped"

@@ -12,11 +12,12 @@ from harness.report import details
 from harness.report.claims import rundata
 from harness.report.markup.tables import ms
 from harness.report.sections import gpu_floor_section, gpu_section
+from tests import rowfiles
 
 
 @pytest.fixture
 def results_copy(tmp_path, report_cache):
-    if not any(DEFAULT_RESULTS.glob("kernels/*/results.jsonl")):
+    if not any(DEFAULT_RESULTS.glob("kernels/*/results.jsonl*")):
         pytest.skip("no committed GPU results (python -m harness gpu-study on a GPU writes them)")
     dest = tmp_path / "results"
     shutil.copytree(DEFAULT_RESULTS, dest)
@@ -146,10 +147,10 @@ def test_newest_kernels_row_per_target_and_batch_across_runs():
 def test_the_kernels_table_has_one_line_per_ok_row_and_follows_its_numbers(results_copy, loc_rows):
     runs, frame = rundata.load(results_copy)
     merged = next(r for r in runs if r["study"] == "kernels")
-    rows_path = next(p for p in sorted(results_copy.glob("kernels/*/results.jsonl"), reverse=True)
-                     if any(json.loads(x).get("implementation") == "cudnn" and json.loads(x).get("variant") == "graph"
-                            and json.loads(x).get("batch", 1) == 1 for x in p.read_text().splitlines()))
-    rows = [json.loads(line) for line in rows_path.read_text().splitlines()]
+    run_dir = next(p for p in sorted(results_copy.glob("kernels/*/"), reverse=True)
+                   if any(json.loads(x).get("implementation") == "cudnn" and json.loads(x).get("variant") == "graph"
+                          and json.loads(x).get("batch", 1) == 1 for x in rowfiles.text(p).splitlines()))
+    rows = [json.loads(line) for line in rowfiles.text(run_dir).splitlines()]
     graph = next(r for r in rows if r.get("kind") == "kernels" and r["variant"] == "graph"
                  and r["implementation"] == "cudnn" and r.get("batch", 1) == 1)
     text = "\n".join(gpu_section.section(runs))
@@ -159,7 +160,7 @@ def test_the_kernels_table_has_one_line_per_ok_row_and_follows_its_numbers(resul
     graph["gpu_busy_ns_per_call"] = 12_345.0
     failed = {"kind": "kernels", "implementation": "keras_torch", "variant": "compile", "device": "gpu",
               "status": "failed", "reason": "no GPU kernels", "time": graph["time"]}
-    rows_path.write_text("".join(json.dumps(r) + "\n" for r in rows + [failed]))
+    rowfiles.rewrite(run_dir, "".join(json.dumps(r) + "\n" for r in rows + [failed]))
     data = rundata.load_report(results_copy, loc_rows)
     text = "\n".join(gpu_section.section(data.runs))
     assert "| 12.3 µs |" in text and "keras_torch/compile" not in text

@@ -72,7 +72,7 @@ def run(tmp_path, lock_timeout=None):
     plan = study.parse(STUDY, "g.toml")
     run_dir, states = runner.start_run(plan, tmp_path / "out", "r", lock_timeout_s=lock_timeout,
                                        report=lambda line: None)
-    rows = results.read_rows(run_dir / "results.jsonl")
+    rows = results.read_rows(run_dir)
     return {r["cell_id"]: r for r in rows if r["kind"] == "cell"}, rows
 
 

@@ -85,7 +85,7 @@ def test_archive_layout(finished):
     with tarfile.open(path) as tar:
         names = set(tar.getnames())
     top = "gpu-study-test-r1"
-    assert {f"{top}/manifest.json", f"{top}/results/api_levels/r1/results.jsonl",
+    assert {f"{top}/manifest.json", f"{top}/results/api_levels/r1/results.jsonl.gz",
             f"{top}/results/api_levels/r1/env.json", f"{top}/logs/fails.log"} <= names
 
 
@@ -125,7 +125,7 @@ def test_over_the_cap_logs_are_dropped_never_results(tmp_path):
     with tarfile.open(path) as tar:
         names = set(tar.getnames())
         packed = json.load(tar.extractfile("capped/manifest.json"))
-    assert "capped/results/api_levels/r1/results.jsonl" in names
+    assert "capped/results/api_levels/r1/results.jsonl.gz" in names
     assert not any("/logs/" in n for n in names)
     assert packed["logs_dropped"] is True and packed["steps"][1]["name"] == "noisy"
     assert any("dropping the raw logs" in m for m in messages)
@@ -136,7 +136,7 @@ def test_import_results_then_the_report_reads_the_imported_run(finished, tmp_pat
     into = tmp_path / "results"
     done = harness("import-results", str(path), "--into", str(into))
     assert done.returncode == 0, done.stderr
-    assert (into / "api_levels" / "r1" / "results.jsonl").is_file()
+    assert (into / "api_levels" / "r1" / "results.jsonl.gz").is_file()
     assert (into / "campaigns" / "gpu-study-test-r1.manifest.json").is_file()
     report = harness("report", "--results", str(into), "--out", str(tmp_path / "R.md"))
     assert report.returncode == 0, report.stderr
@@ -244,7 +244,7 @@ def test_a_later_campaign_merges_verify_json_row_by_row_but_never_overwrites_a_r
     assert line.startswith("merging into") and "replaced 2 rows: cuda (1 from gpu-study-h-a), tf (1 from " in line
     assert "kept 2 rows of levels this campaign did not verify: cuda (1 from gpu-study-h-a), jax (1 from" in line
     assert "added 2 new rows: cuda (1 from gpu-study-h-b), tf (1 from gpu-study-h-b)" in line
-    assert (into / "api_levels" / "r2" / "results.jsonl").is_file()
+    assert (into / "api_levels" / "r2" / "results.jsonl.gz").is_file()
     with pytest.raises(HarnessError, match=r"would overwrite 1 file\(s\).*api_levels/r1/results.jsonl"):
         archive.import_results(clash, into, say=said.append)
     assert json.loads((into / "verify-gpu-h.json").read_text()) == merged  # nothing written

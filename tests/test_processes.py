@@ -53,7 +53,7 @@ def test_a_level_whose_speed_depends_on_the_process_gets_an_interval_over_proces
     assert st["ci95_low_ns"] <= min(medians) and max(medians) <= st["ci95_high_ns"]
     assert st["drawn"] and any(w.startswith("process-dependent") for w in drawn["warnings"])
     assert not steady["stats"]["drawn"] and not any("process-dependent" in w for w in steady["warnings"])
-    setups = [r for r in results.read_rows(run_dir / "results.jsonl") if r["kind"] == "setup"]
+    setups = [r for r in results.read_rows(run_dir) if r["kind"] == "setup"]
     assert sorted(r["process"] for r in setups) == [0, 0, 1, 1, 2, 2] and len({r["pid"] for r in setups}) == 6
     # the report: the mark, and DETAILS' line with each process's median
     frame = rundata.cells_frame(rundata.load_runs(tmp_path / "out"))
@@ -147,7 +147,7 @@ def test_reproduce_reruns_a_study_and_writes_its_shares_as_a_row(tmp_path):
     assert "new medians inside the reference's 95% interval: 1 of 2 (50%)" in run.stdout
     assert "new within-round ratios inside the reference's interval: 0 of 1 (0%)" in run.stdout
     (folder,) = (tmp_path / "res" / "reproduce").iterdir()
-    (row,) = results.read_rows(folder / "results.jsonl")
+    (row,) = results.read_rows(folder)
     assert row["kind"] == "reproduce" and row["reference_run"] == "20000101-000000-ref"
     assert row["shares"]["median_inside"] == [1, 2] and (folder / "env.json").is_file()
     assert list(folder.glob("r/*/results.jsonl"))  # the second run's own rows, out of the report's sight

@@ -11,6 +11,7 @@ import pytest
 from harness import DEFAULT_RESULTS, registry
 from harness.report import details, markdown
 from harness.report.claims import loc, rundata
+from tests import rowfiles
 from tests.conftest import ROOT, SEED_REPORT_CACHE
 
 
@@ -52,7 +53,7 @@ def test_loc_splits_cudnn_layout_and_binding_and_counts_shared_apart(loc_rows):
 
 @pytest.fixture
 def results_copy(tmp_path, report_cache):
-    if not any(DEFAULT_RESULTS.glob("*/*/results.jsonl")):
+    if not any(DEFAULT_RESULTS.glob("*/*/results.jsonl*")):
         pytest.skip("no committed reference results (make run-all writes them)")
     dest = tmp_path / "results"
     shutil.copytree(DEFAULT_RESULTS, dest)
@@ -63,13 +64,12 @@ def test_details_change_when_a_results_row_is_deleted(results_copy, loc_rows):
     data = rundata.load_report(results_copy, loc_rows)
     before = details.build(data)
     run = next(r for r in data.runs if r["study"] == "api_levels")  # a run in use
-    rows_path = run["dir"] / "results.jsonl"
-    lines = rows_path.read_text().splitlines(keepends=True)
+    lines = rowfiles.text(run["dir"]).splitlines(keepends=True)
     victim = next(i for i, line in enumerate(lines)
                   if '"kind":"cell"' in line and '"status":"ok"' in line and "numpy/default" in line)
     removed = json.loads(lines[victim])
     del lines[victim]
-    rows_path.write_text("".join(lines))
+    rowfiles.rewrite(run["dir"], "".join(lines))
     after = details.build(rundata.load_report(results_copy, loc_rows))
     assert before != after
     median = details.ms(removed["stats"]["median_ns"] / 1e6)

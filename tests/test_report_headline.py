@@ -14,11 +14,12 @@ from harness.report.claims import drift, headline, loc, quote, rundata
 from harness.report.markup import style
 from harness.report.markup.tables import fmt_ratio, ms, sig3
 from harness.report.sections import findings
+from tests import rowfiles
 
 
 @pytest.fixture
 def results_copy(tmp_path, report_cache):
-    if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl")):
+    if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl*")):
         pytest.skip("no committed reference results (make run-all writes them)")
     dest = tmp_path / "results"
     shutil.copytree(DEFAULT_RESULTS, dest)
@@ -33,12 +34,11 @@ def slow_down(results, machine, label, factor):
     """Multiply every call time of one api_levels cell on one machine by factor, in its file."""
     run = next(r for r in rundata.latest_runs(rundata.load_runs(results))
                if r["study"] == "api_levels" and r["machine"] == machine)
-    path = run["dir"] / "results.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows = [json.loads(line) for line in rowfiles.text(run["dir"]).splitlines()]
     for row in rows:
         if row.get("kind") == "cell" and row["cell_id"] == f"{label}/cpu/b1/float32":
             row["rounds_ns"] = [[t * factor for t in r] for r in row["rounds_ns"]]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rowfiles.rewrite(run["dir"], "".join(json.dumps(r) + "\n" for r in rows))
 
 
 def test_a_changed_row_changes_the_headline_table_and_the_finding(results_copy, loc_rows):

@@ -18,13 +18,14 @@ from harness.measure.store import stats
 from harness.report import details, markdown
 from harness.report.claims import headline, quote, rundata
 from harness.report.sections import explain_section, machine_findings
+from tests import rowfiles
 from tests.conftest import ROOT
 from tests.test_runner import final_rows, lab_cell, only_run, run_cli, write_study
 
 
 @pytest.fixture
 def results_copy(tmp_path, report_cache):
-    if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl")):
+    if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl*")):
         pytest.skip("no committed reference results (make run-all writes them)")
     dest = tmp_path / "results"
     shutil.copytree(DEFAULT_RESULTS, dest, ignore=shutil.ignore_patterns("workers.log"))
@@ -37,9 +38,8 @@ def answer_dir(results, device="cpu"):
 
 
 def rewrite(run_dir, change_row=lambda row: row, change_env=lambda env: env):
-    path = run_dir / "results.jsonl"
-    rows = [change_row(json.loads(line)) for line in path.read_text().splitlines()]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rows = [change_row(json.loads(line)) for line in rowfiles.text(run_dir).splitlines()]
+    rowfiles.rewrite(run_dir, "".join(json.dumps(r) + "\n" for r in rows))
     env = json.loads((run_dir / "env.json").read_text())
     (run_dir / "env.json").write_text(json.dumps(change_env(env)))
 
@@ -152,7 +152,7 @@ def test_a_run_records_its_commit_and_sources_and_flags_a_contended_round(tmp_pa
     assert "WARNING: the machine is busy" in done.stdout + done.stderr
     cell = final_rows(run_dir)["tests.fake_impls:SleepyLeNet/default/cpu/b1/float32"]
     assert cell["contended"] and any("other processes used" in r for r in cell["contended_reasons"])
-    loads = [r for r in json.loads("[" + ",".join((run_dir / "results.jsonl").read_text().splitlines()) + "]")
+    loads = [r for r in json.loads("[" + ",".join(rowfiles.text(run_dir).splitlines()) + "]")
              if r["kind"] == "load"]
     assert [r["round"] for r in loads] == [0, 1] and all(r["contended"] for r in loads)
     assert any(b["pid"] == hog.pid for r in loads for b in r["busy"])

@@ -20,6 +20,7 @@ from harness.machine import files
 from harness.measure.store import results, rows, runfolder
 from harness.report import markdown
 from harness.report.claims import rundata
+from tests import rowfiles
 from tests.conftest import ROOT
 
 NOW = time.time()
@@ -102,15 +103,15 @@ def test_report_readers_skip_a_bad_row_with_one_warning_naming_file_and_line(tmp
 
 def test_a_nan_row_never_reaches_the_report_and_a_bad_env_is_a_warning(tmp_path, capsys):
     run_dir = write_run(tmp_path, "r1", run_rows(), order=1.0)
-    with open(run_dir / "results.jsonl", "a") as f:  # a NaN cell appended to a committed file
-        f.write(json.dumps(row("cell", cell_id="numpy/default/cpu/b1/float32", status="ok",
-                               cell={**SPEC, "implementation": "numpy"}, rounds_ns=[[float("nan")]])) + "\n")
+    nan_cell = row("cell", cell_id="numpy/default/cpu/b1/float32", status="ok",
+                   cell={**SPEC, "implementation": "numpy"}, rounds_ns=[[float("nan")]])
+    rowfiles.rewrite(run_dir, jsonl([*run_rows(), nan_cell]))  # a NaN cell added to a committed run
     (run_dir / "env.json").write_text("{not json")
     runs, frame = rundata.load(tmp_path)
     assert list(frame["implementation"]) == ["null"] and frame["median_ms"].notna().all()
     assert runs[0]["machine"].startswith("?")
     err = capsys.readouterr().err
-    assert f"{run_dir / 'results.jsonl'}:5: rounds_ns[0][0] is nan" in err and "env.json: not a readable" in err
+    assert f"{run_dir / 'results.jsonl.gz'}:5: rounds_ns[0][0] is nan" in err and "env.json: not a readable" in err
 
 
 # --- a killed run, the newest run, one writer ----------------------------------------------------

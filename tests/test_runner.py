@@ -46,7 +46,7 @@ def run_cli(*args, timeout=120, env=None):
 
 
 def final_rows(run_dir):
-    return {r["cell_id"]: r for r in results.read_rows(run_dir / "results.jsonl") if r["kind"] == "cell"}
+    return {r["cell_id"]: r for r in results.read_rows(run_dir) if r["kind"] == "cell"}
 
 
 def only_run(out, name="t"):
@@ -95,7 +95,7 @@ def test_worker_killed_from_outside_mid_run(tmp_path):
     while victim is None and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
         runs = list((tmp_path / "t").glob("*/results.jsonl"))
-        rows = results.read_rows(runs[0]) if runs else []
+        rows = results.read_rows(runs[0].parent) if runs else []
         victim = next((r["pid"] for r in rows if r["kind"] == "round"
                        and r["cell_id"].startswith("tests.fake_impls:GatedLeNet")), None)
     assert victim, "the gated cell never completed a round"
@@ -113,11 +113,11 @@ def test_worker_killed_from_outside_mid_run(tmp_path):
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     """One finished run, t/done, that the two tests below try to change (neither may):
-    (study file, --out folder, results.jsonl)."""
+    (study file, --out folder, its compressed rows)."""
     out = tmp_path_factory.mktemp("finished")
     path = write_study(out)
     assert run_cli(path, "--out", out, "--run-id", "done").returncode == 0
-    return path, out, out / "t" / "done" / "results.jsonl"
+    return path, out, out / "t" / "done" / "results.jsonl.gz"
 
 
 def test_existing_run_folder_is_never_overwritten(finished_run):

@@ -70,7 +70,7 @@ def train_run(tmp_path_factory):
     done = subprocess.run([sys.executable, "-m", "harness", "run", str(path), "--out", str(folder / "out"),
                            "--run-id", "r"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    rows = results.read_rows(folder / "out" / "training" / "r" / "results.jsonl")
+    rows = results.read_rows(folder / "out" / "training" / "r")
     return folder / "out", {r["cell_id"]: r for r in rows if r["kind"] == "cell"}
 
 

@@ -13,7 +13,9 @@ but for verify's and verify-train's JSON (verify-*.json at the top), which it me
 levels' rows and keeps every other row, each row stamped with the campaign it came from, and says
 what it replaced and what it kept. A labs step's output (results/labs-gpu/<run-id>/<lab>/) comes
 in as it is, like a run folder. Each run comes in with a completion marker written here (its place
-in this checkout's order is the import's time); a partial run comes in partial, and is named.
+in this checkout's order is the import's time) and its rows compressed (results.jsonl.gz,
+harness.measure.store.rowfile), whichever form the archive held them in; a partial run comes in
+partial, its rows plain, and is named.
 A campaign's record (campaigns/<top>.manifest.json) is never overwritten: a later import of the
 same campaign is added to it.
 """
@@ -31,7 +33,7 @@ from typing import Any
 from harness.campaign import unpack
 from harness.errors import HarnessError
 from harness.machine.files import disk_error, write_atomic
-from harness.measure.store import results, runfolder
+from harness.measure.store import rowfile, runfolder
 
 Row = dict[str, Any]
 
@@ -225,20 +227,24 @@ def marks_complete(data: bytes) -> bool:
     return isinstance(marker, dict) and marker.get("complete") is True
 
 
-def run_markers(found: dict[PurePosixPath, list[dict]], marked: set[PurePosixPath], archive: Path,
-                staging: unpack.Staging, say: Callable[[str], None]) -> None:
-    """Each imported run's completion marker, written here (its order: now, this checkout's). A run
-    is complete when every cell its rows name has its final row, and the archive marks it complete
-    (a run from before markers: by its rows alone); any other run comes in partial, said, never an
-    answer until finished."""
+def run_markers(found: dict[PurePosixPath, tuple[list[dict], bytes]], marked: set[PurePosixPath],
+                archive: Path, staging: unpack.Staging, say: Callable[[str], None]) -> None:
+    """Each imported run's rows and completion marker, written here (its order: now, this checkout's).
+    A run is complete when every cell its rows name has its final row, and the archive marks it
+    complete (a run from before markers: by its rows alone): its rows come in compressed, recorded
+    in its marker. Any other run comes in partial, its rows plain, said, never an answer until
+    finished. found: run folder -> (its rows, their uncompressed bytes)."""
     now = runfolder.next_order(staging.into)
-    for i, (rel, rows) in enumerate(sorted(found.items())):
-        run = rel.parent
+    for i, (run, (rows, data)) in enumerate(sorted(found.items())):
         if runfolder.complete_by_rows(rows) and (run in marked or not marked):
+            whole = rowfile.whole_lines(data)
+            staging.put(run / rowfile.PACKED, rowfile.compress(whole))
             how = f"imported from {archive.name}" + ("" if run in marked else " (by its rows: no marker)")
-            data = {"run_id": run.name, "complete": True, "how": how, "order": now + i * 1e-6}
-            staging.put(run / runfolder.MARKER, (json.dumps(data, indent=2) + "\n").encode())
+            marker = {"run_id": run.name, "complete": True, "how": how, "order": now + i * 1e-6,
+                      **rowfile.record(whole)}
+            staging.put(run / runfolder.MARKER, (json.dumps(marker, indent=2) + "\n").encode())
         else:
+            staging.put(run / rowfile.PLAIN, data)
             say(f"WARNING: {run} is a partial run (cells without their final row): imported as partial, "
                 "never an answer; finish it where it ran (--resume) and bring it back")
 
@@ -258,39 +264,65 @@ def import_results(archive: Path, into: Path, say: Callable[[str], None] = print
             top, members = unpack.checked_entries(tar, archive, limits)
             name = f"{top}/manifest.json"
             manifest = tar.getmember(name) if name in tar.getnames() else None
-            return unpack_checked(tar, archive, into, top, members, manifest, say)
+            return unpack_checked(tar, archive, into, top, members, manifest, say, limits)
     except (tarfile.TarError, EOFError, zlib.error) as exc:
         raise HarnessError(f"{archive}: not a readable tar archive ({exc})") from None
     finally:
         importing.release()
 
 
+def forms(rel: PurePosixPath) -> list[PurePosixPath]:
+    """The paths a file may clash with here: a run's rows in either form (rowfile), else itself."""
+    if rel.name in (rowfile.PLAIN, rowfile.PACKED):
+        return [rel.with_name(rowfile.PLAIN), rel.with_name(rowfile.PACKED)]
+    return [rel]
+
+
 def unpack_checked(tar: tarfile.TarFile, archive: Path, into: Path, top: str,
                    members: list[tuple[tarfile.TarInfo, PurePosixPath]], manifest: tarfile.TarInfo | None,
-                   say: Callable[[str], None]) -> list[Path]:
+                   say: Callable[[str], None], limits: unpack.Limits = unpack.DEFAULT_LIMITS) -> list[Path]:
     """import_results' body, once the entries are checked: clashes, rows, staging, rename."""
     rels = [PurePosixPath(*rel.parts) for _, rel in members]
-    clashes = [str(into.joinpath(*rel.parts)) for rel in rels
-               if into.joinpath(*rel.parts).exists() and not replaceable(Path(*rel.parts))]
+    both = sorted({rel.parent for rel in rels if rel.name == rowfile.PACKED} &
+                  {rel.parent for rel in rels if rel.name == rowfile.PLAIN})
+    if both:
+        raise HarnessError(f"{archive}: {top}/results/{both[0]} holds its rows twice ({rowfile.PLAIN} and "
+                           f"{rowfile.PACKED}); which one is meant cannot be told: refusing it")
+    clashes = [str(into.joinpath(*other.parts)) for rel in rels for other in forms(rel)
+               if into.joinpath(*other.parts).exists() and not replaceable(Path(*rel.parts))]
     clashes += [str(into.joinpath(*p.parts)) for rel in rels for p in rel.parents
                 if p.parts and into.joinpath(*p.parts).is_file()]
     if clashes:
         raise HarnessError(f"{archive}: would overwrite {len(clashes)} file(s) in {into}, e.g. "
                            f"{clashes[0]}; results are never overwritten (already imported?)")
-    now, found, marked = time.time(), {}, set()
+    now = time.time()
+    found: dict[PurePosixPath, tuple[list[dict], bytes]] = {}  # run folder -> (rows, uncompressed)
+    markers: dict[PurePosixPath, bytes] = {}
+    packed: list[tuple[PurePosixPath, bytes, str]] = []  # checked once every marker is read
+    room = limits.total_bytes - sum(m.size for m, rel in members if rel.name != rowfile.PACKED)
     staging = unpack.Staging(into, top)
     try:
         for member, rel in members:  # every file read, checked and merged before anything is moved
             data = read_member(tar, member, archive)
-            rows = unpack.check_rows(rel, data, f"{archive}: {member.name}", now)
-            if rel.name == results.ROWS:
-                found[rel] = rows
+            where = f"{archive}: {member.name}"
+            unpack.check_env(rel, data, where)
+            if rel.name == rowfile.PLAIN:
+                found[rel.parent] = (unpack.check_rows(data, where, now), data)
+                continue
+            if rel.name == rowfile.PACKED:
+                packed.append((rel.parent, data, where))
+                continue
             if replaceable(Path(*rel.parts)):
                 data = merged_text(data, member, archive, into.joinpath(*rel.parts), top, say).encode()
             if rel.name == runfolder.MARKER:  # this checkout writes its own (run_markers)
-                marked.update([rel.parent] if marks_complete(data) else [])
+                markers[rel.parent] = data
             else:
                 staging.put(rel, data)
+        for run, data, where in packed:  # uncompressed sizes count against the caps
+            rows_data = unpack.packed_rows(data, markers.get(run), where, limits, room)
+            room -= len(rows_data)
+            found[run] = (unpack.check_rows(rows_data, where, now), rows_data)
+        marked = {run for run, data in markers.items() if marks_complete(data)}
         run_markers(found, marked, archive, staging, say)
         if manifest is not None:
             record = PurePosixPath(MANIFESTS, f"{top}.manifest.json")

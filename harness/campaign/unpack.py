@@ -7,7 +7,10 @@ An archive comes back from a borrowed machine: it is data, and nothing in it is 
    device, no control character; no path twice; no path both a file and a folder; the entry count
    and each file's size under the caps.
 3. Every results.jsonl row through the one reader (harness.measure.store.rows, strict), no row dated
-   ahead of this machine's clock, every env.json a JSON object.
+   ahead of this machine's clock, every env.json a JSON object. A complete run's results.jsonl.gz
+   (harness.measure.store.rowfile) is uncompressed whole, its size counted against the caps as it
+   unpacks (a gzip bomb stops at the cap), checked against the run's complete.json in the archive
+   (the number of rows, their sha256), then its rows like a plain file's.
 Then the files are written to a staging folder beside the results (same filesystem) and renamed
 into place; a failure on the way (a full disk) removes the staging folder and renames back what
 was moved: an import is all or nothing.
@@ -15,7 +18,9 @@ was moved: an import is all or nothing.
     Limits                         the caps (a test passes small ones)
     check_stream(archive, limits)  step 1
     checked_entries(tar, archive, limits) -> (top, [(member, path under results/)])   step 2
-    check_rows(rel, data, where, now) -> rows    step 3 for one file
+    check_env(rel, data, where)                  step 3 for env.json
+    check_rows(data, where, now) -> rows         step 3 for a run's rows (uncompressed)
+    packed_rows(data, marker, where, limits, room) -> the uncompressed rows of a results.jsonl.gz
     Staging                        the staging folder: put(rel, bytes), commit(into), discard()
 """
 
@@ -35,8 +40,8 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.machine.files import disk_error
+from harness.measure.store import rowfile, runfolder
 from harness.measure.store import rows as row_reader
-from harness.measure.store import runfolder
 
 FUTURE_SLACK_S = 3600  # a borrowed machine's clock may run a little ahead; a row an hour ahead is refused
 SKIPPED = {runfolder.LOCK}  # a run's lock file: this checkout's own, never imported
@@ -134,23 +139,40 @@ def clash_with(path: PurePosixPath, member: tarfile.TarInfo, files: dict, folder
         return  # a folder named again (tar lists a folder before its files): harmless
 
 
-def check_rows(rel: PurePosixPath, data: bytes, where: str, now: float) -> list[dict]:
-    """A results.jsonl's rows, every one usable (harness.measure.store.rows, strict) and none dated ahead
-    of this machine's clock; an env.json a JSON object. Other files: no rows."""
+def check_env(rel: PurePosixPath, data: bytes, where: str) -> None:
+    """An env.json: a JSON object. Other files: nothing to check."""
     if rel.name == "env.json":
         try:
             if not isinstance(json.loads(data.decode("utf-8")), dict):
                 raise ValueError("not a JSON object")
         except ValueError as exc:
             raise HarnessError(f"{where}: not a readable environment ({exc})") from None
-        return []
-    if rel.name != "results.jsonl":
-        return []
+
+
+def packed_rows(data: bytes, marker: bytes | None, where: str, limits: Limits, room: int) -> bytes:
+    """A results.jsonl.gz's rows, uncompressed whole (at most one file's cap, and the room left under
+    the archive's: room) and as the run's complete.json in the archive records them (rowfile.checked);
+    anything else is refused, naming the file."""
+    cap = max(0, min(limits.file_bytes, room))
+    said = (f"the caps: {limits.file_bytes / 2**20:g} MiB a file, {limits.total_bytes / 2**20:g} MiB "
+            "all the archive's files together")
+    try:
+        fields = json.loads(marker) if marker is not None else None
+    except ValueError:
+        fields = None
+    if not isinstance(fields, dict) or fields.get("complete") is not True:
+        fields = None
+    return rowfile.checked(rowfile.unpack(data, cap, where, said), fields, where)
+
+
+def check_rows(data: bytes, where: str, now: float) -> list[dict]:
+    """A run's rows (a results.jsonl, or a results.jsonl.gz uncompressed), every one usable
+    (harness.measure.store.rows, strict) and none dated ahead of this machine's clock."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise HarnessError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    found = row_reader.read_lines(text.splitlines(keepends=True), where, strict=True)
+    found = row_reader.read_lines(row_reader.lines_of(text), where, strict=True)
     for lineno, row in enumerate(found, 1):
         if row["time"] > now + FUTURE_SLACK_S:
             date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(row["time"]))

@@ -9,7 +9,7 @@ The method, in layers (REPORT.md states it too):
     only when their sum is within 10% of a real `predict` timed in the same loop, the rest
     shown as 'other';
 (c) cProfile for counts only (function calls, iterators and datasets created per call).
-The result is a row in <out>/explain/<run-id>/results.jsonl, which the report reads.
+The result is a row in <out>/explain/<run-id>/results.jsonl(.gz), which the report reads.
 """
 
 from pathlib import Path

@@ -19,7 +19,7 @@ from pathlib import Path
 from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
 from harness.measure.plan import narrow
-from harness.measure.store import results, runfolder
+from harness.measure.store import results, rowfile, runfolder
 
 STUDY = "api_levels"  # every level at batch 1 in the same rounds: the study the floor is read from
 BATCH, DTYPE = 1, "float32"
@@ -56,18 +56,18 @@ def measured_cells(device: str, root: Path = DEFAULT_RESULTS, run_id: str | None
     from the newest complete api_levels run (in this checkout's order: runfolder) that has any, or
     from run_id's."""
     runs = []
-    for path in sorted(Path(root).glob(f"{STUDY}/{run_id or '*'}/{results.ROWS}")):
-        order = runfolder.order(path.parent)
+    for run_dir in rowfile.run_dirs(root, f"{STUDY}/{run_id or '*'}"):
+        order = runfolder.order(run_dir)
         if order is None:
             continue  # a partial run (killed, or still running) never answers
-        if narrow.run_is_narrowed(path.parent):  # a quick run of some cells is never the floor
+        if narrow.run_is_narrowed(run_dir):  # a quick run of some cells is never the floor
             continue
-        rows = results.read_rows(path)
+        rows = results.read_rows(run_dir)
         # a cell measured again (--resume): its last row is final
         final = {row["cell_id"]: row for row in rows if row.get("kind") == "cell"}
         cells = [row for row in final.values() if _candidate(row, device)]
         if cells:
-            runs.append((order, path.parent.name, cells))
+            runs.append((order, run_dir.name, cells))
     return max(runs, key=lambda run: run[:2])[2] if runs else []
 
 

@@ -7,7 +7,8 @@ as always), then the workers are stopped and fresh ones take the next `rounds`, 
 process loads its cells again (import, build, cold start, warm-up), and only process 0 reads the
 bill. Every setup and round row says which process (`process`, and its `pid`) it came from.
 
-Rows (results.jsonl), each with schema, run_id, time, kind:
+Rows (results.jsonl; results.jsonl.gz once complete: harness.measure.store.rowfile), each with
+schema, run_id, time, kind:
 - setup: a cell's worker loaded it: import, load and cold-start times
 - round: one round of one cell: every per-call time (ns), device times where known, its process
 - load:  the machine's load during one round (harness.machine.load): CPU used by other
@@ -51,6 +52,11 @@ def gpu_peers_path() -> Path:
     return Path(tempfile.gettempdir()) / f"lenet-gpu-peers-{os.getpid()}"
 
 
+def fresh_states(study: Study) -> list[CellState]:
+    """Each cell of the study, nothing measured yet."""
+    return [CellState(c, chunk_sizes(c.calls, c.total_rounds(study.measure.rounds))) for c in study.cells]
+
+
 class Runner:
     def __init__(self, study: Study, run_dir: Path, writer: results.RowWriter,
                  weights: str | Path = DEFAULT_WEIGHTS, gpu_lock: GpuLock | None = None,
@@ -63,8 +69,7 @@ class Runner:
         self.gpu_watch = GpuWatch(gpu_lock, self.own_pids)
         self.workers: dict[tuple[str, int], WorkerProcess] = {}  # (group, process) -> its worker
         self.process = 0  # the process (0, 1, ...) the rounds under way are timed in
-        m = study.measure
-        self.states = [CellState(c, chunk_sizes(c.calls, c.total_rounds(m.rounds))) for c in study.cells]
+        self.states = fresh_states(study)
 
     # --- resume -------------------------------------------------------------------------
     def restore(self, rows: list[dict]) -> int:
@@ -306,10 +311,21 @@ def start_run(study: Study, out: Path, run_id: str | None = None, resume: bool =
     return run_dir, states
 
 
+def finished(study: Study, run_dir: Path, report: Callable[[str], None]) -> list[CellState]:
+    """A complete run resumed: its cells, as its (compressed) rows have them; nothing is redone, and
+    its rows stay as they are."""
+    states = fresh_states(study)
+    done = cells.restore(states, results.read_rows(run_dir), study.measure.rounds)
+    report(f"resuming {run_dir}: {done} of {len(states)} cells already finished (the run is complete)")
+    return states
+
+
 def run_locked(study: Study, run_dir: Path, run_id: str, resume: bool, weights: str | Path,
                report: Callable[[str], None], lock_timeout_s: float | None) -> list[CellState]:
     """start_run's body, under the run's lock: the rows, then the marker (a run already marked
     complete keeps its marker, and with it its place in this checkout's order)."""
+    if resume and runfolder.completion(run_dir) is not None:
+        return finished(study, run_dir, report)
     writer = results.RowWriter(run_dir, run_id)
     lock = None
     if any(c.device == "gpu" for c in study.cells) and gpu.absent_reason() is None:
@@ -317,7 +333,7 @@ def run_locked(study: Study, run_dir: Path, run_id: str, resume: bool, weights: 
         lock.check()  # an unusable lock folder stops the run here, with the fix
     runner = Runner(study, run_dir, writer, weights, gpu_lock=lock, report=report)
     if resume:
-        done = runner.restore(results.read_rows(writer.path))
+        done = runner.restore(results.read_rows(run_dir))
         report(f"resuming {run_dir}: {done} of {len(runner.states)} cells already finished")
     most = max((c.processes for c in study.cells), default=1)
     processes = f" in each of {most} processes" if most > 1 else ""

@@ -3,6 +3,7 @@ times.
 
     results    the results store: <out>/<study>/<run-id>/ with results.jsonl, env.json and study.toml
     rows       the one reader of result rows and of a run's env.json: nothing read is trusted
+    rowfile    a run's rows on disk: plain while written, compressed (results.jsonl.gz) once complete
     runfolder  a run folder's state: complete or not (its marker), its place in this checkout's
                order, and its one writer (a lock)
     stats      statistics of raw per-call times: medians, intervals from resampled rounds and processes

@@ -1,5 +1,6 @@
 """The results store: <out>/<study>/<run-id>/ with results.jsonl, env.json and study.toml, and
-complete.json once the run is finished (harness.measure.store.runfolder).
+complete.json once the run is finished (harness.measure.store.runfolder), when the rows are compressed
+into results.jsonl.gz (harness.measure.store.rowfile).
 
 Every row is one JSON object on one line, carrying the schema version, written with a single
 write() and flushed to disk (fsync) as it is made, so a run killed at any point leaves valid
@@ -17,11 +18,11 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.machine.files import disk_error
+from harness.measure.store import rowfile, runfolder
 from harness.measure.store import rows as row_reader
-from harness.measure.store import runfolder
 
 SCHEMA_VERSION = 1
-ROWS = "results.jsonl"
+ROWS = rowfile.PLAIN  # what RowWriter appends to; a complete run's rows are rowfile.PACKED
 
 
 def short_hostname() -> str:
@@ -65,20 +66,21 @@ def find_run_dir(out: Path, study: str, run_id: str | None) -> Path:
     base = Path(out) / study
     if run_id:
         run_dir = base / run_id
-        if not (run_dir / ROWS).is_file():
+        if not rowfile.has_rows(run_dir):
             raise HarnessError(f"{run_dir}: no such run to resume (no {ROWS})")
         return run_dir
-    runs = sorted((p for p in base.glob("*") if (p / ROWS).is_file()),
+    runs = sorted((p for p in base.glob("*") if rowfile.has_rows(p)),
                   key=lambda p: (runfolder.completion(p) is None, p.stat().st_mtime))
     if not runs:
         raise HarnessError(f"{base}: no run of study {study!r} to resume")
     return runs[-1]
 
 
-def read_rows(path: Path, strict: bool = False) -> list[dict]:
-    """The usable rows (harness.measure.store.rows.read): a partial last line (a run killed mid-write) is
-    skipped; a bad row is skipped with one WARNING naming file:line (strict: an error)."""
-    return row_reader.read(path, strict)
+def read_rows(run_dir: Path, strict: bool = False) -> list[dict]:
+    """A run folder's usable rows, in either form (harness.measure.store.rows.read_run): a partial last
+    line (a run killed mid-write) is skipped; a bad row is skipped with one WARNING naming file:line
+    (strict: an error); a complete run's compressed rows are whole, or an error naming the file."""
+    return row_reader.read_run(run_dir, strict)
 
 
 class RowWriter:

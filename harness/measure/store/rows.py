@@ -1,5 +1,6 @@
-"""The one reader of result rows (results.jsonl) and of a run's env.json: nothing read is trusted.
-import-results, the report, the figures, reproduce and the floor all read rows here.
+"""The one reader of result rows (a run's results.jsonl, or a complete run's results.jsonl.gz:
+harness.measure.store.rowfile) and of a run's env.json: nothing read is trusted. import-results, the
+report, the figures, reproduce and the floor all read rows here.
 
 A row is one JSON object on one line. It is usable when
 - `schema` is a version this harness knows (SCHEMA_VERSIONS), `run_id` and `kind` are strings,
@@ -16,7 +17,9 @@ A bad row is refused whole (strict: import-results) or skipped with one WARNING 
     check(row) -> why the row is unusable, or None
     parse(line) -> the row (ValueError: not one JSON object)
     read_lines(lines, where, strict, warn) -> the usable rows; a partial last line (a killed run) skipped
-    read(path, strict, warn) -> the usable rows of a file (read_lines)
+    read(path, strict, warn) -> the usable rows of a plain file (read_lines)
+    read_run(run_dir, strict, warn) -> the usable rows of a run folder, in either form
+    lines_of(text) -> the text's lines, each with its newline (split at "\n" only)
     read_object(path, strict, warn, then) -> a JSON file's object ({} where unreadable, not strict)
     read_env(path, strict, warn) -> env.json's object (read_object)
     BadRow                               the error a strict read raises (file:line: why)
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.measure.store import rowfile, runfolder
 
 SCHEMA_VERSIONS = (1,)
 MAX_NS = 3600 * 10**9  # an hour: no call, import or cold start of LeNet-5 takes longer
@@ -263,6 +267,38 @@ def read(path: Path, strict: bool = False, warn: Callable[[str], None] = warn_st
             raise BadRow(f"{path}: cannot read it ({exc.strerror or exc})") from None
         warn(f"WARNING: {path}: cannot read it ({exc.strerror or exc}); its rows skipped")
     return []
+
+
+def lines_of(text: str) -> list[str]:
+    """The lines of JSON rows, each ending in its newline (a partial last one without): split at "\n"
+    only, as a file is read (str.splitlines would also split at \u2028 and its kin inside a row)."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def read_run(run_dir: Path, strict: bool = False, warn: Callable[[str], None] = warn_stderr) -> list[dict]:
+    """Every usable row of a run folder (harness.measure.store.rowfile): a partial run's plain file as
+    read() reads it; a complete run's compressed rows whole and as its completion marker records them,
+    else a BadRow naming the file, strict or not (never the rows "up to the fault")."""
+    run_dir = Path(run_dir)
+    marker = runfolder.completion(run_dir)
+    path = rowfile.find(run_dir, marker is not None)
+    if path is None or path.name == rowfile.PLAIN:
+        if marker is not None and any(key in marker for key in rowfile.RECORD):
+            raise BadRow(f"{run_dir / rowfile.PACKED}: missing; the run's completion marker records "
+                         "compressed rows (restore the file)")
+        return [] if path is None else read(path, strict, warn)
+    try:
+        unpacked = rowfile.unpack(path.read_bytes(), rowfile.CAP_BYTES, str(path))
+        data = rowfile.checked(unpacked, marker, str(path))
+        text = data.decode("utf-8", errors="strict")
+    except HarnessError as exc:
+        raise BadRow(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise BadRow(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise BadRow(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    return read_lines(lines_of(text), str(path), strict, warn)
 
 
 def read_object(path: Path, strict: bool = False, warn: Callable[[str], None] = warn_stderr,

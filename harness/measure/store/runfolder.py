@@ -3,7 +3,9 @@ one writer (a lock).
 
     <run>/complete.json   written last, atomically, by the command that made the run (or by
                           import-results on this checkout): a run without it is partial: its rows
-                          are kept, it never answers, and the report names it with how to finish it
+                          are kept, it never answers, and the report names it with how to finish it.
+                          Writing it compresses the rows (harness.measure.store.rowfile): it records
+                          their count and sha256, and the plain file goes once it is written
     <run>/.writer.lock    held (flock) by the one process writing the run's rows: a second writer
                           (two `--resume` of one run) is refused with the holder named
 
@@ -12,7 +14,9 @@ completed here or was imported here (and never before a run already marked here,
 lag), never a time the rows (or an archive) carry.
 
     MARKER, LOCK                          the file names
-    mark_complete(run_dir, how, order)    write the marker (order: next_order, unless given)
+    mark_complete(run_dir, how, order)    compress the rows, write the marker (order: next_order,
+                                          unless given), remove the plain rows
+    pack_complete(run_dir) -> bool        a complete run's plain rows compressed, its marker kept
     next_order(root) -> float             now, and after every run already marked under root
     completion(run_dir) -> dict | None    the marker's fields; None: partial (or a marker unreadable)
     order(run_dir) -> float | None        where the run stands in this checkout's order
@@ -34,6 +38,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.machine.files import write_atomic
+from harness.measure.store import rowfile
 
 MARKER = "complete.json"
 LOCK = ".writer.lock"
@@ -48,11 +53,30 @@ def next_order(root: Path) -> float:
 
 def mark_complete(run_dir: Path, how: str, order: float | None = None, **fields: Any) -> Path:
     """The marker, written last: the run's id, how it came to be complete, its order here (None:
-    next_order of the results folder it is in)."""
+    next_order of the results folder it is in), and the record of its compressed rows. The rows are
+    compressed first and the plain file removed last: a kill on the way leaves a partial run with its
+    plain rows, or a complete one with both forms (its compressed rows are read)."""
     run_dir = Path(run_dir)
+    packed = rowfile.pack(run_dir)
     data = {"run_id": run_dir.name, "complete": True, "how": how,
-            "order": next_order(run_dir.parent.parent) if order is None else order, **fields}
-    return write_atomic(run_dir / MARKER, json.dumps(data, indent=2) + "\n")
+            "order": next_order(run_dir.parent.parent) if order is None else order, **fields, **packed}
+    path = write_atomic(run_dir / MARKER, json.dumps(data, indent=2) + "\n")
+    if packed:
+        rowfile.drop_plain(run_dir)
+    return path
+
+
+def pack_complete(run_dir: Path) -> bool:
+    """A complete run whose rows are plain (written before runs were compressed on completion):
+    compress them and record them in its marker, which keeps every other field (its order too).
+    False: nothing to do (a partial run, or one already compressed)."""
+    run_dir = Path(run_dir)
+    marker = completion(run_dir)
+    if marker is None or not (run_dir / rowfile.PLAIN).is_file():
+        return False
+    write_atomic(run_dir / MARKER, json.dumps({**marker, **rowfile.pack(run_dir)}, indent=2) + "\n")
+    rowfile.drop_plain(run_dir)
+    return True
 
 
 def completion(run_dir: Path) -> dict[str, Any] | None:

@@ -7,7 +7,7 @@ overlap? Where an earlier reproduce row of this machine measured its drift betwe
 reference's intervals for a rerun (widened by that drift), the intervals the report's headline
 prints. The shares at the end say how much of the study a second run reproduces, against GOAL.
 
-The result is one row (kind `reproduce`) in RESULTS/reproduce/<run-id>/results.jsonl, with env.json
+The result is one row (kind `reproduce`) in RESULTS/reproduce/<run-id>/results.jsonl(.gz), with env.json
 beside it; the second run's own rows lie below, in RESULTS/reproduce/<run-id>/<study>/<run-id>/, out
 of the report's sight (it reads RESULTS/<study>/<run-id>/ only). DETAILS' validity section shows
 the newest reproduce row of each machine.

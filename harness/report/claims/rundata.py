@@ -21,17 +21,16 @@ from harness.errors import HarnessError
 from harness.machine import provenance
 from harness.measure import floor
 from harness.measure.plan import narrow
-from harness.measure.store import results, runfolder, stats
+from harness.measure.store import results, rowfile, runfolder, stats
 from harness.measure.store import rows as row_reader
 from harness.report.claims import hosts
 
 
-def read_run(rows_path: Path) -> dict:
+def read_run(run_dir: Path) -> dict:
     """One run folder: its study, id, environment, rows (harness.measure.store.rows: a bad row skipped
     with a warning), whether it is complete and its place in this checkout's order (runfolder)."""
-    run_dir = rows_path.parent
     env = row_reader.read_env(run_dir / "env.json")
-    rows = results.read_rows(rows_path)
+    rows = results.read_rows(run_dir)
     order = runfolder.order(run_dir)
     return {"study": run_dir.parent.name, "run_id": run_dir.name, "dir": run_dir,
             "env": env, "rows": rows,
@@ -43,26 +42,20 @@ def load_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
     """Every complete run folder (its marker written): read_run's dicts, each with its machine
     (hosts.assign: its `host_key` and `machine`, the machine's name in the report). A partial run
     (killed, or still running) never answers: partial_runs names it."""
-    complete = [read_run(path) for path in run_files(root) if runfolder.completion(path.parent) is not None]
+    complete = [read_run(run_dir) for run_dir in rowfile.run_dirs(root)
+                if runfolder.completion(run_dir) is not None]
     # a quick run of some cells (harness.measure.plan.narrow): a try, never a machine's answer
     return hosts.assign([run for run in complete if not narrow.is_narrowed(run["env"])])
-
-
-def run_files(root: Path) -> list[Path]:
-    """<root>/<study>/<run>/results.jsonl, but in a hidden folder (an import's staging folder)."""
-    return [path for path in sorted(Path(root).glob("*/*/" + results.ROWS))
-            if not any(part.startswith(".") for part in path.relative_to(root).parts)]
 
 
 def partial_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
     """Every run folder without its completion marker: its study, id, the cells it finished, and the
     command that finishes it."""
     found = []
-    for path in run_files(root):
-        run_dir = path.parent
+    for run_dir in rowfile.run_dirs(root):
         if runfolder.completion(run_dir) is not None:
             continue
-        rows = results.read_rows(path)
+        rows = results.read_rows(run_dir)
         cells = {row["cell_id"] for row in rows if row.get("kind") == "cell"}
         study = run_dir.parent.name
         finish = (f"python -m harness run {study} --resume --run-id {run_dir.name}"

@@ -18,7 +18,7 @@ from harness.report.figures import (
 )
 from harness.report.markup.style import FIGURES_DIR
 
-# Every figure is a PNG (150 dpi), a pure function of the result files and loc.csv: one colour per
+# Every figure is a PNG (style.DPI), a pure function of the result files and loc.csv: one colour per
 # implementation in every figure (style.colour), one panel per machine and device, dots on log
 # scales, every axis labelled with units, a caption line naming the environment under each figure.
 # `python -m harness figures` draws them all.

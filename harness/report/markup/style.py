@@ -34,7 +34,9 @@ IMPL_ORDER = registry.levels()
 BACKEND_OF = {name: registry.display(name).split(" on ")[-1] for name in registry.on_rung("high-level API")}
 DEVICE_MARKER = {"cpu": "o", "gpu": "s"}
 DEVICE_LINES: tuple[tuple[str, LineStyleType], ...] = (("cpu", "-"), ("gpu", "--"))  # Fig. 1's ladders
-DPI = 150
+# A 9-inch figure (most of them) is 990 px wide: about the width a Markdown page shows (GitHub's
+# column is ~980 px), so it is drawn at the size it is read, and no larger.
+DPI = 110
 
 
 def colour(implementation: str) -> str:
