@@ -2,8 +2,10 @@
 ungraded, named by the leaderboard and by `lab export` (which refuses, or with --allow-ungraded
 leaves their cells blank), never 0; a signal to the grader ends the attempt as the grader's, never
 the submission's; retries are capped at `ungraded`, and only the submission's own deaths make it
-`crashed`. The grader here is a stand-in whose grade() is what a test needs (a real signal to this
-process, a worker killed by SIGTERM, a row); the real grader's signal path is test_lab.py's."""
+`crashed`; a dry run writes nothing. And what goes back to students: each feedback page's points and
+late penalty, and Moodle's feedback-files zip. The grader here is a stand-in whose grade() is what a
+test needs (a real signal to this process, a worker killed by SIGTERM, a row); the real grader's
+signal path is test_lab.py's."""
 
 import csv
 import io
@@ -22,7 +24,6 @@ from harness.lab.judge import attempts, grade, store
 from harness.lab.judge.rules import assignment
 from harness.lab.term.intake import collect
 from harness.lab.term.marks import export, leaderboard, moodlezip
-from harness.machine import gpu, gpulock
 from tests import lab_rows
 from tests.conftest import ROOT
 
@@ -75,28 +76,23 @@ def test_export_after_a_cut_off_grading_refuses_naming_the_ungraded(cut_off, tmp
         export.export(out, roster, "moodle", target)
 
 
-@pytest.mark.parametrize("fmt", ["csv", "canvas", "moodle"])
+@pytest.mark.parametrize("fmt", ["csv", "canvas"])  # moodle: with its zip, below
 def test_allow_ungraded_leaves_their_cells_blank_and_names_them(cut_off, tmp_path, fmt):
     out, _ = cut_off
     roster = tmp_path / f"{fmt}.csv"
     if fmt == "csv":
         roster.write_text("id,name\n" + "".join(f"{uid},{n}\n" for n, uid in CLASS.items()) + "1099,Nobody\n")
         key, cell = "id", "points"
-    elif fmt == "canvas":
+    else:
         roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section,cpu_numpy\n" +
                           "".join(f"{n},{uid},s{uid},{n}@uni,A,\n" for n, uid in CLASS.items()) +
                           "Nobody,1099,s1099,nobody@uni,A,\n")
         key, cell = "ID", "cpu_numpy"
-    else:
-        roster.write_text("Identifier,Full name,Status,Grade,Maximum Grade,Feedback comments\n" +
-                          "".join(f"Participant {uid},{n},Submitted,,100,\n" for n, uid in CLASS.items()) +
-                          "Participant 1099,Nobody,No submission,,100,\n")
-        key, cell = "Identifier", "Grade"
     target = tmp_path / "grades.csv"
     done = python("lab", "export", out, "--roster", roster, "--format", fmt, "-o", target, "--allow-ungraded")
     assert done.returncode == 0, done.stderr
     assert "not graded, its cell left blank: dee-1004" in done.stderr and "eve-1005" in done.stderr
-    table = {r[key].replace("Participant ", ""): r for r in csv.DictReader(io.StringIO(target.read_text()))}
+    table = {r[key]: r for r in csv.DictReader(io.StringIO(target.read_text()))}
     assert table["1004"][cell] == "" and table["1005"][cell] == ""  # blank, never 0
     assert table["1001"][cell] not in ("", "0") and table["1003"][cell] != ""  # graded: points (wrong: 0)
     assert table["1099"][cell] == "0"  # handed nothing in: 0, as before
@@ -314,6 +310,9 @@ def test_moodle_export_writes_the_feedback_files_zip_moodle_s_importer_reads(cut
     with zipfile.ZipFile(done.feedback_zip) as archive:
         entries = archive.namelist()
         read = {moodlezip.importer_match(name): archive.read(name) for name in entries}
+    sheet = {r["Identifier"]: r for r in csv.DictReader(io.StringIO(target.read_text()))}
+    assert sheet["Participant 1004"]["Grade"] == sheet["Participant 1005"]["Grade"] == ""  # never 0
+    assert sheet["Participant 1001"]["Grade"] not in ("", "0")
     assert "Ann O Brien_1001_assignsubmission_file/ann-1001.md" in entries  # its underscore: a space
     assert "Cy .. Dee_1003_assignsubmission_file/cy-1003.md" in entries  # no slash: one folder
     assert ("1002", "/ben-1002.md") in read and ("1001", "/ann-1001.png") in read
@@ -341,139 +340,3 @@ def test_moodle_export_writes_the_feedback_files_zip_moodle_s_importer_reads(cut
 def test_the_importer_rule_as_moodle_s_own_tests_state_it(path, found):
     """Moodle's mod/assign/feedback/file/tests/importziplib_test.php, its cases (good and bad names)."""
     assert moodlezip.importer_match(path) == found
-
-
-# --- the shared server's GPU lock ------------------------------------------------------------------------
-LISTING = "GPU-aaaaaaaa-1111\nGPU-bbbbbbbb-2222\n"
-
-
-@pytest.mark.parametrize("visible,listing,expected", [
-    ("1", LISTING, "GPU-bbbbbbbb-2222"),  # a server's second GPU
-    ("0", "GPU-bbbbbbbb-2222\n", "GPU-bbbbbbbb-2222"),  # the same GPU in a Slurm job, renumbered 0
-    ("GPU-cccc-3333", LISTING, "GPU-cccc-3333"),  # named by its UUID already
-    ("MIG-dddd-4444", None, "MIG-dddd-4444"),
-    ("3", LISTING, None), ("0", None, None), ("0", "No devices were found\n", None),
-])
-def test_the_gpu_lock_is_keyed_on_the_gpu_s_uuid(visible, listing, expected):
-    assert gpu.uuid_of(visible, listing) == expected
-
-
-def test_one_lock_for_one_gpu_whatever_its_number_in_each_job(monkeypatch):
-    """Two Slurm jobs on one node: one sees the GPU as 1 (no device cgroup), the other as 0 (its cgroup
-    shows it alone); both lock the same file, in a folder no job has its own copy of."""
-    monkeypatch.delenv("LENET_LOCK_DIR", raising=False)
-    monkeypatch.setenv("TMPDIR", "/tmp/job-1234")  # a site's per-job TMPDIR
-    paths = []
-    for visible, listing in (("1", LISTING), ("0", "GPU-bbbbbbbb-2222\n")):
-        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-        monkeypatch.setattr(gpu, "gpu_listing", lambda listing=listing: listing)
-        paths.append(gpulock.lock_path(gpu.lock_id()))
-    assert paths[0] == paths[1] and paths[0].name == "lenet-levels-gpuGPU-bbbbbbbb-2222.lock"
-    assert str(paths[0].parent) in gpulock.NODE_FOLDERS + ("/tmp",) and "job-1234" not in str(paths[0])
-    monkeypatch.setattr(gpu, "gpu_listing", lambda: None)  # no nvidia-smi: the index, as before
-    assert gpu.lock_id() == "0"
-
-
-def test_lab_grade_waits_at_most_lock_timeout_for_the_gpu(monkeypatch, tmp_path):
-    """--lock-timeout on lab grade and lab check: the lock the grader takes waits that long, then the
-    rows say they were timed without it."""
-    monkeypatch.setenv("LENET_LOCK_DIR", str(tmp_path))
-    monkeypatch.setattr(gpu, "absent_reason", lambda: None)
-    monkeypatch.setattr(gpu, "gpu_listing", lambda: "GPU-bbbbbbbb-2222\n")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from harness.machine.gpulock import GpuLock; "
-                               "GpuLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)",
-                               "GPU-bbbbbbbb-2222"], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        said: list[str] = []
-        lock = grade.gpu_lock(assignment.load("cudnn"), said.append, 0.3)
-        assert lock is not None and lock.acquire() is False
-        assert "GPU busy" in said[0] and "GPU-bbbbbbbb-2222" in said[0]
-    finally:
-        holder.kill()
-        holder.wait()
-    for command in ("grade", "check"):
-        assert "--lock-timeout" in python("lab", command, "--help").stdout
-
-
-def test_the_kit_s_check_takes_the_gpu_lock_and_says_who_holds_it(tmp_path):
-    """`lenet-lab check` of a GPU lab, in the kit (only its files: kit.INTERFACE): while another run
-    holds the GPU it says who, waits --lock-timeout, then checks anyway; a machine with no usable lock
-    folder checks without one."""
-    from harness.lab.term.handout import kit
-
-    for relative in kit.INTERFACE:
-        (tmp_path / "kit" / relative).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "kit" / relative).write_bytes((ROOT / relative).read_bytes())
-    locks = tmp_path / "locks"
-    locks.mkdir()
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path / "kit"), "LENET_LOCK_DIR": str(locks),
-           "CUDA_VISIBLE_DEVICES": "GPU-bbbbbbbb-2222"}
-    holder = subprocess.Popen([sys.executable, "-c", "import time; from harness.machine.gpulock import GpuLock; "
-                               "GpuLock('GPU-bbbbbbbb-2222').acquire(); print('held', flush=True); time.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
-    check = ("import sys; from harness.lab.term.handout import student\n"
-             "with student.gpu_lock(print, 0.3) as held: print('checked, lock held:', held)")
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=tmp_path,
-                              timeout=60)
-    finally:
-        holder.kill()
-        holder.wait()
-    assert done.returncode == 0, done.stderr
-    assert "GPU busy: " in done.stdout and f"pid {holder.pid} is timing on it" in done.stdout and "checked, lock held: False" in done.stdout
-    alone = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=tmp_path,
-                           timeout=60)
-    assert "checked, lock held: True" in alone.stdout, alone.stderr
-    nowhere = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, cwd=tmp_path,
-                             env={**env, "LENET_LOCK_DIR": str(tmp_path / "no-such-folder")}, timeout=60)
-    assert "no GPU lock here" in nowhere.stdout and "checked, lock held: None" in nowhere.stdout, nowhere.stderr
-
-
-# --- labs/README.md says what the commands do ----------------------------------------------------------
-README = (ROOT / "labs" / "README.md").read_text()
-
-
-def test_the_readme_s_student_folders_are_what_collect_makes(tmp_path):
-    """Its regrade example names folders as `lab collect` makes them from Moodle's download (it once
-    said ben-o-neil-1003), and so do its words on Moodle's and Canvas's names."""
-    named = README.split("lab regrade grading/cpu_numpy --only ", 1)[1].split()[0].split(",")
-    assert named == ["ann-smith-1002", "ben-oneil-1003"]
-    source = tmp_path / "moodle.zip"
-    with zipfile.ZipFile(source, "w") as archive:
-        for name, uid in (("Ann Smith", 1002), ("Ben O'Neil", 1003)):
-            archive.writestr(f"{name}_{uid}_assignsubmission_file/lenet.py", "# a submission\n")
-    collect.collect(source, tmp_path / "subs", report=lambda _: None)
-    assert store.students(tmp_path / "subs", "lenet.py") == named
-    canvas = tmp_path / "canvas.zip"
-    with zipfile.ZipFile(canvas, "w") as archive:
-        archive.writestr("oneilben_1003_9003_lenet.py", "# a submission\n")
-    collect.collect(canvas, tmp_path / "canvas", report=lambda _: None)
-    assert store.students(tmp_path / "canvas", "lenet.py") == ["oneilben-1003"]
-    assert "is `ben-oneil-1003`; Canvas's\n   `oneilben_1003_...` is `oneilben-1003`" in README
-
-
-def test_the_readme_s_progress_line_is_the_grader_s():
-    """The sample line is what grade.one_line prints for such a row (its seconds are measured: the
-    README says where and on what)."""
-    sample = README.split("one line per submission (`", 1)[1].split("`)", 1)[0].replace("\n", " ")
-    shown, seconds = sample.rsplit(" (", 1)
-    row = {"status": "ok", "rank_by": "numpy", "median_per_image_ns": 412_000.0, "loc": 35,
-           "seconds": float(seconds.split()[0]),
-           "ratios": {"numpy": {"ratio": 1.62, "ci95_low": 1.48, "ci95_high": 1.75}}}
-    assert f"[3/40] ben: {grade.one_line(row)}" == sample
-
-
-def test_the_readme_s_slurm_privileges_hold():
-    """A task runs as its submitter with the submitter's environment (sbatch's default --export=ALL:
-    no --export in the task's script), so SUDO_UID reaches store.hand_over in every task."""
-    from harness.lab.judge import slurm
-
-    lab = assignment.load("cpu_numpy")
-    task, merge = slurm.scripts(lab, ROOT / "labs" / "examples", ROOT / "nowhere", 3)
-    assert "--export" not in task and "--uid" not in task and "lab grade" in task
-    assert "sbatch's default `--export=ALL`" in README and "DisableRootJobs" in README
-    owner = store.hand_over(ROOT / "nowhere", {"SUDO_UID": "1234", "SUDO_GID": "1234"})
-    assert owner is None  # not a folder: nothing handed over (a task's OUT is, under root)
