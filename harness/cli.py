@@ -52,6 +52,18 @@ def command(sub: Subparsers, name: str, help: str, func: Command,
 
 # The shared options: each declared once; the arguments are what the commands set differently.
 
+def slurm_options(constraint: str, many: bool = False) -> list[argparse.ArgumentParser]:
+    """What every Slurm job asks of the cluster, passed through to sbatch (lab grade, campaign)."""
+    return [option("--partition", default=None, help="Slurm partition (default: the cluster's default)"),
+            option("--account", default=None, help="Slurm account to charge"),
+            option("--qos", default=None, help="Slurm quality of service"),
+            option("--constraint", default=[] if many else None, action="append" if many else "store",
+                   help=constraint),
+            option("--gres", default=None, help="Slurm generic resources per job, e.g. gpu:1"),
+            option("--time", default=None, help="Slurm time limit per job, minutes or [D-]HH:MM:SS "
+                   "(default: from the lab's limits, or the study's size)")]
+
+
 def weights(default: Path | None = DEFAULT_WEIGHTS, help: str | None = None) -> argparse.ArgumentParser:
     return option("--weights", type=Path, default=default, help=help)
 
@@ -257,11 +269,15 @@ def add_lab_commands(sub: Subparsers) -> None:
                    "replaced) and the others' rows kept (default: all)"),
             option("--no-report", action="store_true", help="rows only (Slurm tasks; the merge reports)"),
             weights(),
-            option("--slurm", action="store_true", help="one job-array task per submission + a merge job"),
-            option("--partition", default=None, help="Slurm partition (default: the cluster's default)"),
-            option("--gres", default=None, help="Slurm generic resources per task, e.g. gpu:1"),
+            option("--slurm", action="store_true",
+                   help="job arrays of tasks (--per-task students each) + a merge job"),
+            *slurm_options("a node feature every task asks for (sbatch --constraint)"),
             option("--max-parallel", type=int, default=None, metavar="K",
                    help="at most K tasks at once (sbatch --array=0-N%%K)"),
+            option("--per-task", type=int, default=1, metavar="K",
+                   help="with --slurm: K students a task (the grader's set-up paid once per task)"),
+            option("--cpus-per-task", type=int, default=None, metavar="C",
+                   help="with --slurm: cores a task asks for (default: the lab's threads + 1)"),
             option("--dry-run", action="store_true", help="with --slurm: print the batch scripts only"),
             option("--no-sandbox", action="store_true",
                    help="grade without bubblewrap (submissions run as your user; the leaderboard says so)"))
@@ -281,6 +297,9 @@ def add_lab_commands(sub: Subparsers) -> None:
             lab_file(),
             option("path", type=Path, help="your lenet.py (or the folder holding it)"),
             weights())
+    command(labs, "task", "(a Slurm task) its students claimed and graded", commands.cmd_lab_task,
+            option("out", type=Path), option("--index", type=int, required=True, help="the task's number"),
+            submissions(), weights(), option("--no-sandbox", action="store_true"))
     command(labs, "merge", "(the Slurm merge job) rows for tasks that left none, then the report",
             commands.cmd_lab_merge,
             option("out", type=Path), submissions(),

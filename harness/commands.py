@@ -19,6 +19,7 @@ from harness.machine import procenv
 from harness.machine.files import write_atomic
 
 if TYPE_CHECKING:  # the report wing is imported by the commands that need it
+    from harness.lab.judge.slurm import Options
     from harness.report.claims import rundata
 
 # A quick run's results (run --implementations/--rounds/--processes) go here unless --out names a folder:
@@ -490,8 +491,23 @@ def cmd_lab_grade(args: argparse.Namespace) -> int:
     return commands.lab_grade(
         str(args.lab), args.submissions, args.out, log, resume=args.resume,
         only=split_list(args.only) if args.only else None, no_report=args.no_report, weights=args.weights,
-        slurm=args.slurm, partition=args.partition, gres=args.gres, max_parallel=args.max_parallel,
-        dry_run=args.dry_run, no_sandbox=args.no_sandbox)
+        slurm=slurm_options(args) if args.slurm else None, dry_run=args.dry_run, no_sandbox=args.no_sandbox)
+
+
+def slurm_options(args: argparse.Namespace) -> "Options":
+    from harness.lab.judge import slurm
+
+    return slurm.Options(partition=args.partition, account=args.account, qos=args.qos,
+                         constraint=args.constraint, gres=args.gres, time=args.time,
+                         cpus_per_task=args.cpus_per_task, max_parallel=args.max_parallel,
+                         per_task=args.per_task)
+
+
+def cmd_lab_task(args: argparse.Namespace) -> int:
+    from harness.lab.judge import slurm
+
+    slurm.task(args.out, args.index, args.submissions, args.weights, args.no_sandbox, log)
+    return 0
 
 
 def cmd_lab_regrade(args: argparse.Namespace) -> int:

@@ -542,18 +542,6 @@ def test_a_submission_whose_grading_was_cut_off_is_graded_once_more(graded, lab_
 
 
 # --- Slurm: scripts, the merge's rows, and a real job array --------------------------------------
-def test_dry_run_prints_the_batch_scripts(lab_file, submissions, tmp_path):
-    done = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(tmp_path / "o"),
-                  "--slurm", "--max-parallel", "3", "--partition", "gpu", "--gres", "gpu:1", "--dry-run",
-                  timeout=60)
-    assert done.returncode == 0, done.stderr
-    for line in (f"#SBATCH --array=0-{len(EXPECTED) - 1}%3", "#SBATCH --time=7", "#SBATCH --mem=3072M", "#SBATCH --gres=gpu:1",
-                 "#SBATCH --partition=gpu", "#SBATCH --dependency=afterany:$ARRAY_JOB_ID",
-                 "lab merge", "--only \"$student\""):
-        assert line in done.stdout
-    assert not (tmp_path / "o").exists()
-
-
 @pytest.mark.parametrize("state,started,status,words", [
     ({"state": "CANCELLED", "reason": "None"}, None, "cancelled", "before it started"),
     ({"state": "CANCELLED", "reason": "None"}, {"host": "n1"}, "cancelled", "while grading on n1"),

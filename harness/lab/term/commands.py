@@ -25,27 +25,28 @@ from harness.machine import procenv
 
 if TYPE_CHECKING:
     from harness.lab.judge.rules.assignment import Lab
+    from harness.lab.judge.slurm import Options
 
 Report = Callable[[str], None]
 
 
 def lab_grade(lab_name: str, submissions: Path, out: Path, report: Report, *, resume: bool = False,
               only: list[str] | None = None, no_report: bool = False, weights: Path | str = DEFAULT_WEIGHTS,
-              slurm: bool = False, partition: str | None = None, gres: str | None = None,
-              max_parallel: int | None = None, dry_run: bool = False, no_sandbox: bool = False) -> int:
-    """`lab grade`: every submission here, then the leaderboard; or (--slurm) a job array."""
+              slurm: "Options | None" = None, dry_run: bool = False, no_sandbox: bool = False) -> int:
+    """`lab grade`: every submission here, then the leaderboard; or (`slurm`: its options) job arrays."""
     from harness.lab.box.walls import libpath
     from harness.lab.judge.rules import assignment
 
     lab = assignment.load(lab_name)
     libpath.check_sudo(lab.device)
     copy_manifest(submissions, out)
-    if slurm:
+    if slurm is not None:
         from harness.lab.judge import slurm as on_slurm
 
-        return on_slurm.submit(lab, submissions, out, partition=partition, gres=gres,
-                               max_parallel=max_parallel, dry_run=dry_run, weights=weights, report=report,
-                               no_sandbox=no_sandbox, refused=refused_hand_ins(submissions))
+        if only:
+            raise HarnessError("--only: not with --slurm (--resume submits every unfinished student)")
+        return on_slurm.submit(lab, submissions, out, slurm, dry_run=dry_run, weights=weights, report=report,
+                               no_sandbox=no_sandbox, refused=refused_hand_ins(submissions), resume=resume)
     if dry_run:
         raise HarnessError("--dry-run: only with --slurm (it prints the batch scripts)")
     grade_here(lab, submissions, out, resume, only, weights, no_sandbox, no_report, report)

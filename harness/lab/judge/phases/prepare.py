@@ -10,7 +10,8 @@
                                   has no time limits
       .space(slot, name), .space_root(name), .release(root)   a worker's writable space
                                   (harness.lab.box.walls.disk), made fresh, released whatever happens
-    node_info(device)             the machine a row was timed on
+    node_info(device)             the machine a row was timed on: its host, Slurm node and task, CPU
+                                  and GPU (model, UUID) and its fingerprint (the leaderboard's machine type)
 """
 
 import os
@@ -29,18 +30,43 @@ from harness.lab.box.sandbox import Sandbox
 from harness.lab.box.walls import disk, isolation
 from harness.lab.judge.rules import deadlines, timing
 from harness.lab.judge.rules.assignment import Lab
-from harness.machine import env, procenv
+from harness.machine import env, host, procenv
 
 
 def node_info(device: str) -> dict:
     """Its host name, CPU, usable CPUs, load and (on the GPU) the GPU's name."""
     system = env.collect_system()
     info = {"hostname": system["hostname"], "cpu": system["cpu"], "cpus_usable": system["cpus_usable"],
-            "loadavg": system["loadavg"], "gpu": None}
+            "loadavg": system["loadavg"], "gpu": None, "slurm": slurm_task()}
+    gpus: list[dict] = []
     if device == "gpu":
         gpus = env.collect_gpus().get("gpus") or []
         info["gpu"] = ", ".join(g["name"] for g in gpus) or None
+        info["gpu_uuid"] = gpu_uuid()
+    # the machine type the leaderboard groups by: CPU model, code paths, caches, cores; GPU model
+    info["fingerprint"] = host.fingerprint({"host": host.collect(), "gpus": gpus})
     return info
+
+
+def gpu_uuid() -> str | None:
+    """The UUID of the GPU this grader times on: the node's own index of it is Slurm's SLURM_JOB_GPUS
+    (CUDA_VISIBLE_DEVICES is renumbered from 0 in every job), else CUDA_VISIBLE_DEVICES' first."""
+    index = (os.environ.get("SLURM_JOB_GPUS") or os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
+    if index.strip().startswith("GPU-"):
+        return index.strip()
+    found = env.run_command(["nvidia-smi", "-i", index.strip(), "--query-gpu=uuid", "--format=csv,noheader"])
+    return found.strip() or None if found else None
+
+
+def slurm_task() -> dict | None:
+    """The Slurm node, job and array task grading here (None outside Slurm): several nodes may share
+    one host name, and a requeued task runs again."""
+    if not os.environ.get("SLURM_JOB_ID"):
+        return None
+    return {"node": os.environ.get("SLURMD_NODENAME"), "job": os.environ.get("SLURM_JOB_ID"),
+            "array_job": os.environ.get("SLURM_ARRAY_JOB_ID"),
+            "array_task": os.environ.get("SLURM_ARRAY_TASK_ID"),
+            "restarts": int(os.environ.get("SLURM_RESTART_COUNT") or 0)}
 
 
 class Prepared:
