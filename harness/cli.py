@@ -347,7 +347,8 @@ def add_lab_publishing_commands(labs: Subparsers) -> None:
 
 
 def add_campaign_commands(sub: Subparsers) -> None:
-    """`compare`, `gpu-study`, `import-results`: runs compared, and the GPU half carried home."""
+    """`compare`, `gpu-study`, `campaign`, `import-results`: runs compared, the GPU half carried home,
+    studies on a Slurm cluster."""
     command(sub, "compare", "compare the medians of two runs of one study", commands.cmd_compare,
             option("run_a", type=Path), option("run_b", type=Path))
     command(sub, "gpu-study", "the whole GPU half in one command, into one archive", commands.cmd_gpu_study,
@@ -363,6 +364,27 @@ def add_campaign_commands(sub: Subparsers) -> None:
                         "python -m harness list --device gpu)"),
             option("--budget-s", type=float, default=None, metavar="S",
                    help="overall time budget in seconds (default: 240 quick, 540 full)"))
+    command(sub, "campaign", "studies on a Slurm cluster: one whole-node job per node type, then a merge "
+            "job that imports every run at once and writes the report", commands.cmd_campaign,
+            option("--slurm", action="store_true", required=True, help="submit to Slurm (the one way today)"),
+            out(None, "the campaign's folder, on a filesystem every node sees", required=True),
+            *slurm_options("a CPU node type (a node feature), one job each: repeat it", many=True),
+            option("--gpu-constraint", action="append", default=[], metavar="TYPE",
+                   help="a GPU node type: its job runs gpu-study (repeatable)"),
+            option("--studies", type=commands.split_list, default=None, metavar="NAMES",
+                   help="the CPU studies (default api_levels)"),
+            option("--implementations", default=None, help="a quick study: only these levels"),
+            option("--rounds", default=None, help="a quick study: rounds in each process"),
+            option("--processes", default=None, help="a quick study: fresh processes per cell"),
+            option("--into", type=Path, default=DEFAULT_RESULTS, help="where the merge imports the runs"),
+            option("--report", type=Path, default=DEFAULT_REPORT,
+                   help="the report the merge writes (default reports/REPORT.md)"))
+    command(sub, "campaign-job", "(a campaign's Slurm job) one node type's runs", commands.cmd_campaign_job,
+            option("out", type=Path), option("--type", required=True))
+    command(sub, "campaign-merge", "(a campaign's merge job) every run imported at once, then the report",
+            commands.cmd_campaign_merge, option("out", type=Path),
+            option("--into", type=Path, default=DEFAULT_RESULTS),
+            option("--report", type=Path, required=True))
     command(sub, "import-results", "unpack a gpu-study archive into reports/results",
             commands.cmd_import_results,
             option("archive", type=Path), option("--into", type=Path, default=DEFAULT_RESULTS))

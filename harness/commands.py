@@ -478,6 +478,30 @@ def cmd_gpu_study(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_campaign(args: argparse.Namespace) -> int:
+    from harness.campaign import slurm
+
+    quick = tuple(part for flag in ("implementations", "rounds", "processes")
+                  if getattr(args, flag) is not None for part in (f"--{flag}", str(getattr(args, flag))))
+    options = slurm.Options(partition=args.partition, account=args.account, qos=args.qos, gres=args.gres,
+                            time=args.time, quick=quick)
+    return slurm.submit(args.out, args.constraint, args.gpu_constraint,
+                        args.studies or list(slurm.DEFAULT_STUDIES), options, args.into,
+                        args.report, say=log)
+
+
+def cmd_campaign_job(args: argparse.Namespace) -> int:
+    from harness.campaign import slurm
+
+    return slurm.job(args.out, args.type, say=log)
+
+
+def cmd_campaign_merge(args: argparse.Namespace) -> int:
+    from harness.campaign import slurm
+
+    return slurm.merge(args.out, args.into, args.report, say=log)
+
+
 def cmd_import_results(args: argparse.Namespace) -> int:
     from harness.campaign import archive
 
@@ -504,10 +528,9 @@ def slurm_options(args: argparse.Namespace) -> "Options":
 
 
 def cmd_lab_task(args: argparse.Namespace) -> int:
-    from harness.lab.judge import slurm
+    from harness.lab.judge import slurm_task
 
-    slurm.task(args.out, args.index, args.submissions, args.weights, args.no_sandbox, log)
-    return 0
+    return slurm_task.task(args.out, args.index, args.submissions, args.weights, args.no_sandbox, log)
 
 
 def cmd_lab_regrade(args: argparse.Namespace) -> int:

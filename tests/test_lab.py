@@ -28,7 +28,7 @@ import pytest
 from harness import registry
 from harness.errors import HarnessError
 from harness.lab.box.walls import isolation
-from harness.lab.judge import slurm, store
+from harness.lab.judge import slurm_task, store
 from harness.lab.judge.rules import assignment, timing
 from harness.measure import floor
 from tests import lab_hostile
@@ -531,7 +531,7 @@ def test_a_submission_whose_grading_was_cut_off_is_graded_once_more(graded, lab_
         started = json.loads((store.result_dir(copy, name) / "started.json").read_text())
         (store.result_dir(copy, name) / "started.json").write_text(json.dumps({**started, "attempt": attempt}))
     store.write_row(copy, {"student": "broken", "status": "cancelled", "reason": "the task was cancelled",
-                           "from_merge": True})  # as slurm.merge writes it
+                           "from_merge": True})  # as slurm_task.merge writes it
     done = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(copy),
                   "--resume", "--only", "correct,wrong,broken", "--no-report", timeout=300)
     assert done.returncode == 0, done.stderr
@@ -551,5 +551,5 @@ def test_a_submission_whose_grading_was_cut_off_is_graded_once_more(graded, lab_
     (None, None, "crashed", "purged"),
 ])
 def test_the_merge_turns_a_task_without_a_row_into_a_row(state, started, status, words):
-    row = slurm.missing_row("ann", state, started)
+    row = slurm_task.missing_row("ann", state, started)
     assert row["status"] == status and words in row["reason"]

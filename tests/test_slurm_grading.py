@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from harness.errors import HarnessError
-from harness.lab.judge import claim, slurm, store
+from harness.lab.judge import claim, slurm, slurm_task, store
 from tests.conftest import ROOT
 
 LAB = """
@@ -35,10 +35,10 @@ def test_a_class_larger_than_max_array_size_is_split():
 def test_each_student_of_a_round_is_found_in_its_task():
     plan = {"students": [f"s{i}" for i in range(25)], "per_task": 2,
             "arrays": [{"job": "7", "first": 0, "count": 10}, {"job": "9", "first": 10, "count": 3}]}
-    assert slurm.where_task(plan, 0) == ("7", 0)
-    assert slurm.where_task(plan, 19) == ("7", 9)
-    assert slurm.where_task(plan, 20) == ("9", 0)
-    assert slurm.where_task(plan, 24) == ("9", 2)
+    assert slurm_task.where_task(plan, 0) == ("7", 0)
+    assert slurm_task.where_task(plan, 19) == ("7", 9)
+    assert slurm_task.where_task(plan, 20) == ("9", 0)
+    assert slurm_task.where_task(plan, 24) == ("9", 2)
 
 
 @pytest.mark.parametrize("field,value,words", [

@@ -24,16 +24,16 @@ threads + 1 (CPU_PER_TASK_NOTE). Plain sbatch scripts: submitit's polling needs 
 
     Options                      what every job asks of the cluster (pass-through)
     submit(lab, submissions, out, options, ...) -> 0;  scripts(...) -> (task.sh, merge.sh)
-    task(out, index, ...)        one task's students, claimed and graded
-    merge(out, submissions) -> rows;  arrays(tasks, max_array) -> [(first, count)]
-    task_states, scontrol_state, missing_row, task_resources, header, sbatch, max_array_size
+    submit_round(...)            the arrays and the merge job of one round (round.json, jobs.txt)
+    arrays(tasks, max_array) -> [(first, count)];  task_resources, max_array_size, earlier_jobs
+(sbatch, squeue: harness.machine.slurmctl)
+The tasks and the merge job: harness.lab.judge.slurm_task.
 """
 
 import math
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,9 +42,9 @@ from pathlib import Path
 from harness import DEFAULT_WEIGHTS, ROOT
 from harness.errors import HarnessError, Unavailable
 from harness.lab.box.walls import isolation
-from harness.lab.judge import claim, grade, store
+from harness.lab.judge import grade, store
 from harness.lab.judge.rules.assignment import Lab
-from harness.machine import procenv
+from harness.machine.slurmctl import header, run, sbatch, still_queued
 
 TIME_HEADROOM = 1.5
 SETUP_S = 300  # the oracle, the training images, the references' workers and warm-up
@@ -57,8 +57,6 @@ DEFAULT_MAX_ARRAY = 1001  # Slurm's default MaxArraySize
 # busy on average (the grader checks answers and feeds the next worker while one worker computes),
 # so each task asks for the lab's threads plus one core for the grader.
 CPU_PER_TASK_NOTE = "the lab's threads + 1 for the grader (measured: 1.3 cores busy on average)"
-ALIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "RESIZING",
-         "SUSPENDED", "SIGNALING", "STAGE_OUT")
 
 
 @dataclass(frozen=True)
@@ -94,11 +92,6 @@ def task_resources(lab: Lab, per_task: int = 1) -> tuple[int, int]:
     """(--time in minutes, --mem in MB) of one task grading `per_task` students."""
     minutes = math.ceil((per_task * lab.limits.wall_s * TIME_HEADROOM + SETUP_S) / 60)
     return minutes, int(lab.limits.memory_mb) + MEM_EXTRA_MB
-
-
-def header(lines: dict) -> str:
-    return "\n".join(f"#SBATCH --{key}" + ("" if value is True else f"={value}")
-                     for key, value in lines.items() if value is not None and value is not False)
 
 
 def scripts(lab: Lab, submissions: Path, out: Path, options: Options, weights: str | Path = DEFAULT_WEIGHTS,
@@ -153,16 +146,9 @@ def array_spec(count: int, options: Options) -> str:
 
 def max_array_size() -> int:
     """The cluster's MaxArraySize (scontrol show config), Slurm's default where it cannot be read."""
-    done = _run("scontrol", "show", "config")
+    done = run("scontrol", "show", "config")
     found = re.search(r"^MaxArraySize\s*=\s*(\d+)", done.stdout if done else "", re.M)
     return int(found.group(1)) if found else DEFAULT_MAX_ARRAY
-
-
-def sbatch(*args: str) -> str:
-    done = subprocess.run(["sbatch", "--parsable", *args], capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        raise HarnessError(f"sbatch {' '.join(args)} failed: {done.stderr.strip() or done.stdout.strip()}")
-    return done.stdout.strip().split(";")[0]  # "id" or "id;cluster"
 
 
 def earlier_jobs(out: Path) -> list[str]:
@@ -170,17 +156,6 @@ def earlier_jobs(out: Path) -> list[str]:
     listed = Path(out) / "slurm" / "jobs.txt"
     lines = listed.read_text().splitlines() if listed.is_file() else []
     return [parts[1] for parts in (line.split() for line in lines) if len(parts) >= 2 and parts[1].isdigit()]
-
-
-def still_queued(jobs: list[str]) -> list[str]:
-    """Those of `jobs` (or their array tasks) still pending or running."""
-    if not jobs:
-        return []
-    done = _run("squeue", "-h", "-r", "-j", ",".join(jobs), "-o", "%i|%T")
-    if done is None:
-        raise HarnessError("squeue did not answer: cannot tell whether an earlier round still runs")
-    return sorted({line.split("|")[0] for line in done.stdout.splitlines()
-                   if "|" in line and line.split("|")[1] in ALIVE})
 
 
 def submit(lab: Lab, submissions: Path, out: Path, options: Options | None = None, dry_run: bool = False,
@@ -220,6 +195,20 @@ def submit(lab: Lab, submissions: Path, out: Path, options: Options | None = Non
     if not todo:
         report(f"lab {lab.name}: nothing to grade ({len(kept)} already graded); nothing submitted")
         return 0
+    ids, merge_job = submit_round(lab, submissions, out, options, todo, weights, no_sandbox)
+    report(f"submitted {len(ids)} array job(s) {', '.join(ids)} ({math.ceil(len(todo) / options.per_task)} "
+           f"tasks of up to {options.per_task} of {len(todo)} students"
+           + (f", at most {options.max_parallel} at once per array" if options.max_parallel else "")
+           + (f"; {len(kept)} already graded, kept" if kept else "")
+           + f") and merge job {merge_job}; watch: squeue -j {','.join([*ids, merge_job])}")
+    print(f"leaderboard when job {merge_job} ends: {Path(out) / 'LEADERBOARD.md'}")
+    return 0
+
+
+def submit_round(lab: Lab, submissions: Path, out: Path, options: Options, todo: list[str],
+                 weights: str | Path, no_sandbox: bool) -> tuple[list[str], str]:
+    """The arrays grading `todo` and the merge job after them: (array job ids, merge job id);
+    OUT/slurm/round.json names them (the tasks and the merge read it), jobs.txt keeps every round's."""
     folder = Path(out) / "slurm"
     folder.mkdir(parents=True, exist_ok=True)
     task, merge = scripts(lab, submissions, out, options, weights, no_sandbox)
@@ -240,142 +229,4 @@ def submit(lab: Lab, submissions: Path, out: Path, options: Options | None = Non
     merge_job = sbatch(str(folder / "merge.sh"))
     with open(folder / "jobs.txt", "a") as jobs:
         jobs.write(f"merge {merge_job}\n")
-    report(f"submitted {len(ids)} array job(s) {', '.join(ids)} ({tasks} tasks of up to {options.per_task} "
-           f"of {len(todo)} students" + (f", at most {options.max_parallel} at once per array"
-                                         if options.max_parallel else "") +
-           (f"; {len(kept)} already graded, kept" if kept else "") +
-           f") and merge job {merge_job}; watch: squeue -j {','.join([*ids, merge_job])}")
-    print(f"leaderboard when job {merge_job} ends: {Path(out) / 'LEADERBOARD.md'}")
-    return 0
-
-
-def round_plan(out: Path) -> dict:
-    data = store.read_json(Path(out) / "slurm" / "round.json")
-    if not isinstance(data, dict) or not isinstance(data.get("students"), list) \
-            or not isinstance(data.get("per_task"), int) or not isinstance(data.get("arrays"), list):
-        raise HarnessError(f"{out}/slurm/round.json: missing or not a round of lab grade --slurm "
-                           "(expected students, per_task, arrays)")
-    return data
-
-
-def task(out: Path, index: int, submissions: Path, weights: str | Path = DEFAULT_WEIGHTS,
-         no_sandbox: bool = False, report: Callable[[str], None] = print) -> list[dict]:
-    """One task: its students (round.json), each claimed (two graders never grade one), those still
-    without a finished row graded in one grader, the claims released."""
-    out = Path(out)
-    lab = store.graded_lab(out)
-    plan = round_plan(out)
-    mine = plan["students"][index * plan["per_task"]:(index + 1) * plan["per_task"]]
-    if not mine:
-        raise HarnessError(f"lab task --index {index}: no such task ({len(plan['students'])} students, "
-                           f"{plan['per_task']} a task)")
-    owner = claim.owner_here()
-    claimed = []
-    for student in mine:
-        if store.graded_row(out, student) is not None:
-            report(f"{student}: already graded; skipped")
-        elif claim.take(out, student, owner):
-            claimed.append(student)
-        else:
-            report(f"{student}: claimed by {claim.holder(out, student)}, a grader still running; skipped")
-    if not claimed:
-        return []
-    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # the oracle's threads
-    try:
-        return grade.grade_all(lab, submissions, out, resume=True, only=claimed, weights=weights,
-                               report=report, no_sandbox=no_sandbox)
-    finally:
-        for student in claimed:
-            claim.release(out, student, owner)
-        store.hand_over(out)
-
-
-def _run(*cmd: str) -> subprocess.CompletedProcess | None:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
-def task_states(job: str) -> dict[int, dict]:
-    """{task index: {"state", "reason", "exit_code"}} of an array job; absent once purged."""
-    found = {}
-    done = _run("squeue", "-h", "-t", "all", "-r", "-j", job, "-o", "%i|%T|%r")
-    for line in (done.stdout.splitlines() if done and done.returncode == 0 else []):
-        ident, state, reason = (line.split("|") + ["", ""])[:3]
-        if "_" in ident and ident.split("_")[1].isdigit():
-            found[int(ident.split("_")[1])] = {"state": state, "reason": reason, "exit_code": None}
-    return found
-
-
-def scontrol_state(job: str, index: int) -> dict | None:
-    done = _run("scontrol", "-o", "show", "job", f"{job}_{index}")
-    if not done or done.returncode != 0:
-        return None
-    fields = dict(re.findall(r"(\w+)=(\S*)", done.stdout))
-    return {"state": fields.get("JobState", "UNKNOWN"), "reason": fields.get("Reason", ""),
-            "exit_code": fields.get("ExitCode"), "restarts": fields.get("Restarts")}
-
-
-def missing_row(student: str, state: dict | None, started: dict | None) -> dict:
-    """The row of a submission whose task left none: cancelled, or crashed with the reason."""
-    where = f" on {started['host']}" if started else ""
-    if state is None:
-        return {"status": "crashed", "reason": "no result, and Slurm no longer knows the task (purged)"}
-    name = state["state"]
-    detail = f"Slurm state {name}"
-    if state.get("exit_code"):
-        detail += f", exit code {state['exit_code']}"
-    if state.get("reason") and state["reason"] != "None":
-        detail += f", reason {state['reason']}"
-    if name == "CANCELLED" or name.startswith("CANCELLED"):
-        when = "while grading" + where if started else "before it started"
-        return {"status": "cancelled", "reason": f"the Slurm task was cancelled {when} ({detail})"}
-    if name == "TIMEOUT":
-        return {"status": "timeout", "reason": f"the Slurm task ran past its --time{where} ({detail})"}
-    if name == "OUT_OF_MEMORY":
-        return {"status": "out-of-memory", "reason": f"the Slurm task went past its --mem{where} ({detail})"}
-    if not started:
-        return {"status": "crashed", "reason": f"the Slurm task never started grading ({detail})"}
-    return {"status": "crashed", "reason": f"the Slurm task ended without a result{where} ({detail}; a task "
-                                           "killed past --mem shows as FAILED on Slurm without accounting)"}
-
-
-def where_task(plan: dict, position: int) -> tuple[str, int] | None:
-    """(array job, index in it) of the task that graded the `position`-th student of the round."""
-    number = position // plan["per_task"]
-    for array in plan["arrays"]:
-        if array["first"] <= number < array["first"] + array["count"]:
-            return str(array["job"]), number - array["first"]
-    return None
-
-
-def merge(out: Path, submissions: Path, job: str | None = None,
-          report: Callable[[str], None] = print) -> list[dict]:
-    """Rows for every student of the round whose task left none (`lab merge` then builds the
-    leaderboard: harness.lab.term.commands.lab_merge). `job`: ignored (the round names its arrays)."""
-    out = Path(out)
-    lab = store.graded_lab(out)
-    plan = round_plan(out)
-    states = {str(a["job"]): task_states(str(a["job"])) for a in plan["arrays"]}
-    made = []
-    for position, student in enumerate(plan["students"]):
-        if store.read_row(out, student) is not None:
-            continue
-        found = where_task(plan, position)
-        state = None
-        if found is not None:
-            array, index = found
-            state = states[array].get(index) or scontrol_state(array, index)
-        row = {"lab": lab.name, "student": student, "rank_by": lab.rank_by.label,
-               "references": [r.label for r in lab.references], "device": lab.device,
-               "node": {"hostname": (store.started(out, student) or {}).get("host", "-")},
-               "from_merge": True,
-               "slurm": {"job": found[0] if found else None, "task": found[1] if found else None,
-                         **(state or {})},
-               **missing_row(student, state, store.started(out, student))}
-        store.write_row(out, row)
-        report(f"{student}: {row['status']}: {row['reason']}")
-        made.append(row)
-    return made
-
+    return ids, merge_job

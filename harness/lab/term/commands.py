@@ -108,10 +108,10 @@ def lab_report(out: Path) -> int:
 
 def lab_merge(out: Path, submissions: Path, job: str | None, report: Report) -> int:
     """`lab merge` (the Slurm merge job): a row for every task that left none, then the leaderboard."""
-    from harness.lab.judge import slurm
+    from harness.lab.judge import slurm_task
     from harness.lab.term.marks import leaderboard
 
-    slurm.merge(out, submissions, job, report=report)
+    slurm_task.merge(out, submissions, job, report=report)
     leaderboard.build(out)
     print(f"leaderboard: {out / 'LEADERBOARD.md'}")
     return 0
