@@ -161,17 +161,8 @@ def read_campaign(out: Path) -> dict:
     return data
 
 
-def submit(
-    out: Path,
-    types: list[str],
-    gpu_types: list[str],
-    studies: list[str],
-    options: Options,
-    into: Path = DEFAULT_RESULTS,
-    report_path: Path = ROOT / "reports" / "REPORT.md",
-    say: Callable[[str], None] = print,
-) -> int:
-    """One job per node type and the merge job after them; the same OUT again resumes a campaign."""
+def check_request(types: list[str], gpu_types: list[str], studies: list[str]) -> None:
+    """The node types named once each, the studies known, sbatch here."""
     if not types and not gpu_types:
         raise HarnessError(
             "campaign --slurm: name each node type with --constraint (CPU studies) or "
@@ -186,6 +177,20 @@ def submit(
             "sbatch not found: campaign --slurm needs a Slurm cluster (a local one: "
             "sudo scripts/slurm-local.sh start --nodes 3)"
         )
+
+
+def submit(
+    out: Path,
+    types: list[str],
+    gpu_types: list[str],
+    studies: list[str],
+    options: Options,
+    into: Path = DEFAULT_RESULTS,
+    report_path: Path = ROOT / "reports" / "REPORT.md",
+    say: Callable[[str], None] = print,
+) -> int:
+    """One job per node type and the merge job after them; the same OUT again resumes a campaign."""
+    check_request(types, gpu_types, studies)
     out = Path(out).resolve()
     earlier = read_campaign(out) if (out / "campaign.json").exists() else None
     running = still_queued(list((earlier or {}).get("jobs", {}).values()))
@@ -216,9 +221,7 @@ def submit(
         write_atomic(out / "campaign.json", json.dumps(record, indent=1) + "\n")
     merge_sh = out / "merge.sh"
     merge_sh.write_text(
-        merge_script(
-            out, list(jobs.values()), Path(into).resolve(), Path(report_path).resolve(), options
-        )
+        merge_script(out, list(jobs.values()), Path(into).resolve(), Path(report_path).resolve(), options)
     )
     jobs["merge"] = sbatch(str(merge_sh))
     write_atomic(out / "campaign.json", json.dumps(record, indent=1) + "\n")
