@@ -196,7 +196,9 @@ def test_the_shaved_clock_is_caught_in_a_job_of_a_user_who_is_not_root(graded):
     shaver = rows(out)["shaver"]
     started = store.started(out, "shaver")
     assert started is not None and (shaver["node"].get("slurm") or {}).get("job")
-    assert "not root" in shaver["isolation"] or "namespaces" in shaver["sandbox"], shaver["isolation"]
+    # not root, so no cgroup of the grader's own: each worker a Slurm step, counted by the step's cgroup
+    assert shaver["sandbox"] == "namespaces" and "Slurm job step" in shaver["isolation"], shaver["isolation"]
+    assert "tamper-evident" in shaver["isolation"] and "not tamper-evident" not in shaver["isolation"]
     reported = sorted(shaver["clock_ratio"])[len(shaver["clock_ratio"]) // 2]
     assert reported < 0.6, shaver["clock_ratio"]  # its reports / the grader's own measure
     if shaver["status"] == "ok":  # ranked at the grader's measure: nothing gained

@@ -118,3 +118,28 @@ def test_a_claim_of_a_process_here_that_ended_is_stale(tmp_path):
     assert not claim.alive_on_slurm(f"{socket.gethostname()}:{ended}")
     assert claim.alive_on_slurm(f"{socket.gethostname()}:{os.getpid()}")
     assert claim.alive_on_slurm("another-host:1")  # only that host can say: never broken on a guess
+
+
+def test_each_machine_type_is_ranked_on_its_own(tmp_path):
+    """A class timed on two kinds of node: each kind ranked apart, both named above the table; the
+    Slurm node (several share a host) named in each row."""
+    from harness.lab.term.marks import leaderboard
+    from tests import lab_rows
+
+    a100 = {"key": "k-a100", "name": "NVIDIA A100 / Xeon (AVX-512, L3 55 MiB)"}
+    h100 = {"key": "k-h100", "name": "NVIDIA H100 / Xeon (AVX-512, L3 105 MiB)"}
+    rows = []
+    for name, ratio, kind, node in (("ann", 1.2, a100, "gpu-a1"), ("bob", 2.0, a100, "gpu-a2"),
+                                    ("cy", 1.5, h100, "gpu-h1"), ("dee", 3.0, h100, "gpu-h1")):
+        row = lab_rows.ok_row(name, ratio, ratio * 0.98, ratio * 1.02, 40)
+        row["node"] = {**row["node"], "machine_type": kind, "slurm": {"node": node}}
+        rows.append(row)
+    placed = [(rank, row["student"]) for rank, row in leaderboard.ranked(rows)]
+    assert placed == [(1, "ann"), (2, "bob"), (1, "cy"), (2, "dee")]
+    out = lab_rows.graded(tmp_path / "out", rows)
+    leaderboard.build(out)
+    board = (out / "LEADERBOARD.md").read_text()
+    assert "Timed on 2 machine types, each ranked on its own" in board
+    assert a100["name"] in board and h100["name"] in board and "gpu-h1: " in board
+    one = [dict(r, node={**r["node"], "machine_type": a100}) for r in rows]
+    assert [rank for rank, _ in leaderboard.ranked(one)] == [1, 2, 3, 4]  # one type: one ranking

@@ -14,6 +14,8 @@
                                   and GPU (model, UUID) and its fingerprint (the leaderboard's machine type)
 """
 
+import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -43,9 +45,25 @@ def node_info(device: str) -> dict:
         gpus = env.collect_gpus().get("gpus") or []
         info["gpu"] = ", ".join(g["name"] for g in gpus) or None
         info["gpu_uuid"] = gpu_uuid()
-    # the machine type the leaderboard groups by: CPU model, code paths, caches, cores; GPU model
-    info["fingerprint"] = host.fingerprint({"host": host.collect(), "gpus": gpus})
+    found = host.collect()
+    info["fingerprint"] = host.fingerprint({"host": found, "gpus": gpus})  # this host, as studies key it
+    info["machine_type"] = machine_type(found, gpus)
     return info
+
+
+def machine_type(found: dict, gpus: list[dict]) -> dict:
+    """The kind of machine (the leaderboard ranks each kind apart): CPU model, its code paths and
+    caches, and the GPU model; not the cores or memory a Slurm job was given."""
+    hardware = {k: found.get(k) for k in ("vendor", "family", "model", "stepping", "model_name", "isa",
+                                          "l2_kib", "l3_kib")}
+    gpu_names = sorted(str(g.get("name")) for g in gpus)
+    hardware["gpus"] = gpu_names
+    key = hashlib.sha256(json.dumps(hardware, sort_keys=True).encode()).hexdigest()[:12]
+    isa = found.get("isa") or []
+    vector = "AVX-512" if "avx512f" in isa else "AVX2" if "avx2" in isa else "no AVX2"
+    cpu = f"{found.get('model_name') or '?'} ({vector}, L3 {found.get('l3_kib')} KiB)"
+    name = " / ".join([*gpu_names, cpu])
+    return {"key": key, "name": name}
 
 
 def gpu_uuid() -> str | None:
