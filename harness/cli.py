@@ -297,6 +297,14 @@ def add_lab_commands(sub: Subparsers) -> None:
             lab_file(),
             option("path", type=Path, help="your lenet.py (or the folder holding it)"),
             weights())
+    command(labs, "bench", "a synthetic class of N graded here (or on Slurm): time per submission and "
+            "per class, one row per student checked", commands.cmd_lab_bench,
+            option("--students", type=int, default=100, help="the class's size (default 100)"),
+            option("--lab", default="cpu_numpy", help="the lab graded (default cpu_numpy)"),
+            out(None, "a new folder: the class and its grading", required=True),
+            option("--slurm", action="store_true",
+                   help="grade on Slurm (the local one: its nodes share a host)"),
+            option("--per-task", type=int, default=10, metavar="K", help="with --slurm: students a task"))
     command(labs, "task", "(a Slurm task) its students claimed and graded", commands.cmd_lab_task,
             option("out", type=Path), option("--index", type=int, required=True, help="the task's number"),
             submissions(), weights(), option("--no-sandbox", action="store_true"))

@@ -527,6 +527,12 @@ def slurm_options(args: argparse.Namespace) -> "Options":
                          per_task=args.per_task)
 
 
+def cmd_lab_bench(args: argparse.Namespace) -> int:
+    from harness.lab.term import bench
+
+    return bench.report(args.lab, args.students, args.out, args.slurm, args.per_task)
+
+
 def cmd_lab_task(args: argparse.Namespace) -> int:
     from harness.lab.judge import slurm_task
 

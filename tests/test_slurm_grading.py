@@ -143,3 +143,24 @@ def test_each_machine_type_is_ranked_on_its_own(tmp_path):
     assert a100["name"] in board and h100["name"] in board and "gpu-h1: " in board
     one = [dict(r, node={**r["node"], "machine_type": a100}) for r in rows]
     assert [rank for rank, _ in leaderboard.ranked(one)] == [1, 2, 3, 4]  # one type: one ranking
+
+
+def test_the_benchmarks_class_and_its_one_row_check(tmp_path):
+    from harness.lab.term import bench
+    from tests import lab_rows
+
+    expected = bench.make_class(tmp_path / "class", 100)
+    kinds = {name.split("-")[0] for name in expected}
+    assert len(expected) == 100 and kinds == {"honest", "wrong", "slow", "hang", "crash"}
+    assert sum(s == "ok" for s in expected.values()) == 100 - 4 - 2 - 2  # 4 wrong, 2 hang, 2 crash; slow is ok
+    assert sorted(p.name for p in (tmp_path / "class").iterdir()) == sorted(expected)
+    assert len(bench.make_class(tmp_path / "small", 3)) == 3  # too few for the odd ones: all honest
+    rows = [lab_rows.ok_row("ann", 1.1, 1.0, 1.2, 40), {**lab_rows.failed_row("bob", "cancelled", "x"),
+                                                          "from_merge": True},
+            lab_rows.ok_row("zed", 1.1, 1.0, 1.2, 40)]
+    out = lab_rows.graded(tmp_path / "out", rows)
+    assert bench.one_row_each(out, ["ann", "bob", "cy"]) == [
+        "cy: no row", "bob: no result (cancelled: x)", "zed: a row, but not a student of the class"]
+    result = {"students": 100, "graded_s": 300.0, "setup_s": 10.0}
+    assert bench.projection(result, 1, 10) == 400.0  # 300 s of submissions + 10 tasks x 10 s
+    assert bench.projection(result, 4, 10) == 100.0
