@@ -13,6 +13,7 @@ its job id) gets it back.
 
     take(out, student, owner, alive) -> True when this grader holds the claim now
     release(out, student, owner)     removes the claim if it is still this owner's
+    holder(out, student) -> the claim's owner, or None
     owner_here() -> this grader's owner name; alive_on_slurm(owner) -> whether that owner still runs
 """
 

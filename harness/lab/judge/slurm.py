@@ -25,7 +25,8 @@ threads + 1 (CPU_PER_TASK_NOTE). Plain sbatch scripts: submitit's polling needs 
     Options                      what every job asks of the cluster (pass-through)
     submit(lab, submissions, out, options, ...) -> 0;  scripts(...) -> (task.sh, merge.sh)
     submit_round(...)            the arrays and the merge job of one round (round.json, jobs.txt)
-    arrays(tasks, max_array) -> [(first, count)];  task_resources, max_array_size, earlier_jobs
+    arrays(tasks, max_array) -> [(first, count)]; array_spec(count, options) -> "0-(count-1)%P"
+    task_resources, max_array_size, earlier_jobs
 (sbatch, squeue: harness.machine.slurmctl)
 The tasks and the merge job: harness.lab.judge.slurm_task.
 """

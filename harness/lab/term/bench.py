@@ -14,6 +14,7 @@ one, the grader's set-up paid once per task.
     make_class(folder, students) -> {name: expected status};  run(...) -> dict;  lines(result) -> [str]
     report(lab, students, out, slurm, per_task) -> exit code   (`lab bench`)
     one_row_each(out, names) -> problems;  projection(result, nodes, per_task) -> seconds
+    grading(lab, submissions, out, *extra) -> CPU s;  wait_for_slurm(out)
 """
 
 import json

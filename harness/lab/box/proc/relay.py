@@ -3,7 +3,7 @@ connects to the grader's socket, receives the worker's pipes, log and bwrap's de
 puts each at the number the worker's command line expects, sets the worker's limits as a child of the
 grader gets them (harness.lab.box.proc.limits) and execs the command line.
 
-    python -m harness.lab.box.proc.relay SOCKET
+    python -m harness.lab.box.proc.relay SOCKET      main(socket path) -> exit code (only on failure)
 """
 
 import fcntl

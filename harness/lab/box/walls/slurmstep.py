@@ -10,6 +10,7 @@ worker talks to the grader over plain pipes (no srun I/O forwarding in the timed
 grader knows the step's first process by the socket's peer credentials.
 
     reason_unavailable() -> why not, or None   inside a Slurm job, srun here, Slurm's cgroups on
+    step_group(pid) -> the folder of the cgroup counting pid's CPU (v1 cpuacct, else v2)
     Step(label, scratch).start(argv, env, cwd, fds) -> (Popen of srun, the step's first pid)
     StepCounter(pid)       .cpu_ns(): the step's cgroup's CPU time (v1 cpuacct.usage, v2 cpu.stat)
 The relay: harness.lab.box.proc.relay.

@@ -11,7 +11,8 @@
       .space(slot, name), .space_root(name), .release(root)   a worker's writable space
                                   (harness.lab.box.walls.disk), made fresh, released whatever happens
     node_info(device)             the machine a row was timed on: its host, Slurm node and task, CPU
-                                  and GPU (model, UUID) and its fingerprint (the leaderboard's machine type)
+                                  and GPU (model, UUID: gpu_uuid), its Slurm task (slurm_task), its host's
+                                  fingerprint and its machine_type (what the leaderboard ranks apart)
 """
 
 import hashlib

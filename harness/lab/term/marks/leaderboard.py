@@ -8,7 +8,8 @@ read by the grader from outside its worker (harness.lab.box.proc.peak), the refe
 where the lab gates on it ([limits] peak_mb) a submission above it is over-memory, not ranked.
 
     build(out, report) -> paths   everything below, from the rows (and OUT/manifest.csv: lateness)
-    ranked(rows) (ties: harness.lab.term.marks.points), markdown(rows, lab, notes, scores), points_lines(lab),
+    ranked(rows) (each machine type apart: ranked_one_type; ties: harness.lab.term.marks.points),
+    markdown(rows, lab, notes, scores), points_lines(lab),
     with_similarity(board, rows, out), write_csv(rows, path, scores), csv_row(rank, row, score),
     reference_summary(rows), isolation_lines(rows), memory_lines(rows, lab), node_name(row), fmt_us(ns),
     fmt_interval(r), fmt_mb(row)

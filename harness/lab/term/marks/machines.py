@@ -5,6 +5,7 @@ caches; same GPU model), so each type is ranked on its own. A row names its type
 its CPU and GPU names.
 
     machine_type(row) -> (key, name)     ranked_by_type(rows, rank) -> [(rank, row)], type by type
+    type_lines(rows) -> the line naming the types, where there are several
 """
 
 from collections.abc import Callable
