@@ -112,6 +112,12 @@ def results() -> argparse.ArgumentParser:
     return option("--results", type=Path, default=DEFAULT_RESULTS)
 
 
+def lock_timeout(flagged: str) -> argparse.ArgumentParser:
+    return option("--lock-timeout", type=float, default=None, metavar="S",
+                  help=f"wait at most S seconds for another run's GPU lock, then measure anyway "
+                       f"with {flagged} flagged contended (default: wait)")
+
+
 def submissions(help: str | None = None) -> argparse.ArgumentParser:
     return option("--submissions", type=Path, required=True, help=help)
 
@@ -182,9 +188,7 @@ def add_run_command(sub: Subparsers) -> None:
                    help="complete an interrupted run (the newest, or --run-id)"),
             option("--run-id", default=None, help="name of the run folder"),
             weights(None, "default: the trained weights; a train-mode study: the seeded initial weights"),
-            option("--lock-timeout", type=float, default=None, metavar="S",
-                   help="wait at most S seconds for another run's GPU lock, then measure anyway "
-                        "with the cells flagged contended (default: wait)"))
+            lock_timeout("the cells"))
 
 
 def add_reproduce_command(sub: Subparsers) -> None:
@@ -280,7 +284,8 @@ def add_lab_commands(sub: Subparsers) -> None:
                    help="with --slurm: cores a task asks for (default: the lab's threads + 1)"),
             option("--dry-run", action="store_true", help="with --slurm: print the batch scripts only"),
             option("--no-sandbox", action="store_true",
-                   help="grade without bubblewrap (submissions run as your user; the leaderboard says so)"))
+                   help="grade without bubblewrap (submissions run as your user; the leaderboard says so)"),
+            lock_timeout("the rows"))
     command(labs, "report", "rebuild the leaderboard, figure and feedback from OUT's rows",
             commands.cmd_lab_report, option("out", type=Path))
     command(labs, "regrade", "grade some students of a grading again (their rows replaced, the rest kept), "
@@ -296,7 +301,7 @@ def add_lab_commands(sub: Subparsers) -> None:
             commands.cmd_lab_check,
             lab_file(),
             option("path", type=Path, help="your lenet.py (or the folder holding it)"),
-            weights())
+            weights(), lock_timeout("the timing"))
     command(labs, "bench", "a synthetic class of N graded here (or on Slurm): time per submission and "
             "per class, one row per student checked", commands.cmd_lab_bench,
             option("--students", type=int, default=100, help="the class's size (default 100)"),
@@ -335,7 +340,10 @@ def add_term_commands(labs: Subparsers) -> None:
             option("-o", dest="target", type=Path, required=True, metavar="GRADES_CSV"),
             option("--column", default=None, help="(canvas) the assignment's column (default: the roster's "
                    "column naming the lab)"),
-            option("--force", action="store_true", help="replace GRADES_CSV if it exists"))
+            option("--force", action="store_true", help="replace GRADES_CSV if it exists"),
+            option("--allow-ungraded", action="store_true",
+                   help="export although some collected submissions have no finished row: their cells "
+                        "left blank (never 0) and their names listed (default: refuse, naming them)"))
 
 
 def add_lab_publishing_commands(labs: Subparsers) -> None:

@@ -515,7 +515,8 @@ def cmd_lab_grade(args: argparse.Namespace) -> int:
     return commands.lab_grade(
         str(args.lab), args.submissions, args.out, log, resume=args.resume,
         only=split_list(args.only) if args.only else None, no_report=args.no_report, weights=args.weights,
-        slurm=slurm_options(args) if args.slurm else None, dry_run=args.dry_run, no_sandbox=args.no_sandbox)
+        slurm=slurm_options(args) if args.slurm else None, dry_run=args.dry_run, no_sandbox=args.no_sandbox,
+        lock_timeout=args.lock_timeout)
 
 
 def slurm_options(args: argparse.Namespace) -> "Options":
@@ -555,7 +556,7 @@ def cmd_lab_report(args: argparse.Namespace) -> int:
 def cmd_lab_check(args: argparse.Namespace) -> int:
     from harness.lab.term import commands
 
-    return commands.lab_check(str(args.lab), args.path, args.weights, log)
+    return commands.lab_check(str(args.lab), args.path, args.weights, log, args.lock_timeout)
 
 
 def cmd_lab_merge(args: argparse.Namespace) -> int:
@@ -579,7 +580,8 @@ def cmd_lab_collect(args: argparse.Namespace) -> int:
 def cmd_lab_export(args: argparse.Namespace) -> int:
     from harness.lab.term import commands
 
-    return commands.lab_export(args.out, args.roster, args.format, args.target, args.force, args.column)
+    return commands.lab_export(args.out, args.roster, args.format, args.target, args.force, args.column,
+                               args.allow_ungraded)
 
 
 def cmd_lab_publish(args: argparse.Namespace) -> int:

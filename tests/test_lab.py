@@ -15,10 +15,12 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import stat
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -28,7 +30,7 @@ import pytest
 from harness import registry
 from harness.errors import HarnessError
 from harness.lab.box.walls import isolation
-from harness.lab.judge import slurm_task, store
+from harness.lab.judge import attempts, slurm_task, store
 from harness.lab.judge.rules import assignment, timing
 from harness.measure import floor
 from tests import lab_hostile
@@ -522,14 +524,21 @@ def test_an_edited_row_and_a_ghost_row_are_named_not_ranked(graded, tmp_path):
 
 @pytest.mark.slow  # the class graded once: about a minute
 def test_a_submission_whose_grading_was_cut_off_is_graded_once_more(graded, lab_file, submissions, tmp_path):
-    """correct: the grader died once while grading it (graded again); wrong: twice (a row, no third try);
-    broken: twice, on Slurm, whose merge left its placeholder row (no result: no third try either)."""
+    """correct: its grading cut off once (graded again); wrong: MAX_ATTEMPTS times, none its own doing
+    (ungraded, never crashed); broken: on Slurm, its own death twice, then the merge's placeholder row
+    (crashed: no third try)."""
     copy = tmp_path / "out"
     shutil.copytree(graded[0], copy)
-    for name, attempt in (("correct", 1), ("wrong", 2), ("broken", 2)):
+    for name in ("correct", "wrong", "broken"):
         (store.result_dir(copy, name) / "row.json").unlink()
-        started = json.loads((store.result_dir(copy, name) / "started.json").read_text())
-        (store.result_dir(copy, name) / "started.json").write_text(json.dumps({**started, "attempt": attempt}))
+        (store.result_dir(copy, name) / "started.json").unlink()
+    attempts.begin(copy, "correct", fresh=False)
+    for _ in range(attempts.MAX_ATTEMPTS):
+        attempts.begin(copy, "wrong", fresh=False)
+        attempts.end(copy, "wrong", attempts.BY_GRADER, "SIGTERM")
+    for _ in range(attempts.MAX_OWN_DEATHS):
+        attempts.begin(copy, "broken", fresh=False)
+        attempts.end(copy, "broken", attempts.BY_SUBMISSION, "its task past --mem")
     store.write_row(copy, {"student": "broken", "status": "cancelled", "reason": "the task was cancelled",
                            "from_merge": True})  # as slurm_task.merge writes it
     done = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(copy),
@@ -537,8 +546,37 @@ def test_a_submission_whose_grading_was_cut_off_is_graded_once_more(graded, lab_
     assert done.returncode == 0, done.stderr
     rows = rows_by_student(copy)
     assert rows["correct"]["status"] == "ok"
-    assert rows["wrong"]["status"] == "crashed" and "interrupted 2 times" in rows["wrong"]["reason"]
-    assert rows["broken"]["status"] == "crashed" and "interrupted 2 times" in rows["broken"]["reason"]
+    assert rows["wrong"]["status"] == "ungraded" and "the grader was stopped (SIGTERM)" in rows["wrong"]["reason"]
+    assert rows["broken"]["status"] == "crashed" and "its own death ended 2 attempts" in rows["broken"]["reason"]
+
+
+@pytest.mark.slow  # the class graded once, and the grader's set-up again: about half a minute
+def test_a_sigterm_to_the_grader_is_never_the_submission_s_attempt(graded, lab_file, submissions, tmp_path):
+    """scancel's or a preemption's SIGTERM while `hang` is being graded: no row (not a timeout, not
+    crashed), its attempt ended by the grader, its worker gone; exit 130."""
+    copy = tmp_path / "out"
+    shutil.copytree(graded[0], copy)
+    shutil.rmtree(store.result_dir(copy, "hang"))
+    grader = subprocess.Popen([sys.executable, "-m", "harness", "lab", "grade", str(lab_file), "--submissions",
+                               str(submissions), "--out", str(copy), "--resume", "--only", "hang", "--no-report"],
+                              cwd=ROOT, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT), "LENET_LAB_UID_BASE": str(CLASS_UID_BASE)})
+    try:
+        assert grader.stderr is not None
+        for line in grader.stderr:
+            if "hang: grading" in line:
+                break
+        time.sleep(1)  # its worker is up, asleep in its import (the import limit is 5 s)
+        grader.send_signal(signal.SIGTERM)
+        rest = grader.stderr.read()
+        grader.wait(timeout=120)
+    finally:
+        grader.kill()
+    assert grader.returncode == 130, rest
+    assert "not graded: the grader received SIGTERM (not the submission's doing" in rest
+    assert store.read_row(copy, "hang") is None
+    assert attempts.history(copy, "hang")[-1]["ended"]["by"] == "grader"
+    assert sandbox_processes(CLASS_UID_BASE) == []
 
 
 # --- Slurm: scripts, the merge's rows, and a real job array --------------------------------------

@@ -164,3 +164,21 @@ def test_the_benchmarks_class_and_its_one_row_check(tmp_path):
     result = {"students": 100, "graded_s": 300.0, "setup_s": 10.0}
     assert bench.projection(result, 1, 10) == 400.0  # 300 s of submissions + 10 tasks x 10 s
     assert bench.projection(result, 4, 10) == 100.0
+
+
+@pytest.mark.slurm
+def test_a_class_larger_than_the_clusters_max_array_size_is_submitted_as_several_arrays(tmp_path):
+    """The local Slurm's MaxArraySize is 10 (scripts/slurm-local.sh): 12 tasks are two arrays."""
+    import shutil
+
+    if not shutil.which("sbatch") or slurm.max_array_size() != 10:
+        pytest.skip("needs the local Slurm (MaxArraySize=10): sudo scripts/slurm-local.sh start --nodes 3")
+    (tmp_path / "lab.toml").write_text(LAB)
+    for i in range(12):
+        (tmp_path / "subs" / f"s{i:02d}").mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-m", "harness", "lab", "grade", str(tmp_path / "lab.toml"),
+                           "--submissions", str(tmp_path / "subs"), "--out", str(tmp_path / "o"), "--slurm",
+                           "--dry-run"], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert "# sbatch --array=0-9 task.sh 0" in done.stdout and "# sbatch --array=0-1 task.sh 10" in done.stdout

@@ -26,9 +26,46 @@ def absent_reason() -> str | None:
 
 
 def visible_gpu_id() -> str:
-    """The GPU this process times on, as the lock names it (CUDA_VISIBLE_DEVICES' first)."""
+    """The GPU this process times on, as CUDA_VISIBLE_DEVICES' first entry names it (an index, or a
+    UUID); "0" when it is not set."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
     return visible or "0"
+
+
+def lock_id() -> str:
+    """The GPU this process times on, as the GPU lock names it: its UUID, the same in every job and
+    for every user of a node (Slurm renumbers each job's GPUs from 0 in CUDA_VISIBLE_DEVICES, so two
+    jobs on two GPUs of one node would both say "0", and two on one GPU may say "0" and "1"); the
+    visible index when no UUID can be read (no nvidia-smi)."""
+    visible = visible_gpu_id()
+    return uuid_of(visible, gpu_listing()) or visible
+
+
+def uuid_of(visible: str, listing: str | None) -> str | None:
+    """The UUID of the GPU that CUDA_VISIBLE_DEVICES' first entry `visible` names, from nvidia-smi's
+    `--query-gpu=uuid --format=csv,noheader` (`listing`: one line per GPU this process may use, in
+    order: inside a job whose devices Slurm's cgroup constrains, only the job's). An entry that is a
+    UUID (GPU-..., MIG-...) is its own; an index is the position in the listing; None when the
+    listing does not have it."""
+    if visible.startswith(("GPU-", "MIG-")):
+        return visible
+    lines = [line.strip() for line in (listing or "").splitlines()]
+    uuids = [line for line in lines if line.startswith(("GPU-", "MIG-"))]
+    if not visible.isdigit() or int(visible) >= len(uuids):
+        return None
+    return uuids[int(visible)]
+
+
+def gpu_listing() -> str | None:
+    """nvidia-smi's UUIDs of the GPUs this process may use, one a line; None without nvidia-smi."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
 
 
 def sample(own_pids: Iterable[int] = ()) -> dict | None:

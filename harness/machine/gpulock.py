@@ -1,4 +1,5 @@
-"""One harness at a time times on a GPU: an flock on a file shared by every user of the server.
+"""One harness at a time times on a GPU: an flock on a file shared by every user of the server,
+and by every Slurm job on a node: named by the GPU's UUID, in a node-wide folder (lock_folder).
 
 The kernel drops an flock when its holder dies, so a killed run never leaves a stale lock.
 A second run waits with a message; past --lock-timeout it runs anyway and its GPU cells are
@@ -16,7 +17,7 @@ import getpass
 import json
 import os
 import socket
-import tempfile
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,10 +25,28 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 
+NODE_FOLDERS = ("/run/lock", "/var/tmp")  # node-wide, sticky and world-writable on Linux
+
+
+def lock_folder() -> Path:
+    """Where the GPU locks live: $LENET_LOCK_DIR, else the first of NODE_FOLDERS that every user may
+    write. Never $TMPDIR, nor /tmp or /dev/shm: a Slurm site often gives each job its own (TMPDIR
+    per job, job_container/tmpfs), and a lock there would be every job's own."""
+    if os.environ.get("LENET_LOCK_DIR"):
+        return Path(os.environ["LENET_LOCK_DIR"])
+    for folder in NODE_FOLDERS:
+        try:
+            mode = os.stat(folder).st_mode
+        except OSError:
+            continue
+        if stat.S_ISDIR(mode) and mode & stat.S_IWOTH and mode & stat.S_ISVTX:
+            return Path(folder)
+    return Path("/tmp")
+
 
 def lock_path(gpu_id: str) -> Path:
-    folder = Path(os.environ.get("LENET_LOCK_DIR") or tempfile.gettempdir())
-    return folder / f"lenet-levels-gpu{gpu_id}.lock"
+    """The lock of one GPU, named by its UUID (harness.machine.gpu.lock_id) where one is known."""
+    return lock_folder() / f"lenet-levels-gpu{gpu_id}.lock"
 
 
 def open_shared(path: Path) -> tuple[int, bool]:

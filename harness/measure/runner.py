@@ -313,7 +313,7 @@ def run_locked(study: Study, run_dir: Path, run_id: str, resume: bool, weights: 
     writer = results.RowWriter(run_dir, run_id)
     lock = None
     if any(c.device == "gpu" for c in study.cells) and gpu.absent_reason() is None:
-        lock = GpuLock(gpu.visible_gpu_id(), lock_timeout_s, report)
+        lock = GpuLock(gpu.lock_id(), lock_timeout_s, report)
         lock.check()  # an unusable lock folder stops the run here, with the fix
     runner = Runner(study, run_dir, writer, weights, gpu_lock=lock, report=report)
     if resume:

@@ -2,6 +2,8 @@
 
     grade       grade_all (every submission of a class, row by row: resume, only, retries) and the
                 Grader (one submission's row, start to finish)
+    attempts    each submission's attempts at grading and who ended each (a signal to the grader is
+                never the submission's); the capped retries' `ungraded` row; which rows are finished
     files       a submission folder read as hostile input, copied into the worker's private copy
     store       the grading's folder OUT: rows with MACs, the students list, regrades
     slurm       the grading as Slurm job arrays (K students a task) and a merge job, submitted

@@ -14,7 +14,9 @@ writable space (harness.lab.box.walls.disk): the submission sees a private copy 
 safe id (harness.lab.text). Clean-up never stops a grading: what fails is reported and the next
 submission is graded.
 
-    grade_all(lab, submissions, out, ...) -> rows    every submission (or --only these), row by row
+    grade_all(lab, submissions, out, ...) -> rows    every submission (or --only these), row by row;
+                                                     a signal to the grader stops it (no row for
+                                                     the submission in progress: Interrupted)
     to_grade(...) -> (todo, kept)      --only: these, graded again; --resume: no row yet, or files
                                        changed since the row (its files_sha256, harness.lab.judge.files)
     Grader(lab, out, weights, report, iso)           the oracle and the references' workers
@@ -24,8 +26,11 @@ submission is graded.
       .present(copy, skipped), .clean_up(worker, results, name)   the copy's checks; the worker
                                                      stopped, its log kept, its space released
       .close()                                       the references stopped, every space released
+    attempt(grader, name, folder, lock, step) -> row   one attempt at a row: capped, or graded, a
+                                                     signal to the grader ending it as the grader's
+                                                     (harness.lab.judge.attempts: who ended each)
     write_refused(lab, out, refused), refused_row     a refused hand-in's row (collect's, or a linked folder)
-    gpu_lock, interrupted_row, one_line
+    gpu_lock, one_line
 """
 
 import contextlib
@@ -41,15 +46,13 @@ from harness.lab import text
 from harness.lab.box.proc.limits import capped_log
 from harness.lab.box.sandbox import Sandbox
 from harness.lab.box.walls import disk, isolation
-from harness.lab.judge import files, store
+from harness.lab.judge import attempts, files, store
 from harness.lab.judge.phases import memory
 from harness.lab.judge.phases.prepare import node_info
 from harness.lab.judge.phases.steps import Steps
 from harness.lab.judge.rules.assignment import Lab
 from harness.machine import gpu
 from harness.machine.gpulock import GpuLock
-
-MAX_ATTEMPTS = 2  # gradings cut off by the grader's death before a submission gets a row
 
 
 class Grader(Steps):
@@ -131,10 +134,12 @@ class Grader(Steps):
 def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only: list[str] | None = None,
               weights: str | Path = DEFAULT_WEIGHTS, report: Callable[[str], None] = print,
               no_sandbox: bool = False, strict: bool = True,
-              refused: dict[str, str] | None = None, links: bool = False) -> list[dict]:
+              refused: dict[str, str] | None = None, links: bool = False,
+              lock_timeout: float | None = None) -> list[dict]:
     """Grade every submission folder (or `only` these), writing each row as it is made; each
     `refused` student ({name: why}: collect refused their hand-in) and each student folder that is a
-    link gets a refused row, ungraded (`links`: followed instead, for lab check's own link)."""
+    link gets a refused row, ungraded (`links`: followed instead, for lab check's own link).
+    `lock_timeout`: seconds to wait for another run's GPU lock before timing anyway (contended)."""
     iso = isolation.decide(no_sandbox, strict)
     store.prepare(out, lab.name, lab.source, lab.path)
     store.write_grading(out, submissions, weights)
@@ -144,29 +149,47 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
            (f", {len(kept)} already graded (kept)" if kept else "") + f" -> {out}")
     report(f"sandbox: {iso.note}")
     rows = write_refused(lab, out, {n: why for n, why in refused.items() if not only or n in only}, report)
-    lock = gpu_lock(lab, report)
+    lock = gpu_lock(lab, report, lock_timeout)
     if not todo:
         return rows
-    grader = Grader(lab, out, weights, report, iso)
-    try:
-        for i, name in enumerate(todo, 1):
-            # attempts cut off by the grader's death (a Slurm placeholder row is one); a finished
-            # row (a regrade) starts afresh
-            cut_off = (store.started(out, name) or {}).get("attempt", 0)
-            previous = 0 if store.graded_row(out, name) else cut_off
-            if previous >= MAX_ATTEMPTS:  # the grader died while grading it, each time
-                row = interrupted_row(lab, name, previous)
-            else:
-                store.mark_started(out, name, attempt=previous + 1, slurm_job=os.environ.get("SLURM_JOB_ID"))
-                report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: grading")
-                with lock.held() if lock is not None else contextlib.nullcontext():
-                    row = grader.grade(name, Path(submissions) / name)
-            store.write_row(out, row)
-            report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: {one_line(row)}")
-            rows.append(row)
-    finally:
-        grader.close()
+    with attempts.interruptible():  # a signal to the grader ends the attempt as the grader's
+        grader = Grader(lab, out, weights, report, iso)
+        try:
+            for i, name in enumerate(todo, 1):
+                row = attempt(grader, name, Path(submissions) / name, lock, f"[{i}/{len(todo)}]")
+                store.write_row(out, row)
+                report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: {one_line(row)}")
+                rows.append(row)
+        finally:
+            grader.close()
     return rows
+
+
+def attempt(grader: Grader, name: str, folder: Path, lock: GpuLock | None, step: str) -> dict:
+    """One attempt at the submission's row (harness.lab.judge.attempts): its history's verdict when a
+    cap is reached; else graded, the attempt recorded first and, when a grader signal stops it,
+    ended as the grader's (then Interrupted goes on up: no row)."""
+    out = grader.out
+    fresh = store.graded_row(out, name) is not None  # a regrade (--only) starts afresh
+    past = [] if fresh else attempts.history(out, name)
+    capped = attempts.verdict(past)
+    if capped:
+        return attempts.cut_off_row(grader.lab, name, past, capped)
+    attempts.begin(out, name, fresh, slurm_job=os.environ.get("SLURM_JOB_ID"))
+    grader.report(f"{step} {text.clean(name, 80)}: grading")
+    try:
+        with lock.held() if lock is not None else contextlib.nullcontext(True) as held:
+            row = grader.grade(name, folder)
+        if not held and lock is not None:  # --lock-timeout passed: timed beside another run
+            row["contended"] = (f"timed without the GPU lock ({lock.path}): another run held it past "
+                                f"--lock-timeout {lock.timeout_s:g} s")
+        attempts.settle(row)  # its worker killed by the signal meant for the grader: no row
+    except attempts.Interrupted as exc:
+        attempts.end(out, name, attempts.BY_GRADER, exc.how)
+        grader.report(f"{step} {text.clean(name, 80)}: not graded: the grader received {exc.how} "
+                      "(not the submission's doing; --resume grades it again)")
+        raise
+    return row
 
 
 def to_grade(lab: Lab, submissions: Path, out: Path, only: list[str] | None, resume: bool,
@@ -198,14 +221,14 @@ def to_grade(lab: Lab, submissions: Path, out: Path, only: list[str] | None, res
     return todo, [n for n in rows if n not in todo]
 
 
-def gpu_lock(lab: Lab, report: Callable[[str], None]) -> GpuLock | None:
+def gpu_lock(lab: Lab, report: Callable[[str], None], timeout_s: float | None = None) -> GpuLock | None:
     """The GPU lock that timing on the GPU holds (checked now); None on the CPU."""
     if lab.device != "gpu":
         return None
     absent = gpu.absent_reason()
     if absent:
         raise Unavailable(f"lab {lab.name} runs on the GPU: {absent}")
-    lock = GpuLock(gpu.visible_gpu_id(), None, report)
+    lock = GpuLock(gpu.lock_id(), timeout_s, report)
     lock.check()
     return lock
 
@@ -226,13 +249,6 @@ def refused_row(lab: Lab, student: str, why: str) -> dict:
     return {"lab": lab.name, "student": student, "status": "refused", "rank_by": lab.rank_by.label,
             "references": [r.label for r in lab.references], "device": lab.device, "node": node_info("cpu"),
             "reason": text.clean(f"hand-in refused, not graded: {why}", 1000), "started": time.time()}
-
-
-def interrupted_row(lab: Lab, student: str, attempts: int) -> dict:
-    return {"lab": lab.name, "student": student, "status": "crashed", "rank_by": lab.rank_by.label,
-            "references": [r.label for r in lab.references], "device": lab.device, "node": node_info("cpu"),
-            "reason": f"the grader was interrupted {attempts} times while grading this submission; "
-                      "not graded again (delete its results folder to try once more)"}
 
 
 def one_line(row: dict) -> str:

@@ -6,8 +6,9 @@
     OUT/results/<id>/row.json         the submission's row (written last, atomically: present =
                                       done); <id> is the student's safe id (harness.lab.text:
                                       the folder name itself when it is a plain one)
-    OUT/results/<id>/started.json     written first (node, time): a folder without row.json is
-                                      a submission whose grading was cut off
+    OUT/results/<id>/started.json     written first (host, time, attempt, and every attempt's
+                                      history: who ended it, harness.lab.judge.attempts): a folder
+                                      without row.json is a submission whose grading was cut off
     OUT/results/<id>/worker.log       what the submission's worker printed (its first and last
                                       32 KiB)
     OUT/students.json                 the submission folders' names: the leaderboard lists these
@@ -23,7 +24,7 @@ leaderboard instead of ranked.
 
     prepare, result_dir, graded_lab, students, linked, write_students, listed_students   the folder
     write_grading, grading, hand_over                           regrades; sudo's user owns it
-    mark_started, started, write_row, read_row, graded_row, read_rows, checked_rows   the rows
+    write_started, started, write_row, read_row, graded_row, read_rows, checked_rows   the rows
     write_json, read_json                                       any JSON file of OUT
     mac, genuine                                                                   their MACs
 """
@@ -33,8 +34,6 @@ import hmac
 import json
 import os
 import secrets
-import socket
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -151,12 +150,10 @@ def write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)  # atomic: a reader sees the old file or the new one
 
 
-def mark_started(out: Path, student: str, attempt: int, **info: object) -> int:
-    """Note that grading `student` starts, as its `attempt`-th try (the grader counts them)."""
-    write_json(result_dir(out, student) / "started.json",
-               {"student": student, "host": socket.gethostname(), "time": time.time(), "attempt": attempt,
-                **info})
-    return attempt
+def write_started(out: Path, student: str, data: dict) -> None:
+    """OUT/results/<id>/started.json: the student's attempts at grading (harness.lab.judge.attempts
+    writes and reads them); its top level is the newest attempt (host, time, attempt)."""
+    write_json(result_dir(out, student) / "started.json", data)
 
 
 def write_row(out: Path, row: dict) -> Path:

@@ -32,14 +32,17 @@ Report = Callable[[str], None]
 
 def lab_grade(lab_name: str, submissions: Path, out: Path, report: Report, *, resume: bool = False,
               only: list[str] | None = None, no_report: bool = False, weights: Path | str = DEFAULT_WEIGHTS,
-              slurm: "Options | None" = None, dry_run: bool = False, no_sandbox: bool = False) -> int:
-    """`lab grade`: every submission here, then the leaderboard; or (`slurm`: its options) job arrays."""
+              slurm: "Options | None" = None, dry_run: bool = False, no_sandbox: bool = False,
+              lock_timeout: float | None = None) -> int:
+    """`lab grade`: every submission here, then the leaderboard; or (`slurm`: its options) job arrays.
+    `lock_timeout`: seconds to wait for the GPU lock, then time anyway (rows flagged contended)."""
     from harness.lab.box.walls import libpath
     from harness.lab.judge.rules import assignment
 
     lab = assignment.load(lab_name)
     libpath.check_sudo(lab.device)
-    copy_manifest(submissions, out)
+    if not dry_run:  # a dry run prints the scripts and writes nothing, OUT included
+        copy_manifest(submissions, out)
     if slurm is not None:
         from harness.lab.judge import slurm as on_slurm
 
@@ -49,13 +52,13 @@ def lab_grade(lab_name: str, submissions: Path, out: Path, report: Report, *, re
                                no_sandbox=no_sandbox, refused=refused_hand_ins(submissions), resume=resume)
     if dry_run:
         raise HarnessError("--dry-run: only with --slurm (it prints the batch scripts)")
-    grade_here(lab, submissions, out, resume, only, weights, no_sandbox, no_report, report)
+    grade_here(lab, submissions, out, resume, only, weights, no_sandbox, no_report, report, lock_timeout)
     return 0
 
 
 def grade_here(lab: "Lab", submissions: Path, out: Path, resume: bool, only: list[str] | None,
                weights: Path | str, no_sandbox: bool, no_report: bool = False,
-               report: Report = print) -> None:
+               report: Report = print, lock_timeout: float | None = None) -> None:
     """`lab grade` and `lab regrade` on this machine: the grading, then the leaderboard; under sudo,
     OUT is handed to its user whatever happens (store.hand_over)."""
     from harness.lab.judge import grade, store
@@ -64,7 +67,7 @@ def grade_here(lab: "Lab", submissions: Path, out: Path, resume: bool, only: lis
     procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # the oracle's threads
     try:
         grade.grade_all(lab, submissions, out, resume, only, weights, report=report, no_sandbox=no_sandbox,
-                        refused=refused_hand_ins(submissions))
+                        refused=refused_hand_ins(submissions), lock_timeout=lock_timeout)
         if not no_report:
             leaderboard.build(out)
             print(f"leaderboard: {out / 'LEADERBOARD.md'}")
@@ -117,14 +120,15 @@ def lab_merge(out: Path, submissions: Path, job: str | None, report: Report) -> 
     return 0
 
 
-def lab_check(lab_name: str, path: Path, weights: Path | str, report: Report) -> int:
+def lab_check(lab_name: str, path: Path, weights: Path | str, report: Report,
+              lock_timeout: float | None = None) -> int:
     """`lab check`: the feedback printed; exit 0 when the submission is ok, 1 when not."""
     from harness.lab.judge.rules import assignment
     from harness.lab.term.handout import check
 
     lab = assignment.load(lab_name)
     procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))
-    row, text = check.check(lab, path, weights, report=report)
+    row, text = check.check(lab, path, weights, report=report, lock_timeout=lock_timeout)
     print(text)
     return 0 if row["status"] == "ok" else 1
 
@@ -167,12 +171,20 @@ def lab_collect(source: Path, out: Path, times: list[Path], report: Report) -> i
     return 1 if collect.refused(subs) else 0
 
 
-def lab_export(out: Path, roster: Path, fmt: str, target: Path, force: bool, column: str | None) -> int:
-    """`lab export`: the gradebook CSV; exit 1 when graded students are not on the roster."""
+def lab_export(out: Path, roster: Path, fmt: str, target: Path, force: bool, column: str | None,
+               allow_ungraded: bool = False) -> int:
+    """`lab export`: the gradebook CSV; exit 2 (naming them) while collected submissions have no
+    finished row, unless --allow-ungraded (their cells blank, their names listed); exit 1 when graded
+    students are not on the roster."""
     from harness.lab.term.marks import export
 
-    done = export.export(out, roster, fmt, target, force, column)
+    done = export.export(out, roster, fmt, target, force, column, allow_ungraded)
     print(f"wrote {done.path}: {done.written} roster student(s), {done.graded} with a graded submission")
+    if done.feedback_zip is not None:
+        print(f"wrote {done.feedback_zip}: their feedback pages, for Moodle's \"Upload multiple feedback "
+              "files in a zip\"")
+    for line in done.ungraded:
+        print(f"WARNING: not graded, its cell left blank: {line}", file=sys.stderr)
     for line in done.unmatched:
         print(f"WARNING: not on the roster {roster}: {line} (add them to the roster, or check their id)",
               file=sys.stderr)

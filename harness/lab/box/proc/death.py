@@ -32,7 +32,8 @@ def cause(code: int, limits: Limits, oom_kills: bool, killed_for: str | None, un
         return Failure("crashed", f"wrote more than the output limit of {limits.output_mb} "
                                   "MB to one file or to its log")
     if code < 0 and -code in signal.valid_signals():
-        return Failure("crashed", f"the worker was killed by {signal.Signals(-code).name}")
+        name = signal.Signals(-code).name  # killed_by: the grader asks whether its own signal did it
+        return Failure("crashed", f"the worker was killed by {name}", {"killed_by": name})
     said = out_of_memory_line(log_path)
     if said:  # a library that gives up on an allocation and exits (OpenBLAS does), not Python
         return Failure("out-of-memory", f"the worker exited with code {code} after an allocation "

@@ -23,11 +23,14 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from harness.errors import HarnessError
 from harness.lab.box.walls import cgroup
 
 ACCEPT_S = 60.0  # srun's start on a loaded node
+TRIES = 2
 
 
 def step_group(pid: int | str = "self") -> Path | None:
@@ -67,13 +70,7 @@ class StepCounter:
         self._fd = os.open(self.path, os.O_RDONLY)
 
     def cpu_ns(self) -> int:
-        text = os.pread(self._fd, 4096, 0)
-        if self.path.name == "cpuacct.usage":
-            return int(text)
-        for line in text.splitlines():
-            if line.startswith(b"usage_usec "):
-                return int(line.split()[1]) * 1000
-        raise OSError(f"{self.path}: no usage_usec line")
+        return cgroup.cpu_reading(os.pread(self._fd, 4096, 0), self.path.name == "cpuacct.usage", self.path)
 
     def close(self) -> None:
         try:
@@ -96,23 +93,27 @@ class Step:
     def start(self, argv: list[str], env: dict, cwd: str, fds: dict[int, int], log: int,
               limits: dict) -> tuple[subprocess.Popen, int]:
         """srun the relay; hand it `fds` ({number in the worker: our descriptor}) and the limits it
-        sets before it execs (harness.lab.box.proc.limits); (srun, the step's first pid)."""
+        sets before it execs (harness.lab.box.proc.limits); (srun, the step's first pid). A step that
+        does not connect is tried once more; then a HarnessError (the grader's failure, never the
+        submission's), srun's own words in the worker's log."""
         srun = ["srun", "--overlap", "--ntasks=1", "--nodes=1", "--cpus-per-task=1", "--quiet",
-                f"--job-name=lab-worker-{self.label}", "--input=none", "--output=none", "--error=none",
+                f"--job-name=lab-worker-{self.label}", "--input=none", "--output=none",
                 sys.executable, "-m", "harness.lab.box.proc.relay", str(self.path)]
         node = os.environ.get("SLURMD_NODENAME")
         if node:
             srun[1:1] = [f"--nodelist={node}"]
-        proc = subprocess.Popen(srun, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                start_new_session=True)
         try:
-            self.server.settimeout(ACCEPT_S)
-            conn, _ = self.server.accept()
-        except OSError as exc:
-            proc.kill()
-            proc.wait()
-            raise OSError(f"the Slurm step of {self.label} did not start in {ACCEPT_S:.0f} s ({exc}): srun "
-                          f"exit {proc.poll()}") from None
+            for attempt in range(1, TRIES + 1):
+                proc = subprocess.Popen(srun, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                        start_new_session=True)
+                conn = self.connected(proc)
+                if conn is not None:
+                    break
+                os.write(log, f"--- grader: the Slurm step did not connect (try {attempt}, srun exit "
+                              f"{proc.poll()})\n".encode())
+            else:
+                raise HarnessError(f"the Slurm step of worker {self.label} did not start ({TRIES} tries, "
+                                   f"{ACCEPT_S:.0f} s each; srun's words in the worker's log)")
         finally:
             self.server.close()
             self.path.unlink(missing_ok=True)
@@ -124,3 +125,17 @@ class Step:
             socket.send_fds(conn, [message], list(fds.values()))
             conn.recv(1)  # the relay closes its end when it execs (or fails)
         return proc, pid
+
+    def connected(self, proc: subprocess.Popen) -> socket.socket | None:
+        """The relay's connection, or None when srun ended (or ACCEPT_S passed: srun then killed)."""
+        deadline = time.monotonic() + ACCEPT_S
+        self.server.settimeout(0.2)
+        while time.monotonic() < deadline:
+            try:
+                return self.server.accept()[0]
+            except TimeoutError:
+                if proc.poll() is not None:
+                    return None
+        proc.kill()
+        proc.wait()
+        return None

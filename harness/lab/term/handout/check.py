@@ -21,8 +21,9 @@ QUICK = {"rounds": 2, "calls": 40, "warmup": 5}
 
 
 def check(lab: assignment.Lab, path: Path, weights: str | Path = DEFAULT_WEIGHTS,
-          report: Callable[[str], None] = print) -> tuple[dict, str]:
-    """(the row, the feedback text) for one submission file or folder."""
+          report: Callable[[str], None] = print, lock_timeout: float | None = None) -> tuple[dict, str]:
+    """(the row, the feedback text) for one submission file or folder; on the GPU it times under the
+    GPU lock, waiting at most `lock_timeout` seconds for another run's (None: as long as it takes)."""
     from harness.lab.term.marks import feedback
 
     path = Path(path)
@@ -40,9 +41,9 @@ def check(lab: assignment.Lab, path: Path, weights: str | Path = DEFAULT_WEIGHTS
         (submissions / name).symlink_to(folder.resolve(), target_is_directory=True)
         out = Path(tmp) / "out"
         rows = grade.grade_all(quick, submissions, out, weights=weights, report=report, strict=False,
-                               links=True)  # our own link to the student's folder
+                               links=True, lock_timeout=lock_timeout)  # links: our own to the folder
         row = rows[0]
-        feedback.write(row, quick, None, 1, out)  # one submission: no rank to speak of
+        feedback.write(row, quick, None, 1, out, with_points=False)  # one submission: no rank, no points
         file = text.safe_id(name)  # feedback files are named by the student's safe id
         written = (out / "feedback" / f"{file}.md").read_text()
         written = written.replace(f"![time per call]({file}.png)", "(histogram: left out in a check)")

@@ -3,7 +3,8 @@ grader's gate, run in this process on the gate's test images against the oracle'
 precomputed, with the lab file's thresholds (harness.lab.judge.rules.timing.compare, as the grader), then the
 time per image. No sandbox, no references, no rank: a laptop's check before handing in.
 
-    lenet-lab check lenet.py      the gate, then the median time per image (exit 0: it passes)
+    lenet-lab check lenet.py      the gate, then the median time per image (exit 0: it passes); a GPU
+                                  lab's under the GPU lock, where the machine has one
     lenet-lab emulate lenet.py    (the CUDA lab) the kernels compiled for the CPU, on a few images
     lenet-lab info                the lab, its gate and limits, what the kit holds
 
@@ -11,11 +12,13 @@ time per image. No sandbox, no references, no rank: a laptop's check before hand
     submission_class(path, class_name)    the student's class, found as the grader finds it
     answers(impl, images, dtype, batch)   predict over the images, as float32 (N, 10)
     gate_numbers(kit, probs), passes(kit, gate), time_per_image(impl, images, dtype, calls)
-    check(path, kit, say), emulate(path, kit, say, images), main(argv), build(path, kit),
+    check(path, kit, say, lock_timeout) (on the GPU under gpu_lock(say, timeout_s)), checked(path, kit, say),
+    emulate(path, kit, say, images), main(argv), build(path, kit),
     gate_line(kit, gate)
 """
 
 import argparse
+import contextlib
 import importlib.util
 import inspect
 import json
@@ -146,14 +149,40 @@ def gate_line(kit: Kit, gate: dict) -> str:
     return timing.gate_sentence(gate, want["images"], want["min_agree"], want["max_abs_diff"])
 
 
-def check(path: Path, kit: Kit, say: Callable[[str], None] = print) -> bool:
-    """The gate on every gate image, then the time per image; True when the grader's gate passes."""
+def gpu_lock(say: Callable[[str], None], timeout_s: float | None) -> Any:
+    """The GPU lock the grader and the studies take (harness.machine.gpulock, keyed on the GPU's UUID),
+    held while the check runs on the GPU: on a shared server a check never times beside a grading, and
+    says who holds the GPU while it waits. Where no lock folder can be used (a laptop), it says so and
+    goes on without one."""
+    from harness.machine import gpu
+    from harness.machine.gpulock import GpuLock
+
+    lock = GpuLock(gpu.lock_id(), timeout_s, say)
+    try:
+        lock.check()
+    except HarnessError as exc:
+        say(f"no GPU lock here ({exc}); checking without one")
+        return contextlib.nullcontext()
+    return lock.held()
+
+
+def check(path: Path, kit: Kit, say: Callable[[str], None] = print,
+          lock_timeout: float | None = None) -> bool:
+    """The gate on every gate image, then the time per image; True when the grader's gate passes. On
+    the GPU, under the GPU lock (waiting at most `lock_timeout` seconds; None: as long as it takes)."""
     lab = kit.lab
     say(f"lab {lab['name']}: {lab['title']}")
     if lab["device"] == "gpu" and importlib.util.find_spec("cupy") is None:
         emulate_it = f"; without a GPU: lenet-lab emulate {path.name}" if lab.get("kernels") else ""
         raise HarnessError(f"lab {lab['name']} runs on an NVIDIA GPU through CuPy, which is not installed "
                            f"here (pip install cupy-cuda12x){emulate_it}")
+    with gpu_lock(say, lock_timeout) if lab["device"] == "gpu" else contextlib.nullcontext():
+        return checked(path, kit, say)
+
+
+def checked(path: Path, kit: Kit, say: Callable[[str], None]) -> bool:
+    """check's gate and timing."""
+    lab = kit.lab
     t0 = time.perf_counter()
     impl = build(path, kit)
     try:
@@ -230,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
         one.add_argument("path", type=Path, help="your lenet.py (or the folder holding it)")
         if name == "emulate":
             one.add_argument("--images", type=int, default=EMULATED_IMAGES)
+        else:
+            one.add_argument("--lock-timeout", type=float, default=None, metavar="S",
+                             help="(a GPU lab on a shared server) wait at most S seconds for the GPU "
+                                  "lock, then check anyway (default: wait)")
     sub.add_parser("info", help="the lab, its gate and limits")
     args = parser.parse_args(argv)
     try:
@@ -241,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         if not path.is_file():
             raise HarnessError(f"{path}: no such file (expected your {kit.lab['module']})")
         path = path.resolve()
-        ok = check(path, kit) if args.command == "check" else emulate(path, kit, print, args.images)
+        ok = check(path, kit, print, args.lock_timeout) if args.command == "check" else \
+            emulate(path, kit, print, args.images)
         return 0 if ok else 1
     except HarnessError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)

@@ -3,7 +3,9 @@ submission's latency histogram (OUT/feedback/<id>.png) and its peak memory (the 
 it, the lab's peak_mb where it sets one); <id> is the student's safe id, and every string from the
 submission (its name, reason, skipped files, log tail) is escaped (harness.lab.text).
 
-    write(row, lab, place, ranked, out) -> paths; log_tail(out, student, lines), memory_lines(row, lab)
+    write(row, lab, place, ranked, out, score) -> paths; log_tail(out, student, lines), memory_lines(row, lab)
+    points_lines(score, lab)   its points (harness.lab.term.marks.points, as `lab export` gives them) and
+                               its late penalty, said even when there is none
 """
 
 from pathlib import Path
@@ -13,6 +15,7 @@ from harness.lab.judge import store
 from harness.lab.judge.phases import memory
 from harness.lab.judge.rules import timing
 from harness.lab.judge.rules.assignment import Lab
+from harness.lab.term.marks import points
 from harness.lab.term.public import alias
 from harness.machine.files import write_atomic
 from harness.report.markup.style import fmt_ms
@@ -36,6 +39,9 @@ NEXT_STEP = {
     "import-error": "Import your file in a fresh Python: `python -c 'import lenet'` from its folder; it must "
                     "hold exactly one harness.base.LeNet subclass.",
     "cancelled": "The grading job was cancelled before it finished; ask the course staff.",
+    "ungraded": "Nothing you did: the grading of your submission was cut off (the grader was stopped, or a "
+                "machine lost) or has not come to it yet. The course staff will grade it; no points are "
+                "given or taken until then.",
     "refused": "Your hand-in could not be taken as it was (the reason above), so nothing of it was graded: "
                "hand in your files again as plain files (or one ordinary zip of your folder), and tell the "
                "course staff.",
@@ -66,7 +72,34 @@ def memory_lines(row: dict, lab: Lab) -> list[str]:
             + f". Read by the grader from outside your worker: {source}.", ""]
 
 
-def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> list[Path]:
+def points_lines(score: points.Score | None, lab: Lab) -> list[str]:
+    """The points and the late penalty in words; for a row with no points yet (not graded), that."""
+    if score is None:
+        return ["Points: none yet: your submission has not been graded (no points given or taken until "
+                "it is).", ""]
+    grade = lab.grade
+    parts = f"{score.gate:g} for the gate" + (f" + {score.speed:g} for speed" if score.speed else "")
+    lines = [f"Points: **{score.total:g} of {score.most:g}** ({parts}" +
+             (f", x {score.factor:.2f} for lateness" if score.late_days and score.factor else "") + ")."]
+    due = f"the due date, {grade.due.isoformat()}" if grade.due else "the due date"
+    if score.late_days and score.factor == 0:
+        lines.append(f"Late penalty: handed in {score.late_days} started day(s) after {due}, past the "
+                     f"{grade.late_max_days:g} days that still count: no points.")
+    elif score.late_days:
+        lines.append(f"Late penalty: handed in {score.late_days} started day(s) after {due}: "
+                     f"{grade.late_per_day:g}% off a day, so your points are multiplied by "
+                     f"{score.factor:.2f}.")
+    elif grade.due is not None:
+        lines.append(f"Late penalty: none (handed in by {due}).")
+    else:
+        lines.append("Late penalty: none (this lab sets no due date).")
+    return lines + [""]
+
+
+def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path,
+          score: points.Score | None = None, with_points: bool = True) -> list[Path]:
+    """OUT/feedback/<id>.md (and its histogram); `with_points`: its points_lines (not in a student's
+    own `lab check`, which gives none)."""
     from harness.lab.term.marks import plots
 
     folder = Path(out) / "feedback"
@@ -77,6 +110,7 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> lis
     lines = [f"# {text.cell(student, 300)}: lab {lab.name}", "",
              f"Status: **{text.cell(row['status'], 30)}**" +
              (f" — rank {place} of {ranked}" if place else ""), ""]
+    lines += points_lines(score, lab) if with_points else []
     if row.get("reason"):
         lines += [f"What happened: {text.cell(row['reason'], 1000)}", ""]
     if row.get("skipped_files"):

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from harness.lab import text
-from harness.lab.judge import store
+from harness.lab.judge import attempts, store
 from harness.lab.judge.phases import memory
 from harness.lab.judge.rules import assignment, deadlines
 from harness.lab.term.intake import collect
@@ -31,7 +31,7 @@ from harness.report.markup.style import fmt_ms
 
 # Every status a row may have, in the order of the unranked (most useful first); ok rows come first.
 ROW_STATUSES = ("ok", "over-memory", "too-slow", "timing-inconsistent", "wrong", "crashed", "out-of-memory",
-                "timeout", "import-error", "cancelled", "refused", "tampered")
+                "timeout", "import-error", "cancelled", "refused", "ungraded", "tampered")
 MEANING = {
     "ok": "passed the gate; timed and ranked",
     "over-memory": "passed the gate and was timed, but its peak memory, measured from outside its worker, "
@@ -50,6 +50,9 @@ MEANING = {
     "refused": "the hand-in was refused before grading (by `lab collect`: a zip bomb, an entry that climbs "
                "out, a damaged archive, a file past the caps; or a student folder that is a link); the "
                "reason is in the row; nothing of it was graded",
+    "ungraded": "not graded yet: its grading was cut off (the grader stopped by a signal, a node lost) or "
+                "never came to it; not the submission's doing, no points (not 0) until it is graded "
+                "(lab regrade OUT --only NAME); the row says what happened to each attempt",
     "tampered": "its row was changed after the grader wrote it; not ranked",
 }
 CSV_FIELDS = ["rank", "student", "status", "points", "median_us_per_image", "peak_mb", "rank_by",
@@ -139,12 +142,23 @@ def reference_summary(rows: list[dict]) -> dict[str, dict]:
             for k, v in out.items()}
 
 
+def ungraded_lines(rows: list[dict]) -> list[str]:
+    """The students without a finished row, named first (harness.lab.judge.attempts.unfinished)."""
+    missing = attempts.unfinished(rows)
+    if not missing:
+        return []
+    names = ", ".join(text.cell(name, 80) for name in sorted(missing))
+    return [f"**Not graded ({len(missing)}): {names}.** No finished row, so no points (not 0): "
+            "`lab export` refuses until they are graded (`lab regrade OUT --only " +
+            ",".join(text.cell(name, 80) for name in sorted(missing)) + "`); each one's row below says "
+            "why.", ""]
+
+
 def isolation_lines(rows: list[dict]) -> list[str]:
     """How the workers were isolated, said out loud; a warning unless every row was fully sandboxed."""
-    notes = sorted({r.get("isolation") or "unknown (a row from before the sandbox)" for r in rows
-                    if r.get("status") != "tampered"})
-    weak = any(r.get("sandbox") != "full" for r in rows if r.get("status") not in ("tampered", "cancelled")
-               and not r.get("from_merge"))
+    graded = [r for r in rows if attempts.finished(r)]  # tampered, ungraded: no worker of theirs to speak of
+    notes = sorted({r.get("isolation") or "unknown (a row from before the sandbox)" for r in graded})
+    weak = any(r.get("sandbox") != "full" for r in graded if r.get("status") != "cancelled")
     lines = [f"Sandbox: {note}." for note in notes]
     if weak:
         lines.append("**Warning: timing is not tamper-evident for every row**: some workers had no cgroup, "
@@ -179,7 +193,7 @@ def points_lines(lab: assignment.Lab) -> list[str]:
 def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = (),
              scores: dict[str, points.Score] | None = None) -> str:
     rank_by = lab.rank_by.label
-    lines = [f"# Leaderboard: {lab.title or lab.name}", "", *isolation_lines(rows),
+    lines = [f"# Leaderboard: {lab.title or lab.name}", "", *ungraded_lines(rows), *isolation_lines(rows),
              f"Lab `{lab.name}` ({lab.rung} level, {lab.device}). Ranked by the within-round ratio to "
              f"`{rank_by}`, timed in the same rounds on the same node (the median over rounds of "
              "each round's median ratio, with a 95% interval from resampling rounds); lower is faster. "
@@ -195,8 +209,8 @@ def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = (),
         if memory.timed(row):  # an over-memory row's times are shown too, never ranked
             speed, ratio = fmt_us(row["median_per_image_ns"]), fmt_interval(points.ratio(row))
             dropped = len(row.get("inconsistent_rounds") or [])
-            note = text.cell(row.get("reason") or "", 90) or (f"{dropped} round(s) dropped (timing)"
-                                                               if dropped else "")
+            note = text.cell(row.get("reason") or row.get("contended") or "", 90) or (
+                f"{dropped} round(s) dropped (timing)" if dropped else "")
         else:
             speed, ratio, note = "–", "–", text.cell(row.get("reason") or "", 90)
         score = (scores or {}).get(row["student"])
@@ -246,8 +260,9 @@ def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
 
     out = Path(out)
     lab = store.graded_lab(out)
-    rows, notes = store.checked_rows(out)
-    scores = points.scores(rows, lab.grade, collect.graded_manifest(out))
+    manifest = collect.graded_manifest(out)
+    rows, notes = attempts.class_rows(out, manifest)  # a listed student without a row: ungraded
+    scores = points.scores(rows, lab.grade, manifest)
     paths = [write_csv(rows, out / "leaderboard.csv", scores)]
     write_atomic(out / "LEADERBOARD.md", with_similarity(markdown(rows, lab, notes, scores), rows, out))
     paths.append(out / "LEADERBOARD.md")
@@ -255,6 +270,7 @@ def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
     places = {row["student"]: rank for rank, row in ranked(rows)}
     ranked_count = len([r for r in rows if r["status"] == "ok"])
     for row in rows:
-        paths += feedback.write(row, lab, places[row["student"]], ranked_count, out)
+        paths += feedback.write(row, lab, places[row["student"]], ranked_count, out,
+                                scores.get(row["student"]))
     return paths
 

@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
+from harness.lab.judge import attempts
 from harness.lab.judge.rules.assignment import Grade
 
 PASSED_GATE = ("ok", "over-memory", "too-slow", "timing-inconsistent")
@@ -142,7 +143,9 @@ def score(row: dict, grade: Grade, best_ratio: float | None, entry: dict | None)
 
 
 def scores(rows: list[dict], grade: Grade, manifest: dict[str, dict] | None = None) -> dict[str, Score]:
-    """{student: Score} for every row; `manifest` is {folder: entry} (collect.read_manifest)."""
+    """{student: Score} for every finished row (harness.lab.judge.attempts.finished: an ungraded or
+    tampered row has no points, not 0); `manifest` is {folder: entry} (collect.read_manifest)."""
     tied = groups(rows)
     return {row["student"]: score(row, grade, tied.get(row["student"], (0, None))[1],
-                                  (manifest or {}).get(row["student"])) for row in rows}
+                                  (manifest or {}).get(row["student"]))
+            for row in rows if attempts.finished(row)}
