@@ -11,7 +11,7 @@
       .space(slot, name), .space_root(name), .release(root)   a worker's writable space
                                   (harness.lab.box.walls.disk), made fresh, released whatever happens
     node_info(device)             the machine a row was timed on: its host, Slurm node and task, CPU
-                                  and GPU (model, UUID: gpu_uuid), its Slurm task (slurm_task), its host's
+                                  and GPU (model, UUID), its Slurm task (slurm_task), its host's
                                   fingerprint and its machine_type (what the leaderboard ranks apart)
 """
 
@@ -33,7 +33,7 @@ from harness.lab.box.sandbox import Sandbox
 from harness.lab.box.walls import disk, isolation
 from harness.lab.judge.rules import deadlines, timing
 from harness.lab.judge.rules.assignment import Lab
-from harness.machine import env, host, procenv
+from harness.machine import env, gpu, host, procenv
 
 
 def node_info(device: str) -> dict:
@@ -45,7 +45,7 @@ def node_info(device: str) -> dict:
     if device == "gpu":
         gpus = env.collect_gpus().get("gpus") or []
         info["gpu"] = ", ".join(g["name"] for g in gpus) or None
-        info["gpu_uuid"] = gpu_uuid()
+        info["gpu_uuid"] = gpu.uuid_of(gpu.visible_gpu_id(), gpu.gpu_listing())  # as the GPU lock names it
     found = host.collect()
     info["fingerprint"] = host.fingerprint({"host": found, "gpus": gpus})  # this host, as studies key it
     info["machine_type"] = machine_type(found, gpus)
@@ -65,16 +65,6 @@ def machine_type(found: dict, gpus: list[dict]) -> dict:
     cpu = f"{found.get('model_name') or '?'} ({vector}, L3 {found.get('l3_kib')} KiB)"
     name = " / ".join([*gpu_names, cpu])
     return {"key": key, "name": name}
-
-
-def gpu_uuid() -> str | None:
-    """The UUID of the GPU this grader times on: the node's own index of it is Slurm's SLURM_JOB_GPUS
-    (CUDA_VISIBLE_DEVICES is renumbered from 0 in every job), else CUDA_VISIBLE_DEVICES' first."""
-    index = (os.environ.get("SLURM_JOB_GPUS") or os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
-    if index.strip().startswith("GPU-"):
-        return index.strip()
-    found = env.run_command(["nvidia-smi", "-i", index.strip(), "--query-gpu=uuid", "--format=csv,noheader"])
-    return found.strip() or None if found else None
 
 
 def slurm_task() -> dict | None:
