@@ -120,9 +120,10 @@ def test_a_claim_of_a_process_here_that_ended_is_stale(tmp_path):
     assert claim.alive_on_slurm("another-host:1")  # only that host can say: never broken on a guess
 
 
-def test_each_machine_type_is_ranked_on_its_own(tmp_path):
+def test_each_machine_type_is_ranked_on_its_own():
     """A class timed on two kinds of node: each kind ranked apart, both named above the table; the
     Slurm node (several share a host) named in each row."""
+    from harness.lab.judge.rules import assignment
     from harness.lab.term.marks import leaderboard
     from tests import lab_rows
 
@@ -136,9 +137,7 @@ def test_each_machine_type_is_ranked_on_its_own(tmp_path):
         rows.append(row)
     placed = [(rank, row["student"]) for rank, row in leaderboard.ranked(rows)]
     assert placed == [(1, "ann"), (2, "bob"), (1, "cy"), (2, "dee")]
-    out = lab_rows.graded(tmp_path / "out", rows)
-    leaderboard.build(out)
-    board = (out / "LEADERBOARD.md").read_text()
+    board = leaderboard.markdown(rows, assignment.load(str(lab_rows.LAB)))
     assert "Timed on 2 machine types, each ranked on its own" in board
     assert a100["name"] in board and h100["name"] in board and "gpu-h1: " in board
     one = [dict(r, node={**r["node"], "machine_type": a100}) for r in rows]
