@@ -20,7 +20,7 @@ are queued or running.
 
 Limits map to the task: --time = K x (wall_s x TIME_HEADROOM) + SETUP_S, --mem = memory_mb +
 MEM_EXTRA_MB (the grader, the oracle and the references share the task), --cpus-per-task =
-threads + 1 (CPU_PER_TASK_NOTE). Plain sbatch scripts: submitit's polling needs slurmdbd (sacct).
+threads + 1 (the grader's own core). Plain sbatch scripts: submitit's polling needs slurmdbd (sacct).
 
     Options                      what every job asks of the cluster (pass-through)
     submit(lab, submissions, out, options, ...) -> 0;  scripts(...) -> (task.sh, merge.sh)
@@ -54,10 +54,10 @@ MERGE_MINUTES = 15
 SIGNAL_BEFORE_S = 120  # the batch shell's USR1 this long before the time limit: it requeues the task
 MAX_REQUEUES = 3  # requeues a task asks for itself (the time limit); Slurm's own (preemption) are Slurm's
 DEFAULT_MAX_ARRAY = 1001  # Slurm's default MaxArraySize
-# Measured (labs/README.md, "Class-scale timing"): a grading task on a CPU lab keeps about 1.3 cores
-# busy on average (the grader checks answers and feeds the next worker while one worker computes),
-# so each task asks for the lab's threads plus one core for the grader.
-CPU_PER_TASK_NOTE = "the lab's threads + 1 for the grader (measured: 1.3 cores busy on average)"
+# The grader and the worker it times take turns (a call computed, its answer checked, the next
+# images sent), so a task needs about one core at a time (lab bench: 6.3 CPU-seconds a submission,
+# labs/README.md "Class-scale timing"); it asks for the lab's threads + 1, so that the grader's own
+# work never takes the timed worker's core.
 
 
 @dataclass(frozen=True)
