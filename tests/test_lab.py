@@ -547,7 +547,9 @@ def test_a_submission_whose_grading_was_cut_off_is_graded_once_more(graded, lab_
     rows = rows_by_student(copy)
     assert rows["correct"]["status"] == "ok"
     assert rows["wrong"]["status"] == "ungraded" and "the grader was stopped (SIGTERM)" in rows["wrong"]["reason"]
-    assert rows["broken"]["status"] == "crashed" and "its own death ended 2 attempts" in rows["broken"]["reason"]
+    assert rows["broken"]["status"] == "crashed" and "the submission died (its task past --mem)" in rows["broken"]["reason"]
+    ended = attempts.history(copy, "correct")[-1]["ended"]  # graded this time: its row ended it
+    assert (ended["by"], ended["how"]) == ("row", "ok")
 
 
 @pytest.mark.slow  # the class graded once, and the grader's set-up again: about half a minute

@@ -192,6 +192,7 @@ def test_a_signal_to_the_grader_is_the_grader_s_attempt_and_never_crashed(stand_
     assert attempts.unfinished(attempts.class_rows(out)[0]) == {"ben": row["reason"]}
     regraded = run({"ben": row_of("wrong")}, only=["ben"])  # staff name it: a fresh start
     assert regraded[0]["status"] == "wrong" and len(attempts.history(out, "ben")) == 1
+    assert attempts.history(out, "ben")[0]["ended"]["by"] == "row"
 
 
 def test_a_worker_killed_by_the_grader_s_own_signal_is_not_crashed(stand_in):
@@ -227,6 +228,8 @@ def test_only_the_submission_s_own_deaths_make_it_crashed_and_a_lost_node_never(
     rows = {r["student"]: r for r in run({}, resume=True)}
     assert rows["ann"]["status"] == "crashed" and "its own death" in rows["ann"]["reason"]
     assert rows["ben"]["status"] == "ungraded" and "no end recorded (the node lost" in rows["ben"]["reason"]
+    assert "attempt 1 on" in rows["ben"]["reason"] and "graded (wrong; that row since removed)" in rows["ben"]["reason"]
+    assert f"{attempts.MAX_ATTEMPTS} attempts at grading it were cut off" in rows["ben"]["reason"]
 
 
 def test_a_started_file_from_before_the_history_counts_its_attempts(tmp_path):

@@ -4,7 +4,7 @@ Grading a submission is an attempt, begun in OUT/results/<id>/started.json (its 
 an attempt) and ended in one of four ways:
 
     a row          the grader wrote the submission's row: finished (graded, refused, or failed by its
-                   own doing: its crash, memory, hang, wrong answers)
+                   own doing: its crash, memory, hang, wrong answers); {"by": "row", "how": status}
     the grader     the grader was told to stop: a signal of GRADER_SIGNALS (preemption's or scancel's
                    SIGTERM, Ctrl-C's SIGINT, a closed terminal's SIGHUP, Slurm's --signal USR1);
                    `ended` = {"by": "grader", "how": "SIGTERM"}; never the submission's doing
@@ -50,7 +50,7 @@ GRADER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 MAX_ATTEMPTS = 3  # attempts cut off without a row before a submission is `ungraded`
 MAX_OWN_DEATHS = 2  # attempts the submission's own death ended before it is `crashed`
 SETTLE_S = 2.0  # a worker killed by one of GRADER_SIGNALS: how long to wait for the grader's own
-BY_GRADER, BY_SUBMISSION = "grader", "submission"
+BY_GRADER, BY_SUBMISSION, BY_ROW = "grader", "submission", "row"
 UNFINISHED = ("ungraded", "tampered")
 
 _pending: list[int] = []  # the grader signals received inside interruptible(), in order
@@ -128,9 +128,10 @@ def begin(out: Path, student: str, fresh: bool, **info: object) -> int:
 
 
 def end(out: Path, student: str, by: str, how: str) -> None:
-    """Record who ended the student's open attempt (BY_GRADER or BY_SUBMISSION) and how."""
-    if by not in (BY_GRADER, BY_SUBMISSION):
-        raise ValueError(f"by: expected {BY_GRADER!r} or {BY_SUBMISSION!r}, found {by!r}")
+    """Record who ended the student's open attempt (BY_GRADER, BY_SUBMISSION, or BY_ROW: its row was
+    written, `how` its status) and how."""
+    if by not in (BY_GRADER, BY_SUBMISSION, BY_ROW):
+        raise ValueError(f"by: expected {BY_GRADER!r}, {BY_SUBMISSION!r} or {BY_ROW!r}, found {by!r}")
     past = history(out, student)
     if not past or past[-1].get("ended") is not None:
         return  # no open attempt: nothing of this grader's to end
@@ -140,11 +141,13 @@ def end(out: Path, student: str, by: str, how: str) -> None:
 
 def verdict(past: list[dict]) -> str | None:
     """None: grade it (again); "crashed": its own death ended MAX_OWN_DEATHS attempts; "ungraded":
-    MAX_ATTEMPTS attempts were cut off, none of them (or too few) by its own doing."""
-    own = [a for a in past if (a.get("ended") or {}).get("by") == BY_SUBMISSION]
+    MAX_ATTEMPTS attempts were cut off (no row), none of them (or too few) by its own doing. An attempt
+    that ended in a row (since deleted) is no cut-off one."""
+    cut = [a for a in past if (a.get("ended") or {}).get("by") != BY_ROW]
+    own = [a for a in cut if (a.get("ended") or {}).get("by") == BY_SUBMISSION]
     if len(own) >= MAX_OWN_DEATHS:
         return "crashed"
-    return "ungraded" if len(past) >= MAX_ATTEMPTS else None
+    return "ungraded" if len(cut) >= MAX_ATTEMPTS else None
 
 
 def ended_words(attempt: dict) -> str:
@@ -156,16 +159,19 @@ def ended_words(attempt: dict) -> str:
     how = text.clean(ended.get("how"), 120)
     if ended.get("by") == BY_GRADER:
         return f"{where}: the grader was stopped ({how})"
+    if ended.get("by") == BY_ROW:
+        return f"{where}: graded ({how}; that row since removed)"
     return f"{where}: the submission died ({how})"
 
 
 def cut_off_row(lab: Lab, student: str, past: list[dict], status: str) -> dict:
     """The row of a submission that reached a cap (verdict), with its history."""
     story = "; ".join(ended_words(a) for a in past)
+    cut = len([a for a in past if (a.get("ended") or {}).get("by") != BY_ROW])
     if status == "crashed":
-        reason = f"its own death ended {len(past)} attempts at grading it ({story}); not graded again"
+        reason = f"its own death ended attempts at grading it ({story}); not graded again"
     else:
-        reason = (f"not graded: {len(past)} attempts at grading it were cut off before a row, none by "
+        reason = (f"not graded: {cut} attempts at grading it were cut off before a row, none by "
                   f"the submission's doing ({story}); grade it again with lab regrade OUT --only NAME")
     return {"lab": lab.name, "student": student, "status": status, "rank_by": lab.rank_by.label,
             "references": [r.label for r in lab.references], "device": lab.device, "node": node_info("cpu"),

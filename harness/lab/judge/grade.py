@@ -158,6 +158,8 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
             for i, name in enumerate(todo, 1):
                 row = attempt(grader, name, Path(submissions) / name, lock, f"[{i}/{len(todo)}]")
                 store.write_row(out, row)
+                if "attempts" not in row:  # graded now (a capped row's attempts ended before)
+                    attempts.end(out, name, attempts.BY_ROW, row["status"])
                 report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: {one_line(row)}")
                 rows.append(row)
         finally:
