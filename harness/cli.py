@@ -52,6 +52,18 @@ def command(sub: Subparsers, name: str, help: str, func: Command,
 
 # The shared options: each declared once; the arguments are what the commands set differently.
 
+def slurm_options(constraint: str, many: bool = False) -> list[argparse.ArgumentParser]:
+    """What every Slurm job asks of the cluster, passed through to sbatch (lab grade, campaign)."""
+    return [option("--partition", default=None, help="Slurm partition (default: the cluster's default)"),
+            option("--account", default=None, help="Slurm account to charge"),
+            option("--qos", default=None, help="Slurm quality of service"),
+            option("--constraint", default=[] if many else None, action="append" if many else "store",
+                   help=constraint),
+            option("--gres", default=None, help="Slurm generic resources per job, e.g. gpu:1"),
+            option("--time", default=None, help="Slurm time limit per job, minutes or [D-]HH:MM:SS "
+                   "(default: from the lab's limits, or the study's size)")]
+
+
 def weights(default: Path | None = DEFAULT_WEIGHTS, help: str | None = None) -> argparse.ArgumentParser:
     return option("--weights", type=Path, default=default, help=help)
 
@@ -261,11 +273,15 @@ def add_lab_commands(sub: Subparsers) -> None:
                    "replaced) and the others' rows kept (default: all)"),
             option("--no-report", action="store_true", help="rows only (Slurm tasks; the merge reports)"),
             weights(),
-            option("--slurm", action="store_true", help="one job-array task per submission + a merge job"),
-            option("--partition", default=None, help="Slurm partition (default: the cluster's default)"),
-            option("--gres", default=None, help="Slurm generic resources per task, e.g. gpu:1"),
+            option("--slurm", action="store_true",
+                   help="job arrays of tasks (--per-task students each) + a merge job"),
+            *slurm_options("a node feature every task asks for (sbatch --constraint)"),
             option("--max-parallel", type=int, default=None, metavar="K",
                    help="at most K tasks at once (sbatch --array=0-N%%K)"),
+            option("--per-task", type=int, default=1, metavar="K",
+                   help="with --slurm: K students a task (the grader's set-up paid once per task)"),
+            option("--cpus-per-task", type=int, default=None, metavar="C",
+                   help="with --slurm: cores a task asks for (default: the lab's threads + 1)"),
             option("--dry-run", action="store_true", help="with --slurm: print the batch scripts only"),
             option("--no-sandbox", action="store_true",
                    help="grade without bubblewrap (submissions run as your user; the leaderboard says so)"),
@@ -286,6 +302,17 @@ def add_lab_commands(sub: Subparsers) -> None:
             lab_file(),
             option("path", type=Path, help="your lenet.py (or the folder holding it)"),
             weights(), lock_timeout("the timing"))
+    command(labs, "bench", "a synthetic class of N graded here (or on Slurm): time per submission and "
+            "per class, one row per student checked", commands.cmd_lab_bench,
+            option("--students", type=int, default=100, help="the class's size (default 100)"),
+            option("--lab", default="cpu_numpy", help="the lab graded (default cpu_numpy)"),
+            out(None, "a new folder: the class and its grading", required=True),
+            option("--slurm", action="store_true",
+                   help="grade on Slurm (the local one: its nodes share a host)"),
+            option("--per-task", type=int, default=10, metavar="K", help="with --slurm: students a task"))
+    command(labs, "task", "(a Slurm task) its students claimed and graded", commands.cmd_lab_task,
+            option("out", type=Path), option("--index", type=int, required=True, help="the task's number"),
+            submissions(), weights(), option("--no-sandbox", action="store_true"))
     command(labs, "merge", "(the Slurm merge job) rows for tasks that left none, then the report",
             commands.cmd_lab_merge,
             option("out", type=Path), submissions(),
@@ -336,7 +363,8 @@ def add_lab_publishing_commands(labs: Subparsers) -> None:
 
 
 def add_campaign_commands(sub: Subparsers) -> None:
-    """`compare`, `gpu-study`, `import-results`: runs compared, and the GPU half carried home."""
+    """`compare`, `gpu-study`, `campaign`, `import-results`: runs compared, the GPU half carried home,
+    studies on a Slurm cluster."""
     command(sub, "compare", "compare the medians of two runs of one study", commands.cmd_compare,
             option("run_a", type=Path), option("run_b", type=Path))
     command(sub, "gpu-study", "the whole GPU half in one command, into one archive", commands.cmd_gpu_study,
@@ -352,6 +380,27 @@ def add_campaign_commands(sub: Subparsers) -> None:
                         "python -m harness list --device gpu)"),
             option("--budget-s", type=float, default=None, metavar="S",
                    help="overall time budget in seconds (default: 240 quick, 540 full)"))
+    command(sub, "campaign", "studies on a Slurm cluster: one whole-node job per node type, then a merge "
+            "job that imports every run at once and writes the report", commands.cmd_campaign,
+            option("--slurm", action="store_true", required=True, help="submit to Slurm (the one way today)"),
+            out(None, "the campaign's folder, on a filesystem every node sees", required=True),
+            *slurm_options("a CPU node type (a node feature), one job each: repeat it", many=True),
+            option("--gpu-constraint", action="append", default=[], metavar="TYPE",
+                   help="a GPU node type: its job runs gpu-study (repeatable)"),
+            option("--studies", type=commands.split_list, default=None, metavar="NAMES",
+                   help="the CPU studies (default api_levels)"),
+            option("--implementations", default=None, help="a quick study: only these levels"),
+            option("--rounds", default=None, help="a quick study: rounds in each process"),
+            option("--processes", default=None, help="a quick study: fresh processes per cell"),
+            option("--into", type=Path, default=DEFAULT_RESULTS, help="where the merge imports the runs"),
+            option("--report", type=Path, default=DEFAULT_REPORT,
+                   help="the report the merge writes (default reports/REPORT.md)"))
+    command(sub, "campaign-job", "(a campaign's Slurm job) one node type's runs", commands.cmd_campaign_job,
+            option("out", type=Path), option("--type", required=True))
+    command(sub, "campaign-merge", "(a campaign's merge job) every run imported at once, then the report",
+            commands.cmd_campaign_merge, option("out", type=Path),
+            option("--into", type=Path, default=DEFAULT_RESULTS),
+            option("--report", type=Path, required=True))
     command(sub, "import-results", "unpack a gpu-study archive into reports/results",
             commands.cmd_import_results,
             option("archive", type=Path), option("--into", type=Path, default=DEFAULT_RESULTS))

@@ -19,6 +19,7 @@ from harness.machine import procenv
 from harness.machine.files import write_atomic
 
 if TYPE_CHECKING:  # the report wing is imported by the commands that need it
+    from harness.lab.judge.slurm import Options
     from harness.report.claims import rundata
 
 # A quick run's results (run --implementations/--rounds/--processes) go here unless --out names a folder:
@@ -479,6 +480,30 @@ def cmd_gpu_study(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_campaign(args: argparse.Namespace) -> int:
+    from harness.campaign import slurm
+
+    quick = tuple(part for flag in ("implementations", "rounds", "processes")
+                  if getattr(args, flag) is not None for part in (f"--{flag}", str(getattr(args, flag))))
+    options = slurm.Options(partition=args.partition, account=args.account, qos=args.qos, gres=args.gres,
+                            time=args.time, quick=quick)
+    return slurm.submit(args.out, args.constraint, args.gpu_constraint,
+                        args.studies or list(slurm.DEFAULT_STUDIES), options, args.into,
+                        args.report, say=log)
+
+
+def cmd_campaign_job(args: argparse.Namespace) -> int:
+    from harness.campaign import slurm
+
+    return slurm.job(args.out, args.type, say=log)
+
+
+def cmd_campaign_merge(args: argparse.Namespace) -> int:
+    from harness.campaign import slurm
+
+    return slurm.merge(args.out, args.into, args.report, say=log)
+
+
 def cmd_import_results(args: argparse.Namespace) -> int:
     from harness.campaign import archive
 
@@ -492,8 +517,29 @@ def cmd_lab_grade(args: argparse.Namespace) -> int:
     return commands.lab_grade(
         str(args.lab), args.submissions, args.out, log, resume=args.resume,
         only=split_list(args.only) if args.only else None, no_report=args.no_report, weights=args.weights,
-        slurm=args.slurm, partition=args.partition, gres=args.gres, max_parallel=args.max_parallel,
-        dry_run=args.dry_run, no_sandbox=args.no_sandbox, lock_timeout=args.lock_timeout)
+        slurm=slurm_options(args) if args.slurm else None, dry_run=args.dry_run, no_sandbox=args.no_sandbox,
+        lock_timeout=args.lock_timeout)
+
+
+def slurm_options(args: argparse.Namespace) -> "Options":
+    from harness.lab.judge import slurm
+
+    return slurm.Options(partition=args.partition, account=args.account, qos=args.qos,
+                         constraint=args.constraint, gres=args.gres, time=args.time,
+                         cpus_per_task=args.cpus_per_task, max_parallel=args.max_parallel,
+                         per_task=args.per_task)
+
+
+def cmd_lab_bench(args: argparse.Namespace) -> int:
+    from harness.lab.term import bench
+
+    return bench.report(args.lab, args.students, args.out, args.slurm, args.per_task)
+
+
+def cmd_lab_task(args: argparse.Namespace) -> int:
+    from harness.lab.judge import slurm_task
+
+    return slurm_task.task(args.out, args.index, args.submissions, args.weights, args.no_sandbox, log)
 
 
 def cmd_lab_regrade(args: argparse.Namespace) -> int:

@@ -69,6 +69,18 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=lambda item: rank.get(groups[item], len(rank)))  # stable: files stay whole
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """LENET_SLURM_REQUIRED=1 (.ci/run, once it started the local Slurm): a Slurm test that skips
+    fails instead, with its skip reason, so CI never passes with its cluster tests unrun."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("LENET_SLURM_REQUIRED") == "1" and item.get_closest_marker("slurm"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"a Slurm test skipped while .ci/run's Slurm runs (LENET_SLURM_REQUIRED=1): {reason}"
+
+
 @pytest.fixture
 def mnist_copy(tmp_path) -> Path:
     """A writable copy of the shipped MNIST folder, for damaging files."""

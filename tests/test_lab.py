@@ -30,7 +30,7 @@ import pytest
 from harness import registry
 from harness.errors import HarnessError
 from harness.lab.box.walls import isolation
-from harness.lab.judge import attempts, slurm, store
+from harness.lab.judge import attempts, slurm_task, store
 from harness.lab.judge.rules import assignment, timing
 from harness.measure import floor
 from tests import lab_hostile
@@ -540,7 +540,7 @@ def test_a_submission_whose_grading_was_cut_off_is_graded_once_more(graded, lab_
         attempts.begin(copy, "broken", fresh=False)
         attempts.end(copy, "broken", attempts.BY_SUBMISSION, "its task past --mem")
     store.write_row(copy, {"student": "broken", "status": "cancelled", "reason": "the task was cancelled",
-                           "from_merge": True})  # as slurm.merge writes it
+                           "from_merge": True})  # as slurm_task.merge writes it
     done = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(copy),
                   "--resume", "--only", "correct,wrong,broken", "--no-report", timeout=300)
     assert done.returncode == 0, done.stderr
@@ -582,18 +582,6 @@ def test_a_sigterm_to_the_grader_is_never_the_submission_s_attempt(graded, lab_f
 
 
 # --- Slurm: scripts, the merge's rows, and a real job array --------------------------------------
-def test_dry_run_prints_the_batch_scripts(lab_file, submissions, tmp_path):
-    done = python("lab", "grade", str(lab_file), "--submissions", str(submissions), "--out", str(tmp_path / "o"),
-                  "--slurm", "--max-parallel", "3", "--partition", "gpu", "--gres", "gpu:1", "--dry-run",
-                  timeout=60)
-    assert done.returncode == 0, done.stderr
-    for line in (f"#SBATCH --array=0-{len(EXPECTED) - 1}%3", "#SBATCH --time=7", "#SBATCH --mem=3072M", "#SBATCH --gres=gpu:1",
-                 "#SBATCH --partition=gpu", "#SBATCH --dependency=afterany:$ARRAY_JOB_ID",
-                 "lab merge", "--only \"$student\""):
-        assert line in done.stdout
-    assert not (tmp_path / "o").exists()
-
-
 @pytest.mark.parametrize("state,started,status,words", [
     ({"state": "CANCELLED", "reason": "None"}, None, "cancelled", "before it started"),
     ({"state": "CANCELLED", "reason": "None"}, {"host": "n1"}, "cancelled", "while grading on n1"),
@@ -603,5 +591,5 @@ def test_dry_run_prints_the_batch_scripts(lab_file, submissions, tmp_path):
     (None, None, "crashed", "purged"),
 ])
 def test_the_merge_turns_a_task_without_a_row_into_a_row(state, started, status, words):
-    row = slurm.missing_row("ann", state, started)
+    row = slurm_task.missing_row("ann", state, started)
     assert row["status"] == status and words in row["reason"]

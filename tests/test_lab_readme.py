@@ -47,8 +47,8 @@ def test_the_readme_s_slurm_privileges_hold():
     from harness.lab.judge import slurm
 
     lab = assignment.load("cpu_numpy")
-    task, merge = slurm.scripts(lab, ROOT / "labs" / "examples", ROOT / "nowhere", 3)
-    assert "--export" not in task and "--uid" not in task and "lab grade" in task
+    task, merge = slurm.scripts(lab, ROOT / "labs" / "examples", ROOT / "nowhere", slurm.Options())
+    assert "--export" not in task and "--uid" not in task and "lab task" in task
     assert "sbatch's default `--export=ALL`" in README and "DisableRootJobs" in README
     owner = store.hand_over(ROOT / "nowhere", {"SUDO_UID": "1234", "SUDO_GID": "1234"})
     assert owner is None  # not a folder: nothing handed over (a task's OUT is, under root)

@@ -69,8 +69,8 @@ def test_the_same_lab_on_slurm_gives_the_same_statuses_and_ranking(tmp_path):
     done = python("lab", "grade", str(lab_file), "--submissions", str(part), "--out", str(out),
                   "--slurm", "--max-parallel", "2", timeout=120, uid_base=SLURM_UID_BASE)  # sbatch passes it on
     assert done.returncode == 0, done.stderr
-    jobs = dict(line.split() for line in (out / "slurm" / "jobs.txt").read_text().splitlines())
-    names = (out / "slurm" / "students.txt").read_text().split()
+    jobs = {parts[0]: parts[1] for parts in map(str.split, (out / "slurm" / "jobs.txt").read_text().splitlines())}
+    names = json.loads((out / "slurm" / "round.json").read_text())["students"]  # one a task
     try:
         hang = f"{jobs['array']}_{names.index('hang')}"  # cancelled while it hangs in its import
         deadline = time.monotonic() + 240

@@ -147,3 +147,14 @@ def test_afterok_merge_on_cancelled_task_is_cancelled_not_stuck(submit, tmp_path
 
     assert wait_finished(merge) in ({merge: "CANCELLED"}, {})
     assert not (tmp_path / "merge.start").exists()
+
+
+def test_a_constraint_lands_on_a_node_of_its_type(submit, tmp_path: Path):
+    """The local cluster's node types are Features (scripts/slurm-local.sh: odd nodes type-a, even
+    type-b); a job asking for one runs on a node that has it."""
+    nodes = dict(line.split() for line in _run("sinfo", "-h", "-N", "-o", "%N %f").stdout.splitlines())
+    for feature in ("type-a", "type-b"):
+        job = submit(f"--constraint={feature}", "--output=where.out", "--wrap", "echo $SLURMD_NODENAME > where_$SLURM_JOB_ID")
+        wait_finished(job)
+        where = (tmp_path / f"where_{job}").read_text().strip()
+        assert feature in nodes[where].split(","), (feature, where, nodes)

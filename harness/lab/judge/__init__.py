@@ -6,7 +6,9 @@
                 never the submission's); the capped retries' `ungraded` row; which rows are finished
     files       a submission folder read as hostile input, copied into the worker's private copy
     store       the grading's folder OUT: rows with MACs, the students list, regrades
-    slurm       the grading as a Slurm job array, and the merge job's rows
+    slurm       the grading as Slurm job arrays (K students a task) and a merge job, submitted
+    slurm_task  what runs on the cluster: a task (its students claimed and graded), the merge's rows
+    claim       a grader's claim on one student, safe on a shared filesystem (no two graders write one)
     phases/     the Grader's phases, one class on the last: prepare (the oracle, images and spaces),
                 references (their workers, the deadlines' pace), steps (one submission's), verdict (its
                 clocks checked, its times ranked), memory (the peak in each row, and its gate)

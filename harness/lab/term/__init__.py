@@ -8,6 +8,7 @@ sub-package per step of the course (labs/README.md, "Running a term"):
     staff       similarity, fingerprints: pairwise code similarity (staff only)
     commands    what each `python -m harness lab ...` command does (harness/commands.py parses)
     gpu_labs    gpu-study's `labs` step: the GPU labs' examples graded as staff grade them
+    bench       `lab bench`: a synthetic class graded and timed, one row per student checked
     templates/  the public page's and the similarity view's Jinja templates
 
 May import: harness.lab.judge, harness.lab.box, harness.lab.text and the harness's wings below

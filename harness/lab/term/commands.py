@@ -25,16 +25,16 @@ from harness.machine import procenv
 
 if TYPE_CHECKING:
     from harness.lab.judge.rules.assignment import Lab
+    from harness.lab.judge.slurm import Options
 
 Report = Callable[[str], None]
 
 
 def lab_grade(lab_name: str, submissions: Path, out: Path, report: Report, *, resume: bool = False,
               only: list[str] | None = None, no_report: bool = False, weights: Path | str = DEFAULT_WEIGHTS,
-              slurm: bool = False, partition: str | None = None, gres: str | None = None,
-              max_parallel: int | None = None, dry_run: bool = False, no_sandbox: bool = False,
+              slurm: "Options | None" = None, dry_run: bool = False, no_sandbox: bool = False,
               lock_timeout: float | None = None) -> int:
-    """`lab grade`: every submission here, then the leaderboard; or (--slurm) a job array.
+    """`lab grade`: every submission here, then the leaderboard; or (`slurm`: its options) job arrays.
     `lock_timeout`: seconds to wait for the GPU lock, then time anyway (rows flagged contended)."""
     from harness.lab.box.walls import libpath
     from harness.lab.judge.rules import assignment
@@ -43,12 +43,13 @@ def lab_grade(lab_name: str, submissions: Path, out: Path, report: Report, *, re
     libpath.check_sudo(lab.device)
     if not dry_run:  # a dry run prints the scripts and writes nothing, OUT included
         copy_manifest(submissions, out)
-    if slurm:
+    if slurm is not None:
         from harness.lab.judge import slurm as on_slurm
 
-        return on_slurm.submit(lab, submissions, out, partition=partition, gres=gres,
-                               max_parallel=max_parallel, dry_run=dry_run, weights=weights, report=report,
-                               no_sandbox=no_sandbox, refused=refused_hand_ins(submissions))
+        if only:
+            raise HarnessError("--only: not with --slurm (--resume submits every unfinished student)")
+        return on_slurm.submit(lab, submissions, out, slurm, dry_run=dry_run, weights=weights, report=report,
+                               no_sandbox=no_sandbox, refused=refused_hand_ins(submissions), resume=resume)
     if dry_run:
         raise HarnessError("--dry-run: only with --slurm (it prints the batch scripts)")
     grade_here(lab, submissions, out, resume, only, weights, no_sandbox, no_report, report, lock_timeout)
@@ -110,10 +111,10 @@ def lab_report(out: Path) -> int:
 
 def lab_merge(out: Path, submissions: Path, job: str | None, report: Report) -> int:
     """`lab merge` (the Slurm merge job): a row for every task that left none, then the leaderboard."""
-    from harness.lab.judge import slurm
+    from harness.lab.judge import slurm_task
     from harness.lab.term.marks import leaderboard
 
-    slurm.merge(out, submissions, job, report=report)
+    slurm_task.merge(out, submissions, job, report=report)
     leaderboard.build(out)
     print(f"leaderboard: {out / 'LEADERBOARD.md'}")
     return 0

@@ -5,6 +5,7 @@
     limits    Limits (what a box enforces), the rlimits set between fork and exec, its capped log
     peak      its peak memory, read from outside: its cgroup's high-water mark, else its VmHWM
     death     why it ended: signal, exit code, out-of-memory kills, the end of its log
+    relay     the start of a worker's Slurm step: its descriptors placed, its limits set, exec
 
 May import: harness.lab.box.walls, harness.lab.text and the harness's wings below the lab
 (tests/test_layout.py).

@@ -22,12 +22,13 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterable
+from dataclasses import asdict
 from pathlib import Path
 
 from harness.errors import Failure
 from harness.lab.box.proc import death, launch, peak
 from harness.lab.box.proc.limits import Limits, limiter
-from harness.lab.box.walls import bwrap, procfs
+from harness.lab.box.walls import bwrap, procfs, slurmstep
 from harness.lab.box.walls.cgroup import Cgroup
 from harness.lab.box.walls.disk import Space
 from harness.lab.box.walls.isolation import Isolation
@@ -64,6 +65,9 @@ class Box:
         self.start_s: float | None = None  # how long starting the sandbox took
         self.peak_seen: int | None = None  # the largest VmHWM the grader read of it (no cgroup peak)
         self.sampling = False  # whether the peak is sampled from /proc (no cgroup peak file)
+        self.step_pid: int | None = None  # a Slurm step's first process (bwrap), and its pidfd
+        self.step_pidfd: int | None = None
+        self.counter: slurmstep.StepCounter | None = None  # the step's cgroup's CPU counter
 
     def start(self) -> subprocess.Popen:
         t0 = time.perf_counter()
@@ -73,6 +77,8 @@ class Box:
                                 self.limits.memory_mb, self.limits.pids)
         how = launch.launch(iso, self.space, self.env, self.scratch, self.slot, self.device, self.packages,
                             self.weights)
+        if iso.steps:
+            return self._start_step(how, t0)
         try:
             with open(self.log_path, "ab") as log:
                 line = f"--- {self.label}: worker started {time.ctime()}\n"
@@ -93,6 +99,34 @@ class Box:
         self.start_s = time.perf_counter() - t0
         return self.proc
 
+    def _start_step(self, how: launch.Launch, t0: float) -> subprocess.Popen:
+        """The worker as a Slurm job step of its own (harness.lab.box.walls.slurmstep): its pipes and
+        log handed to the step's relay, which applies the limits and execs bwrap; its CPU time is
+        the step's cgroup's."""
+        to_r, to_w = os.pipe()
+        from_r, from_w = os.pipe()
+        try:
+            with open(self.log_path, "ab") as log:
+                log.write(f"--- {self.label}: worker started {time.ctime()} (a Slurm step)\n"
+                          .encode(errors="backslashreplace"))
+                log.flush()
+                step = slurmstep.Step(safe_label(f"{os.getpid()}-{self.slot}"), self.scratch)
+                fds = {0: to_r, 1: from_w, 2: log.fileno(), **{fd: fd for fd in how.fds}}
+                limits = {"limits": asdict(self.limits), "address_space": self.device == "cpu"}
+                self.proc, self.step_pid = step.start(how.argv, how.env, how.cwd, fds, log.fileno(), limits)
+        finally:
+            for fd in (to_r, from_w, *how.fds):
+                os.close(fd)
+        self.proc.stdin = os.fdopen(to_w, "wb", buffering=0)
+        self.proc.stdout = os.fdopen(from_r, "rb", buffering=0)
+        self.step_pidfd = procfs.pidfd(self.step_pid)
+        self.counter = slurmstep.StepCounter(self.step_pid)
+        self.pid = procfs.worker_pid(self.step_pid)
+        self.pidfd = procfs.pidfd(self.pid)
+        self.sampling = True
+        self.start_s = time.perf_counter() - t0
+        return self.proc
+
     def submission_path(self) -> str:
         if self.isolation.bwrap:
             return bwrap.SUBMISSION_DIR
@@ -102,6 +136,8 @@ class Box:
         """CPU time of the worker: its cgroup's (every thread and process) or its own process's."""
         if self.group is not None:
             return self.group.cpu_ns()
+        if self.counter is not None:
+            return self.counter.cpu_ns()
         try:
             return time.clock_gettime_ns(procfs.cpu_clock(self._own_pid()))
         except OSError:  # the process is gone
@@ -141,12 +177,13 @@ class Box:
         its log and the grader goes on)."""
         if self.proc is None:
             return
-        procenv.kill_group(self.proc)  # bwrap; --die-with-parent takes the worker and its namespace
-        if self.pidfd is not None:  # the worker itself, by pidfd: never another process that got its pid
-            try:
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            except OSError:
-                pass
+        for fd in (self.pidfd, self.step_pidfd):  # the worker (and a step's bwrap), by pidfd: never
+            if fd is not None:                   # another process that got its pid
+                try:
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+                except OSError:
+                    pass
+        procenv.kill_group(self.proc)  # bwrap (or srun); --die-with-parent takes the worker and its namespace
         if self.group is not None:
             try:
                 self.group.kill()
@@ -174,9 +211,13 @@ class Box:
             except OSError as exc:
                 self.note(f"clean-up: {exc}")
             self.group = None
-        if self.pidfd is not None:
-            os.close(self.pidfd)
-            self.pidfd = None
+        for fd in (self.pidfd, self.step_pidfd):
+            if fd is not None:
+                os.close(fd)
+        self.pidfd = self.step_pidfd = None
+        if self.counter is not None:
+            self.counter.close()
+            self.counter = None
 
     def note(self, line: str) -> None:
         """A line of the grader's own in the worker's log."""

@@ -7,6 +7,7 @@
     procfs     the worker's process read from outside: found under bwrap, its CPU clock, its memory
     libpath    the library paths a GPU worker needs (sudo clears LD_LIBRARY_PATH)
     isolation  which isolation this machine gives (full, namespaces only, none) and the slots' UIDs
+    slurmstep  a worker as a Slurm job step of its own, its CPU counted by the step's cgroup (no root)
 
 May import: harness.lab.text and the harness's wings below the lab; no other room of the box
 (tests/test_layout.py).

@@ -15,6 +15,7 @@ cgroups (the leaderboard says its timing is not tamper-evident).
     Cgroup(name, memory_mb, pids)   one worker's group: .procs_files(), .cpu_ns(), .oom_kills(),
                                     .peak_bytes(), .pids_now(), .kill(), .remove() (and .set_limits())
     enter(procs_files)              the child joins its groups (between fork and exec)
+    cpu_reading(text, v1, path)     ns from a group's CPU file (also a Slurm step's: slurmstep)
     reason_unavailable() -> why not, or None; layout(), mounts(), own_groups(), enable_v2_controllers()
 """
 
@@ -111,6 +112,16 @@ def enable_v2_controllers(parent: Path) -> None:
     (parent / "cgroup.subtree_control").write_text(wanted)
 
 
+def cpu_reading(text: bytes, v1: bool, path: Path) -> int:
+    """ns from a group's CPU file: v1 cpuacct.usage (ns), v2 cpu.stat's usage_usec."""
+    if v1:
+        return int(text)
+    for line in text.splitlines():
+        if line.startswith(b"usage_usec "):
+            return int(line.split()[1]) * 1000
+    raise OSError(f"{path}: no usage_usec line")
+
+
 def enter(procs_files: Iterable[bytes | str | Path]) -> None:
     """Move the calling process into each group of `procs_files` ("0": the writer itself). Called
     between fork and exec, on paths computed before the fork: system calls only."""
@@ -167,13 +178,7 @@ class Cgroup:
     # --- readings -----------------------------------------------------------------------------
     def cpu_ns(self) -> int:
         """CPU time of everything that ever ran in the group, ns (one pread: about 2 us)."""
-        text = os.pread(self._cpu_fd, 4096, 0)
-        if self.version == "v1":
-            return int(text)
-        for line in text.splitlines():
-            if line.startswith(b"usage_usec "):
-                return int(line.split()[1]) * 1000
-        raise OSError(f"{self._cpu_file()}: no usage_usec line")
+        return cpu_reading(os.pread(self._cpu_fd, 4096, 0), self.version == "v1", self._cpu_file())
 
     def oom_kills(self) -> int:
         """How many processes the kernel killed for the memory limit."""

@@ -4,7 +4,9 @@
                 the cgroup's CPU counter times every call (tamper-evident)
     namespaces  bubblewrap without cgroups (not root, or no usable cgroup hierarchy): files,
                 processes and network isolated (as root, each worker its own UID too); the CPU
-                check reads the worker process's own clock (helper processes escape it)
+                check reads the worker process's own clock (helper processes escape it), but in
+                a Slurm job with Slurm's cgroups (steps): each worker is a job step of its own, and
+                its step's cgroup counts every thread and process (harness.lab.box.walls.slurmstep)
     none        --no-sandbox: the worker runs as the grader's user, with its files and processes
 
 UIDs: a grading holds one block of SLOTS UIDs from LENET_LAB_UID_BASE (default 61000), taken
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from harness.errors import HarnessError
-from harness.lab.box.walls import bwrap, cgroup
+from harness.lab.box.walls import bwrap, cgroup, slurmstep
 
 SLOTS = 8
 BLOCKS = 64
@@ -38,13 +40,14 @@ class Isolation:
     note: str  # one line for the leaderboard and progress
     uid_base: int | None = None  # the block's first UID (full mode)
     _lock: object = None
+    steps: bool = False  # each worker a Slurm job step of its own, counted by the step's cgroup
 
     def uid(self, slot: int) -> int | None:
         return None if self.uid_base is None else self.uid_base + slot
 
     @property
     def tamper_evident(self) -> bool:
-        return self.cgroups
+        return self.cgroups or self.steps
 
 
 def lock_dir() -> Path:
@@ -83,6 +86,11 @@ def decide(no_sandbox: bool = False, strict: bool = True) -> Isolation:
                                "(the leaderboard then says so)")
         return Isolation("none", None, False, f"no sandbox ({why}); timing not tamper-evident")
     version = bwrap.version(binary)
+    if os.geteuid() != 0 and slurmstep.reason_unavailable() is None:
+        return Isolation("namespaces", binary, False,
+                         f"{version}, namespaces only (not root): files, processes and network isolated; "
+                         "each worker a Slurm job step of its own (srun --overlap), its CPU time read from "
+                         "the step's cgroup, so timing is tamper-evident", steps=True)
     if os.geteuid() != 0:
         return Isolation("namespaces", binary, False,
                          f"{version}, namespaces only (not root): files, processes and network isolated, "

@@ -2,6 +2,7 @@
 
     points      a row's points, ties where intervals overlap, lateness
     leaderboard OUT/LEADERBOARD.md and leaderboard.csv from the rows
+    machines    machine types: each kind of node ranked on its own
     plots       the leaderboard's figure and each student's histogram
     feedback    each student's page
     export      `lab export`: the points as an LMS's gradebook-import CSV

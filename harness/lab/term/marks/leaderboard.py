@@ -8,7 +8,8 @@ read by the grader from outside its worker (harness.lab.box.proc.peak), the refe
 where the lab gates on it ([limits] peak_mb) a submission above it is over-memory, not ranked.
 
     build(out, report) -> paths   everything below, from the rows (and OUT/manifest.csv: lateness)
-    ranked(rows) (ties: harness.lab.term.marks.points), markdown(rows, lab, notes, scores), points_lines(lab),
+    ranked(rows) (each machine type apart: ranked_one_type; ties: harness.lab.term.marks.points),
+    markdown(rows, lab, notes, scores), points_lines(lab),
     with_similarity(board, rows, out), write_csv(rows, path, scores), csv_row(rank, row, score),
     reference_summary(rows), isolation_lines(rows), memory_lines(rows, lab), node_name(row), fmt_us(ns),
     fmt_interval(r), fmt_mb(row)
@@ -24,7 +25,7 @@ from harness.lab.judge import attempts, store
 from harness.lab.judge.phases import memory
 from harness.lab.judge.rules import assignment, deadlines
 from harness.lab.term.intake import collect
-from harness.lab.term.marks import points
+from harness.lab.term.marks import machines, points
 from harness.machine.files import write_atomic
 from harness.report.markup.style import fmt_ms
 
@@ -60,7 +61,12 @@ CSV_FIELDS = ["rank", "student", "status", "points", "median_us_per_image", "pea
 
 
 def ranked(rows: list[dict]) -> list[tuple[int | None, dict]]:
-    """(rank, row): ok rows by ratio, tied where their intervals overlap (points.RULE), then the rest."""
+    """(rank, row): each machine type ranked on its own (machines.ranked_by_type), its ok rows by
+    ratio, tied where their intervals overlap (points.RULE), then the rest."""
+    return machines.ranked_by_type(rows, ranked_one_type)
+
+
+def ranked_one_type(rows: list[dict]) -> list[tuple[int | None, dict]]:
     places = points.groups(rows)
     rest = sorted((r for r in rows if r["status"] != "ok"),
                   key=lambda r: (ROW_STATUSES.index(r["status"]) if r["status"] in ROW_STATUSES else 99,
@@ -72,7 +78,8 @@ def node_name(row: dict) -> str:
     """The node a row was timed on, for a Markdown cell."""
     node = row.get("node") or {}
     hardware = node.get("gpu") or node.get("cpu")
-    return text.cell(f"{node.get('hostname', '?')}: {hardware}" if hardware else node.get("hostname", "?"))
+    where = (node.get("slurm") or {}).get("node") or node.get("hostname", "?")  # Slurm nodes share hosts
+    return text.cell(f"{where}: {hardware}" if hardware else where)
 
 
 def fmt_us(ns: float) -> str:
@@ -193,7 +200,8 @@ def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = (),
              "The absolute median depends on the node and is shown beside it. Each submission passed the "
              f"gate first: {lab.gate.min_agree} of {lab.gate.images} test images with the NumPy "
              f"reference's argmax and every |dp| <= {lab.gate.max_abs_diff:g}; every timed answer, on "
-             "images it had not seen, was checked too.", "", *points_lines(lab), *memory_lines(rows, lab),
+             "images it had not seen, was checked too.", "", *machines.type_lines(rows), *points_lines(lab),
+             *memory_lines(rows, lab),
              "| rank | student | status | points | median per image | peak memory "
              f"| × {rank_by} [95% interval] | LOC | node | note |",
              "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]

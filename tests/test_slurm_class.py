@@ -1,0 +1,230 @@
+"""A class graded across the local three-node Slurm (scripts/slurm-local.sh start --nodes 3) by a user
+who is not root, while the cluster misbehaves: one node is lost while it grades (scontrol sets it
+DOWN: its task is requeued) and another task is preempted (scontrol requeue). The class still ends
+with exactly one finished row per student, none crashed by the loss, and the shaved clock is caught.
+
+Skipped (with the reason) without a Slurm of at least three nodes, root (to make the user and
+take a node down) or bubblewrap; .ci/run starts the cluster, and there a skip fails."""
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.lab.judge import claim, store
+from tests import lab_hostile
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+USER = "lenet-slurm-test"
+DEADLINE_S = 300
+LAB = """
+[lab]
+name = "cluster"
+references = ["numpy"]
+[measure]
+calls = 12
+rounds = 3
+warmup = 2
+[gate]
+images = 100
+[limits]
+wall_s = 60
+import_s = 10
+memory_mb = 1024
+cpu_s = 60
+max_ratio = 300
+"""
+HONEST = [f"honest{i:02d}" for i in range(9)]
+CLASS = {**{name: "ok" for name in HONEST}, "wrong": "wrong", "broken": "import-error", "shaver": None}
+
+
+def run(*cmd: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def nodes() -> dict[str, str]:
+    """{node: state} of the cluster."""
+    done = run("sinfo", "-h", "-N", "-o", "%N %T")
+    return dict(line.split() for line in done.stdout.splitlines()) if done.returncode == 0 else {}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if not shutil.which("sbatch"):
+        pytest.skip("sbatch is not on PATH; start the cluster with: sudo scripts/slurm-local.sh start --nodes 3")
+    if len(nodes()) < 3:
+        pytest.skip(f"a Slurm of at least 3 nodes is needed, found {nodes()}; "
+                    "sudo scripts/slurm-local.sh start --nodes 3")
+    if os.geteuid() != 0 or not shutil.which("useradd"):
+        pytest.skip("needs root (CI runs as root): to make a user, and to take a node down")
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        run("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER)
+    if run("runuser", "-u", USER, "--", "test", "-x", sys.executable).returncode != 0:
+        pytest.skip(f"{USER} cannot run {sys.executable} (a folder above it is closed to other users, "
+                    "e.g. /root at 0700): a grading by a user who is not root needs an interpreter they can run")
+    return pwd.getpwnam(USER)
+
+
+def running_tasks(jobs: list[str]) -> dict[str, str]:
+    """{array task id: node} of the tasks running now."""
+    done = run("squeue", "-h", "-r", "-t", "RUNNING", "-j", ",".join(jobs), "-o", "%i %N")
+    return dict(line.split() for line in done.stdout.splitlines() if line.strip())
+
+
+def start_requeued_now(jobs: list[str]) -> None:
+    """Slurm holds a requeued job back for about two minutes (its BeginTime): the test moves that
+    to now, so it waits for the grading, not for the scheduler's pause."""
+    done = run("squeue", "-h", "-r", "-t", "PENDING", "-j", ",".join(jobs), "-o", "%i %r")
+    for line in done.stdout.splitlines():
+        task, _, reason = line.partition(" ")
+        if reason.strip() == "BeginTime":
+            run("scontrol", "update", f"jobid={task}", "StartTime=now")
+
+
+def alive(jobs: list[str]) -> bool:
+    done = run("squeue", "-h", "-j", ",".join(jobs), "-o", "%T")
+    return bool(done.stdout.split())
+
+
+@pytest.fixture(scope="module")
+def graded(cluster):
+    base = Path(tempfile.mkdtemp(prefix="lenet-cluster-"))  # not pytest's: its root is 0700
+    base.chmod(0o755)
+    try:
+        yield grade_the_class(cluster, base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def grade_the_class(cluster, base: Path):
+    submissions, out = base / "submissions", base / "out"
+    correct = (ROOT / "labs" / "examples" / "correct" / "lenet.py").read_text()
+    texts = {**{name: correct for name in HONEST},
+             "wrong": (ROOT / "labs" / "examples" / "wrong" / "lenet.py").read_text(),
+             "broken": "raise RuntimeError('the student forgot something')\n",
+             "shaver": lab_hostile.RING2["shaver"]}
+    for name, source in texts.items():
+        (submissions / name).mkdir(parents=True)
+        (submissions / name / "lenet.py").write_text(source)
+    (base / "cluster.toml").write_text(LAB)
+    out.mkdir()
+    os.chown(out, cluster.pw_uid, cluster.pw_gid)
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), "HOME": str(out), "LANG": "C.UTF-8"}
+    grade = ["runuser", "-u", USER, "--", "env", *[f"{k}={v}" for k, v in env.items()], sys.executable, "-m",
+             "harness", "lab", "grade", str(base / "cluster.toml"), "--submissions", str(submissions), "--out",
+             str(out), "--slurm", "--per-task", "3"]
+    done = subprocess.run(grade, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr + done.stdout
+    lines = [line.split() for line in (out / "slurm" / "jobs.txt").read_text().splitlines()]
+    arrays = [parts[1] for parts in lines if parts[0] == "array"]
+    merge = next(parts[1] for parts in lines if parts[0] == "merge")
+    events = {"resume while queued": subprocess.run([*grade, "--resume"], capture_output=True, text=True,
+                                                    timeout=120, cwd=ROOT)}
+    downed = None
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        # one node lost, then one other task preempted, each while it grades a student
+        while "preempted" not in events:
+            assert time.monotonic() < deadline, f"no two tasks ran at once: {run('squeue').stdout}"
+            busy = {task: node for task, node in running_tasks(arrays).items()
+                    if node != downed and any(store.started(out, s) and claim.holder(out, s) == task
+                                              for s in texts)}
+            if busy and downed is None:
+                task, downed = sorted(busy.items())[0]
+                assert run("scontrol", "update", f"nodename={downed}", "state=down",
+                           "reason=lenet test: node lost").returncode == 0
+                events["lost"] = (task, downed)
+            elif busy and "lost" in events and [t for t in busy if t != events["lost"][0]]:
+                task = sorted(t for t in busy if t != events["lost"][0])[0]
+                assert run("scontrol", "requeue", task).returncode == 0, task
+                events["preempted"] = (task, busy[task])
+            time.sleep(0.3)
+        time.sleep(2)
+        run("scontrol", "update", f"nodename={downed}", "state=resume")
+        while alive([*arrays, merge]):
+            assert time.monotonic() < deadline, f"not finished after {DEADLINE_S} s: {run('squeue').stdout}"
+            start_requeued_now(arrays)
+            time.sleep(1)
+        events["resume when done"] = subprocess.run([*grade, "--resume"], capture_output=True, text=True,
+                                                    timeout=120, cwd=ROOT)
+    finally:
+        run("scancel", *arrays, merge)
+        if downed and nodes().get(downed, "").startswith(("down", "drain")):
+            run("scontrol", "update", f"nodename={downed}", "state=resume")
+    return out, texts, events
+
+
+def task_logs(out: Path) -> str:
+    """The tasks' logs, the last lines of each (for a failure's message)."""
+    return "\n".join(f"--- {p.name}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-25:])
+                     for p in sorted((out / "slurm").glob("task_*.out")))
+
+
+def rows(out: Path) -> dict[str, dict]:
+    return {row["student"]: row for row in store.read_rows(out)}
+
+
+def test_every_student_has_exactly_one_finished_row_none_crashed_by_the_loss(graded):
+    out, texts, events = graded
+    found = rows(out)
+    assert sorted(found) == sorted(texts)
+    for name, row in found.items():
+        assert not row.get("from_merge"), (name, row["status"], row["reason"], events, task_logs(out))
+        assert store.genuine(out, row), name
+    expected = {n: s for n, s in CLASS.items() if s is not None}
+    assert {n: found[n]["status"] for n in expected} == expected, \
+        {n: (r["status"], r.get("reason")) for n, r in found.items()}
+    assert not [p for p in (out / "results").glob("*/claim.json")]  # every claim released
+
+
+def test_the_lost_and_the_preempted_tasks_were_graded_again_on_the_cluster(graded):
+    out, texts, events = graded
+    found = rows(out)
+    restarted = [n for n, r in found.items() if (r["node"].get("slurm") or {}).get("restarts", 0) > 0]
+    assert len(restarted) >= 2, (events, {n: r["node"].get("slurm") for n, r in found.items()})
+    assert all(found[n]["status"] == CLASS[n] for n in restarted if CLASS[n])
+    used = {r["node"]["slurm"]["node"] for r in found.values()}
+    assert used == set(nodes()), used  # every node graded some of the class
+    log = "".join(p.read_text() for p in (out / "slurm").glob("task_*.out"))
+    assert "restart 1" in log
+
+
+def test_the_shaved_clock_is_caught_in_a_job_of_a_user_who_is_not_root(graded):
+    out = graded[0]
+    shaver = rows(out)["shaver"]
+    started = store.started(out, "shaver")
+    assert started is not None and (shaver["node"].get("slurm") or {}).get("job")
+    # not root, so no cgroup of the grader's own: each worker a Slurm step, counted by the step's cgroup
+    assert shaver["sandbox"] == "namespaces" and "Slurm job step" in shaver["isolation"], shaver["isolation"]
+    assert "tamper-evident" in shaver["isolation"] and "not tamper-evident" not in shaver["isolation"]
+    reported = sorted(shaver["clock_ratio"])[len(shaver["clock_ratio"]) // 2]
+    assert reported < 0.6, shaver["clock_ratio"]  # its reports / the grader's own measure
+    if shaver["status"] == "ok":  # ranked at the grader's own measure (its step's CPU): nothing gained
+        for r in shaver["rounds_used"]:
+            measure = np.median(np.asarray(shaver["cpu_ns"]["submission"][r]) - shaver["ranking_cpu_gap_ns"][r])
+            assert np.median(shaver["ranked_ns"]["submission"][r]) >= 0.999 * measure, r
+    else:
+        assert shaver["status"] == "timing-inconsistent", shaver["reason"]
+    print(json.dumps({"shaver": shaver["status"], "clock_ratio": shaver["clock_ratio"],
+                      "isolation": shaver["isolation"]}))
+
+
+def test_resume_refuses_while_the_round_runs_and_then_finds_nothing_left(graded):
+    out, _, events = graded
+    early, late = events["resume while queued"], events["resume when done"]
+    assert early.returncode != 0 and "still queued or running" in early.stderr, early.stderr
+    assert late.returncode == 0 and "nothing to grade" in late.stdout + late.stderr, late.stderr
+    assert len([line for line in (out / "slurm" / "jobs.txt").read_text().splitlines()
+                if line.startswith("merge")]) == 1  # nothing submitted twice
