@@ -29,7 +29,7 @@ try is allowed, and `finished(row)` whether a student still needs one.
     begin(out, student, fresh, **info) -> attempt, end(out, student, by, how), history(out, student)
     verdict(history) -> None | "ungraded" | "crashed", cut_off_row(lab, student, history, status)
     finished(row), class_rows(out, collected) -> (rows, notes), never_graded_row(lab, student, history),
-    unfinished(rows) -> {student: why}
+    unfinished(rows) -> {student: why}, ended_words(attempt) -> how one attempt ended, in words
 """
 
 import signal

@@ -8,6 +8,7 @@ read by the grader from outside its worker (harness.lab.box.proc.peak), the refe
 where the lab gates on it ([limits] peak_mb) a submission above it is over-memory, not ranked.
 
     build(out, report) -> paths   everything below, from the rows (and OUT/manifest.csv: lateness)
+    ungraded_lines(rows)   the students without a finished row, named first
     ranked(rows) (each machine type apart: ranked_one_type; ties: harness.lab.term.marks.points),
     markdown(rows, lab, notes, scores), points_lines(lab),
     with_similarity(board, rows, out), write_csv(rows, path, scores), csv_row(rank, row, score),
