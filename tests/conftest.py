@@ -94,12 +94,13 @@ def loc_rows(loc_counted) -> list[dict]:
 @pytest.fixture(scope="session")
 def report_cache(tmp_path_factory) -> Path:
     """A file holding what reading the committed results computes and keeps for the next read
-    (rundata.SUMMARIES: each cell's statistics, keyed by its times; rows.CHECKED: each checked
+    (cells.SUMMARIES: each cell's statistics, keyed by its times; rows.CHECKED: each checked
     row's digest), made once a session and loaded into this process. Every cell's seeded bootstraps
     take 10-15 s here, and a dozen test files (and the report's subprocess) read the same cells:
     the first xdist worker to ask reads reports/results, the other waits for its file, and
     SEED_REPORT_CACHE loads it into a subprocess. Only the time changes: an entry is what the same
     code computed from the same rows, and a row changed by a test has another key."""
+    from harness.measure.plan import cells
     from harness.measure.store import rows
     from harness.report.claims import rundata
 
@@ -112,10 +113,10 @@ def report_cache(tmp_path_factory) -> Path:
         if not path.is_file():
             rundata.load_report(DEFAULT_RESULTS, [], every_run=True)  # what `make report` reads
             part = path.with_suffix(".part")
-            part.write_bytes(pickle.dumps({"summaries": rundata.SUMMARIES, "checked": rows.CHECKED}))
+            part.write_bytes(pickle.dumps({"summaries": cells.SUMMARIES, "checked": rows.CHECKED}))
             part.rename(path)
     cache = pickle.loads(path.read_bytes())
-    rundata.SUMMARIES.update(cache["summaries"])
+    cells.SUMMARIES.update(cache["summaries"])
     rows.CHECKED.update(cache["checked"])
     return path
 
@@ -125,10 +126,10 @@ def report_cache(tmp_path_factory) -> Path:
 SEED_REPORT_CACHE = (
     "import pickle\n"
     "from harness.measure.store import rows as _rows\n"
-    "from harness.report.claims import rundata as _rundata\n"
+    "from harness.measure.plan import cells as _cells\n"
     "with open(r'{path}', 'rb') as _f:\n"
     "    _cache = pickle.load(_f)\n"
-    "_rundata.SUMMARIES.update(_cache['summaries'])\n"
+    "_cells.SUMMARIES.update(_cache['summaries'])\n"
     "_rows.CHECKED.update(_cache['checked'])\n"
 )
 
