@@ -32,8 +32,6 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # the first pytest process: x
 # the next group when it is nearly done, so no long one starts last while the other idles.
 # test_lab_sandbox.py (seconds) first: it forks with a preexec_fn in-process, before any file of that
 # worker has imported JAX (whose threads can deadlock Python code between fork and exec).
-# (Re-summed after report_cache: test_report.py fell from about 90 s to 34 s; test_cuda_level.py, 70 s,
-# was missing and could start last.)
 LONGEST_FIRST = ("test_lab_sandbox.py", "slurm", "test_cuda_level.py", "test_lab.py", "test_explain.py",
                  "test_framework_levels.py", "test_training.py", "test_report.py", "test_lab_hang.py",
                  "test_weight_formats.py", "test_fault_matrix.py", "test_lab_kit.py", "test_gpu_study.py",

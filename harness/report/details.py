@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from harness.machine.versions import cuda_runtime, cudnn_version
 from harness.report.claims import bill, quote, reproduce, validity
 from harness.report.claims.rundata import ReportData, find, ratio_ci, source
 from harness.report.markup import tables
 from harness.report.markup.style import caption, ok_cells
 from harness.report.markup.tables import fmt_ratio, ms, table
-from harness.report.markup.versions import cuda_runtime, cudnn_version
 from harness.report.sections import (
     cpu_floor,
     explain_section,
