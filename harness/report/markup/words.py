@@ -5,9 +5,11 @@ through FILTERS (the wing's own formatting) and does no arithmetic, sorting or s
 
     say(template, macro, **claims) -> str   one paragraph: the macro's lines joined by single spaces
                                             (a template wraps its prose freely)
+    render(template, **claims) -> str       a whole document
     table_of(name) -> dict                  a data table of words (templates/<name>.toml)
 """
 
+import time
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -23,12 +25,27 @@ def fixed(value: float, digits: int = 1) -> str:
     return f"{value:.{digits}f}"
 
 
-def percent(share: float) -> str:
-    """A share (0.42) as a whole percentage ('42%')."""
-    return f"{100 * share:.0f}%"
+def percent(share: float, digits: int = 0) -> str:
+    """A share (0.42) as a percentage ('42%'; digits=1: '42.0%')."""
+    return f"{100 * share:.{digits}f}%"
+
+
+def paragraph(text: str) -> str:
+    """A template's wrapped lines as one line of the document: stripped and joined by single spaces."""
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def utc(seconds: float) -> str:
+    """A run's start (seconds since the epoch) as '2026-11-27 20:48 UTC'."""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds))
 
 
 FILTERS: dict[str, Any] = {
+    "paragraph": paragraph,
+    "utc": utc,
+    "commit": lambda sha: sha[:10],  # a commit as the report names it
+    "thousands": "{:,}".format,
+    "sig3g": "{:.3g}".format,
     "ms": ms,  # a time in ms, as every table prints it
     "ratio": fmt_ratio,  # a within-round ratio dict, with its interval
     "sig3": sig3,
@@ -49,8 +66,12 @@ def environment() -> jinja2.Environment:
 def say(template: str, macro: str, **claims: Any) -> str:
     """One paragraph from `template`'s `macro`, its lines stripped and joined by single spaces."""
     found = getattr(environment().get_template(template).module, macro)
-    text = str(found(**claims))
-    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+    return paragraph(str(found(**claims)))
+
+
+def render(template: str, **claims: Any) -> str:
+    """A whole document from `template` (its {% filter paragraph %} blocks each one line)."""
+    return environment().get_template(template).render(**claims)
 
 
 @cache
