@@ -9,9 +9,10 @@ import pandas as pd
 
 from harness import DEFAULT_REPORT, registry
 from harness.machine.files import write_atomic
+from harness.report import figures as drawn
 from harness.report.claims import drift, headline, quote
 from harness.report.claims.rundata import ReportData
-from harness.report.figures import captions, cost
+from harness.report.figures import cost
 from harness.report.markup import tables, words
 from harness.report.markup.style import fmt_ms
 from harness.report.sections import cpu_floor, findings, first_screen, machines
@@ -20,7 +21,6 @@ from harness.report.sections.gpu_floor_section import MACS
 REPORT_PATH = DEFAULT_REPORT
 
 TEMPLATE = "report.md.j2"  # in harness/report/templates/: the words; this module computes what they say
-FIGURES = captions.FIGURES  # (file, title, what to look at), in reading order
 
 
 # Datasheet FP32 peaks (non-tensor-core), for the arithmetic line only: not measurements.
@@ -119,8 +119,7 @@ def claims(data: ReportData) -> dict:
     drifts = drift.of_machines(runs)
     threads = first_screen.cpu_threads(runs, data.answer.get("cpu"))
     table_lines, by_device = headline.render(frame, loc_rows, data.answer, drifts, threads)
-    figures = [{"number": i, "file": name, "title": title, "look": look}
-               for i, (name, title, look) in enumerate(FIGURES, 1)]
+    figures = [{"number": i, **record} for i, record in enumerate(drawn.records(), 1)]
     return {"headline": table_lines, "study": headline.STUDY, "sources": sources(data, by_device),
             "other_studies": other_studies(frame, loc_rows, data.answer),
             "raw_libraries": [registry.short(raw) for raw in headline.RAW.values()],
