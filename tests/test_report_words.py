@@ -47,8 +47,9 @@ def test_every_finding_record_names_registered_cells_and_a_macro_that_exists():
         for label in record["cells"].values():
             level, variant = label.split("/")
             assert variant in registry.spec(level).variants, label
-        for a, b in record.get("ratios", []):
+        for a, b in record.get("ratios", []) + record.get("intervals", []):
             assert {a, b} <= set(record["cells"]), record
+        assert record["group"] in ("keras", "raw library"), record  # where machine_findings says it
 
 
 def cell(median_us: float, cold_ms: float = float("nan"), own: bool | None = True) -> pd.Series:

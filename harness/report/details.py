@@ -7,10 +7,9 @@ from collections import Counter
 
 import pandas as pd
 
-from harness import registry
 from harness.machine.versions import cuda_runtime, cudnn_version
 from harness.measure.store import stats
-from harness.report.claims import bill, quote, reproduce, validity
+from harness.report.claims import bill, headline, quote, reproduce, validity
 from harness.report.claims.rundata import ReportData, find, ratio_ci, source
 from harness.report.markup import tables, words
 from harness.report.markup.style import caption, ok_cells
@@ -33,8 +32,7 @@ TEMPLATE = "details.md.j2"  # in harness/report/templates/: the words; this modu
 def latency_table(frame: pd.DataFrame, study: str, with_device: bool = False) -> str:
     """Every ok cell of a study, with its ratio to the reference level's default call within rounds."""
     cells = ok_cells(frame, study)
-    level = registry.on_rung("reference")[0]
-    reference = f"{level}/{registry.spec(level).variants[0]}"
+    reference = headline.REFERENCE
     if cells.empty:
         return f"_No results for study `{study}` yet._"
     rows = []

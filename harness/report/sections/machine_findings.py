@@ -20,7 +20,7 @@ def findings(frame: pd.DataFrame, loc_rows: list[dict], runs: Sequence[dict] = (
     if frame.empty:
         return ["No results yet: run `make run-all`."]
     for machine in sorted(frame["machine"].unique()):
-        out += recorded(frame, machine)
+        out += recorded(frame, machine, "keras")
         out += raw_library_findings(frame, machine)
         out += training_section.findings(frame, machine)
         out += backend_findings(frame, machine)
@@ -35,11 +35,11 @@ RECORDS = "machine_findings"  # templates/machine_findings.toml: the findings as
 SENTENCES = "machine_findings.md.j2"
 
 
-def recorded(frame: pd.DataFrame, machine: str) -> list[str]:
-    """machine_findings.toml's findings said on the machine: each whose cells were all measured there,
-    with what its record computes, worded by its macro."""
+def recorded(frame: pd.DataFrame, machine: str, group: str) -> list[str]:
+    """machine_findings.toml's findings of a group said on the machine: each whose cells were all
+    measured there, with what its record computes, worded by its macro."""
     out = []
-    for record in words.table_of(RECORDS)["finding"]:
+    for record in (r for r in words.table_of(RECORDS)["finding"] if r["group"] == group):
         cells = {name: find(frame, record["study"], label, machine=machine)
                  for name, label in record["cells"].items()}
         if any(cell is None for cell in cells.values()):
@@ -54,6 +54,7 @@ def computed(record: dict, cells: dict, frame: pd.DataFrame, machine: str) -> di
     """What a finding's record asks of its cells (machine_findings.toml says what each key means), or
     None where it has nothing to say (a cold start not measured in the cell's own process)."""
     claims: dict = {f"{a}_over_{b}": ratio(cells[a], cells[b]) for a, b in record.get("ratios", [])}
+    claims |= {f"{a}_over_{b}": ratio_ci(cells[a], cells[b]) for a, b in record.get("intervals", [])}
     if "above_fastest" in record:
         fastest = machine_fastest(frame, machine)
         claims["fastest"] = fastest
@@ -105,11 +106,11 @@ def raw_library_findings(frame: pd.DataFrame, machine: str) -> list[str]:
     if raw is None or tuned is None:
         return out
     naive = find(frame, "api_levels", f"{raw}/naive", machine=machine)
-    numpy_ref = find(frame, "api_levels", "numpy/default", machine=machine)
+    numpy_ref = find(frame, "api_levels", headline.REFERENCE, machine=machine)
     ops = [r for r in (find(frame, "api_levels", label, machine=machine) for label in FRAMEWORK_OPS)
            if r is not None]
     best_ops = min(ops, key=lambda r: r["median_ms"]) if ops else None
-    predict = find(frame, "api_levels", "keras/predict", machine=machine)
+    predict = find(frame, "api_levels", headline.HIGH_LEVEL, machine=machine)
     line = (f"**The CPU ladder on {machine}, raw library → framework ops → Keras** (`api_levels`, "
             f"ratios within rounds): {registry.short(raw)} tuned takes {ms(tuned['median_ms'])} per image")
     steps = [(naive, f"{registry.short(raw)} naive (everything created per call)"),
@@ -121,14 +122,7 @@ def raw_library_findings(frame: pd.DataFrame, machine: str) -> list[str]:
     if parts:
         line += "; " + ", ".join(parts)
     out.append(line + "." + fastest_sentence(frame, machine))
-    on, off = (find(frame, "overhead", "onednn/naive", machine=machine),
-               find(frame, "overhead", "onednn/naive_nocache", machine=machine))
-    if on is not None and off is not None:
-        out.append(f"oneDNN's primitive cache: the naive level takes {ms(on['median_ms'])} per image "
-                   f"with it and {ms(off['median_ms'])} without it "
-                   f"({fmt_ratio(ratio_ci(off, on), 'x')} within rounds): creating the primitives "
-                   "again on every call is what the cache saves a first attempt.")
-    return out
+    return out + recorded(frame, machine, "raw library")
 
 
 def machine_fastest(frame: pd.DataFrame, machine: str) -> pd.Series | None:
