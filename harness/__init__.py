@@ -4,14 +4,16 @@
     lab/     campaign/          grading a class's submissions (limited workers, leaderboard, Slurm);
                                 the GPU half in one command (steps, manifest, archive)
     report/                     runs, tables, figures, REPORT.md and DETAILS.md, lines of code
-    check/   explain/           verify and the timer cross-check; where a call's time goes
+    check/   explain/  draw/    verify and the timer cross-check; where a call's time goes; what
+                                every figure (the report's, a lab's) is drawn with
     measure/                    study files -> plan -> workers -> rounds -> results -> statistics
     machine/                    environment metadata, process settings, GPUs, the GPU lock, doctor
     data/    frameworks/        MNIST and the weights file; per-framework set-up in a worker
     base.py registry.py errors.py null_impl.py   the one interface a level implements
 
-The rule of the layout: a wing imports only from the wings listed below it (check and explain
-are siblings, as are lab and campaign, and data and frameworks: neither imports the other). Levels (`lenet_*`)
+The rule of the layout: a wing imports only from the wings listed below it (check, explain and
+draw are siblings, as are lab and campaign, and data and frameworks: neither imports the other);
+lab and report stay apart too, sharing what sits below both. Levels (`lenet_*`)
 import only base, registry, errors, data and frameworks; the harness imports a level only
 inside a function, through the registry or as the oracle. tests/test_layout.py reads every
 import and fails on a wrong arrow or a cycle.
@@ -34,7 +36,7 @@ DEFAULT_FIGURES = ROOT / "reports" / "figures"
 DEFAULT_REPORT = ROOT / "reports" / "REPORT.md"
 DEFAULT_LOC_CSV = ROOT / "reports" / "loc.csv"
 
-# Names a lab's code used before the harness had wings: `from harness import weights` stays valid.
+# Names a lab's code may import from the harness itself: `from harness import weights` stays valid.
 MOVED = {"weights": "harness.data.weights", "mnist": "harness.data.mnist"}
 
 

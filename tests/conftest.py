@@ -32,8 +32,6 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # the first pytest process: x
 # the next group when it is nearly done, so no long one starts last while the other idles.
 # test_lab_sandbox.py (seconds) first: it forks with a preexec_fn in-process, before any file of that
 # worker has imported JAX (whose threads can deadlock Python code between fork and exec).
-# (Re-summed after report_cache: test_report.py fell from about 90 s to 34 s; test_cuda_level.py, 70 s,
-# was missing and could start last.)
 LONGEST_FIRST = ("test_lab_sandbox.py", "slurm", "test_cuda_level.py", "test_lab.py", "test_explain.py",
                  "test_framework_levels.py", "test_training.py", "test_report.py", "test_lab_hang.py",
                  "test_weight_formats.py", "test_fault_matrix.py", "test_lab_kit.py", "test_gpu_study.py",
@@ -106,12 +104,13 @@ def loc_rows(loc_counted) -> list[dict]:
 @pytest.fixture(scope="session")
 def report_cache(tmp_path_factory) -> Path:
     """A file holding what reading the committed results computes and keeps for the next read
-    (rundata.SUMMARIES: each cell's statistics, keyed by its times; rows.CHECKED: each checked
+    (cells.SUMMARIES: each cell's statistics, keyed by its times; rows.CHECKED: each checked
     row's digest), made once a session and loaded into this process. Every cell's seeded bootstraps
     take 10-15 s here, and a dozen test files (and the report's subprocess) read the same cells:
     the first xdist worker to ask reads reports/results, the other waits for its file, and
     SEED_REPORT_CACHE loads it into a subprocess. Only the time changes: an entry is what the same
     code computed from the same rows, and a row changed by a test has another key."""
+    from harness.measure.plan import cells
     from harness.measure.store import rows
     from harness.report.claims import rundata
 
@@ -124,10 +123,10 @@ def report_cache(tmp_path_factory) -> Path:
         if not path.is_file():
             rundata.load_report(DEFAULT_RESULTS, [], every_run=True)  # what `make report` reads
             part = path.with_suffix(".part")
-            part.write_bytes(pickle.dumps({"summaries": rundata.SUMMARIES, "checked": rows.CHECKED}))
+            part.write_bytes(pickle.dumps({"summaries": cells.SUMMARIES, "checked": rows.CHECKED}))
             part.rename(path)
     cache = pickle.loads(path.read_bytes())
-    rundata.SUMMARIES.update(cache["summaries"])
+    cells.SUMMARIES.update(cache["summaries"])
     rows.CHECKED.update(cache["checked"])
     return path
 
@@ -137,10 +136,10 @@ def report_cache(tmp_path_factory) -> Path:
 SEED_REPORT_CACHE = (
     "import pickle\n"
     "from harness.measure.store import rows as _rows\n"
-    "from harness.report.claims import rundata as _rundata\n"
+    "from harness.measure.plan import cells as _cells\n"
     "with open(r'{path}', 'rb') as _f:\n"
     "    _cache = pickle.load(_f)\n"
-    "_rundata.SUMMARIES.update(_cache['summaries'])\n"
+    "_cells.SUMMARIES.update(_cache['summaries'])\n"
     "_rows.CHECKED.update(_cache['checked'])\n"
 )
 

@@ -192,7 +192,7 @@ LISTS = textwrap.dedent("""\
     print(json.dumps({**named, "gpu_impls": gpu_study.GPU_IMPLS, "gpu_train": gpu_study.GPU_TRAIN_IMPLS,
                       "gpu_explain": gpu_study.EXPLAIN, "kernels": gpu_study.KERNELS,
                       "steps": {s.name: s.command for s in plan},
-                      "floors": gpu_section.FLOORS, "ladder": [lb for lb, _w in gpu_section.ladder_others()],
+                      "ladder": gpu_section.ladder_others(),
                       "frameworks": worker.FRAMEWORKS}))
     """)
 
@@ -204,7 +204,7 @@ def test_every_list_of_levels_comes_from_the_registry(checkout: Path) -> None:
     assert "fake" in found["gpu_impls"].split(",") and "fake" in found["gpu_train"].split(",")
     assert "fake/default" in found["gpu_explain"].split(",") and "fake/default" in found["kernels"].split(",")
     assert any("fake/default" in " ".join(cmd) for cmd in found["steps"].values())  # gpu-study runs them
-    assert "fake/default" in found["floors"] and "fake/default" in found["ladder"]
+    assert "fake/default" in found["ladder"]
     assert "fake_engine" in found["frameworks"]  # its worker's import is recorded
     explain = harness(checkout, "list", "--explain", "--device", "cpu")  # the Makefile's EXPLAIN
     assert "fake/default" in explain.stdout.strip().split(","), explain.stderr

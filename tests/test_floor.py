@@ -11,6 +11,7 @@ from harness.errors import Unavailable
 from harness.explain import keras_steps
 from harness.lab.judge.rules import assignment
 from harness.measure import floor
+from harness.measure.plan import cells
 from harness.measure.store import runfolder
 from harness.report.sections import explain_section
 from tests.conftest import ROOT
@@ -21,7 +22,7 @@ def cell(impl: str, variant: str, median_ns: float | None, status: str = "ok", d
     spec = {"implementation": impl, "variant": variant, "device": device, "batch_size": batch,
             "dtype": dtype}
     return {"schema": 1, "kind": "cell", "time": time, "cell_id": f"{impl}/{variant}/{device}/b{batch}/{dtype}",
-            "cell": spec, "status": status, "rounds_ns": [],
+            "cell": spec, "status": status, "rounds_ns": [] if median_ns is None else [[int(median_ns)] * 3] * 5,
             "stats": None if median_ns is None else {"median_ns": median_ns}}
 
 
@@ -42,6 +43,16 @@ def test_the_fastest_ok_cell_wins_and_the_others_are_ignored(tmp_path):
     found = floor.fastest_measured("cpu", tmp_path)
     assert (found.label, found.median_ns, found.run_id) == ("numba/fused", 21_000.0, "r1")
     assert floor.fastest_measured("gpu", tmp_path).label == "cudnn/graph"
+
+
+def test_the_floor_ranks_by_the_rows_raw_times_never_their_saved_statistics(tmp_path):
+    """A row's saved `stats` is a copy made by the code of its day: the floor summarizes the raw times
+    with measure's own summary (cells.summary), the one the report reads."""
+    lying = {**cell("numba", "fused", 50_000.0), "stats": {"median_ns": 1.0}}  # saved: 1 ns
+    write_run(tmp_path, "r1", [lying, cell("onednn", "tuned", 30_000.0)])
+    found = floor.fastest_measured("cpu", tmp_path)
+    assert (found.label, found.median_ns) == ("onednn/tuned", 30_000.0)
+    assert floor.median_ns(lying) == cells.summary(lying["rounds_ns"], None)["median_ns"] == 50_000.0
 
 
 def test_the_newest_run_measuring_the_device_and_a_cells_last_row_count(tmp_path):
@@ -71,7 +82,7 @@ def test_the_committed_rows_floor_is_their_fastest_cpu_cell():
     assert cpu.median_ns is not None and cpu.run_id is not None
     cells = floor.measured_cells("cpu")
     assert {row["run_id"] for row in cells} == {cpu.run_id} and len(cells) >= 5
-    assert min(row["stats"]["median_ns"] for row in cells) == cpu.median_ns
+    assert min(floor.median_ns(row) for row in cells) == cpu.median_ns
     assert any(f'{row["cell"]["implementation"]}/{row["cell"]["variant"]}' == cpu.label for row in cells)
 
 

@@ -307,7 +307,7 @@ def test_old_rows_without_a_peak_render_and_an_over_memory_row_scores(tmp_path):
 
 
 def test_the_box_reads_nothing_before_it_starts(tmp_path):
-    from harness.lab.box.proc.process import Box
+    from harness.lab.box.proc.lifecycle import Box
     from harness.lab.box.walls.isolation import Isolation
 
     box = Box("x", {}, tmp_path, Isolation("none", None, False, "none"))

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from harness.lab import text
+from harness.lab.box.proc.lifecycle import Box
 from harness.lab.box.proc.limits import Limits
-from harness.lab.box.proc.process import Box
 from harness.lab.box.walls import bwrap, disk, seccomp
 from harness.lab.box.walls.isolation import Isolation
 from harness.lab.judge import files, grade, store

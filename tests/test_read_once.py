@@ -1,12 +1,12 @@
-"""What a process keeps between reads of the results (rows.CHECKED, rundata.SUMMARIES) changes the
+"""What a process keeps between reads of the results (rows.CHECKED, cells.SUMMARIES) changes the
 time of a read, never its answer: a row checked once is not checked again but is a new object each
 read, a bad row is refused every time, and a cell's statistics are stats.summarize's for exactly its
 times, a copy each time."""
 
 import numpy as np
 
+from harness.measure.plan import cells
 from harness.measure.store import rows, stats
-from harness.report.claims import rundata
 
 
 def row_line(times_ns: list[int]) -> str:
@@ -29,10 +29,10 @@ def test_a_cells_statistics_are_summarizes_for_its_exact_times_and_a_copy_each_t
     rng = np.random.default_rng(1)
     rounds = [[int(t) for t in rng.integers(10_000, 12_000, 20)] for _ in range(6)]
     processes = [0, 0, 0, 1, 1, 1]
-    got = rundata.summarized(rounds, processes)
-    assert got == stats.summarize(rounds, processes) == rundata.summarized(rounds, processes)
+    got = cells.summary(rounds, processes)
+    assert got == stats.summarize(rounds, processes) == cells.summary(rounds, processes)
     got["process_medians_ns"].clear()  # cell_statistics changes its copy (a thin cell's interval)
-    assert rundata.summarized(rounds, processes)["process_medians_ns"]
+    assert cells.summary(rounds, processes)["process_medians_ns"]
     slower = [[t + 1 for t in r] for r in rounds[:1]] + rounds[1:]  # one call of one round differs
-    assert rundata.summarized(slower, processes) == stats.summarize(slower, processes) != got
-    assert rundata.summarized(rounds, None) == stats.summarize(rounds)  # the processes are in the key
+    assert cells.summary(slower, processes) == stats.summarize(slower, processes) != got
+    assert cells.summary(rounds, None) == stats.summarize(rounds)  # the processes are in the key

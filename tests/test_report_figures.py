@@ -23,7 +23,6 @@ from harness.report.claims import headline, loc, rundata
 from harness.report.claims.rundata import ReportData
 from harness.report.figures import (
     backends,
-    captions,
     code_lines,
     cost,
     explain,
@@ -388,8 +387,11 @@ def test_fig11_draws_the_within_round_ratio_per_implementation(drawn, tmp_path):
 
 # captions ---------------------------------------------------------------------------------------
 
-def test_a_caption_for_every_figure_in_reading_order():
-    assert [name for name, _, _ in captions.FIGURES] == [name for name, _ in figures.FIGURES]
+def test_one_record_a_figure_its_caption_and_drawer_in_reading_order():
+    found = figures.records()
+    assert [r["file"] for r in found] == sorted({r["file"] for r in found})  # fig01, fig02, ... once each
+    assert all(r["title"] and r["look"] and callable(figures.drawer(r)) for r in found)
+    assert [name for name, _ in figures.FIGURES] == [r["file"] for r in found]
 
 
 def test_a_label_goes_away_from_its_nearest_neighbour_at_its_height():

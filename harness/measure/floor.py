@@ -1,7 +1,8 @@
 """The floor of a device: its fastest measured implementation, read from the committed result rows.
 
 Code that needs "the floor" (explain's last rung, a lab's `floor` reference) asks here and never
-names an implementation. The answer is the cell with the lowest median among the final cell rows
+names an implementation. The answer is the cell with the lowest median (computed from its raw times by
+the summary measure saves, harness.measure.plan.cells.summary) among the final cell rows
 (status ok, batch 1, float32) of the newest complete `api_levels` run that measured the device; the null
 level (it does no arithmetic) and lab classes are no candidates. With nothing measured, the
 registry's floor candidates (ImplSpec.floor) stand in: the first one that runs on the device, in
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
-from harness.measure.plan import narrow
+from harness.measure.plan import cells, narrow
 from harness.measure.store import results, rowfile, runfolder
 
 STUDY = "api_levels"  # every level at batch 1 in the same rounds: the study the floor is read from
@@ -42,13 +43,21 @@ def fastest_measured(device: str, root: Path = DEFAULT_RESULTS, run_id: str | No
     """The fastest measured implementation on `device` (see the module's docstring); run_id: read
     that api_levels run instead of the newest (the report, for a machine named by MACHINE=); shared:
     for a GPU that a class shares (a lab), no variant whose kernel stays resident (ImplSpec.resident)."""
-    cells = [row for row in measured_cells(device, root, run_id) if not (
+    candidates = [row for row in measured_cells(device, root, run_id) if not (
         shared and row["cell"]["variant"] in registry.spec(row["cell"]["implementation"]).resident)]
-    if not cells:
+    if not candidates:
         return standing_in(device, shared)
-    best = min(cells, key=lambda row: (row["stats"]["median_ns"], row["cell_id"]))
-    return Floor(best["cell"]["implementation"], best["cell"]["variant"],
-                 float(best["stats"]["median_ns"]), best.get("run_id"))
+    medians = [(median_ns(row), row["cell_id"], row) for row in candidates]
+    median, _, best = min(medians, key=lambda found: found[:2])
+    return Floor(best["cell"]["implementation"], best["cell"]["variant"], median, best.get("run_id"))
+
+
+def median_ns(row: dict) -> float:
+    """A measured cell row's median per call, from its raw times (cells.row_summary)."""
+    found = cells.row_summary(row)
+    if found is None:
+        raise HarnessError(f"cell {row.get('cell_id')}: no timed call to take a median of")
+    return float(found["median_ns"])
 
 
 def measured_cells(device: str, root: Path = DEFAULT_RESULTS, run_id: str | None = None) -> list[dict]:
@@ -65,17 +74,16 @@ def measured_cells(device: str, root: Path = DEFAULT_RESULTS, run_id: str | None
         rows = results.read_rows(run_dir)
         # a cell measured again (--resume): its last row is final
         final = {row["cell_id"]: row for row in rows if row.get("kind") == "cell"}
-        cells = [row for row in final.values() if _candidate(row, device)]
-        if cells:
-            runs.append((order, run_dir.name, cells))
+        found = [row for row in final.values() if _candidate(row, device)]
+        if found:
+            runs.append((order, run_dir.name, found))
     return max(runs, key=lambda run: run[:2])[2] if runs else []
 
 
 def _candidate(row: dict, device: str) -> bool:
     cell = row.get("cell") or {}
     name = cell.get("implementation")
-    return (row.get("status") == "ok" and (row.get("stats") or {}).get("median_ns") is not None
-            and cell.get("device") == device and cell.get("batch_size") == BATCH
+    return (cells.measured(row) and cell.get("device") == device and cell.get("batch_size") == BATCH
             and cell.get("dtype") == DTYPE and registry.computes(name))
 
 

@@ -1,4 +1,4 @@
-"""The grader's side of a lab worker (harness.lab.box.worker): a box (harness.lab.box.proc.process) asked
+"""The grader's side of a lab worker (harness.lab.box.worker): a box (harness.lab.box.proc.lifecycle) asked
 over a channel (harness.measure.channel) with deadlines; images streamed in lockstep with the grader's
 own clocks around every call; every reply checked (harness.lab.box.replies).
 
@@ -26,8 +26,8 @@ import numpy as np
 
 from harness.errors import Failure
 from harness.lab.box import replies
+from harness.lab.box.proc.lifecycle import Box
 from harness.lab.box.proc.limits import Limits
-from harness.lab.box.proc.process import Box
 from harness.lab.box.walls.disk import Space
 from harness.lab.box.walls.isolation import Isolation
 from harness.measure import channel

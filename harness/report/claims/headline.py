@@ -21,6 +21,15 @@ RAW = {d: raw for d in registry.DEVICES if (raw := registry.raw_library(d))}
 STUDY, SWEEP = "api_levels", "batch_sweep"
 
 
+def as_first_written(level: str) -> str:
+    """'keras/predict': a level's call as a user first writes it (its registry default, the first variant)."""
+    return f"{level}/{registry.spec(level).variants[0]}"
+
+
+REFERENCE = as_first_written(registry.on_rung("reference")[0])  # the oracle's call: the `x numpy` columns'
+HIGH_LEVEL = as_first_written(registry.on_rung("high-level API")[0])  # Keras `model.predict` on TensorFlow
+
+
 @dataclass
 class Level:
     name: str

@@ -17,10 +17,9 @@ and the loaders every level shares (MNIST, the HDF5 weights file) are one row of
 import csv
 import io
 from pathlib import Path
-from typing import Any
 
 from harness import DEFAULT_LOC_CSV, ROOT, registry
-from harness.machine import provenance
+from harness.machine import code_lines
 from harness.machine.files import write_atomic
 
 PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding", "cublas.py": "ffi binding",
@@ -34,13 +33,8 @@ CSV_PATH = DEFAULT_LOC_CSV
 FIELDS = ["package", "api_level", "part", "files", "code", "comment"]
 
 
-def analyze(path: Path, group: str) -> Any:  # a pygount.SourceAnalysis
-    import pygount
-
-    return pygount.SourceAnalysis.from_file(str(path), group)
-
-
-package_files = provenance.package_files  # the files a level's count (and its source hash) come from
+analyze = code_lines.analyze
+package_files = code_lines.package_files  # the files a level's count (and its source hash) come from
 
 
 def count(root: Path = ROOT) -> list[dict]:

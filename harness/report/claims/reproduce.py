@@ -15,7 +15,7 @@ the newest reproduce row of each machine.
     reference(runs, study, host_key) -> run | None    the newest run of the study on the machine
                                                       (hosts.key: its fingerprint)
     compare(reference_rows, new_rows, baseline, drifts) -> dict    cells and shares (both runs read
-                                                           by today's rules: stats.summarize)
+                                                           by today's rules: cells.summary)
     goal_lines(result) -> [str]                      the shares against GOAL
     lines(result) -> [str]                           the table printed, shares last
     section(runs) -> [str]                           DETAILS' lines
@@ -24,6 +24,7 @@ the newest reproduce row of each machine.
 import math
 from typing import Any
 
+from harness.measure.plan import cells as measured_cells
 from harness.measure.store import stats
 from harness.report.claims import drift
 from harness.report.markup.tables import sig3, table
@@ -55,7 +56,7 @@ def final_cells(rows: list[dict]) -> dict[str, dict]:
 
 
 def _measured(row: dict | None) -> bool:
-    return row is not None and row.get("status") == "ok" and any(row.get("rounds_ns") or [])
+    return row is not None and measured_cells.measured(row)
 
 
 def _interval(low: float, high: float, thin: bool) -> list[float] | None:
@@ -63,7 +64,7 @@ def _interval(low: float, high: float, thin: bool) -> list[float] | None:
 
 
 def _median(row: dict) -> dict[str, Any]:
-    st = stats.summarize(row["rounds_ns"], row.get("round_process"))
+    st = measured_cells.summary(row["rounds_ns"], row.get("round_process"))
     return {"median_ns": st["median_ns"], "processes": st["processes"],
             "ci95_ns": _interval(st["ci95_low_ns"], st["ci95_high_ns"], st["thin"])}
 

@@ -8,8 +8,6 @@ completed or was imported here), never by a time its rows carry. A partial run (
 marker) is named, never used.
 """
 
-import copy
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from harness import DEFAULT_RESULTS
 from harness.errors import HarnessError
 from harness.machine import provenance
 from harness.measure import floor
-from harness.measure.plan import narrow
+from harness.measure.plan import cells, narrow
 from harness.measure.store import results, rowfile, runfolder, stats
 from harness.measure.store import rows as row_reader
 from harness.report.claims import hosts
@@ -118,30 +116,14 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
 
 
 def cell_statistics(row: dict) -> dict:
-    """The statistics of a final cell row, recomputed from its raw times (so every run is read with
-    today's rules); a thin cell's interval and noise verdict are dropped (stats.interval_supported)."""
-    times = [t for rnd in row.get("rounds_ns", []) for t in rnd]
-    measured = row["status"] == "ok" and times
-    st = summarized(row["rounds_ns"], row.get("round_process")) if measured else {}
+    """The statistics of a final cell row, computed from its raw times by measure's own summary
+    (cells.row_summary); a thin cell's interval and noise verdict are not shown
+    (stats.interval_supported)."""
+    st = cells.row_summary(row) or {}
     if st.get("thin"):
         st.update(ci95_low_ns=float("nan"), ci95_high_ns=float("nan"), ci_over_median=float("nan"),
                   noisy=False, drawn=False)
     return st
-
-
-# stats.summarize of each distinct (rounds, processes) this process has summarized: its seeded
-# bootstraps are most of a report's time, and the figures and the report (or a test suite, over and
-# over) read the same cells. Keyed by the exact times and labels: the same key, the same numbers.
-SUMMARIES: dict[bytes, dict] = {}
-
-
-def summarized(rounds_ns: list, processes: list | None) -> dict:
-    """stats.summarize(rounds_ns, processes), computed once a process for the same times (a copy
-    each time: callers change theirs)."""
-    key = hashlib.blake2b(repr((rounds_ns, processes)).encode(), digest_size=16).digest()
-    if key not in SUMMARIES:
-        SUMMARIES[key] = stats.summarize(rounds_ns, processes)
-    return copy.deepcopy(SUMMARIES[key])
 
 
 def cell_record(run: dict, row: dict, own: dict[str, bool], stale: str) -> dict:

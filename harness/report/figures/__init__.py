@@ -16,6 +16,7 @@ from harness.report.figures import (
     throughput,
     training,
 )
+from harness.report.markup import words
 from harness.report.markup.style import FIGURES_DIR
 
 # Every figure is a PNG (style.DPI), a pure function of the result files and loc.csv: one colour per
@@ -26,21 +27,24 @@ from harness.report.markup.style import FIGURES_DIR
 # A figure: drawn from the report's data into `out` (a PNG), or None when its study has no rows.
 Figure = Callable[[ReportData, Path], Path | None]
 
-# (file, figure) in reading order: fig01 ... fig12.
-FIGURES: tuple[tuple[str, Figure], ...] = (
-    ("fig01_cost_vs_code.png", cost.fig_cost),
-    ("fig02_loc.png", code_lines.fig_loc),
-    ("fig03_latency.png", latency.fig_latency),
-    ("fig04_distributions.png", latency.fig_distributions),
-    ("fig05_cold_start.png", latency.fig_cold_start),
-    ("fig06_time_split.png", overhead.fig_overhead),
-    ("fig07_explain.png", explain.fig_explain),
-    ("fig08_backends.png", backends.fig_backends),
-    ("fig09_throughput.png", throughput.fig_throughput),
-    ("fig10_training.png", training.fig_training),
-    ("fig11_precision.png", precision.fig_precision),
-    ("fig12_bill.png", bill.fig_bill),
-)
+MODULES = {module.__name__.rsplit(".", 1)[1]: module for module in (
+    backends, bill, code_lines, cost, explain, latency, overhead, precision, throughput, training)}
+RECORDS = "figures"  # templates/figures.toml: one record a figure (file, draw, title, look)
+
+
+def records() -> list[dict]:
+    """Every figure's record, in reading order (fig01 ... fig12)."""
+    return list(words.table_of(RECORDS)["figure"])
+
+
+def drawer(record: dict) -> Figure:
+    """The function a record names ("module.function" of this package)."""
+    module, function = record["draw"].split(".")
+    return getattr(MODULES[module], function)
+
+
+# (file, figure) in reading order
+FIGURES: tuple[tuple[str, Figure], ...] = tuple((record["file"], drawer(record)) for record in records())
 
 
 def draw_all(data: ReportData, out_dir: Path = FIGURES_DIR,

@@ -1,9 +1,9 @@
-"""How the report writes what it says: tables, colours and versions.
+"""How the report writes what it says: tables, colours and words.
 
     tables    Markdown tables, number formats (ms, ratios, sig3), goal lines, the statistics sections
-    style     what every figure shares: matplotlib off-screen, one colour a level, the ladder's order,
-              captions naming each machine, number formats
-    versions  library versions the way their vendors print them (cuDNN 91900 -> 9.19.0)
+    style     what the report's figures share beyond harness.draw.style's basics: one colour a level,
+              the ladder's order, the cells a figure draws
+    words     the templates (harness/report/templates/) rendered from claims, with the wing's filters
 
 May import: the harness's wings below the report; no other room of the report (tests/test_layout.py).
 """

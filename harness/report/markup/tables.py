@@ -1,5 +1,5 @@
-"""The report's statistics sections: how the numbers are computed, which cells are noisy, and
-how the same cell compares across the committed runs of one machine (repeatability)."""
+"""The report's tables and number formats, and its statistics sections: which cells are noisy, and how
+the same cell compares across the committed runs of one machine (repeatability)."""
 
 import itertools
 import math
@@ -10,22 +10,6 @@ import pandas as pd
 
 from harness.measure.store import stats
 from harness.report.markup.style import fmt_ms
-
-METHOD = [
-    "Every call is timed (`perf_counter_ns`, host array in, host probabilities out) and kept. "
-    "Cells are interleaved in rounds (A B C A B C ...). The median is that of all timed calls.",
-    "**95% intervals come from rounds, not calls**: the rounds are resampled with replacement "
-    f"({stats.BOOTSTRAP_RESAMPLES} seeded resamples), their calls pooled and the median taken "
-    "(a cluster bootstrap). Calls within a round are correlated, because the machine's speed "
-    "shifts in phases of seconds; an interval over calls would treat them as independent and "
-    "be far too narrow. The `x numpy` columns are within-round ratios (the median over rounds of "
-    "median(cell) / median(numpy) in the same round), with an interval from resampling the "
-    "rounds' ratios.",
-    f"A cell is flagged **noisy** when its estimate is unstable across rounds: the 95% interval "
-    f"of its median spans more than {stats.NOISY_CI_OVER_MEDIAN:.0%} of the median. The per-call "
-    "spread (IQR / median) is reported beside it: a wide distribution of calls measured in stable "
-    "rounds is not noise in the estimate.",
-]
 
 
 def ms(value: float | None) -> str:

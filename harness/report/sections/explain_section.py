@@ -5,6 +5,7 @@ which draws the same rows, is figures/explain.py). No framework imported."""
 
 from harness.explain import keras_steps
 from harness.explain.ladder import TOLERANCE
+from harness.report.markup import words
 from harness.report.markup.style import fmt_ms
 
 CITATIONS = (
@@ -26,8 +27,7 @@ METHOD = (
     "10% of a real `predict` timed in the same loop, the rest shown as 'other'; (c) cProfile for "
     "counts only (a profiler slows Python code and not C code, so it would skew proportions). "
     "`python -m harness explain keras/predict` repeats it.")
-# how the method names a floor the rows recorded (another floor is named by its label)
-FLOOR_WORDS = {"onednn/tuned": "oneDNN's tuned primitives", "cudnn/graph": "cuDNN replayed as one CUDA graph"}
+WORDS = "explain"  # templates/explain.toml: how a floor the rows recorded is named
 
 
 def method(rows: list[dict]) -> str:
@@ -38,7 +38,8 @@ def method(rows: list[dict]) -> str:
         found = floors.setdefault(row["device"], [])
         if row.get("floor") and row["floor"] not in found:
             found.append(row["floor"])
-    named = [" or ".join(FLOOR_WORDS.get(label, f"`{label}`") for label in floors[device])
+    words_of = words.table_of(WORDS)["method"]
+    named = [" or ".join(words_of.get(label, f"`{label}`") for label in floors[device])
              + f" on the {device.upper()}" for device in ("cpu", "gpu") if floors.get(device)]
     return METHOD.format(floors=": " + ", ".join(named) if named else "")
 
@@ -125,10 +126,9 @@ def headline_of(row: dict) -> list[str]:
 def floor_name(row: dict) -> str:
     """Which implementation the row's floor was (rows before the oneDNN floor used NumPy)."""
     floor = row.get("floor")
-    names = {"onednn/tuned": "oneDNN tuned", "cudnn/graph": "cuDNN graph"}
     if not floor:
         return "the NumPy reference"
-    return names.get(floor, floor)
+    return words.table_of(WORDS)["short"].get(floor, floor)
 
 
 def stage_name(row: dict, i: int) -> str:

@@ -4,7 +4,7 @@ ratio to another level), and every GPU call at batch 1 as a multiple of the floo
 
     floor_row(runs, machine) -> row | None     the newest gpu_floor row of that machine
     floors(row) -> {name: Floor}              each target's floor, from the probes
-    judged(frame, runs, machine, row) -> [Target]   issue 73's targets, measured and judged
+    judged(frame, runs, machine, row) -> [Target]   the GPU's targets, measured and judged
     target_lines(frame, runs, machine) -> [str]     the findings' sentences
     section(frame, runs) -> [str]             DETAILS' section
 """

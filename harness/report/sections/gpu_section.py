@@ -10,13 +10,12 @@ import pandas as pd
 
 from harness import registry
 from harness.report.claims.rundata import find, ratio, ratio_ci
-from harness.report.markup.tables import fmt_ratio, ms, table
+from harness.report.markup import words
+from harness.report.markup.tables import ms, table
 
 BATCH = 512  # at this batch: where a large call's time goes
-# the GPU's candidates for the fastest measured implementation
-FLOORS = tuple(registry.targets("floor", "gpu"))
-TORCH_VARIANTS = ("torch/eager", "torch/compile", "torch/cudagraph")
-CUDNN_VARIANTS = ("cudnn/naive", "cudnn/tuned", "cudnn/graph", "cudnn/frontend")
+SENTENCES = "gpu.md.j2"  # in harness/report/templates/
+WORDS = "gpu"  # templates/gpu.toml: how the sentences name calls, and which cells they compare
 
 
 def kernel_rows(runs: Sequence[dict]) -> list[dict]:
@@ -53,78 +52,67 @@ def us(ns: float) -> str:
     return ms(ns / 1e6)
 
 
-def cudnn_line(frame: pd.DataFrame, machine: str) -> str | None:
-    """naive against tuned, and tuned against its CUDA graph (overhead: all three in one run)."""
-    tuned = find(frame, "overhead", "cudnn/tuned", device="gpu", machine=machine)
-    naive = find(frame, "overhead", "cudnn/naive", device="gpu", machine=machine)
-    graph = find(frame, "overhead", "cudnn/graph", device="gpu", machine=machine)
+def raw_tuning_line(frame: pd.DataFrame, machine: str) -> str | None:
+    """The GPU's raw library as first written against tuned, and tuned against its CUDA graph
+    (overhead: all three in one run; gpu.toml's raw_tuning names the variants)."""
+    raw, named = registry.raw_library("gpu"), words.table_of(WORDS)["raw_tuning"]
+    if raw is None:
+        return None
+    tuned, naive, graph = (find(frame, "overhead", f"{raw}/{named[key]}", device="gpu", machine=machine)
+                           for key in ("tuned", "naive", "graph"))
     if tuned is None or naive is None:
         return None
-    dev = tuned["device_median_ms"]
-    return (f"cuDNN on {machine}: tuned {ms(tuned['median_ms'])} against naive "
-            f"{ms(naive['median_ms'])} per image ({ratio(naive, tuned):.1f}x); CUDA events "
-            f"around the tuned call span {ms(dev)} ({100 * dev / tuned['median_ms']:.0f}%), "
-            "the stream waiting on the host's enqueueing as much as working (the GPU's "
-            "busy time is under \"Where a GPU call's time goes\")."
-            + (f" Replayed as one CUDA graph, the call takes {ms(graph['median_ms'])} "
-               f"(tuned/graph {fmt_ratio(ratio_ci(tuned, graph), 'x')} within rounds)."
-               if graph is not None else ""))
+    events = tuned["device_median_ms"]
+    return words.say(SENTENCES, "raw_tuning", library=registry.short(raw), machine=machine,
+                     tuned_ms=tuned["median_ms"], naive_ms=naive["median_ms"],
+                     naive_over_tuned=ratio(naive, tuned), events_ms=events,
+                     events_share=events / tuned["median_ms"],
+                     graph_ms=None if graph is None else graph["median_ms"],
+                     tuned_over_graph=None if graph is None else ratio_ci(tuned, graph))
 
 
-# The ladder line's words for the calls it has always quoted, in its order; a GPU level none of these
-# names (TF, ONNX, one added since) is quoted by each of its variants measured, after them.
-LADDER_WORDS = {"cuda/resident": "the resident cluster kernel on LL pairs",
-                "cuda/persistent": "the resident cluster kernel",
-                "cuda/mapped": "the cluster kernel launched on mapped memory",
-                "cuda/cluster": "the cluster kernel with copies and an event",
-                "cuda/graph": "the one-block kernel in a graph",
-                "cuda/fused": "the one-block kernel launched from Python",
-                "cudnn/graph": "cuDNN replayed as one CUDA graph",
-                "cudnn/frontend": "cuDNN's graph API (the Python frontend) in one CUDA graph",
-                "cudnn/tuned": "cuDNN tuned (the same calls enqueued one by one)",
-                "torch/eager": "PyTorch ops", "jax/jit": "JAX jit",
-                "keras_jax/predict": "Keras `model.predict` on JAX",
-                "keras_torch/predict": "on PyTorch", "keras/predict": "on TensorFlow"}
+def call_words(label: str, table: str) -> str:
+    """How a sentence names a call: gpu.toml's words for it in `table`, else "<level's short name>
+    <variant>"."""
+    level, variant = label.split("/", 1)
+    return words.table_of(WORDS)[table].get(label) or f"{registry.short(level)} {variant}"
 
 
-def ladder_others() -> list[tuple[str, str]]:
-    """(label, words) of every call the ladder line quotes where measured: LADDER_WORDS', then each
-    GPU variant of a level they do not name ("<short> <variant>")."""
-    worded = {label.split("/")[0] for label in LADDER_WORDS}
-    added = [(label, f"{registry.short(label.split('/')[0])} {label.split('/')[1]}")
-             for label in registry.targets("variants", "gpu") if label.split("/")[0] not in worded]
-    return [*LADDER_WORDS.items(), *added]
+def ladder_others() -> list[str]:
+    """Every call the ladder line quotes where measured: gpu.toml's ladder, then each GPU variant of a
+    level it does not name."""
+    worded = list(words.table_of(WORDS)["ladder"])
+    levels = {label.split("/")[0] for label in worded}
+    added = [label for label in registry.targets("variants", "gpu") if label.split("/")[0] not in levels]
+    return worded + added
+
+
+def fastest_call(frame: pd.DataFrame, study: str, machine: str, levels: Sequence[str]) -> pd.Series | None:
+    """The fastest ok GPU cell at batch 1 of the study on the machine, among every variant of these
+    levels the rows hold."""
+    cells = [c for c in (fastest_of(frame, study, level, machine) for level in levels) if c is not None]
+    return min(cells, key=lambda c: c["median_ms"]) if cells else None
 
 
 def ladder_line(frame: pd.DataFrame, machine: str) -> str | None:
-    """api_levels on the GPU: every level against the floor (the fastest CUDA graph measured: the
-    hand-written kernels' where they ran, else cuDNN's), within rounds."""
-    floors = [c for c in (find(frame, "api_levels", lb, device="gpu", machine=machine) for lb in FLOORS)
-              if c is not None]
-    if not floors:
+    """api_levels on the GPU: every level against the floor (the fastest call measured on the
+    machine, any level that computes), within rounds."""
+    computing = [name for name in registry.on_device("gpu") if registry.computes(name)]
+    graph = fastest_call(frame, "api_levels", machine, computing)
+    if graph is None:
         return None
-    graph = min(floors, key=lambda c: c["median_ms"])
-    name = {"cuda/resident": ("the hand-written cluster kernel resident on the GPU, on LL pairs in mapped "
-                              "host memory"),
-            "cuda/persistent": "the hand-written cluster kernel resident on the GPU, on mapped host memory",
-            "cuda/mapped": "the hand-written cluster kernel on mapped host memory, its flag polled",
-            "cuda/cluster": "the hand-written cluster kernel replayed as one CUDA graph",
-            "cuda/graph": "the hand-written one-block kernel replayed as one CUDA graph",
-            "cudnn/graph": "cuDNN replayed as one CUDA graph"}[graph["label"]]
-    device = (f"CUDA events: {ms(graph['device_median_ms'])} on the stream"
-              if not pd.isna(graph.get("device_median_ms")) else "no events: the host polls a flag")
-    parts = []
-    for label, what in ladder_others():
-        row = find(frame, "api_levels", label, device="gpu", machine=machine)
-        if row is not None and label != graph["label"]:
-            parts.append(f"{what} {ms(row['median_ms'])} ({fmt_ratio(ratio_ci(row, graph), 'x')})")
-    return (f"**The GPU ladder on {machine}, raw library → framework ops → Keras** (`api_levels`, "
-            f"batch 1, ratios to the floor within rounds): {name} takes "
-            f"{ms(graph['median_ms'])} per image end to end ({device}); " + ", ".join(parts) + ".")
+    others = [{"words": call_words(label, "ladder"), "ms": row["median_ms"], "ratio": ratio_ci(row, graph)}
+              for label in ladder_others()
+              if label != graph["label"]
+              and (row := find(frame, "api_levels", label, device="gpu", machine=machine)) is not None]
+    events = graph.get("device_median_ms")
+    return words.say(SENTENCES, "ladder", machine=machine, floor_words=call_words(graph["label"], "floor"),
+                     floor_ms=graph["median_ms"], events_ms=None if pd.isna(events) else events,
+                     others=others)
 
 
 def resident(k: dict) -> bool:
-    """A kernels row whose kernel spans calls (cuda/persistent): fewer launches than calls."""
+    """A kernels row whose kernel spans calls (a resident kernel): fewer launches than calls."""
     return k["device_ops_per_call"] < 1
 
 
@@ -173,8 +161,13 @@ def fastest_of(frame: pd.DataFrame, study: str, level: str, machine: str) -> pd.
     return min(cells, key=lambda c: c["median_ms"]) if cells else None
 
 
+def hand_written() -> list[str]:
+    """The GPU's hand-written levels (the registry's rung)."""
+    return [name for name in registry.on_rung("hand-written") if "gpu" in registry.spec(name).devices]
+
+
 def fastest_hand_written(frame: pd.DataFrame, study: str, machine: str) -> pd.Series | None:
-    return fastest_of(frame, study, "cuda", machine)
+    return fastest_call(frame, study, machine, hand_written())
 
 
 def trace_rate(row: dict) -> float:
@@ -199,13 +192,16 @@ def two_rates(frame: pd.DataFrame, row: dict) -> str:
 
 def batch_lines(rows: list[dict], machine: str) -> list[str]:
     """At BATCH images a call (kernels rows: one process, no interval): where the hand-written calls'
-    and cudnn/graph's time goes, and what the host's own part of a call caps the rate at."""
-    hand = [k for k in rows if k["implementation"] == "cuda" and k["machine"] == machine
+    and the raw library's fastest call's time goes, and what the host's own part of a call caps the
+    rate at."""
+    hand = [k for k in rows if k["implementation"] in hand_written() and k["machine"] == machine
             and k.get("batch", 1) == BATCH]
     if not hand:
         return []
     out = []
-    library = kernels_of(rows, "cudnn/graph", machine, BATCH)
+    raws = [k for k in rows if k["implementation"] == registry.raw_library("gpu") and k["machine"] == machine
+            and k.get("batch", 1) == BATCH]
+    library = min(raws, key=lambda k: k["host_ns_per_call"]) if raws else None
     host = min(hand, key=lambda k: k["host_ns_per_call"] - k["gpu_busy_ns_per_call"])
     alone = host["host_ns_per_call"] - host["gpu_busy_ns_per_call"]
     if alone > 0:
@@ -229,36 +225,33 @@ def batch_lines(rows: list[dict], machine: str) -> list[str]:
 
 
 def where_lines(frame: pd.DataFrame, rows: list[dict], machine: str, stages: dict | None = None) -> list[str]:
-    """Where the fastest hand-written and cuDNN calls' time goes (their kernels rows), the large batch's,
-    and the best cuDNN variant against the best PyTorch variant (overhead, within rounds). The
+    """Where the fastest hand-written and raw library calls' time goes (their kernels rows), the large
+    batch's, and the raw library's best variant against gpu.toml's raw_against level's (overhead,
+    within rounds). The
     targets themselves are judged against the GPU's floor (gpu_floor_section)."""
     out = []
     hand = fastest_hand_written(frame, "api_levels", machine)
-    library = find(frame, "api_levels", "cudnn/graph", device="gpu", machine=machine)
-    for cell, words in ((hand, stages), (library, None)):
+    raw = registry.raw_library("gpu")
+    library = fastest_call(frame, "api_levels", machine, [raw] if raw else [])
+    for cell, its_stages in ((hand, stages), (library, None)):
         k = kernels_of(rows, cell["label"], machine) if cell is not None else None
         if cell is not None and k is not None:
             out.append(f"{cell['label']}, {ms(cell['median_ms'])} a call (`api_levels`)."
-                       + trace_words(k, words))
+                       + trace_words(k, its_stages))
     out += batch_lines(rows, machine)
-    best = {}
-    for family, labels in (("cuDNN", CUDNN_VARIANTS), ("PyTorch", TORCH_VARIANTS)):
-        cells = [c for c in (find(frame, "overhead", lb, device="gpu", machine=machine) for lb in labels)
-                 if c is not None]
-        if cells:
-            best[family] = min(cells, key=lambda c: c["median_ms"])
-    if len(best) == 2:
-        cudnn, torch = best["cuDNN"], best["PyTorch"]
-        r = ratio_ci(cudnn, torch)
-        verdict = "met" if r and r["ratio"] <= 1 else "missed"
-        out.append(f"Target: the best cuDNN variant no slower than the best PyTorch variant on the same "
-                   f"GPU: {cudnn['label']} {ms(cudnn['median_ms'])} against {torch['label']} "
-                   f"{ms(torch['median_ms'])} ({fmt_ratio(r, 'x')} within rounds): {verdict}.")
+    against = words.table_of(WORDS)["raw_against"]
+    best = fastest_call(frame, "overhead", machine, [raw] if raw else [])
+    peer = fastest_call(frame, "overhead", machine, [against["level"]])
+    if raw is not None and best is not None and peer is not None:
+        r = ratio_ci(best, peer)
+        out.append(words.say(SENTENCES, "raw_against", library=registry.short(raw), peer=against["words"],
+                             best=best["label"], best_ms=best["median_ms"], peer_best=peer["label"],
+                             peer_ms=peer["median_ms"], ratio=r, met=bool(r and r["ratio"] <= 1)))
     return out
 
 
 def findings(frame: pd.DataFrame, runs: Sequence[dict], machine: str) -> list[str]:
-    lines = [cudnn_line(frame, machine), ladder_line(frame, machine)]
+    lines = [raw_tuning_line(frame, machine), ladder_line(frame, machine)]
     stages = next((r for r in stage_rows(runs) if r["machine"] == machine and r["dtype"] == "float32"), None)
     return [line for line in lines if line] + where_lines(frame, kernel_rows(runs), machine, stages)
 

@@ -4,12 +4,12 @@ answer, six findings, is harness/report/sections/findings.py). Every number is r
 import math
 from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
 
 from harness import registry
 from harness.report.claims import headline, quote
 from harness.report.claims.rundata import answer_run, find, ratio, ratio_ci
+from harness.report.markup import words
 from harness.report.markup.style import BACKEND_OF
 from harness.report.markup.tables import fmt_ratio, ms, sig3
 from harness.report.sections import cpu_targets, gpu_floor_section, gpu_section, training_section
@@ -20,39 +20,7 @@ def findings(frame: pd.DataFrame, loc_rows: list[dict], runs: Sequence[dict] = (
     if frame.empty:
         return ["No results yet: run `make run-all`."]
     for machine in sorted(frame["machine"].unique()):
-        predict = find(frame, "overhead", "keras/predict", machine=machine)
-        call = find(frame, "overhead", "keras/call", machine=machine)
-        function = find(frame, "overhead", "keras/function", machine=machine)
-        numpy_ref = find(frame, "overhead", "numpy/default", machine=machine)
-        if predict is not None and call is not None:
-            fastest = machine_fastest(frame, machine)
-            base, how = (np.nan, "") if fastest is None else (
-                fastest["median_ms"], f"fastest measured implementation on this CPU ({fastest['label']})")
-            host = 100 * (1 - base / predict["median_ms"]) if not np.isnan(base) else None
-            out.append(
-                f"**Keras `model.predict` is {sig3(ratio(predict, call))}x slower per image than "
-                f"`model(x)`** on {machine} (CPU): {ms(predict['median_ms'])} against "
-                f"{ms(call['median_ms'])} (medians; ratio taken within rounds)"
-                + (f"; {host:.1f}% of its time is host overhead above the {how}"
-                   f" ({ms(base)})." if host is not None else "."))
-            if function is not None:
-                out.append(f"Wrapping the same `model(x)` in `tf.function` brings Keras to "
-                           f"{ms(function['median_ms'])} per image, {sig3(ratio(predict, function))}x "
-                           f"faster than `model.predict`, with the same weights and answers.")
-            if numpy_ref is not None:
-                out.append(f"The NumPy reference (im2col + BLAS, no framework) takes "
-                           f"{ms(numpy_ref['median_ms'])} per image on {machine}: "
-                           f"`model.predict` is {sig3(ratio(predict, numpy_ref))}x slower than it.")
-        eager, tf_function = (find(frame, "overhead", "tf/eager", machine=machine),
-                              find(frame, "overhead", "tf/function", machine=machine))
-        if eager is not None and tf_function is not None:
-            out.append(f"TensorFlow ops: eager {ms(eager['median_ms'])} against tf.function "
-                       f"{ms(tf_function['median_ms'])} per image "
-                       f"({sig3(ratio(eager, tf_function))}x within rounds).")
-        cold = find(frame, "api_levels", "keras/predict", machine=machine)
-        if cold is not None and not math.isnan(cold["cold_start_ms"]) and cold["own_process"] is not False:
-            out.append(f"Cold start: the first `model.predict` call takes {ms(cold['cold_start_ms'])}, "
-                       f"{cold['cold_start_ms'] / cold['median_ms']:.1f}x a steady-state call.")
+        out += recorded(frame, machine, "keras")
         out += raw_library_findings(frame, machine)
         out += training_section.findings(frame, machine)
         out += backend_findings(frame, machine)
@@ -61,6 +29,44 @@ def findings(frame: pd.DataFrame, loc_rows: list[dict], runs: Sequence[dict] = (
         out += cpu_targets.target_lines(frame, machine)
     out += code_sentence(loc_rows)
     return out
+
+
+RECORDS = "machine_findings"  # templates/machine_findings.toml: the findings as records
+SENTENCES = "machine_findings.md.j2"
+
+
+def recorded(frame: pd.DataFrame, machine: str, group: str) -> list[str]:
+    """machine_findings.toml's findings of a group said on the machine: each whose cells were all
+    measured there, with what its record computes, worded by its macro."""
+    out = []
+    for record in (r for r in words.table_of(RECORDS)["finding"] if r["group"] == group):
+        cells = {name: find(frame, record["study"], label, machine=machine)
+                 for name, label in record["cells"].items()}
+        if any(cell is None for cell in cells.values()):
+            continue
+        claims = computed(record, cells, frame, machine)
+        if claims is not None:
+            out.append(words.say(SENTENCES, record["words"], machine=machine, **cells, **claims))
+    return out
+
+
+def computed(record: dict, cells: dict, frame: pd.DataFrame, machine: str) -> dict | None:
+    """What a finding's record asks of its cells (machine_findings.toml says what each key means), or
+    None where it has nothing to say (a cold start not measured in the cell's own process)."""
+    claims: dict = {f"{a}_over_{b}": ratio(cells[a], cells[b]) for a, b in record.get("ratios", [])}
+    claims |= {f"{a}_over_{b}": ratio_ci(cells[a], cells[b]) for a, b in record.get("intervals", [])}
+    if "above_fastest" in record:
+        fastest = machine_fastest(frame, machine)
+        claims["fastest"] = fastest
+        median = cells[record["above_fastest"]]["median_ms"]
+        claims["above_fastest"] = None if fastest is None else 1 - fastest["median_ms"] / median
+    if "cold_start" in record:
+        cold = cells[record["cold_start"]]
+        if math.isnan(cold["cold_start_ms"]) or cold["own_process"] is False:
+            return None
+        claims.update(cold_ms=cold["cold_start_ms"],
+                      cold_over_steady=cold["cold_start_ms"] / cold["median_ms"])
+    return claims
 
 
 def code_sentence(loc_rows: list[dict]) -> list[str]:
@@ -100,11 +106,11 @@ def raw_library_findings(frame: pd.DataFrame, machine: str) -> list[str]:
     if raw is None or tuned is None:
         return out
     naive = find(frame, "api_levels", f"{raw}/naive", machine=machine)
-    numpy_ref = find(frame, "api_levels", "numpy/default", machine=machine)
+    numpy_ref = find(frame, "api_levels", headline.REFERENCE, machine=machine)
     ops = [r for r in (find(frame, "api_levels", label, machine=machine) for label in FRAMEWORK_OPS)
            if r is not None]
     best_ops = min(ops, key=lambda r: r["median_ms"]) if ops else None
-    predict = find(frame, "api_levels", "keras/predict", machine=machine)
+    predict = find(frame, "api_levels", headline.HIGH_LEVEL, machine=machine)
     line = (f"**The CPU ladder on {machine}, raw library → framework ops → Keras** (`api_levels`, "
             f"ratios within rounds): {registry.short(raw)} tuned takes {ms(tuned['median_ms'])} per image")
     steps = [(naive, f"{registry.short(raw)} naive (everything created per call)"),
@@ -116,14 +122,7 @@ def raw_library_findings(frame: pd.DataFrame, machine: str) -> list[str]:
     if parts:
         line += "; " + ", ".join(parts)
     out.append(line + "." + fastest_sentence(frame, machine))
-    on, off = (find(frame, "overhead", "onednn/naive", machine=machine),
-               find(frame, "overhead", "onednn/naive_nocache", machine=machine))
-    if on is not None and off is not None:
-        out.append(f"oneDNN's primitive cache: the naive level takes {ms(on['median_ms'])} per image "
-                   f"with it and {ms(off['median_ms'])} without it "
-                   f"({fmt_ratio(ratio_ci(off, on), 'x')} within rounds): creating the primitives "
-                   "again on every call is what the cache saves a first attempt.")
-    return out
+    return out + recorded(frame, machine, "raw library")
 
 
 def machine_fastest(frame: pd.DataFrame, machine: str) -> pd.Series | None:

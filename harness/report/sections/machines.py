@@ -3,9 +3,9 @@ vendors print them (cuDNN 91900 -> 9.19.0), and a line naming what differs betwe
 of the CPU rows and that of the GPU rows. Read from each run's env.json."""
 
 from harness import registry
+from harness.machine.versions import cuda_runtime, cudnn_version
 from harness.report.claims import hosts
 from harness.report.markup.tables import table
-from harness.report.markup.versions import cuda_runtime, cudnn_version
 
 # Python, then each level's distributions (its spec's `versions`: TensorFlow, Keras, JAX, PyTorch, CuPy,
 # Numba, ONNX Runtime, OpenVINO, NumPy, ...), the first installed of a column's distributions.

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from harness import registry
-from harness.report.claims import quote
+from harness.report.claims import headline, quote
 from harness.report.claims.rundata import find, ratio_ci, source
 from harness.report.markup.style import ok_cells
 from harness.report.markup.tables import fmt_ratio, ms, table
@@ -28,9 +28,9 @@ def step_table(frame: pd.DataFrame) -> str:
     rows = []
     for _, r in cells.iterrows():
         threads = None if r["threads"] is None or math.isnan(r["threads"]) else int(r["threads"])
-        base = find(frame, STUDY, "numpy/default", machine=r["machine"], batch=r["batch_size"],
+        base = find(frame, STUDY, headline.REFERENCE, machine=r["machine"], batch=r["batch_size"],
                     dtype=r["dtype"], threads=threads)
-        rel = ratio_ci(r, base) if base is not None and r["label"] != "numpy/default" else None
+        rel = ratio_ci(r, base) if base is not None and r["label"] != headline.REFERENCE else None
         rows.append([r["label"], r["device"], r["batch_size"], r["dtype"], threads or "study default",
                      ms(r["median_ms"]), quote.ci_column(r),
                      f"{r['images_per_s']:,.0f}", fmt_ratio(rel), " ".join(quote.marks(r)) or "-",

@@ -1,6 +1,6 @@
 """The worker's process: started inside the walls, limited, watched, and why it ended.
 
-    process   Box: the worker's process started, counted, watched and killed with all it started
+    lifecycle Box: the worker's process started, counted, watched and killed with all it started
     launch    what the worker is started with: its command (bwrap, seccomp), environment and folder
     limits    Limits (what a box enforces), the rlimits set between fork and exec, its capped log
     peak      its peak memory, read from outside: its cgroup's high-water mark, else its VmHWM

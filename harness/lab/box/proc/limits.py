@@ -1,5 +1,5 @@
 """What a lab worker's box enforces, and the rlimits it sets between fork and exec (the box itself:
-harness.lab.box.proc.process).
+harness.lab.box.proc.lifecycle).
 
 Limits of every worker, references included (the same overhead for all):
 - memory: the cgroup's limit (the kernel kills past it: out-of-memory), and on the CPU also

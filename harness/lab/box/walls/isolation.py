@@ -45,10 +45,6 @@ class Isolation:
     def uid(self, slot: int) -> int | None:
         return None if self.uid_base is None else self.uid_base + slot
 
-    @property
-    def tamper_evident(self) -> bool:
-        return self.cgroups or self.steps
-
 
 def lock_dir() -> Path:
     usable = os.path.isdir("/run") and os.access("/run", os.W_OK)

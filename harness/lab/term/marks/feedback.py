@@ -10,6 +10,7 @@ submission (its name, reason, skipped files, log tail) is escaped (harness.lab.t
 
 from pathlib import Path
 
+from harness.draw.style import fmt_ms
 from harness.lab import text
 from harness.lab.judge import store
 from harness.lab.judge.phases import memory
@@ -18,7 +19,6 @@ from harness.lab.judge.rules.assignment import Lab
 from harness.lab.term.marks import points
 from harness.lab.term.public import alias
 from harness.machine.files import write_atomic
-from harness.report.markup.style import fmt_ms
 
 NEXT_STEP = {
     "too-slow": "Profile one predict call on a single image: Python loops over pixels or channels are "

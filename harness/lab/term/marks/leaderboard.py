@@ -21,6 +21,7 @@ import io
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from harness.draw.style import fmt_ms
 from harness.lab import text
 from harness.lab.judge import attempts, store
 from harness.lab.judge.phases import memory
@@ -28,7 +29,6 @@ from harness.lab.judge.rules import assignment, deadlines
 from harness.lab.term.intake import collect
 from harness.lab.term.marks import machines, points
 from harness.machine.files import write_atomic
-from harness.report.markup.style import fmt_ms
 
 # Every status a row may have, in the order of the unranked (most useful first); ok rows come first.
 ROW_STATUSES = ("ok", "over-memory", "too-slow", "timing-inconsistent", "wrong", "crashed", "out-of-memory",

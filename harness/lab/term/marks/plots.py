@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from harness import registry
+from harness.draw import style
+from harness.draw.style import plt
 from harness.lab import text
 from harness.lab.judge.rules.assignment import Lab
-from harness.report.markup import style
-from harness.report.markup.style import plt
 
 
 def name_label(student: str) -> str:
@@ -25,7 +25,7 @@ def name_label(student: str) -> str:
 @functools.cache  # `lab publish` asks for each reference twice (its table and its figure)
 def reference_loc(implementation: str) -> int | None:
     """Code lines of a reference's package (all its files, as the report's LOC table)."""
-    from harness.report.claims import loc
+    from harness.machine import code_lines as loc
 
     package = registry.REGISTRY[implementation].package if implementation in registry.REGISTRY else None
     if not package:

@@ -1,0 +1,80 @@
+"""The report's words: Jinja2 templates in harness/report/templates/, rendered from claims (plain
+data computed in Python) with StrictUndefined, so a name a template uses and no claim gives is an
+error, never a blank. A template file holds one macro per sentence or paragraph; it formats numbers
+through FILTERS (the wing's own formatting) and does no arithmetic, sorting or selection.
+
+    say(template, macro, **claims) -> str   one paragraph: the macro's lines joined by single spaces
+                                            (a template wraps its prose freely)
+    render(template, **claims) -> str       a whole document
+    table_of(name) -> dict                  a data table of words (templates/<name>.toml)
+"""
+
+import time
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import tomllib
+
+from harness.report.markup.tables import fmt_ratio, ms, sig3
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+def fixed(value: float, digits: int = 1) -> str:
+    return f"{value:.{digits}f}"
+
+
+def percent(share: float, digits: int = 0) -> str:
+    """A share (0.42) as a percentage ('42%'; digits=1: '42.0%')."""
+    return f"{100 * share:.{digits}f}%"
+
+
+def paragraph(text: str) -> str:
+    """A template's wrapped lines as one line of the document: stripped and joined by single spaces."""
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def utc(seconds: float) -> str:
+    """A run's start (seconds since the epoch) as '2026-11-27 20:48 UTC'."""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds))
+
+
+FILTERS: dict[str, Any] = {
+    "paragraph": paragraph,
+    "utc": utc,
+    "commit": lambda sha: sha[:10],  # a commit as the report names it
+    "thousands": "{:,}".format,
+    "sig3g": "{:.3g}".format,
+    "ms": ms,  # a time in ms, as every table prints it
+    "ratio": fmt_ratio,  # a within-round ratio dict, with its interval
+    "sig3": sig3,
+    "pct": percent,
+    "fixed": fixed,
+}
+
+
+@cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             autoescape=False)  # Markdown, not HTML: a table cell is escaped by tables.table
+    env.filters.update(FILTERS)
+    return env
+
+
+def say(template: str, macro: str, **claims: Any) -> str:
+    """One paragraph from `template`'s `macro`, its lines stripped and joined by single spaces."""
+    found = getattr(environment().get_template(template).module, macro)
+    return paragraph(str(found(**claims)))
+
+
+def render(template: str, **claims: Any) -> str:
+    """A whole document from `template` (its {% filter paragraph %} blocks each one line)."""
+    return environment().get_template(template).render(**claims)
+
+
+@cache
+def table_of(name: str) -> dict[str, Any]:
+    """templates/<name>.toml: words keyed by what they name (a variant's label), in the file's order."""
+    return tomllib.loads((TEMPLATES / f"{name}.toml").read_text())

@@ -1,0 +1,56 @@
+"""A GPU variant registered today, and no other change: with rows that make it the fastest call on its
+device, the report names it wherever a fastest call is quoted (the headline, the GPU floor's section,
+the figures' data), since the report asks the registry and the rows, never a list of names."""
+
+import dataclasses
+import json
+import shutil
+
+import pytest
+
+from harness import DEFAULT_RESULTS, registry
+from harness.measure import floor
+from harness.report import details, markdown
+from harness.report.claims import rundata
+from harness.report.figures import cost, latency
+from harness.report.sections import gpu_floor_section
+
+LEVEL, VARIANT = "cudnn", "zippy"
+LABEL = f"{LEVEL}/{VARIANT}"
+
+
+@pytest.fixture
+def with_fast_variant(tmp_path, monkeypatch, report_cache):
+    """The committed results, with a cell of LEVEL/VARIANT in the GPU's answering api_levels run:
+    cudnn/graph's calls at a quarter of their time (faster than every call measured there), and
+    the variant in LEVEL's registry entry, one of its floor candidates."""
+    if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl")):
+        pytest.skip("no committed reference results (make run-all writes them)")
+    results = tmp_path / "results"
+    shutil.copytree(DEFAULT_RESULTS, results)
+    spec = registry.spec(LEVEL)
+    monkeypatch.setitem(registry.REGISTRY, LEVEL, dataclasses.replace(
+        spec, variants=(*spec.variants, VARIANT), floor=(*spec.floor, VARIANT)))
+    run_id = floor.fastest_measured("gpu", results).run_id
+    path = results / "api_levels" / str(run_id) / "results.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    graph = next(r for r in rows if r.get("kind") == "cell" and r["cell_id"] == f"{LEVEL}/graph/gpu/b1/float32")
+    fast = {**graph, "cell_id": f"{LABEL}/gpu/b1/float32", "cell": {**graph["cell"], "variant": VARIANT},
+            "rounds_ns": [[t // 4 for t in r] for r in graph["rounds_ns"]]}
+    with path.open("a") as f:
+        f.write(json.dumps(fast) + "\n")
+    return results
+
+
+def test_a_new_fastest_gpu_variant_is_named_in_the_headline_the_gpu_floor_and_the_figures(
+        with_fast_variant, loc_rows):
+    assert floor.fastest_measured("gpu", with_fast_variant).label == LABEL
+    data = rundata.load_report(with_fast_variant, loc_rows)
+    assert data.floors["gpu"].label == LABEL
+    report = markdown.build(data)
+    row = next(line for line in report.splitlines() if line.startswith(f"| {registry.display(LEVEL)} |"))
+    assert f"`{VARIANT}`" in row  # the level's fastest call measured, named by its variant
+    text = details.build(data)
+    assert LABEL in text.split(gpu_floor_section.TITLE)[1].split("\n## ")[0]
+    assert LABEL in {p["label"] for p in cost.points(data.frame, data.loc_rows, data.answer)}
+    assert LABEL in set(latency.api_cells(data.frame)["label"])
