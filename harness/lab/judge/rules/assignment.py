@@ -6,7 +6,9 @@ is an error naming the file, the table and the allowed keys.
                class ("" = the module's one harness.base.LeNet subclass), device, dtype,
                references (registry names, "name/variant", or "floor": the device's fastest measured
                implementation, named when the file is read), rank_by (default: the first reference),
-               allow_imports (the project's level packages a submission may import; default none)
+               allow_imports (the project's level packages a submission may import; default none),
+               starter (the folder handed out: relative to the lab file's folder, else the checkout's
+               labs/; default "template")
     [measure]  calls (timed calls per participant, split over rounds), rounds, warmup, batch_size,
                threads
     [gate]     images (first N test images), min_agree (default: all of them), max_abs_diff
@@ -66,7 +68,7 @@ LEVELS = tuple(dict.fromkeys(spec.api_level for spec in registry.REGISTRY.values
 DEFAULTS: dict[str, dict[str, Any]] = {
     "lab": {"name": None, "title": "", "rung": "numpy", "module": "lenet.py", "class": "",
             "device": "cpu", "dtype": "float32", "references": ["numpy"], "rank_by": None,
-            "allow_imports": []},
+            "allow_imports": [], "starter": "template"},
     "measure": {"calls": 300, "rounds": 10, "warmup": 20, "batch_size": 1, "threads": 1},
     "gate": {"images": 10000, "min_agree": None, "max_abs_diff": 1e-4},
     "limits": {"wall_s": 600, "import_s": 120, "memory_mb": 4096, "cpu_s": 900, "max_ratio": 100,
@@ -105,6 +107,7 @@ class Lab:
     source: str  # the TOML text (copied next to the results, read by Slurm tasks)
     path: str
     grade: Grade = Grade()
+    starter_name: str = "template"  # [lab] starter, as the file wrote it
 
     def reference(self, label: str) -> Reference:
         return next(r for r in self.references if r.label == label)
@@ -118,10 +121,15 @@ class Lab:
 
     @property
     def starter(self) -> Path:
-        """The starter folder students are handed (the kit's, similarity's boilerplate): the rung's own
-        labs/template-RUNG where there is one (the CUDA rung's), every other lab's labs/template."""
-        own = ROOT / "labs" / f"template-{self.rung}"
-        return own if own.is_dir() else ROOT / "labs" / "template"
+        """The starter folder students are handed (the kit's, similarity's boilerplate): [lab] starter,
+        relative to the lab file's own folder (a course's lab folder), else to the checkout's labs/ (a
+        grading's copy of a shipped lab file); a folder found nowhere is an error naming both."""
+        for base in (Path(self.path).parent, LABS_DIR):
+            folder = base / self.starter_name
+            if folder.is_dir():
+                return folder
+        raise HarnessError(f"{self.path} [lab]: starter: no folder {self.starter_name!r} beside the lab file "
+                           f"({Path(self.path).parent}) nor in {LABS_DIR}")
 
 
 def parse_reference(where: str, text: object, device: str) -> Reference:
@@ -185,7 +193,7 @@ def parse(text: str, where: str = "<lab>") -> Lab:
     allow = _allow_imports(head["allow_imports"], f"{where} [lab]")
     return Lab(head["name"] or Path(where).stem, head["title"], head["rung"], head["module"], head["class"],
                head["device"], head["dtype"], references, rank_by, allow, measure, gate, limits, text, where,
-               read_grade(tables["grade"], f"{where} [grade]"))
+               read_grade(tables["grade"], f"{where} [grade]"), head["starter"])
 
 
 def _tables(data: dict, where: str) -> dict[str, dict]:
@@ -207,11 +215,14 @@ def _tables(data: dict, where: str) -> dict[str, dict]:
 
 def _references(head: dict, at: str) -> tuple[tuple[Reference, ...], Reference]:
     """The [lab] table checked; (its references, rank_by)."""
-    for key in ("title", "module", "class"):
+    for key in ("title", "module", "class", "starter"):
         if not isinstance(head[key], str):
             fail(at, f"{key}: expected a string, found {head[key]!r}")
     if not head["module"].endswith(".py") or "/" in head["module"]:
         fail(at, f"module: expected a file name ending in .py (e.g. lenet.py), found {head['module']!r}")
+    if not head["starter"] or Path(head["starter"]).is_absolute() or ".." in Path(head["starter"]).parts:
+        fail(at, f"starter: expected a folder relative to the lab file (e.g. template), found "
+                 f"{head['starter']!r}")
     if head["rung"] not in LEVELS:
         fail(at, f"rung: unknown API level {head['rung']!r}; allowed: {list(LEVELS)}")
     if head["device"] not in registry.DEVICES:
