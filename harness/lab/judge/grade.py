@@ -44,7 +44,7 @@ from harness.lab.box.walls import disk, isolation
 from harness.lab.judge import files, store
 from harness.lab.judge.phases import memory
 from harness.lab.judge.phases.prepare import node_info
-from harness.lab.judge.phases.steps import Steps
+from harness.lab.judge.phases.training import Training
 from harness.lab.judge.rules.assignment import Lab
 from harness.machine import gpu
 from harness.machine.gpulock import GpuLock
@@ -52,7 +52,7 @@ from harness.machine.gpulock import GpuLock
 MAX_ATTEMPTS = 2  # gradings cut off by the grader's death before a submission gets a row
 
 
-class Grader(Steps):
+class Grader(Training):
     """Holds the oracle, the training images and the references' workers across submissions."""
 
     def grade(self, student: str, folder: Path) -> dict:

@@ -36,6 +36,9 @@ class Gate:
     images: int
     min_agree: int
     max_abs_diff: float
+    steps: int = 3  # training: SGD steps of `batch` images, each checked
+    batch: int = 32
+    max_rel_loss: float = 1e-4
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,10 @@ def read_gate(table: dict, at: str) -> Gate:
     number(at, "min_agree", min_agree, 0, whole=True)
     if min_agree > images:
         fail(at, f"min_agree: expected at most images ({images}), found {min_agree}")
-    return Gate(images, min_agree, number(at, "max_abs_diff", table["max_abs_diff"], 0))
+    return Gate(images, min_agree, number(at, "max_abs_diff", table["max_abs_diff"], 0),
+                number(at, "steps", table.get("steps", 3), 1, whole=True),
+                number(at, "batch", table.get("batch", 32), 1, whole=True),
+                number(at, "max_rel_loss", table.get("max_rel_loss", 1e-4), 0))
 
 
 def read_limits(table: dict, at: str) -> Limits:

@@ -3,15 +3,16 @@ submission's latency histogram (OUT/feedback/<id>.png) and its peak memory (the 
 it, the lab's peak_mb where it sets one); <id> is the student's safe id, and every string from the
 submission (its name, reason, skipped files, log tail) is escaped (harness.lab.text).
 
-    write(row, lab, place, ranked, out) -> paths; log_tail(out, student, lines), memory_lines(row, lab)
+    write(row, lab, place, ranked, out) -> paths; log_tail(out, student, lines), memory_lines(row, lab),
+    stage_lines(row, lab) (each stage's verdict, a lab with [stages])
 """
 
 from pathlib import Path
 
 from harness.lab import text
 from harness.lab.judge import store
-from harness.lab.judge.phases import memory
-from harness.lab.judge.rules import timing
+from harness.lab.judge.phases import memory, training
+from harness.lab.judge.rules import stages, timing
 from harness.lab.judge.rules.assignment import Lab
 from harness.lab.term.public import alias
 from harness.machine.files import write_atomic
@@ -50,6 +51,21 @@ def log_tail(out: Path, student: str, lines: int = 15) -> list[str]:
         return []
 
 
+def stage_lines(row: dict, lab: Lab) -> list[str]:
+    """Each stage's verdict (a lab with [stages]), the first wrong one named first; nothing without."""
+    verdicts = [v for v in row.get("stages") or [] if isinstance(v, dict)]
+    if not verdicts:
+        return []
+    wrong = [v for v in verdicts if v.get("verdict") != "ok"]
+    first = f"; the first that is not: **{text.cell(wrong[0].get('stage'), 30)}**." if wrong else "."
+    how = ("each layer's gradient in the first step" if lab.task == "training" else
+           "each given the reference's input to it")
+    head = f"Stage by stage ({how}): {len(verdicts) - len(wrong)} of {len(verdicts)} right{first}"
+    points = [v.get("points") if isinstance(v.get("points"), (int, float)) else None for v in verdicts]
+    return [head, "", *[text.cell(stages.sentence(v, p), 600) for v, p in zip(verdicts, points, strict=True)],
+            ""]
+
+
 def memory_lines(row: dict, lab: Lab) -> list[str]:
     """Its peak memory, as the grader read it from outside its worker, the references' beside it
     and the lab's limit; nothing for a row without one (not measured, or from before it was)."""
@@ -84,7 +100,9 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> lis
                   *[f"- {text.cell(entry)}" for entry in row["skipped_files"][:20]], ""]
     gate = row.get("gate")
     if gate:
-        lines += [timing.gate_sentence(gate, lab.gate.images, lab.gate.min_agree, lab.gate.max_abs_diff), ""]
+        lines += [training.gate_sentence(gate, lab) if lab.task == "training" else
+                  timing.gate_sentence(gate, lab.gate.images, lab.gate.min_agree, lab.gate.max_abs_diff), ""]
+    lines += stage_lines(row, lab)
     lines += memory_lines(row, lab)
     if memory.timed(row):  # ok, or over-memory: timed in full before its peak was gated
         median = fmt_ms(row["median_per_image_ns"] / 1e6)

@@ -177,8 +177,7 @@ def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = (),
              f"`{rank_by}`, timed in the same rounds on the same node (the median over rounds of "
              "each round's median ratio, with a 95% interval from resampling rounds); lower is faster. "
              "The absolute median depends on the node and is shown beside it. Each submission passed the "
-             f"gate first: {lab.gate.min_agree} of {lab.gate.images} test images with the NumPy "
-             f"reference's argmax and every |dp| <= {lab.gate.max_abs_diff:g}; every timed answer, on "
+             f"gate first: {lab.gate_rule}; every timed answer, on "
              "images it had not seen, was checked too.", "", *points_lines(lab), *memory_lines(rows, lab),
              "| rank | student | status | points | median per image | peak memory "
              f"| × {rank_by} [95% interval] | LOC | node | note |",

@@ -5,6 +5,8 @@ collection's manifest (harness.lab.term.intake.collect): what the leaderboard sh
   timing-inconsistent); not for one found too slow by the probe before the full gate (its row has
   `gate_first`, the gate's first images, and no `gate`): only the first images were checked, and
   those are in the students' kit.
+- Stages: a row that did not pass the gate but has stage verdicts (a lab with [stages]) gets the
+  points of the stages judged ok, at most gate_points.
 - Speed (ok rows only): up to `speed_points` by the ratio to rank_by: "linear" (all at or below
   full_at, none at or above zero_at, linear in log(ratio) between) or "tiers" (the points of the
   first tier whose ratio is at least the submission's; none past the last).
@@ -18,7 +20,7 @@ collection's manifest (harness.lab.term.intake.collect): what the leaderboard sh
 
     PASSED_GATE, Score, tie_ranks(intervals, same), groups(rows) -> {student: (rank, best ratio)},
     sorted_ok(rows) (the ok rows, best ratio first), identity(row) (the files' hash), ratio(row)
-    speed_points(grade, ratio), late_days(grade, entry), late_factor(grade, days)
+    speed_points(grade, ratio), stage_points(row, grade), late_days(grade, entry), late_factor(grade, days)
     score(row, grade, best_ratio, entry), scores(rows, grade, manifest) -> {student: Score}
 """
 
@@ -127,18 +129,31 @@ def late_factor(grade: Grade, days: int) -> float:
 def score(row: dict, grade: Grade, best_ratio: float | None, entry: dict | None) -> Score:
     """One row's points; best_ratio: its tie group's best ratio (ok rows)."""
     gated = row["status"] in PASSED_GATE and not ("gate_first" in row and "gate" not in row)
-    gate = float(grade.gate_points) if gated else 0.0
+    staged = stage_points(row, grade) if not gated else None
+    gate = float(grade.gate_points) if gated else staged or 0.0
     speed = speed_points(grade, best_ratio) if row["status"] == "ok" and best_ratio is not None else 0.0
     days = late_days(grade, entry)
     factor = late_factor(grade, days)
     total = round((gate + speed) * factor, 2)
-    words = [f"{row['status']}: {gate:g} for the gate" + (f" + {speed:g} for speed" if speed else "")
+    words = [f"{row['status']}: {gate:g} for the " + ("stages it got right" if staged is not None else "gate")
+             + (f" + {speed:g} for speed" if speed else "")
              + ("" if gated or row["status"] not in PASSED_GATE else " (too slow for the full gate)")]
     if days:
         words.append(f"{days} day(s) late: " + ("no points (past late_max_days)" if factor == 0
                                                   else f"x {factor:.2f}"))
     return Score(gate, speed, days, factor, total, float(grade.gate_points + grade.speed_points),
                  "; ".join(words))
+
+
+def stage_points(row: dict, grade: Grade) -> float | None:
+    """A row that failed the gate: the points of its stages judged ok (the lab's [stages], as its row
+    records them), at most gate_points; None for a row without stages."""
+    verdicts = row.get("stages")
+    if not isinstance(verdicts, list):
+        return None
+    got = sum(v["points"] for v in verdicts if isinstance(v, dict) and v.get("verdict") == "ok"
+              and isinstance(v.get("points"), (int, float)) and v["points"] >= 0)
+    return float(min(got, grade.gate_points))
 
 
 def scores(rows: list[dict], grade: Grade, manifest: dict[str, dict] | None = None) -> dict[str, Score]:

@@ -1,0 +1,114 @@
+"""Partial credit by stage (harness.lab.judge.rules.stages): a lab with [stages] asks each layer of a
+submission on the oracle's input to it; the example with fc1's NCHW flatten gets every other
+stage's points, and its feedback names fc1 and the NCHW flatten. A lab without stages grades as
+before (tests/test_lab.py)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from harness import DEFAULT_WEIGHTS
+from harness.data import mnist
+from harness.errors import HarnessError
+from harness.lab.judge.rules import assignment, stages
+from harness.lab.term.marks import points
+from tests.conftest import ROOT
+
+LAB = """
+[lab]
+name = "staged"
+references = ["numpy"]
+[measure]
+calls = 12
+rounds = 2
+warmup = 2
+[gate]
+images = 100
+[limits]
+wall_s = 120
+import_s = 30
+max_ratio = 300
+[stages]
+conv1 = 10
+pool1 = 5
+conv2 = 10
+pool2 = 5
+fc1 = 10
+fc2 = 5
+fc3 = 5
+softmax = 5
+[grade]
+gate_points = 60
+speed_points = 40
+"""
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    return stages.oracle_stages(DEFAULT_WEIGHTS, mnist.load("test")[0][:4], "float32")
+
+
+def test_a_stage_in_nchw_and_fc1_flattening_nchw_are_named(oracle):
+    conv = oracle["conv2"]
+    tol = stages.tolerance(1e-4, conv.output)
+    assert stages.judge("conv2", conv.output.copy(), conv, tol)["verdict"] == "ok"
+    nchw = stages.judge("conv2", conv.output.transpose(0, 3, 1, 2).copy(), conv, tol)
+    assert nchw["verdict"] == "wrong" and nchw["layout"] == stages.OUTPUT_NCHW and "shape" in nchw["reason"]
+    fc1 = oracle["fc1"]
+    flat = stages.judge("fc1", fc1.mistakes[stages.FLATTEN_NCHW], fc1, stages.tolerance(1e-4, fc1.output))
+    assert flat["verdict"] == "wrong" and flat["layout"] == stages.FLATTEN_NCHW and flat["max_abs_diff"] > 0.1
+    assert "fc1: wrong (0 of 10 points), largest difference" in stages.sentence(flat, 10)
+
+
+def test_the_stages_table_is_checked(tmp_path):
+    with pytest.raises(HarnessError, match=r"\[stages\]: unknown stage\(s\) \['relu'\]"):
+        assignment.parse("[stages]\nrelu = 3\n", "x.toml")
+    with pytest.raises(HarnessError, match="at most \\[grade\\] gate_points"):
+        assignment.parse("[stages]\nconv1 = 50\nfc1 = 50\n", "x.toml")
+    lab = assignment.parse(LAB, "staged.toml")
+    assert [name for name, _ in lab.stages] == list(stages.INFERENCE)
+
+
+def test_stage_points_of_a_row():
+    grade = assignment.parse(LAB, "staged.toml").grade
+    row = {"status": "wrong", "stages": [{"stage": "conv1", "verdict": "ok", "points": 10},
+                                         {"stage": "fc1", "verdict": "wrong", "points": 10},
+                                         {"stage": "fc2", "verdict": "ok", "points": 5}]}
+    score = points.score(row, grade, None, None)
+    assert score.gate == 15 and "15 for the stages it got right" in score.note
+    assert points.score({"status": "wrong"}, grade, None, None).gate == 0
+
+
+@pytest.mark.slow  # two examples graded: about 15 s
+def test_one_wrong_layer_costs_only_its_points_and_is_named(tmp_path):
+    (tmp_path / "staged.toml").write_text(LAB)
+    for name in ("correct", "wrong"):
+        shutil.copytree(ROOT / "labs" / "examples" / name, tmp_path / "submissions" / name)
+    shutil.copytree(ROOT / "labs" / "template", tmp_path / "submissions" / "template")
+    done = subprocess.run([sys.executable, "-m", "harness", "lab", "grade", str(tmp_path / "staged.toml"),
+                           "--submissions", str(tmp_path / "submissions"), "--out", str(tmp_path / "out")],
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {n: json.loads((tmp_path / "out" / "results" / n / "row.json").read_text())
+            for n in ("correct", "wrong", "template")}
+    assert rows["correct"]["status"] == "ok"
+    assert all(v["verdict"] == "ok" for v in rows["correct"]["stages"])
+    wrong = {v["stage"]: v for v in rows["wrong"]["stages"]}
+    assert rows["wrong"]["status"] == "wrong"
+    assert [s for s, v in wrong.items() if v["verdict"] != "ok"] == ["fc1"]
+    assert wrong["fc1"]["layout"] == stages.FLATTEN_NCHW and wrong["fc1"]["max_abs_diff"] > 0.1
+    assert rows["template"]["status"] == "crashed"  # predict not written: no stage was reached
+    lab = assignment.parse(LAB, "staged.toml")
+    every = sum(p for _, p in lab.stages)
+    assert points.score(rows["wrong"], lab.grade, None, None).gate == every - 10 == 45  # every stage but fc1
+    feedback = (tmp_path / "out" / "feedback" / "wrong.md").read_text()
+    assert "(each given the reference's input to it): 7 of 8 right; the first that is not: **fc1**" in feedback and "fc1: wrong (0 of 10 points), largest difference" \
+        in feedback and "NCHW order" in feedback
+    assert "conv1: ok (10 of 10 points)" in feedback
+    assert np.isfinite(wrong["fc1"]["max_abs_diff"])
