@@ -12,7 +12,9 @@ is an error naming the file, the table and the allowed keys.
                step, a harness.base.Trainer, harness.lab.judge.phases.training)
     [measure]  calls (timed calls per participant, split over rounds), rounds, warmup, batch_size,
                threads
-    [gate]     images (first N test images), min_agree (default: all of them), max_abs_diff; for
+    [gate]     images (first N test images), min_agree (default: all of them), max_abs_diff,
+               slow_images (default 1000: a submission past max_ratio in the probe is gated on its
+               first slow_images only, then too-slow; its gate points: [grade] slow_gate_points); for
                training: steps and batch (the first steps x batch training images in order, from the
                shared initial weights), max_rel_loss (each step's loss) and max_abs_diff (every weight
                after each step; both default to verify-train's 1e-4)
@@ -32,7 +34,8 @@ is an error naming the file, the table and the allowed keys.
                fails the gate gets the points of the stages it gets right, at most gate_points in all
                (a lab without it grades all or nothing)
     [grade]    gate_points, speed_points, speed ("linear": full_at, zero_at; or "tiers"), due,
-               late_per_day, late_max_days (see Grade; harness.lab.term.marks.points computes them)
+               late_per_day, late_max_days, slow_gate_points (default true) (see Grade;
+               harness.lab.term.marks.points computes them)
 
     load(name_or_path) -> Lab       a lab of labs/ by name, or a lab file by path
     parse(text, where) -> Lab       a lab file's text; `where` names it in errors
@@ -79,12 +82,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
             "device": "cpu", "dtype": "float32", "references": ["numpy"], "rank_by": None,
             "allow_imports": [], "starter": "template", "task": "inference"},
     "measure": {"calls": 300, "rounds": 10, "warmup": 20, "batch_size": 1, "threads": 1},
-    "gate": {"images": 10000, "min_agree": None, "max_abs_diff": 1e-4, "steps": 3, "batch": 32,
-             "max_rel_loss": 1e-4},
+    "gate": {"images": 10000, "min_agree": None, "max_abs_diff": 1e-4, "slow_images": 1000, "steps": 3,
+             "batch": 32, "max_rel_loss": 1e-4},
     "limits": {"wall_s": 600, "import_s": 120, "memory_mb": 4096, "cpu_s": 900, "max_ratio": 100,
                "pids": 64, "output_mb": 16, "disk_mb": 256, "files": 4096, "peak_mb": None},
     "grade": {"gate_points": 60, "speed_points": 40, "speed": "linear", "full_at": 1.0, "zero_at": 4.0,
-              "tiers": [], "due": None, "late_per_day": 0, "late_max_days": 7},
+              "tiers": [], "due": None, "late_per_day": 0, "late_max_days": 7, "slow_gate_points": True},
 }
 
 

@@ -3,9 +3,16 @@ grader's gate, run in this process on the gate's test images against the oracle'
 precomputed, with the lab file's thresholds (harness.lab.judge.rules.timing.compare, as the grader), then the
 time per image. No sandbox, no references, no rank: a laptop's check before handing in.
 
-    lenet-lab check lenet.py      the gate, then the median time per image (exit 0: it passes)
+    lenet-lab check lenet.py      a first call (a shape error: the NCHW hint), the time per image
+                                  against the lab's speed limit, then the gate (exit 0: it passes),
+                                  and the peak memory
     lenet-lab emulate lenet.py    (the CUDA lab) the kernels compiled for the CPU, on a few images
-    lenet-lab info                the lab, its gate and limits, what the kit holds
+    lenet-lab info                the lab, its gate and limits, the grader's versions
+    lenet-lab doctor              what this machine has (Python, NumPy, BLAS, GPU) and where
+    lenet-lab show N [lenet.py]   test image N in the terminal, beside both answers
+
+Where nothing can be installed, the same from the unzipped kit's folder, with NumPy alone:
+`python -m harness.lab.term.handout.student check lenet.py`.
 
     Kit, load_kit(folder)                 the kit's data: the lab's numbers, the gate's images and answers
     submission_class(path, class_name)    the student's class, found as the grader finds it
@@ -32,6 +39,7 @@ from harness import ROOT
 from harness.data import mnist
 from harness.errors import HarnessError
 from harness.lab.judge.rules import timing
+from harness.lab.term.handout import doctor
 
 KIT_JSON = "kit.json"  # beside gate.npz in the kit's data folder (harness/_kit/)
 GATE_NPZ = "gate.npz"
@@ -154,21 +162,38 @@ def check(path: Path, kit: Kit, say: Callable[[str], None] = print) -> bool:
         emulate_it = f"; without a GPU: lenet-lab emulate {path.name}" if lab.get("kernels") else ""
         raise HarnessError(f"lab {lab['name']} runs on an NVIDIA GPU through CuPy, which is not installed "
                            f"here (pip install cupy-cuda12x){emulate_it}")
-    t0 = time.perf_counter()
+    for warning in doctor.version_warnings(kit):
+        say(warning)
     impl = build(path, kit)
     try:
+        first_call(impl, kit)
+        median = time_per_image(impl, kit.images, lab["dtype"])
+        say(doctor.speed_line(kit, median))
+        t0 = time.perf_counter()
         gate = gate_numbers(kit, answers(impl, kit.images, lab["dtype"]))
         say(gate_line(kit, gate) + f" ({time.perf_counter() - t0:.1f} s)")
-        if not passes(kit, gate):
-            say("Status: wrong. " + WRONG_HINT)
-            return False
-        median = time_per_image(impl, kit.images, lab["dtype"])
     finally:
         getattr(impl, "close", lambda: None)()
-    say(f"Status: passes the gate. Median time per image: {median / 1e3:.1f} us on this machine "
-        f"(batch of 1). The grader ranks by the ratio to {lab['rank_by']}, timed beside you on its "
-        "own machine, on images you have not seen.")
+    say(f"Peak memory of this check: {doctor.peak_mb():.0f} MiB (the kit's data included)"
+        + (f"; the lab's limit: {lab['limits']['peak_mb']} MiB" if lab["limits"].get("peak_mb") else ""))
+    if not passes(kit, gate):
+        say("Status: wrong. " + WRONG_HINT)
+        return False
+    say(f"Status: passes the gate. The grader ranks by the ratio to {lab['rank_by']}, timed beside you on "
+        "its own machine, on images you have not seen.")
     return True
+
+
+def first_call(impl: Any, kit: Kit) -> None:
+    """predict on one image, before anything else: a shape error there gets the NCHW hint."""
+    try:
+        answers(impl, kit.images[:1], kit.lab["dtype"])
+    except Exception as exc:
+        hint = doctor.shape_hint(exc)
+        if hint:
+            exc.add_note(f"lenet-lab: {hint}") if hasattr(exc, "add_note") else None
+            print(f"HINT: {hint}", file=sys.stderr)
+        raise
 
 
 EMULATED_IMAGES = 50  # emulated kernels run one CUDA thread after another: seconds per image batch
@@ -209,6 +234,10 @@ def emulate(path: Path, kit: Kit, say: Callable[[str], None] = print, images: in
 
 def info(kit: Kit, say: Callable[[str], None] = print) -> None:
     lab, gate = kit.lab, kit.lab["gate"]
+    grader = lab.get("grader") or {}
+    say(f"the grader runs: Python {grader.get('python', '?')}, NumPy {grader.get('numpy', '?')}")
+    for warning in doctor.version_warnings(kit):
+        say(warning)
     say(f"lab {lab['name']}: {lab['title']} ({lab['device']}, {lab['dtype']})")
     say(f"your file: {lab['module']}, one harness.base.LeNet subclass; predict (N, 28, 28, 1) -> (N, 10)")
     say(f"gate: the first {gate['images']} MNIST test images; at least {gate['min_agree']} argmaxes as "
@@ -230,12 +259,26 @@ def main(argv: list[str] | None = None) -> int:
         one.add_argument("path", type=Path, help="your lenet.py (or the folder holding it)")
         if name == "emulate":
             one.add_argument("--images", type=int, default=EMULATED_IMAGES)
-    sub.add_parser("info", help="the lab, its gate and limits")
+    sub.add_parser("info", help="the lab, its gate and limits, the grader's versions")
+    sub.add_parser("doctor", help="what this machine has (Python, NumPy, BLAS, GPU) and where it lives")
+    show = sub.add_parser("show", help="test image N in the terminal, beside the reference's answer "
+                          "(and yours)")
+    show.add_argument("n", type=int, help="the test image's number (a failed gate names the first ones)")
+    show.add_argument("path", type=Path, nargs="?", help="your lenet.py, to show its answer too")
     args = parser.parse_args(argv)
     try:
+        if args.command == "doctor":
+            doctor.doctor()
+            return 0
         kit = load_kit()
         if args.command == "info":
             info(kit)
+            return 0
+        if args.command == "show":
+            image = kit.images[args.n:args.n + 1]
+            probs = answers(build(args.path.resolve(), kit), image, kit.lab["dtype"])[0] \
+                if args.path and 0 <= args.n < len(kit.images) else None
+            doctor.show(kit, args.n, probs)
             return 0
         path = args.path / kit.lab["module"] if args.path.is_dir() else args.path
         if not path.is_file():
@@ -250,3 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print("Status: crashed (the traceback above shows where).")
         return 1
+
+
+if __name__ == "__main__":  # python -m harness.lab.term.handout.student check lenet.py (no install)
+    raise SystemExit(main())

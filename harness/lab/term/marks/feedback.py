@@ -1,7 +1,8 @@
 """OUT/feedback/<id>.md: what failed and why, or how far from the references, with that
 submission's latency histogram (OUT/feedback/<id>.png) and its peak memory (the references' beside
-it, the lab's peak_mb where it sets one); <id> is the student's safe id, and every string from the
-submission (its name, reason, skipped files, log tail) is escaped (harness.lab.text).
+it, the lab's peak_mb where it sets one); <id> is the student's safe id, every string from the
+submission (its name, reason, skipped files, log tail) is escaped, and every absolute path is cut to
+its last parts (harness.lab.text.unpathed: the server's folders are not the student's business).
 
     write(row, lab, place, ranked, out) -> paths; log_tail(out, student, lines), memory_lines(row, lab),
     stage_lines(row, lab) (each stage's verdict, a lab with [stages])
@@ -128,5 +129,5 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> lis
         lines += ["", "The end of your worker's log:", "", "```", *text.block(tail), "```"]
     lines += alias.refusal_lines(out, student)  # `lab publish` refused its alias.txt
     path = folder / f"{name}.md"
-    write_atomic(path, "\n".join(lines) + "\n")
+    write_atomic(path, text.unpathed("\n".join(lines) + "\n"))  # no folder of the server's in it
     return [path] + ([picture] if picture else [])

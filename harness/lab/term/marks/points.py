@@ -2,9 +2,9 @@
 collection's manifest (harness.lab.term.intake.collect): what the leaderboard shows and `lab export` hands in.
 
 - Gate: `gate_points` for every submission that passed the gate (ok, over-memory, too-slow,
-  timing-inconsistent); not for one found too slow by the probe before the full gate (its row has
-  `gate_first`, the gate's first images, and no `gate`): only the first images were checked, and
-  those are in the students' kit.
+  timing-inconsistent); one found too slow by the probe is gated on [gate] slow_images (its row's
+  `gate`) and keeps them where [grade] slow_gate_points (default true); a row from before that, with
+  `gate_first` and no `gate`, gets none: only the first images were checked.
 - Stages: a row that did not pass the gate but has stage verdicts (a lab with [stages]) gets the
   points of the stages judged ok, at most gate_points.
 - Speed (ok rows only): up to `speed_points` by the ratio to rank_by: "linear" (all at or below
@@ -128,7 +128,8 @@ def late_factor(grade: Grade, days: int) -> float:
 
 def score(row: dict, grade: Grade, best_ratio: float | None, entry: dict | None) -> Score:
     """One row's points; best_ratio: its tie group's best ratio (ok rows)."""
-    gated = row["status"] in PASSED_GATE and not ("gate_first" in row and "gate" not in row)
+    gated = row["status"] in PASSED_GATE and not ("gate_first" in row and "gate" not in row) and \
+        (row["status"] != "too-slow" or grade.slow_gate_points)
     staged = stage_points(row, grade) if not gated else None
     gate = float(grade.gate_points) if gated else staged or 0.0
     speed = speed_points(grade, best_ratio) if row["status"] == "ok" and best_ratio is not None else 0.0
@@ -137,7 +138,9 @@ def score(row: dict, grade: Grade, best_ratio: float | None, entry: dict | None)
     total = round((gate + speed) * factor, 2)
     words = [f"{row['status']}: {gate:g} for the " + ("stages it got right" if staged is not None else "gate")
              + (f" + {speed:g} for speed" if speed else "")
-             + ("" if gated or row["status"] not in PASSED_GATE else " (too slow for the full gate)")]
+             + ("" if gated or row["status"] not in PASSED_GATE else
+               " (too slow: the lab gives a too-slow submission no gate points)" if "gate" in row else
+               " (too slow for the full gate)")]
     if days:
         words.append(f"{days} day(s) late: " + ("no points (past late_max_days)" if factor == 0
                                                   else f"x {factor:.2f}"))
