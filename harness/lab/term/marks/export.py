@@ -34,7 +34,7 @@ from harness.lab import text
 from harness.lab.judge import store
 from harness.lab.judge.rules import assignment
 from harness.lab.term.intake import collect
-from harness.lab.term.marks import points
+from harness.lab.term.marks import extensions, points
 from harness.machine.files import write_atomic
 
 CANVAS_FIXED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -116,7 +116,7 @@ def export(out: Path, roster: Path, fmt: str, target: Path, force: bool = False,
     lab = store.graded_lab(out)
     rows, _ = store.checked_rows(out)
     manifest = collect.graded_manifest(out)
-    scores, places = points.scores(rows, lab.grade, manifest), points.groups(rows)
+    scores, places = points.scores(rows, lab.grade, manifest, extensions.graded(out)), points.groups(rows)
     by_id = {(manifest.get(r["student"]) or {}).get("student_id") or r["student"]: r for r in rows}
     header, roster_rows = read_roster(roster, fmt)
     most = lab.grade.gate_points + lab.grade.speed_points

@@ -52,6 +52,15 @@ def log_tail(out: Path, student: str, lines: int = 15) -> list[str]:
         return []
 
 
+def extension_lines(student: str, lab: Lab, out: Path) -> list[str]:
+    """The student's own due date, where OUT/extensions.csv gives one (harness.lab.term.marks.extensions)."""
+    from harness.lab.term.intake import collect
+    from harness.lab.term.marks import extensions
+
+    due = extensions.due_of(extensions.graded(out), student, collect.graded_manifest(out).get(student))
+    return [text.cell(extensions.line(due, lab.grade.due), 300), ""] if due else []
+
+
 def stage_lines(row: dict, lab: Lab) -> list[str]:
     """Each stage's verdict (a lab with [stages]), the first wrong one named first; nothing without."""
     verdicts = [v for v in row.get("stages") or [] if isinstance(v, dict)]
@@ -94,6 +103,7 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> lis
     lines = [f"# {text.cell(student, 300)}: lab {lab.name}", "",
              f"Status: **{text.cell(row['status'], 30)}**" +
              (f" — rank {place} of {ranked}" if place else ""), ""]
+    lines += extension_lines(student, lab, out)
     if row.get("reason"):
         lines += [f"What happened: {text.cell(row['reason'], 1000)}", ""]
     if row.get("skipped_files"):

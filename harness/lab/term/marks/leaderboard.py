@@ -24,7 +24,7 @@ from harness.lab.judge import store
 from harness.lab.judge.phases import memory
 from harness.lab.judge.rules import assignment, deadlines
 from harness.lab.term.intake import collect
-from harness.lab.term.marks import points
+from harness.lab.term.marks import extensions, points
 from harness.machine.files import write_atomic
 from harness.report.markup.style import fmt_ms
 
@@ -238,7 +238,7 @@ def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
     out = Path(out)
     lab = store.graded_lab(out)
     rows, notes = store.checked_rows(out)
-    scores = points.scores(rows, lab.grade, collect.graded_manifest(out))
+    scores = points.scores(rows, lab.grade, collect.graded_manifest(out), extensions.graded(out))
     paths = [write_csv(rows, out / "leaderboard.csv", scores)]
     write_atomic(out / "LEADERBOARD.md", with_similarity(markdown(rows, lab, notes, scores), rows, out))
     paths.append(out / "LEADERBOARD.md")

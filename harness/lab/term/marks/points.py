@@ -16,7 +16,8 @@ collection's manifest (harness.lab.term.intake.collect): what the leaderboard sh
   points of their group's best ratio: two identical submissions never differ in points.
 - Late: days late = started days past `due` (the manifest's submitted_at; a time without a zone is
   read in due's zone), at least 1 where the LMS flagged it late; the points lose late_per_day
-  percent a day, and all of them past late_max_days.
+  percent a day, and all of them past late_max_days. A student with an extension
+  (harness.lab.term.marks.extensions) is late past their own due, and the LMS's flag is not read.
 
     PASSED_GATE, Score, tie_ranks(intervals, same), groups(rows) -> {student: (rank, best ratio)},
     sorted_ok(rows) (the ok rows, best ratio first), identity(row) (the files' hash), ratio(row)
@@ -25,7 +26,7 @@ collection's manifest (harness.lab.term.intake.collect): what the leaderboard sh
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from harness.lab.judge.rules.assignment import Grade
@@ -126,8 +127,13 @@ def late_factor(grade: Grade, days: int) -> float:
     return max(0.0, 1 - grade.late_per_day / 100 * days)
 
 
-def score(row: dict, grade: Grade, best_ratio: float | None, entry: dict | None) -> Score:
-    """One row's points; best_ratio: its tie group's best ratio (ok rows)."""
+def score(row: dict, grade: Grade, best_ratio: float | None, entry: dict | None,
+          extended: datetime | None = None) -> Score:
+    """One row's points; best_ratio: its tie group's best ratio (ok rows); `extended`: the student's
+    own due (harness.lab.term.marks.extensions), then the LMS's late flag is not read."""
+    if extended is not None:
+        grade = replace(grade, due=extended)
+        entry = {**(entry or {}), "late": ""}  # the LMS flagged it against the class's due
     gated = row["status"] in PASSED_GATE and not ("gate_first" in row and "gate" not in row) and \
         (row["status"] != "too-slow" or grade.slow_gate_points)
     staged = stage_points(row, grade) if not gated else None
@@ -141,6 +147,8 @@ def score(row: dict, grade: Grade, best_ratio: float | None, entry: dict | None)
              + ("" if gated or row["status"] not in PASSED_GATE else
                " (too slow: the lab gives a too-slow submission no gate points)" if "gate" in row else
                " (too slow for the full gate)")]
+    if extended is not None:
+        words.append(f"due {extended.isoformat(sep=' ')} (an extension)")
     if days:
         words.append(f"{days} day(s) late: " + ("no points (past late_max_days)" if factor == 0
                                                   else f"x {factor:.2f}"))
@@ -159,8 +167,16 @@ def stage_points(row: dict, grade: Grade) -> float | None:
     return float(min(got, grade.gate_points))
 
 
-def scores(rows: list[dict], grade: Grade, manifest: dict[str, dict] | None = None) -> dict[str, Score]:
-    """{student: Score} for every row; `manifest` is {folder: entry} (collect.read_manifest)."""
+def scores(rows: list[dict], grade: Grade, manifest: dict[str, dict] | None = None,
+           extended: dict[str, datetime] | None = None) -> dict[str, Score]:
+    """{student: Score} for every row; `manifest` is {folder: entry} (collect.read_manifest);
+    `extended` the extensions ({folder or LMS id: due}, extensions.graded)."""
+    from harness.lab.term.marks import extensions
+
     tied = groups(rows)
-    return {row["student"]: score(row, grade, tied.get(row["student"], (0, None))[1],
-                                  (manifest or {}).get(row["student"])) for row in rows}
+    out = {}
+    for row in rows:
+        entry = (manifest or {}).get(row["student"])
+        out[row["student"]] = score(row, grade, tied.get(row["student"], (0, None))[1], entry,
+                                    extensions.due_of(extended or {}, row["student"], entry))
+    return out
