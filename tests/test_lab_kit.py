@@ -36,7 +36,7 @@ def kits(tmp_path_factory):
     done = subprocess.run([sys.executable, "-m", "harness", "lab", "kit", "cpu_numpy", "--out", str(dest)],
                           capture_output=True, text=True, timeout=120)  # as `make lab-kit` runs it
     assert done.returncode == 0 and "lab-kit-cpu_numpy.zip" in done.stdout, done.stderr
-    for name in ("cpu_numpy", "cuda"):
+    for name in ("cpu_numpy", "cuda", "cpu_train"):
         path = dest / f"lab-kit-{name}.zip" if name == "cpu_numpy" else kit.build(assignment.load(name), dest)
         with zipfile.ZipFile(path) as archive:
             archive.extractall(dest / "unpacked")
@@ -44,7 +44,7 @@ def kits(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("name", ["cpu_numpy", "cuda"])
+@pytest.mark.parametrize("name", ["cpu_numpy", "cuda", "cpu_train"])
 def test_kit_holds_no_answer(kits, name):
     path, _ = kits[name]
     with zipfile.ZipFile(path) as archive:
@@ -194,3 +194,20 @@ def test_logits_a_shape_error_and_show(kits, capsys):
     doctor.show(kit, 3, kit.oracle[3])
     out = capsys.readouterr().out
     assert f"test image 3: the reference says {int(kit.oracle[3].argmax())}" in out and "@" in out
+
+
+@pytest.mark.parametrize("example,passes,says", [
+    ("correct", True, "Status: passes the gate"),
+    ("wrong", False, "fc2's gradient is wrong"),
+])
+def test_the_training_kit_runs_the_grader_s_steps_from_its_folder(kits, example, passes, says):
+    """cpu_train's kit, run from its unzipped folder by its documented command: the grader's three
+    steps from the shared initial weights (its .npz), against the oracle's shipped answers."""
+    _, folder = kits["cpu_train"]
+    command = documented_command(folder)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}  # the kit's harness, not ours
+    done = subprocess.run([sys.executable, *command[1:-1], str(ROOT / "labs" / "examples-train" / example)],
+                          capture_output=True, text=True, cwd=folder, env=env, timeout=300)
+    assert done.returncode == (0 if passes else 1), done.stdout + done.stderr
+    assert says in done.stdout and "Median time per step of 32 images" in done.stdout
+    assert "3 SGD steps of 32 training images" in done.stdout and "numpy takes about" in done.stdout

@@ -3,11 +3,7 @@ gate points (gated on [gate] slow_images, not timed, no speed points; a lab may 
 regrade keeps the class's policy: the grading's own copy of the lab file); one that returns logits is
 told to apply softmax; no feedback file holds an absolute path of the server's."""
 
-import json
-import os
 import re
-import shutil
-import subprocess
 import sys
 
 import pytest
@@ -15,6 +11,7 @@ import pytest
 from harness.lab.judge.rules import assignment
 from harness.lab.term.marks import points
 from tests.conftest import ROOT
+from tests.lab_grading import grade_class
 
 LAB = """
 [lab]
@@ -52,18 +49,7 @@ def test_the_submissions_are_what_they_say():
 
 @pytest.mark.slow  # three submissions graded: about 20 s
 def test_too_slow_keeps_its_gate_points_logits_are_named_and_no_path_leaks(tmp_path):
-    (tmp_path / "real.toml").write_text(LAB)
-    for name, text in SUBMISSIONS.items():
-        (tmp_path / "submissions" / name).mkdir(parents=True)
-        (tmp_path / "submissions" / name / "lenet.py").write_text(text)
-    shutil.copytree(ROOT / "labs" / "examples" / "correct", tmp_path / "submissions" / "correct")
-    done = subprocess.run([sys.executable, "-m", "harness", "lab", "grade", str(tmp_path / "real.toml"),
-                           "--submissions", str(tmp_path / "submissions"), "--out", str(tmp_path / "out")],
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = {n: json.loads((tmp_path / "out" / "results" / n / "row.json").read_text())
-            for n in ("crawl", "logits", "broken", "correct")}
+    out, rows = grade_class(tmp_path, LAB, {**SUBMISSIONS, "correct": ROOT / "labs" / "examples" / "correct"})
     crawl = rows["crawl"]
     assert crawl["status"] == "too-slow" and crawl["probe_ratio"] > 100, crawl["reason"]
     assert crawl["gate"]["images"] == 150 and crawl["gate"]["agree"] == 150
@@ -74,7 +60,7 @@ def test_too_slow_keeps_its_gate_points_logits_are_named_and_no_path_leaks(tmp_p
     strict = assignment.parse(LAB + "[grade]\nslow_gate_points = false\n", "strict.toml")
     assert points.score(crawl, strict.grade, None, None).gate == 0  # a lab may give none
     assert rows["logits"]["status"] == "wrong" and "apply softmax" in rows["logits"]["reason"]
-    feedback = {p.name: p.read_text() for p in (tmp_path / "out" / "feedback").glob("*.md")}
+    feedback = {p.name: p.read_text() for p in (out / "feedback").glob("*.md")}
     assert "apply softmax to fc3's outputs" in feedback["logits.md"]
     assert "The end of your worker's log" in feedback["broken.md"]  # a traceback, its paths cut
     leaks = {name: ABSOLUTE.findall(text) for name, text in feedback.items()}

@@ -3,12 +3,6 @@ submission on the oracle's input to it; the example with fc1's NCHW flatten gets
 stage's points, and its feedback names fc1 and the NCHW flatten. A lab without stages grades as
 before (tests/test_lab.py)."""
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -18,6 +12,7 @@ from harness.errors import HarnessError
 from harness.lab.judge.rules import assignment, stages
 from harness.lab.term.marks import points
 from tests.conftest import ROOT
+from tests.lab_grading import grade_class
 
 LAB = """
 [lab]
@@ -86,17 +81,9 @@ def test_stage_points_of_a_row():
 
 @pytest.mark.slow  # two examples graded: about 15 s
 def test_one_wrong_layer_costs_only_its_points_and_is_named(tmp_path):
-    (tmp_path / "staged.toml").write_text(LAB)
-    for name in ("correct", "wrong"):
-        shutil.copytree(ROOT / "labs" / "examples" / name, tmp_path / "submissions" / name)
-    shutil.copytree(ROOT / "labs" / "template", tmp_path / "submissions" / "template")
-    done = subprocess.run([sys.executable, "-m", "harness", "lab", "grade", str(tmp_path / "staged.toml"),
-                           "--submissions", str(tmp_path / "submissions"), "--out", str(tmp_path / "out")],
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = {n: json.loads((tmp_path / "out" / "results" / n / "row.json").read_text())
-            for n in ("correct", "wrong", "template")}
+    out, rows = grade_class(tmp_path, LAB, {"correct": ROOT / "labs" / "examples" / "correct",
+                                            "wrong": ROOT / "labs" / "examples" / "wrong",
+                                            "template": ROOT / "labs" / "template"})
     assert rows["correct"]["status"] == "ok"
     assert all(v["verdict"] == "ok" for v in rows["correct"]["stages"])
     wrong = {v["stage"]: v for v in rows["wrong"]["stages"]}
@@ -107,7 +94,7 @@ def test_one_wrong_layer_costs_only_its_points_and_is_named(tmp_path):
     lab = assignment.parse(LAB, "staged.toml")
     every = sum(p for _, p in lab.stages)
     assert points.score(rows["wrong"], lab.grade, None, None).gate == every - 10 == 45  # every stage but fc1
-    feedback = (tmp_path / "out" / "feedback" / "wrong.md").read_text()
+    feedback = (out / "feedback" / "wrong.md").read_text()
     assert "(each given the reference's input to it): 7 of 8 right; the first that is not: **fc1**" in feedback and "fc1: wrong (0 of 10 points), largest difference" \
         in feedback and "NCHW order" in feedback
     assert "conv1: ok (10 of 10 points)" in feedback

@@ -5,18 +5,13 @@ step beside numpy's. Its three examples graded in the sandbox: the correct one p
 the one whose backward pass leaves out fc2's ReLU mask fails naming fc2 (fc3's gradient, before it in
 backpropagation, keeps its points), the one that backpropagates image by image ranks slower."""
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-
 import pytest
 
 from harness.errors import HarnessError
 from harness.lab.judge.rules import assignment
 from harness.lab.term.marks import points
 from tests.conftest import ROOT
+from tests.lab_grading import grade_class
 
 SHIPPED = (ROOT / "labs" / "cpu_train.toml").read_text()
 # the shipped lab with fewer timed steps (60 over 6 rounds there): enough to rank 3x apart
@@ -44,16 +39,8 @@ def test_a_training_lab_s_references_must_train():
 
 @pytest.mark.slow  # three training submissions graded: about a minute
 def test_the_training_examples_are_gated_named_and_ranked(tmp_path):
-    (tmp_path / "cpu_train.toml").write_text(SMALL)
-    for name in ("correct", "wrong", "slow"):
-        shutil.copytree(ROOT / "labs" / "examples-train" / name, tmp_path / "submissions" / name)
-    done = subprocess.run([sys.executable, "-m", "harness", "lab", "grade", str(tmp_path / "cpu_train.toml"),
-                           "--submissions", str(tmp_path / "submissions"), "--out", str(tmp_path / "out")],
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                          timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = {n: json.loads((tmp_path / "out" / "results" / n / "row.json").read_text())
-            for n in ("correct", "wrong", "slow")}
+    out, rows = grade_class(tmp_path, SMALL, {n: ROOT / "labs" / "examples-train" / n
+                                              for n in ("correct", "wrong", "slow")})
     assert rows["correct"]["status"] == "ok" and rows["slow"]["status"] == "ok", \
         {n: (r["status"], r["reason"]) for n, r in rows.items()}
     assert rows["correct"]["gate"]["passes"] and len(rows["correct"]["gate"]["steps"]) == 3
@@ -64,8 +51,8 @@ def test_the_training_examples_are_gated_named_and_ranked(tmp_path):
     assert [v["stage"] for v in wrong["stages"] if v["verdict"] == "ok"] == ["fc3"]
     lab = assignment.parse(SMALL, "cpu_train.toml")
     assert points.score(wrong, lab.grade, None, None).gate == 12
-    board = (tmp_path / "out" / "LEADERBOARD.md").read_text()
+    board = (out / "LEADERBOARD.md").read_text()
     assert board.index("correct") < board.index("slow") and "3 SGD steps of 32 training images" in board
-    feedback = (tmp_path / "out" / "feedback" / "wrong.md").read_text()
+    feedback = (out / "feedback" / "wrong.md").read_text()
     assert "the first that is not: **fc2**" in feedback and "fc2: wrong (0 of 12 points), largest difference" \
         in feedback

@@ -19,8 +19,8 @@ inference is.
     Training(Steps)                  .steps: a training lab's (.training_steps and its phases), else Steps'
 
     oracle_steps(w, batches) -> (losses, weights after each step)
-    gate_numbers(losses, weights, oracle_losses, oracle_weights) -> dict
-    gradient_stages(gate, stages, tol) -> verdicts; unflat(values); gate_sentence(gate, lab)
+    gradient_stages(gate, stages, tol) -> verdicts
+    (the gate's rule, shared with the training kit: harness.lab.judge.rules.sgd)
     TIMED_TOLERANCE
 """
 
@@ -37,28 +37,15 @@ from harness.lab.judge.phases import verdict
 from harness.lab.judge.phases.references import REFERENCE_TIMEOUT_S
 from harness.lab.judge.phases.steps import Steps, Warmup
 from harness.lab.judge.phases.verdict import SUBMISSION, Rounds
-from harness.lab.judge.rules import deadlines, stages, timing
-from harness.lab.judge.rules.assignment import Lab
+from harness.lab.judge.rules import deadlines, timing
+from harness.lab.judge.rules.sgd import Weights, gate_numbers, layer_diffs, unflat
 from harness.measure.plan.study import chunk_sizes
 
-Weights = dict[str, weights.Layer]
 # The timed rounds' batches are unseen noisy images: a max-pool near-tie there may route one gradient
 # entry differently in float32 than in the oracle's float64 (verify-train's "tie"); a step not taken,
 # or taken wrong, is off by far more.
 TIMED_TOLERANCE = 1e-3
 COUNT = weights.N_PARAMETERS
-
-
-def unflat(values: np.ndarray) -> Weights:
-    out, at = {}, 0
-    for name, shapes in weights.SHAPES.items():
-        parts = []
-        for shape in shapes:
-            size = int(np.prod(shape))
-            parts.append(np.asarray(values[at:at + size], np.float64).reshape(shape))
-            at += size
-        out[name] = weights.Layer(*parts)
-    return out
 
 
 Batch = tuple[np.ndarray, np.ndarray]  # (B, 28, 28) uint8 images, (B,) labels
@@ -78,41 +65,6 @@ def oracle_steps(w: Weights, batches: list[Batch]) -> tuple[list[float], list[We
     return losses, after
 
 
-def layer_diffs(found: Weights, expected: Weights) -> dict[str, float]:
-    """{layer: max |w - oracle's w| over its kernel and bias}; NaN counts as infinite."""
-    out = {}
-    for name, (kernel, bias) in expected.items():
-        d = max(float(np.max(np.abs(found[name].kernel - kernel))),
-                float(np.max(np.abs(found[name].bias - bias))))
-        out[name] = d if np.isfinite(d) else float("inf")
-    return out
-
-
-def gate_numbers(losses: list[float], found: list[Weights], oracle_losses: list[float],
-                 oracle_weights: list[Weights], max_rel_loss: float, max_abs_diff: float) -> dict:
-    """The gate's row: per step the loss, the oracle's, their relative difference and each layer's
-    max |dw| against the oracle's; `passes`, and the first failure in words."""
-    steps, first = [], None
-    for k, (loss, w, want_loss, want_w) in enumerate(zip(losses, found, oracle_losses, oracle_weights,
-                                                          strict=True), 1):
-        rel = abs(loss - want_loss) / max(abs(want_loss), 1e-12)
-        rel = rel if np.isfinite(rel) else float("inf")
-        layers = layer_diffs(w, want_w)
-        steps.append({"step": k, "loss": loss, "oracle_loss": want_loss, "rel_loss": rel, "layers": layers})
-        if first is None:
-            wrong = [n for n in stages.TRAINING if not layers[n] <= max_abs_diff]
-            if wrong:
-                first = (f"step {k}: the weights of {wrong[0]} differ from the NumPy reference's by up to "
-                         f"{layers[wrong[0]]:.3g} (allowed {max_abs_diff:g}): {wrong[0]}'s gradient is wrong"
-                         + (f" (then {', '.join(wrong[1:])}, which backpropagation reaches through it)"
-                            if wrong[1:] else ""))
-            elif not rel <= max_rel_loss:
-                first = (f"step {k}: the loss {loss:.7g} differs from the NumPy reference's {want_loss:.7g} "
-                         f"(relative {rel:.2g}, allowed {max_rel_loss:g}): the forward pass or the loss "
-                         "is wrong")
-    return {"steps": steps, "passes": first is None, "first_failure": first}
-
-
 def gradient_stages(gate: dict, lab_stages: tuple[tuple[str, float], ...], tol: float) -> list[dict]:
     """Each layer's gradient, judged from the first step (the same weights for all): its weights
     after the step within tol of the oracle's; the difference given as the gradient's (/ lr)."""
@@ -124,15 +76,6 @@ def gradient_stages(gate: dict, lab_stages: tuple[tuple[str, float], ...], tol: 
         verdicts.append({"stage": name, "verdict": "ok" if ok else "wrong", "points": points, "layout": None,
                          "max_abs_diff": None if ok or not np.isfinite(diff) else diff / LEARNING_RATE})
     return verdicts
-
-
-def gate_sentence(gate: dict, lab: Lab) -> str:
-    """The training gate's line: each step's loss against the oracle's, and its first failure."""
-    steps = [s for s in gate.get("steps") or [] if isinstance(s, dict)]
-    losses = "; ".join(f"step {s['step']} loss {s['loss']:.6g} (reference {s['oracle_loss']:.6g})"
-                       for s in steps)
-    verdict = "passed" if gate.get("passes") else f"failed: {gate.get('first_failure')}"
-    return f"Gate ({lab.gate_rule}): {verdict}. {losses}."
 
 
 class Training(Steps):

@@ -24,10 +24,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from harness.lab.judge.rules import sgd
 from harness.lab.judge.rules.tables import fail, number
 
 INFERENCE = ("conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "fc3", "softmax")
-TRAINING = ("fc3", "fc2", "fc1", "conv2", "conv1")  # gradients, in the order backpropagation finds them
+TRAINING = sgd.BACKWARD  # gradients, in the order backpropagation finds them
 SHAPES = {"conv1": ((28, 28, 1), (28, 28, 6)), "pool1": ((28, 28, 6), (14, 14, 6)),
           "conv2": ((14, 14, 6), (10, 10, 16)), "pool2": ((10, 10, 16), (5, 5, 16)),
           "fc1": ((5, 5, 16), (120,)), "fc2": ((120,), (84,)), "fc3": ((84,), (10,)),

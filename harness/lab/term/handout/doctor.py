@@ -5,11 +5,13 @@ NumPy reference's (timed where the kit was built, scaled by a probe of this mach
 versions against these, the process's peak memory, and the hint for a shape error in a first call.
 Nothing here computes LeNet-5: the probe is plain matrix products.
 
+    info(kit, say)                   the lab, its gate and limits, the grader's versions
     doctor(say)                      Python, NumPy and its BLAS, a GPU and its libraries, and where
     show(kit, n, probs, say)         test image n, the oracle's and (given) the student's probabilities
     machine_probe() -> ns            the median time of the probe's matrix products here
     reference_here(kit) -> ns|None   the reference's time per image estimated for this machine
-    speed_line(kit, median_ns) -> str  the time per image against it, WARNING past the lab's max_ratio
+    speed_line(kit, median_ns, what) -> str   the time per image (or step) against it, WARNING past
+                                     the lab's max_ratio
     version_warnings(kit) -> [str]   the grader's Python and NumPy against these
     peak_mb() -> float               this process's peak resident memory
     shape_hint(exc) -> str           '' or the NCHW hint for an error in a first call
@@ -61,11 +63,11 @@ def reference_here(kit: Any) -> float | None:
     return float(ref["median_ns"]) * machine_probe() / float(ref["probe_ns"])
 
 
-def speed_line(kit: Any, median_ns: float) -> str:
+def speed_line(kit: Any, median_ns: float, what: str = "image") -> str:
     """The time per image, and against the reference's estimated here, the lab's limit: past it,
     a WARNING that the grader gives gate points only (not timed, no speed points)."""
     lab = kit.lab
-    line = f"Median time per image: {median_ns / 1e3:.1f} us on this machine (batch of 1)."
+    line = f"Median time per {what}: {median_ns / 1e3:.1f} us on this machine."
     reference = reference_here(kit)
     if reference is None:
         return line
@@ -124,6 +126,22 @@ def show(kit: Any, n: int, probs: np.ndarray | None, say: Callable[[str], None] 
         + (f", yours {int(np.argmax(probs))}" if probs is not None else ""))
     for i in range(max(len(art), len(rows))):
         say(f"{art[i] if i < len(art) else ' ' * 28}{rows[i] if i < len(rows) else ''}")
+
+
+def info(kit: Any, say: Callable[[str], None] = print) -> None:
+    """The lab, its gate and limits, the grader's versions (and a warning where these differ)."""
+    lab, gate = kit.lab, kit.lab["gate"]
+    grader = lab.get("grader") or {}
+    say(f"the grader runs: Python {grader.get('python', '?')}, NumPy {grader.get('numpy', '?')}")
+    for warning in version_warnings(kit):
+        say(warning)
+    say(f"lab {lab['name']}: {lab['title']} ({lab['device']}, {lab['dtype']})")
+    say(f"your file: {lab['module']}, one harness.base.LeNet subclass; predict (N, 28, 28, 1) -> (N, 10)")
+    say(f"gate: the first {gate['images']} MNIST test images; at least {gate['min_agree']} argmaxes as "
+        f"the oracle's, every |dp| <= {gate['max_abs_diff']:g}")
+    say(f"ranked by: the ratio to {lab['rank_by']}, timed beside you by the grader; limits: "
+        + ", ".join(f"{k} {v}" for k, v in lab["limits"].items()))
+    say(f"weights: {kit.weights}")
 
 
 def _where(module: str) -> str:

@@ -29,11 +29,13 @@ import shutil
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from harness import DEFAULT_WEIGHTS, ROOT
 from harness.data import weights as weights_file
+from harness.data.init_weights import DEFAULT_INIT
 from harness.errors import HarnessError
 from harness.lab.judge.rules import timing
 from harness.lab.judge.rules.assignment import Lab
@@ -46,7 +48,8 @@ INTERFACE = ("harness/__init__.py", "harness/errors.py", "harness/registry.py", 
              "harness/lab/__init__.py", "harness/lab/judge/__init__.py",
              "harness/lab/judge/rules/__init__.py", "harness/lab/judge/rules/timing.py",
              "harness/lab/term/__init__.py", "harness/lab/term/handout/__init__.py",
-             "harness/lab/term/handout/student.py", "harness/lab/term/handout/doctor.py")
+             "harness/lab/term/handout/student.py", "harness/lab/term/handout/doctor.py",
+             "harness/lab/judge/rules/sgd.py", "harness/lab/term/handout/trainkit.py")
 EMULATION = ("harness/lab/emucuda.py", "harness/lab/cuda_emu.h")  # the CUDA lab: kernels on the CPU
 
 
@@ -69,6 +72,8 @@ def build(lab: Lab, dest: Path = DIST, weights: Path = DEFAULT_WEIGHTS) -> Path:
 
 def stage(lab: Lab, folder: Path, weights: Path) -> None:
     """The kit's folder: the interface, the starter, the data, pyproject.toml and README.md."""
+    if lab.task == "training" and Path(weights) == Path(DEFAULT_WEIGHTS):  # training starts from the seed
+        weights = DEFAULT_INIT
     if not Path(weights).is_file():
         raise HarnessError(f"{weights}: no weights file to ship (make weights trains it)")
     for relative in INTERFACE + (EMULATION if lab.kernels else ()):
@@ -79,8 +84,8 @@ def stage(lab: Lab, folder: Path, weights: Path) -> None:
     weights_file.write_npz(weights_file.read(weights), data / "weights" / npz_name(Path(weights)))
     (data / f"{lab.name}.toml").write_text(lab.source)
     (data / "kit.json").write_text(json.dumps(kit_json(lab, Path(weights)), indent=1) + "\n")
-    images, oracle = gate_data(lab, Path(weights))
-    np.savez_compressed(data / "gate.npz", images=images, oracle=oracle)
+    arrays: dict[str, Any] = gate_data(lab, Path(weights))
+    np.savez_compressed(data / "gate.npz", **arrays)
     starter = lab.starter
     for source in sorted(starter.iterdir()):
         if source.is_file():
@@ -99,21 +104,26 @@ def reference_times(lab: Lab, weights: Path) -> dict | None:
     """The NumPy reference's median time per image (batch 1) here, and this machine's probe
     (harness.lab.term.handout.doctor.machine_probe): the kit's check scales the one by the other's
     ratio on the student's machine. Only for a CPU inference lab ranked by numpy (else None)."""
-    if lab.device != "cpu" or lab.task != "inference" or lab.rank_by.implementation != "numpy":
+    if lab.device != "cpu" or lab.rank_by.implementation != "numpy":
         return None
     import time
 
     from harness.data import mnist
     from lenet_numpy.model import NumpyLeNet  # the oracle: runs here, never shipped
+    from lenet_numpy.train import NumpyTrainer
 
-    oracle = NumpyLeNet(str(weights), dtype=lab.dtype)
-    x = mnist.to_input(mnist.load("test")[0][:200], lab.dtype)
+    training = lab.task == "training"
+    images, labels = mnist.load("train" if training else "test")
+    batch = lab.measure.batch_size if training else 1
+    x, y = mnist.to_input(images[:8 * batch], lab.dtype), labels[:8 * batch].astype(np.int64)
+    trainer, model = NumpyTrainer(str(weights), dtype=lab.dtype), NumpyLeNet(str(weights), dtype=lab.dtype)
     times = []
-    for i in range(len(x)):
+    for i in range(8 if training else 200):
+        part = slice((i % 8) * batch, (i % 8 + 1) * batch)
         t0 = time.perf_counter_ns()
-        oracle.predict(x[i:i + 1])
+        trainer.train_step(x[part], y[part]) if training else model.predict(x[part])
         times.append(time.perf_counter_ns() - t0)
-    return {"label": lab.rank_by.label, "median_ns": float(np.median(times[20:])),
+    return {"label": lab.rank_by.label, "median_ns": float(np.median(times[2 if training else 20:])),
             "probe_ns": doctor.machine_probe()}
 
 
@@ -123,8 +133,10 @@ def kit_json(lab: Lab, weights: Path) -> dict:
     gate = lab.gate
     return {"name": lab.name, "title": lab.title, "rung": lab.rung, "kernels": lab.kernels,
             "module": lab.module, "class": lab.class_name, "device": lab.device, "dtype": lab.dtype,
-            "rank_by": lab.rank_by.label,
-            "gate": {"images": gate.images, "min_agree": gate.min_agree, "max_abs_diff": gate.max_abs_diff},
+            "rank_by": lab.rank_by.label, "task": lab.task, "rule": lab.gate_rule,
+            "gate": {"images": gate.images, "min_agree": gate.min_agree, "max_abs_diff": gate.max_abs_diff,
+                     **({"steps": gate.steps, "batch": gate.batch, "max_rel_loss": gate.max_rel_loss}
+                        if lab.task == "training" else {})},
             "limits": {"import_s": lab.limits.import_s, "wall_s": lab.limits.wall_s,
                        "memory_mb": lab.limits.memory_mb, "max_ratio": lab.limits.max_ratio,
                        **({"peak_mb": lab.limits.peak_mb} if lab.limits.peak_mb else {})},  # a gate: say it
@@ -133,14 +145,32 @@ def kit_json(lab: Lab, weights: Path) -> dict:
             "reference": reference_times(lab, weights)}
 
 
-def gate_data(lab: Lab, weights: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(the gate's test images (N, 28, 28) uint8, the oracle's probabilities (N, 10) float64), as
-    the grader computes them (timing.oracle_answers)."""
+def gate_data(lab: Lab, weights: Path) -> dict[str, np.ndarray]:
+    """gate.npz's arrays: the gate's test images (N, 28, 28) uint8 and the oracle's probabilities
+    (N, 10) float64, as the grader computes them (timing.oracle_answers); for a training lab the
+    steps' images and labels, the oracle's loss of each step and its weights after it (steps, 61706)
+    float64, as the grader's (harness.lab.judge.phases.training)."""
     from harness.data import mnist
+
+    if lab.task == "training":
+        from harness.lab.judge.phases import training
+
+        images, labels = mnist.load("train")
+        n = lab.gate.steps * lab.gate.batch
+        b = lab.gate.batch
+        batches = [(images[i:i + b], labels[i:i + b]) for i in range(0, n, b)]
+        start = {name: weights_file.Layer(k.astype(np.float64), b.astype(np.float64))
+                 for name, (k, b) in weights_file.read(weights).items()}
+        losses, after = training.oracle_steps(start, batches)
+        flat = [np.concatenate([part.ravel() for name in weights_file.SHAPES for part in w[name]])
+                for w in after]
+        return {"images": images[:n], "labels": labels[:n].astype(np.int64), "losses": np.array(losses),
+                "oracle": np.stack(flat)}
     from lenet_numpy.model import NumpyLeNet  # the oracle: runs here, never shipped
 
     images = mnist.load("test")[0][:lab.gate.images]
-    return images, timing.oracle_answers(NumpyLeNet(str(weights), dtype=lab.dtype), images, lab.dtype)
+    oracle = NumpyLeNet(str(weights), dtype=lab.dtype)
+    return {"images": images, "oracle": timing.oracle_answers(oracle, images, lab.dtype)}
 
 
 def pyproject(lab: Lab) -> str:
@@ -185,11 +215,18 @@ def readme(lab: Lab) -> str:
         f"Then `lenet-lab check path/to/{module}`, `lenet-lab info`, `lenet-lab doctor`, `lenet-lab show N`. "
         f"The kit asks for NumPy {numpy_pin().removeprefix('numpy')}: the grader's major version.", "",
         "## Write", "",
-        f"Copy `lab-kit-{lab.name}/{module}` into a folder of your own and fill in `predict`. Rules: one "
-        f"`harness.base.LeNet` subclass in `{module}`; other modules of your folder may be imported by name; "
-        "`predict` takes `(N, 28, 28, 1)` float32 in [0, 1] and returns `(N, 10)` probabilities as a NumPy "
-        "array, for N = 1 (timing) and N up to 1000 (the gate). One thread; no network; none of the "
-        "project's `lenet_*` packages.", "",
+        (f"Copy `lab-kit-{lab.name}/{module}` into a folder of your own and fill in `train_step`: one "
+         "SGD step (forward, softmax cross-entropy averaged over the batch, backward by hand, "
+         f"`w -= lr * dw`). Rules: one `harness.base.Trainer` subclass in `{module}`; `train_step(images "
+         "(N, 28, 28, 1) float32, labels (N,) int64)` returns the batch's mean loss before the update, "
+         "`weights()` the current weights in the layouts below. The gate: " + lab.gate_rule + ". One "
+         "thread; no network; none of the project's `lenet_*` packages.") if lab.task == "training" else
+        (f"Copy `lab-kit-{lab.name}/{module}` into a folder of your own and fill in `predict`. Rules: one "
+         f"`harness.base.LeNet` subclass in `{module}`; other modules of your folder may be imported by "
+         "name; "
+         "`predict` takes `(N, 28, 28, 1)` float32 in [0, 1] and returns `(N, 10)` probabilities as a NumPy "
+         "array, for N = 1 (timing) and N up to 1000 (the gate). One thread; no network; none of the "
+         "project's `lenet_*` packages."), "",
         "The network: conv1 6x5x5 'same' + ReLU, max pool 2x2, conv2 16x5x5 'valid' + ReLU, max pool 2x2, "
         "flatten in NHWC order (400), dense 120 ReLU, dense 84 ReLU, dense 10 softmax. "
         "`weights.read(weights_path)` gives `{'conv1': Layer(kernel, bias), ...}` in Keras layouts: conv "

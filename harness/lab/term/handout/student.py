@@ -18,7 +18,7 @@ Where nothing can be installed, the same from the unzipped kit's folder, with Nu
     submission_class(path, class_name)    the student's class, found as the grader finds it
     answers(impl, images, dtype, batch)   predict over the images, as float32 (N, 10)
     gate_numbers(kit, probs), passes(kit, gate), time_per_image(impl, images, dtype, calls)
-    check(path, kit, say), emulate(path, kit, say, images), main(argv), build(path, kit),
+    check(path, kit, say), emulate(path, kit, say, images), main(argv), build(path, kit), (info: doctor)
     gate_line(kit, gate)
 """
 
@@ -29,7 +29,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +55,11 @@ class Kit:
     """What the kit was built with: the lab's numbers (kit.json) and the gate (gate.npz)."""
 
     lab: dict  # name, title, module, class, device, dtype, rank_by, gate {images, min_agree, max_abs_diff}
-    images: np.ndarray  # (N, 28, 28) uint8: the gate's test images
-    oracle: np.ndarray  # (N, 10) float64: the oracle's probabilities on them
+    images: np.ndarray  # (N, 28, 28) uint8: the gate's test images (training: its steps' images)
+    oracle: np.ndarray  # (N, 10) float64: the oracle's probabilities (training: (steps, 61706) weights)
     weights: Path
+    labels: np.ndarray | None = None  # training: the steps' labels, and the oracle's loss of each step
+    losses: np.ndarray | None = None
 
 
 def load_kit(folder: Path = ROOT) -> Kit:
@@ -68,13 +70,14 @@ def load_kit(folder: Path = ROOT) -> Kit:
                            "(pip install ./lab-kit-LAB); in the checkout use `python -m harness lab check`")
     lab = json.loads((folder / KIT_JSON).read_text())
     with np.load(folder / GATE_NPZ) as gate:
-        images, oracle = gate["images"], gate["oracle"]
-    return Kit(lab, images, oracle, folder / "weights" / lab["weights"])
+        found = {key: gate[key] for key in gate.files}
+    return Kit(lab, found["images"], found["oracle"], folder / "weights" / lab["weights"],
+               found.get("labels"), found.get("losses"))
 
 
-def submission_class(path: Path, class_name: str = "") -> type:
-    """The named class, or the module's one harness.base.LeNet subclass (the most derived), as the
-    grader's worker finds it; the file's folder is importable, for its helper modules."""
+def submission_class(path: Path, class_name: str = "", base: type | None = None) -> type:
+    """The named class, or the module's one harness.base.LeNet (or `base`: Trainer) subclass (the most
+    derived), as the grader's worker finds it; the file's folder is importable, for its helper modules."""
     from harness.base import lenet_classes
 
     sys.path.insert(0, str(path.parent))
@@ -88,9 +91,10 @@ def submission_class(path: Path, class_name: str = "") -> type:
         if not inspect.isclass(getattr(mod, class_name, None)):
             raise HarnessError(f"{path}: no class {class_name!r}")
         return getattr(mod, class_name)
-    leaves = lenet_classes(mod)
+    leaves = lenet_classes(mod, base)
     if len(leaves) != 1:
-        raise HarnessError(f"{path}: expected one harness.base.LeNet subclass, found "
+        kind = getattr(base, "__name__", "LeNet")
+        raise HarnessError(f"{path}: expected one harness.base.{kind} subclass, found "
                            f"{[c.__name__ for c in leaves]}")
     return leaves[0]
 
@@ -102,9 +106,13 @@ def build(path: Path, kit: Kit) -> Any:
     lab = kit.lab
     if path.name != lab["module"]:
         print(f"note: the grader imports {lab['module']}; this file is {path.name}", file=sys.stderr)
-    cls = submission_class(path, lab["class"])
+    from harness.base import Trainer
+
+    training = lab.get("task") == "training"
+    cls = submission_class(path, lab["class"], Trainer if training else None)
     if not isinstance(getattr(cls, "spec", None), ImplSpec):
-        cls.spec = lab_spec(cls, lab["device"], lab["dtype"])  # type: ignore[attr-defined]
+        spec = lab_spec(cls, lab["device"], lab["dtype"])
+        cls.spec = replace(spec, train_variants=("default",)) if training else spec  # type: ignore[attr-defined]
     return cls(str(kit.weights), device=lab["device"], dtype=lab["dtype"])
 
 
@@ -158,6 +166,10 @@ def check(path: Path, kit: Kit, say: Callable[[str], None] = print) -> bool:
     """The gate on every gate image, then the time per image; True when the grader's gate passes."""
     lab = kit.lab
     say(f"lab {lab['name']}: {lab['title']}")
+    if lab.get("task") == "training":
+        from harness.lab.term.handout import trainkit
+
+        return trainkit.check(path, kit, say)
     if lab["device"] == "gpu" and importlib.util.find_spec("cupy") is None:
         emulate_it = f"; without a GPU: lenet-lab emulate {path.name}" if lab.get("kernels") else ""
         raise HarnessError(f"lab {lab['name']} runs on an NVIDIA GPU through CuPy, which is not installed "
@@ -232,21 +244,6 @@ def emulate(path: Path, kit: Kit, say: Callable[[str], None] = print, images: in
     return ok
 
 
-def info(kit: Kit, say: Callable[[str], None] = print) -> None:
-    lab, gate = kit.lab, kit.lab["gate"]
-    grader = lab.get("grader") or {}
-    say(f"the grader runs: Python {grader.get('python', '?')}, NumPy {grader.get('numpy', '?')}")
-    for warning in doctor.version_warnings(kit):
-        say(warning)
-    say(f"lab {lab['name']}: {lab['title']} ({lab['device']}, {lab['dtype']})")
-    say(f"your file: {lab['module']}, one harness.base.LeNet subclass; predict (N, 28, 28, 1) -> (N, 10)")
-    say(f"gate: the first {gate['images']} MNIST test images; at least {gate['min_agree']} argmaxes as "
-        f"the oracle's, every |dp| <= {gate['max_abs_diff']:g}")
-    say(f"ranked by: the ratio to {lab['rank_by']}, timed beside you by the grader; limits: "
-        + ", ".join(f"{k} {v}" for k, v in lab["limits"].items()))
-    say(f"weights: {kit.weights}")
-
-
 def main(argv: list[str] | None = None) -> int:
     """`lenet-lab check|emulate|info`: 0 passes, 1 fails (wrong, crashed), 2 bad input."""
     import traceback
@@ -272,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         kit = load_kit()
         if args.command == "info":
-            info(kit)
+            doctor.info(kit)
             return 0
         if args.command == "show":
             image = kit.images[args.n:args.n + 1]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from harness.lab import text
 from harness.lab.judge import store
-from harness.lab.judge.phases import memory, training
-from harness.lab.judge.rules import stages, timing
+from harness.lab.judge.phases import memory
+from harness.lab.judge.rules import sgd, stages, timing
 from harness.lab.judge.rules.assignment import Lab
 from harness.lab.term.public import alias
 from harness.machine.files import write_atomic
@@ -42,6 +42,11 @@ NEXT_STEP = {
                "hand in your files again as plain files (or one ordinary zip of your folder), and tell the "
                "course staff.",
 }
+
+TRAINING_WRONG = ("Check the named layer's gradient against a numerical one (nudge one weight by 1e-3 "
+                  "in float64 and watch the loss) on a batch of 2: ReLU's mask, the pool's first maximum, "
+                  "the batch mean (divide by N once) and the HWIO kernel layout are the usual suspects; "
+                  "`python -m harness lab check {lab} {module}` runs the grader's steps.")
 
 
 def log_tail(out: Path, student: str, lines: int = 15) -> list[str]:
@@ -111,7 +116,7 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> lis
                   *[f"- {text.cell(entry)}" for entry in row["skipped_files"][:20]], ""]
     gate = row.get("gate")
     if gate:
-        lines += [training.gate_sentence(gate, lab) if lab.task == "training" else
+        lines += [sgd.gate_sentence(gate, lab.gate_rule) if lab.task == "training" else
                   timing.gate_sentence(gate, lab.gate.images, lab.gate.min_agree, lab.gate.max_abs_diff), ""]
     lines += stage_lines(row, lab)
     lines += memory_lines(row, lab)
@@ -128,7 +133,9 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path) -> lis
         lines += ["", f"Lines of code: {row['loc']} in {row['files']} file(s)."]
     if row["status"] in NEXT_STEP:
         lines += [""] if memory.timed(row) else []
-        lines += [f"Next step: {NEXT_STEP[row['status']].format(lab=lab.name, module=lab.module)}"]
+        trains = lab.task == "training" and row["status"] == "wrong"
+        step = TRAINING_WRONG if trains else NEXT_STEP[row["status"]]
+        lines += [f"Next step: {step.format(lab=lab.name, module=lab.module)}"]
     for flagged in row.get("inconsistent_rounds") or []:
         lines.append(f"- round {flagged['round']} dropped: {text.cell(flagged['reason'])}")
     picture = plots.histogram(row, folder / f"{name}.png")
