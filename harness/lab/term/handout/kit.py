@@ -19,7 +19,8 @@ package, no example, no oracle (its answers are shipped precomputed).
                                       installed or run from the folder: harness/__init__.py)
 
     build(lab, dest, weights) -> the zip; stage(lab, folder, weights); INTERFACE, EMULATION
-    kit_json(lab, weights), gate_data(lab, weights), pyproject(lab), readme(lab), cuda_readme(lab)
+    kit_json(lab, weights), gate_data(lab, weights), pyproject(lab), readme(lab), cuda_readme(lab),
+    nchw_readme()
 """
 
 import json
@@ -231,14 +232,7 @@ def readme(lab: Lab) -> str:
         "flatten in NHWC order (400), dense 120 ReLU, dense 84 ReLU, dense 10 softmax. "
         "`weights.read(weights_path)` gives `{'conv1': Layer(kernel, bias), ...}` in Keras layouts: conv "
         "kernels (5, 5, C_in, C_out) HWIO, dense kernels (inputs, outputs).", "",
-        "## Code written for NCHW", "",
-        "Code from PyTorch or a textbook is often NCHW (channels first). The weights here are Keras' "
-        "layouts; two conversions, once, in `__init__`:", "",
-        "```python", "k = w['conv1'].kernel.transpose(3, 2, 0, 1)   # HWIO (5, 5, C_in, C_out) -> OIHW "
-        "(C_out, C_in, 5, 5); conv2 the same",
-        "fc1 = w['fc1'].kernel.reshape(5, 5, 16, 120).transpose(2, 0, 1, 3).reshape(400, 120)  # rows for a "
-        "(C, H, W) flatten", "```", "",
-        "The kit's check catches a shape error in your first call and points here.", "",
+        *nchw_readme(),
         "## What the check says", "",
         f"It runs the grader's gate in this process: the first {gate.images} MNIST test images, at least "
         f"{gate.min_agree} answers with the reference's argmax and every probability within "
@@ -255,6 +249,19 @@ def readme(lab: Lab) -> str:
     lines += ["## Hand in", "", f"Your `{module}` (and any helper module it imports), as the course "
               "says (the LMS assignment, or your git repository).", ""]
     return "\n".join(lines)
+
+
+def nchw_readme() -> list[str]:
+    """The two conversions NCHW code needs (the kit's check points here on a shape error)."""
+    return [
+        "## Code written for NCHW", "",
+        "Code from PyTorch or a textbook is often NCHW (channels first). The weights here are Keras' "
+        "layouts; two conversions, once, in `__init__`:", "",
+        "```python", "k = w['conv1'].kernel.transpose(3, 2, 0, 1)   # HWIO (5, 5, C_in, C_out) -> OIHW "
+        "(C_out, C_in, 5, 5); conv2 the same",
+        "fc1 = w['fc1'].kernel.reshape(5, 5, 16, 120).transpose(2, 0, 1, 3).reshape(400, 120)  # rows for a "
+        "(C, H, W) flatten", "```", "",
+        "The kit's check catches a shape error in your first call and points here.", ""]
 
 
 def cuda_readme(lab: Lab) -> list[str]:

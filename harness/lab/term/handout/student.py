@@ -169,7 +169,7 @@ def check(path: Path, kit: Kit, say: Callable[[str], None] = print) -> bool:
     if lab.get("task") == "training":
         from harness.lab.term.handout import trainkit
 
-        return trainkit.check(path, kit, say)
+        return trainkit.check(build(path, kit), kit, say)
     if lab["device"] == "gpu" and importlib.util.find_spec("cupy") is None:
         emulate_it = f"; without a GPU: lenet-lab emulate {path.name}" if lab.get("kernels") else ""
         raise HarnessError(f"lab {lab['name']} runs on an NVIDIA GPU through CuPy, which is not installed "

@@ -4,12 +4,12 @@ shared initial weights on the kit's batches, each step's loss and weights agains
 (shipped precomputed), by the grader's own rule (harness.lab.judge.rules.sgd); then the time per step
 against the NumPy reference's (timed where the kit was built, scaled to this machine).
 
-    check(path, kit, say) -> bool     True when the grader's gate passes
+    check(trainer, kit, say) -> bool  True when the grader's gate passes (the student's Trainer, built
+                                      by harness.lab.term.handout.student.build)
 """
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,15 +21,12 @@ from harness.lab.term.handout import doctor
 EXTRA_STEPS = 5  # timed after the gate, on its batches again
 
 
-def check(path: Path, kit: Any, say: Callable[[str], None] = print) -> bool:
-    from harness.lab.term.handout.student import build
-
+def check(trainer: Any, kit: Any, say: Callable[[str], None] = print) -> bool:
     lab, gate = kit.lab, kit.lab["gate"]
     if kit.labels is None or kit.losses is None:
         raise ValueError("this kit holds no training gate (gate.npz without labels and losses)")
     for warning in doctor.version_warnings(kit):
         say(warning)
-    trainer = build(path, kit)
     batch = gate["batch"]
     x = mnist.to_input(kit.images, lab["dtype"])
     losses, found, times = [], [], []
