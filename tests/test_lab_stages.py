@@ -11,33 +11,8 @@ from harness.errors import HarnessError
 from harness.lab.judge.rules import assignment, stages
 from harness.lab.term.marks import points
 
-LAB = """
-[lab]
-name = "staged"
-references = ["numpy"]
-[measure]
-calls = 12
-rounds = 2
-warmup = 2
-[gate]
-images = 100
-[limits]
-wall_s = 120
-import_s = 30
-max_ratio = 300
-[stages]
-conv1 = 10
-pool1 = 5
-conv2 = 10
-pool2 = 5
-fc1 = 10
-fc2 = 5
-fc3 = 5
-softmax = 5
-[grade]
-gate_points = 60
-speed_points = 40
-"""
+# every inference stage at 5 points, in the file's order reversed: read back in network order
+LAB = "[stages]\n" + "".join(f"{name} = 5\n" for name in reversed(stages.INFERENCE))
 
 
 @pytest.fixture(scope="module")
