@@ -128,7 +128,7 @@ doctor: $(STAMP)  ## what can run here, and why not
 # The checkout's files and the offline bundle (scripts/offline_bundle.json) against the 52 MiB a GPU
 # run may carry (it takes 64); `make test` checks the same (tests/test_budget.py).
 budget: $(STAMP)  ## what a GPU run carries (the checkout and the offline bundle), largest first, against its budget
-	$(PY) -m harness.machine.budget
+	$(PY) -m harness.campaign.budget
 
 # --- The GPU half on a server with no package index (README: "Running the GPU half") -------
 # On a machine with pip: the wheels the GPU half imports and the server lacks, for the server's Python

@@ -30,7 +30,8 @@ HERE = Path(__file__).resolve().parent
 # package: the kit's data (the weights) sits inside it, in _kit/, laid out as the checkout lays it out.
 ROOT = HERE / "_kit" if (HERE / "_kit").is_dir() else HERE.parent
 DEFAULT_DATA_DIR = ROOT / "data" / "mnist"
-DEFAULT_WEIGHTS = ROOT / "weights" / "lenet5_mnist.weights.h5"
+# a kit's weights are .npz, read with NumPy alone (harness.data.weights.read_npz)
+DEFAULT_WEIGHTS = ROOT / "weights" / ("lenet5_mnist.weights" + (".npz" if ROOT.name == "_kit" else ".h5"))
 DEFAULT_RESULTS = ROOT / "reports" / "results"
 DEFAULT_FIGURES = ROOT / "reports" / "figures"
 DEFAULT_REPORT = ROOT / "reports" / "REPORT.md"

@@ -81,12 +81,13 @@ class LeNet:
         """Free device memory and handles."""
 
 
-def lenet_classes(module: object) -> list[type]:
-    """The LeNet subclasses a submission's module defines itself, the most derived only (a student's
-    own base class is fine; an alias is one class): the grader's worker and the kit's `lenet-lab`
-    pick a submission's class from these the same way."""
-    found = {id(v): v for v in vars(module).values() if isinstance(v, type) and issubclass(v, LeNet)
-             and v is not LeNet and v.__module__ == getattr(module, "__name__", None)}.values()
+def lenet_classes(module: object, base: type | None = None) -> list[type]:
+    """The LeNet (or `base`: a training lab's Trainer) subclasses a submission's module defines
+    itself, the most derived only (a student's own base class is fine; an alias is one class): the
+    grader's worker and the kit's `lenet-lab` pick a submission's class from these the same way."""
+    base = base or LeNet
+    found = {id(v): v for v in vars(module).values() if isinstance(v, type) and issubclass(v, base)
+             and v is not base and v.__module__ == getattr(module, "__name__", None)}.values()
     return [c for c in found if not any(o is not c and issubclass(o, c) for o in found)]
 
 

@@ -14,7 +14,7 @@ the list below is Keras' Requires-Dist closure, checked against the downloaded w
 and writes DIR/bundle.json: the Python version, and each wheel's distribution, version, size and
 sha256, and what was left out (SERVER_PROVIDES, with the size each would have added). It copies
 bundle.json to scripts/offline_bundle.json (RECORD), committed: what a GPU run carries is known in
-a fresh clone without a download (harness.machine.budget). A wheel the server brings is left out:
+a fresh clone without a download (harness.campaign.budget). A wheel the server brings is left out:
 a second copy on PYTHONPATH would shadow the one its stack was built with (numpy, ml-dtypes).
 
 `install` checks the bundle (Python version, every wheel present, every sha256), then installs

@@ -34,7 +34,8 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # the first pytest process: x
 # worker has imported JAX (whose threads can deadlock Python code between fork and exec).
 LONGEST_FIRST = ("test_lab_sandbox.py", "slurm", "test_cuda_level.py", "test_lab.py", "test_explain.py",
                  "test_framework_levels.py", "test_training.py", "test_report.py", "test_lab_hang.py",
-                 "test_weight_formats.py", "test_fault_matrix.py", "test_lab_kit.py", "test_gpu_study.py",
+                 "test_weight_formats.py", "test_fault_matrix.py", "test_lab_kit.py", "test_lab_train.py",
+                 "test_lab_real.py", "test_lab_guide.py", "test_gpu_study.py",
                  "test_shared_server_users.py", "test_lab_ring2.py", "test_lab_limits.py")
 
 

@@ -1,5 +1,5 @@
 """What a GPU run carries (issue 78): the checkout's files and the offline bundle's recorded wheels,
-largest first with what each saved, held to harness.machine.budget.LIMIT_BYTES. The first test is the
+largest first with what each saved, held to harness.campaign.budget.LIMIT_BYTES. The first test is the
 budget itself: a commit that breaks it is red."""
 
 import gzip
@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from harness import ROOT
+from harness.campaign import budget
 from harness.errors import HarnessError
-from harness.machine import budget
 
 _spec = importlib.util.spec_from_file_location("offline_bundle", ROOT / "scripts" / "offline_bundle.py")
 ob = importlib.util.module_from_spec(_spec)

@@ -1,8 +1,10 @@
 """The students' kit (harness/lab/term/handout/kit.py, harness/lab/term/handout/student.py): built for cpu_numpy and cuda, it
 holds no answer (no lenet_* package, no example, no forward pass, no oracle code: its answers are
-precomputed), runs the grader's gate with the lab file's thresholds, and pip-installs into a fresh
-virtual environment (no system site packages: numpy and h5py come from the package index) where
-`lenet-lab check` passes the correct example and fails the wrong one, printing no rank. The CUDA
+precomputed), runs the grader's gate with the lab file's thresholds, runs from its unzipped folder in a
+fresh virtual environment holding NumPy alone, and pip-installs there, where `lenet-lab check` passes
+the correct example and fails the wrong one, printing no rank. Its check warns, before the gate, of a
+submission past the lab's speed limit; names answers that are not probabilities; gives the NCHW hint
+for a shape error in the first call; `show N` draws a test image. The CUDA
 lab's kit runs the submission's kernels on the CPU (`lenet-lab emulate`)."""
 
 import ast
@@ -34,7 +36,7 @@ def kits(tmp_path_factory):
     done = subprocess.run([sys.executable, "-m", "harness", "lab", "kit", "cpu_numpy", "--out", str(dest)],
                           capture_output=True, text=True, timeout=120)  # as `make lab-kit` runs it
     assert done.returncode == 0 and "lab-kit-cpu_numpy.zip" in done.stdout, done.stderr
-    for name in ("cpu_numpy", "cuda"):
+    for name in ("cpu_numpy", "cuda", "cpu_train"):
         path = dest / f"lab-kit-{name}.zip" if name == "cpu_numpy" else kit.build(assignment.load(name), dest)
         with zipfile.ZipFile(path) as archive:
             archive.extractall(dest / "unpacked")
@@ -42,7 +44,7 @@ def kits(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("name", ["cpu_numpy", "cuda"])
+@pytest.mark.parametrize("name", ["cpu_numpy", "cuda", "cpu_train"])
 def test_kit_holds_no_answer(kits, name):
     path, _ = kits[name]
     with zipfile.ZipFile(path) as archive:
@@ -80,7 +82,10 @@ def test_kit_gate_is_the_graders(kits):
     # computed as the grader computes it (its batches: BLAS may round a batch of another size differently)
     oracle = timing.oracle_answers(NumpyLeNet(DEFAULT_WEIGHTS, dtype=lab.dtype), images, lab.dtype)
     assert np.array_equal(data.oracle, oracle)
-    assert data.weights.read_bytes() == DEFAULT_WEIGHTS.read_bytes()
+    from harness.data import weights  # the kit's .npz holds the grader's arrays, bit for bit
+
+    shipped, graders = weights.read(data.weights), weights.read(DEFAULT_WEIGHTS)
+    assert all(np.array_equal(shipped[n][i], graders[n][i]) for n in graders for i in (0, 1))
     # the grader's comparison, and its rule: one image off, or one |dp| past the tolerance, fails
     close = data.oracle + 1e-5
     assert student.passes(data, timing.compare(close, data.oracle, 1e-4))
@@ -103,14 +108,36 @@ def test_cuda_kit_emulates_the_kernels(kits, example, passes, capsys):
     assert "cannot check" in capsys.readouterr().out or not passes
 
 
-@pytest.mark.slow
-def test_kit_installs_in_a_fresh_venv_and_checks(kits, tmp_path):
-    """`python -m venv` without system site packages; `pip install ./lab-kit-cpu_numpy` as a student
-    types it (numpy and h5py from the package index, the project's local mirror here)."""
+def documented_command(folder) -> list[str]:
+    """The kit README's first command block: `cd lab-kit-LAB`, then the check, as the student reads it."""
+    text = (folder / "README.md").read_text()
+    block = text.split("```sh\n", 1)[1].split("```", 1)[0].strip().splitlines()
+    assert block[0] == f"cd {folder.name}" and block[1].startswith("python -m ")
+    return block[1].split()
+
+
+@pytest.mark.slow  # a venv with NumPy alone, then the kit installed in it: about a minute
+def test_kit_runs_with_numpy_alone_then_installs_and_checks(kits, tmp_path):
+    """`python -m venv` without system site packages, NumPy alone from the package index: the
+    kit's documented command, run from the unzipped kit, checks the correct example and passes it
+    (no h5py: the weights are .npz). Then `pip install ./lab-kit-cpu_numpy` as a student types it,
+    and `lenet-lab check` passes the correct example and fails the wrong one, printing no rank."""
     _, folder = kits["cpu_numpy"]
     subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
     python = tmp_path / "venv" / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "numpy"], check=True, env=env, cwd=tmp_path,
+                   timeout=300)
+    bare = subprocess.run([str(python), "-c", "import h5py"], capture_output=True, text=True, env=env)
+    assert "No module named 'h5py'" in bare.stderr
+    command = documented_command(folder)
+    correct = ROOT / "labs" / "examples" / "correct" / "lenet.py"
+    here = subprocess.run([str(python), *command[1:-1], str(correct)], capture_output=True, text=True,
+                          cwd=folder, env=env, timeout=300)
+    assert here.returncode == 0 and "Status: passes the gate" in here.stdout, here.stdout + here.stderr
+    assert "numpy takes about" in here.stdout and "Peak memory of this check" in here.stdout
+    silent = subprocess.run([str(python), *command[1:3]], capture_output=True, text=True, cwd=folder, env=env)
+    assert silent.returncode == 2 and "usage" in silent.stderr  # never exit 0 printing nothing
     subprocess.run([str(python), "-m", "pip", "install", "-q", str(folder)], check=True, env=env,
                    cwd=tmp_path, timeout=300)
     found = subprocess.run([str(python), "-c", "import harness, tensorflow"], capture_output=True, text=True,
@@ -132,3 +159,55 @@ def test_kit_installs_in_a_fresh_venv_and_checks(kits, tmp_path):
                "ImplSpec; import harness.data.weights as w; print(sorted(weights.read()) == sorted(w.SHAPES))")
     done = subprocess.run([str(python), "-c", imports], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert done.stdout.strip() == "True", done.stderr
+
+
+def test_the_kit_warns_past_the_speed_limit_and_of_other_versions(kits, monkeypatch):
+    """200x numpy, estimated here from the kit's reference time and this machine's probe, is past
+    cpu_numpy's 100x: a WARNING naming the limit, before the gate runs."""
+    from harness.lab.term.handout import doctor
+
+    _, folder = kits["cpu_numpy"]
+    kit = student.load_kit(folder / "harness" / "_kit")
+    assert kit.weights.suffix == ".npz" and kit.lab["reference"]["label"] == "numpy"
+    monkeypatch.setattr(doctor, "machine_probe", lambda: kit.lab["reference"]["probe_ns"])  # this machine = the kit's
+    fast, slow = (doctor.speed_line(kit, x * kit.lab["reference"]["median_ns"]) for x in (2, 200))
+    assert "about 2x numpy" in fast and "WARNING" not in fast
+    assert "about 200x numpy" in slow and "WARNING: the lab's speed limit is 100x numpy" in slow
+    assert doctor.version_warnings(kit) == []
+    old = student.Kit({**kit.lab, "grader": {"python": "3.9.1", "numpy": "1.26.4"}}, kit.images, kit.oracle,
+                      kit.weights)
+    assert [w.split(",")[0] for w in doctor.version_warnings(old)] == [
+        "WARNING: the grader runs numpy 1.26.4", "WARNING: the grader runs python 3.9.1"]
+
+
+def test_logits_a_shape_error_and_show(kits, capsys):
+    _, folder = kits["cpu_numpy"]
+    kit = student.load_kit(folder / "harness" / "_kit")
+    logits = np.log(kit.oracle[:20] + 1e-9) + 3.0  # the same argmax, not probabilities
+    gate = student.gate_numbers(kit, logits, 20)
+    assert not gate["probabilities"] and "apply softmax" in student.gate_line(kit, gate)
+    assert gate["first_bad"] == list(range(5))
+    from harness.lab.term.handout import doctor
+
+    assert "NCHW" in doctor.shape_hint(ValueError("cannot reshape array of size 5184 into shape (864,30)"))
+    assert doctor.shape_hint(KeyError("conv1")) == ""
+    doctor.show(kit, 3, kit.oracle[3])
+    out = capsys.readouterr().out
+    assert f"test image 3: the reference says {int(kit.oracle[3].argmax())}" in out and "@" in out
+
+
+@pytest.mark.parametrize("example,passes,says", [
+    ("correct", True, "Status: passes the gate"),
+    ("wrong", False, "fc2's gradient is wrong"),
+])
+def test_the_training_kit_runs_the_grader_s_steps_from_its_folder(kits, example, passes, says):
+    """cpu_train's kit, run from its unzipped folder by its documented command: the grader's three
+    steps from the shared initial weights (its .npz), against the oracle's shipped answers."""
+    _, folder = kits["cpu_train"]
+    command = documented_command(folder)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}  # the kit's harness, not ours
+    done = subprocess.run([sys.executable, *command[1:-1], str(ROOT / "labs" / "examples-train" / example)],
+                          capture_output=True, text=True, cwd=folder, env=env, timeout=300)
+    assert done.returncode == (0 if passes else 1), done.stdout + done.stderr
+    assert says in done.stdout and "Median time per step of 32 images" in done.stdout
+    assert "3 SGD steps of 32 training images" in done.stdout and "numpy takes about" in done.stdout

@@ -27,7 +27,7 @@ from harness.errors import HarnessError
 from harness.lab.judge import store
 from harness.lab.judge.rules import assignment
 from harness.lab.term.intake import collect
-from harness.lab.term.marks import export, points
+from harness.lab.term.marks import export, extensions, points
 from tests import lab_rows
 from tests.conftest import ROOT
 
@@ -375,3 +375,42 @@ def test_a_roster_with_two_columns_naming_the_lab_needs_column(tmp_path):
     assert export.canvas_column(header, lab, "cpu_numpy (777)") == "cpu_numpy (777)"
     assert export.canvas_column(header[:6], lab, None) == "cpu_numpy (777)"
     assert export.canvas_column(header[:5], lab, None) == lab.title  # none: a new assignment, the lab's title
+
+
+def test_an_extension_moves_one_student_s_due_date_in_the_export_and_the_feedback(term, tmp_path):
+    """garciafay (1007) handed in on Dec 2, a day late and flagged late by Canvas; an extension to Dec 3
+    makes her on time (the flag, computed against the class's due, is not read), and says so in the
+    export's feedback and in her feedback; muellergus (1008) keeps his two days."""
+    tmp, graded_out, by_id = term
+    out = tmp_path / "grading"
+    shutil.copytree(graded_out, out)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id,name\n1007,Fay Garcia\n1008,Gus Mueller\n")
+    export.export(out, roster, "csv", tmp_path / "before.csv")
+    before = {r["id"]: r for r in csv.DictReader(io.StringIO((tmp_path / "before.csv").read_text()))}
+    assert before["1007"]["late_days"] == "1"
+    (out / extensions.FILE).write_text("student_id,due\n1007,2026-12-03T23:59:00Z\n")
+    export.export(out, roster, "csv", tmp_path / "after.csv")
+    after = {r["id"]: r for r in csv.DictReader(io.StringIO((tmp_path / "after.csv").read_text()))}
+    assert after["1007"]["late_days"] == "0" and float(after["1007"]["points"]) > float(before["1007"]["points"])
+    assert "due 2026-12-03 23:59:00+00:00 (an extension)" in after["1007"]["feedback"]
+    assert after["1008"] == before["1008"]
+    done = python("lab", "report", out)
+    assert done.returncode == 0, done.stderr
+    mine = (out / "feedback" / f"{by_id[1007]}.md").read_text()
+    assert "Your due date: 2026-12-03 23:59:00+00:00 (an extension; the class's: 2026-12-01 23:59:00+00:00)" in mine
+    assert "Your due date" not in (out / "feedback" / f"{by_id[1008]}.md").read_text()
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("id,due\n1,2026-12-03\n", r"expected the columns \['student_id', 'due'\]"),
+    ("student_id,due\n1,friday\n", r"line 2: due: expected a date-time"),
+    ("student_id,due\n1,2026-12-03\n1,2026-12-04\n", r"line 3: '1' has a second extension"),
+    ("student_id,due\n1\n", r"line 2: expected student_id,due"),
+])
+def test_a_bad_extensions_file_is_named(tmp_path, text, expected):
+    (tmp_path / extensions.FILE).write_text(text)
+    with pytest.raises(HarnessError, match=expected):
+        extensions.graded(tmp_path)
+    (tmp_path / extensions.FILE).write_text("student_id,due\nann-1,2026-12-03\n")
+    assert extensions.graded(tmp_path)["ann-1"].day == 3

@@ -1,1 +1,1 @@
-"""Many commands as one, on a borrowed machine: the GPU study, its manifest, its archive."""
+"""Many commands as one on a borrowed machine: the GPU study, its archive, what it may carry."""

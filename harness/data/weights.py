@@ -8,17 +8,25 @@ Every weights file a student brings is read:
   (`model.save("m.h5")`, under model_weights/): <layer>/.../kernel[:0] and bias[:0], with the
   layer order in the `layer_names` attribute.
 Where the layer names are not ours, the five weighted layers are taken in file order.
+A lab kit's weights are a NumPy .npz of the same arrays (conv1.kernel ... fc3.bias, float32: write_npz),
+read with NumPy alone: the kit runs where h5py cannot be installed.
 Anything else is named (a PyTorch checkpoint, a NumPy archive, a SavedModel folder, text ...)
 with the list of what is accepted.
 """
 
+from __future__ import annotations  # h5py's types in signatures, where the kit has no h5py
+
 import io
 import zipfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-import h5py
 import numpy as np
+
+try:
+    import h5py
+except ImportError:  # a lab kit run with NumPy alone: its weights are .npz (read_npz)
+    h5py = None
 
 from harness import DEFAULT_WEIGHTS
 from harness.errors import HarnessError
@@ -125,7 +133,35 @@ def _check(name: str, tensors: list, path: Path) -> Layer:
 
 
 ACCEPTED = ("expected a Keras weights file: .weights.h5 (Keras 3 model.save_weights), .keras "
-            "(Keras 3 model.save) or .h5 (legacy model.save or save_weights)")
+            "(Keras 3 model.save) or .h5 (legacy model.save or save_weights), or a lab kit's .npz "
+            "(conv1.kernel ... fc3.bias)")
+NPZ_NAMES = tuple(f"{name}.{role}" for name in SHAPES for role in ("kernel", "bias"))
+
+
+def write_npz(layers: dict[str, Layer], path: str | Path) -> None:
+    """The weights as a lab kit ships them: one float32 array per NPZ_NAMES entry."""
+    arrays: dict[str, Any] = {f"{name}.{role}": np.asarray(getattr(layers[name], role), np.float32)
+                              for name in SHAPES for role in ("kernel", "bias")}
+    np.savez(path, **arrays)
+
+
+def read_npz(path: Path) -> dict[str, Layer] | None:
+    """A lab kit's .npz (write_npz), checked as an HDF5 file is; None for any other archive."""
+    with np.load(path, allow_pickle=False) as z:
+        if sorted(z.files) != sorted(NPZ_NAMES):
+            return None
+        arrays = {key: z[key] for key in NPZ_NAMES}
+    out = {}
+    for name, shapes in SHAPES.items():
+        parts = []
+        for role, shape in zip(("kernel", "bias"), shapes, strict=True):
+            array = arrays[f"{name}.{role}"]
+            if array.shape != shape or array.dtype != np.float32 or not np.all(np.isfinite(array)):
+                raise HarnessError(f"{path}: {name}.{role}: expected finite float32 of shape {shape}, found "
+                                   f"{array.dtype} {array.shape}")
+            parts.append(array)
+        out[name] = Layer(*parts)
+    return out
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 KERAS_ARCHIVE_WEIGHTS = "model.weights.h5"
 
@@ -180,6 +216,10 @@ def open_h5(path: str | Path) -> h5py.File:
 def read(path: str | Path = DEFAULT_WEIGHTS) -> dict[str, Layer]:
     """{'conv1': Layer(kernel, bias), ..., 'fc3': ...} as float32 NumPy arrays, Keras layouts."""
     path = Path(path)
+    if path.suffix == ".npz" and path.is_file() and zipfile.is_zipfile(path):
+        kit = read_npz(path)
+        if kit is not None:
+            return kit
     with open_h5(path) as f:
         try:
             found = _keras3_layers(f) if "layers" in f else _legacy_layers(f)

@@ -12,6 +12,8 @@ UTF-8 or is 254 bytes long.
     csv_value(value)                a CSV cell: a number the tool computed stays a number, all else
                                     is text (csv_cell); csv_row(row) does it to every cell of a row
     safe_id(name) -> str            the internal id a grader names files and groups by
+    unpathed(text) -> str           every absolute path cut to its last two parts (.../core/x.py):
+                                    what a student reads never shows the server's folders
 """
 
 import hashlib
@@ -21,6 +23,9 @@ import re
 import unicodedata
 
 ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+# an absolute path of two or more parts, not inside a word or a relative path (feedback/x.md)
+PART = r"/[^\s/'\"`:,;()<>|]+"  # one part of a path: a slash and a name
+ABSOLUTE_PATH = re.compile(rf"(?<![\w.~/-])(?:{PART})*({PART}{PART})")
 ID_MAX = 60  # characters of the readable part of an id
 # OWASP's CSV injection rule (owasp.org/www-community/attacks/CSV_Injection, from
 # OWASP/www-community pages/attacks/CSV_Injection.md): a cell a spreadsheet opens must not begin with
@@ -89,3 +94,9 @@ def safe_id(name: str) -> str:
     raw = os.fsencode(name)
     readable = ID_CHARS.sub("_", name.encode("ascii", "replace").decode())[:ID_MAX - 13].lstrip(".") or "x"
     return f"{readable}-{hashlib.sha256(raw).hexdigest()[:12]}"  # plain and short: its own id
+
+
+def unpathed(text: str) -> str:
+    """Absolute paths (the grader's checkout, its Python, its scratch folders, a worker's view) cut to
+    their last two parts, '.../core/x.py': a traceback keeps its file names, the server its folders."""
+    return ABSOLUTE_PATH.sub(lambda m: "..." + m[1], text)

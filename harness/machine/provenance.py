@@ -13,6 +13,9 @@ the package after the run started, and as unknown where there is no git history 
                                                     differs from it), sources: {impl: hash}}
     change(provenance, implementation, started, root) -> str | None
                                                     why the level is stale, or None if current
+    analyze(path, group) -> pygount.SourceAnalysis  a source file's lines of code as pygount counts
+                                                    them (the report's bill for each level, a lab's
+                                                    leaderboard for each submission)
 """
 
 import hashlib
@@ -20,6 +23,7 @@ import subprocess
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from harness import ROOT, registry
 
@@ -95,3 +99,9 @@ def change(provenance: dict | None, implementation: str, started: float, root: P
     if last[0] > started:
         return f"{spec.package} changed after the run (commit {last[1]}); the run recorded no source hashes"
     return None
+
+
+def analyze(path: Path, group: str) -> Any:  # a pygount.SourceAnalysis
+    import pygount
+
+    return pygount.SourceAnalysis.from_file(str(path), group)

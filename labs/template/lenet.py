@@ -31,3 +31,22 @@ class StudentLeNet(LeNet):
         """
         x = np.asarray(images, dtype=self.dtype)  # noqa: F841 (yours from here)
         raise NotImplementedError("your LeNet-5 goes here")
+
+    def stage(self, name, x):
+        """Optional, for partial credit where the lab gives points per stage: one layer on its own.
+        The grader hands each stage the reference's input to it, so a wrong layer costs only its
+        own points. Arrays are NumPy, NHWC (channels last), N images:
+
+            "conv1"    (N, 28, 28, 1)  -> (N, 28, 28, 6)    5x5 "same" + bias + ReLU
+            "pool1"    (N, 28, 28, 6)  -> (N, 14, 14, 6)    max 2x2, stride 2
+            "conv2"    (N, 14, 14, 6)  -> (N, 10, 10, 16)   5x5 "valid" + bias + ReLU
+            "pool2"    (N, 10, 10, 16) -> (N, 5, 5, 16)     max 2x2, stride 2
+            "fc1"      (N, 5, 5, 16)   -> (N, 120)          flatten in NHWC order, dense + ReLU
+            "fc2"      (N, 120)        -> (N, 84)           dense + ReLU
+            "fc3"      (N, 84)         -> (N, 10)           dense (logits: no softmax)
+            "softmax"  (N, 10)         -> (N, 10)           probabilities
+
+        A stage left out (this NotImplementedError) gets no points of its own; predict is graded
+        whole either way.
+        """
+        raise NotImplementedError(name)

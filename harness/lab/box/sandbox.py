@@ -9,6 +9,9 @@ own clocks around every call; every reply checked (harness.lab.box.replies).
       .load(message, timeout) -> dict                    import and construct
       .gate(images_u8, batch, timeout) -> (N, 10)        the worker's probabilities
       .stream(images, timeout) -> Chunk                  one chunk of timed calls
+      .stage(name, x, count, timeout) -> (why, output)   one stage on the oracle's input to it
+      .train(images, labels, timeout) -> Chunk           (training) K timed SGD steps, their losses
+      .weights(count, timeout) -> (count,) float32       (training) the trainer's weights, flat
       .busy_s                       how long the grader has waited on it, all requests together
     Chunk                           one chunk's measurements, per call
 
@@ -124,6 +127,63 @@ class Sandbox:
             self._reply(pipe, deadline, {"rows": images})
             raw = pipe.exact(images * CLASSES * 4, deadline)
         return np.frombuffer(raw, dtype="<f4").reshape(images, CLASSES)
+
+    def stage(self, name: str, x: np.ndarray, count: int,
+              timeout: float) -> tuple[str | None, np.ndarray | None]:
+        """(None, its output) of the submission's stage `name` on x (float32, NHWC), `count` values in
+        a shape of its choosing; or (why, None) where it did not answer (not implemented, an error)."""
+        with self._exchange(timeout, f"stage {name}") as (pipe, deadline):
+            pipe.send(channel.encode({"op": "stage", "name": name, "shape": list(x.shape), "count": count}),
+                      deadline)
+            pipe.send(np.ascontiguousarray(x, dtype="<f4").tobytes(), deadline)
+            reply = self._reply(pipe, deadline, {})
+            if not isinstance(reply.get("answered"), bool):
+                raise replies.garbage("a stage reply without answered", b"")
+            if not reply["answered"]:
+                why = reply.get("why")
+                return (why[:300] if isinstance(why, str) and why else "no reason given"), None
+            shape = reply.get("shape")
+            if not isinstance(shape, list) or not all(isinstance(d, int) and 0 < d <= count for d in shape) \
+                    or int(np.prod(shape)) != count:
+                raise replies.garbage(f"a stage's shape {shape!r:.40}", b"")
+            raw = pipe.exact(count * 4, deadline)
+        return None, np.frombuffer(raw, dtype="<f4").reshape(shape)
+
+    def train(self, images: np.ndarray, labels: np.ndarray, timeout: float) -> Chunk:
+        """Time K training steps: images (K, B, 28, 28) uint8 and labels (K, B), one step per batch,
+        sent only after the previous step's loss; the Chunk's outputs are the losses, (K,) float64."""
+        steps, batch = images.shape[:2]
+        times, trips, cpu = [0] * steps, [0] * steps, [0] * steps
+        losses = np.empty(steps, dtype=np.float64)
+        box = self.box
+        with self._exchange(timeout, "training") as (pipe, deadline):
+            pipe.send(channel.encode({"op": "train", "steps": steps, "batch": batch}), deadline)
+            self._reply(pipe, deadline, {"ready": True})
+            for i in range(steps):
+                data = np.ascontiguousarray(images[i], dtype=np.uint8).tobytes() + \
+                    np.ascontiguousarray(labels[i], dtype="<i8").tobytes()
+                c0 = box.cpu_ns()
+                t0 = time.perf_counter_ns()
+                pipe.send(data, deadline)
+                times[i] = replies.call_time(pipe.exact(8, deadline))
+                if times[i] == replies.FAILED_CALL:
+                    self._reply(pipe, deadline, {})
+                    raise replies.garbage("a failed step followed by an ok reply", b"")
+                losses[i] = np.frombuffer(pipe.exact(8, deadline), dtype="<f8")[0]
+                trips[i] = time.perf_counter_ns() - t0
+                cpu[i] = box.cpu_ns() - c0
+            box.watch_memory()
+            if box.killed_for:
+                raise Failure("out-of-memory", box.killed_for)
+        return Chunk(times, trips, cpu, losses)
+
+    def weights(self, count: int, timeout: float) -> np.ndarray:
+        """The trainer's `count` weights, float32, in harness.data.weights.SHAPES' order."""
+        with self._exchange(timeout, "weights") as (pipe, deadline):
+            pipe.send(channel.encode({"op": "weights"}), deadline)
+            self._reply(pipe, deadline, {"count": count})
+            raw = pipe.exact(count * 4, deadline)
+        return np.frombuffer(raw, dtype="<f4").copy()
 
     def stream(self, images: np.ndarray, timeout: float) -> Chunk:
         """Time one chunk of calls: images (K, B, 28, 28) uint8, one call per (B, 28, 28), sent

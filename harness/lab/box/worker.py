@@ -20,33 +20,34 @@ call's answer, so no submission ever holds an image it has not answered yet.
     {"op": "stream", "calls": K, "batch": B}  -> {"ok", "ready"}, then K times: the parent sends
         B*784 uint8 pixels, the worker answers int64 ns (its clock around predict) then B*10
         float32; -1 instead of the time means the call failed, and one JSON error line follows
+    {"op": "stage" | "train" | "weights", ...}   a stage on its own, a training lab's SGD steps and
+        weights: harness.lab.box.tasks
     {"op": "exit"}
 
 An error reply is {"ok": false, "status": ..., "reason": ...}; the status is import-error,
 crashed, wrong (output of the wrong shape) or out-of-memory (a harness.errors.Failure here).
 
     main()                      the request loop
-    Worker(channel)             .load(request), .gate(images, batch), .stream(calls, batch)
+    Worker(channel)             .load(request), .gate(images, batch) (stream: harness.lab.box.tasks)
     Channel(out_fd)             the worker's end of its pipes: .line(), .exact(n), .send(), .reply()
-    submission_class(folder, module, class_name), confine(), last_cap(), failure(exc, status),
-    as_answer(out, rows), describe(exc)
+    submission_class(folder, module, class_name), confine(), last_cap()  (failure, as_answer,
+    describe: harness.lab.box.tasks)
 """
 
 import ctypes
-import gc
+import dataclasses
 import importlib
 import inspect
 import json
 import os
 import sys
 import time
-import traceback
 from typing import Any
 
 from harness.errors import Failure
+from harness.lab.box import tasks
+from harness.lab.box.tasks import PIXELS, as_answer, describe, failure
 
-PIXELS = 28 * 28
-CLASSES = 10
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
@@ -85,25 +86,6 @@ def last_cap() -> int:
         return 63
 
 
-def describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
-
-
-def failure(exc: BaseException, status: str) -> Failure:
-    """The Failure a submission's exception is (printed to the log first)."""
-    traceback.print_exception(exc)
-    return Failure("out-of-memory" if isinstance(exc, MemoryError) else status, describe(exc))
-
-
-def as_answer(out: Any, rows: int) -> Any:
-    """predict's output (an ndarray) as an answer: (rows, 10) float32, or the Failure `wrong`."""
-    import numpy as np
-
-    if out.shape != (rows, CLASSES):
-        raise Failure("wrong", f"predict returned shape {out.shape}, expected ({rows}, {CLASSES})")
-    return out.astype(np.float32, copy=False)
-
-
 class Channel:
     """The worker's end of its pipes (the grader's is harness.measure.channel, not visible here):
     exact reads from fd 0 (JSON lines and raw bytes share it), writes to a private fd. No
@@ -140,10 +122,10 @@ class Channel:
         self.send((json.dumps(message) + "\n").encode())
 
 
-def submission_class(folder: str, module: str, class_name: str) -> type:
+def submission_class(folder: str, module: str, class_name: str, training: bool = False) -> type:
     """The student's class: the named one, or the module's one harness.base.LeNet subclass (the
-    most derived, where the module subclasses its own class)."""
-    from harness.base import lenet_classes
+    most derived, where the module subclasses its own class); for training, its Trainer subclass."""
+    from harness.base import Trainer, lenet_classes
 
     os.chdir(folder)
     sys.path.insert(0, folder)  # the submission's own helper modules import by name
@@ -166,10 +148,11 @@ def submission_class(folder: str, module: str, class_name: str) -> type:
         if not inspect.isclass(cls):
             raise Failure("import-error", f"{module} has no class {class_name!r}")
         return cls
-    leaves = lenet_classes(mod)
+    leaves = lenet_classes(mod, Trainer if training else None)
     if len(leaves) != 1:
         names = [c.__name__ for c in leaves]
-        raise Failure("import-error", f"{module}: expected one harness.base.LeNet subclass (or set the "
+        base = "Trainer" if training else "LeNet"
+        raise Failure("import-error", f"{module}: expected one harness.base.{base} subclass (or set the "
                                       f"lab's class), found {len(leaves)} {names}")
     return leaves[0]
 
@@ -185,18 +168,22 @@ class Worker:
         from harness.registry import ImplSpec
 
         self.dtype = request["dtype"]
+        training = request.get("task") == "training"
         t0 = time.perf_counter_ns()
         try:
             if request.get("implementation"):
-                cls = registry.import_class(registry.spec(request["implementation"]).path)
+                spec = registry.spec(request["implementation"])
+                cls = registry.import_class((spec.trainer or "") if training else spec.path)
             else:
-                cls = submission_class(request["submission"], request["module"], request["class"])
+                cls = submission_class(request["submission"], request["module"], request["class"], training)
         except Failure:
             raise
         except BaseException as exc:  # SystemExit and KeyboardInterrupt at import count too
             raise failure(exc, "import-error") from None
         if not isinstance(getattr(cls, "spec", None), ImplSpec):  # a student may leave it out
             cls.spec = registry.lab_spec(cls, request["device"], request["dtype"])
+            if training:
+                cls.spec = dataclasses.replace(cls.spec, train_variants=("default",))
         t1 = time.perf_counter_ns()
         try:
             self.impl = cls(request["weights"], device=request["device"],
@@ -234,35 +221,6 @@ class Worker:
         self.channel.reply({"ok": True, "rows": images})
         self.channel.send(out.tobytes())
 
-    def stream(self, calls: int, batch: int) -> None:
-        import numpy as np
-
-        gc.collect()
-        gc.disable()  # no collection inside a timed call, as in timeit
-        self.channel.reply({"ok": True, "ready": True})  # the parent's clocks start after this
-        try:
-            for _ in range(calls):
-                pixels = np.frombuffer(self.channel.exact(batch * PIXELS), dtype=np.uint8)
-                x = (pixels.reshape(batch, 28, 28, 1).astype(self.dtype) / 255.0).astype(self.dtype)
-                try:
-                    t0 = time.perf_counter_ns()  # looked up each call: a patched clock is caught
-                    out = np.asarray(self.impl.predict(x))  # lazy results are forced inside the clock
-                    t1 = time.perf_counter_ns()
-                    out = as_answer(out, batch)
-                except Failure as exc:
-                    self.channel.send((-1).to_bytes(8, "little", signed=True))
-                    self.channel.reply({"ok": False, "status": exc.status, "reason": exc.reason})
-                    return
-                except BaseException as exc:
-                    error = failure(exc, "crashed")
-                    self.channel.send((-1).to_bytes(8, "little", signed=True))
-                    self.channel.reply({"ok": False, "status": error.status, "reason": error.reason})
-                    return
-                self.channel.send((t1 - t0).to_bytes(8, "little", signed=True) +
-                                  np.ascontiguousarray(out, dtype="<f4").tobytes())
-        finally:
-            gc.enable()
-
 
 def main() -> int:
     confine()
@@ -284,8 +242,15 @@ def main() -> int:
                 channel.reply({"ok": True, **worker.load(request)})
             elif op == "gate":
                 worker.gate(request["images"], request["batch"])
+            elif op == "train":
+                tasks.train(channel, worker.impl, worker.dtype, request["steps"], request["batch"])
+            elif op == "weights":
+                tasks.weights(channel, worker.impl)
+            elif op == "stage":
+                tasks.stage(channel, worker.impl, worker.dtype, request["name"], request["shape"],
+                            request["count"])
             elif op == "stream":
-                worker.stream(request["calls"], request["batch"])
+                tasks.stream(channel, worker.impl, worker.dtype, request["calls"], request["batch"])
             else:
                 raise Failure("crashed", f"unknown op {op!r}")
         except Failure as exc:

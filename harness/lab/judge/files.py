@@ -204,7 +204,7 @@ def read_file(src: str, room: int) -> bytes | None:
 def count_loc(folder: Path, module: str = "lenet.py") -> dict:
     """Code lines of the source files of a submission's private copy (regular files only): the
     module first, then its imports' files, then the rest, up to MAX_LOC_BYTES of source."""
-    from harness.machine import code_lines as loc
+    from harness.machine import provenance as loc
 
     found = [Path(folder) / rel for rel in in_order(folder, listing(folder)[0], module)
              if rel.suffix in SOURCES]

@@ -49,13 +49,13 @@ from harness.lab.box.walls import disk, isolation
 from harness.lab.judge import attempts, files, store
 from harness.lab.judge.phases import memory
 from harness.lab.judge.phases.prepare import node_info
-from harness.lab.judge.phases.steps import Steps
+from harness.lab.judge.phases.training import Training
 from harness.lab.judge.rules.assignment import Lab
 from harness.machine import gpu
 from harness.machine.gpulock import GpuLock
 
 
-class Grader(Steps):
+class Grader(Training):
     """Holds the oracle, the training images and the references' workers across submissions."""
 
     def grade(self, student: str, folder: Path) -> dict:

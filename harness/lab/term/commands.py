@@ -144,13 +144,15 @@ def lab_kit(lab_name: str, dest: Path | None, weights: Path) -> int:
 
 
 def copy_manifest(submissions: Path, out: Path) -> None:
-    """`lab collect`'s manifest (submission times, late flags, ids) beside the rows, for the points."""
+    """`lab collect`'s manifest (submission times, late flags, ids) and the staff's extensions.csv
+    (harness.lab.term.marks.extensions) beside the rows, for the points."""
     from harness.lab.term.intake import collect
+    from harness.lab.term.marks import extensions
 
-    manifest = Path(submissions) / collect.MANIFEST
-    if manifest.is_file():
-        Path(out).mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(manifest, Path(out) / collect.MANIFEST)
+    for name in (collect.MANIFEST, extensions.FILE):  # the students' own due dates travel with it
+        if (Path(submissions) / name).is_file():
+            Path(out).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(Path(submissions) / name, Path(out) / name)
 
 
 def refused_hand_ins(submissions: Path) -> dict[str, str]:

@@ -19,7 +19,7 @@ import io
 from pathlib import Path
 
 from harness import DEFAULT_LOC_CSV, ROOT, registry
-from harness.machine import code_lines
+from harness.machine import provenance
 from harness.machine.files import write_atomic
 
 PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding", "cublas.py": "ffi binding",
@@ -33,8 +33,8 @@ CSV_PATH = DEFAULT_LOC_CSV
 FIELDS = ["package", "api_level", "part", "files", "code", "comment"]
 
 
-analyze = code_lines.analyze
-package_files = code_lines.package_files  # the files a level's count (and its source hash) come from
+analyze = provenance.analyze
+package_files = provenance.package_files  # the files a level's count (and its source hash) come from
 
 
 def count(root: Path = ROOT) -> list[dict]:

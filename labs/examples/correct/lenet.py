@@ -23,6 +23,9 @@ def pool(x):
     return x.reshape(n, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
 
 
+STAGES = ("conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "fc3", "softmax")
+
+
 class CorrectLeNet(LeNet):
     spec = ImplSpec("correct", "lenet:CorrectLeNet", "numpy", devices=("cpu",),
                     variants=("default",), dtypes=("float32",), package=None)
@@ -31,15 +34,25 @@ class CorrectLeNet(LeNet):
         super().__init__(weights_path, device, variant, dtype)
         self.w = weights.read(weights_path)
 
-    def predict(self, images):
+    def stage(self, name, x):
+        """One layer on its own, NHWC in and out (the template's stages); predict chains them."""
         w = self.w
-        x = np.asarray(images, dtype=np.float32)
-        x = np.pad(x, ((0, 0), (2, 2), (2, 2), (0, 0)))               # (N, 32, 32, 1)
-        x = pool(conv_relu(x, *w["conv1"]))                            # (N, 14, 14, 6)
-        x = pool(conv_relu(x, *w["conv2"]))                            # (N, 5, 5, 16)
-        x = x.reshape(len(x), -1)                                      # (N, 400) NHWC order
-        x = np.maximum(x @ w["fc1"].kernel + w["fc1"].bias, 0)         # (N, 120)
-        x = np.maximum(x @ w["fc2"].kernel + w["fc2"].bias, 0)         # (N, 84)
-        z = x @ w["fc3"].kernel + w["fc3"].bias                        # (N, 10)
-        e = np.exp(z - z.max(axis=1, keepdims=True))
+        if name in ("conv1", "conv2"):
+            pad = 2 if name == "conv1" else 0                          # "same" for conv1
+            return conv_relu(np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0))), *w[name])
+        if name in ("pool1", "pool2"):
+            return pool(x)
+        if name == "fc1":
+            x = x.reshape(len(x), -1)                                  # (N, 400) NHWC order
+        if name in ("fc1", "fc2"):
+            return np.maximum(x @ w[name].kernel + w[name].bias, 0)
+        if name == "fc3":
+            return x @ w["fc3"].kernel + w["fc3"].bias                 # (N, 10) logits
+        e = np.exp(x - x.max(axis=1, keepdims=True))                   # softmax
         return e / e.sum(axis=1, keepdims=True)
+
+    def predict(self, images):
+        x = np.asarray(images, dtype=np.float32)                       # (N, 28, 28, 1)
+        for name in STAGES:  # conv1 (N, 28, 28, 6) ... fc3 (N, 10), softmax (N, 10)
+            x = self.stage(name, x)
+        return x

@@ -23,6 +23,9 @@ def downsample(t):
     return t.reshape(batch, height // 2, 2, width // 2, 2, chans).max(axis=(2, 4))
 
 
+LAYERS = ("conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "fc3", "softmax")
+
+
 class MyNet(LeNet):
     spec = ImplSpec("student", "lenet:MyNet", "numpy", devices=("cpu",),
                     variants=("default",), dtypes=("float32",), package=None)
@@ -31,15 +34,25 @@ class MyNet(LeNet):
         super().__init__(weights_path, device, variant, dtype)
         self.params = weights.read(weights_path)
 
-    def predict(self, images):
+    def stage(self, layer, h):
+        # one layer at a time
         p = self.params
-        h = np.asarray(images, dtype=np.float32)
-        h = np.pad(h, ((0, 0), (2, 2), (2, 2), (0, 0)))
-        h = downsample(convolve_and_rectify(h, *p["conv1"]))
-        h = downsample(convolve_and_rectify(h, *p["conv2"]))
-        h = h.reshape(len(h), -1)
-        h = np.maximum(h @ p["fc1"].kernel + p["fc1"].bias, 0)
-        h = np.maximum(h @ p["fc2"].kernel + p["fc2"].bias, 0)
-        logits = h @ p["fc3"].kernel + p["fc3"].bias
-        ex = np.exp(logits - logits.max(axis=1, keepdims=True))
+        if layer in ("conv1", "conv2"):
+            border = 2 if layer == "conv1" else 0
+            return convolve_and_rectify(np.pad(h, ((0, 0), (border, border), (border, border), (0, 0))), *p[layer])
+        if layer in ("pool1", "pool2"):
+            return downsample(h)
+        if layer == "fc1":
+            h = h.reshape(len(h), -1)
+        if layer in ("fc1", "fc2"):
+            return np.maximum(h @ p[layer].kernel + p[layer].bias, 0)
+        if layer == "fc3":
+            return h @ p["fc3"].kernel + p["fc3"].bias
+        ex = np.exp(h - h.max(axis=1, keepdims=True))
         return ex / ex.sum(axis=1, keepdims=True)
+
+    def predict(self, images):
+        h = np.asarray(images, dtype=np.float32)
+        for layer in LAYERS:
+            h = self.stage(layer, h)
+        return h

@@ -3,7 +3,8 @@
 
     Prepared(lab, out, weights, report, iso)   the oracle and its answers on the gate's images (sent
                                   to each worker: no MNIST in the sandbox), the training images the
-                                  timed images are drawn from, the workers' environment, the sandbox
+                                  timed images are drawn from, each [stages] stage's input and output
+                                  (.stage_oracle), the workers' environment, the sandbox
                                   chosen (harness.lab.box.walls.isolation), the node, the scratch folder
       .predict_oracle(images)     the oracle's probabilities on uint8 images
       .limits(trusted) -> Limits  a worker's limits (harness.lab.box.proc.limits): the lab's; a reference
@@ -27,11 +28,13 @@ import numpy as np
 
 from harness import DEFAULT_WEIGHTS
 from harness.data import mnist
+from harness.data import weights as weights_file
+from harness.data.init_weights import DEFAULT_INIT
 from harness.errors import HarnessError
 from harness.lab.box.proc.limits import Limits
 from harness.lab.box.sandbox import Sandbox
 from harness.lab.box.walls import disk, isolation
-from harness.lab.judge.rules import deadlines, timing
+from harness.lab.judge.rules import deadlines, stages, timing
 from harness.lab.judge.rules.assignment import Lab
 from harness.machine import env, gpu, host, procenv
 
@@ -87,11 +90,21 @@ class Prepared:
 
         self.lab = lab
         self.out = Path(out)
+        training = lab.task == "training"
+        if training and Path(weights) == Path(DEFAULT_WEIGHTS):  # training starts from the shared seed
+            weights = DEFAULT_INIT
         self.weights = str(weights)
         self.report = report
         self.oracle = NumpyLeNet(self.weights, dtype=lab.dtype)
-        self.gate_images = mnist.load("test")[0][:lab.gate.images]  # sent to each worker: no MNIST there
-        self.gate_oracle = self.predict_oracle(self.gate_images)
+        # sent to each worker (no MNIST there); a training lab's gate is its steps (phases.training)
+        self.gate_images = mnist.load("test")[0][:0 if training else lab.gate.images]
+        self.initial = {name: weights_file.Layer(k.astype("float64"), b.astype("float64"))
+                        for name, (k, b) in weights_file.read(self.weights).items()}  # training's start
+        self.last_weights = self.initial  # a training submission's weights after its last steps
+        self.gate_oracle = (self.predict_oracle(self.gate_images) if len(self.gate_images) else
+                            np.empty((0, 10)))
+        self.stage_oracle = stages.oracle_stages(self.weights, self.gate_images[:stages.STAGE_IMAGES],
+                                                 lab.dtype) if lab.stages and not training else {}
         self.train = mnist.load("train")[0]
         self.env = procenv.settings(lab.measure.threads, 1, lab.device)
         self.iso = iso or isolation.decide()

@@ -48,7 +48,8 @@ class References(Prepared):
                              packages=[package] if package else [], weights=self.weights)
             try:
                 worker.load({"op": "load", "implementation": ref.implementation, "variant": ref.variant,
-                             "device": self.lab.device, "dtype": self.lab.dtype, "weights": self.weights},
+                             "device": self.lab.device, "dtype": self.lab.dtype, "weights": self.weights,
+                             "task": self.lab.task},
                             REFERENCE_TIMEOUT_S)
             except Failure as exc:
                 worker.stop()

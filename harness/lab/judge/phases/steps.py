@@ -3,10 +3,13 @@ row with a status (a harness.errors.Failure), never a stopped grading:
 
   import    load the module and build the class           import-error, out-of-memory, timeout
   probe     the gate's first PROBE_GATE images vs the oracle; if they pass, PROBE_CALLS calls
-            timed beside rank_by: a slow submission is too-slow in seconds, not after the
-            full gate's minutes (a wrong one goes on to the full gate: `wrong`, never timed)
+            timed beside rank_by: a slow submission is gated on [gate] slow_images only (its
+            gate points kept where [grade] slow_gate_points says so) and too-slow in seconds, not
+            after the full gate's minutes (a wrong one goes on to the full gate: `wrong`, never timed)
                                                            too-slow, crashed, timeout
   gate      the first `images` test images vs the oracle   wrong, crashed, out-of-memory, timeout
+  stages    (a lab with [stages]) each stage on the oracle's input to it, its verdict in the row,
+            whatever the gate said (harness.lab.judge.rules.stages)         timeout
   warm-up   `warmup` calls; median vs rank_by's warm-up    too-slow (not timed), wrong
   rounds    per round one secret seed, the same images for every participant, the order
             rotated each round; every answer checked       wrong, crashed, timeout
@@ -18,7 +21,8 @@ row saying which call, the deadline and how it was derived; wall_s is the last r
 
     Steps(References)                       one submission's steps, on its worker (a Sandbox)
       .steps(worker, row)                   the steps in order, their values into the row as they come
-      .imported, .gate + .passes + .pass_gate, .warm_up + .fast_enough (the probe and the warm-up),
+      .imported, .gate + .passes + .pass_gate, .stage_verdicts, .warm_up + .fast_enough (the probe
+      and the warm-up),
       .rounds -> Rounds                     one method per step
       .timed, .within, .need_pace           the submission's calls within their deadlines
     Warmup                                  what the warm-up (or the probe) measured
@@ -38,7 +42,7 @@ from harness.lab.box.sandbox import Chunk, Sandbox
 from harness.lab.judge.phases import verdict
 from harness.lab.judge.phases.references import PROBE_GATE, References
 from harness.lab.judge.phases.verdict import SUBMISSION, Rounds
-from harness.lab.judge.rules import deadlines, timing
+from harness.lab.judge.rules import deadlines, stages, timing
 from harness.measure.plan.study import chunk_sizes
 
 PROBE_CALLS = 3  # timed before the full gate: past max_ratio, `too-slow` in seconds, not minutes
@@ -67,9 +71,15 @@ class Steps(References):
         if self.passes(first):  # correct so far: too slow to be worth the full gate?
             probe = self.warm_up(worker, PROBE_CALLS, probe=True)
             row["probe_ratio"] = probe.ratio
-            self.fast_enough(probe, f"a probe of {PROBE_CALLS} calls before the full gate",
-                             "gated in full nor ")
+            if probe.ratio > self.lab.limits.max_ratio:  # gated on [gate] slow_images only, then too-slow
+                row["gate"] = gate = self.gate(worker, self.lab.gate.slow_images, slow=True)
+                self.pass_gate(gate)
+                self.fast_enough(probe, f"a probe of {PROBE_CALLS} calls before the full gate",
+                                 f"gated on more than its first {gate['images']} test images (which it "
+                                 "passed) nor ")
         row["gate"] = gate = self.gate(worker)  # a wrong submission's row shows the whole gate
+        if self.lab.stages:
+            row["stages"] = self.stage_verdicts(worker)
         self.pass_gate(gate)
         if self.lab.measure.warmup:
             warm = self.warm_up(worker, self.lab.measure.warmup)
@@ -82,20 +92,36 @@ class Steps(References):
         lab = self.lab
         loaded = worker.load({"op": "load", "submission": worker.box.submission_path(), "module": lab.module,
                               "class": lab.class_name, "device": lab.device, "dtype": lab.dtype,
-                              "weights": self.weights}, lab.limits.import_s)
+                              "task": lab.task, "weights": self.weights}, lab.limits.import_s)
         import_s = round((loaded["import_ns"] + loaded["load_ns"]) / 1e9, 3)
         return {"class": text.clean(loaded["class"], 200), "import_s": import_s}
 
-    def gate(self, worker: Sandbox, first: int | None = None) -> dict:
-        """gate: the worker's answers on the gate's test images (or the `first` of them) against
-        the oracle's, within the gate's deadline."""
-        n = first or len(self.gate_images)
+    def gate(self, worker: Sandbox, first: int | None = None, slow: bool = False) -> dict:
+        """gate: the worker's answers on the gate's test images (or the `first` of them: the probe's,
+        or a too-slow submission's `slow` gate) against the oracle's, within the gate's deadline."""
+        n = min(first or len(self.gate_images), len(self.gate_images))
         due = deadlines.for_gate(self.need_pace(), self.lab.limits, n)
-        what = (f"the gate's first {n} images (its first call)" if first else
+        what = (f"the gate's first {n} images (too slow for the whole gate)" if slow else
+                f"the gate's first {n} images (its first call)" if first else
                 f"the gate ({n} images, in calls of up to {timing.GATE_BATCH})")
-        with self.within(worker, due, what, "gate_first" if first else "gate"):
+        with self.within(worker, due, what, "gate_first" if first and not slow else "gate"):
             probs = worker.gate(self.gate_images[:n], timing.GATE_BATCH, due.seconds)
         return timing.compare(probs, self.gate_oracle[:n], self.lab.gate.max_abs_diff)
+
+    def stage_verdicts(self, worker: Sandbox) -> list[dict]:
+        """Each of the lab's stages asked of the submission on the oracle's input to it, its output
+        judged against the oracle's (stages.judge); a stage not answered is missing (no method) or
+        an error, never the submission's failure."""
+        verdicts = []
+        for name, points in self.lab.stages:
+            stage = self.stage_oracle[name]
+            due = deadlines.for_gate(self.need_pace(), self.lab.limits, len(stage.input))
+            with self.within(worker, due, f"stage {name} ({len(stage.input)} images)", "stages"):
+                why, got = worker.stage(name, stage.input, stage.output.size, due.seconds)
+            verdict = stages.unanswered(name, why or "no answer") if got is None else stages.judge(
+                name, got, stage, stages.tolerance(self.lab.gate.max_abs_diff, stage.output))
+            verdicts.append({**verdict, "points": points})
+        return verdicts
 
     def passes(self, gate: dict) -> bool:
         """The gate's rule on `gate` (the whole gate or its first images: no more disagreements than
@@ -106,10 +132,11 @@ class Steps(References):
     def pass_gate(self, gate: dict) -> None:
         want = self.lab.gate
         if not self.passes(gate):
+            why = timing.not_probabilities(gate)
             raise Failure("wrong", f"{gate['images'] - gate['agree']} of {gate['images']} test images "
                                    f"disagree with the NumPy reference (argmax), worst |dp| "
                                    f"{gate['max_abs_diff']:.2g} (gate: at least {want.min_agree} "
-                                   f"agree, |dp| <= {want.max_abs_diff:g})")
+                                   f"agree, |dp| <= {want.max_abs_diff:g})" + (f"; {why}" if why else ""))
 
     def warm_up(self, worker: Sandbox, calls: int, probe: bool = False) -> Warmup:
         """warm-up (or the probe before the full gate): `calls` calls of the submission and of

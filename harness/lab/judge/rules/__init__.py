@@ -4,6 +4,8 @@
     tables      its [measure], [gate], [limits] and [grade] tables, each a record and its checks
     timing      fair, tamper-evident timing: unseen images, answers checked, clocks bounded
     deadlines   each exchange's deadline, from the reference's own times
+    sgd         the training gate's rule: SGD steps against the oracle's (grader and kit)
+    stages      partial credit by stage: the stages, the oracle's input and output of each, verdicts
 
 May import: harness.lab.box, harness.lab.text and the harness's wings below the lab; no other room of
 the judge (tests/test_layout.py).

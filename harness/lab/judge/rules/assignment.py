@@ -6,10 +6,18 @@ is an error naming the file, the table and the allowed keys.
                class ("" = the module's one harness.base.LeNet subclass), device, dtype,
                references (registry names, "name/variant", or "floor": the device's fastest measured
                implementation, named when the file is read), rank_by (default: the first reference),
-               allow_imports (the project's level packages a submission may import; default none)
+               allow_imports (the project's level packages a submission may import; default none),
+               starter (the folder handed out: relative to the lab file's folder, else the checkout's
+               labs/; default "template"), task ("inference", default: predict; "training": one SGD
+               step, a harness.base.Trainer, harness.lab.judge.phases.training)
     [measure]  calls (timed calls per participant, split over rounds), rounds, warmup, batch_size,
                threads
-    [gate]     images (first N test images), min_agree (default: all of them), max_abs_diff
+    [gate]     images (first N test images), min_agree (default: all of them), max_abs_diff,
+               slow_images (default 1000: a submission past max_ratio in the probe is gated on its
+               first slow_images only, then too-slow; its gate points: [grade] slow_gate_points); for
+               training: steps and batch (the first steps x batch training images in order, from the
+               shared initial weights), max_rel_loss (each step's loss) and max_abs_diff (every weight
+               after each step; both default to verify-train's 1e-4)
     [limits]   wall_s (the grader's whole wait on one submission), import_s (import + construction),
                memory_mb (the worker's cgroup; also RLIMIT_AS on the CPU, resident memory watched on
                the GPU), cpu_s (RLIMIT_CPU), max_ratio (slower than this x rank_by in the probe before
@@ -21,8 +29,13 @@ is an error naming the file, the table and the allowed keys.
                peak_mb (default none: no gate; the most MiB the worker's measured peak memory may
                reach, over its whole run, read from outside it: harness.lab.box.proc.peak; past it an
                otherwise ok submission is over-memory, not ranked; at most memory_mb)
+    [stages]   stage = points, ... (harness.lab.judge.rules.stages: for inference conv1, pool1, conv2,
+               pool2, fc1, fc2, fc3, softmax; for training each layer's gradient): a submission that
+               fails the gate gets the points of the stages it gets right, at most gate_points in all
+               (a lab without it grades all or nothing)
     [grade]    gate_points, speed_points, speed ("linear": full_at, zero_at; or "tiers"), due,
-               late_per_day, late_max_days (see Grade; harness.lab.term.marks.points computes them)
+               late_per_day, late_max_days, slow_gate_points (default true) (see Grade;
+               harness.lab.term.marks.points computes them)
 
     load(name_or_path) -> Lab       a lab of labs/ by name, or a lab file by path
     parse(text, where) -> Lab       a lab file's text; `where` names it in errors
@@ -41,6 +54,7 @@ from typing import Any
 
 from harness import ROOT, registry
 from harness.errors import HarnessError
+from harness.lab.judge.rules import stages as stage_rules
 from harness.lab.judge.rules.tables import (
     Gate,
     Grade,
@@ -66,13 +80,14 @@ LEVELS = tuple(dict.fromkeys(spec.api_level for spec in registry.REGISTRY.values
 DEFAULTS: dict[str, dict[str, Any]] = {
     "lab": {"name": None, "title": "", "rung": "numpy", "module": "lenet.py", "class": "",
             "device": "cpu", "dtype": "float32", "references": ["numpy"], "rank_by": None,
-            "allow_imports": []},
+            "allow_imports": [], "starter": "template", "task": "inference"},
     "measure": {"calls": 300, "rounds": 10, "warmup": 20, "batch_size": 1, "threads": 1},
-    "gate": {"images": 10000, "min_agree": None, "max_abs_diff": 1e-4},
+    "gate": {"images": 10000, "min_agree": None, "max_abs_diff": 1e-4, "slow_images": 1000, "steps": 3,
+             "batch": 32, "max_rel_loss": 1e-4},
     "limits": {"wall_s": 600, "import_s": 120, "memory_mb": 4096, "cpu_s": 900, "max_ratio": 100,
                "pids": 64, "output_mb": 16, "disk_mb": 256, "files": 4096, "peak_mb": None},
     "grade": {"gate_points": 60, "speed_points": 40, "speed": "linear", "full_at": 1.0, "zero_at": 4.0,
-              "tiers": [], "due": None, "late_per_day": 0, "late_max_days": 7},
+              "tiers": [], "due": None, "late_per_day": 0, "late_max_days": 7, "slow_gate_points": True},
 }
 
 
@@ -105,6 +120,20 @@ class Lab:
     source: str  # the TOML text (copied next to the results, read by Slurm tasks)
     path: str
     grade: Grade = Grade()
+    starter_name: str = "template"  # [lab] starter, as the file wrote it
+    stages: tuple[tuple[str, float], ...] = ()  # [stages]: (name, points) in network order
+    task: str = "inference"  # or "training": one SGD step (harness.lab.judge.phases.training)
+
+    @property
+    def gate_rule(self) -> str:
+        """The gate's rule in words (the leaderboard's, the feedback's)."""
+        g = self.gate
+        if self.task == "training":
+            return (f"{g.steps} SGD steps of {g.batch} training images from the shared initial weights, each "
+                    f"step's loss within {g.max_rel_loss:g} (relative) and every weight within "
+                    f"{g.max_abs_diff:g} of the NumPy reference's")
+        return (f"{g.min_agree} of {g.images} test images with the NumPy reference's argmax and every "
+                f"|dp| <= {g.max_abs_diff:g}")
 
     def reference(self, label: str) -> Reference:
         return next(r for r in self.references if r.label == label)
@@ -118,10 +147,15 @@ class Lab:
 
     @property
     def starter(self) -> Path:
-        """The starter folder students are handed (the kit's, similarity's boilerplate): the rung's own
-        labs/template-RUNG where there is one (the CUDA rung's), every other lab's labs/template."""
-        own = ROOT / "labs" / f"template-{self.rung}"
-        return own if own.is_dir() else ROOT / "labs" / "template"
+        """The starter folder students are handed (the kit's, similarity's boilerplate): [lab] starter,
+        relative to the lab file's own folder (a course's lab folder), else to the checkout's labs/ (a
+        grading's copy of a shipped lab file); a folder found nowhere is an error naming both."""
+        for base in (Path(self.path).parent, LABS_DIR):
+            folder = base / self.starter_name
+            if folder.is_dir():
+                return folder
+        raise HarnessError(f"{self.path} [lab]: starter: no folder {self.starter_name!r} beside the lab file "
+                           f"({Path(self.path).parent}) nor in {LABS_DIR}")
 
 
 def parse_reference(where: str, text: object, device: str) -> Reference:
@@ -176,23 +210,29 @@ def parse(text: str, where: str = "<lab>") -> Lab:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise HarnessError(f"{where}: TOML syntax error: {exc}") from None
-    tables = _tables(data, where)
+    tables = _tables({k: v for k, v in data.items() if k != "stages"}, where)
+    training = tables["lab"]["task"] == "training"
+    stages = stage_rules.read(data.get("stages", {}), f"{where} [stages]", training)
     head = tables["lab"]
     references, rank_by = _references(head, f"{where} [lab]")
     measure = read_measure(tables["measure"], f"{where} [measure]")
     gate = read_gate(tables["gate"], f"{where} [gate]")
     limits = read_limits(tables["limits"], f"{where} [limits]")
     allow = _allow_imports(head["allow_imports"], f"{where} [lab]")
+    grade = read_grade(tables["grade"], f"{where} [grade]")
+    if sum(points for _, points in stages) > grade.gate_points:
+        fail(f"{where} [stages]", f"expected points adding up to at most [grade] gate_points "
+                                  f"({grade.gate_points:g}), found {sum(p for _, p in stages):g}")
     return Lab(head["name"] or Path(where).stem, head["title"], head["rung"], head["module"], head["class"],
                head["device"], head["dtype"], references, rank_by, allow, measure, gate, limits, text, where,
-               read_grade(tables["grade"], f"{where} [grade]"))
+               grade, head["starter"], stages, head["task"])
 
 
 def _tables(data: dict, where: str) -> dict[str, dict]:
     """Each table's keys over its defaults; an unknown table or key is an error."""
     unknown = sorted(set(data) - set(DEFAULTS))
     if unknown:
-        fail(where, f"unknown table(s) {unknown}; allowed: {sorted(DEFAULTS)}")
+        fail(where, f"unknown table(s) {unknown}; allowed: {sorted([*DEFAULTS, 'stages'])}")
     tables = {}
     for table, defaults in DEFAULTS.items():
         given = data.get(table, {})
@@ -207,11 +247,16 @@ def _tables(data: dict, where: str) -> dict[str, dict]:
 
 def _references(head: dict, at: str) -> tuple[tuple[Reference, ...], Reference]:
     """The [lab] table checked; (its references, rank_by)."""
-    for key in ("title", "module", "class"):
+    for key in ("title", "module", "class", "starter"):
         if not isinstance(head[key], str):
             fail(at, f"{key}: expected a string, found {head[key]!r}")
     if not head["module"].endswith(".py") or "/" in head["module"]:
         fail(at, f"module: expected a file name ending in .py (e.g. lenet.py), found {head['module']!r}")
+    if not head["starter"] or Path(head["starter"]).is_absolute() or ".." in Path(head["starter"]).parts:
+        fail(at, f"starter: expected a folder relative to the lab file (e.g. template), found "
+                 f"{head['starter']!r}")
+    if head["task"] not in ("inference", "training"):
+        fail(at, f"task: expected 'inference' or 'training', found {head['task']!r}")
     if head["rung"] not in LEVELS:
         fail(at, f"rung: unknown API level {head['rung']!r}; allowed: {list(LEVELS)}")
     if head["device"] not in registry.DEVICES:
@@ -222,6 +267,11 @@ def _references(head: dict, at: str) -> tuple[tuple[Reference, ...], Reference]:
     if not refs:
         fail(at, "references: expected at least one reference implementation")
     references = tuple(parse_reference(at, r, head["device"]) for r in refs)
+    untrained = [r.label for r in references if head["task"] == "training" and not
+                 registry.spec(r.implementation).trainer]
+    if untrained:
+        fail(at, f"references: {untrained} cannot train (no trainer in the registry); a training lab's "
+                 f"references: {[n for n, s in registry.REGISTRY.items() if s.trainer]}")
     labels = [r.label for r in references]
     if len(set(labels)) != len(labels):
         fail(at, f"references: listed twice: {labels}")

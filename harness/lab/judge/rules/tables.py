@@ -36,6 +36,10 @@ class Gate:
     images: int
     min_agree: int
     max_abs_diff: float
+    slow_images: int = 1000  # a submission past max_ratio in the probe is gated on these only
+    steps: int = 3  # training: SGD steps of `batch` images, each checked
+    batch: int = 32
+    max_rel_loss: float = 1e-4
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,9 @@ class Limits:
 class Grade:
     """[grade]: points (harness.lab.term.marks.points). gate_points for passing the gate; up to speed_points
     for speed, by the ratio to rank_by: "linear" (all at or below full_at, none at or above zero_at,
-    linear in log(ratio) between) or "tiers" ([[ratio at most, points], ...], ascending); due (a
+    linear in log(ratio) between) or "tiers" ([[ratio at most, points], ...], ascending);
+    slow_gate_points (default true: a too-slow submission that passed its gate, or the first
+    [gate] slow_images of it, keeps gate_points; false: none); due (a
     TOML date-time; without a zone, the LMS's local time) and late_per_day (percent of the points
     off per started day late), none past late_max_days."""
 
@@ -71,6 +77,7 @@ class Grade:
     due: datetime | None = None
     late_per_day: float = 0
     late_max_days: float = 7
+    slow_gate_points: bool = True  # a too-slow submission that passed its gate keeps gate_points
 
 
 def fail(where: str, message: str) -> NoReturn:
@@ -101,7 +108,11 @@ def read_gate(table: dict, at: str) -> Gate:
     number(at, "min_agree", min_agree, 0, whole=True)
     if min_agree > images:
         fail(at, f"min_agree: expected at most images ({images}), found {min_agree}")
-    return Gate(images, min_agree, number(at, "max_abs_diff", table["max_abs_diff"], 0))
+    return Gate(images, min_agree, number(at, "max_abs_diff", table["max_abs_diff"], 0),
+                min(images, number(at, "slow_images", table.get("slow_images", 1000), 1, whole=True)),
+                number(at, "steps", table.get("steps", 3), 1, whole=True),
+                number(at, "batch", table.get("batch", 32), 1, whole=True),
+                number(at, "max_rel_loss", table.get("max_rel_loss", 1e-4), 0))
 
 
 def read_limits(table: dict, at: str) -> Limits:
@@ -140,6 +151,9 @@ def read_grade(table: dict, at: str) -> Grade:
         fail(at, f"tiers: expected ascending ratios and points <= speed_points, found {list(tiers)}")
     given = {k: table[k] for k in ("gate_points", "speed_points", "speed", "full_at", "zero_at",
                                    "late_per_day", "late_max_days")}
+    if not isinstance(table.get("slow_gate_points", True), bool):
+        fail(at, f"slow_gate_points: expected true or false, found {table['slow_gate_points']!r}")
+    given["slow_gate_points"] = table.get("slow_gate_points", True)
     return Grade(**given, tiers=tiers, due=read_due(table["due"], at))
 
 

@@ -53,6 +53,7 @@ submission that computes on several threads is flagged (the lab fixes threads = 
 
     new_seed(), timing_images(seed, count, train)        unseen images
     compare(probs, oracle, tolerance), disagreements(...)    answers against the oracle
+    not_probabilities(gate)                              'apply softmax', where the answers are logits
     oracle_answers(oracle, images_u8, dtype), GATE_BATCH   the oracle's own, as the gate asks
     gate_passes(gate, ...), gate_sentence(gate, ...)     the gate's rule and its line (grader, feedback, kit)
     protocol_gap_ns, inconsistency, busy_while_idle, longer_than_trip, too_many   the clock rules
@@ -90,13 +91,35 @@ def timing_images(seed: int, count: int, train: np.ndarray) -> np.ndarray:
     return out
 
 
+FIRST_BAD = 5  # the gate names this many of the first images it found wrong (the kit's `show N` opens them)
+SUMS_TO_ONE = 1e-3  # a row of probabilities sums to 1 within this, every value in [0, 1]
+
+
 def compare(probs: np.ndarray, oracle: np.ndarray, tolerance: float) -> dict:
-    """Gate numbers: argmax agreement and the worst |dp| (NaN counts as the worst)."""
+    """Gate numbers: argmax agreement and the worst |dp| (NaN counts as the worst); the first
+    images whose argmax differs or whose |dp| is past `tolerance` (0-based test image numbers); and
+    whether the answers are probabilities at all (rows in [0, 1] that sum to 1)."""
     probs = np.asarray(probs, dtype=np.float64).reshape(oracle.shape)
     diff = np.abs(probs - oracle)
     diff[np.isnan(diff)] = np.inf
+    row = diff.max(axis=1) if diff.size else np.zeros(len(oracle))
+    bad = np.flatnonzero((probs.argmax(1) != oracle.argmax(1)) | (row > tolerance)) if len(oracle) else \
+        np.zeros(0, dtype=np.int64)
+    sums = probs.sum(axis=1)
+    probabilities = bool(np.all(np.abs(sums - 1) <= SUMS_TO_ONE) and np.all((probs >= 0) & (probs <= 1)))
     return {"images": int(len(oracle)), "agree": int(np.sum(probs.argmax(1) == oracle.argmax(1))),
-            "max_abs_diff": float(diff.max()) if diff.size else 0.0}
+            "max_abs_diff": float(diff.max()) if diff.size else 0.0,
+            "first_bad": [int(i) for i in bad[:FIRST_BAD]], "probabilities": probabilities,
+            "row_sums": [float(np.nanmin(sums)), float(np.nanmax(sums))] if len(sums) else [1.0, 1.0]}
+
+
+def not_probabilities(gate: dict) -> str:
+    """The words for answers that are not probabilities ('' when they are, or were not checked)."""
+    if gate.get("probabilities", True):
+        return ""
+    low, high = (gate.get("row_sums") or [float("nan")] * 2)[:2]
+    return (f"the answers are not probabilities (rows sum to {low:.3g} ... {high:.3g}, or values outside "
+            "[0, 1]): apply softmax to fc3's outputs (logits) before returning them")
 
 
 def oracle_answers(oracle: Any, images_u8: np.ndarray, dtype: str) -> np.ndarray:
@@ -113,9 +136,17 @@ def gate_passes(gate: dict, images: int, min_agree: int, max_abs_diff: float) ->
 
 
 def gate_sentence(gate: dict, images: int, min_agree: int, max_abs_diff: float) -> str:
-    return (f"Gate: {gate['agree']} of {gate['images']} test images agree with the NumPy reference "
+    """The gate's line; where it failed, the first images that disagree (test image numbers, from 0)
+    and answers that are not probabilities, named."""
+    line = (f"Gate: {gate['agree']} of {gate['images']} test images agree with the NumPy reference "
             f"(needed {min_agree - (images - gate['images'])}); worst |dp| "
             f"{gate['max_abs_diff']:.2g} (allowed {max_abs_diff:g}).")
+    first = gate.get("first_bad") or []
+    if first and not gate_passes(gate, images, min_agree, max_abs_diff):
+        line += (f" First test images that disagree: {', '.join(map(str, first))} (the kit's `show N` "
+                 "draws one beside both answers).")
+    why = not_probabilities(gate)
+    return line + (f" Note: {why}." if why else "")
 
 
 def disagreements(probs: np.ndarray, oracle: np.ndarray, tolerance: float) -> dict:

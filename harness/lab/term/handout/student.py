@@ -3,17 +3,24 @@ grader's gate, run in this process on the gate's test images against the oracle'
 precomputed, with the lab file's thresholds (harness.lab.judge.rules.timing.compare, as the grader), then the
 time per image. No sandbox, no references, no rank: a laptop's check before handing in.
 
-    lenet-lab check lenet.py      the gate, then the median time per image (exit 0: it passes); a GPU
-                                  lab's under the GPU lock, where the machine has one
+    lenet-lab check lenet.py      a first call (a shape error: the NCHW hint), the time per image
+                                  against the lab's speed limit, then the gate (exit 0: it passes),
+                                  and the peak memory; a GPU lab's under the GPU lock, where the
+                                  machine has one
     lenet-lab emulate lenet.py    (the CUDA lab) the kernels compiled for the CPU, on a few images
-    lenet-lab info                the lab, its gate and limits, what the kit holds
+    lenet-lab info                the lab, its gate and limits, the grader's versions
+    lenet-lab doctor              what this machine has (Python, NumPy, BLAS, GPU) and where
+    lenet-lab show N [lenet.py]   test image N in the terminal, beside both answers
+
+Where nothing can be installed, the same from the unzipped kit's folder, with NumPy alone:
+`python -m harness.lab.term.handout.student check lenet.py`.
 
     Kit, load_kit(folder)                 the kit's data: the lab's numbers, the gate's images and answers
     submission_class(path, class_name)    the student's class, found as the grader finds it
     answers(impl, images, dtype, batch)   predict over the images, as float32 (N, 10)
-    gate_numbers(kit, probs), passes(kit, gate), time_per_image(impl, images, dtype, calls)
-    check(path, kit, say, lock_timeout) (on the GPU under gpu_lock(say, timeout_s)), checked(path, kit, say),
-    emulate(path, kit, say, images), main(argv), build(path, kit),
+    gate_numbers(kit, probs), passes(kit, gate), (the time per image: clock)
+    check(path, kit, say, lock_timeout) (on the GPU under sharing.gpu_lock), checked(path, kit, say),
+    emulate(path, kit, say, images), main(argv), build(path, kit), (info: doctor)
     gate_line(kit, gate)
 """
 
@@ -25,7 +32,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +42,10 @@ from harness import ROOT
 from harness.data import mnist
 from harness.errors import HarnessError
 from harness.lab.judge.rules import timing
+from harness.lab.term.handout import clock, doctor, sharing
 
 KIT_JSON = "kit.json"  # beside gate.npz in the kit's data folder (harness/_kit/)
 GATE_NPZ = "gate.npz"
-TIMED_CALLS = 200  # one image per call, after WARMUP calls; at most TIME_BUDGET_S
-WARMUP = 5
-TIME_BUDGET_S = 5.0
 WRONG_HINT = ("Compare layer by layer with the description in README.md: the flatten order (NHWC), the "
               "padding ('same' for conv1) and the kernel layouts (HWIO) are the usual suspects.")
 
@@ -50,9 +55,11 @@ class Kit:
     """What the kit was built with: the lab's numbers (kit.json) and the gate (gate.npz)."""
 
     lab: dict  # name, title, module, class, device, dtype, rank_by, gate {images, min_agree, max_abs_diff}
-    images: np.ndarray  # (N, 28, 28) uint8: the gate's test images
-    oracle: np.ndarray  # (N, 10) float64: the oracle's probabilities on them
+    images: np.ndarray  # (N, 28, 28) uint8: the gate's test images (training: its steps' images)
+    oracle: np.ndarray  # (N, 10) float64: the oracle's probabilities (training: (steps, 61706) weights)
     weights: Path
+    labels: np.ndarray | None = None  # training: the steps' labels, and the oracle's loss of each step
+    losses: np.ndarray | None = None
 
 
 def load_kit(folder: Path = ROOT) -> Kit:
@@ -63,13 +70,14 @@ def load_kit(folder: Path = ROOT) -> Kit:
                            "(pip install ./lab-kit-LAB); in the checkout use `python -m harness lab check`")
     lab = json.loads((folder / KIT_JSON).read_text())
     with np.load(folder / GATE_NPZ) as gate:
-        images, oracle = gate["images"], gate["oracle"]
-    return Kit(lab, images, oracle, folder / "weights" / lab["weights"])
+        found = {key: gate[key] for key in gate.files}
+    return Kit(lab, found["images"], found["oracle"], folder / "weights" / lab["weights"],
+               found.get("labels"), found.get("losses"))
 
 
-def submission_class(path: Path, class_name: str = "") -> type:
-    """The named class, or the module's one harness.base.LeNet subclass (the most derived), as the
-    grader's worker finds it; the file's folder is importable, for its helper modules."""
+def submission_class(path: Path, class_name: str = "", base: type | None = None) -> type:
+    """The named class, or the module's one harness.base.LeNet (or `base`: Trainer) subclass (the most
+    derived), as the grader's worker finds it; the file's folder is importable, for its helper modules."""
     from harness.base import lenet_classes
 
     sys.path.insert(0, str(path.parent))
@@ -83,9 +91,10 @@ def submission_class(path: Path, class_name: str = "") -> type:
         if not inspect.isclass(getattr(mod, class_name, None)):
             raise HarnessError(f"{path}: no class {class_name!r}")
         return getattr(mod, class_name)
-    leaves = lenet_classes(mod)
+    leaves = lenet_classes(mod, base)
     if len(leaves) != 1:
-        raise HarnessError(f"{path}: expected one harness.base.LeNet subclass, found "
+        kind = getattr(base, "__name__", "LeNet")
+        raise HarnessError(f"{path}: expected one harness.base.{kind} subclass, found "
                            f"{[c.__name__ for c in leaves]}")
     return leaves[0]
 
@@ -97,9 +106,13 @@ def build(path: Path, kit: Kit) -> Any:
     lab = kit.lab
     if path.name != lab["module"]:
         print(f"note: the grader imports {lab['module']}; this file is {path.name}", file=sys.stderr)
-    cls = submission_class(path, lab["class"])
+    from harness.base import Trainer
+
+    training = lab.get("task") == "training"
+    cls = submission_class(path, lab["class"], Trainer if training else None)
     if not isinstance(getattr(cls, "spec", None), ImplSpec):
-        cls.spec = lab_spec(cls, lab["device"], lab["dtype"])  # type: ignore[attr-defined]
+        spec = lab_spec(cls, lab["device"], lab["dtype"])
+        cls.spec = replace(spec, train_variants=("default",)) if training else spec  # type: ignore[attr-defined]
     return cls(str(kit.weights), device=lab["device"], dtype=lab["dtype"])
 
 
@@ -127,43 +140,9 @@ def passes(kit: Kit, gate: dict) -> bool:
     return timing.gate_passes(gate, want["images"], want["min_agree"], want["max_abs_diff"])
 
 
-def time_per_image(impl: Any, images_u8: np.ndarray, dtype: str, calls: int = TIMED_CALLS) -> float:
-    """The median time of one predict on one image (ns), after WARMUP calls; at most TIME_BUDGET_S."""
-    x = mnist.to_input(images_u8, dtype)
-    for i in range(WARMUP):
-        np.asarray(impl.predict(x[i:i + 1]))
-    times: list[int] = []
-    end = time.perf_counter() + TIME_BUDGET_S
-    for i in range(calls):
-        one = x[i % len(x):i % len(x) + 1]
-        t0 = time.perf_counter_ns()
-        np.asarray(impl.predict(one))
-        times.append(time.perf_counter_ns() - t0)
-        if time.perf_counter() > end:
-            break
-    return float(np.median(times))
-
-
 def gate_line(kit: Kit, gate: dict) -> str:
     want = kit.lab["gate"]
     return timing.gate_sentence(gate, want["images"], want["min_agree"], want["max_abs_diff"])
-
-
-def gpu_lock(say: Callable[[str], None], timeout_s: float | None) -> Any:
-    """The GPU lock the grader and the studies take (harness.machine.gpulock, keyed on the GPU's UUID),
-    held while the check runs on the GPU: on a shared server a check never times beside a grading, and
-    says who holds the GPU while it waits. Where no lock folder can be used (a laptop), it says so and
-    goes on without one."""
-    from harness.machine import gpu
-    from harness.machine.gpulock import GpuLock
-
-    lock = GpuLock(gpu.lock_id(), timeout_s, say)
-    try:
-        lock.check()
-    except HarnessError as exc:
-        say(f"no GPU lock here ({exc}); checking without one")
-        return contextlib.nullcontext()
-    return lock.held()
 
 
 def check(path: Path, kit: Kit, say: Callable[[str], None] = print,
@@ -172,32 +151,53 @@ def check(path: Path, kit: Kit, say: Callable[[str], None] = print,
     the GPU, under the GPU lock (waiting at most `lock_timeout` seconds; None: as long as it takes)."""
     lab = kit.lab
     say(f"lab {lab['name']}: {lab['title']}")
+    if lab.get("task") == "training":
+        from harness.lab.term.handout import trainkit
+
+        return trainkit.check(build(path, kit), kit, say)
     if lab["device"] == "gpu" and importlib.util.find_spec("cupy") is None:
         emulate_it = f"; without a GPU: lenet-lab emulate {path.name}" if lab.get("kernels") else ""
         raise HarnessError(f"lab {lab['name']} runs on an NVIDIA GPU through CuPy, which is not installed "
                            f"here (pip install cupy-cuda12x){emulate_it}")
-    with gpu_lock(say, lock_timeout) if lab["device"] == "gpu" else contextlib.nullcontext():
+    for warning in doctor.version_warnings(kit):
+        say(warning)
+    with sharing.gpu_lock(say, lock_timeout) if lab["device"] == "gpu" else contextlib.nullcontext():
         return checked(path, kit, say)
 
 
 def checked(path: Path, kit: Kit, say: Callable[[str], None]) -> bool:
-    """check's gate and timing."""
+    """check's first call, timing, gate and peak memory."""
     lab = kit.lab
-    t0 = time.perf_counter()
     impl = build(path, kit)
     try:
+        first_call(impl, kit)
+        median = clock.time_per_image(impl, kit.images, lab["dtype"])
+        say(doctor.speed_line(kit, median))
+        t0 = time.perf_counter()
         gate = gate_numbers(kit, answers(impl, kit.images, lab["dtype"]))
         say(gate_line(kit, gate) + f" ({time.perf_counter() - t0:.1f} s)")
-        if not passes(kit, gate):
-            say("Status: wrong. " + WRONG_HINT)
-            return False
-        median = time_per_image(impl, kit.images, lab["dtype"])
     finally:
         getattr(impl, "close", lambda: None)()
-    say(f"Status: passes the gate. Median time per image: {median / 1e3:.1f} us on this machine "
-        f"(batch of 1). The grader ranks by the ratio to {lab['rank_by']}, timed beside you on its "
-        "own machine, on images you have not seen.")
+    say(f"Peak memory of this check: {doctor.peak_mb():.0f} MiB (the kit's data included)"
+        + (f"; the lab's limit: {lab['limits']['peak_mb']} MiB" if lab["limits"].get("peak_mb") else ""))
+    if not passes(kit, gate):
+        say("Status: wrong. " + WRONG_HINT)
+        return False
+    say(f"Status: passes the gate. The grader ranks by the ratio to {lab['rank_by']}, timed beside you on "
+        "its own machine, on images you have not seen.")
     return True
+
+
+def first_call(impl: Any, kit: Kit) -> None:
+    """predict on one image, before anything else: a shape error there gets the NCHW hint."""
+    try:
+        answers(impl, kit.images[:1], kit.lab["dtype"])
+    except Exception as exc:
+        hint = doctor.shape_hint(exc)
+        if hint:
+            exc.add_note(f"lenet-lab: {hint}") if hasattr(exc, "add_note") else None
+            print(f"HINT: {hint}", file=sys.stderr)
+        raise
 
 
 EMULATED_IMAGES = 50  # emulated kernels run one CUDA thread after another: seconds per image batch
@@ -236,17 +236,6 @@ def emulate(path: Path, kit: Kit, say: Callable[[str], None] = print, images: in
     return ok
 
 
-def info(kit: Kit, say: Callable[[str], None] = print) -> None:
-    lab, gate = kit.lab, kit.lab["gate"]
-    say(f"lab {lab['name']}: {lab['title']} ({lab['device']}, {lab['dtype']})")
-    say(f"your file: {lab['module']}, one harness.base.LeNet subclass; predict (N, 28, 28, 1) -> (N, 10)")
-    say(f"gate: the first {gate['images']} MNIST test images; at least {gate['min_agree']} argmaxes as "
-        f"the oracle's, every |dp| <= {gate['max_abs_diff']:g}")
-    say(f"ranked by: the ratio to {lab['rank_by']}, timed beside you by the grader; limits: "
-        + ", ".join(f"{k} {v}" for k, v in lab["limits"].items()))
-    say(f"weights: {kit.weights}")
-
-
 def main(argv: list[str] | None = None) -> int:
     """`lenet-lab check|emulate|info`: 0 passes, 1 fails (wrong, crashed), 2 bad input."""
     import traceback
@@ -263,12 +252,26 @@ def main(argv: list[str] | None = None) -> int:
             one.add_argument("--lock-timeout", type=float, default=None, metavar="S",
                              help="(a GPU lab on a shared server) wait at most S seconds for the GPU "
                                   "lock, then check anyway (default: wait)")
-    sub.add_parser("info", help="the lab, its gate and limits")
+    sub.add_parser("info", help="the lab, its gate and limits, the grader's versions")
+    sub.add_parser("doctor", help="what this machine has (Python, NumPy, BLAS, GPU) and where it lives")
+    show = sub.add_parser("show", help="test image N in the terminal, beside the reference's answer "
+                          "(and yours)")
+    show.add_argument("n", type=int, help="the test image's number (a failed gate names the first ones)")
+    show.add_argument("path", type=Path, nargs="?", help="your lenet.py, to show its answer too")
     args = parser.parse_args(argv)
     try:
+        if args.command == "doctor":
+            doctor.doctor()
+            return 0
         kit = load_kit()
         if args.command == "info":
-            info(kit)
+            doctor.info(kit)
+            return 0
+        if args.command == "show":
+            image = kit.images[args.n:args.n + 1]
+            probs = answers(build(args.path.resolve(), kit), image, kit.lab["dtype"])[0] \
+                if args.path and 0 <= args.n < len(kit.images) else None
+            doctor.show(kit, args.n, probs)
             return 0
         path = args.path / kit.lab["module"] if args.path.is_dir() else args.path
         if not path.is_file():
@@ -284,3 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print("Status: crashed (the traceback above shows where).")
         return 1
+
+
+if __name__ == "__main__":  # python -m harness.lab.term.handout.student check lenet.py (no install)
+    raise SystemExit(main())

@@ -42,7 +42,7 @@ from harness.lab import text
 from harness.lab.judge import attempts, store
 from harness.lab.judge.rules import assignment
 from harness.lab.term.intake import collect
-from harness.lab.term.marks import moodlezip, points
+from harness.lab.term.marks import extensions, moodlezip, points
 from harness.machine.files import write_atomic
 
 CANVAS_FIXED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -143,7 +143,7 @@ def export(out: Path, roster: Path, fmt: str, target: Path, force: bool = False,
     missing = attempts.unfinished(rows)
     if missing and not allow_ungraded:
         raise ungraded_refusal(out, missing)
-    scores, places = points.scores(rows, lab.grade, manifest), points.groups(rows)
+    scores, places = points.scores(rows, lab.grade, manifest, extensions.graded(out)), points.groups(rows)
     by_id = {(manifest.get(r["student"]) or {}).get("student_id") or r["student"]: r for r in rows}
     header, roster_rows = read_roster(roster, fmt)
     most = lab.grade.gate_points + lab.grade.speed_points

@@ -1,20 +1,25 @@
 """OUT/feedback/<id>.md: what failed and why, or how far from the references, with that
 submission's latency histogram (OUT/feedback/<id>.png) and its peak memory (the references' beside
-it, the lab's peak_mb where it sets one); <id> is the student's safe id, and every string from the
-submission (its name, reason, skipped files, log tail) is escaped (harness.lab.text).
+it, the lab's peak_mb where it sets one); <id> is the student's safe id, every string from the
+submission (its name, reason, skipped files, log tail) is escaped, and every absolute path is cut to
+its last parts (harness.lab.text.unpathed: the server's folders are not the student's business).
 
-    write(row, lab, place, ranked, out, score) -> paths; log_tail(out, student, lines), memory_lines(row, lab)
-    points_lines(score, lab)   its points (harness.lab.term.marks.points, as `lab export` gives them) and
-                               its late penalty, said even when there is none
+    write(row, lab, place, ranked, out, score) -> paths; log_tail(out, student, lines),
+    memory_lines(row, lab),
+    stage_lines(row, lab) (each stage's verdict, a lab with [stages]), student_due(student, out)
+    points_lines(score, lab, due)   its points (harness.lab.term.marks.points, as `lab export` gives
+                               them) and its late penalty against its own due date, said even when
+                               there is none
 """
 
+from datetime import datetime
 from pathlib import Path
 
 from harness.draw.style import fmt_ms
 from harness.lab import text
 from harness.lab.judge import store
 from harness.lab.judge.phases import memory
-from harness.lab.judge.rules import timing
+from harness.lab.judge.rules import sgd, stages, timing
 from harness.lab.judge.rules.assignment import Lab
 from harness.lab.term.marks import points
 from harness.lab.term.public import alias
@@ -47,6 +52,11 @@ NEXT_STEP = {
                "course staff.",
 }
 
+TRAINING_WRONG = ("Check the named layer's gradient against a numerical one (nudge one weight by 1e-3 "
+                  "in float64 and watch the loss) on a batch of 2: ReLU's mask, the pool's first maximum, "
+                  "the batch mean (divide by N once) and the HWIO kernel layout are the usual suspects; "
+                  "`python -m harness lab check {lab} {module}` runs the grader's steps.")
+
 
 def log_tail(out: Path, student: str, lines: int = 15) -> list[str]:
     path = store.result_dir(out, student) / "worker.log"
@@ -54,6 +64,37 @@ def log_tail(out: Path, student: str, lines: int = 15) -> list[str]:
         return path.read_text(errors="replace").splitlines()[-lines:]
     except OSError:
         return []
+
+
+def student_due(student: str, out: Path) -> datetime | None:
+    """The student's own due date, where OUT/extensions.csv gives one (harness.lab.term.marks.extensions)."""
+    from harness.lab.term.intake import collect
+    from harness.lab.term.marks import extensions
+
+    return extensions.due_of(extensions.graded(out), student, collect.graded_manifest(out).get(student))
+
+
+def extension_lines(student: str, lab: Lab, out: Path) -> list[str]:
+    """The extension, in words, where the student has one."""
+    from harness.lab.term.marks import extensions
+
+    due = student_due(student, out)
+    return [text.cell(extensions.line(due, lab.grade.due), 300), ""] if due else []
+
+
+def stage_lines(row: dict, lab: Lab) -> list[str]:
+    """Each stage's verdict (a lab with [stages]), the first wrong one named first; nothing without."""
+    verdicts = [v for v in row.get("stages") or [] if isinstance(v, dict)]
+    if not verdicts:
+        return []
+    wrong = [v for v in verdicts if v.get("verdict") != "ok"]
+    first = f"; the first that is not: **{text.cell(wrong[0].get('stage'), 30)}**." if wrong else "."
+    how = ("each layer's gradient in the first step" if lab.task == "training" else
+           "each given the reference's input to it")
+    head = f"Stage by stage ({how}): {len(verdicts) - len(wrong)} of {len(verdicts)} right{first}"
+    points = [v.get("points") if isinstance(v.get("points"), (int, float)) else None for v in verdicts]
+    return [head, "", *[text.cell(stages.sentence(v, p), 600) for v, p in zip(verdicts, points, strict=True)],
+            ""]
 
 
 def memory_lines(row: dict, lab: Lab) -> list[str]:
@@ -72,8 +113,9 @@ def memory_lines(row: dict, lab: Lab) -> list[str]:
             + f". Read by the grader from outside your worker: {source}.", ""]
 
 
-def points_lines(score: points.Score | None, lab: Lab) -> list[str]:
-    """The points and the late penalty in words; for a row with no points yet (not graded), that."""
+def points_lines(score: points.Score | None, lab: Lab, own_due: datetime | None = None) -> list[str]:
+    """The points and the late penalty in words (against `own_due`, an extension, else the lab's due
+    date); for a row with no points yet (not graded), that."""
     if score is None:
         return ["Points: none yet: your submission has not been graded (no points given or taken until "
                 "it is).", ""]
@@ -81,7 +123,8 @@ def points_lines(score: points.Score | None, lab: Lab) -> list[str]:
     parts = f"{score.gate:g} for the gate" + (f" + {score.speed:g} for speed" if score.speed else "")
     lines = [f"Points: **{score.total:g} of {score.most:g}** ({parts}" +
              (f", x {score.factor:.2f} for lateness" if score.late_days and score.factor else "") + ")."]
-    due = f"the due date, {grade.due.isoformat()}" if grade.due else "the due date"
+    when = own_due or grade.due
+    due = f"the due date, {when.isoformat()}" if when else "the due date"
     if score.late_days and score.factor == 0:
         lines.append(f"Late penalty: handed in {score.late_days} started day(s) after {due}, past the "
                      f"{grade.late_max_days:g} days that still count: no points.")
@@ -89,7 +132,7 @@ def points_lines(score: points.Score | None, lab: Lab) -> list[str]:
         lines.append(f"Late penalty: handed in {score.late_days} started day(s) after {due}: "
                      f"{grade.late_per_day:g}% off a day, so your points are multiplied by "
                      f"{score.factor:.2f}.")
-    elif grade.due is not None:
+    elif when is not None:
         lines.append(f"Late penalty: none (handed in by {due}).")
     else:
         lines.append("Late penalty: none (this lab sets no due date).")
@@ -110,7 +153,8 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path,
     lines = [f"# {text.cell(student, 300)}: lab {lab.name}", "",
              f"Status: **{text.cell(row['status'], 30)}**" +
              (f" — rank {place} of {ranked}" if place else ""), ""]
-    lines += points_lines(score, lab) if with_points else []
+    lines += extension_lines(student, lab, out)
+    lines += points_lines(score, lab, student_due(student, out)) if with_points else []
     if row.get("reason"):
         lines += [f"What happened: {text.cell(row['reason'], 1000)}", ""]
     if row.get("skipped_files"):
@@ -118,7 +162,9 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path,
                   *[f"- {text.cell(entry)}" for entry in row["skipped_files"][:20]], ""]
     gate = row.get("gate")
     if gate:
-        lines += [timing.gate_sentence(gate, lab.gate.images, lab.gate.min_agree, lab.gate.max_abs_diff), ""]
+        lines += [sgd.gate_sentence(gate, lab.gate_rule) if lab.task == "training" else
+                  timing.gate_sentence(gate, lab.gate.images, lab.gate.min_agree, lab.gate.max_abs_diff), ""]
+    lines += stage_lines(row, lab)
     lines += memory_lines(row, lab)
     if memory.timed(row):  # ok, or over-memory: timed in full before its peak was gated
         median = fmt_ms(row["median_per_image_ns"] / 1e6)
@@ -133,7 +179,9 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path,
         lines += ["", f"Lines of code: {row['loc']} in {row['files']} file(s)."]
     if row["status"] in NEXT_STEP:
         lines += [""] if memory.timed(row) else []
-        lines += [f"Next step: {NEXT_STEP[row['status']].format(lab=lab.name, module=lab.module)}"]
+        trains = lab.task == "training" and row["status"] == "wrong"
+        step = TRAINING_WRONG if trains else NEXT_STEP[row["status"]]
+        lines += [f"Next step: {step.format(lab=lab.name, module=lab.module)}"]
     for flagged in row.get("inconsistent_rounds") or []:
         lines.append(f"- round {flagged['round']} dropped: {text.cell(flagged['reason'])}")
     picture = plots.histogram(row, folder / f"{name}.png")
@@ -144,5 +192,5 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path,
         lines += ["", "The end of your worker's log:", "", "```", *text.block(tail), "```"]
     lines += alias.refusal_lines(out, student)  # `lab publish` refused its alias.txt
     path = folder / f"{name}.md"
-    write_atomic(path, "\n".join(lines) + "\n")
+    write_atomic(path, text.unpathed("\n".join(lines) + "\n"))  # no folder of the server's in it
     return [path] + ([picture] if picture else [])

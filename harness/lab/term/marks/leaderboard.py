@@ -27,7 +27,7 @@ from harness.lab.judge import attempts, store
 from harness.lab.judge.phases import memory
 from harness.lab.judge.rules import assignment, deadlines
 from harness.lab.term.intake import collect
-from harness.lab.term.marks import machines, points
+from harness.lab.term.marks import extensions, machines, points
 from harness.machine.files import write_atomic
 
 # Every status a row may have, in the order of the unranked (most useful first); ok rows come first.
@@ -199,8 +199,7 @@ def markdown(rows: list[dict], lab: assignment.Lab, notes: Iterable[str] = (),
              f"`{rank_by}`, timed in the same rounds on the same node (the median over rounds of "
              "each round's median ratio, with a 95% interval from resampling rounds); lower is faster. "
              "The absolute median depends on the node and is shown beside it. Each submission passed the "
-             f"gate first: {lab.gate.min_agree} of {lab.gate.images} test images with the NumPy "
-             f"reference's argmax and every |dp| <= {lab.gate.max_abs_diff:g}; every timed answer, on "
+             f"gate first: {lab.gate_rule}; every timed answer, on "
              "images it had not seen, was checked too.", "", *machines.type_lines(rows), *points_lines(lab),
              *memory_lines(rows, lab),
              "| rank | student | status | points | median per image | peak memory "
@@ -263,7 +262,7 @@ def build(out: Path, report: Callable[[str], None] = print) -> list[Path]:
     lab = store.graded_lab(out)
     manifest = collect.graded_manifest(out)
     rows, notes = attempts.class_rows(out, manifest)  # a listed student without a row: ungraded
-    scores = points.scores(rows, lab.grade, manifest)
+    scores = points.scores(rows, lab.grade, manifest, extensions.graded(out))
     paths = [write_csv(rows, out / "leaderboard.csv", scores)]
     write_atomic(out / "LEADERBOARD.md", with_similarity(markdown(rows, lab, notes, scores), rows, out))
     paths.append(out / "LEADERBOARD.md")

@@ -2,9 +2,11 @@
 collection's manifest (harness.lab.term.intake.collect): what the leaderboard shows and `lab export` hands in.
 
 - Gate: `gate_points` for every submission that passed the gate (ok, over-memory, too-slow,
-  timing-inconsistent); not for one found too slow by the probe before the full gate (its row has
-  `gate_first`, the gate's first images, and no `gate`): only the first images were checked, and
-  those are in the students' kit.
+  timing-inconsistent); one found too slow by the probe is gated on [gate] slow_images (its row's
+  `gate`) and keeps them where [grade] slow_gate_points (default true); a row from before that, with
+  `gate_first` and no `gate`, gets none: only the first images were checked.
+- Stages: a row that did not pass the gate but has stage verdicts (a lab with [stages]) gets the
+  points of the stages judged ok, at most gate_points.
 - Speed (ok rows only): up to `speed_points` by the ratio to rank_by: "linear" (all at or below
   full_at, none at or above zero_at, linear in log(ratio) between) or "tiers" (the points of the
   first tier whose ratio is at least the submission's; none past the last).
@@ -14,16 +16,17 @@ collection's manifest (harness.lab.term.intake.collect): what the leaderboard sh
   points of their group's best ratio: two identical submissions never differ in points.
 - Late: days late = started days past `due` (the manifest's submitted_at; a time without a zone is
   read in due's zone), at least 1 where the LMS flagged it late; the points lose late_per_day
-  percent a day, and all of them past late_max_days.
+  percent a day, and all of them past late_max_days. A student with an extension
+  (harness.lab.term.marks.extensions) is late past their own due, and the LMS's flag is not read.
 
     PASSED_GATE, Score, tie_ranks(intervals, same), groups(rows) -> {student: (rank, best ratio)},
     sorted_ok(rows) (the ok rows, best ratio first), identity(row) (the files' hash), ratio(row)
-    speed_points(grade, ratio), late_days(grade, entry), late_factor(grade, days)
+    speed_points(grade, ratio), stage_points(row, grade), late_days(grade, entry), late_factor(grade, days)
     score(row, grade, best_ratio, entry), scores(rows, grade, manifest) -> {student: Score}
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from harness.lab.judge import attempts
@@ -125,16 +128,28 @@ def late_factor(grade: Grade, days: int) -> float:
     return max(0.0, 1 - grade.late_per_day / 100 * days)
 
 
-def score(row: dict, grade: Grade, best_ratio: float | None, entry: dict | None) -> Score:
-    """One row's points; best_ratio: its tie group's best ratio (ok rows)."""
-    gated = row["status"] in PASSED_GATE and not ("gate_first" in row and "gate" not in row)
-    gate = float(grade.gate_points) if gated else 0.0
+def score(row: dict, grade: Grade, best_ratio: float | None, entry: dict | None,
+          extended: datetime | None = None) -> Score:
+    """One row's points; best_ratio: its tie group's best ratio (ok rows); `extended`: the student's
+    own due (harness.lab.term.marks.extensions), then the LMS's late flag is not read."""
+    if extended is not None:
+        grade = replace(grade, due=extended)
+        entry = {**(entry or {}), "late": ""}  # the LMS flagged it against the class's due
+    gated = row["status"] in PASSED_GATE and not ("gate_first" in row and "gate" not in row) and \
+        (row["status"] != "too-slow" or grade.slow_gate_points)
+    staged = stage_points(row, grade) if not gated else None
+    gate = float(grade.gate_points) if gated else staged or 0.0
     speed = speed_points(grade, best_ratio) if row["status"] == "ok" and best_ratio is not None else 0.0
     days = late_days(grade, entry)
     factor = late_factor(grade, days)
     total = round((gate + speed) * factor, 2)
-    words = [f"{row['status']}: {gate:g} for the gate" + (f" + {speed:g} for speed" if speed else "")
-             + ("" if gated or row["status"] not in PASSED_GATE else " (too slow for the full gate)")]
+    words = [f"{row['status']}: {gate:g} for the " + ("stages it got right" if staged is not None else "gate")
+             + (f" + {speed:g} for speed" if speed else "")
+             + ("" if gated or row["status"] not in PASSED_GATE else
+               " (too slow: the lab gives a too-slow submission no gate points)" if "gate" in row else
+               " (too slow for the full gate)")]
+    if extended is not None:
+        words.append(f"due {extended.isoformat(sep=' ')} (an extension)")
     if days:
         words.append(f"{days} day(s) late: " + ("no points (past late_max_days)" if factor == 0
                                                   else f"x {factor:.2f}"))
@@ -142,10 +157,30 @@ def score(row: dict, grade: Grade, best_ratio: float | None, entry: dict | None)
                  "; ".join(words))
 
 
-def scores(rows: list[dict], grade: Grade, manifest: dict[str, dict] | None = None) -> dict[str, Score]:
+def stage_points(row: dict, grade: Grade) -> float | None:
+    """A row that failed the gate: the points of its stages judged ok (the lab's [stages], as its row
+    records them), at most gate_points; None for a row without stages."""
+    verdicts = row.get("stages")
+    if not isinstance(verdicts, list):
+        return None
+    got = sum(v["points"] for v in verdicts if isinstance(v, dict) and v.get("verdict") == "ok"
+              and isinstance(v.get("points"), (int, float)) and v["points"] >= 0)
+    return float(min(got, grade.gate_points))
+
+
+def scores(rows: list[dict], grade: Grade, manifest: dict[str, dict] | None = None,
+           extended: dict[str, datetime] | None = None) -> dict[str, Score]:
     """{student: Score} for every finished row (harness.lab.judge.attempts.finished: an ungraded or
-    tampered row has no points, not 0); `manifest` is {folder: entry} (collect.read_manifest)."""
+    tampered row has no points, not 0); `manifest` is {folder: entry} (collect.read_manifest);
+    `extended` the extensions ({folder or LMS id: due}, extensions.graded)."""
+    from harness.lab.term.marks import extensions
+
     tied = groups(rows)
-    return {row["student"]: score(row, grade, tied.get(row["student"], (0, None))[1],
-                                  (manifest or {}).get(row["student"]))
-            for row in rows if attempts.finished(row)}
+    out = {}
+    for row in rows:
+        if not attempts.finished(row):
+            continue
+        entry = (manifest or {}).get(row["student"])
+        out[row["student"]] = score(row, grade, tied.get(row["student"], (0, None))[1], entry,
+                                    extensions.due_of(extended or {}, row["student"], entry))
+    return out

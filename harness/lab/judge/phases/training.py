@@ -1,0 +1,200 @@
+"""A training lab's steps ([lab] task = "training"): the submission is a harness.base.Trainer (one
+SGD step: forward, backward, update), graded as `verify-train` checks every level and timed as
+inference is.
+
+  import    the module's one Trainer subclass built from the shared initial weights
+            (weights/lenet5_init.weights.h5)                 import-error, timeout
+  gate      [gate] steps SGD steps of [gate] batch images, the first training images in order (as
+            verify-train), at harness.base.LEARNING_RATE: after each step the loss within
+            max_rel_loss (relative) and every weight within max_abs_diff of the oracle's
+            (lenet_numpy.train, float64); a wrong step names its first layer in backpropagation's
+            order (fc3 ... conv1)                             wrong, crashed, timeout
+  stages    (a lab with [stages]) each layer's gradient, read from the first step's weights
+  warm-up   `warmup` steps beside rank_by's                   too-slow
+  rounds    per round the same fresh batches (unseen images, random labels) for every participant,
+            in a rotated order; each round's losses and the submission's weights after it replayed
+            by the oracle from its weights before it (within TIMED_TOLERANCE)   wrong, timeout
+  clocks, ok   harness.lab.judge.phases.verdict, as inference (per step; per image = / batch)
+
+    Training(Steps)                  .steps: a training lab's (.training_steps and its phases), else Steps'
+
+    oracle_steps(w, batches) -> (losses, weights after each step)
+    gradient_stages(gate, stages, tol) -> verdicts
+    (the gate's rule, shared with the training kit: harness.lab.judge.rules.sgd)
+    TIMED_TOLERANCE
+"""
+
+import time
+from dataclasses import asdict
+
+import numpy as np
+
+from harness.base import LEARNING_RATE
+from harness.data import mnist, weights
+from harness.errors import Failure, HarnessError
+from harness.lab.box.sandbox import Chunk, Sandbox
+from harness.lab.judge.phases import verdict
+from harness.lab.judge.phases.references import REFERENCE_TIMEOUT_S
+from harness.lab.judge.phases.steps import Steps, Warmup
+from harness.lab.judge.phases.verdict import SUBMISSION, Rounds
+from harness.lab.judge.rules import deadlines, timing
+from harness.lab.judge.rules.sgd import Weights, gate_numbers, layer_diffs, unflat
+from harness.measure.plan.study import chunk_sizes
+
+# The timed rounds' batches are unseen noisy images: a max-pool near-tie there may route one gradient
+# entry differently in float32 than in the oracle's float64 (verify-train's "tie"); a step not taken,
+# or taken wrong, is off by far more.
+TIMED_TOLERANCE = 1e-3
+COUNT = weights.N_PARAMETERS
+
+
+Batch = tuple[np.ndarray, np.ndarray]  # (B, 28, 28) uint8 images, (B,) labels
+
+
+def oracle_steps(w: Weights, batches: list[Batch]) -> tuple[list[float], list[Weights]]:
+    """The oracle's (lenet_numpy.train, float64) loss of each step and its weights after it."""
+    from lenet_numpy.train import loss_and_grads  # the oracle: grader only
+
+    losses, after = [], []
+    for x_u8, y in batches:
+        loss, grads = loss_and_grads(w, mnist.to_input(x_u8, "float64"), y.astype(np.int64))
+        w = {n: weights.Layer(k - LEARNING_RATE * grads[n].kernel, b - LEARNING_RATE * grads[n].bias)
+             for n, (k, b) in w.items()}
+        losses.append(loss)
+        after.append(w)
+    return losses, after
+
+
+def gradient_stages(gate: dict, lab_stages: tuple[tuple[str, float], ...], tol: float) -> list[dict]:
+    """Each layer's gradient, judged from the first step (the same weights for all): its weights
+    after the step within tol of the oracle's; the difference given as the gradient's (/ lr)."""
+    layers = gate["steps"][0]["layers"] if gate["steps"] else {}
+    verdicts = []
+    for name, points in lab_stages:
+        diff = layers.get(name, float("inf"))
+        ok = diff <= tol
+        verdicts.append({"stage": name, "verdict": "ok" if ok else "wrong", "points": points, "layout": None,
+                         "max_abs_diff": None if ok or not np.isfinite(diff) else diff / LEARNING_RATE})
+    return verdicts
+
+
+class Training(Steps):
+    """A training lab's steps on a submission's worker; an inference lab's are Steps'."""
+
+    def steps(self, worker: Sandbox, row: dict) -> None:
+        if self.lab.task == "training":
+            self.training_steps(worker, row)
+        else:
+            super().steps(worker, row)
+
+    def training_steps(self, worker: Sandbox, row: dict) -> None:
+        """import, gate, stages, warm-up, rounds, verdict; values into the row as they come."""
+        g = self.lab.gate
+        self.pace = self.training_pace()
+        row["pace"] = {k: round(v, 9) if isinstance(v, float) else v for k, v in asdict(self.pace).items()}
+        row.update(self.imported(worker))
+        row["gate"] = gate = self.training_gate(worker)
+        if self.lab.stages:
+            row["stages"] = gradient_stages(gate, self.lab.stages, g.max_abs_diff)
+        if not gate["passes"]:
+            raise Failure("wrong", gate["first_failure"])
+        if self.lab.measure.warmup:
+            warm = self.training_warm_up(worker, self.lab.measure.warmup)
+            row["warmup_ratio"] = warm.ratio
+            self.fast_enough(warm, "its warm-up", "")
+        row.update(verdict.verdict(self.lab, self.training_rounds(worker)))
+
+    def fixed_batches(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The gate's batches: the first steps x batch training images in order, their labels."""
+        g = self.lab.gate
+        images, labels = mnist.load("train")
+        n = g.steps * g.batch
+        return [(images[i:i + g.batch], labels[i:i + g.batch].astype(np.int64)) for i in range(0, n, g.batch)]
+
+    def fresh_batches(self, steps: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """(steps, B, 28, 28) unseen images, (steps, B) random labels, and the new secret seed."""
+        b, seed = self.lab.measure.batch_size, timing.new_seed()
+        images = timing.timing_images(seed, steps * b, self.train).reshape(steps, b, 28, 28)
+        return images, np.random.default_rng(seed).integers(0, 10, (steps, b)), seed
+
+    def training_pace(self) -> deadlines.Pace:
+        """rank_by's step times (deadlines.Pace: a step is a call; an image 1/batch of it), before the
+        submission's worker starts; its first steps' extra time once, as the cold start."""
+        rank, b = self.lab.rank_by.label, self.lab.measure.batch_size
+        images, labels, _ = self.fresh_batches(deadlines.PACE_CALLS)
+        steps = self.reference_steps(rank, images, labels)
+        trip_s, work_s = (float(np.median(ns)) / 1e9 for ns in (steps.trips_ns, steps.times_ns))
+        if self.cold_s is None:
+            self.cold_s = max(0.0, steps.trips_ns[0] / 1e9 - trip_s)
+        return deadlines.Pace(rank, trip_s, work_s, work_s / b, self.cold_s, b)
+
+    def reference_steps(self, label: str, images: np.ndarray, labels: np.ndarray) -> Chunk:
+        try:
+            return self.reference(label).train(images, labels, REFERENCE_TIMEOUT_S)
+        except Failure as exc:
+            self.retire(self.refs.pop(label))
+            raise HarnessError(f"reference {label} failed its training steps ({exc.status}: {exc.reason})") \
+                from None
+
+    def training_gate(self, worker: Sandbox) -> dict:
+        """[gate] steps from the initial weights, each step's loss and weights against the oracle's."""
+        g = self.lab.gate
+        batches = self.fixed_batches()
+        oracle_losses, oracle_weights = oracle_steps(self.initial, batches)
+        due = deadlines.for_gate(self.need_pace(), self.lab.limits, g.steps * g.batch)
+        losses, found = [], []
+        with self.within(worker, due, f"the gate's {g.steps} steps of {g.batch} images", "gate"):
+            for x, y in batches:
+                losses.append(float(worker.train(x[None], y[None], due.seconds).outputs[0]))
+                found.append(unflat(worker.weights(COUNT, due.seconds)))
+        self.last_weights = found[-1]
+        return gate_numbers(losses, found, oracle_losses, oracle_weights, g.max_rel_loss, g.max_abs_diff)
+
+    def training_warm_up(self, worker: Sandbox, steps: int) -> Warmup:
+        rank = self.lab.rank_by.label
+        images, labels, _ = self.fresh_batches(steps)
+        ref_ns = float(np.median(self.reference_steps(rank, images, labels).times_ns))
+        mine = self.timed_steps(worker, images, labels, f"the warm-up's {steps} steps", "warmup")
+        median_ns = float(np.median(mine.times_ns))
+        return Warmup(median_ns / ref_ns, median_ns, ref_ns)
+
+    def timed_steps(self, worker: Sandbox, images: np.ndarray, labels: np.ndarray, what: str,
+                    step: str) -> Chunk:
+        """The submission's steps within their deadline, then replayed by the oracle from its weights
+        before them: its losses and its weights after them within TIMED_TOLERANCE."""
+        due = deadlines.for_calls(self.need_pace(), self.lab.limits, len(images))
+        with self.within(worker, due, what, step):
+            chunk = worker.train(images, labels, due.seconds)
+            after = unflat(worker.weights(COUNT, due.seconds))
+        losses, expected = oracle_steps(self.last_weights, list(zip(images, labels, strict=True)))
+        rel = np.abs(chunk.outputs - losses) / np.maximum(np.abs(losses), 1e-12)
+        diffs = layer_diffs(after, expected[-1])
+        worst = max(diffs, key=lambda n: diffs[n])
+        if not (np.all(rel <= TIMED_TOLERANCE) and diffs[worst] <= TIMED_TOLERANCE):
+            raise Failure("wrong", f"{what}: on unseen batches its steps left the NumPy reference's (loss "
+                                   f"relative {float(np.max(rel)):.2g}, {worst} weights {diffs[worst]:.2g}; "
+                                   f"allowed {TIMED_TOLERANCE:g}): steps must be computed, not replayed")
+        self.last_weights = after
+        return chunk
+
+    def training_rounds(self, worker: Sandbox) -> Rounds:
+        """As inference's rounds (harness.lab.judge.phases.steps), with steps for calls."""
+        m = self.lab.measure
+        everyone = [SUBMISSION, *(r.label for r in self.lab.references)]
+        seeds: list[int] = []
+        chunks: dict[str, list[Chunk]] = {who: [] for who in everyone}
+        idle: list[tuple[int, int]] = []
+        for r, calls in enumerate(chunk_sizes(m.calls, m.rounds)):
+            images, labels, seed = self.fresh_batches(calls)
+            busy, wall = 0, 0
+            for who in everyone[r % len(everyone):] + everyone[:r % len(everyone)]:
+                c0, t0 = worker.box.cpu_ns(), time.perf_counter_ns()
+                if who == SUBMISSION:
+                    what = f"round {r + 1}'s {calls} steps"
+                    chunks[who].append(self.timed_steps(worker, images, labels, what, "rounds"))
+                else:
+                    chunks[who].append(self.reference_steps(who, images, labels))
+                    busy, wall = busy + worker.box.cpu_ns() - c0, wall + time.perf_counter_ns() - t0
+            idle.append((busy, wall))
+            seeds.append(seed)  # revealed only now, for audit
+        return Rounds(seeds, chunks, idle)

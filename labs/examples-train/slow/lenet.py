@@ -1,0 +1,111 @@
+"""A correct but slow training step: each image of the batch back-propagated on its own, then the
+gradients averaged, as a first attempt often is (the same arithmetic, 32 times the calls)."""
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from harness.base import LEARNING_RATE, Trainer
+from harness.data import weights
+from harness.registry import ImplSpec
+
+CORNERS = ((0, 0), (0, 1), (1, 0), (1, 1))  # a 2x2 window's pixels, row-major: ties go to the first
+
+
+def im2col(x, size):
+    """x (N, H, W, C) -> rows (N*H'*W', size*size*C) in (kh, kw, c) order, and (N, H', W')."""
+    win = sliding_window_view(x, (size, size), axis=(1, 2))         # (N, H', W', C, kh, kw)
+    n, h, w = win.shape[:3]
+    return win.transpose(0, 1, 2, 4, 5, 3).reshape(n * h * w, -1), (n, h, w)
+
+
+def conv(x, kernel, bias):
+    """x (N, H, W, C) padded -> (N, H-4, W-4, K) pre-activation, and the rows for the backward."""
+    rows, (n, h, w) = im2col(x, 5)
+    return (rows @ kernel.reshape(-1, kernel.shape[-1]) + bias).reshape(n, h, w, -1), rows
+
+
+def conv_grads(d, kernel, rows, x_shape, pad):
+    """d (N, H', W', K) -> dkernel, dbias and dx (N, H, W, C) without the padding."""
+    k = kernel.shape[-1]
+    flat = d.reshape(-1, k)
+    dcols = (flat @ kernel.reshape(-1, k).T).reshape(*d.shape[:3], 5, 5, kernel.shape[2])
+    dx = np.zeros(x_shape, d.dtype)
+    for i in range(5):
+        for j in range(5):
+            dx[:, i:i + d.shape[1], j:j + d.shape[2]] += dcols[:, :, :, i, j]
+    dx = dx[:, pad:dx.shape[1] - pad, pad:dx.shape[2] - pad] if pad else dx
+    return (rows.T @ flat).reshape(kernel.shape), flat.sum(0), dx
+
+
+def pool(x):
+    """(N, H, W, C) -> max over 2x2 (N, H/2, W/2, C), and which corner won (the first maximum)."""
+    corners = np.stack([x[:, i::2, j::2] for i, j in CORNERS])
+    out = corners.max(0)
+    return out, np.argmax(corners == out, axis=0)
+
+
+def unpool(d, won):
+    dx = np.zeros((d.shape[0], 2 * d.shape[1], 2 * d.shape[2], d.shape[3]), d.dtype)
+    for q, (i, j) in enumerate(CORNERS):
+        dx[:, i::2, j::2] = np.where(won == q, d, 0)
+    return dx
+
+
+class SlowTrainer(Trainer):
+    spec = ImplSpec("slow", "lenet:SlowTrainer", "numpy", devices=("cpu",), variants=("default",),
+                    dtypes=("float32",), package=None, trainer="lenet:SlowTrainer",
+                    train_variants=("default",))
+
+    def __init__(self, weights_path, device="cpu", variant=None, dtype="float32",
+                 learning_rate=LEARNING_RATE):
+        super().__init__(weights_path, device, variant, dtype, learning_rate)
+        self.w = {name: [k.astype(dtype), b.astype(dtype)]
+                  for name, (k, b) in weights.read(weights_path).items()}
+
+    def gradients(self, x, labels):
+        w = {name: tuple(layer) for name, layer in self.w.items()}
+        x1 = np.pad(x, ((0, 0), (2, 2), (2, 2), (0, 0)))                # (N, 32, 32, 1)
+        z1, rows1 = conv(x1, *w["conv1"])                                # (N, 28, 28, 6)
+        p1, won1 = pool(np.maximum(z1, 0))                               # (N, 14, 14, 6)
+        z2, rows2 = conv(p1, *w["conv2"])                                # (N, 10, 10, 16)
+        p2, won2 = pool(np.maximum(z2, 0))                               # (N, 5, 5, 16)
+        f = p2.reshape(len(x), -1)                                       # (N, 400)
+        h1 = np.maximum(f @ w["fc1"][0] + w["fc1"][1], 0)                # (N, 120)
+        h2 = np.maximum(h1 @ w["fc2"][0] + w["fc2"][1], 0)               # (N, 84)
+        z = h2 @ w["fc3"][0] + w["fc3"][1]                               # (N, 10)
+        z = z - z.max(1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(1, keepdims=True))
+        n = len(labels)
+        loss = -logp[np.arange(n), labels].mean()
+        d = np.exp(logp)
+        d[np.arange(n), labels] -= 1
+        d /= n                                                           # d loss / d logits
+        g = {"fc3": (h2.T @ d, d.sum(0))}
+        d = (d @ w["fc3"][0].T) * (h2 > 0)
+        g["fc2"] = (h1.T @ d, d.sum(0))
+        d = (d @ w["fc2"][0].T) * (h1 > 0)
+        g["fc1"] = (f.T @ d, d.sum(0))
+        d = unpool((d @ w["fc1"][0].T).reshape(p2.shape), won2) * (z2 > 0)
+        dk, db, d = conv_grads(d, w["conv2"][0], rows2, p1.shape, 0)
+        g["conv2"] = (dk, db)
+        d = unpool(d, won1) * (z1 > 0)
+        dk, db, _ = conv_grads(d, w["conv1"][0], rows1, x1.shape, 2)
+        g["conv1"] = (dk, db)
+        return float(loss), g
+
+    def train_step(self, images, labels):
+        images, labels = np.asarray(images, self.dtype), np.asarray(labels, np.int64)
+        loss, g = 0.0, {name: (0, 0) for name in self.w}
+        for i in range(len(images)):  # one image at a time: the batch's mean, summed by hand
+            one_loss, one = self.gradients(images[i:i + 1], labels[i:i + 1])
+            loss += one_loss / len(images)
+            g = {name: (g[name][0] + one[name][0] / len(images), g[name][1] + one[name][1] / len(images))
+                 for name in g}
+        lr = np.asarray(self.learning_rate, self.dtype)
+        for name, layer in self.w.items():
+            layer[0] = layer[0] - lr * g[name][0]
+            layer[1] = layer[1] - lr * g[name][1]
+        return loss
+
+    def weights(self):
+        return {name: weights.Layer(k.copy(), b.copy()) for name, (k, b) in self.w.items()}

@@ -1,0 +1,47 @@
+"""One SGD step of LeNet-5 for the training lab: fill in train_step (forward, backward, update),
+then check it before handing in:
+
+    python -m harness lab check cpu_train path/to/lenet.py
+
+The grader imports this file in a fresh process, builds the one harness.base.Trainer subclass in
+it from the shared initial weights (weights/lenet5_init.weights.h5), runs three steps of 32
+training images and compares your loss and every weight after each step with the NumPy
+reference's. Keep everything you need in this folder.
+"""
+
+import numpy as np
+
+from harness.base import LEARNING_RATE, Trainer
+from harness.data import weights
+from harness.registry import ImplSpec
+
+
+class StudentTrainer(Trainer):
+    spec = ImplSpec("student", "lenet:StudentTrainer", "numpy", devices=("cpu",), variants=("default",),
+                    dtypes=("float32",), package=None, trainer="lenet:StudentTrainer",
+                    train_variants=("default",))
+
+    def __init__(self, weights_path, device="cpu", variant=None, dtype="float32",
+                 learning_rate=LEARNING_RATE):
+        super().__init__(weights_path, device, variant, dtype, learning_rate)
+        # {"conv1": Layer(kernel, bias), ..., "fc3": ...} in Keras layouts:
+        # conv kernels (5, 5, C_in, C_out) HWIO, dense kernels (inputs, outputs)
+        self.w = {name: weights.Layer(k.astype(dtype), b.astype(dtype))
+                  for name, (k, b) in weights.read(weights_path).items()}
+
+    def train_step(self, images, labels):
+        """images (N, 28, 28, 1) float32 in [0, 1], labels (N,) int64 -> the batch's mean loss (a float),
+        computed before the update.
+
+        Forward as in inference (conv1 6x5x5 "same" + ReLU -> max pool 2x2 -> conv2 16x5x5 "valid"
+        + ReLU -> max pool 2x2 -> flatten in NHWC order (400) -> dense 120 ReLU -> dense 84 ReLU ->
+        dense 10), the loss softmax cross-entropy averaged over the batch, its gradients by hand
+        (a max pool's gradient goes to the first maximum of its 2x2 window, in row-major order),
+        then plain SGD on every kernel and bias: w -= self.learning_rate * dw.
+        """
+        x = np.asarray(images, dtype=self.dtype)  # noqa: F841 (yours from here)
+        raise NotImplementedError("your forward, backward and update go here")
+
+    def weights(self):
+        """The current weights, as read: {"conv1": Layer(kernel, bias), ...} in Keras layouts."""
+        return {name: weights.Layer(k.copy(), b.copy()) for name, (k, b) in self.w.items()}
