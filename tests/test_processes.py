@@ -150,7 +150,7 @@ def test_reproduce_reruns_a_study_and_writes_its_shares_as_a_row(tmp_path):
     (row,) = results.read_rows(folder)
     assert row["kind"] == "reproduce" and row["reference_run"] == "20000101-000000-ref"
     assert row["shares"]["median_inside"] == [1, 2] and (folder / "env.json").is_file()
-    assert list(folder.glob("r/*/results.jsonl"))  # the second run's own rows, out of the report's sight
+    assert list(folder.glob("r/*/results.jsonl.gz"))  # the second run's own rows, out of the report's sight
     runs = rundata.latest_runs(rundata.load_runs(tmp_path / "res"))
     details = "\n".join(reproduce.section(runs))
     assert "against `20000101-000000-ref`" in details and "1 of 2 (50%)" in details
