@@ -156,6 +156,16 @@ def bandwidth_text(row: dict[str, Any]) -> str:
                      for level, b in found.items())
 
 
+def table_line(name: str, macs: int, median_ns: float, floor_ns: float, share: str,
+               floors: tuple[str, float, str, float] | None) -> str:
+    """One row of the stage table; floors: (reads, floor_ns, bound, of floor) where the row has them."""
+    line = f"| {name} | {macs:,} | {median_ns / 1e3:.2f} µs | {floor_ns / 1e3:.2f} µs | {share} |"
+    if floors is None:
+        return line
+    reads, stage_floor_ns, bound, of_floor = floors
+    return line + f" {reads} | {stage_floor_ns / 1e3:.2f} µs ({bound}) | {of_floor:.0%} |"
+
+
 def lines(row: dict[str, Any]) -> list[str]:
     """The stage table: each stage's time beside its multiply-adds at the peak (`share`) and, where the
     row has the read probe's bandwidth, beside its own floor (arithmetic or reads, `of floor`)."""
@@ -171,18 +181,13 @@ def lines(row: dict[str, Any]) -> list[str]:
            "| --- | ---: | ---: | ---: | ---: |" + (" ---: | ---: | ---: |" if memory else "")]
     for s in row["stages"]:
         share = f"{s['share']:.0%}" if s["share"] is not None and s["macs"] else "–"
-        line = (f"| {s['name']} | {s['macs']:,} | {s['median_ns'] / 1e3:.2f} µs | "
-                f"{s['floor_ns'] / 1e3:.2f} µs | {share} |")
-        if memory:
-            line += (f" {size(s['bytes'])} ({s['level']}) | {s['stage_floor_ns'] / 1e3:.2f} µs "
-                     f"({s['bound']}) | {s['stage_share']:.0%} |")
-        out.append(line)
-    call = (f"| the C call (untimed) | {row['macs']:,} | {row['call_median_ns'] / 1e3:.2f} µs | "
-            f"{row['floor_ns'] / 1e3:.2f} µs | {row['share']:.0%} |")
-    if memory:
-        call += (f" {size(sum(s['bytes'] for s in row['stages']))} | {row['stages_floor_ns'] / 1e3:.2f} µs "
-                 f"(the stages' sum) | {row['stages_share']:.0%} |")
-    out.append(call)
+        floors = (f"{size(s['bytes'])} ({s['level']})", s["stage_floor_ns"], s["bound"],
+                  s["stage_share"]) if memory else None
+        out.append(table_line(s["name"], s["macs"], s["median_ns"], s["floor_ns"], share, floors))
+    floors = (size(sum(s["bytes"] for s in row["stages"])), row["stages_floor_ns"], "the stages' sum",
+              row["stages_share"]) if memory else None
+    out.append(table_line("the C call (untimed)", row["macs"], row["call_median_ns"], row["floor_ns"],
+                          f"{row['share']:.0%}", floors))
     if memory:
         out += ["", "A stage's floor is the longer of its multiply-adds at the peak and its reads (its "
                     "weights and biases, the image for the input stage) at the bandwidth of the cache level "
