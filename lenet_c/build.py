@@ -6,6 +6,8 @@ NVRTC does for the CUDA level.
     source(name) -> str              the text of a C file of this package
     library(name, flags) -> Path     the shared library, compiled once per key, then found in the cache
     load(name, flags) -> CDLL        that library, loaded
+    extension(name) -> module        a C file that is a Python extension (call.c), built as the
+                                     libraries are, against this Python's and NumPy's headers
     cache_folder() -> Path           where libraries are kept (see below)
     probe() -> dict                  for doctor: the compiler, the flags, the path fused runs here
     toolchain() -> dict              for the bill: what compiling needs (harness.frameworks.toolchain)
@@ -21,15 +23,20 @@ workers compiling at once each rename a whole library, and no reader ever sees h
 
 import ctypes
 import hashlib
+import importlib.util
 import os
 import platform
 import shlex
 import shutil
 import subprocess
+import sys
+import sysconfig
 import tempfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+import numpy as np
 
 from harness.errors import Unavailable
 from harness.frameworks import engine_setup
@@ -175,6 +182,30 @@ def load(name: str, flag_list: tuple[str, ...]) -> ctypes.CDLL:
         return ctypes.CDLL(str(path))
     except OSError as exc:
         raise Unavailable(f"cannot load {path}: {exc}") from None
+
+
+def extension_flags() -> tuple[str, ...]:
+    """FLAGS with this Python's and NumPy's headers, their versions in the key (an extension is built
+    for one interpreter and one NumPy ABI); Unavailable where the Python headers are not installed."""
+    include = sysconfig.get_paths()["include"]
+    if not os.path.isfile(os.path.join(include, "Python.h")):
+        raise Unavailable(f"no Python.h in {include}: install this Python's headers "
+                          "(apt install python3-dev)")
+    return FLAGS + ("-I", include, "-I", np.get_include(),
+                    f"-DLENET_PYTHON={sys.implementation.cache_tag}", f"-DLENET_NUMPY={np.__version__}")
+
+
+def extension(name: str):
+    """The Python extension the C file `name` defines (module lenet_c_<its stem>), built into the
+    cache like a library and imported; Unavailable where it cannot be built or loaded."""
+    path = library(name, extension_flags())
+    spec = importlib.util.spec_from_file_location(f"lenet_c_{Path(name).stem}", path)
+    try:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except ImportError as exc:
+        raise Unavailable(f"cannot import {path}: {exc}") from None
+    return module
 
 
 def probe() -> dict:

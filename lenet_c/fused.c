@@ -10,15 +10,18 @@
 // - the dense layers run across their outputs (padded to whole vectors: 128, 96, 16), one input
 //   broadcast at a time, and skip the inputs that are zero (ReLU's): their time is the streaming
 //   of their weights (fc1's 200 KB) from L2, not their FMAs, and a zero input's row is not read.
-// Two paths, the same loops: AVX-512 intrinsics where the compiler targets AVX-512F (-march=native
-// on such a CPU), else plain C for the compiler to vectorize itself (any CPU; LENET_PORTABLE forces
+//   Where the outputs are more vectors than the registers hold (AVX's 16 for fc1's 128 floats)
+//   they are streamed in blocks, each kernel packed once block by block (lenet_dense_block).
+// Two paths: AVX-512 intrinsics where the compiler targets AVX-512F (-march=native on such a CPU),
+// else the same work in GNU C's vector types at the target's width (any CPU; LENET_PORTABLE forces
 // it; float64 always takes it). lenet_path() says which one this build is.
 //
 // Buffers (model.py allocates them once, 64-byte aligned, and passes their addresses in a table,
 // in the order of lenet_params()):
 //   conv1.kernel (6, 5, 5) [k, r, s]; conv1.bias (6); conv2.kernel (5, 5, 6, 16) HWIO as Keras has
-//   it; conv2.bias (16); fc1.kernel (400, 128), fc1.bias (128); fc2.kernel (128, 96), fc2.bias (96);
-//   fc3.kernel (96, 16), fc3.bias (16): Keras' (in, out) kernels padded with zeros to whole vectors;
+//   it; conv2.bias (16); fc1.kernel (128 / B, 400, B), fc1.bias (128); fc2.kernel (96 / B, 128, B),
+//   fc2.bias (96); fc3.kernel (16 / B, 96, B), fc3.bias (16): Keras' (in, out) kernels padded with
+//   zeros to whole vectors, in blocks of B = lenet_dense_block(width) outputs (AVX-512: one block);
 //   scratch (lenet_scratch_size() elements, zeroed once: the padded image's border stays zero).
 // lenet_fused_timed() is the same pass with each stage's time added up (lenet_stages() names them).
 
@@ -176,58 +179,119 @@ static void conv2_pool2(const float *restrict p1, const float *restrict w, const
     }
 }
 
-#else  // the portable path: plain C, the same loops, vectorized (or not) by the compiler
+// The input stage: the image into the padded grid's interior, (32, 48) with two columns and rows of
+// zeros around it
+INLINE void load_image(const float *restrict image, float *restrict pad) {
+    for (int y = 0; y < 28; ++y) memcpy(pad + (y + 2) * PADW + 2, image + y * 28, 28 * sizeof(float));
+}
+
+// acc (16 nv) += x (n_in) @ w (n_in, 16 nv): dense_acc, its weights in one block (lenet_dense_block)
+INLINE void dense_layer(const float *restrict x, int n_in, const float *restrict w, int width,
+                        float *restrict acc) {
+    dense_acc(x, n_in, w, width / 16, acc);
+}
+
+#else  // the portable path: the same loops in GNU C's vector types, no intrinsics
 const char *lenet_path(void) { return "portable"; }
 
-INLINE real max4(real a, real b, real c, real d) {
-    real ab = a > b ? a : b, cd = c > d ? c : d;
-    return ab > cd ? ab : cd;
+// Vectors as wide as the target's (AVX-512: 64 bytes, AVX: 32, else 16); the compiler lowers them
+// to whatever the CPU has. VL lanes of `real`.
+#if defined(__AVX512F__)
+#define VBYTES 64
+#elif defined(__AVX__)
+#define VBYTES 32
+#else
+#define VBYTES 16
+#endif
+#define VL ((int)(VBYTES / sizeof(real)))
+typedef real vec __attribute__((vector_size(VBYTES)));
+#ifdef LENET_DOUBLE
+typedef long long ivec __attribute__((vector_size(VBYTES)));
+#else
+typedef int ivec __attribute__((vector_size(VBYTES)));
+#endif
+
+INLINE vec load(const real *p) { vec v; memcpy(&v, p, sizeof v); return v; }  // any alignment
+INLINE void store(real *p, vec v) { memcpy(p, &v, sizeof v); }
+INLINE vec vmax(vec a, vec b) {  // lane by lane a > b ? a : b
+    ivec gt = a > b;
+    return (vec)((gt & (ivec)a) | (~gt & (ivec)b));
 }
 
-static void conv1_pool1(const real *restrict pad, const real *restrict w, const real *restrict b,
-                        real *restrict p1) {
-    for (int py = 0; py < 14; ++py)
-        for (int k = 0; k < 6; ++k) {
-            real acc[2][32] = {{0}};  // conv rows 2py, 2py + 1; 32 columns (28 used)
-            for (int dy = 0; dy < 2; ++dy)
-#pragma GCC unroll 5
-                for (int r = 0; r < 5; ++r)
-#pragma GCC unroll 5
-                    for (int s = 0; s < 5; ++s) {
-                        const real *in = pad + (2 * py + dy + r) * PADW + s;
-                        real wk = w[(k * 5 + r) * 5 + s];
-                        for (int x = 0; x < 32; ++x) acc[dy][x] += wk * in[x];
-                    }
-            for (int px = 0; px < 14; ++px) {
-                real m = max4(acc[0][2 * px], acc[0][2 * px + 1], acc[1][2 * px], acc[1][2 * px + 1]) + b[k];
-                p1[(k * 14 + py) * P1W + px] = m > 0 ? m : 0;
-            }
+// The padded image as two planes by column parity, each (32, PLW): padded column 2x + q at plane
+// q's column x (x = 0..15, 16..23 zeros). A pooling window's left conv column 2x with kernel
+// column s reads padded column 2x + s, its right one 2x + 1 + s: plane (d + s) & 1, column
+// x + ((d + s) >> 1) for d = 0, 1. Whole vectors of pooled columns are contiguous loads, and the
+// pool is a lane-wise max of the left and right columns' vectors: no shuffles.
+#define PLW 24
+#define PLANE (32 * PLW)
+
+INLINE void load_image(const real *restrict image, real *restrict pad) {
+    for (int y = 0; y < 28; ++y) {  // padded column i + 2: plane i & 1, column (i >> 1) + 1
+        real *even = pad + (y + 2) * PLW + 1, *odd = even + PLANE;
+        const real *row = image + y * 28;
+        for (int j = 0; j < 14; ++j) {
+            even[j] = row[2 * j];
+            odd[j] = row[2 * j + 1];
         }
-}
-
-INLINE void dense_acc(const real *restrict x, int n_in, const real *restrict w, int nv,
-                      real *restrict acc) {
-    int width = 16 * nv;
-    for (int i = 0; i < n_in; ++i) {
-        const real v = x[i], *restrict wr = w + i * width;
-        if (v == 0) continue;  // ReLU's zeros: their rows are never read
-        for (int j = 0; j < width; ++j) acc[j] += v * wr[j];
     }
 }
 
+// conv1 + bias + ReLU + pool1: the planes -> p1 (6, 14, 16). For each pooled row py, VL pooled
+// columns and two filters at a time: the window's 2 conv rows x 2 conv columns x 2 filters, 8
+// accumulators; input row 2py + ir feeds conv row 2py through kernel row ir and 2py + 1 through ir - 1.
+static void conv1_pool1(const real *restrict pad, const real *restrict w, const real *restrict b,
+                        real *restrict p1) {
+    for (int py = 0; py < 14; ++py)
+        for (int x0 = 0; x0 < 14; x0 += VL)
+#pragma GCC unroll 1
+            for (int k0 = 0; k0 < 6; k0 += 2) {
+                vec acc[2][2][2] = {{{{0}}}};  // [k][dy][dx]
+#pragma GCC unroll 6
+                for (int ir = 0; ir < 6; ++ir)
+#pragma GCC unroll 5
+                    for (int s = 0; s < 5; ++s) {
+                        vec in[2];
+                        for (int d = 0; d < 2; ++d)
+                            in[d] = load(pad + ((d + s) & 1) * PLANE + (2 * py + ir) * PLW + x0 + ((d + s) >> 1));
+#pragma GCC unroll 2
+                        for (int k = 0; k < 2; ++k)
+#pragma GCC unroll 2
+                            for (int dy = 0; dy < 2; ++dy) {
+                                int r = ir - dy;  // kernel row
+                                if (r < 0 || r > 4) continue;
+                                real wk = w[((k0 + k) * 5 + r) * 5 + s];
+                                acc[k][dy][0] += in[0] * wk;
+                                acc[k][dy][1] += in[1] * wk;
+                            }
+                    }
+                for (int k = 0; k < 2; ++k) {
+                    vec m = vmax(vmax(acc[k][0][0], acc[k][0][1]), vmax(acc[k][1][0], acc[k][1][1]));
+                    store(p1 + ((k0 + k) * 14 + py) * P1W + x0, vmax(m + b[k0 + k], (vec){0}));
+                }
+            }
+}
+
+#define NF (16 / VL > 0 ? 16 / VL : 1)  // conv2's 16 filters in vectors (1 where VL > 16: never)
+
 // One input row of p1 (6 channels, kernel columns 0..4) into a 2x2 pooling window of conv2's
 // outputs: acc[0] (conv row 2py) through kernel row ra, acc[1] (2py + 1) through rb (-1, 5: none).
-INLINE void conv2_window_row(real acc[2][2][16], const real *restrict in, const real *restrict w, int ra, int rb) {
+// Each (r, s, c)'s 16 filters are NF vectors; each input pixel is broadcast.
+INLINE void conv2_window_row(vec acc[2][2][NF], const real *restrict in, const real *restrict w, int ra, int rb) {
     for (int s = 0; s < 5; ++s)
         for (int c = 0; c < 6; ++c) {
             const real *px = in + c * 14 * P1W + s;  // channel c, columns 2px + s, 2px + 1 + s
             const real *wa = w + ((ra * 5 + s) * 6 + c) * 16 * (ra >= 0 && ra <= 4);
             const real *wb = w + ((rb * 5 + s) * 6 + c) * 16 * (rb >= 0 && rb <= 4);
-            for (int dx = 0; dx < 2; ++dx)
-                for (int k = 0; k < 16; ++k) {
-                    if (ra >= 0 && ra <= 4) acc[0][dx][k] += px[dx] * wa[k];
-                    if (rb >= 0 && rb <= 4) acc[1][dx][k] += px[dx] * wb[k];
+#pragma GCC unroll 4
+            for (int f = 0; f < NF; ++f) {
+                vec va = load(wa + f * VL), vb = load(wb + f * VL);
+#pragma GCC unroll 2
+                for (int dx = 0; dx < 2; ++dx) {
+                    if (ra >= 0 && ra <= 4) acc[0][dx][f] += va * px[dx];
+                    if (rb >= 0 && rb <= 4) acc[1][dx][f] += vb * px[dx];
                 }
+            }
         }
 }
 
@@ -236,18 +300,64 @@ static void conv2_pool2(const real *restrict p1, const real *restrict w, const r
                         real *restrict p2) {
     for (int py = 0; py < 5; ++py)
         for (int px = 0; px < 5; ++px) {
-            real acc[2][2][16] = {{{0}}};  // the pooling window: [conv row 2py + dy][column 2px + dx][k]
+            vec acc[2][2][NF] = {0};  // the window: [conv row 2py + dy][column 2px + dx][filters]
             const real *in = p1 + 2 * py * P1W + 2 * px;  // input row 2py + ir at in + ir * P1W
             conv2_window_row(acc, in, w, 0, -1);
             for (int ir = 1; ir < 5; ++ir) conv2_window_row(acc, in + ir * P1W, w, ir, ir - 1);
             conv2_window_row(acc, in + 5 * P1W, w, -1, 4);
-            for (int k = 0; k < 16; ++k) {
-                real m = max4(acc[0][0][k], acc[0][1][k], acc[1][0][k], acc[1][1][k]) + b[k];
-                p2[(py * 5 + px) * 16 + k] = m > 0 ? m : 0;
+            for (int f = 0; f < NF; ++f) {
+                vec m = vmax(vmax(acc[0][0][f], acc[0][1][f]), vmax(acc[1][0][f], acc[1][1][f]));
+                store(p2 + (py * 5 + px) * 16 + f * VL, vmax(m + load(b + f * VL), (vec){0}));
             }
         }
 }
+
+// A dense layer's outputs are streamed in blocks of BV(width) vectors (at most 8: the accumulators
+// stay in registers), its kernel packed block by block (lenet_dense_block; layout.pack)
+INLINE int dense_vectors(int width) {
+    int nv = width / VL, bv = 8;
+    while (nv % bv) --bv;
+    return bv;
+}
+
+// acc (width) += x (n_in) @ w, w (width / B, n_in, B) with B = dense_vectors(width) * VL: the
+// nonzero inputs listed first (ReLU's zeros: their rows are never read), then each block of
+// outputs summed over them in registers, its weight rows read in order, one after the other
+INLINE void dense_layer(const real *restrict x, int n_in, const real *restrict w, int width,
+                        real *restrict acc) {
+    real val[400];
+    int row[400], m = 0;
+    for (int i = 0; i < n_in; ++i) {  // no branch: the zeros are a third to a half, at random
+        val[m] = x[i];
+        row[m] = i;
+        m += x[i] != 0;
+    }
+    const int bv = dense_vectors(width), block = bv * VL;
+    for (int j0 = 0; j0 < width; j0 += block) {
+        const real *wb = w + j0 * n_in;
+        vec a[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < bv; ++j) a[j] = load(acc + j0 + j * VL);
+        for (int i = 0; i < m; ++i) {
+            const real *wr = wb + row[i] * block, v = val[i];
+#pragma GCC unroll 8
+            for (int j = 0; j < bv; ++j) a[j] += load(wr + j * VL) * v;
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < bv; ++j) store(acc + j0 + j * VL, a[j]);
+    }
+}
 #endif
+
+// outputs per streamed block of a dense layer `width` wide (128, 96, 16): how layout.pack lays out
+// its kernel, (width / block, inputs, block)
+int lenet_dense_block(int width) {
+#ifdef LENET_AVX512
+    return width;
+#else
+    return dense_vectors(width) * VL;
+#endif
+}
 
 INLINE void relu_n(real *restrict v, int n) {
     for (int i = 0; i < n; ++i) v[i] = v[i] > 0 ? v[i] : 0;
@@ -280,23 +390,22 @@ INLINE void forward(const void *const *p, const real *restrict x, real *restrict
     long long t0 = ns ? now_ns() : 0;
 #define STAGE(i) if (ns) { long long t = now_ns(); ns[i] += t - t0; t0 = t; }
     for (int img = 0; img < n; ++img) {
-        for (int y = 0; y < 28; ++y)  // the image into the padded grid's interior
-            memcpy(pad + (y + 2) * PADW + 2, x + img * 784 + y * 28, 28 * sizeof(real));
+        load_image(x + img * 784, pad);  // into the padded grid's interior (its border stays zero)
         STAGE(0)
         conv1_pool1(pad, w1, b1, p1);  // (6, 14, 16) planar
         STAGE(1)
         conv2_pool2(p1, w2, b2, p2);   // (400): (5, 5, 16) in Keras' flatten order
         STAGE(2)
         memcpy(h1, g1, 128 * sizeof(real));  // each layer's sums start at its bias
-        dense_acc(p2, 400, f1, 8, h1);
+        dense_layer(p2, 400, f1, 128, h1);
         relu_n(h1, 128);  // (128): 120 and zeros
         STAGE(3)
         memcpy(h2, g2, 96 * sizeof(real));
-        dense_acc(h1, 128, f2, 6, h2);
+        dense_layer(h1, 128, f2, 96, h2);
         relu_n(h2, 96);  // (96): 84 and zeros
         STAGE(4)
         memcpy(z, g3, 16 * sizeof(real));
-        dense_acc(h2, 96, f3, 1, z);  // (16): 10 logits and zeros
+        dense_layer(h2, 96, f3, 16, z);  // (16): 10 logits and zeros
         softmax10(z, out + img * 10);
         STAGE(5)
     }
@@ -307,4 +416,15 @@ void lenet_fused(const void *const *p, const real *x, real *out, int n) { forwar
 
 void lenet_fused_timed(const void *const *p, const real *x, real *out, int n, long long *ns) {
     forward(p, x, out, n, ns);
+}
+
+// counts (3): the nonzero inputs of fc1 (pool2's 400), fc2 (fc1's 120) and fc3 (fc2's 84) in the
+// last image the scratch holds: the weight rows the dense layers read (they skip the others)
+void lenet_dense_inputs(const void *const *p, int *counts) {
+    const real *scratch = (const real *)p[SCRATCH];
+    const int offset[3] = {S_P2, S_H1, S_H2}, size[3] = {400, 120, 84};
+    for (int layer = 0; layer < 3; ++layer) {
+        counts[layer] = 0;
+        for (int i = 0; i < size[layer]; ++i) counts[layer] += scratch[offset[layer] + i] != 0;
+    }
 }

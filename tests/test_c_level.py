@@ -31,10 +31,17 @@ def sample(mnist_test):
     return oracle_sample(mnist_test[0], 300, dtype="float64")
 
 
+def output_of(argv) -> str:
+    return Path(argv[argv.index("-o") + 1]).name
+
+
 @pytest.fixture
 def counted(monkeypatch, tmp_path):
-    """A fresh compile cache, and the compiler invocations that compile (argv with -o), in order."""
+    """A fresh compile cache, and the compiler invocations that compile (argv with -o), in order.
+    The levels call through ctypes here: the call extension (call.c), built once per cache, is
+    test_the_call_extension_is_built_once_...'s to count."""
     monkeypatch.setenv("LENET_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(CLeNet, "bind", lambda self: (None, "ctypes: not built in this test"))
     compiles: list[list[str]] = []
     real = build.run
 
@@ -54,7 +61,9 @@ def test_every_variant_matches_the_oracle(sample, variant, dtype):
     level = CLeNet(DEFAULT_WEIGHTS, variant=variant, dtype=dtype)
     tolerance = 1e-5 if dtype == "float32" else 1e-12
     assert_matches_oracle(level, x, reference, dtype, tolerance)
-    assert sorted(level.plans) == [1, 7, 300]  # buffers and calls made once per batch size, then reused
+    # buffers (and layers' calls) made once per batch size, then reused; fused and portable read
+    # float32 images where they are (C-contiguous in the dtype) and need none
+    assert sorted(level.plans) == ([] if variant != "layers" and dtype == "float32" else [1, 7, 300])
 
 
 def compiler_targets_avx512() -> bool:
@@ -156,6 +165,7 @@ def test_the_timed_pass_gives_the_same_answers_and_names_every_stage(sample):
     x = sample[0][:20]
     untimed = level.predict(x)
     plan = level.plan(20)
+    plan.x[...] = x
     ns = np.zeros(6, np.int64)
     level.lib.lenet_fused_timed(*plan.calls[0][1], ctypes.c_void_p(ns.ctypes.data))
     assert np.array_equal(plan.out, untimed)  # bit for bit: the same code, clocks between stages
@@ -182,18 +192,62 @@ def test_the_layer_table_puts_each_stage_beside_its_arithmetic_at_the_peak(monke
     rounds = iter([1_000.0, 5_000.0, 7_000.0])  # conv2's median in each of three rounds
     def layer_split(weights, variant, calls):
         return {"path": "avx512", "calls": calls, "call_median_ns": 10_000.0,
-                "stages": [{"name": "conv2", "macs": 240_000, "median_ns": next(rounds)},
-                           {"name": "fc3", "macs": 0, "median_ns": 100.0}]}
-    hooks = {"fma_peak": lambda: {"isa": "avx512", "lanes": 16, "macs_per_s": 60e9}, "layer_split": layer_split}
+                "call_paths": {"ctypes": 200.0 + calls, "extension": 80.0},
+                "stages": [{"name": "conv2", "macs": 240_000, "needed_macs": 240_000, "bytes": 9_664,
+                            "median_ns": next(rounds)},
+                           {"name": "fc1", "macs": 48_000, "needed_macs": 32_000, "bytes": 128_000,
+                            "median_ns": 3_200.0},
+                           {"name": "fc3", "macs": 0, "needed_macs": 0, "bytes": 100, "median_ns": 100.0}]}
+    probed = {}
+    def read_bandwidth(sizes):
+        probed.update(sizes)
+        return {"L1": {"bytes": sizes["L1"], "bytes_per_s": 1e11, "runs": 9},
+                "L2": {"bytes": sizes["L2"], "bytes_per_s": 5e10, "runs": 9}}
+    hooks = {"fma_peak": lambda: {"isa": "avx512", "lanes": 16, "macs_per_s": 60e9}, "layer_split": layer_split,
+             "read_bandwidth": read_bandwidth}
     monkeypatch.setattr(registry, "hook", lambda name, what: hooks[what])
+    monkeypatch.setattr(c_layers, "cache_sizes", lambda: {"L1": 32 << 10, "L2": 512 << 10})
     result = c_layers.split("fused", 10, 3)
-    conv2 = result["stages"][0]
+    assert probed == {"L1": 16 << 10, "L2": 256 << 10}  # each level probed with a buffer half its size
+    assert result["call_paths"] == {"ctypes": 210.0, "extension": 80.0}  # medians over rounds
+    conv2, fc1, _ = result["stages"]
     assert conv2["rounds_ns"] == [1_000, 5_000, 7_000] and conv2["median_ns"] == 5_000  # over rounds
     assert conv2["floor_ns"] == pytest.approx(4_000) and conv2["share"] == pytest.approx(0.8)
-    assert result["floor_ns"] == pytest.approx(4_000) and result["share"] == pytest.approx(0.4)
+    assert conv2["level"] == "L1" and conv2["bound"] == "arithmetic" and conv2["stage_share"] == pytest.approx(0.8)
+    # fc1: its 128 kB of rows live in L2: 2.56 µs of reads against 0.53 µs of needed multiply-adds
+    assert fc1["level"] == "L2" and fc1["bound"] == "L2 reads"
+    assert fc1["stage_floor_ns"] == pytest.approx(2_560) and fc1["stage_share"] == pytest.approx(0.8)
+    assert result["floor_ns"] == pytest.approx(4_800) and result["share"] == pytest.approx(0.48)
+    assert result["stages_floor_ns"] == pytest.approx(4_000 + 2_560 + 1) and result["stages_share"] == pytest.approx(0.6561)
     table = c_layers.lines(result)
-    assert "| conv2 | 240,000 | 5.00 µs | 4.00 µs | 80% |" in table and "| fc3 | 0 | 0.10 µs | 0.00 µs | – |" in table
+    assert "| conv2 | 240,000 | 5.00 µs | 4.00 µs | 80% | 9.4 KiB (L1) | 4.00 µs (arithmetic) | 80% |" in table
+    assert "| fc1 | 48,000 | 3.20 µs | 0.80 µs | 25% | 125.0 KiB (L2) | 2.56 µs (L2 reads) | 80% |" in table
+    assert "| fc3 | 0 | 0.10 µs | 0.00 µs | – | 100 B (L1) | 0.00 µs (L1 reads) | 1% |" in table
     assert table[0].startswith("c/fused (avx512 path), batch 1, 3 rounds of 10 calls; peak 60.0 G multiply-adds/s")
+    assert "reads 100.0 GB/s from L1 (a 16.0 KiB buffer), 50.0 GB/s from L2 (a 256.0 KiB buffer)" in table[0]
+    assert any(line.startswith("| the C call (untimed) | 288,000 | 10.00 µs | 4.80 µs | 48% |") and
+               "6.56 µs (the stages' sum) | 66% |" in line for line in table)
+
+
+def test_the_cache_sizes_are_sysfs_data_and_unified_caches_else_assumed(tmp_path):
+    from harness.explain import c_layers
+
+    for index, (level, kind, size) in enumerate([("1", "Data", "48K"), ("1", "Instruction", "32K"),
+                                                 ("2", "Unified", "2048K"), ("3", "Unified", "105M")]):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        for name, text in (("level", level), ("type", kind), ("size", size)):
+            (folder / name).write_text(text + "\n")
+    assert c_layers.cache_sizes(tmp_path) == {"L1": 48 << 10, "L2": 2 << 20}
+    assert c_layers.cache_sizes(tmp_path / "absent") == c_layers.ASSUMED
+
+
+def test_the_read_probe_measures_each_buffer_it_is_given():
+    from lenet_c.explain import stages
+
+    found = stages.read_bandwidth({"L1": 8 << 10, "L2": 100_000}, repeats=3)
+    assert found["L1"]["bytes"] == 8 << 10 and found["L2"]["bytes"] == 98 << 10  # whole KiB
+    assert all(0 < b["bytes_per_s"] < 1e13 and b["runs"] == 3 for b in found.values())
 
 
 def test_a_cache_folder_that_cannot_be_written_falls_back_to_a_private_one(counted, monkeypatch, tmp_path):
@@ -218,7 +272,7 @@ def test_the_fused_buffers_sit_in_one_block_at_the_same_distances_in_every_proce
     assert offsets == [sum(sizes[:i]) for i in range(len(names))]  # back to back: fixed by the sizes alone
     assert offsets[names.index("conv1.kernel")] % 4096 == 1792  # where layout's docstring says it measured fast
     assert list(level.table) == [level.w[n].ctypes.data for n in order]
-    packed = layout.pack(weights.read(DEFAULT_WEIGHTS), "float32")
+    packed = layout.pack(weights.read(DEFAULT_WEIGHTS), "float32", level.lib.lenet_dense_block)
     assert all(np.array_equal(level.w[n], packed[n]) for n in packed)  # copies of the packed weights
 
 
@@ -270,3 +324,97 @@ def test_the_compilers_toolchain_is_what_the_compiler_says_it_runs():
         assert os.path.realpath(cc1) in found["files"] and found["files"][os.path.realpath(cc1)] > 1 << 20
         assert any(os.path.basename(p).startswith("libc.so") for p in toolchain.shared_libraries(cc1))
     assert toolchain.program(cc.command, "lenet-no-such-program") is None  # a bare name not on PATH: not there
+
+
+def test_the_call_reads_contiguous_images_where_they_are_and_checks_and_copies_the_rest(sample):
+    """fused and portable go through call.c: images already C-contiguous in the dtype are read where
+    they lie (no plan, no copy) into a new array per call; any other images are checked and copied
+    into the plan's input first, with the same answers."""
+    x, reference = sample
+    level = CLeNet(DEFAULT_WEIGHTS, variant="portable")
+    assert level.call == "extension" and level.info()["call"] == "extension"
+    first, again = level.predict(x[:5]), level.predict(x[:5])
+    assert level.plans == {} and first is not again and np.array_equal(first, again)  # no copy, new arrays
+    assert first.flags.c_contiguous and first.flags.writeable and first.dtype == np.float32
+    others = {"float64": x[:5].astype(np.float64), "strided": x[:10:2], "fortran": np.asfortranarray(x[:5]),
+              "byteswapped": x[:5].astype(">f4"), "read-only": x[:5].copy()}
+    others["read-only"].setflags(write=False)
+    for name, images in others.items():
+        probs = level.predict(images)
+        assert np.abs(probs - reference[np.arange(10)[:10:2] if name == "strided" else slice(0, 5)]).max() <= 1e-5, name
+    assert sorted(level.plans) == [5]  # the copies went through the plan of batch 5
+    for bad in (np.zeros((2, 28, 28), np.float32), np.zeros((0, 28, 28, 1), np.float32)):
+        with pytest.raises(ValueError, match=r"\(N, 28, 28, 1\)"):
+            level.predict(bad)  # the call declines them; check_images says what is wrong
+    assert CLeNet(DEFAULT_WEIGHTS, variant="layers").call == "ctypes: one call per layer"
+
+
+def test_the_call_extension_is_built_once_and_without_pythons_headers_the_call_is_ctypes(monkeypatch, tmp_path):
+    monkeypatch.setenv("LENET_CACHE_DIR", str(tmp_path))
+    compiled = []
+    real = build.run
+    monkeypatch.setattr(build, "run", lambda argv, stdin=None: (compiled.append(argv) if "-o" in argv else None,
+                                                                  real(argv, stdin))[1])
+    CLeNet(DEFAULT_WEIGHTS, variant="fused")
+    CLeNet(DEFAULT_WEIGHTS, variant="fused", dtype="float64")
+    extensions = [argv for argv in compiled if output_of(argv).startswith(".call-")]
+    assert len(extensions) == 1 and "-march=native" in extensions[0]  # one build serves every dtype
+    empty = tmp_path / "no-headers"
+    empty.mkdir()
+    monkeypatch.setattr(build.sysconfig, "get_paths", lambda: {"include": str(empty)})
+    level = CLeNet(DEFAULT_WEIGHTS, variant="fused")
+    assert level.fast is None and level.call.startswith("ctypes: no Python.h in") and "python3-dev" in level.call
+    x = np.zeros((3, 28, 28, 1), np.float32)
+    assert np.allclose(level.predict(x), CLeNet(DEFAULT_WEIGHTS, variant="portable").predict(x), atol=1e-6)
+
+
+def test_the_avx512_path_compiles_on_any_host_whose_compiler_targets_it(tmp_path):
+    """The AVX-512 loops run only on such a CPU, but every host's compiler checks that they build."""
+    argv = [*build.compiler().command, *build.FLAGS, "-march=skylake-avx512", "-x", "c", "-", "-o",
+            str(tmp_path / "fused.so")]
+    done = subprocess.run(argv, input=build.source("fused.c"), capture_output=True, text=True, check=False)
+    if "skylake-avx512" in done.stderr:
+        pytest.skip(f"{build.compiler().version} does not know -march=skylake-avx512")
+    assert done.returncode == 0, done.stderr[-2000:]
+    symbols = subprocess.run(["nm", "-D", str(tmp_path / "fused.so")], capture_output=True, text=True).stdout
+    assert "lenet_fused" in symbols and "lenet_dense_block" in symbols
+
+
+def test_dense_kernels_are_cut_into_the_blocks_the_library_streams():
+    from lenet_c import layout
+
+    kernel = np.arange(400 * 120, dtype=np.float32).reshape(400, 120)
+    whole = layout.blocked(kernel, (400, 128), 128, "float32")
+    assert whole.shape == (1, 400, 128) and np.array_equal(whole[0, :, :120], kernel) and not whole[0, :, 120:].any()
+    cut = layout.blocked(kernel, (400, 128), 64, "float32")
+    assert cut.shape == (2, 400, 64) and np.array_equal(np.concatenate([cut[0], cut[1]], axis=1), whole[0])
+    assert cut.ctypes.data % layout.ALIGN == 0
+    with pytest.raises(ValueError, match="a dense block of 48 outputs does not divide 128"):
+        layout.blocked(kernel, (400, 128), 48, "float32")
+    level = CLeNet(DEFAULT_WEIGHTS, variant="portable")
+    for name, width in (("fc1", 128), ("fc2", 96), ("fc3", 16)):
+        block = level.lib.lenet_dense_block(width)
+        assert width % block == 0 and level.w[f"{name}.kernel"].shape[::2] == (width // block, block)
+
+
+def test_the_dense_inputs_read_are_the_oracles_nonzero_activations(sample):
+    """lenet_dense_inputs counts the inputs of fc1, fc2 and fc3 that are not zero (the rows the pass
+    reads): the oracle's own activations, counted in float64."""
+    import ctypes
+
+    from lenet_numpy import model as oracle
+
+    x = sample[0][:3]
+    level = CLeNet(DEFAULT_WEIGHTS, variant="portable", dtype="float64")
+    w = {name: (layer.kernel.astype(np.float64), layer.bias.astype(np.float64))
+         for name, layer in weights.read(DEFAULT_WEIGHTS).items()}
+    for image in x:
+        level.predict(image[None].astype(np.float64))
+        counts = np.zeros(3, np.intc)
+        level.lib.lenet_dense_inputs(ctypes.c_void_p(level.table.ctypes.data), ctypes.c_void_p(counts.ctypes.data))
+        a = oracle.max_pool_2x2(oracle.conv2d_relu(image[None].astype(np.float64), *w["conv1"], pad=2))
+        p2 = oracle.max_pool_2x2(oracle.conv2d_relu(a, *w["conv2"], pad=0)).reshape(1, -1)
+        h1 = np.maximum(oracle.dense(p2, *w["fc1"]), 0)
+        h2 = np.maximum(oracle.dense(h1, *w["fc2"]), 0)
+        assert list(counts) == [np.count_nonzero(p2), np.count_nonzero(h1), np.count_nonzero(h2)]
+        assert 0 < counts[0] < 400

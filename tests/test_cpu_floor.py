@@ -86,7 +86,7 @@ def test_the_speedups_are_within_round_ratios_and_say_what_a_miss_would_need():
                          (engine["label"], engine)):
         r = inverse(rundata.ratio_ci(hand, rival))  # the headline's ratio read the other way: one number
         said = line.split(f"{label} ")[1].removeprefix("(the fastest engine variant) ")
-        verdict = speedup_verdict(r, 3)
+        verdict = speedup_verdict(r, cpu_targets.C_SPEEDUP)
         assert said.startswith(f"takes {fmt_ratio(r)}x its time ({verdict}")
         if verdict == "missed":
             assert said.split("(missed", 1)[1].startswith(": c/fused would need")
@@ -202,3 +202,29 @@ def test_the_spread_over_fresh_processes_is_said_only_where_there_were_several()
                              for ns in (9_000, 9_100, 10_200)])
     said = cpu_floor.process_sentence(several)
     assert said.startswith("Measured in 3 fresh processes") and "took 9 µs, 9.1 µs, 10.2 µs" in said
+
+
+def test_the_c_call_is_judged_against_the_arithmetic_and_the_sum_of_its_stages_floors():
+    old = row()  # measured before the read probe: judged against the arithmetic alone
+    [line] = cpu_floor.floor_target_lines(old)
+    assert line.startswith("Target: the C call at least 75% of the arithmetic at the measured peak: 80% (met)")
+    slow = row(call_median_ns=10_000.0, share=0.68, stages_floor_ns=8_000.0, stages_share=0.8)
+    arithmetic, stages = cpu_floor.floor_target_lines(slow)
+    # at 75% of its 6.8 µs floor the call would take 9.07 µs, 0.933 µs less than its 10 µs
+    assert "68% (missed: at 75% it would take 9.07 µs, 0.933 µs less than its 10 µs)" in arithmetic
+    assert stages.startswith("Target: the C call at least 85% of the sum of its stages' floors")
+    assert "80% (missed: at 85% it would take 9.41 µs, 0.588 µs less than its 10 µs)" in stages
+
+
+def test_the_python_calls_cost_and_the_time_above_the_c_call_beyond_null_are_computed(monkeypatch):
+    measured = row(call_median_ns=8_500.0, call_paths={"ctypes": 250.0, "extension": 90.0})
+    monkeypatch.setattr(cpu_floor.quote, "quoted", lambda c, headline=False: f"{c['median_ms'] * 1e3:g} µs")
+    cell, null = {"median_ms": 0.00875}, {"median_ms": 0.0003}
+    cost, target = cpu_floor.call_lines(measured, cell, null)
+    assert "0.25 µs through ctypes" in cost and "0.09 µs through the level's extension" in cost
+    # 8.75 - (8.5 - 0.25) - 0.3 = 0.2 µs above the C call beyond null/default: met
+    assert "8.75 µs (`api_levels`) less the C call's 8.25 µs (its ctypes call taken out) less null/default's " \
+           "0.3 µs leaves 0.2 µs (met;" in target
+    assert "leaves 0.4 µs (missed by 0.1 µs;" in cpu_floor.call_lines(measured, {"median_ms": 0.00895}, null)[1]
+    assert cpu_floor.call_lines(measured, None, null) == [cost]  # no api_levels cell: the cost alone
+    assert cpu_floor.call_lines(row(), cell, null) == []  # a row from before the call paths were timed

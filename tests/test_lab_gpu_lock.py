@@ -89,8 +89,8 @@ def test_the_kit_s_check_takes_the_gpu_lock_and_says_who_holds_it(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", "import time; from harness.machine.gpulock import GpuLock; "
                                "GpuLock('GPU-bbbbbbbb-2222').acquire(); print('held', flush=True); time.sleep(60)"],
                               stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
-    check = ("import sys; from harness.lab.term.handout import student\n"
-             "with student.gpu_lock(print, 0.3) as held: print('checked, lock held:', held)")
+    check = ("import sys; from harness.lab.term.handout import sharing\n"
+             "with sharing.gpu_lock(print, 0.3) as held: print('checked, lock held:', held)")
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=tmp_path,

@@ -1,6 +1,9 @@
 // The machine's multiply-add peak on one core, measured rather than assumed (the arithmetic floor
 // of a forward pass is its multiply-adds at this rate): CHAINS independent chains of vector FMAs
 // in registers, the widest this build's target has (AVX-512, else AVX2 + FMA, else scalar).
+// Beside it the core's read bandwidth from a buffer of a given size (the memory floor of a stage is
+// the bytes it must read at the bandwidth of the cache level they live in): READ_CHAINS chains of
+// vector adds, each fed by one load, so the loads (and the level they come from) set the pace.
 
 #include <time.h>
 
@@ -11,6 +14,8 @@ typedef __m512 vec;
 #define ISA "avx512"
 #define SET1 _mm512_set1_ps
 #define FMA _mm512_fmadd_ps
+#define LOAD _mm512_load_ps
+#define ADD _mm512_add_ps
 #define FIRST(v) _mm512_cvtss_f32(v)
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -19,6 +24,8 @@ typedef __m256 vec;
 #define ISA "avx2+fma"
 #define SET1 _mm256_set1_ps
 #define FMA _mm256_fmadd_ps
+#define LOAD _mm256_load_ps
+#define ADD _mm256_add_ps
 #define FIRST(v) _mm256_cvtss_f32(v)
 #else
 typedef float vec;
@@ -26,9 +33,12 @@ typedef float vec;
 #define ISA "scalar"
 #define SET1(x) (x)
 #define FMA(a, b, c) ((a) * (b) + (c))
+#define LOAD(p) (*(p))
+#define ADD(a, b) ((a) + (b))
 #define FIRST(v) (v)
 #endif
 #define CHAINS 12  // > FMA units x latency on every CPU we know (2 x 4, 2 x 5): throughput-bound
+#define READ_CHAINS 8  // >= add units x latency (2 x 3, 2 x 4): the loads, not the adds, bound it
 
 const char *lenet_peak_isa(void) { return ISA; }
 int lenet_peak_lanes(void) { return LANES; }
@@ -48,4 +58,28 @@ double lenet_peak_macs(long iterations) {
     for (int j = 0; j < CHAINS; ++j) sum += FIRST(a[j]);
     double seconds = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
     return sum > 0 && seconds > 0 ? (double)iterations * CHAINS * LANES / seconds : 0.0;
+}
+
+// bytes per second read over `passes` passes through buf (`floats` of them, 64-byte aligned, a
+// multiple of READ_CHAINS * LANES): each vector loaded once a pass and added into its chain
+double lenet_peak_read(const float *buf, long floats, long passes) {
+    vec a[READ_CHAINS];
+    for (int j = 0; j < READ_CHAINS; ++j) a[j] = SET1(0.0f);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long p = 0; p < passes; ++p)
+        for (long i = 0; i < floats; i += READ_CHAINS * LANES)
+#pragma GCC unroll 8
+            for (int j = 0; j < READ_CHAINS; ++j) a[j] = ADD(a[j], LOAD(buf + i + j * LANES));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    float sum = 0;  // every chain's result used: none of the loads can be left out
+    for (int j = 0; j < READ_CHAINS; ++j) sum += FIRST(a[j]);
+    double seconds = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
+    return sum > 0 && seconds > 0 ? (double)passes * floats * sizeof(float) / seconds : 0.0;
+}
+
+// The Python call's own cost: the fused pass's signature, nothing done (stages.py times it through
+// ctypes and through call.c's extension)
+void lenet_peak_empty(const void *const *table, const void *x, void *out, int n) {
+    (void)table, (void)x, (void)out, (void)n;
 }

@@ -1,14 +1,28 @@
 """Where the C level's time goes: each stage of the fused pass timed inside C, and this core's
-multiply-add peak measured (peak.c), so a stage's time can stand beside its arithmetic at that peak.
+multiply-add peak and read bandwidth measured (peak.c), so a stage's time can stand beside its
+arithmetic at that peak and its bytes at that bandwidth.
 Instrumentation, not the level: this folder is left out of its line count and source hash.
 
-    fma_peak(repeats) -> dict               {isa, lanes, macs_per_s}: the best of `repeats` probes
-    layer_split(weights, variant, calls) -> dict   {stages: [{name, macs, median_ns}], call_median_ns}
+    fma_peak(repeats) -> dict               {isa, lanes, macs_per_s, runs}: the best of `repeats` probes
+    read_bandwidth(sizes, repeats) -> dict  {level: {bytes, bytes_per_s, runs}}: reading a buffer of
+                                            that many bytes over and over, the best of `repeats`
+
+Each probe is the best of many short runs (tens of µs each): a run that another process interrupts
+is slower, never faster, and on a shared machine a short run is seldom interrupted where a long
+one always is.
+    layer_split(weights, variant, calls) -> dict   {stages: [{name, macs, needed_macs, bytes,
+                                                   median_ns}], call_median_ns, call_paths}
 
 MACS gives each stage's multiply-adds (the pools ride in the convolutions; the input stage copies
-the image into its padded grid). The timed pass (lenet_fused_timed) is the same code as the
-untimed one plus a clock read between stages (~20 ns each); call_median_ns is the untimed call,
-the raw ctypes call (~0.2 µs) included.
+the image into its padded grid). What a stage must read (`bytes`): its weights and biases, the
+image for the input stage; the dense layers skip the rows of their zero inputs (ReLU's), so theirs
+are the rows of the nonzero inputs (counted in C after each pass, the mean over the calls) and
+their `needed_macs` those rows' multiply-adds. The timed pass (lenet_fused_timed) is the same code
+as the untimed one plus a clock read between stages (~20 ns each); call_median_ns is the untimed
+call, the raw ctypes call (~0.2 µs) included. call_paths: the median of an empty C function with the
+pass's signature (peak.c) called as predict calls the pass, through ctypes (arguments built once)
+and through call.c's extension (checks the images, makes the (1, 10) array): what the Python call
+itself costs each way.
 """
 
 import ctypes
@@ -18,14 +32,21 @@ import numpy as np
 
 from harness import DEFAULT_WEIGHTS
 from harness.data import mnist
-from lenet_c import build
+from harness.errors import Unavailable
+from lenet_c import build, layout
 from lenet_c.model import CLeNet
 
 MACS = {"input": 0, "conv1": 117_600, "conv2": 240_000, "fc1": 48_000, "fc2": 10_080, "fc3": 840}
-PROBE_ITERATIONS = 2_000_000  # x 12 vector FMAs: ~7 ms at AVX-512 on a 3.5 GHz core
+# the float32 values each stage must read: the image; the convolutions' kernels and biases
+# (150 + 6, 2,400 + 16); a dense layer's bias and one row of its (in, out) kernel per nonzero input
+READS = {"input": 784, "conv1": 156, "conv2": 2_416}
+DENSE = {"fc1": 120, "fc2": 84, "fc3": 10}  # outputs: a row's length
+PROBE_ITERATIONS = 10_000  # x 12 vector FMAs: ~35 µs at AVX-512 on a 3.5 GHz core
+PROBE_BYTES = 2 << 20  # read per bandwidth run: ~20 µs at 100 GB/s
+REPEATS = 200
 
 
-def fma_peak(repeats: int = 5) -> dict:
+def fma_peak(repeats: int = REPEATS) -> dict:
     """This core's multiply-add rate at its widest vector FMA (peak.c), the best of `repeats` runs:
     a run that another process interrupted is slower, never faster."""
     lib = build.load("explain/peak.c", build.FLAGS)
@@ -33,7 +54,49 @@ def fma_peak(repeats: int = 5) -> dict:
     lib.lenet_peak_macs.restype = ctypes.c_double
     lib.lenet_peak_macs.argtypes = (ctypes.c_long,)
     best = max(lib.lenet_peak_macs(PROBE_ITERATIONS) for _ in range(repeats))
-    return {"isa": lib.lenet_peak_isa().decode(), "lanes": lib.lenet_peak_lanes(), "macs_per_s": best}
+    return {"isa": lib.lenet_peak_isa().decode(), "lanes": lib.lenet_peak_lanes(), "macs_per_s": best,
+            "runs": repeats}
+
+
+def read_bandwidth(sizes: dict[str, int], repeats: int = REPEATS) -> dict:
+    """Bytes per second this core reads from a buffer of `sizes[level]` bytes (rounded up to whole
+    KiB), read over and over (peak.c), the best of `repeats` runs."""
+    lib = build.load("explain/peak.c", build.FLAGS)
+    lib.lenet_peak_read.restype = ctypes.c_double
+    lib.lenet_peak_read.argtypes = (ctypes.c_void_p, ctypes.c_long, ctypes.c_long)
+    found = {}
+    for level, size in sizes.items():
+        floats = -(-size // 1024) * 256  # whole KiB: a multiple of every probe's chains x lanes
+        buf = layout.aligned((floats,), "float32")
+        buf[:] = 1e-3
+        passes = max(1, PROBE_BYTES // (4 * floats))
+        rate = max(lib.lenet_peak_read(buf.ctypes.data, floats, passes) for _ in range(repeats))
+        found[level] = {"bytes": 4 * floats, "bytes_per_s": rate, "runs": repeats}
+    return found
+
+
+def call_paths(level: CLeNet, plan, calls: int) -> dict[str, float]:
+    """Median ns of an empty C function (peak.c's lenet_peak_empty) called the two ways predict can
+    call the pass: ctypes with prebuilt arguments, and call.c's extension bound to it (where it builds)."""
+    lib = build.load("explain/peak.c", build.FLAGS)
+    empty = lib.lenet_peak_empty
+    empty.restype = None
+    args = plan.calls[0][1]
+    ways = {"ctypes": lambda: empty(*args)}
+    try:
+        address = ctypes.cast(empty, ctypes.c_void_p).value
+        bound = build.extension("call.c").bind(address, level.table.ctypes.data, np.dtype(level.dtype).num)
+        ways["extension"] = lambda: bound(plan.x)
+    except Unavailable:
+        pass
+    found = {way: np.zeros(calls, np.int64) for way in ways}
+    clock = time.perf_counter_ns
+    for i in range(calls):
+        for way, fn in ways.items():
+            t0 = clock()
+            fn()
+            found[way][i] = clock() - t0
+    return {way: float(np.median(ns)) for way, ns in found.items()}
 
 
 def layer_split(weights=DEFAULT_WEIGHTS, variant: str = "fused", calls: int = 2000) -> dict:
@@ -52,14 +115,22 @@ def layer_split(weights=DEFAULT_WEIGHTS, variant: str = "fused", calls: int = 20
     args = (*plan.calls[0][1][:3], ctypes.c_int(1), ctypes.c_void_p(ns.ctypes.data))
     per_stage, per_call = np.zeros((calls, len(stages)), np.int64), np.zeros(calls, np.int64)
     untimed, untimed_args = plan.calls[0]
+    counts, nonzero = np.zeros(len(DENSE), np.intc), np.zeros(len(DENSE))
     for i in range(calls):
         plan.x[...] = images[i]
         ns[:] = 0
         timed(*args)
         per_stage[i] = ns
+        level.lib.lenet_dense_inputs(args[0], ctypes.c_void_p(counts.ctypes.data))
+        nonzero += counts
         t0 = time.perf_counter_ns()
         untimed(*untimed_args)
         per_call[i] = time.perf_counter_ns() - t0
+    rows = {name: float(n) for name, n in zip(DENSE, nonzero / calls, strict=True)}  # mean rows read
     return {"path": level.path, "calls": calls, "call_median_ns": float(np.median(per_call)),  # ctypes' too
-            "stages": [{"name": name, "macs": MACS[name], "median_ns": float(np.median(per_stage[:, j]))}
+            "call_paths": call_paths(level, plan, calls),
+            "stages": [{"name": name, "macs": MACS[name],
+                        "needed_macs": rows[name] * DENSE[name] if name in DENSE else MACS[name],
+                        "bytes": 4 * ((rows[name] + 1) * DENSE[name] if name in DENSE else READS[name]),
+                        "median_ns": float(np.median(per_stage[:, j]))}
                        for j, name in enumerate(stages)]}
