@@ -99,8 +99,18 @@ class Launch:
     threads: int  # threads with work: grid * block covers them (one per output; softmax: per row)
 
 
+HEADER = "common.cuh"  # what every kernel file shares (device functions, primitives, constants)
+
+
+def file_source(cu: str) -> str:
+    """The text NVRTC, the emulator and gpu-explain compile for kernel file cu: common.cuh's, then
+    the file's own from its first line (#line: errors name the file and line)."""
+    return f'{(HERE / HEADER).read_text()}\n#line 1 "{cu}"\n{(HERE / cu).read_text()}'
+
+
 def source(variant: str) -> str:
-    return (HERE / SOURCES[variant]).read_text()
+    """The source of a variant's kernel file, common.cuh prepended (file_source)."""
+    return file_source(SOURCES[variant])
 
 
 def name_expressions(variant: str, dtype: str) -> list[str]:
@@ -119,7 +129,7 @@ def nvrtc_units(arch: str | None = None) -> list[tuple[str, str, tuple[str, ...]
     """What doctor compiles (the registry's "kernels" hook): per kernel file that compiles for arch
     (every one when None), its source, name, options and the template instances of every dtype."""
     files = dict.fromkeys(SOURCES.values())  # each file once, in SOURCES' order
-    return [((HERE / cu).read_text(), cu, OPTIONS,
+    return [(file_source(cu), cu, OPTIONS,
              list(dict.fromkeys(e for dtype in CTYPES for v in SOURCES if SOURCES[v] == cu
                                 for e in name_expressions(v, dtype))))
             for cu in files if arch is None or compiles_for(cu, arch)]
@@ -224,14 +234,14 @@ def launches(variant: str, n: int) -> list[Launch]:
     return fused_launches(n) if variant in ("fused", "graph") else layer_launches(n)
 
 
-# cluster.cu's ClusterShared (elements), as declared there
-CLUSTER_SHARED = {"img": 784, "conv1_w": 150, "conv1_b": 6, "conv2_w": 300, "conv2_b": 2, "p1": 1176,
+# common.cuh's ClusterShared (elements), as declared there (cluster.cu's kernels and resident.cu's)
+CLUSTER_SHARED = {"img": 32 * 32, "conv1_w": 150, "conv1_b": 6, "conv2_w": 300, "conv2_b": 2, "p1": 1176,
                   "c2": 200, "p2": 400, "h1": 120, "h2": 84, "partial": CLUSTER_THREADS, "logits": 10}
 
 
 def cluster_shared_bytes(dtype: str) -> int:
-    """Shared memory of one lenet_cluster block (ptxas reports the same number): the arrays, then
-    the persistent kernel's command word, the struct padded to the element's alignment."""
+    """Shared memory of one lenet_cluster, lenet_persistent or lenet_resident block (ptxas reports
+    the same number): the arrays, then the command word, the struct padded to the element's alignment."""
     itemsize = np.dtype(dtype).itemsize
     return -(-(sum(CLUSTER_SHARED.values()) * itemsize + 4) // itemsize) * itemsize
 
@@ -275,18 +285,6 @@ def resident_launches(n: int) -> list[Launch]:
     weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
     return [Launch("lenet_resident", CLUSTER, CLUSTER_THREADS,
                    ("x_pairs", *weights, "out_pairs", "ctl", n, IDLE_NS), CLUSTER * CLUSTER_THREADS)]
-
-
-# resident.cu's ResidentShared (elements), as declared there, then its stop word
-RESIDENT_SHARED = {"img": 32 * 32, "conv1_w": 150, "conv1_b": 6, "conv2_w": 300, "conv2_b": 2, "p1": 1176,
-                   "c2": 200, "p2": 400, "h1": 120, "h2": 84, "partial": CLUSTER_THREADS, "logits": 10,
-                   "exps": 10}
-
-
-def resident_shared_bytes(dtype: str) -> int:
-    """Shared memory of one lenet_resident block (ptxas reports the same number)."""
-    itemsize = np.dtype(dtype).itemsize
-    return -(-(sum(RESIDENT_SHARED.values()) * itemsize + 4) // itemsize) * itemsize
 
 
 def batch2_shared(dtype: str) -> dict[str, int]:

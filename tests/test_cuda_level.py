@@ -32,7 +32,7 @@ THREADS = {"lenet_fused": kernels.FUSED_THREADS, "lenet_cluster": kernels.CLUSTE
            "lenet_persistent": kernels.CLUSTER_THREADS, "lenet_resident": kernels.CLUSTER_THREADS,
            "lenet_batch": kernels.BATCH_THREADS, "lenet_batch2": kernels.BATCH2_THREADS}  # else LAYER_THREADS
 SHARED = {"lenet_fused": kernels.fused_shared_bytes, "lenet_cluster": kernels.cluster_shared_bytes,
-          "lenet_persistent": kernels.cluster_shared_bytes, "lenet_resident": kernels.resident_shared_bytes,
+          "lenet_persistent": kernels.cluster_shared_bytes, "lenet_resident": kernels.cluster_shared_bytes,
           "lenet_batch": kernels.batch_shared_bytes, "lenet_batch2": kernels.batch2_shared_bytes}
 NO_EVENTS = ("mapped", "persistent", "resident")  # the host polls host memory: no device time
 
@@ -56,7 +56,7 @@ def compiled():
     out = {}
     for cu, arch in BUILDS:
         options = (*kernels.OPTIONS, *(("--ptxas-options=-v",) if arch.startswith("sm_") else ()))
-        out[cu, arch] = lib.compile((ROOT / "lenet_cuda" / cu).read_text(), cu, arch, options, instances(cu))
+        out[cu, arch] = lib.compile(kernels.file_source(cu), cu, arch, options, instances(cu))
     return out
 
 
@@ -156,7 +156,7 @@ def cu_signatures() -> dict[str, tuple]:
     """Each __global__ function's parameters as PARAMS writes them ("T*" or "int")."""
     found = {}
     for cu in FILES:
-        text = re.sub(r"//[^\n]*", "", (ROOT / "lenet_cuda" / cu).read_text())  # comments out
+        text = re.sub(r"//[^\n]*", "", kernels.file_source(cu))  # comments out
         attributes = r"(?:__(?:launch_bounds|cluster_dims)__\([\w, <>:]+\)\s*)*"
         for name, params in re.findall(rf"__global__ void {attributes}(\w+)\(([^)]*)\)", text):
             found[name] = tuple("T*" if "T*" in p else "u32*" if "unsigned*" in p else
@@ -169,32 +169,46 @@ def test_params_table_matches_the_kernels_signatures():
     assert cu_signatures() == kernels.PARAMS
 
 
-def test_cluster_shape_and_shared_memory_are_the_ones_in_cluster_cu():
-    text = (ROOT / "lenet_cuda" / "cluster.cu").read_text()
+def test_cluster_shape_and_shared_memory_are_the_ones_in_common_cuh():
+    text = (ROOT / "lenet_cuda" / kernels.HEADER).read_text()
     assert int(re.search(r"#define LENET_CLUSTER (\d+)", text).group(1)) == kernels.CLUSTER <= 8  # portable
     assert int(re.search(r"#define LENET_CLUSTER_THREADS (\d+)", text).group(1)) == kernels.CLUSTER_THREADS
     struct = text[text.index("struct ClusterShared"):text.index("};", text.index("struct ClusterShared"))]
     declared = re.findall(r"T (\w+)\[([^\]]+)\];", struct)
     sizes = {name: eval(size, {"LENET_CLUSTER_THREADS": kernels.CLUSTER_THREADS}) for name, size in declared}
-    assert sizes == kernels.CLUSTER_SHARED
+    assert sizes == kernels.CLUSTER_SHARED and "unsigned command;" in struct
     # the work split the kernel's comment promises: 8 x 98 pixels, 8 x 147 p1, 8 x 2 channels, 8 x 15 fc1
     assert (8 * 98, 8 * 147, 8 * 2, 8 * 15) == (784, 14 * 14 * 6, 16, 120) and kernels.CLUSTER == 8
     assert 16 * 15 <= kernels.CLUSTER_THREADS and 3 * 84 <= kernels.CLUSTER_THREADS and 25 * 10 <= kernels.CLUSTER_THREADS
+    assert kernels.cluster_shared_bytes("float64") <= kernels.STATIC_SHARED_LIMIT
 
 
-def test_resident_shape_shared_memory_and_control_words_are_the_ones_in_resident_cu():
+def test_resident_control_words_are_the_ones_in_resident_cu():
     text = (ROOT / "lenet_cuda" / "resident.cu").read_text()
-    assert int(re.search(r"#define LENET_CLUSTER (\d+)", text).group(1)) == kernels.CLUSTER
-    assert int(re.search(r"#define LENET_CLUSTER_THREADS (\d+)", text).group(1)) == kernels.CLUSTER_THREADS
-    struct = text[text.index("struct ResidentShared"):text.index("};", text.index("struct ResidentShared"))]
-    declared = re.findall(r"T (\w+)\[([^\]]+)\];", struct)
-    sizes = {name: eval(size, {"LENET_CLUSTER_THREADS": kernels.CLUSTER_THREADS}) for name, size in declared}
-    assert sizes == kernels.RESIDENT_SHARED and "unsigned stop;" in struct
     defined = {name: int(v) for name, v in re.findall(r"#define RESIDENT_(NEXT|ALIVE|QUIT|SERVED) (\d+)", text)}
     assert defined == {"NEXT": kernels.RESIDENT_NEXT, "ALIVE": kernels.RESIDENT_ALIVE,
                        "QUIT": kernels.RESIDENT_QUIT, "SERVED": kernels.RESIDENT_SERVED}
-    assert kernels.resident_shared_bytes("float64") <= kernels.STATIC_SHARED_LIMIT
     assert (kernels.pair_words("float32"), kernels.pair_words("float64")) == (1, 2)
+
+
+def test_every_kernel_file_gets_the_shared_header_once_and_defines_no_device_function_twice():
+    """kernels.source() puts common.cuh before each file (guarded: the emulator compiles every file
+    into one unit); no __device__ function is defined in two files, by the same name or another."""
+    header = (ROOT / "lenet_cuda" / kernels.HEADER).read_text()
+    assert header.count("#ifndef LENET_COMMON_CUH") == 1 and header.rstrip().endswith("#endif  // LENET_COMMON_CUH")
+    bodies: dict[str, str] = {}  # device function -> its body's shape
+    where: dict[str, str] = {}  # device function -> the file defining it (overloads: one file)
+    for cu in [kernels.HEADER, *FILES]:
+        text = (ROOT / "lenet_cuda" / cu).read_text()
+        if cu != kernels.HEADER:
+            assert kernels.file_source(cu).startswith(header) and f'#line 1 "{cu}"' in kernels.file_source(cu)
+        for name, body in re.findall(r"__device__ __forceinline__ [\w<>:*& ]+? (\w+)\([^)]*\)\s*\{(.*?)\n?\}\n",
+                                     re.sub(r"//[^\n]*", "", text), re.S):
+            shape = re.sub(r"\w+", "w", body)  # names and numbers alike: a prefixed copy shows
+            if len(body) > 120:
+                assert shape not in bodies.values() or name in bodies, (cu, name)
+            assert where.setdefault(name, cu) == cu, (cu, name, where[name])
+            bodies[name] = shape
 
 
 def test_fused_block_size_is_the_one_in_fused_cu():
@@ -208,7 +222,7 @@ def test_fused_block_size_is_the_one_in_fused_cu():
 
 
 def test_batch_shape_and_shared_memory_are_the_ones_in_batch_cu():
-    text = (ROOT / "lenet_cuda" / "batch.cu").read_text()
+    text = kernels.file_source("batch.cu")
     assert int(re.search(r"#define LENET_BATCH_IMAGES (\d+)", text).group(1)) == kernels.BATCH_IMAGES
     assert int(re.search(r"#define LENET_BATCH_THREADS (\d+)", text).group(1)) == kernels.BATCH_THREADS
     declared = re.findall(r"__shared__ T (\w+)\[([^\]]+)\]", text)
@@ -225,7 +239,7 @@ def test_batch_shape_and_shared_memory_are_the_ones_in_batch_cu():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_batch2_shape_and_shared_memory_are_the_ones_in_batch2_cu(dtype):
-    text = (ROOT / "lenet_cuda" / "batch2.cu").read_text()
+    text = kernels.file_source("batch2.cu")
     assert int(re.search(r"#define LENET_BATCH2_IMAGES (\d+)", text).group(1)) == kernels.BATCH2_IMAGES
     assert int(re.search(r"#define LENET_BATCH2_THREADS (\d+)", text).group(1)) == kernels.BATCH2_THREADS
     both = re.search(r"CONCURRENT = sizeof\(T\) == 4 \? (\d) : (\d);", text)
@@ -748,8 +762,8 @@ def test_doctor_names_nvrtc_and_each_kernels_registers_and_shared_memory():
     for dtype, shared in (("float", 22632), ("double", 45264)):
         assert re.search(rf"lenet_fused<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
     assert re.search(r"conv_bias_relu<float> \d+ regs 0 B shared", lines[1])
-    for dtype, shared in (("float", 13956), ("double", 27912)):  # 3,488 elements and a command word
-        for kernel in ("lenet_cluster", "lenet_persistent"):
+    for dtype, shared in (("float", 14916), ("double", 29832)):  # 3,728 elements and a command word
+        for kernel in ("lenet_cluster", "lenet_persistent", "lenet_resident"):
             assert re.search(rf"{kernel}<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
     for dtype, shared in (("float", 24528), ("double", 49056)):
         assert re.search(rf"lenet_batch<{dtype}> \d+ regs {shared} B shared", lines[1]), lines[1]
@@ -771,7 +785,7 @@ def test_doctor_without_nvrtc_says_how_to_install_it(monkeypatch):
 # --- lines of code -----------------------------------------------------------------------------
 def test_loc_counts_kernel_source_and_python_glue_apart_as_pygount_does(loc_rows):
     rows = {r["part"]: r for r in loc_rows if r["package"] == "lenet_cuda"}
-    assert set(rows) == {"forward", "kernel source"} and rows["kernel source"]["files"] == len(FILES)
+    assert set(rows) == {"forward", "kernel source"} and rows["kernel source"]["files"] == len(FILES) + 1  # and common.cuh
     assert all(r["api_level"] == "cuda" for r in rows.values())
     pygount_cli = str(Path(sys.executable).parent / "pygount")  # the command a person runs
     done = subprocess.run([pygount_cli, "--format=summary", "--folders-to-skip=...,explain", "lenet_cuda"], cwd=ROOT, capture_output=True,

@@ -345,7 +345,7 @@ def test_resident_stage_stamps_compile_and_summarize_block_0s_compute():
         pytest.skip(f"NVRTC not installed here: {exc}")
     expr = [e for dtype in kernels.CTYPES for e in kernels.name_expressions("resident", dtype)]
     built = lib.compile(stages.DEFINE + kernels.source("resident"), "resident.cu", "compute_90", kernels.OPTIONS, expr)
-    assert "lenet_resident_clock" in built.image.decode()
+    assert "lenet_stage_clock" in built.image.decode()
     base = np.arange(kernels.CLUSTER * stages.STAMPS, dtype=np.int64).reshape(kernels.CLUSTER, stages.STAMPS)
     one = base * 0
     one[0] = [0, 10, 20, 1000, 1100, 1300, 1600, 1650]  # block 0: stamps 3..7 a call's compute

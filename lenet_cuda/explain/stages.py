@@ -16,7 +16,7 @@ import numpy as np
 
 from lenet_cuda import kernels
 
-STAMPS = 8  # LENET_STAMPS in cluster.cu
+STAMPS = 8  # LENET_STAMPS in common.cuh
 # (stamp that ends it, what the block did since the stamp before)
 STAGES = ((1, "stage 0: weight loads issued, conv weights stored"),
           (2, "wait until every block of the cluster runs"),
@@ -132,7 +132,7 @@ def measure_resident(weights_path: str, calls: int, dtype: str = "float32") -> d
                               name_expressions=expr)
         impl.fn = {"lenet_resident": module.get_function(expr[0])}  # before the first plan is built
         clock = cp.ndarray((kernels.CLUSTER, STAMPS), np.int64,
-                           memptr=module.get_global("lenet_resident_clock"))
+                           memptr=module.get_global("lenet_stage_clock"))
         images = mnist.to_input(mnist.load("test")[0][:100]).astype(dtype)
         for i in range(10):
             impl.predict(images[i:i + 1])
