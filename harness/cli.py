@@ -214,7 +214,8 @@ def add_timing_commands(sub: Subparsers) -> None:
             commands.cmd_gpu_explain,
             option("--arch", default="sm_90", help="the GPU architecture ptxas compiles for (default sm_90)"),
             out(None, "write the rows to OUT/gpu_explain/<run-id>/ (the report reads reports/results)"))
-    command(sub, "kernel-stages", "on a GPU: the hand-written cluster kernel's stages from inside it "
+    command(sub, "kernel-stages", "on a GPU: the hand-written cluster kernel's stages from inside it, and "
+                                  "cuda/resident's call attributed part by part "
                                   "(each block's cycle counter at each stage's end)",
             commands.cmd_kernel_stages, calls("single-image calls (default 200)"),
             option("--dtypes", default="float32", help="comma-separated: float32,float64 (default float32)"),

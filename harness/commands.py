@@ -397,7 +397,8 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 
 def cmd_kernel_stages(args: argparse.Namespace) -> int:
-    """One row per dtype; a dtype that cannot run (a GPU before sm_90) is a row saying why."""
+    """Per dtype a row of the cluster kernel's stages and one of the resident call attributed; a dtype
+    that cannot run (a GPU before sm_90) is a row saying why."""
     from harness.explain import kernel_stages
 
     needs_gpu_and_calls("kernel-stages", args.calls)
@@ -406,7 +407,13 @@ def cmd_kernel_stages(args: argparse.Namespace) -> int:
         log(f"stamping {kernel_stages.KERNEL}'s stages ({args.calls} calls, {dtype})")
         return kernel_stages.row(args.weights, args.calls, dtype)
 
+    def measure_resident(dtype: str) -> dict:
+        log(f"attributing cuda/resident's call ({args.calls} calls, {dtype})")
+        return kernel_stages.resident_row(args.weights, args.calls, dtype)
+
     rows = each_on_its_own(split_list(args.dtypes), measure, kernel_stages.failed, kernel_stages.lines)
+    rows += each_on_its_own(split_list(args.dtypes), measure_resident, kernel_stages.resident_failed,
+                            kernel_stages.resident_lines)
     if args.out:
         print(f"results: {kernel_stages.write(rows, args.out)}")
     return 0 if all(r["status"] == "ok" for r in rows) else 1
