@@ -471,6 +471,17 @@ def cmd_gpu_study(args: argparse.Namespace) -> int:
     from harness.machine import gpu
 
     levels = gpu_study.check_levels(args.levels)  # a typo is said before the GPU is looked for
+    if args.plan:  # no GPU needed: the steps, in order, with their last measured seconds
+        budget = args.budget_s or gpu_study.BUDGET_S["quick" if args.quick else "full"]
+        todo = gpu_study.select(gpu_study.plan(Path(args.out or "."), "plan", args.quick, write=False,
+                                               levels=levels), args.steps)
+        print(f"gpu-study{' --levels ' + ','.join(levels) if levels else ''}: the steps in order, "
+              f"budget {budget:g} s (seconds from {DEFAULT_RESULTS / 'campaigns'})")
+        print("\n".join(gpu_study.step_plan(todo, gpu_study.measured_seconds(DEFAULT_RESULTS / "campaigns", levels),
+                                            budget)))
+        return 0
+    if args.out is None:
+        raise HarnessError("gpu-study: --out DIR is needed (a new folder for the campaign's results)")
     absent = gpu.absent_reason()
     if absent:
         raise Unavailable(f"gpu-study needs a GPU: {absent}")
