@@ -335,8 +335,8 @@ def add_campaign_commands(sub: Subparsers) -> None:
     command(sub, "gpu-study", "the whole GPU half in one command, into one archive", commands.cmd_gpu_study,
             out(None, "folder for results, logs, manifest, archive (a new one each campaign)"),
             option("--plan", action="store_true",
-                   help="print the steps in order with each one's seconds in the newest manifest that ran it, "
-                        "and where the budget ends; run nothing (no GPU needed)"),
+                   help="print the steps in order with each one's seconds in the newest manifest that ran "
+                        "it, and where the budget ends; run nothing (no GPU needed)"),
             option("--quick", action="store_true",
                    help="a first smoke: doctor, verify on 1,000 images, api_levels' GPU cells, few calls"),
             option("--steps", type=commands.split_list, default=None, metavar="NAMES",

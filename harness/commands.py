@@ -477,8 +477,8 @@ def cmd_gpu_study(args: argparse.Namespace) -> int:
                                                levels=levels), args.steps)
         print(f"gpu-study{' --levels ' + ','.join(levels) if levels else ''}: the steps in order, "
               f"budget {budget:g} s (seconds from {DEFAULT_RESULTS / 'campaigns'})")
-        print("\n".join(gpu_study.step_plan(todo, gpu_study.measured_seconds(DEFAULT_RESULTS / "campaigns", levels),
-                                            budget)))
+        measured = gpu_study.measured_seconds(DEFAULT_RESULTS / "campaigns", levels)
+        print("\n".join(gpu_study.step_plan(todo, measured, budget)))
         return 0
     if args.out is None:
         raise HarnessError("gpu-study: --out DIR is needed (a new folder for the campaign's results)")

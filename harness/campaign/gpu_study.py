@@ -123,8 +123,8 @@ def limited(step: steps.Step, targets: str, levels: list[str] | None) -> steps.S
 
 # A campaign of some levels (--levels): the steps that measure their targets first, in this order; the
 # others after, in plan order (a budget that runs out cuts those)
-FOCUSED = ("kernel-stages", "gpu-floor", "verify", "cudnn-device", "study-api_levels", "kernels", "kernels-512",
-           "study-batch_sweep", "pytest-gpu")
+FOCUSED = ("kernel-stages", "gpu-floor", "verify", "cudnn-device", "study-api_levels", "kernels",
+           "kernels-512", "study-batch_sweep", "pytest-gpu")
 
 
 def in_focus(todo: list[steps.Step], levels: list[str] | None) -> list[steps.Step]:
@@ -202,7 +202,8 @@ def measured_seconds(campaigns: Path, levels: list[str] | None = None) -> dict[s
         try:
             manifest = json.loads(path.read_text())
             every = manifest.get("levels_all", "levels" not in manifest)  # older manifests: every level
-            same = (None if every else sorted(manifest["levels"])) == (None if levels is None else sorted(levels))
+            wanted = None if levels is None else sorted(levels)
+            same = (None if every else sorted(manifest["levels"])) == wanted
             records += [(same, str(manifest["started"]), path.name, step) for step in manifest["steps"]]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             print(f"gpu-study --plan: {path} passed by ({type(exc).__name__}: {exc})", file=sys.stderr)
