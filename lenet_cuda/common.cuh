@@ -65,6 +65,28 @@ __device__ __forceinline__ unsigned long long globaltimer_ns() {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
     return ns;
 }
+// An mbarrier in shared memory (sm_90): init with the arrivals a phase takes; an arrival from any
+// block of the cluster on block `rank`'s barrier releases (cluster scope) what the arriving thread
+// has seen written, a wait for a phase's parity acquires it.
+__device__ __forceinline__ unsigned shared_address(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(arrivals) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned long long* bar, unsigned rank) {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(shared_address(bar)), "r"(rank));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(unsigned long long* bar, unsigned parity) {
+    unsigned done;
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done) : "r"(shared_address(bar)), "r"(parity) : "memory");
+    return done != 0u;
+}
 // One LL pair: one 64-bit load or store, system scope (the host writes and reads it).
 __device__ __forceinline__ unsigned long long load_pair(const unsigned long long* p) {
     unsigned long long v;
@@ -87,6 +109,28 @@ __device__ __forceinline__ double lenet_exp(double v) { return exp(v); }
 template <typename T>
 __device__ __forceinline__ T pool_bias_relu(T a, T b, T c, T d, T bias) {
     return lenet_relu(lenet_max(lenet_max(a, b), lenet_max(c, d)) + bias);
+}
+
+// conv1 (5x5, 1 -> 6) + bias + ReLU + 2x2 pool for channel k at the pool window whose 6x6 input
+// patch starts at img[y * 32 + x] (a zero-padded image 32 wide: no bounds checks). The patch goes
+// into registers once: 36 loads for 100 multiply-adds, the window's 4 outputs in 4 accumulators.
+template <typename T>
+__device__ __forceinline__ T conv1_pool(const T* img, int y, int x, const T* conv1_w, const T* conv1_b, int k) {
+    T patch[6][6];
+#pragma unroll
+    for (int u = 0; u < 6; ++u)
+#pragma unroll
+        for (int v = 0; v < 6; ++v) patch[u][v] = img[(y + u) * 32 + x + v];
+    T acc[4] = {T(0), T(0), T(0), T(0)};
+#pragma unroll
+    for (int dy = 0; dy < 5; ++dy)
+#pragma unroll
+        for (int dx = 0; dx < 5; ++dx) {
+            const T w = conv1_w[(dy * 5 + dx) * 6 + k];
+#pragma unroll
+            for (int a = 0; a < 4; ++a) acc[a] += patch[a / 2 + dy][a % 2 + dx] * w;
+        }
+    return pool_bias_relu(acc[0], acc[1], acc[2], acc[3], conv1_b[k]);
 }
 
 // ---- stamps -------------------------------------------------------------------------------------
@@ -146,6 +190,25 @@ struct DenseRegisters {
     T b1, b2, b3;  // fc1's bias for output 15r + t (t < 15); fc2's and fc3's (block 0)
 };
 
+// Block 0's head weights into registers: fc2 (t < 252: inputs 40 part2 .. + 39 of output t % 84)
+// and fc3 (t < 250: inputs part3, part3 + 25, ... of output t % 10) and their biases; zeros elsewhere.
+template <typename T>
+__device__ __forceinline__ void load_head(DenseRegisters<T>& d, unsigned r, int t,
+                                          const T* __restrict__ fc2_w, const T* __restrict__ fc2_b,
+                                          const T* __restrict__ fc3_w, const T* __restrict__ fc3_b) {
+    const int part2 = t / 84, j2 = t % 84, part3 = t / 10, j3 = t % 10;
+    const bool fc2_on = r == 0 && t < 252, fc3_on = r == 0 && t < 250;
+#pragma unroll
+    for (int m = 0; m < 40; ++m) d.w2[m] = fc2_on ? fc2_w[(40 * part2 + m) * 84 + j2] : T(0);
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+        int f = part3 + 25 * m;
+        d.w3[m] = fc3_on && f < 84 ? fc3_w[f * 10 + j3] : T(0);
+    }
+    d.b2 = r == 0 && t < 84 ? fc2_b[t] : T(0);
+    d.b3 = r == 0 && t < 10 ? fc3_b[t] : T(0);
+}
+
 // The dense weights into registers (their loads issued first: used after the convolutions, their
 // latency hides behind them), the conv weights into shared memory: all of conv1, two conv2 channels.
 template <typename T>
@@ -155,20 +218,11 @@ __device__ __forceinline__ void cluster_load(ClusterShared<T>& s, DenseRegisters
                                              const T* __restrict__ fc1_w, const T* __restrict__ fc1_b,
                                              const T* __restrict__ fc2_w, const T* __restrict__ fc2_b,
                                              const T* __restrict__ fc3_w, const T* __restrict__ fc3_b) {
-    const int part1 = t % 16, j1 = 15 * r + t / 16, part2 = t / 84, j2 = t % 84, part3 = t / 10, j3 = t % 10;
-    const bool fc1_on = t < 240, fc2_on = r == 0 && t < 252, fc3_on = r == 0 && t < 250;
+    const int part1 = t % 16, j1 = 15 * r + t / 16;
 #pragma unroll
-    for (int m = 0; m < 25; ++m) d.w1[m] = fc1_on ? fc1_w[(part1 + 16 * m) * 120 + j1] : T(0);
-#pragma unroll
-    for (int m = 0; m < 40; ++m) d.w2[m] = fc2_on ? fc2_w[(40 * part2 + m) * 84 + j2] : T(0);
-#pragma unroll
-    for (int m = 0; m < 4; ++m) {
-        int f = part3 + 25 * m;
-        d.w3[m] = fc3_on && f < 84 ? fc3_w[f * 10 + j3] : T(0);
-    }
+    for (int m = 0; m < 25; ++m) d.w1[m] = t < 240 ? fc1_w[(part1 + 16 * m) * 120 + j1] : T(0);
     d.b1 = t < 15 ? fc1_b[15 * r + t] : T(0);
-    d.b2 = r == 0 && t < 84 ? fc2_b[t] : T(0);
-    d.b3 = r == 0 && t < 10 ? fc3_b[t] : T(0);
+    load_head(d, r, t, fc2_w, fc2_b, fc3_w, fc3_b);
     if (t < 150) s.conv1_w[t] = conv1_w[t];
     if (t < 6) s.conv1_b[t] = conv1_b[t];
     for (int i = t; i < 300; i += LENET_CLUSTER_THREADS)  // conv2_w[dy, dx, c, 2r + i / 150]
@@ -198,22 +252,8 @@ template <typename T>
 __device__ __forceinline__ void cluster_stages(ClusterShared<T>& s, unsigned r, int t, const DenseRegisters<T>& d) {
     // stage 1: conv1 (5x5, 1 -> 6, padding 2) + bias + ReLU + 2x2 pool -> p1 (14, 14, 6)
     if (t < 147) {
-        const int i = 147 * r + t, k = i % 6, px = (i / 6) % 14, py = i / 84;
-        T patch[6][6];  // padded img[2py + u, 2px + v]: 36 loads for 100 multiply-adds
-#pragma unroll
-        for (int u = 0; u < 6; ++u)
-#pragma unroll
-            for (int v = 0; v < 6; ++v) patch[u][v] = s.img[(2 * py + u) * 32 + 2 * px + v];
-        T acc[4] = {T(0), T(0), T(0), T(0)};  // the pool window's four conv1 outputs
-#pragma unroll
-        for (int dy = 0; dy < 5; ++dy)
-#pragma unroll
-            for (int dx = 0; dx < 5; ++dx) {
-                const T w = s.conv1_w[(dy * 5 + dx) * 6 + k];
-#pragma unroll
-                for (int a = 0; a < 4; ++a) acc[a] += patch[a / 2 + dy][a % 2 + dx] * w;
-            }
-        const T v = pool_bias_relu(acc[0], acc[1], acc[2], acc[3], s.conv1_b[k]);
+        const int i = 147 * r + t, k = i % 6, px = (i / 6) % 14, py = i / 84;  // padded rows 2py .., cols 2px ..
+        const T v = conv1_pool(s.img, 2 * py, 2 * px, s.conv1_w, s.conv1_b, k);
         for (unsigned q = 0; q < LENET_CLUSTER; ++q) cluster_peer(s.p1, q)[i] = v;
     }
     cluster_sync();  // 1|2: p1 whole in every block
@@ -262,10 +302,11 @@ __device__ __forceinline__ void cluster_stages(ClusterShared<T>& s, unsigned r, 
     STAMP(6);
 }
 
-// Stage 4, block 0 alone (every thread of it calls): fc2 (120 -> 84) + ReLU, fc3 (84 -> 10),
-// softmax. Returns class t's probability to thread t < 10 (0 to the others); STAMP(7) before.
-template <typename T>
-__device__ __forceinline__ T cluster_head(ClusterShared<T>& s, int t, const DenseRegisters<T>& d) {
+// Stage 4, block 0 alone (every thread of it calls; h1 whole in s): fc2 (120 -> 84) + ReLU, fc3
+// (84 -> 10), softmax, with load_head's registers. Returns class t's probability to thread t < 10
+// (0 to the others); STAMP(7) before. S: a shared struct with h1, h2, partial (>= 252), logits.
+template <typename T, typename S>
+__device__ __forceinline__ T cluster_head(S& s, int t, const DenseRegisters<T>& d) {
     const int part2 = t / 84, part3 = t / 10;
     if (t < 252) {
         T acc2 = T(0);

@@ -15,6 +15,8 @@ model.py launches exactly these; the tests check them against the oracle's shape
             (N,10); x, out and ctl in mapped host memory
     batch:  x (N,28,28,1) -lenet_batch, ceil(N/4) blocks of BATCH_THREADS, 4 images a block-> out (N,10);
             x and out in mapped host memory (no copies), an event as the others
+    rows:   x (N,28,28,1) -lenet_rows, 5N blocks of ROWS_THREADS in clusters of 5 (sm_90), block r pool2's
+            row r, fc1's partial sums into block 0 through an mbarrier-> out (N,10)
     batch2, batch2_device: x (N,28,28,1) -lenet_batch2, ceil(N/2) blocks of BATCH2_THREADS, 2 images a
             block computed at once (float)-> out (N,10); batch2: x the caller's own array, registered
             once and read across the bus, out mapped host memory; batch2_device: x and out on the
@@ -31,14 +33,18 @@ SOURCES = {"layers": "layers.cu", "fused": "fused.cu", "graph": "fused.cu",  # v
            "cluster": "cluster.cu", "mapped": "cluster.cu", "persistent": "cluster.cu",
            "batch": "batch.cu", "batch2": "batch2.cu", "batch2_device": "batch2.cu"}
 SOURCES["resident"] = "resident.cu"  # cuda/resident: LL pairs, one cluster resident between calls
+SOURCES["rows"] = "rows.cu"  # cuda/rows: 5 blocks an image split by rows, no cluster barrier an image
 # thread-block clusters and distributed shared memory: sm_90 and up
-MIN_ARCH = {"cluster.cu": 90, "resident.cu": 90}
+MIN_ARCH = {"cluster.cu": 90, "resident.cu": 90, "rows.cu": 90}
 OPTIONS = ("--std=c++17",)  # CuPy adds the architecture of the GPU it runs on
 CTYPES = {"float32": "float", "float64": "double"}
 LAYER_THREADS = 256  # threads per block of the layer kernels (one thread per output element)
 FUSED_THREADS = 512  # must equal LENET_THREADS in fused.cu (the tests read it from there)
 CLUSTER = 8  # blocks per image in cluster.cu (LENET_CLUSTER; 8 is the portable most)
 CLUSTER_THREADS = 256  # threads per block in cluster.cu (LENET_CLUSTER_THREADS)
+ROWS_CLUSTER = 5  # blocks per image in rows.cu (LENET_ROWS_CLUSTER): block r computes pool2's row r
+ROWS_THREADS = 256  # threads per block in rows.cu (LENET_ROWS_THREADS)
+CLUSTER_SIZE = {"cluster.cu": CLUSTER, "resident.cu": CLUSTER, "rows.cu": ROWS_CLUSTER}  # others: 1
 BATCH_IMAGES = 4  # images per block in batch.cu (LENET_BATCH_IMAGES)
 BATCH_THREADS = 512  # threads per block in batch.cu (LENET_BATCH_THREADS)
 BATCH2_IMAGES = 2  # images per block in batch2.cu (LENET_BATCH2_IMAGES)
@@ -59,6 +65,7 @@ PARAMS = {  # "u64*": uint64 (LL pairs, resident.cu)
     "lenet_persistent": ("T*",) * 12 + ("u32*", "int", "int"),  # x, 5 (kernel, bias), probs, ctl, n, idle_ns
     "lenet_batch": ("T*",) * 12 + ("int",),  # x, 5 x (kernel, bias), probs, n
     "lenet_batch2": ("T*",) * 12 + ("int",),  # x, 5 x (kernel, bias), probs, n
+    "lenet_rows": ("T*",) * 12 + ("int",),  # x, 5 x (kernel, bias), probs, n
 }
 # x pairs, 5 x (kernel, bias), probs pairs, ctl, n, idle_ns
 PARAMS["lenet_resident"] = ("u64*",) + ("T*",) * 10 + ("u64*", "u32*", "int", "int")
@@ -67,6 +74,7 @@ KERNELS = {"layers": ("conv_bias_relu", "max_pool_2x2", "dense_bias_act", "softm
            "cluster": ("lenet_cluster",), "mapped": ("lenet_cluster",), "persistent": ("lenet_persistent",),
            "batch": ("lenet_batch",), "batch2": ("lenet_batch2",), "batch2_device": ("lenet_batch2",)}
 KERNELS["resident"] = ("lenet_resident",)
+KERNELS["rows"] = ("lenet_rows",)
 
 # Buffers on the device, per image (the batch is the leading axis), NHWC.
 LAYER_BUFFERS = {"x": (28, 28, 1), "c1": (28, 28, 6), "p1": (14, 14, 6), "c2": (10, 10, 16),
@@ -146,7 +154,7 @@ def buffer_shapes(variant: str, n: int) -> dict[str, tuple]:
         return {"x": (n, 28, 28, 1), "out": (n, 10)}
     if variant == "mapped":
         return {"x": (n, 28, 28, 1), "out": (n, 10), "done": (1,), "flag": (1,)}
-    if variant == "cluster":
+    if variant in ("cluster", "rows"):
         return {"x": (n, 28, 28, 1), "out": (n, 10)}
     if variant == "persistent":
         return {"x": (n, 28, 28, 1), "out": (n, 10), "ctl": (4,)}
@@ -199,6 +207,13 @@ def cluster_launches(n: int, mapped: bool) -> list[Launch]:
                    n * CLUSTER * CLUSTER_THREADS)]
 
 
+def rows_launches(n: int) -> list[Launch]:
+    """5 blocks per image in clusters of 5 (rows.cu): block r computes pool2's row r."""
+    weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
+    return [Launch("lenet_rows", ROWS_CLUSTER * n, ROWS_THREADS, ("x", *weights, "out", n),
+                   n * ROWS_CLUSTER * ROWS_THREADS)]
+
+
 def persistent_launches(n: int) -> list[Launch]:
     """One cluster of 8 blocks for any batch: it serves the call's n images one after another."""
     weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
@@ -223,6 +238,8 @@ def launches(variant: str, n: int) -> list[Launch]:
         raise ValueError(f"batch size: expected >= 1, found {n}")
     if variant == "resident":
         return resident_launches(n)
+    if variant == "rows":
+        return rows_launches(n)
     if variant == "persistent":
         return persistent_launches(n)
     if variant == "batch":
@@ -249,6 +266,17 @@ def cluster_shared_bytes(dtype: str) -> int:
 def fused_shared_bytes(dtype: str) -> int:
     """Static shared memory of one lenet_fused block (ptxas reports the same number)."""
     return sum(FUSED_SHARED.values()) * np.dtype(dtype).itemsize
+
+
+# rows.cu's RowsShared (elements), as declared there, then its mbarrier (8 bytes)
+ROWS_SHARED = {"img": 16 * 32, "conv1_w": 150, "conv1_b": 6, "conv2_w": 2400, "conv2_b": 16, "p1": 504,
+               "c2part": 960, "p2row": 80, "half": 240, "fc1_part": 600, "h1": 120, "h2": 84,
+               "partial": ROWS_THREADS, "logits": 10}
+
+
+def rows_shared_bytes(dtype: str) -> int:
+    """Shared memory of one lenet_rows block (ptxas reports the same number)."""
+    return sum(ROWS_SHARED.values()) * np.dtype(dtype).itemsize + 8
 
 
 # batch.cu's static shared arrays (elements), as declared there: p2 holds BATCH_IMAGES images;

@@ -33,7 +33,7 @@ def build(folder) -> ctypes.CDLL:
     wrappers = []
     for cu in files:
         code = kernels.file_source(cu)
-        cluster = kernels.CLUSTER if cu in (kernels.SOURCES["cluster"], kernels.SOURCES["resident"]) else 1
+        cluster = kernels.CLUSTER_SIZE.get(cu, 1)
         names = dict.fromkeys(k for v, source in kernels.SOURCES.items() if source == cu for k in kernels.KERNELS[v])
         for kernel in names:
             for ctype in kernels.CTYPES.values():
@@ -141,7 +141,9 @@ class FakeKernel:
         def run():
             status = self.fn(grid[0], block[0], *values)
             if status == 2:
-                raise ValueError(f"{self.expr}: grid {grid[0]} is not a whole number of clusters of {kernels.CLUSTER}")
+                size = kernels.CLUSTER_SIZE[kernels.SOURCES[next(v for v, k in kernels.KERNELS.items()
+                                                                 if self.kernel in k)]]
+                raise ValueError(f"{self.expr}: grid {grid[0]} is not a whole number of clusters of {size}")
             if status != 0:
                 raise AssertionError(f"{self.expr}: threads of a block passed different numbers of barriers")
 

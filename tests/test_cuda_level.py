@@ -5,6 +5,7 @@ CPU (tests/fake_cuda.py: g++ and one thread per CUDA thread) behind a fake CuPy,
 own code runs end to end against the oracle. With a GPU: the real thing on 10,000 images."""
 
 import functools
+import os
 import re
 import subprocess
 import sys
@@ -30,10 +31,12 @@ BUILDS = [(cu, arch) for cu in FILES for arch in ARCHS if kernels.compiles_for(c
 VARIANTS = registry.spec("cuda").variants
 THREADS = {"lenet_fused": kernels.FUSED_THREADS, "lenet_cluster": kernels.CLUSTER_THREADS,
            "lenet_persistent": kernels.CLUSTER_THREADS, "lenet_resident": kernels.CLUSTER_THREADS,
-           "lenet_batch": kernels.BATCH_THREADS, "lenet_batch2": kernels.BATCH2_THREADS}  # else LAYER_THREADS
+           "lenet_batch": kernels.BATCH_THREADS, "lenet_batch2": kernels.BATCH2_THREADS,
+           "lenet_rows": kernels.ROWS_THREADS}  # else LAYER_THREADS
 SHARED = {"lenet_fused": kernels.fused_shared_bytes, "lenet_cluster": kernels.cluster_shared_bytes,
           "lenet_persistent": kernels.cluster_shared_bytes, "lenet_resident": kernels.cluster_shared_bytes,
-          "lenet_batch": kernels.batch_shared_bytes, "lenet_batch2": kernels.batch2_shared_bytes}
+          "lenet_batch": kernels.batch_shared_bytes, "lenet_batch2": kernels.batch2_shared_bytes,
+          "lenet_rows": kernels.rows_shared_bytes}
 NO_EVENTS = ("mapped", "persistent", "resident")  # the host polls host memory: no device time
 
 
@@ -211,6 +214,22 @@ def test_every_kernel_file_gets_the_shared_header_once_and_defines_no_device_fun
             bodies[name] = shape
 
 
+def test_rows_shape_and_shared_memory_are_the_ones_in_rows_cu():
+    text = (ROOT / "lenet_cuda" / "rows.cu").read_text()
+    assert int(re.search(r"#define LENET_ROWS_CLUSTER (\d+)", text).group(1)) == kernels.ROWS_CLUSTER == 5
+    assert int(re.search(r"#define LENET_ROWS_THREADS (\d+)", text).group(1)) == kernels.ROWS_THREADS
+    struct = text[text.index("struct RowsShared"):text.index("};", text.index("struct RowsShared"))]
+    declared = re.findall(r"T (\w+)\[([^\]]+)\];", struct)
+    sizes = {name: eval(size, {"LENET_ROWS_THREADS": kernels.ROWS_THREADS}) for name, size in declared}
+    assert sizes == kernels.ROWS_SHARED and "unsigned long long full;" in struct
+    # block r: pool2's row r (5 rows), from p1 rows 2r .. 2r + 5 (6 x 14 x 6) and image rows 4r - 2 ..
+    # 4r + 13 (16); stage 2's 240 threads (5 windows x 16 channels x 3 thirds), fc1's 240 (120 x 2)
+    assert 5 * kernels.ROWS_CLUSTER * 16 == 400 and sizes["p1"] == 6 * 14 * 6 and sizes["img"] == 16 * 32
+    assert 5 * 16 * 3 == 240 <= kernels.ROWS_THREADS and sizes["fc1_part"] == kernels.ROWS_CLUSTER * 120
+    assert kernels.rows_shared_bytes("float64") <= kernels.STATIC_SHARED_LIMIT
+    assert kernels.CLUSTER_SIZE["rows.cu"] == kernels.ROWS_CLUSTER and kernels.compiles_for("rows.cu", "sm_90")
+
+
 def test_fused_block_size_is_the_one_in_fused_cu():
     text = (ROOT / "lenet_cuda" / "fused.cu").read_text()
     assert int(re.search(r"#define LENET_THREADS (\d+)", text).group(1)) == kernels.FUSED_THREADS
@@ -284,7 +303,7 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
     assert [k.kernel for k in launches] == (
         ["lenet_fused"] if variant in ("fused", "graph") else ["lenet_cluster"] if variant in ("cluster", "mapped")
         else ["lenet_persistent"] if variant == "persistent" else ["lenet_resident"] if variant == "resident"
-        else ["lenet_batch"] if variant == "batch"
+        else ["lenet_batch"] if variant == "batch" else ["lenet_rows"] if variant == "rows"
         else ["lenet_batch2"] if variant in kernels.BATCH2_VARIANTS
         else ["conv_bias_relu", "max_pool_2x2", "conv_bias_relu", "max_pool_2x2"] + ["dense_bias_act"] * 3
         + ["softmax_rows"])
@@ -302,6 +321,10 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
         if k.kernel == "lenet_batch":  # every image in a block, no block without one
             g = kernels.BATCH_IMAGES
             assert k.block == kernels.BATCH_THREADS and k.grid * g >= n > (k.grid - 1) * g
+            assert k.args[0] == "x" and k.args[11:] == ("out", n) and set(shapes) == {"x", "out"}
+            continue
+        if k.kernel == "lenet_rows":  # a cluster of 5 blocks an image: block r pool2's row r
+            assert k.block == kernels.ROWS_THREADS and k.grid == kernels.ROWS_CLUSTER * n
             assert k.args[0] == "x" and k.args[11:] == ("out", n) and set(shapes) == {"x", "out"}
             continue
         if k.kernel == "lenet_batch2":  # every image in a block, no block without one
@@ -352,7 +375,7 @@ def test_registry_entry():
     spec = registry.spec("cuda")
     assert spec.api_level == "cuda" and spec.devices == ("gpu",) and spec.package == "lenet_cuda"
     assert spec.variants == ("fused", "layers", "graph", "cluster", "mapped", "persistent", "resident", "batch",
-                             "batch2", "batch2_device")
+                             "batch2", "batch2_device", "rows")
     assert spec.resident == ("persistent", "resident") and spec.variants[0] not in spec.resident
     assert spec.dtypes == ("float32", "float64")
     with pytest.raises(ValueError, match="unknown device 'cpu'"):
@@ -410,6 +433,8 @@ def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, v
     ("cluster", "float64", (1, 3, 13, 64)),
     ("mapped", "float32", (1, 3, 13, 64)),
     ("mapped", "float64", (1, 3, 13, 64)),
+    ("rows", "float32", (1, 3, 13, 64)),  # a cluster of 5 per image: block 0 waits on its mbarrier
+    ("rows", "float64", (1, 3, 13)),
     ("persistent", "float32", (1, 3, 13)),  # one cluster serves the batch's images in turn
     ("resident", "float32", (1, 3, 13, 1)),  # the same on LL pairs; back to 1: the other plan's kernel
     ("resident", "float64", (1, 3, 13)),  # two pairs a value
@@ -426,6 +451,28 @@ def test_emulated_cluster_kernel_at_every_batch_size(monkeypatch, emulator, many
     x, reference = many[0], many[1][dtype]
     fake, impl = emulated(monkeypatch, emulator, variant, dtype)
     for n in sizes:
+        start = 7 * n % (len(x) - n + 1)
+        probs = impl.predict(x[start:start + n])
+        assert np.array_equal(probs.argmax(1), reference[start:start + n].argmax(1)), n
+        assert np.max(np.abs(probs - reference[start:start + n])) <= (1e-5 if dtype == "float32" else 1e-12), n
+    fake.check_guards()
+    impl.close()
+
+
+FULL_EMULATION = "LENET_EMULATE_ALL"  # =1: every variant, both dtypes, every batch size (make test-emulation)
+
+
+@pytest.mark.skipif(os.environ.get(FULL_EMULATION) != "1",
+                    reason=f"opt-in, about 20 minutes on 2 cores: {FULL_EMULATION}=1 (make test-emulation); "
+                           "make test emulates every variant at 12 and 1 images and the tiled ones to 512")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_emulated_every_variant_at_every_batch_size(monkeypatch, emulator, many, variant, dtype):
+    """The slow check: 1, 3, 13 (a multiple of no block's images), 64 and 512 images, each variant
+    and dtype, against the oracle; no kernel reads or writes outside its buffers."""
+    x, reference = many[0], many[1][dtype]
+    fake, impl = emulated(monkeypatch, emulator, variant, dtype)
+    for n in (1, 3, 13, 64, 512):
         start = 7 * n % (len(x) - n + 1)
         probs = impl.predict(x[start:start + n])
         assert np.array_equal(probs.argmax(1), reference[start:start + n].argmax(1)), n

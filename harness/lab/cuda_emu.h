@@ -128,6 +128,27 @@ inline P* cluster_peer(P* p, unsigned rank) {
     return reinterpret_cast<P*>(emu_arenas[rank] + offset);
 }
 
+// An mbarrier (sm_90): the 64-bit word holds the arrivals a phase takes (bits 32..62), those still
+// pending (bits 0..31) and the phase's parity (bit 63). An arrival may come from any block of the
+// cluster (cluster_peer's address of the barrier); the last one of a phase flips the parity and
+// re-arms it. A wait that finds the phase not yet complete lets the other fibers run (no progress:
+// a wait that no arrival will ever end is a hang, reported).
+inline void mbar_init(unsigned long long* bar, unsigned arrivals) {
+    *bar = (unsigned long long)arrivals << 32 | arrivals;
+}
+inline void mbar_arrive_cluster(unsigned long long* bar, unsigned rank) {
+    unsigned long long* b = cluster_peer(bar, rank);
+    const unsigned long long arrivals = *b >> 32 & 0x7FFFFFFFu, pending = (*b & 0xFFFFFFFFu) - 1;
+    const unsigned long long parity = *b >> 63;
+    *b = pending == 0 ? ((parity ^ 1) << 63 | arrivals << 32 | arrivals) : (parity << 63 | arrivals << 32 | pending);
+    ++emu_progress;
+}
+inline bool mbar_try_wait(unsigned long long* bar, unsigned parity) {
+    if ((*bar >> 63) != parity) return true;  // the phase of that parity has completed
+    if (emu_current != nullptr) swapcontext(&emu_current->ctx, &emu_scheduler);
+    return false;
+}
+
 // Every EMU_POLLS_PER_YIELD-th poll of host memory by a fiber lets the cluster's other fibers run
 // (on a GPU they run beside the poller: a block that polls for the next call must not starve one
 // still answering this one); it counts as progress, since the kernel's own deadline (idle_ns) ends
