@@ -25,7 +25,7 @@ DEVICES ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cpu,gpu || echo cpu)
 
 .PHONY: install install-gpu run-all test test-fast weights verify verify-gpu studies explain crosscheck smoke \
         loc figures report doctor lint clean offline-bundle gpu-study import-results init-weights lab-kit help \
-        reproduce
+        reproduce test-emulation
 
 install: $(STAMP)  ## create .venv and install the project into it (what plain `make` does)
 $(STAMP): pyproject.toml
@@ -66,6 +66,9 @@ test: $(STAMP) $(CUDNN_STAMP)  ## the test suite (GPU tests run where a GPU is p
 
 test-fast: $(STAMP)  ## the test suite without the end-to-end runs marked slow
 	$(PYTEST) -m "not slow"
+
+test-emulation: $(STAMP)  ## the CUDA kernels emulated on the CPU at every batch size to 512 (~20 min, opt-in)
+	LENET_EMULATE_ALL=1 $(PYTEST) tests/test_cuda_level.py -k emulated_every_variant
 
 weights: $(STAMP)  ## retrain the shared weights (Keras, fixed seeds)
 	$(PY) -m harness.data.train --out $(WEIGHTS)
