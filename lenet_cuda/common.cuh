@@ -9,6 +9,7 @@
 //   cluster      one image on a cluster of 8 blocks (cluster.cu's lenet_cluster and
 //                lenet_persistent, resident.cu's lenet_resident): the shared struct, the weights'
 //                loads, the image's scatter, stages 1-3 and block 0's stage 4
+//   LL pairs     the resident kernels' wire: a value and its call's sequence in one 8-byte word
 //   batch        several images a block (batch.cu, batch2.cu): the conv weights staged, the dense
 //                layers over a block's G images, the softmax
 //
@@ -149,6 +150,54 @@ __device__ long long lenet_stage_clock[LENET_CLUSTER * LENET_STAMPS];
     do {         \
     } while (0)
 #endif
+
+// ---- LL pairs: the resident kernels' wire (resident.cu's header) ----------------------------------
+// ctl's words (mapped host memory); polls of a pair between reads of the quit word (a bus crossing each)
+#define RESIDENT_NEXT 0
+#define RESIDENT_ALIVE 1
+#define RESIDENT_QUIT 2
+#define RESIDENT_SERVED 3
+#define RESIDENT_QUIT_POLLS 64
+
+// A value as its W 32-bit words (double: low, then high), and back.
+__device__ __forceinline__ void value_words(float v, unsigned* w) { w[0] = __float_as_uint(v); }
+__device__ __forceinline__ void value_words(double v, unsigned* w) {
+    w[0] = unsigned(__double2loint(v));
+    w[1] = unsigned(__double2hiint(v));
+}
+__device__ __forceinline__ void words_value(const unsigned* w, float& v) { v = __uint_as_float(w[0]); }
+__device__ __forceinline__ void words_value(const unsigned* w, double& v) { v = __hiloint2double(int(w[1]), int(w[0])); }
+
+// One value of type T from W = sizeof(T) / 4 pairs carrying sequence `seq`: each pair polled until
+// its sequence arrives, or false once idle_ns have passed since `since` (or the host set quit).
+template <typename T>
+__device__ __forceinline__ bool resident_receive(const unsigned long long* pairs, unsigned seq, T& out,
+                                                 unsigned long long since, unsigned long long idle_ns,
+                                                 const unsigned* quit) {
+    constexpr int W = sizeof(T) / 4;
+    unsigned words[W];
+    unsigned polls = 0;
+    for (int w = 0; w < W; ++w) {
+        unsigned long long v = load_pair(pairs + w);
+        while (unsigned(v >> 32) != seq) {
+            if (globaltimer_ns() - since >= idle_ns) return false;
+            if (++polls % RESIDENT_QUIT_POLLS == 0 && load_acquire_sys(quit) != 0u) return false;
+            v = load_pair(pairs + w);
+        }
+        words[w] = unsigned(v);
+    }
+    words_value(words, out);
+    return true;
+}
+
+template <typename T>
+__device__ __forceinline__ void resident_send(unsigned long long* pairs, unsigned seq, T value) {
+    constexpr int W = sizeof(T) / 4;
+    unsigned words[W];
+    value_words(value, words);
+#pragma unroll
+    for (int w = 0; w < W; ++w) store_pair(pairs + w, (unsigned long long)seq << 32 | words[w]);
+}
 
 // ---- cluster: one image on 8 blocks -------------------------------------------------------------
 // Block r does an eighth of every layer; no thread's dependent chain is longer than 40:

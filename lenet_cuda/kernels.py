@@ -34,6 +34,8 @@ SOURCES = {"layers": "layers.cu", "fused": "fused.cu", "graph": "fused.cu",  # v
            "batch": "batch.cu", "batch2": "batch2.cu", "batch2_device": "batch2.cu"}
 SOURCES["resident"] = "resident.cu"  # cuda/resident: LL pairs, one cluster resident between calls
 SOURCES["rows"] = "rows.cu"  # cuda/rows: 5 blocks an image split by rows, no cluster barrier an image
+SOURCES["resident_rows"] = "rows.cu"  # cuda/resident_rows: rows' kernel resident on resident's wire
+RESIDENT_VARIANTS = ("resident", "resident_rows")  # resident.py's calls: LL pairs, a kernel resident
 # thread-block clusters and distributed shared memory: sm_90 and up
 MIN_ARCH = {"cluster.cu": 90, "resident.cu": 90, "rows.cu": 90}
 OPTIONS = ("--std=c++17",)  # CuPy adds the architecture of the GPU it runs on
@@ -69,12 +71,14 @@ PARAMS = {  # "u64*": uint64 (LL pairs, resident.cu)
 }
 # x pairs, 5 x (kernel, bias), probs pairs, ctl, n, idle_ns
 PARAMS["lenet_resident"] = ("u64*",) + ("T*",) * 10 + ("u64*", "u32*", "int", "int")
+PARAMS["lenet_resident_rows"] = PARAMS["lenet_resident"]
 KERNELS = {"layers": ("conv_bias_relu", "max_pool_2x2", "dense_bias_act", "softmax_rows"),
            "fused": ("lenet_fused",), "graph": ("lenet_fused",),
            "cluster": ("lenet_cluster",), "mapped": ("lenet_cluster",), "persistent": ("lenet_persistent",),
            "batch": ("lenet_batch",), "batch2": ("lenet_batch2",), "batch2_device": ("lenet_batch2",)}
 KERNELS["resident"] = ("lenet_resident",)
 KERNELS["rows"] = ("lenet_rows",)
+KERNELS["resident_rows"] = ("lenet_resident_rows",)
 
 # Buffers on the device, per image (the batch is the leading axis), NHWC.
 LAYER_BUFFERS = {"x": (28, 28, 1), "c1": (28, 28, 6), "p1": (14, 14, 6), "c2": (10, 10, 16),
@@ -158,7 +162,7 @@ def buffer_shapes(variant: str, n: int) -> dict[str, tuple]:
         return {"x": (n, 28, 28, 1), "out": (n, 10)}
     if variant == "persistent":
         return {"x": (n, 28, 28, 1), "out": (n, 10), "ctl": (4,)}
-    if variant == "resident":
+    if variant in RESIDENT_VARIANTS:
         return resident_buffer_shapes(n)
     per_image = FUSED_BUFFERS if variant in ("fused", "graph") else LAYER_BUFFERS
     return {name: (n, *shape) for name, shape in per_image.items()}
@@ -236,8 +240,8 @@ def batch2_launches(n: int) -> list[Launch]:
 def launches(variant: str, n: int) -> list[Launch]:
     if n < 1:
         raise ValueError(f"batch size: expected >= 1, found {n}")
-    if variant == "resident":
-        return resident_launches(n)
+    if variant in RESIDENT_VARIANTS:
+        return resident_launches(n, variant)
     if variant == "rows":
         return rows_launches(n)
     if variant == "persistent":
@@ -268,15 +272,17 @@ def fused_shared_bytes(dtype: str) -> int:
     return sum(FUSED_SHARED.values()) * np.dtype(dtype).itemsize
 
 
-# rows.cu's RowsShared (elements), as declared there, then its mbarrier (8 bytes)
+# rows.cu's RowsShared (elements), as declared there: its arrays, its union `work` (one of ROWS_WORK
+# at a time), then 4 mbarriers (8 bytes each) and 3 words (4 each), the struct padded to 8 bytes
 ROWS_SHARED = {"img": 16 * 32, "conv1_w": 150, "conv1_b": 6, "conv2_w": 2400, "conv2_b": 16, "p1": 504,
-               "c2part": 960, "p2row": 80, "half": 240, "fc1_part": 600, "h1": 120, "h2": 84,
-               "partial": ROWS_THREADS, "logits": 10}
+               "p2row": 80, "fc1_part": 2 * 5 * 120}
+ROWS_WORK = {"c2part": 240 * 4, "half": 240, "head": ROWS_THREADS + 120 + 84 + 10}
 
 
 def rows_shared_bytes(dtype: str) -> int:
-    """Shared memory of one lenet_rows block (ptxas reports the same number)."""
-    return sum(ROWS_SHARED.values()) * np.dtype(dtype).itemsize + 8
+    """Shared memory of one lenet_rows or lenet_resident_rows block (ptxas reports the same number)."""
+    arrays = (sum(ROWS_SHARED.values()) + max(ROWS_WORK.values())) * np.dtype(dtype).itemsize
+    return -(-(arrays + 4 * 8 + 3 * 4) // 8) * 8
 
 
 # batch.cu's static shared arrays (elements), as declared there: p2 holds BATCH_IMAGES images;
@@ -307,12 +313,14 @@ def resident_buffer_shapes(n: int) -> dict[str, tuple]:
     return {"x_pairs": (n, 784), "out_pairs": (n, 10), "ctl": (4,)}
 
 
-def resident_launches(n: int) -> list[Launch]:
-    """One cluster of 8 blocks for any batch, resident between calls: it serves the call's n images
-    one after another and ends after IDLE_NS without a call."""
+def resident_launches(n: int, variant: str = "resident") -> list[Launch]:
+    """One cluster for any batch, resident between calls: it serves the call's n images one after
+    another and ends after IDLE_NS without a call. resident: 8 blocks (resident.cu); resident_rows:
+    5 split by rows (rows.cu)."""
     weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
-    return [Launch("lenet_resident", CLUSTER, CLUSTER_THREADS,
-                   ("x_pairs", *weights, "out_pairs", "ctl", n, IDLE_NS), CLUSTER * CLUSTER_THREADS)]
+    size, threads = (CLUSTER, CLUSTER_THREADS) if variant == "resident" else (ROWS_CLUSTER, ROWS_THREADS)
+    return [Launch(KERNELS[variant][0], size, threads,
+                   ("x_pairs", *weights, "out_pairs", "ctl", n, IDLE_NS), size * threads)]
 
 
 def batch2_shared(dtype: str) -> dict[str, int]:

@@ -30,52 +30,6 @@
 // h1 all follow the next 0|1 barrier, which no block passes before every block has left the current
 // image's reads of them (img is read before 1|2, p1 before 2|3, p2 before 3|4, h1 by block 0 only).
 
-#define RESIDENT_NEXT 0
-#define RESIDENT_ALIVE 1
-#define RESIDENT_QUIT 2
-#define RESIDENT_SERVED 3
-#define RESIDENT_QUIT_POLLS 64  // polls between reads of the quit word (a bus crossing each)
-
-// A value as its W 32-bit words (double: low, then high), and back.
-__device__ __forceinline__ void value_words(float v, unsigned* w) { w[0] = __float_as_uint(v); }
-__device__ __forceinline__ void value_words(double v, unsigned* w) {
-    w[0] = unsigned(__double2loint(v));
-    w[1] = unsigned(__double2hiint(v));
-}
-__device__ __forceinline__ void words_value(const unsigned* w, float& v) { v = __uint_as_float(w[0]); }
-__device__ __forceinline__ void words_value(const unsigned* w, double& v) { v = __hiloint2double(int(w[1]), int(w[0])); }
-
-// One value of type T from W = sizeof(T) / 4 pairs carrying sequence `seq`: each pair polled until
-// its sequence arrives, or false once idle_ns have passed since `since` (or the host set quit).
-template <typename T>
-__device__ __forceinline__ bool resident_receive(const unsigned long long* pairs, unsigned seq, T& out,
-                                                 unsigned long long since, unsigned long long idle_ns,
-                                                 const unsigned* quit) {
-    constexpr int W = sizeof(T) / 4;
-    unsigned words[W];
-    unsigned polls = 0;
-    for (int w = 0; w < W; ++w) {
-        unsigned long long v = load_pair(pairs + w);
-        while (unsigned(v >> 32) != seq) {
-            if (globaltimer_ns() - since >= idle_ns) return false;
-            if (++polls % RESIDENT_QUIT_POLLS == 0 && load_acquire_sys(quit) != 0u) return false;
-            v = load_pair(pairs + w);
-        }
-        words[w] = unsigned(v);
-    }
-    words_value(words, out);
-    return true;
-}
-
-template <typename T>
-__device__ __forceinline__ void resident_send(unsigned long long* pairs, unsigned seq, T value) {
-    constexpr int W = sizeof(T) / 4;
-    unsigned words[W];
-    value_words(value, words);
-#pragma unroll
-    for (int w = 0; w < W; ++w) store_pair(pairs + w, (unsigned long long)seq << 32 | words[w]);
-}
-
 template <typename T>
 __global__ void __cluster_dims__(LENET_CLUSTER, 1, 1) __launch_bounds__(LENET_CLUSTER_THREADS)
 lenet_resident(const unsigned long long* x,                                    // (N, 784 W) pairs, mapped

@@ -56,7 +56,7 @@ POLL_TIMEOUT_S = 5.0  # a call not answered by then is a failed kernel, not a sl
 class ResidentPlan:
     """Everything a call of batch size n needs, built once: the wire in mapped memory, its views."""
 
-    def __init__(self, cp: Any, fn: Any, w: dict, dtype: str, n: int):
+    def __init__(self, cp: Any, fn: Any, w: dict, dtype: str, n: int, variant: str = "resident"):
         words = kernels.pair_words(dtype)
         shapes = kernels.resident_buffer_shapes(n)
         x_count, out_count = n * 784 * words, n * 10 * words  # pairs
@@ -80,12 +80,12 @@ class ResidentPlan:
                  "out_pairs": np.uint64(self.out_pairs.ctypes.data), "ctl": np.uint64(self.ctl.ctypes.data)}
         self.launches = tuple((fn[k.kernel], (k.grid,), (k.block,),
                                tuple(named[a] if isinstance(a, str) else np.int32(a) for a in k.args))
-                              for k in kernels.launches("resident", n))
+                              for k in kernels.launches(variant, n))
         self.launched = 0  # kernels launched for this batch size
 
 
 class Resident:
-    """The resident kernel's calls for a CudaLeNet(variant="resident") `level`."""
+    """The resident kernel's calls for a CudaLeNet(variant="resident" or "resident_rows") `level`."""
 
     def __init__(self, level: Any):
         self.level = level
@@ -105,7 +105,7 @@ class Resident:
     def plan(self, n: int) -> ResidentPlan:
         if n not in self.plans:
             lv = self.level
-            self.plans[n] = ResidentPlan(lv.cp, lv.fn, lv.w, lv.dtype, n)
+            self.plans[n] = ResidentPlan(lv.cp, lv.fn, lv.w, lv.dtype, n, lv.variant)
         return self.plans[n]
 
     def predict(self, images: np.ndarray) -> np.ndarray:
@@ -142,7 +142,8 @@ class Resident:
             time.sleep(0.001)
         if getattr(stream, "done", True):
             stream.synchronize()  # raises the kernel's error, if it had one
-        raise RuntimeError(f"lenet_resident did not answer call {seq} in {POLL_TIMEOUT_S:g} s "
+        kernel = kernels.KERNELS[self.level.variant][0]
+        raise RuntimeError(f"{kernel} did not answer call {seq} in {POLL_TIMEOUT_S:g} s "
                            f"(alive {int(p.ctl[kernels.RESIDENT_ALIVE])}, "
                            f"served {int(p.ctl[kernels.RESIDENT_SERVED])})"
                            + ("" if getattr(stream, "done", True) else

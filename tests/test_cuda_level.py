@@ -32,12 +32,12 @@ VARIANTS = registry.spec("cuda").variants
 THREADS = {"lenet_fused": kernels.FUSED_THREADS, "lenet_cluster": kernels.CLUSTER_THREADS,
            "lenet_persistent": kernels.CLUSTER_THREADS, "lenet_resident": kernels.CLUSTER_THREADS,
            "lenet_batch": kernels.BATCH_THREADS, "lenet_batch2": kernels.BATCH2_THREADS,
-           "lenet_rows": kernels.ROWS_THREADS}  # else LAYER_THREADS
+           "lenet_rows": kernels.ROWS_THREADS, "lenet_resident_rows": kernels.ROWS_THREADS}  # else LAYER_THREADS
 SHARED = {"lenet_fused": kernels.fused_shared_bytes, "lenet_cluster": kernels.cluster_shared_bytes,
           "lenet_persistent": kernels.cluster_shared_bytes, "lenet_resident": kernels.cluster_shared_bytes,
           "lenet_batch": kernels.batch_shared_bytes, "lenet_batch2": kernels.batch2_shared_bytes,
-          "lenet_rows": kernels.rows_shared_bytes}
-NO_EVENTS = ("mapped", "persistent", "resident")  # the host polls host memory: no device time
+          "lenet_rows": kernels.rows_shared_bytes, "lenet_resident_rows": kernels.rows_shared_bytes}
+NO_EVENTS = ("mapped", "persistent", "resident", "resident_rows")  # the host polls host memory: no device time
 
 
 def nvrtc_or_skip():
@@ -186,8 +186,8 @@ def test_cluster_shape_and_shared_memory_are_the_ones_in_common_cuh():
     assert kernels.cluster_shared_bytes("float64") <= kernels.STATIC_SHARED_LIMIT
 
 
-def test_resident_control_words_are_the_ones_in_resident_cu():
-    text = (ROOT / "lenet_cuda" / "resident.cu").read_text()
+def test_resident_control_words_are_the_ones_in_common_cuh():
+    text = (ROOT / "lenet_cuda" / kernels.HEADER).read_text()
     defined = {name: int(v) for name, v in re.findall(r"#define RESIDENT_(NEXT|ALIVE|QUIT|SERVED) (\d+)", text)}
     assert defined == {"NEXT": kernels.RESIDENT_NEXT, "ALIVE": kernels.RESIDENT_ALIVE,
                        "QUIT": kernels.RESIDENT_QUIT, "SERVED": kernels.RESIDENT_SERVED}
@@ -219,13 +219,20 @@ def test_rows_shape_and_shared_memory_are_the_ones_in_rows_cu():
     assert int(re.search(r"#define LENET_ROWS_CLUSTER (\d+)", text).group(1)) == kernels.ROWS_CLUSTER == 5
     assert int(re.search(r"#define LENET_ROWS_THREADS (\d+)", text).group(1)) == kernels.ROWS_THREADS
     struct = text[text.index("struct RowsShared"):text.index("};", text.index("struct RowsShared"))]
-    declared = re.findall(r"T (\w+)\[([^\]]+)\];", struct)
-    sizes = {name: eval(size, {"LENET_ROWS_THREADS": kernels.ROWS_THREADS}) for name, size in declared}
-    assert sizes == kernels.ROWS_SHARED and "unsigned long long full;" in struct
+    union = struct[struct.index("union {"):struct.index("} work;")]
+    head = text[text.index("struct HeadShared"):text.index("};", text.index("struct HeadShared"))]
+    names = {"LENET_ROWS_THREADS": kernels.ROWS_THREADS}
+    sizes = {name: eval(size, names) for name, size in re.findall(r"T (\w+)\[([^\]]+)\];", struct.replace(union, ""))}
+    work = {name: eval(size, names) for name, size in re.findall(r"T (\w+)\[([^\]]+)\];", union)}
+    work["head"] = sum(eval(size, names) for _, size in re.findall(r"T (\w+)\[([^\]]+)\];", head))
+    assert sizes == kernels.ROWS_SHARED and work == kernels.ROWS_WORK
+    assert re.findall(r"(unsigned long long|unsigned) (\w+)\[?(\d?)\]?;", struct) == [
+        ("unsigned long long", "full", "2"), ("unsigned long long", "empty", "2"), ("unsigned", "votes", "2"),
+        ("unsigned", "vote", "")]  # rows_shared_bytes' 4 mbarriers and 3 words
     # block r: pool2's row r (5 rows), from p1 rows 2r .. 2r + 5 (6 x 14 x 6) and image rows 4r - 2 ..
     # 4r + 13 (16); stage 2's 240 threads (5 windows x 16 channels x 3 thirds), fc1's 240 (120 x 2)
     assert 5 * kernels.ROWS_CLUSTER * 16 == 400 and sizes["p1"] == 6 * 14 * 6 and sizes["img"] == 16 * 32
-    assert 5 * 16 * 3 == 240 <= kernels.ROWS_THREADS and sizes["fc1_part"] == kernels.ROWS_CLUSTER * 120
+    assert 5 * 16 * 3 == 240 <= kernels.ROWS_THREADS and sizes["fc1_part"] == 2 * kernels.ROWS_CLUSTER * 120
     assert kernels.rows_shared_bytes("float64") <= kernels.STATIC_SHARED_LIMIT
     assert kernels.CLUSTER_SIZE["rows.cu"] == kernels.ROWS_CLUSTER and kernels.compiles_for("rows.cu", "sm_90")
 
@@ -303,6 +310,7 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
     assert [k.kernel for k in launches] == (
         ["lenet_fused"] if variant in ("fused", "graph") else ["lenet_cluster"] if variant in ("cluster", "mapped")
         else ["lenet_persistent"] if variant == "persistent" else ["lenet_resident"] if variant == "resident"
+        else ["lenet_resident_rows"] if variant == "resident_rows"
         else ["lenet_batch"] if variant == "batch" else ["lenet_rows"] if variant == "rows"
         else ["lenet_batch2"] if variant in kernels.BATCH2_VARIANTS
         else ["conv_bias_relu", "max_pool_2x2", "conv_bias_relu", "max_pool_2x2"] + ["dense_bias_act"] * 3
@@ -341,8 +349,9 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
             assert (k.grid, k.block) == (kernels.CLUSTER, kernels.CLUSTER_THREADS)
             assert k.args[12:] == ("ctl", n, kernels.IDLE_NS) and shapes["ctl"] == (4,)
             continue
-        if k.kernel == "lenet_resident":  # one cluster for any batch; the image's and answer's pairs
-            assert (k.grid, k.block) == (kernels.CLUSTER, kernels.CLUSTER_THREADS)
+        if k.kernel in ("lenet_resident", "lenet_resident_rows"):  # one cluster for any batch; LL pairs
+            assert (k.grid, k.block) == ((kernels.CLUSTER, kernels.CLUSTER_THREADS) if variant == "resident"
+                                         else (kernels.ROWS_CLUSTER, kernels.ROWS_THREADS))
             assert k.args[0] == "x_pairs" and k.args[11:] == ("out_pairs", "ctl", n, kernels.IDLE_NS)
             assert shapes == {"x_pairs": (n, 784), "out_pairs": (n, 10), "ctl": (4,)}
             continue
@@ -375,8 +384,8 @@ def test_registry_entry():
     spec = registry.spec("cuda")
     assert spec.api_level == "cuda" and spec.devices == ("gpu",) and spec.package == "lenet_cuda"
     assert spec.variants == ("fused", "layers", "graph", "cluster", "mapped", "persistent", "resident", "batch",
-                             "batch2", "batch2_device", "rows")
-    assert spec.resident == ("persistent", "resident") and spec.variants[0] not in spec.resident
+                             "batch2", "batch2_device", "rows", "resident_rows")
+    assert spec.resident == ("persistent", "resident", "resident_rows") and spec.variants[0] not in spec.resident
     assert spec.dtypes == ("float32", "float64")
     with pytest.raises(ValueError, match="unknown device 'cpu'"):
         registry.create("cuda", DEFAULT_WEIGHTS, device="cpu")
@@ -435,6 +444,8 @@ def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, v
     ("mapped", "float64", (1, 3, 13, 64)),
     ("rows", "float32", (1, 3, 13, 64)),  # a cluster of 5 per image: block 0 waits on its mbarrier
     ("rows", "float64", (1, 3, 13)),
+    ("resident_rows", "float32", (1, 3, 13, 1)),  # rounds through both slots; back to 1: the other plan
+    ("resident_rows", "float64", (1, 3, 13)),
     ("persistent", "float32", (1, 3, 13)),  # one cluster serves the batch's images in turn
     ("resident", "float32", (1, 3, 13, 1)),  # the same on LL pairs; back to 1: the other plan's kernel
     ("resident", "float64", (1, 3, 13)),  # two pairs a value

@@ -97,6 +97,11 @@ inline unsigned atomicAdd(unsigned* p, unsigned v) {
     *p = old + v;
     return old;
 }
+inline unsigned atomicOr(unsigned* p, unsigned v) {
+    unsigned old = *p;
+    *p = old | v;
+    return old;
+}
 
 inline unsigned cluster_rank() { return emu_current->rank; }
 inline void cluster_arrive_relaxed() {

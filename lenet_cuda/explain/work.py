@@ -101,6 +101,10 @@ def work() -> list[Work]:
         Stage("fc1", 48_000, rc * 240, 40, 10, 48_000 + 120),  # an output x half a row's 80 inputs
         Stage("fc2", 10_080, 252, 40, 40, 10_080 + 84),  # block 0: cluster_head
         Stage("fc3", 840, 250, 4, 4, 840 + 10)))
+    # lenet_resident_rows: rows' stages, the weights loaded once a launch: a call reads its image rows
+    resident_rows = Work("lenet_resident_rows", ("resident_rows",), rc, rt,
+                         (Stage("stage in", 0, rc * rt, 0, 0, 76 * 28),
+                          *(replace(stage, reads=0) for stage in rows.stages[1:])))
     g, bt = BATCH_IMAGES, BATCH_THREADS
     # lenet_batch, per image: its block does this for each of its g images, one after another for the
     # convolutions and all at once for the dense layers; weights loaded once per block count 1/g here
@@ -134,4 +138,4 @@ def work() -> list[Work]:
         else:
             stage = Stage("softmax", 0, launch.threads, 0, 0, a[3])
         layers.append(Work(launch.kernel, ("layers",), launch.grid, launch.block, (stage,), name))
-    return [fused, cluster, persistent, resident, rows, batch, batch2, *layers]
+    return [fused, cluster, persistent, resident, rows, resident_rows, batch, batch2, *layers]
