@@ -407,13 +407,18 @@ def cmd_kernel_stages(args: argparse.Namespace) -> int:
         log(f"stamping {kernel_stages.KERNEL}'s stages ({args.calls} calls, {dtype})")
         return kernel_stages.row(args.weights, args.calls, dtype)
 
-    def measure_resident(dtype: str) -> dict:
-        log(f"attributing cuda/resident's call ({args.calls} calls, {dtype})")
-        return kernel_stages.resident_row(args.weights, args.calls, dtype)
+    def measure_resident(item: str) -> dict:  # "variant dtype"
+        variant, dtype = item.split()
+        log(f"attributing cuda/{variant}'s call ({args.calls} calls, {dtype})")
+        return kernel_stages.resident_row(args.weights, args.calls, dtype, variant)
+
+    def resident_failed(item: str, reason: str) -> dict:
+        variant, dtype = item.split()
+        return kernel_stages.resident_failed(dtype, variant, reason)
 
     rows = each_on_its_own(split_list(args.dtypes), measure, kernel_stages.failed, kernel_stages.lines)
-    rows += each_on_its_own(split_list(args.dtypes), measure_resident, kernel_stages.resident_failed,
-                            kernel_stages.resident_lines)
+    items = [f"{v} {d}" for v in kernel_stages.RESIDENT_KERNELS for d in split_list(args.dtypes)]
+    rows += each_on_its_own(items, measure_resident, resident_failed, kernel_stages.resident_lines)
     if args.out:
         print(f"results: {kernel_stages.write(rows, args.out)}")
     return 0 if all(r["status"] == "ok" for r in rows) else 1

@@ -155,6 +155,7 @@ __device__ __forceinline__ T rows_head(RowsShared<T>& s, int t, int slot, T b1, 
         s.work.head.h1[t] = lenet_relu(b1 + ((part[0] + part[120]) + (part[240] + part[360]) + part[480]));
     }
     __syncthreads();
+    STAMP(6);
     return cluster_head(s.work.head, t, d);
 }
 
@@ -249,7 +250,11 @@ lenet_resident_rows(const unsigned long long* x,                                
             }
             __syncthreads();
             const bool vote = ending || s.vote == round + 1u;  // the block's, the same in every thread
-            if (!vote) rows_stages(s, t, w1, t / 120);
+            if (!vote) {  // (a vote round stamps nothing: the stamps stay the last answer's)
+                STAMP(3);
+                rows_stages(s, t, w1, t / 120);
+                STAMP(4);
+            }
             DenseRegisters<T> d;
             if (r == 0 && !vote) load_head(d, r, t, fc2_w, fc2_b, fc3_w, fc3_b);
             if (round >= 2)  // block 0 has read what this block wrote into the slot two rounds ago
@@ -280,7 +285,11 @@ lenet_resident_rows(const unsigned long long* x,                                
             }
             const unsigned votes = s.votes[slot];
             if (votes == 0u && !ending) {
-                const T prob = rows_head(s, t, slot, b1, d);
+                STAMP(5);
+                const T prob = rows_head(s, t, slot, b1, d);  // stamps 6 and 7
+#ifdef LENET_STAGE_CLOCKS
+                __threadfence();  // the host reads the stamps once it has the answer
+#endif
                 if (t < 10) resident_send(probs + (b * 10 + t) * W, seq, prob);
                 since = globaltimer_ns();
             }

@@ -120,10 +120,10 @@ def test_a_resident_call_is_attributed_part_by_part_and_what_the_medians_leave_i
     assert "compute_ns" not in stages.attribute_call(calls, None)
     with pytest.raises(ValueError, match="out of order"):
         stages.attribute_call([{**calls[0], "s2": 1_000}], None)
-    row = {"dtype": "float32", "calls": 3, "launched_calls": 1, "fallback_calls": 0, "call": got,
+    row = {"variant": "resident_rows", "dtype": "float32", "calls": 3, "launched_calls": 1, "fallback_calls": 0, "call": got,
            "stages": [{"name": "conv1 + pool, p1 into every block (1|2)", "block0_cycles": 900.0}]}
     text = "\n".join(kernel_stages.resident_lines(row))
-    assert "3 calls, 1 with a launch, 0 on the launched path" in text
+    assert "cuda/resident_rows's call (float32, 3 calls, 1 with a launch, 0 on the launched path" in text
     assert "C: the image's pairs written into mapped memory" in text and "0.20 µs" in text
     assert "the call (median)" in text and "6.80 µs; the medians leave 0.00 µs" in text
     assert "the kernel's compute 2.20 µs, the rest (bus both ways, polls) 2.90 µs" in text
@@ -133,8 +133,9 @@ def test_the_resident_row_is_kernel_stages_second_row_and_a_failure_says_why():
     from harness import registry
 
     assert registry.hook("cuda", kernel_stages.RESIDENT) is stages.measure_resident
-    failed = kernel_stages.resident_failed("float64", "needs sm_90")
-    assert failed["kind"] == "resident_stages" and failed["variant"] == "resident" and failed["status"] == "failed"
+    failed = kernel_stages.resident_failed("float64", "resident_rows", "needs sm_90")
+    assert failed["kind"] == "resident_stages" and failed["variant"] == "resident_rows" and failed["status"] == "failed"
+    assert failed["kernel"] == "lenet_resident_rows" and set(kernel_stages.RESIDENT_KERNELS) == set(kernels.RESIDENT_VARIANTS)
 
 
 def test_an_emulated_resident_call_stamps_its_c_side_in_order(monkeypatch, emulator):
@@ -161,3 +162,30 @@ def test_an_emulated_resident_call_stamps_its_c_side_in_order(monkeypatch, emula
     s = list(impl.resident.stamps)
     assert t0 < s[0] <= s[1] < time.perf_counter_ns() and s[2] == s[3] == 0
     impl.close()
+
+
+def test_emulated_resident_rows_stamps_block_0s_answered_round_in_order(tmp_path):
+    """lenet_resident_rows compiled with the stamps, one call served (then idle: a vote round, which
+    stamps nothing): block 0's stamps 3..7 in order, and the answer the oracle's."""
+    params = [fake_cuda.CPP_TYPES[p].format(T="float") for p in kernels.PARAMS["lenet_resident_rows"]]
+    try:
+        lib = fake_cuda.compile_emulated(tmp_path, [stages.DEFINE + kernels.source("resident_rows")], [
+            fake_cuda.wrapper("emu_stamped", "lenet_resident_rows<float>", params, True, kernels.ROWS_CLUSTER)])
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    x = mnist.to_input(mnist.load("test")[0][:1]).astype(np.float32)
+    w = [np.ascontiguousarray(getattr(layer, part), np.float32)
+         for layer in weights.read(DEFAULT_WEIGHTS).values() for part in ("kernel", "bias")]
+    pairs = x.reshape(-1).view(np.uint32).astype(np.uint64) | np.uint64(1 << 32)  # call 1
+    out = np.zeros(10, np.uint64)
+    ctl = np.array([1, 1, 0, 0], np.uint32)  # next 1, alive
+    fn = lib.emu_stamped
+    fn.argtypes = [ctypes.c_uint, ctypes.c_uint] + [ctypes.c_void_p] * 13 + [ctypes.c_int, ctypes.c_int]
+    assert fn(kernels.ROWS_CLUSTER, kernels.ROWS_THREADS, pairs.ctypes.data, *[a.ctypes.data for a in w],
+              out.ctypes.data, ctl.ctypes.data, 1, 100_000) == 0
+    probs = (out & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
+    assert np.max(np.abs(probs - NumpyLeNet(DEFAULT_WEIGHTS).predict(x)[0])) <= 1e-5
+    assert list(ctl) == [1, 0, 1, 1]  # served 1, ended (alive 0) after its vote stored the quit word
+    stamps = np.ctypeslib.as_array((ctypes.c_longlong * (kernels.CLUSTER * stages.STAMPS)).in_dll(
+        lib, "lenet_stage_clock")).reshape(kernels.CLUSTER, stages.STAMPS)
+    assert (stamps[0, 3:] > 0).all() and (np.diff(stamps[0, 3:]) >= 0).all()

@@ -2,7 +2,7 @@
 on a GPU (lenet_cuda.explain.stages: clock64 stamps at each stage's end, within each block).
 DETAILS puts the stages beside the kernels trace's time for the same kernel.
 
-A second row per dtype (kind "resident_stages"): cuda/resident's call attributed, every
+A row per resident variant and dtype (kind "resident_stages"): its call attributed, every
 microsecond: the resident kernel's compute from its stamps, the C host side's stamps (pairs
 written, answer waited for, answer copied) and Python's clock around predict.
 """
@@ -15,8 +15,8 @@ from harness.explain import plumbing
 
 STUDY = "kernel_stages"
 LEVEL, VARIANT, KERNEL = "cuda", "cluster", "lenet_cluster"
-RESIDENT = "resident_stages"  # the resident call's row (kind), its variant and kernel
-RESIDENT_VARIANT, RESIDENT_KERNEL = "resident", "lenet_resident"
+RESIDENT = "resident_stages"  # the resident calls' rows (kind): their variants and kernels
+RESIDENT_KERNELS = {"resident": "lenet_resident", "resident_rows": "lenet_resident_rows"}
 
 
 def row(weights: str, calls: int, dtype: str) -> dict[str, Any]:
@@ -44,15 +44,16 @@ def lines(r: dict[str, Any]) -> list[str]:
     return out
 
 
-def resident_row(weights: str, calls: int, dtype: str) -> dict[str, Any]:
-    measured = registry.hook(LEVEL, RESIDENT)(weights, calls, dtype)
-    return {"kind": RESIDENT, "implementation": LEVEL, "variant": RESIDENT_VARIANT, "kernel": RESIDENT_KERNEL,
-            "device": "gpu", "status": "ok", **measured}
+def resident_row(weights: str, calls: int, dtype: str, variant: str) -> dict[str, Any]:
+    measured = registry.hook(LEVEL, RESIDENT)(weights, calls, dtype, variant)
+    return {"kind": RESIDENT, "implementation": LEVEL, "variant": variant,
+            "kernel": RESIDENT_KERNELS[variant], "device": "gpu", "status": "ok", **measured}
 
 
-def resident_failed(dtype: str, reason: str) -> dict[str, Any]:
-    return {"kind": RESIDENT, "implementation": LEVEL, "variant": RESIDENT_VARIANT, "kernel": RESIDENT_KERNEL,
-            "device": "gpu", "dtype": dtype, "status": "failed", "reason": reason}
+def resident_failed(dtype: str, variant: str, reason: str) -> dict[str, Any]:
+    return {"kind": RESIDENT, "implementation": LEVEL, "variant": variant,
+            "kernel": RESIDENT_KERNELS[variant], "device": "gpu", "dtype": dtype, "status": "failed",
+            "reason": reason}
 
 
 def resident_lines(r: dict[str, Any]) -> list[str]:
@@ -60,8 +61,8 @@ def resident_lines(r: dict[str, Any]) -> list[str]:
     def us(ns: float | None) -> str:
         return "-" if ns is None else f"{ns / 1e3:.2f}"
 
-    out = [f"cuda/resident's call ({r['dtype']}, {r['calls']} calls, {r.get('launched_calls', 0)} with a "
-           f"launch, {r.get('fallback_calls', 0)} on the launched path)"]
+    out = [f"cuda/{r['variant']}'s call ({r['dtype']}, {r['calls']} calls, "
+           f"{r.get('launched_calls', 0)} with a launch, {r.get('fallback_calls', 0)} on the launched path)"]
     call = r.get("call")
     if call:
         out += [f"  {p['name']:<76} {us(p['ns']):>7} µs" for p in call["parts"]]

@@ -92,6 +92,7 @@ inline void __syncthreads() {
 }
 
 inline void __threadfence_system() {}  // one thread of the CPU runs every fiber
+inline void __threadfence() {}
 inline unsigned atomicAdd(unsigned* p, unsigned v) {
     unsigned old = *p;
     *p = old + v;

@@ -96,10 +96,16 @@ def measure(weights_path: str, calls: int, dtype: str = "float32") -> dict[str, 
 
 
 # --- lenet_resident (resident.cu): the same stamps, read while the kernel stays resident ----------
-RESIDENT_STAGES = ((4, "conv1 + pool, p1 into every block (1|2)"),
-                   (5, "conv2 + pool, p2 into every block (2|3)"),
-                   (6, "fc1, h1 into block 0 (3|4)"),
-                   (7, "block 0: fc2, fc3, softmax (before the answer's stores)"))
+# per resident variant: (stamp that ends it, what block 0 did since the stamp before)
+RESIDENT_STAGES = {
+    "resident": ((4, "conv1 + pool, p1 into every block (1|2)"),
+                 (5, "conv2 + pool, p2 into every block (2|3)"),
+                 (6, "fc1, h1 into block 0 (3|4)"),
+                 (7, "block 0: fc2, fc3, softmax (before the answer's stores)")),
+    "resident_rows": ((4, "block 0's rows: conv1, conv2, fc1's partial sums"),
+                      (5, "the other blocks' partial sums waited for (mbarrier)"),
+                      (6, "h1 from the 5 partial sums"),
+                      (7, "fc2, fc3, softmax (before the answer's stores)"))}
 
 
 # A resident call, every microsecond: Python's time around predict, the C side's stamps inside it
@@ -134,7 +140,8 @@ def attribute_call(clocks: list[dict[str, int]], compute_ns: list[float] | None)
     return out
 
 
-def summarize_resident(samples: list[np.ndarray], clock_khz: float | None) -> dict[str, Any]:
+def summarize_resident(samples: list[np.ndarray], clock_khz: float | None,
+                       variant: str = "resident") -> dict[str, Any]:
     """samples: (CLUSTER, STAMPS) stamps of lenet_resident after each call. Stamps 0-2 are a launch's
     (the kernel spans calls) and 2|3 holds the wait for the host, so a call's compute is block 0's
     stamp 3 (the image in every block) to 7 (the answer computed): stages 4..7, medians over calls."""
@@ -147,13 +154,15 @@ def summarize_resident(samples: list[np.ndarray], clock_khz: float | None) -> di
         return cycles * 1e6 / clock_khz if clock_khz else None
 
     stages = [{"stamp": end, "name": name, "block0_cycles": float(np.median(steps[:, end - 1])),
-               "block0_ns": ns(float(np.median(steps[:, end - 1])))} for end, name in RESIDENT_STAGES]
+               "block0_ns": ns(float(np.median(steps[:, end - 1])))}
+              for end, name in RESIDENT_STAGES[variant]]
     compute = float(np.median(stamps[:, 0, 7] - stamps[:, 0, 3]))
     return {"calls": len(samples), "clock_khz": clock_khz, "stages": stages,
             "compute_cycles": compute, "compute_ns": ns(compute)}
 
 
-def measure_resident(weights_path: str, calls: int, dtype: str = "float32") -> dict[str, Any]:
+def measure_resident(weights_path: str, calls: int, dtype: str = "float32",
+                     variant: str = "resident") -> dict[str, Any]:
     """The resident call with the stamping lenet_resident, `calls` single-image calls back to back:
     the kernel's stages (summarize_resident) and the whole call attributed (attribute_call) from
     Python's clock around predict and the C side's stamps. Calls that found the kernel ended (a
@@ -166,14 +175,14 @@ def measure_resident(weights_path: str, calls: int, dtype: str = "float32") -> d
     from harness.data import mnist
     from lenet_cuda.model import CudaLeNet
 
-    impl = CudaLeNet(weights_path, variant="resident", dtype=dtype)
+    impl = CudaLeNet(weights_path, variant=variant, dtype=dtype)
     try:
         cp, res = impl.cp, impl.resident
         assert res is not None
-        expr = kernels.name_expressions("resident", dtype)
-        module = cp.RawModule(code=DEFINE + kernels.source("resident"), options=kernels.OPTIONS,
+        expr = kernels.name_expressions(variant, dtype)
+        module = cp.RawModule(code=DEFINE + kernels.source(variant), options=kernels.OPTIONS,
                               name_expressions=expr)
-        impl.fn = {"lenet_resident": module.get_function(expr[0])}  # before the first plan is built
+        impl.fn = {kernels.KERNELS[variant][0]: module.get_function(expr[0])}  # before the first plan
         clock = cp.ndarray((kernels.CLUSTER, STAMPS), np.int64, memptr=module.get_global("lenet_stage_clock"))
         images = mnist.to_input(mnist.load("test")[0][:100]).astype(dtype)
         for i in range(10):
@@ -198,7 +207,8 @@ def measure_resident(weights_path: str, calls: int, dtype: str = "float32") -> d
         except Exception:
             khz = None
         compute = [c * 1e6 / khz for c in cycles] if khz else None
-        return {**summarize_resident(samples, khz), "dtype": dtype, "fallback_calls": res.fallback_calls,
-                "launched_calls": launched, "call": attribute_call(clocks, compute) if clocks else None}
+        return {**summarize_resident(samples, khz, variant), "dtype": dtype, "launched_calls": launched,
+                "fallback_calls": res.fallback_calls,
+                "call": attribute_call(clocks, compute) if clocks else None}
     finally:
         impl.close()
