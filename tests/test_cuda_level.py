@@ -459,6 +459,11 @@ def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, v
 def test_emulated_cluster_kernel_at_every_batch_size(monkeypatch, emulator, many, variant, dtype, sizes):
     """Every cluster of 8 blocks computes its own image, every batch block its 4: batch sizes
     from 1 to 512, new images each; no kernel reads or writes outside its buffers."""
+    agree_at_sizes(monkeypatch, emulator, many, variant, dtype, sizes)
+
+
+def agree_at_sizes(monkeypatch, emulator, many, variant, dtype, sizes):
+    """The emulated variant against the oracle at each batch size (new images each), then its guards."""
     x, reference = many[0], many[1][dtype]
     fake, impl = emulated(monkeypatch, emulator, variant, dtype)
     for n in sizes:
@@ -481,15 +486,7 @@ FULL_EMULATION = "LENET_EMULATE_ALL"  # =1: every variant, both dtypes, every ba
 def test_emulated_every_variant_at_every_batch_size(monkeypatch, emulator, many, variant, dtype):
     """The slow check: 1, 3, 13 (a multiple of no block's images), 64 and 512 images, each variant
     and dtype, against the oracle; no kernel reads or writes outside its buffers."""
-    x, reference = many[0], many[1][dtype]
-    fake, impl = emulated(monkeypatch, emulator, variant, dtype)
-    for n in (1, 3, 13, 64, 512):
-        start = 7 * n % (len(x) - n + 1)
-        probs = impl.predict(x[start:start + n])
-        assert np.array_equal(probs.argmax(1), reference[start:start + n].argmax(1)), n
-        assert np.max(np.abs(probs - reference[start:start + n])) <= (1e-5 if dtype == "float32" else 1e-12), n
-    fake.check_guards()
-    impl.close()
+    agree_at_sizes(monkeypatch, emulator, many, variant, dtype, (1, 3, 13, 64, 512))
 
 
 def test_emulated_call_sequences(monkeypatch, emulator, sample):

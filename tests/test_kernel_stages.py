@@ -23,17 +23,24 @@ def test_the_stamp_count_is_cluster_cu_s():
     assert [end for end, _ in stages.STAGES] == list(range(1, stages.STAMPS))
 
 
-def test_emulated_stamps_come_in_order_and_the_answer_is_unchanged(tmp_path):
-    """One image through the stamping kernel: every block stamps 0..6 in order, block 0 alone 7."""
-    params = [fake_cuda.CPP_TYPES[p].format(T="float") for p in kernels.PARAMS["lenet_cluster"]]
+def stamped(folder, kernel, source, cluster):
+    """kernel<float> of the stamping source compiled for the CPU as emu_stamped (skipped without
+    g++), one test image and the weights (float32) in the kernel's parameter order."""
+    params = [fake_cuda.CPP_TYPES[p].format(T="float") for p in kernels.PARAMS[kernel]]
     try:
-        lib = fake_cuda.compile_emulated(tmp_path, [stages.instrumented_source()], [
-            fake_cuda.wrapper("emu_stamped", "lenet_cluster<float>", params, True, kernels.CLUSTER)])
+        lib = fake_cuda.compile_emulated(folder, [source], [
+            fake_cuda.wrapper("emu_stamped", f"{kernel}<float>", params, True, cluster)])
     except FileNotFoundError as exc:
         pytest.skip(str(exc))
     x = mnist.to_input(mnist.load("test")[0][:1]).astype(np.float32)
     w = [np.ascontiguousarray(getattr(layer, part), np.float32)
          for layer in weights.read(DEFAULT_WEIGHTS).values() for part in ("kernel", "bias")]
+    return lib, x, w
+
+
+def test_emulated_stamps_come_in_order_and_the_answer_is_unchanged(tmp_path):
+    """One image through the stamping kernel: every block stamps 0..6 in order, block 0 alone 7."""
+    lib, x, w = stamped(tmp_path, "lenet_cluster", stages.instrumented_source(), kernels.CLUSTER)
     out = np.zeros((1, 10), np.float32)
     fn = lib.emu_stamped
     fn.argtypes = [ctypes.c_uint, ctypes.c_uint] + [ctypes.c_void_p] * 14 + [ctypes.c_int]
@@ -167,15 +174,8 @@ def test_an_emulated_resident_call_stamps_its_c_side_in_order(monkeypatch, emula
 def test_emulated_resident_rows_stamps_block_0s_answered_round_in_order(tmp_path):
     """lenet_resident_rows compiled with the stamps, one call served (then idle: a vote round, which
     stamps nothing): block 0's stamps 3..7 in order, and the answer the oracle's."""
-    params = [fake_cuda.CPP_TYPES[p].format(T="float") for p in kernels.PARAMS["lenet_resident_rows"]]
-    try:
-        lib = fake_cuda.compile_emulated(tmp_path, [stages.DEFINE + kernels.source("resident_rows")], [
-            fake_cuda.wrapper("emu_stamped", "lenet_resident_rows<float>", params, True, kernels.ROWS_CLUSTER)])
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-    x = mnist.to_input(mnist.load("test")[0][:1]).astype(np.float32)
-    w = [np.ascontiguousarray(getattr(layer, part), np.float32)
-         for layer in weights.read(DEFAULT_WEIGHTS).values() for part in ("kernel", "bias")]
+    lib, x, w = stamped(tmp_path, "lenet_resident_rows", stages.DEFINE + kernels.source("resident_rows"),
+                        kernels.ROWS_CLUSTER)
     pairs = x.reshape(-1).view(np.uint32).astype(np.uint64) | np.uint64(1 << 32)  # call 1
     out = np.zeros(10, np.uint64)
     ctl = np.array([1, 1, 0, 0], np.uint32)  # next 1, alive
