@@ -265,6 +265,7 @@ lenet_resident_rows(const unsigned long long* x,                                
             if (vote && t == 0) {
                 atomicOr(cluster_peer(&s.votes[slot], 0), 1u << r);
                 store_volatile(ctl + RESIDENT_QUIT, 1u);  // every block stops polling soon
+                __threadfence_system();  // seen before block 0's ALIVE 0 (the relaunch clears it)
             }
             __syncthreads();  // the block's stores before its one arrival (release, cluster scope)
             if (t == 0) mbar_arrive_cluster(&s.full[slot], 0);
