@@ -25,7 +25,7 @@ DEVICES ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cpu,gpu || echo cpu)
 
 .PHONY: install install-gpu run-all test test-fast weights verify verify-gpu studies explain crosscheck smoke \
         loc figures report doctor lint clean offline-bundle gpu-study import-results init-weights lab-kit help \
-        reproduce budget
+        reproduce budget test-emulation
 
 install: $(STAMP)  ## create .venv and install the project into it (what plain `make` does)
 $(STAMP): pyproject.toml
@@ -66,6 +66,9 @@ test: $(STAMP) $(CUDNN_STAMP)  ## the test suite (GPU tests run where a GPU is p
 
 test-fast: $(STAMP)  ## the test suite without the end-to-end runs marked slow
 	$(PYTEST) -m "not slow"
+
+test-emulation: $(STAMP)  ## the CUDA kernels emulated on the CPU at every batch size to 512 (an hour or more, opt-in)
+	LENET_EMULATE_ALL=1 $(PYTEST) tests/test_cuda_level.py -k emulated_every_variant
 
 weights: $(STAMP)  ## retrain the shared weights (Keras, fixed seeds)
 	$(PY) -m harness.data.train --out $(WEIGHTS)
@@ -140,15 +143,16 @@ offline-bundle:  ## the wheels Keras needs, for a GPU server with no package ind
 
 # On the GPU server: no venv, no index. BUNDLE=DIR installs the bundle's missing wheels into
 # .bundle-site (on PYTHONPATH); QUICK=1 is the first smoke; STEPS=a,b runs some steps only;
-# LEVELS=cuda,cudnn verifies, profiles and grades the labs of those levels only. One archive in GPU_OUT.
+# LEVELS=cuda,cudnn verifies, profiles and grades the labs of those levels only, their targets' steps
+# first; PLAN=1 prints the steps with their last measured seconds (no GPU). One archive in GPU_OUT.
 BUNDLE ?=
 GPU_OUT ?= gpu-study-out
 GPU_PYTHON ?= $(PYTHON)
-gpu-study:  ## the whole GPU half into one archive (BUNDLE=DIR, QUICK=1, STEPS=a,b, LEVELS=a,b, GPU_OUT)
+gpu-study:  ## the whole GPU half into one archive (BUNDLE=DIR, QUICK=1, STEPS=a,b, LEVELS=a,b, PLAN=1, GPU_OUT)
 	@if [ -n "$(BUNDLE)" ]; then \
 	  $(GPU_PYTHON) scripts/offline_bundle.py install --bundle $(BUNDLE) --target .bundle-site || exit $$?; fi
 	PYTHONPATH=$(CURDIR)/.bundle-site:$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} \
-	  $(GPU_PYTHON) -m harness gpu-study --out $(GPU_OUT) $(if $(QUICK),--quick) $(if $(STEPS),--steps $(STEPS)) $(if $(LEVELS),--levels $(LEVELS))
+	  $(GPU_PYTHON) -m harness gpu-study --out $(GPU_OUT) $(if $(QUICK),--quick) $(if $(STEPS),--steps $(STEPS)) $(if $(LEVELS),--levels $(LEVELS)) $(if $(PLAN),--plan)
 
 # Back on this machine: ARCHIVE=gpu-study-....tar.gz into reports/results, then make figures report.
 import-results: $(STAMP)  ## unpack ARCHIVE (a gpu-study archive) into reports/results

@@ -230,7 +230,8 @@ def add_timing_commands(sub: Subparsers) -> None:
             commands.cmd_gpu_explain,
             option("--arch", default="sm_90", help="the GPU architecture ptxas compiles for (default sm_90)"),
             out(None, "write the rows to OUT/gpu_explain/<run-id>/ (the report reads reports/results)"))
-    command(sub, "kernel-stages", "on a GPU: the hand-written cluster kernel's stages from inside it "
+    command(sub, "kernel-stages", "on a GPU: the hand-written cluster kernel's stages from inside it, and "
+                                  "cuda/resident's call attributed part by part "
                                   "(each block's cycle counter at each stage's end)",
             commands.cmd_kernel_stages, calls("single-image calls (default 200)"),
             option("--dtypes", default="float32", help="comma-separated: float32,float64 (default float32)"),
@@ -368,7 +369,10 @@ def add_campaign_commands(sub: Subparsers) -> None:
     command(sub, "compare", "compare the medians of two runs of one study", commands.cmd_compare,
             option("run_a", type=Path), option("run_b", type=Path))
     command(sub, "gpu-study", "the whole GPU half in one command, into one archive", commands.cmd_gpu_study,
-            out(None, "folder for results, logs, manifest, archive", required=True),
+            out(None, "folder for results, logs, manifest, archive (a new one each campaign)"),
+            option("--plan", action="store_true",
+                   help="print the steps in order with each one's seconds in the newest manifest that ran "
+                        "it, and where the budget ends; run nothing (no GPU needed)"),
             option("--quick", action="store_true",
                    help="a first smoke: doctor, verify on 1,000 images, api_levels' GPU cells, few calls"),
             option("--steps", type=commands.split_list, default=None, metavar="NAMES",

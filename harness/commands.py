@@ -400,7 +400,8 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 
 def cmd_kernel_stages(args: argparse.Namespace) -> int:
-    """One row per dtype; a dtype that cannot run (a GPU before sm_90) is a row saying why."""
+    """Per dtype a row of the cluster kernel's stages and one of the resident call attributed; a dtype
+    that cannot run (a GPU before sm_90) is a row saying why."""
     from harness.explain import kernel_stages
 
     needs_gpu_and_calls("kernel-stages", args.calls)
@@ -409,7 +410,18 @@ def cmd_kernel_stages(args: argparse.Namespace) -> int:
         log(f"stamping {kernel_stages.KERNEL}'s stages ({args.calls} calls, {dtype})")
         return kernel_stages.row(args.weights, args.calls, dtype)
 
+    def measure_resident(item: str) -> dict:  # "variant dtype"
+        variant, dtype = item.split()
+        log(f"attributing cuda/{variant}'s call ({args.calls} calls, {dtype})")
+        return kernel_stages.resident_row(args.weights, args.calls, dtype, variant)
+
+    def resident_failed(item: str, reason: str) -> dict:
+        variant, dtype = item.split()
+        return kernel_stages.resident_failed(dtype, variant, reason)
+
     rows = each_on_its_own(split_list(args.dtypes), measure, kernel_stages.failed, kernel_stages.lines)
+    items = [f"{v} {d}" for v in kernel_stages.RESIDENT_KERNELS for d in split_list(args.dtypes)]
+    rows += each_on_its_own(items, measure_resident, resident_failed, kernel_stages.resident_lines)
     if args.out:
         print(f"results: {kernel_stages.write(rows, args.out)}")
     return 0 if all(r["status"] == "ok" for r in rows) else 1
@@ -467,6 +479,17 @@ def cmd_gpu_study(args: argparse.Namespace) -> int:
     from harness.machine import gpu
 
     levels = gpu_study.check_levels(args.levels)  # a typo is said before the GPU is looked for
+    if args.plan:  # no GPU needed: the steps, in order, with their last measured seconds
+        budget = args.budget_s or gpu_study.BUDGET_S["quick" if args.quick else "full"]
+        todo = gpu_study.select(gpu_study.plan(Path(args.out or "."), "plan", args.quick, write=False,
+                                               levels=levels), args.steps)
+        print(f"gpu-study{' --levels ' + ','.join(levels) if levels else ''}: the steps in order, "
+              f"budget {budget:g} s (seconds from {DEFAULT_RESULTS / 'campaigns'})")
+        measured = gpu_study.measured_seconds(DEFAULT_RESULTS / "campaigns", levels)
+        print("\n".join(gpu_study.step_plan(todo, measured, budget)))
+        return 0
+    if args.out is None:
+        raise HarnessError("gpu-study: --out DIR is needed (a new folder for the campaign's results)")
     absent = gpu.absent_reason()
     if absent:
         raise Unavailable(f"gpu-study needs a GPU: {absent}")

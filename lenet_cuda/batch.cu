@@ -46,50 +46,6 @@
 #define LENET_BATCH_IMAGES 4
 #define LENET_BATCH_THREADS 512
 
-template <typename T>
-__device__ __forceinline__ T batch_relu(T v) { return v > T(0) ? v : T(0); }
-template <typename T>
-__device__ __forceinline__ T batch_max(T a, T b) { return a > b ? a : b; }
-__device__ __forceinline__ float batch_exp(float v) { return expf(v); }
-__device__ __forceinline__ double batch_exp(double v) { return exp(v); }
-
-// out (OUT, G) = act(in (IN, G) @ w (IN, OUT) + b (OUT)) for the block's G images, in and out in
-// shared memory (image fastest). PARTS threads per output: thread t < PARTS * OUT sums inputs
-// part, part + PARTS, ... of output j = t % OUT for every image into partial (PARTS, OUT, G);
-// after a barrier thread (j, g) adds output j's PARTS partial sums, then the bias.
-template <typename T, int IN, int OUT, int PARTS>
-__device__ __forceinline__ void dense_batch(const T* in, const T* __restrict__ w, const T* __restrict__ b,
-                                            T* out, T* partial, bool relu_on) {
-    constexpr int G = LENET_BATCH_IMAGES;
-    static_assert(IN % PARTS == 0, "every part sums the same number of inputs");
-    const int t = threadIdx.x;
-    if (t < PARTS * OUT) {
-        const int j = t % OUT, part = t / OUT;
-        T acc[G];
-#pragma unroll
-        for (int g = 0; g < G; ++g) acc[g] = T(0);
-#pragma unroll 10
-        for (int m = 0; m < IN / PARTS; ++m) {  // a constant trip count: 10 weight loads in flight at a time
-            const int f = part + m * PARTS;
-            const T wf = w[f * OUT + j];  // one weight, every image
-#pragma unroll
-            for (int g = 0; g < G; ++g) acc[g] += in[f * G + g] * wf;
-        }
-#pragma unroll
-        for (int g = 0; g < G; ++g) partial[(part * OUT + j) * G + g] = acc[g];
-    }
-    __syncthreads();
-    if (t < OUT * G) {
-        const int j = t / G, g = t % G;
-        T acc = T(0);
-#pragma unroll
-        for (int p = 0; p < PARTS; ++p) acc += partial[(p * OUT + j) * G + g];
-        acc += b[j];
-        out[j * G + g] = relu_on ? batch_relu(acc) : acc;
-    }
-    __syncthreads();
-}
-
 // x (N, 28, 28, 1) -> probabilities (N, 10); the weights in Keras layouts (see above).
 template <typename T>
 __global__ void __launch_bounds__(LENET_BATCH_THREADS, 1)
@@ -119,12 +75,8 @@ lenet_batch(const T* __restrict__ x,
     // stage 0: image 0's pixels into registers first (the longest wait), then the conv weights
     T pix0 = x[first * 784 + t];                  // t < 512 < 784
     T pix1 = t + NT < 784 ? x[first * 784 + t + NT] : T(0);
-    for (int i = t; i < 5 * 5 * 6 * 16; i += NT) s_conv2_w[i] = conv2_w[i];
-    if (t < 150) s_conv1_w[t] = conv1_w[t];
-    if (t < 6) s_conv1_b[t] = conv1_b[t];
-    if (t < 16) s_conv2_b[t] = conv2_b[t];
-    for (int i = t; i < 400 * G; i += NT)
-        if (i % G >= count) p2[i] = T(0);         // a missing image's inputs to fc1: zeros
+    batch_stage_weights<T, G, NT>(s_conv1_w, s_conv1_b, s_conv2_w, s_conv2_b, p2, count, conv1_w, conv1_b,
+                                  conv2_w, conv2_b);  // and a missing image's p2 columns zeroed
 
     for (int g = 0; g < count; ++g) {             // count is the same for every thread
         img[t] = pix0;
@@ -164,8 +116,7 @@ lenet_batch(const T* __restrict__ x,
                     }
 #pragma unroll
             for (int k = 0; k < 3; ++k)  // relu(max + b) = max(relu(. + b)): rounding and ReLU are monotone
-                p1[win * 6 + k0 + k] = batch_relu(batch_max(batch_max(acc[k][0], acc[k][1]),
-                                                            batch_max(acc[k][2], acc[k][3])) + s_conv1_b[k0 + k]);
+                p1[win * 6 + k0 + k] = pool_bias_relu(acc[k][0], acc[k][1], acc[k][2], acc[k][3], s_conv1_b[k0 + k]);
         }
         __syncthreads();                          // p1 whole
 
@@ -190,24 +141,15 @@ lenet_batch(const T* __restrict__ x,
                     }
             }
             p2[((py * 5 + px) * 16 + k) * G + g] =
-                batch_relu(batch_max(batch_max(acc[0], acc[1]), batch_max(acc[2], acc[3])) + s_conv2_b[k]);
+                pool_bias_relu(acc[0], acc[1], acc[2], acc[3], s_conv2_b[k]);
         }
     }
     __syncthreads();                              // p2 whole (missing images: zeros)
 
     // stages 3 and 4: the dense layers, every image at once (partial sums in work)
-    dense_batch<T, 400, 120, 4>(p2, fc1_w, fc1_b, h1, work, true);   // fc1 + ReLU -> h1 (120, G)
-    dense_batch<T, 120, 84, 5>(h1, fc2_w, fc2_b, h2, work, true);    // fc2 + ReLU -> h2 (84, G)
-    dense_batch<T, 84, 10, 12>(h2, fc3_w, fc3_b, logits, work, false);  // fc3 -> logits (10, G)
+    dense_batch<T, G, NT, 400, 120, 4>(p2, fc1_w, fc1_b, h1, work, true);   // fc1 + ReLU -> h1 (120, G)
+    dense_batch<T, G, NT, 120, 84, 5>(h1, fc2_w, fc2_b, h2, work, true);    // fc2 + ReLU -> h2 (84, G)
+    dense_batch<T, G, NT, 84, 10, 12>(h2, fc3_w, fc3_b, logits, work, false);  // fc3 -> logits (10, G)
 
-    if (t < 10 * G) {  // softmax over image g's 10 logits, max subtracted; thread (g, class j)
-        const int g = t / 10, j = t % 10;
-        if (g < count) {
-            T top = logits[g];
-            for (int i = 1; i < 10; ++i) top = batch_max(top, logits[i * G + g]);
-            T sum = T(0);
-            for (int i = 0; i < 10; ++i) sum += batch_exp(logits[i * G + g] - top);
-            probs[(first + g) * 10 + j] = batch_exp(logits[j * G + g] - top) / sum;
-        }
-    }
+    softmax_batch<T, G>(logits, probs, first, count);  // thread (image, class)
 }

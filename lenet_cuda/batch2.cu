@@ -31,54 +31,11 @@
 #define LENET_BATCH2_IMAGES 2
 #define LENET_BATCH2_THREADS 512
 
-template <typename T>
-__device__ __forceinline__ T batch2_relu(T v) { return v > T(0) ? v : T(0); }
-template <typename T>
-__device__ __forceinline__ T batch2_max(T a, T b) { return a > b ? a : b; }
-__device__ __forceinline__ float batch2_exp(float v) { return expf(v); }
-__device__ __forceinline__ double batch2_exp(double v) { return exp(v); }
-
 // Images whose convolutions run at once, and blocks an SM (__launch_bounds__): see above.
 template <typename T> struct Batch2Shape {
     static constexpr int CONCURRENT = sizeof(T) == 4 ? 2 : 1;
     static constexpr int BLOCKS_PER_SM = sizeof(T) == 4 ? 2 : 1;
 };
-
-// batch.cu's dense_batch for G images: out (OUT, G) = act(in (IN, G) @ w (IN, OUT) + b), PARTS
-// threads an output each summing a strided share of the inputs, then the parts and the bias.
-template <typename T, int IN, int OUT, int PARTS>
-__device__ __forceinline__ void dense_batch2(const T* in, const T* __restrict__ w, const T* __restrict__ b,
-                                             T* out, T* partial, bool relu_on) {
-    constexpr int G = LENET_BATCH2_IMAGES;
-    static_assert(IN % PARTS == 0, "every part sums the same number of inputs");
-    static_assert(PARTS * OUT <= LENET_BATCH2_THREADS, "one thread a (part, output)");
-    const int t = threadIdx.x;
-    if (t < PARTS * OUT) {
-        const int j = t % OUT, part = t / OUT;
-        T acc[G];
-#pragma unroll
-        for (int g = 0; g < G; ++g) acc[g] = T(0);
-#pragma unroll 10
-        for (int m = 0; m < IN / PARTS; ++m) {
-            const int f = part + m * PARTS;
-            const T wf = w[f * OUT + j];  // one weight (coalesced over outputs), every image
-#pragma unroll
-            for (int g = 0; g < G; ++g) acc[g] += in[f * G + g] * wf;
-        }
-#pragma unroll
-        for (int g = 0; g < G; ++g) partial[(part * OUT + j) * G + g] = acc[g];
-    }
-    __syncthreads();
-    if (t < OUT * G) {
-        const int j = t / G, g = t % G;
-        T acc = T(0);
-#pragma unroll
-        for (int p = 0; p < PARTS; ++p) acc += partial[(p * OUT + j) * G + g];
-        acc += b[j];
-        out[j * G + g] = relu_on ? batch2_relu(acc) : acc;
-    }
-    __syncthreads();
-}
 
 // x (N, 28, 28, 1) -> probabilities (N, 10); the weights in Keras layouts.
 template <typename T>
@@ -118,12 +75,8 @@ lenet_batch2(const T* __restrict__ x,
             pix[j] = i < valid ? x[first * 784 + i] : T(0);
         }
     }
-    for (int i = t; i < 5 * 5 * 6 * 16; i += NT) s_conv2_w[i] = conv2_w[i];
-    if (t < 150) s_conv1_w[t] = conv1_w[t];
-    if (t < 6) s_conv1_b[t] = conv1_b[t];
-    if (t < 16) s_conv2_b[t] = conv2_b[t];
-    for (int i = t; i < 400 * G; i += NT)
-        if (i % G >= count) p2[i] = T(0);         // a missing image's inputs to fc1: zeros
+    batch_stage_weights<T, G, NT>(s_conv1_w, s_conv1_b, s_conv2_w, s_conv2_b, p2, count, conv1_w, conv1_b,
+                                  conv2_w, conv2_b);  // and a missing image's p2 columns zeroed
 
     for (int g0 = 0; g0 < count; g0 += C) {       // float: one round (C = G); count is every thread's
 #pragma unroll
@@ -178,8 +131,7 @@ lenet_batch2(const T* __restrict__ x,
 #pragma unroll
             for (int k = 0; k < 3; ++k)
                 p1[ci * 1176 + win * 6 + k0 + k] =
-                    batch2_relu(batch2_max(batch2_max(acc[k][0], acc[k][1]),
-                                           batch2_max(acc[k][2], acc[k][3])) + s_conv1_b[k0 + k]);
+                    pool_bias_relu(acc[k][0], acc[k][1], acc[k][2], acc[k][3], s_conv1_b[k0 + k]);
         }
         __syncthreads();                          // p1 whole, every image of the round
 
@@ -221,24 +173,14 @@ lenet_batch2(const T* __restrict__ x,
             for (int ci = 0; ci < C; ++ci)
                 if (g0 + ci < count)
                     p2[((py * 5 + px) * 16 + k) * G + g0 + ci] =
-                        batch2_relu(batch2_max(batch2_max(acc[ci][0], acc[ci][1]),
-                                               batch2_max(acc[ci][2], acc[ci][3])) + s_conv2_b[k]);
+                        pool_bias_relu(acc[ci][0], acc[ci][1], acc[ci][2], acc[ci][3], s_conv2_b[k]);
         }
     }
     __syncthreads();                              // p2 whole (missing images: zeros)
 
-    dense_batch2<T, 400, 120, 4>(p2, fc1_w, fc1_b, h1, work, true);     // fc1 + ReLU -> h1 (120, G)
-    dense_batch2<T, 120, 84, 5>(h1, fc2_w, fc2_b, h2, work, true);      // fc2 + ReLU -> h2 (84, G)
-    dense_batch2<T, 84, 10, 12>(h2, fc3_w, fc3_b, logits, work, false); // fc3 -> logits (10, G)
+    dense_batch<T, G, NT, 400, 120, 4>(p2, fc1_w, fc1_b, h1, work, true);     // fc1 + ReLU -> h1 (120, G)
+    dense_batch<T, G, NT, 120, 84, 5>(h1, fc2_w, fc2_b, h2, work, true);      // fc2 + ReLU -> h2 (84, G)
+    dense_batch<T, G, NT, 84, 10, 12>(h2, fc3_w, fc3_b, logits, work, false); // fc3 -> logits (10, G)
 
-    if (t < 10 * G) {  // softmax over image g's 10 logits, max subtracted; thread (g, class j)
-        const int g = t / 10, j = t % 10;
-        if (g < count) {
-            T top = logits[g];
-            for (int i = 1; i < 10; ++i) top = batch2_max(top, logits[i * G + g]);
-            T sum = T(0);
-            for (int i = 0; i < 10; ++i) sum += batch2_exp(logits[i * G + g] - top);
-            probs[(first + g) * 10 + j] = batch2_exp(logits[j * G + g] - top) / sum;
-        }
-    }
+    softmax_batch<T, G>(logits, probs, first, count);  // thread (image, class)
 }

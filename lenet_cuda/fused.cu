@@ -17,12 +17,6 @@
 
 #define LENET_THREADS 512
 
-template <typename T>
-__device__ __forceinline__ T fused_relu(T v) { return v > T(0) ? v : T(0); }
-
-__device__ __forceinline__ float fused_exp(float v) { return expf(v); }
-__device__ __forceinline__ double fused_exp(double v) { return exp(v); }
-
 // out (OUT) = act(in (IN) @ w (IN, OUT) + b (OUT)) for one image, in and out in shared memory.
 // Split over the block: PARTS = blockDim / OUT threads per output (4 for fc1, 6 for fc2, 51 for
 // fc3); thread t sums inputs part, part + PARTS, ... of output j = t % OUT into partial[t],
@@ -42,7 +36,7 @@ __device__ void dense_block(const T* in, const T* __restrict__ w, const T* __res
         T acc = T(0);
         for (int p = 0; p < parts; ++p) acc += partial[p * fan_out + j];
         acc += b[j];
-        out[j] = relu_on ? fused_relu(acc) : acc;
+        out[j] = relu_on ? lenet_relu(acc) : acc;
     }
     __syncthreads();
 }
@@ -94,7 +88,7 @@ lenet_fused(const T* __restrict__ x,
                     acc += img[iy * 28 + ix] * s_conv1_w[(dy * 5 + dx) * 6 + k];
                 }
             }
-            T v = fused_relu(acc + s_conv1_b[k]);
+            T v = lenet_relu(acc + s_conv1_b[k]);
             best = v > best ? v : best;
         }
         p1[i] = best;
@@ -114,7 +108,7 @@ lenet_fused(const T* __restrict__ x,
                     const T* wp = s_conv2_w + (dy * 5 + dx) * 6 * 16 + k;  // conv2_w[dy, dx, :, k]
                     for (int c = 0; c < 6; ++c) acc += xp[c] * wp[c * 16];
                 }
-            T v = fused_relu(acc + s_conv2_b[k]);
+            T v = lenet_relu(acc + s_conv2_b[k]);
             best = v > best ? v : best;
         }
         p2[i] = best;
@@ -129,7 +123,7 @@ lenet_fused(const T* __restrict__ x,
         T top = logits[0];
         for (int j = 1; j < 10; ++j) top = logits[j] > top ? logits[j] : top;
         T sum = T(0);
-        for (int j = 0; j < 10; ++j) sum += fused_exp(logits[j] - top);
-        probs[b * 10 + t] = fused_exp(logits[t] - top) / sum;
+        for (int j = 0; j < 10; ++j) sum += lenet_exp(logits[j] - top);
+        probs[b * 10 + t] = lenet_exp(logits[t] - top) / sum;
     }
 }

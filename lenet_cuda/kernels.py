@@ -15,6 +15,8 @@ model.py launches exactly these; the tests check them against the oracle's shape
             (N,10); x, out and ctl in mapped host memory
     batch:  x (N,28,28,1) -lenet_batch, ceil(N/4) blocks of BATCH_THREADS, 4 images a block-> out (N,10);
             x and out in mapped host memory (no copies), an event as the others
+    rows:   x (N,28,28,1) -lenet_rows, 5N blocks of ROWS_THREADS in clusters of 5 (sm_90), block r pool2's
+            row r, fc1's partial sums into block 0 through an mbarrier-> out (N,10)
     batch2, batch2_device: x (N,28,28,1) -lenet_batch2, ceil(N/2) blocks of BATCH2_THREADS, 2 images a
             block computed at once (float)-> out (N,10); batch2: x the caller's own array, registered
             once and read across the bus, out mapped host memory; batch2_device: x and out on the
@@ -31,14 +33,20 @@ SOURCES = {"layers": "layers.cu", "fused": "fused.cu", "graph": "fused.cu",  # v
            "cluster": "cluster.cu", "mapped": "cluster.cu", "persistent": "cluster.cu",
            "batch": "batch.cu", "batch2": "batch2.cu", "batch2_device": "batch2.cu"}
 SOURCES["resident"] = "resident.cu"  # cuda/resident: LL pairs, one cluster resident between calls
+SOURCES["rows"] = "rows.cu"  # cuda/rows: 5 blocks an image split by rows, no cluster barrier an image
+SOURCES["resident_rows"] = "rows.cu"  # cuda/resident_rows: rows' kernel resident on resident's wire
+RESIDENT_VARIANTS = ("resident", "resident_rows")  # resident.py's calls: LL pairs, a kernel resident
 # thread-block clusters and distributed shared memory: sm_90 and up
-MIN_ARCH = {"cluster.cu": 90, "resident.cu": 90}
+MIN_ARCH = {"cluster.cu": 90, "resident.cu": 90, "rows.cu": 90}
 OPTIONS = ("--std=c++17",)  # CuPy adds the architecture of the GPU it runs on
 CTYPES = {"float32": "float", "float64": "double"}
 LAYER_THREADS = 256  # threads per block of the layer kernels (one thread per output element)
 FUSED_THREADS = 512  # must equal LENET_THREADS in fused.cu (the tests read it from there)
 CLUSTER = 8  # blocks per image in cluster.cu (LENET_CLUSTER; 8 is the portable most)
 CLUSTER_THREADS = 256  # threads per block in cluster.cu (LENET_CLUSTER_THREADS)
+ROWS_CLUSTER = 5  # blocks per image in rows.cu (LENET_ROWS_CLUSTER): block r computes pool2's row r
+ROWS_THREADS = 256  # threads per block in rows.cu (LENET_ROWS_THREADS)
+CLUSTER_SIZE = {"cluster.cu": CLUSTER, "resident.cu": CLUSTER, "rows.cu": ROWS_CLUSTER}  # others: 1
 BATCH_IMAGES = 4  # images per block in batch.cu (LENET_BATCH_IMAGES)
 BATCH_THREADS = 512  # threads per block in batch.cu (LENET_BATCH_THREADS)
 BATCH2_IMAGES = 2  # images per block in batch2.cu (LENET_BATCH2_IMAGES)
@@ -59,14 +67,18 @@ PARAMS = {  # "u64*": uint64 (LL pairs, resident.cu)
     "lenet_persistent": ("T*",) * 12 + ("u32*", "int", "int"),  # x, 5 (kernel, bias), probs, ctl, n, idle_ns
     "lenet_batch": ("T*",) * 12 + ("int",),  # x, 5 x (kernel, bias), probs, n
     "lenet_batch2": ("T*",) * 12 + ("int",),  # x, 5 x (kernel, bias), probs, n
+    "lenet_rows": ("T*",) * 12 + ("int",),  # x, 5 x (kernel, bias), probs, n
 }
 # x pairs, 5 x (kernel, bias), probs pairs, ctl, n, idle_ns
 PARAMS["lenet_resident"] = ("u64*",) + ("T*",) * 10 + ("u64*", "u32*", "int", "int")
+PARAMS["lenet_resident_rows"] = PARAMS["lenet_resident"]
 KERNELS = {"layers": ("conv_bias_relu", "max_pool_2x2", "dense_bias_act", "softmax_rows"),
            "fused": ("lenet_fused",), "graph": ("lenet_fused",),
            "cluster": ("lenet_cluster",), "mapped": ("lenet_cluster",), "persistent": ("lenet_persistent",),
            "batch": ("lenet_batch",), "batch2": ("lenet_batch2",), "batch2_device": ("lenet_batch2",)}
 KERNELS["resident"] = ("lenet_resident",)
+KERNELS["rows"] = ("lenet_rows",)
+KERNELS["resident_rows"] = ("lenet_resident_rows",)
 
 # Buffers on the device, per image (the batch is the leading axis), NHWC.
 LAYER_BUFFERS = {"x": (28, 28, 1), "c1": (28, 28, 6), "p1": (14, 14, 6), "c2": (10, 10, 16),
@@ -99,8 +111,18 @@ class Launch:
     threads: int  # threads with work: grid * block covers them (one per output; softmax: per row)
 
 
+HEADER = "common.cuh"  # what every kernel file shares (device functions, primitives, constants)
+
+
+def file_source(cu: str) -> str:
+    """The text NVRTC, the emulator and gpu-explain compile for kernel file cu: common.cuh's, then
+    the file's own from its first line (#line: errors name the file and line)."""
+    return f'{(HERE / HEADER).read_text()}\n#line 1 "{cu}"\n{(HERE / cu).read_text()}'
+
+
 def source(variant: str) -> str:
-    return (HERE / SOURCES[variant]).read_text()
+    """The source of a variant's kernel file, common.cuh prepended (file_source)."""
+    return file_source(SOURCES[variant])
 
 
 def name_expressions(variant: str, dtype: str) -> list[str]:
@@ -119,7 +141,7 @@ def nvrtc_units(arch: str | None = None) -> list[tuple[str, str, tuple[str, ...]
     """What doctor compiles (the registry's "kernels" hook): per kernel file that compiles for arch
     (every one when None), its source, name, options and the template instances of every dtype."""
     files = dict.fromkeys(SOURCES.values())  # each file once, in SOURCES' order
-    return [((HERE / cu).read_text(), cu, OPTIONS,
+    return [(file_source(cu), cu, OPTIONS,
              list(dict.fromkeys(e for dtype in CTYPES for v in SOURCES if SOURCES[v] == cu
                                 for e in name_expressions(v, dtype))))
             for cu in files if arch is None or compiles_for(cu, arch)]
@@ -136,11 +158,11 @@ def buffer_shapes(variant: str, n: int) -> dict[str, tuple]:
         return {"x": (n, 28, 28, 1), "out": (n, 10)}
     if variant == "mapped":
         return {"x": (n, 28, 28, 1), "out": (n, 10), "done": (1,), "flag": (1,)}
-    if variant == "cluster":
+    if variant in ("cluster", "rows"):
         return {"x": (n, 28, 28, 1), "out": (n, 10)}
     if variant == "persistent":
         return {"x": (n, 28, 28, 1), "out": (n, 10), "ctl": (4,)}
-    if variant == "resident":
+    if variant in RESIDENT_VARIANTS:
         return resident_buffer_shapes(n)
     per_image = FUSED_BUFFERS if variant in ("fused", "graph") else LAYER_BUFFERS
     return {name: (n, *shape) for name, shape in per_image.items()}
@@ -189,6 +211,13 @@ def cluster_launches(n: int, mapped: bool) -> list[Launch]:
                    n * CLUSTER * CLUSTER_THREADS)]
 
 
+def rows_launches(n: int) -> list[Launch]:
+    """5 blocks per image in clusters of 5 (rows.cu): block r computes pool2's row r."""
+    weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
+    return [Launch("lenet_rows", ROWS_CLUSTER * n, ROWS_THREADS, ("x", *weights, "out", n),
+                   n * ROWS_CLUSTER * ROWS_THREADS)]
+
+
 def persistent_launches(n: int) -> list[Launch]:
     """One cluster of 8 blocks for any batch: it serves the call's n images one after another."""
     weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
@@ -211,8 +240,10 @@ def batch2_launches(n: int) -> list[Launch]:
 def launches(variant: str, n: int) -> list[Launch]:
     if n < 1:
         raise ValueError(f"batch size: expected >= 1, found {n}")
-    if variant == "resident":
-        return resident_launches(n)
+    if variant in RESIDENT_VARIANTS:
+        return resident_launches(n, variant)
+    if variant == "rows":
+        return rows_launches(n)
     if variant == "persistent":
         return persistent_launches(n)
     if variant == "batch":
@@ -224,14 +255,14 @@ def launches(variant: str, n: int) -> list[Launch]:
     return fused_launches(n) if variant in ("fused", "graph") else layer_launches(n)
 
 
-# cluster.cu's ClusterShared (elements), as declared there
-CLUSTER_SHARED = {"img": 784, "conv1_w": 150, "conv1_b": 6, "conv2_w": 300, "conv2_b": 2, "p1": 1176,
+# common.cuh's ClusterShared (elements), as declared there (cluster.cu's kernels and resident.cu's)
+CLUSTER_SHARED = {"img": 32 * 32, "conv1_w": 150, "conv1_b": 6, "conv2_w": 300, "conv2_b": 2, "p1": 1176,
                   "c2": 200, "p2": 400, "h1": 120, "h2": 84, "partial": CLUSTER_THREADS, "logits": 10}
 
 
 def cluster_shared_bytes(dtype: str) -> int:
-    """Shared memory of one lenet_cluster block (ptxas reports the same number): the arrays, then
-    the persistent kernel's command word, the struct padded to the element's alignment."""
+    """Shared memory of one lenet_cluster, lenet_persistent or lenet_resident block (ptxas reports
+    the same number): the arrays, then the command word, the struct padded to the element's alignment."""
     itemsize = np.dtype(dtype).itemsize
     return -(-(sum(CLUSTER_SHARED.values()) * itemsize + 4) // itemsize) * itemsize
 
@@ -239,6 +270,19 @@ def cluster_shared_bytes(dtype: str) -> int:
 def fused_shared_bytes(dtype: str) -> int:
     """Static shared memory of one lenet_fused block (ptxas reports the same number)."""
     return sum(FUSED_SHARED.values()) * np.dtype(dtype).itemsize
+
+
+# rows.cu's RowsShared (elements), as declared there: its arrays, its union `work` (one of ROWS_WORK
+# at a time), then 4 mbarriers (8 bytes each) and 3 words (4 each), the struct padded to 8 bytes
+ROWS_SHARED = {"img": 16 * 32, "conv1_w": 150, "conv1_b": 6, "conv2_w": 2400, "conv2_b": 16, "p1": 504,
+               "p2row": 80, "fc1_part": 2 * 5 * 120}
+ROWS_WORK = {"c2part": 240 * 4, "half": 240, "head": ROWS_THREADS + 120 + 84 + 10}
+
+
+def rows_shared_bytes(dtype: str) -> int:
+    """Shared memory of one lenet_rows or lenet_resident_rows block (ptxas reports the same number)."""
+    arrays = (sum(ROWS_SHARED.values()) + max(ROWS_WORK.values())) * np.dtype(dtype).itemsize
+    return -(-(arrays + 4 * 8 + 3 * 4) // 8) * 8
 
 
 # batch.cu's static shared arrays (elements), as declared there: p2 holds BATCH_IMAGES images;
@@ -269,24 +313,14 @@ def resident_buffer_shapes(n: int) -> dict[str, tuple]:
     return {"x_pairs": (n, 784), "out_pairs": (n, 10), "ctl": (4,)}
 
 
-def resident_launches(n: int) -> list[Launch]:
-    """One cluster of 8 blocks for any batch, resident between calls: it serves the call's n images
-    one after another and ends after IDLE_NS without a call."""
+def resident_launches(n: int, variant: str = "resident") -> list[Launch]:
+    """One cluster for any batch, resident between calls: it serves the call's n images one after
+    another and ends after IDLE_NS without a call. resident: 8 blocks (resident.cu); resident_rows:
+    5 split by rows (rows.cu)."""
     weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
-    return [Launch("lenet_resident", CLUSTER, CLUSTER_THREADS,
-                   ("x_pairs", *weights, "out_pairs", "ctl", n, IDLE_NS), CLUSTER * CLUSTER_THREADS)]
-
-
-# resident.cu's ResidentShared (elements), as declared there, then its stop word
-RESIDENT_SHARED = {"img": 32 * 32, "conv1_w": 150, "conv1_b": 6, "conv2_w": 300, "conv2_b": 2, "p1": 1176,
-                   "c2": 200, "p2": 400, "h1": 120, "h2": 84, "partial": CLUSTER_THREADS, "logits": 10,
-                   "exps": 10}
-
-
-def resident_shared_bytes(dtype: str) -> int:
-    """Shared memory of one lenet_resident block (ptxas reports the same number)."""
-    itemsize = np.dtype(dtype).itemsize
-    return -(-(sum(RESIDENT_SHARED.values()) * itemsize + 4) // itemsize) * itemsize
+    size, threads = (CLUSTER, CLUSTER_THREADS) if variant == "resident" else (ROWS_CLUSTER, ROWS_THREADS)
+    return [Launch(KERNELS[variant][0], size, threads,
+                   ("x_pairs", *weights, "out_pairs", "ctl", n, IDLE_NS), size * threads)]
 
 
 def batch2_shared(dtype: str) -> dict[str, int]:

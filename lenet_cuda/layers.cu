@@ -7,12 +7,7 @@
 //   so fc1's rows are used as they are.
 // One thread per output element, 1-D grids of 1-D blocks; a thread past the end returns.
 // Templated on the element type T (float, double); the host picks `name<float>` / `name<double>`.
-
-template <typename T>
-__device__ __forceinline__ T relu(T v) { return v > T(0) ? v : T(0); }
-
-__device__ __forceinline__ float exp_of(float v) { return expf(v); }
-__device__ __forceinline__ double exp_of(double v) { return exp(v); }
+// lenet_relu and lenet_exp come from common.cuh, which kernels.source() puts before this file.
 
 // y (N, HO, WO, K) = relu(x (N, H, W, C) conv w (R, S, C, K) + b (K))
 // stride 1, zero padding `pad` on each side: HO = H + 2 pad - R + 1, WO = W + 2 pad - S + 1
@@ -41,7 +36,7 @@ __global__ void conv_bias_relu(const T* __restrict__ x, const T* __restrict__ w,
             for (int cc = 0; cc < c; ++cc) acc += xp[cc] * wp[cc * k];
         }
     }
-    y[i] = relu(acc + b[kk]);
+    y[i] = lenet_relu(acc + b[kk]);
 }
 
 // y (N, H/2, W/2, C) = the max of each 2x2 window of x (N, H, W, C), stride 2 (H, W even)
@@ -75,7 +70,7 @@ __global__ void dense_bias_act(const T* __restrict__ x, const T* __restrict__ w,
     T acc = T(0);
     for (int f = 0; f < fan_in; ++f) acc += xp[f] * w[f * fan_out + j];
     acc += b[j];
-    y[i] = relu_on ? relu(acc) : acc;
+    y[i] = relu_on ? lenet_relu(acc) : acc;
 }
 
 // y (N, CLASSES) = softmax of each row of x (N, CLASSES): one thread per image, max subtracted
@@ -87,6 +82,6 @@ __global__ void softmax_rows(const T* __restrict__ x, T* __restrict__ y, int n, 
     T top = z[0];
     for (int j = 1; j < classes; ++j) top = z[j] > top ? z[j] : top;
     T sum = T(0);
-    for (int j = 0; j < classes; ++j) sum += exp_of(z[j] - top);
-    for (int j = 0; j < classes; ++j) y[img * classes + j] = exp_of(z[j] - top) / sum;
+    for (int j = 0; j < classes; ++j) sum += lenet_exp(z[j] - top);
+    for (int j = 0; j < classes; ++j) y[img * classes + j] = lenet_exp(z[j] - top) / sum;
 }

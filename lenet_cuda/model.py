@@ -25,6 +25,12 @@ Variants:
   polls the image itself and the host the answer itself (no control words, no fences); it ends after
   kernels.IDLE_NS idle and is not launched while another process computes on the GPU (the call
   then goes to mapped's launched kernel).
+- rows: one image on a cluster of 5 blocks split by rows (rows.cu, sm_90): block r computes pool2's
+  row r from its own image rows, fc1's partial sums go to block 0 through an mbarrier; no cluster
+  barrier an image. Its call as cluster's (copy in, the kernel, copy out in a CUDA graph).
+- resident_rows: rows' split on resident's wire and manners (rows.cu's lenet_resident_rows, one
+  cluster of 5 resident between calls, no cluster barrier an image: rounds through double-buffered
+  slots with mbarriers; lenet_cuda/resident.py is its host side too).
 - batch: for throughput (batch.cu): 4 images a block, conv weights staged once per block, fc1's
   weights read once per block for its 4 images, several multiply-adds per shared-memory load. Its
   x and out are mapped page-locked host memory (zero copy), the call a CUDA graph of the one kernel
@@ -67,7 +73,7 @@ from lenet_cuda.registered import Registered
 
 H2D, D2H = 1, 2  # cudaMemcpyKind
 HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped: page-locked host memory the device reads and writes
-GRAPHED = ("graph", "cluster", "mapped", "batch")  # variants whose call is a CUDA graph
+GRAPHED = ("graph", "cluster", "mapped", "batch", "rows")  # variants whose call is a CUDA graph
 ZERO_COPY = ("batch",)  # kernels reading x and writing out in mapped host memory, waited on by an event
 POLL_TIMEOUT_S = 5.0  # mapped: a flag not set by then is a failed kernel, not a slow one
 
@@ -123,7 +129,7 @@ class CudaLeNet(LeNet):
         self.stream.synchronize()
         self.plans = {}  # batch size -> buffers, pinned memory, argument tuples, events, graph
         self.serving = None  # persistent: the plan whose kernel served the last call
-        self.resident = resident.Resident(self) if self.variant == "resident" else None
+        self.resident = resident.Resident(self) if self.variant in kernels.RESIDENT_VARIANTS else None
         # batch2, batch2_device: the caller's arrays registered with the device (registered.py)
         self.registered = (Registered(cp.cuda.runtime, dtype) if self.variant in kernels.BATCH2_VARIANTS
                            else None)

@@ -1,20 +1,21 @@
 """cuda/resident's host side: the LL protocol of resident.cu (see its header) and the kernel's
 manners on a shared GPU.
 
-A call: the images go into mapped host memory as uint64 pairs {32-bit word of the value, the call's
-sequence number}, made by one NumPy operation (bitwise or of the words with seq << 32) that stores
-each pair with one aligned 8-byte store: single-copy atomic on x86-64 (an aligned quadword; the
-wider vector stores NumPy may use are performed per quadword at least) and on Armv8 (a vector store
-is single-copy atomic per element). So the kernel, reading each pair with one 64-bit load, sees a
-pair whole, old or new, and the sequence tells which: no store needs to be ordered before another
-(no go word stored last, no release fence), on x86 or beyond. The answer comes back the same way:
-the host polls one pair's sequence (a memoryview read, no NumPy call), then copies the 10 W pairs at
-once (each read whole by the same argument), checks every sequence in the copy and takes the values
-from that same copy, never from a second read.
+A call: the host side is C (resident_host.c, built once by the system's C compiler through
+harness.frameworks.cbuild, called through ctypes): one call writes the images into mapped host
+memory as uint64 pairs {32-bit word of the value, the call's sequence number}, each one aligned
+8-byte store (single-copy atomic on x86-64 and Armv8: the kernel, reading each pair with one 64-bit
+load, sees a pair whole, old or new, and the sequence tells which; no store is ordered before
+another, on x86 or beyond), spins on the answer's pairs, and copies their values out from the same
+reads that showed their sequences. Python makes that one call, then copies the answer into the
+array it returns. A kernel that has ended (idle as the call came) makes the C side return; the host
+launches it again and waits again.
 
-The loop's clock (the deadline) and the kernel's alive word are read every POLL_CHECK polls, not
-every poll. Nothing waits forever: a call not answered within POLL_TIMEOUT_S raises RuntimeError (as the
-mapped and persistent variants' waits do), after telling the kernel to quit.
+The wait's clock (the deadline) and the kernel's alive word are read every POLL_CHECK polls (in
+resident_host.c), not every poll. Nothing waits forever: a call not answered within POLL_TIMEOUT_S
+raises RuntimeError (as the mapped and persistent variants' waits do), after telling the kernel to
+quit. `stamps` (measure_resident's): the C side's clock at its entry, the pairs written, the answer
+seen and copied.
 
 Manners (issue 73): the kernel ends after kernels.IDLE_NS (200 µs) without a call, freeing its 8
 SMs; it is not launched, nor kept, while another process has a compute context on the GPU (NVML's
@@ -27,21 +28,26 @@ reference or a class's default (harness.lab).
 
     ResidentPlan                    one batch size's wire, views and launch arguments
     Resident(level)                 predict(images), close()
+    host()                          resident_host.c's library (ctypes), built once a process
     other_gpu_processes(bus_id)     pids of other processes with a context on the GPU, or None
 """
 
+import ctypes
 import os
 import sys
 import time
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from harness.base import GPU_PEERS_ENV
+from harness.frameworks import cbuild
 from lenet_cuda import kernels
 
 HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped
-POLL_CHECK = 1024  # polls between reads of the clock and of the kernel's alive word
+HOST_C = kernels.HERE / "resident_host.c"
+ANSWERED, ENDED, TIMED_OUT = range(3)  # resident_host.c's RESIDENT_* answers
 NVML_EVERY_S = 0.1  # while resident, another process is looked for at most this often
 QUIT_WAIT_S = 1.0  # after a timeout: how long a kernel told to quit is given to end
 POLL_TIMEOUT_S = 5.0  # a call not answered by then is a failed kernel, not a slow one (as model.py's)
@@ -50,7 +56,7 @@ POLL_TIMEOUT_S = 5.0  # a call not answered by then is a failed kernel, not a sl
 class ResidentPlan:
     """Everything a call of batch size n needs, built once: the wire in mapped memory, its views."""
 
-    def __init__(self, cp: Any, fn: Any, w: dict, dtype: str, n: int):
+    def __init__(self, cp: Any, fn: Any, w: dict, dtype: str, n: int, variant: str = "resident"):
         words = kernels.pair_words(dtype)
         shapes = kernels.resident_buffer_shapes(n)
         x_count, out_count = n * 784 * words, n * 10 * words  # pairs
@@ -64,24 +70,22 @@ class ResidentPlan:
         self.out_pairs[:] = 0
         self.ctl[:] = 0
         self.ctl_words = memoryview(self.pinned[2]).cast("B").cast("I")  # scalar reads without NumPy
-        self.answer_seq = memoryview(self.pinned[1]).cast("B").cast("I")  # [2k + 1]: pair k's sequence
-        self.last_seq_index = 2 * out_count - 1  # the last pair's sequence word
-        self.stage = np.empty((n, 28, 28, 1), dtype)  # the images cast to dtype (when they are not)
-        self.stage_words = self.stage.reshape(-1).view(np.uint32)  # (N * 784 * W,)
-        self.snap = np.empty(out_count, np.uint64)  # one read of the answer's pairs
-        self.snap_seqs = self.snap.view(np.uint32)[1::2]
-        self.snap_words = self.snap.view(np.uint32)[0::2]
-        self.shape, self.dtype = (n, 10), np.dtype(dtype)
+        self.stage = np.empty((n, 28, 28, 1), dtype)  # the images, cast to dtype: the C side's words
+        self.answer = np.empty((n, 10), dtype)  # the C side copies the answer's values here
+        address = [a.ctypes.data for a in (self.stage, self.x_pairs, self.out_pairs, self.answer, self.ctl)]
+        self.wire = Wire(address[0], address[1], x_count, address[2], out_count, address[3], address[4],
+                         0, 0)  # deadline_ns, seq: each call's
+        self.wire_ref = ctypes.byref(self.wire)  # every call's one argument, made once
         named = {**w, "x_pairs": np.uint64(self.x_pairs.ctypes.data),
                  "out_pairs": np.uint64(self.out_pairs.ctypes.data), "ctl": np.uint64(self.ctl.ctypes.data)}
         self.launches = tuple((fn[k.kernel], (k.grid,), (k.block,),
                                tuple(named[a] if isinstance(a, str) else np.int32(a) for a in k.args))
-                              for k in kernels.launches("resident", n))
+                              for k in kernels.launches(variant, n))
         self.launched = 0  # kernels launched for this batch size
 
 
 class Resident:
-    """The resident kernel's calls for a CudaLeNet(variant="resident") `level`."""
+    """The resident kernel's calls for a CudaLeNet(variant="resident" or "resident_rows") `level`."""
 
     def __init__(self, level: Any):
         self.level = level
@@ -95,11 +99,13 @@ class Resident:
         self.bus_id = None
         # pids of other processes on this GPU, or None where NVML cannot tell (tests replace it)
         self.gpu_processes = other_gpu_processes
+        self.host = host()  # resident_host.c (Unavailable where no C compiler builds it)
+        self.stamps: Any = None  # measure_resident: a ctypes (c_int64 * 4) the C side stamps
 
     def plan(self, n: int) -> ResidentPlan:
         if n not in self.plans:
             lv = self.level
-            self.plans[n] = ResidentPlan(lv.cp, lv.fn, lv.w, lv.dtype, n)
+            self.plans[n] = ResidentPlan(lv.cp, lv.fn, lv.w, lv.dtype, n, lv.variant)
         return self.plans[n]
 
     def predict(self, images: np.ndarray) -> np.ndarray:
@@ -107,41 +113,25 @@ class Resident:
         if time.monotonic() >= self.nvml_due and self.shared_with_others():
             return self.predict_launched(images)
         self.seq = self.seq % 0xFFFFFFFF + 1  # 1 .. 2**32 - 1: 0 is no call's
-        seq = self.seq
-        if images.dtype == p.dtype and images.flags.c_contiguous:
-            words = images.reshape(-1).view(np.uint32)
-        else:
-            np.copyto(p.stage, images)  # (N, 28, 28, 1) cast to the dtype
-            words = p.stage_words
-        np.bitwise_or(words, np.uint64(seq << 32), out=p.x_pairs)  # every pair one 8-byte store
+        p.stage[...] = images  # (N, 28, 28, 1) cast to the dtype: the words the C side sends
+        wire = p.wire
+        wire.seq = self.seq
+        wire.deadline_ns = time.monotonic_ns() + int(POLL_TIMEOUT_S * 1e9)
         if self.serving is not p:
             if self.serving is not None:  # the other batch size's kernel: end it now
                 self.serving.ctl[kernels.RESIDENT_QUIT] = 1
             self.serving = p
-        if p.ctl_words[kernels.RESIDENT_ALIVE] == 0:
-            self.launch(p, seq)
-        return self.wait(p, seq)
-
-    def wait(self, p: ResidentPlan, seq: int) -> np.ndarray:
-        """Spin until every answer pair carries seq; relaunch a kernel that ended without serving
-        the call (idle as the call came); RuntimeError after POLL_TIMEOUT_S."""
-        answer, last, ctl = p.answer_seq, p.last_seq_index, p.ctl_words
-        deadline = None
-        polls = 0
-        while True:
-            while answer[last] != seq:
-                polls += 1
-                if polls % POLL_CHECK == 0:
-                    if deadline is None:
-                        deadline = time.monotonic() + POLL_TIMEOUT_S
-                    elif time.monotonic() > deadline:
-                        self.timed_out(p, seq)
-                    if ctl[kernels.RESIDENT_ALIVE] == 0:
-                        self.launch(p, seq)
-            np.copyto(p.snap, p.out_pairs)  # one read of every pair; values from this copy only
-            if (p.snap_seqs == seq).all():
-                return p.snap_words.copy().view(p.dtype).reshape(p.shape)
-            polls += 1  # the last pair came before another: read again
+        if p.ctl_words[kernels.RESIDENT_ALIVE] != 0:  # the common call: one C call
+            status = self.host.resident_call(p.wire_ref, self.stamps)
+        else:  # the pairs first: a launched kernel may serve them at once
+            self.host.resident_write(p.wire_ref)
+            status = ENDED
+        while status == ENDED:  # ended (idle as the call came) or not launched: launch, wait again
+            self.launch(p, wire.seq)
+            status = self.host.resident_wait(p.wire_ref, None)
+        if status == TIMED_OUT:
+            self.timed_out(p, wire.seq)
+        return p.answer.copy()
 
     def timed_out(self, p: ResidentPlan, seq: int) -> None:
         """RuntimeError; the kernel told to quit, and its error raised where it ended with one. A
@@ -152,7 +142,8 @@ class Resident:
             time.sleep(0.001)
         if getattr(stream, "done", True):
             stream.synchronize()  # raises the kernel's error, if it had one
-        raise RuntimeError(f"lenet_resident did not answer call {seq} in {POLL_TIMEOUT_S:g} s "
+        kernel = kernels.KERNELS[self.level.variant][0]
+        raise RuntimeError(f"{kernel} did not answer call {seq} in {POLL_TIMEOUT_S:g} s "
                            f"(alive {int(p.ctl[kernels.RESIDENT_ALIVE])}, "
                            f"served {int(p.ctl[kernels.RESIDENT_SERVED])})"
                            + ("" if getattr(stream, "done", True) else
@@ -200,6 +191,24 @@ class Resident:
         if self.fallback is not None:
             self.fallback.close()
             self.fallback = None
+
+
+class Wire(ctypes.Structure):
+    """resident_host.c's struct resident_wire, field for field (a test reads the C)."""
+
+    _fields_ = [("words", ctypes.c_void_p), ("x", ctypes.c_void_p), ("x_count", ctypes.c_int64),
+                ("out", ctypes.c_void_p), ("out_count", ctypes.c_int64), ("answer", ctypes.c_void_p),
+                ("ctl", ctypes.c_void_p), ("deadline_ns", ctypes.c_int64), ("seq", ctypes.c_uint32)]
+
+
+@cache
+def host() -> ctypes.CDLL:
+    """resident_host.c, built once (cached on disk by its text) and loaded once a process. No
+    argtypes: every argument is a ctypes object already (byref(wire), a stamps array or None), so a
+    call converts nothing."""
+    lib = cbuild.shared_library(HOST_C.read_text(), "resident_host", "cuda")
+    lib.resident_write.restype = None
+    return lib
 
 
 _NVML: dict = {}  # pynvml, initialised once per process ({"module": pynvml} or {"error": why})

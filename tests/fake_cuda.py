@@ -32,15 +32,15 @@ def build(folder) -> ctypes.CDLL:
     files = dict.fromkeys(kernels.SOURCES.values())  # each .cu once
     wrappers = []
     for cu in files:
-        code = (kernels.HERE / cu).read_text()
-        cluster = kernels.CLUSTER if cu in (kernels.SOURCES["cluster"], kernels.SOURCES["resident"]) else 1
+        code = kernels.file_source(cu)
+        cluster = kernels.CLUSTER_SIZE.get(cu, 1)
         names = dict.fromkeys(k for v, source in kernels.SOURCES.items() if source == cu for k in kernels.KERNELS[v])
         for kernel in names:
             for ctype in kernels.CTYPES.values():
                 params = [CPP_TYPES[p].format(T=ctype) for p in kernels.PARAMS[kernel]]
                 wrappers.append(wrapper(f"emu_{kernel}_{ctype}", f"{kernel}<{ctype}>", params,
                                         "__syncthreads" in code, cluster))
-    return compile_emulated(folder, [(kernels.HERE / cu).read_text() for cu in files], wrappers)
+    return compile_emulated(folder, [kernels.file_source(cu) for cu in files], wrappers)
 
 
 class FakeCupy(EmuCupy):
@@ -93,7 +93,7 @@ class DoneEvent(FakeEvent):
 
 class FakeModule:
     def __init__(self, fake, code, options, name_expressions):
-        files = [cu for cu in set(kernels.SOURCES.values()) if kernels.HERE.joinpath(cu).read_text() == code]
+        files = [cu for cu in set(kernels.SOURCES.values()) if kernels.file_source(cu) == code]
         if len(files) != 1:
             raise ValueError("RawModule: the code is not one of lenet_cuda's .cu files")
         self.fake, self.names = fake, list(name_expressions)
@@ -141,7 +141,9 @@ class FakeKernel:
         def run():
             status = self.fn(grid[0], block[0], *values)
             if status == 2:
-                raise ValueError(f"{self.expr}: grid {grid[0]} is not a whole number of clusters of {kernels.CLUSTER}")
+                size = kernels.CLUSTER_SIZE[kernels.SOURCES[next(v for v, k in kernels.KERNELS.items()
+                                                                 if self.kernel in k)]]
+                raise ValueError(f"{self.expr}: grid {grid[0]} is not a whole number of clusters of {size}")
             if status != 0:
                 raise AssertionError(f"{self.expr}: threads of a block passed different numbers of barriers")
 

@@ -3,9 +3,12 @@ kernel's manners, on the CPU-emulated kernel behind the fake CuPy (tests/fake_cu
 launch runs to its end: it serves what the host wrote, waits kernels.IDLE_NS, ends. On a GPU: a
 second process's small kernels timed beside it (skipped here, with the reason)."""
 
+import ctypes
 import json
+import re
 import subprocess
 import sys
+import threading
 import time
 import types
 
@@ -33,11 +36,11 @@ def sample():
     return x, NumpyLeNet(DEFAULT_WEIGHTS, dtype="float32").predict(x)
 
 
-def emulated(monkeypatch, emulator, processes=None):
+def emulated(monkeypatch, emulator, processes=None, variant="resident"):
     """A resident level on the emulated kernel; NVML replaced by `processes` (pids of others)."""
     fake = fake_cuda.FakeCupy(emulator)
     monkeypatch.setattr(model, "import_cupy", lambda: fake)
-    impl = model.CudaLeNet(DEFAULT_WEIGHTS, variant="resident", dtype="float32")
+    impl = model.CudaLeNet(DEFAULT_WEIGHTS, variant=variant, dtype="float32")
     impl.resident.gpu_processes = lambda bus_id: list(processes or [])
     return fake, impl
 
@@ -97,31 +100,63 @@ def test_a_quit_word_ends_a_kernel_that_would_wait_a_second(monkeypatch, emulato
     impl.close()
 
 
-class EndsAsTheCallComes:
-    """ctl's words as the host reads them, where the kernel ended idle just after the host saw it
-    alive: the first read of the alive word says 1, later ones the truth."""
-
-    def __init__(self, words):
-        self.words, self.seen = words, 0
-
-    def __getitem__(self, i):
-        if i == ALIVE:
-            self.seen += 1
-            if self.seen == 1:
-                return 1
-        return self.words[i]
-
-
 def test_a_kernel_that_ended_as_the_call_came_is_launched_again(monkeypatch, emulator, sample):
+    """The host saw the kernel alive (ctl says 1), then it ended without serving the call: the C
+    side's wait sees the alive word go to 0 (another thread's store here), returns, and the host
+    launches the kernel for the call and waits again."""
     x, reference = sample
     fake, impl = emulated(monkeypatch, emulator)
     impl.predict(x[:1])
     p = impl.resident.plans[1]
-    p.ctl_words = EndsAsTheCallComes(p.ctl_words)
-    probs = impl.predict(x[3:4])  # not launched at the call; the wait's alive check launches it
+    p.ctl[ALIVE] = 1  # what the host reads as the call starts: one C call, no launch
+    ends = threading.Timer(0.05, lambda: p.ctl.__setitem__(ALIVE, 0))  # ... then the kernel's store
+    ends.start()
+    probs = impl.predict(x[3:4])
+    ends.join()
     assert np.max(np.abs(probs - reference[3:4])) <= 1e-5
-    assert p.ctl_words.seen >= 2 and p.launched == 2 and p.ctl[NEXT] == 2
+    assert p.launched == 2 and p.ctl[NEXT] == 2 and list(p.ctl) == [2, 0, 0, 1]
+
+
+@pytest.mark.parametrize("variant", kernels.RESIDENT_VARIANTS)
+def test_the_c_host_side_serves_calls_of_a_kernel_running_beside_it(monkeypatch, emulator, sample, variant):
+    """resident_host.c against the emulated kernel running at the same time in another thread: it
+    stays resident, polls the pairs the C side writes into mapped memory call after call (resident_rows:
+    rounds through both of its slots twice), and answers in pairs the C side spins on; the quit word
+    ends it. The C side's stamps come in order."""
+    x, reference = sample
+    monkeypatch.setattr(kernels, "IDLE_NS", 2_000_000_000)  # the int32 most: calls come well within it
+    _, impl = emulated(monkeypatch, emulator, variant=variant)
+    p = impl.resident.plan(1)
+    (fn, grid, block, args), = p.launches
+    p.ctl[NEXT], p.ctl[ALIVE] = 1, 1
+    kernel = threading.Thread(target=fn, args=(grid, block, args))
+    kernel.start()
+    stamps = (ctypes.c_int64 * 4)()
+    try:
+        for seq in (1, 2, 3, 4, 5):
+            p.stage[...] = x[seq]
+            p.wire.seq, p.wire.deadline_ns = seq, time.monotonic_ns() + 60_000_000_000
+            assert impl.resident.host.resident_call(p.wire_ref, stamps) == resident.ANSWERED
+            assert np.max(np.abs(p.answer - reference[seq:seq + 1])) <= 1e-5
+            assert 0 < stamps[0] <= stamps[1] <= stamps[2] <= stamps[3] <= time.perf_counter_ns()
+            assert kernel.is_alive() and p.ctl[ALIVE] == 1  # one launch, three calls
+    finally:
+        p.ctl[QUIT] = 1
+        kernel.join(60)
+    assert not kernel.is_alive() and p.ctl[ALIVE] == 0 and p.ctl[SERVED] == 5
     impl.close()
+
+
+def test_the_wire_structure_is_resident_host_c_s():
+    text = resident.HOST_C.read_text()
+    struct = text[text.index("struct resident_wire {"):text.index("};", text.index("struct resident_wire {"))]
+    fields = re.findall(r"^\s+(?:const )?(?:volatile )?(\w+)(\*?) (\w+);", struct, re.M)
+    ctype = {"uint32_t": ctypes.c_uint32, "int64_t": ctypes.c_int64}
+    assert [(name, ctypes.c_void_p if pointer else ctype[kind]) for kind, pointer, name in fields] == [
+        (name, kind) for name, kind in resident.Wire._fields_]
+    assert "#define RESIDENT_ALIVE 1" in text and kernels.RESIDENT_ALIVE == 1
+    assert re.search(r"RESIDENT_ANSWERED = 0, RESIDENT_ENDED = 1, RESIDENT_TIMED_OUT = 2", text)
+    assert (resident.ANSWERED, resident.ENDED, resident.TIMED_OUT) == (0, 1, 2)
 
 
 def test_a_kernel_that_never_answers_times_out_and_is_told_to_quit(monkeypatch, emulator, sample):
@@ -345,7 +380,7 @@ def test_resident_stage_stamps_compile_and_summarize_block_0s_compute():
         pytest.skip(f"NVRTC not installed here: {exc}")
     expr = [e for dtype in kernels.CTYPES for e in kernels.name_expressions("resident", dtype)]
     built = lib.compile(stages.DEFINE + kernels.source("resident"), "resident.cu", "compute_90", kernels.OPTIONS, expr)
-    assert "lenet_resident_clock" in built.image.decode()
+    assert "lenet_stage_clock" in built.image.decode()
     base = np.arange(kernels.CLUSTER * stages.STAMPS, dtype=np.int64).reshape(kernels.CLUSTER, stages.STAMPS)
     one = base * 0
     one[0] = [0, 10, 20, 1000, 1100, 1300, 1600, 1650]  # block 0: stamps 3..7 a call's compute

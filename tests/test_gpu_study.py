@@ -324,7 +324,7 @@ def test_the_plans_include_the_hand_written_cuda_rung(tmp_path):
     cells = study.load(quick[2].command[quick[2].command.index("run") + 1]).cells
     assert {(c.implementation, c.variant) for c in cells if c.implementation == "cuda"} == {
         ("cuda", "fused"), ("cuda", "graph"), ("cuda", "cluster"), ("cuda", "mapped"), ("cuda", "persistent"),
-        ("cuda", "resident")}
+        ("cuda", "resident"), ("cuda", "rows")}
     stamps = full["kernel-stages"]  # inside the cluster kernel, both dtypes
     assert list(stamps[stamps.index("kernel-stages") + 1:][:4]) == ["--calls", "200", "--dtypes", "float32,float64"]
     big = full["kernels-512"]  # the copy's share of a large batch: the level's own graphs and cuDNN's
@@ -345,11 +345,17 @@ def targets_of(step, word):
 
 
 def test_levels_restrict_verify_verify_train_kernels_and_labs_in_plan_order(tmp_path):
-    """--levels cuda,cudnn: the device's time goes to those levels only; the other steps are as before."""
+    """--levels cuda,cudnn: the device's time goes to those levels only, their targets' steps first
+    (FOCUSED: the stages and the resident call's row, the floor, verify, api_levels, kernels, batch
+    512, batch_sweep, pytest -m gpu), then the others as before."""
     every = {s.name: s for s in gpu_study.plan(tmp_path, "r", quick=False, write=False)}
     some = {s.name: s for s in gpu_study.plan(tmp_path, "r", quick=False, write=False,
                                                levels=["cudnn", "cuda"])}
-    assert list(some) == list(every)  # the same steps, in the same order
+    assert sorted(some) == sorted(every)  # the same steps
+    assert list(some) == ["kernel-stages", "gpu-floor", "verify", "cudnn-device", "study-api_levels", "kernels",
+                          "kernels-512", "study-batch_sweep", "pytest-gpu"] + [
+        name for name in every if name not in gpu_study.FOCUSED]
+    assert list(some)[-1] == "labs" and list(every) == [s.name for s in gpu_study.plan(tmp_path, "r", False, False)]
     assert targets_of(some["verify"], "--implementations") == ["cuda", "cudnn"]  # GPU_IMPLS' order
     assert targets_of(some["verify-train"], "--implementations") == ["cudnn"]
     kernels = targets_of(some["kernels"], "kernels")
@@ -365,6 +371,42 @@ def test_levels_restrict_verify_verify_train_kernels_and_labs_in_plan_order(tmp_
     # default: every level, as before
     assert targets_of(every["verify"], "--implementations") == gpu_study.GPU_IMPLS.split(",")
     assert targets_of(every["labs"], "--labs") == ["cuda", "cudnn"]
+
+
+def manifest_of(folder, name, started, levels, steps_run):
+    (folder / f"{name}.manifest.json").write_text(json.dumps({
+        "campaign": name, "started": started, "levels": levels, "levels_all": levels is None,
+        "steps": [{"name": n, "status": status, "seconds": sec} for n, status, sec in steps_run]}))
+
+
+def test_the_step_plan_takes_each_steps_newest_seconds_and_says_where_the_budget_ends(tmp_path):
+    manifest_of(tmp_path, "a", "2026-11-27T09:00:00+0000", ["cuda", "cudnn"],
+                [("verify", "ok", 14.0), ("study-api_levels", "ok", 172.4), ("kernels-512", "ok", 54.7)])
+    manifest_of(tmp_path, "b", "2026-11-27T17:00:00+0000", ["cuda", "cudnn"],
+                [("verify", "ok", 20.6), ("kernels-512", "timeout", 73.2), ("pytest-gpu", "skipped", 0.0)])
+    manifest_of(tmp_path, "c", "2026-11-28T01:00:00+0000", None, [("verify", "ok", 150.0)])  # every level
+    (tmp_path / "d.manifest.json").write_text("{not json")  # passed by, named on stderr
+    seconds = gpu_study.measured_seconds(tmp_path, ["cudnn", "cuda"])
+    assert seconds["verify"]["seconds"] == 20.6 and seconds["verify"]["manifest"] == "b.manifest.json"
+    assert seconds["kernels-512"] == {"seconds": 73.2, "status": "timeout", "manifest": "b.manifest.json",
+                                      "same_levels": True}
+    assert seconds["study-api_levels"]["seconds"] == 172.4 and "pytest-gpu" not in seconds  # skipped: no time
+    assert gpu_study.measured_seconds(tmp_path, None)["verify"]["seconds"] == 150.0  # the same levels first
+    todo = gpu_study.plan(tmp_path, "r", quick=False, write=False, levels=["cuda", "cudnn"])
+    lines = gpu_study.step_plan(todo, seconds, 200.0)
+    assert lines[0].split()[:3] == ["kernel-stages", "90.0", "s"] and "never ran: its limit" in lines[0]
+    assert "20.6 s  (last, b.manifest.json);  170.6 s in all" in lines[2]  # 90 + 60 (limits) + 20.6
+    assert "past the budget" not in lines[2] and "past the budget" in lines[3]  # cudnn-device: its 60 s limit
+    assert "73.2 s  (at least: stopped by its limit, b.manifest.json)" in lines[6]
+
+
+def test_gpu_study_plan_prints_without_a_gpu(tmp_path):
+    done = harness("gpu-study", "--plan", "--levels", "cuda,cudnn")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert out[0].startswith("gpu-study --levels cuda,cudnn: the steps in order, budget 540 s")
+    assert [line.split()[0] for line in out[1:4]] == ["kernel-stages", "gpu-floor", "verify"]
+    assert harness("gpu-study").returncode == 2  # a campaign needs --out
 
 
 def test_a_step_left_without_targets_is_planned_out_not_run(tmp_path):

@@ -10,7 +10,8 @@ import pytest
 
 from harness import DEFAULT_WEIGHTS
 from harness.data import mnist, weights
-from lenet_cuda import kernels
+from harness.explain import kernel_stages
+from lenet_cuda import kernels, resident
 from lenet_cuda.explain import stages
 from lenet_numpy.model import NumpyLeNet
 from tests import fake_cuda
@@ -22,17 +23,24 @@ def test_the_stamp_count_is_cluster_cu_s():
     assert [end for end, _ in stages.STAGES] == list(range(1, stages.STAMPS))
 
 
-def test_emulated_stamps_come_in_order_and_the_answer_is_unchanged(tmp_path):
-    """One image through the stamping kernel: every block stamps 0..6 in order, block 0 alone 7."""
-    params = [fake_cuda.CPP_TYPES[p].format(T="float") for p in kernels.PARAMS["lenet_cluster"]]
+def stamped(folder, kernel, source, cluster):
+    """kernel<float> of the stamping source compiled for the CPU as emu_stamped (skipped without
+    g++), one test image and the weights (float32) in the kernel's parameter order."""
+    params = [fake_cuda.CPP_TYPES[p].format(T="float") for p in kernels.PARAMS[kernel]]
     try:
-        lib = fake_cuda.compile_emulated(tmp_path, [stages.instrumented_source()], [
-            fake_cuda.wrapper("emu_stamped", "lenet_cluster<float>", params, True, kernels.CLUSTER)])
+        lib = fake_cuda.compile_emulated(folder, [source], [
+            fake_cuda.wrapper("emu_stamped", f"{kernel}<float>", params, True, cluster)])
     except FileNotFoundError as exc:
         pytest.skip(str(exc))
     x = mnist.to_input(mnist.load("test")[0][:1]).astype(np.float32)
     w = [np.ascontiguousarray(getattr(layer, part), np.float32)
          for layer in weights.read(DEFAULT_WEIGHTS).values() for part in ("kernel", "bias")]
+    return lib, x, w
+
+
+def test_emulated_stamps_come_in_order_and_the_answer_is_unchanged(tmp_path):
+    """One image through the stamping kernel: every block stamps 0..6 in order, block 0 alone 7."""
+    lib, x, w = stamped(tmp_path, "lenet_cluster", stages.instrumented_source(), kernels.CLUSTER)
     out = np.zeros((1, 10), np.float32)
     fn = lib.emu_stamped
     fn.argtypes = [ctypes.c_uint, ctypes.c_uint] + [ctypes.c_void_p] * 14 + [ctypes.c_int]
@@ -105,3 +113,79 @@ def test_details_section_puts_the_stages_beside_the_trace():
     assert kernel_stages_section.section([runs[1]]) == []  # no stages measured: no section
     row["dtype"] = "float64"  # the trace is float32's: no comparison with another dtype's stamps
     assert "outside block 0's stamps" not in "\n".join(kernel_stages_section.section(runs))
+
+
+# --- the resident call attributed (kernel-stages' second row) ----------------------------------
+def test_a_resident_call_is_attributed_part_by_part_and_what_the_medians_leave_is_said():
+    calls = [{"t0": 1_000, "s0": 1_900, "s1": 2_100, "s2": 7_100, "s3": 7_200, "t1": 7_800},
+             {"t0": 9_000, "s0": 9_800, "s1": 10_000, "s2": 15_400, "s3": 15_500, "t1": 16_200},
+             {"t0": 20_000, "s0": 21_000, "s1": 21_300, "s2": 26_000, "s3": 26_100, "t1": 26_600}]
+    got = stages.attribute_call(calls, [2_000.0, 2_500.0, 2_200.0])
+    assert [p["ns"] for p in got["parts"]] == [900, 200, 5_000, 100, 600]
+    assert got["call_ns"] == 6_800 and got["unattributed_ns"] == 0 and got["calls"] == 3
+    assert got["compute_ns"] == 2_200 and got["wait_less_compute_ns"] == 2_900  # (3000, 2900, 2500)
+    assert "compute_ns" not in stages.attribute_call(calls, None)
+    with pytest.raises(ValueError, match="out of order"):
+        stages.attribute_call([{**calls[0], "s2": 1_000}], None)
+    row = {"variant": "resident_rows", "dtype": "float32", "calls": 3, "launched_calls": 1, "fallback_calls": 0, "call": got,
+           "stages": [{"name": "conv1 + pool, p1 into every block (1|2)", "block0_cycles": 900.0}]}
+    text = "\n".join(kernel_stages.resident_lines(row))
+    assert "cuda/resident_rows's call (float32, 3 calls, 1 with a launch, 0 on the launched path" in text
+    assert "C: the image's pairs written into mapped memory" in text and "0.20 µs" in text
+    assert "the call (median)" in text and "6.80 µs; the medians leave 0.00 µs" in text
+    assert "the kernel's compute 2.20 µs, the rest (bus both ways, polls) 2.90 µs" in text
+
+
+def test_the_resident_row_is_kernel_stages_second_row_and_a_failure_says_why():
+    from harness import registry
+
+    assert registry.hook("cuda", kernel_stages.RESIDENT) is stages.measure_resident
+    failed = kernel_stages.resident_failed("float64", "resident_rows", "needs sm_90")
+    assert failed["kind"] == "resident_stages" and failed["variant"] == "resident_rows" and failed["status"] == "failed"
+    assert failed["kernel"] == "lenet_resident_rows" and set(kernel_stages.RESIDENT_KERNELS) == set(kernels.RESIDENT_VARIANTS)
+
+
+def test_an_emulated_resident_call_stamps_its_c_side_in_order(monkeypatch, emulator):
+    """The C side's stamps of a real predict (the emulated kernel): ordered, inside Python's clock."""
+    import ctypes
+    import time
+
+    from lenet_cuda import model
+
+    fake = fake_cuda.FakeCupy(emulator)
+    monkeypatch.setattr(model, "import_cupy", lambda: fake)
+    impl = model.CudaLeNet(DEFAULT_WEIGHTS, variant="resident", dtype="float32")
+    impl.resident.gpu_processes = lambda bus_id: []
+    impl.resident.stamps = (ctypes.c_int64 * 4)()
+    x = mnist.to_input(mnist.load("test")[0][:1]).astype(np.float32)
+    impl.predict(x)  # the kernel is launched and ends within the call (the emulator): no resident_call
+    assert list(impl.resident.stamps) == [0, 0, 0, 0]
+    p = impl.resident.plans[1]
+    p.ctl[kernels.RESIDENT_ALIVE] = 1  # as if resident: one C call, which times out unanswered
+    monkeypatch.setattr(resident, "POLL_TIMEOUT_S", 0.02)
+    t0 = time.perf_counter_ns()
+    with pytest.raises(RuntimeError, match="did not answer"):
+        impl.predict(x)
+    s = list(impl.resident.stamps)
+    assert t0 < s[0] <= s[1] < time.perf_counter_ns() and s[2] == s[3] == 0
+    impl.close()
+
+
+def test_emulated_resident_rows_stamps_block_0s_answered_round_in_order(tmp_path):
+    """lenet_resident_rows compiled with the stamps, one call served (then idle: a vote round, which
+    stamps nothing): block 0's stamps 3..7 in order, and the answer the oracle's."""
+    lib, x, w = stamped(tmp_path, "lenet_resident_rows", stages.DEFINE + kernels.source("resident_rows"),
+                        kernels.ROWS_CLUSTER)
+    pairs = x.reshape(-1).view(np.uint32).astype(np.uint64) | np.uint64(1 << 32)  # call 1
+    out = np.zeros(10, np.uint64)
+    ctl = np.array([1, 1, 0, 0], np.uint32)  # next 1, alive
+    fn = lib.emu_stamped
+    fn.argtypes = [ctypes.c_uint, ctypes.c_uint] + [ctypes.c_void_p] * 13 + [ctypes.c_int, ctypes.c_int]
+    assert fn(kernels.ROWS_CLUSTER, kernels.ROWS_THREADS, pairs.ctypes.data, *[a.ctypes.data for a in w],
+              out.ctypes.data, ctl.ctypes.data, 1, 100_000) == 0
+    probs = (out & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
+    assert np.max(np.abs(probs - NumpyLeNet(DEFAULT_WEIGHTS).predict(x)[0])) <= 1e-5
+    assert list(ctl) == [1, 0, 1, 1]  # served 1, ended (alive 0) after its vote stored the quit word
+    stamps = np.ctypeslib.as_array((ctypes.c_longlong * (kernels.CLUSTER * stages.STAMPS)).in_dll(
+        lib, "lenet_stage_clock")).reshape(kernels.CLUSTER, stages.STAMPS)
+    assert (stamps[0, 3:] > 0).all() and (np.diff(stamps[0, 3:]) >= 0).all()

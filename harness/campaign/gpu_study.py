@@ -12,9 +12,16 @@ archive under the size cap.
 `--steps` runs some steps only (the full set rarely fits in one 10-minute call: split it in two).
 `--levels` spends the device's time on some levels only (those whose code changed): verify's and
 verify-train's implementations, the kernels steps' targets and the labs graded are those of the
-levels listed; a step left with none is recorded as skipped (planned out), not run.
+levels listed; a step left with none is recorded as skipped (planned out), not run. Such a campaign
+measures those levels' targets first (FOCUSED: kernel-stages and the resident call's row, the floor,
+verify, api_levels, kernels, batch 512, batch_sweep, pytest -m gpu, then the rest), so a budget that
+runs out cuts what matters least. The studies stay whole (every GPU level): the report answers with
+a machine's newest run of a study, so a run of some levels only would hide the others' rows.
+`--plan` (step_plan) prints the steps in order with each one's seconds in the newest manifest that
+ran it (reports/results/campaigns) and where the budget ends, without a GPU.
 """
 
+import json
 import re
 import sys
 import time
@@ -45,6 +52,7 @@ STUDIES = ("api_levels", "overhead", "backends", "batch_sweep", "precision")
 EXPLAIN = ",".join(registry.targets("explain", "gpu"))
 KERNELS = ",".join(registry.targets("trace", "gpu"))
 STAGES_TARGET = "cuda/cluster"  # kernel-stages stamps the cluster kernel inside the level's cluster call
+# (and cuda/resident's call, attributed part by part: kernel_stages' second row)
 # batch 512: how much of a call is the copy of the images (1.6 MB in float32): targets, images, calls
 # batch2: the caller's array registered, read across the bus; batch2_device: copied in, its kernel's time
 # the device-resident throughput (gpu_floor_section's batch targets)
@@ -113,6 +121,20 @@ def limited(step: steps.Step, targets: str, levels: list[str] | None) -> steps.S
     return step if targets else replace(step, skip=planned_out(levels))
 
 
+# A campaign of some levels (--levels): the steps that measure their targets first, in this order; the
+# others after, in plan order (a budget that runs out cuts those)
+FOCUSED = ("kernel-stages", "gpu-floor", "verify", "cudnn-device", "study-api_levels", "kernels",
+           "kernels-512", "study-batch_sweep", "pytest-gpu")
+
+
+def in_focus(todo: list[steps.Step], levels: list[str] | None) -> list[steps.Step]:
+    """The plan's steps; with --levels, FOCUSED's first, in its order, then the rest as planned."""
+    if levels is None:
+        return todo
+    first = sorted((s for s in todo if s.name in FOCUSED), key=lambda s: FOCUSED.index(s.name))
+    return first + [s for s in todo if s.name not in FOCUSED]
+
+
 def plan(out: Path, run_id: str, quick: bool, write: bool = True,
          levels: list[str] | None = None) -> list[steps.Step]:
     """The steps in order. write=False only names them (no quick study files are written).
@@ -168,7 +190,52 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True,
                                                  "--out", str(res / "labs-gpu" / run_id),
                                                  "--budget-s", str(LABS_LIMIT_S - 10)],
                                         LABS_LIMIT_S), graded, levels))
-    return todo
+    return todo if quick else in_focus(todo, levels)
+
+
+def measured_seconds(campaigns: Path, levels: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Each step's seconds in the newest manifest (by its start) that ran it (ok, or stopped by its
+    limit: then its seconds are a floor), a manifest of the same --levels before any other; from the
+    manifests import-results keeps. A manifest that cannot be read is passed by, named."""
+    records = []
+    for path in sorted(Path(campaigns).glob("*.manifest.json")):
+        try:
+            manifest = json.loads(path.read_text())
+            every = manifest.get("levels_all", "levels" not in manifest)  # older manifests: every level
+            wanted = None if levels is None else sorted(levels)
+            same = (None if every else sorted(manifest["levels"])) == wanted
+            records += [(same, str(manifest["started"]), path.name, step) for step in manifest["steps"]]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"gpu-study --plan: {path} passed by ({type(exc).__name__}: {exc})", file=sys.stderr)
+    found: dict[str, dict[str, Any]] = {}
+    for same, _, name, step in sorted(records, key=lambda r: (r[0], r[1])):  # the best last
+        seconds = step.get("seconds")
+        if step.get("status") in ("ok", "timeout") and isinstance(seconds, (int, float)) and seconds >= 0:
+            found[step["name"]] = {"seconds": float(seconds), "status": step["status"], "manifest": name,
+                                   "same_levels": same}
+    return found
+
+
+def step_plan(todo: list[steps.Step], measured: dict[str, dict[str, Any]], budget_s: float) -> list[str]:
+    """The steps in order, each with its seconds in the newest manifest that ran it (never: its
+    limit, said), the running sum, and the first step the budget would not start."""
+    lines, total = [], 0.0
+    for s in todo:
+        if s.skip:
+            lines.append(f"  {s.name:<20} planned out: {s.skip}")
+            continue
+        last = measured.get(s.name)
+        seconds = last["seconds"] if last else s.timeout_s
+        if last is None:
+            said = f"{seconds:6.1f} s  (never ran: its limit)"
+        else:
+            how = "at least: stopped by its limit" if last["status"] == "timeout" else "last"
+            other = "" if last["same_levels"] else ", other levels"
+            said = f"{seconds:6.1f} s  ({how}{other}, {last['manifest']})"
+        total += seconds
+        over = "  <- past the budget" if total > budget_s else ""
+        lines.append(f"  {s.name:<20} {said}; {total:6.1f} s in all{over}")
+    return lines
 
 
 def select(todo: list[steps.Step], names: list[str] | None) -> list[steps.Step]:

@@ -42,6 +42,7 @@ struct EmuFiber {
     long barriers = 0, cluster_barriers = 0;
     bool done = false, has_token = false;
     unsigned long token = 0;  // the cluster barrier's generation at cluster_arrive_relaxed
+    unsigned long polls = 0;  // loads of host memory (emu_poll_yield)
 };
 
 inline dim3 threadIdx, blockIdx, blockDim, gridDim;
@@ -91,9 +92,15 @@ inline void __syncthreads() {
 }
 
 inline void __threadfence_system() {}  // one thread of the CPU runs every fiber
+inline void __threadfence() {}
 inline unsigned atomicAdd(unsigned* p, unsigned v) {
     unsigned old = *p;
     *p = old + v;
+    return old;
+}
+inline unsigned atomicOr(unsigned* p, unsigned v) {
+    unsigned old = *p;
+    *p = old | v;
     return old;
 }
 
@@ -127,9 +134,45 @@ inline P* cluster_peer(P* p, unsigned rank) {
     return reinterpret_cast<P*>(emu_arenas[rank] + offset);
 }
 
-// The persistent kernel's reads of what the host rewrites, and its clock: one thread of the CPU
-// runs the kernel while the host waits, so plain volatile accesses and the steady clock suffice.
-inline unsigned load_acquire_sys(const unsigned* p) { return *(const volatile unsigned*)p; }
+// An mbarrier (sm_90): the 64-bit word holds the arrivals a phase takes (bits 32..62), those still
+// pending (bits 0..31) and the phase's parity (bit 63). An arrival may come from any block of the
+// cluster (cluster_peer's address of the barrier); the last one of a phase flips the parity and
+// re-arms it. A wait that finds the phase not yet complete lets the other fibers run (no progress:
+// a wait that no arrival will ever end is a hang, reported).
+inline void mbar_init(unsigned long long* bar, unsigned arrivals) {
+    *bar = (unsigned long long)arrivals << 32 | arrivals;
+}
+inline void mbar_arrive_cluster(unsigned long long* bar, unsigned rank) {
+    unsigned long long* b = cluster_peer(bar, rank);
+    const unsigned long long arrivals = *b >> 32 & 0x7FFFFFFFu, pending = (*b & 0xFFFFFFFFu) - 1;
+    const unsigned long long parity = *b >> 63;
+    *b = pending == 0 ? ((parity ^ 1) << 63 | arrivals << 32 | arrivals) : (parity << 63 | arrivals << 32 | pending);
+    ++emu_progress;
+}
+inline bool mbar_try_wait(unsigned long long* bar, unsigned parity) {
+    if ((*bar >> 63) != parity) return true;  // the phase of that parity has completed
+    if (emu_current != nullptr) swapcontext(&emu_current->ctx, &emu_scheduler);
+    return false;
+}
+
+// Every EMU_POLLS_PER_YIELD-th poll of host memory by a fiber lets the cluster's other fibers run
+// (on a GPU they run beside the poller: a block that polls for the next call must not starve one
+// still answering this one); it counts as progress, since the kernel's own deadline (idle_ns) ends
+// a wait that is never answered.
+inline constexpr unsigned long EMU_POLLS_PER_YIELD = 16;
+inline void emu_poll_yield() {
+    if (emu_current == nullptr || ++emu_current->polls % EMU_POLLS_PER_YIELD != 0) return;
+    ++emu_progress;
+    swapcontext(&emu_current->ctx, &emu_scheduler);
+}
+
+// The resident kernels' reads of what the host rewrites, and their clock: plain volatile accesses
+// (the host's stores land whole, from this thread between launches or from another while one runs)
+// and the steady clock.
+inline unsigned load_acquire_sys(const unsigned* p) {
+    emu_poll_yield();
+    return *(const volatile unsigned*)p;
+}
 inline void store_volatile(unsigned* p, unsigned v) { *(volatile unsigned*)p = v; }
 template <typename T>
 inline T load_fresh(const T* p) { return *(const volatile T*)p; }
@@ -138,7 +181,10 @@ inline unsigned long long globaltimer_ns() {
         std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 // resident.cu's LL pairs: one 64-bit load or store (the host's writes land between launches here)
-inline unsigned long long load_pair(const unsigned long long* p) { return *(const volatile unsigned long long*)p; }
+inline unsigned long long load_pair(const unsigned long long* p) {
+    emu_poll_yield();
+    return *(const volatile unsigned long long*)p;
+}
 inline void store_pair(unsigned long long* p, unsigned long long v) { *(volatile unsigned long long*)p = v; }
 // CUDA's bit casts (resident.cu's values as 32-bit words)
 inline unsigned __float_as_uint(float v) { unsigned u; memcpy(&u, &v, 4); return u; }

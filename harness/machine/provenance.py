@@ -31,8 +31,8 @@ UNKNOWN = "unknown"  # a run without recorded sources, and no git history to ask
 
 
 def package_files(package: str, root: Path = ROOT) -> list[Path]:
-    """The files a level package's sources are: its Python, its CUDA C kernels and its C."""
-    return sorted(p for pattern in ("*.py", "*.cu", "*.c") for p in (root / package).glob(pattern))
+    """The files a level package's sources are: its Python, its CUDA C kernels and headers, its C."""
+    return sorted(p for pattern in ("*.py", "*.cu", "*.cuh", "*.c") for p in (root / package).glob(pattern))
 
 
 def level_hash(implementation: str, root: Path = ROOT) -> str | None:

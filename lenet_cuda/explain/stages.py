@@ -8,6 +8,10 @@ image a call; after each call the stamps are read back. Cycle counters of differ
 one clock, so every difference is taken within one block. Block 0 waits at each cluster barrier
 for the slowest block, so its stages are the kernel's critical path; the kernels trace's kernel
 time less block 0's entry-to-end is the cluster's launch and end, which no stamp sees.
+
+measure_resident: the same stamps in lenet_resident (common.cuh's cluster stages), which spans
+calls, and the whole resident call attributed: Python's clock around predict, resident_host.c's
+stamps inside it (pairs written, answer seen, answer copied) and the kernel's compute.
 """
 
 from typing import Any
@@ -16,7 +20,7 @@ import numpy as np
 
 from lenet_cuda import kernels
 
-STAMPS = 8  # LENET_STAMPS in cluster.cu
+STAMPS = 8  # LENET_STAMPS in common.cuh
 # (stamp that ends it, what the block did since the stamp before)
 STAGES = ((1, "stage 0: weight loads issued, conv weights stored"),
           (2, "wait until every block of the cluster runs"),
@@ -92,13 +96,52 @@ def measure(weights_path: str, calls: int, dtype: str = "float32") -> dict[str, 
 
 
 # --- lenet_resident (resident.cu): the same stamps, read while the kernel stays resident ----------
-RESIDENT_STAGES = ((4, "conv1 + pool, p1 into every block (1|2)"),
-                   (5, "conv2 + pool, p2 into every block (2|3)"),
-                   (6, "fc1, h1 into block 0 (3|4)"),
-                   (7, "block 0: fc2, fc3, softmax (before the answer's stores)"))
+# per resident variant: (stamp that ends it, what block 0 did since the stamp before)
+RESIDENT_STAGES = {
+    "resident": ((4, "conv1 + pool, p1 into every block (1|2)"),
+                 (5, "conv2 + pool, p2 into every block (2|3)"),
+                 (6, "fc1, h1 into block 0 (3|4)"),
+                 (7, "block 0: fc2, fc3, softmax (before the answer's stores)")),
+    "resident_rows": ((4, "block 0's rows: conv1, conv2, fc1's partial sums"),
+                      (5, "the other blocks' partial sums waited for (mbarrier)"),
+                      (6, "h1 from the 5 partial sums"),
+                      (7, "fc2, fc3, softmax (before the answer's stores)"))}
 
 
-def summarize_resident(samples: list[np.ndarray], clock_khz: float | None) -> dict[str, Any]:
+# A resident call, every microsecond: Python's time around predict, the C side's stamps inside it
+# (resident_host.c), the kernel's compute from its own stamps (3..7); (name, from, to) over the
+# per-call clock (t0 predict called, s0..s3 the C side's stamps, t1 predict returned)
+CALL_PARTS = (("Python: predict's checks, the images into staging, the call into C", "t0", "s0"),
+              ("C: the image's pairs written into mapped memory", "s0", "s1"),
+              ("C: the answer waited for (the kernel's compute, the bus both ways, polls)", "s1", "s2"),
+              ("C: the answer's pairs read and copied out", "s2", "s3"),
+              ("Python: back from C, the answer copied into the returned array", "s3", "t1"))
+
+
+def attribute_call(clocks: list[dict[str, int]], compute_ns: list[float] | None) -> dict[str, Any]:
+    """clocks: per call {t0, s0, s1, s2, s3, t1} (ns, one clock: CLOCK_MONOTONIC); compute_ns: the
+    kernel's compute of each call (stamps 3..7 at the SM's clock) or None. Per part the median over
+    calls; the wait less the compute (the image's and the answer's way across the bus and the polls
+    that see them) where the compute is known; the median call; what the medians leave (the median of
+    sums is not the sum of medians) said, not hidden."""
+    order = ("t0", "s0", "s1", "s2", "s3", "t1")
+    for c in clocks:
+        if any(c[a] > c[b] for a, b in zip(order, order[1:], strict=False)) or c["t0"] <= 0:
+            raise ValueError(f"a call's clocks are out of order: {c}")
+    parts = [{"name": name, "ns": float(np.median([c[b] - c[a] for c in clocks]))}
+             for name, a, b in CALL_PARTS]
+    total = float(np.median([c["t1"] - c["t0"] for c in clocks]))
+    out: dict[str, Any] = {"calls": len(clocks), "call_ns": total, "parts": parts,
+                           "unattributed_ns": total - sum(p["ns"] for p in parts)}
+    if compute_ns is not None:
+        out["compute_ns"] = float(np.median(compute_ns))
+        out["wait_less_compute_ns"] = float(np.median([c["s2"] - c["s1"] - k
+                                                       for c, k in zip(clocks, compute_ns, strict=True)]))
+    return out
+
+
+def summarize_resident(samples: list[np.ndarray], clock_khz: float | None,
+                       variant: str = "resident") -> dict[str, Any]:
     """samples: (CLUSTER, STAMPS) stamps of lenet_resident after each call. Stamps 0-2 are a launch's
     (the kernel spans calls) and 2|3 holds the wait for the host, so a call's compute is block 0's
     stamp 3 (the image in every block) to 7 (the answer computed): stages 4..7, medians over calls."""
@@ -111,41 +154,61 @@ def summarize_resident(samples: list[np.ndarray], clock_khz: float | None) -> di
         return cycles * 1e6 / clock_khz if clock_khz else None
 
     stages = [{"stamp": end, "name": name, "block0_cycles": float(np.median(steps[:, end - 1])),
-               "block0_ns": ns(float(np.median(steps[:, end - 1])))} for end, name in RESIDENT_STAGES]
+               "block0_ns": ns(float(np.median(steps[:, end - 1])))}
+              for end, name in RESIDENT_STAGES[variant]]
     compute = float(np.median(stamps[:, 0, 7] - stamps[:, 0, 3]))
     return {"calls": len(samples), "clock_khz": clock_khz, "stages": stages,
             "compute_cycles": compute, "compute_ns": ns(compute)}
 
 
-def measure_resident(weights_path: str, calls: int, dtype: str = "float32") -> dict[str, Any]:
-    """The resident call with the stamping lenet_resident, `calls` single-image calls; the stamps
-    read after each call on CuPy's default stream (the kernel keeps running on the level's own,
-    non-blocking one). Needs a GPU of sm_90 or later."""
+def measure_resident(weights_path: str, calls: int, dtype: str = "float32",
+                     variant: str = "resident") -> dict[str, Any]:
+    """The resident call with the stamping lenet_resident, `calls` single-image calls back to back:
+    the kernel's stages (summarize_resident) and the whole call attributed (attribute_call) from
+    Python's clock around predict and the C side's stamps. Calls that found the kernel ended (a
+    launch in the call) are counted, not attributed. The kernel's stamps are read after each call
+    on CuPy's default stream (the kernel keeps running on the level's own, non-blocking one). Needs
+    a GPU of sm_90 or later."""
+    import ctypes
+    import time
+
     from harness.data import mnist
     from lenet_cuda.model import CudaLeNet
 
-    impl = CudaLeNet(weights_path, variant="resident", dtype=dtype)
+    impl = CudaLeNet(weights_path, variant=variant, dtype=dtype)
     try:
-        cp = impl.cp
-        expr = kernels.name_expressions("resident", dtype)
-        module = cp.RawModule(code=DEFINE + kernels.source("resident"), options=kernels.OPTIONS,
+        cp, res = impl.cp, impl.resident
+        assert res is not None
+        expr = kernels.name_expressions(variant, dtype)
+        module = cp.RawModule(code=DEFINE + kernels.source(variant), options=kernels.OPTIONS,
                               name_expressions=expr)
-        impl.fn = {"lenet_resident": module.get_function(expr[0])}  # before the first plan is built
-        clock = cp.ndarray((kernels.CLUSTER, STAMPS), np.int64,
-                           memptr=module.get_global("lenet_resident_clock"))
+        impl.fn = {kernels.KERNELS[variant][0]: module.get_function(expr[0])}  # before the first plan
+        clock = cp.ndarray((kernels.CLUSTER, STAMPS), np.int64, memptr=module.get_global("lenet_stage_clock"))
         images = mnist.to_input(mnist.load("test")[0][:100]).astype(dtype)
         for i in range(10):
             impl.predict(images[i:i + 1])
-        samples = []
+        res.stamps = (ctypes.c_int64 * 4)()
+        samples, clocks, cycles, launched = [], [], [], 0
         for i in range(calls):
-            impl.predict(images[i % len(images):i % len(images) + 1])
+            ctypes.memset(res.stamps, 0, ctypes.sizeof(res.stamps))
+            image = images[i % len(images):i % len(images) + 1]
+            t0 = time.perf_counter_ns()
+            impl.predict(image)
+            t1 = time.perf_counter_ns()
             samples.append(clock.get())
+            if res.stamps[0] == 0:  # the launched path: no resident_call, no C stamps
+                launched += 1
+                continue
+            clocks.append({"t0": t0, **{f"s{k}": int(res.stamps[k]) for k in range(4)}, "t1": t1})
+            cycles.append(float(samples[-1][0, 7] - samples[-1][0, 3]))  # block 0's compute, this call
         device = cp.cuda.Device().id
         try:
             khz = float(cp.cuda.runtime.deviceGetAttribute(CLOCK_RATE_ATTRIBUTE, device))
         except Exception:
             khz = None
-        return {**summarize_resident(samples, khz), "dtype": dtype,
-                "fallback_calls": impl.resident.fallback_calls if impl.resident else 0}
+        compute = [c * 1e6 / khz for c in cycles] if khz else None
+        return {**summarize_resident(samples, khz, variant), "dtype": dtype, "launched_calls": launched,
+                "fallback_calls": res.fallback_calls,
+                "call": attribute_call(clocks, compute) if clocks else None}
     finally:
         impl.close()

@@ -15,6 +15,8 @@ from lenet_cuda.kernels import (
     CLUSTER,
     CLUSTER_THREADS,
     FUSED_THREADS,
+    ROWS_CLUSTER,
+    ROWS_THREADS,
     layer_launches,
 )
 
@@ -62,7 +64,8 @@ def batch_dense_stage(name: str, fan_in: int, fan_out: int, parts: int, images: 
 
 def work() -> list[Work]:
     """What each kernel does for one image: lenet_fused (one block), lenet_cluster (a cluster of
-    CLUSTER blocks), lenet_persistent and lenet_resident (the same, resident), lenet_batch (a block shared by
+    CLUSTER blocks), lenet_persistent and lenet_resident (the same, resident), lenet_rows (5 blocks
+    split by rows), lenet_batch (a block shared by
     BATCH_IMAGES images) and the layers variant's launches, stage by stage."""
     t = FUSED_THREADS
     conv_in = 784 + 150 + 6 + 2400 + 16  # the image and the conv weights, staged into shared memory once
@@ -87,6 +90,21 @@ def work() -> list[Work]:
     # resident (resident.cu): persistent's stages and reads (its conv1 loads a 6x6 patch into
     # registers once, which changes loads, not multiply-adds or chains)
     resident = Work("lenet_resident", ("resident",), c, ct, persistent.stages)
+    # lenet_rows (rows.cu): block r of 5 computes pool2's row r from image rows 4r-2 .. 4r+13 (76 rows
+    # inside the image over the 5 blocks) and p1 rows 2r .. 2r+5: conv1's nominal multiply-adds, done
+    # 30 / 14 times over (the busiest thread's two windows say so), conv2's once
+    rc, rt = ROWS_CLUSTER, ROWS_THREADS
+    rows = Work("lenet_rows", ("rows",), rc, rt, (
+        Stage("stage in", 0, rc * rt, 0, 0, 76 * 28 + rc * (156 + 2416)),  # rows; conv weights per block
+        Stage("conv1+pool", 117_600, rc * rt, 2 * 4 * 25, 25, 0),  # 504 windows a block, 2 a thread
+        Stage("conv2+pool", 240_000, rc * 240, 4 * 50, 50, 0),  # a window x channel x third of the inputs
+        Stage("fc1", 48_000, rc * 240, 40, 10, 48_000 + 120),  # an output x half a row's 80 inputs
+        Stage("fc2", 10_080, 252, 40, 40, 10_080 + 84),  # block 0: cluster_head
+        Stage("fc3", 840, 250, 4, 4, 840 + 10)))
+    # lenet_resident_rows: rows' stages, the weights loaded once a launch: a call reads its image rows
+    resident_rows = Work("lenet_resident_rows", ("resident_rows",), rc, rt,
+                         (Stage("stage in", 0, rc * rt, 0, 0, 76 * 28),
+                          *(replace(stage, reads=0) for stage in rows.stages[1:])))
     g, bt = BATCH_IMAGES, BATCH_THREADS
     # lenet_batch, per image: its block does this for each of its g images, one after another for the
     # convolutions and all at once for the dense layers; weights loaded once per block count 1/g here
@@ -120,4 +138,4 @@ def work() -> list[Work]:
         else:
             stage = Stage("softmax", 0, launch.threads, 0, 0, a[3])
         layers.append(Work(launch.kernel, ("layers",), launch.grid, launch.block, (stage,), name))
-    return [fused, cluster, persistent, resident, batch, batch2, *layers]
+    return [fused, cluster, persistent, resident, rows, resident_rows, batch, batch2, *layers]

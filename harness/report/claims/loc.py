@@ -8,7 +8,8 @@ Each implementation package is split by file into the parts a reader wants apart
                  or oneDNN from Python that a C++ program gets from #include <cudnn.h>
   training step  the level's train_step (train.py, and the raw levels' backward.py,
                  train_plan.py, train_algos.py), counted apart so inference stays comparable
-  kernel source  CUDA C kernels (*.cu) and C (*.c), the hand-written levels', apart from their Python glue
+  kernel source  CUDA C kernels and headers (*.cu, *.cuh) and C (*.c), the hand-written levels',
+                 apart from their glue (cuda/resident's host side in C, resident_host.c, is forward)
   graph API variant  cuDNN's graph API through NVIDIA's Python frontend (lenet_cudnn/frontend*.py):
                  a second API in the cudnn package, apart so the legacy-API lines stay comparable
 and the loaders every level shares (MNIST, the HDF5 weights file) are one row of their own.
@@ -25,7 +26,9 @@ from harness.machine.files import write_atomic
 PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding", "cublas.py": "ffi binding",
          "cublaslt.py": "ffi binding",
          "train.py": "training step", "backward.py": "training step", "train_plan.py": "training step",
-         "train_algos.py": "training step", ".cu": "kernel source", ".c": "kernel source",
+         "train_algos.py": "training step",
+         ".cu": "kernel source", ".cuh": "kernel source", ".c": "kernel source",
+         "resident_host.c": "forward",  # cuda/resident's predict in C: host code, not a kernel
          "frontend.py": "graph API variant", "frontend_device.py": "graph API variant"}
 APART = ("training step", "graph API variant")  # parts outside a level's inference lines (the headline's)
 SHARED = ("harness/data/mnist.py", "harness/data/weights.py")
