@@ -11,7 +11,6 @@ import zipfile
 import numpy as np
 import pytest
 
-from harness import registry
 from harness.data import weights
 from harness.errors import HarnessError
 from tests.conftest import ROOT
@@ -50,21 +49,67 @@ def test_every_keras_format_reads_as_the_shared_weights(saved, shared_weights, n
         assert np.array_equal(found[layer].kernel, kernel) and np.array_equal(found[layer].bias, bias)
 
 
+# What `harness verify` runs for keras_jax (harness.check.child.outputs: every variant's
+# probabilities of the first 100 test images), for every format in one process: Keras' own
+# load_weights is what differs between the files; NumPy and JAX ops read them through weights.read,
+# checked bit for bit above.
+READ_EVERY_FORMAT = """
+import sys
+from harness.check.child import outputs
+saved, formats = sys.argv[1], sys.argv[2:]
+for name in formats:
+    outputs("keras_jax", "cpu", f"{saved}/{name}", f"{saved}/{name}.out", limit=100,
+            say=lambda line, name=name: print(name, line))
+"""
+
+
+@pytest.fixture(scope="module")
+def keras_read(saved):
+    """{format: [keras_jax's verify rows]}, each checked against the NumPy oracle reading the same file."""
+    from harness import registry
+    from harness.check import verify
+    from harness.data import mnist
+    from lenet_numpy.model import NumpyLeNet
+
+    for name in FORMATS:
+        (saved / f"{name}.out").mkdir()
+    done = subprocess.run([sys.executable, "-c", READ_EVERY_FORMAT, str(saved), *FORMATS], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **registry.process_env("keras_jax")})
+    assert done.returncode == 0, done.stderr[-3000:]
+    images, labels = mnist.load("test")
+    x, labels = mnist.to_input(images[:100]), labels[:100]
+    rows: dict[str, list] = {name: [] for name in FORMATS}
+    for line in done.stdout.splitlines():
+        name, row = line.split(" ", 1)
+        row = json.loads(row)
+        if row["status"] == "ok":
+            probs = np.load(saved / f"{name}.out" / f"{row['variant']}.npy")
+            reference = NumpyLeNet(saved / name, dtype="float32").predict(x).astype(np.float64)
+            row.update(verify.check(probs, reference, labels))
+        rows[name].append(row)
+    return rows
+
+
 @pytest.mark.parametrize("name", FORMATS)
-def test_every_keras_format_verifies(saved, name):
-    """The file goes through the CLI to NumPy (the shared reader every level but Keras takes its
-    weights from) and Keras' own load_weights; to JAX ops too for the Keras 3 archive (they read the
-    shared reader's arrays, as NumPy does: one format shows the CLI reaches them, and each JAX
-    process costs seconds of imports)."""
-    levels = ["numpy", "keras_jax"] + (["jax"] if name == "model.keras" else [])
-    run = subprocess.run([sys.executable, "-m", "harness", "verify", "--implementations", ",".join(levels),
-                          "--weights", str(saved / name), "--limit", "100", "--json"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+def test_every_keras_format_verifies_in_keras(keras_read, name):
+    """Keras' own load_weights reads each file to the oracle's answers, in every keras_jax variant."""
+    from harness import registry
+
+    rows = keras_read[name]
+    assert [r["variant"] for r in rows] == list(registry.REGISTRY["keras_jax"].variants_for("cpu"))
+    assert all(r["status"] == "ok" and r["agree"] == 100 for r in rows), rows
+
+
+def test_a_keras_file_verifies_through_the_cli(saved):
+    """A student's file goes through the CLI to NumPy, JAX ops and Keras' own load_weights (the
+    other formats take the same path: the CLI passes the path, each level reads it as above)."""
+    run = subprocess.run([sys.executable, "-m", "harness", "verify", "--implementations",
+                          "numpy,jax,keras_jax", "--weights", str(saved / "model.keras"), "--limit", "100",
+                          "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     rows = json.loads(run.stdout)["rows"]
-    assert {r["implementation"] for r in rows} == set(levels)
-    assert len(rows) == sum(len(registry.spec(level).variants_for("cpu")) for level in levels)
-    assert all(r["status"] == "ok" and r["agree"] == 100 for r in rows)
+    assert len(rows) == 7 and all(r["status"] == "ok" and r["agree"] == 100 for r in rows)
 
 
 def not_weights(tmp_path, kind):
