@@ -25,7 +25,7 @@ def name_label(student: str) -> str:
 @functools.cache  # `lab publish` asks for each reference twice (its table and its figure)
 def reference_loc(implementation: str) -> int | None:
     """Code lines of a reference's package (all its files, as the report's LOC table)."""
-    from harness.machine import code_lines as loc
+    from harness.machine import provenance as loc
 
     package = registry.REGISTRY[implementation].package if implementation in registry.REGISTRY else None
     if not package:
