@@ -20,7 +20,8 @@ package, no example, no oracle (its answers are shipped precomputed).
 
     build(lab, dest, weights) -> the zip; stage(lab, folder, weights); INTERFACE, EMULATION
     kit_json(lab, weights), gate_data(lab, weights), pyproject(lab), readme(lab), cuda_readme(lab),
-    nchw_readme()
+    nchw_readme(), npz_name(weights) (the weights' .npz copy), reference_times(lab, weights) (numpy's
+    time here and this machine's probe), numpy_pin() (the grader's NumPy major, as a requirement)
 """
 
 import json

@@ -21,7 +21,7 @@ Where nothing can be installed, the same from the unzipped kit's folder, with Nu
     gate_numbers(kit, probs), passes(kit, gate), (the time per image: clock)
     check(path, kit, say, lock_timeout) (on the GPU under sharing.gpu_lock), checked(path, kit, say),
     emulate(path, kit, say, images), main(argv), build(path, kit), (info: doctor)
-    gate_line(kit, gate)
+    gate_line(kit, gate), first_call(impl, kit) (one predict first: a shape error gets the NCHW hint)
 """
 
 import argparse

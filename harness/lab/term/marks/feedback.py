@@ -6,7 +6,8 @@ its last parts (harness.lab.text.unpathed: the server's folders are not the stud
 
     write(row, lab, place, ranked, out, score) -> paths; log_tail(out, student, lines),
     memory_lines(row, lab),
-    stage_lines(row, lab) (each stage's verdict, a lab with [stages]), student_due(student, out)
+    stage_lines(row, lab) (each stage's verdict, a lab with [stages]), student_due(student, out),
+    extension_lines(student, lab, out)
     points_lines(score, lab, due)   its points (harness.lab.term.marks.points, as `lab export` gives
                                them) and its late penalty against its own due date, said even when
                                there is none
