@@ -316,9 +316,11 @@ def test_the_box_reads_nothing_before_it_starts(tmp_path):
 
 
 def test_the_students_kit_names_the_memory_gate_only_where_the_lab_has_one():
+    from harness import DEFAULT_WEIGHTS
     from harness.lab.term.handout import kit
 
+    # the real weights: kit.json also carries the NumPy reference's time measured on them
     gated = assignment.parse(LAB, "lab.toml")
-    assert kit.kit_json(gated, ROOT / "weights" / "w.h5")["limits"]["peak_mb"] == 200
+    assert kit.kit_json(gated, DEFAULT_WEIGHTS)["limits"]["peak_mb"] == 200
     plain = assignment.parse(LAB.replace("peak_mb = 200\n", ""), "lab.toml")
-    assert "peak_mb" not in kit.kit_json(plain, ROOT / "weights" / "w.h5")["limits"]
+    assert "peak_mb" not in kit.kit_json(plain, DEFAULT_WEIGHTS)["limits"]
