@@ -97,10 +97,21 @@ def take(out: Path, student: str, owner: str, alive: Callable[[str], bool] = ali
             return True
         if current is not None and alive(current):
             return False
-        try:  # stale (or unreadable): one grader's rename wins, then it claims afresh
-            os.rename(path, path.with_name(f"{CLAIM}.stale.{os.getpid()}.{time.monotonic_ns()}"))
+        # stale (or unreadable): one grader at a time (an atomic mkdir) moves it aside, and only while
+        # it is still the stale one it judged: never a claim another grader has just made
+        gate = path.with_name(f"{CLAIM}.takeover")
+        try:
+            os.mkdir(gate)
+        except FileExistsError:
+            time.sleep(0.05)
+            continue
+        try:
+            if holder(out, student) == current:
+                os.rename(path, path.with_name(f"{CLAIM}.stale.{os.getpid()}.{time.monotonic_ns()}"))
         except FileNotFoundError:
             pass
+        finally:
+            os.rmdir(gate)
     return False
 
 
