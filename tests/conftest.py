@@ -26,6 +26,12 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # the first pytest process: x
     atexit.register(shutil.rmtree, _JAX_CACHE, ignore_errors=True)  # by its maker, after the workers
     os.environ.update({"JAX_COMPILATION_CACHE_DIR": _JAX_CACHE, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
                        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"})
+# Numba's kernels likewise (lenet_numba.kernels.CACHE): about 3 s of a core in each of the suite's
+# processes that builds the Numba level (verify, explain, the studies' workers, the bill).
+if "NUMBA_CACHE_DIR" not in os.environ:
+    _NUMBA_CACHE = tempfile.mkdtemp(prefix="lenet-tests-numba-cache-")
+    atexit.register(shutil.rmtree, _NUMBA_CACHE, ignore_errors=True)
+    os.environ["NUMBA_CACHE_DIR"] = _NUMBA_CACHE
 
 
 # The longest groups, longest first (summed from --durations=0 on two workers): each worker takes
