@@ -210,10 +210,10 @@ REGISTRY = {
         # hand-written CUDA C kernels (NVRTC through CuPy): the GPU's floor, the CUDA lab's rung
         ImplSpec("cuda", "lenet_cuda.model:CudaLeNet", "cuda", ("gpu",),
                  ("fused", "layers", "graph", "cluster", "mapped", "persistent", "resident", "batch",
-                  "batch2", "batch2_device", "rows", "resident_rows"),
+                  "batch2", "batch2_device", "rows", "resident_rows", "overlap"),
                  ("float32", "float64"), "lenet_cuda",
                  gpu_only=("graph", "cluster", "mapped", "persistent", "resident", "batch", "batch2",
-                           "batch2_device", "rows", "resident_rows"),
+                           "batch2_device", "rows", "resident_rows", "overlap"),
                  resident=("persistent", "resident", "resident_rows"),
                  hooks=(("kernels", "lenet_cuda.kernels:nvrtc_units"),
                         ("kernel_work", "lenet_cuda.explain.work:work"),

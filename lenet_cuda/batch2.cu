@@ -95,86 +95,9 @@ lenet_batch2(const T* __restrict__ x,
             }
         }
 
-        // stage 1: conv1 + bias + ReLU + pool; item (image ci, window, channels k0 .. k0 + 2)
-        for (int item = t; item < C * 392; item += NT) {
-            const int ci = item / 392, r = item % 392;
-            const int win = r / 2, k0 = 3 * (r % 2), py = win / 14, px = win % 14;
-            const T* im = img + ci * 784;
-            T acc[3][4];                          // channel k0 + k, window position (ay, ax)
-#pragma unroll
-            for (int k = 0; k < 3; ++k)
-#pragma unroll
-                for (int a = 0; a < 4; ++a) acc[k][a] = T(0);
-#pragma unroll
-            for (int rr = 0; rr < 6; ++rr) {      // img row 2py-2+rr feeds output row ay with dy = rr - ay
-                const int iy = 2 * py - 2 + rr;
-                T row[6];                         // cols 2px-2 .. 2px+3, zero outside the image
-#pragma unroll
-                for (int c = 0; c < 6; ++c) {
-                    const int ix = 2 * px - 2 + c;
-                    row[c] = iy >= 0 && iy < 28 && ix >= 0 && ix < 28 ? im[iy * 28 + ix] : T(0);
-                }
-#pragma unroll
-                for (int ay = 0; ay < 2; ++ay) {
-                    const int dy = rr - ay;
-                    if (dy < 0 || dy > 4) continue;
-#pragma unroll
-                    for (int dx = 0; dx < 5; ++dx)
-#pragma unroll
-                        for (int k = 0; k < 3; ++k) {
-                            const T w = s_conv1_w[(dy * 5 + dx) * 6 + k0 + k];
-#pragma unroll
-                            for (int ax = 0; ax < 2; ++ax) acc[k][ay * 2 + ax] += row[dx + ax] * w;
-                        }
-                }
-            }
-#pragma unroll
-            for (int k = 0; k < 3; ++k)
-                p1[ci * 1176 + win * 6 + k0 + k] =
-                    pool_bias_relu(acc[k][0], acc[k][1], acc[k][2], acc[k][3], s_conv1_b[k0 + k]);
-        }
-        __syncthreads();                          // p1 whole, every image of the round
-
-        // stage 2: conv2 + bias + ReLU + pool; thread t < 400: window t / 16, channel t % 16, every
-        // image of the round; one row of each image's 6x6 patch in registers at a time
-        if (t < 400) {
-            const int k = t % 16, win = t / 16, py = win / 5, px = win % 5;
-            T acc[C][4];                          // image ci's window outputs (ay, ax)
-#pragma unroll
-            for (int ci = 0; ci < C; ++ci)
-#pragma unroll
-                for (int a = 0; a < 4; ++a) acc[ci][a] = T(0);
-#pragma unroll 1
-            for (int c = 0; c < 6; ++c) {
-#pragma unroll
-                for (int r = 0; r < 6; ++r) {     // patch row r feeds output row ay with dy = r - ay
-                    T row[C][6];
-#pragma unroll
-                    for (int ci = 0; ci < C; ++ci)
-#pragma unroll
-                        for (int q = 0; q < 6; ++q)
-                            row[ci][q] = p1[ci * 1176 + ((2 * py + r) * 14 + 2 * px + q) * 6 + c];
-#pragma unroll
-                    for (int ay = 0; ay < 2; ++ay) {
-                        const int dy = r - ay;
-                        if (dy < 0 || dy > 4) continue;
-#pragma unroll
-                        for (int dx = 0; dx < 5; ++dx) {
-                            const T w = s_conv2_w[((dy * 5 + dx) * 6 + c) * 16 + k];  // conv2_w[dy, dx, c, k]
-#pragma unroll
-                            for (int ci = 0; ci < C; ++ci)
-#pragma unroll
-                                for (int ax = 0; ax < 2; ++ax) acc[ci][ay * 2 + ax] += row[ci][dx + ax] * w;
-                        }
-                    }
-                }
-            }
-#pragma unroll
-            for (int ci = 0; ci < C; ++ci)
-                if (g0 + ci < count)
-                    p2[((py * 5 + px) * 16 + k) * G + g0 + ci] =
-                        pool_bias_relu(acc[ci][0], acc[ci][1], acc[ci][2], acc[ci][3], s_conv2_b[k]);
-        }
+        batch_conv1<T, C, NT>(img, p1, s_conv1_w, s_conv1_b);  // stage 1 -> p1, every image of the round
+        __syncthreads();                          // p1 whole
+        batch_conv2<T, C, G>(p1, p2, s_conv2_w, s_conv2_b, g0, count);  // stage 2 -> p2[:, g0 ..]
     }
     __syncthreads();                              // p2 whole (missing images: zeros)
 

@@ -10,8 +10,9 @@
 //                lenet_persistent, resident.cu's lenet_resident): the shared struct, the weights'
 //                loads, the image's scatter, stages 1-3 and block 0's stage 4
 //   LL pairs     the resident kernels' wire: a value and its call's sequence in one 8-byte word
-//   batch        several images a block (batch.cu, batch2.cu): the conv weights staged, the dense
-//                layers over a block's G images, the softmax
+//   batch        several images a block (batch.cu, batch2.cu, overlap.cu): the conv weights staged,
+//                conv1 and conv2 over C images at once, the dense layers over a block's G images,
+//                the softmax
 //
 // Layouts (the weights file's own, nothing converted): image and activations HWC, conv kernels
 // HWIO (R, S, C, K), dense kernels (in, out) row-major, pool2's (5, 5, 16) HWC = the 400-vector in
@@ -88,6 +89,16 @@ __device__ __forceinline__ bool mbar_try_wait(unsigned long long* bar, unsigned 
         : "=r"(done) : "r"(shared_address(bar)), "r"(parity) : "memory");
     return done != 0u;
 }
+// cp.async (sm_80): 16 bytes from global (or mapped host) memory into shared memory, landing while
+// the thread computes; a commit closes the group of copies issued since the last; wait<N> returns
+// once at most the newest N of the thread's groups are in flight (a barrier after it shows every
+// thread's copies to all). Both addresses 16-byte aligned.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(smem)), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 // One LL pair: one 64-bit load or store, system scope (the host writes and reads it).
 __device__ __forceinline__ unsigned long long load_pair(const unsigned long long* p) {
     unsigned long long v;
@@ -411,6 +422,96 @@ __device__ __forceinline__ void batch_stage_weights(T* s_conv1_w, T* s_conv1_b, 
     if (t < 16) s_conv2_b[t] = conv2_b[t];
     for (int i = t; i < 400 * G; i += NT)
         if (i % G >= count) p2[i] = T(0);
+}
+
+// conv1 + bias + ReLU + pool of C images at once: img (C, 784) -> p1 (C, 1176), NT threads; work
+// item (image ci, pool window, channels k0 .. k0 + 2), 12 accumulators, one patch row in registers
+// at a time (zero outside the image).
+template <typename T, int C, int NT>
+__device__ __forceinline__ void batch_conv1(const T* img, T* p1, const T* s_conv1_w, const T* s_conv1_b) {
+    for (int item = threadIdx.x; item < C * 392; item += NT) {
+        const int ci = item / 392, r = item % 392;
+        const int win = r / 2, k0 = 3 * (r % 2), py = win / 14, px = win % 14;
+        const T* im = img + ci * 784;
+        T acc[3][4];                          // channel k0 + k, window position (ay, ax)
+#pragma unroll
+        for (int k = 0; k < 3; ++k)
+#pragma unroll
+            for (int a = 0; a < 4; ++a) acc[k][a] = T(0);
+#pragma unroll
+        for (int rr = 0; rr < 6; ++rr) {      // img row 2py-2+rr feeds output row ay with dy = rr - ay
+            const int iy = 2 * py - 2 + rr;
+            T row[6];                         // cols 2px-2 .. 2px+3, zero outside the image
+#pragma unroll
+            for (int c = 0; c < 6; ++c) {
+                const int ix = 2 * px - 2 + c;
+                row[c] = iy >= 0 && iy < 28 && ix >= 0 && ix < 28 ? im[iy * 28 + ix] : T(0);
+            }
+#pragma unroll
+            for (int ay = 0; ay < 2; ++ay) {
+                const int dy = rr - ay;
+                if (dy < 0 || dy > 4) continue;
+#pragma unroll
+                for (int dx = 0; dx < 5; ++dx)
+#pragma unroll
+                    for (int k = 0; k < 3; ++k) {
+                        const T w = s_conv1_w[(dy * 5 + dx) * 6 + k0 + k];
+#pragma unroll
+                        for (int ax = 0; ax < 2; ++ax) acc[k][ay * 2 + ax] += row[dx + ax] * w;
+                    }
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 3; ++k)
+            p1[ci * 1176 + win * 6 + k0 + k] =
+                pool_bias_relu(acc[k][0], acc[k][1], acc[k][2], acc[k][3], s_conv1_b[k0 + k]);
+    }
+}
+
+// conv2 + bias + ReLU + pool of C images at once: p1 (C, 1176) -> p2 (400, G) columns g0 .. g0 + C - 1
+// (those below count); thread t < 400 the window t / 16, channel t % 16, of every image, one row of
+// each image's 6x6 patch in registers at a time, sums channel by channel, then dy, dx.
+template <typename T, int C, int G>
+__device__ __forceinline__ void batch_conv2(const T* p1, T* p2, const T* s_conv2_w, const T* s_conv2_b,
+                                            int g0, int count) {
+    const int t = threadIdx.x;
+    if (t >= 400) return;
+    const int k = t % 16, win = t / 16, py = win / 5, px = win % 5;
+    T acc[C][4];                              // image ci's window outputs (ay, ax)
+#pragma unroll
+    for (int ci = 0; ci < C; ++ci)
+#pragma unroll
+        for (int a = 0; a < 4; ++a) acc[ci][a] = T(0);
+#pragma unroll 1
+    for (int c = 0; c < 6; ++c) {
+#pragma unroll
+        for (int r = 0; r < 6; ++r) {         // patch row r feeds output row ay with dy = r - ay
+            T row[C][6];
+#pragma unroll
+            for (int ci = 0; ci < C; ++ci)
+#pragma unroll
+                for (int q = 0; q < 6; ++q)
+                    row[ci][q] = p1[ci * 1176 + ((2 * py + r) * 14 + 2 * px + q) * 6 + c];
+#pragma unroll
+            for (int ay = 0; ay < 2; ++ay) {
+                const int dy = r - ay;
+                if (dy < 0 || dy > 4) continue;
+#pragma unroll
+                for (int dx = 0; dx < 5; ++dx) {
+                    const T w = s_conv2_w[((dy * 5 + dx) * 6 + c) * 16 + k];  // conv2_w[dy, dx, c, k]
+#pragma unroll
+                    for (int ci = 0; ci < C; ++ci)
+#pragma unroll
+                        for (int ax = 0; ax < 2; ++ax) acc[ci][ay * 2 + ax] += row[ci][dx + ax] * w;
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int ci = 0; ci < C; ++ci)
+        if (g0 + ci < count)
+            p2[((py * 5 + px) * 16 + k) * G + g0 + ci] =
+                pool_bias_relu(acc[ci][0], acc[ci][1], acc[ci][2], acc[ci][3], s_conv2_b[k]);
 }
 
 // out (OUT, G) = act(in (IN, G) @ w (IN, OUT) + b (OUT)) for a block's G images, in and out in

@@ -21,6 +21,10 @@ model.py launches exactly these; the tests check them against the oracle's shape
             block computed at once (float)-> out (N,10); batch2: x the caller's own array, registered
             once and read across the bus, out mapped host memory; batch2_device: x and out on the
             device, copied in and out (the kernel's time is the device-resident throughput)
+    overlap: x (N,28,28,1) at the address in a mapped word (src) -lenet_overlap, min(OVERLAP_SMS,
+            ceil(N/4)) blocks of OVERLAP_THREADS, each looping over tiles of images (float 4, double 1)
+            and prefetching its next tile with cp.async while it computes this one-> out (N,10) in
+            mapped host memory; the last block adds 1 to flag (mapped), done (device) counts blocks
 """
 
 from dataclasses import dataclass
@@ -34,6 +38,7 @@ SOURCES = {"layers": "layers.cu", "fused": "fused.cu", "graph": "fused.cu",  # v
            "batch": "batch.cu", "batch2": "batch2.cu", "batch2_device": "batch2.cu"}
 SOURCES["resident"] = "resident.cu"  # cuda/resident: LL pairs, one cluster resident between calls
 SOURCES["rows"] = "rows.cu"  # cuda/rows: 5 blocks an image split by rows, no cluster barrier an image
+SOURCES["overlap"] = "overlap.cu"  # cuda/overlap: one block an SM, its next images copied while it computes
 SOURCES["resident_rows"] = "rows.cu"  # cuda/resident_rows: rows' kernel resident on resident's wire
 RESIDENT_VARIANTS = ("resident", "resident_rows")  # resident.py's calls: LL pairs, a kernel resident
 # thread-block clusters and distributed shared memory: sm_90 and up
@@ -52,6 +57,11 @@ BATCH_THREADS = 512  # threads per block in batch.cu (LENET_BATCH_THREADS)
 BATCH2_IMAGES = 2  # images per block in batch2.cu (LENET_BATCH2_IMAGES)
 BATCH2_THREADS = 512  # threads per block in batch2.cu (LENET_BATCH2_THREADS)
 BATCH2_CONCURRENT = {"float32": 2, "float64": 1}  # images a batch2 block computes at once (Batch2Shape)
+OVERLAP_THREADS = 512  # threads per block in overlap.cu (LENET_OVERLAP_THREADS)
+OVERLAP_IMAGES = {"float32": 4, "float64": 1}  # images a tile in overlap.cu (OverlapShape<T>::G)
+# overlap's most blocks: one an SM of an H100 or H200 (132 SMs); a GPU with fewer runs the rest after
+# (each block loops over its tiles: any grid is correct), the tests use a small one to loop
+OVERLAP_SMS = 132
 STATIC_SHARED_LIMIT = 48 * 1024  # bytes of static __shared__ per block, every architecture
 
 # Each kernel's parameters, in the .cu's order: "T*" a device array of the element type, "u32*"
@@ -72,6 +82,8 @@ PARAMS = {  # "u64*": uint64 (LL pairs, resident.cu)
 # x pairs, 5 x (kernel, bias), probs pairs, ctl, n, idle_ns
 PARAMS["lenet_resident"] = ("u64*",) + ("T*",) * 10 + ("u64*", "u32*", "int", "int")
 PARAMS["lenet_resident_rows"] = PARAMS["lenet_resident"]
+# src (the images' address), 5 x (kernel, bias), probs, done, flag, n
+PARAMS["lenet_overlap"] = ("u64*",) + ("T*",) * 11 + ("u32*", "u32*", "int")
 KERNELS = {"layers": ("conv_bias_relu", "max_pool_2x2", "dense_bias_act", "softmax_rows"),
            "fused": ("lenet_fused",), "graph": ("lenet_fused",),
            "cluster": ("lenet_cluster",), "mapped": ("lenet_cluster",), "persistent": ("lenet_persistent",),
@@ -79,6 +91,7 @@ KERNELS = {"layers": ("conv_bias_relu", "max_pool_2x2", "dense_bias_act", "softm
 KERNELS["resident"] = ("lenet_resident",)
 KERNELS["rows"] = ("lenet_rows",)
 KERNELS["resident_rows"] = ("lenet_resident_rows",)
+KERNELS["overlap"] = ("lenet_overlap",)
 
 # Buffers on the device, per image (the batch is the leading axis), NHWC.
 LAYER_BUFFERS = {"x": (28, 28, 1), "c1": (28, 28, 6), "p1": (14, 14, 6), "c2": (10, 10, 16),
@@ -95,6 +108,9 @@ CTL_GO, CTL_ENDED, CTL_ALIVE, CTL_QUIT = range(4)
 # processes' work on a shared server; the next call launches it again, a few µs)
 IDLE_NS = 200_000
 BATCH_HOST = ("x", "out")  # batch: both in mapped page-locked host memory, nothing on the device
+# overlap: src (the images' device address), x (staging for arrays that cannot be registered), out
+# and flag in mapped page-locked host memory; done on the device
+OVERLAP_HOST = ("src", "x", "out", "flag")
 BATCH2_VARIANTS = ("batch2", "batch2_device")  # lenet_batch2's calls (model.py's batch2 section)
 # The fused kernel's static shared arrays (elements), as declared in fused.cu
 FUSED_SHARED = {"img": 784, "s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b": 16,
@@ -156,6 +172,8 @@ def buffer_shapes(variant: str, n: int) -> dict[str, tuple]:
         raise ValueError(f"batch size: expected >= 1, found {n}")
     if variant in ("batch", *BATCH2_VARIANTS):  # batch, batch2: host memory; batch2_device: the device's
         return {"x": (n, 28, 28, 1), "out": (n, 10)}
+    if variant == "overlap":
+        return {"src": (1,), "x": (n, 28, 28, 1), "out": (n, 10), "done": (1,), "flag": (1,)}
     if variant == "mapped":
         return {"x": (n, 28, 28, 1), "out": (n, 10), "done": (1,), "flag": (1,)}
     if variant in ("cluster", "rows"):
@@ -237,6 +255,15 @@ def batch2_launches(n: int) -> list[Launch]:
     return [Launch("lenet_batch2", grid, BATCH2_THREADS, ("x", *weights, "out", n), grid * BATCH2_THREADS)]
 
 
+def overlap_launches(n: int) -> list[Launch]:
+    """At most OVERLAP_SMS blocks (overlap.cu), one per float tile of 4 images; each loops over its
+    tiles (in float64, tiles of 1: four times as many a block)."""
+    weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
+    grid = min(OVERLAP_SMS, blocks(n, OVERLAP_IMAGES["float32"]))
+    return [Launch("lenet_overlap", grid, OVERLAP_THREADS, ("src", *weights, "out", "done", "flag", n),
+                   grid * OVERLAP_THREADS)]
+
+
 def launches(variant: str, n: int) -> list[Launch]:
     if n < 1:
         raise ValueError(f"batch size: expected >= 1, found {n}")
@@ -244,6 +271,8 @@ def launches(variant: str, n: int) -> list[Launch]:
         return resident_launches(n, variant)
     if variant == "rows":
         return rows_launches(n)
+    if variant == "overlap":
+        return overlap_launches(n)
     if variant == "persistent":
         return persistent_launches(n)
     if variant == "batch":
@@ -333,3 +362,16 @@ def batch2_shared(dtype: str) -> dict[str, int]:
 def batch2_shared_bytes(dtype: str) -> int:
     """Static shared memory of one lenet_batch2 block (ptxas reports the same number)."""
     return sum(batch2_shared(dtype).values()) * np.dtype(dtype).itemsize
+
+
+# overlap.cu's static shared arrays (elements), as declared there: buf two tiles' images (a computed
+# tile's: the dense layers' partial sums), p2 a tile's pool2
+def overlap_shared(dtype: str) -> dict[str, int]:
+    g = OVERLAP_IMAGES[dtype]
+    return {"buf": 2 * g * 784, "s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b": 16,
+            "p1": 1176, "p2": 400 * g}
+
+
+def overlap_shared_bytes(dtype: str) -> int:
+    """Static shared memory of one lenet_overlap block (ptxas reports the same number)."""
+    return sum(overlap_shared(dtype).values()) * np.dtype(dtype).itemsize

@@ -51,6 +51,12 @@ Variants:
   registered array, at the bus's full rate), the kernel, the answer copied out. The kernels
   trace's kernel time is the device-resident throughput (input already on the GPU); its copy's
   time is the bus's rate for 1.6 MB.
+- overlap: one block an SM (overlap.cu), each prefetching its next tile of images with cp.async
+  while it computes the current one, so the bus's transfer and the SMs' compute overlap inside the
+  kernel. The images' address is a word in mapped memory the host writes before the launch (the
+  caller's registered array, as batch2's, or the staging), so the launch's arguments are fixed and
+  the call is a CUDA graph captured once per batch size; the answer in mapped host memory, the call
+  waited on by the flag the last block sets (no event, no copy back).
 All: buffers and pinned host memory allocated once per batch size, argument tuples built once per
 batch size, asynchronous work on one stream of the level's own, one synchronization per call,
 CUDA events around the work for the device time (mapped: none). float32 and float64 (the
@@ -131,8 +137,8 @@ class CudaLeNet(LeNet):
         self.serving = None  # persistent: the plan whose kernel served the last call
         self.resident = resident.Resident(self) if self.variant in kernels.RESIDENT_VARIANTS else None
         # batch2, batch2_device: the caller's arrays registered with the device (registered.py)
-        self.registered = (Registered(cp.cuda.runtime, dtype) if self.variant in kernels.BATCH2_VARIANTS
-                           else None)
+        self.registered = (Registered(cp.cuda.runtime, dtype)
+                           if self.variant in (*kernels.BATCH2_VARIANTS, "overlap") else None)
         self.last_device_ns = None
 
     def plan(self, n):
@@ -141,6 +147,8 @@ class CudaLeNet(LeNet):
             self.plans[n] = self.plan_zero_copy(n)
         if n not in self.plans and self.variant in kernels.BATCH2_VARIANTS:
             self.plans[n] = self.plan_batch2(n)
+        if n not in self.plans and self.variant == "overlap":
+            self.plans[n] = self.plan_overlap(n)
         if n not in self.plans:
             cp, itemsize = self.cp, np.dtype(self.dtype).itemsize
             mapped = self.variant in ("mapped", "persistent")
@@ -215,6 +223,48 @@ class CudaLeNet(LeNet):
                                    for k in kernels.launches(self.variant, n)),
                     events=(cp.cuda.Event(), cp.cuda.Event()))
 
+    def plan_overlap(self, n):
+        """overlap: src, the staging x, out and flag in mapped host memory (kernels.OVERLAP_HOST),
+        done on the device (zero: the kernel's last block leaves it so); the graph captured at the
+        first call."""
+        cp, itemsize = self.cp, np.dtype(self.dtype).itemsize
+        with self.stream:
+            done = cp.zeros((1,), np.uint32)
+        pinned = tuple(cp.cuda.PinnedMemoryPointer(cp.cuda.PinnedMemory(size, HOST_ALLOC_MAPPED), 0)
+                       for size in (8, n * 784 * itemsize, n * 10 * itemsize, 4))
+        src = np.frombuffer(pinned[0], np.uint64, 1)
+        host_in = np.frombuffer(pinned[1], self.dtype, n * 784).reshape(n, 28, 28, 1)
+        host_out = np.frombuffer(pinned[2], self.dtype, n * 10).reshape(n, 10)
+        flag = np.frombuffer(pinned[3], np.uint32, 1)
+        flag[:] = 0
+        host = dict(zip(kernels.OVERLAP_HOST, (src, host_in, host_out, flag), strict=True))
+        named = {**self.w, "done": done, **{name: np.uint64(a.ctypes.data) for name, a in host.items()}}
+        self.stream.synchronize()  # done's zero written before any launch reads it
+        return Plan(arrays={"done": done, "src": src}, pinned=pinned, host_in=host_in, host_out=host_out,
+                    flag=flag, zero_copy=True,
+                    launches=tuple((self.fn[k.kernel], (k.grid,), (k.block,),
+                                    tuple(named[a] if isinstance(a, str) else np.int32(a) for a in k.args))
+                                   for k in kernels.launches(self.variant, n)),
+                    events=())
+
+    def predict_overlap(self, images):
+        """One call of overlap: the images' address into src (the caller's registered array, or the
+        staging after a copy: cp.async needs 16-byte alignment), the graph launched, the flag
+        waited on; the first call of a batch size captures the graph after running it eagerly."""
+        with self.stream:
+            p = self.plan(len(images))
+            device = self.registered.device_pointer(images)  # None: copy into the staging memory
+            if device is None or device % 16 != 0:
+                np.copyto(p.host_in, images)
+                device = p.host_in.ctypes.data  # mapped: the device's address is the host's (UVA)
+            p.arrays["src"][0] = device  # before the launch (x86 keeps the stores in order)
+            if p.graph is None:
+                p.graph = self.capture(p)  # its eager run answered this call (the flag says 1)
+            else:
+                p.graph.launch(self.stream)
+                self.wait_for_flag(p)  # the one synchronization per call
+        return p.host_out.copy()
+
     def predict_batch2(self, images):
         """One call of batch2 or batch2_device (see the module's docstring); images checked."""
         rt, s = self.cp.cuda.runtime, self.stream.ptr
@@ -284,6 +334,8 @@ class CudaLeNet(LeNet):
         images = check_images(images)
         if self.resident is not None:  # resident: LL pairs, no stream work a call
             return self.resident.predict(images)
+        if self.variant == "overlap":
+            return self.predict_overlap(images)
         if self.registered is not None:  # batch2, batch2_device
             return self.predict_batch2(images)
         if self.variant == "persistent":  # no stream work a call (a launch only when the kernel has ended)
@@ -322,8 +374,8 @@ class CudaLeNet(LeNet):
                 deadline = time.monotonic() + POLL_TIMEOUT_S
             elif time.monotonic() > deadline:
                 self.stream.synchronize()  # raises the kernel's error, if it had one
-                raise RuntimeError(f"lenet_cluster did not set its flag in {POLL_TIMEOUT_S:g} s "
-                                   f"(flag {int(flag[0])}, expected {want})")
+                raise RuntimeError(f"{kernels.KERNELS[self.variant][0]} did not set its flag in "
+                                   f"{POLL_TIMEOUT_S:g} s (flag {int(flag[0])}, expected {want})")
 
     def serve(self, p):
         """persistent: store the call's number for the resident kernel (launching it first when it

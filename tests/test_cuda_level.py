@@ -33,12 +33,14 @@ VARIANTS = registry.spec("cuda").variants
 THREADS = {"lenet_fused": kernels.FUSED_THREADS, "lenet_cluster": kernels.CLUSTER_THREADS,
            "lenet_persistent": kernels.CLUSTER_THREADS, "lenet_resident": kernels.CLUSTER_THREADS,
            "lenet_batch": kernels.BATCH_THREADS, "lenet_batch2": kernels.BATCH2_THREADS,
-           "lenet_rows": kernels.ROWS_THREADS, "lenet_resident_rows": kernels.ROWS_THREADS}  # else LAYER_THREADS
+           "lenet_rows": kernels.ROWS_THREADS, "lenet_resident_rows": kernels.ROWS_THREADS,
+           "lenet_overlap": kernels.OVERLAP_THREADS}  # else LAYER_THREADS
 SHARED = {"lenet_fused": kernels.fused_shared_bytes, "lenet_cluster": kernels.cluster_shared_bytes,
           "lenet_persistent": kernels.cluster_shared_bytes, "lenet_resident": kernels.cluster_shared_bytes,
           "lenet_batch": kernels.batch_shared_bytes, "lenet_batch2": kernels.batch2_shared_bytes,
-          "lenet_rows": kernels.rows_shared_bytes, "lenet_resident_rows": kernels.rows_shared_bytes}
-NO_EVENTS = ("mapped", "persistent", "resident", "resident_rows")  # the host polls host memory: no device time
+          "lenet_rows": kernels.rows_shared_bytes, "lenet_resident_rows": kernels.rows_shared_bytes,
+          "lenet_overlap": kernels.overlap_shared_bytes}
+NO_EVENTS = ("mapped", "persistent", "resident", "resident_rows", "overlap")  # the host polls host memory: no device time
 
 
 def nvrtc_or_skip():
@@ -285,6 +287,24 @@ def test_batch2_shape_and_shared_memory_are_the_ones_in_batch2_cu(dtype):
         assert 2 * kernels.batch2_shared_bytes(dtype) <= 228 * 1024
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_overlap_shape_and_shared_memory_are_the_ones_in_overlap_cu(dtype):
+    text = kernels.file_source("overlap.cu")
+    assert int(re.search(r"#define LENET_OVERLAP_THREADS (\d+)", text).group(1)) == kernels.OVERLAP_THREADS
+    both = re.search(r"G = sizeof\(T\) == 4 \? (\d) : (\d);", text)
+    assert {"float32": int(both[1]), "float64": int(both[2])} == kernels.OVERLAP_IMAGES
+    g = kernels.OVERLAP_IMAGES[dtype]
+    declared = re.findall(r"__shared__ (?:__align__\(16\) )?T (\w+)\[([^\]]+)\]", text)
+    sizes = {name: eval(size, {"G": g}) for name, size in declared}
+    assert sizes == kernels.overlap_shared(dtype) and "__shared__ __align__(16) T buf[" in text
+    # a computed tile's half of buf holds each dense layer's partial sums; p2: h1, h2, logits; the
+    # images' 16-byte pieces are whole; one thread an item of every stage
+    assert sizes["buf"] // 2 >= max(4 * 120 * g, 5 * 84 * g, 12 * 10 * g) and sizes["p2"] >= (120 + 84 + 10) * g
+    assert 784 * np.dtype(dtype).itemsize % 16 == 0
+    assert max(392, 400, 4 * 120, 5 * 84, 12 * 10, 120 * g, 10 * g) <= kernels.OVERLAP_THREADS
+    assert kernels.overlap_shared_bytes(dtype) <= kernels.STATIC_SHARED_LIMIT
+
+
 @functools.cache
 def oracle_shapes(n):
     """The NumPy oracle's activation shapes for a batch of n (NHWC), run once per n for the
@@ -314,6 +334,7 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
         else ["lenet_resident_rows"] if variant == "resident_rows"
         else ["lenet_batch"] if variant == "batch" else ["lenet_rows"] if variant == "rows"
         else ["lenet_batch2"] if variant in kernels.BATCH2_VARIANTS
+        else ["lenet_overlap"] if variant == "overlap"
         else ["conv_bias_relu", "max_pool_2x2", "conv_bias_relu", "max_pool_2x2"] + ["dense_bias_act"] * 3
         + ["softmax_rows"])
     for k in launches:
@@ -340,6 +361,12 @@ def test_launches_cover_every_output_and_name_real_buffers(shared_weights, varia
             g = kernels.BATCH2_IMAGES
             assert k.block == kernels.BATCH2_THREADS and k.grid * g >= n > (k.grid - 1) * g
             assert k.args[0] == "x" and k.args[11:] == ("out", n) and set(shapes) == {"x", "out"}
+            continue
+        if k.kernel == "lenet_overlap":  # at most one block an SM, none without a float tile of 4
+            g = kernels.OVERLAP_IMAGES["float32"]
+            assert k.block == kernels.OVERLAP_THREADS and k.grid == min(kernels.OVERLAP_SMS, -(-n // g))
+            assert k.args[0] == "src" and k.args[11:] == ("out", "done", "flag", n)
+            assert shapes == {"src": (1,), "x": (n, 28, 28, 1), "out": (n, 10), "done": (1,), "flag": (1,)}
             continue
         if k.kernel == "lenet_cluster":  # a whole number of clusters, one per image; the flag only when mapped
             assert k.grid == kernels.CLUSTER * n and k.block == kernels.CLUSTER_THREADS
@@ -385,7 +412,7 @@ def test_registry_entry():
     spec = registry.spec("cuda")
     assert spec.api_level == "cuda" and spec.devices == ("gpu",) and spec.package == "lenet_cuda"
     assert spec.variants == ("fused", "layers", "graph", "cluster", "mapped", "persistent", "resident", "batch",
-                             "batch2", "batch2_device", "rows", "resident_rows")
+                             "batch2", "batch2_device", "rows", "resident_rows", "overlap")
     assert spec.resident == ("persistent", "resident", "resident_rows") and spec.variants[0] not in spec.resident
     assert spec.dtypes == ("float32", "float64")
     with pytest.raises(ValueError, match="unknown device 'cpu'"):
@@ -455,6 +482,8 @@ def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, v
     ("batch2", "float64", (1, 3, 13, 64, 512)),  # one image at a time: two rounds a block
     ("batch2_device", "float32", (1, 3, 64, 512, 5)),
     ("batch2_device", "float64", (1, 3, 64, 512, 5)),
+    ("overlap", "float32", (1, 3, 64, 512, 13)),  # 13: the last tile's 1 image of 4; 512: 128 blocks
+    ("overlap", "float64", (1, 3, 64, 13)),  # tiles of 1 (512: make test-emulation, 6 s here)
 ])
 def test_emulated_cluster_kernel_at_every_batch_size(monkeypatch, emulator, many, variant, dtype, sizes):
     """Every cluster of 8 blocks computes its own image, every batch block its 4: batch sizes
@@ -557,6 +586,43 @@ def test_emulated_batch2_reads_the_callers_registered_array_from_its_second_call
     np.testing.assert_allclose(impl.predict(x[:10:2]), reference[:10:2], atol=1e-5)
     impl.close()
     assert fake.registrations[-1] == ("unregister", x.ctypes.data) and fake.registered == {}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_emulated_overlap_blocks_loop_over_tiles_prefetching_the_next(monkeypatch, emulator, many, dtype):
+    """With a grid of 3 blocks (an H100's 132 would give every tile of these batches a block of its
+    own) each block computes tile after tile, the next one's cp.async copies in flight: the emulated
+    copies land only at their wait, so a tile read before its copies landed would be wrong here."""
+    monkeypatch.setattr(kernels, "OVERLAP_SMS", 3)
+    assert [launch.grid for n in (1, 13, 64) for launch in kernels.launches("overlap", n)] == [1, 3, 3]
+    agree_at_sizes(monkeypatch, emulator, many, "overlap", dtype, (1, 3, 13, 64, 29))
+
+
+def test_emulated_overlap_reads_the_address_word_and_waits_on_the_flag(monkeypatch, emulator, many):
+    """overlap: a graph captured at a batch size's first call (run once eagerly); from the second call
+    with slices of one array the kernel reads the caller's registered memory, its address in the
+    mapped word src; an address cp.async cannot use (not 16-byte aligned) is copied into the
+    staging; each call ends when the flag counts it, the device's block counter back at zero."""
+    x, reference = many[0], many[1]["float32"]
+    fake, impl = emulated(monkeypatch, emulator, "overlap", "float32")
+    for i in range(3):
+        probs = impl.predict(x[10 * i:10 * i + 5])
+        assert np.max(np.abs(probs - reference[10 * i:10 * i + 5])) <= 1e-5
+        plan = impl.plans[5]
+        assert int(plan.flag[0]) == plan.calls == i + 1 and int(plan.arrays["done"].get()[0]) == 0
+    src = int(plan.arrays["src"][0])
+    assert src == x[20:25].ctypes.data != plan.host_in.ctypes.data  # the caller's own, registered
+    assert fake.launched == [("kernel", "lenet_overlap<float>", 2, kernels.OVERLAP_THREADS)] * 3  # no copies
+    assert fake.registrations == [("register", x.ctypes.data)]
+    owner = np.zeros(5 * 784 + 1, np.float32)
+    shifted = owner[1:].reshape(5, 28, 28, 1)  # 4 bytes past a 16-byte boundary
+    shifted[:] = x[30:35]
+    for _ in range(2):  # the second call registers the owner; its address is still misaligned
+        np.testing.assert_allclose(impl.predict(shifted), reference[30:35], atol=1e-5)
+        assert int(plan.arrays["src"][0]) == plan.host_in.ctypes.data
+    assert ("register", owner.ctypes.data) in fake.registrations
+    impl.close()
+    assert fake.registered == {}
 
 
 def test_emulated_batch2_device_copies_from_the_registered_array_then_runs_on_device_memory(monkeypatch, emulator, many):

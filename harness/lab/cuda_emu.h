@@ -16,6 +16,7 @@
 #include <ucontext.h>
 
 #include <chrono>
+#include <cstdint>
 #include <vector>
 
 #define CUDA_EMULATED 1
@@ -35,8 +36,17 @@ struct EmuBarrier {
     unsigned long generation = 0;
 };
 
+// A cp.async copy issued and not yet waited for: 16 bytes, in commit group `group`.
+struct EmuAsyncCopy {
+    unsigned char* dst;
+    const unsigned char* src;
+    unsigned long group;
+};
+
 struct EmuFiber {
     ucontext_t ctx;
+    std::vector<EmuAsyncCopy> copies;  // cp.async's in flight (landed by cp_async_wait)
+    unsigned long groups = 0;          // cp.async groups committed
     dim3 thread, block;
     unsigned rank = 0;
     long barriers = 0, cluster_barriers = 0;
@@ -63,6 +73,7 @@ inline void* emu_body = nullptr;
 #define __cluster_dims__(x, y, z)
 #define __restrict__ __restrict
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 
 inline unsigned long emu_arrive(EmuBarrier* b) {
     ++emu_progress;
@@ -89,6 +100,34 @@ inline void __syncthreads() {
     ++emu_current->barriers;
     EmuBarrier* b = &emu_block_bars[emu_current->rank];
     emu_wait(b, emu_arrive(b));
+}
+
+// cp.async (sm_80): a copy lands only when its thread waits for its group (cp_async_wait), so a
+// kernel that reads its buffer before the wait (or before the barrier after it: another thread's
+// copies) reads what was there before. Both addresses 16-byte aligned, as the GPU requires.
+inline void cp_async16(void* smem, const void* gmem) {
+    if (reinterpret_cast<uintptr_t>(smem) % 16 != 0 || reinterpret_cast<uintptr_t>(gmem) % 16 != 0) __builtin_trap();
+    if (emu_current == nullptr) __builtin_trap();  // launched without threads: no fiber to hold it
+    emu_current->copies.push_back(
+        {static_cast<unsigned char*>(smem), static_cast<const unsigned char*>(gmem), emu_current->groups});
+}
+inline void cp_async_commit() {
+    if (emu_current == nullptr) __builtin_trap();
+    ++emu_current->groups;
+}
+// Every group but the newest N committed has landed (uncommitted copies stay in flight).
+template <int N>
+inline void cp_async_wait() {
+    if (emu_current == nullptr) __builtin_trap();
+    std::vector<EmuAsyncCopy>& copies = emu_current->copies;
+    size_t kept = 0;
+    for (const EmuAsyncCopy& c : copies) {
+        if (c.group + N < emu_current->groups)
+            memcpy(c.dst, c.src, 16);
+        else
+            copies[kept++] = c;
+    }
+    copies.resize(kept);
 }
 
 inline void __threadfence_system() {}  // one thread of the CPU runs every fiber

@@ -15,6 +15,8 @@ from lenet_cuda.kernels import (
     CLUSTER,
     CLUSTER_THREADS,
     FUSED_THREADS,
+    OVERLAP_IMAGES,
+    OVERLAP_THREADS,
     ROWS_CLUSTER,
     ROWS_THREADS,
     layer_launches,
@@ -123,6 +125,16 @@ def work() -> list[Work]:
         Stage("conv2+pool", 240_000, 400, 4 * 150, 150, 0),  # per image: 4 accumulators of 150
         batch_dense_stage("fc1", 400, 120, 4, g2), batch_dense_stage("fc2", 120, 84, 5, g2),
         batch_dense_stage("fc3", 84, 10, 12, g2)))
+    g3, bt3 = OVERLAP_IMAGES["float32"], OVERLAP_THREADS
+    # lenet_overlap, per image (float): its tile's images one after another through the convolutions
+    # (conv1's 392 items, conv2's 400 threads), the dense layers over the tile's 4; the weights loaded
+    # once a block, for all of its tiles (at batch 512 one tile a block: counted per tile here)
+    overlap = Work("lenet_overlap", ("overlap",), 1, bt3, (
+        Stage("stage in", 0, bt3, 0, 0, 784 + ceil_div(156 + 2416, g3)),
+        Stage("conv1+pool", 117_600, 392, 3 * 4 * 25, 25, 0),
+        Stage("conv2+pool", 240_000, 400, 4 * 150, 150, 0),
+        batch_dense_stage("fc1", 400, 120, 4, g3), batch_dense_stage("fc2", 120, 84, 5, g3),
+        batch_dense_stage("fc3", 84, 10, 12, g3)))
     layers = []
     names = ("conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "fc3", "softmax")  # layer_launches' order
     for name, launch in zip(names, layer_launches(1), strict=True):
@@ -138,4 +150,4 @@ def work() -> list[Work]:
         else:
             stage = Stage("softmax", 0, launch.threads, 0, 0, a[3])
         layers.append(Work(launch.kernel, ("layers",), launch.grid, launch.block, (stage,), name))
-    return [fused, cluster, persistent, resident, rows, resident_rows, batch, batch2, *layers]
+    return [fused, cluster, persistent, resident, rows, resident_rows, batch, batch2, overlap, *layers]
