@@ -346,14 +346,14 @@ def targets_of(step, word):
 
 def test_levels_restrict_verify_verify_train_kernels_and_labs_in_plan_order(tmp_path):
     """--levels cuda,cudnn: the device's time goes to those levels only, their targets' steps first
-    (FOCUSED: the stages and the resident call's row, the floor, verify, api_levels, kernels, batch
-    512, batch_sweep, pytest -m gpu), then the others as before."""
+    (FOCUSED: the stages and the resident call's row, verify, batch 512 with the new kernels first,
+    the floor, api_levels, kernels, batch_sweep, pytest -m gpu), then the others as before."""
     every = {s.name: s for s in gpu_study.plan(tmp_path, "r", quick=False, write=False)}
     some = {s.name: s for s in gpu_study.plan(tmp_path, "r", quick=False, write=False,
                                                levels=["cudnn", "cuda"])}
     assert sorted(some) == sorted(every)  # the same steps
-    assert list(some) == ["kernel-stages", "gpu-floor", "verify", "cudnn-device", "study-api_levels", "kernels",
-                          "kernels-512", "study-batch_sweep", "pytest-gpu"] + [
+    assert list(some) == ["kernel-stages", "verify", "kernels-512", "gpu-floor", "cudnn-device", "study-api_levels",
+                          "kernels", "study-batch_sweep", "pytest-gpu"] + [
         name for name in every if name not in gpu_study.FOCUSED]
     assert list(some)[-1] == "labs" and list(every) == [s.name for s in gpu_study.plan(tmp_path, "r", False, False)]
     assert targets_of(some["verify"], "--implementations") == ["cuda", "cudnn"]  # GPU_IMPLS' order
@@ -361,9 +361,10 @@ def test_levels_restrict_verify_verify_train_kernels_and_labs_in_plan_order(tmp_
     kernels = targets_of(some["kernels"], "kernels")
     assert kernels == [t for t in targets_of(every["kernels"], "kernels") if t.split("/")[0] in ("cuda", "cudnn")]
     assert kernels[0] == "cuda/fused" and "torch/eager" not in kernels  # the registry's order
-    assert targets_of(some["kernels-512"], "kernels") == ["cuda/graph", "cuda/cluster", "cuda/mapped", "cuda/batch",
-                                                                "cuda/batch2", "cuda/batch2_device", "cudnn/graph",
-                                                                "cudnn/frontend"]
+    # the kernel never measured yet first, beside the pair it would replace
+    assert targets_of(some["kernels-512"], "kernels") == ["cuda/overlap", "cuda/batch2", "cuda/batch2_device",
+                                                          "cuda/batch", "cuda/graph", "cuda/cluster", "cuda/mapped",
+                                                          "cudnn/graph", "cudnn/frontend"]
     assert targets_of(some["labs"], "--labs") == ["cuda", "cudnn"]
     for name in ("doctor", "explain", "pytest-gpu", "study-api_levels"):  # untouched by --levels
         assert some[name] == every[name]
@@ -395,9 +396,9 @@ def test_the_step_plan_takes_each_steps_newest_seconds_and_says_where_the_budget
     todo = gpu_study.plan(tmp_path, "r", quick=False, write=False, levels=["cuda", "cudnn"])
     lines = gpu_study.step_plan(todo, seconds, 200.0)
     assert lines[0].split()[:3] == ["kernel-stages", "90.0", "s"] and "never ran: its limit" in lines[0]
-    assert "20.6 s  (last, b.manifest.json);  170.6 s in all" in lines[2]  # 90 + 60 (limits) + 20.6
-    assert "past the budget" not in lines[2] and "past the budget" in lines[3]  # cudnn-device: its 60 s limit
-    assert "73.2 s  (at least: stopped by its limit, b.manifest.json)" in lines[6]
+    assert "20.6 s  (last, b.manifest.json);  110.6 s in all" in lines[1]  # 90 (its limit) + 20.6
+    assert "73.2 s  (at least: stopped by its limit, b.manifest.json);  183.8 s in all" in lines[2]
+    assert "past the budget" not in lines[2] and "past the budget" in lines[3]  # gpu-floor: its 60 s limit
 
 
 def test_gpu_study_plan_prints_without_a_gpu(tmp_path):
@@ -405,7 +406,7 @@ def test_gpu_study_plan_prints_without_a_gpu(tmp_path):
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
     assert out[0].startswith("gpu-study --levels cuda,cudnn: the steps in order, budget 540 s")
-    assert [line.split()[0] for line in out[1:4]] == ["kernel-stages", "gpu-floor", "verify"]
+    assert [line.split()[0] for line in out[1:4]] == ["kernel-stages", "verify", "kernels-512"]
     assert harness("gpu-study").returncode == 2  # a campaign needs --out
 
 

@@ -13,10 +13,11 @@ archive under the size cap.
 `--levels` spends the device's time on some levels only (those whose code changed): verify's and
 verify-train's implementations, the kernels steps' targets and the labs graded are those of the
 levels listed; a step left with none is recorded as skipped (planned out), not run. Such a campaign
-measures those levels' targets first (FOCUSED: kernel-stages and the resident call's row, the floor,
-verify, api_levels, kernels, batch 512, batch_sweep, pytest -m gpu, then the rest), so a budget that
-runs out cuts what matters least. The studies stay whole (every GPU level): the report answers with
-a machine's newest run of a study, so a run of some levels only would hide the others' rows.
+measures those levels' targets first (FOCUSED: kernel-stages and the resident call's row, verify,
+batch 512 with the newest kernels first, the floor, api_levels, kernels, batch_sweep, pytest -m gpu,
+then the rest), so a budget that runs out cuts what matters least. The studies stay whole (every
+GPU level): the report answers with a machine's newest run of a study, so a run of some levels only
+would hide the others' rows.
 `--plan` (step_plan) prints the steps in order with each one's seconds in the newest manifest that
 ran it (reports/results/campaigns) and where the budget ends, without a GPU.
 """
@@ -54,10 +55,12 @@ KERNELS = ",".join(registry.targets("trace", "gpu"))
 STAGES_TARGET = "cuda/cluster"  # kernel-stages stamps the cluster kernel inside the level's cluster call
 # (and cuda/resident's call, attributed part by part: kernel_stages' second row)
 # batch 512: how much of a call is the copy of the images (1.6 MB in float32): targets, images, calls
-# batch2: the caller's array registered, read across the bus; batch2_device: copied in, its kernel's time
-# the device-resident throughput (gpu_floor_section's batch targets)
-KERNELS_BATCH = ("cuda/graph,cuda/cluster,cuda/mapped,cuda/batch,cuda/batch2,cuda/batch2_device,cudnn/graph,"
-                 "cudnn/frontend", 512, 50)
+# overlap: its copy overlapped inside the kernel (cp.async), never measured yet: first, beside the
+# batch2 pair it would replace; batch2: the caller's array registered, read across the bus;
+# batch2_device: copied in, its kernel's time the device-resident throughput (gpu_floor_section's
+# batch targets)
+KERNELS_BATCH = ("cuda/overlap,cuda/batch2,cuda/batch2_device,cuda/batch,cuda/graph,cuda/cluster,cuda/mapped,"
+                 "cudnn/graph,cudnn/frontend", 512, 50)
 
 # api_levels times each cell in 3 fresh processes: on the H100 one process's set-up of every GPU level
 # took 63 s of its 81 s (2026-11-27), so three take about 200 s before their calls
@@ -122,9 +125,10 @@ def limited(step: steps.Step, targets: str, levels: list[str] | None) -> steps.S
 
 
 # A campaign of some levels (--levels): the steps that measure their targets first, in this order; the
-# others after, in plan order (a budget that runs out cuts those)
-FOCUSED = ("kernel-stages", "gpu-floor", "verify", "cudnn-device", "study-api_levels", "kernels",
-           "kernels-512", "study-batch_sweep", "pytest-gpu")
+# others after, in plan order (a budget that runs out cuts those). The variants new since the last GPU
+# (KERNELS_BATCH's first) are verified and timed at batch 512 within the first two minutes.
+FOCUSED = ("kernel-stages", "verify", "kernels-512", "gpu-floor", "cudnn-device", "study-api_levels",
+           "kernels", "study-batch_sweep", "pytest-gpu")
 
 
 def in_focus(todo: list[steps.Step], levels: list[str] | None) -> list[steps.Step]:
