@@ -7,8 +7,10 @@ graph API (cudnnBackend*) and its runtime fusion. NCHW on the device, as the leg
       -[matmul -> bias -> relu]-> (N,120) -[..]-> (N,84) -[matmul -> bias]-> (N,10) -softmax-> host
 
 Each bracket is one cuDNN operation graph (a virtual tensor between its nodes: one fused kernel
-where an engine takes it). A stage lists its forms, fused first; the first whose graphs all get a
-plan runs, and `stage_notes` says which ran and why the ones before it did not:
+where an engine takes it), except the dense layers: each is one cuBLASLt matmul with its bias (and
+ReLU) in the epilogue (cublaslt.py, as the graph variant's), the graph forms below only where
+cuBLASLt is missing or refuses. A stage lists its forms, fused first; the first whose graphs all get
+a plan runs, and `stage_notes` says which ran and why the ones before it did not:
 - convolution, dense: the fused graph, else the op's graph + a pointwise bias (+ReLU) graph; a dense
   layer also as a fused convolution (its kernel transposed to (out, C, H, W), second: float32
   matmul engines may all be TF32, the convolution engines are not); last, the op's graph alone
@@ -19,15 +21,21 @@ plan runs, and `stage_notes` says which ran and why the ones before it did not:
   strides 2 and 2W): a pointwise graph. Where cuDNN refuses it: cudnnPoolingForward, on the side.
 - softmax: the frontend has no softmax node outside attention: cudnnSoftmaxForward, on the side.
 float32 stays float32: plans with the TENSOR_CORE or DOWN_CONVERT_INPUTS numerical notes (TF32)
-are deselected. Everything is planned once per batch size (graphs, workspace, buffers, pinned host
-memory); the first call runs it eagerly, then the whole call (copy in, every stage, copy out) is
-captured into one CUDA graph (CuPy stream capture) and replayed, as the legacy `graph` variant is;
-where capture is refused, calls stay eager (capture_note says why).
+are deselected. Every plan cuDNN offers a graph is built (build_plan_policy.ALL) and timed on the
+plan's own buffers (PLAN_TIMING_CALLS executions each, at every batch size: batch 1 is the call the
+targets judge); the fastest is pinned (select_plan) and the note names it. Everything is planned
+once per batch size (graphs, workspace, buffers, mapped host memory): conv1 reads the images where
+the host wrote them and the softmax writes the answer where the host reads it (mapped page-locked
+memory: no copy in or out), and the call's last node copies a device word of 1 into a flag in
+mapped memory, which the host polls instead of waiting on an event. The first call runs it all
+eagerly, then the whole call is captured into one CUDA graph (CuPy stream capture) and replayed, as
+the legacy `graph` variant is; where capture is refused, calls stay eager (capture_note says why).
 
 The public `cudnn.pygraph` is used with an explicit handle (`cudnn.create_handle`, bound to the
 level's stream) and integer device pointers (CuPy's), so neither PyTorch nor cuda-python is needed.
 """
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,8 +43,12 @@ import numpy as np
 
 from harness.errors import Unavailable
 from lenet_cudnn import binding as cu
+from lenet_cudnn import cublas, cublaslt
 
-H2D, D2H = 1, 2  # cudaMemcpyKind
+D2H = 2  # cudaMemcpyKind
+HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped: page-locked host memory the device reads and writes
+PLAN_TIMING_CALLS = 10  # executions of each of a graph's plans, timed, after one untimed
+POLL_TIMEOUT_S = 5.0  # a flag not set by then is a failed call, not a slow one
 INSTALL = "pip install nvidia-cudnn-frontend (the offline bundle carries it)"
 # (name, input buffer, (C, H, W) in, K out, padding): conv1 "same", conv2 "valid"
 CONVS = (("conv1", "x", (1, 28, 28), 6, 2), ("conv2", "p1", (6, 14, 14), 16, 0))
@@ -74,6 +86,7 @@ class Stage:
     graphs: list = field(default_factory=list)  # [Graph]: the form that built
     note: str = ""
     epilogue: bool = False  # its bias (and ReLU) on the side: the last-resort form (with_side_epilogue)
+    lt: Any = None  # a dense layer as one cuBLASLt matmul (cublaslt.DenseMatmul): no graph
 
 
 def import_frontend(lib: cu.Cudnn):
@@ -236,7 +249,13 @@ def build(cudnn, g, dtype: str) -> None:
     if dtype == "float32":
         g.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS])
     g.check_support()
-    g.build_plans()
+    g.build_plans(cudnn.build_plan_policy.ALL)  # every plan: the fastest is timed and pinned at execution
+
+
+def workspace_size(graph) -> int:
+    """The most workspace any of the graph's plans needs (any may be the one pinned)."""
+    plans = range(graph.get_execution_plan_count())
+    return max([graph.get_workspace_size(), *(graph.get_workspace_size_plan_at_index(i) for i in plans)])
 
 
 def plan_stage(cudnn, name, forms, dtype) -> Stage:
@@ -268,12 +287,12 @@ class Plan:
     stages: list  # [Stage], in order
     arrays: dict  # name -> cupy uint8 array: the activations, kept alive
     buf: dict  # name -> device pointer
-    ws: Any  # cupy uint8 array: the largest workspace any graph needs
-    pinned: tuple  # (in, out) pinned host memory, kept alive
-    host_in: np.ndarray  # (N, 1, 28, 28) NCHW in pinned memory
-    host_out: np.ndarray  # (N, 10) in pinned memory
+    ws: Any  # cupy uint8 array: the largest workspace any graph's any plan needs
+    pinned: tuple  # (in, out, flag) mapped page-locked host memory, kept alive
+    host_in: np.ndarray  # (N, 1, 28, 28) NCHW in mapped memory: conv1 reads it there
+    host_out: np.ndarray  # (N, 10) in mapped memory: the softmax writes it there
+    flag: np.ndarray  # (1,) uint32 in mapped memory: 0 from the host before a call, 1 from its last node
     calls: tuple  # (function, argument tuple) of the whole call, in order
-    events: tuple  # (start, end) CUDA events around the work
     graph: Any = None  # the captured cupy.cuda.graph.Graph, or None: eager
     capture_tried: bool = False  # after the first (eager) call of this batch size
 
@@ -294,6 +313,8 @@ class FrontendNet:
         self.stage_notes: dict[str, str] = {}
         self._descriptors: dict = {}  # batch size -> the legacy descriptors of the side calls
         self._transposed: dict = {}  # dense layer -> its kernel transposed (the convolution form's filter)
+        self.lt_refused: dict[str, str] = {}  # dense layer -> why cuBLASLt did not take it
+        self.plan_notes: dict[str, str] = {}  # "graph (batch n)" -> the plan pinned and its time
         self.capture_note = ""
         self.last_device_ns = None
 
@@ -353,37 +374,76 @@ class FrontendNet:
 
     def make_plan(self, n: int) -> Plan:
         cp, cudnn, size = self.cp, self.cudnn, self.net.itemsize
-        new = GraphMaker(cudnn, self.dtype, self.handle)
-        stages = [plan_stage(cudnn, name, forms, self.dtype)
-                  for name, forms in stage_forms(new, n).items()]
-        ws_size = max([gr.graph.get_workspace_size() for s in stages for gr in s.graphs] + [1])
-        with self.net.stream:
-            arrays = {name: cp.empty(n * count * size, cp.uint8) for name, count in COUNTS.items()}
-            ws = cp.empty(ws_size, cp.uint8)
+        # x, out and the flag in mapped page-locked host memory: the kernels read and write them there
+        pinned = tuple(cp.cuda.PinnedMemoryPointer(cp.cuda.PinnedMemory(nbytes, HOST_ALLOC_MAPPED), 0)
+                       for nbytes in (n * 784 * size, n * 10 * size, 4))
+        host_in = np.frombuffer(pinned[0], self.dtype, n * 784).reshape(n, 1, 28, 28)
+        host_out = np.frombuffer(pinned[1], self.dtype, n * 10).reshape(n, 10)
+        flag = np.frombuffer(pinned[2], np.uint32, 1)
+        with self.net.stream:  # the activations on the device; one word of 1, the flag's source
+            arrays = {name: cp.empty(n * count * size, cp.uint8) for name, count in COUNTS.items()
+                      if name not in ("x", "out")}
+            arrays["one"] = cp.asarray(np.ones(1, np.uint32))
+        self.net.stream.synchronize()
         buf = {name: a.data.ptr for name, a in arrays.items()}
+        buf["x"], buf["out"] = host_in.ctypes.data, host_out.ctypes.data  # mapped: the same address (UVA)
+        new = GraphMaker(cudnn, self.dtype, self.handle)
+        stages = [self.dense_stage(name, n, buf) or plan_stage(cudnn, name, forms, self.dtype)
+                  for name, forms in stage_forms(new, n).items()]
+        for stage in stages:
+            if stage.name in self.lt_refused and stage.lt is None:
+                stage.note += f" ({self.lt_refused[stage.name]})"
+        ws_size = max([workspace_size(gr.graph) for s in stages for gr in s.graphs] + [1])
+        with self.net.stream:
+            ws = cp.empty(ws_size, cp.uint8)
         calls: list = []
         for stage in stages:
             calls += self.stage_calls(stage, n, buf, ws.data.ptr)
             self.stage_notes[stage.name] = stage.note
         calls += self.side_calls("softmax", n, buf)
         self.stage_notes["softmax"] = "cudnnSoftmaxForward on the side (no softmax node in the frontend)"
-        pinned = (cp.cuda.alloc_pinned_memory(n * 784 * size), cp.cuda.alloc_pinned_memory(n * 10 * size))
-        host_in = np.frombuffer(pinned[0], self.dtype, n * 784).reshape(n, 1, 28, 28)
-        host_out = np.frombuffer(pinned[1], self.dtype, n * 10).reshape(n, 10)
-        rt, s = cp.cuda.runtime, self.net.stream.ptr
-        calls = [(rt.memcpyAsync, (buf["x"], host_in.ctypes.data, host_in.nbytes, H2D, s)), *calls,
-                 (rt.memcpyAsync, (host_out.ctypes.data, buf["out"], host_out.nbytes, D2H, s))]
-        return Plan(stages, arrays, buf, ws, pinned, host_in, host_out, tuple(calls),
-                    (cp.cuda.Event(), cp.cuda.Event()))
+        s = self.net.stream.ptr
+        calls.append((cp.cuda.runtime.memcpyAsync, (flag.ctypes.data, buf["one"], 4, D2H, s)))  # the flag: 1
+        return Plan(stages, arrays, buf, ws, pinned, host_in, host_out, flag, tuple(calls))
+
+    def dense_stage(self, name: str, n: int, buf: dict) -> Stage | None:
+        """Dense layer `name` as one cuBLASLt matmul, bias (and ReLU) in its epilogue, checked by one
+        run; None (the graph forms then) where the stage is no dense layer, there is no cuBLASLt,
+        or cuBLASLt refuses (the reason kept for the stage's note)."""
+        layer = next((d for d in DENSE if d[0] == name), None)
+        net = self.net
+        if layer is None or getattr(net, "lt", None) is None:
+            return None
+        _, src, fan_in, fan_out, relu = layer
+        kernel, bias = net.w[name]
+        matmul = None
+        try:
+            matmul = cublaslt.DenseMatmul(  # cuBLAS' workspace: the same stream, in order
+                net.lt, net.lt_handle, self.dtype, n, fan_in, fan_out, relu, kernel.data.ptr, buf[src],
+                buf[name], bias.data.ptr, net.alpha, net.beta, net.blas_ws.data.ptr, cublas.WORKSPACE_BYTES,
+                net.stream.ptr)
+            matmul.run()
+            net.stream.synchronize()
+        except cublas.CublasError as exc:
+            if matmul is not None:
+                matmul.close()
+            self.lt_refused[name] = f"cuBLASLt refused: {exc}"
+            return None
+        epilogue = "bias and ReLU" if relu else "bias"
+        return Stage(name, [], note=f"one cublasLtMatmul, {epilogue} in its epilogue", lt=matmul)
 
     def stage_calls(self, stage: Stage, n: int, buf: dict, ws: int) -> list:
-        """A stage's calls, each graph run once here (on the plan's buffers: cuDNN checks pointer
-        alignment at execution, not at build); a pooling graph refused now goes on the side, any
-        other stage refused is Unavailable with cuDNN's reason."""
+        """A stage's calls, each graph's plans timed and the fastest pinned, then run once here (on
+        the plan's buffers: cuDNN checks pointer alignment at execution, not at build); a pooling
+        graph refused now goes on the side, any other stage refused is Unavailable with cuDNN's
+        reason. A cuBLASLt stage: its matmul."""
+        if stage.lt is not None:
+            return [(self.net.lt.cublasLtMatmul, stage.lt.args)]
         calls = []
         try:
             for gr in stage.graphs:  # the variant pack: uid -> device pointer, resolved once
                 pack = {uid: self.pointer(buf, where) for uid, where in gr.binds.items()}
+                self.plan_notes[f"{gr.name} (batch {n})"] = self.pin_fastest(gr.graph, pack, ws)
                 calls.append((gr.graph.execute, (pack, ws, self.handle)))
                 gr.graph.execute(pack, ws, self.handle)
             self.net.stream.synchronize()
@@ -396,6 +456,32 @@ class FrontendNet:
                               f"{stage.note}")
         stage.note = f"cudnnPoolingForward on the side (the pointwise graph refused: {stage.note})"
         return self.side_calls(stage.name, n, buf)
+
+    def pin_fastest(self, graph, pack: dict, ws: int) -> str:
+        """Every plan of the graph run once, then timed over PLAN_TIMING_CALLS executions (the host's
+        clock around them and a synchronize: what a call waits for); the fastest selected, what
+        graph.execute runs from now on; what was pinned, said."""
+        count = graph.get_execution_plan_count()
+        if count < 2:
+            return f"its one plan of {count}"
+        times, refused = [], 0
+        for index in range(count):
+            try:
+                graph.execute_plan_at_index(pack, ws, index, self.handle)
+                self.net.stream.synchronize()
+                start = time.perf_counter()
+                for _ in range(PLAN_TIMING_CALLS):
+                    graph.execute_plan_at_index(pack, ws, index, self.handle)
+                self.net.stream.synchronize()
+                times.append(((time.perf_counter() - start) / PLAN_TIMING_CALLS, index))
+            except Exception:  # a plan that refuses these pointers at execution: not a candidate
+                refused += 1
+        if not times:
+            return f"none of its {count} plans ran here: heuristics' first kept"
+        seconds, best = min(times)
+        graph.select_plan(best)
+        return (f"plan {best} of {count} pinned, the fastest at {seconds * 1e6:.1f} µs"
+                + (f" ({refused} refused at execution)" if refused else ""))
 
     def enqueue(self, p: Plan) -> None:
         for fn, args in p.calls:
@@ -424,29 +510,42 @@ class FrontendNet:
 
     def predict(self, images: np.ndarray) -> np.ndarray:
         p = self.plan(len(images))
-        np.copyto(p.host_in, images.transpose(0, 3, 1, 2))  # NHWC -> NCHW into pinned memory
-        start, end = p.events
-        start.record(self.net.stream)
+        np.copyto(p.host_in, images.transpose(0, 3, 1, 2))  # NHWC -> NCHW into mapped memory
+        p.flag[0] = 0  # before the launch (x86 keeps the stores in order)
         if p.graph is not None:
             p.graph.launch(self.net.stream)
         else:
-            self.enqueue(p)
-        end.record(self.net.stream)
-        end.synchronize()
-        self.last_device_ns = int(self.cp.cuda.get_elapsed_time(start, end) * 1e6)
+            with self.net.stream:
+                self.enqueue(p)
+        self.wait_for_flag(p)  # the one synchronization per call: no events, no device time
         out = p.host_out.copy()
         if not p.capture_tried:  # the eager call's answer stands; the next calls replay its capture
             p.capture_tried = True
             p.graph = self.capture(p)
             # what ran, where the harness reads a cuDNN level's notes (kernels rows)
             self.net.fusion_note = "; ".join([*(f"{k}: {v}" for k, v in self.stage_notes.items()),
+                                              *(f"{k}: {v}" for k, v in self.plan_notes.items()),
                                               self.capture_note])
         return out
+
+    def wait_for_flag(self, p: Plan) -> None:
+        """Spin until the call's last node has set the flag (its answer is then in host_out); a call
+        that failed never sets it, so after POLL_TIMEOUT_S the stream says why."""
+        deadline = None
+        while p.flag[0] == 0:
+            if deadline is None:
+                deadline = time.monotonic() + POLL_TIMEOUT_S
+            elif time.monotonic() > deadline:
+                self.net.stream.synchronize()  # raises the call's error, if it had one
+                raise RuntimeError(f"cudnn/frontend's call did not set its flag in {POLL_TIMEOUT_S:g} s")
 
     def close(self) -> None:
         self.net.stream.synchronize()
         for p in self.plans.values():
             p.graph = None  # the executable goes before the memory it points at
+            for stage in p.stages:
+                if stage.lt is not None:
+                    stage.lt.close()
         self.plans.clear()
         for d in self._descriptors.values():
             d.close()

@@ -119,17 +119,17 @@ class CudnnLeNet(LeNet):
         self.last_device_ns = None
         self.lt, self.lt_handle = None, cublaslt.Handle()
         self.fe = None  # frontend: the graph API's state (its stream, legacy handle and weights are these)
-        if self.variant == "frontend":
-            from lenet_cudnn import frontend
-
-            self.fe = frontend.FrontendNet(self)
-        elif self.variant != "naive":
+        if self.variant != "naive":  # tuned, graph, frontend: the dense layers through cuBLASLt
             try:
                 self.lt = cublaslt.load()
                 self.lt.cublasLtCreate(ctypes.byref(self.lt_handle))
             except (Unavailable, cublas.CublasError) as exc:
                 self.lt = None
                 self.dense_note = f"cuBLAS gemm + cuDNN bias and ReLU: no cuBLASLt ({exc})"
+        if self.variant == "frontend":
+            from lenet_cudnn import frontend
+
+            self.fe = frontend.FrontendNet(self)
 
     # --- the layers ----------------------------------------------------------------------
     # --- the layers, each as the (function, argument tuple) calls that run it ----------------

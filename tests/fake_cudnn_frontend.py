@@ -6,6 +6,7 @@ while a FakeStream captures, what is enqueued is recorded, and its graph's launc
 """
 
 import ctypes
+import time
 import types
 from collections.abc import Callable
 
@@ -15,11 +16,12 @@ import numpy as np
 from harness import DEFAULT_WEIGHTS
 from harness.data import weights
 from lenet_cudnn import binding as cu
-from lenet_cudnn import layout
+from lenet_cudnn import cublas, cublaslt, layout
 from tests import fake_gpu
 
 NodeType = cudnn.NodeType
 CAPTURING: list = []  # the stream capturing now, if any
+CLOCK = [0.0]  # seconds of 'device' time: each plan's execution adds Rules.slow (the level's clock: clock)
 
 
 def enqueue(fn, *args):
@@ -75,11 +77,15 @@ def strided(address, t, dtype):
 
 
 class Rules:
-    """What cuDNN refuses: build(graph) and execute(graph, pack) return a reason, or None."""
+    """What cuDNN refuses: build(graph) and execute(graph, pack) return a reason, or None.
+    plans: how many plans each graph gets; slow(graph, index): the seconds an execution of that
+    plan takes on the fake clock (so the level's timing has a fastest to find, whatever the load)."""
 
-    def __init__(self, build=None, execute=None):
+    def __init__(self, build=None, execute=None, plans=3, slow=None):
         self.build = build or (lambda graph: None)
         self.execute = execute or (lambda graph, pack: None)
+        self.plans = plans
+        self.slow = slow or (lambda graph, index: 1e-5 if index == 1 else 2e-5)
 
 
 class FakeGraph(cudnn.pygraph):
@@ -90,6 +96,8 @@ class FakeGraph(cudnn.pygraph):
         kind = kwargs["io_data_type"]
         self.np_dtype = np.float32 if kind == cudnn.data_type.FLOAT else np.float64
         self.steps: list[str] = []
+        self.selected = 0  # the plan execute runs (heuristics' first until select_plan)
+        self.executed: list[int] = []  # the plan of each execution, in order
 
     def validate(self):
         self.steps.append("validate")
@@ -116,12 +124,34 @@ class FakeGraph(cudnn.pygraph):
     def get_workspace_size(self, *args, **kwargs):
         return 96
 
+    def get_execution_plan_count(self):
+        assert "build_plans" in self.steps
+        return self.rules.plans
+
+    def get_workspace_size_plan_at_index(self, index, *args, **kwargs):
+        assert 0 <= index < self.rules.plans
+        return 96 + 32 * index
+
+    def select_plan(self, index):
+        assert 0 <= index < self.rules.plans
+        self.selected = index
+        self.steps.append(f"select {index}")
+        return self
+
     def execute(self, pack, workspace=None, handle=None, *args, **kwargs):
+        self.execute_plan_at_index(pack, workspace, self.selected, handle)
+
+    def execute_plan_at_index(self, pack, workspace=None, index=0, handle=None, *args, **kwargs):
         reason = self.rules.execute(self, pack)
         if reason:
             raise RuntimeError(f"CUDNN_STATUS_BAD_PARAM: {reason}")
-        assert workspace and handle is not None and handle.destroyed is False
-        enqueue(self.run, dict(pack))
+        assert workspace and handle is not None and handle.destroyed is False and 0 <= index < self.rules.plans
+        enqueue(self.run_plan, index, dict(pack))
+
+    def run_plan(self, index, pack):
+        self.executed.append(index)
+        CLOCK[0] += self.rules.slow(self, index)
+        self.run(pack)
 
     def run(self, pack):
         def write(t, y):
@@ -133,6 +163,11 @@ class FakeGraph(cudnn.pygraph):
 class FakeHandle:
     def __init__(self):
         self.stream, self.destroyed = None, False
+
+
+def clock():
+    """The level's `time` module: perf_counter reads the fake clock, monotonic is the real one."""
+    return types.SimpleNamespace(perf_counter=lambda: CLOCK[0], monotonic=time.monotonic)
 
 
 def frontend_module(rules: Rules):
@@ -148,6 +183,7 @@ def frontend_module(rules: Rules):
     return types.SimpleNamespace(pygraph=graph, create_handle=FakeHandle, set_stream=set_stream,
                                  destroy_handle=destroy_handle, data_type=cudnn.data_type,
                                  heur_mode=cudnn.heur_mode, numerical_note=cudnn.numerical_note,
+                                 build_plan_policy=cudnn.build_plan_policy,
                                  __version__="fake")
 
 
@@ -194,9 +230,15 @@ def fake_cupy():
     cp = fake_gpu.fake_cupy()
     cp.ascontiguousarray = cp.asarray  # a C-order copy in 'device' memory
     runtime = types.SimpleNamespace(memcpyAsync=lambda dst, src, n, kind, s: enqueue(ctypes.memmove, dst, src, n))
-    cp.cuda = types.SimpleNamespace(Stream=FakeStream, Event=Event, runtime=runtime,
-                                    alloc_pinned_memory=bytearray, get_elapsed_time=lambda a, b: 0.02)
+    cp.cuda = types.SimpleNamespace(Stream=FakeStream, Event=Event, runtime=runtime, PinnedMemory=mapped_memory,
+                                    PinnedMemoryPointer=lambda memory, offset: memoryview(memory)[offset:])
     return cp
+
+
+def mapped_memory(size, flags):
+    """Page-locked host memory the 'device' reaches (cudaHostAllocMapped): a fake device array."""
+    assert flags & 2, "not mapped: no kernel could read or write it"
+    return fake_gpu.fake_cupy().empty(size, np.uint8)
 
 
 class RecordingLib:
@@ -210,9 +252,10 @@ class RecordingLib:
         return lambda *args: enqueue(fn, *args)
 
 
-def fake_net(dtype: str):
+def fake_net(dtype: str, lt_library=None):
     """What FrontendNet reads of its CudnnLeNet: CuPy, the stream, the legacy library and handle,
-    alpha and beta, the weights in cuDNN layouts."""
+    alpha and beta, the weights in cuDNN layouts; cuBLASLt (fake_gpu.FakeCublasLt: lt_library) or
+    none, and its workspace."""
     cp = fake_cupy()
     lib = cu.Cudnn("fake-libcudnn", "test", fake_gpu.FakeCudnn())
     handle = cu.Handle()
@@ -221,6 +264,14 @@ def fake_net(dtype: str):
     one, zero = scalar(1.0), scalar(0.0)
     w = {name: (cp.asarray(k), cp.asarray(b))
          for name, (k, b) in layout.convert(weights.read(DEFAULT_WEIGHTS), dtype).items()}
+    lt = None  # cuBLASLt's matmuls enqueued as the legacy calls are
+    if lt_library is not None:
+        lt = cublaslt.CublasLt("fake-libcublasLt", "test", lt_library)
+        lt.cublasLtMatmul = RecordingLib(types.SimpleNamespace(cublasLtMatmul=lt.cublasLtMatmul)).cublasLtMatmul
+    lt_handle = cublaslt.Handle()
+    if lt is not None:
+        lt.cublasLtCreate(ctypes.byref(lt_handle))
     return types.SimpleNamespace(cp=cp, dtype=dtype, lib=RecordingLib(lib), raw_lib=lib, handle=handle,
                                  stream=FakeStream(), alpha=ctypes.addressof(one), beta=ctypes.addressof(zero),
-                                 scalars=(one, zero), w=w, itemsize=np.dtype(dtype).itemsize, fusion_note=None)
+                                 scalars=(one, zero), w=w, itemsize=np.dtype(dtype).itemsize, fusion_note=None,
+                                 lt=lt, lt_handle=lt_handle, blas_ws=cp.empty(cublas.WORKSPACE_BYTES, np.uint8))

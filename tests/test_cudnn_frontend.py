@@ -22,6 +22,7 @@ from tests.conftest import oracle_sample
 cudnn = pytest.importorskip("cudnn", reason="no cuDNN Python frontend: pip install nvidia-cudnn-frontend")
 from lenet_cudnn import frontend  # noqa: E402  (after the skip: it is what imports cudnn's graph)
 from tests import fake_cudnn_frontend as fake  # noqa: E402
+from tests import fake_gpu  # noqa: E402
 
 # --- the graphs run by a NumPy interpreter of the frontend's IR (tests/fake_cudnn_frontend.py) ----
 
@@ -136,9 +137,10 @@ def test_the_registry_lists_the_variant_and_loc_counts_it_apart():
 # --- the variant itself, its device emulated (tests/fake_cudnn_frontend.py) -------------------
 
 
-def frontend_net(monkeypatch, dtype="float32", rules=None):
+def frontend_net(monkeypatch, dtype="float32", rules=None, lt_library=None):
     monkeypatch.setattr(frontend, "import_frontend", lambda lib: fake.frontend_module(rules or fake.Rules()))
-    return frontend.FrontendNet(fake.fake_net(dtype))
+    monkeypatch.setattr(frontend, "time", fake.clock())
+    return frontend.FrontendNet(fake.fake_net(dtype, lt_library))
 
 
 def is_pointwise_only(graph):
@@ -162,9 +164,78 @@ def test_the_variant_plans_checks_captures_and_replays(monkeypatch, mnist_test, 
     graph = fe.plans[1].stages[0].graphs[0].graph
     notes = "['DOWN_CONVERT_INPUTS', 'TENSOR_CORE']"
     assert (f"deselect {notes}" in graph.steps) == (dtype == "float32")  # float32 stays float32, no TF32
-    assert fe.last_device_ns == 20_000
+    assert fe.last_device_ns is None  # a flag, no events
     fe.close()
     assert fe.handle is None and not fe.plans
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_dense_layers_are_cublaslt_matmuls_and_the_call_copies_nothing_but_its_flag(monkeypatch, mnist_test,
+                                                                                        dtype):
+    """With cuBLASLt each dense layer is one matmul with its bias (+ReLU) epilogue (the fake reads
+    its layouts, bias and epilogue as cuBLASLt does); conv1 reads the images and the softmax writes
+    the answer in mapped host memory; the call's one copy is the flag's 4 bytes, polled by the host."""
+    x, reference = oracle_sample(mnist_test[0], 4, dtype)
+    lt = fake_gpu.FakeCublasLt()
+    fe = frontend_net(monkeypatch, dtype, lt_library=lt)
+    for lo, hi in ((0, 4), (0, 4), (1, 2), (1, 2)):
+        probs = fe.predict(x[lo:hi].astype(dtype))
+        assert np.abs(probs - reference[lo:hi]).max() <= (1e-5 if dtype == "float32" else 1e-12)
+    assert lt.calls.count("cublasLtMatmul") == 2 * 3 * 3  # each size's 3: checked, the eager call, a replay
+    assert fe.net.stream.launches == 2 and fe.last_device_ns is None
+    for name in ("fc1", "fc2", "fc3"):
+        assert fe.stage_notes[name] == "one cublasLtMatmul, bias" + (" and ReLU" if name != "fc3" else "") + \
+            " in its epilogue"
+    p = fe.plans[4]
+    assert [s.lt is not None for s in p.stages] == [False] * 4 + [True] * 3
+    copies = [args for fn, args in p.calls if getattr(fn, "__name__", "") == "<lambda>" and len(args) == 5]
+    assert copies == [(p.flag.ctypes.data, p.buf["one"], 4, frontend.D2H, fe.net.stream.ptr)]  # the flag only
+    conv1 = p.stages[0].graphs[0]
+    assert ("x", 0) in conv1.binds.values() and p.buf["x"] == p.host_in.ctypes.data
+    assert p.buf["out"] == p.host_out.ctypes.data and "x" not in p.arrays and "out" not in p.arrays
+    assert int(p.flag[0]) == 1  # the last call's
+    fe.close()
+
+
+def test_cublaslt_refusing_leaves_the_dense_layers_to_the_graphs_with_the_reason(monkeypatch, mnist_test):
+    x, reference = oracle_sample(mnist_test[0], 2)
+    fe = frontend_net(monkeypatch, lt_library=fake_gpu.FakeCublasLt(refuse=True))
+    assert np.abs(fe.predict(x) - reference).max() <= 1e-5
+    assert fe.stage_notes["fc1"].startswith("fc1 (cuBLASLt refused: cublasLtMatmulAlgoGetHeuristic")
+    fe.close()
+
+
+def test_each_graphs_plans_are_timed_and_the_fastest_pinned(monkeypatch, mnist_test):
+    """Every plan of every graph is executed and timed; the fastest (here the fake's plan 2: 5 µs
+    an execution, the others 9 µs on the fake's clock) is selected, and every later execution is
+    that plan's."""
+    x, reference = oracle_sample(mnist_test[0], 1)
+    rules = fake.Rules(plans=3, slow=lambda graph, index: 5e-6 if index == 2 else 9e-6)
+    fe = frontend_net(monkeypatch, rules=rules)
+    assert np.abs(fe.predict(x) - reference).max() <= 1e-5
+    graph = fe.plans[1].stages[0].graphs[0].graph
+    assert "select 2" in graph.steps and graph.selected == 2
+    per_plan = 1 + frontend.PLAN_TIMING_CALLS
+    assert sorted(graph.executed[:3 * per_plan]) == sorted([0, 1, 2] * per_plan) and set(graph.executed[3 * per_plan:]) == {2}
+    assert fe.plan_notes["conv1 (batch 1)"] == "plan 2 of 3 pinned, the fastest at 5.0 µs"
+    assert "conv1 (batch 1): plan 2 of 3 pinned" in fe.net.fusion_note
+    one = fake.Rules(plans=1)
+    fe1 = frontend_net(monkeypatch, rules=one)
+    assert np.abs(fe1.predict(x) - reference).max() <= 1e-5 and fe1.plan_notes["conv1 (batch 1)"] == "its one plan of 1"
+    fe.close()
+    fe1.close()
+
+
+def test_a_call_that_never_sets_its_flag_times_out_saying_so(monkeypatch, mnist_test):
+    x, _ = oracle_sample(mnist_test[0], 2)
+    fe = frontend_net(monkeypatch)
+    fe.net.stream.refuse_capture = True  # eager calls: the plan's calls are what runs
+    fe.predict(x)
+    p = fe.plans[2]
+    p.calls = p.calls[:-1]  # no flag
+    monkeypatch.setattr(frontend, "POLL_TIMEOUT_S", 0.05)
+    with pytest.raises(RuntimeError, match=r"cudnn/frontend's call did not set its flag in 0.05 s"):
+        fe.predict(x)
 
 
 def test_refused_fused_graphs_run_split_and_a_refused_pooling_graph_runs_on_the_side(monkeypatch, mnist_test):
