@@ -176,7 +176,7 @@ def test_a_fake_level_is_found_everywhere(checkout: Path) -> None:
 
 LISTS = textwrap.dedent("""\
     import json
-    from harness import cli, commands
+    from harness import cli
     from harness.campaign import gpu_study
     from harness.check import train_verify, verify
     from harness.measure.inside import worker
@@ -243,7 +243,7 @@ def test_the_registry_as_it_is_passes_its_own_check() -> None:
 
 
 def test_loc_lines_stay_aligned_for_a_long_package_name() -> None:
-    from harness.commands import loc_lines
+    from harness.report.cli import loc_lines
 
     lines = loc_lines({"lenet_numpy": 138, "lenet_a_level_with_a_long_name": 12, "lenet_cudnn": 1030})
     assert lines[1] == "lenet_a_level_with_a_long_name     12 code lines"
