@@ -64,6 +64,7 @@ def each_on_its_own(items: list[str], measure: Callable[[str], dict],
     saying why, or None (no row); the others still run."""
     rows = []
     for item in items:
+        row: dict | None
         try:
             row = measure(item)
             print("\n".join(show(row)) + "\n")

@@ -161,8 +161,9 @@ def cuda_lines(caps: Sequence[str] | None = None) -> list[str]:
 
 
 def uses_tensorflow(name: str) -> bool:
-    """The level records TensorFlow's version (its spec's versions): it runs on TensorFlow."""
-    return name in registry.REGISTRY and "tensorflow" in (d for _c, d in registry.spec(name).versions)
+    """The level records TensorFlow's version (its installs.versions): it runs on TensorFlow."""
+    versions = registry.REGISTRY[name].installs.versions if name in registry.REGISTRY else ()
+    return "tensorflow" in (dist for _column, dist in versions)
 
 
 def host_line(info: dict) -> str:

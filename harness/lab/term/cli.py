@@ -37,7 +37,8 @@ def submissions(help: str | None = None) -> argparse.ArgumentParser:
 def commands() -> list[Command]:
     """`lab` and its commands, in the order `python -m harness lab --help` lists them."""
     return [Command("lab", "grade lab submissions: leaderboard, feedback, Slurm job arrays",
-                    commands=(*publishing_commands(), grade_command(), *grading_commands(), *term_commands()))]
+                    commands=(*publishing_commands(), grade_command(), *grading_commands(),
+                              *term_commands()))]
 
 
 def grade_command() -> Command:
