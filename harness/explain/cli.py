@@ -1,5 +1,6 @@
 """The explain wing's commands, where a call's time goes: `explain` (the ablation ladder), `kernels`,
-`gpu-explain`, `kernel-stages`, `gpu-floor` (a GPU call), `arithmetic` (the CPU's multiply-add peak)."""
+`gpu-explain`, `kernel-stages`, `gpu-floor` (a GPU call, and the hardware's probes), `arithmetic` (the
+CPU's arithmetic peak)."""
 
 import argparse
 from collections.abc import Callable
@@ -38,14 +39,14 @@ def commands() -> list[Command]:
             weights(),
             out(None, "write the rows to OUT/kernel_stages/<run-id>/ (the report reads reports/results)")),
         command(
-            "gpu-floor", "on a GPU: the hardware's floor for a call: the bus round trip, "
+            "gpu-floor", "on a GPU: the hardware's probes of what a call needs: the bus round trip, "
                          "pinned copies, an empty launch and graph, the FMA peak of one SM and of all, "
                          "a cluster barrier",
-            cmd_gpu_floor, option("--calls", type=int, default=2000,
+            cmd_gpu_probes, option("--calls", type=int, default=2000,
                                   help="round trips, launches and small copies per probe (default 2000)"),
             out(None, "write the row to OUT/gpu_floor/<run-id>/ (the report reads reports/results)")),
         command(
-            "arithmetic", "the CPU's arithmetic floor: this core's measured multiply-add peak, "
+            "arithmetic", "the CPU's arithmetic peak: this core's measured multiply-adds per second, "
                           "and the hand-written C call split by layer against it",
             cmd_arithmetic,
             option("--calls", type=int, default=1000, help="single-image calls per round"),
@@ -194,13 +195,13 @@ def cmd_kernel_stages(args: argparse.Namespace) -> int:
     return 0 if all(r["status"] == "ok" for r in rows) else 1
 
 
-def cmd_gpu_floor(args: argparse.Namespace) -> int:
-    """One row of probes; a GPU where they cannot run gets a row saying why."""
-    from harness.explain import gpu_floor
+def cmd_gpu_probes(args: argparse.Namespace) -> int:
+    """`gpu-floor`: one row of probes; a GPU where they cannot run gets a row saying why."""
+    from harness.explain import gpu_probes
 
     needs_gpu_and_calls("gpu-floor", args.calls)
-    rows = each_on_its_own(["probes"], lambda _: gpu_floor.measure(args.calls),
-                           lambda _, reason: gpu_floor.failed(reason), gpu_floor.lines)
+    rows = each_on_its_own(["probes"], lambda _: gpu_probes.measure(args.calls),
+                           lambda _, reason: gpu_probes.failed(reason), gpu_probes.lines)
     if args.out:
-        print(f"results: {gpu_floor.write(rows, args.out)}")
+        print(f"results: {gpu_probes.write(rows, args.out)}")
     return 0 if rows[0]["status"] == "ok" else 1
