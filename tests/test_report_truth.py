@@ -16,7 +16,8 @@ from harness.machine import load, provenance
 from harness.measure import floor
 from harness.measure.store import stats
 from harness.report import details, markdown
-from harness.report.claims import headline, quote, rundata
+from harness.report.claims import headline, rundata
+from harness.report.markup import quote
 from harness.report.sections import explain_section, machine_findings
 from tests import rowfiles
 from tests.conftest import ROOT
@@ -189,4 +190,4 @@ def test_an_explain_row_calls_its_floor_what_the_run_chose_not_the_devices_faste
     name = explain_section.stage_name(row, 1)
     assert name.startswith("the floor this explain run chose (cudnn/graph;")
     assert "fastest measured implementation on this device" not in name
-    assert "fastest measured implementation on this device" not in explain_section.stage_text(row, 1)
+    assert "fastest measured implementation on this device" not in explain_section.stage_claims(row, 1)["name"]

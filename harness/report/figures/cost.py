@@ -17,9 +17,10 @@ import matplotlib.ticker
 import pandas as pd
 
 from harness import registry
-from harness.report.claims import headline, quote
+from harness.report.claims import headline
 from harness.report.claims.rundata import ReportData
 from harness.report.figures import place
+from harness.report.markup import quote
 from harness.report.markup.style import DEVICE_LINES, DEVICE_MARKER, caption, colour, finish, fmt_ms, plt
 
 PATHS = registry.ladder_paths()  # each level's spec: `ladder`, the lines through it

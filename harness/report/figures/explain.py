@@ -16,8 +16,8 @@ from matplotlib.patches import Patch
 
 from harness.report.claims.rundata import ReportData
 from harness.report.figures import place
-from harness.report.markup.style import caption, finish, plt, short_machine
-from harness.report.sections.explain_section import explain_rows, ms
+from harness.report.markup.style import caption, finish, fmt_ms, plt, short_machine
+from harness.report.sections.explain_section import explain_rows
 
 # Each stage an ablation peels off falls in one of these kinds: one colour per kind in every row.
 # (name, colour, words in a stage's name that put it in this kind)
@@ -93,7 +93,7 @@ def fig_explain(data: ReportData, out: Path) -> Path | None:
     labels = []
     for y, (row, bar) in enumerate(zip(rows, bars, strict=True)):
         labels.append(f"{row['implementation']}/{row['variant']} ({row['device'].upper()}, "
-                      f"{ms(row['steps'][0]['median_ns'])})\n"
+                      f"{fmt_ms(row['steps'][0]['median_ns'] / 1e6)})\n"
                       f"{short_machine(row.get('machine', '')).replace('(R)', '')}"
                       + (f"; floor {row['floor']}" if row.get("floor") else ""))
         for left, width, _stage, shade in bar:

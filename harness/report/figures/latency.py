@@ -9,9 +9,9 @@ from matplotlib.lines import Line2D
 
 from harness import registry
 from harness.measure.store import stats
-from harness.report.claims import quote
 from harness.report.claims.rundata import ReportData
 from harness.report.figures import dotplot, pick
+from harness.report.markup import quote
 from harness.report.markup.style import (
     caption,
     colour,

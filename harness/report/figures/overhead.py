@@ -15,9 +15,9 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from harness.measure.floor import Floor
-from harness.report.claims import quote
 from harness.report.claims.rundata import ReportData
 from harness.report.figures import dotplot, pick
+from harness.report.markup import quote
 from harness.report.markup.style import OKABE_ITO, caption, finish, fmt_ms, ok_cells, short_machine
 from harness.report.sections import gpu_section
 
