@@ -57,8 +57,8 @@ def run(study, machine, started, run_id=None):
 
 @pytest.fixture
 def drawn(monkeypatch, tmp_path):
-    """Each figure as style.finish laid it out (the PNG written to tmp_path), with the caption it
-    was given: drawn[i] the figure, drawn.captions[i] its caption."""
+    """Each figure as style.finish (or style.settle) laid it out (the PNG written to tmp_path), with the
+    caption it was given: drawn[i] the figure, drawn.captions[i] its caption."""
     captured = SimpleNamespace(figs=[], captions=[])
 
     def keep(fig, runs, study, path, caption_text=None, *args, **kwargs):
@@ -66,8 +66,17 @@ def drawn(monkeypatch, tmp_path):
         captured.captions.append(caption_text or style.caption(runs, study))
         return style.finish(fig, runs, study, tmp_path / path.name, caption_text, *args, **kwargs)
 
+    def settled(fig, caption_text):  # a figure that places words in its final layout: settle, then save
+        captured.figs.append(fig)
+        captured.captions.append(caption_text)
+        style.settle(fig, caption_text)
+
     for module in FIGURE_MODULES:
-        monkeypatch.setattr(module, "finish", keep)
+        if hasattr(module, "finish"):
+            monkeypatch.setattr(module, "finish", keep)
+        if hasattr(module, "settle"):
+            monkeypatch.setattr(module, "settle", settled)
+            monkeypatch.setattr(module, "save", lambda fig, path: style.save(fig, tmp_path / path.name))
     return captured
 
 
@@ -220,7 +229,7 @@ def test_fig3_draws_the_newest_runs_machine_filled_others_as_other_machines_and_
     runs = [run("api_levels", "amd", started=2.0), run("api_levels", "old-intel", started=1.0)]
     latency.fig_latency(data_of(rows, runs), tmp_path / "f3.png")
     ax = drawn.figs[0].axes[0]
-    legend = [t.get_text() for t in drawn.figs[0].legends[0].get_texts()]  # one legend under the title
+    legend = [t.get_text() for t in drawn.figs[0].axes[-1].get_legend().get_texts()]  # one, under the panels
     assert legend[0].startswith("CPU: amd: newest run")
     assert legend[1].startswith("CPU: older, another machine: old-intel")
     dots = [c for c in ax.containers]
