@@ -1,4 +1,4 @@
-"""Sentences of the report that are computed, not typed (issue 67): finding 3 compares each device's
+"""Sentences of the report that are computed, not typed: finding 3 compares each device's
 fastest measured call, finding 4 takes a within-round ratio from the study that timed both cells,
 explain's stages within their noise say so, a share over the measured peak says what the probe
 misses, the Machines table has every level's versions, and Fig. 1's caption names only lines drawn."""
@@ -135,7 +135,7 @@ def test_the_machine_findings_read_their_levels_and_variants_from_the_registry()
 
 
 def test_the_runs_list_names_every_run_a_merged_kernels_run_came_from():
-    # issue 72: the batch-1 kernels run was missing from "Runs behind this report"
+    # a merged run names each run its rows came from: the batch-1 kernels run too
     from harness.report.markup.style import caption
 
     env = {"packages": {}, "threads": {}, "gpus": [{"name": "H100"}]}

@@ -404,7 +404,7 @@ def test_one_record_a_figure_its_caption_and_drawer_in_reading_order():
 
 
 def test_a_label_goes_away_from_its_nearest_neighbour_at_its_height():
-    # issue 72: "CUDA 19 µs" sat left of its marker, between it and oneDNN's, and read as oneDNN's
+    # a label between two markers at one height reads as the other marker's
     centres = [(500.0, 400.0), (800.0, 402.0), (300.0, 100.0), (300.0, 110.0)]
     sides = place.sides_away(centres, [1, -1, 1, -1])
     assert sides[:2] == [-1, 1]  # oneDNN left, CUDA right: neither label between the two markers
@@ -420,7 +420,7 @@ def test_fig1_names_the_device_of_a_level_drawn_on_both():
 
 
 def test_every_variant_of_one_level_has_its_own_marker_and_line_style():
-    # issue 72: Fig. 9's ten CUDA lines share one colour; five markers made them repeat
+    # Fig. 9's ten CUDA lines share one colour: their markers must not repeat
     from harness.report.figures import batch_lines
 
     styles = [batch_lines.variant_style(k) for k in range(24)]
@@ -429,8 +429,8 @@ def test_every_variant_of_one_level_has_its_own_marker_and_line_style():
 
 
 def test_each_variant_of_one_level_has_its_own_shade_of_the_level_colour():
-    # issue 72: Fig. 9's CUDA lines were all one colour; now the first keeps the level's colour and
-    # each further variant is a lighter shade of it, none repeated, the last 60% toward white
+    # the first variant keeps the level's colour and each further one is a lighter shade of it, none
+    # repeated, the last 60% toward white (Fig. 9's ten CUDA lines)
     from harness.report.markup import style
 
     shades = [style.shade("cuda", k, 10) for k in range(10)]

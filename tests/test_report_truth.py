@@ -182,8 +182,8 @@ def test_an_old_explain_row_never_calls_its_floor_the_arithmetic():
 
 
 def test_an_explain_row_calls_its_floor_what_the_run_chose_not_the_devices_fastest():
-    # issue 72: the GPU explain run timed cudnn/graph beside the call, while the report's fastest
-    # GPU call is a resident CUDA kernel measured later
+    # the GPU explain run timed cudnn/graph beside the call, while the report's fastest GPU call can
+    # be another (a resident CUDA kernel, measured later)
     row = {"floor": "cudnn/graph", "stages": [
         {"name": "JAX's per-call dispatch", "ns": 1e6, "share": 0.9},
         {"name": "the fastest measured implementation on this device (cudnn/graph)", "ns": 6e4, "share": 0.1}]}
