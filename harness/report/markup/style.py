@@ -15,8 +15,11 @@ from harness.draw.style import (  # noqa: F401  (the report's figures take the b
     decorate,
     finish,
     fmt_ms,
+    legend_below,
     plt,
     run_names,
+    save,
+    settle,
 )
 
 FIGURES_DIR = DEFAULT_FIGURES
