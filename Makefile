@@ -99,7 +99,7 @@ studies: $(STAMP)  ## every study in STUDIES (GPU cells recorded as skipped wher
 # Why Keras is slow: each Keras backend's predict, and the framework-ops levels, stage by stage (the
 # targets the registry's entries opt into: ImplSpec.explain; 3: a target's framework is not installed).
 EXPLAIN = $(shell $(PY) -m harness list --explain --device cpu)
-explain: $(STAMP)  ## why Keras is slow (each backend's predict and the framework ops, stage by stage); the CPU's arithmetic floor; the CUDA kernels' static work
+explain: $(STAMP)  ## why Keras is slow (each backend's predict and the framework ops, stage by stage); the CPU's arithmetic peak; the CUDA kernels' static work
 	$(PY) -m harness arithmetic --out $(RESULTS)
 	$(PY) -m harness gpu-explain --out $(RESULTS) || test $$? -eq 3  # no GPU needed; 3: no NVRTC here
 	$(PY) -m harness explain $(EXPLAIN) --calls 40 --rounds 5 --out $(RESULTS) || test $$? -eq 3
