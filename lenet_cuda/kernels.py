@@ -22,8 +22,8 @@ model.py launches exactly these; the tests check them against the oracle's shape
             once and read across the bus, out mapped host memory; batch2_device: x and out on the
             device, copied in and out (the kernel's time is the device-resident throughput)
     overlap: x (N,28,28,1) at the address in a mapped word (src) -lenet_overlap, min(OVERLAP_SMS,
-            ceil(N/4)) blocks of OVERLAP_THREADS, each looping over tiles of images (float 4, double 1)
-            and prefetching its next tile with cp.async while it computes this one-> out (N,10) in
+            ceil(N/4)) blocks of OVERLAP_THREADS, each looping over groups of images (float 4, double
+            1), its next image's copy (cp.async) in flight while it computes one-> out (N,10) in
             mapped host memory; the last block adds 1 to flag (mapped), done (device) counts blocks
 """
 
@@ -58,9 +58,9 @@ BATCH2_IMAGES = 2  # images per block in batch2.cu (LENET_BATCH2_IMAGES)
 BATCH2_THREADS = 512  # threads per block in batch2.cu (LENET_BATCH2_THREADS)
 BATCH2_CONCURRENT = {"float32": 2, "float64": 1}  # images a batch2 block computes at once (Batch2Shape)
 OVERLAP_THREADS = 512  # threads per block in overlap.cu (LENET_OVERLAP_THREADS)
-OVERLAP_IMAGES = {"float32": 4, "float64": 1}  # images a tile in overlap.cu (OverlapShape<T>::G)
+OVERLAP_IMAGES = {"float32": 4, "float64": 1}  # images a group in overlap.cu (OverlapShape<T>::G)
 # overlap's most blocks: one an SM of an H100 or H200 (132 SMs); a GPU with fewer runs the rest after
-# (each block loops over its tiles: any grid is correct), the tests use a small one to loop
+# (each block loops over its groups: any grid is correct), the tests use a small one to loop
 OVERLAP_SMS = 132
 STATIC_SHARED_LIMIT = 48 * 1024  # bytes of static __shared__ per block, every architecture
 
@@ -256,8 +256,8 @@ def batch2_launches(n: int) -> list[Launch]:
 
 
 def overlap_launches(n: int) -> list[Launch]:
-    """At most OVERLAP_SMS blocks (overlap.cu), one per float tile of 4 images; each loops over its
-    tiles (in float64, tiles of 1: four times as many a block)."""
+    """At most OVERLAP_SMS blocks (overlap.cu), one per float group of 4 images; each loops over its
+    groups (in float64 groups of 1: four times as many a block)."""
     weights = tuple(f"{name}.{part}" for name in WEIGHTS for part in ("kernel", "bias"))
     grid = min(OVERLAP_SMS, blocks(n, OVERLAP_IMAGES["float32"]))
     return [Launch("lenet_overlap", grid, OVERLAP_THREADS, ("src", *weights, "out", "done", "flag", n),
@@ -364,12 +364,13 @@ def batch2_shared_bytes(dtype: str) -> int:
     return sum(batch2_shared(dtype).values()) * np.dtype(dtype).itemsize
 
 
-# overlap.cu's static shared arrays (elements), as declared there: buf two tiles' images (a computed
-# tile's: the dense layers' partial sums), p2 a tile's pool2
+# overlap.cu's static shared arrays (elements), as declared there: buf two images (the one computed,
+# the next in flight), p1 one image's pool1 and then fc1's partial sums (4 parts x 120 x G), p2 a
+# group's pool2
 def overlap_shared(dtype: str) -> dict[str, int]:
     g = OVERLAP_IMAGES[dtype]
-    return {"buf": 2 * g * 784, "s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b": 16,
-            "p1": 1176, "p2": 400 * g}
+    return {"buf": 2 * 784, "s_conv1_w": 150, "s_conv1_b": 6, "s_conv2_w": 2400, "s_conv2_b": 16,
+            "p1": max(1176, 4 * 120 * g), "p2": 400 * g}
 
 
 def overlap_shared_bytes(dtype: str) -> int:

@@ -294,12 +294,14 @@ def test_overlap_shape_and_shared_memory_are_the_ones_in_overlap_cu(dtype):
     both = re.search(r"G = sizeof\(T\) == 4 \? (\d) : (\d);", text)
     assert {"float32": int(both[1]), "float64": int(both[2])} == kernels.OVERLAP_IMAGES
     g = kernels.OVERLAP_IMAGES[dtype]
+    assert "static constexpr int P1 = 4 * 120 * G > 1176 ? 4 * 120 * G : 1176;" in text
     declared = re.findall(r"__shared__ (?:__align__\(16\) )?T (\w+)\[([^\]]+)\]", text)
-    sizes = {name: eval(size, {"G": g}) for name, size in declared}
+    sizes = {name: eval(size.replace("OverlapShape<T>::P1", "P1"), {"G": g, "P1": max(1176, 480 * g)})
+             for name, size in declared}
     assert sizes == kernels.overlap_shared(dtype) and "__shared__ __align__(16) T buf[" in text
-    # a computed tile's half of buf holds each dense layer's partial sums; p2: h1, h2, logits; the
+    # p1 holds an image's pool1, then each dense layer's partial sums; p2: h1, h2, logits; the
     # images' 16-byte pieces are whole; one thread an item of every stage
-    assert sizes["buf"] // 2 >= max(4 * 120 * g, 5 * 84 * g, 12 * 10 * g) and sizes["p2"] >= (120 + 84 + 10) * g
+    assert sizes["p1"] >= max(1176, 4 * 120 * g, 5 * 84 * g, 12 * 10 * g) and sizes["p2"] >= (120 + 84 + 10) * g
     assert 784 * np.dtype(dtype).itemsize % 16 == 0
     assert max(392, 400, 4 * 120, 5 * 84, 12 * 10, 120 * g, 10 * g) <= kernels.OVERLAP_THREADS
     assert kernels.overlap_shared_bytes(dtype) <= kernels.STATIC_SHARED_LIMIT
@@ -482,8 +484,8 @@ def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, v
     ("batch2", "float64", (1, 3, 13, 64, 512)),  # one image at a time: two rounds a block
     ("batch2_device", "float32", (1, 3, 64, 512, 5)),
     ("batch2_device", "float64", (1, 3, 64, 512, 5)),
-    ("overlap", "float32", (1, 3, 64, 512, 13)),  # 13: the last tile's 1 image of 4; 512: 128 blocks
-    ("overlap", "float64", (1, 3, 64, 13)),  # tiles of 1 (512: make test-emulation, 6 s here)
+    ("overlap", "float32", (1, 3, 64, 512, 13)),  # 13: the last group's 1 image of 4; 512: 128 blocks
+    ("overlap", "float64", (1, 3, 64, 13)),  # groups of 1 (512: make test-emulation, 6 s here)
 ])
 def test_emulated_cluster_kernel_at_every_batch_size(monkeypatch, emulator, many, variant, dtype, sizes):
     """Every cluster of 8 blocks computes its own image, every batch block its 4: batch sizes
@@ -590,9 +592,10 @@ def test_emulated_batch2_reads_the_callers_registered_array_from_its_second_call
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_emulated_overlap_blocks_loop_over_tiles_prefetching_the_next(monkeypatch, emulator, many, dtype):
-    """With a grid of 3 blocks (an H100's 132 would give every tile of these batches a block of its
-    own) each block computes tile after tile, the next one's cp.async copies in flight: the emulated
-    copies land only at their wait, so a tile read before its copies landed would be wrong here."""
+    """With a grid of 3 blocks (an H100's 132 would give every group of these batches a block of its
+    own) each block computes group after group, each image's successor's cp.async copies in flight
+    (the next group's first during the dense layers): the emulated copies land only at their wait,
+    so an image read before its copies landed would be wrong here."""
     monkeypatch.setattr(kernels, "OVERLAP_SMS", 3)
     assert [launch.grid for n in (1, 13, 64) for launch in kernels.launches("overlap", n)] == [1, 3, 3]
     agree_at_sizes(monkeypatch, emulator, many, "overlap", dtype, (1, 3, 13, 64, 29))

@@ -126,9 +126,9 @@ def work() -> list[Work]:
         batch_dense_stage("fc1", 400, 120, 4, g2), batch_dense_stage("fc2", 120, 84, 5, g2),
         batch_dense_stage("fc3", 84, 10, 12, g2)))
     g3, bt3 = OVERLAP_IMAGES["float32"], OVERLAP_THREADS
-    # lenet_overlap, per image (float): its tile's images one after another through the convolutions
-    # (conv1's 392 items, conv2's 400 threads), the dense layers over the tile's 4; the weights loaded
-    # once a block, for all of its tiles (at batch 512 one tile a block: counted per tile here)
+    # lenet_overlap, per image (float): its group's images one after another through the convolutions
+    # (conv1's 392 items, conv2's 400 threads), the dense layers over the group's 4; the weights loaded
+    # once a block, for all of its groups (at batch 512 one group a block: counted per group here)
     overlap = Work("lenet_overlap", ("overlap",), 1, bt3, (
         Stage("stage in", 0, bt3, 0, 0, 784 + ceil_div(156 + 2416, g3)),
         Stage("conv1+pool", 117_600, 392, 3 * 4 * 25, 25, 0),
