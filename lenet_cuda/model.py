@@ -52,8 +52,8 @@ Variants:
   trace's kernel time is the device-resident throughput (input already on the GPU); its copy's
   time is the bus's rate for 1.6 MB.
 - overlap: one block an SM (overlap.cu), each prefetching its next image with cp.async while it
-  computes the current one (groups of 4 images for the dense layers), so the bus's transfer and the SMs' compute overlap inside the
-  kernel. The images' address is a word in mapped memory the host writes before the launch (the
+  computes the current one (groups of 4 images for the dense layers), so the bus's transfer and
+  the SMs' compute overlap inside the kernel. The images' address is a word in mapped memory the host writes before the launch (the
   caller's registered array, as batch2's, or the staging), so the launch's arguments are fixed and
   the call is a CUDA graph captured once per batch size; the answer in mapped host memory, the call
   waited on by the flag the last block sets (no event, no copy back).
