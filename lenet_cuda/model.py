@@ -53,10 +53,11 @@ Variants:
   time is the bus's rate for 1.6 MB.
 - overlap: one block an SM (overlap.cu), each prefetching its next image with cp.async while it
   computes the current one (groups of 4 images for the dense layers), so the bus's transfer and
-  the SMs' compute overlap inside the kernel. The images' address is a word in mapped memory the host writes before the launch (the
-  caller's registered array, as batch2's, or the staging), so the launch's arguments are fixed and
-  the call is a CUDA graph captured once per batch size; the answer in mapped host memory, the call
-  waited on by the flag the last block sets (no event, no copy back).
+  the SMs' compute overlap inside the kernel. The images' address is a word in mapped memory the
+  host writes before the launch (the caller's registered array, as batch2's, or the staging), so
+  the launch's arguments are fixed and the call is a CUDA graph captured once per batch size; the
+  answer in mapped host memory, the call waited on by the flag the last block sets (no event, no
+  copy back).
 All: buffers and pinned host memory allocated once per batch size, argument tuples built once per
 batch size, asynchronous work on one stream of the level's own, one synchronization per call,
 CUDA events around the work for the device time (mapped: none). float32 and float64 (the
