@@ -73,7 +73,7 @@ def test_the_oracle_s_stages_are_its_step_s_gradients(oracle):
     assert list(stages_) == list(stages.TRAINING)
     for name, want in stages_.items():
         assert np.array_equal(want.dkernel, grads[name].kernel) and np.array_equal(want.dbias, grads[name].bias)
-    for later, earlier in zip(stages.TRAINING, stages.TRAINING[1:]):  # each upstream: the dx after it
+    for later, earlier in zip(stages.TRAINING[:-1], stages.TRAINING[1:], strict=True):  # upstream: dx after it
         assert np.array_equal(stages_[earlier].upstream, stages_[later].dx)
     assert stages_["conv1"].dx is None and np.array_equal(stages_["fc3"].upstream, labels)
 

@@ -47,6 +47,7 @@ CRASH = "raise RuntimeError('the student forgot something')\n"
 # of every 50 students: 2 wrong, 2 slow, 1 hanging, 1 crashing; the rest honest copies
 KINDS = (("wrong", 2, "wrong"), ("slow", 2, "ok"), ("hang", 1, "timeout"), ("crash", 1, "import-error"))
 PER = 50
+MIXED_FROM = PER // 5  # a smaller class is honest copies of one lab's correct example
 
 
 def mix(lab: str, students: int) -> list[tuple[str, int, Path]]:
@@ -54,7 +55,7 @@ def mix(lab: str, students: int) -> list[tuple[str, int, Path]]:
     lab's share first taken out (none of a class under 10, or where the lab named is the training lab)."""
     if students < 1:
         raise HarnessError(f"--students: expected a whole number >= 1, found {students}")
-    train = students // TRAINING_SHARE if students >= 10 and lab != TRAINING else 0
+    train = students // TRAINING_SHARE if students >= MIXED_FROM and lab != TRAINING else 0
     classes = [(lab, students - train, EXAMPLES_OF.get(lab, EXAMPLES))]
     return classes + ([(TRAINING, train, TRAINING_EXAMPLES)] if train else [])
 
@@ -69,7 +70,7 @@ def make_class(folder: Path, students: int, examples: Path = EXAMPLES) -> dict[s
     sources = {"wrong": (examples / "wrong" / "lenet.py").read_text(),
                "slow": (examples / "slow" / "lenet.py").read_text(), "hang": HANG, "crash": CRASH}
     for kind, every, status in KINDS:
-        for i in range(max(1, round(students * every / PER)) if students >= PER // 5 else 0):
+        for i in range(max(1, round(students * every / PER)) if students >= MIXED_FROM else 0):
             expected[f"{kind}-{i:03d}"] = status
             source = sources[kind]
             (folder / f"{kind}-{i:03d}").mkdir()

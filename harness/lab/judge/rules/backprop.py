@@ -31,6 +31,7 @@ import numpy as np
 
 from harness.base import LEARNING_RATE
 from harness.lab.judge.rules import stages
+from harness.lab.judge.rules.sgd import Weights
 
 PARTS = ("dx", "dkernel", "dbias")
 DX_NCHW = ("its dx is in NCHW order (channels first) and matches the oracle's once transposed: return "
@@ -51,37 +52,36 @@ class Backward(NamedTuple):
     dbias: np.ndarray
 
 
-def oracle(w: dict, images_u8: np.ndarray, labels: np.ndarray) -> dict[str, Backward]:
+def oracle(w: Weights, images_u8: np.ndarray, labels: np.ndarray) -> dict[str, Backward]:
     """{stage: Backward} in backpropagation's order, from the oracle's own functions (lenet_numpy.
     train) at weights w (float64): each stage's upstream is the oracle's dx of the stage after it."""
     from harness.data import mnist
-    from lenet_numpy.train import (  # the oracle: grader only
-        conv_backward, conv_forward, pool_backward, pool_forward, softmax_cross_entropy)
+    from lenet_numpy import train  # the oracle: grader only
 
     x = mnist.to_input(images_u8, "float64")
     labels = np.asarray(labels, np.int64)
-    z1, c1 = conv_forward(x, *w["conv1"], pad=2)                         # (N, 28, 28, 6)
-    p1, m1 = pool_forward(np.maximum(z1, 0))                             # (N, 14, 14, 6)
-    z2, c2 = conv_forward(p1, *w["conv2"], pad=0)                        # (N, 10, 10, 16)
-    p2, m2 = pool_forward(np.maximum(z2, 0))                             # (N, 5, 5, 16)
+    (k1, b1), (k2, b2), (k3, b3), (k4, b4), (k5, b5) = (w[n] for n in ("conv1", "conv2", "fc1", "fc2", "fc3"))
+    z1, c1 = train.conv_forward(x, k1, b1, pad=2)                        # (N, 28, 28, 6)
+    p1, m1 = train.pool_forward(np.maximum(z1, 0))                       # (N, 14, 14, 6)
+    z2, c2 = train.conv_forward(p1, k2, b2, pad=0)                       # (N, 10, 10, 16)
+    p2, m2 = train.pool_forward(np.maximum(z2, 0))                       # (N, 5, 5, 16)
     f = p2.reshape(len(x), -1)                                           # (N, 400)
-    h1 = np.maximum(f @ w["fc1"].kernel + w["fc1"].bias, 0)              # (N, 120)
-    h2 = np.maximum(h1 @ w["fc2"].kernel + w["fc2"].bias, 0)             # (N, 84)
-    _, d = softmax_cross_entropy(h2 @ w["fc3"].kernel + w["fc3"].bias, labels)  # (N, 10)
+    h1 = np.maximum(f @ k3 + b3, 0)                                      # (N, 120)
+    h2 = np.maximum(h1 @ k4 + b4, 0)                                     # (N, 84)
+    _, d = train.softmax_cross_entropy(h2 @ k5 + b5, labels)             # (N, 10)
 
-    out = {"fc3": Backward(h2, labels, *w["fc3"], d @ w["fc3"].kernel.T, h2.T @ d, d.sum(0))}
-    up = out["fc3"].dx                                                   # (N, 84)
-    d = up * (h2 > 0)
-    out["fc2"] = Backward(h1, up, *w["fc2"], d @ w["fc2"].kernel.T, h1.T @ d, d.sum(0))
-    up = out["fc2"].dx                                                   # (N, 120)
-    d = up * (h1 > 0)
-    out["fc1"] = Backward(p2, up, *w["fc1"], (d @ w["fc1"].kernel.T).reshape(p2.shape), f.T @ d, d.sum(0))
-    up = out["fc1"].dx                                                   # (N, 5, 5, 16)
-    dx, dk, db = conv_backward(pool_backward(up, m2) * (z2 > 0), w["conv2"].kernel, c2)
-    out["conv2"] = Backward(p1, up, *w["conv2"], dx, dk, db)
-    up = dx                                                              # (N, 14, 14, 6)
-    _, dk, db = conv_backward(pool_backward(up, m1) * (z1 > 0), w["conv1"].kernel, c1, need_dx=False)
-    out["conv1"] = Backward(x, up, *w["conv1"], None, dk, db)
+    up5 = d @ k5.T                                                       # (N, 84)
+    out = {"fc3": Backward(h2, labels, k5, b5, up5, h2.T @ d, d.sum(0))}
+    d = up5 * (h2 > 0)
+    up4 = d @ k4.T                                                       # (N, 120)
+    out["fc2"] = Backward(h1, up5, k4, b4, up4, h1.T @ d, d.sum(0))
+    d = up4 * (h1 > 0)
+    up3 = (d @ k3.T).reshape(p2.shape)                                   # (N, 5, 5, 16)
+    out["fc1"] = Backward(p2, up4, k3, b3, up3, f.T @ d, d.sum(0))
+    up2, dk, db = train.conv_backward(train.pool_backward(up3, m2) * (z2 > 0), k2, c2)  # (N, 14, 14, 6)
+    out["conv2"] = Backward(p1, up3, k2, b2, up2, dk, db)
+    _, dk, db = train.conv_backward(train.pool_backward(up2, m1) * (z1 > 0), k1, c1, need_dx=False)
+    out["conv1"] = Backward(x, up2, k1, b1, None, dk, db)
     return out
 
 
