@@ -1,7 +1,7 @@
 """A worker's data ops (harness.lab.box.worker's protocol names them): a chunk of timed calls; one
-stage of the network on the oracle's input to it (a training lab's: one layer's backward); K timed SGD
-steps; the trainer's weights. Each
-runs inside the sandbox, in the worker's process, on the submission's object.
+stage of the network on the oracle's input to it (a training lab's: one layer's backward); K timed
+SGD steps; the trainer's weights. Each runs inside the sandbox, in the worker's process, on the
+submission's object.
 
 Their messages (the rest of the protocol: harness.lab.box.worker):
 
