@@ -54,11 +54,13 @@ $(CUDNN_STAMP): $(STAMP)
 	touch $@
 
 # The suite in TEST_WORKERS processes (pytest-xdist): most tests wait on subprocesses that use one
-# core each, so two workers use both cores of a small machine. Each test file runs whole on one
+# core each, and about a third of the suite's time is spent waiting on no core at all (sandboxed
+# hangs running into their deadlines, Slurm's scheduling, one user waiting on another's lock), so
+# three workers keep the two cores of a small machine busy. Each test file runs whole on one
 # worker, the Slurm and GPU tests on one worker between them, the longest first (tests/conftest.py;
 # --no-loadscope-reorder keeps that order); TEST_WORKERS=0 runs everything in one process, as plain
 # `pytest` does. The ten slowest tests are listed at the end, so a slow newcomer is seen.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=10
 
 test: $(STAMP) $(CUDNN_STAMP)  ## the test suite (GPU tests run where a GPU is present, else skip with the reason)
@@ -97,7 +99,7 @@ studies: $(STAMP)  ## every study in STUDIES (GPU cells recorded as skipped wher
 # Why Keras is slow: each Keras backend's predict, and the framework-ops levels, stage by stage (the
 # targets the registry's entries opt into: ImplSpec.explain; 3: a target's framework is not installed).
 EXPLAIN = $(shell $(PY) -m harness list --explain --device cpu)
-explain: $(STAMP)  ## why Keras is slow (each backend's predict and the framework ops, stage by stage); the CPU's arithmetic floor; the CUDA kernels' static work
+explain: $(STAMP)  ## why Keras is slow (each backend's predict and the framework ops, stage by stage); the CPU's arithmetic peak; the CUDA kernels' static work
 	$(PY) -m harness arithmetic --out $(RESULTS)
 	$(PY) -m harness gpu-explain --out $(RESULTS) || test $$? -eq 3  # no GPU needed; 3: no NVRTC here
 	$(PY) -m harness explain $(EXPLAIN) --calls 40 --rounds 5 --out $(RESULTS) || test $$? -eq 3

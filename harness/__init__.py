@@ -1,6 +1,7 @@
 """lenet-levels harness: everything that is not a LeNet, in wings.
 
-    cli.py commands.py          the command line (the one place that turns errors into exit codes)
+    cli.py command.py           the command line (the one place that turns errors into exit codes);
+                                each wing declares its own commands in its cli.py
     lab/     campaign/          grading a class's submissions (limited workers, leaderboard, Slurm);
                                 the GPU half in one command (steps, manifest, archive)
     report/                     runs, tables, figures, REPORT.md and DETAILS.md, lines of code

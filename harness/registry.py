@@ -1,7 +1,10 @@
 """Names -> implementation classes, imported lazily (a CuPy run never imports TensorFlow).
 
-Each entry also carries the metadata the planner needs (devices, variants, dtypes), so a study
-can be validated without importing any framework; the built-in classes point at their entry.
+A level is registered in one place, its entry in REGISTRY: three records, grouped by who reads
+them. ImplSpec is how it runs (devices, variants, dtypes: what the planner needs, so a study can be
+validated without importing any framework; what a lab's class sets too), its `shown` (Shown) how
+the report shows it, its `installs` (Installs) what it installs and loads. The built-in classes
+point at their entry; an incomplete entry is refused at import (check_registry).
 For lab assignments a `module:Class` path works wherever a name does: the class subclasses
 harness.base.LeNet and sets its own `spec = ImplSpec(...)`.
 
@@ -21,7 +24,32 @@ from harness.errors import HarnessError, Unavailable
 
 
 @dataclass(frozen=True)
+class Shown:
+    """How the report shows a level (README.md, "Adding a level"); the null level has only a colour."""
+    display: str = ""  # its row in the headline table ("raw library: cuDNN")
+    short: str = ""  # its label in figures and sentences ("cuDNN"); "" is the name
+    rung: str = ""  # its rung on the ladder: one of RUNGS
+    raw_for: tuple[str, ...] = ()  # the devices whose raw library it is (the headline's "x cuDNN" ratios)
+    ladder: tuple[tuple[str, ...], ...] = ()  # Fig. 1's lines through it: paths of level names, bottom first
+    order: int | None = None  # its place on the ladder, bottom first (None: not in the report's rows)
+    colour: str | None = None  # its colour in every figure
+
+
+@dataclass(frozen=True)
+class Installs:
+    """What a level installs and loads: the bill, env.json, the Machines table and every worker read it."""
+    versions: tuple[tuple[str, str], ...] = ()  # (column, distribution): env.json's, the Machines table's
+    # (and the bill's: what a pip install of these requires is what the level needs installed)
+    frameworks: tuple[str, ...] = ()  # top-level modules its worker imports (rows' `frameworks`, GPU memory)
+    # the engine_setup.cache_dir kind it compiles its code into when built ("c"): the bill's worker
+    # gives it a fresh, empty one, so the start-up it reads includes the compiler's run
+    compile_cache: str = ""
+
+
+@dataclass(frozen=True)
 class ImplSpec:
+    """How a level runs (what a lab's class sets as its `spec` too), then how the report shows it and
+    what it installs, each its own record."""
     name: str
     path: str  # "module:Class"
     api_level: str
@@ -40,29 +68,17 @@ class ImplSpec:
     # variants that keep a kernel resident on the GPU between calls (its SMs spinning): never a lab's
     # reference, floor or default, where a class shares the GPU (harness.lab.judge.rules.assignment)
     resident: tuple[str, ...] = ()
-    # What the report, doctor and env.json know of the level (README.md, "Adding a level"):
-    display: str = ""  # its row in the headline table ("raw library: cuDNN"); "" for none (the null level)
-    short: str = ""  # its label in figures and sentences ("cuDNN"); "" is the name
-    rung: str = ""  # its rung on the ladder: one of RUNGS
-    raw_for: tuple[str, ...] = ()  # the devices whose raw library it is (the headline's "x cuDNN" ratios)
-    ladder: tuple[tuple[str, ...], ...] = ()  # Fig. 1's lines through it: paths of level names, bottom first
-    order: int | None = None  # its place on the ladder, bottom first (None: not in the report's rows)
-    colour: str | None = None  # its colour in every figure
-    versions: tuple[tuple[str, str], ...] = ()  # (column, distribution): env.json's, the Machines table's
-    # (and the bill's: what a pip install of these requires is what the level needs installed)
-    # the engine_setup.cache_dir kind it compiles its code into when built ("c"): the bill's worker
-    # gives it a fresh, empty one, so the start-up it reads includes the compiler's run
-    compile_cache: str = ""
-    # What the harness runs of it besides studies, and what its worker records (README.md's table):
-    frameworks: tuple[str, ...] = ()  # top-level modules its worker imports (rows' `frameworks`, GPU memory)
+    # What the harness runs of it besides studies (README.md's table):
     explain: tuple[str, ...] = ()  # variants `make explain` and gpu-study profile stage by stage
     trace: tuple[str, ...] | str = ()  # variants gpu-study's `kernels` step traces ("all": every GPU one)
+    shown: Shown = Shown()  # how the report shows it
+    installs: Installs = Installs()  # what it installs and loads
 
     def variants_for(self, device: str) -> tuple[str, ...]:
         return tuple(v for v in self.variants if device == "gpu" or v not in self.gpu_only)
 
 
-# A level's rung, bottom first (ImplSpec.rung): the report groups levels by these, never by name.
+# A level's rung, bottom first (Shown.rung): the report groups levels by these, never by name.
 RUNGS = ("hand-written", "raw library", "compiled from Python", "inference engine", "framework ops",
          "high-level API", "reference")
 
@@ -103,18 +119,19 @@ def check_entry(spec: ImplSpec) -> None:
                      spec.train_variants)
     if spec.api_level == "none":
         return
-    if not isinstance(spec.order, int):
+    shown = spec.shown
+    if not isinstance(shown.order, int):
         raise refuse(spec.name, "order", "its place on the ladder, an int (bottom first: see the others')",
-                     spec.order)
-    if spec.rung not in RUNGS:
-        raise refuse(spec.name, "rung", f"one of {', '.join(RUNGS)}", spec.rung)
-    if not spec.display:
-        raise refuse(spec.name, "display", "its row's name in the headline table", spec.display)
+                     shown.order)
+    if shown.rung not in RUNGS:
+        raise refuse(spec.name, "rung", f"one of {', '.join(RUNGS)}", shown.rung)
+    if not shown.display:
+        raise refuse(spec.name, "display", "its row's name in the headline table", shown.display)
     if not spec.package:
         raise refuse(spec.name, "package", "the package whose lines are counted", spec.package)
-    if not COLOUR.match(spec.colour or ""):
-        raise refuse(spec.name, "colour", "its colour in every figure, '#RRGGBB'", spec.colour)
-    within("raw_for", spec.raw_for, spec.devices, "devices of its own")
+    if not COLOUR.match(shown.colour or ""):
+        raise refuse(spec.name, "colour", "its colour in every figure, '#RRGGBB'", shown.colour)
+    within("raw_for", shown.raw_for, spec.devices, "devices of its own")
 
 
 def check_registry(registry: dict[str, ImplSpec]) -> None:
@@ -125,12 +142,12 @@ def check_registry(registry: dict[str, ImplSpec]) -> None:
     for shared in ("order", "colour"):
         seen: dict[object, str] = {}
         for name, entry in registry.items():
-            value = getattr(entry, shared)
+            value = getattr(entry.shown, shared)
             if value is not None and value in seen:
                 raise refuse(name, shared, f"one of its own (level {seen[value]!r} has it)", value)
             seen[value] = name
     for name, entry in registry.items():
-        for path in entry.ladder:
+        for path in entry.shown.ladder:
             unknown = [step for step in path if step not in registry]
             if unknown or name not in path:
                 raise refuse(name, "ladder", "paths of registered level names through this one", path)
@@ -160,53 +177,57 @@ REGISTRY = {
     spec.name: spec
     for spec in (
         ImplSpec("null", "harness.null_impl:NullLeNet", "none", ("cpu", "gpu"),
-                 ("default",), ("float32", "float64"), None, colour="#999999"),
+                 ("default",), ("float32", "float64"), None, shown=Shown(colour="#999999")),
         ImplSpec("numpy", "lenet_numpy.model:NumpyLeNet", "numpy", ("cpu",),
                  ("default",), ("float32", "float64"), "lenet_numpy",
                  trainer="lenet_numpy.train:NumpyTrainer", train_variants=("default",),
-                 display="NumPy reference", short="NumPy ref.", rung="reference", order=130,
-                 colour="#000000", versions=(("NumPy", "numpy"),)),
+                 shown=Shown(display="NumPy reference", short="NumPy ref.", rung="reference", order=130,
+                             colour="#000000"),
+                 installs=Installs(versions=(("NumPy", "numpy"),))),
         ImplSpec("tf", "lenet_tf.model:TFLeNet", "tensorflow-ops", ("cpu", "gpu"),
                  ("function", "eager", "xla"), ("float32", "float64"), "lenet_tf",
-                 trainer="lenet_tf.train:TFTrainer", train_variants=("function", "eager"),
-                 display="TensorFlow ops", short="TF ops", rung="framework ops", order=70,
-                 colour="#E69F00", versions=TF,
-                 frameworks=("tensorflow",), explain=("eager",)),
+                 trainer="lenet_tf.train:TFTrainer", train_variants=("function", "eager"), explain=("eager",),
+                 shown=Shown(display="TensorFlow ops", short="TF ops", rung="framework ops", order=70,
+                             colour="#E69F00"),
+                 installs=Installs(versions=TF, frameworks=("tensorflow",))),
         ImplSpec("jax", "lenet_jax.model:JaxLeNet", "jax-ops", ("cpu", "gpu"),
                  ("jit", "eager"), ("float32", "float64"), "lenet_jax", env=JAX_ENV,
-                 trainer="lenet_jax.train:JaxTrainer", train_variants=("jit",),
-                 display="JAX ops", short="JAX ops", rung="framework ops", order=80, colour="#009E73",
-                 versions=(("JAX", "jax"),),
-                 frameworks=("jax",), explain=("eager",), trace="all"),
+                 trainer="lenet_jax.train:JaxTrainer", train_variants=("jit",), explain=("eager",),
+                 trace="all",
+                 shown=Shown(display="JAX ops", short="JAX ops", rung="framework ops", order=80,
+                             colour="#009E73"),
+                 installs=Installs(versions=(("JAX", "jax"),), frameworks=("jax",))),
         ImplSpec("torch", "lenet_torch.model:TorchLeNet", "torch-ops", ("cpu", "gpu"),
                  ("eager", "compile", "cudagraph"), ("float32", "float64"), "lenet_torch",
                  gpu_only=("cudagraph",), trainer="lenet_torch.train:TorchTrainer",
-                 train_variants=("eager", "compile"),
-                 display="PyTorch ops", short="PyTorch ops", rung="framework ops", order=90,
-                 colour="#D55E00", versions=(("PyTorch", "torch"),),
-                 frameworks=("torch",), explain=("eager",), trace="all"),
+                 train_variants=("eager", "compile"), explain=("eager",), trace="all",
+                 shown=Shown(display="PyTorch ops", short="PyTorch ops", rung="framework ops", order=90,
+                             colour="#D55E00"),
+                 installs=Installs(versions=(("PyTorch", "torch"),), frameworks=("torch",))),
         ImplSpec("keras", "lenet_keras.model:KerasLeNet", "keras", ("cpu", "gpu"),
                  (*KERAS_CALLS, "function", "xla"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "tensorflow"),),
                  trainer="lenet_keras.train:KerasTrainer", train_variants=KERAS_TRAIN,
-                 hooks=(("build_model", "lenet_keras.model:build_model"),),
-                 display="Keras on TensorFlow", short="Keras/TF", rung="high-level API", order=100,
-                 colour="#CC79A7", versions=KERAS + TF,
-                 frameworks=("keras", "tensorflow"), explain=("predict",)),
+                 hooks=(("build_model", "lenet_keras.model:build_model"),), explain=("predict",),
+                 shown=Shown(display="Keras on TensorFlow", short="Keras/TF", rung="high-level API",
+                             order=100, colour="#CC79A7"),
+                 installs=Installs(versions=KERAS + TF, frameworks=("keras", "tensorflow"))),
         ImplSpec("keras_jax", "lenet_keras.model:KerasJaxLeNet", "keras", ("cpu", "gpu"),
                  (*KERAS_CALLS, "jit"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "jax"), *JAX_ENV),
                  trainer="lenet_keras.train:KerasJaxTrainer", train_variants=KERAS_TRAIN,
-                 display="Keras on JAX", short="Keras/JAX", rung="high-level API", order=110,
-                 colour="#117733", versions=(*KERAS, ("JAX", "jax")),
-                 frameworks=("keras", "jax"), explain=("predict",), trace=("predict",)),
+                 explain=("predict",), trace=("predict",),
+                 shown=Shown(display="Keras on JAX", short="Keras/JAX", rung="high-level API", order=110,
+                             colour="#117733"),
+                 installs=Installs(versions=(*KERAS, ("JAX", "jax")), frameworks=("keras", "jax"))),
         ImplSpec("keras_torch", "lenet_keras.model:KerasTorchLeNet", "keras", ("cpu", "gpu"),
                  (*KERAS_CALLS, "compile"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "torch"),),
                  trainer="lenet_keras.train:KerasTorchTrainer", train_variants=KERAS_TRAIN,
-                 display="Keras on PyTorch", short="Keras/PyTorch", rung="high-level API", order=120,
-                 colour="#882255", versions=(*KERAS, ("PyTorch", "torch")),
-                 frameworks=("keras", "torch"), explain=("predict",), trace=("predict",)),
+                 explain=("predict",), trace=("predict",),
+                 shown=Shown(display="Keras on PyTorch", short="Keras/PyTorch", rung="high-level API",
+                             order=120, colour="#882255"),
+                 installs=Installs(versions=(*KERAS, ("PyTorch", "torch")), frameworks=("keras", "torch"))),
         # hand-written CUDA C kernels (NVRTC through CuPy): the GPU's floor, the CUDA lab's rung
         ImplSpec("cuda", "lenet_cuda.model:CudaLeNet", "cuda", ("gpu",),
                  ("fused", "layers", "graph", "cluster", "mapped", "persistent", "resident", "batch",
@@ -220,24 +241,26 @@ REGISTRY = {
                         ("kernel_stages", "lenet_cuda.explain.stages:measure"),
                         ("resident_stages", "lenet_cuda.explain.stages:measure_resident")),
                  floor=("resident", "resident_rows", "persistent", "mapped", "rows", "cluster", "graph"),
-                 display="hand-written CUDA", short="CUDA", rung="hand-written", order=10,
-                 ladder=(("cuda", "cudnn"),), colour="#332288",
-                 versions=(*CUPY, ("", "nvidia-cuda-nvrtc-cu12"), ("", "nvidia-cuda-nvrtc")),
-                 frameworks=("cupy",), trace="all"),
+                 trace="all",
+                 shown=Shown(display="hand-written CUDA", short="CUDA", rung="hand-written", order=10,
+                             ladder=(("cuda", "cudnn"),), colour="#332288"),
+                 installs=Installs(versions=(*CUPY, ("", "nvidia-cuda-nvrtc-cu12"),
+                                             ("", "nvidia-cuda-nvrtc")), frameworks=("cupy",))),
         ImplSpec("cudnn", "lenet_cudnn.model:CudnnLeNet", "cudnn", ("gpu",),
                  ("tuned", "naive", "graph", "frontend"), ("float32", "float64"), "lenet_cudnn",
                  gpu_only=("graph", "frontend"),
                  trainer="lenet_cudnn.train:CudnnTrainer", train_variants=("default",),
                  hooks=(("library", "lenet_cudnn.binding:probe"),
-                        ("cublaslt", "lenet_cudnn.cublaslt:probe")), floor=("graph",),
-                 display="raw library: cuDNN", short="cuDNN", rung="raw library", raw_for=("gpu",),
-                 order=20, ladder=(("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
-                                   ("cudnn", "torch", "keras_torch")),
-                 colour="#0072B2", versions=(*CUPY, ("", "nvidia-cudnn-cu12"), ("", "nvidia-cudnn-cu13"),
-                                              ("", "nvidia-cudnn-frontend"),
-                                              # its own ctypes binding loads cuBLAS (lenet_cudnn.cublas)
-                                              ("", "nvidia-cublas-cu12"), ("", "nvidia-cublas")),
-                 frameworks=("cupy",), trace="all"),
+                        ("cublaslt", "lenet_cudnn.cublaslt:probe")), floor=("graph",), trace="all",
+                 shown=Shown(display="raw library: cuDNN", short="cuDNN", rung="raw library",
+                             raw_for=("gpu",), order=20, colour="#0072B2",
+                             ladder=(("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
+                                     ("cudnn", "torch", "keras_torch"))),
+                 installs=Installs(versions=(*CUPY, ("", "nvidia-cudnn-cu12"), ("", "nvidia-cudnn-cu13"),
+                                             ("", "nvidia-cudnn-frontend"),
+                                             # its own ctypes binding loads cuBLAS (lenet_cudnn.cublas)
+                                             ("", "nvidia-cublas-cu12"), ("", "nvidia-cublas")),
+                                   frameworks=("cupy",))),
         # float32 only: oneDNN 3.2 has no f64 conv/pooling/inner product on the CPU. No env
         # entry: OMP_NUM_THREADS comes from the harness's thread rule (procenv), set before
         # libgomp loads; an entry here would override a study's thread count.
@@ -245,17 +268,18 @@ REGISTRY = {
                  ("tuned", "naive", "naive_nocache"), ("float32",), "lenet_onednn",
                  trainer="lenet_onednn.train:OnednnTrainer", train_variants=("default",),
                  hooks=(("library", "lenet_onednn.binding:probe"),), floor=("tuned",),
-                 display="raw library: oneDNN", short="oneDNN", rung="raw library", raw_for=("cpu",),
-                 order=50, ladder=(("onednn", "tf", "keras"), ("onednn", "jax", "keras_jax"),
-                                   ("onednn", "torch", "keras_torch"), ("onednn", "onnx")),
-                 colour="#56B4E9", versions=(("", "onednn-cpu-gomp"),)),
+                 shown=Shown(display="raw library: oneDNN", short="oneDNN", rung="raw library",
+                             raw_for=("cpu",), order=50, colour="#56B4E9",
+                             ladder=(("onednn", "tf", "keras"), ("onednn", "jax", "keras_jax"),
+                                     ("onednn", "torch", "keras_torch"), ("onednn", "onnx"))),
+                 installs=Installs(versions=(("", "onednn-cpu-gomp"),))),
         # hand-written loops compiled for this CPU by Numba (LLVM): the CPU's twin of `cuda`
         ImplSpec("numba", "lenet_numba.model:NumbaLeNet", "hand-written-cpu", ("cpu",),
                  ("fused", "layers"), ("float32", "float64"), "lenet_numba",
                  hooks=(("cpu_target", "lenet_numba.model:cpu_target"),), floor=("fused",),
-                 display="compiled from Python (Numba)", short="Numba", rung="compiled from Python",
-                 order=40, colour="#DDCC77", versions=(("Numba", "numba"), ("", "llvmlite")),
-                 frameworks=("numba",)),
+                 shown=Shown(display="compiled from Python (Numba)", short="Numba",
+                             rung="compiled from Python", order=40, colour="#DDCC77"),
+                 installs=Installs(versions=(("Numba", "numba"), ("", "llvmlite")), frameworks=("numba",))),
         # hand-written C compiled at run time by the system's C compiler for this CPU: the CUDA
         # level's twin on the CPU (AVX-512 intrinsics where the CPU has them)
         ImplSpec("c", "lenet_c.model:CLeNet", "hand-written-c", ("cpu",),
@@ -263,18 +287,19 @@ REGISTRY = {
                  hooks=(("compiler", "lenet_c.build:probe"), ("fma_peak", "lenet_c.explain.stages:fma_peak"),
                         ("read_bandwidth", "lenet_c.explain.stages:read_bandwidth"),
                         ("layer_split", "lenet_c.explain.stages:layer_split"),
-                        ("system_tools", "lenet_c.build:toolchain")), floor=("fused",), compile_cache="c",
-                 display="hand-written C", short="C", rung="hand-written", order=30,
-                 ladder=(("c", "numba", "onednn"),), colour="#AA4499"),
+                        ("system_tools", "lenet_c.build:toolchain")), floor=("fused",),
+                 shown=Shown(display="hand-written C", short="C", rung="hand-written", order=30,
+                             ladder=(("c", "numba", "onednn"),), colour="#AA4499"),
+                 installs=Installs(compile_cache="c")),
         # the Keras model exported to ONNX (once per weights file), run by an inference engine
         ImplSpec("onnx", "lenet_onnx.model:OnnxLeNet", "inference-engine", ("cpu", "gpu"),
                  ("run", "iobinding", "openvino"), ("float32",), "lenet_onnx",
                  hooks=(("doctor", "lenet_onnx.doctor.engines:probe"),),
-                 display="inference engine", short="ONNX engine", rung="inference engine", order=60,
-                 ladder=(("onnx", "keras"),), colour="#999933",
-                 versions=(("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino"), ("", "onnx"),
-                           ("", "tf2onnx")),
-                 frameworks=("onnxruntime", "openvino")),
+                 shown=Shown(display="inference engine", short="ONNX engine", rung="inference engine",
+                             order=60, ladder=(("onnx", "keras"),), colour="#999933"),
+                 installs=Installs(versions=(("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino"),
+                                             ("", "onnx"), ("", "tf2onnx")),
+                                   frameworks=("onnxruntime", "openvino"))),
     )
 }
 check_registry(REGISTRY)  # an incomplete entry stops here, naming its field
@@ -303,7 +328,7 @@ INSTALL = {
 
 def levels() -> list[str]:
     """The levels the report has rows for (an `order`), bottom rung first; the null level is not one."""
-    ranked = [(spec.order, name) for name, spec in REGISTRY.items() if spec.order is not None]
+    ranked = [(spec.shown.order, name) for name, spec in REGISTRY.items() if spec.shown.order is not None]
     return [name for _order, name in sorted(ranked)]
 
 
@@ -330,48 +355,48 @@ def targets(field: str, device: str) -> list[str]:
 
 def frameworks() -> list[str]:
     """Every top-level module a level's worker imports (the specs' frameworks), once each."""
-    return list(dict.fromkeys(module for spec in REGISTRY.values() for module in spec.frameworks))
+    return list(dict.fromkeys(module for spec in REGISTRY.values() for module in spec.installs.frameworks))
 
 
 def display(name: str) -> str:
-    """A level's row name (its spec's display), or its name."""
+    """A level's row name (its shown.display), or its name."""
     found = REGISTRY.get(name)
-    return (found.display if found else "") or name
+    return (found.shown.display if found else "") or name
 
 
 def short(name: str) -> str:
-    """A level's label in figures and sentences (its spec's short), or its name."""
+    """A level's label in figures and sentences (its shown.short), or its name."""
     found = REGISTRY.get(name)
-    return (found.short if found else "") or name
+    return (found.shown.short if found else "") or name
 
 
 def raw_library(device: str) -> str | None:
     """The device's raw library (the level whose raw_for names the device): the headline's denominator."""
-    return next((name for name in levels() if device in REGISTRY[name].raw_for), None)
+    return next((name for name in levels() if device in REGISTRY[name].shown.raw_for), None)
 
 
 def on_rung(*rungs: str) -> list[str]:
     """The levels on these rungs, bottom first."""
-    return [name for name in levels() if REGISTRY[name].rung in rungs]
+    return [name for name in levels() if REGISTRY[name].shown.rung in rungs]
 
 
 def ladder_paths() -> list[tuple[str, ...]]:
     """Fig. 1's lines: every level's `ladder` paths, once each, in the levels' order."""
-    return list(dict.fromkeys(path for name in levels() for path in REGISTRY[name].ladder))
+    return list(dict.fromkeys(path for name in levels() for path in REGISTRY[name].shown.ladder))
 
 
 def distributions() -> list[str]:
-    """Every distribution a level records the version of (its spec's versions), once each."""
-    return list(dict.fromkeys(dist for spec in REGISTRY.values() for _column, dist in spec.versions))
+    """Every distribution a level records the version of (its installs.versions), once each."""
+    return list(dict.fromkeys(dist for spec in REGISTRY.values() for _column, dist in spec.installs.versions))
 
 
 def own_distributions(name: str) -> tuple[str, ...]:
-    """The distributions that are the level itself (its spec's versions: both spellings where a
+    """The distributions that are the level itself (its installs.versions: both spellings where a
     framework has two, tensorflow and tensorflow-cpu): what a pip install of them requires is what
     the level needs installed (harness.measure.inside.requires). () for a lab's `module:Class`
     (its class is not imported to ask) and a level without any (the C level)."""
     found = REGISTRY.get(name)
-    return tuple(dict.fromkeys(dist for _column, dist in found.versions)) if found else ()
+    return tuple(dict.fromkeys(dist for _column, dist in found.installs.versions)) if found else ()
 
 
 def version_columns() -> dict[str, tuple[str, ...]]:
@@ -379,7 +404,7 @@ def version_columns() -> dict[str, tuple[str, ...]]:
     (the first installed one is shown)."""
     out: dict[str, tuple[str, ...]] = {}
     for name in levels():
-        for column, dist in REGISTRY[name].versions:
+        for column, dist in REGISTRY[name].installs.versions:
             if column and dist not in out.get(column, ()):
                 out[column] = (*out.get(column, ()), dist)
     return out

@@ -19,6 +19,8 @@ planar; pool1 (6, 208) planar; conv2's kernel (5, 5, 6, 16) HWIO as Keras has it
 Keras has them, padded with zeros to 128, 96 and 16 outputs (and fc2, fc3 to 128, 96 inputs).
 """
 
+import os
+
 import numpy as np
 from numba import njit
 from numba.core.compiler import Compiler
@@ -36,8 +38,15 @@ class Restrict(Compiler):
         return super().define_pipelines()
 
 
+# The machine code kept between processes only where NUMBA_CACHE_DIR names a folder this process
+# may write (the tests set one a session, as they do JAX's cache): the studies compile in every
+# process, as a user's first run does. Compiling the kernels takes about 3 s of a core.
+CACHE = os.access(os.environ.get("NUMBA_CACHE_DIR") or "/nonexistent", os.W_OK)
+
+
 def kernel(fn):
-    return njit(fastmath=True, boundscheck=False, error_model="numpy", pipeline_class=Restrict)(fn)
+    return njit(fastmath=True, boundscheck=False, error_model="numpy", pipeline_class=Restrict,
+                cache=CACHE)(fn)
 
 
 @kernel

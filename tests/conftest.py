@@ -26,17 +26,23 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # the first pytest process: x
     atexit.register(shutil.rmtree, _JAX_CACHE, ignore_errors=True)  # by its maker, after the workers
     os.environ.update({"JAX_COMPILATION_CACHE_DIR": _JAX_CACHE, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
                        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"})
+# Numba's kernels likewise (lenet_numba.kernels.CACHE): about 3 s of a core in each of the suite's
+# processes that builds the Numba level (verify, explain, the studies' workers, the bill).
+if "NUMBA_CACHE_DIR" not in os.environ:
+    _NUMBA_CACHE = tempfile.mkdtemp(prefix="lenet-tests-numba-cache-")
+    atexit.register(shutil.rmtree, _NUMBA_CACHE, ignore_errors=True)
+    os.environ["NUMBA_CACHE_DIR"] = _NUMBA_CACHE
 
 
-# The longest groups, longest first (summed from --durations=0 on two workers): each worker takes
+# The longest groups, longest first (summed from --durations=0 on two workers, on a Zen 5 host): each worker takes
 # the next group when it is nearly done, so no long one starts last while the other idles.
 # test_lab_sandbox.py (seconds) first: it forks with a preexec_fn in-process, before any file of that
 # worker has imported JAX (whose threads can deadlock Python code between fork and exec).
-LONGEST_FIRST = ("test_lab_sandbox.py", "slurm", "test_cuda_level.py", "test_lab.py", "test_explain.py",
-                 "test_framework_levels.py", "test_training.py", "test_report.py", "test_lab_hang.py",
-                 "test_weight_formats.py", "test_fault_matrix.py", "test_lab_kit.py", "test_lab_train.py",
-                 "test_lab_real.py", "test_lab_guide.py", "test_gpu_study.py",
-                 "test_shared_server_users.py", "test_lab_ring2.py", "test_lab_limits.py")
+LONGEST_FIRST = ("test_lab_sandbox.py", "test_explain.py", "slurm", "test_cuda_level.py", "test_lab.py",
+                 "test_framework_levels.py", "test_training.py", "test_report.py", "test_lab_ring2.py",
+                 "test_fault_matrix.py", "test_shared_server_users.py", "test_lab_limits.py", "test_lab_kit.py",
+                 "test_lab_hang.py", "test_weight_formats.py", "test_gpu_study.py", "test_add_a_level.py",
+                 "test_report_truth.py")
 
 
 def xdist_group_of(item, slurm_files) -> str:

@@ -5,6 +5,7 @@ verify, a study, the line count, the headline table, Figs. 1-3 and doctor, and b
 the harness, the Makefile and gpu-study keep (each read from the registry). An entry without a field the
 harness relies on is refused at import, in one line naming the field."""
 
+import dataclasses
 import fnmatch
 import json
 import os
@@ -28,11 +29,12 @@ else:  # pragma: no cover
 # It claims the GPU too (no GPU cell runs here), so the GPU's lists are checked as well as the CPU's.
 ENTRY = """\
         ImplSpec("fake", "lenet_fake.model:FakeLeNet", "fake-api", ("cpu", "gpu"), ("default",), ("float32",),
-                 "lenet_fake", display="a fake level", short="Fake", rung="inference engine", order=65,
-                 ladder=(("onednn", "fake", "keras"), ("numpy", "fake")), colour="#123456",
-                 versions=(("Fake engine", "fake-engine"),), hooks=(("doctor", "lenet_fake.model:doctor"),),
+                 "lenet_fake", hooks=(("doctor", "lenet_fake.model:doctor"),),
                  trainer="lenet_fake.model:FakeTrainer", train_variants=("default",), floor=("default",),
-                 frameworks=("fake_engine",), explain=("default",), trace="all"),
+                 explain=("default",), trace="all",
+                 shown=Shown(display="a fake level", short="Fake", rung="inference engine", order=65,
+                             ladder=(("onednn", "fake", "keras"), ("numpy", "fake")), colour="#123456"),
+                 installs=Installs(versions=(("Fake engine", "fake-engine"),), frameworks=("fake_engine",))),
 """
 PACKAGE = {
     "__init__.py": '"""A fake level: the NumPy model under another name (tests/test_add_a_level.py)."""\n',
@@ -122,7 +124,7 @@ def test_a_fake_level_is_found_everywhere(checkout: Path) -> None:
     assert listed.returncode == 0, listed.stderr
     assert "fake" in listed.stdout.strip().split(","), listed.stdout  # the Makefile's CPU_IMPLS
 
-    verified = harness(checkout, "verify", "--implementations", "numpy,fake", "--device", "cpu",
+    verified = harness(checkout, "verify", "--implementations", "numpy,fake", "--device", "cpu", "--limit", "500",
                        "--json", str(checkout / "verify.json"))
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "fake" in json.dumps(json.loads((checkout / "verify.json").read_text()))
@@ -176,7 +178,7 @@ def test_a_fake_level_is_found_everywhere(checkout: Path) -> None:
 
 LISTS = textwrap.dedent("""\
     import json
-    from harness import cli, commands
+    from harness import cli
     from harness.campaign import gpu_study
     from harness.check import train_verify, verify
     from harness.measure.inside import worker
@@ -216,7 +218,8 @@ def test_every_list_of_levels_comes_from_the_registry(checkout: Path) -> None:
 
 @pytest.mark.parametrize("edit, field", [
     (("order=65", "order=None"), "order"),
-    (("order=65,", ""), "order"),  # left out: ImplSpec's default is no place
+    (("order=65,", ""), "order"),  # left out: Shown's default is no place
+    ((ENTRY[ENTRY.index("    shown="):ENTRY.index("    installs=")], ""), "order"),  # no Shown: its defaults
     (('rung="inference engine"', 'rung="framework-ops"'), "rung"),
     (('colour="#123456"', 'colour="#000000"'), "colour"),  # the NumPy reference's: one colour a level
     (('display="a fake level", ', ""), "display"),
@@ -237,13 +240,14 @@ def test_an_incomplete_entry_is_refused_at_import(tmp_path: Path, edit: tuple[st
 
 def test_the_registry_as_it_is_passes_its_own_check() -> None:
     registry.check_registry(registry.REGISTRY)
-    bad = {**registry.REGISTRY, "numpy": __import__("dataclasses").replace(registry.REGISTRY["numpy"], rung="")}
+    numpy = registry.REGISTRY["numpy"]
+    bad = {**registry.REGISTRY, "numpy": dataclasses.replace(numpy, shown=dataclasses.replace(numpy.shown, rung=""))}
     with pytest.raises(HarnessError, match=r"level 'numpy': field `rung`: expected one of hand-written, "):
         registry.check_registry(bad)
 
 
 def test_loc_lines_stay_aligned_for_a_long_package_name() -> None:
-    from harness.commands import loc_lines
+    from harness.report.cli import loc_lines
 
     lines = loc_lines({"lenet_numpy": 138, "lenet_a_level_with_a_long_name": 12, "lenet_cudnn": 1030})
     assert lines[1] == "lenet_a_level_with_a_long_name     12 code lines"

@@ -15,7 +15,7 @@ from harness.report.claims import rundata
 from harness.report.claims.rundata import ReportData
 from harness.report.markup.tables import fmt_ratio, inverse, speedup_verdict
 from harness.report.sections import cpu_floor, cpu_targets
-from harness.report.sections.findings import compare
+from harness.report.sections.findings import comparison
 
 PEAK = {"isa": "avx512", "lanes": 16, "macs_per_s": 60e9}
 needs_cc = pytest.mark.skipif(not (shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")),
@@ -60,10 +60,9 @@ def test_the_host_goal_is_judged_only_on_the_host_it_was_set_for():
 
 
 def test_the_method_line_gives_the_arithmetic_at_the_measured_peak_only_from_an_ok_row():
-    assert cpu_floor.peak_sentence(row()) == ("; at the CPU's measured peak (60.0 G multiply-adds/s, avx512, "
-                                              "one core: `python -m harness arithmetic`) they take 6.8 µs")
-    assert cpu_floor.peak_sentence(None) == ""
-    assert cpu_floor.peak_sentence({"status": "unavailable", "reason": "no compiler"}) == ""
+    assert cpu_floor.peak(row()) == {"gmacs": 60.0, "isa": "avx512", "floor_ns": pytest.approx(6_800)}
+    assert cpu_floor.peak(None) is None
+    assert cpu_floor.peak({"status": "unavailable", "reason": "no compiler"}) is None
 
 
 def committed():
@@ -176,9 +175,9 @@ def test_the_target_and_the_finding_quote_one_number_for_one_ratio():
     onednn = rundata.find(frame, "api_levels", "onednn/tuned", machine=machine)
     r = rundata.ratio_ci(hand, onednn)
     target = cpu_targets.c_speedup_lines(frame, machine)[0]
-    finding = compare("oneDNN", "the C", r)
+    finding = comparison(r)  # the finding reads the same ratio the same way: one number
     assert f"onednn/tuned takes {fmt_ratio(inverse(r))}x" in target
-    assert fmt_ratio(inverse(r)).split(" ")[0] in finding and fmt_ratio(inverse(r)).split(" ")[1] in finding
+    assert finding["verdict"] == "slower" and fmt_ratio(finding["ratio"]) == fmt_ratio(inverse(r))
 
 
 def test_a_contended_measurement_is_marked_with_its_reason():
@@ -196,35 +195,40 @@ def test_a_contended_measurement_is_marked_with_its_reason():
 
 
 def test_the_spread_over_fresh_processes_is_said_only_where_there_were_several():
-    one = row()
-    assert cpu_floor.process_sentence(one) == ""
-    several = row(processes=[{"call_median_ns": ns, "contended": None, "stages_ns": {}}
-                             for ns in (9_000, 9_100, 10_200)])
-    said = cpu_floor.process_sentence(several)
-    assert said.startswith("Measured in 3 fresh processes") and "took 9 µs, 9.1 µs, 10.2 µs" in said
+    runs = [{"study": "api_levels", "machine": "m", "started": 1.0, "order": 1.0, "run_id": "x", "env": {},
+             "rows": []},
+            {"study": "arithmetic", "machine": "m", "started": 2.0, "order": 2.0, "run_id": "y", "env": {"cpu": "AMD EPYC"},
+             "rows": [row()]}]
+    empty = rundata.cells_frame([])
+    data = ReportData(runs=runs, frame=empty, loc_rows=[], history=empty, answer={"cpu": "x"})
+    assert not any(line.startswith("Measured in") for line in cpu_floor.section(data))
+    runs[1]["rows"] = [row(processes=[{"call_median_ns": ns, "contended": None, "stages_ns": {}}
+                                      for ns in (9_000, 10_200, 9_100)])]
+    said = next(line for line in cpu_floor.section(data) if line.startswith("Measured in"))
+    assert "3 fresh processes" in said and "took 9 µs, 9.1 µs, 10.2 µs" in said  # sorted
 
 
 def test_the_c_call_is_judged_against_the_arithmetic_and_the_sum_of_its_stages_floors():
     old = row()  # measured before the read probe: judged against the arithmetic alone
-    [line] = cpu_floor.floor_target_lines(old)
-    assert line.startswith("Target: the C call at least 75% of the arithmetic at the measured peak: 80% (met)")
+    [found] = cpu_floor.floor_targets(old)
+    assert (found["of"], found["goal"], found["share"], found["short_ns"]) == ("arithmetic", 0.75, 0.8, None)  # met
     slow = row(call_median_ns=10_000.0, share=0.68, stages_floor_ns=8_000.0, stages_share=0.8)
-    arithmetic, stages = cpu_floor.floor_target_lines(slow)
+    arithmetic, stages = cpu_floor.floor_targets(slow)
     # at 75% of its 6.8 µs floor the call would take 9.07 µs, 0.933 µs less than its 10 µs
-    assert "68% (missed: at 75% it would take 9.07 µs, 0.933 µs less than its 10 µs)" in arithmetic
-    assert stages.startswith("Target: the C call at least 85% of the sum of its stages' floors")
-    assert "80% (missed: at 85% it would take 9.41 µs, 0.588 µs less than its 10 µs)" in stages
+    assert arithmetic["at_goal_ns"] == pytest.approx(6_800 / 0.75)
+    assert arithmetic["short_ns"] == pytest.approx(10_000 - 6_800 / 0.75)
+    assert (stages["of"], stages["goal"]) == ("stages", 0.85)
+    assert stages["short_ns"] == pytest.approx(10_000 - 8_000 / 0.85)
 
 
-def test_the_python_calls_cost_and_the_time_above_the_c_call_beyond_null_are_computed(monkeypatch):
+def test_the_python_calls_cost_and_the_time_above_the_c_call_beyond_null_are_computed():
     measured = row(call_median_ns=8_500.0, call_paths={"ctypes": 250.0, "extension": 90.0})
-    monkeypatch.setattr(cpu_floor.quote, "quoted", lambda c, headline=False: f"{c['median_ms'] * 1e3:g} µs")
     cell, null = {"median_ms": 0.00875}, {"median_ms": 0.0003}
-    cost, target = cpu_floor.call_lines(measured, cell, null)
-    assert "0.25 µs through ctypes" in cost and "0.09 µs through the level's extension" in cost
     # 8.75 - (8.5 - 0.25) - 0.3 = 0.2 µs above the C call beyond null/default: met
-    assert "8.75 µs (`api_levels`) less the C call's 8.25 µs (its ctypes call taken out) less null/default's " \
-           "0.3 µs leaves 0.2 µs (met;" in target
-    assert "leaves 0.4 µs (missed by 0.1 µs;" in cpu_floor.call_lines(measured, {"median_ms": 0.00895}, null)[1]
-    assert cpu_floor.call_lines(measured, None, null) == [cost]  # no api_levels cell: the cost alone
+    found = cpu_floor.above_call(measured, cell, null)
+    assert found["c_call_ns"] == pytest.approx(8_250) and found["above_ns"] == pytest.approx(200)
+    assert found["over_ns"] is None
+    assert cpu_floor.above_call(measured, {"median_ms": 0.00895}, null)["over_ns"] == pytest.approx(100)  # missed
+    [cost] = cpu_floor.call_lines(measured, None, null)  # no api_levels cell: the cost alone
+    assert "0.25 µs through ctypes" in cost and "0.09 µs through the level's extension" in cost
     assert cpu_floor.call_lines(row(), cell, null) == []  # a row from before the call paths were timed

@@ -109,3 +109,28 @@ def test_explain_runs_for_every_cpu_implementation(tmp_path):
     assert "tensorflow" not in rows["keras_jax"]["frameworks"]
     assert "(a) ablation ladder" in run.stdout and "(b) Keras predict's own steps" in run.stdout
     json.dumps(rows)  # rows are plain JSON
+
+
+def test_a_target_whose_framework_is_missing_is_said_and_the_others_still_run(monkeypatch, tmp_path, capsys):
+    """explain's targets each on their own: one that cannot run here (Unavailable) is said and left out
+    of the rows, the others are written, exit 3; any other error stops the command (exit 2)."""
+    from harness import cli
+    from harness.errors import HarnessError, Unavailable
+
+    def explain(target, *args):
+        if target == "gone/x":
+            raise Unavailable("cannot import 'gone'")
+        if target == "bad/x":
+            raise HarnessError("bad/x: unknown level")
+        return {"target": target}
+
+    written = []
+    monkeypatch.setattr(ladder, "explain", explain)
+    monkeypatch.setattr(ladder, "table", lambda row: [row["target"]])
+    monkeypatch.setattr(ladder, "write", lambda rows, out: written.extend(rows) or out)
+    assert cli.main(["explain", "gone/x,numpy/default", "--out", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert "gone/x: not explained here: cannot import 'gone'" in err and "could not run here: gone/x" in err
+    assert written == [{"target": "numpy/default"}]
+    assert cli.main(["explain", "bad/x,numpy/default"]) == 2
+    assert "ERROR: bad/x: unknown level" in capsys.readouterr().err

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.report.claims import drift, headline, quote, reproduce, rundata
+from harness.report.claims import drift, headline, reproduce, rundata
+from harness.report.markup import quote
 from harness.report.markup.tables import sig3
 from harness.report.sections import findings, first_screen, gpu_section
 from tests.test_processes import cell_row, fake_process_rounds
@@ -74,14 +75,14 @@ def test_drift_measures_how_far_a_rerun_moves_the_ratios_and_reproduce_holds_the
     assert drift.widen_ratio(2.0, 2.2, found) == pytest.approx(
         (2.0 * math.exp(-found.ratio_spread), 2.2 * math.exp(found.ratio_spread)))
     assert drift.widen_ratio(2.0, 2.2, drift.measured(reproduce_row([1.1]), "cpu")) is None  # no ratio
-    assert "of its 3 within-round ratios, 90% moved by at most" in drift.sentence(None, "cpu", found)
+    assert found.ratios_moved == pytest.approx(math.expm1(found.ratio_spread))  # what the sentence quotes
     row["cells"][0]["ratio_new"] = {"ratio": -1.0}
     with pytest.raises(ValueError, match="ratio"):
         drift.measured(row, "cpu")
     r = {"ratio": 2.1, "ci95_low": 2.0, "ci95_high": 2.2}
     low, high = drift.widen_ratio(2.0, 2.2, found)
-    assert quote.rerun_times(r, found) == f"2.10x [rerun {sig3(low)}–{sig3(high)}]"
-    assert quote.rerun_times({**r, "ci95_low": math.nan}, found) == "2.10x"  # no interval to widen
+    assert drift.rerun_times(r, found) == f"2.10x [rerun {sig3(low)}–{sig3(high)}]"
+    assert drift.rerun_times({**r, "ci95_low": math.nan}, found) == "2.10x"  # no interval to widen
 
     base_a, pa = fake_process_rounds(5, [1e6] * 3)
     x_a, px = fake_process_rounds(6, [2e6] * 3)
@@ -111,23 +112,29 @@ def test_the_cost_of_making_a_call_is_computed_per_device_and_not_most_of_a_cpu_
     frame = pd.DataFrame([cell("c/fused", "cpu", 0.0061), cell("c/fused", "cpu", 2.48, batch=512),
                           cell("cuda/batch", "gpu", 0.0354, machine="g"),
                           cell("cuda/batch", "gpu", 0.336, batch=512, machine="g")])
-    text = first_screen.call_cost_sentence(frame, {"cpu": "m", "gpu": "g"})
-    assert "on the CPU, c/fused takes 4.84 µs per image at batch 512 against 6.1 µs at batch 1" in text
-    assert "21% of a batch-1 call (not most of it)" in text and "98% of a batch-1 call (most of it)" in text
+    cpu, gpu = first_screen.call_cost_claims(frame, {"cpu": "m", "gpu": "g"})
+    assert cpu["large"]["label"] == "c/fused" and cpu["batch"] == 512 and cpu["one_ms"] == 0.0061
+    assert cpu["per_image_ms"] == pytest.approx(2.48 / 512)
+    assert cpu["share"] == pytest.approx(1 - 2.48 / 512 / 0.0061) and cpu["verdict"] == "some"  # 21%
+    assert gpu["share"] == pytest.approx(1 - 0.336 / 512 / 0.0354) and gpu["verdict"] == "most"  # 98%
 
 
 @pytest.mark.usefixtures("report_cache")
 def test_the_committed_runs_first_screen_says_one_thread_and_the_resident_kernels_caveats():
     data = rundata.load_report(rundata.DEFAULT_RESULTS, [])
     assert first_screen.cpu_threads(data.runs, data.answer["cpu"]) == 1
-    assert "**The CPU columns are one thread**" in first_screen.threads_note(1)
+    assert first_screen.threads_note(1)["threads"] == 1 and first_screen.threads_note(None) is None
     persistent = rundata.find(data.frame, "api_levels", "cuda/persistent", device="gpu")
     note = first_screen.resident_note(data.frame, data.runs, persistent)
-    assert "keeps one kernel resident" in note and "8 blocks" in note and "launched 2 times in 200 calls" in note
-    assert f"p99, {quote.ms(persistent['p99_ms'])}" in note and "serves one image at a time" in note
+    assert note["blocks"] == 8 and note["launches"] == 2 and note["calls"] == 200
+    assert note["cell"]["p99_ms"] == persistent["p99_ms"] and note["serves"] is not None  # one image at a time
+    assert note["serves"]["per_over_best"] == pytest.approx(
+        note["serves"]["per_image_ms"] / note["serves"]["best_per_image_ms"])
     machine = headline.machine_of(data.frame, data.answer["cpu"])
     layers = rundata.find(data.frame, "api_levels", "c/layers", machine=machine)
-    assert f"c/layers takes {quote.ms(layers['median_ms'])}" in first_screen.c_note(data.frame, data.answer["cpu"])
+    c = first_screen.c_note(data.frame, data.answer["cpu"])
+    assert c["default"] == "c/fused" and c["slow"]["label"] == "c/layers"
+    assert c["slow_over_default"] == pytest.approx(layers["median_ms"] / c["default_ms"])
     graph = rundata.find(data.frame, "api_levels", "cudnn/graph", device="gpu")
     assert first_screen.resident_note(data.frame, data.runs, graph) is None  # launched every call
 
@@ -139,9 +146,9 @@ def test_the_headline_prints_an_interval_for_a_rerun_where_the_drift_is_known_an
     low, high = 0.0061 * 0.95 * math.exp(-0.08), 0.0061 * 1.05 * math.exp(0.08)
     assert headline.latency(one, known) == f"6.1 µs [rerun {quote.interval(low, high)}] `fused` *few processes*"
     note = first_screen.intervals_note({"cpu": "m", "gpu": "g"}, {("m", "cpu"): known})
-    assert "covers the rounds and processes of one run, not the machine's drift between runs" in note
-    assert "moved the CPU's medians by -3.5%" in note and "the GPU columns' are one run's" in note
-    assert "no second run" in first_screen.intervals_note({"cpu": "m"}, {})
+    assert note["moved"] == [{"machine": "m", "device": "cpu", "drift": known}] and note["alone"] == ["gpu"]
+    assert not note["ratios_moved"]  # the drift measured no ratio
+    assert first_screen.intervals_note({"cpu": "m"}, {})["moved"] == []  # no second run
 
 
 @pytest.mark.usefixtures("report_cache")
@@ -151,8 +158,8 @@ def test_findings_mark_single_process_cells_and_name_both_batch_512_rates():
     devices = next(line for line in found if "large batches" in line)
     sweep = rundata.find(data.frame, "batch_sweep", "c/fused", batch=512, machine=headline.machine_of(
         data.frame, data.answer["cpu"]))
-    assert sweep["processes"] == 1 and f"c/fused's {findings.per_s(sweep)}" in devices
-    assert "*few processes*" in findings.per_s(sweep) and "one thread of" in devices
+    assert sweep["processes"] == 1 and f"c/fused's {quote.rate(sweep)}" in devices
+    assert "*few processes*" in quote.rate(sweep) and "one thread of" in devices
     rows = gpu_section.kernel_rows(data.runs)
     trace = next(r for r in rows if r["variant"] == "batch" and r["batch"] == 512)
     assert f"give {gpu_section.trace_rate(trace) / 1e6:.2f} M" in devices

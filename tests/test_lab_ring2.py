@@ -96,9 +96,18 @@ def test_a_shaved_clock_gains_nothing(ring2):
         for r in shaver["rounds_used"]:  # no less than its CPU time less the least trusted protocol cost
             measure = np.median(np.asarray(shaver["cpu_ns"]["submission"][r]) - shaver["ranking_cpu_gap_ns"][r])
             assert np.median(shaver["ranked_ns"]["submission"][r]) >= 0.999 * measure, r
-        # the same code as the honest ones, so about their ratio (0.70x once, under load, when the
-        # ranking took off the largest reference's protocol cost: 45 us in some rounds, 12 in others)
-        assert ratio["shaver"] > 0.75 * statistics.median(honest), (ratio["shaver"], honest)  # was 0.45x
+        # the same code as the honest ones, so about their time by the same measure: the grader's
+        # CPU time less the protocol cost. Not their ranked time: on a loaded machine an honest clock
+        # also counts the waits for a core (0.65x of their ratio once), which CPU time never does.
+        def measured(row):
+            return statistics.median(
+                float(np.median(np.asarray(row["cpu_ns"]["submission"][r]) - row["ranking_cpu_gap_ns"][r]))
+                for r in row["rounds_used"])
+
+        ranked = statistics.median(float(np.median(shaver["ranked_ns"]["submission"][r]))
+                                   for r in shaver["rounds_used"])
+        honest_measure = [measured(rows[n]) for n in lab_hostile.RING2_HONEST]
+        assert ranked > 0.75 * statistics.median(honest_measure), (ranked, honest_measure)  # was 0.45x
     else:  # flagged: no rank at all
         assert "do not fit the grader's clock" in rows["shaver"]["reason"] and "shaver" not in ratio
     assert all(ratio[n] > 3 * max(honest) for n in lab_hostile.RING2_CHEATS), ratio

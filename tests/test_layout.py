@@ -34,7 +34,7 @@ RANK = {"core": 0, "data": 1, "frameworks": 1, "machine": 2, "measure": 3, "chec
 # sits below both (draw, machine), never through the report.
 APART = {("lab", "report")}
 CORE_MODULES = {"__init__", "base", "registry", "errors", "null_impl"}
-CLI_MODULES = {"cli", "commands", "__main__"}
+CLI_MODULES = {"cli", "__main__"}
 LEVEL_MAY_IMPORT = {"core", "data", "frameworks"}
 MOVED = {"weights": "data", "mnist": "data"}  # harness.__getattr__ keeps these old names
 ORACLE = "lenet_numpy"  # the level the harness may import by name (lazily): the correctness oracle
@@ -370,8 +370,8 @@ def test_no_lab_module_over_three_hundred_lines():
 
 
 def test_the_cli_lab_commands_are_one_call_each():
-    """harness/commands.py's cmd_lab_*: imports, then `return <one call>` (the lab wing does the work)."""
-    tree = ast.parse((ROOT / "harness" / "commands.py").read_text())
+    """harness/lab/term/cli.py's cmd_lab_*: imports, then `return <one call>` (the lab wing does the work)."""
+    tree = ast.parse((ROOT / "harness" / "lab" / "term" / "cli.py").read_text())
     commands = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("cmd_lab_")]
     assert len(commands) >= 10
     for command in commands:

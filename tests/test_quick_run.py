@@ -65,11 +65,12 @@ def test_a_quick_run_is_never_a_machines_answer(tmp_path):
 
 
 def test_a_quick_run_goes_outside_reports_results_unless_asked():
-    from harness import cli, commands
+    from harness import cli
+    from harness.measure.cli import QUICK_OUT
 
     args = cli.build_parser().parse_args(["run", "smoke", "--rounds", "2"])
     assert args.out is None  # cmd_run picks QUICK_OUT for it
-    assert not Path(commands.QUICK_OUT).resolve().is_relative_to(ROOT)
+    assert not Path(QUICK_OUT).resolve().is_relative_to(ROOT)
     resumed = subprocess.run([sys.executable, "-m", "harness", "run", "smoke", "--resume", "--rounds", "2"],
                              cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert resumed.returncode == 2 and resumed.stderr.startswith("ERROR: --resume completes a run as it was planned")

@@ -1,4 +1,4 @@
-"""Sentences of the report that are computed, not typed (issue 67): finding 3 compares each device's
+"""Sentences of the report that are computed, not typed: finding 3 compares each device's
 fastest measured call, finding 4 takes a within-round ratio from the study that timed both cells,
 explain's stages within their noise say so, a share over the measured peak says what the probe
 misses, the Machines table has every level's versions, and Fig. 1's caption names only lines drawn."""
@@ -22,19 +22,18 @@ def data(loc_counted, report_cache):
 
 def test_finding_3_compares_each_devices_fastest_measured_call(data):
     levels, machines_by = headline.levels(data.frame, data.loc_rows, data.answer)
-    line = findings.devices_finding(data.frame, levels, machines_by)
-    assert line is not None
+    found = findings.devices_finding(data.frame, levels, machines_by)
+    assert found is not None
     cpu_best = min((lv.cells["cpu"] for lv in levels if "cpu" in lv.cells and registry.computes(lv.implementation)),
                    key=lambda c: c["median_ms"])
-    assert f"against {cpu_best['label']}'s" in line  # not the raw library's, unless it is the fastest
+    assert found["cpu"]["label"] == cpu_best["label"]  # not the raw library's, unless it is the fastest
     sweep = data.frame[(data.frame["study"] == headline.SWEEP) & (data.frame["status"] == "ok")
                        & (data.frame["machine"] == machines_by["cpu"]) & (data.frame["device"] == "cpu")]
     gpu_best = max((lv.throughput for lv in levels if lv.throughput is not None), key=lambda c: c["images_per_s"])
     at = sweep[sweep["batch_size"] == gpu_best["batch_size"]]
     cpu_rate = at.loc[at["images_per_s"].idxmax()]
-    assert f"the CPU's fastest at that batch, {cpu_rate['label']}'s" in line
-    from harness.report.markup.tables import sig3
-    assert f"{sig3(gpu_best['images_per_s'] / cpu_rate['images_per_s'])}x" in line
+    assert found["sweep"]["label"] == gpu_best["label"] and found["cpu_sweep"]["label"] == cpu_rate["label"]
+    assert found["sweep_over_cpu"] == gpu_best["images_per_s"] / cpu_rate["images_per_s"]
 
 
 def test_a_ratio_is_within_rounds_where_the_cells_study_timed_the_raw_library(data):
@@ -68,7 +67,7 @@ def test_a_ratio_is_within_rounds_where_the_cells_study_timed_the_raw_library(da
                 assert r.get("study") == cell["study"] and not r.get("across_runs")
                 assert r == {**rundata.ratio_ci(cell, headline.fastest(theirs)), "study": cell["study"],
                              "against": headline.fastest(theirs)["label"]}
-                assert "(within the rounds of" in findings.compare("a", "b", r)
+                assert findings.comparison(r)["study"] == cell["study"]  # said: within its rounds
                 checked += 1
     assert checked, "the committed runs have a cell whose own study timed the raw library (overhead)"
 
@@ -84,14 +83,12 @@ def test_a_stage_within_its_noise_says_so_and_claims_no_cost():
     row = {"steps": steps, "stages": [stage("x", -20.0, "a", "b", -0.02), stage("y", 920.0, "b", "c", 0.9),
                                       stage("floor", 100.0, "c", None)]}
     assert explain_section.noise_ns(row, row["stages"][0]) == 130.0  # 100 + 30: both steps' half-widths
-    assert explain_section.stage_text(row, 0).startswith("x within its noise (-0.02 µs, ±0.13 µs")
-    assert "no measurable cost" in explain_section.stage_text(row, 0)
-    assert explain_section.stage_text(row, 1).startswith("y 0.92 µs (90%")
-    assert "timed in this explain run" in explain_section.stage_text(row, 2)  # the floor: where measured
+    assert explain_section.stage_claims(row, 0)["noise"] == 130.0  # within its noise: no measurable cost
+    assert explain_section.stage_claims(row, 1)["noise"] is None  # 920 ns, beyond its 75 ns
+    assert [explain_section.stage_claims(row, i)["floor"] for i in range(3)] == [False, False, True]
     internal = {"predict_ns": 1000.0}
-    assert "no measurable stage" in explain_section.internal_text(internal, {"name": "other", "ns": -40.0,
-                                                                            "share": -0.04})
-    assert explain_section.internal_text(internal, {"name": "other", "ns": 400.0, "share": 0.4}) == "other 0.4 µs (40%)"
+    assert explain_section.internal_claims(internal, {"name": "other", "ns": -40.0, "share": -0.04})["within"]
+    assert not explain_section.internal_claims(internal, {"name": "other", "ns": 400.0, "share": 0.4})["within"]
 
 
 def test_a_share_over_the_measured_peak_says_what_the_probe_misses():
@@ -138,7 +135,7 @@ def test_the_machine_findings_read_their_levels_and_variants_from_the_registry()
 
 
 def test_the_runs_list_names_every_run_a_merged_kernels_run_came_from():
-    # issue 72: the batch-1 kernels run was missing from "Runs behind this report"
+    # a merged run names each run its rows came from: the batch-1 kernels run too
     from harness.report.markup.style import caption
 
     env = {"packages": {}, "threads": {}, "gpus": [{"name": "H100"}]}

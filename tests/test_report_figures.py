@@ -57,8 +57,8 @@ def run(study, machine, started, run_id=None):
 
 @pytest.fixture
 def drawn(monkeypatch, tmp_path):
-    """Each figure as style.finish laid it out (the PNG written to tmp_path), with the caption it
-    was given: drawn[i] the figure, drawn.captions[i] its caption."""
+    """Each figure as style.finish (or style.settle) laid it out (the PNG written to tmp_path), with the
+    caption it was given: drawn[i] the figure, drawn.captions[i] its caption."""
     captured = SimpleNamespace(figs=[], captions=[])
 
     def keep(fig, runs, study, path, caption_text=None, *args, **kwargs):
@@ -66,8 +66,17 @@ def drawn(monkeypatch, tmp_path):
         captured.captions.append(caption_text or style.caption(runs, study))
         return style.finish(fig, runs, study, tmp_path / path.name, caption_text, *args, **kwargs)
 
+    def settled(fig, caption_text):  # a figure that places words in its final layout: settle, then save
+        captured.figs.append(fig)
+        captured.captions.append(caption_text)
+        style.settle(fig, caption_text)
+
     for module in FIGURE_MODULES:
-        monkeypatch.setattr(module, "finish", keep)
+        if hasattr(module, "finish"):
+            monkeypatch.setattr(module, "finish", keep)
+        if hasattr(module, "settle"):
+            monkeypatch.setattr(module, "settle", settled)
+            monkeypatch.setattr(module, "save", lambda fig, path: style.save(fig, tmp_path / path.name))
     return captured
 
 
@@ -220,7 +229,7 @@ def test_fig3_draws_the_newest_runs_machine_filled_others_as_other_machines_and_
     runs = [run("api_levels", "amd", started=2.0), run("api_levels", "old-intel", started=1.0)]
     latency.fig_latency(data_of(rows, runs), tmp_path / "f3.png")
     ax = drawn.figs[0].axes[0]
-    legend = [t.get_text() for t in drawn.figs[0].legends[0].get_texts()]  # one legend under the title
+    legend = [t.get_text() for t in drawn.figs[0].axes[-1].get_legend().get_texts()]  # one, under the panels
     assert legend[0].startswith("CPU: amd: newest run")
     assert legend[1].startswith("CPU: older, another machine: old-intel")
     dots = [c for c in ax.containers]
@@ -395,7 +404,7 @@ def test_one_record_a_figure_its_caption_and_drawer_in_reading_order():
 
 
 def test_a_label_goes_away_from_its_nearest_neighbour_at_its_height():
-    # issue 72: "CUDA 19 µs" sat left of its marker, between it and oneDNN's, and read as oneDNN's
+    # a label between two markers at one height reads as the other marker's
     centres = [(500.0, 400.0), (800.0, 402.0), (300.0, 100.0), (300.0, 110.0)]
     sides = place.sides_away(centres, [1, -1, 1, -1])
     assert sides[:2] == [-1, 1]  # oneDNN left, CUDA right: neither label between the two markers
@@ -411,7 +420,7 @@ def test_fig1_names_the_device_of_a_level_drawn_on_both():
 
 
 def test_every_variant_of_one_level_has_its_own_marker_and_line_style():
-    # issue 72: Fig. 9's ten CUDA lines share one colour; five markers made them repeat
+    # Fig. 9's ten CUDA lines share one colour: their markers must not repeat
     from harness.report.figures import batch_lines
 
     styles = [batch_lines.variant_style(k) for k in range(24)]
@@ -420,8 +429,8 @@ def test_every_variant_of_one_level_has_its_own_marker_and_line_style():
 
 
 def test_each_variant_of_one_level_has_its_own_shade_of_the_level_colour():
-    # issue 72: Fig. 9's CUDA lines were all one colour; now the first keeps the level's colour and
-    # each further variant is a lighter shade of it, none repeated, the last 60% toward white
+    # the first variant keeps the level's colour and each further one is a lighter shade of it, none
+    # repeated, the last 60% toward white (Fig. 9's ten CUDA lines)
     from harness.report.markup import style
 
     shades = [style.shade("cuda", k, 10) for k in range(10)]

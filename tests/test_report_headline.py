@@ -10,8 +10,8 @@ import pytest
 from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
 from harness.report import markdown
-from harness.report.claims import drift, headline, loc, quote, rundata
-from harness.report.markup import style
+from harness.report.claims import drift, headline, loc, rundata
+from harness.report.markup import quote, style
 from harness.report.markup.tables import fmt_ratio, ms, sig3
 from harness.report.sections import findings
 from tests import rowfiles
@@ -58,9 +58,10 @@ def test_a_changed_row_changes_the_headline_table_and_the_finding(results_copy, 
     assert f"| {ms(new['median_ms'])} [" in row and ms(old["median_ms"]) not in row
     moved = drift.of_machines(runs).get((machine, "cpu"))  # the interval for a rerun, where measured
     ratio = rundata.ratio_ci(new, raw)
-    assert (quote.rerun_times(ratio, moved) if moved else quote.times(ratio)) in row  # recomputed within rounds
+    assert (drift.rerun_times(ratio, moved) if moved else quote.times(ratio)) in row  # recomputed within rounds
     first = findings.keras_finding(frame, runs, *headline.levels(frame, loc_rows))
-    assert f"takes {ms(new['median_ms'])} [" in first and first in after
+    assert first["cell"]["median_ms"] == new["median_ms"] and first["ratio"] == ratio  # the finding's claims
+    assert f"takes {quote.quoted(new, headline=True)} per image" in after
     assert f"takes {ms(old['median_ms'])} [" not in after
 
 
@@ -95,11 +96,11 @@ def test_ratios_have_three_significant_figures_and_say_when_there_is_no_differen
     assert fmt_ratio({"ratio": 1.04, "ci95_low": 0.97, "ci95_high": 1.12}).endswith("(no measurable difference)")
     assert "no measurable" not in fmt_ratio({"ratio": 1.2, "ci95_low": 1.05, "ci95_high": 1.3})
     same = {"ratio": 1.04, "ci95_low": 0.97, "ci95_high": 1.12}
-    assert findings.compare("a", "b", same) == "a and b show no measurable difference (1.04x)"
-    assert findings.compare("a", "b", {"ratio": 2.0, "ci95_low": 1.5, "ci95_high": 2.5}).startswith(
-        "a is 2.00x [1.50–2.50] faster than b")
-    assert findings.compare("a", "b", {"ratio": 0.5, "ci95_low": 0.4, "ci95_high": 0.8}).startswith(
-        "a is 2.00x [1.25–2.50] slower than b")
+    assert findings.comparison(same)["verdict"] == "same" and findings.comparison(None) is None
+    assert findings.comparison({"ratio": 2.0, "ci95_low": 1.5, "ci95_high": 2.5})["verdict"] == "faster"
+    slower = findings.comparison({"ratio": 0.5, "ci95_low": 0.4, "ci95_high": 0.8})
+    assert slower["verdict"] == "slower"  # read the other way: 2x [1.25–2.5]
+    assert (slower["ratio"]["ratio"], slower["ratio"]["ci95_low"], slower["ratio"]["ci95_high"]) == (2.0, 1.25, 2.5)
 
 
 def test_loc_is_recounted_when_the_sources_change_and_refused_stale_without_pygount(tmp_path, monkeypatch):

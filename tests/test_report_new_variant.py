@@ -10,10 +10,12 @@ import pytest
 
 from harness import DEFAULT_RESULTS, registry
 from harness.measure import floor
+from harness.measure.store.rows import read_run
 from harness.report import details, markdown
 from harness.report.claims import rundata
 from harness.report.figures import cost, latency
 from harness.report.sections import gpu_floor_section
+from tests import rowfiles
 
 LEVEL, VARIANT = "cudnn", "zippy"
 LABEL = f"{LEVEL}/{VARIANT}"
@@ -24,7 +26,7 @@ def with_fast_variant(tmp_path, monkeypatch, report_cache):
     """The committed results, with a cell of LEVEL/VARIANT in the GPU's answering api_levels run:
     cudnn/graph's calls at a quarter of their time (faster than every call measured there), and
     the variant in LEVEL's registry entry, one of its floor candidates."""
-    if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl")):
+    if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl*")):
         pytest.skip("no committed reference results (make run-all writes them)")
     results = tmp_path / "results"
     shutil.copytree(DEFAULT_RESULTS, results)
@@ -32,13 +34,12 @@ def with_fast_variant(tmp_path, monkeypatch, report_cache):
     monkeypatch.setitem(registry.REGISTRY, LEVEL, dataclasses.replace(
         spec, variants=(*spec.variants, VARIANT), floor=(*spec.floor, VARIANT)))
     run_id = floor.fastest_measured("gpu", results).run_id
-    path = results / "api_levels" / str(run_id) / "results.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    run_dir = results / "api_levels" / str(run_id)
+    rows = read_run(run_dir)  # a complete run's rows are stored compressed
     graph = next(r for r in rows if r.get("kind") == "cell" and r["cell_id"] == f"{LEVEL}/graph/gpu/b1/float32")
     fast = {**graph, "cell_id": f"{LABEL}/gpu/b1/float32", "cell": {**graph["cell"], "variant": VARIANT},
             "rounds_ns": [[t // 4 for t in r] for r in graph["rounds_ns"]]}
-    with path.open("a") as f:
-        f.write(json.dumps(fast) + "\n")
+    rowfiles.rewrite(run_dir, "".join(json.dumps(r) + "\n" for r in [*rows, fast]))
     return results
 
 

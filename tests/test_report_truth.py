@@ -16,7 +16,8 @@ from harness.machine import load, provenance
 from harness.measure import floor
 from harness.measure.store import stats
 from harness.report import details, markdown
-from harness.report.claims import headline, quote, rundata
+from harness.report.claims import headline, rundata
+from harness.report.markup import quote
 from harness.report.sections import explain_section, machine_findings
 from tests import rowfiles
 from tests.conftest import ROOT
@@ -138,7 +139,10 @@ def test_a_stale_cell_is_marked_where_it_is_quoted(results_copy, loc_rows):
 def test_a_run_records_its_commit_and_sources_and_flags_a_contended_round(tmp_path):
     """A busy process beside a run: its rounds are flagged in `load` rows and on the cell."""
     study = write_study(tmp_path, calls=400, rounds=2, extra=lab_cell("SleepyLeNet"))
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # at a higher priority where allowed (root): on a machine loaded by others it is still among
+    # the three busiest processes that the load row names
+    hog = subprocess.Popen([sys.executable, "-c", "import os\ntry:\n    os.nice(-10)\nexcept OSError:\n"
+                            "    pass\nwhile True: pass"])
     try:
         done = run_cli(study, "--out", tmp_path / "out")
     finally:
@@ -181,12 +185,12 @@ def test_an_old_explain_row_never_calls_its_floor_the_arithmetic():
 
 
 def test_an_explain_row_calls_its_floor_what_the_run_chose_not_the_devices_fastest():
-    # issue 72: the GPU explain run timed cudnn/graph beside the call, while the report's fastest
-    # GPU call is a resident CUDA kernel measured later
+    # the GPU explain run timed cudnn/graph beside the call, while the report's fastest GPU call can
+    # be another (a resident CUDA kernel, measured later)
     row = {"floor": "cudnn/graph", "stages": [
         {"name": "JAX's per-call dispatch", "ns": 1e6, "share": 0.9},
         {"name": "the fastest measured implementation on this device (cudnn/graph)", "ns": 6e4, "share": 0.1}]}
     name = explain_section.stage_name(row, 1)
     assert name.startswith("the floor this explain run chose (cudnn/graph;")
     assert "fastest measured implementation on this device" not in name
-    assert "fastest measured implementation on this device" not in explain_section.stage_text(row, 1)
+    assert "fastest measured implementation on this device" not in explain_section.stage_claims(row, 1)["name"]

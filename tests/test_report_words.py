@@ -40,6 +40,15 @@ def test_the_explain_words_name_registered_calls(table):
         assert variant in registry.spec(level).variants, label
 
 
+def test_the_cpu_goals_name_registered_cpu_calls():
+    goals = words.table_of("cpu")
+    labels = [*goals["time_ms"], goals["compiled"]["call"], *goals["compiled"]["rivals"],
+              goals["hand_written"]["call"], goals["hand_written"]["rival"]]
+    for label in labels:
+        level, variant = label.split("/")
+        assert variant in registry.spec(level).variants_for("cpu"), label
+
+
 def test_every_finding_record_names_registered_cells_and_a_macro_that_exists():
     module = words.environment().get_template(machine_findings.SENTENCES).module
     for record in words.table_of(machine_findings.RECORDS)["finding"]:

@@ -423,7 +423,6 @@ def test_the_cli_turns_a_full_disk_into_one_error_line(monkeypatch, capsys):
     def full(args):
         raise OSError(errno.ENOSPC, "No space left on device", "/x/loc.csv")
 
-    monkeypatch.setattr(cli.commands, "cmd_loc", full)
     monkeypatch.setattr(cli, "build_parser", lambda: _parser_for(full))
     assert cli.main(["loc"]) == 2
     err = capsys.readouterr().err

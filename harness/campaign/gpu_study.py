@@ -2,7 +2,7 @@
 minutes a GPU is at hand, on a server with no package index.
 
 Steps, in order (each a subprocess, recorded in the manifest; a failure never stops the next):
-doctor; gpu-floor (the hardware's floor: bus round trip, copies, launches, FMA peak); verify on the
+doctor; gpu-floor (the hardware's probes: bus round trip, copies, launches, FMA peak); verify on the
 GPU (every level, variant and dtype it offers); verify-train; the GPU
 cells of every study; explain for the GPU ladders; kernels (where the GPU time goes);
 kernel-stages (inside the cluster kernel); pytest -m gpu; the GPU labs graded as staff grade them
@@ -146,7 +146,7 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True,
               "--dtypes", "float32,float64", "--json", str(res / f"verify-gpu-{host}.json")]
     # verify took 150 s on the H100 machine for 10,000 images x 2 dtypes of every GPU level
     todo = [python_step("doctor", ["-m", "harness", "doctor"], 90)]
-    if not quick:  # the hardware's floor first: no level is needed, and every GPU target is judged by it
+    if not quick:  # the hardware's probes first: no level is needed, and every GPU target is judged by them
         todo.append(python_step("gpu-floor", ["-m", "harness", "gpu-floor", "--out", str(res)], 60))
     todo.append(limited(python_step("verify", verify + (["--limit", "1000"] if quick else []),
                                     90 if quick else 300, ok_codes=(0, 3)), impls, levels))

@@ -2,7 +2,9 @@
 naming each machine, the layout and the PNG written whole, axis decoration, and times as words.
 
     caption(runs, study)             one line per machine: hardware, threads, versions, run ids
-    finish(fig, runs, study, path)   the caption under the figure, the layout, the PNG
+    settle(fig, caption_text)        the caption under the figure, the constrained layout above it
+    finish(fig, runs, study, path)   settle, then the PNG (save)
+    legend_below(ax, handles)        a legend under the axes, inside the layout
     decorate(ax, title, x, y)        title, axis labels with units, a legend
     fmt_ms(ms)                       '12.3 µs', '4.56 ms', '1.2 s'
 """
@@ -16,8 +18,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.transforms import offset_copy  # noqa: E402
 
 from harness.machine.files import write_atomic  # noqa: E402
 from harness.machine.versions import cuda_runtime, cudnn_version  # noqa: E402
@@ -53,31 +57,59 @@ def run_names(run: dict) -> str:
     return ("run " if len(ids) == 1 else "runs ") + " + ".join(f"{run['study']}/{i}" for i in ids)
 
 
-def finish(fig: Figure, runs: Sequence[dict], study: str | None, path: Path, caption_text: str | None = None,
-           top: float = 1.0, margins: dict[str, float] | None = None) -> Path:
-    """The caption under the figure, the layout, the PNG. margins (inches, or fractions of the
-    width for left/right): a fixed layout, which costs a fraction of tight_layout's time; keys
-    left, right, top_in, bottom_in (above the caption), gap_in (between stacked panels), wspace."""
+def put_caption(fig: Figure, caption_text: str) -> float:
+    """The caption under the figure, 6-pt text wrapped to its width: the inches it takes."""
     width_chars = int(fig.get_figwidth() * 21)  # 6-pt text: about 21 characters per inch
     text = "\n".join(textwrap.fill(line, width_chars, subsequent_indent="    ")
-                     for line in (caption_text or caption(runs, study)).splitlines())
+                     for line in caption_text.splitlines())
     fig.text(0.01, 0.005, text, fontsize=6, color="#444444", va="bottom", ha="left")
-    caption_in = 0.11 * (text.count("\n") + 1) + 0.05
-    height = fig.get_figheight()
-    if margins is None:
-        fig.tight_layout(rect=(0, caption_in / height, 1, top))
-    else:
-        bottom = (caption_in + margins.get("bottom_in", 0.5)) / height
-        top_frac = 1 - margins.get("top_in", 0.5) / height
-        rows = len({spec.rowspan.start for ax in fig.axes if (spec := ax.get_subplotspec()) is not None})
-        gap = margins.get("gap_in", 0.4)
-        mean_axes = max((height * (top_frac - bottom) - (rows - 1) * gap) / max(rows, 1), 0.1)
-        fig.subplots_adjust(left=margins.get("left", 0.1), right=margins.get("right", 0.97), top=top_frac,
-                            bottom=bottom, hspace=gap / mean_axes, wspace=margins.get("wspace", 0.2))
+    return 0.11 * (text.count("\n") + 1) + 0.05
+
+
+def settle(fig: Figure, caption_text: str) -> None:
+    """The caption under the figure, and matplotlib's constrained layout above it, laid out now: words
+    placed afterwards (measured with the figure's renderer) stay where they were measured."""
+    below = (put_caption(fig, caption_text) + 0.05) / fig.get_figheight()
+    fig.set_layout_engine("constrained", rect=(0, below, 1, 1 - below))
+    engine = fig.get_layout_engine()
+    assert engine is not None
+    engine.execute(fig)
+
+
+def save(fig: Figure, path: Path) -> Path:
+    """The PNG, whole or not at all (a full disk keeps the last one); the figure closed."""
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=DPI)
     plt.close(fig)
-    return write_atomic(path, png.getvalue())  # whole or not at all (a full disk keeps the last one)
+    return write_atomic(path, png.getvalue())
+
+
+def finish(fig: Figure, runs: Sequence[dict], study: str | None, path: Path, caption_text: str | None = None,
+           margins: dict[str, float] | None = None) -> Path:
+    """The caption under the figure, the layout (settle), the PNG. margins (inches, or fractions of
+    the width for left/right): a fixed layout instead, a fraction of the constrained layout's time,
+    for figures drawn by the hundred (a lab's per-student plots); keys left, right, top_in,
+    bottom_in (above the caption)."""
+    text = caption_text or caption(runs, study)
+    if margins is None:
+        settle(fig, text)
+    else:
+        height = fig.get_figheight()
+        fig.subplots_adjust(left=margins.get("left", 0.1), right=margins.get("right", 0.97),
+                            top=1 - margins.get("top_in", 0.5) / height,
+                            bottom=(put_caption(fig, text) + margins.get("bottom_in", 0.5)) / height)
+    return save(fig, path)
+
+
+def legend_below(ax: Axes, handles: Sequence[Artist], ncol: int = 1, gap_pt: float = 34) -> None:
+    """A legend centred under the axes, below its x label (gap_pt: from the axes' bottom edge), so
+    that the constrained layout makes room for it there (a figure's own legend it would place over
+    the caption)."""
+    fig = ax.get_figure(root=True)
+    assert isinstance(fig, Figure)
+    below = offset_copy(ax.transAxes, fig=fig, y=-gap_pt, units="points")
+    ax.legend(handles=handles, frameon=False, fontsize=7, loc="upper center", ncol=ncol, handletextpad=0.3,
+              bbox_to_anchor=(0.5, 0), bbox_transform=below)
 
 
 def decorate(ax: Axes, title: str, xlabel: str, ylabel: str, legend_size: float = 8) -> None:

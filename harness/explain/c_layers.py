@@ -1,4 +1,4 @@
-"""The CPU's arithmetic floor: this core's multiply-add peak measured by the C level's FMA probe,
+"""The CPU's arithmetic peak: this core's multiply-adds per second measured by the C level's FMA probe,
 and the C level's fused call split by layer (each stage timed inside C) against each layer's
 arithmetic at that peak: where the time above the floor goes. Beside the peak, the core's read
 bandwidth from its first- and second-level caches (the level's read probe, on a buffer half the

@@ -1,7 +1,12 @@
 """`python -m harness doctor`: what can run here, and if not, why and how to fix it, one line
 each. Every implementation is really constructed, each in its own subprocess (so one
-framework's state never hides another's problem), with the harness's process settings."""
+framework's state never hides another's problem), with the harness's process settings.
 
+The machine wing's commands are declared here (commands()): `list`, the registered levels
+(what can be asked of a machine), and `doctor`.
+"""
+
+import argparse
 import json
 import os
 import subprocess
@@ -11,6 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, ROOT, registry
+from harness.command import Command, command, implementations, option, split_list
+from harness.command import weights as weights_option  # `weights` here names a file
+from harness.errors import HarnessError
 from harness.machine import env, gpu, nvrtc, procenv
 
 PROBE = r"""
@@ -153,8 +161,9 @@ def cuda_lines(caps: Sequence[str] | None = None) -> list[str]:
 
 
 def uses_tensorflow(name: str) -> bool:
-    """The level records TensorFlow's version (its spec's versions): it runs on TensorFlow."""
-    return name in registry.REGISTRY and "tensorflow" in (d for _c, d in registry.spec(name).versions)
+    """The level records TensorFlow's version (its installs.versions): it runs on TensorFlow."""
+    versions = registry.REGISTRY[name].installs.versions if name in registry.REGISTRY else ()
+    return "tensorflow" in (dist for _column, dist in versions)
 
 
 def host_line(info: dict) -> str:
@@ -223,3 +232,33 @@ def report(weights: str | Path = DEFAULT_WEIGHTS, names: Sequence[str] | None = 
     for name, device, status, reason in implementation_rows(weights, names):
         out(f"{name:<15} {device:<6} {status:<5} {reason}")
     return 0
+
+
+def commands() -> list[Command]:
+    """`list`, `doctor`: in the order `python -m harness --help` lists them."""
+    return [
+        command(
+            "list", "the registered levels, comma-separated (the Makefile's CPU_IMPLS, GPU_IMPLS)",
+            cmd_list, option("--device", choices=("cpu", "gpu"), default=None,
+                             help="only the levels that run on this device"),
+            option("--explain", action="store_true",
+                   help="their explain targets instead, level/variant (the Makefile's EXPLAIN; "
+                        "needs --device)")),
+        command(
+            "doctor", "what can run here, and why not", cmd_doctor,
+            implementations(None, "only these (default: all)"), weights_option())]
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """The report's levels (registry.levels: bottom rung first), on one device or all, one line; --explain:
+    their explain targets (level/variant)."""
+    if args.explain and args.device is None:
+        raise HarnessError("list --explain: which device's targets? add --device cpu or --device gpu")
+    names = registry.targets("explain", args.device) if args.explain else registry.on_device(args.device)
+    print(",".join(names))
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    names = split_list(args.implementations) if args.implementations else None
+    return report(args.weights, names)

@@ -71,13 +71,16 @@ def measured_cells(device: str, root: Path = DEFAULT_RESULTS, run_id: str | None
             continue  # a partial run (killed, or still running) never answers
         if narrow.run_is_narrowed(run_dir):  # a quick run of some cells is never the floor
             continue
-        rows = results.read_rows(run_dir)
+        runs.append((order, run_dir.name, run_dir))
+    # newest first, and only until one answers: a lab's grader asks at start, and reading every
+    # committed run's rows took seconds
+    for *_, run_dir in sorted(runs, reverse=True):
         # a cell measured again (--resume): its last row is final
-        final = {row["cell_id"]: row for row in rows if row.get("kind") == "cell"}
+        final = {row["cell_id"]: row for row in results.read_rows(run_dir) if row.get("kind") == "cell"}
         found = [row for row in final.values() if _candidate(row, device)]
         if found:
-            runs.append((order, run_dir.name, found))
-    return max(runs, key=lambda run: run[:2])[2] if runs else []
+            return found
+    return []
 
 
 def _candidate(row: dict, device: str) -> bool:

@@ -10,10 +10,10 @@ import pandas as pd
 from harness import DEFAULT_REPORT, registry
 from harness.machine.files import write_atomic
 from harness.report import figures as drawn
-from harness.report.claims import drift, headline, quote
+from harness.report.claims import drift, headline
 from harness.report.claims.rundata import ReportData
 from harness.report.figures import cost
-from harness.report.markup import tables, words
+from harness.report.markup import quote, tables, words
 from harness.report.markup.style import fmt_ms
 from harness.report.sections import cpu_floor, findings, first_screen, machines
 from harness.report.sections.gpu_floor_section import MACS
@@ -21,6 +21,7 @@ from harness.report.sections.gpu_floor_section import MACS
 REPORT_PATH = DEFAULT_REPORT
 
 TEMPLATE = "report.md.j2"  # in harness/report/templates/: the words; this module computes what they say
+NOTES = "first_screen.md.j2"  # the notes beside the headline (sections/first_screen.py's claims)
 
 
 # Datasheet FP32 peaks (non-tensor-core), for the arithmetic line only: not measurements.
@@ -66,8 +67,7 @@ def sources(data: ReportData, by_device: dict) -> list[dict]:
 def partial_lines(partial: list[dict]) -> list[str]:
     """One line per partial run (no completion marker: killed, or still running): never used above,
     and how to finish it."""
-    return [f"*partial run, not used* `{run['study']}/{run['run_id']}`: {run['cells_done']} cells finished "
-            f"before it stopped; finish it: `{run['finish']}`." for run in partial]
+    return [words.say(NOTES, "partial", run=run) for run in partial]
 
 
 def stale_lines(frame: pd.DataFrame, answer: dict) -> list[str]:
@@ -77,7 +77,8 @@ def stale_lines(frame: pd.DataFrame, answer: dict) -> list[str]:
         return []
     cells = frame[frame["run_id"].isin([r for r in answer.values() if r]) & (frame["study"] == "api_levels")
                   & (frame["stale"] != "") & (frame["status"] == "ok")]
-    return [f"*stale* {impl}: {why}." for (impl, why), _ in cells.groupby(["implementation", "stale"])]
+    return [words.say(NOTES, "stale", implementation=impl, why=why)
+            for (impl, why), _ in cells.groupby(["implementation", "stale"])]
 
 
 def fig1_lines(data: ReportData) -> str:
@@ -109,7 +110,7 @@ def caveats(data: ReportData, by_device: dict, drifts: dict) -> list[str]:
              first_screen.threads_note(first_screen.cpu_threads(data.runs, data.answer.get("cpu"))),
              first_screen.c_note(data.frame, data.answer.get("cpu")),
              first_screen.resident_note(data.frame, data.runs, fastest_gpu)]
-    return [note for note in notes if note]
+    return [words.say(NOTES, note.pop("words"), **note) for note in notes if note]
 
 
 def claims(data: ReportData) -> dict:
@@ -129,8 +130,9 @@ def claims(data: ReportData) -> dict:
             "marks": list(quote.MARKS.items()), "machine_table": machines.machine_table(runs),
             "machine_difference": machines.difference_line(runs, by_device.get("cpu"), by_device.get("gpu")),
             "floors": floors(data), "macs": MACS,
-            "cpu_peak": cpu_floor.peak_sentence(cpu_floor.arithmetic_row(data.runs, by_device.get("cpu"))),
-            "gpu_peak": gpu_peak(by_device), "call_cost": first_screen.call_cost_sentence(frame, by_device),
+            "cpu_peak": cpu_floor.peak(cpu_floor.arithmetic_row(data.runs, by_device.get("cpu"))),
+            "gpu_peak": gpu_peak(by_device),
+            "call_cost": words.say(NOTES, "call_cost", parts=first_screen.call_cost_claims(frame, by_device)),
             "crosschecks": tables.crosscheck_lines(data.crosschecks)}
 
 

@@ -6,7 +6,8 @@ sub-package per step of the course (labs/README.md, "Running a term"):
     marks       points, leaderboard, plots, feedback, export: the rows' points, pages and gradebook CSV
     public      publish, alias, names: the public page under pseudonyms
     staff       similarity, fingerprints: pairwise code similarity (staff only)
-    commands    what each `python -m harness lab ...` command does (harness/commands.py parses)
+    cli         the `python -m harness lab ...` commands: their arguments, each one call of what does it
+    commands    what each `python -m harness lab ...` command does
     gpu_labs    gpu-study's `labs` step: the GPU labs' examples graded as staff grade them
     bench       `lab bench`: a synthetic class graded and timed, one row per student checked
     templates/  the public page's and the similarity view's Jinja templates

@@ -1,4 +1,4 @@
-"""What each `python -m harness lab ...` command does: harness/commands.py parses the arguments and
+"""What each `python -m harness lab ...` command does: harness/lab/term/cli.py parses the arguments and
 calls one of these, which returns the exit code. Each imports what it uses inside it, so `lab collect`
 never loads the grader, nor `lab kit` the sandbox.
 

@@ -40,7 +40,7 @@ from harness.frameworks import engine_setup
 from harness.measure.inside import memory, training
 
 perf_counter_ns = time.perf_counter_ns
-FRAMEWORKS = tuple(registry.frameworks())  # every level's (ImplSpec.frameworks): recorded when imported
+FRAMEWORKS = tuple(registry.frameworks())  # every level's (Installs.frameworks): recorded when imported
 
 
 def loaded_frameworks() -> list[str]:
@@ -134,7 +134,7 @@ class Worker:
         first = not self.cells  # this worker started for this cell (its import is this level's)
         billed = bill and first
         registered = registry.REGISTRY.get(cell["implementation"])  # None: a lab's module:Class
-        kind = registered.compile_cache if registered and billed else ""
+        kind = registered.installs.compile_cache if registered and billed else ""
         with engine_setup.fresh_cache(kind) if kind else contextlib.nullcontext():
             # the bill's start-up: a compiling level compiles now, in an empty cache (removed after)
             baseline = memory.rss()[0]  # the interpreter, the harness and the test images

@@ -1,13 +1,11 @@
-"""What reads the rows and computes a claim: the runs loaded, the headline's rows, how a number is
-quoted, the bill, the code, the machines, the drift between runs.
+"""What reads the rows and computes a claim: the runs loaded, the headline's rows, the bill, the
+code, the machines, the drift between runs.
 
     rundata    result files -> runs and their cells' frame; the run that answers; find, ratio_ci
     hosts      which machine a run was measured on (its fingerprint), and its name in the report
     headline   the answer: one row per level (code lines, CPU and GPU latency, throughput, ratios)
-    quote      how a measured number is quoted anywhere: its median, its interval where the rounds
-               support one, the marks that tell a reader not to take it at face value
     drift      how far a machine's medians move between two runs (reproduce rows): an interval for
-               a rerun
+               a rerun, and a number quoted with it
     bill       the rest of a level's bill: memory by stage, start-up, what must be installed
     loc        lines of code per level package (pygount), the shared loaders apart
     reproduce  a second run of a study held against its first: the share of cells it reproduces

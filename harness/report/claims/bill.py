@@ -29,6 +29,7 @@ import pandas as pd
 
 from harness import registry
 from harness.measure.inside.requires import normal
+from harness.report.markup import words
 from harness.report.markup.tables import table
 
 MB = 2**20  # the bill's memory and sizes are in MiB (the variables say _mb)
@@ -183,6 +184,7 @@ def bills(frame: pd.DataFrame, answer: dict) -> dict[tuple[str, str], Bill]:
 # what an install size's "(7)" counts, said in every table that shows one
 INSTALLED_HEADER = "installed beyond the harness (how many distributions, shared libraries and tools' files)"
 OLDER = "all it imported: an older run"  # the install size of a row recorded before the closure was
+TEMPLATE = "bill.md.j2"  # the section's words
 
 
 def installed_text(b: Bill) -> str:
@@ -224,26 +226,9 @@ def startup_text(b: Bill) -> str:
 def section(frame: pd.DataFrame, answer: dict) -> list[str]:
     """DETAILS' table of the full bill: every level's stages, start-up and install, per device."""
     found = bills(frame, answer)
-    head = ["", "## The full bill: memory, start-up, what must be installed (Fig. 12)", "",
-            "Read in each level's own worker process, for its first-written call (`api_levels`): "
-            "resident memory (VmRSS) before the import (the interpreter, the harness, the test images), "
-            "what importing the level and building the model add, and the peak (VmHWM, reset before each "
-            "timed round) during the timed calls; start-up is import + build + first call, the time before "
-            "the first answer (a level that compiles its code, C, compiles it there, in an empty cache: "
-            "*compiles*). Installed is the size on disk of what must be installed for the level, beyond "
-            "what the null level (the harness alone) needs, which is shown apart: the distributions a pip "
-            "install of the level's own distributions requires (their Requires-Dist, transitively, with "
-            "markers evaluated for this Python and platform and no extras; on the GPU also what the worker "
-            "loaded of their extras, as `jax[cuda13]` installs its CUDA plugin), the shared libraries the "
-            "worker mapped that no distribution ships, and the system tools it runs (C: the compiler's "
-            "driver, cc1, as, collect2, ld and the shared libraries they load; its headers and the C "
-            "library's link files are not counted). A level with no distribution of its own (C) counts "
-            "what its worker loaded. What the worker imported only because it was installed (TensorFlow "
-            "imports JAX, SciPy, pandas and matplotlib where they are) is not in the size: it is listed "
-            "apart, with its size, where at least 1 MiB. A row recorded before the requirements were "
-            f"read counts everything its worker imported ({OLDER})."]
+    head = ["", words.say(TEMPLATE, "title"), "", words.say(TEMPLATE, "method", older=OLDER)]
     if not found:
-        return head + ["", "_No run that answers recorded the bill yet: `make run-all` measures it._"]
+        return head + ["", words.say(TEMPLATE, "no_bill")]
     rows = [[b.label, b.device, f"{b.baseline_mb:,.0f} MiB", f"+{b.import_mb:,.0f} MiB",
              f"+{b.model_mb:,.0f} MiB", f"{b.calls_peak_mb:,.0f} MiB", f"{b.import_s:.2f} s",
              f"{b.build_s:.2f} s", f"{b.first_call_s:.3g} s", startup_text(b),

@@ -15,12 +15,18 @@ the headline's ratio intervals are widened by it the same way.
     widen(low, high, drift) -> (low, high)  a median's interval for a rerun
     widen_ratio(low, high, drift) -> (low, high)  a within-round ratio's interval for a rerun
     sentence(machine, drift) -> str         the drift in words, for the report
+    rerun_value(cell, drift) -> str         '47 ms [rerun 41.2–52.3 ms]': a median's interval for a rerun
+    rerun_times(r, drift) -> str            '1700x [rerun 1490–1830]': a ratio's interval for a rerun
 """
 
 import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
+
+from harness.report.markup import quote, words
+from harness.report.markup.tables import ms
 
 QUANTILE = 0.9  # the spread covers this share of the cells' moves
 FOLDER = "reproduce"  # RESULTS/reproduce/<run-id>/ (harness.report.claims.reproduce.FOLDER)
@@ -37,6 +43,16 @@ class Drift:
     ratios: int = 0  # cells with a within-round ratio in both runs
     ratio_spread: float | None = None  # QUANTILE of |log(new ratio / first ratio)|; None: no ratio
     ratio_inside: tuple[int, int] = (0, 0)  # (held, of): new ratios inside the first run's interval
+
+    @property
+    def moved(self) -> float:
+        """The share QUANTILE of the cells' medians moved by at most (spread, as a fraction)."""
+        return math.expm1(self.spread)
+
+    @property
+    def ratios_moved(self) -> float | None:
+        """The share QUANTILE of the within-round ratios moved by at most; None: no ratio measured."""
+        return None if self.ratio_spread is None else math.expm1(self.ratio_spread)
 
 
 def _positive(value: object, row: dict, cell: dict, what: str, unit: str) -> float:
@@ -107,29 +123,31 @@ def widen_ratio(low: float, high: float, drift: Drift) -> tuple[float, float] | 
     return low * math.exp(-drift.ratio_spread), high * math.exp(drift.ratio_spread)
 
 
-def percent(x: float) -> str:
-    return f"{100 * x:+.1f}%"
-
-
 def sentence(machine: str | None, device: str, drift: Drift) -> str:
-    """'On vm: ..., a second run of `api_levels` (reproduce run X against Y) moved the CPU's medians
+    """'on vm: ..., a second run of `api_levels` (reproduce run X against Y) moved the CPU's medians
     by -3.3% (the median of 22 cells), 90% of them by at most 9.5%; 6 of 22 fell inside the first
-    run's intervals.' (machine None: without its 'On ...')"""
-    held, of = drift.median_inside
-    where = f"on {machine}, " if machine else ""
-    return (f"{where}a second run (`reproduce` run `{drift.run}` against `{drift.reference_run}`) "
-            f"moved the {device.upper()}'s medians by {percent(drift.shift)} (the median of {drift.cells} "
-            f"cells), {QUANTILE:.0%} of them by at most {100 * math.expm1(drift.spread):.1f}%"
-            + (f"; {held} of {of} fell inside the first run's intervals" if of else "")
-            + ratio_words(drift))
+    run's intervals' (machine None: without its 'on ...'), worded by templates/drift.md.j2."""
+    return words.say("drift.md.j2", "drift", machine=machine, device=device, d=drift, quantile=QUANTILE)
 
 
-def ratio_words(drift: Drift) -> str:
-    """'; of its 21 within-round ratios, 90% moved by at most 3.1%, 17 of 21 inside the first run's
-    ratio intervals' ('' where it measured no ratio)."""
-    if drift.ratio_spread is None:
-        return ""
-    held, of = drift.ratio_inside
-    return (f"; of its {drift.ratios} within-round ratios, {QUANTILE:.0%} moved by at most "
-            f"{100 * math.expm1(drift.ratio_spread):.1f}%"
-            + (f", {held} of {of} inside the first run's ratio intervals" if of else ""))
+def rerun_value(cell: pd.Series, found: Drift) -> str:
+    """The median with its interval for a rerun: the one-run interval widened by the drift that
+    `reproduce` measured on the cell's machine; the median alone where the cell has no interval."""
+    low = cell["ci_low_ms"]
+    if low is None or math.isnan(low):
+        return quote.value(cell)
+    wide = widen(low, cell["ci_high_ms"], found)
+    return f"{ms(cell['median_ms'])} [rerun {quote.interval(*wide)}]"
+
+
+def rerun_times(r: dict | None, found: Drift) -> str:
+    """A within-round ratio with its interval for a rerun: the one-run interval widened by how far
+    `reproduce` measured the machine's ratios to move (drift.widen_ratio); quote.times(r) where there is
+    no interval to widen or no ratio's move was measured."""
+    if not r or math.isnan(r["ci95_low"]):
+        return quote.times(r)
+    wide = widen_ratio(r["ci95_low"], r["ci95_high"], found)
+    if wide is None:
+        return quote.times(r)
+    # times' wording (and tables.includes_one's "no measurable difference") on the widened interval
+    return quote.times({**r, "ci95_low": wide[0], "ci95_high": wide[1]}).replace("x [", "x [rerun ", 1)

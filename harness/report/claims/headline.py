@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness import registry
-from harness.report.claims import bill, drift, loc, quote
+from harness.report.claims import bill, drift, loc
 from harness.report.claims.rundata import answer_run, ratio_ci
+from harness.report.markup import quote
 from harness.report.markup.style import IMPL_ORDER
 from harness.report.markup.tables import sig3, table
 
@@ -200,7 +201,7 @@ def latency(cell: pd.Series, moved: drift.Drift | None = None) -> str:
     """'47 ms [43.8–49.4 ms] `predict`', then its marks (quote.quoted); with the drift its machine
     was measured to move between runs, the interval for a rerun: '47 ms [rerun 41.2–52.3 ms]'."""
     found = quote.marks(cell, headline=True)
-    shown = quote.rerun_value(cell, moved) if moved is not None else quote.value(cell)
+    shown = drift.rerun_value(cell, moved) if moved is not None else quote.value(cell)
     return f"{shown} `{cell['variant']}`" + "".join(f" *{m}*" for m in found)
 
 
@@ -225,7 +226,7 @@ def times_raw(lv: Level, device: str, which: str, moved: drift.Drift | None = No
     if r.get("against"):  # headline.same_rounds: within the rounds of the study the cell came from
         across = f" (`{r['study']}`, within its rounds, against {r['against']})"
     within = not r.get("across_runs") and not r.get("against")
-    return f"; {quote.rerun_times(r, moved) if within and moved is not None else quote.times(r)}{across}"
+    return f"; {drift.rerun_times(r, moved) if within and moved is not None else quote.times(r)}{across}"
 
 
 def bill_columns(lv: Level, dash: Callable[[str], str]) -> list[str]:

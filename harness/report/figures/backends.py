@@ -1,6 +1,7 @@
 """Fig. 8: one Keras model on three backends, called four ways (study `backends`), a panel per
 machine and device; each backend keeps its colour whichever backends a panel has."""
 
+import textwrap
 from pathlib import Path
 
 import matplotlib.ticker
@@ -24,7 +25,6 @@ def backend_rows(cells: pd.DataFrame, device: str, machine: str) -> dict[str, di
     return found
 
 
-
 def backend_label(implementation: str) -> str:
     """The legend's name of a Keras backend: 'Keras on JAX', not 'JAX' (JAX's own ops are
     another level, in other figures)."""
@@ -33,7 +33,6 @@ def backend_label(implementation: str) -> str:
 
 def first_stage(found: dict[str, pd.Series], stages: list[str]) -> str:
     return next(s for s in stages if s in found)
-
 
 
 def fig_backends(data: ReportData, out: Path) -> Path | None:
@@ -70,17 +69,18 @@ def fig_backends(data: ReportData, out: Path) -> Path | None:
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_ms(v)))
         ax.grid(True, axis="y", color="#EEEEEE")
-        ax.set_title(dotplot.panel_title(device, machine), fontsize=9, loc="left")
+        # a title a third of the figure wide: wrapped, so that it never runs into its neighbour's
+        ax.set_title(textwrap.fill(dotplot.panel_title(device, machine), 36), fontsize=9, loc="left")
         missing = [backend_label(i) for i in BACKEND_OF if i not in by_backend]
         if missing:
             ax.text(0.02, 0.02, f"not measured: {', '.join(missing)}", transform=ax.transAxes, fontsize=7,
                     color="#555555")
         ax.legend(frameon=False, fontsize=7, loc="upper right")
-    axes[0].set_ylabel("per-image time, median (log scale)")
+    for ax in axes[::3]:  # the first panel of each row (grid.COLUMNS a row)
+        ax.set_ylabel("per-image time, median (log scale)")
     same_y_scale(axes)
     fig.suptitle("Fig. 8  One Keras model, three backends, called four ways (dot: median; whisker: 95% CI)")
     text = ("One Keras model on each backend (legend: Keras on TensorFlow, JAX, PyTorch; not the "
             "frameworks' own ops). compiled model(x): model(x) inside tf.function (TensorFlow), "
             "jax.jit (JAX), torch.compile (PyTorch).\n" + caption(data.runs, "backends"))
-    return finish(fig, data.runs, "backends", out, text, margins={"left": 0.07, "right": 0.99, "top_in": 0.75,
-                                                        "bottom_in": 0.55, "wspace": 0.18})
+    return finish(fig, data.runs, "backends", out, text)

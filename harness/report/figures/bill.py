@@ -72,5 +72,4 @@ def fig_bill(data: ReportData, out: Path) -> Path | None:
                f"the timed calls; start-up: import + build + first call{compiled}; installed: what a pip "
                "install of the level requires, the shared libraries and tools (the C compiler) no "
                f"distribution ships, beyond the null level's (the harness alone){older}")
-    return finish(fig, data.runs, "api_levels", out, caption,
-                  margins={"left": 0.175, "right": 0.99, "top_in": 0.55, "bottom_in": 0.5, "wspace": 0.12})
+    return finish(fig, data.runs, "api_levels", out, caption)

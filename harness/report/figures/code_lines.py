@@ -77,5 +77,4 @@ def fig_loc(data: ReportData, out: Path) -> Path:
                   "Left bar of a level: the lines that run inference, by part; the bold number on top is "
                   "their total, Fig. 1's x. Right bar (hatched): the training step's lines, counted apart "
                   "(none: the level has no training step). Lines counted by pygount from this checkout "
-                  "(reports/loc.csv).",
-                  margins={"left": 0.08, "right": 0.99, "top_in": 0.4, "bottom_in": 0.85})
+                  "(reports/loc.csv).")

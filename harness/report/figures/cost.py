@@ -17,14 +17,23 @@ import matplotlib.ticker
 import pandas as pd
 
 from harness import registry
-from harness.report.claims import headline, quote
+from harness.report.claims import headline
 from harness.report.claims.rundata import ReportData
 from harness.report.figures import place
-from harness.report.markup.style import DEVICE_LINES, DEVICE_MARKER, caption, colour, finish, fmt_ms, plt
+from harness.report.markup import quote
+from harness.report.markup.style import (
+    DEVICE_LINES,
+    DEVICE_MARKER,
+    caption,
+    colour,
+    fmt_ms,
+    plt,
+    save,
+    settle,
+)
 
 PATHS = registry.ladder_paths()  # each level's spec: `ladder`, the lines through it
 SHORT = {name: registry.short(name) for name in registry.REGISTRY}  # each spec's `short`
-MARGINS = {"left": 0.11, "right": 0.98, "top_in": 0.4, "bottom_in": 0.5}
 
 
 def points(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> list[dict]:
@@ -118,10 +127,10 @@ def fig_cost(data: ReportData, out: Path) -> Path | None:
     shown = {p["machine"] for p in pts}
     runs = [r for r in data.runs if r["machine"] in shown]
     text = f"{how_to_read(drawn)}\n{caption(runs, 'api_levels')}"
-    place.settle(fig, text, MARGINS)  # the labels are measured in the figure's final layout
+    settle(fig, text)  # the labels are measured in the figure's final layout
     xy = [(p["loc"], p["median"]) for p in pts]
     place.renderer(ax)  # the PNG's dpi, before measuring in display units
     sides = place.sides_away([tuple(ax.transData.transform(q)) for q in xy],
                              [-1 if p["device"] == "gpu" else 1 for p in pts])
     place.place_labels(ax, xy, [label(p, pts) for p in pts], sides)
-    return finish(fig, runs, "api_levels", out, text, margins=MARGINS)
+    return save(fig, out)

@@ -31,9 +31,6 @@ def ladder_panels(cells: pd.DataFrame,
     return fig, list(zip(axes, parts, labels, titles, strict=True))
 
 
-STACKED = {"left": 0.2, "right": 0.97, "top_in": 0.75, "bottom_in": 0.5, "gap_in": 0.35}
-
-
 def time_axis(ax: Axes, label: str = "per-image time, median (log scale)") -> None:
     """A log time axis labelled in µs/ms/s; 2 and 5 labelled too where it spans under two decades
     (call it after the data are drawn)."""

@@ -16,8 +16,8 @@ from matplotlib.patches import Patch
 
 from harness.report.claims.rundata import ReportData
 from harness.report.figures import place
-from harness.report.markup.style import caption, finish, plt, short_machine
-from harness.report.sections.explain_section import explain_rows, ms
+from harness.report.markup.style import caption, fmt_ms, legend_below, plt, save, settle, short_machine
+from harness.report.sections.explain_section import explain_rows
 
 # Each stage an ablation peels off falls in one of these kinds: one colour per kind in every row.
 # (name, colour, words in a stage's name that put it in this kind)
@@ -79,7 +79,6 @@ def fig_explain(data: ReportData, out: Path) -> Path | None:
         return None
     height = 0.42 * len(rows) + 2.4
     fig, ax = plt.subplots(figsize=(9, height))
-    margins = {"left": 0.27, "right": 0.98, "top_in": 0.4, "bottom_in": 1.15}
     bars = [segments(row) for row in rows]
     negative = [f"{row['implementation']}/{row['variant']} on {short_machine(row.get('machine', ''))}: "
                 f"{stage_name(s)} {100 * s['share']:.0f}%"
@@ -93,7 +92,7 @@ def fig_explain(data: ReportData, out: Path) -> Path | None:
     labels = []
     for y, (row, bar) in enumerate(zip(rows, bars, strict=True)):
         labels.append(f"{row['implementation']}/{row['variant']} ({row['device'].upper()}, "
-                      f"{ms(row['steps'][0]['median_ns'])})\n"
+                      f"{fmt_ms(row['steps'][0]['median_ns'] / 1e6)})\n"
                       f"{short_machine(row.get('machine', '')).replace('(R)', '')}"
                       + (f"; floor {row['floor']}" if row.get("floor") else ""))
         for left, width, _stage, shade in bar:
@@ -101,16 +100,14 @@ def fig_explain(data: ReportData, out: Path) -> Path | None:
     ax.set_yticks(range(len(rows)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlim(0, max(100.0, max(left + width for bar in bars for left, width, _, _ in bar)))
-    place.settle(fig, text, margins)  # the labels are measured in the final layout
+    ax.set_title("Fig. 7  Where one call's time goes, stage by stage (ablation ladder)", fontsize=10)
+    ax.set_xlabel("share of the call's median time (%)")
+    used = {kind_of(s) for row in rows for s in row["stages"]}
+    legend_below(ax, [Patch(color=c, label=n) for n, c, _ in KINDS + [OTHER_KIND] if (n, c, _) in used])
+    settle(fig, text)  # the labels are measured in the final layout
     for y, bar in enumerate(bars):
         for left, width, stage, shade in bar:
             share = f"{width:.0f}%"
             place.fit_label(ax, left, left + width, y, [f"{stage_name(stage)} {share}", share], fontsize=6,
                             color=text_colour(shade))
-    ax.set_title("Fig. 7  Where one call's time goes, stage by stage (ablation ladder)", fontsize=10)
-    ax.set_xlabel("share of the call's median time (%)")
-    used = {kind_of(s) for row in rows for s in row["stages"]}
-    ax.legend(handles=[Patch(color=c, label=n) for n, c, _ in KINDS + [OTHER_KIND] if (n, c, _) in used],
-              frameon=False, fontsize=7, loc="upper center", ncol=2,
-              bbox_to_anchor=(0.4, -0.5 / (0.42 * len(rows) + 0.5)))
-    return finish(fig, data.runs, "explain", out, text, margins=margins)
+    return save(fig, out)

@@ -9,15 +9,16 @@ from matplotlib.lines import Line2D
 
 from harness import registry
 from harness.measure.store import stats
-from harness.report.claims import quote
 from harness.report.claims.rundata import ReportData
 from harness.report.figures import dotplot, pick
+from harness.report.markup import quote
 from harness.report.markup.style import (
     caption,
     colour,
     finish,
     fmt_ms,
     ladder_sorted,
+    legend_below,
     ok_cells,
     short_machine,
 )
@@ -89,11 +90,9 @@ def fig_latency(data: ReportData, out: Path) -> Path | None:
         for handle in machine_handles(newest, others, run_of):
             handle.set_label(f"{device.upper()}: {handle.get_label()}")
             legend.append(handle)
-    # one legend under the title, a line a machine: machines named apart by their fingerprint or their
+    # one legend under the panels, a line a machine: machines named apart by their fingerprint or their
     # peak are too long to share a row above a panel, and inside a panel they would hide dots
-    top_in = dotplot.STACKED["top_in"] + 0.16 * len(legend)
-    fig.legend(handles=legend, frameon=False, fontsize=7, loc="upper center", handletextpad=0.2,
-               bbox_to_anchor=(0.5, 1 - 0.45 / fig.get_figheight()))
+    legend_below(axes[-1], legend)
     fig.suptitle("Fig. 3  Per-image latency of every implementation (dot: median; whisker: 95% CI)")
     shown = [run for run in data.runs if run["study"] == "api_levels"]
     newest_runs = ", ".join(f"{d.upper()} {short_machine(m)} (run {run_of[m]})" for d, m in newest_of.items())
@@ -101,7 +100,7 @@ def fig_latency(data: ReportData, out: Path) -> Path | None:
             f"Hollow: other machines, older runs, drawn for scale, not as peers (another day, another "
             f"machine). "
             f"{NOISY}.\n{caption(shown, 'api_levels')}")
-    return finish(fig, shown, "api_levels", out, text, margins={**dotplot.STACKED, "top_in": top_in})
+    return finish(fig, shown, "api_levels", out, text)
 
 
 
@@ -124,9 +123,8 @@ def fig_distributions(data: ReportData, out: Path) -> Path | None:
                         color="#555555")
         dotplot.rows_axis(ax, labels, title)
         dotplot.time_axis(ax, "per-image time of every timed call (log scale)")
-    fig.suptitle("Fig. 4  Spread of every timed call (box: quartiles, black line: median; whiskers: p1–p99)",
-                 y=1 - 0.1 / fig.get_figheight(), va="top")  # in inches from the top: a tall figure too
-    return finish(fig, data.runs, "api_levels", out, margins=dotplot.STACKED)
+    fig.suptitle("Fig. 4  Spread of every timed call (box: quartiles, black line: median; whiskers: p1–p99)")
+    return finish(fig, data.runs, "api_levels", out)
 
 
 
@@ -165,4 +163,4 @@ def fig_cold_start(data: ReportData, out: Path) -> Path | None:
                        frameon=False, fontsize=7, loc="lower right")
     fig.suptitle("Fig. 5  Cold start (tracing, compilation, set-up) against steady state, for variants "
                  "that started their own process", fontsize=10)
-    return finish(fig, data.runs, "api_levels", out, margins=dotplot.STACKED)
+    return finish(fig, data.runs, "api_levels", out)

@@ -15,10 +15,18 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from harness.measure.floor import Floor
-from harness.report.claims import quote
 from harness.report.claims.rundata import ReportData
 from harness.report.figures import dotplot, pick
-from harness.report.markup.style import OKABE_ITO, caption, finish, fmt_ms, ok_cells, short_machine
+from harness.report.markup import quote
+from harness.report.markup.style import (
+    OKABE_ITO,
+    caption,
+    finish,
+    fmt_ms,
+    legend_below,
+    ok_cells,
+    short_machine,
+)
 from harness.report.sections import gpu_section
 
 BUSY = "GPU busy time (kernels trace)"
@@ -119,18 +127,14 @@ def fig_overhead(data: ReportData, out: Path) -> Path | None:
         dotplot.rows_axis(ax, [r["label"] for r, _, _ in rows], f"{dotplot.panel_title(*group)}  ({what})")
         ax.set_xlim(0, 100)
     axes[-1].set_xlabel("share of the median per-image time (%); the median is written at the right")
-    fig.legend(handles=[Patch(color=FLOOR_COLOUR, label=f"CPU: the floor ({floor_label}, "
+    legend_below(axes[-1], [Patch(color=FLOOR_COLOUR, label=f"CPU: the floor ({floor_label}, "
                               "harness.measure.floor); GPU: busy time (kernels trace)"),
                         Patch(color=REST_COLOUR, label="the rest of the call (host overhead)"),
                         Patch(facecolor="white", edgecolor="#555555", hatch="//",
                               label="GPU: no kernel trace"),
                         Patch(facecolor="white", edgecolor="#555555", hatch="xx",
-                              label="GPU: a resident kernel (its busy time spans calls)")],
-               frameon=False, fontsize=7, loc="upper center", ncol=2,
-               bbox_to_anchor=(0.5, 1 - 0.4 / fig.get_figheight()))
-    fig.suptitle("Fig. 6  Where a call's time goes: the CPU floor or the GPU's busy time, and the rest",
-                 y=1 - 0.1 / fig.get_figheight(), va="top")
+                              label="GPU: a resident kernel (its busy time spans calls)")], ncol=2)
+    fig.suptitle("Fig. 6  Where a call's time goes: the CPU floor or the GPU's busy time, and the rest")
     text = how_to_read(data, cells, found, {m for d, m in groups if d == "cpu"})
     shown = [r for r in data.runs if r["machine"] in {m for _, m in groups}]
-    return finish(fig, shown, "overhead", out, f"{text}\n{caption(shown, 'overhead')}",
-                  margins={**dotplot.STACKED, "right": 0.88, "top_in": 1.2})
+    return finish(fig, shown, "overhead", out, f"{text}\n{caption(shown, 'overhead')}")

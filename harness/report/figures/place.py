@@ -7,10 +7,8 @@ marker, and stays inside its axes.
     place_labels(ax, points, texts, sides)    each label beside its point, clear of the others
     sides_away(centres, defaults, band_px)    each label's side: away from its nearest level neighbour
     fit_label(ax, x0, x1, y, texts, **kw)     the first text that fits between x0 and x1, or none
-    settle(fig, caption_text, margins)        the layout style.finish will give, set now
 """
 
-import textwrap
 from collections.abc import Sequence
 
 from matplotlib.axes import Axes
@@ -23,21 +21,6 @@ from matplotlib.transforms import Bbox
 from harness.report.markup.style import DPI
 
 PAD_PX = 2.0  # the least room between two labels, or a label and a marker
-
-
-def settle(fig: Figure, caption_text: str, margins: dict[str, float]) -> None:
-    """Set now the layout style.finish(fig, ..., caption_text, margins=margins) will set (its own
-    arithmetic, for one row of axes), so that words placed before finish stay where they were
-    measured: finish then sets the same numbers again."""
-    width_chars = int(fig.get_figwidth() * 21)
-    text = "\n".join(textwrap.fill(line, width_chars, subsequent_indent="    ")
-                     for line in caption_text.splitlines())
-    height = fig.get_figheight()
-    caption_in = 0.11 * (text.count("\n") + 1) + 0.05
-    fig.subplots_adjust(left=margins.get("left", 0.1), right=margins.get("right", 0.97),
-                        top=1 - margins.get("top_in", 0.5) / height,
-                        bottom=(caption_in + margins.get("bottom_in", 0.5)) / height,
-                        wspace=margins.get("wspace", 0.2))
 
 
 def renderer(ax: Axes) -> RendererBase:

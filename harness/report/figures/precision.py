@@ -84,4 +84,4 @@ def fig_precision(data: ReportData, out: Path) -> Path | None:
             "of the dotted line float64 is slower, left of it faster; a whisker across it: no measurable "
             "difference.\n"
             + caption(data.runs, "precision"))
-    return finish(fig, data.runs, "precision", out, text, margins=dotplot.STACKED)
+    return finish(fig, data.runs, "precision", out, text)

@@ -1,8 +1,8 @@
-"""Fig. 9: images/s against batch size (study `batch_sweep`): a column per machine and device,
-a row for the levels below Keras (raw library, hand-written, engine, framework ops, the NumPy
-reference) and a row for Keras on its three backends, so that no panel holds more than about
-eight lines. Every GPU panel also draws the best CPU line, dashed: where a GPU line crosses it,
-the GPU starts to pay. The 95% interval of every cell is shaded.
+"""Fig. 9: images/s against batch size (study `batch_sweep`): a row per machine and device, a
+column for the levels below Keras (raw library, hand-written, engine, framework ops, the NumPy
+reference) and a column for Keras on its three backends (grid.batch_grid, as Fig. 10). Every GPU
+panel also draws the best CPU line, dashed: where a GPU line crosses it, the GPU starts to pay.
+The 95% interval of every cell is shaded.
 
     best_cpu_line(cells)      the CPU line with the most images/s at the largest batch
     fig_throughput(data, out) the figure
@@ -11,13 +11,14 @@ the GPU starts to pay. The 95% interval of every cell is shaded.
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.axes import Axes
 
 from harness.report.claims.rundata import ReportData
-from harness.report.figures import batch_lines, dotplot
-from harness.report.figures.grid import same_y_scale
-from harness.report.markup.style import BACKEND_OF, caption, finish, ok_cells, panels, plt, short_machine
+from harness.report.figures import batch_lines
+from harness.report.figures.grid import batch_grid
+from harness.report.markup.style import caption, finish, ok_cells, short_machine
 
-ROWS = (("levels below Keras", False), ("Keras, three backends", True))
+GROUPS = (("levels below Keras", False), ("Keras, three backends", True))  # a column each
 
 
 def best_cpu_line(cells: pd.DataFrame) -> pd.DataFrame | None:
@@ -39,32 +40,20 @@ def best_cpu_name(best: pd.DataFrame) -> str:
 
 
 def fig_throughput(data: ReportData, out: Path) -> Path | None:
-    """Fig. 9: images/s against batch size, a column per machine and device, a row per group of
+    """Fig. 9: images/s against batch size, a row per machine and device, a column per group of
     levels, the best CPU line dashed in every GPU panel."""
     cells = ok_cells(data.frame, "batch_sweep")
     if cells.empty:
         return None
-    groups = panels(cells)
-    keras = cells["implementation"].isin(list(BACKEND_OF))
     best = best_cpu_line(cells)
-    sizes = sorted(int(b) for b in cells["batch_size"].unique())
-    fig, grid = plt.subplots(len(ROWS), len(groups), figsize=(4.3 * len(groups), 9.4), squeeze=False)
-    for row, (what, is_keras) in enumerate(ROWS):
-        for col, (device, machine) in enumerate(groups):
-            ax = grid[row][col]
-            part = cells[(cells["device"] == device) & (cells["machine"] == machine) & (keras == is_keras)]
-            batch_lines.draw(ax, part, "images_per_s")
-            if device == "gpu" and best is not None:
-                impl = best["implementation"].iloc[0]
-                batch_lines.line(ax, best, "images_per_s", best_cpu_name(best), impl, "o", "--", width=1.2)
-            batch_lines.batch_axis(ax, sizes, "batch size (images per call)")
-            ax.set_title(f"{dotplot.panel_title(device, machine)}\n{what}", fontsize=9, loc="left")
-            entries = len(ax.get_legend_handles_labels()[1])  # a GPU panel's long CPU line: one column, if
-            ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.17),  # it fits
-                      ncol=1 if device == "gpu" and entries <= 6 else 2)
-        grid[row][0].set_ylabel("throughput (images/s, log scale)")
-    axes = [ax for r in grid for ax in r]
-    same_y_scale(axes)
+
+    def best_cpu(ax: Axes, device: str) -> None:
+        if device == "gpu" and best is not None:
+            batch_lines.line(ax, best, "images_per_s", best_cpu_name(best), best["implementation"].iloc[0],
+                             "o", "--", width=1.2)
+
+    fig, _axes = batch_grid(cells, "images_per_s", GROUPS, "batch size (images per call)",
+                            "throughput (images/s, log scale)", extra=best_cpu)
     fig.suptitle("Fig. 9  Throughput against batch size (the same y scale in every panel)")
     text = ("Line: one implementation and variant, median images/s per batch size; band: its 95% interval. "
             "Dashed, in every GPU panel only: the best CPU line "
@@ -72,6 +61,4 @@ def fig_throughput(data: ReportData, out: Path) -> Path | None:
                f"batch {int(best['batch_size'].max())}), drawn again: where a GPU line passes it, the GPU "
                "starts to pay." if best is not None else "(no CPU cells).")
             + "\n" + caption(data.runs, "batch_sweep"))
-    return finish(fig, data.runs, "batch_sweep", out, text,
-                  margins={"left": 0.06, "right": 0.99, "top_in": 0.95, "bottom_in": 1.45, "gap_in": 1.75,
-                           "wspace": 0.15})
+    return finish(fig, data.runs, "batch_sweep", out, text)

@@ -1,6 +1,8 @@
 """How the report writes what it says: tables, colours and words.
 
     tables    Markdown tables, number formats (ms, ratios, sig3), goal lines, the statistics sections
+    quote     how a measured number is quoted anywhere: its median, its interval where the rounds
+              support one, the marks that tell a reader not to take it at face value
     style     what the report's figures share beyond harness.draw.style's basics: one colour a level,
               the ladder's order, the cells a figure draws
     words     the templates (harness/report/templates/) rendered from claims, with the wing's filters

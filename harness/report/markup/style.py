@@ -15,15 +15,18 @@ from harness.draw.style import (  # noqa: F401  (the report's figures take the b
     decorate,
     finish,
     fmt_ms,
+    legend_below,
     plt,
     run_names,
+    save,
+    settle,
 )
 
 FIGURES_DIR = DEFAULT_FIGURES
 # One colour per implementation in every figure, its spec's `colour` (registry.py: Okabe-Ito, then
 # Paul Tol's muted colours for the Keras backends and the hand-written rung): a series keeps its
 # colour when another is missing.
-IMPL_COLOURS = {name: spec.colour for name, spec in registry.REGISTRY.items() if spec.colour}
+IMPL_COLOURS = {name: spec.shown.colour for name, spec in registry.REGISTRY.items() if spec.shown.colour}
 OTHER_COLOUR = "#777777"  # a lab's module:Class, or a level that names no colour
 # The ladder's implementations, bottom rung first, and the NumPy reference beside it (last): each
 # spec's `order`.

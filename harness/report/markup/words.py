@@ -17,9 +17,12 @@ from typing import Any
 import jinja2
 import tomllib
 
+from harness.report.markup import quote
+from harness.report.markup.style import fmt_ms
 from harness.report.markup.tables import fmt_ratio, ms, sig3
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
 
 def fixed(value: float, digits: int = 1) -> str:
     return f"{value:.{digits}f}"
@@ -46,11 +49,19 @@ FILTERS: dict[str, Any] = {
     "commit": lambda sha: sha[:10],  # a commit as the report names it
     "thousands": "{:,}".format,
     "sig3g": "{:.3g}".format,
+    "g": "{:g}".format,
     "ms": ms,  # a time in ms, as every table prints it
+    "ns": lambda ns: ("-" if ns < 0 else "") + fmt_ms(abs(ns) / 1e6),  # a time in ns, its sign kept
     "ratio": fmt_ratio,  # a within-round ratio dict, with its interval
     "sig3": sig3,
     "pct": percent,
+    "signed_pct": lambda share: f"{100 * share:+.1f}%",  # a move: -0.033 -> '-3.3%'
     "fixed": fixed,
+    "sig2g": "{:.2g}".format,
+    "whole": "{:,.0f}".format,  # 1399.2 -> '1,399'
+    "quoted": quote.quoted,  # a cell's median with its interval and marks (headline=True: first screen's)
+    "rate": quote.rate,  # a cell's images/s with its interval and marks
+    "times": quote.times,  # a within-round ratio as a multiple: '1700x [1530–1780]'
 }
 
 

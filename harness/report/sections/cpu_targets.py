@@ -1,16 +1,15 @@
-"""The CPU ladder's speed targets in sentences: the rung compiled from Python (Numba) and the
-hand-written C rung against the engines and oneDNN, met or missed and by how much, from
-`api_levels` (every rung in the same rounds).
+"""The CPU ladder's speed targets: the rung compiled from Python and the hand-written C rung against
+the engines and the raw library, met or missed and by how much, from `api_levels` (every rung in the
+same rounds); worded by templates/cpu.md.j2. The goals and the cells they name are the project's
+(templates/cpu.toml), not results; every number is read from a results row.
 
-Every number is read from a results row; the targets are the project's goals, not results.
-
-    TARGETS_MS, COMPILED, RIVALS, SPEEDUP
-    target_lines(frame, machine) -> [sentence]       Numba's targets (the CPU ladder issue's)
-A speed-up is met, missed or undecided by its whole interval (tables.speedup_verdict), as every
-target of the report is.
-    C_LEVEL, C_GOAL_MS, C_GOAL_HOST, C_SPEEDUP
+    TARGETS_MS, COMPILED, RIVALS, SPEEDUP            the compiled-from-Python rung's goals
+    C_LEVEL, C_GOAL_MS, C_GOAL_HOST, C_SPEEDUP, C_RIVAL   the hand-written C rung's
+    goal(label, goal_ms, median_ms) -> claims        a time goal, met or missed by how much
+    speedup(label, r, goal, call) -> claims          a speed-up over a rival, met, missed or undecided
+    target_lines(frame, machine) -> [sentence]       the compiled-from-Python rung's targets
     fastest_engine(frame, machine) -> cell | None    the inference engines' fastest variant there
-    c_speedup_lines(frame, machine) -> [sentence]    the C rung against oneDNN and that engine
+    c_speedup_lines(frame, machine) -> [sentence]    the C rung against the raw library and that engine
 """
 
 import pandas as pd
@@ -18,40 +17,54 @@ import pandas as pd
 from harness import registry
 from harness.report.claims import headline
 from harness.report.claims.rundata import answer_run, find, ratio_ci
-from harness.report.markup.tables import fmt_ratio, goal_line, inverse, ms, speedup_verdict
+from harness.report.markup import words
+from harness.report.markup.tables import inverse, speedup_verdict
 
 STUDY = "api_levels"
-# Goals per image at batch 1, one thread, end to end. The project's goals, not results.
-TARGETS_MS = {"numba/fused": 0.012, "onednn/tuned": 0.025}
-COMPILED = "numba/fused"  # the rung compiled from Python (its goals: the CPU ladder issue)
-RIVALS = ("onnx/iobinding", "onnx/run", "onednn/tuned")  # the hand-written rung must beat each of them
-SPEEDUP = 1.5  # ... by at least this much, within rounds
+TEMPLATE = "cpu.md.j2"
+GOALS = words.table_of("cpu")  # templates/cpu.toml: the goals and the cells they name
+TARGETS_MS = GOALS["time_ms"]
+COMPILED, RIVALS, SPEEDUP = (GOALS["compiled"][k] for k in ("call", "rivals", "speedup"))
+C_LEVEL, C_GOAL_MS, C_GOAL_HOST, C_SPEEDUP, C_RIVAL = (GOALS["hand_written"][k] for k in
+                                                      ("call", "goal_ms", "host", "speedup", "rival"))
+ENGINE = registry.on_rung("inference engine")[0]  # its variants: ONNX Runtime (run, iobinding), OpenVINO
+
+
+def goal(label: str, goal_ms: float, median_ms: float) -> dict:
+    """A time goal: met (by how much under) or missed (by how much, and how many times the goal)."""
+    return {"label": label, "goal_ms": goal_ms, "median_ms": median_ms, "study": STUDY,
+            "met": median_ms <= goal_ms, "under_ms": goal_ms - median_ms, "over_ms": median_ms - goal_ms,
+            "times": median_ms / goal_ms}
+
+
+def speedup(label: str, r: dict, goal: float, call: pd.Series | None = None, rival: pd.Series | None = None,
+            engine: bool = False) -> dict:
+    """The rival's time over the call's within rounds (r) against the goal: met, missed or undecided
+    by its whole interval; where missed and the cells are given, the time the call would need (the
+    rival's over the goal) and how far short it is; undecided, the goal the interval spans."""
+    verdict = speedup_verdict(r, goal)
+    call_ms = None if call is None else float(call["median_ms"])
+    missed = verdict == "missed" and rival is not None and call_ms is not None
+    needed = rival["median_ms"] / goal if missed and rival is not None else None
+    return {"label": label, "ratio": r, "verdict": verdict, "engine": engine, "call": C_LEVEL,
+            "needed_ms": needed, "short_ms": None if needed is None or call_ms is None else call_ms - needed,
+            "call_ms": call_ms,
+            "spans": goal if verdict == "undecided" and call is not None else None}
 
 
 def target_lines(frame: pd.DataFrame, machine: str) -> list[str]:
     out = []
-    for label, goal in TARGETS_MS.items():
+    for label, goal_ms in TARGETS_MS.items():
         cell = find(frame, STUDY, label, machine=machine)
-        if cell is None:
-            continue
-        out.append(goal_line(label, goal, cell["median_ms"], STUDY, " on the CPU"))
+        if cell is not None:
+            out.append(words.say(TEMPLATE, "goal", g=goal(label, goal_ms, cell["median_ms"]),
+                                 where=" on the CPU"))
     hand = find(frame, STUDY, COMPILED, machine=machine)
-    rivals = [(label, find(frame, STUDY, label, machine=machine)) for label in RIVALS]
-    parts = [f"{label} takes {fmt_ratio(r, 'x')} its time ({speedup_verdict(r, SPEEDUP)})"
-             for label, rival in rivals if (r := ratio_ci(rival, hand))]
-    if hand is not None and parts:
-        out.append(f"Target: {COMPILED} at least {SPEEDUP:g}x faster than ONNX Runtime and oneDNN "
-                   f"within rounds: " + "; ".join(parts) + ".")
+    rivals = [speedup(label, r, SPEEDUP) for label in RIVALS
+              if (r := ratio_ci(find(frame, STUDY, label, machine=machine), hand))]
+    if hand is not None and rivals:
+        out.append(words.say(TEMPLATE, "compiled", call=COMPILED, speedup_goal=SPEEDUP, rivals=rivals))
     return out
-
-
-# The C rung's goals (the CPU floor issue): per image at batch 1, one thread, end to end, on the host
-# the goal was set for; and its speed-up over the raw library and the best inference engine.
-C_LEVEL = "c/fused"
-C_GOAL_MS = 0.006
-C_GOAL_HOST = "Intel"  # the Intel Xeon (AVX-512, AMX) the goal was measured against
-C_SPEEDUP = 4.0
-ENGINE = registry.on_rung("inference engine")[0]  # its variants: ONNX Runtime (run, iobinding), OpenVINO
 
 
 def fastest_engine(frame: pd.DataFrame, machine: str) -> pd.Series | None:
@@ -62,28 +75,16 @@ def fastest_engine(frame: pd.DataFrame, machine: str) -> pd.Series | None:
 
 
 def c_speedup_lines(frame: pd.DataFrame, machine: str) -> list[str]:
-    """'Target: c/fused at least 4x faster than ...: onednn/tuned takes 2.68x its time (missed: it
-    would need 9.26 µs ...)' within rounds, against oneDNN's tuned call and the fastest engine
-    variant: the C's time over each rival's (the headline's ratio), read the other way."""
+    """The C rung against the raw library's call and the fastest engine variant within rounds: the
+    C's time over each rival's (the headline's ratio), read the other way."""
     hand = find(frame, STUDY, C_LEVEL, machine=machine)
     if hand is None:
         return []
     engine = fastest_engine(frame, machine)
-    rivals = [("onednn/tuned", find(frame, STUDY, "onednn/tuned", machine=machine))]
-    rivals += [(f"{engine['label']} (the fastest engine variant)", engine)] if engine is not None else []
-    parts = []
-    for label, rival in rivals:
-        r = ratio_ci(hand, rival)
-        if r is None or rival is None:
-            continue
-        r = inverse(r)
-        needed = rival["median_ms"] / C_SPEEDUP
-        verdict = speedup_verdict(r, C_SPEEDUP)
-        if verdict == "missed":
-            verdict += (f": {C_LEVEL} would need {ms(needed)}, {ms(hand['median_ms'] - needed)} less "
-                        f"than its {ms(hand['median_ms'])}")
-        elif verdict == "undecided":
-            verdict += f": the interval spans {C_SPEEDUP:g}x"
-        parts.append(f"{label} takes {fmt_ratio(r, 'x')} its time ({verdict})")
-    return [f"Target: {C_LEVEL} at least {C_SPEEDUP:g}x faster than oneDNN and than the best inference "
-            f"engine, within rounds (`{STUDY}`, {machine}): " + "; ".join(parts) + "."] if parts else []
+    rivals = [(C_RIVAL, find(frame, STUDY, C_RIVAL, machine=machine), False)]
+    rivals += [(engine["label"], engine, True)] if engine is not None else []
+    found = [speedup(label, inverse(r), C_SPEEDUP, hand, rival, is_engine)
+             for label, rival, is_engine in rivals
+             if rival is not None and (r := ratio_ci(hand, rival)) is not None]
+    return [words.say(TEMPLATE, "hand_written", call=C_LEVEL, speedup_goal=C_SPEEDUP, study=STUDY,
+                      machine=machine, rivals=found)] if found else []

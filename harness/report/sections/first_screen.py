@@ -1,16 +1,16 @@
-"""What the first screen must say beside its numbers, each sentence computed from rows: what an
-interval covers (one run, not the drift between runs) and the drift measured; that the CPU columns
-are one thread; what the GPU's fastest call is when it is a resident kernel (it holds SMs, polls,
-relaunches after an idle spell, and serves one image at a time); what C's call "as first written"
-is; and how much of a batch-1 call is the cost of making a call, per device.
+"""What the first screen must say beside its numbers, as claims (templates/first_screen.md.j2 words
+them): what an interval covers (one run, not the drift between runs) and the drift measured; that the
+CPU columns are one thread; what the GPU's fastest call is when it is a resident kernel (it holds
+SMs, polls, relaunches after an idle spell, and serves one image at a time); what the hand-written
+CPU level's call "as first written" is; and how much of a batch-1 call is the cost of making a call.
 
-    cpu_threads(runs, run_id) -> int | None        the answering CPU run's thread count (env.json)
-    intervals_note(machines, drifts) -> str         what the intervals cover, and the drift measured
-    threads_note(threads) -> str                    the CPU columns' thread count
-    resident_note(frame, runs, cell) -> str | None  a resident kernel's caveats
-    c_note(frame, run_id) -> str | None             C's default call against its layer-by-layer one
-    call_cost(batch1, large) -> float               the share of a batch-1 call that is the call
-    call_cost_sentence(rows) -> str                 per device, that share in words
+    cpu_threads(runs, run_id) -> int | None          the answering CPU run's thread count (env.json)
+    intervals_note(machines, drifts) -> claims       what the intervals cover, and the drift measured
+    threads_note(threads) -> claims | None           the CPU columns' thread count
+    resident_note(frame, runs, cell) -> claims|None  a resident kernel's caveats
+    c_note(frame, run_id) -> claims | None           C's default call against its slowest other one
+    call_cost(batch1, large) -> float                the share of a batch-1 call that is the call
+    call_cost_claims(frame, machines) -> [claims]    per device, that share and its cells
 """
 
 import math
@@ -20,7 +20,6 @@ import pandas as pd
 from harness import registry
 from harness.report.claims import drift
 from harness.report.claims.rundata import find
-from harness.report.markup.tables import ms
 from harness.report.sections import gpu_section
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
@@ -40,39 +39,21 @@ def cpu_threads(runs: list[dict], run_id: str | None) -> int | None:
         return None
 
 
-def intervals_note(machines: dict, drifts: dict) -> str:
+def intervals_note(machines: dict, drifts: dict) -> dict:
     """What a [95% CI] covers, and where `reproduce` measured the machine's drift, that drift and
     that the columns print an interval for a rerun (headline.render widens them)."""
-    line = ("**Intervals.** A 95% interval covers the rounds and processes of one run, not the machine's "
-            "drift between runs")
-    moved = [(d, found) for d in ("cpu", "gpu") if machines.get(d)
+    moved = [{"machine": machines[d], "device": d, "drift": found} for d in ("cpu", "gpu") if machines.get(d)
              and (found := drifts.get((machines[d], d))) is not None]
-    if moved:
-        line += ": " + "; ".join(drift.sentence(machines[d], d, found) for d, found in moved)
-        line += (". So the " + " and ".join(d.upper() for d, _ in moved) + " columns print an interval for "
-                 "a rerun (`rerun`): the one-run interval widened on each side by the move that "
-                 f"{drift.QUANTILE:.0%} of the cells stayed within")
-        if any(found.ratio_spread is not None for _, found in moved):
-            line += ", their within-round ratios' by the move of the ratios"
-        alone = [d.upper() for d in ("cpu", "gpu") if machines.get(d) and d not in dict(moved)]
-        if alone:
-            line += f"; the {' and '.join(alone)} columns' are one run's (no second run measured there)"
-    else:
-        line += " (no second run, `make reproduce`, has measured that drift on these machines)"
-    return line + (". Ratios (`x oneDNN`, `x cuDNN`), taken within rounds, cancel a drift that moves every "
-                   "cell alike: they are the numbers to compare.")
+    return {"words": "intervals", "moved": moved, "quantile": drift.QUANTILE,
+            "ratios_moved": any(m["drift"].ratio_spread is not None for m in moved),
+            "alone": [d for d in ("cpu", "gpu") if machines.get(d) and d not in {m["device"] for m in moved}]}
 
 
-def threads_note(threads: int | None) -> str | None:
-    if threads is None:
-        return None
-    words = "one thread" if threads == 1 else f"{threads} threads"
-    return (f"**The CPU columns are {words}** (the studies' thread rule, OMP, BLAS and TensorFlow threads "
-            f"{threads} for every level, recorded in each run's env.json): a comparison with the GPU is "
-            f"with {words} of the CPU{' (one core at a time)' if threads == 1 else ''}, not the whole chip.")
+def threads_note(threads: int | None) -> dict | None:
+    return None if threads is None else {"words": "threads", "threads": threads}
 
 
-def resident_note(frame: pd.DataFrame, runs: list[dict], cell: pd.Series | None) -> str | None:
+def resident_note(frame: pd.DataFrame, runs: list[dict], cell: pd.Series | None) -> dict | None:
     """cell (the GPU's fastest batch-1 call) where its kernels row is a resident kernel: the SMs it
     holds, its relaunches, its mean and p99 beside its median, and its time per image at the sweep's
     largest batch against the fastest there."""
@@ -81,18 +62,13 @@ def resident_note(frame: pd.DataFrame, runs: list[dict], cell: pd.Series | None)
     row = gpu_section.kernels_of(gpu_section.kernel_rows(runs), cell["label"], cell["machine"])
     if row is None or not gpu_section.resident(row):
         return None
-    launches = round(row["device_ops_per_call"] * row["calls"])
     # the kernel's static shape (gpu_explain compiles it with NVRTC on any machine, GPU or not)
     static = [r for run in runs if run["study"] == "gpu_explain" for r in run["rows"]
-              if r.get("kind") == "gpu_explain" and r.get("implementation") == "cuda"]
-    blocks = next((r.get("blocks_per_image") for r in static if cell["variant"] in (r.get("variants") or [])),
-                  None)
-    held = f"{blocks} blocks, each on its own SM, " if blocks else ""
-    line = (f"**{cell['label']}, the GPU's fastest batch-1 call, keeps one kernel resident between calls** "
-            f"({held}polling mapped host memory for the next image: those SMs are kept from other work; "
-            f"`kernels`: launched {launches} times in {row['calls']} calls, again after each idle spell). "
-            f"Its mean, {ms(cell['mean_ms'])}, and p99, {ms(cell['p99_ms'])}, stand beside its "
-            f"{ms(cell['median_ms'])} median: a call after an idle spell pays a launch")
+              if r.get("kind") == "gpu_explain" and r.get("implementation") == cell["implementation"]]
+    claims = {"words": "resident", "cell": cell, "calls": row["calls"],
+              "launches": round(row["device_ops_per_call"] * row["calls"]),
+              "blocks": next((r.get("blocks_per_image") for r in static
+                              if cell["variant"] in (r.get("variants") or [])), None), "serves": None}
     sweep = frame[(frame["study"] == "batch_sweep") & (frame["status"] == "ok") & (frame["device"] == "gpu")
                   & (frame["machine"] == cell["machine"])] if not frame.empty else frame
     if not sweep.empty:
@@ -102,31 +78,33 @@ def resident_note(frame: pd.DataFrame, runs: list[dict], cell: pd.Series | None)
         if not mine.empty and best["label"] != cell["label"]:
             per = mine.iloc[0]["median_ms"] / mine.iloc[0]["batch_size"]
             theirs = best["median_ms"] / best["batch_size"]
-            line += (f"; it serves one image at a time: at batch {int(best['batch_size'])} it takes "
-                     f"{ms(per)} per image (`batch_sweep`), {per / theirs:.0f}x {best['label']}'s "
-                     f"{ms(theirs)}")
-    return line + "."
+            claims["serves"] = {"batch": int(best["batch_size"]), "per_image_ms": per, "best": best,
+                                "best_per_image_ms": theirs, "per_over_best": per / theirs}
+    return claims
 
 
-def c_note(frame: pd.DataFrame, run_id: str | None) -> str | None:
-    """The hand-written C level's call as first written is its registry default (`fused`, one kernel
-    for the network, on the vector path -march=native picks); its layer-by-layer call beside it."""
-    spec = registry.REGISTRY.get("c")
-    if spec is None or run_id is None or frame.empty:
+def hand_written_cpu() -> str | None:
+    """The hand-written rung's level on the CPU (C): its first-written call and its others."""
+    return next((i for i in registry.on_rung("hand-written") if "cpu" in registry.spec(i).devices), None)
+
+
+def c_note(frame: pd.DataFrame, run_id: str | None) -> dict | None:
+    """The hand-written CPU level's call as first written is its registry default (one kernel for the
+    network, on the vector path -march=native picks); its slowest other call beside it."""
+    level = hand_written_cpu()
+    if level is None or run_id is None or frame.empty:
         return None
     cells = frame[(frame["run_id"] == run_id) & (frame["study"] == "api_levels") & (frame["status"] == "ok")
-                  & (frame["implementation"] == "c") & (frame["batch_size"] == 1)
+                  & (frame["implementation"] == level) & (frame["batch_size"] == 1)
                   & (frame["device"] == "cpu")]
-    default = spec.variants[0]
+    default = registry.spec(level).variants[0]
     first = cells[cells["variant"] == default]
     others = cells[cells["variant"] != default]
     if first.empty or others.empty:
         return None
     slow, fused = others.loc[others["median_ms"].idxmax()], first.iloc[0]["median_ms"]
-    return (f"**C \"as first written\" is `c/{default}`**, the whole network in one function on the vector "
-            f"path the compiler picks for this CPU (-march=native), written for speed; written layer by "
-            f"layer, {slow['label']} takes {ms(slow['median_ms'])}, {slow['median_ms'] / fused:.0f}x "
-            f"its {ms(fused)} (`api_levels`, the same rounds).")
+    return {"words": "c_note", "default": f"{level}/{default}", "slow": slow, "default_ms": fused,
+            "slow_over_default": slow["median_ms"] / fused}
 
 
 def call_cost(batch1_ms: float, large_ms_per_image: float) -> float:
@@ -158,17 +136,10 @@ def call_cost_rows(frame: pd.DataFrame, machines: dict) -> list[tuple[str, pd.Se
     return out
 
 
-def call_cost_sentence(frame: pd.DataFrame, machines: dict) -> str:
-    """'; the fastest at a large batch per device against its own batch-1 call: on the CPU c/fused ...,
-    so a call's own cost is 21% of a batch-1 call; on the GPU ..., 97%: most of it'."""
-    parts = []
-    for device, one, large, share in call_cost_rows(frame, machines):
-        per = large["median_ms"] / large["batch_size"]
-        verdict = "most of it" if share > 0.5 else "not most of it" if share > 0 else "none of it"
-        parts.append(f"on the {device.upper()}, {large['label']} takes {ms(per)} per image at batch "
-                     f"{int(large['batch_size'])} against {ms(one['median_ms'])} at batch 1, so making the "
-                     f"call is {100 * share:.0f}% of a batch-1 call ({verdict})")
-    if not parts:
-        return ""
-    return ("; against a large batch (`batch_sweep`, the fastest at its largest batch and the same call at "
-            "batch 1, one machine each): " + "; ".join(parts))
+def call_cost_claims(frame: pd.DataFrame, machines: dict) -> list[dict]:
+    """Per device, the fastest call at the sweep's largest batch against the same call at batch 1,
+    and the share of that call that is the cost of making it (call_cost)."""
+    return [{"device": device, "large": large, "per_image_ms": large["median_ms"] / large["batch_size"],
+             "batch": int(large["batch_size"]), "one_ms": one["median_ms"], "share": share,
+             "verdict": "most" if share > 0.5 else "some" if share > 0 else "none"}
+            for device, one, large, share in call_cost_rows(frame, machines)]

@@ -1,4 +1,4 @@
-"""The GPU's floor in the report: the `gpu_floor` probes (harness.explain.gpu_floor), each GPU target's
+"""The GPU's floor in the report: the `gpu_floor` probes (harness.explain.gpu_probes), each GPU target's
 floor computed from them, the targets of the hand-written and cuDNN rungs judged (absolute, never a
 ratio to another level), and every GPU call at batch 1 as a multiple of the floor of a call.
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.explain import gpu_floor
+from harness.explain import gpu_probes
 from harness.report.markup.tables import table
 from harness.report.sections import gpu_section
 
@@ -53,8 +53,8 @@ class Target:
 
 
 def floor_row(runs: Sequence[dict], machine: str) -> dict | None:
-    rows = [row for run in runs if run["study"] == gpu_floor.STUDY and run["machine"] == machine
-            for row in run["rows"] if row.get("kind") == gpu_floor.STUDY and row.get("status") == "ok"]
+    rows = [row for run in runs if run["study"] == gpu_probes.STUDY and run["machine"] == machine
+            for row in run["rows"] if row.get("kind") == gpu_probes.STUDY and row.get("status") == "ok"]
     return rows[-1] if rows else None
 
 
@@ -86,7 +86,7 @@ def floors(row: dict) -> dict[str, Floor]:
         out["resident"] = Floor(out["kernel"].value, out["kernel"].how)
     if "h2d_1.6MB" in p:
         copy_bytes = positive(p["h2d_1.6MB"]["bytes_per_s"], "gpu_floor row: h2d_1.6MB")
-        copy_rate = copy_bytes / gpu_floor.IMAGE_BYTES
+        copy_rate = copy_bytes / gpu_probes.IMAGE_BYTES
         out["batch_host"] = Floor(copy_rate, "the pinned host-to-device copy's rate at 1.6 MB, in images",
                                   True)
     if every:
@@ -230,7 +230,7 @@ def probe_table(row: dict) -> str:
         if key in p:
             body.append([key, gpu_section.us(p[key]["ns"]), "best of 5",
                          f"{p[key]['per_s'] / 1e9:,.0f} G multiply-adds/s ({p[key]['blocks']} blocks of "
-                         f"{gpu_floor.FMA_THREADS} threads)"])
+                         f"{gpu_probes.FMA_THREADS} threads)"])
     if "cluster_barrier" in p:
         c = p["cluster_barrier"]
         body.append(["cluster_barrier", f"{c['median_ns']:.0f} ns",
@@ -253,7 +253,7 @@ def variants_table(frame: pd.DataFrame, machine: str, call: Floor) -> str:
 def section(frame: pd.DataFrame, runs: Sequence[dict]) -> list[str]:
     """DETAILS' section: per machine with a gpu_floor row, the probes, the targets against their floors,
     and every GPU call at batch 1 as a multiple of the floor of a call."""
-    machines = sorted({run["machine"] for run in runs if run["study"] == gpu_floor.STUDY})
+    machines = sorted({run["machine"] for run in runs if run["study"] == gpu_probes.STUDY})
     out: list[str] = []
     for machine in machines:
         row = floor_row(runs, machine)

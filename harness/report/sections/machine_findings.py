@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import pandas as pd
 
 from harness import registry
-from harness.report.claims import headline, quote
+from harness.report.claims import headline
 from harness.report.claims.rundata import answer_run, find, ratio, ratio_ci
-from harness.report.markup import words
+from harness.report.markup import quote, words
 from harness.report.markup.style import BACKEND_OF
 from harness.report.markup.tables import fmt_ratio, ms, sig3
 from harness.report.sections import cpu_targets, gpu_floor_section, gpu_section, training_section

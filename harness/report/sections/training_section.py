@@ -8,12 +8,14 @@ from collections.abc import Sequence
 import pandas as pd
 
 from harness import registry
-from harness.report.claims import headline, quote
+from harness.report.claims import headline
 from harness.report.claims.rundata import find, ratio_ci, source
+from harness.report.markup import quote, words
 from harness.report.markup.style import ok_cells
 from harness.report.markup.tables import fmt_ratio, ms, table
 
 STUDY = "training"
+TEMPLATE = "training.md.j2"  # the section's words and its findings'
 
 
 def default_threads(cells: pd.DataFrame) -> pd.DataFrame:
@@ -63,48 +65,40 @@ def convergence_table(frame: pd.DataFrame) -> str:
 
 
 def findings(frame: pd.DataFrame, machine: str) -> list[str]:
-    cells = ok_cells(frame, STUDY)
-    if cells.empty:
+    """The training study's findings on a machine: each batch's fastest and slowest step, Keras' `fit`
+    against its one-batch step, each level's step on two threads, and the convergence runs."""
+    ok = ok_cells(frame, STUDY)
+    if ok.empty:
         return []
-    cells = default_threads(cells[(cells["machine"] == machine) & (cells["device"] == "cpu")
-                                  & (cells["dtype"] == "float32")])
+    cells = default_threads(ok[(ok["machine"] == machine) & (ok["device"] == "cpu")
+                               & (ok["dtype"] == "float32")])
     out = []
     for batch in (32, 512):
         at = cells[cells["batch_size"] == batch]
-        if len(at) < 2:
-            continue
-        fastest, slowest = at.loc[at["median_ms"].idxmin()], at.loc[at["median_ms"].idxmax()]
-        out.append(f"**Training on {machine} (CPU), batch {batch}:** one SGD step takes from "
-                   f"{ms(fastest['median_ms'])} ({fastest['label']}, "
-                   f"{fastest['images_per_s']:,.0f} images/s) to {ms(slowest['median_ms'])} "
-                   f"({slowest['label']}), {slowest['median_ms'] / fastest['median_ms']:.1f}x apart "
-                   "(medians; `training` study).")
+        if len(at) >= 2:
+            fast, slow = at.loc[at["median_ms"].idxmin()], at.loc[at["median_ms"].idxmax()]
+            out.append(words.say(TEMPLATE, "step_range", machine=machine, batch=batch, fast=fast, slow=slow,
+                                 apart=slow["median_ms"] / fast["median_ms"]))
     for backend in registry.KERAS_BACKENDS:  # every Keras level, from its spec
-        fit = find(frame, STUDY, f"{backend}/fit", batch=32, machine=machine)
-        step = find(frame, STUDY, f"{backend}/train_on_batch", batch=32, machine=machine)
+        step, fit = (find(frame, STUDY, f"{backend}/{v}", batch=32, machine=machine)
+                     for v in registry.spec(backend).train_variants)
         if fit is not None and step is not None:
-            out.append(f"`{backend}`: `model.fit` on one batch of 32 takes {ms(fit['median_ms'])}, "
-                       f"`train_on_batch` {ms(step['median_ms'])} "
-                       f"({fmt_ratio(ratio_ci(fit, step), 'x')} within rounds).")
-    for label in ("numpy/default", "tf/function", "torch/eager"):
+            out.append(words.say(TEMPLATE, "fit", backend=backend, fit=fit, step=step,
+                                 ratio=ratio_ci(fit, step)))
+    scaled = ok[(ok["machine"] == machine) & (ok["batch_size"] == 512) & (ok["threads"] == 2)] \
+        if "threads" in ok else ok.iloc[:0]
+    for label in sorted(set(scaled["label"])):  # each level also run on two threads
         one = find(frame, STUDY, label, batch=512, machine=machine)
         two = find(frame, STUDY, label, batch=512, machine=machine, threads=2)
         if one is not None and two is not None:
-            out.append(f"{label} at batch 512 with 2 threads instead of 1: {ms(two['median_ms'])} "
-                       f"against {ms(one['median_ms'])} per step "
-                       f"({two['median_ms'] / one['median_ms']:.2f}x; separate workers, "
-                       "not a within-round ratio).")
+            out.append(words.say(TEMPLATE, "threads", label=label, one=one, two=two,
+                                 times=two["median_ms"] / one["median_ms"]))
     converged = [r for r in convergence_rows(frame) if r["machine"] == machine]
     if converged:
-        parts = [f"{r['label']} {r['convergence']['test_accuracy']:.3f} after "
-                 f"{r['convergence']['images']:,} images" for r in converged
-                 if isinstance(r["convergence"], dict) and "test_accuracy" in r["convergence"]]
-        bad = [f"{r['label']} ({r['reason']})" for r in converged if r["status"] == "diverged"]
-        out.append("Convergence runs (batch 32, from the seeded initial weights, at most one epoch "
-                   "or the study's time budget, compilation included): test accuracy " + "; ".join(parts)
-                   + ". This is what each level reached within that budget, not the accuracy it can "
-                     "reach: a faster step sees more images."
-                   + (f" Diverged: {'; '.join(bad)}." if bad else ""))
+        out.append(words.say(TEMPLATE, "convergence",
+                             diverged=[r for r in converged if r["status"] == "diverged"],
+                             reached=[r for r in converged if isinstance(r["convergence"], dict)
+                                      and "test_accuracy" in r["convergence"]]))
     return out
 
 
@@ -122,14 +116,6 @@ def verify_table(rows: Sequence[dict]) -> str:
 
 
 def section(frame: pd.DataFrame, verify_rows: Sequence[dict] = ()) -> list[str]:
-    return ["", "## What training costs at each level (study `training`, "
-                "[Fig. 10](figures/fig10_training.png))", "",
-            "Each timed call is one plain SGD step (softmax cross-entropy, learning rate 0.05) on "
-            "the next batch of MNIST training images, starting from the seeded initial weights "
-            "(`weights/lenet5_init.weights.h5`); `make verify` checks every level's steps against "
-            "the NumPy oracle (`verify-train`).", "",
-            step_table(frame), "",
-            "Convergence runs:", "", convergence_table(frame), "",
-            "Every level's training steps against the NumPy oracle (`python -m harness verify-train`: "
-            "the same initial weights and batches; each step's loss within a relative 1e-4, the "
-            "weights within 1e-4):", "", verify_table(verify_rows)]
+    return ["", words.say(TEMPLATE, "title"), "", words.say(TEMPLATE, "method"), "", step_table(frame), "",
+            "Convergence runs:", "", convergence_table(frame), "", words.say(TEMPLATE, "verify"), "",
+            verify_table(verify_rows)]

@@ -1,4 +1,5 @@
-"""`python -m harness gpu-floor`: the GPU's floor, measured as the CPU's arithmetic is (one row).
+"""`python -m harness gpu-floor`: the GPU hardware's probes, measured as the CPU's arithmetic peak is
+(one row, of kind "gpu_floor": the name its results folder and the report read).
 
 Before any LeNet runs, what the hardware gives a call (gpu_probes.cu):
 - bus_round_trip: the host stores a number in mapped page-locked memory, a resident kernel's thread
@@ -224,7 +225,7 @@ def failed(reason: str) -> dict[str, Any]:
 def lines(row: dict[str, Any]) -> list[str]:
     """The probes as printed on the terminal."""
     p = row["probes"]
-    out = [f"the GPU's floor on {row['gpu']} ({row['sms']} SMs; {row['calls']} calls a probe, medians)"]
+    out = [f"the GPU's probes on {row['gpu']} ({row['sms']} SMs; {row['calls']} calls a probe, medians)"]
     for key in (k for k in ("bus_round_trip", "empty_launch", "empty_graph") if k in p):
         out.append(f"  {key:<16} {p[key]['median_ns'] / 1e3:8.2f} µs  (p10 {p[key]['p10_ns'] / 1e3:.2f}, "
                    f"p90 {p[key]['p90_ns'] / 1e3:.2f})")

@@ -7,13 +7,12 @@ so a number reads the same in the headline, the findings and DETAILS.
                                    stale (headline=True, any number on the first screen, headline or
                                    findings: and few processes, where it has fewer than 3)
     value(cell) -> str             '47 ms [43.8–49.4 ms]', or '47 ms [no interval]' when thin
-    rerun_value(cell, drift) -> str  '47 ms [rerun 41.2–52.3 ms]': the interval widened by the machine's
-                                   drift between runs (harness.report.claims.drift)
     quoted(cell, headline) -> str  value, then its marks in italics: '395 µs [355–486 µs] *noisy*'
+    rate(cell) -> str              images/s with the interval its median's gives, and its marks (as
+                                   the first screen quotes them): '40,900 [39,800–41,700]'
     mark_notes(cells) -> [str]     one line per mark that the cells carry, saying what it means
     ci_column(cell) -> str         a table's interval column: '43.8 ms – 49.4 ms', or 'no interval'
     times(r) -> str                a within-round ratio: '1700x [1530–1780]', '1700x' (no interval)
-    rerun_times(r, drift) -> str   '1700x [rerun 1490–1830]': its interval widened by the ratios' drift
 """
 
 import math
@@ -22,8 +21,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from harness.measure.store import stats
-from harness.report.claims import drift
-from harness.report.markup.tables import fmt_ratio, ms
+from harness.report.markup.tables import fmt_ratio, ms, sig3
 
 MARKS = {
     "thin": (f"too few rounds or calls for an interval (fewer than {stats.MIN_ROUNDS} rounds of "
@@ -68,20 +66,25 @@ def value(cell: pd.Series) -> str:
     return f"{ms(cell['median_ms'])} [{interval(low, cell['ci_high_ms'])}]"
 
 
-def rerun_value(cell: pd.Series, found: drift.Drift) -> str:
-    """The median with its interval for a rerun: the one-run interval widened by the drift that
-    `reproduce` measured on the cell's machine; the median alone where the cell has no interval."""
-    low = cell["ci_low_ms"]
-    if low is None or math.isnan(low):
-        return value(cell)
-    wide = drift.widen(low, cell["ci_high_ms"], found)
-    return f"{ms(cell['median_ms'])} [rerun {interval(*wide)}]"
-
-
 def quoted(cell: pd.Series, headline: bool = False) -> str:
     """value and its marks; headline: a number on the first screen (few processes marked too)."""
     found = marks(cell, headline)
     return value(cell) + "".join(f" *{m}*" for m in found)
+
+
+def rate(cell: pd.Series) -> str:
+    """Images per second with the interval the median's gives (batch / time), three significant
+    figures, and its marks as the first screen quotes them."""
+    b, found = cell["batch_size"], "".join(f" *{m}*" for m in marks(cell, headline=True))
+    if math.isnan(cell["ci_low_ms"]):
+        return f"{whole3(cell['images_per_s'])} [no interval]{found}"
+    lo, hi = b / (cell["ci_high_ms"] / 1e3), b / (cell["ci_low_ms"] / 1e3)
+    return f"{whole3(cell['images_per_s'])} [{whole3(lo)}–{whole3(hi)}]{found}"
+
+
+def whole3(x: float) -> str:
+    """A count at three significant figures, with thousands separators: 40871.2 -> '40,900'."""
+    return f"{int(float(sig3(x))):,}"
 
 
 def mark_notes(cells: Iterable[pd.Series], headline: bool = False) -> list[str]:
@@ -97,19 +100,6 @@ def times(r: dict | None) -> str:
         return "-"
     text = fmt_ratio(r)
     return text.replace(" [", "x [", 1) if " [" in text else text + "x"
-
-
-def rerun_times(r: dict | None, found: drift.Drift) -> str:
-    """A within-round ratio with its interval for a rerun: the one-run interval widened by how far
-    `reproduce` measured the machine's ratios to move (drift.widen_ratio); times(r) where there is
-    no interval to widen or no ratio's move was measured."""
-    if not r or math.isnan(r["ci95_low"]):
-        return times(r)
-    wide = drift.widen_ratio(r["ci95_low"], r["ci95_high"], found)
-    if wide is None:
-        return times(r)
-    # times' wording (and tables.includes_one's "no measurable difference") on the widened interval
-    return times({**r, "ci95_low": wide[0], "ci95_high": wide[1]}).replace("x [", "x [rerun ", 1)
 
 
 def ci_column(cell: pd.Series) -> str:

@@ -1,6 +1,6 @@
-"""gpu-floor: the probes compile for sm_90 (NVRTC, no GPU), their row is read by the report, each
-GPU target's floor is computed from the probes, a broken probe is an error (never clipped), and on
-a GPU the probes measure what the hardware can do."""
+"""gpu-floor, the hardware's probes: they compile for sm_90 (NVRTC, no GPU), their row is read by the
+report, each GPU target's floor is computed from the probes, a broken probe is an error (never
+clipped), and on a GPU the probes measure what the hardware can do."""
 
 import math
 import subprocess
@@ -12,7 +12,7 @@ import pytest
 
 from harness import ROOT
 from harness.errors import Unavailable
-from harness.explain import gpu_floor
+from harness.explain import gpu_probes
 from harness.report.claims import rundata
 from harness.report.sections import gpu_floor_section
 from harness.report.sections.gpu_floor_section import MACS
@@ -55,13 +55,13 @@ def test_a_probe_outside_what_is_possible_is_an_error_never_clipped(bad):
     with pytest.raises(ValueError, match="bus_round_trip must be a finite positive number"):
         gpu_floor_section.floors(floor_row(bus_round_trip=probe(bad)))
     with pytest.raises(ValueError, match="probe samples: expected finite positive nanoseconds"):
-        gpu_floor.quantiles(np.array([1.0, bad]))
+        gpu_probes.quantiles(np.array([1.0, bad]))
 
 
 def test_the_row_written_by_the_command_is_read_back_and_judged(tmp_path):
     """The row goes through the command's own writer into a run folder; the report's loader finds it,
     the DETAILS section prints the probes, the floors and every target against its floor."""
-    gpu_floor.write([floor_row()], tmp_path)
+    gpu_probes.write([floor_row()], tmp_path)
     runs = rundata.latest_runs(rundata.load_runs(tmp_path))
     machine = next(r["machine"] for r in runs if r["study"] == "gpu_floor")
     assert gpu_floor_section.floor_row(runs, machine)["probes"]["bus_round_trip"]["median_ns"] == 2_000.0
@@ -90,9 +90,9 @@ def test_the_probes_compile_for_sm_90_and_without_clusters_for_sm_80():
         lib = nvrtc.load()
     except Unavailable as exc:
         pytest.skip(str(exc))
-    source = gpu_floor.SOURCE.read_text()
-    for arch, kernels in (("sm_90", set(gpu_floor.KERNELS)), ("sm_80", set(gpu_floor.KERNELS) - {"probe_cluster"})):
-        found = lib.compile(source, "gpu_probes.cu", arch, (*gpu_floor.OPTIONS, "--ptxas-options=-v")).resources()
+    source = gpu_probes.SOURCE.read_text()
+    for arch, kernels in (("sm_90", set(gpu_probes.KERNELS)), ("sm_80", set(gpu_probes.KERNELS) - {"probe_cluster"})):
+        found = lib.compile(source, "gpu_probes.cu", arch, (*gpu_probes.OPTIONS, "--ptxas-options=-v")).resources()
         assert set(found) == kernels, (arch, found)
         assert all(r["spill_stores"] == 0 for r in found.values())
 
@@ -113,7 +113,7 @@ def test_gpu_probes_measure_what_a_gpu_can_do():
 
     if gpu.absent_reason() is not None:
         pytest.skip(f"needs an NVIDIA GPU: {gpu.absent_reason()}")
-    row = gpu_floor.measure(200)
+    row = gpu_probes.measure(200)
     assert row["failed_probes"] == {}, row["failed_probes"]
     p = row["probes"]
     assert 100 < p["bus_round_trip"]["median_ns"] < 100_000  # a bus crossing: more than 0.1 µs, under 100 µs
