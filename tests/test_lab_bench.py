@@ -18,6 +18,9 @@ def test_the_mix_holds_training_submissions_and_the_readme_says_which(tmp_path):
     (_, inference, _), (_, training, _) = bench.mix("cpu_numpy", 100)
     assert f"one student in {bench.TRAINING_SHARE} hands in the training lab `cpu_train`" in section
     assert f"a class of 100 is {inference} `cpu_numpy` and {training} `cpu_train` submissions" in section
+    help_text = (ROOT / "harness" / "lab" / "term" / "cli.py").read_text()  # `lab bench --lab`'s help
+    assert f"one student in {bench.TRAINING_SHARE} hands in {bench.TRAINING} (a class of {bench.MIXED_FROM}" \
+        in help_text
     expected = bench.make_class(tmp_path / "train", training, bench.TRAINING_EXAMPLES)
     assert {name.split("-")[0] for name in expected} == {"honest", "wrong", "slow", "hang", "crash"}
     assert "class WrongTrainer(Trainer)" in (tmp_path / "train" / "wrong-000" / "lenet.py").read_text()
