@@ -91,7 +91,9 @@ def test_one_wrong_layer_fails_its_own_stage_only(oracle):
     fc2 = wrong[1]
     assert "dx, dkernel, dbias differ" in fc2["reason"] and fc2["max_abs_diff"] > backprop.tolerance(1e-4)
     row = {"status": "wrong", "stages": wrong}
-    assert points.score(row, LAB.grade, None, None).gate == 48  # four layers of 12
+    score = points.score(row, LAB.grade, None, None)
+    assert score.gate == 48 and score.staged  # four layers of 12
+    assert "(48 for the stages you got right)" in feedback.points_lines(score, LAB)[0]
     lines = "\n".join(feedback.stage_lines(row, LAB))
     assert "4 of 5 right; the first that is not: **fc2**" in lines and "- fc2: wrong (0 of 12 points)" in lines
     assert "- conv1: ok (12 of 12 points)" in lines

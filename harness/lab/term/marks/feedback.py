@@ -121,7 +121,8 @@ def points_lines(score: points.Score | None, lab: Lab, own_due: datetime | None 
         return ["Points: none yet: your submission has not been graded (no points given or taken until "
                 "it is).", ""]
     grade = lab.grade
-    parts = f"{score.gate:g} for the gate" + (f" + {score.speed:g} for speed" if score.speed else "")
+    parts = f"{score.gate:g} for the " + ("stages you got right" if score.staged else "gate") + \
+        (f" + {score.speed:g} for speed" if score.speed else "")
     lines = [f"Points: **{score.total:g} of {score.most:g}** ({parts}" +
              (f", x {score.factor:.2f} for lateness" if score.late_days and score.factor else "") + ")."]
     when = own_due or grade.due
