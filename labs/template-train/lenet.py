@@ -42,6 +42,27 @@ class StudentTrainer(Trainer):
         x = np.asarray(images, dtype=self.dtype)  # noqa: F841 (yours from here)
         raise NotImplementedError("your forward, backward and update go here")
 
+    def backward(self, name, x, upstream, kernel, bias):
+        """Optional, for partial credit where the lab gives points per stage: one layer's backward
+        pass on its own. The grader hands each layer the reference's input to it (x), the reference's
+        gradient of the loss with respect to its output (upstream) and its weights (the initial ones:
+        use these, not self.w, which your steps have moved), so a wrong layer costs only its own
+        points. Return (dx, dkernel, dbias): the gradients of the batch's mean loss with respect to
+        x, the kernel and the bias, shaped as they are. NumPy arrays, NHWC, N images:
+
+            "fc3"    x (N, 84)          upstream: the labels (N,) int64   dense, then softmax
+                                                  cross-entropy averaged over the batch
+            "fc2"    x (N, 120)         upstream (N, 84)          dense + ReLU
+            "fc1"    x (N, 5, 5, 16)    upstream (N, 120)         flatten in NHWC order, dense + ReLU
+            "conv2"  x (N, 14, 14, 6)   upstream (N, 5, 5, 16)    5x5 "valid" + ReLU, max pool 2x2
+            "conv1"  x (N, 28, 28, 1)   upstream (N, 14, 14, 6)   5x5 "same" + ReLU, max pool 2x2
+                                                                  (its dx is not graded: None will do)
+
+        Kernels as in self.w: conv (5, 5, C_in, C_out), dense (inputs, outputs). A layer left out (this
+        NotImplementedError) gets no points of its own; train_step is graded whole either way.
+        """
+        raise NotImplementedError(name)
+
     def weights(self):
         """The current weights, as read: {"conv1": Layer(kernel, bias), ...} in Keras layouts."""
         return {name: weights.Layer(k.copy(), b.copy()) for name, (k, b) in self.w.items()}

@@ -10,6 +10,7 @@ own clocks around every call; every reply checked (harness.lab.box.replies).
       .gate(images_u8, batch, timeout) -> (N, 10)        the worker's probabilities
       .stream(images, timeout) -> Chunk                  one chunk of timed calls
       .stage(name, x, count, timeout) -> (why, output)   one stage on the oracle's input to it
+      .backward(name, arrays, counts, timeout) -> (why, gradients)   a training lab's stage
       .train(images, labels, timeout) -> Chunk           (training) K timed SGD steps, their losses
       .weights(count, timeout) -> (count,) float32       (training) the trainer's weights, flat
       .busy_s                       how long the grader has waited on it, all requests together
@@ -148,6 +149,35 @@ class Sandbox:
                 raise replies.garbage(f"a stage's shape {shape!r:.40}", b"")
             raw = pipe.exact(count * 4, deadline)
         return None, np.frombuffer(raw, dtype="<f4").reshape(shape)
+
+    def backward(self, name: str, arrays: tuple[np.ndarray, ...], counts: tuple[int, int, int],
+                 timeout: float) -> tuple[str | None, list[np.ndarray | None] | None]:
+        """(None, [dx, dkernel, dbias]) of the submission's `backward` on arrays (x, upstream, kernel,
+        bias), `counts` values each in shapes of its choosing (dx None where its count is 0); or
+        (why, None) where it did not answer (not implemented, an error)."""
+        with self._exchange(timeout, f"stage {name}") as (pipe, deadline):
+            pipe.send(channel.encode({"op": "backward", "name": name, "counts": list(counts),
+                                      "shapes": [list(a.shape) for a in arrays]}), deadline)
+            pipe.send(b"".join(np.ascontiguousarray(a, dtype="<f4").tobytes() for a in arrays), deadline)
+            reply = self._reply(pipe, deadline, {})
+            if not isinstance(reply.get("answered"), bool):
+                raise replies.garbage("a backward reply without answered", b"")
+            if not reply["answered"]:
+                why = reply.get("why")
+                return (why[:300] if isinstance(why, str) and why else "no reason given"), None
+            shapes = reply.get("shapes")
+            if not isinstance(shapes, list) or len(shapes) != len(counts):
+                raise replies.garbage(f"a backward's shapes {shapes!r:.60}", b"")
+            parts: list[np.ndarray | None] = []
+            for shape, count in zip(shapes, counts, strict=True):
+                if count == 0 and shape is None:
+                    parts.append(None)
+                    continue
+                whole = isinstance(shape, list) and all(isinstance(d, int) and 0 < d <= count for d in shape)
+                if not whole or int(np.prod(shape)) != count:
+                    raise replies.garbage(f"a backward's shape {shape!r:.40}", b"")
+                parts.append(np.frombuffer(pipe.exact(count * 4, deadline), dtype="<f4").reshape(shape))
+        return None, parts
 
     def train(self, images: np.ndarray, labels: np.ndarray, timeout: float) -> Chunk:
         """Time K training steps: images (K, B, 28, 28) uint8 and labels (K, B), one step per batch,

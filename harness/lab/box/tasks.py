@@ -1,6 +1,7 @@
 """A worker's data ops (harness.lab.box.worker's protocol names them): a chunk of timed calls; one
-stage of the network on the oracle's input to it; K timed SGD steps; the trainer's weights. Each
-runs inside the sandbox, in the worker's process, on the submission's object.
+stage of the network on the oracle's input to it (a training lab's: one layer's backward); K timed
+SGD steps; the trainer's weights. Each runs inside the sandbox, in the worker's process, on the
+submission's object.
 
 Their messages (the rest of the protocol: harness.lab.box.worker):
 
@@ -8,6 +9,10 @@ Their messages (the rest of the protocol: harness.lab.box.worker):
         -> {"ok", "answered": true, "shape": [...]} then its M float32 outputs; or {"ok",
         "answered": false, "why": ...} (no `stage` method, NotImplementedError, an error, or not M
         values): a stage's own failure is its verdict, never the worker's
+    {"op": "backward", "name": S, "shapes": [x, upstream, kernel, bias], "counts": [dx, dkernel,
+        dbias]}, then the four arrays, float32 (fc3's upstream: the labels), a training lab's stage
+        -> {"ok", "answered": true, "shapes": [dx or null, dkernel, dbias]} then their float32 values
+        (dx left out where its count is 0: not graded); or {"ok", "answered": false, "why": ...}
     A training lab's worker ("task": "training" in load: the module's one harness.base.Trainer
     subclass, or the reference's trainer) answers instead:
     {"op": "train", "steps": K, "batch": B}  -> {"ok", "ready"}, then K times: the parent sends B*784
@@ -19,6 +24,7 @@ Their messages (the rest of the protocol: harness.lab.box.worker):
     failure(exc, status), describe(exc), as_answer(out, rows)   a submission's error as a Failure; an answer
     stream(channel, impl, dtype, calls, batch)   (the "stream" op: harness.lab.box.worker)
     stage(channel, impl, dtype, name, shape, count)
+    backward(channel, impl, dtype, name, shapes, counts)
     train(channel, impl, dtype, steps, batch)
     weights(channel, impl)
 """
@@ -77,6 +83,44 @@ def stage(channel: Any, impl: Any, dtype: str, name: str, shape: list[int], coun
         return
     channel.reply({"ok": True, "answered": True, "shape": [int(d) for d in out.shape]})
     channel.send(np.ascontiguousarray(out, dtype="<f4").tobytes())
+
+def backward(channel: Any, impl: Any, dtype: str, name: str, shapes: list[list[int]],
+             counts: list[int]) -> None:
+    """The submission's `backward(name, x, upstream, kernel, bias)` on the oracle's activations,
+    upstream gradient and weights: its (dx, dkernel, dbias) back, each `counts` values."""
+    import numpy as np
+
+    arrays = []
+    for shape in shapes:
+        size = int(np.prod(shape))
+        arrays.append(np.frombuffer(channel.exact(size * 4), dtype="<f4").reshape(shape).astype(dtype))
+    if name == "fc3":  # its output is the loss: what it is handed is the labels
+        arrays[1] = arrays[1].astype(np.int64)
+    method = getattr(impl, "backward", None)
+    try:
+        if not callable(method):
+            raise NotImplementedError
+        got = tuple(method(name, *arrays))
+        if len(got) != 3:
+            raise ValueError(f"backward returned {len(got)} values, expected 3 (dx, dkernel, dbias)")
+        parts = [None if want == 0 else np.asarray(g, dtype=np.float32)
+                 for g, want in zip(got, counts, strict=True)]
+    except NotImplementedError:
+        channel.reply({"ok": True, "answered": False, "why": "not implemented"})
+        return
+    except Exception as exc:
+        traceback.print_exception(exc)
+        channel.reply({"ok": True, "answered": False, "why": describe(exc)})
+        return
+    for what, part, want in zip(("dx", "dkernel", "dbias"), parts, counts, strict=True):
+        if part is not None and part.size != want:
+            channel.reply({"ok": True, "answered": False,
+                           "why": f"{what}: returned shape {tuple(part.shape)}, expected {want} values"})
+            return
+    channel.reply({"ok": True, "answered": True,
+                   "shapes": [None if p is None else [int(d) for d in p.shape] for p in parts]})
+    channel.send(b"".join(np.ascontiguousarray(p, dtype="<f4").tobytes() for p in parts if p is not None))
+
 
 def train(channel: Any, impl: Any, dtype: str, steps: int, batch: int) -> None:
     """K train_step calls in lockstep, each timed by the worker's clock; the loss back."""

@@ -20,8 +20,8 @@ call's answer, so no submission ever holds an image it has not answered yet.
     {"op": "stream", "calls": K, "batch": B}  -> {"ok", "ready"}, then K times: the parent sends
         B*784 uint8 pixels, the worker answers int64 ns (its clock around predict) then B*10
         float32; -1 instead of the time means the call failed, and one JSON error line follows
-    {"op": "stage" | "train" | "weights", ...}   a stage on its own, a training lab's SGD steps and
-        weights: harness.lab.box.tasks
+    {"op": "stage" | "backward" | "train" | "weights", ...}   a stage on its own, a training lab's
+        layer's backward on its own, its SGD steps and weights: harness.lab.box.tasks
     {"op": "exit"}
 
 An error reply is {"ok": false, "status": ..., "reason": ...}; the status is import-error,
@@ -249,6 +249,9 @@ def main() -> int:
             elif op == "stage":
                 tasks.stage(channel, worker.impl, worker.dtype, request["name"], request["shape"],
                             request["count"])
+            elif op == "backward":
+                tasks.backward(channel, worker.impl, worker.dtype, request["name"], request["shapes"],
+                               request["counts"])
             elif op == "stream":
                 tasks.stream(channel, worker.impl, worker.dtype, request["calls"], request["batch"])
             else:

@@ -93,7 +93,8 @@ def grading_commands() -> list[Command]:
             "bench", "a synthetic class of N graded here (or on Slurm): time per submission and "
             "per class, one row per student checked", cmd_lab_bench,
             option("--students", type=int, default=100, help="the class's size (default 100)"),
-            option("--lab", default="cpu_numpy", help="the lab graded (default cpu_numpy)"),
+            option("--lab", default="cpu_numpy", help="the lab most of the class hands in (default "
+                   "cpu_numpy); one student in 5 hands in cpu_train (a class of 10 or more)"),
             out(None, "a new folder: the class and its grading", required=True),
             option("--slurm", action="store_true",
                    help="grade on Slurm (the local one: its nodes share a host)"),

@@ -1,6 +1,7 @@
 """A wrong training step, with a classic backpropagation bug: the gradient through fc2 leaves out
 ReLU's derivative (the mask of h2 > 0). The forward pass and the loss are right; fc3's gradient is
-right; fc2's is wrong, and so is every layer before it."""
+right; fc2's is wrong, and so is every layer before it. Its backward (the stages) has the same bug
+in fc2 alone: handed the reference's upstream gradients, every other layer is right."""
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -101,6 +102,26 @@ class WrongTrainer(Trainer):
             layer[0] = layer[0] - lr * g[name][0]
             layer[1] = layer[1] - lr * g[name][1]
         return loss
+
+    def backward(self, name, x, upstream, kernel, bias):
+        """One layer's backward on its own, for partial credit: (dx, dkernel, dbias)."""
+        if name in ("conv1", "conv2"):
+            pad = 2 if name == "conv1" else 0
+            xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+            z, rows = conv(xp, kernel, bias)
+            _, won = pool(np.maximum(z, 0))
+            dk, db, dx = conv_grads(unpool(upstream, won) * (z > 0), kernel, rows, xp.shape, pad)
+            return dx, dk, db
+        f = x.reshape(len(x), -1)
+        z = f @ kernel + bias
+        if name == "fc3":  # upstream is the labels: the loss is softmax cross-entropy, batch mean
+            d = np.exp(z - z.max(1, keepdims=True))
+            d /= d.sum(1, keepdims=True)
+            d[np.arange(len(d)), upstream] -= 1
+            d /= len(d)
+        else:
+            d = upstream * (z > 0) if name == "fc1" else upstream  # the bug again: fc2 unmasked
+        return (d @ kernel.T).reshape(x.shape), f.T @ d, d.sum(0)
 
     def weights(self):
         return {name: weights.Layer(k.copy(), b.copy()) for name, (k, b) in self.w.items()}

@@ -23,7 +23,7 @@ row saying which call, the deadline and how it was derived; wall_s is the last r
       .steps(worker, row)                   the steps in order, their values into the row as they come
       .imported, .gate + .passes + .pass_gate, .stage_verdicts, .warm_up + .fast_enough (the probe
       and the warm-up),
-      .rounds -> Rounds                     one method per step
+      .rounds -> Rounds                     one method per step (.timed_rounds: any lab's rounds)
       .timed, .within, .need_pace           the submission's calls within their deadlines
     Warmup                                  what the warm-up (or the probe) measured
     PROBE_CALLS
@@ -31,8 +31,9 @@ row saying which call, the deadline and how it was derived; wall_s is the last r
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -165,25 +166,38 @@ class Steps(References):
                                       f"{max_ratio:g}x {rank}, so it was not {skipped}timed")
 
     def rounds(self, worker: Sandbox) -> Rounds:
-        """rounds: per round one secret seed, the same images for every participant, the order
-        rotated; the submission's CPU is read while the references are timed (it should sleep)."""
+        """rounds: per round the same fresh images for every participant, each answer checked."""
+        def fresh(calls: int) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+            seed = timing.new_seed()
+            images = timing.timing_images(seed, calls * self.lab.measure.batch_size, self.train)
+            return (images, self.predict_oracle(images)), seed
+
+        def turn(who: str, data: tuple[np.ndarray, np.ndarray], what: str) -> Chunk:
+            if who == SUBMISSION:
+                return self.timed(worker, *data, f"{what} calls", "rounds")
+            return self.chunk(who, self.reference(who), *data)
+
+        return self.timed_rounds(worker, fresh, turn)
+
+    def timed_rounds(self, worker: Sandbox, fresh: Callable[[int], tuple[Any, int]],
+                     turn: Callable[[str, Any, str], Chunk]) -> Rounds:
+        """The rounds of any lab: per round `fresh(calls)` -> (data, its secret seed), the same data
+        for every participant's `turn(who, data, "round R's K")` -> its Chunk, the order rotated each
+        round; the submission's CPU is read while the references are timed (it should sleep)."""
         m = self.lab.measure
         everyone = [SUBMISSION, *(r.label for r in self.lab.references)]
         seeds: list[int] = []
         chunks: dict[str, list[Chunk]] = {who: [] for who in everyone}
         idle: list[tuple[int, int]] = []
         for r, calls in enumerate(chunk_sizes(m.calls, m.rounds)):
-            seed = timing.new_seed()
-            images = timing.timing_images(seed, calls * m.batch_size, self.train)
-            oracle = self.predict_oracle(images)
+            data, seed = fresh(calls)
             busy, wall = 0, 0
             for who in everyone[r % len(everyone):] + everyone[:r % len(everyone)]:  # no fixed position
                 other = who != SUBMISSION
-                participant = self.reference(who) if other else worker
+                if other:
+                    self.reference(who)  # started (on first use) before the clocks
                 c0, t0 = worker.box.cpu_ns(), time.perf_counter_ns()
-                chunks[who].append(self.chunk(who, participant, images, oracle) if other else
-                                   self.timed(worker, images, oracle, f"round {r + 1}'s {calls} calls",
-                                              "rounds"))
+                chunks[who].append(turn(who, data, f"round {r + 1}'s {calls}"))
                 if other:  # the submission should be asleep, waiting for its next call
                     busy, wall = busy + worker.box.cpu_ns() - c0, wall + time.perf_counter_ns() - t0
             idle.append((busy, wall))

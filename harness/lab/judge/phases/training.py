@@ -9,22 +9,23 @@ inference is.
             max_rel_loss (relative) and every weight within max_abs_diff of the oracle's
             (lenet_numpy.train, float64); a wrong step names its first layer in backpropagation's
             order (fc3 ... conv1)                             wrong, crashed, timeout
-  stages    (a lab with [stages]) each layer's gradient, read from the first step's weights
+  stages    (a lab with [stages]) each layer's backward on its own, handed the oracle's activation,
+            upstream gradient and weights (harness.lab.judge.rules.backprop): one wrong layer
+            fails only its own stage                          timeout
   warm-up   `warmup` steps beside rank_by's                   too-slow
   rounds    per round the same fresh batches (unseen images, random labels) for every participant,
             in a rotated order; each round's losses and the submission's weights after it replayed
-            by the oracle from its weights before it (within TIMED_TOLERANCE)   wrong, timeout
+            by the oracle from its weights before it (sgd.off_the_steps)   wrong, timeout
   clocks, ok   harness.lab.judge.phases.verdict, as inference (per step; per image = / batch)
 
-    Training(Steps)                  .steps: a training lab's (.training_steps and its phases), else Steps'
+    Training(Steps)                  .steps: a training lab's (.training_steps and its phases), else Steps';
+                                     .backward_verdicts (the stages)
 
     oracle_steps(w, batches) -> (losses, weights after each step)
-    gradient_stages(gate, stages, tol) -> verdicts
-    (the gate's rule, shared with the training kit: harness.lab.judge.rules.sgd)
-    TIMED_TOLERANCE
+    (the gate's rule, shared with the training kit, and the timed steps': harness.lab.judge.rules.sgd)
 """
 
-import time
+import functools
 from dataclasses import asdict
 
 import numpy as np
@@ -37,14 +38,9 @@ from harness.lab.judge.phases import verdict
 from harness.lab.judge.phases.references import REFERENCE_TIMEOUT_S
 from harness.lab.judge.phases.steps import Steps, Warmup
 from harness.lab.judge.phases.verdict import SUBMISSION, Rounds
-from harness.lab.judge.rules import deadlines, timing
-from harness.lab.judge.rules.sgd import Weights, gate_numbers, layer_diffs, unflat
-from harness.measure.plan.study import chunk_sizes
+from harness.lab.judge.rules import backprop, deadlines, stages, timing
+from harness.lab.judge.rules.sgd import Weights, gate_numbers, off_the_steps, unflat
 
-# The timed rounds' batches are unseen noisy images: a max-pool near-tie there may route one gradient
-# entry differently in float32 than in the oracle's float64 (verify-train's "tie"); a step not taken,
-# or taken wrong, is off by far more.
-TIMED_TOLERANCE = 1e-3
 COUNT = weights.N_PARAMETERS
 
 
@@ -65,19 +61,6 @@ def oracle_steps(w: Weights, batches: list[Batch]) -> tuple[list[float], list[We
     return losses, after
 
 
-def gradient_stages(gate: dict, lab_stages: tuple[tuple[str, float], ...], tol: float) -> list[dict]:
-    """Each layer's gradient, judged from the first step (the same weights for all): its weights
-    after the step within tol of the oracle's; the difference given as the gradient's (/ lr)."""
-    layers = gate["steps"][0]["layers"] if gate["steps"] else {}
-    verdicts = []
-    for name, points in lab_stages:
-        diff = layers.get(name, float("inf"))
-        ok = diff <= tol
-        verdicts.append({"stage": name, "verdict": "ok" if ok else "wrong", "points": points, "layout": None,
-                         "max_abs_diff": None if ok or not np.isfinite(diff) else diff / LEARNING_RATE})
-    return verdicts
-
-
 class Training(Steps):
     """A training lab's steps on a submission's worker; an inference lab's are Steps'."""
 
@@ -89,13 +72,12 @@ class Training(Steps):
 
     def training_steps(self, worker: Sandbox, row: dict) -> None:
         """import, gate, stages, warm-up, rounds, verdict; values into the row as they come."""
-        g = self.lab.gate
         self.pace = self.training_pace()
         row["pace"] = {k: round(v, 9) if isinstance(v, float) else v for k, v in asdict(self.pace).items()}
         row.update(self.imported(worker))
         row["gate"] = gate = self.training_gate(worker)
         if self.lab.stages:
-            row["stages"] = gradient_stages(gate, self.lab.stages, g.max_abs_diff)
+            row["stages"] = self.backward_verdicts(worker)
         if not gate["passes"]:
             raise Failure("wrong", gate["first_failure"])
         if self.lab.measure.warmup:
@@ -103,6 +85,30 @@ class Training(Steps):
             row["warmup_ratio"] = warm.ratio
             self.fast_enough(warm, "its warm-up", "")
         row.update(verdict.verdict(self.lab, self.training_rounds(worker)))
+
+    @functools.cached_property
+    def backward_oracle(self) -> dict[str, backprop.Backward]:
+        """The oracle's stages (harness.lab.judge.rules.backprop) on the gate's first batch, at the
+        initial weights: the same for every submission."""
+        images, labels = self.fixed_batches()[0]
+        return backprop.oracle(self.initial, images, labels)
+
+    def backward_verdicts(self, worker: Sandbox) -> list[dict]:
+        """Each of the lab's stages asked of the submission's `backward` on the oracle's activation,
+        upstream gradient and weights, its gradients judged against the oracle's (backprop.judge); a
+        stage not answered is missing (no method) or an error, never the submission's failure."""
+        verdicts, tol = [], backprop.tolerance(self.lab.gate.max_abs_diff)
+        for name, points in self.lab.stages:
+            want = self.backward_oracle[name]
+            counts = (0 if want.dx is None else want.dx.size, want.dkernel.size, want.dbias.size)
+            due = deadlines.for_gate(self.need_pace(), self.lab.limits, len(want.x))  # a new shape
+            with self.within(worker, due, f"stage {name} (its backward on {len(want.x)} images)", "stages"):
+                why, got = worker.backward(name, (want.x, want.upstream, want.kernel, want.bias), counts,
+                                           due.seconds)
+            verdict = stages.unanswered(name, why or "no answer") if got is None else \
+                backprop.judge(name, (got[0], got[1], got[2]), want, tol)
+            verdicts.append({**verdict, "points": points})
+        return verdicts
 
     def fixed_batches(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """The gate's batches: the first steps x batch training images in order, their labels."""
@@ -161,40 +167,28 @@ class Training(Steps):
     def timed_steps(self, worker: Sandbox, images: np.ndarray, labels: np.ndarray, what: str,
                     step: str) -> Chunk:
         """The submission's steps within their deadline, then replayed by the oracle from its weights
-        before them: its losses and its weights after them within TIMED_TOLERANCE."""
+        before them: its losses and its weights after them as sgd.off_the_steps allows."""
         due = deadlines.for_calls(self.need_pace(), self.lab.limits, len(images))
         with self.within(worker, due, what, step):
             chunk = worker.train(images, labels, due.seconds)
             after = unflat(worker.weights(COUNT, due.seconds))
         losses, expected = oracle_steps(self.last_weights, list(zip(images, labels, strict=True)))
-        rel = np.abs(chunk.outputs - losses) / np.maximum(np.abs(losses), 1e-12)
-        diffs = layer_diffs(after, expected[-1])
-        worst = max(diffs, key=lambda n: diffs[n])
-        if not (np.all(rel <= TIMED_TOLERANCE) and diffs[worst] <= TIMED_TOLERANCE):
-            raise Failure("wrong", f"{what}: on unseen batches its steps left the NumPy reference's (loss "
-                                   f"relative {float(np.max(rel)):.2g}, {worst} weights {diffs[worst]:.2g}; "
-                                   f"allowed {TIMED_TOLERANCE:g}): steps must be computed, not replayed")
+        why = off_the_steps(chunk.outputs, after, losses, self.last_weights, expected[-1])
+        if why:
+            raise Failure("wrong", f"{what}: on unseen batches its steps left the NumPy reference's ({why}): "
+                                   "steps must be computed, not replayed")
         self.last_weights = after
         return chunk
 
     def training_rounds(self, worker: Sandbox) -> Rounds:
-        """As inference's rounds (harness.lab.judge.phases.steps), with steps for calls."""
-        m = self.lab.measure
-        everyone = [SUBMISSION, *(r.label for r in self.lab.references)]
-        seeds: list[int] = []
-        chunks: dict[str, list[Chunk]] = {who: [] for who in everyone}
-        idle: list[tuple[int, int]] = []
-        for r, calls in enumerate(chunk_sizes(m.calls, m.rounds)):
-            images, labels, seed = self.fresh_batches(calls)
-            busy, wall = 0, 0
-            for who in everyone[r % len(everyone):] + everyone[:r % len(everyone)]:
-                c0, t0 = worker.box.cpu_ns(), time.perf_counter_ns()
-                if who == SUBMISSION:
-                    what = f"round {r + 1}'s {calls} steps"
-                    chunks[who].append(self.timed_steps(worker, images, labels, what, "rounds"))
-                else:
-                    chunks[who].append(self.reference_steps(who, images, labels))
-                    busy, wall = busy + worker.box.cpu_ns() - c0, wall + time.perf_counter_ns() - t0
-            idle.append((busy, wall))
-            seeds.append(seed)  # revealed only now, for audit
-        return Rounds(seeds, chunks, idle)
+        """As inference's rounds (Steps.timed_rounds), with steps for calls."""
+        def fresh(steps: int) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+            images, labels, seed = self.fresh_batches(steps)
+            return (images, labels), seed
+
+        def turn(who: str, data: tuple[np.ndarray, np.ndarray], what: str) -> Chunk:
+            if who == SUBMISSION:
+                return self.timed_steps(worker, *data, f"{what} steps", "rounds")
+            return self.reference_steps(who, *data)
+
+        return self.timed_rounds(worker, fresh, turn)

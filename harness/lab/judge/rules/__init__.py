@@ -6,6 +6,7 @@
     deadlines   each exchange's deadline, from the reference's own times
     sgd         the training gate's rule: SGD steps against the oracle's (grader and kit)
     stages      partial credit by stage: the stages, the oracle's input and output of each, verdicts
+    backprop    a training lab's stages: each layer's backward on the oracle's activation and upstream
 
 May import: harness.lab.box, harness.lab.text and the harness's wings below the lab; no other room of
 the judge (tests/test_layout.py).

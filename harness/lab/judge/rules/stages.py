@@ -2,8 +2,8 @@
 right on its own. For inference each stage is one layer of the forward pass, asked of the
 submission through its optional `stage(name, x)` method (labs/template/lenet.py documents it): the
 grader hands each stage the oracle's input to it, so one wrong layer does not fail the ones after
-it, and compares the output with the oracle's. For training each stage is one layer's gradient,
-read from the first SGD step's weights (harness.lab.judge.phases.training).
+it, and compares the output with the oracle's. For training each stage is one layer's backward pass,
+on the oracle's activations and upstream gradient (harness.lab.judge.rules.backprop).
 
     INFERENCE, TRAINING               the stage names in network order (training: backward order)
     SHAPES                            each inference stage's (input, output) shape of one image, NHWC

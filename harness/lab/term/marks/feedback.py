@@ -90,8 +90,8 @@ def stage_lines(row: dict, lab: Lab) -> list[str]:
         return []
     wrong = [v for v in verdicts if v.get("verdict") != "ok"]
     first = f"; the first that is not: **{text.cell(wrong[0].get('stage'), 30)}**." if wrong else "."
-    how = ("each layer's gradient in the first step" if lab.task == "training" else
-           "each given the reference's input to it")
+    how = ("each layer's backward, given the reference's input and upstream gradient"
+           if lab.task == "training" else "each given the reference's input to it")
     head = f"Stage by stage ({how}): {len(verdicts) - len(wrong)} of {len(verdicts)} right{first}"
     points = [v.get("points") if isinstance(v.get("points"), (int, float)) else None for v in verdicts]
     return [head, "", *[text.cell(stages.sentence(v, p), 600) for v, p in zip(verdicts, points, strict=True)],
@@ -121,7 +121,8 @@ def points_lines(score: points.Score | None, lab: Lab, own_due: datetime | None 
         return ["Points: none yet: your submission has not been graded (no points given or taken until "
                 "it is).", ""]
     grade = lab.grade
-    parts = f"{score.gate:g} for the gate" + (f" + {score.speed:g} for speed" if score.speed else "")
+    parts = f"{score.gate:g} for the " + ("stages you got right" if score.staged else "gate") + \
+        (f" + {score.speed:g} for speed" if score.speed else "")
     lines = [f"Points: **{score.total:g} of {score.most:g}** ({parts}" +
              (f", x {score.factor:.2f} for lateness" if score.late_days and score.factor else "") + ")."]
     when = own_due or grade.due

@@ -48,6 +48,7 @@ class Score:
     total: float
     most: float  # gate_points + speed_points
     note: str  # how it was computed, in words
+    staged: bool = False  # its gate's points are those of the stages it got right (it failed the gate)
 
 
 def tie_ranks(intervals: list[tuple[float, float]], same: list[str] | None = None) -> list[int]:
@@ -154,7 +155,7 @@ def score(row: dict, grade: Grade, best_ratio: float | None, entry: dict | None,
         words.append(f"{days} day(s) late: " + ("no points (past late_max_days)" if factor == 0
                                                   else f"x {factor:.2f}"))
     return Score(gate, speed, days, factor, total, float(grade.gate_points + grade.speed_points),
-                 "; ".join(words))
+                 "; ".join(words), staged is not None)
 
 
 def stage_points(row: dict, grade: Grade) -> float | None:
