@@ -485,7 +485,7 @@ def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, v
     ("batch2_device", "float32", (1, 3, 64, 512, 5)),
     ("batch2_device", "float64", (1, 3, 64, 512, 5)),
     ("overlap", "float32", (1, 3, 64, 512, 13)),  # 13: the last group's 1 image of 4; 512: 128 blocks
-    ("overlap", "float64", (1, 3, 64, 13)),  # groups of 1 (512: make test-emulation, 6 s here)
+    ("overlap", "float64", (1, 3, 64, 512, 13)),  # groups of 1: 512 is 128 blocks of 4 images each
 ])
 def test_emulated_cluster_kernel_at_every_batch_size(monkeypatch, emulator, many, variant, dtype, sizes):
     """Every cluster of 8 blocks computes its own image, every batch block its 4: batch sizes
