@@ -313,7 +313,7 @@ def add_lab_commands(sub: Subparsers) -> None:
             option("--per-task", type=int, default=10, metavar="K", help="with --slurm: students a task"))
     command(labs, "task", "(a Slurm task) its students claimed and graded", commands.cmd_lab_task,
             option("out", type=Path), option("--index", type=int, required=True, help="the task's number"),
-            submissions(), weights(), option("--no-sandbox", action="store_true"))
+            submissions(), weights(), option("--no-sandbox", action="store_true"), lock_timeout("the rows"))
     command(labs, "merge", "(the Slurm merge job) rows for tasks that left none, then the report",
             commands.cmd_lab_merge,
             option("out", type=Path), submissions(),

@@ -562,7 +562,8 @@ def cmd_lab_bench(args: argparse.Namespace) -> int:
 def cmd_lab_task(args: argparse.Namespace) -> int:
     from harness.lab.judge import slurm_task
 
-    return slurm_task.task(args.out, args.index, args.submissions, args.weights, args.no_sandbox, log)
+    return slurm_task.task(args.out, args.index, args.submissions, args.weights, args.no_sandbox, log,
+                           args.lock_timeout)
 
 
 def cmd_lab_regrade(args: argparse.Namespace) -> int:
