@@ -79,7 +79,7 @@ def test_dry_run_prints_the_batch_scripts_with_the_pass_through(tmp_path):
                  "#SBATCH --constraint=a100", "#SBATCH --cpus-per-task=2", "#SBATCH --requeue",
                  f"#SBATCH --signal=B:USR1@{slurm.SIGNAL_BEFORE_S}", "#SBATCH --dependency=afterany:$ARRAY_JOBS",
                  "lab merge", "lab task", "2 tasks of up to 2", "sbatch --array=0-1%3 task.sh 0", "trap requeue USR1",
-                 "--lock-timeout 30.0"):
+                 "--lock-timeout 30.0", "export PYTHONUNBUFFERED=1"):
         assert line in done.stdout, line
     assert not (tmp_path / "o" / "slurm").exists()
 

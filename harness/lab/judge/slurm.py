@@ -106,7 +106,8 @@ def scripts(lab: Lab, submissions: Path, out: Path, options: Options, weights: s
     out, submissions = Path(out).resolve(), Path(submissions).resolve()
     minutes, mem = task_resources(lab, options.per_task)
     q = shlex.quote
-    common = (f"set -euo pipefail\ncd {q(str(ROOT))}\n"
+    # unbuffered: each line in the task's log as it is said, and none lost when Slurm kills the task
+    common = (f"set -euo pipefail\ncd {q(str(ROOT))}\nexport PYTHONUNBUFFERED=1\n"
               f"export PYTHONPATH={q(str(ROOT))}${{PYTHONPATH:+:$PYTHONPATH}}\n")
     grader = (f"{q(sys.executable)} -m harness lab task {q(str(out))} --index \"$task\" --submissions "
               f"{q(str(submissions))} --weights {q(str(Path(weights).resolve()))}"
