@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.lab.judge import claim, store
+from harness.lab.judge import attempts, claim, store
 from tests import lab_hostile
 from tests.conftest import ROOT
 
@@ -214,6 +214,10 @@ def test_the_lost_and_the_preempted_tasks_were_graded_again_on_the_cluster(grade
     assert used == set(nodes()), used  # every node graded some of the class
     log = "".join(p.read_text() for p in (out / "slurm").glob("task_*.out"))
     assert "restart 1" in log
+    # Slurm's SIGTERM reached each stopped grader (handed on by its task's shell): every attempt cut
+    # off was ended as the grader's, none left without an end (a grader killed outright)
+    cut_off = {n: [a["ended"] for a in attempts.history(out, n)[:-1]] for n in texts}
+    assert all(e is not None and e["by"] == "grader" for ends in cut_off.values() for e in ends), cut_off
 
 
 def test_the_shaved_clock_is_caught_in_a_job_of_a_user_who_is_not_root(graded):

@@ -216,21 +216,22 @@ def test_a_class_larger_than_the_clusters_max_array_size_is_submitted_as_several
     assert "# sbatch --array=0-9 task.sh 0" in done.stdout and "# sbatch --array=0-1 task.sh 10" in done.stdout
 
 
+TASK_ENV = {"SLURM_ARRAY_JOB_ID": "70", "SLURM_ARRAY_TASK_ID": "2"}  # what Slurm gives the batch shell
 FAKE_GRADER = "sh -c 'echo grading; exec sleep 60' &"  # runs until it is killed, as a grader would
 
 
-def task_script(tmp_path: Path) -> Path:
-    """task.sh as `lab grade --slurm` writes it for LAB, its grader line replaced by FAKE_GRADER: the
-    batch shell's own lines (the USR1 trap, the requeue, the wait) are what run."""
+def task_script(tmp_path: Path, grader: str = FAKE_GRADER) -> Path:
+    """task.sh as `lab grade --slurm` writes it for LAB, its grader line replaced by `grader`: the
+    batch shell's own lines (the traps, the requeue, the wait) are what run."""
     from harness.lab.judge.rules import assignment
 
     (tmp_path / "lab.toml").write_text(LAB)
     script, _ = slurm.scripts(assignment.load(str(tmp_path / "lab.toml")), tmp_path / "subs", tmp_path / "out",
                               slurm.Options())
     lines = script.splitlines()
-    grader = [i for i, line in enumerate(lines) if " -m harness lab task " in line]
-    assert len(grader) == 1 and lines[grader[0]].endswith(" &"), script
-    lines[grader[0]] = FAKE_GRADER
+    at = [i for i, line in enumerate(lines) if " -m harness lab task " in line]
+    assert len(at) == 1 and lines[at[0]].endswith(" &"), script
+    lines[at[0]] = grader
     (tmp_path / "out" / "slurm").mkdir(parents=True)
     path = tmp_path / "out" / "slurm" / "task.sh"
     path.write_text("\n".join(lines))
@@ -256,8 +257,7 @@ def test_a_task_near_its_time_limit_requeues_itself_at_most_max_requeues_times(t
     fake = tmp_path / "bin" / "scontrol"
     fake.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "scontrol.txt"}\n')
     fake.chmod(0o755)
-    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_ARRAY_JOB_ID": "70",
-           "SLURM_ARRAY_TASK_ID": "2", "SLURM_RESTART_COUNT": str(restarts)}
+    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", **TASK_ENV, "SLURM_RESTART_COUNT": str(restarts)}
     # -x: bash writes each command to stderr as it runs it, so the test knows when the trap ran
     shell = subprocess.Popen(["bash", "-x", str(script), "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              env=env, start_new_session=True)
@@ -284,6 +284,25 @@ def test_a_task_near_its_time_limit_requeues_itself_at_most_max_requeues_times(t
         assert b"time limit near: requeued" in said
     else:
         assert not (tmp_path / "scontrol.txt").exists() and b"requeued" not in said
+
+
+def test_the_task_s_sigterm_is_handed_to_its_grader_and_the_shell_waits_for_it(tmp_path):
+    """Slurm's SIGTERM (scancel, a requeue, a lost node) reaches the batch shell alone, and once the
+    shell ends Slurm kills what is left: the shell hands it to its grader, which ends its attempt and
+    clears its scratch (here: says so), and ends only after it."""
+    grader = "sh -c 'trap \"sleep 0.3; echo cleared; exit 130\" TERM; echo grading; while :; do sleep 0.05; done' &"
+    shell = subprocess.Popen(["bash", str(task_script(tmp_path, grader)), "0"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env={**os.environ, **TASK_ENV}, start_new_session=True)
+    try:
+        assert shell.stdout.readline().startswith(b"--- task 2")
+        assert shell.stdout.readline() == b"grading\n"  # the grader runs: the traps are set
+        shell.send_signal(signal.SIGTERM)  # to the shell alone, as Slurm sends it
+        said, _ = shell.communicate(timeout=10)
+    finally:
+        if shell.poll() is None:
+            os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+    assert said == b"cleared\n" and shell.returncode == 1  # its grader stopped first, then the shell
 
 
 @pytest.mark.slurm

@@ -67,7 +67,8 @@ class Interrupted(KeyboardInterrupt):
 
 def _raise(signum: int, frame: FrameType | None) -> None:
     _pending.append(signum)
-    raise Interrupted(signum)
+    if len(_pending) == 1:  # a second signal (one sent to every process, and forwarded) leaves the
+        raise Interrupted(signum)  # grader's ending of the first attempt whole
 
 
 @contextmanager

@@ -128,6 +128,11 @@ def scripts(lab: Lab, submissions: Path, out: Path, options: Options, weights: s
         "trap requeue USR1",
         f"{grader} &",
         "child=$!",
+        # Slurm's SIGTERM (scancel, a requeue, a lost node) reaches the batch shell alone, and once the
+        # shell ends Slurm kills what is left of the task: the shell hands the signal to the grader and
+        # waits for it, so the grader ends its attempt as the grader's (never a crashed row for a
+        # worker the same stop killed) and clears its scratch and claims within KillWait
+        "trap 'kill -TERM \"$child\" 2>/dev/null' TERM",
         "while ! wait \"$child\"; do kill -0 \"$child\" 2>/dev/null || exit 1; done", ""])
     merge = "\n".join([
         "#!/bin/bash",
