@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from harness.lab.judge import store
+from harness.lab.judge import attempts, store
 from tests import lab_hostile
 from tests.conftest import ROOT
 from tests.test_lab import (
@@ -92,6 +92,10 @@ def test_the_same_lab_on_slurm_gives_the_same_statuses_and_ranking(tmp_path):
     assert {n: r["status"] for n, r in rows.items()} == {**expected, "hang": "cancelled"}, \
         {n: (r["status"], r["reason"]) for n, r in rows.items()}
     assert "while grading" in rows["hang"]["reason"]
+    # the cancel ended the attempt as the grader's (handed on by the task's shell), or without an end
+    # (the grader killed first): never as the submission's
+    ended = attempts.history(out, "hang")[-1]["ended"]
+    assert ended is None or (ended["by"], ended["how"]) == ("grader", "SIGTERM"), ended
     ranked = [n for _, n in sorted((r["ratios"]["numpy"]["ratio"], n) for n, r in rows.items()
                                    if r["status"] == "ok")]
     assert ranked.index("correct") < ranked.index("slow")
