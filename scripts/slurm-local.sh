@@ -186,11 +186,15 @@ TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/linux"
     fi
     version=$(slurm_version)
+    # A job's start after an event (a submission, a job's end, a dependency met) waits for the next
+    # scheduling pass, by default at most one each batch_sched_delay=3 s: a test waits on dozens of
+    # such starts in a row, on a cluster too small to need the batching.
     # kill_invalid_depend moved from SchedulerParameters to DependencyParameters in Slurm 20.11.
     if version_ge "$version" 20.11; then
-        depend="DependencyParameters=kill_invalid_depend"
+        depend="DependencyParameters=kill_invalid_depend
+SchedulerParameters=batch_sched_delay=0"
     else
-        depend="SchedulerParameters=kill_invalid_depend"
+        depend="SchedulerParameters=kill_invalid_depend,batch_sched_delay=0"
     fi
     install -d -m 0755 "$(dirname "$CONF")"
     cat >"$CONF.tmp" <<EOF

@@ -87,7 +87,7 @@ def test_a_campaign_runs_one_job_per_node_type_and_the_report_keys_runs_by_finge
         while subprocess.run(["squeue", "-h", "-j", ",".join(jobs.values())], capture_output=True,
                              text=True, timeout=30).stdout.strip():
             assert time.monotonic() < deadline, subprocess.run(["squeue"], capture_output=True, text=True).stdout
-            time.sleep(1)
+            time.sleep(0.25)
     finally:
         subprocess.run(["scancel", *jobs.values()], capture_output=True, timeout=30)
     merged = (shared / "logs" / "merge.out").read_text()

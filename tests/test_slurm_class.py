@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.lab.judge import claim, store
+from harness.lab.judge import attempts, claim, store
 from tests import lab_hostile
 from tests.conftest import ROOT
 
@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 USER = "lenet-slurm-test"
 DEADLINE_S = 300
+POLL_S = 0.25
 LAB = """
 [lab]
 name = "cluster"
@@ -130,8 +131,10 @@ def grade_the_class(cluster, base: Path):
     lines = [line.split() for line in (out / "slurm" / "jobs.txt").read_text().splitlines()]
     arrays = [parts[1] for parts in lines if parts[0] == "array"]
     merge = next(parts[1] for parts in lines if parts[0] == "merge")
-    events = {"resume while queued": subprocess.run([*grade, "--resume"], capture_output=True, text=True,
-                                                    timeout=120, cwd=ROOT)}
+    # asked while the round has barely started, and answered while the class is graded
+    early = subprocess.Popen([*grade, "--resume"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             cwd=ROOT)
+    events = {}
     downed = None
     try:
         deadline = time.monotonic() + DEADLINE_S
@@ -150,16 +153,21 @@ def grade_the_class(cluster, base: Path):
                 task = sorted(t for t in busy if t != events["lost"][0])[0]
                 assert run("scontrol", "requeue", task).returncode == 0, task
                 events["preempted"] = (task, busy[task])
-            time.sleep(0.3)
-        time.sleep(2)
-        run("scontrol", "update", f"nodename={downed}", "state=resume")
+            time.sleep(POLL_S)
+        if nodes().get(downed, "").startswith(("down", "drain")):  # ReturnToService=2 may have revived it
+            run("scontrol", "update", f"nodename={downed}", "state=resume")
+        stdout, stderr = early.communicate(timeout=120)
+        events["resume while queued"] = subprocess.CompletedProcess(early.args, early.returncode, stdout, stderr)
         while alive([*arrays, merge]):
             assert time.monotonic() < deadline, f"not finished after {DEADLINE_S} s: {run('squeue').stdout}"
             start_requeued_now(arrays)
-            time.sleep(1)
+            time.sleep(POLL_S)
         events["resume when done"] = subprocess.run([*grade, "--resume"], capture_output=True, text=True,
                                                     timeout=120, cwd=ROOT)
     finally:
+        if early.poll() is None:
+            early.kill()
+            early.communicate()
         run("scancel", *arrays, merge)
         if downed and nodes().get(downed, "").startswith(("down", "drain")):
             run("scontrol", "update", f"nodename={downed}", "state=resume")
@@ -172,6 +180,12 @@ def task_logs(out: Path) -> str:
                      for p in sorted((out / "slurm").glob("task_*.out")))
 
 
+def worker_log(out: Path, student: str) -> str:
+    """The last lines of the student's worker log (srun's own words among them), for a failure's message."""
+    path = store.result_dir(out, student) / "worker.log"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-15:]) if path.is_file() else "(no worker log)"
+
+
 def rows(out: Path) -> dict[str, dict]:
     return {row["student"]: row for row in store.read_rows(out)}
 
@@ -181,11 +195,12 @@ def test_every_student_has_exactly_one_finished_row_none_crashed_by_the_loss(gra
     found = rows(out)
     assert sorted(found) == sorted(texts)
     for name, row in found.items():
-        assert not row.get("from_merge"), (name, row["status"], row["reason"], events, task_logs(out))
+        assert not row.get("from_merge"), (name, row["status"], row["reason"], events, task_logs(out),
+                                           worker_log(out, name))
         assert store.genuine(out, row), name
     expected = {n: s for n, s in CLASS.items() if s is not None}
     assert {n: found[n]["status"] for n in expected} == expected, \
-        {n: (r["status"], r.get("reason")) for n, r in found.items()}
+        {n: (r["status"], r.get("reason"), worker_log(out, n)) for n, r in found.items() if r["status"] != CLASS[n]}
     assert not [p for p in (out / "results").glob("*/claim.json")]  # every claim released
 
 
@@ -199,6 +214,10 @@ def test_the_lost_and_the_preempted_tasks_were_graded_again_on_the_cluster(grade
     assert used == set(nodes()), used  # every node graded some of the class
     log = "".join(p.read_text() for p in (out / "slurm").glob("task_*.out"))
     assert "restart 1" in log
+    # every attempt the loss or the preemption cut off ended as the grader's (Slurm's SIGTERM handed on
+    # by the task's shell), or without an end (the grader killed first): never as the submission's
+    cut_off = {n: [a["ended"] for a in attempts.history(out, n)[:-1]] for n in texts}
+    assert all(e is None or e["by"] == "grader" for ends in cut_off.values() for e in ends), cut_off
 
 
 def test_the_shaved_clock_is_caught_in_a_job_of_a_user_who_is_not_root(graded):

@@ -1,12 +1,18 @@
 """Grading on Slurm without a cluster: the batch scripts (dry run), arrays split at MaxArraySize,
 the pass-through options checked, the merge's task for a student, and the per-student claim that
-holds on a shared filesystem (two graders, a stale owner, a requeued owner)."""
+holds on a shared filesystem (two graders, a stale owner, a requeued owner), the lock timeout each
+task is given, and the task's own requeue near its time limit (with a stand-in scontrol; and, marked
+slurm, on the local Slurm)."""
 
 import json
 import os
+import shlex
+import signal
 import subprocess
 import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -46,6 +52,8 @@ def test_each_student_of_a_round_is_found_in_its_task():
     ("max_parallel", -2, "--max-parallel"),
     ("cpus_per_task", 0, "--cpus-per-task"),
     ("time", "ten", "--time: expected minutes or [D-]HH:MM[:SS]"),
+    ("lock_timeout", -1.0, "--lock-timeout: expected seconds >= 0, found -1.0"),
+    ("lock_timeout", float("nan"), "--lock-timeout: expected seconds >= 0, found nan"),
 ])
 def test_bad_options_are_refused_by_name(field, value, words):
     with pytest.raises(HarnessError) as caught:
@@ -60,7 +68,8 @@ def test_dry_run_prints_the_batch_scripts_with_the_pass_through(tmp_path):
     done = subprocess.run([sys.executable, "-m", "harness", "lab", "grade", str(tmp_path / "lab.toml"),
                            "--submissions", str(tmp_path / "subs"), "--out", str(tmp_path / "o"), "--slurm",
                            "--max-parallel", "3", "--per-task", "2", "--partition", "gpu", "--gres", "gpu:1",
-                           "--account", "cs101", "--qos", "normal", "--constraint", "a100", "--dry-run"],
+                           "--account", "cs101", "--qos", "normal", "--constraint", "a100", "--lock-timeout", "30",
+                           "--dry-run"],
                           capture_output=True, text=True, timeout=60, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
@@ -69,9 +78,33 @@ def test_dry_run_prints_the_batch_scripts_with_the_pass_through(tmp_path):
                  "#SBATCH --partition=gpu", "#SBATCH --account=cs101", "#SBATCH --qos=normal",
                  "#SBATCH --constraint=a100", "#SBATCH --cpus-per-task=2", "#SBATCH --requeue",
                  f"#SBATCH --signal=B:USR1@{slurm.SIGNAL_BEFORE_S}", "#SBATCH --dependency=afterany:$ARRAY_JOBS",
-                 "lab merge", "lab task", "2 tasks of up to 2", "sbatch --array=0-1%3 task.sh 0", "trap requeue USR1"):
+                 "lab merge", "lab task", "2 tasks of up to 2", "sbatch --array=0-1%3 task.sh 0", "trap requeue USR1",
+                 "--lock-timeout 30.0", "export PYTHONUNBUFFERED=1"):
         assert line in done.stdout, line
     assert not (tmp_path / "o" / "slurm").exists()
+
+
+def test_each_task_is_given_the_lock_timeout(tmp_path, monkeypatch):
+    """The task line of task.sh, parsed as `lab task` parses it, hands --lock-timeout to the task."""
+    from harness import cli
+    from harness.lab.judge.rules import assignment
+
+    (tmp_path / "lab.toml").write_text(LAB)
+    lab = assignment.load(str(tmp_path / "lab.toml"))
+    given = {}
+
+    def record(*args) -> int:
+        given["args"] = args
+        return 0
+
+    monkeypatch.setattr(slurm_task, "task", record)
+    for options, expected in ((slurm.Options(lock_timeout=30), 30.0), (slurm.Options(), None)):
+        script, _ = slurm.scripts(lab, tmp_path / "subs", tmp_path / "out", options)
+        line = next(line for line in script.splitlines() if " -m harness lab task " in line)
+        argv = shlex.split(line.removesuffix(" &").replace('"$task"', "4"))
+        args = cli.build_parser().parse_args(argv[argv.index("harness") + 1:])
+        given.clear()
+        assert args.func(args) == 0 and given["args"][1] == 4 and given["args"][-1] == expected, given
 
 
 def test_a_claim_is_one_graders_and_a_stale_one_is_taken_over(tmp_path):
@@ -181,3 +214,121 @@ def test_a_class_larger_than_the_clusters_max_array_size_is_submitted_as_several
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert "# sbatch --array=0-9 task.sh 0" in done.stdout and "# sbatch --array=0-1 task.sh 10" in done.stdout
+
+
+TASK_ENV = {"SLURM_ARRAY_JOB_ID": "70", "SLURM_ARRAY_TASK_ID": "2"}  # what Slurm gives the batch shell
+FAKE_GRADER = "sh -c 'echo grading; exec sleep 60' &"  # runs until it is killed, as a grader would
+
+
+def task_script(tmp_path: Path, grader: str = FAKE_GRADER) -> Path:
+    """task.sh as `lab grade --slurm` writes it for LAB, its grader line replaced by `grader`: the
+    batch shell's own lines (the traps, the requeue, the wait) are what run."""
+    from harness.lab.judge.rules import assignment
+
+    (tmp_path / "lab.toml").write_text(LAB)
+    script, _ = slurm.scripts(assignment.load(str(tmp_path / "lab.toml")), tmp_path / "subs", tmp_path / "out",
+                              slurm.Options())
+    lines = script.splitlines()
+    at = [i for i, line in enumerate(lines) if " -m harness lab task " in line]
+    assert len(at) == 1 and lines[at[0]].endswith(" &"), script
+    lines[at[0]] = grader
+    (tmp_path / "out" / "slurm").mkdir(parents=True)
+    path = tmp_path / "out" / "slurm" / "task.sh"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def wait_until(check, what: str, deadline_s: float = 60):
+    deadline = time.monotonic() + deadline_s
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"not {what} after {deadline_s} s"
+        time.sleep(0.05)
+    return found
+
+
+@pytest.mark.parametrize("restarts,requeued", [(0, True), (slurm.MAX_REQUEUES - 1, True),
+                                               (slurm.MAX_REQUEUES, False)])
+def test_a_task_near_its_time_limit_requeues_itself_at_most_max_requeues_times(tmp_path, restarts, requeued):
+    """The batch shell's USR1 (Slurm's --signal=B:USR1 before --time ends): the trap asks scontrol
+    (a stand-in that records its arguments) to requeue the task's own array task, unless it was
+    requeued MAX_REQUEUES times already; either way the grader runs on (Slurm's requeue ends it)."""
+    script = task_script(tmp_path)
+    (tmp_path / "bin").mkdir()
+    fake = tmp_path / "bin" / "scontrol"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "scontrol.txt"}\n')
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", **TASK_ENV, "SLURM_RESTART_COUNT": str(restarts)}
+    # -x: bash writes each command to stderr as it runs it, so the test knows when the trap ran
+    shell = subprocess.Popen(["bash", "-x", str(script), "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env, start_new_session=True)
+    try:
+        os.set_blocking(shell.stdout.fileno(), False)
+        os.set_blocking(shell.stderr.fileno(), False)
+        said, traced = bytearray(), bytearray()
+
+        def read(pipe, into: bytearray) -> bytes:
+            into.extend(pipe.read() or b"")
+            return bytes(into)
+
+        wait_until(lambda: b"grading" in read(shell.stdout, said), "grading")  # the trap is set
+        shell.send_signal(signal.SIGUSR1)
+        # the wait for the grader resumed (`kill -0 $child`, then `wait` again): the trap has run
+        wait_until(lambda: b"kill -0" in read(shell.stderr, traced), "back to waiting for its grader")
+        assert shell.poll() is None  # still waiting for its grader
+        read(shell.stdout, said)
+    finally:
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait()
+    if requeued:
+        assert (tmp_path / "scontrol.txt").read_text() == "requeue 70_2\n"
+        assert b"time limit near: requeued" in said
+    else:
+        assert not (tmp_path / "scontrol.txt").exists() and b"requeued" not in said
+
+
+def test_the_task_s_sigterm_is_handed_to_its_grader_and_the_shell_waits_for_it(tmp_path):
+    """Slurm's SIGTERM (scancel, a requeue, a lost node) reaches the batch shell alone, and once the
+    shell ends Slurm kills what is left: the shell hands it to its grader, which ends its attempt and
+    clears its scratch (here: says so), and ends only after it."""
+    grader = "sh -c 'trap \"sleep 0.3; echo cleared; exit 130\" TERM; echo grading; while :; do sleep 0.05; done' &"
+    shell = subprocess.Popen(["bash", str(task_script(tmp_path, grader)), "0"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env={**os.environ, **TASK_ENV}, start_new_session=True)
+    try:
+        assert shell.stdout.readline().startswith(b"--- task 2")
+        assert shell.stdout.readline() == b"grading\n"  # the grader runs: the traps are set
+        shell.send_signal(signal.SIGTERM)  # to the shell alone, as Slurm sends it
+        said, _ = shell.communicate(timeout=10)
+    finally:
+        if shell.poll() is None:
+            os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+    assert said == b"cleared\n" and shell.returncode == 1  # its grader stopped first, then the shell
+
+
+@pytest.mark.slurm
+def test_on_slurm_a_task_signalled_before_its_time_limit_is_requeued(tmp_path):
+    """The USR1 Slurm sends the batch shell before --time ends (sent here at once, as slurmctld
+    sends it, with scancel --batch --signal): task.sh's trap requeues its own task on a real Slurm."""
+    import shutil
+
+    from harness.machine.slurmctl import sbatch
+
+    if not shutil.which("sbatch"):
+        pytest.skip("needs a Slurm (sbatch): sudo scripts/slurm-local.sh start")
+    script = task_script(tmp_path)
+    array = sbatch("--array=0-0", str(script), "0")
+    log = script.parent / f"task_{array}_0.out"
+    try:
+        wait_until(lambda: log.is_file() and "grading" in log.read_text(), "grading", 120)
+        done = subprocess.run(["scancel", "--batch", "--signal=USR1", f"{array}_0"], capture_output=True,
+                              text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+
+        def requeued() -> dict | None:  # restarted once, and back in the queue (its old run ended)
+            state = slurm_task.scontrol_state(array, 0)
+            return state if state is not None and state["restarts"] == "1" and state["state"] == "PENDING" else None
+
+        wait_until(requeued, "requeued", 60)
+    finally:
+        subprocess.run(["scancel", array], capture_output=True, timeout=30)
+    assert "time limit near: requeued" in log.read_text()

@@ -19,7 +19,7 @@ import pytest
 pytestmark = pytest.mark.slurm
 
 DEADLINE_S = 120  # a few seconds normally; generous for a loaded machine
-POLL_S = 0.5
+POLL_S = 0.25
 FINISHED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
             "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
 START_HINT = "start a one-node Slurm with: sudo scripts/slurm-local.sh start"
@@ -153,8 +153,9 @@ def test_a_constraint_lands_on_a_node_of_its_type(submit, tmp_path: Path):
     """The local cluster's node types are Features (scripts/slurm-local.sh: odd nodes type-a, even
     type-b); a job asking for one runs on a node that has it."""
     nodes = dict(line.split() for line in _run("sinfo", "-h", "-N", "-o", "%N %f").stdout.splitlines())
-    for feature in ("type-a", "type-b"):
-        job = submit(f"--constraint={feature}", "--output=where.out", "--wrap", "echo $SLURMD_NODENAME > where_$SLURM_JOB_ID")
+    jobs = {feature: submit(f"--constraint={feature}", "--output=where_%j.out", "--wrap",
+                            "echo $SLURMD_NODENAME > where_$SLURM_JOB_ID") for feature in ("type-a", "type-b")}
+    for feature, job in jobs.items():
         wait_finished(job)
         where = (tmp_path / f"where_{job}").read_text().strip()
         assert feature in nodes[where].split(","), (feature, where, nodes)

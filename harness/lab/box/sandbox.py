@@ -4,7 +4,7 @@ own clocks around every call; every reply checked (harness.lab.box.replies).
 
     Sandbox(label, env, scratch, isolation, slot, limits, device, space, packages, weights)
       .box                          the process, its limits, its CPU counter
-      .start(), .stop()
+      .start(), .stop(ask)
       .request(message, timeout, what, expect) -> dict   one JSON request and its checked reply
       .load(message, timeout) -> dict                    import and construct
       .gate(images_u8, batch, timeout) -> (N, 10)        the worker's probabilities
@@ -66,8 +66,8 @@ class Sandbox:
             raise ValueError(f"{self.box.label}: the worker's stdin and stdout must be pipes")
         self.channel = Channel(proc.stdout, proc.stdin, tick=self.box.watch_memory, max_line=replies.MAX_LINE)
 
-    def stop(self) -> None:
-        self.box.stop()
+    def stop(self, ask: bool = True) -> None:
+        self.box.stop(ask)
 
     def _deadline(self, timeout: float, what: str) -> tuple[float, str]:
         wall = self.box.limits.wall_s

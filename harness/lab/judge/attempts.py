@@ -25,7 +25,7 @@ For a requeue path (Slurm): `end(out, student, BY_GRADER, "requeued")` for an at
 took away, then grade again with --resume; `verdict(history(out, student))` says whether another
 try is allowed, and `finished(row)` whether a student still needs one.
 
-    GRADER_SIGNALS, Interrupted, interruptible(), pending(), settle(row)   the grader's signals
+    GRADER_SIGNALS, Interrupted, interruptible(), pending(), stopping(), settle(row)   the grader's signals
     begin(out, student, fresh, **info) -> attempt, end(out, student, by, how), history(out, student)
     verdict(history) -> None | "ungraded" | "crashed", cut_off_row(lab, student, history, status)
     finished(row), class_rows(out, collected) -> (rows, notes), never_graded_row(lab, student, history),
@@ -85,6 +85,11 @@ def interruptible() -> Iterator[None]:
         for number, handler in before.items():
             signal.signal(number, handler)
         _pending.clear()
+
+
+def stopping() -> bool:
+    """Whether a grader signal came: the grader is stopping."""
+    return bool(_pending)
 
 
 def pending() -> None:

@@ -112,7 +112,9 @@ class Grader(Training):
         """Stop the worker, keep its log, release its space: nothing here stops the grading."""
         try:
             if worker is not None:
-                worker.stop()
+                # a grader told to stop kills its worker rather than ask it to exit: it may be hung,
+                # and Slurm kills what is left of a stopped task after KillWait
+                worker.stop(ask=not attempts.stopping())
                 capped_log(worker.box.log_path, results / "worker.log")
                 worker.box.log_path.unlink(missing_ok=True)
         except OSError as exc:

@@ -2,7 +2,7 @@
 
     lab grade LAB --submissions DIR --out OUT --slurm [--per-task K] [--max-parallel P]
         [--partition P] [--account A] [--qos Q] [--constraint C] [--gres gpu:1] [--time MIN]
-        [--cpus-per-task C] [--resume]
+        [--cpus-per-task C] [--lock-timeout S] [--resume]
 
 writes OUT/slurm/{round.json,task.sh,merge.sh,jobs.txt} and submits
     sbatch --array=0-(M-1)%P task.sh FIRST     task FIRST+i grades students[(FIRST+i)*K : +K]; a class
@@ -73,6 +73,7 @@ class Options:
     cpus_per_task: int | None = None  # default: the lab's threads + 1
     max_parallel: int | None = None
     per_task: int = 1
+    lock_timeout: float | None = None  # each task's wait for the GPU lock (None: as long as it takes)
 
     def check(self) -> None:
         for name in ("max_parallel", "per_task", "cpus_per_task"):
@@ -82,6 +83,9 @@ class Options:
         if self.time is not None and not re.fullmatch(r"\d+|(\d+-)?\d{1,2}(:\d{2}){1,2}", self.time):
             raise HarnessError(f"--time: expected minutes or [D-]HH:MM[:SS] as sbatch takes it, "
                                f"found {self.time!r}")
+        if self.lock_timeout is not None and not (isinstance(self.lock_timeout, (int, float))
+                                                  and 0 <= self.lock_timeout < math.inf):
+            raise HarnessError(f"--lock-timeout: expected seconds >= 0, found {self.lock_timeout}")
 
     def cluster(self) -> dict:
         """The pass-through lines of every job."""
@@ -102,11 +106,13 @@ def scripts(lab: Lab, submissions: Path, out: Path, options: Options, weights: s
     out, submissions = Path(out).resolve(), Path(submissions).resolve()
     minutes, mem = task_resources(lab, options.per_task)
     q = shlex.quote
-    common = (f"set -euo pipefail\ncd {q(str(ROOT))}\n"
+    # unbuffered: each line in the task's log as it is said, and none lost when Slurm kills the task
+    common = (f"set -euo pipefail\ncd {q(str(ROOT))}\nexport PYTHONUNBUFFERED=1\n"
               f"export PYTHONPATH={q(str(ROOT))}${{PYTHONPATH:+:$PYTHONPATH}}\n")
     grader = (f"{q(sys.executable)} -m harness lab task {q(str(out))} --index \"$task\" --submissions "
               f"{q(str(submissions))} --weights {q(str(Path(weights).resolve()))}"
-              + (" --no-sandbox" if no_sandbox else ""))
+              + (" --no-sandbox" if no_sandbox else "")
+              + (f" --lock-timeout {options.lock_timeout!r}" if options.lock_timeout is not None else ""))
     task = "\n".join([
         "#!/bin/bash",
         header({"job-name": f"lab-{lab.name}", "time": options.time or minutes, "mem": f"{mem}M",
@@ -122,6 +128,11 @@ def scripts(lab: Lab, submissions: Path, out: Path, options: Options, weights: s
         "trap requeue USR1",
         f"{grader} &",
         "child=$!",
+        # Slurm's SIGTERM (scancel, a requeue, a lost node) reaches the batch shell alone, and once the
+        # shell ends Slurm kills what is left of the task: the shell hands the signal to the grader and
+        # waits for it, so the grader ends its attempt as the grader's (never a crashed row for a
+        # worker the same stop killed) and clears its scratch and claims within KillWait
+        "trap 'kill -TERM \"$child\" 2>/dev/null' TERM",
         "while ! wait \"$child\"; do kill -0 \"$child\" 2>/dev/null || exit 1; done", ""])
     merge = "\n".join([
         "#!/bin/bash",

@@ -30,9 +30,11 @@ def round_plan(out: Path) -> dict:
 
 
 def task(out: Path, index: int, submissions: Path, weights: str | Path = DEFAULT_WEIGHTS,
-         no_sandbox: bool = False, report: Callable[[str], None] = print) -> int:
+         no_sandbox: bool = False, report: Callable[[str], None] = print,
+         lock_timeout: float | None = None) -> int:
     """One task: its students (round.json), each claimed (two graders never grade one), those still
-    without a finished row graded in one grader, the claims released. 0 (its rows are written)."""
+    without a finished row graded in one grader, the claims released. 0 (its rows are written).
+    `lock_timeout`: seconds to wait for the node's GPU lock, then time anyway (rows flagged contended)."""
     out = Path(out)
     lab = store.graded_lab(out)
     plan = round_plan(out)
@@ -54,7 +56,7 @@ def task(out: Path, index: int, submissions: Path, weights: str | Path = DEFAULT
     procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # the oracle's threads
     try:
         grade.grade_all(lab, submissions, out, resume=True, only=claimed, weights=weights, report=report,
-                        no_sandbox=no_sandbox)
+                        no_sandbox=no_sandbox, lock_timeout=lock_timeout)
         return 0
     finally:
         for student in claimed:

@@ -102,7 +102,7 @@ def grading_commands() -> list[Command]:
         command(
             "task", "(a Slurm task) its students claimed and graded", cmd_lab_task,
             option("out", type=Path), option("--index", type=int, required=True, help="the task's number"),
-            submissions(), weights(), option("--no-sandbox", action="store_true")),
+            submissions(), weights(), option("--no-sandbox", action="store_true"), lock_timeout("the rows")),
         command(
             "merge", "(the Slurm merge job) rows for tasks that left none, then the report", cmd_lab_merge,
             option("out", type=Path), submissions(),
@@ -185,7 +185,8 @@ def cmd_lab_bench(args: argparse.Namespace) -> int:
 def cmd_lab_task(args: argparse.Namespace) -> int:
     from harness.lab.judge import slurm_task
 
-    return slurm_task.task(args.out, args.index, args.submissions, args.weights, args.no_sandbox, log)
+    return slurm_task.task(args.out, args.index, args.submissions, args.weights, args.no_sandbox, log,
+                           args.lock_timeout)
 
 
 def cmd_lab_regrade(args: argparse.Namespace) -> int:

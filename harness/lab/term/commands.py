@@ -13,6 +13,7 @@ never loads the grader, nor `lab kit` the sandbox.
     refused_hand_ins(submissions)           the students lab collect refused: a row each, no grading
 """
 
+import dataclasses
 import shutil
 import sys
 from collections.abc import Callable
@@ -48,6 +49,8 @@ def lab_grade(lab_name: str, submissions: Path, out: Path, report: Report, *, re
 
         if only:
             raise HarnessError("--only: not with --slurm (--resume submits every unfinished student)")
+        if lock_timeout is not None:  # each task waits for its node's GPU lock as long as this
+            slurm = dataclasses.replace(slurm, lock_timeout=lock_timeout)
         return on_slurm.submit(lab, submissions, out, slurm, dry_run=dry_run, weights=weights, report=report,
                                no_sandbox=no_sandbox, refused=refused_hand_ins(submissions), resume=resume)
     if dry_run:

@@ -10,7 +10,7 @@ killed with everything it started. What goes through its pipes is harness.lab.bo
                                 the grader samples it at each exchange; .memory() before .stop()
       .died() -> Failure        why it ended (out-of-memory, timeout, crashed), once it has
                                 (harness.lab.box.proc.death reads it)
-      .kill(), .stop()          kill it and everything it started (never raising); ask it to exit first
+      .kill(), .stop(ask)       kill it and everything it started (never raising); ask it to exit first
       .note(line)               a line of the grader's in its log
       .submission_path()        its folder as the worker sees it
     safe_label(text)            a label as a file name
@@ -196,9 +196,10 @@ class Box:
             except OSError:
                 pass
 
-    def stop(self) -> None:
-        """Ask it to exit, then kill whatever is left (a detached daemon, a fork bomb)."""
-        if self.proc is not None and self.proc.poll() is None and self.proc.stdin is not None:
+    def stop(self, ask: bool = True) -> None:
+        """Ask it to exit (not when `ask` is False: a grader told to stop does not wait on a worker
+        that may never answer), then kill whatever is left (a detached daemon, a fork bomb)."""
+        if ask and self.proc is not None and self.proc.poll() is None and self.proc.stdin is not None:
             try:
                 os.write(self.proc.stdin.fileno(), channel.EXIT)
                 self.proc.wait(timeout=5)
