@@ -67,46 +67,55 @@ int lenet_scratch_size(void) { return S_END; }
 #ifdef LENET_AVX512
 const char *lenet_path(void) { return "avx512"; }
 
-// conv1 + bias + ReLU + pool1: pad (32, 48) -> p1 (6, 14, 16). For each pooled row py and each
-// pair of filters, the two conv rows 2py, 2py+1, 32 columns each: 8 accumulators, 8 independent
-// FMA chains. Input row 2py + ir feeds conv row 2py through kernel row ir and 2py + 1 through ir - 1.
+// conv1 + bias + ReLU + pool1: pad (32, 48) -> p1 (6, 14, 16). For each pooled row py, all six
+// filters at once over the two conv rows 2py, 2py+1, 32 columns each: 24 accumulators [k][dy][half],
+// each input vector loaded once and used by every filter, each weight broadcast once for both halves.
+// Input row 2py + ir feeds conv row 2py through kernel row ir and 2py + 1 through ir - 1.
+// BROADCAST(v, w, i): v = w[i] in every lane, where the code says (i a constant once unrolled). A
+// volatile asm: gcc otherwise hoists the 150 broadcasts out of the loop over py and keeps them on
+// the stack (24 accumulators leave no registers for them): every FMA then reads its weight from
+// there, conv1 twice as long as with each broadcast where it is used (a volatile load and a
+// broadcast instead: a sixth longer; measured on a Zen 5 core).
+#define BROADCAST(v, w, i) __asm__ volatile("vbroadcastss %c2(%1), %0" : "=v"(v) : "r"(w), "i"(4 * (i)))
 static void conv1_pool1(const float *restrict pad, const float *restrict w, const float *restrict b,
                         float *restrict p1) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    for (int py = 0; py < 14; ++py)
 #pragma GCC unroll 1
-        for (int k0 = 0; k0 < 6; k0 += 2) {  // not unrolled: else the compiler keeps all 150 weights
-            __m512 acc[2][2][2];             // broadcast in vectors, on the stack; [k][dy][half]
-            for (int k = 0; k < 2; ++k)
-                for (int dy = 0; dy < 2; ++dy) acc[k][dy][0] = acc[k][dy][1] = _mm512_setzero_ps();
+    for (int py = 0; py < 14; ++py) {
+        __m512 acc[6][2][2];
 #pragma GCC unroll 6
-            for (int ir = 0; ir < 6; ++ir) {
-                const float *row = pad + (2 * py + ir) * PADW;
+        for (int k = 0; k < 6; ++k)
+            for (int dy = 0; dy < 2; ++dy) acc[k][dy][0] = acc[k][dy][1] = _mm512_setzero_ps();
+#pragma GCC unroll 6
+        for (int ir = 0; ir < 6; ++ir) {
+            const float *row = pad + (2 * py + ir) * PADW;
 #pragma GCC unroll 5
-                for (int s = 0; s < 5; ++s) {
-                    __m512 lo = _mm512_loadu_ps(row + s), hi = _mm512_loadu_ps(row + s + 16);
+            for (int s = 0; s < 5; ++s) {
+                __m512 lo = _mm512_loadu_ps(row + s), hi = _mm512_loadu_ps(row + s + 16);
+#pragma GCC unroll 6
+                for (int k = 0; k < 6; ++k)
 #pragma GCC unroll 2
-                    for (int k = 0; k < 2; ++k)
-#pragma GCC unroll 2
-                        for (int dy = 0; dy < 2; ++dy) {
-                            int r = ir - dy;  // kernel row
-                            if (r < 0 || r > 4) continue;
-                            __m512 wv = _mm512_set1_ps(w[((k0 + k) * 5 + r) * 5 + s]);
-                            acc[k][dy][0] = _mm512_fmadd_ps(wv, lo, acc[k][dy][0]);
-                            acc[k][dy][1] = _mm512_fmadd_ps(wv, hi, acc[k][dy][1]);
-                        }
-                }
-            }
-            for (int k = 0; k < 2; ++k) {
-                __m512 lo = _mm512_max_ps(acc[k][0][0], acc[k][1][0]);  // the window's rows: columns 0..15
-                __m512 hi = _mm512_max_ps(acc[k][0][1], acc[k][1][1]);  // 16..31 (28..31 never read)
-                __m512 m = _mm512_max_ps(_mm512_permutex2var_ps(lo, even, hi),  // its columns 2x, 2x+1
-                                         _mm512_permutex2var_ps(lo, odd, hi));
-                m = _mm512_max_ps(_mm512_add_ps(m, _mm512_set1_ps(b[k0 + k])), _mm512_setzero_ps());
-                _mm512_store_ps(p1 + ((k0 + k) * 14 + py) * P1W, m);
+                    for (int dy = 0; dy < 2; ++dy) {
+                        int r = ir - dy;  // kernel row
+                        if (r < 0 || r > 4) continue;
+                        __m512 wv;  // broadcast where it is used (BROADCAST)
+                        BROADCAST(wv, w, (k * 5 + r) * 5 + s);
+                        acc[k][dy][0] = _mm512_fmadd_ps(wv, lo, acc[k][dy][0]);
+                        acc[k][dy][1] = _mm512_fmadd_ps(wv, hi, acc[k][dy][1]);
+                    }
             }
         }
+#pragma GCC unroll 6
+        for (int k = 0; k < 6; ++k) {
+            __m512 lo = _mm512_max_ps(acc[k][0][0], acc[k][1][0]);  // the window's rows: columns 0..15
+            __m512 hi = _mm512_max_ps(acc[k][0][1], acc[k][1][1]);  // 16..31 (28..31 never read)
+            __m512 m = _mm512_max_ps(_mm512_permutex2var_ps(lo, even, hi),  // its columns 2x, 2x+1
+                                     _mm512_permutex2var_ps(lo, odd, hi));
+            m = _mm512_max_ps(_mm512_add_ps(m, _mm512_set1_ps(b[k])), _mm512_setzero_ps());
+            _mm512_store_ps(p1 + (k * 14 + py) * P1W, m);
+        }
+    }
 }
 
 // One input row of p1 (all 6 channels, kernel columns s = 0..4) into the conv rows it feeds: `top`
@@ -131,7 +140,10 @@ INLINE void conv2_row(__m512 top[10], __m512 bottom[10], const float *restrict i
 // acc (nv vectors) += x (n_in: a multiple of 16, at most 400) @ w (n_in, 16 nv), skipping the inputs
 // that are zero (ReLU's zeros: a third of pool2's, nearly half of fc1's and fc2's outputs), so their
 // rows of w are never read: the dense layers' time is their weights' streaming from L2, not their
-// FMAs. The sum of the others runs in the same order, so the result is the dense sum's to the bit.
+// FMAs. ROWS rows an iteration (with one row an iteration fc1 took 30% longer on a Zen 5 core:
+// fewer of its rows' loads in flight at once), their sums in SUMS sets by row, added at the end
+// (the chain of FMAs into one accumulator SUMS times shorter: fc3 has a single vector).
+enum { ROWS = 8, SUMS = 2 };
 INLINE void dense_acc(const float *restrict x, int n_in, const float *restrict w, int nv,
                       float *restrict acc) {
     float val[400 + 16];  // the nonzero inputs, in order, and their rows (16 lanes of slack)
@@ -144,17 +156,28 @@ INLINE void dense_acc(const float *restrict x, int n_in, const float *restrict w
         _mm512_storeu_si512(row + m, _mm512_maskz_compress_epi32(nz, _mm512_add_epi32(lane, _mm512_set1_epi32(i))));
         m += __builtin_popcount(nz);
     }
-    __m512 a[8];
+    __m512 a[SUMS][8];
 #pragma GCC unroll 8
-    for (int j = 0; j < nv; ++j) a[j] = _mm512_load_ps(acc + 16 * j);
-    for (int i = 0; i < m; ++i) {
-        __m512 v = _mm512_set1_ps(val[i]);
-        const float *wr = w + row[i] * 16 * nv;
-#pragma GCC unroll 8
-        for (int j = 0; j < nv; ++j) a[j] = _mm512_fmadd_ps(v, _mm512_load_ps(wr + 16 * j), a[j]);
+    for (int j = 0; j < nv; ++j) {
+        a[0][j] = _mm512_load_ps(acc + 16 * j);
+        for (int k = 1; k < SUMS; ++k) a[k][j] = _mm512_setzero_ps();
     }
+    for (int k = m; k < m + ROWS - 1; ++k) val[k] = 0, row[k] = 0;  // whole groups: zeros add nothing
+    for (int i = 0; i < m; i += ROWS)
+#pragma GCC unroll 16
+        for (int u = 0; u < ROWS; ++u) {
+            __m512 v = _mm512_set1_ps(val[i + u]);
+            const float *wr = w + row[i + u] * 16 * nv;
 #pragma GCC unroll 8
-    for (int j = 0; j < nv; ++j) _mm512_store_ps(acc + 16 * j, a[j]);
+            for (int j = 0; j < nv; ++j)
+                a[u % SUMS][j] = _mm512_fmadd_ps(v, _mm512_load_ps(wr + 16 * j), a[u % SUMS][j]);
+        }
+#pragma GCC unroll 8
+    for (int j = 0; j < nv; ++j) {
+        __m512 t = a[0][j];
+        for (int k = 1; k < SUMS; ++k) t = _mm512_add_ps(t, a[k][j]);
+        _mm512_store_ps(acc + 16 * j, t);
+    }
 }
 
 // conv2 + bias + ReLU + pool2: p1 (6, 14, 16) -> p2 (400). Per pooled row py, conv rows 2py and
