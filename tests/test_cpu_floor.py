@@ -226,5 +226,9 @@ def test_the_python_calls_cost_and_the_time_above_the_c_call_beyond_null_are_com
     assert "8.75 µs (`api_levels`) less the C call's 8.25 µs (its ctypes call taken out) less null/default's " \
            "0.3 µs leaves 0.2 µs (met;" in target
     assert "leaves 0.4 µs (missed by 0.1 µs;" in cpu_floor.call_lines(measured, {"median_ms": 0.00895}, null)[1]
+    # a C call timed inside C has no ctypes call in it to take out: 8.95 - 8.5 - 0.3 leaves 0.15 µs
+    in_c = row(call_median_ns=8_500.0, call_in_c=True, call_paths={"ctypes": 250.0, "extension": 90.0})
+    assert "less the C call's 8.5 µs (timed inside C) less null/default's 0.3 µs leaves 0.15 µs (met;" \
+        in cpu_floor.call_lines(in_c, {"median_ms": 0.00895}, null)[1]
     assert cpu_floor.call_lines(measured, None, null) == [cost]  # no api_levels cell: the cost alone
     assert cpu_floor.call_lines(row(), cell, null) == []  # a row from before the call paths were timed
