@@ -164,5 +164,6 @@ def fig_cold_start(data: ReportData, out: Path) -> Path | None:
                                                         label="first call (cold start)")],
                        frameon=False, fontsize=7, loc="lower right")
     fig.suptitle("Fig. 5  Cold start (tracing, compilation, set-up) against steady state, for variants "
-                 "that started their own process", fontsize=10)
+                 "that started their own process", fontsize=10,
+                 y=1 - 0.1 / fig.get_figheight(), va="top")  # in inches from the top, as Fig. 4's
     return finish(fig, data.runs, "api_levels", out, margins=dotplot.STACKED)
