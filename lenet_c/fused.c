@@ -369,27 +369,32 @@ INLINE int dense_vectors(int width) {
 
 // acc (width) += x (n_in) @ w, w (width / B, n_in, B) with B = dense_vectors(width) * VL: the
 // nonzero inputs listed first (ReLU's zeros: their rows are never read), then each block of
-// outputs summed over them in registers, its weight rows read in order, one after the other
+// outputs summed over them in registers, its weight rows read in order, ROWS rows an iteration (as
+// the AVX-512 path: one row an iteration, fc1 took a quarter longer at 16 lanes on a Zen 5 core)
+enum { ROWS = 8 };
 INLINE void dense_layer(const real *restrict x, int n_in, const real *restrict w, int width,
                         real *restrict acc) {
-    real val[400];
-    int row[400], m = 0;
+    real val[400 + ROWS];
+    int row[400 + ROWS], m = 0;
     for (int i = 0; i < n_in; ++i) {  // no branch: the zeros are a third to a half, at random
         val[m] = x[i];
         row[m] = i;
         m += x[i] != 0;
     }
+    for (int k = m; k < m + ROWS - 1; ++k) val[k] = 0, row[k] = 0;  // whole groups: zeros add nothing
     const int bv = dense_vectors(width), block = bv * VL;
     for (int j0 = 0; j0 < width; j0 += block) {
         const real *wb = w + j0 * n_in;
         vec a[8];
 #pragma GCC unroll 8
         for (int j = 0; j < bv; ++j) a[j] = load(acc + j0 + j * VL);
-        for (int i = 0; i < m; ++i) {
-            const real *wr = wb + row[i] * block, v = val[i];
+        for (int i = 0; i < m; i += ROWS)
 #pragma GCC unroll 8
-            for (int j = 0; j < bv; ++j) a[j] += load(wr + j * VL) * v;
-        }
+            for (int u = 0; u < ROWS; ++u) {
+                const real *wr = wb + row[i + u] * block, v = val[i + u];
+#pragma GCC unroll 8
+                for (int j = 0; j < bv; ++j) a[j] += load(wr + j * VL) * v;
+            }
 #pragma GCC unroll 8
         for (int j = 0; j < bv; ++j) store(acc + j0 + j * VL, a[j]);
     }
