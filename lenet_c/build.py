@@ -17,8 +17,9 @@ temporary folder), one file per key, `fused-<sha256 prefix>.so`. The key: the so
 flags, the compiler (its path and its `--version`) and this CPU (-march=native compiles for the CPU
 it runs on: a cache in a home folder that several machines share must not hand one CPU's
 instructions to another). The compiler reads the source from stdin, so the library is built from
-exactly the text hashed, and writes a temporary file in the cache folder that is then renamed:
-workers compiling at once each rename a whole library, and no reader ever sees half of one.
+exactly the text hashed, and writes a temporary file in the cache folder that is then renamed
+(harness.frameworks.cbuild.compile_file, the CUDA level's host code's step too): workers compiling
+at once each rename a whole library, and no reader ever sees half of one.
 """
 
 import ctypes
@@ -39,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import Unavailable
-from harness.frameworks import engine_setup
+from harness.frameworks import cbuild, engine_setup
 from harness.frameworks.toolchain import toolchain_files
 
 HERE = Path(__file__).resolve().parent
@@ -52,7 +53,7 @@ DEFINES = {("fused", "float32"): (), ("fused", "float64"): ("-DLENET_DOUBLE",),
            ("portable", "float32"): ("-DLENET_PORTABLE",), ("portable", "float64"): ("-DLENET_DOUBLE",),
            ("layers", "float32"): (), ("layers", "float64"): ("-DLENET_DOUBLE",)}
 SOURCES = {"fused": "fused.c", "portable": "fused.c", "layers": "layers.c"}  # variant -> C file
-FIX = "install one: apt install gcc (or dnf install gcc, xcode-select --install), or set CC"
+FIX = cbuild.FIX
 TIMEOUT = 300  # seconds for one compilation
 
 
@@ -68,17 +69,12 @@ def run(argv: list[str], stdin: str | None = None) -> subprocess.CompletedProces
 
 
 def compiler() -> Compiler:
-    """$CC if set, else the first of cc, gcc, clang on PATH; Unavailable with the fix if none runs."""
-    wanted = os.environ.get("CC")
-    names = [wanted] if wanted else ["cc", "gcc", "clang"]
-    for name in names:
-        argv = shlex.split(name)
-        path = shutil.which(argv[0]) if argv else None
-        if path:
-            command = (path, *argv[1:])
-            return Compiler(command, version(command, os.stat(path).st_mtime_ns))
-    what = f"CC={wanted!r} is not a program on PATH" if wanted else "no C compiler (cc, gcc, clang) on PATH"
-    raise Unavailable(f"{what}; {FIX}")
+    """$CC if set, else the first of cc, gcc, clang on PATH (cbuild.compiler), with its path resolved
+    and its version; Unavailable with the fix if none runs."""
+    argv = cbuild.compiler()
+    path = shutil.which(argv[0]) or argv[0]
+    command = (path, *argv[1:])
+    return Compiler(command, version(command, os.stat(path).st_mtime_ns))
 
 
 @cache
@@ -152,27 +148,13 @@ def library(name: str, flag_list: tuple[str, ...]) -> Path:
     if path.is_file():
         return path
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".so.tmp", dir=folder)
-    except OSError as exc:
-        raise Unavailable(f"cannot write the compile cache {folder} ({exc}); "
-                          "set LENET_CACHE_DIR to a writable folder") from None
-    os.close(fd)
-    try:
-        argv = [*cc.command, *flag_list, "-x", "c", "-", "-o", tmp, "-lm"]
-        try:
-            done = run(argv, stdin=text)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise Unavailable(f"{shlex.join(argv)} failed to run: {exc}") from None
-        if done.returncode != 0:
-            said = done.stderr.splitlines()
-            errors = [line for line in said if "error" in line] or said
-            raise Unavailable(f"{cc.version} cannot compile {name} with "
-                              f"{' '.join(flag_list)}: {' | '.join(errors[:3])[:600]}; "
-                              "set CC to another compiler (gcc >= 8 or clang >= 10)")
-        os.replace(tmp, path)  # atomic: a concurrent worker's rename replaces a whole file
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        cbuild.compile_file([*cc.command, *flag_list, "-x", "c", "-"], text, path, ("-lm",), run)
+    except cbuild.Rejected as exc:
+        said = exc.stderr.splitlines()
+        errors = [line for line in said if "error" in line] or said
+        raise Unavailable(f"{cc.version} cannot compile {name} with {' '.join(flag_list)}: "
+                          f"{' | '.join(errors[:3])[:600]}; "
+                          "set CC to another compiler (gcc >= 8 or clang >= 10)") from None
     return path
 
 

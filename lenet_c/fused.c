@@ -67,46 +67,55 @@ int lenet_scratch_size(void) { return S_END; }
 #ifdef LENET_AVX512
 const char *lenet_path(void) { return "avx512"; }
 
-// conv1 + bias + ReLU + pool1: pad (32, 48) -> p1 (6, 14, 16). For each pooled row py and each
-// pair of filters, the two conv rows 2py, 2py+1, 32 columns each: 8 accumulators, 8 independent
-// FMA chains. Input row 2py + ir feeds conv row 2py through kernel row ir and 2py + 1 through ir - 1.
+// conv1 + bias + ReLU + pool1: pad (32, 48) -> p1 (6, 14, 16). For each pooled row py, all six
+// filters at once over the two conv rows 2py, 2py+1, 32 columns each: 24 accumulators [k][dy][half],
+// each input vector loaded once and used by every filter, each weight broadcast once for both halves.
+// Input row 2py + ir feeds conv row 2py through kernel row ir and 2py + 1 through ir - 1.
+// BROADCAST(v, w, i): v = w[i] in every lane, where the code says (i a constant once unrolled). A
+// volatile asm: gcc otherwise hoists the 150 broadcasts out of the loop over py and keeps them on
+// the stack (24 accumulators leave no registers for them): every FMA then reads its weight from
+// there, conv1 twice as long as with each broadcast where it is used (a volatile load and a
+// broadcast instead: a sixth longer; measured on a Zen 5 core).
+#define BROADCAST(v, w, i) __asm__ volatile("vbroadcastss %c2(%1), %0" : "=v"(v) : "r"(w), "i"(4 * (i)))
 static void conv1_pool1(const float *restrict pad, const float *restrict w, const float *restrict b,
                         float *restrict p1) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    for (int py = 0; py < 14; ++py)
 #pragma GCC unroll 1
-        for (int k0 = 0; k0 < 6; k0 += 2) {  // not unrolled: else the compiler keeps all 150 weights
-            __m512 acc[2][2][2];             // broadcast in vectors, on the stack; [k][dy][half]
-            for (int k = 0; k < 2; ++k)
-                for (int dy = 0; dy < 2; ++dy) acc[k][dy][0] = acc[k][dy][1] = _mm512_setzero_ps();
+    for (int py = 0; py < 14; ++py) {
+        __m512 acc[6][2][2];
 #pragma GCC unroll 6
-            for (int ir = 0; ir < 6; ++ir) {
-                const float *row = pad + (2 * py + ir) * PADW;
+        for (int k = 0; k < 6; ++k)
+            for (int dy = 0; dy < 2; ++dy) acc[k][dy][0] = acc[k][dy][1] = _mm512_setzero_ps();
+#pragma GCC unroll 6
+        for (int ir = 0; ir < 6; ++ir) {
+            const float *row = pad + (2 * py + ir) * PADW;
 #pragma GCC unroll 5
-                for (int s = 0; s < 5; ++s) {
-                    __m512 lo = _mm512_loadu_ps(row + s), hi = _mm512_loadu_ps(row + s + 16);
+            for (int s = 0; s < 5; ++s) {
+                __m512 lo = _mm512_loadu_ps(row + s), hi = _mm512_loadu_ps(row + s + 16);
+#pragma GCC unroll 6
+                for (int k = 0; k < 6; ++k)
 #pragma GCC unroll 2
-                    for (int k = 0; k < 2; ++k)
-#pragma GCC unroll 2
-                        for (int dy = 0; dy < 2; ++dy) {
-                            int r = ir - dy;  // kernel row
-                            if (r < 0 || r > 4) continue;
-                            __m512 wv = _mm512_set1_ps(w[((k0 + k) * 5 + r) * 5 + s]);
-                            acc[k][dy][0] = _mm512_fmadd_ps(wv, lo, acc[k][dy][0]);
-                            acc[k][dy][1] = _mm512_fmadd_ps(wv, hi, acc[k][dy][1]);
-                        }
-                }
-            }
-            for (int k = 0; k < 2; ++k) {
-                __m512 lo = _mm512_max_ps(acc[k][0][0], acc[k][1][0]);  // the window's rows: columns 0..15
-                __m512 hi = _mm512_max_ps(acc[k][0][1], acc[k][1][1]);  // 16..31 (28..31 never read)
-                __m512 m = _mm512_max_ps(_mm512_permutex2var_ps(lo, even, hi),  // its columns 2x, 2x+1
-                                         _mm512_permutex2var_ps(lo, odd, hi));
-                m = _mm512_max_ps(_mm512_add_ps(m, _mm512_set1_ps(b[k0 + k])), _mm512_setzero_ps());
-                _mm512_store_ps(p1 + ((k0 + k) * 14 + py) * P1W, m);
+                    for (int dy = 0; dy < 2; ++dy) {
+                        int r = ir - dy;  // kernel row
+                        if (r < 0 || r > 4) continue;
+                        __m512 wv;  // broadcast where it is used (BROADCAST)
+                        BROADCAST(wv, w, (k * 5 + r) * 5 + s);
+                        acc[k][dy][0] = _mm512_fmadd_ps(wv, lo, acc[k][dy][0]);
+                        acc[k][dy][1] = _mm512_fmadd_ps(wv, hi, acc[k][dy][1]);
+                    }
             }
         }
+#pragma GCC unroll 6
+        for (int k = 0; k < 6; ++k) {
+            __m512 lo = _mm512_max_ps(acc[k][0][0], acc[k][1][0]);  // the window's rows: columns 0..15
+            __m512 hi = _mm512_max_ps(acc[k][0][1], acc[k][1][1]);  // 16..31 (28..31 never read)
+            __m512 m = _mm512_max_ps(_mm512_permutex2var_ps(lo, even, hi),  // its columns 2x, 2x+1
+                                     _mm512_permutex2var_ps(lo, odd, hi));
+            m = _mm512_max_ps(_mm512_add_ps(m, _mm512_set1_ps(b[k])), _mm512_setzero_ps());
+            _mm512_store_ps(p1 + (k * 14 + py) * P1W, m);
+        }
+    }
 }
 
 // One input row of p1 (all 6 channels, kernel columns s = 0..4) into the conv rows it feeds: `top`
@@ -131,7 +140,10 @@ INLINE void conv2_row(__m512 top[10], __m512 bottom[10], const float *restrict i
 // acc (nv vectors) += x (n_in: a multiple of 16, at most 400) @ w (n_in, 16 nv), skipping the inputs
 // that are zero (ReLU's zeros: a third of pool2's, nearly half of fc1's and fc2's outputs), so their
 // rows of w are never read: the dense layers' time is their weights' streaming from L2, not their
-// FMAs. The sum of the others runs in the same order, so the result is the dense sum's to the bit.
+// FMAs. ROWS rows an iteration (with one row an iteration fc1 took 30% longer on a Zen 5 core:
+// fewer of its rows' loads in flight at once), their sums in SUMS sets by row, added at the end
+// (the chain of FMAs into one accumulator SUMS times shorter: fc3 has a single vector).
+enum { ROWS = 8, SUMS = 2 };
 INLINE void dense_acc(const float *restrict x, int n_in, const float *restrict w, int nv,
                       float *restrict acc) {
     float val[400 + 16];  // the nonzero inputs, in order, and their rows (16 lanes of slack)
@@ -144,17 +156,52 @@ INLINE void dense_acc(const float *restrict x, int n_in, const float *restrict w
         _mm512_storeu_si512(row + m, _mm512_maskz_compress_epi32(nz, _mm512_add_epi32(lane, _mm512_set1_epi32(i))));
         m += __builtin_popcount(nz);
     }
-    __m512 a[8];
+    __m512 a[SUMS][8];
 #pragma GCC unroll 8
-    for (int j = 0; j < nv; ++j) a[j] = _mm512_load_ps(acc + 16 * j);
-    for (int i = 0; i < m; ++i) {
-        __m512 v = _mm512_set1_ps(val[i]);
-        const float *wr = w + row[i] * 16 * nv;
-#pragma GCC unroll 8
-        for (int j = 0; j < nv; ++j) a[j] = _mm512_fmadd_ps(v, _mm512_load_ps(wr + 16 * j), a[j]);
+    for (int j = 0; j < nv; ++j) {
+        a[0][j] = _mm512_load_ps(acc + 16 * j);
+        for (int k = 1; k < SUMS; ++k) a[k][j] = _mm512_setzero_ps();
     }
+    for (int k = m; k < m + ROWS - 1; ++k) val[k] = 0, row[k] = 0;  // whole groups: zeros add nothing
+    for (int i = 0; i < m; i += ROWS)
+#pragma GCC unroll 16
+        for (int u = 0; u < ROWS; ++u) {
+            __m512 v = _mm512_set1_ps(val[i + u]);
+            const float *wr = w + row[i + u] * 16 * nv;
 #pragma GCC unroll 8
-    for (int j = 0; j < nv; ++j) _mm512_store_ps(acc + 16 * j, a[j]);
+            for (int j = 0; j < nv; ++j)
+                a[u % SUMS][j] = _mm512_fmadd_ps(v, _mm512_load_ps(wr + 16 * j), a[u % SUMS][j]);
+        }
+#pragma GCC unroll 8
+    for (int j = 0; j < nv; ++j) {
+        __m512 t = a[0][j];
+        for (int k = 1; k < SUMS; ++k) t = _mm512_add_ps(t, a[k][j]);
+        _mm512_store_ps(acc + 16 * j, t);
+    }
+}
+
+// e^z in each lane, z <= 0 (a logit less the largest): z = n ln 2 + r with |r| <= ln 2 / 2, e^r by
+// its Taylor series to r^7 / 7! (the next term under 6e-9, a tenth of float's epsilon), times 2^n by
+// vscalefps (0 where e^z is below float's range). One vector for fc3's ten outputs, where expf is
+// ten calls: fc3's stage a fifth shorter on a Zen 5 core.
+INLINE __m512 exp_nonpositive(__m512 z) {
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(z, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT);
+    // z - n ln 2 in two steps: 0.693359375 has few bits, so n times it is exact
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), z);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);  // ln 2 = 0.693359375 - 2.12194440e-4
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    const float c[7] = {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
+    for (int i = 0; i < 7; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c[i]));
+    return _mm512_scalef_ps(p, n);
+}
+
+// probs (10) = softmax of the logits z (16: 10 and zeros), the max subtracted first, in one vector
+INLINE void softmax10(const float *restrict z, float *restrict probs) {
+    const __mmask16 ten = 0x3ff;
+    __m512 v = _mm512_load_ps(z);
+    __m512 top = _mm512_set1_ps(_mm512_mask_reduce_max_ps(ten, v));
+    __m512 e = _mm512_maskz_mov_ps(ten, exp_nonpositive(_mm512_sub_ps(v, top)));  // lanes 10..15: 0
+    _mm512_mask_storeu_ps(probs, ten, _mm512_div_ps(e, _mm512_set1_ps(_mm512_reduce_add_ps(e))));
 }
 
 // conv2 + bias + ReLU + pool2: p1 (6, 14, 16) -> p2 (400). Per pooled row py, conv rows 2py and
@@ -322,27 +369,32 @@ INLINE int dense_vectors(int width) {
 
 // acc (width) += x (n_in) @ w, w (width / B, n_in, B) with B = dense_vectors(width) * VL: the
 // nonzero inputs listed first (ReLU's zeros: their rows are never read), then each block of
-// outputs summed over them in registers, its weight rows read in order, one after the other
+// outputs summed over them in registers, its weight rows read in order, ROWS rows an iteration (as
+// the AVX-512 path: one row an iteration, fc1 took a quarter longer at 16 lanes on a Zen 5 core)
+enum { ROWS = 8 };
 INLINE void dense_layer(const real *restrict x, int n_in, const real *restrict w, int width,
                         real *restrict acc) {
-    real val[400];
-    int row[400], m = 0;
+    real val[400 + ROWS];
+    int row[400 + ROWS], m = 0;
     for (int i = 0; i < n_in; ++i) {  // no branch: the zeros are a third to a half, at random
         val[m] = x[i];
         row[m] = i;
         m += x[i] != 0;
     }
+    for (int k = m; k < m + ROWS - 1; ++k) val[k] = 0, row[k] = 0;  // whole groups: zeros add nothing
     const int bv = dense_vectors(width), block = bv * VL;
     for (int j0 = 0; j0 < width; j0 += block) {
         const real *wb = w + j0 * n_in;
         vec a[8];
 #pragma GCC unroll 8
         for (int j = 0; j < bv; ++j) a[j] = load(acc + j0 + j * VL);
-        for (int i = 0; i < m; ++i) {
-            const real *wr = wb + row[i] * block, v = val[i];
+        for (int i = 0; i < m; i += ROWS)
 #pragma GCC unroll 8
-            for (int j = 0; j < bv; ++j) a[j] += load(wr + j * VL) * v;
-        }
+            for (int u = 0; u < ROWS; ++u) {
+                const real *wr = wb + row[i + u] * block, v = val[i + u];
+#pragma GCC unroll 8
+                for (int j = 0; j < bv; ++j) a[j] += load(wr + j * VL) * v;
+            }
 #pragma GCC unroll 8
         for (int j = 0; j < bv; ++j) store(acc + j0 + j * VL, a[j]);
     }
@@ -363,6 +415,7 @@ INLINE void relu_n(real *restrict v, int n) {
     for (int i = 0; i < n; ++i) v[i] = v[i] > 0 ? v[i] : 0;
 }
 
+#ifndef LENET_AVX512
 // probs (10) = softmax of the logits z (10), the max subtracted first
 INLINE void softmax10(const real *restrict z, real *restrict probs) {
     real top = z[0], sum = 0, e[10];
@@ -370,6 +423,7 @@ INLINE void softmax10(const real *restrict z, real *restrict probs) {
     for (int j = 0; j < 10; ++j) sum += e[j] = EXP(z[j] - top);
     for (int j = 0; j < 10; ++j) probs[j] = e[j] / sum;
 }
+#endif
 
 const char *lenet_stages(void) { return "input conv1 conv2 fc1 fc2 fc3"; }  // pools in the convs
 

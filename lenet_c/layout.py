@@ -11,11 +11,9 @@ by a fifth on a Zen 4 core (2.8 against 3.35 µs, measured by moving conv1's ker
 scratch, 4 KiB apart: a load and an earlier store 4 KiB apart are taken to alias), and separate
 numpy allocations land at a different distance in every process. In one block the distances are
 the same in every process: scratch first, then the weights, conv1's kernel 14,080 bytes after the
-scratch's start (1,792 bytes past a 4 KiB multiple, where it measured fast). One draw is left to
-each process: gcc keeps conv1's image rows on the stack (fused.c), whose distance to these buffers
-ASLR chooses, and conv1 still takes about 2.8 or 3.3 µs by the draw (seen in separate processes on
-the Zen 4 host; copying the rows into the scratch instead, or loading them where they lie, made it
-3.4 µs and still not the same in every process, so the faster code stayed).
+scratch's start (1,792 bytes past a 4 KiB multiple, where it measured fast). The stack is ASLR's
+draw in each process: where the compiler keeps vectors there (an earlier conv1 kept its image rows
+on the stack), their distance to these buffers moves a stage's time from process to process.
 """
 
 import numpy as np

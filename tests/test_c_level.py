@@ -173,6 +173,9 @@ def test_the_timed_pass_gives_the_same_answers_and_names_every_stage(sample):
     split = stages.layer_split(variant="portable", calls=30)
     assert [s["name"] for s in split["stages"]] == list(stages.MACS)
     assert sum(s["macs"] for s in split["stages"]) == 416_520 and split["path"] == "portable"
+    # the C call timed inside C (no Python in it), the call from Python beside it, the clock's own cost
+    assert split["call_in_c"] and split["call_median_ns"] > 0 and split["ctypes_call_median_ns"] > 0
+    assert sorted(split["call_paths"]) == ["clock", "ctypes", "extension"]
     with pytest.raises(ValueError, match="fused or portable"):
         stages.layer_split(variant="layers")
 
@@ -191,8 +194,8 @@ def test_the_layer_table_puts_each_stage_beside_its_arithmetic_at_the_peak(monke
 
     rounds = iter([1_000.0, 5_000.0, 7_000.0])  # conv2's median in each of three rounds
     def layer_split(weights, variant, calls):
-        return {"path": "avx512", "calls": calls, "call_median_ns": 10_000.0,
-                "call_paths": {"ctypes": 200.0 + calls, "extension": 80.0},
+        return {"path": "avx512", "calls": calls, "call_median_ns": 10_000.0, "call_in_c": True,
+                "ctypes_call_median_ns": 10_200.0 + calls, "call_paths": {"ctypes": 200.0 + calls, "extension": 80.0},
                 "stages": [{"name": "conv2", "macs": 240_000, "needed_macs": 240_000, "bytes": 9_664,
                             "median_ns": next(rounds)},
                            {"name": "fc1", "macs": 48_000, "needed_macs": 32_000, "bytes": 128_000,
@@ -210,6 +213,7 @@ def test_the_layer_table_puts_each_stage_beside_its_arithmetic_at_the_peak(monke
     result = c_layers.split("fused", 10, 3)
     assert probed == {"L1": 16 << 10, "L2": 256 << 10}  # each level probed with a buffer half its size
     assert result["call_paths"] == {"ctypes": 210.0, "extension": 80.0}  # medians over rounds
+    assert result["call_in_c"] and result["ctypes_call_median_ns"] == 10_210.0
     conv2, fc1, _ = result["stages"]
     assert conv2["rounds_ns"] == [1_000, 5_000, 7_000] and conv2["median_ns"] == 5_000  # over rounds
     assert conv2["floor_ns"] == pytest.approx(4_000) and conv2["share"] == pytest.approx(0.8)

@@ -229,6 +229,10 @@ def test_the_python_calls_cost_and_the_time_above_the_c_call_beyond_null_are_com
     assert found["c_call_ns"] == pytest.approx(8_250) and found["above_ns"] == pytest.approx(200)
     assert found["over_ns"] is None
     assert cpu_floor.above_call(measured, {"median_ms": 0.00895}, null)["over_ns"] == pytest.approx(100)  # missed
+    # a C call timed inside C has no ctypes call in it to take out: 8.95 - 8.5 - 0.3 leaves 0.15 µs
+    in_c = row(call_median_ns=8_500.0, call_in_c=True, call_paths={"ctypes": 250.0, "extension": 90.0})
+    found = cpu_floor.above_call(in_c, {"median_ms": 0.00895}, null)
+    assert found["in_c"] and found["c_call_ns"] == pytest.approx(8_500) and found["above_ns"] == pytest.approx(150)
     [cost] = cpu_floor.call_lines(measured, None, null)  # no api_levels cell: the cost alone
     assert "0.25 µs through ctypes" in cost and "0.09 µs through the level's extension" in cost
     assert cpu_floor.call_lines(row(), cell, null) == []  # a row from before the call paths were timed

@@ -117,6 +117,8 @@ def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
             "caches": caches, "bandwidth": bandwidth,
             "stages": stages, "macs": macs, "floor_ns": floor_ns,
             "call_median_ns": call_ns, "call_rounds_ns": call_rounds,
+            **({"call_in_c": True, "ctypes_call_median_ns": median(f["ctypes_call_median_ns"] for f in found)}
+               if found[0].get("call_in_c") else {}),
             "call_paths": {way: median(f["call_paths"][way] for f in found)
                            for way in found[0]["call_paths"]},
             "share": floor_ns / call_ns, "stages_floor_ns": stages_floor_ns,

@@ -4,10 +4,12 @@ is the same on every CPU of an architecture, so the key is the text, the flags a
 
     compiler() -> list[str]                       $CC split as a shell would, else cc, gcc or clang
     shared_library(text, stem, kind) -> CDLL      built into engine_setup.cache_dir(kind), loaded
+    compile_file(command, text, path, after, run) the compile step both use (lenet_c's build too):
+                                                  `command` reads C from stdin and writes `path`
 
 A library is written to a temporary file in the cache folder and renamed: workers building at once
 each rename a whole file, no reader sees half of one. Unavailable (with the fix) where no compiler
-runs or it refuses the text.
+runs; Rejected (an Unavailable holding the compiler's stderr) where it refuses the text.
 """
 
 import ctypes
@@ -17,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -48,6 +51,46 @@ def identity(argv: tuple[str, ...]) -> str:
     return f"{shutil.which(argv[0])}\0{(done.stdout.splitlines() or ['?'])[0]}"
 
 
+class Rejected(Unavailable):
+    """The compiler ran and refused the text; `stderr` is what it said."""
+
+    def __init__(self, command: Sequence[str], stderr: str):
+        super().__init__(f"{shlex.join(command)} refused the source: {stderr.strip()[:600]}")
+        self.stderr = stderr
+
+
+def run(argv: list[str], stdin: str) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+
+
+def compile_file(command: Sequence[str], text: str, path: Path, after: Sequence[str] = (),
+                 run: Callable[[list[str], str], subprocess.CompletedProcess] = run) -> Path:
+    """`command -o <temporary> after...` compiles `text` (read from stdin: the command ends in `-x c -`)
+    into a temporary file in path's folder, renamed to `path` once whole (a concurrent build renames a
+    whole file too; no reader sees half of one). `run` runs the compiler (a caller's own: its timeout,
+    its count in tests). Unavailable where the folder cannot be written or the compiler does not run,
+    Rejected where it refuses the text; no temporary file is left either way."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".so.tmp", dir=path.parent)
+    except OSError as exc:
+        raise Unavailable(f"cannot write the compile cache {path.parent} ({exc}); "
+                          "set LENET_CACHE_DIR to a writable folder") from None
+    os.close(fd)
+    try:
+        argv = [*command, "-o", tmp, *after]
+        try:
+            done = run(argv, text)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise Unavailable(f"{shlex.join(argv)} failed to run: {exc}") from None
+        if done.returncode != 0:
+            raise Rejected(command, done.stderr)
+        os.replace(tmp, path)  # atomic: a concurrent build's rename replaces a whole file
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
 def shared_library(text: str, stem: str, kind: str) -> ctypes.CDLL:
     argv = compiler()
     key = hashlib.sha256("\0".join([text, *FLAGS, *argv, identity(tuple(argv))]).encode()).hexdigest()[:24]
@@ -56,24 +99,15 @@ def shared_library(text: str, stem: str, kind: str) -> ctypes.CDLL:
     if not path.is_file():
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{stem}-", suffix=".so.tmp", dir=folder)
         except OSError as exc:
             raise Unavailable(f"cannot write the compile cache {folder} ({exc}); "
                               "set LENET_CACHE_DIR to a writable folder") from None
-        os.close(fd)
         try:
-            command = [*argv, *FLAGS, "-x", "c", "-", "-o", tmp]
-            try:
-                done = subprocess.run(command, input=text, capture_output=True, text=True, timeout=TIMEOUT_S)
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                raise Unavailable(f"{shlex.join(command)} failed to run: {exc}") from None
-            if done.returncode != 0:
-                raise Unavailable(f"{shlex.join(argv)} cannot compile {stem}.c: {done.stderr.strip()[:600]}")
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            compile_file([*argv, *FLAGS, "-x", "c", "-"], text, path)
+        except Rejected as exc:
+            said = exc.stderr.strip()[:600]
+            raise Unavailable(f"{shlex.join(argv)} cannot compile {stem}.c: {said}") from None
     try:
-        return ctypes.CDLL(str(Path(path)))
+        return ctypes.CDLL(str(path))
     except OSError as exc:
         raise Unavailable(f"cannot load {path}: {exc}") from None

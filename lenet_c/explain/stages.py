@@ -11,18 +11,21 @@ Each probe is the best of many short runs (tens of µs each): a run that another
 is slower, never faster, and on a shared machine a short run is seldom interrupted where a long
 one always is.
     layer_split(weights, variant, calls) -> dict   {stages: [{name, macs, needed_macs, bytes,
-                                                   median_ns}], call_median_ns, call_paths}
+                                                   median_ns}], call_median_ns, call_in_c,
+                                                   ctypes_call_median_ns, call_paths}
 
 MACS gives each stage's multiply-adds (the pools ride in the convolutions; the input stage copies
 the image into its padded grid). What a stage must read (`bytes`): its weights and biases, the
 image for the input stage; the dense layers skip the rows of their zero inputs (ReLU's), so theirs
 are the rows of the nonzero inputs (counted in C after each pass, the mean over the calls) and
 their `needed_macs` those rows' multiply-adds. The timed pass (lenet_fused_timed) is the same code
-as the untimed one plus a clock read between stages (~20 ns each); call_median_ns is the untimed
-call, the raw ctypes call (~0.2 µs) included. call_paths: the median of an empty C function with the
-pass's signature (peak.c) called as predict calls the pass, through ctypes (arguments built once)
-and through call.c's extension (checks the images, makes the (1, 10) array): what the Python call
-itself costs each way.
+as the untimed one plus a clock read between stages (~20 ns each); call_median_ns is the C call: the
+untimed pass between two clock reads in C (peak.c's lenet_peak_clocked; `call_in_c`), no Python in
+the interval (ctypes_call_median_ns: the same pass timed from Python around its ctypes call).
+call_paths: the median of an empty C function with the pass's signature (peak.c) called as predict
+calls the pass, through ctypes (arguments built once) and through call.c's extension (checks the
+images, makes the (1, 10) array): what the Python call itself costs each way; and "clock": that
+function between lenet_peak_clocked's clock reads, what the clock adds to the C call's time.
 """
 
 import ctypes
@@ -82,6 +85,7 @@ def call_paths(level: CLeNet, plan, calls: int) -> dict[str, float]:
     empty = lib.lenet_peak_empty
     empty.restype = None
     args = plan.calls[0][1]
+    clocked, empty_address = clock(), ctypes.cast(empty, ctypes.c_void_p)
     ways = {"ctypes": lambda: empty(*args)}
     try:
         address = ctypes.cast(empty, ctypes.c_void_p).value
@@ -89,14 +93,23 @@ def call_paths(level: CLeNet, plan, calls: int) -> dict[str, float]:
         ways["extension"] = lambda: bound(plan.x)
     except Unavailable:
         pass
-    found = {way: np.zeros(calls, np.int64) for way in ways}
-    clock = time.perf_counter_ns
+    found = {way: np.zeros(calls, np.int64) for way in [*ways, "clock"]}
+    now = time.perf_counter_ns
     for i in range(calls):
         for way, fn in ways.items():
-            t0 = clock()
+            t0 = now()
             fn()
-            found[way][i] = clock() - t0
+            found[way][i] = now() - t0
+        found["clock"][i] = clocked(empty_address, *args)
     return {way: float(np.median(ns)) for way, ns in found.items()}
+
+
+def clock():
+    """peak.c's lenet_peak_clocked: (fn, table, x, out, n) -> ns of fn's call, timed in C."""
+    lib = build.load("explain/peak.c", build.FLAGS)
+    clocked = lib.lenet_peak_clocked
+    clocked.restype = ctypes.c_longlong
+    return clocked
 
 
 def layer_split(weights=DEFAULT_WEIGHTS, variant: str = "fused", calls: int = 2000) -> dict:
@@ -115,6 +128,8 @@ def layer_split(weights=DEFAULT_WEIGHTS, variant: str = "fused", calls: int = 20
     args = (*plan.calls[0][1][:3], ctypes.c_int(1), ctypes.c_void_p(ns.ctypes.data))
     per_stage, per_call = np.zeros((calls, len(stages)), np.int64), np.zeros(calls, np.int64)
     untimed, untimed_args = plan.calls[0]
+    clocked, fused = clock(), ctypes.cast(untimed, ctypes.c_void_p)
+    per_pass = np.zeros(calls, np.int64)
     counts, nonzero = np.zeros(len(DENSE), np.intc), np.zeros(len(DENSE))
     for i in range(calls):
         plan.x[...] = images[i]
@@ -126,9 +141,11 @@ def layer_split(weights=DEFAULT_WEIGHTS, variant: str = "fused", calls: int = 20
         t0 = time.perf_counter_ns()
         untimed(*untimed_args)
         per_call[i] = time.perf_counter_ns() - t0
+        per_pass[i] = clocked(fused, *untimed_args)
     rows = {name: float(n) for name, n in zip(DENSE, nonzero / calls, strict=True)}  # mean rows read
-    return {"path": level.path, "calls": calls, "call_median_ns": float(np.median(per_call)),  # ctypes' too
-            "call_paths": call_paths(level, plan, calls),
+    return {"path": level.path, "calls": calls, "call_in_c": True,
+            "call_median_ns": float(np.median(per_pass)),  # the C call: timed inside C
+            "ctypes_call_median_ns": float(np.median(per_call)), "call_paths": call_paths(level, plan, calls),
             "stages": [{"name": name, "macs": MACS[name],
                         "needed_macs": rows[name] * DENSE[name] if name in DENSE else MACS[name],
                         "bytes": 4 * ((rows[name] + 1) * DENSE[name] if name in DENSE else READS[name]),

@@ -46,12 +46,14 @@ def inside(ax: Axes, text: Text) -> bool:
 
 
 # Offsets (points) tried in turn, for a label meant to sit right (+1) or left (-1) of its point:
-# beside it, then beside and a little above or below, then straight above or below.
+# beside it, then beside and a little above or below, then straight above or below, then further
+# above or below (a crowded corner: three labels of one height).
 def _offsets(side: int) -> list[tuple[float, float, str]]:
     ha, other = ("left", "right") if side > 0 else ("right", "left")
     return [(7 * side, 0, ha), (7 * side, 7, ha), (7 * side, -7, ha), (7 * side, 13, ha), (7 * side, -13, ha),
             (-7 * side, 0, other), (-7 * side, 7, other), (-7 * side, -7, other), (0, 11, "center"),
-            (0, -11, "center")]
+            (0, -11, "center"), (7 * side, 20, ha), (7 * side, -20, ha), (-7 * side, 13, other),
+            (-7 * side, -13, other), (-7 * side, 20, other), (-7 * side, -20, other)]
 
 
 def sides_away(centres: Sequence[tuple[float, float]], defaults: Sequence[int], band_px: float = 12.0,

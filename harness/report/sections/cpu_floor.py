@@ -98,15 +98,17 @@ def floor_targets(row: dict) -> list[dict]:
 
 
 def above_call(row: dict, cell: pd.Series | None, null: pd.Series | None) -> dict | None:
-    """The C level's time above the C call beyond the null level's: its median less the C call's (its
-    ctypes call taken out) less the null level's, medians of two runs; over_ns where it misses
-    C_ABOVE_NS. None without the call paths' timings or either cell."""
+    """The C level's time above the C call beyond the null level's: its median less the C call's (the
+    pass alone: timed inside C, or, in rows from before, its ctypes call taken out) less the null
+    level's, medians of two runs; over_ns where it misses C_ABOVE_NS. None without the call paths'
+    timings or either cell."""
     paths = row.get("call_paths") or {}
     if "ctypes" not in paths or cell is None or null is None:
         return None
-    c_call = row["call_median_ns"] - paths["ctypes"]  # the pass alone
+    in_c = bool(row.get("call_in_c", False))
+    c_call = row["call_median_ns"] - (0 if in_c else paths["ctypes"])
     above = cell["median_ms"] * 1e6 - c_call - null["median_ms"] * 1e6
-    return {"c_call_ns": c_call, "above_ns": above,
+    return {"c_call_ns": c_call, "in_c": in_c, "above_ns": above,
             "over_ns": above - C_ABOVE_NS if above > C_ABOVE_NS else None}
 
 
