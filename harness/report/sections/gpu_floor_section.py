@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from harness import registry
 from harness.explain import gpu_floor
 from harness.report.markup.tables import table
 from harness.report.sections import gpu_section
@@ -102,7 +103,8 @@ def floors(row: dict) -> dict[str, Floor]:
 def launched_kernel_ns(rows: list[dict], machine: str) -> tuple[float, str] | None:
     """The fastest hand-written kernel of a launched call at batch 1 in the kernels trace."""
     found = [(op["ns_per_call"], f"{op['name']} ({r['implementation']}/{r['variant']})") for r in rows
-             if r["machine"] == machine and r["implementation"] == "cuda" and r.get("batch", 1) == 1
+             if r["machine"] == machine and r["implementation"] in gpu_section.hand_written()
+             and r.get("batch", 1) == 1
              and not gpu_section.resident(r) for op in [gpu_section.own_kernel(r)] if op is not None]
     return min(found) if found else None
 
@@ -111,7 +113,7 @@ def batch_rates(rows: list[dict], machine: str) -> tuple[tuple[float, str] | Non
     """At BATCH images a call (kernels trace): the fastest hand-written call from a host array
     (host time), and the fastest hand-written kernel reading its input from device memory (a variant
     whose call copies the images in first: its kernel's own time is the device-resident rate)."""
-    hand = [r for r in rows if r["machine"] == machine and r["implementation"] == "cuda"
+    hand = [r for r in rows if r["machine"] == machine and r["implementation"] in gpu_section.hand_written()
             and r.get("batch", 1) == BATCH]
 
     def ns(r: dict, what: str, value: object) -> float:
@@ -128,14 +130,15 @@ def batch_rates(rows: list[dict], machine: str) -> tuple[tuple[float, str] | Non
 
 
 def judged(frame: pd.DataFrame, runs: Sequence[dict], machine: str, row: dict | None) -> list[Target]:
-    """Issue 73's targets on that machine: measured (None where nothing measured it) and each floor."""
+    """The GPU's targets on that machine (the hand-written rung's and the raw library's, the project's
+    goals): measured (None where nothing measured it) and each floor."""
     f = floors(row) if row else {}
     rows = gpu_section.kernel_rows(runs)
     stages = next((r for r in gpu_section.stage_rows(runs) if r["machine"] == machine
                    and r["dtype"] == "float32"), None)
     out = []
-    hand = gpu_section.fastest_of(frame, "api_levels", "cuda", machine)
-    out.append(Target("fastest cuda call, batch 1, end to end", 8_000,
+    hand = gpu_section.fastest_hand_written(frame, "api_levels", machine)
+    out.append(Target(f"fastest {' or '.join(gpu_section.hand_written())} call, batch 1, end to end", 8_000,
                       None if hand is None else hand["median_ms"] * 1e6,
                       "api_levels" + ("" if hand is None else f", {hand['label']}"), f.get("call"),
                       stretch=6_000))
@@ -158,8 +161,9 @@ def judged(frame: pd.DataFrame, runs: Sequence[dict], machine: str, row: dict | 
     out.append(Target(f"batch {BATCH}, input on the device", 50e6, device[0] if device else None,
                       "kernels trace, the kernel's own time" + (f", {device[1]}" if device else ""),
                       f.get("batch_device"), rate=True))
-    library = gpu_section.fastest_of(frame, "api_levels", "cudnn", machine)
-    out.append(Target("best cuDNN call, batch 1", 30_000,
+    raw = registry.raw_library("gpu")
+    library = gpu_section.fastest_call(frame, "api_levels", machine, [raw] if raw else [])
+    out.append(Target(f"best {registry.short(raw) if raw else 'raw library'} call, batch 1", 30_000,
                       None if library is None else library["median_ms"] * 1e6,
                       "api_levels" + ("" if library is None else f", {library['label']}"), f.get("library")))
     return out
