@@ -16,10 +16,12 @@ import pandas as pd
 
 from harness import registry
 from harness.explain import gpu_floor
+from harness.report.markup import words
 from harness.report.markup.tables import table
 from harness.report.sections import gpu_section
 
 TITLE = "## The GPU's floor (`python -m harness gpu-floor`)"
+SENTENCES = gpu_section.SENTENCES
 CLUSTER_SMS = 8  # the hand-written kernels give one image a cluster of 8 blocks on 8 SMs
 # lenet_cluster's cluster barriers on its critical path: all blocks running, then 0|1, 1|2, 2|3, 3|4
 # (lenet_cuda/explain/stages.py's STAGES)
@@ -170,20 +172,18 @@ def judged(frame: pd.DataFrame, runs: Sequence[dict], machine: str, row: dict | 
 
 
 def amount(value: float, rate: bool) -> str:
-    return f"{value / 1e6:.3g} M images/s" if rate else gpu_section.us(value)
+    return words.FILTERS["amount"](value, rate)
 
 
 def verdict(t: Target) -> str:
-    met = t.met()
-    if met is None or t.measured is None:
-        return "not measured"
-    if t.rate:
-        return "met" if met else f"missed ({t.goal / t.measured:.2g}x short)"
-    if met:
-        stretch = "" if t.stretch is None else (
-            ", stretch met" if t.measured <= t.stretch else f", stretch {gpu_section.us(t.stretch)} missed")
-        return f"met ({gpu_section.us(t.goal - t.measured)} under{stretch})"
-    return f"missed by {gpu_section.us(t.measured - t.goal)} ({t.measured / t.goal:.2g}x the goal)"
+    """'met (1 µs under, stretch met)', 'missed by 3.9 µs (2x the goal)', 'missed (6.2x short)'."""
+    measured = t.measured
+    return words.say(SENTENCES, "verdict", t=t, met=t.met(),
+                     short=None if measured is None or not t.rate else t.goal / measured,
+                     under_ns=None if measured is None else t.goal - measured,
+                     over_ns=None if measured is None else measured - t.goal,
+                     times=None if measured is None else measured / t.goal,
+                     stretch=None if t.stretch is None or measured is None else measured <= t.stretch)
 
 
 def multiple(t: Target) -> str:
@@ -195,16 +195,9 @@ def multiple(t: Target) -> str:
 
 def target_lines(frame: pd.DataFrame, runs: Sequence[dict], machine: str) -> list[str]:
     row = floor_row(runs, machine)
-    out = []
-    for t in judged(frame, runs, machine, row):
-        if t.measured is None:
-            continue
-        floor = "" if t.floor is None else (f"; its floor {amount(t.floor.value, t.rate)}, "
-                                            f"{multiple(t)} of it (`gpu-floor`)")
-        out.append(f"Target: {t.what} {'≥' if t.rate else '≤'} {amount(t.goal, t.rate)}: "
-                   f"{amount(t.measured, t.rate)} ({t.source}), {verdict(t)}{floor}."
-                   + sweep_words(frame, runs, machine, t))
-    return out
+    return [words.say(SENTENCES, "target", t=t, verdict=verdict(t), multiple=multiple(t))
+            + sweep_words(frame, runs, machine, t)
+            for t in judged(frame, runs, machine, row) if t.measured is not None]
 
 
 def sweep_words(frame: pd.DataFrame, runs: Sequence[dict], machine: str, t: Target) -> str:
@@ -264,12 +257,9 @@ def section(frame: pd.DataFrame, runs: Sequence[dict]) -> list[str]:
         if row is None:
             continue
         f = floors(row)
-        out += ["", f"{TITLE}: {machine}", "",
-                f"What the hardware gives a call before any LeNet runs ({row['calls']} round trips, launches "
-                "and small copies a probe; copies' rates from CUDA events around 20 copies; the FMA peak "
-                "best of 5 launches). One process: no interval.", "", probe_table(row), "",
-                "Each target's floor, from the probes:", ""]
-        out += [f"- {name}: {amount(fl.value, fl.rate)}: {fl.how}." for name, fl in f.items()]
+        out += ["", f"{TITLE}: {machine}", "", words.say(SENTENCES, "probes", calls=row["calls"]), "",
+                probe_table(row), "", "Each target's floor, from the probes:", ""]
+        out += ["- " + words.say(SENTENCES, "floor", name=name, floor=fl) for name, fl in f.items()]
         targets = judged(frame, runs, machine, row)
         body = [[t.what, amount(t.goal, t.rate), "-" if t.measured is None else amount(t.measured, t.rate),
                  t.source, verdict(t), "-" if t.floor is None else amount(t.floor.value, t.rate), multiple(t)]
@@ -277,7 +267,6 @@ def section(frame: pd.DataFrame, runs: Sequence[dict]) -> list[str]:
         headers = ["target", "goal", "measured", "where", "verdict", "floor", "multiple of the floor"]
         out += ["", table(headers, body)]
         if "call" in f and not frame.empty:
-            out += ["", "Every GPU call at batch 1 (`api_levels`, float32) against the floor of a call "
-                    f"({amount(f['call'].value, False)}: {f['call'].how}):", "",
+            out += ["", words.say(SENTENCES, "every_call", floor=f["call"]), "",
                     variants_table(frame, machine, f["call"])]
     return out
