@@ -17,15 +17,6 @@ def ms(value: float | None) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt_ms(value)
 
 
-def goal_line(label: str, goal_ms: float, median_ms: float, study: str, where: str = "") -> str:
-    """A speed target's sentence: 'Target X ≤ 12 µs per image{where}: 22.2 µs (`study`), met (5 µs
-    under).' or '..., missed by 10.2 µs (1.9x the goal).'"""
-    miss = median_ms - goal_ms
-    verdict = (f"met ({ms(-miss)} under)" if miss <= 0
-               else f"missed by {ms(miss)} ({median_ms / goal_ms:.1f}x the goal)")
-    return f"Target {label} ≤ {ms(goal_ms)} per image{where}: {ms(median_ms)} (`{study}`), {verdict}."
-
-
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     """A Markdown table (the report's, and its statistics sections'); a "|" inside a cell is escaped
     (one left bare would split the cell)."""
