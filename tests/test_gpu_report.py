@@ -10,6 +10,7 @@ import pytest
 from harness import DEFAULT_RESULTS
 from harness.report import details
 from harness.report.claims import rundata
+from harness.report.markup import words
 from harness.report.markup.tables import ms
 from harness.report.sections import gpu_floor_section, gpu_section
 from tests import rowfiles
@@ -114,12 +115,11 @@ def test_a_resident_kernel_s_call_is_told_apart():
          "api_calls_per_call": 0.05, "api_ns_per_call": 13_500.0,
          "ops": [{"category": "kernel", "name": "lenet_persistent", "ns_per_call": 40_900.0, "per_call": 0.01}]}
     stages = {"kernel": "lenet_cluster", "block0_ns": 7_200.0, "stages": [{"block0_ns": 1_800.0}]}
-    words = gpu_section.trace_words(k, stages)
-    assert words == (" Where it goes (`kernels`): a 17.8 µs call with no launch and no CUDA call on the host (the "
-                     "resident kernel was launched 2 times in 200 calls); inside it, lenet_cluster's stages after "
-                     "its weights are loaded take 5.4 µs (`kernel-stages`: 7.2 µs less 1.8 µs of loading, which a "
-                     "resident kernel pays once a launch); the rest is the bus (the call's number and image read "
-                     "across it, the answer written back) and the host.")
+    found = gpu_section.trace_claims(k, stages)
+    assert found["resident"] and found["launches"] == 2  # 0.01 launches a call, 200 calls
+    assert found["compute_ns"] == 5_400.0 and found["stages"] is stages  # 7.2 µs less 1.8 µs of loading
+    said = words.say(gpu_section.SENTENCES, "where", cell={"label": "cuda/persistent", "median_ms": 0.02}, **found)
+    assert "no launch and no CUDA call on the host" in said and "busy" not in said  # no busy share of a call
     assert "230%" not in "\n".join(gpu_section.section([{"study": "kernels", "machine": "m", "rows": [
         {**k, "kind": "kernels", "status": "ok"}]}]))
 

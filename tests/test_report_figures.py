@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from harness import DEFAULT_RESULTS, registry
+from harness.draw import place
 from harness.measure import floor
 from harness.measure.store import stats
 from harness.report import figures
@@ -29,7 +30,6 @@ from harness.report.figures import (
     latency,
     overhead,
     pick,
-    place,
     precision,
     throughput,
     training,

@@ -1,1 +1,1 @@
-"""What every figure is drawn with, the report's and a lab's (style); below both, which stay apart."""
+"""What every figure is drawn with, the report's and a lab's (style, and place: where its words go)."""

@@ -161,7 +161,7 @@ def claims(data: ReportData) -> dict:
         "findings": machine_findings.findings(frame, data.loc_rows, data.runs)
         + explain_section.headline(explain_section.explain_rows(data.runs)),
         "resamples": stats.BOOTSTRAP_RESAMPLES, "noisy_share": stats.NOISY_CI_OVER_MEDIAN,
-        "crosschecks": tables.crosscheck_lines(data.crosschecks),
+        "crosschecks": validity.crosscheck_lines(data.crosschecks),
         "environments": environments(data), "code_lines": code_lines(data),
         "latency": latency_table(frame, "api_levels"), "cold_starts": cold_starts(data),
         "bill": lines(bill.section(frame, data.answer)),
@@ -171,8 +171,8 @@ def claims(data: ReportData) -> dict:
         "throughput": throughput(data), "precision": latency_table(frame, "precision"),
         "training": lines(training_section.section(frame, data.verify_train_rows)),
         "verify": verify(data), "not_measured": lines(not_measured(frame)),
-        "noisy": lines(tables.noisy_section(frame)), "draws": lines(validity.draws_section(frame)),
-        "repeatability": lines(tables.repeatability_section(data.history)),
+        "noisy": lines(validity.noisy_section(frame)), "draws": lines(validity.draws_section(frame)),
+        "repeatability": lines(validity.repeatability_section(data.history)),
         "reproduce": lines(reproduce.section(data.runs)),
         "time_spent": lines(validity.time_section(data.runs)),
         "runs": caption(data.runs)}

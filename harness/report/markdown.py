@@ -10,10 +10,10 @@ import pandas as pd
 from harness import DEFAULT_REPORT, registry
 from harness.machine.files import write_atomic
 from harness.report import figures as drawn
-from harness.report.claims import drift, headline
+from harness.report.claims import drift, headline, validity
 from harness.report.claims.rundata import ReportData
 from harness.report.figures import cost
-from harness.report.markup import quote, tables, words
+from harness.report.markup import quote, words
 from harness.report.markup.style import fmt_ms
 from harness.report.sections import cpu_floor, findings, first_screen, machines
 from harness.report.sections.gpu_floor_section import MACS
@@ -133,7 +133,7 @@ def claims(data: ReportData) -> dict:
             "cpu_peak": cpu_floor.peak(cpu_floor.arithmetic_row(data.runs, by_device.get("cpu"))),
             "gpu_peak": gpu_peak(by_device),
             "call_cost": words.say(NOTES, "call_cost", parts=first_screen.call_cost_claims(frame, by_device)),
-            "crosschecks": tables.crosscheck_lines(data.crosschecks)}
+            "crosschecks": validity.crosscheck_lines(data.crosschecks)}
 
 
 def build(data: ReportData) -> str:

@@ -9,7 +9,8 @@ code, the machines, the drift between runs.
     bill       the rest of a level's bill: memory by stage, start-up, what must be installed
     loc        lines of code per level package (pygount), the shared loaders apart
     reproduce  a second run of a study held against its first: the share of cells it reproduces
-    validity   the cells whose speed depends on the process, and how each study's time was spent
+    validity   the cells whose speed depends on the process, how each study's time was spent, the
+               noisy cells, repeatability across runs, the timer's cross-check
 
 May import: harness.report.markup and the harness's wings below the report (tests/test_layout.py).
 """

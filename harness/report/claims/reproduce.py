@@ -27,9 +27,11 @@ from typing import Any
 from harness.measure.plan import cells as measured_cells
 from harness.measure.store import stats
 from harness.report.claims import drift
+from harness.report.markup import words
 from harness.report.markup.tables import sig3, table
 
 FOLDER = "reproduce"  # RESULTS/reproduce/<run-id>/: the reproduce rows
+TEMPLATE = "reproduce.md.j2"  # DETAILS' section's words
 CHECKS = (("median_inside", "new medians inside the reference's 95% interval"),
           ("ratio_inside", "new within-round ratios inside the reference's interval"),
           ("medians_overlap", "median intervals that overlap"),
@@ -187,8 +189,8 @@ def lines(result: dict[str, Any]) -> list[str]:
     if result["left_out"]:
         out.append(f"measured in one run only (not compared): {', '.join(result['left_out'])}")
     out.append("")
-    for key, words in CHECKS:
-        out.append(f"{words}: {share_text(*result['shares'][key])}")
+    for key, what in CHECKS:
+        out.append(f"{what}: {share_text(*result['shares'][key])}")
     if len(result["shares_by_device"]) > 1:
         for device, found in result["shares_by_device"].items():
             out.append(f"  {device}: " + "; ".join(f"{key.replace('_', ' ')} {share_text(*found[key])}"
@@ -205,11 +207,19 @@ def goal_lines(result: dict[str, Any]) -> list[str]:
         rerun = bool(shares.get(f"{key}_rerun", [0, 0])[1])
         which = ("the interval for a rerun" if rerun
                  else f"the one-run interval (no earlier move of this machine's {thing} known)")
-        key, words = (f"{key}_rerun" if rerun else key), f"{thing} inside {which}"
+        key, what = (f"{key}_rerun" if rerun else key), f"{thing} inside {which}"
         held, of = shares.get(key, [0, 0])
         verdict = "no cell to judge" if not of else "met" if held / of >= GOAL else "missed"
-        out.append(f"goal: at least {GOAL:.0%} of {words}: {share_text(held, of)}, {verdict}")
+        out.append(f"goal: at least {GOAL:.0%} of {what}: {share_text(held, of)}, {verdict}")
     return out
+
+
+def outside_claims(c: dict) -> dict:
+    """A cell whose second run fell outside the first's interval: its medians, and its ratios where
+    the ratio fell outside."""
+    ratio = (c["ratio_reference"]["ratio"], c["ratio_new"]["ratio"]) if c["ratio_inside"] is False else None
+    return {"cell_id": c["cell_id"], "before": _ns(c["reference"]["median_ns"]),
+            "after": _ns(c["new"]["median_ns"]), "ratio": ratio}
 
 
 def section(runs: list[dict]) -> list[str]:
@@ -218,32 +228,18 @@ def section(runs: list[dict]) -> list[str]:
     whose second run fell outside."""
     found = [(run, row) for run in runs if run["study"] == FOLDER
              for row in run["rows"] if row.get("kind") == "reproduce"]
-    head = ["", "## Reproduced by a second run (`make reproduce`)", "",
-            "`python -m harness reproduce STUDY` runs a study again in fresh processes and holds each "
-            "cell against the newest run of it on the same machine: does the new median (and the new "
-            "within-round ratio to the baseline) fall inside the first run's 95% interval, and do the two "
-            "runs' intervals overlap? An interval covers the rounds and processes of one run, not the "
-            "machine's drift between runs: a second run's medians may all move together, while its "
-            "within-round ratios cancel most of it (a fresh process still draws its own speed). The drift "
-            "measured here widens the headline's intervals, of medians and of ratios, into intervals for a "
-            "rerun (harness.report.claims.drift); where an earlier drift was known, the last two checks hold "
-            "the new medians and ratios against those.", ""]
+    head = ["", words.say(TEMPLATE, "title"), "", words.say(TEMPLATE, "method"), ""]
     if not found:
-        return head + ["_No reproduce run yet: `make reproduce` makes one._"]
+        return head + [words.say(TEMPLATE, "no_run")]
     out = list(head)
     for run, row in sorted(found, key=lambda item: item[0]["machine"]):
-        share_rows = [[words, share_text(*row["shares"][key])] for key, words in CHECKS
+        share_rows = [[what, share_text(*row["shares"][key])] for key, what in CHECKS
                       if key in row["shares"]]  # a row from before a check was added lacks it
         moves = [drift.sentence(None, device, moved) for device in ("cpu", "gpu")
                  if (moved := drift.measured(row, device)) is not None]
-        out += [f"**{run['machine']}**: `{row['study']}` run `{row['run']}` against "
-                f"`{row['reference_run']}`." + (f" The drift: {'; '.join(moves)}." if moves else ""),
-                "", table(["check", "cells"], share_rows), ""]
+        out += [words.say(TEMPLATE, "run", machine=run["machine"], row=row, moves=moves), "",
+                table(["check", "cells"], share_rows), ""]
         outside = [c for c in row["cells"] if c["median_inside"] is False or c["ratio_inside"] is False]
         if outside:
-            out.append("Cells whose second run fell outside the first run's interval: " + "; ".join(
-                f"{c['cell_id']} (median {_ns(c['reference']['median_ns'])} -> {_ns(c['new']['median_ns'])}"
-                + (f", ratio {sig3(c['ratio_reference']['ratio'])} -> {sig3(c['ratio_new']['ratio'])}"
-                   if c["ratio_inside"] is False else "") + ")" for c in outside) + ".")
-            out.append("")
+            out += [words.say(TEMPLATE, "outside", cells=[outside_claims(c) for c in outside]), ""]
     return out

@@ -1,24 +1,23 @@
-"""DETAILS' validity lines on processes: the cells whose speed depends on the process (each process's
-median), and how each study's time was spent (worker set-up in each process, timed calls, the rest).
-The reproduce rows have their own section (harness.report.claims.reproduce)."""
+"""DETAILS' validity sections: the cells whose speed depends on the process (each process's median),
+how each study's time was spent (worker set-up in each process, timed calls, the rest), the noisy
+cells, the same cell across runs (repeatability) and the timer's cross-check against timeit. The
+reproduce rows have their own section (harness.report.claims.reproduce)."""
+
+import itertools
+from collections.abc import Iterable
 
 import pandas as pd
 
 from harness.measure.store import stats
+from harness.report.markup import words
 from harness.report.markup.tables import ms, table
+
+TEMPLATE = "validity.md.j2"  # the sections' words
 
 
 def draws_section(frame: pd.DataFrame) -> list[str]:
     """The cells marked process-dependent, each with its processes' medians."""
-    out = ["", "## Cells whose speed depends on the process", "",
-           f"Each cell is timed in fresh worker processes, one after another (`processes` in its study "
-           f"file; the headline's cells in at least {stats.MIN_PROCESSES}). A cell is marked "
-           "*process-dependent* where its processes' medians differ by more than the interval its rounds "
-           f"give within the processes, by more than {stats.DRAW_MIN_SHARE:.0%} of its median, and by "
-           f"more than {stats.DRAW_ALPHA:.0%} of {stats.PERMUTATIONS} shuffles of its rounds among the "
-           "processes give. Its interval resamples the processes, then the rounds within them, and holds "
-           "every process's median. The processes run one after another, so a change in the machine's "
-           "speed between them reads as a draw too; within-round ratios cancel it.", ""]
+    out = ["", words.say(TEMPLATE, "draws_title"), "", words.say(TEMPLATE, "draws_method", stats=stats), ""]
     ok = frame[frame["status"] == "ok"] if not frame.empty else frame
     drawn = ok[ok["process-dependent"]] if "process-dependent" in ok else ok.iloc[0:0]
     if drawn.empty:
@@ -27,7 +26,7 @@ def draws_section(frame: pd.DataFrame) -> list[str]:
              f"in {r['processes']} processes", ms(r["median_ms"]),
              f"{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}", r["machine"]]
             for _, r in drawn.iterrows()]
-    return out + [f"{len(drawn)} of {len(ok)} measured cells.", "",
+    return out + [words.say(TEMPLATE, "count", found=len(drawn), of=len(ok)), "",
                   table(["study", "cell", "each process's median", "median", "95% CI (processes, then "
                          "rounds)", "machine"], rows)]
 
@@ -62,12 +61,60 @@ def time_section(runs: list[dict]) -> list[str]:
         rows.append([run["study"], run["run_id"], spent["processes"], f"{spent['wall_s']:.0f} s",
                      f"{spent['setup_s']:.0f} s", f"{spent['timed_s']:.0f} s", f"{spent['rest_s']:.0f} s",
                      run["machine"]])
-    head = ["", "## How each study's time was spent", "",
-            "From the rows' own clocks: worker set-up is each process's start, import, model, first call "
-            "and warm-up (paid once per process: more processes cost set-ups, not calls); timed calls "
-            "are the calls the statistics read; the rest is the harness between them (the bill, load "
-            "samples, convergence runs in `training`)."]
+    head = ["", words.say(TEMPLATE, "time_title"), "", words.say(TEMPLATE, "time_method")]
     if not rows:
-        return head + ["", "_No study runs yet._"]
+        return head + ["", words.say(TEMPLATE, "no_runs")]
     return head + ["", table(["study", "run", "processes", "wall", "worker set-up", "timed calls", "rest",
                               "machine"], rows)]
+
+
+def noisy_section(frame: pd.DataFrame) -> list[str]:
+    """The cells whose median's interval is wide (stats.NOISY_CI_OVER_MEDIAN): the machine's speed moved."""
+    out = [words.say(TEMPLATE, "noisy_method", stats=stats), ""]
+    ok = frame[frame["status"] == "ok"] if not frame.empty else frame
+    noisy = ok[ok["noisy"]] if not ok.empty else ok
+    if not ok.empty:
+        out += [words.say(TEMPLATE, "count", found=len(noisy), of=len(ok), flagged=True), ""]
+    out.append(table(["study", "cell", "median", "95% CI of median", "CI / median", "rounds",
+                      "per-call IQR / median", "machine"],
+                     [[r["study"], r["cell_id"], ms(r["median_ms"]),
+                       f"{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}", f"{r['ci_over_median']:.0%}",
+                       r["rounds"], f"{r['spread']:.2f}", r["machine"]]
+                      for _, r in noisy.iterrows()]) if not noisy.empty else "_None._")
+    return out
+
+
+def overlaps(a: pd.Series, b: pd.Series) -> bool:
+    return a["ci_low_ms"] <= b["ci_high_ms"] and b["ci_low_ms"] <= a["ci_high_ms"]
+
+
+def repeatability_section(frame: pd.DataFrame) -> list[str]:
+    """The same cell (implementation, variant, device, batch, dtype) measured by several runs
+    (of one study or of several) on one machine: do their intervals overlap?"""
+    ok = frame[(frame["status"] == "ok") & (frame["rounds"] >= 2)] if not frame.empty else frame
+    rows, pairs, overlapping = [], 0, 0
+    if not ok.empty:
+        for (machine, cell), group in ok.groupby(["machine", "cell_id"]):
+            if len(group) < 2:
+                continue
+            for (_, a), (_, b) in itertools.combinations(group.iterrows(), 2):
+                pairs += 1
+                overlapping += overlaps(a, b)
+            rows.append([cell, "; ".join(f"{r['study']}/{r['run_id'][:15]}: {ms(r['median_ms'])} "
+                                         f"[{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}]"
+                                         for _, r in group.iterrows()),
+                         "yes" if all(overlaps(a, b) for (_, a), (_, b)
+                                      in itertools.combinations(group.iterrows(), 2)) else "no",
+                         machine])
+    if not pairs:
+        return [words.say(TEMPLATE, "no_repeats")]
+    out = [words.say(TEMPLATE, "repeatability", overlapping=overlapping, pairs=pairs)]
+    if overlapping < pairs:
+        out.append(words.say(TEMPLATE, "repeat_why"))
+    return out + ["", table(["cell", "study/run: median [95% CI]", "all overlap", "machine"], rows)]
+
+
+def crosscheck_lines(records: Iterable[dict]) -> list[str]:
+    """The harness's timer against timeit, from crosscheck-*.json."""
+    return [words.say(TEMPLATE, "crosscheck", rec=rec, host=rec.get("env", {}).get("hostname", "?"))
+            for rec in records]

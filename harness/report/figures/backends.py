@@ -13,6 +13,8 @@ from harness.report.figures import dotplot
 from harness.report.figures.grid import panel_grid, same_y_scale
 from harness.report.markup.style import BACKEND_OF, caption, colour, finish, fmt_ms, ok_cells, panels
 
+REFERENCE = registry.on_rung("reference")[0]  # the NumPy reference: the dotted line in every panel
+
 
 def backend_rows(cells: pd.DataFrame, device: str, machine: str) -> dict[str, dict[str, pd.Series]]:
     """Per backend: {stage: row} with the compiled path as one stage (its variant named)."""
@@ -60,7 +62,7 @@ def fig_backends(data: ReportData, out: Path) -> Path | None:
                             label=backend_label(impl) if stage == first_stage(by_backend[impl], stages)
                             else None)
         floor = cells[(cells["device"] == device) & (cells["machine"] == machine)
-                      & (cells["implementation"] == "numpy")]
+                      & (cells["implementation"] == REFERENCE)]
         if not floor.empty:
             ax.axhline(floor["median_ms"].iloc[0], color="#555555", linestyle=":", linewidth=1,
                        label=f"NumPy reference ({fmt_ms(floor['median_ms'].iloc[0])})")

@@ -17,9 +17,9 @@ import matplotlib.ticker
 import pandas as pd
 
 from harness import registry
+from harness.draw import place
 from harness.report.claims import headline
 from harness.report.claims.rundata import ReportData
-from harness.report.figures import place
 from harness.report.markup import quote
 from harness.report.markup.style import (
     DEVICE_LINES,

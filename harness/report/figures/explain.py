@@ -14,8 +14,8 @@ from pathlib import Path
 import matplotlib.colors
 from matplotlib.patches import Patch
 
+from harness.draw import place
 from harness.report.claims.rundata import ReportData
-from harness.report.figures import place
 from harness.report.markup.style import caption, fmt_ms, legend_below, plt, save, settle, short_machine
 from harness.report.sections.explain_section import explain_rows
 

@@ -1,6 +1,6 @@
 """How the report writes what it says: tables, colours and words.
 
-    tables    Markdown tables, number formats (ms, ratios, sig3), goal lines, the statistics sections
+    tables    Markdown tables, number formats (ms, ratios, sig3), speed-up verdicts
     quote     how a measured number is quoted anywhere: its median, its interval where the rounds
               support one, the marks that tell a reader not to take it at face value
     style     what the report's figures share beyond harness.draw.style's basics: one colour a level,

@@ -1,14 +1,10 @@
-"""The report's tables and number formats, and its statistics sections: which cells are noisy, and how
-the same cell compares across the committed runs of one machine (repeatability)."""
+"""The report's Markdown tables and number formats: a time, a ratio with its interval, three significant
+figures, a speed-up's verdict."""
 
-import itertools
 import math
 import re
 from collections.abc import Iterable, Sequence
 
-import pandas as pd
-
-from harness.measure.store import stats
 from harness.report.markup.style import fmt_ms
 
 
@@ -17,86 +13,12 @@ def ms(value: float | None) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt_ms(value)
 
 
-def goal_line(label: str, goal_ms: float, median_ms: float, study: str, where: str = "") -> str:
-    """A speed target's sentence: 'Target X ≤ 12 µs per image{where}: 22.2 µs (`study`), met (5 µs
-    under).' or '..., missed by 10.2 µs (1.9x the goal).'"""
-    miss = median_ms - goal_ms
-    verdict = (f"met ({ms(-miss)} under)" if miss <= 0
-               else f"missed by {ms(miss)} ({median_ms / goal_ms:.1f}x the goal)")
-    return f"Target {label} ≤ {ms(goal_ms)} per image{where}: {ms(median_ms)} (`{study}`), {verdict}."
-
-
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     """A Markdown table (the report's, and its statistics sections'); a "|" inside a cell is escaped
     (one left bare would split the cell)."""
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(re.sub(r"(?<!\\)\|", r"\\|", str(c)) for c in row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def noisy_section(frame: pd.DataFrame) -> list[str]:
-    out = [f"Flag: the 95% interval of the median spans more than "
-           f"{stats.NOISY_CI_OVER_MEDIAN:.0%} of it (the machine's speed changed between rounds). "
-           "Read such a median with care; within-round ratios are less affected.", ""]
-    ok = frame[frame["status"] == "ok"] if not frame.empty else frame
-    noisy = ok[ok["noisy"]] if not ok.empty else ok
-    if not ok.empty:
-        out += [f"{len(noisy)} of {len(ok)} measured cells are flagged.", ""]
-    out.append(table(["study", "cell", "median", "95% CI of median", "CI / median", "rounds",
-                      "per-call IQR / median", "machine"],
-                     [[r["study"], r["cell_id"], ms(r["median_ms"]),
-                       f"{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}", f"{r['ci_over_median']:.0%}",
-                       r["rounds"], f"{r['spread']:.2f}", r["machine"]]
-                      for _, r in noisy.iterrows()]) if not noisy.empty else "_None._")
-    return out
-
-
-def overlaps(a: pd.Series, b: pd.Series) -> bool:
-    return a["ci_low_ms"] <= b["ci_high_ms"] and b["ci_low_ms"] <= a["ci_high_ms"]
-
-
-def repeatability_section(frame: pd.DataFrame) -> list[str]:
-    """The same cell (implementation, variant, device, batch, dtype) measured by several runs
-    (of one study or of several) on one machine: do their intervals overlap?"""
-    ok = frame[(frame["status"] == "ok") & (frame["rounds"] >= 2)] if not frame.empty else frame
-    rows, pairs, overlapping = [], 0, 0
-    if not ok.empty:
-        for (machine, cell), group in ok.groupby(["machine", "cell_id"]):
-            if len(group) < 2:
-                continue
-            for (_, a), (_, b) in itertools.combinations(group.iterrows(), 2):
-                pairs += 1
-                overlapping += overlaps(a, b)
-            rows.append([cell, "; ".join(f"{r['study']}/{r['run_id'][:15]}: {ms(r['median_ms'])} "
-                                         f"[{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}]"
-                                         for _, r in group.iterrows()),
-                         "yes" if all(overlaps(a, b) for (_, a), (_, b)
-                                      in itertools.combinations(group.iterrows(), 2)) else "no",
-                         machine])
-    if not pairs:
-        return ["_No cell was measured by more than one run on one machine._"]
-    out = [f"The same cell measured by different committed runs (minutes or hours apart) on one machine: "
-           f"{overlapping} of {pairs} pairs of 95% intervals overlap."]
-    if overlapping < pairs:
-        out.append("Where they do not, the machine ran at a different speed during the other "
-                   "study: an interval describes the rounds of its own run, and a shift in machine "
-                   "speed between runs (minutes or hours apart) is outside it. Compare levels within one "
-                   "run (the `x numpy` ratios), not across runs.")
-    return out + ["", table(["cell", "study/run: median [95% CI]", "all overlap", "machine"], rows)]
-
-
-def crosscheck_lines(records: Iterable[dict]) -> list[str]:
-    """The harness's timer against timeit, from crosscheck-*.json."""
-    out = []
-    for rec in records:
-        low, high = rec["ratio_ci95"]
-        host = rec.get("env", {}).get("hostname", "?")
-        out.append(f"**Timer cross-check** ({rec['file']}, host {host}): timing "
-                   f"`{rec['implementation']}` predict on one image in {rec['rounds']} alternating "
-                   f"rounds of {rec['calls_per_round']} calls, the harness's mean per call is "
-                   f"{rec['ratio_median']:.3f}x timeit's (95% CI {low:.3f}–{high:.3f}); "
-                   "`python -m harness crosscheck` repeats it.")
-    return out
 
 
 def sig3(x: float | None) -> str:

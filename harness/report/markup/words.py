@@ -51,6 +51,8 @@ FILTERS: dict[str, Any] = {
     "sig3g": "{:.3g}".format,
     "g": "{:g}".format,
     "ms": ms,  # a time in ms, as every table prints it
+    # a time in ns, or (rate) images per second
+    "amount": lambda value, rate=False: f"{value / 1e6:.3g} M images/s" if rate else ms(value / 1e6),
     "ns": lambda ns: ("-" if ns < 0 else "") + fmt_ms(abs(ns) / 1e6),  # a time in ns, its sign kept
     "ratio": fmt_ratio,  # a within-round ratio dict, with its interval
     "sig3": sig3,

@@ -5,6 +5,7 @@ which draws the same rows, is figures/explain.py). No framework imported."""
 
 from harness.explain import keras_steps
 from harness.explain.ladder import TOLERANCE
+from harness.report.claims.headline import HIGH_LEVEL
 from harness.report.markup import words
 
 TEMPLATE = "explain.md.j2"  # the section's words, and the findings' "Why Keras is slow"
@@ -69,8 +70,9 @@ def internal_claims(internal: dict, stage: dict) -> dict:
 
 
 def headline(rows: list[dict]) -> list[str]:
-    """The Findings' answer to 'why is Keras slow', from each machine's keras/predict explain row."""
-    return [line for row in rows if row["implementation"] == "keras" and row["variant"] == "predict"
+    """The Findings' answer to 'why is Keras slow', from each machine's explain row of the high-level
+    API's first-written call (Keras' predict on TensorFlow)."""
+    return [line for row in rows if f"{row['implementation']}/{row['variant']}" == HIGH_LEVEL
             for line in headline_of(row)]
 
 

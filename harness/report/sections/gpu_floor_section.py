@@ -14,11 +14,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from harness import registry
 from harness.explain import gpu_probes
+from harness.report.markup import words
 from harness.report.markup.tables import table
 from harness.report.sections import gpu_section
 
 TITLE = "## The GPU's floor (`python -m harness gpu-floor`)"
+SENTENCES = gpu_section.SENTENCES
 CLUSTER_SMS = 8  # the hand-written kernels give one image a cluster of 8 blocks on 8 SMs
 # lenet_cluster's cluster barriers on its critical path: all blocks running, then 0|1, 1|2, 2|3, 3|4
 # (lenet_cuda/explain/stages.py's STAGES)
@@ -102,7 +105,8 @@ def floors(row: dict) -> dict[str, Floor]:
 def launched_kernel_ns(rows: list[dict], machine: str) -> tuple[float, str] | None:
     """The fastest hand-written kernel of a launched call at batch 1 in the kernels trace."""
     found = [(op["ns_per_call"], f"{op['name']} ({r['implementation']}/{r['variant']})") for r in rows
-             if r["machine"] == machine and r["implementation"] == "cuda" and r.get("batch", 1) == 1
+             if r["machine"] == machine and r["implementation"] in gpu_section.hand_written()
+             and r.get("batch", 1) == 1
              and not gpu_section.resident(r) for op in [gpu_section.own_kernel(r)] if op is not None]
     return min(found) if found else None
 
@@ -111,7 +115,7 @@ def batch_rates(rows: list[dict], machine: str) -> tuple[tuple[float, str] | Non
     """At BATCH images a call (kernels trace): the fastest hand-written call from a host array
     (host time), and the fastest hand-written kernel reading its input from device memory (a variant
     whose call copies the images in first: its kernel's own time is the device-resident rate)."""
-    hand = [r for r in rows if r["machine"] == machine and r["implementation"] == "cuda"
+    hand = [r for r in rows if r["machine"] == machine and r["implementation"] in gpu_section.hand_written()
             and r.get("batch", 1) == BATCH]
 
     def ns(r: dict, what: str, value: object) -> float:
@@ -128,14 +132,15 @@ def batch_rates(rows: list[dict], machine: str) -> tuple[tuple[float, str] | Non
 
 
 def judged(frame: pd.DataFrame, runs: Sequence[dict], machine: str, row: dict | None) -> list[Target]:
-    """Issue 73's targets on that machine: measured (None where nothing measured it) and each floor."""
+    """The GPU's targets on that machine (the hand-written rung's and the raw library's, the project's
+    goals): measured (None where nothing measured it) and each floor."""
     f = floors(row) if row else {}
     rows = gpu_section.kernel_rows(runs)
     stages = next((r for r in gpu_section.stage_rows(runs) if r["machine"] == machine
                    and r["dtype"] == "float32"), None)
     out = []
-    hand = gpu_section.fastest_of(frame, "api_levels", "cuda", machine)
-    out.append(Target("fastest cuda call, batch 1, end to end", 8_000,
+    hand = gpu_section.fastest_hand_written(frame, "api_levels", machine)
+    out.append(Target(f"fastest {' or '.join(gpu_section.hand_written())} call, batch 1, end to end", 8_000,
                       None if hand is None else hand["median_ms"] * 1e6,
                       "api_levels" + ("" if hand is None else f", {hand['label']}"), f.get("call"),
                       stretch=6_000))
@@ -158,28 +163,27 @@ def judged(frame: pd.DataFrame, runs: Sequence[dict], machine: str, row: dict | 
     out.append(Target(f"batch {BATCH}, input on the device", 50e6, device[0] if device else None,
                       "kernels trace, the kernel's own time" + (f", {device[1]}" if device else ""),
                       f.get("batch_device"), rate=True))
-    library = gpu_section.fastest_of(frame, "api_levels", "cudnn", machine)
-    out.append(Target("best cuDNN call, batch 1", 30_000,
+    raw = registry.raw_library("gpu")
+    library = gpu_section.fastest_call(frame, "api_levels", machine, [raw] if raw else [])
+    out.append(Target(f"best {registry.short(raw) if raw else 'raw library'} call, batch 1", 30_000,
                       None if library is None else library["median_ms"] * 1e6,
                       "api_levels" + ("" if library is None else f", {library['label']}"), f.get("library")))
     return out
 
 
 def amount(value: float, rate: bool) -> str:
-    return f"{value / 1e6:.3g} M images/s" if rate else gpu_section.us(value)
+    return words.FILTERS["amount"](value, rate)
 
 
 def verdict(t: Target) -> str:
-    met = t.met()
-    if met is None or t.measured is None:
-        return "not measured"
-    if t.rate:
-        return "met" if met else f"missed ({t.goal / t.measured:.2g}x short)"
-    if met:
-        stretch = "" if t.stretch is None else (
-            ", stretch met" if t.measured <= t.stretch else f", stretch {gpu_section.us(t.stretch)} missed")
-        return f"met ({gpu_section.us(t.goal - t.measured)} under{stretch})"
-    return f"missed by {gpu_section.us(t.measured - t.goal)} ({t.measured / t.goal:.2g}x the goal)"
+    """'met (1 µs under, stretch met)', 'missed by 3.9 µs (2x the goal)', 'missed (6.2x short)'."""
+    measured = t.measured
+    return words.say(SENTENCES, "verdict", t=t, met=t.met(),
+                     short=None if measured is None or not t.rate else t.goal / measured,
+                     under_ns=None if measured is None else t.goal - measured,
+                     over_ns=None if measured is None else measured - t.goal,
+                     times=None if measured is None else measured / t.goal,
+                     stretch=None if t.stretch is None or measured is None else measured <= t.stretch)
 
 
 def multiple(t: Target) -> str:
@@ -191,16 +195,9 @@ def multiple(t: Target) -> str:
 
 def target_lines(frame: pd.DataFrame, runs: Sequence[dict], machine: str) -> list[str]:
     row = floor_row(runs, machine)
-    out = []
-    for t in judged(frame, runs, machine, row):
-        if t.measured is None:
-            continue
-        floor = "" if t.floor is None else (f"; its floor {amount(t.floor.value, t.rate)}, "
-                                            f"{multiple(t)} of it (`gpu-floor`)")
-        out.append(f"Target: {t.what} {'≥' if t.rate else '≤'} {amount(t.goal, t.rate)}: "
-                   f"{amount(t.measured, t.rate)} ({t.source}), {verdict(t)}{floor}."
-                   + sweep_words(frame, runs, machine, t))
-    return out
+    return [words.say(SENTENCES, "target", t=t, verdict=verdict(t), multiple=multiple(t))
+            + sweep_words(frame, runs, machine, t)
+            for t in judged(frame, runs, machine, row) if t.measured is not None]
 
 
 def sweep_words(frame: pd.DataFrame, runs: Sequence[dict], machine: str, t: Target) -> str:
@@ -260,12 +257,9 @@ def section(frame: pd.DataFrame, runs: Sequence[dict]) -> list[str]:
         if row is None:
             continue
         f = floors(row)
-        out += ["", f"{TITLE}: {machine}", "",
-                f"What the hardware gives a call before any LeNet runs ({row['calls']} round trips, launches "
-                "and small copies a probe; copies' rates from CUDA events around 20 copies; the FMA peak "
-                "best of 5 launches). One process: no interval.", "", probe_table(row), "",
-                "Each target's floor, from the probes:", ""]
-        out += [f"- {name}: {amount(fl.value, fl.rate)}: {fl.how}." for name, fl in f.items()]
+        out += ["", f"{TITLE}: {machine}", "", words.say(SENTENCES, "probes", calls=row["calls"]), "",
+                probe_table(row), "", "Each target's floor, from the probes:", ""]
+        out += ["- " + words.say(SENTENCES, "floor", name=name, floor=fl) for name, fl in f.items()]
         targets = judged(frame, runs, machine, row)
         body = [[t.what, amount(t.goal, t.rate), "-" if t.measured is None else amount(t.measured, t.rate),
                  t.source, verdict(t), "-" if t.floor is None else amount(t.floor.value, t.rate), multiple(t)]
@@ -273,7 +267,6 @@ def section(frame: pd.DataFrame, runs: Sequence[dict]) -> list[str]:
         headers = ["target", "goal", "measured", "where", "verdict", "floor", "multiple of the floor"]
         out += ["", table(headers, body)]
         if "call" in f and not frame.empty:
-            out += ["", "Every GPU call at batch 1 (`api_levels`, float32) against the floor of a call "
-                    f"({amount(f['call'].value, False)}: {f['call'].how}):", "",
+            out += ["", words.say(SENTENCES, "every_call", floor=f["call"]), "",
                     variants_table(frame, machine, f["call"])]
     return out

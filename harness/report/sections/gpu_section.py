@@ -124,32 +124,15 @@ def resident_compute_ns(stages: dict | None) -> float | None:
     return float(stages["block0_ns"] - stages["stages"][0]["block0_ns"])
 
 
-def resident_words(k: dict, stages: dict | None) -> str:
-    """Where a resident kernel's call goes: no launch or CUDA call on the host; on the GPU, the
-    cluster kernel's stages less the weights' loading (kernel-stages), which it pays once a launch."""
-    launches = round(k["device_ops_per_call"] * k["calls"])
-    out = (f" Where it goes (`kernels`): a {us(k['host_ns_per_call'])} call with no launch and no CUDA "
-           f"call on the host (the resident kernel was launched {launches} times in {k['calls']} calls)")
-    compute = resident_compute_ns(stages)
-    if stages is not None and compute is not None:
-        loads = stages["stages"][0]["block0_ns"]
-        out += (f"; inside it, {stages['kernel']}'s stages after its weights are loaded take "
-                f"{us(compute)} (`kernel-stages`: {us(stages['block0_ns'])} less "
-                f"{us(loads)} of loading, which a resident kernel pays once a launch); the rest is the "
-                "bus (the call's number and image read across it, the answer written back) and the host")
-    return out + "."
-
-
-def trace_words(k: dict, stages: dict | None = None) -> str:
-    """Where a call goes in its kernels row: busy share, ops, the longest, the host's CUDA calls."""
-    if resident(k):
-        return resident_words(k, stages)
-    busy, host = k["gpu_busy_ns_per_call"], k["host_ns_per_call"]
-    return (f" Where it goes (`kernels`): the GPU is busy {us(busy)} of a {us(host)} call "
-            f"({100 * busy / host:.0f}%), in {k['device_ops_per_call']:.0f} kernels and copies, "
-            f"the longest {k['ops'][0]['name']} ({us(k['ops'][0]['ns_per_call'])} for "
-            f"{k['ops'][0]['per_call']:.0f}); the host makes {k['api_calls_per_call']:.0f} CUDA "
-            f"calls ({us(k['api_ns_per_call'])} inside them under the profiler, which slows them).")
+def trace_claims(k: dict, stages: dict | None = None) -> dict:
+    """Where a call goes in its kernels row: its host time; for a launched call, the GPU's busy share,
+    its kernels and copies, the longest and the host's CUDA calls; for a resident kernel, its
+    launches and, from kernel-stages, the cluster kernel's stages less the weights' loading, which it
+    pays once a launch (compute_ns)."""
+    compute = resident_compute_ns(stages) if resident(k) else None
+    return {"k": k, "resident": resident(k), "busy_share": k["gpu_busy_ns_per_call"] / k["host_ns_per_call"],
+            "launches": round(k["device_ops_per_call"] * k["calls"]), "compute_ns": compute,
+            "stages": stages if compute is not None else None}
 
 
 def fastest_of(frame: pd.DataFrame, study: str, level: str, machine: str) -> pd.Series | None:
@@ -177,17 +160,15 @@ def trace_rate(row: dict) -> float:
 
 
 def two_rates(frame: pd.DataFrame, row: dict) -> str:
-    """The same call's rate in `batch_sweep` beside the trace's, and why the two differ; '' where the
-    sweep did not measure it. The headline and the findings quote the sweep's."""
+    """' `batch_sweep` measured the same call at ...': the same call's rate in `batch_sweep` beside the
+    trace's, and why the two differ; '' where the sweep did not measure it. The headline and the
+    findings quote the sweep's."""
     label, batch = f"{row['implementation']}/{row['variant']}", row.get("batch", 1)
     cell = find(frame, "batch_sweep", label, device="gpu", batch=batch, machine=row["machine"])
     if cell is None:
         return ""
-    return (f" `batch_sweep` measured the same call at {cell['images_per_s'] / 1e6:.2f} M images/s, the "
-            "number the headline and the findings quote: the median of its calls interleaved in rounds with "
-            f"the other levels' calls, in {cell['processes']} processes, with an interval; the trace's "
-            f"{trace_rate(row) / 1e6:.2f} M is the mean of {row['calls']} back-to-back calls in one process "
-            "of its own, nothing between them, so the GPU and the host stay warm on this one call.")
+    return " " + words.say(SENTENCES, "two_rates", cell=cell, sweep_mega=cell["images_per_s"] / 1e6,
+                           trace_mega=trace_rate(row) / 1e6, calls=row["calls"])
 
 
 def batch_lines(rows: list[dict], machine: str) -> list[str]:
@@ -205,22 +186,13 @@ def batch_lines(rows: list[dict], machine: str) -> list[str]:
     host = min(hand, key=lambda k: k["host_ns_per_call"] - k["gpu_busy_ns_per_call"])
     alone = host["host_ns_per_call"] - host["gpu_busy_ns_per_call"]
     if alone > 0:
-        cap = BATCH * 1e9 / alone
-        out.append("Even with all of the GPU's work hidden behind it, the host's own part of a call at "
-                   f"batch {BATCH} caps the rate at {cap / 1e6:.2f} M images/s ({host['implementation']}/"
-                   f"{host['variant']}'s, the least: {us(alone)} beyond the GPU's busy time), "
-                   + "the most it could reach without the host's work per call shrinking.")
+        out.append(words.say(SENTENCES, "host_cap", batch=BATCH, cap_mega=BATCH * 1e9 / alone / 1e6,
+                             label=f"{host['implementation']}/{host['variant']}", alone_ns=alone))
     for k in hand + ([library] if library is not None else []):
         copies, share = copy_share(k)
-        kernel = own_kernel(k) or k["ops"][0]
-        beyond = k["host_ns_per_call"] - k["gpu_busy_ns_per_call"]
-        out.append(f"At batch {BATCH}, {k['implementation']}/{k['variant']}: the GPU is busy "
-                   f"{us(k['gpu_busy_ns_per_call'])} of a {us(k['host_ns_per_call'])} call; the copies "
-                   f"take {us(copies)} ({100 * share:.0f}% of the busy time), {kernel['name']} "
-                   f"{us(kernel['ns_per_call'])}"
-                   + (" (mapped memory: the images cross the bus inside the kernel)" if not copies else "")
-                   + (f"; {us(beyond)} of the call is the host's alone (its copy of the images into "
-                      "page-locked memory, the launch, the wait)" if beyond > 0 else "") + ".")
+        out.append(words.say(SENTENCES, "at_batch", batch=BATCH, k=k, copies_ns=copies, copies_share=share,
+                             kernel=own_kernel(k) or k["ops"][0],
+                             beyond_ns=k["host_ns_per_call"] - k["gpu_busy_ns_per_call"]))
     return out
 
 
@@ -236,8 +208,7 @@ def where_lines(frame: pd.DataFrame, rows: list[dict], machine: str, stages: dic
     for cell, its_stages in ((hand, stages), (library, None)):
         k = kernels_of(rows, cell["label"], machine) if cell is not None else None
         if cell is not None and k is not None:
-            out.append(f"{cell['label']}, {ms(cell['median_ms'])} a call (`api_levels`)."
-                       + trace_words(k, its_stages))
+            out.append(words.say(SENTENCES, "where", cell=cell, **trace_claims(k, its_stages)))
     out += batch_lines(rows, machine)
     against = words.table_of(WORDS)["raw_against"]
     best = fastest_call(frame, "overhead", machine, [raw] if raw else [])
@@ -274,15 +245,7 @@ def section(runs: list[dict]) -> list[str]:
         top = "; ".join(f"{op['name']} x{op['per_call']:.0f} {us(op['ns_per_call'])}" for op in r["ops"][:3])
         body.append([f"{r['implementation']}/{r['variant']}", us(host), us(busy), f"{100 * busy / host:.0f}%",
                      f"{r['device_ops_per_call']:.0f}", api, top, r["machine"]])
-    return ["", "## Where a GPU call's time goes (`python -m harness kernels`)", "",
-            "One image per call, batch 1, 200 calls per level, each level in its own process. Host time "
-            "per call is timed without the profiler; the rest comes from a CUPTI trace of the same calls "
-            "(torch.profiler): every kernel and copy on the GPU, whoever launched it, and the host's "
-            "time inside CUDA calls (the profiler slows those calls: that column can exceed the "
-            "unprofiled host time). GPU busy is the union of the kernels' and copies' intervals; where "
-            "it is a small share of the call, the call is bound by the host's launches, not by the "
-            "GPU's arithmetic. CUDA events around a call (the studies' device time) span the host's "
-            "enqueueing too, so they overstate the GPU's work for every variant but a graph.", "",
+    return ["", words.say(SENTENCES, "kernels_title"), "", words.say(SENTENCES, "kernels_method"), "",
             table(["level/variant", "host per call", "GPU busy", "busy share", "kernels+copies",
                    "CUDA calls (host time, profiled)", "longest three on the GPU (per call)", "machine"],
                   body)] + batch_table(rows)
@@ -301,9 +264,6 @@ def batch_table(rows: list[dict]) -> list[str]:
                      f"{r['batch'] * 1e9 / r['host_ns_per_call'] / 1e6:.2f} M", us(r["gpu_busy_ns_per_call"]),
                      f"{us(copies)} ({100 * share:.0f}%)", f"{kernel['name']} {us(kernel['ns_per_call'])}",
                      r["machine"]])
-    return ["", "The same at large batches (`kernels --batch`): host time per call without the profiler, "
-            "images per second from it (one process, no interval), and how much of the GPU's busy time "
-            "the copies of the images in and the answers out take. A mapped call has no copies: its "
-            "kernel reads the images across the bus itself.", "",
+    return ["", words.say(SENTENCES, "batch_method"), "",
             table(["level/variant", "batch", "host per call", "images/s", "GPU busy",
                    "copies (share of busy)", "longest kernel", "machine"], body)]

@@ -6,7 +6,7 @@ in the newest `kernels` trace at batch 1, where one was measured.
 from collections.abc import Sequence
 
 from harness.report.markup.tables import table
-from harness.report.sections.gpu_section import kernel_rows, resident, us
+from harness.report.sections.gpu_section import hand_written, kernel_rows, resident, us
 
 STUDY = "gpu_explain"
 
@@ -23,7 +23,8 @@ def static_rows(runs: Sequence[dict]) -> list[dict]:
 def measured(kernel_rows_: list[dict], kernel: str, variants: Sequence[str]) -> str:
     """The kernel's device time per call in the newest batch-1 trace of one of its variants."""
     for row in kernel_rows_:
-        if row.get("batch", 1) != 1 or row["implementation"] != "cuda" or row["variant"] not in variants:
+        if (row.get("batch", 1) != 1 or row["implementation"] not in hand_written()
+                or row["variant"] not in variants):
             continue
         if resident(row):  # one kernel spans many calls and the idle wait between them
             return "resident between calls: no kernel a call"

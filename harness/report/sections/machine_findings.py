@@ -9,9 +9,8 @@ import pandas as pd
 from harness import registry
 from harness.report.claims import headline
 from harness.report.claims.rundata import answer_run, find, ratio, ratio_ci
-from harness.report.markup import quote, words
+from harness.report.markup import words
 from harness.report.markup.style import BACKEND_OF
-from harness.report.markup.tables import fmt_ratio, ms, sig3
 from harness.report.sections import cpu_targets, gpu_floor_section, gpu_section, training_section
 
 
@@ -32,6 +31,7 @@ def findings(frame: pd.DataFrame, loc_rows: list[dict], runs: Sequence[dict] = (
 
 
 RECORDS = "machine_findings"  # templates/machine_findings.toml: the findings as records
+RAW_LADDER = words.table_of(RECORDS)["raw_ladder"]  # the CPU raw library's variants the ladder line quotes
 SENTENCES = "machine_findings.md.j2"
 
 
@@ -77,20 +77,17 @@ def code_sentence(loc_rows: list[dict]) -> list[str]:
     for row in loc_rows:
         if row["part"] == "training step":
             training[row["package"]] = training.get(row["package"], 0) + row["code"]
-    shared = sum(r["code"] for r in loc_rows if r["api_level"] == "shared")
     raw, high = registry.raw_library("gpu"), registry.on_rung("high-level API")
     raw_loc, high_loc = inference.get(raw or ""), inference.get(high[0]) if high else None
     if not raw or not raw_loc or not high_loc:
         return []
-    named = ", ".join(f"{registry.short(i)} {inference[i] if inference[i] is not None else '-'}"
-                      for i in registry.levels() if i != raw and i not in high)
-    apart = ", ".join(f"{pkg} {n}" for pkg, n in sorted(training.items()))
-    return [f"Code for inference: the {registry.short(raw)} level takes {raw_loc} lines, "
-            f"{registry.short(high[0]).split('/')[0]} {high_loc} "
-            f"({sig3(raw_loc / high_loc)}x; one package for "
-            f"all {len(high)} backends), {named} "
-            f"(pygount code lines, as in REPORT's headline; the shared loaders, {shared} lines, apart). "
-            f"The training step, counted apart: {apart or 'none'}."]
+    return [words.say(SENTENCES, "code", raw=registry.short(raw), raw_loc=raw_loc,
+                      high=registry.short(high[0]).split("/")[0], high_loc=high_loc,
+                      raw_over_high=raw_loc / high_loc, backends=len(high),
+                      others=[(registry.short(i), inference[i]) for i in registry.levels()
+                              if i != raw and i not in high],
+                      shared=sum(r["code"] for r in loc_rows if r["api_level"] == "shared"),
+                      training=sorted(training.items()))]
 
 
 # each framework's default in api_levels: the first variant of each level on the framework-ops rung
@@ -102,26 +99,20 @@ def raw_library_findings(frame: pd.DataFrame, machine: str) -> list[str]:
     """The CPU ladder from the raw library up (api_levels), and what oneDNN's cache saves (overhead)."""
     out: list[str] = []
     raw = registry.raw_library("cpu")  # its variants tuned and naive: the raw levels' two first attempts
-    tuned = find(frame, "api_levels", f"{raw}/tuned", machine=machine) if raw else None
+    tuned = find(frame, "api_levels", f"{raw}/{RAW_LADDER['tuned']}", machine=machine) if raw else None
     if raw is None or tuned is None:
         return out
-    naive = find(frame, "api_levels", f"{raw}/naive", machine=machine)
+    naive = find(frame, "api_levels", f"{raw}/{RAW_LADDER['naive']}", machine=machine)
     numpy_ref = find(frame, "api_levels", headline.REFERENCE, machine=machine)
     ops = [r for r in (find(frame, "api_levels", label, machine=machine) for label in FRAMEWORK_OPS)
            if r is not None]
-    best_ops = min(ops, key=lambda r: r["median_ms"]) if ops else None
     predict = find(frame, "api_levels", headline.HIGH_LEVEL, machine=machine)
-    line = (f"**The CPU ladder on {machine}, raw library → framework ops → Keras** (`api_levels`, "
-            f"ratios within rounds): {registry.short(raw)} tuned takes {ms(tuned['median_ms'])} per image")
-    steps = [(naive, f"{registry.short(raw)} naive (everything created per call)"),
-             (numpy_ref, "the NumPy reference"),
-             (best_ops, f"the fastest framework-ops level ({best_ops['label']})" if best_ops is not None
-              else ""), (predict, "Keras `model.predict`")]
-    parts = [f"{what} {ms(r['median_ms'])} ({fmt_ratio(ratio_ci(r, tuned), 'x')} tuned)" for r, what in steps
-             if r is not None]
-    if parts:
-        line += "; " + ", ".join(parts)
-    out.append(line + "." + fastest_sentence(frame, machine))
+    steps = {"naive": naive, "reference": numpy_ref,
+             "ops": min(ops, key=lambda r: r["median_ms"]) if ops else None, "predict": predict}
+    out.append(words.say(SENTENCES, "cpu_ladder", machine=machine, raw=registry.short(raw), tuned=tuned,
+                         steps={k: {"cell": c, "ratio": ratio_ci(c, tuned)}
+                                for k, c in steps.items() if c is not None},
+                         fastest=machine_fastest(frame, machine)))
     return out + recorded(frame, machine, "raw library")
 
 
@@ -132,37 +123,22 @@ def machine_fastest(frame: pd.DataFrame, machine: str) -> pd.Series | None:
     return headline.fastest(headline.ok_batch1(frame, "api_levels", run, "cpu")) if run else None
 
 
-def fastest_sentence(frame: pd.DataFrame, machine: str) -> str:
-    """' The fastest call measured on this CPU is numba/fused, 22.2 µs [...]' (machine_fastest)."""
-    best = machine_fastest(frame, machine)
-    if best is None:
-        return ""
-    return f" The fastest call measured on this CPU is {best['label']}, {quote.quoted(best)} (`api_levels`)."
-
-
 def backend_findings(frame: pd.DataFrame, machine: str) -> list[str]:
     """The backends study in sentences: one Keras model's predict and compiled call per backend."""
     out = []
     names = BACKEND_OF  # each Keras level's backend, from its spec
-    compiled = {i: registry.compiled_call(i) for i in names}
     for device in ("cpu", "gpu"):
-        found = {i: find(frame, "backends", f"{i}/predict", device=device, machine=machine)
-                 for i in names}
+        found = {i: find(frame, "backends", f"{i}/predict", device=device, machine=machine) for i in names}
         predict = {i: r for i, r in found.items() if r is not None}
         if len(predict) < 2:
             continue
         fastest = min(predict, key=lambda i: predict[i]["median_ms"])
-        parts = [f"{ms(r['median_ms'])} on {names[i]}" for i, r in predict.items()]
-        slowdowns = [f"{names[i]} {sig3(ratio(r, predict[fastest]))}x" for i, r in predict.items()
-                     if i != fastest and ratio(r, predict[fastest])]
-        line = (f"**One Keras model, three backends** ({device.upper()}, {machine}): `model.predict` "
-                f"takes {', '.join(parts)} per image; against {names[fastest]}, "
-                f"{', '.join(slowdowns)} (within rounds).")
-        calls = {i: find(frame, "backends", f"{i}/{compiled[i]}", device=device, machine=machine)
-                 for i in names}
-        fast = [f"{ms(r['median_ms'])} ({compiled[i]}, {names[i]})" for i, r in calls.items()
-                if r is not None]
-        if fast:
-            line += f" Compiled, the same model's call takes {', '.join(fast)}."
-        out.append(line)
+        calls = {i: find(frame, "backends", f"{i}/{registry.compiled_call(i)}", device=device,
+                         machine=machine) for i in names}
+        out.append(words.say(SENTENCES, "backends", device=device, machine=machine, fastest=names[fastest],
+                             predict=[(names[i], r) for i, r in predict.items()],
+                             slower=[(names[i], x) for i, r in predict.items()
+                                     if i != fastest and (x := ratio(r, predict[fastest]))],
+                             compiled=[(names[i], registry.compiled_call(i), r) for i, r in calls.items()
+                                       if r is not None]))
     return out

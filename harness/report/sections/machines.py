@@ -5,6 +5,7 @@ of the CPU rows and that of the GPU rows. Read from each run's env.json."""
 from harness import registry
 from harness.machine.versions import cuda_runtime, cudnn_version
 from harness.report.claims import hosts
+from harness.report.markup import words
 from harness.report.markup.tables import table
 
 # Python, then each level's distributions (its spec's `versions`: TensorFlow, Keras, JAX, PyTorch, CuPy,
@@ -97,9 +98,5 @@ def difference_line(runs: list[dict], cpu_machine: str | None, gpu_machine: str 
         return None
     a, b = describe(machines[cpu_machine]["env"]), describe(machines[gpu_machine]["env"])
     keys = ["CPU", "cores", "host fingerprint"] + [name for name, _ in VERSION_FIELDS]
-    diffs = [f"{k} {a[k] or 'none'} / {b[k] or 'none'}" for k in keys if a[k] != b[k]]
-    if not diffs:
-        return f"The CPU rows ({cpu_machine}) and the GPU rows ({gpu_machine}) share CPU and versions."
-    return (f"The CPU rows come from {cpu_machine} and the GPU rows from {gpu_machine}, two machines "
-            f"that differ in (CPU rows / GPU rows): {'; '.join(diffs)}. Compare levels within a "
-            "device; across devices, a ratio also includes these differences.")
+    return words.say("first_screen.md.j2", "machines_differ", cpu=cpu_machine, gpu=gpu_machine,
+                     diffs=[(k, a[k], b[k]) for k in keys if a[k] != b[k]])

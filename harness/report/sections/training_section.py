@@ -37,8 +37,9 @@ def step_table(frame: pd.DataFrame) -> str:
                      ms(r["median_ms"]), quote.ci_column(r),
                      f"{r['images_per_s']:,.0f}", fmt_ratio(rel), " ".join(quote.marks(r)) or "-",
                      r["machine"]])
-    return table(["level/variant", "device", "batch", "dtype", "threads", "median per step",
-                  "95% CI", "images/s", "x numpy (within rounds) [95% CI]", "flags", "machine"], rows)
+    against = f"x {headline.REFERENCE.split('/')[0]} (within rounds) [95% CI]"  # the reference level's
+    return table(["level/variant", "device", "batch", "dtype", "threads", "median per step", "95% CI",
+                  "images/s", against, "flags", "machine"], rows)
 
 
 def convergence_rows(frame: pd.DataFrame) -> list[pd.Series]:

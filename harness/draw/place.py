@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Annotation, Text
 from matplotlib.transforms import Bbox
 
-from harness.report.markup.style import DPI
+from harness.draw.style import DPI
 
 PAD_PX = 2.0  # the least room between two labels, or a label and a marker
 
