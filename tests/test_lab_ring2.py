@@ -245,8 +245,8 @@ def test_a_failing_reference_is_retired_and_restarted_once(tmp_path):
         def kill(self):
             self.done.append("kill")
 
-        def stop(self):
-            self.done.append("stop")
+        def stop(self, ask=True):
+            self.done.append("stop" if ask else "stop, killed")
 
         def stream(self, calls, timeout):
             if self.fails:

@@ -58,6 +58,9 @@ from harness.machine.gpulock import GpuLock
 class Grader(Training):
     """Holds the oracle, the training images and the references' workers across submissions."""
 
+    def stopping(self) -> bool:
+        return attempts.stopping()
+
     def grade(self, student: str, folder: Path) -> dict:
         """One submission's row: its private copy, its worker, its steps, whatever happens."""
         lab = self.lab
@@ -114,7 +117,7 @@ class Grader(Training):
             if worker is not None:
                 # a grader told to stop kills its worker rather than ask it to exit: it may be hung,
                 # and Slurm kills what is left of a stopped task after KillWait
-                worker.stop(ask=not attempts.stopping())
+                worker.stop(ask=not self.stopping())
                 capped_log(worker.box.log_path, results / "worker.log")
                 worker.box.log_path.unlink(missing_ok=True)
         except OSError as exc:

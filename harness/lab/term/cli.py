@@ -1,6 +1,14 @@
 """The lab wing's commands, `python -m harness lab grade | report | regrade | check | ...`: grading a
 class's submissions, and the term around it (labs/README.md). Each command is one call of what
-does its work (harness.lab.term.commands, bench; harness.lab.judge.slurm_task)."""
+does its work (harness.lab.term.commands, bench; harness.lab.judge.slurm_task).
+
+    commands()                                    the `lab` group, for harness.cli to assemble
+    grade_command(), grading_commands(), term_commands(), publishing_commands()   its parts
+    lab_file(), submissions(help), slurm_settings(args)                     shared options and settings
+    cmd_lab_grade, cmd_lab_bench, cmd_lab_task, cmd_lab_regrade, cmd_lab_report, cmd_lab_check,
+    cmd_lab_merge, cmd_lab_kit, cmd_lab_collect, cmd_lab_export, cmd_lab_publish, cmd_lab_similarity
+                                                  one function a command (args -> exit code)
+"""
 
 import argparse
 from pathlib import Path

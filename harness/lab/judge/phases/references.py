@@ -23,7 +23,6 @@ from harness import registry
 from harness.errors import Failure, HarnessError
 from harness.lab.box.proc.limits import capped_log
 from harness.lab.box.sandbox import Chunk, Sandbox
-from harness.lab.judge import attempts
 from harness.lab.judge.phases.prepare import Prepared
 from harness.lab.judge.phases.verdict import SUBMISSION
 from harness.lab.judge.rules import deadlines, timing
@@ -94,7 +93,7 @@ class References(Prepared):
     def retire(self, worker: Sandbox) -> None:
         """A reference's worker stopped (its cgroup and pidfd released), its log kept in references.log;
         killed rather than asked to exit when the grader was told to stop (Slurm's KillWait is short)."""
-        worker.stop(ask=not attempts.stopping())
+        worker.stop(ask=not self.stopping())
         capped_log(worker.box.log_path, self.out / "references.log")
 
     def measure_pace(self) -> deadlines.Pace:
