@@ -22,6 +22,7 @@ Their messages (the rest of the protocol: harness.lab.box.worker):
         fc3, kernel then bias, each in its Keras layout, C order)
 
     failure(exc, status), describe(exc), as_answer(out, rows)   a submission's error as a Failure; an answer
+    unanswered(channel, exc)                     a stage or backward op not answered, and why
     stream(channel, impl, dtype, calls, batch)   (the "stream" op: harness.lab.box.worker)
     stage(channel, impl, dtype, name, shape, count)
     backward(channel, impl, dtype, name, shapes, counts)
@@ -50,6 +51,16 @@ def failure(exc: BaseException, status: str) -> Failure:
     return Failure("out-of-memory" if isinstance(exc, MemoryError) else status, describe(exc))
 
 
+def unanswered(channel: Any, exc: Exception) -> None:
+    """A stage or backward op the submission did not answer: not implemented, or its code raised (the
+    traceback to the worker's log); a stage's own verdict, never the worker's."""
+    if isinstance(exc, NotImplementedError):
+        channel.reply({"ok": True, "answered": False, "why": "not implemented"})
+        return
+    traceback.print_exception(exc)
+    channel.reply({"ok": True, "answered": False, "why": describe(exc)})
+
+
 def as_answer(out: Any, rows: int) -> Any:
     """predict's output (an ndarray) as an answer: (rows, 10) float32, or the Failure `wrong`."""
     import numpy as np
@@ -70,12 +81,8 @@ def stage(channel: Any, impl: Any, dtype: str, name: str, shape: list[int], coun
         if not callable(method):
             raise NotImplementedError
         out = np.asarray(method(name, x), dtype=np.float32)
-    except NotImplementedError:
-        channel.reply({"ok": True, "answered": False, "why": "not implemented"})
-        return
     except Exception as exc:
-        traceback.print_exception(exc)
-        channel.reply({"ok": True, "answered": False, "why": describe(exc)})
+        unanswered(channel, exc)
         return
     if out.size != count:
         channel.reply({"ok": True, "answered": False,
@@ -105,12 +112,8 @@ def backward(channel: Any, impl: Any, dtype: str, name: str, shapes: list[list[i
             raise ValueError(f"backward returned {len(got)} values, expected 3 (dx, dkernel, dbias)")
         parts = [None if want == 0 else np.asarray(g, dtype=np.float32)
                  for g, want in zip(got, counts, strict=True)]
-    except NotImplementedError:
-        channel.reply({"ok": True, "answered": False, "why": "not implemented"})
-        return
     except Exception as exc:
-        traceback.print_exception(exc)
-        channel.reply({"ok": True, "answered": False, "why": describe(exc)})
+        unanswered(channel, exc)
         return
     for what, part, want in zip(("dx", "dkernel", "dbias"), parts, counts, strict=True):
         if part is not None and part.size != want:
