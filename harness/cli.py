@@ -20,6 +20,7 @@ from harness.check import cli as check
 from harness.command import Command
 from harness.errors import HarnessError, exit_code
 from harness.explain import cli as explain
+from harness.figures import cli as figures
 from harness.lab.term import cli as lab
 from harness.machine import doctor as machine
 from harness.machine.files import disk_error
@@ -31,7 +32,8 @@ Subparsers = argparse._SubParsersAction  # what add_subparsers returns (argparse
 
 def every_command() -> list[Command]:
     """Every wing's commands, in the order `python -m harness --help` lists them."""
-    return [*check.verify_commands(), *measure.commands(), *report.commands(), *machine.commands(),
+    return [*check.verify_commands(), *measure.commands(), *report.input_commands(),
+            *figures.commands(), report.report_command(), *machine.commands(),
             *explain.commands(), check.crosscheck_command(), *lab.commands(), *campaign.commands()]
 
 

@@ -1,12 +1,13 @@
 """The report wing's commands: `reproduce` (a study run again, held against its newest run on this
-machine), and the report's inputs and outputs: `loc`, `figures`, `report`."""
+machine), the report's input `loc` and its output `report` (harness/figures/cli.py draws `figures`
+between them in `--help`)."""
 
 import argparse
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness import DEFAULT_FIGURES, DEFAULT_LOC_CSV, DEFAULT_REPORT, DEFAULT_RESULTS, DEFAULT_WEIGHTS
+from harness import DEFAULT_LOC_CSV, DEFAULT_REPORT, DEFAULT_RESULTS, DEFAULT_WEIGHTS
 from harness.command import Command, command, log, option, out, weights
 from harness.errors import HarnessError
 from harness.machine.files import write_atomic
@@ -26,8 +27,8 @@ def results() -> argparse.ArgumentParser:
     return option("--results", type=Path, default=DEFAULT_RESULTS)
 
 
-def commands() -> list[Command]:
-    """In the order `python -m harness --help` lists them."""
+def input_commands() -> list[Command]:
+    """`reproduce` and `loc`, in the order `python -m harness --help` lists them."""
     return [
         command(
             "reproduce", "run a study again in fresh processes and say how much of its newest run "
@@ -38,14 +39,14 @@ def commands() -> list[Command]:
             weights(None, "default: the trained weights; a train-mode study: the seeded initial weights")),
         command(
             "loc", "count code lines per implementation package (pygount)", cmd_loc,
-            out(DEFAULT_LOC_CSV)),
-        command(
-            "figures", "draw the figures from the result files", cmd_figures,
-            results(), out(DEFAULT_FIGURES), machine()),
-        command(
-            "report", "write REPORT.md (and DETAILS.md beside it) from the result files", cmd_report,
-            results(), out(DEFAULT_REPORT, "REPORT.md's path, or a folder to write REPORT.md and DETAILS.md "
-                                           "into (default reports/REPORT.md)"), machine())]
+            out(DEFAULT_LOC_CSV))]
+
+
+def report_command() -> Command:
+    return command(
+        "report", "write REPORT.md (and DETAILS.md beside it) from the result files", cmd_report,
+        results(), out(DEFAULT_REPORT, "REPORT.md's path, or a folder to write REPORT.md and DETAILS.md "
+                                       "into (default reports/REPORT.md)"), machine())
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -122,14 +123,6 @@ def load_results(args: argparse.Namespace, every_run: bool = False) -> "rundata.
     if not Path(args.results).is_dir():
         raise HarnessError(f"{args.results}: no results folder (run make run-all, or --results DIR)")
     return rundata.load_report(args.results, loc.current_rows(), every_run, getattr(args, "machine", None))
-
-
-def cmd_figures(args: argparse.Namespace) -> int:
-    from harness.report import figures
-
-    for path in figures.draw_all(load_results(args), args.out, report=log):
-        print(f"wrote {path}")
-    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ from harness import registry
 from harness.report.claims import bill, drift, loc
 from harness.report.claims.rundata import answer_run, ratio_ci
 from harness.report.markup import quote
-from harness.report.markup.style import IMPL_ORDER
+from harness.report.markup.style import DEVICE_LINES, IMPL_ORDER
 from harness.report.markup.tables import sig3, table
 
 # The rows in the ladder's order (each level's spec: `order`, its row name `display`), and each
@@ -301,3 +301,46 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
     if marks:
         out += [""] + [f"{line}" for line in marks]
     return out, machines
+
+
+PATHS = registry.ladder_paths()  # each level's spec: `ladder`, the lines through it
+SHORT = {name: registry.short(name) for name in registry.REGISTRY}  # each spec's `short`
+
+
+def points(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> list[dict]:
+    """One point per level and device: x lines of code, y median and its interval (ms), and the
+    marks its number carries (quote.marks: stale, thin, noisy, contended)."""
+    rows, machines = levels(frame, loc_rows, answer)
+    return [{"implementation": lv.implementation, "device": d, "loc": lv.loc, "machine": machines[d],
+             "label": cell["label"], "median": cell["median_ms"], "low": cell["ci_low_ms"],
+             "high": cell["ci_high_ms"], "marks": quote.marks(cell)}
+            for lv in rows if lv.loc is not None for d, cell in lv.cells.items()]
+
+
+def chains(pts: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The lines drawn, per device in DEVICE_LINES' order: each path that starts at a level
+    measured on the device, through its measured levels in order (one not measured is skipped, its
+    neighbours joined), where two or more were measured."""
+    at = {(p["implementation"], p["device"]): p for p in pts}
+    out = []
+    for device, _style in DEVICE_LINES:
+        for path in PATHS:
+            chain = [at[(i, device)] for i in path if (i, device) in at]
+            if (path[0], device) in at and len(chain) > 1:
+                out.append((device, chain))
+    return out
+
+
+def lines_caption(drawn: list[tuple[str, list[dict]]]) -> str:
+    """Every line drawn, named: 'Lines (CPU solid, GPU dashed): CPU: a → b; ... GPU: ...'."""
+    parts = []
+    for device, _style in DEVICE_LINES:
+        mine = [" → ".join(SHORT.get(p["implementation"], p["implementation"]) for p in chain)
+                for d, chain in drawn if d == device]
+        if mine:
+            parts.append(f"{device.upper()}: {'; '.join(mine)}.")
+    styles = ", ".join(f"{d.upper()} {'solid' if s == '-' else 'dashed'}" for d, s in DEVICE_LINES)
+    if not parts:
+        return ""
+    return (f"Grey lines ({styles}) join each device's levels up the ladder (each level's registry entry "
+            "names the lines through it): " + " ".join(parts))

@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
+from harness.figures import dotplot, pick
 from harness.measure.floor import Floor
 from harness.report.claims.rundata import ReportData
-from harness.report.figures import dotplot, pick
 from harness.report.markup import quote
 from harness.report.markup.style import (
     OKABE_ITO,

@@ -8,9 +8,9 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from harness import registry
+from harness.figures import dotplot, pick
 from harness.measure.store import stats
 from harness.report.claims.rundata import ReportData
-from harness.report.figures import dotplot, pick
 from harness.report.markup import quote
 from harness.report.markup.style import (
     caption,

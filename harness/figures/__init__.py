@@ -1,10 +1,9 @@
-"""The report's figures, a module per figure or family, each drawn by a `(data, out)` function."""
+"""The report's figures, a module per figure or family, each drawing the report's claims: `(data, out)`."""
 
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.report.claims.rundata import ReportData
-from harness.report.figures import (
+from harness.figures import (
     backends,
     bill,
     code_lines,
@@ -16,6 +15,7 @@ from harness.report.figures import (
     throughput,
     training,
 )
+from harness.report.claims.rundata import ReportData
 from harness.report.markup import words
 from harness.report.markup.style import FIGURES_DIR
 
