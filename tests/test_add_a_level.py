@@ -151,7 +151,7 @@ def test_a_fake_level_is_found_everywhere(checkout: Path) -> None:
         from harness.report.sections import machines
         from harness.report.claims import headline, loc, rundata
         from harness.figures import code_lines, latency
-        from harness.report.markup.style import colour, IMPL_ORDER
+        from harness.figures.style import colour, IMPL_ORDER
         data = rundata.load_report(DEFAULT_RESULTS, loc.read_csv())
         pts = headline.points(data.frame, data.loc_rows, data.answer)
         print(json.dumps({"fig1": [p["implementation"] for p in pts],

@@ -138,7 +138,7 @@ def test_the_machine_findings_read_their_levels_and_variants_from_the_registry()
 
 def test_the_runs_list_names_every_run_a_merged_kernels_run_came_from():
     # a merged run names each run its rows came from: the batch-1 kernels run too
-    from harness.report.markup.style import caption
+    from harness.draw.style import caption
 
     env = {"packages": {}, "threads": {}, "gpus": [{"name": "H100"}]}
     row = {"implementation": "cuda", "variant": "resident", "status": "ok"}

@@ -26,6 +26,7 @@ from harness.figures import (
     overhead,
     pick,
     precision,
+    style,
     throughput,
     training,
 )
@@ -33,7 +34,6 @@ from harness.measure import floor
 from harness.measure.store import stats
 from harness.report.claims import headline, loc, rundata
 from harness.report.claims.rundata import ReportData
-from harness.report.markup import style
 
 FIGURE_MODULES = (backends, code_lines, cost, explain, latency, overhead, precision, throughput, training)
 
@@ -435,7 +435,7 @@ def test_every_variant_of_one_level_has_its_own_marker_and_line_style():
 def test_each_variant_of_one_level_has_its_own_shade_of_the_level_colour():
     # the first variant keeps the level's colour and each further one is a lighter shade of it, none
     # repeated, the last 60% toward white (Fig. 9's ten CUDA lines)
-    from harness.report.markup import style
+    from harness.figures import style
 
     shades = [style.shade("cuda", k, 10) for k in range(10)]
     assert shades[0] == style.colour("cuda") and len(set(shades)) == 10

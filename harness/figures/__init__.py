@@ -15,9 +15,9 @@ from harness.figures import (
     throughput,
     training,
 )
+from harness.figures.style import FIGURES_DIR
 from harness.report.claims.rundata import ReportData
 from harness.report.markup import words
-from harness.report.markup.style import FIGURES_DIR
 
 # Every figure is a PNG (style.DPI), a pure function of the result files and loc.csv: one colour per
 # implementation in every figure (style.colour), one panel per machine and device, dots on log

@@ -16,9 +16,7 @@ import matplotlib.lines
 import matplotlib.ticker
 
 from harness.draw import place
-from harness.report.claims.headline import SHORT, chains, lines_caption, points
-from harness.report.claims.rundata import ReportData
-from harness.report.markup.style import (
+from harness.figures.style import (
     DEVICE_LINES,
     DEVICE_MARKER,
     caption,
@@ -28,6 +26,8 @@ from harness.report.markup.style import (
     save,
     settle,
 )
+from harness.report.claims.headline import SHORT, chains, lines_caption, points
+from harness.report.claims.rundata import ReportData
 
 
 def how_to_read(drawn: list[tuple[str, list[dict]]]) -> str:

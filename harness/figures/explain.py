@@ -15,8 +15,8 @@ import matplotlib.colors
 from matplotlib.patches import Patch
 
 from harness.draw import place
+from harness.figures.style import caption, fmt_ms, legend_below, plt, save, settle, short_machine
 from harness.report.claims.rundata import ReportData
-from harness.report.markup.style import caption, fmt_ms, legend_below, plt, save, settle, short_machine
 from harness.report.sections.explain_section import explain_rows
 
 # Each stage an ablation peels off falls in one of these kinds: one colour per kind in every row.

@@ -15,10 +15,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from harness.figures import dotplot, pick
-from harness.measure.floor import Floor
-from harness.report.claims.rundata import ReportData
-from harness.report.markup import quote
-from harness.report.markup.style import (
+from harness.figures.style import (
     OKABE_ITO,
     caption,
     finish,
@@ -27,6 +24,9 @@ from harness.report.markup.style import (
     ok_cells,
     short_machine,
 )
+from harness.measure.floor import Floor
+from harness.report.claims.rundata import ReportData
+from harness.report.markup import quote
 from harness.report.sections import gpu_section
 
 BUSY = "GPU busy time (kernels trace)"

@@ -15,8 +15,8 @@ from matplotlib.axes import Axes
 
 from harness.figures import batch_lines
 from harness.figures.grid import batch_grid
+from harness.figures.style import caption, finish, ok_cells, short_machine
 from harness.report.claims.rundata import ReportData
-from harness.report.markup.style import caption, finish, ok_cells, short_machine
 
 GROUPS = (("levels below Keras", False), ("Keras, three backends", True))  # a column each
 

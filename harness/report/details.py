@@ -7,12 +7,13 @@ from collections import Counter
 
 import pandas as pd
 
+from harness.draw.style import caption
 from harness.machine.versions import cuda_runtime, cudnn_version
 from harness.measure.store import stats
 from harness.report.claims import bill, headline, reproduce, validity
 from harness.report.claims.rundata import ReportData, find, ratio_ci, source
 from harness.report.markup import quote, tables, words
-from harness.report.markup.style import caption, ok_cells
+from harness.report.markup.style import ok_cells
 from harness.report.markup.tables import fmt_ratio, ms, table
 from harness.report.sections import (
     cpu_floor,

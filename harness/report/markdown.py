@@ -8,11 +8,11 @@ from pathlib import Path
 import pandas as pd
 
 from harness import DEFAULT_REPORT, registry
+from harness.draw.style import fmt_ms
 from harness.machine.files import write_atomic
 from harness.report.claims import drift, headline, validity
 from harness.report.claims.rundata import ReportData
 from harness.report.markup import quote, words
-from harness.report.markup.style import fmt_ms
 from harness.report.sections import cpu_floor, findings, first_screen, machines
 from harness.report.sections.gpu_floor_section import MACS
 
