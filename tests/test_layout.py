@@ -29,7 +29,7 @@ from tests.conftest import ROOT
 
 # Lower number = lower in the stack. Wings of the same rank are siblings and stay apart.
 RANK = {"core": 0, "data": 1, "frameworks": 1, "machine": 2, "measure": 3, "check": 4,
-        "explain": 4, "draw": 4, "report": 5, "figures": 6, "lab": 6, "campaign": 6, "cli": 7}
+        "explain": 4, "draw": 4, "report": 5, "figures": 6, "reproduce": 6, "lab": 6, "campaign": 6, "cli": 7}
 # Wings that stay apart although one ranks above the other: the lab draws and counts lines with what
 # sits below both (draw, machine), never through the report.
 APART = {("lab", "report")}
