@@ -165,7 +165,7 @@ def test_findings_mark_single_process_cells_and_name_both_batch_512_rates():
     else:
         assert sweep["processes"] == 1 and f"c/fused's {quote.rate(sweep)}" in devices
         assert "*few processes*" in quote.rate(sweep)
-    rows = gpu_section.kernel_rows(data.runs)
+    rows = rundata.study_rows(data.runs, "kernels")
     trace = next(r for r in rows if r["variant"] == "batch" and r["batch"] == 512)
     assert f"give {gpu_section.trace_rate(trace) / 1e6:.2f} M" in devices
     both = gpu_section.two_rates(data.frame, trace)

@@ -264,7 +264,7 @@ def test_fig5_every_label_lies_inside_its_axes(committed, drawn, tmp_path):
 # Fig. 7 -----------------------------------------------------------------------------------------
 
 def test_fig7_neighbouring_stages_differ_in_colour_and_labels_fit_their_segments(committed, drawn, tmp_path):
-    rows = explain.explain_rows(committed.runs)
+    rows = rundata.study_rows(committed.runs, "explain", only_ok=False)
     for row in rows:
         colours = [shade for _, _, _, shade in explain.segments(row)]
         assert all(a != b for a, b in zip(colours, colours[1:], strict=False)), row["implementation"]

@@ -8,6 +8,7 @@ completed or was imported here), never by a time its rows carry. A partial run (
 marker) is named, never used.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,6 +92,13 @@ def newest_rows(rows: list[dict]) -> list[dict]:
         if key not in kept or row.get("status") == "ok" or kept[key].get("status") != "ok":
             kept[key] = row
     return list(kept.values())
+
+
+def study_rows(runs: Sequence[dict], study: str, only_ok: bool = True) -> list[dict]:
+    """The rows of kind `study` in the runs of that study (the newest of each machine: latest_runs'),
+    the ok ones unless only_ok is False, each with its run's machine."""
+    return [{**row, "machine": run["machine"]} for run in runs if run["study"] == study for row in run["rows"]
+            if row.get("kind") == study and (row.get("status") == "ok" or not only_ok)]
 
 
 def cells_frame(runs: list[dict]) -> pd.DataFrame:

@@ -14,7 +14,11 @@ BACKEND_OF = {name: registry.display(name).split(" on ")[-1] for name in registr
 DEVICE_LINES: tuple[tuple[str, LineStyleType], ...] = (("cpu", "-"), ("gpu", "--"))  # Fig. 1's ladders
 
 
-def ok_cells(frame: pd.DataFrame, study: str) -> pd.DataFrame:
+def ok_cells(frame: pd.DataFrame, study: str, **equal: object) -> pd.DataFrame:
+    """The ok cells of a study, of those whose columns equal the values given (device="gpu", ...)."""
     if frame.empty:
         return frame
-    return frame[(frame["study"] == study) & (frame["status"] == "ok")]
+    mask = (frame["study"] == study) & (frame["status"] == "ok")
+    for column, value in equal.items():
+        mask &= frame[column] == value
+    return frame[mask]
