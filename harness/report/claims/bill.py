@@ -152,9 +152,7 @@ def flag(value: object) -> bool:
 
 
 def null_cell(frame: pd.DataFrame, run_id: str | None) -> pd.Series | None:
-    """The null level's cell in the run: what the harness alone costs."""
-    if run_id is None or frame.empty:
-        return None
+    """The null level's cell in the run (None: no run, or no such cell): what the harness alone costs."""
     cells = ok_cells(frame, "api_levels", run_id=run_id, implementation="null")
     return None if cells.empty else cells.iloc[0]
 

@@ -118,10 +118,9 @@ def devices_finding(frame: pd.DataFrame, levels: list[Level], machines: dict, ru
     trace = gpu_section.kernels_of(study_rows(runs or [], "kernels"), sweep["label"], sweep["machine"],
                                    int(sweep["batch_size"]))
     claims["trace_mega"] = gpu_section.trace_rate(trace) / 1e6 if trace else None
-    cpu_sweep = frame[(frame["study"] == headline.SWEEP) & (frame["status"] == "ok")
-                      & (frame["machine"] == machines["cpu"]) & (frame["device"] == "cpu")
-                      & frame["implementation"].map(registry.computes)
-                      & (frame["batch_size"] == sweep["batch_size"])]
+    cpu_sweep = ok_cells(frame, headline.SWEEP, machine=machines["cpu"], device="cpu",
+                         batch_size=sweep["batch_size"])
+    cpu_sweep = cpu_sweep[cpu_sweep["implementation"].map(registry.computes).astype(bool)]
     if not cpu_sweep.empty:
         best = claims["cpu_sweep"] = cpu_sweep.loc[cpu_sweep["images_per_s"].idxmax()]
         claims["sweep_over_cpu"] = sweep["images_per_s"] / best["images_per_s"]
