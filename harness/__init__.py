@@ -4,7 +4,9 @@
                                 each wing declares its own commands in its cli.py
     lab/     campaign/          grading a class's submissions (limited workers, leaderboard, Slurm);
                                 the GPU half in one command (steps, manifest, archive)
-    report/                     runs, tables, figures, REPORT.md and DETAILS.md, lines of code
+    figures/ reproduce/         the report's figures, a module each, drawn from the report's claims;
+                                a study run again, held against its newest run
+    report/                     runs, tables, REPORT.md and DETAILS.md, lines of code
     check/   explain/  draw/    verify and the timer cross-check; where a call's time goes; what
                                 every figure (the report's, a lab's) is drawn with
     measure/                    study files -> plan -> workers -> rounds -> results -> statistics
@@ -13,8 +15,8 @@
     base.py registry.py errors.py null_impl.py   the one interface a level implements
 
 The rule of the layout: a wing imports only from the wings listed below it (check, explain and
-draw are siblings, as are lab and campaign, and data and frameworks: neither imports the other);
-lab and report stay apart too, sharing what sits below both. Levels (`lenet_*`)
+draw are siblings, as are figures, reproduce, lab and campaign, and data and frameworks: neither imports the
+other); lab and report stay apart too, sharing what sits below both. Levels (`lenet_*`)
 import only base, registry, errors, data and frameworks; the harness imports a level only
 inside a function, through the registry or as the oracle. tests/test_layout.py reads every
 import and fails on a wrong arrow or a cycle.

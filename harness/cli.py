@@ -20,18 +20,21 @@ from harness.check import cli as check
 from harness.command import Command
 from harness.errors import HarnessError, exit_code
 from harness.explain import cli as explain
+from harness.figures import cli as figures
 from harness.lab.term import cli as lab
 from harness.machine import doctor as machine
 from harness.machine.files import disk_error
 from harness.measure import cli as measure
 from harness.report import cli as report
+from harness.reproduce import cli as reproduce
 
 Subparsers = argparse._SubParsersAction  # what add_subparsers returns (argparse names it privately)
 
 
 def every_command() -> list[Command]:
     """Every wing's commands, in the order `python -m harness --help` lists them."""
-    return [*check.verify_commands(), *measure.commands(), *report.commands(), *machine.commands(),
+    return [*check.verify_commands(), *measure.commands(), *reproduce.commands(),
+            report.loc_command(), *figures.commands(), report.report_command(), *machine.commands(),
             *explain.commands(), check.crosscheck_command(), *lab.commands(), *campaign.commands()]
 
 

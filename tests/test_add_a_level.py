@@ -149,13 +149,13 @@ def test_a_fake_level_is_found_everywhere(checkout: Path) -> None:
         from harness import DEFAULT_RESULTS
         from harness.machine import env
         from harness.report.sections import machines
-        from harness.report.claims import rundata, loc
-        from harness.report.figures import code_lines, cost, latency
-        from harness.report.markup.style import colour, IMPL_ORDER
+        from harness.report.claims import headline, loc, rundata
+        from harness.figures import code_lines, latency
+        from harness.figures.style import colour, IMPL_ORDER
         data = rundata.load_report(DEFAULT_RESULTS, loc.read_csv())
-        pts = cost.points(data.frame, data.loc_rows, data.answer)
+        pts = headline.points(data.frame, data.loc_rows, data.answer)
         print(json.dumps({"fig1": [p["implementation"] for p in pts],
-                          "fig1_lines": cost.lines_caption(cost.chains(pts)),
+                          "fig1_lines": headline.lines_caption(headline.chains(pts)),
                           "fig2": list(code_lines.bars(data.loc_rows)),
                           "fig3": sorted(set(latency.api_cells(data.frame)["label"])),
                           "colour": colour("fake"), "order": IMPL_ORDER, "packages": env.PACKAGES,

@@ -8,10 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.report.claims import drift, headline, reproduce, rundata
+from harness.report.claims import drift, headline, rundata
 from harness.report.markup import quote
 from harness.report.markup.tables import sig3
 from harness.report.sections import findings, first_screen, gpu_section
+from harness.reproduce import compare
 from tests.test_processes import cell_row, fake_process_rounds
 
 
@@ -49,18 +50,18 @@ def test_reproduce_holds_new_medians_against_the_interval_for_a_rerun():
     faster_base, pb = fake_process_rounds(8, [0.9e6] * 3)  # every cell 10% faster: a drift of the machine
     faster, pf = fake_process_rounds(9, [1.8e6] * 3)
     new = [cell_row("base", "base", faster_base, pb), cell_row("x", "x", faster, pf)]
-    alone = reproduce.compare(reference, new, "base")
+    alone = compare.compare(reference, new, "base")
     assert alone["shares"]["median_inside"] == [0, 2] and alone["shares"]["median_inside_rerun"] == [0, 0]
     assert alone["shares"]["ratio_inside"] == [1, 1]  # the ratio cancels the drift
     known = drift.Drift("r", "f", 20, -0.1, math.log(1 / 0.85), (0, 20))
-    widened = reproduce.compare(reference, new, "base", {"cpu": known})
+    widened = compare.compare(reference, new, "base", {"cpu": known})
     assert widened["shares"]["median_inside_rerun"] == [2, 2]
-    text = "\n".join(reproduce.lines(widened))
+    text = "\n".join(compare.lines(widened))
     assert "goal: at least 80% of medians inside the interval for a rerun: 2 of 2 (100%), met" in text
     assert ("goal: at least 80% of ratios inside the one-run interval (no earlier move of this machine's "
             "ratios known): 1 of 1 (100%), met") in text  # the drift of older rows measured no ratio
     assert "one-run interval (no earlier move of this machine's medians known): 0 of 2 (0%), missed" in "\n".join(
-        reproduce.lines(alone))
+        compare.lines(alone))
 
 
 def test_drift_measures_how_far_a_rerun_moves_the_ratios_and_reproduce_holds_them_against_it():
@@ -91,10 +92,10 @@ def test_drift_measures_how_far_a_rerun_moves_the_ratios_and_reproduce_holds_the
     reference = [cell_row("base", "base", base_a, pa), cell_row("x", "x", x_a, px)]
     new = [cell_row("base", "base", base_b, pb), cell_row("x", "x", x_b, pxb)]
     moved = drift.Drift("r", "f", 20, 0.0, 0.2, (0, 20), ratios=20, ratio_spread=math.log(1.2))
-    result = reproduce.compare(reference, new, "base", {"cpu": moved})
+    result = compare.compare(reference, new, "base", {"cpu": moved})
     assert result["shares"]["ratio_inside"] == [0, 1] and result["shares"]["ratio_inside_rerun"] == [1, 1]
     assert "goal: at least 80% of ratios inside the interval for a rerun: 1 of 1 (100%), met" in "\n".join(
-        reproduce.lines(result))
+        compare.lines(result))
 
 
 def cell(label, device, median, batch=1, machine="m", **more):
@@ -164,7 +165,7 @@ def test_findings_mark_single_process_cells_and_name_both_batch_512_rates():
     else:
         assert sweep["processes"] == 1 and f"c/fused's {quote.rate(sweep)}" in devices
         assert "*few processes*" in quote.rate(sweep)
-    rows = gpu_section.kernel_rows(data.runs)
+    rows = rundata.study_rows(data.runs, "kernels")
     trace = next(r for r in rows if r["variant"] == "batch" and r["batch"] == 512)
     assert f"give {gpu_section.trace_rate(trace) / 1e6:.2f} M" in devices
     both = gpu_section.two_rates(data.frame, trace)

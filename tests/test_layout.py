@@ -10,7 +10,7 @@
   by name, and only inside a function (ORACLE; any other lenet_* import is a violation);
 - no import cycle among harness modules;
 - no function in harness/ longer than MAX_FUNCTION_LINES (def line through last line);
-- no folder of harness/ holds more than MAX_MODULES modules of its own (report/figures/, a module a
+- no folder of harness/ holds more than MAX_MODULES modules of its own (figures/, a module a
   figure, excepted); a wing that outgrew it is split into rooms (ROOMS), which import one way: a
   module imports a room of its wing only if that room is below its own (siblings stay apart); the
   wing's own modules ("") sit above its rooms in the report, measure and the box and judge;
@@ -29,7 +29,7 @@ from tests.conftest import ROOT
 
 # Lower number = lower in the stack. Wings of the same rank are siblings and stay apart.
 RANK = {"core": 0, "data": 1, "frameworks": 1, "machine": 2, "measure": 3, "check": 4,
-        "explain": 4, "draw": 4, "report": 5, "lab": 6, "campaign": 6, "cli": 7}
+        "explain": 4, "draw": 4, "report": 5, "figures": 6, "reproduce": 6, "lab": 6, "campaign": 6, "cli": 7}
 # Wings that stay apart although one ranks above the other: the lab draws and counts lines with what
 # sits below both (draw, machine), never through the report.
 APART = {("lab", "report")}
@@ -43,9 +43,9 @@ MAX_FUNCTION_LINES = 60
 LAB_RANK = {"": 0, "box": 1, "judge": 2, "term": 3}
 MAX_LAB_MODULE_LINES = 300
 MAX_MODULES = 12  # modules of its own (not counting __init__.py) in any folder of harness/
-ONE_A_FIGURE = ("harness/report/figures",)  # a module a figure: may hold more
+ONE_A_FIGURE = ("harness/figures",)  # a module a figure: may hold more
 # A wing's rooms, lower = lower; "" is the wing's own modules (above its rooms: they assemble them).
-ROOMS = {"harness.report": {"markup": 0, "claims": 1, "sections": 2, "figures": 3, "": 4},
+ROOMS = {"harness.report": {"markup": 0, "claims": 1, "sections": 2, "": 3},
          "harness.measure": {"store": 0, "plan": 1, "inside": 1, "": 2},
          "harness.lab.box": {"walls": 0, "proc": 1, "": 2},
          "harness.lab.judge": {"rules": 0, "phases": 1, "": 2}}
@@ -275,7 +275,7 @@ def test_the_rooms_of_each_wing_import_one_way():
 
 def test_each_room_says_what_it_holds_and_may_import():
     for wing, rank in ROOMS.items():
-        for room in (r for r in rank if r and r != "figures"):
+        for room in (r for r in rank if r):
             folder = ROOT / Path(*wing.split(".")) / room
             doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
             assert "May import:" in doc, f"{wing}.{room} does not say what it may import"
@@ -310,8 +310,8 @@ def test_the_room_checker_names_a_wrong_arrow(tmp_path, path, text, expected):
 
 def test_the_crowding_check_counts_a_folders_own_modules(tmp_path):
     files = {f"harness/measure/m{i}.py": "" for i in range(13)}
-    root = fake_tree(tmp_path, {**BASE_TREE, **files, "harness/report/figures/__init__.py": "",
-                                **{f"harness/report/figures/f{i}.py": "" for i in range(16)}})
+    root = fake_tree(tmp_path, {**BASE_TREE, **files, "harness/figures/__init__.py": "",
+                                **{f"harness/figures/f{i}.py": "" for i in range(16)}})
     assert crowded(root) == ["harness/measure: 14 modules (at most 12): split it into rooms"]  # stats too
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from harness.machine import env
 from harness.measure.store import results, runfolder, stats
 from harness.report.claims import reproduce, rundata, validity
+from harness.reproduce import compare
 from tests.conftest import ROOT
 from tests.test_runner import final_rows, lab_cell, only_run, run_cli
 
@@ -113,14 +114,14 @@ def test_compare_reports_the_shares_it_should():
     again, pg = fake_process_rounds(9, [2e6] * 3)
     new = [cell_row("base", "base", base_b, pb), cell_row("same", "x", again, pg),
            cell_row("moved", "y", moved, pm)]
-    result = reproduce.compare(reference, new, "base")
+    result = compare.compare(reference, new, "base")
     by = {c["cell_id"]: c for c in result["cells"]}
     assert by["same"]["median_inside"] and by["same"]["ratio_inside"] and by["same"]["ratios_overlap"]
     assert by["moved"]["median_inside"] is False and by["moved"]["ratio_inside"] is False
     assert by["base"]["ratio_inside"] is None  # the baseline has no ratio to itself
     assert result["shares"]["median_inside"] == [2, 3] and result["shares"]["ratio_inside"] == [1, 2]
     assert result["shares"]["medians_overlap"] == [2, 3] and result["shares"]["ratios_overlap"] == [1, 2]
-    text = "\n".join(reproduce.lines(result))
+    text = "\n".join(compare.lines(result))
     assert "new medians inside the reference's 95% interval: 2 of 3 (67%)" in text
 
 

@@ -9,7 +9,6 @@ from harness import DEFAULT_RESULTS, registry
 from harness.explain import c_layers
 from harness.report import markdown
 from harness.report.claims import headline, rundata
-from harness.report.figures import cost
 from harness.report.sections import explain_section, findings, machines
 
 
@@ -115,7 +114,7 @@ def test_the_machines_table_has_every_levels_versions_and_says_a_library_was_not
 
 
 def test_fig1s_caption_names_only_the_lines_drawn(data):
-    drawn = cost.chains(cost.points(data.frame, data.loc_rows, data.answer))
+    drawn = headline.chains(headline.points(data.frame, data.loc_rows, data.answer))
     text = markdown.fig1_lines(data)
     for _device, chain in drawn:
         assert " → ".join(registry.short(p["implementation"]) for p in chain) in text
@@ -139,7 +138,7 @@ def test_the_machine_findings_read_their_levels_and_variants_from_the_registry()
 
 def test_the_runs_list_names_every_run_a_merged_kernels_run_came_from():
     # a merged run names each run its rows came from: the batch-1 kernels run too
-    from harness.report.markup.style import caption
+    from harness.draw.style import caption
 
     env = {"packages": {}, "threads": {}, "gpus": [{"name": "H100"}]}
     row = {"implementation": "cuda", "variant": "resident", "status": "ok"}

@@ -15,14 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import DEFAULT_RESULTS, registry
+from harness import DEFAULT_RESULTS, figures, registry
 from harness.draw import place
-from harness.measure import floor
-from harness.measure.store import stats
-from harness.report import figures
-from harness.report.claims import headline, loc, rundata
-from harness.report.claims.rundata import ReportData
-from harness.report.figures import (
+from harness.figures import (
     backends,
     code_lines,
     cost,
@@ -31,10 +26,14 @@ from harness.report.figures import (
     overhead,
     pick,
     precision,
+    style,
     throughput,
     training,
 )
-from harness.report.markup import style
+from harness.measure import floor
+from harness.measure.store import stats
+from harness.report.claims import headline, loc, rundata
+from harness.report.claims.rundata import ReportData
 
 FIGURE_MODULES = (backends, code_lines, cost, explain, latency, overhead, precision, throughput, training)
 
@@ -171,8 +170,8 @@ def test_fig1_names_every_line_it_draws_and_its_labels_do_not_overlap(committed,
     fig, text = drawn.figs[0], drawn.captions[0]
     ax = fig.axes[0]
     grey = [ln for ln in ax.lines if matplotlib.colors.to_hex(ln.get_color()) == "#bbbbbb"]
-    pts = cost.points(committed.frame, committed.loc_rows)
-    chains = cost.chains(pts)
+    pts = headline.points(committed.frame, committed.loc_rows)
+    chains = headline.chains(pts)
     assert len(grey) == len(chains) > 0
     for line, (device, chain) in zip(grey, chains, strict=True):
         assert list(line.get_xdata()) == [p["loc"] for p in chain]
@@ -194,7 +193,7 @@ def test_fig1_names_every_line_it_draws_and_its_labels_do_not_overlap(committed,
 def test_fig1_lines_skip_a_path_whose_raw_library_the_device_lacks():
     pts = [{"implementation": i, "device": d, "loc": 10, "median": 1.0}
            for i, d in (("onednn", "cpu"), ("tf", "cpu"), ("keras", "cpu"), ("jax", "gpu"), ("keras_jax", "gpu"))]
-    drawn = [(d, [p["implementation"] for p in chain]) for d, chain in cost.chains(pts)]
+    drawn = [(d, [p["implementation"] for p in chain]) for d, chain in headline.chains(pts)]
     assert drawn == [("cpu", ["onednn", "tf", "keras"])]  # no cuDNN on the CPU, none on the GPU here
 
 
@@ -265,7 +264,7 @@ def test_fig5_every_label_lies_inside_its_axes(committed, drawn, tmp_path):
 # Fig. 7 -----------------------------------------------------------------------------------------
 
 def test_fig7_neighbouring_stages_differ_in_colour_and_labels_fit_their_segments(committed, drawn, tmp_path):
-    rows = explain.explain_rows(committed.runs)
+    rows = rundata.study_rows(committed.runs, "explain", only_ok=False)
     for row in rows:
         colours = [shade for _, _, _, shade in explain.segments(row)]
         assert all(a != b for a, b in zip(colours, colours[1:], strict=False)), row["implementation"]
@@ -426,7 +425,7 @@ def test_fig1_names_the_device_of_a_level_drawn_on_both():
 
 def test_every_variant_of_one_level_has_its_own_marker_and_line_style():
     # Fig. 9's ten CUDA lines share one colour: their markers must not repeat
-    from harness.report.figures import batch_lines
+    from harness.figures import batch_lines
 
     styles = [batch_lines.variant_style(k) for k in range(24)]
     assert len(set(styles)) == 24
@@ -436,7 +435,7 @@ def test_every_variant_of_one_level_has_its_own_marker_and_line_style():
 def test_each_variant_of_one_level_has_its_own_shade_of_the_level_colour():
     # the first variant keeps the level's colour and each further one is a lighter shade of it, none
     # repeated, the last 60% toward white (Fig. 9's ten CUDA lines)
-    from harness.report.markup import style
+    from harness.figures import style
 
     shades = [style.shade("cuda", k, 10) for k in range(10)]
     assert shades[0] == style.colour("cuda") and len(set(shades)) == 10

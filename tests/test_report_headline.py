@@ -9,9 +9,10 @@ import pytest
 
 from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
+from harness.figures import style
 from harness.report import markdown
 from harness.report.claims import drift, headline, loc, rundata
-from harness.report.markup import quote, style
+from harness.report.markup import quote
 from harness.report.markup.tables import fmt_ratio, ms, sig3
 from harness.report.sections import findings
 from tests import rowfiles

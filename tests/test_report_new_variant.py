@@ -9,11 +9,11 @@ import shutil
 import pytest
 
 from harness import DEFAULT_RESULTS, registry
+from harness.figures import latency
 from harness.measure import floor
 from harness.measure.store.rows import read_run
 from harness.report import details, markdown
-from harness.report.claims import rundata
-from harness.report.figures import cost, latency
+from harness.report.claims import headline, rundata
 from harness.report.sections import gpu_floor_section
 from tests import rowfiles
 
@@ -53,5 +53,5 @@ def test_a_new_fastest_gpu_variant_is_named_in_the_headline_the_gpu_floor_and_th
     assert f"`{VARIANT}`" in row  # the level's fastest call measured, named by its variant
     text = details.build(data)
     assert LABEL in text.split(gpu_floor_section.TITLE)[1].split("\n## ")[0]
-    assert LABEL in {p["label"] for p in cost.points(data.frame, data.loc_rows, data.answer)}
+    assert LABEL in {p["label"] for p in headline.points(data.frame, data.loc_rows, data.answer)}
     assert LABEL in set(latency.api_cells(data.frame)["label"])

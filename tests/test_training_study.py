@@ -7,10 +7,10 @@ import sys
 import pytest
 
 from harness.errors import HarnessError
+from harness.figures import training as training_figure
 from harness.measure.plan import study
 from harness.measure.store import results
 from harness.report.claims import rundata
-from harness.report.figures import training as training_figure
 from harness.report.sections import training_section
 from tests.conftest import ROOT
 

@@ -1,1 +1,1 @@
-"""Result files -> REPORT.md, DETAILS.md, figures; rooms one way: figures -> sections -> claims -> markup."""
+"""Result files -> REPORT.md, DETAILS.md; rooms one way: sections -> claims -> markup."""

@@ -1,15 +1,13 @@
-"""The report wing's commands: `reproduce` (a study run again, held against its newest run on this
-machine), and the report's inputs and outputs: `loc`, `figures`, `report`."""
+"""The report wing's commands: the report's input `loc` and its output `report` (`--help` lists
+harness/figures/cli.py's `figures` between them)."""
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness import DEFAULT_FIGURES, DEFAULT_LOC_CSV, DEFAULT_REPORT, DEFAULT_RESULTS, DEFAULT_WEIGHTS
-from harness.command import Command, command, log, option, out, weights
+from harness import DEFAULT_LOC_CSV, DEFAULT_REPORT, DEFAULT_RESULTS
+from harness.command import Command, command, log, option, out
 from harness.errors import HarnessError
-from harness.machine.files import write_atomic
 
 if TYPE_CHECKING:  # the report's modules are imported by the commands that need them
     from harness.report.claims import rundata
@@ -26,76 +24,16 @@ def results() -> argparse.ArgumentParser:
     return option("--results", type=Path, default=DEFAULT_RESULTS)
 
 
-def commands() -> list[Command]:
-    """In the order `python -m harness --help` lists them."""
-    return [
-        command(
-            "reproduce", "run a study again in fresh processes and say how much of its newest run "
-                         "on this machine it reproduces", cmd_reproduce,
-            option("study", help="a name in studies/ (api_levels, smoke, ...) or a .toml path"),
-            option("--results", type=Path, default=DEFAULT_RESULTS,
-                   help="where the newest run is read and the result written (default reports/results)"),
-            weights(None, "default: the trained weights; a train-mode study: the seeded initial weights")),
-        command(
-            "loc", "count code lines per implementation package (pygount)", cmd_loc,
-            out(DEFAULT_LOC_CSV)),
-        command(
-            "figures", "draw the figures from the result files", cmd_figures,
-            results(), out(DEFAULT_FIGURES), machine()),
-        command(
-            "report", "write REPORT.md (and DETAILS.md beside it) from the result files", cmd_report,
-            results(), out(DEFAULT_REPORT, "REPORT.md's path, or a folder to write REPORT.md and DETAILS.md "
-                                           "into (default reports/REPORT.md)"), machine())]
+def loc_command() -> Command:
+    return command("loc", "count code lines per implementation package (pygount)", cmd_loc,
+                   out(DEFAULT_LOC_CSV))
 
 
-def cmd_reproduce(args: argparse.Namespace) -> int:
-    """The study again in fresh processes, each cell held against the newest run of it on this
-    machine (harness.report.claims.reproduce); the result is a row in RESULTS/reproduce/<run-id>/."""
-    from harness.data import init_weights
-    from harness.data import weights as weights_file
-    from harness.machine import env
-    from harness.measure import runner
-    from harness.measure.plan import study
-    from harness.measure.store import results, runfolder
-    from harness.report.claims import drift, hosts, reproduce, rundata
-
-    name = study.load(args.study).name
-    identity = env.collect_identity()
-    runs = rundata.load_runs(args.results)
-    here = hosts.name_of(runs, identity) or hosts.base_name(identity)
-    first = reproduce.reference(runs, name, hosts.key(identity))
-    if first is None:
-        raise HarnessError(f"no run of study {name!r} on this machine ({here}) in {args.results}: "
-                           f"run `python -m harness run {args.study}` first, then reproduce it")
-    plan = study.parse((first["dir"] / "study.toml").read_text(), str(first["dir"] / "study.toml"))
-    if args.weights is None:
-        args.weights = init_weights.DEFAULT_INIT if plan.mode == "train" else DEFAULT_WEIGHTS
-    weights_file.read(args.weights)
-    run_id = results.new_run_id()
-    folder = results.create_run_dir(args.results, reproduce.FOLDER, run_id)
-    log(f"reproducing {name}: a second run in fresh processes against {first['run_id']}")
-    try:
-        run_dir, _ = runner.start_run(plan, folder, run_id, weights=args.weights, report=log)
-    except KeyboardInterrupt:
-        print(f"interrupted: the second run's rows are kept in {folder}", file=sys.stderr)
-        return 130
-    earlier = {device: found for (machine, device), found in drift.of_machines(runs).items()
-               if machine == here}  # the drift an earlier reproduce of this machine measured
-    result = reproduce.compare(first["rows"], results.read_rows(run_dir), plan.baseline,
-                               earlier)
-    for line in reproduce.lines(result):
-        print(line)
-    write_atomic(folder / "env.json", (run_dir / "env.json").read_text())
-    writer = results.RowWriter(folder, run_id)
-    try:
-        writer.write({"kind": "reproduce", "study": name, "reference_run": first["run_id"], "run": run_id,
-                      "machine": here, "fingerprint": identity.get("fingerprint"),
-                      "host_key": hosts.key(identity), **result})
-    finally:
-        writer.close()
-    runfolder.mark_complete(folder, "finished")
-    print(f"results: {folder}")
-    return 0
+def report_command() -> Command:
+    return command(
+        "report", "write REPORT.md (and DETAILS.md beside it) from the result files", cmd_report,
+        results(), out(DEFAULT_REPORT, "REPORT.md's path, or a folder to write REPORT.md and DETAILS.md "
+                                       "into (default reports/REPORT.md)"), machine())
 
 
 def cmd_loc(args: argparse.Namespace) -> int:
@@ -122,14 +60,6 @@ def load_results(args: argparse.Namespace, every_run: bool = False) -> "rundata.
     if not Path(args.results).is_dir():
         raise HarnessError(f"{args.results}: no results folder (run make run-all, or --results DIR)")
     return rundata.load_report(args.results, loc.current_rows(), every_run, getattr(args, "machine", None))
-
-
-def cmd_figures(args: argparse.Namespace) -> int:
-    from harness.report import figures
-
-    for path in figures.draw_all(load_results(args), args.out, report=log):
-        print(f"wrote {path}")
-    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:

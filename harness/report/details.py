@@ -7,12 +7,13 @@ from collections import Counter
 
 import pandas as pd
 
+from harness.draw.style import caption
 from harness.machine.versions import cuda_runtime, cudnn_version
 from harness.measure.store import stats
 from harness.report.claims import bill, headline, reproduce, validity
-from harness.report.claims.rundata import ReportData, find, ratio_ci, source
+from harness.report.claims.rundata import ReportData, find, ratio_ci, source, study_rows
 from harness.report.markup import quote, tables, words
-from harness.report.markup.style import caption, ok_cells
+from harness.report.markup.style import ok_cells
 from harness.report.markup.tables import fmt_ratio, ms, table
 from harness.report.sections import (
     cpu_floor,
@@ -125,7 +126,7 @@ def cold_starts(data: ReportData) -> str:
 
 def explain(data: ReportData) -> list[str]:
     """Why Keras is slow (the explain rows), then where a GPU call's time goes (the kernels rows)."""
-    return (explain_section.section(explain_section.explain_rows(data.runs))
+    return (explain_section.section(study_rows(data.runs, "explain", only_ok=False))
             + gpu_section.section(data.runs) + gpu_static_section.section(data.runs)
             + kernel_stages_section.section(data.runs) + gpu_floor_section.section(data.frame, data.runs))
 
@@ -159,7 +160,7 @@ def claims(data: ReportData) -> dict:
     frame = data.frame
     return {
         "findings": machine_findings.findings(frame, data.loc_rows, data.runs)
-        + explain_section.headline(explain_section.explain_rows(data.runs)),
+        + explain_section.headline(study_rows(data.runs, "explain", only_ok=False)),
         "resamples": stats.BOOTSTRAP_RESAMPLES, "noisy_share": stats.NOISY_CI_OVER_MEDIAN,
         "crosschecks": validity.crosscheck_lines(data.crosschecks),
         "environments": environments(data), "code_lines": code_lines(data),

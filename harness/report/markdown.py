@@ -8,13 +8,11 @@ from pathlib import Path
 import pandas as pd
 
 from harness import DEFAULT_REPORT, registry
+from harness.draw.style import fmt_ms
 from harness.machine.files import write_atomic
-from harness.report import figures as drawn
 from harness.report.claims import drift, headline, validity
 from harness.report.claims.rundata import ReportData
-from harness.report.figures import cost
 from harness.report.markup import quote, words
-from harness.report.markup.style import fmt_ms
 from harness.report.sections import cpu_floor, findings, first_screen, machines
 from harness.report.sections.gpu_floor_section import MACS
 
@@ -84,7 +82,7 @@ def stale_lines(frame: pd.DataFrame, answer: dict) -> list[str]:
 def fig1_lines(data: ReportData) -> str:
     """'Grey lines (CPU solid, GPU dashed) join ...: CPU: a → b; ...': the lines Fig. 1 draws, named
     (each level's registry `ladder`), so the caption promises no line the runs could not draw."""
-    return cost.lines_caption(cost.chains(cost.points(data.frame, data.loc_rows, data.answer)))
+    return headline.lines_caption(headline.chains(headline.points(data.frame, data.loc_rows, data.answer)))
 
 
 def other_studies(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None) -> list[dict]:
@@ -120,7 +118,7 @@ def claims(data: ReportData) -> dict:
     drifts = drift.of_machines(runs)
     threads = first_screen.cpu_threads(runs, data.answer.get("cpu"))
     table_lines, by_device = headline.render(frame, loc_rows, data.answer, drifts, threads)
-    figures = [{"number": i, **record} for i, record in enumerate(drawn.records(), 1)]
+    figures = [{"number": i, **record} for i, record in enumerate(words.table_of("figures")["figure"], 1)]
     return {"headline": table_lines, "study": headline.STUDY, "sources": sources(data, by_device),
             "other_studies": other_studies(frame, loc_rows, data.answer),
             "raw_libraries": [registry.short(raw) for raw in headline.RAW.values()],

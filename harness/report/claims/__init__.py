@@ -8,7 +8,7 @@ code, the machines, the drift between runs.
                a rerun, and a number quoted with it
     bill       the rest of a level's bill: memory by stage, start-up, what must be installed
     loc        lines of code per level package (pygount), the shared loaders apart
-    reproduce  a second run of a study held against its first: the share of cells it reproduces
+    reproduce  DETAILS' section on the reproduce rows (harness.reproduce): the shares of cells reproduced
     validity   the cells whose speed depends on the process, how each study's time was spent, the
                noisy cells, repeatability across runs, the timer's cross-check
 

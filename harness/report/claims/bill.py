@@ -30,6 +30,7 @@ import pandas as pd
 from harness import registry
 from harness.measure.inside.requires import normal
 from harness.report.markup import words
+from harness.report.markup.style import ok_cells
 from harness.report.markup.tables import table
 
 MB = 2**20  # the bill's memory and sizes are in MiB (the variables say _mb)
@@ -151,11 +152,8 @@ def flag(value: object) -> bool:
 
 
 def null_cell(frame: pd.DataFrame, run_id: str | None) -> pd.Series | None:
-    """The null level's cell in the run: what the harness alone costs."""
-    if run_id is None or frame.empty:
-        return None
-    cells = frame[(frame["run_id"] == run_id) & (frame["study"] == "api_levels")
-                  & (frame["implementation"] == "null") & (frame["status"] == "ok")]
+    """The null level's cell in the run (None: no run, or no such cell): what the harness alone costs."""
+    cells = ok_cells(frame, "api_levels", run_id=run_id, implementation="null")
     return None if cells.empty else cells.iloc[0]
 
 
@@ -168,9 +166,7 @@ def bills(frame: pd.DataFrame, answer: dict) -> dict[tuple[str, str], Bill]:
             continue
         null = null_cell(frame, run_id)
         shared = installed_mb(null.get("installed")) if null is not None else None
-        cells = frame[(frame["run_id"] == run_id) & (frame["study"] == "api_levels")
-                      & (frame["status"] == "ok") & (frame["device"] == device) & (frame["batch_size"] == 1)
-                      & (frame["dtype"] == "float32")]
+        cells = ok_cells(frame, "api_levels", run_id=run_id, device=device, batch_size=1, dtype="float32")
         for name, spec in registry.REGISTRY.items():
             if name == "null":
                 continue

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from harness.report.claims.rundata import study_rows
 from harness.report.markup import quote, words
 from harness.report.markup.tables import ms
 
@@ -94,15 +95,10 @@ def spread_of(moves: list[float]) -> float:
 
 def of_machines(runs: list[dict]) -> dict[tuple[str, str], Drift]:
     """(machine, device) -> the drift its newest reproduce row measured (runs: load_runs' dicts)."""
-    newest: dict[str, tuple[dict, dict]] = {}
-    for run in sorted(runs, key=lambda r: (r["started"], r["run_id"])):
-        if run["study"] != FOLDER:
-            continue
-        for row in run["rows"]:
-            if row.get("kind") == "reproduce":
-                newest[run["machine"]] = (run, row)
+    by_time = sorted(runs, key=lambda r: (r["started"], r["run_id"]))
+    newest = {row["machine"]: row for row in study_rows(by_time, FOLDER, only_ok=False)}
     out = {}
-    for machine, (_run, row) in newest.items():
+    for machine, row in newest.items():
         for device in sorted({c.get("device") for c in row.get("cells", [])}):
             found = measured(row, device)
             if found is not None:

@@ -12,7 +12,7 @@ from harness import registry
 from harness.report.claims import bill, drift, loc
 from harness.report.claims.rundata import answer_run, ratio_ci
 from harness.report.markup import quote
-from harness.report.markup.style import IMPL_ORDER
+from harness.report.markup.style import DEVICE_LINES, IMPL_ORDER, ok_cells
 from harness.report.markup.tables import sig3, table
 
 # The rows in the ladder's order (each level's spec: `order`, its row name `display`), and each
@@ -47,11 +47,7 @@ class Level:
 
 def ok_batch1(frame: pd.DataFrame, study: str, run_id: str | None, device: str) -> pd.DataFrame:
     """The ok batch-1 float32 cells of one run on one device (at the study's own thread count)."""
-    if frame.empty:
-        return frame
-    cells = frame[(frame["study"] == study) & (frame["status"] == "ok") & (frame["run_id"] == run_id)
-                  & (frame["device"] == device) & (frame["batch_size"] == 1)
-                  & (frame["dtype"] == "float32")]
+    cells = ok_cells(frame, study, run_id=run_id, device=device, batch_size=1, dtype="float32")
     return cells[cells["threads"].isna()] if "threads" in cells else cells
 
 
@@ -112,8 +108,7 @@ def levels(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
     machines = {d: machine_of(frame, answer.get(d)) for d in ("cpu", "gpu")}
     batch1 = {d: ok_batch1(frame, STUDY, answer.get(d), d) for d in ("cpu", "gpu")}
     raws = {d: fastest(batch1[d], RAW[d]) if not batch1[d].empty else None for d in batch1}
-    sweep_gpu = (frame[(frame["study"] == SWEEP) & (frame["status"] == "ok") & (frame["device"] == "gpu")
-                       & (frame["machine"] == machines["gpu"])] if not frame.empty else frame)
+    sweep_gpu = ok_cells(frame, SWEEP, device="gpu", machine=machines["gpu"])
     largest = sweep_gpu["batch_size"].max() if not sweep_gpu.empty else None
     found = bill.bills(frame, answer)
     out = []
@@ -169,10 +164,8 @@ def same_rounds(frame: pd.DataFrame, cell: pd.Series, raw: str) -> dict | None:
     """cell's time over the raw library's fastest call in cell's own run (another study's, where the
     headline's fastest call came from one that also timed the raw library): a within-round ratio,
     marked with the study and the raw call it is against; None where that run did not time it."""
-    theirs = frame[(frame["study"] == cell["study"]) & (frame["run_id"] == cell["run_id"])
-                   & (frame["status"] == "ok") & (frame["device"] == cell["device"])
-                   & (frame["batch_size"] == 1) & (frame["dtype"] == cell["dtype"])
-                   & (frame["implementation"] == raw)]
+    theirs = ok_cells(frame, cell["study"], run_id=cell["run_id"], device=cell["device"], batch_size=1,
+                      dtype=cell["dtype"], implementation=raw)
     if "threads" in theirs:
         theirs = theirs[theirs["threads"].isna()]
     raw_cell = fastest(theirs) if not theirs.empty else None
@@ -301,3 +294,46 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
     if marks:
         out += [""] + [f"{line}" for line in marks]
     return out, machines
+
+
+PATHS = registry.ladder_paths()  # each level's spec: `ladder`, the lines through it
+SHORT = {name: registry.short(name) for name in registry.REGISTRY}  # each spec's `short`
+
+
+def points(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> list[dict]:
+    """One point per level and device: x lines of code, y median and its interval (ms), and the
+    marks its number carries (quote.marks: stale, thin, noisy, contended)."""
+    rows, machines = levels(frame, loc_rows, answer)
+    return [{"implementation": lv.implementation, "device": d, "loc": lv.loc, "machine": machines[d],
+             "label": cell["label"], "median": cell["median_ms"], "low": cell["ci_low_ms"],
+             "high": cell["ci_high_ms"], "marks": quote.marks(cell)}
+            for lv in rows if lv.loc is not None for d, cell in lv.cells.items()]
+
+
+def chains(pts: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The lines drawn, per device in DEVICE_LINES' order: each path that starts at a level
+    measured on the device, through its measured levels in order (one not measured is skipped, its
+    neighbours joined), where two or more were measured."""
+    at = {(p["implementation"], p["device"]): p for p in pts}
+    out = []
+    for device, _style in DEVICE_LINES:
+        for path in PATHS:
+            chain = [at[(i, device)] for i in path if (i, device) in at]
+            if (path[0], device) in at and len(chain) > 1:
+                out.append((device, chain))
+    return out
+
+
+def lines_caption(drawn: list[tuple[str, list[dict]]]) -> str:
+    """Every line drawn, named: 'Lines (CPU solid, GPU dashed): CPU: a → b; ... GPU: ...'."""
+    parts = []
+    for device, _style in DEVICE_LINES:
+        mine = [" → ".join(SHORT.get(p["implementation"], p["implementation"]) for p in chain)
+                for d, chain in drawn if d == device]
+        if mine:
+            parts.append(f"{device.upper()}: {'; '.join(mine)}.")
+    styles = ", ".join(f"{d.upper()} {'solid' if s == '-' else 'dashed'}" for d, s in DEVICE_LINES)
+    if not parts:
+        return ""
+    return (f"Grey lines ({styles}) join each device's levels up the ladder (each level's registry entry "
+            "names the lines through it): " + " ".join(parts))

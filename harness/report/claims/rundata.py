@@ -8,6 +8,7 @@ completed or was imported here), never by a time its rows carry. A partial run (
 marker) is named, never used.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,6 +94,13 @@ def newest_rows(rows: list[dict]) -> list[dict]:
     return list(kept.values())
 
 
+def study_rows(runs: Sequence[dict], study: str, only_ok: bool = True) -> list[dict]:
+    """The rows of kind `study` in the runs of that study (the newest of each machine: latest_runs'),
+    the ok ones unless only_ok is False, each with its run's machine."""
+    return [{**row, "machine": run["machine"]} for run in runs if run["study"] == study for row in run["rows"]
+            if row.get("kind") == study and (row.get("status") == "ok" or not only_ok)]
+
+
 def cells_frame(runs: list[dict]) -> pd.DataFrame:
     """One row per final cell row, flattened: spec, status, statistics (ms), setup times, and the
     marks a quoted number carries: thin (too few rounds or calls for an interval: none is given),
@@ -134,7 +142,6 @@ def cell_record(run: dict, row: dict, own: dict[str, bool], stale: str) -> dict:
     spec = {"mode": "inference", "threads": None, **row["cell"]}  # rows before train mode lack them
     return {
         "study": run["study"], "run_id": run["run_id"], "machine": run["machine"],
-        "run_started": run["started"],
         "run_order": run["order"],
         "cell_id": row["cell_id"], **spec, "status": row["status"],
         "reason": row.get("reason") or "",
@@ -146,7 +153,6 @@ def cell_record(run: dict, row: dict, own: dict[str, bool], stale: str) -> dict:
         "p99_ms": st.get("p99_ns", float("nan")) / 1e6,
         "mean_ms": st.get("mean_ns", float("nan")) / 1e6,
         "min_ms": st.get("min_ns", float("nan")) / 1e6,
-        "iqr_ms": st.get("iqr_ns", float("nan")) / 1e6,
         "spread": st.get("spread", float("nan")),
         "ci_over_median": st.get("ci_over_median", float("nan")),
         "rounds": st.get("rounds", 0),
@@ -155,7 +161,6 @@ def cell_record(run: dict, row: dict, own: dict[str, bool], stale: str) -> dict:
         "processes": st.get("processes", 0),  # the fresh worker processes its rounds came from
         "process_medians_ms": [m / 1e6 for m in st.get("process_medians_ns", [])],
         "process-dependent": bool(st.get("drawn", False)),  # its processes' medians differ (quote.MARKS)
-        "thin_reason": stats.thin_reason(row["rounds_ns"]) if st.get("thin") else "",
         "contended": bool(row.get("contended", False)),
         "contended_reasons": list(row.get("contended_reasons") or []),
         "stale": stale,

@@ -1,86 +1,24 @@
-"""What the report's figures share beyond the basics every figure has (harness.draw.style: matplotlib
-off-screen, the palette, the caption, axis decoration, the PNG, number formats): one fixed colour per
-implementation, the ladder's order, the cells a figure draws, machine names in a legend."""
-
-from collections.abc import Iterable
+"""What the report and its figures (harness.figures.style) share: the ladder's order, the Keras
+backends' names, the cells a study drew, each device's line style."""
 
 import pandas as pd
 from matplotlib.typing import LineStyleType
 
-from harness import DEFAULT_FIGURES, registry
-from harness.draw.style import (  # noqa: F401  (the report's figures take the basics from here)
-    DPI,
-    OKABE_ITO,
-    caption,
-    decorate,
-    finish,
-    fmt_ms,
-    legend_below,
-    plt,
-    run_names,
-    save,
-    settle,
-)
+from harness import registry
 
-FIGURES_DIR = DEFAULT_FIGURES
-# One colour per implementation in every figure, its spec's `colour` (registry.py: Okabe-Ito, then
-# Paul Tol's muted colours for the Keras backends and the hand-written rung): a series keeps its
-# colour when another is missing.
-IMPL_COLOURS = {name: spec.shown.colour for name, spec in registry.REGISTRY.items() if spec.shown.colour}
-OTHER_COLOUR = "#777777"  # a lab's module:Class, or a level that names no colour
 # The ladder's implementations, bottom rung first, and the NumPy reference beside it (last): each
 # spec's `order`.
 IMPL_ORDER = registry.levels()
 # the high-level API's levels -> their backend, from the row name ("Keras on JAX" -> "JAX")
 BACKEND_OF = {name: registry.display(name).split(" on ")[-1] for name in registry.on_rung("high-level API")}
-DEVICE_MARKER = {"cpu": "o", "gpu": "s"}
 DEVICE_LINES: tuple[tuple[str, LineStyleType], ...] = (("cpu", "-"), ("gpu", "--"))  # Fig. 1's ladders
 
 
-def colour(implementation: str) -> str:
-    return IMPL_COLOURS.get(implementation, OTHER_COLOUR)
-
-
-LIGHTEST = 0.6  # the last of several variants of one level: its colour mixed 60% toward white
-
-
-def shade(implementation: str, k: int, n: int) -> str:
-    """The k-th of n variants of one level drawn in one panel: the level's colour for the first
-    (and for a lone variant), then lighter shades of it, evenly, up to LIGHTEST toward white, so
-    ten CUDA lines are told apart by colour as well as by marker."""
-    if not 0 <= k < n:
-        raise ValueError(f"variant {k} of {n}: expected 0 <= k < n")
-    base = colour(implementation)
-    mix = LIGHTEST * k / (n - 1) if n > 1 else 0.0
-    rgb = [int(base[i:i + 2], 16) for i in (1, 3, 5)]
-    return "#" + "".join(f"{round(c + (255 - c) * mix):02X}" for c in rgb)
-
-
-def impl_rank(implementation: str) -> int:
-    """Ladder position (bottom first); anything unknown after the known ones."""
-    return IMPL_ORDER.index(implementation) if implementation in IMPL_ORDER else len(IMPL_ORDER)
-
-
-def ladder_sorted(labels: Iterable[str]) -> list[str]:
-    """'impl/variant' labels in ladder order, variants in the order given."""
-    labels = list(dict.fromkeys(labels))
-    return sorted(labels, key=lambda lb: (impl_rank(lb.split("/")[0]), lb.split("/")[0],
-                                          labels.index(lb)))
-
-
-def ok_cells(frame: pd.DataFrame, study: str) -> pd.DataFrame:
+def ok_cells(frame: pd.DataFrame, study: str, **equal: object) -> pd.DataFrame:
+    """The ok cells of a study, of those whose columns equal the values given (device="gpu", ...)."""
     if frame.empty:
         return frame
-    return frame[(frame["study"] == study) & (frame["status"] == "ok")]
-
-
-def short_machine(machine: str) -> str:
-    """'vm: AMD EPYC, 2 cores, AVX-512, peak 130 G MAC/s (not fingerprinted)' -> the name without
-    its host or its parenthesis: still one name per machine (harness.report.claims.hosts)."""
-    return machine.split(": ", 1)[-1].split(" (")[0]
-
-
-def panels(cells: pd.DataFrame) -> list[tuple[str, str]]:
-    """(device, machine) pairs in reading order: the CPU machines, then the GPU machines."""
-    return sorted({(d, m) for d, m in zip(cells["device"], cells["machine"], strict=True)},
-                  key=lambda p: (p[0] != "cpu", p[1]))
+    mask = (frame["study"] == study) & (frame["status"] == "ok")
+    for column, value in equal.items():
+        mask &= frame[column] == value
+    return frame[mask]

@@ -5,7 +5,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 
-from harness.report.markup.style import fmt_ms
+from harness.draw.style import fmt_ms
 
 
 def ms(value: float | None) -> str:

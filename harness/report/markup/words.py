@@ -17,8 +17,8 @@ from typing import Any
 import jinja2
 import tomllib
 
+from harness.draw.style import fmt_ms
 from harness.report.markup import quote
-from harness.report.markup.style import fmt_ms
 from harness.report.markup.tables import fmt_ratio, ms, sig3
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"

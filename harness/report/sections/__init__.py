@@ -12,5 +12,6 @@
     machines                         the machines table
 
 May import: harness.report.claims, harness.report.markup and the harness's wings below the report
-(tests/test_layout.py); the figures and the two documents (markdown, details) sit above it.
+(tests/test_layout.py); the two documents (markdown, details) sit above it, harness.figures above
+the wing.
 """

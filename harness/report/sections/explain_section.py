@@ -26,16 +26,6 @@ def method(rows: list[dict]) -> str:
         for device in ("cpu", "gpu") if floors.get(device)])
 
 
-def explain_rows(runs: list[dict]) -> list[dict]:
-    """The rows of the newest explain run of each machine, each with its machine label."""
-    found = []
-    for run in runs:
-        if run["study"] == "explain":
-            found += [{**row, "machine": run["machine"]} for row in run["rows"]
-                      if row.get("kind") == "explain"]
-    return found
-
-
 def noise_ns(row: dict, stage: dict) -> float | None:
     """How far a ladder stage (one step's median minus the next's) can move by noise alone: the
     half-widths of both steps' 95% intervals, added; None where a step has no interval."""

@@ -11,10 +11,11 @@ import pandas as pd
 from harness import registry
 from harness.report.claims import headline
 from harness.report.claims.headline import Level
-from harness.report.claims.rundata import find, ratio_ci
+from harness.report.claims.rundata import find, ratio_ci, study_rows
 from harness.report.markup import words
+from harness.report.markup.style import ok_cells
 from harness.report.markup.tables import includes_one, inverse
-from harness.report.sections import explain_section, first_screen, gpu_section
+from harness.report.sections import first_screen, gpu_section
 
 TEMPLATE = "findings.md.j2"
 BOTTOM = ("hand-written", "raw library")  # the rungs at the foot of the ladder (registry.RUNGS)
@@ -46,7 +47,7 @@ def keras_finding(frame: pd.DataFrame, runs: list[dict], levels: list[Level], ma
     cpu = machines.get("cpu")
     if keras is None or "cpu" not in keras.first:
         return None
-    why = next((r for r in explain_section.explain_rows(runs) if r["machine"] == cpu
+    why = next((r for r in study_rows(runs, "explain", only_ok=False) if r["machine"] == cpu
                 and f"{r['implementation']}/{r['variant']}" == headline.HIGH_LEVEL), None)
     first = why["stages"][0] if why is not None else None
     compiled = find(frame, "overhead", COMPILED, machine=cpu)
@@ -114,13 +115,12 @@ def devices_finding(frame: pd.DataFrame, levels: list[Level], machines: dict, ru
     if not sweeps:
         return claims
     sweep = claims["sweep"] = max(sweeps, key=lambda cell: cell["images_per_s"])
-    trace = gpu_section.kernels_of(gpu_section.kernel_rows(runs or []), sweep["label"], sweep["machine"],
+    trace = gpu_section.kernels_of(study_rows(runs or [], "kernels"), sweep["label"], sweep["machine"],
                                    int(sweep["batch_size"]))
     claims["trace_mega"] = gpu_section.trace_rate(trace) / 1e6 if trace else None
-    cpu_sweep = frame[(frame["study"] == headline.SWEEP) & (frame["status"] == "ok")
-                      & (frame["machine"] == machines["cpu"]) & (frame["device"] == "cpu")
-                      & frame["implementation"].map(registry.computes)
-                      & (frame["batch_size"] == sweep["batch_size"])]
+    cpu_sweep = ok_cells(frame, headline.SWEEP, machine=machines["cpu"], device="cpu",
+                         batch_size=sweep["batch_size"])
+    cpu_sweep = cpu_sweep[cpu_sweep["implementation"].map(registry.computes).astype(bool)]
     if not cpu_sweep.empty:
         best = claims["cpu_sweep"] = cpu_sweep.loc[cpu_sweep["images_per_s"].idxmax()]
         claims["sweep_over_cpu"] = sweep["images_per_s"] / best["images_per_s"]
@@ -161,9 +161,7 @@ def training_finding(frame: pd.DataFrame, machines: dict) -> dict | None:
     """One SGD step of 32 images on the CPU: the fastest level against the slowest, within rounds; in
     the high-level API, its one-batch step against `fit` where `fit` is the slowest."""
     cpu = machines.get("cpu")
-    cells = frame[(frame["study"] == "training") & (frame["status"] == "ok") & (frame["machine"] == cpu)
-                  & (frame["batch_size"] == 32) & (frame["dtype"] == "float32")
-                  & (frame["device"] == "cpu")] if not frame.empty else frame
+    cells = ok_cells(frame, "training", machine=cpu, batch_size=32, dtype="float32", device="cpu")
     if "threads" in cells:
         cells = cells[cells["threads"].isna()]
     if len(cells) < 2:

@@ -19,7 +19,8 @@ import pandas as pd
 
 from harness import registry
 from harness.report.claims import drift
-from harness.report.claims.rundata import find
+from harness.report.claims.rundata import find, study_rows
+from harness.report.markup.style import ok_cells
 from harness.report.sections import gpu_section
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
@@ -59,7 +60,7 @@ def resident_note(frame: pd.DataFrame, runs: list[dict], cell: pd.Series | None)
     largest batch against the fastest there."""
     if cell is None:
         return None
-    row = gpu_section.kernels_of(gpu_section.kernel_rows(runs), cell["label"], cell["machine"])
+    row = gpu_section.kernels_of(study_rows(runs, "kernels"), cell["label"], cell["machine"])
     if row is None or not gpu_section.resident(row):
         return None
     # the kernel's static shape (gpu_explain compiles it with NVRTC on any machine, GPU or not)
@@ -69,8 +70,7 @@ def resident_note(frame: pd.DataFrame, runs: list[dict], cell: pd.Series | None)
               "launches": round(row["device_ops_per_call"] * row["calls"]),
               "blocks": next((r.get("blocks_per_image") for r in static
                               if cell["variant"] in (r.get("variants") or [])), None), "serves": None}
-    sweep = frame[(frame["study"] == "batch_sweep") & (frame["status"] == "ok") & (frame["device"] == "gpu")
-                  & (frame["machine"] == cell["machine"])] if not frame.empty else frame
+    sweep = ok_cells(frame, "batch_sweep", device="gpu", machine=cell["machine"])
     if not sweep.empty:
         largest = sweep[sweep["batch_size"] == sweep["batch_size"].max()]
         mine = largest[largest["label"] == cell["label"]]
@@ -94,9 +94,7 @@ def c_note(frame: pd.DataFrame, run_id: str | None) -> dict | None:
     level = hand_written_cpu()
     if level is None or run_id is None or frame.empty:
         return None
-    cells = frame[(frame["run_id"] == run_id) & (frame["study"] == "api_levels") & (frame["status"] == "ok")
-                  & (frame["implementation"] == level) & (frame["batch_size"] == 1)
-                  & (frame["device"] == "cpu")]
+    cells = ok_cells(frame, "api_levels", run_id=run_id, implementation=level, batch_size=1, device="cpu")
     default = registry.spec(level).variants[0]
     first = cells[cells["variant"] == default]
     others = cells[cells["variant"] != default]
@@ -122,9 +120,8 @@ def call_cost_rows(frame: pd.DataFrame, machines: dict) -> list[tuple[str, pd.Se
     sweep's largest batch, call_cost): both from one sweep on one machine."""
     out = []
     for device in ("cpu", "gpu"):
-        cells = frame[(frame["study"] == "batch_sweep") & (frame["status"] == "ok")
-                      & (frame["device"] == device) & (frame["machine"] == machines.get(device))
-                      & frame["implementation"].map(registry.computes)] if not frame.empty else frame
+        cells = ok_cells(frame, "batch_sweep", device=device, machine=machines.get(device))
+        cells = cells[cells["implementation"].map(registry.computes)] if not cells.empty else cells
         if cells.empty:
             continue
         large = cells[cells["batch_size"] == cells["batch_size"].max()]

@@ -16,7 +16,9 @@ import pandas as pd
 
 from harness import registry
 from harness.explain import gpu_probes
+from harness.report.claims.rundata import study_rows
 from harness.report.markup import words
+from harness.report.markup.style import ok_cells
 from harness.report.markup.tables import table
 from harness.report.sections import gpu_section
 
@@ -56,8 +58,7 @@ class Target:
 
 
 def floor_row(runs: Sequence[dict], machine: str) -> dict | None:
-    rows = [row for run in runs if run["study"] == gpu_probes.STUDY and run["machine"] == machine
-            for row in run["rows"] if row.get("kind") == gpu_probes.STUDY and row.get("status") == "ok"]
+    rows = [row for row in study_rows(runs, gpu_probes.STUDY) if row["machine"] == machine]
     return rows[-1] if rows else None
 
 
@@ -135,8 +136,8 @@ def judged(frame: pd.DataFrame, runs: Sequence[dict], machine: str, row: dict | 
     """The GPU's targets on that machine (the hand-written rung's and the raw library's, the project's
     goals): measured (None where nothing measured it) and each floor."""
     f = floors(row) if row else {}
-    rows = gpu_section.kernel_rows(runs)
-    stages = next((r for r in gpu_section.stage_rows(runs) if r["machine"] == machine
+    rows = study_rows(runs, "kernels")
+    stages = next((r for r in study_rows(runs, "kernel_stages") if r["machine"] == machine
                    and r["dtype"] == "float32"), None)
     out = []
     hand = gpu_section.fastest_hand_written(frame, "api_levels", machine)
@@ -206,7 +207,7 @@ def sweep_words(frame: pd.DataFrame, runs: Sequence[dict], machine: str, t: Targ
     if not t.rate or not t.source.startswith("kernels trace, host time, ") or frame.empty:
         return ""
     label = t.source.rsplit(", ", 1)[-1]
-    row = next((r for r in gpu_section.kernel_rows(runs) if r.get("batch", 1) == BATCH
+    row = next((r for r in study_rows(runs, "kernels") if r.get("batch", 1) == BATCH
                 and r["machine"] == machine and f"{r['implementation']}/{r['variant']}" == label), None)
     return gpu_section.two_rates(frame, row) if row is not None else ""
 
@@ -239,9 +240,7 @@ def probe_table(row: dict) -> str:
 
 
 def variants_table(frame: pd.DataFrame, machine: str, call: Floor) -> str:
-    cells = frame[(frame["study"] == "api_levels") & (frame["device"] == "gpu")
-                  & (frame["machine"] == machine) & (frame["status"] == "ok") & (frame["batch_size"] == 1)
-                  & (frame["dtype"] == "float32")]
+    cells = ok_cells(frame, "api_levels", device="gpu", machine=machine, batch_size=1, dtype="float32")
     body = [[r["label"], gpu_section.us(r["median_ms"] * 1e6), f"{r['median_ms'] * 1e6 / call.value:.3g}x"]
             for _, r in cells.sort_values("median_ms").iterrows()]
     return table(["level/variant", "median per call (api_levels)", "multiple of the floor of a call"], body)

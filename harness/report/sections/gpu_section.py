@@ -9,26 +9,13 @@ from collections.abc import Sequence
 import pandas as pd
 
 from harness import registry
-from harness.report.claims.rundata import find, ratio, ratio_ci
+from harness.report.claims.rundata import find, ratio, ratio_ci, study_rows
 from harness.report.markup import words
 from harness.report.markup.tables import ms, table
 
 BATCH = 512  # at this batch: where a large call's time goes
 SENTENCES = "gpu.md.j2"  # in harness/report/templates/
 WORDS = "gpu"  # templates/gpu.toml: how the sentences name calls, and which cells they compare
-
-
-def kernel_rows(runs: Sequence[dict]) -> list[dict]:
-    """The newest `kernels` run of each machine: its ok rows, each with its machine."""
-    return [{**row, "machine": run["machine"]} for run in runs if run["study"] == "kernels"
-            for row in run["rows"] if row.get("kind") == "kernels" and row.get("status") == "ok"]
-
-
-def stage_rows(runs: Sequence[dict]) -> list[dict]:
-    """The newest `kernel-stages` run of each machine (runs: rundata.latest_runs'): its ok rows,
-    each with its machine."""
-    return [{**row, "machine": run["machine"]} for run in runs if run["study"] == "kernel_stages"
-            for row in run["rows"] if row.get("kind") == "kernel_stages" and row.get("status") == "ok"]
 
 
 def kernels_of(rows: list[dict], label: str, machine: str, batch: int = 1) -> dict | None:
@@ -223,13 +210,14 @@ def where_lines(frame: pd.DataFrame, rows: list[dict], machine: str, stages: dic
 
 def findings(frame: pd.DataFrame, runs: Sequence[dict], machine: str) -> list[str]:
     lines = [raw_tuning_line(frame, machine), ladder_line(frame, machine)]
-    stages = next((r for r in stage_rows(runs) if r["machine"] == machine and r["dtype"] == "float32"), None)
-    return [line for line in lines if line] + where_lines(frame, kernel_rows(runs), machine, stages)
+    stages = next((r for r in study_rows(runs, "kernel_stages") if r["machine"] == machine
+                   and r["dtype"] == "float32"), None)
+    return [line for line in lines if line] + where_lines(frame, study_rows(runs, "kernels"), machine, stages)
 
 
 def section(runs: list[dict]) -> list[str]:
     """## Where a GPU call's time goes: one row per profiled level, at batch 1 and at larger batches."""
-    rows = kernel_rows(runs)
+    rows = study_rows(runs, "kernels")
     if not rows:
         return []
     body = []

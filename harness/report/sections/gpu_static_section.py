@@ -5,8 +5,9 @@ in the newest `kernels` trace at batch 1, where one was measured.
 
 from collections.abc import Sequence
 
+from harness.report.claims.rundata import study_rows
 from harness.report.markup.tables import table
-from harness.report.sections.gpu_section import hand_written, kernel_rows, resident, us
+from harness.report.sections.gpu_section import hand_written, resident, us
 
 STUDY = "gpu_explain"
 
@@ -39,7 +40,7 @@ def section(runs: Sequence[dict]) -> list[str]:
     rows = static_rows(runs)
     if not rows:
         return []
-    traced = kernel_rows(runs)
+    traced = study_rows(runs, "kernels")
     double = {(r["kernel"], r["part"]): r for r in rows if r["dtype"] == "float64"}
     body = []
     for r in sorted((r for r in rows if r["dtype"] == "float32"), key=lambda r: r["order"]):

@@ -5,14 +5,15 @@ stamps cannot see (the cluster's launch and end).
 
 from collections.abc import Sequence
 
+from harness.report.claims.rundata import study_rows
 from harness.report.markup.tables import table
-from harness.report.sections.gpu_section import kernel_rows, kernels_of, stage_rows, us
+from harness.report.sections.gpu_section import kernels_of, us
 
 
 def section(runs: Sequence[dict]) -> list[str]:
     out = []
-    traced = kernel_rows(runs)
-    for r in stage_rows(runs):
+    traced = study_rows(runs, "kernels")
+    for r in study_rows(runs, "kernel_stages"):
         ghz = f" (ns at the SM's highest clock, {r['clock_khz'] / 1e6:.2f} GHz)" if r.get("clock_khz") else ""
         body = [[s["name"], f"{s['block0_cycles']:,.0f}",
                  f"{s['block0_ns']:,.0f}" if s.get("block0_ns") is not None else "–",

@@ -4,10 +4,10 @@ ladder's order and colours, from the headline's rows (headline.levels) on the CP
 
 from pathlib import Path
 
+from harness.figures.style import colour, finish, plt
 from harness.report.claims import headline
 from harness.report.claims.bill import Bill
 from harness.report.claims.rundata import ReportData
-from harness.report.markup.style import colour, finish, plt
 
 # (panel title, x label, value of a level, log scale)
 PANELS = (

@@ -14,11 +14,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
-from harness.measure.floor import Floor
-from harness.report.claims.rundata import ReportData
-from harness.report.figures import dotplot, pick
-from harness.report.markup import quote
-from harness.report.markup.style import (
+from harness.figures import dotplot, pick
+from harness.figures.style import (
     OKABE_ITO,
     caption,
     finish,
@@ -27,6 +24,9 @@ from harness.report.markup.style import (
     ok_cells,
     short_machine,
 )
+from harness.measure.floor import Floor
+from harness.report.claims.rundata import ReportData, study_rows
+from harness.report.markup import quote
 from harness.report.sections import gpu_section
 
 BUSY = "GPU busy time (kernels trace)"
@@ -71,7 +71,7 @@ def gpu_busy_ms(runs: list[dict]) -> dict[tuple[str, str, int], float]:
     so it has no busy time of one call)."""
     return {(r["machine"], f"{r['implementation']}/{r['variant']}", int(r.get("batch", 1))):
             np.nan if gpu_section.resident(r) else r["gpu_busy_ns_per_call"] / 1e6
-            for r in gpu_section.kernel_rows(runs)}
+            for r in study_rows(runs, "kernels")}
 
 
 def how_to_read(data: ReportData, cells: pd.DataFrame, found: Floor | None, drawn: set[str]) -> str:

@@ -8,10 +8,10 @@ import matplotlib.ticker
 import pandas as pd
 
 from harness import registry
+from harness.figures import dotplot
+from harness.figures.grid import panel_grid, same_y_scale
+from harness.figures.style import BACKEND_OF, caption, colour, finish, fmt_ms, ok_cells, panels
 from harness.report.claims.rundata import ReportData
-from harness.report.figures import dotplot
-from harness.report.figures.grid import panel_grid, same_y_scale
-from harness.report.markup.style import BACKEND_OF, caption, colour, finish, fmt_ms, ok_cells, panels
 
 REFERENCE = registry.on_rung("reference")[0]  # the NumPy reference: the dotted line in every panel
 

@@ -14,14 +14,9 @@ from pathlib import Path
 
 import matplotlib.lines
 import matplotlib.ticker
-import pandas as pd
 
-from harness import registry
 from harness.draw import place
-from harness.report.claims import headline
-from harness.report.claims.rundata import ReportData
-from harness.report.markup import quote
-from harness.report.markup.style import (
+from harness.figures.style import (
     DEVICE_LINES,
     DEVICE_MARKER,
     caption,
@@ -31,48 +26,8 @@ from harness.report.markup.style import (
     save,
     settle,
 )
-
-PATHS = registry.ladder_paths()  # each level's spec: `ladder`, the lines through it
-SHORT = {name: registry.short(name) for name in registry.REGISTRY}  # each spec's `short`
-
-
-def points(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> list[dict]:
-    """One point per level and device: x lines of code, y median and its interval (ms), and the
-    marks its number carries (quote.marks: stale, thin, noisy, contended)."""
-    rows, machines = headline.levels(frame, loc_rows, answer)
-    return [{"implementation": lv.implementation, "device": d, "loc": lv.loc, "machine": machines[d],
-             "label": cell["label"], "median": cell["median_ms"], "low": cell["ci_low_ms"],
-             "high": cell["ci_high_ms"], "marks": quote.marks(cell)}
-            for lv in rows if lv.loc is not None for d, cell in lv.cells.items()]
-
-
-def chains(pts: list[dict]) -> list[tuple[str, list[dict]]]:
-    """The lines drawn, per device in DEVICE_LINES' order: each path that starts at a level
-    measured on the device, through its measured levels in order (one not measured is skipped, its
-    neighbours joined), where two or more were measured."""
-    at = {(p["implementation"], p["device"]): p for p in pts}
-    out = []
-    for device, _style in DEVICE_LINES:
-        for path in PATHS:
-            chain = [at[(i, device)] for i in path if (i, device) in at]
-            if (path[0], device) in at and len(chain) > 1:
-                out.append((device, chain))
-    return out
-
-
-def lines_caption(drawn: list[tuple[str, list[dict]]]) -> str:
-    """Every line drawn, named: 'Lines (CPU solid, GPU dashed): CPU: a → b; ... GPU: ...'."""
-    parts = []
-    for device, _style in DEVICE_LINES:
-        mine = [" → ".join(SHORT.get(p["implementation"], p["implementation"]) for p in chain)
-                for d, chain in drawn if d == device]
-        if mine:
-            parts.append(f"{device.upper()}: {'; '.join(mine)}.")
-    styles = ", ".join(f"{d.upper()} {'solid' if s == '-' else 'dashed'}" for d, s in DEVICE_LINES)
-    if not parts:
-        return ""
-    return (f"Grey lines ({styles}) join each device's levels up the ladder (each level's registry entry "
-            "names the lines through it): " + " ".join(parts))
+from harness.report.claims.headline import SHORT, chains, lines_caption, points
+from harness.report.claims.rundata import ReportData
 
 
 def how_to_read(drawn: list[tuple[str, list[dict]]]) -> str:

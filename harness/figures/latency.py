@@ -8,11 +8,8 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from harness import registry
-from harness.measure.store import stats
-from harness.report.claims.rundata import ReportData
-from harness.report.figures import dotplot, pick
-from harness.report.markup import quote
-from harness.report.markup.style import (
+from harness.figures import dotplot, pick
+from harness.figures.style import (
     caption,
     colour,
     finish,
@@ -22,6 +19,9 @@ from harness.report.markup.style import (
     ok_cells,
     short_machine,
 )
+from harness.measure.store import stats
+from harness.report.claims.rundata import ReportData
+from harness.report.markup import quote
 
 
 def api_cells(frame: pd.DataFrame) -> pd.DataFrame:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.axes import Axes
 
+from harness.figures import batch_lines
+from harness.figures.grid import batch_grid
+from harness.figures.style import caption, finish, ok_cells, short_machine
 from harness.report.claims.rundata import ReportData
-from harness.report.figures import batch_lines
-from harness.report.figures.grid import batch_grid
-from harness.report.markup.style import caption, finish, ok_cells, short_machine
 
 GROUPS = (("levels below Keras", False), ("Keras, three backends", True))  # a column each
 

@@ -1,10 +1,9 @@
-"""The report's figures, a module per figure or family, each drawn by a `(data, out)` function."""
+"""The report's figures, a module per figure or family, each drawing the report's claims: `(data, out)`."""
 
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.report.claims.rundata import ReportData
-from harness.report.figures import (
+from harness.figures import (
     backends,
     bill,
     code_lines,
@@ -16,8 +15,9 @@ from harness.report.figures import (
     throughput,
     training,
 )
+from harness.figures.style import FIGURES_DIR
+from harness.report.claims.rundata import ReportData
 from harness.report.markup import words
-from harness.report.markup.style import FIGURES_DIR
 
 # Every figure is a PNG (style.DPI), a pure function of the result files and loc.csv: one colour per
 # implementation in every figure (style.colour), one panel per machine and device, dots on log

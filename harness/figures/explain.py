@@ -15,9 +15,8 @@ import matplotlib.colors
 from matplotlib.patches import Patch
 
 from harness.draw import place
-from harness.report.claims.rundata import ReportData
-from harness.report.markup.style import caption, fmt_ms, legend_below, plt, save, settle, short_machine
-from harness.report.sections.explain_section import explain_rows
+from harness.figures.style import caption, fmt_ms, legend_below, plt, save, settle, short_machine
+from harness.report.claims.rundata import ReportData, study_rows
 
 # Each stage an ablation peels off falls in one of these kinds: one colour per kind in every row.
 # (name, colour, words in a stage's name that put it in this kind)
@@ -74,7 +73,7 @@ def stage_name(stage: dict) -> str:
 def fig_explain(data: ReportData, out: Path) -> Path | None:
     """Fig. 7: one bar per explained call, split into the stages its ladder peels off, coloured by
     the kind of stage; the rows grouped by machine."""
-    rows = explain_rows(data.runs)
+    rows = study_rows(data.runs, "explain", only_ok=False)
     if not rows:
         return None
     height = 0.42 * len(rows) + 2.4

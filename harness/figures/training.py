@@ -13,9 +13,9 @@ from pathlib import Path
 
 import matplotlib.ticker
 
+from harness.figures.grid import batch_grid
+from harness.figures.style import BACKEND_OF, caption, finish, fmt_ms, ok_cells
 from harness.report.claims.rundata import ReportData
-from harness.report.figures.grid import batch_grid
-from harness.report.markup.style import BACKEND_OF, caption, finish, fmt_ms, ok_cells
 from harness.report.sections.training_section import STUDY, default_threads
 
 COLUMNS = (("raw library, framework ops, NumPy", False), ("Keras, three backends", True))

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
-from harness.report.markup.style import colour, ladder_sorted, shade
+from harness.figures.style import colour, ladder_sorted, shade
 
 # the first, second, ... variant of one implementation: twelve markers told apart at 5 pt (the GPU
 # panel has ten CUDA variants in one colour); a 13th variant on repeats them on a dotted line

@@ -14,9 +14,9 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from harness.report.figures import batch_lines
-from harness.report.figures.dotplot import panel_title
-from harness.report.markup.style import BACKEND_OF, panels, plt
+from harness.figures import batch_lines
+from harness.figures.dotplot import panel_title
+from harness.figures.style import BACKEND_OF, panels, plt
 
 COLUMNS = 3  # panels a row: a 9-inch figure (style.DPI) holds three legible panels side by side
 

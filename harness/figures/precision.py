@@ -12,10 +12,10 @@ from pathlib import Path
 import matplotlib.ticker
 import pandas as pd
 
+from harness.figures import dotplot
+from harness.figures.style import caption, colour, finish, ok_cells
 from harness.measure.store import stats
 from harness.report.claims.rundata import ReportData
-from harness.report.figures import dotplot
-from harness.report.markup.style import caption, colour, finish, ok_cells
 
 Key = tuple[str, str, str]  # (device, machine, label)
 

@@ -7,7 +7,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from harness.report.markup.style import fmt_ms, ladder_sorted, panels, plt, short_machine
+from harness.figures.style import fmt_ms, ladder_sorted, panels, plt, short_machine
 
 
 def stacked(rows_per_panel: list[int], width: float = 9.0, per_row: float = 0.3,

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from harness import registry
+from harness.figures.style import IMPL_ORDER, OKABE_ITO, decorate, finish, plt
 from harness.report.claims.rundata import ReportData
-from harness.report.markup.style import IMPL_ORDER, OKABE_ITO, decorate, finish, plt
 
 INFERENCE_PARTS = ("forward", "kernel source", "weight layout", "ffi binding")
 TRAINING = "training step"

@@ -1,0 +1,75 @@
+"""What the report's figures share beyond the basics every figure has (harness.draw.style: matplotlib
+off-screen, the palette, the caption, axis decoration, the PNG, number formats) and what they share
+with the report (harness.report.markup.style): one fixed colour per implementation, the ladder's
+order, the cells a figure draws, machine names in a legend."""
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from harness import DEFAULT_FIGURES, registry
+from harness.draw.style import (  # noqa: F401  (the figures take the basics from here)
+    DPI,
+    OKABE_ITO,
+    caption,
+    decorate,
+    finish,
+    fmt_ms,
+    legend_below,
+    plt,
+    run_names,
+    save,
+    settle,
+)
+from harness.report.markup.style import BACKEND_OF, DEVICE_LINES, IMPL_ORDER, ok_cells  # noqa: F401
+
+FIGURES_DIR = DEFAULT_FIGURES
+# One colour per implementation in every figure, its spec's `colour` (registry.py: Okabe-Ito, then
+# Paul Tol's muted colours for the Keras backends and the hand-written rung): a series keeps its
+# colour when another is missing.
+IMPL_COLOURS = {name: spec.shown.colour for name, spec in registry.REGISTRY.items() if spec.shown.colour}
+OTHER_COLOUR = "#777777"  # a lab's module:Class, or a level that names no colour
+DEVICE_MARKER = {"cpu": "o", "gpu": "s"}
+
+
+def colour(implementation: str) -> str:
+    return IMPL_COLOURS.get(implementation, OTHER_COLOUR)
+
+
+LIGHTEST = 0.6  # the last of several variants of one level: its colour mixed 60% toward white
+
+
+def shade(implementation: str, k: int, n: int) -> str:
+    """The k-th of n variants of one level drawn in one panel: the level's colour for the first
+    (and for a lone variant), then lighter shades of it, evenly, up to LIGHTEST toward white, so
+    ten CUDA lines are told apart by colour as well as by marker."""
+    if not 0 <= k < n:
+        raise ValueError(f"variant {k} of {n}: expected 0 <= k < n")
+    base = colour(implementation)
+    mix = LIGHTEST * k / (n - 1) if n > 1 else 0.0
+    rgb = [int(base[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(c + (255 - c) * mix):02X}" for c in rgb)
+
+
+def impl_rank(implementation: str) -> int:
+    """Ladder position (bottom first); anything unknown after the known ones."""
+    return IMPL_ORDER.index(implementation) if implementation in IMPL_ORDER else len(IMPL_ORDER)
+
+
+def ladder_sorted(labels: Iterable[str]) -> list[str]:
+    """'impl/variant' labels in ladder order, variants in the order given."""
+    labels = list(dict.fromkeys(labels))
+    return sorted(labels, key=lambda lb: (impl_rank(lb.split("/")[0]), lb.split("/")[0],
+                                          labels.index(lb)))
+
+
+def short_machine(machine: str) -> str:
+    """'vm: AMD EPYC, 2 cores, AVX-512, peak 130 G MAC/s (not fingerprinted)' -> the name without
+    its host or its parenthesis: still one name per machine (harness.report.claims.hosts)."""
+    return machine.split(": ", 1)[-1].split(" (")[0]
+
+
+def panels(cells: pd.DataFrame) -> list[tuple[str, str]]:
+    """(device, machine) pairs in reading order: the CPU machines, then the GPU machines."""
+    return sorted({(d, m) for d, m in zip(cells["device"], cells["machine"], strict=True)},
+                  key=lambda p: (p[0] != "cpu", p[1]))
