@@ -15,6 +15,7 @@ own clocks around every call; every reply checked (harness.lab.box.replies).
       .weights(count, timeout) -> (count,) float32       (training) the trainer's weights, flat
       .busy_s                       how long the grader has waited on it, all requests together
     Chunk                           one chunk's measurements, per call
+    unanswered(reply, op), checked_shape(shape, count, op)   a stage or backward reply, read
 
 Every wait is bounded: by the request's own timeout, and by the box's wall_s over all requests.
 Any failure in an exchange (a timeout, garbage, a death, an error reply) ends the worker.
@@ -38,6 +39,26 @@ from harness.measure import channel
 from harness.measure.channel import Channel
 
 CLASSES = 10
+
+
+def unanswered(reply: dict, op: str) -> str | None:
+    """Why a stage or backward op was not answered (the worker's words, cut to 300 characters), or
+    None where it was; a reply that does not say is garbage."""
+    if not isinstance(reply.get("answered"), bool):
+        raise replies.garbage(f"a {op} reply without answered", b"")
+    if reply["answered"]:
+        return None
+    why = reply.get("why")
+    return why[:300] if isinstance(why, str) and why else "no reason given"
+
+
+def checked_shape(shape: object, count: int, op: str) -> list[int]:
+    """A shape the worker chose for `count` values: a list of positive ints whose product is count;
+    anything else is garbage."""
+    if not isinstance(shape, list) or not all(isinstance(d, int) and 0 < d <= count for d in shape) \
+            or int(np.prod(shape)) != count:
+        raise replies.garbage(f"a {op}'s shape {shape!r:.40}", b"")
+    return shape
 
 
 @dataclass(frozen=True)
@@ -138,15 +159,10 @@ class Sandbox:
                       deadline)
             pipe.send(np.ascontiguousarray(x, dtype="<f4").tobytes(), deadline)
             reply = self._reply(pipe, deadline, {})
-            if not isinstance(reply.get("answered"), bool):
-                raise replies.garbage("a stage reply without answered", b"")
-            if not reply["answered"]:
-                why = reply.get("why")
-                return (why[:300] if isinstance(why, str) and why else "no reason given"), None
-            shape = reply.get("shape")
-            if not isinstance(shape, list) or not all(isinstance(d, int) and 0 < d <= count for d in shape) \
-                    or int(np.prod(shape)) != count:
-                raise replies.garbage(f"a stage's shape {shape!r:.40}", b"")
+            why = unanswered(reply, "stage")
+            if why is not None:
+                return why, None
+            shape = checked_shape(reply.get("shape"), count, "stage")
             raw = pipe.exact(count * 4, deadline)
         return None, np.frombuffer(raw, dtype="<f4").reshape(shape)
 
@@ -160,11 +176,9 @@ class Sandbox:
                                       "shapes": [list(a.shape) for a in arrays]}), deadline)
             pipe.send(b"".join(np.ascontiguousarray(a, dtype="<f4").tobytes() for a in arrays), deadline)
             reply = self._reply(pipe, deadline, {})
-            if not isinstance(reply.get("answered"), bool):
-                raise replies.garbage("a backward reply without answered", b"")
-            if not reply["answered"]:
-                why = reply.get("why")
-                return (why[:300] if isinstance(why, str) and why else "no reason given"), None
+            why = unanswered(reply, "backward")
+            if why is not None:
+                return why, None
             shapes = reply.get("shapes")
             if not isinstance(shapes, list) or len(shapes) != len(counts):
                 raise replies.garbage(f"a backward's shapes {shapes!r:.60}", b"")
@@ -173,9 +187,7 @@ class Sandbox:
                 if count == 0 and shape is None:
                     parts.append(None)
                     continue
-                whole = isinstance(shape, list) and all(isinstance(d, int) and 0 < d <= count for d in shape)
-                if not whole or int(np.prod(shape)) != count:
-                    raise replies.garbage(f"a backward's shape {shape!r:.40}", b"")
+                shape = checked_shape(shape, count, "backward")
                 parts.append(np.frombuffer(pipe.exact(count * 4, deadline), dtype="<f4").reshape(shape))
         return None, parts
 
