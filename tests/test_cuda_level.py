@@ -50,19 +50,24 @@ def nvrtc_or_skip():
         pytest.skip(f"NVRTC not installed here (pip install nvidia-cuda-nvrtc-cu12): {exc}")
 
 
-def instances(cu: str) -> list[str]:
-    variant = next(v for v, f in kernels.SOURCES.items() if f == cu)
-    return [e for dtype in kernels.CTYPES for e in kernels.name_expressions(variant, dtype)]
+def instances(cu: str) -> set[str]:
+    """Every template instance of every variant whose kernels are in cu, both element types."""
+    return {e for v, f in kernels.SOURCES.items() if f == cu for dtype in kernels.CTYPES
+            for e in kernels.name_expressions(v, dtype)}
 
 
 @pytest.fixture(scope="module")
 def compiled():
-    """{(file, arch): Compiled}: every .cu, both element types, for every arch."""
+    """{(file, arch): Compiled}: every .cu, every instance of both element types, for every arch. The
+    units doctor and gpu-explain compile (kernels.nvrtc_units), so theirs for sm_80 and sm_90 are
+    these compiles, found in NVRTC's cache."""
     lib = nvrtc_or_skip()
+    units = {cu: (text, options, exprs) for text, cu, options, exprs in kernels.nvrtc_units()}
     out = {}
     for cu, arch in BUILDS:
-        options = (*kernels.OPTIONS, *(("--ptxas-options=-v",) if arch.startswith("sm_") else ()))
-        out[cu, arch] = lib.compile(kernels.file_source(cu), cu, arch, options, instances(cu))
+        text, options, exprs = units[cu]
+        options = (*options, *(("--ptxas-options=-v",) if arch.startswith("sm_") else ()))
+        out[cu, arch] = lib.compile(text, cu, arch, options, exprs)
     return out
 
 
@@ -70,7 +75,7 @@ def compiled():
 @pytest.mark.parametrize("cu,arch", BUILDS)
 def test_every_kernel_compiles_with_nvrtc(compiled, cu, arch):
     result = compiled[cu, arch]
-    assert set(result.lowered) == set(instances(cu))  # every template instance the model asks for
+    assert set(result.lowered) == instances(cu)  # every template instance the model asks for
     if arch.startswith("compute_"):
         text = result.image.decode()
         assert f".target sm_{arch[-2:]}" in text
@@ -105,7 +110,8 @@ def test_the_cluster_kernel_needs_sm_90_and_uses_the_cluster_in_ptx(compiled):
     at sm_90 its PTX holds the cluster's barriers and the mapped addresses of the others' memory."""
     lib = nvrtc_or_skip()
     with pytest.raises(nvrtc.NvrtcError):
-        lib.compile(kernels.source("cluster"), "cluster.cu", "compute_80", kernels.OPTIONS, instances("cluster.cu"))
+        lib.compile(kernels.source("cluster"), "cluster.cu", "compute_80", kernels.OPTIONS,
+                    sorted(instances("cluster.cu")))
     assert not kernels.compiles_for("cluster.cu", "sm_80") and kernels.compiles_for("cluster.cu", "sm_100")
     ptx = compiled["cluster.cu", "compute_90"].image.decode()
     assert ".reqnctapercluster 8, 1, 1" in ptx  # __cluster_dims__: a plain launch makes clusters of 8
@@ -132,6 +138,34 @@ def test_resources_compile_once_a_process_and_answer_a_copy(monkeypatch):
     assert len(compiles) == 1 and again["k<float>"]["registers"] > 0
     nvrtc.resources(lib, source, "once.cu", "sm_80", (), ["k<float>"])  # another arch: its own compile
     assert len(compiles) == 2
+
+
+def test_a_compile_is_kept_on_disk_and_read_back_instead_of_compiled_again(monkeypatch, tmp_path):
+    """NVRTC's cache (engine_setup.cache_dir("nvrtc")): the same compile is read back, not built again;
+    another arch is a compile of its own; a file that is not a compile of its key is built again and
+    replaced; where the cache cannot be written, compiles still answer."""
+    lib = nvrtc_or_skip()
+    monkeypatch.setenv("LENET_CACHE_DIR", str(tmp_path))
+    source = "template <typename T> __global__ void k(T* y) { y[threadIdx.x] = T(2); }"
+    builds = []
+    real = lib.build
+    monkeypatch.setattr(lib, "build", lambda *a, **k: builds.append(a[2]) or real(*a, **k))
+    args = (source, "kept.cu", "sm_90", ("--ptxas-options=-v",), ["k<float>"])
+    first = lib.compile(*args)
+    assert lib.compile(*args) == first and builds == ["sm_90"]  # read back: the same image, log and names
+    assert first.image[:4] == b"\x7fELF" and list(first.resources()) == list(first.lowered.values())
+    (kept,) = (tmp_path / "nvrtc").glob("kept-sm_90-*.json")
+    ptx = lib.compile(source, "kept.cu", "compute_90", (), ["k<float>"])
+    assert builds == ["sm_90", "compute_90"] and b".entry" in ptx.image
+    (ptx_file,) = (tmp_path / "nvrtc").glob("kept-compute_90-*.json")
+    for wrong in ('{"arch": "sm_90", "image": "not base64", "log": "", "lowered": {}}', ptx_file.read_text(), "[]"):
+        kept.write_text(wrong)  # bad base64; a compile of another arch; no compile at all
+        again = lib.compile(*args)  # compiled again (ptxas' log names its own time) and kept
+        assert again.image == first.image and nvrtc.read_kept(kept, "sm_90", ["k<float>"]) == again
+    assert builds == ["sm_90", "compute_90"] + ["sm_90"] * 3
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("LENET_CACHE_DIR", str(tmp_path / "file"))  # a cache folder that cannot be made
+    assert lib.compile(*args).image == lib.compile(*args).image == first.image and builds[-2:] == ["sm_90"] * 2
 
 
 def test_ptxas_log_parsing():

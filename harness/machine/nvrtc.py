@@ -10,18 +10,30 @@ Library discovery, first found wins:
   2. the nvidia-cuda-nvrtc-cu12 wheel (nvidia/cuda_nvrtc/lib/libnvrtc.so.12), CUDA 13's
      nvidia-cuda-nvrtc (nvidia/cu13/lib/libnvrtc.so.13)
   3. the system's libnvrtc.so.13, then libnvrtc.so.12
+
+Every compile that succeeds is kept in engine_setup.cache_dir("nvrtc") (~/.cache/lenet-levels/nvrtc),
+one JSON file per key, `fused-sm_90-<sha256 prefix>.json`: the key is the source text, its name, the
+arch, the options, the template instances and the library (its path, version, size and time), as
+the C level's cache keys its libraries. The tests, `doctor` and `gpu-explain` compile the same
+kernels: each compile is done once a machine. A file is written to a temporary file and renamed;
+one that does not read back as a compile of that key is compiled again and replaced.
 """
 
+import base64
 import copy
 import ctypes
+import hashlib
+import json
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
-from harness.errors import Unavailable
-from harness.frameworks import native
+from harness.errors import HarnessError, Unavailable
+from harness.frameworks import engine_setup, native
+from harness.machine.files import write_atomic
 
 SUCCESS = 0
 SONAMES = ("libnvrtc.so.13", "libnvrtc.so.12")
@@ -49,6 +61,7 @@ SIGNATURES = {
     "nvrtcGetErrorString": [c_int],
 }
 RESTYPES = {"nvrtcGetErrorString": c_char_p}
+CACHE = "nvrtc"  # the engine_setup.cache_dir kind compiles are kept in
 
 
 class NvrtcError(RuntimeError):
@@ -131,10 +144,32 @@ class Nvrtc:
 
     def compile(self, source: str, name: str, arch: str, options: Sequence[str] = (),
                 name_expressions: Sequence[str] = ()) -> Compiled:
-        """Compile `source` for `arch`: "compute_90" gives PTX, "sm_90" a cubin (ptxas ran).
+        """Compile `source` for `arch`: "compute_90" gives PTX, "sm_90" a cubin (ptxas ran); from the
+        cache where the same compile was done before (module docstring), else by build() and kept.
         NvrtcError carries the compiler's log when the source does not compile."""
         if not re.fullmatch(r"(compute|sm)_\d+[a-z]?", arch):
             raise ValueError(f"arch: expected compute_XY (PTX) or sm_XY (cubin), found {arch!r}")
+        path = self.cache_path(source, name, arch, options, name_expressions)
+        kept = read_kept(path, arch, name_expressions)
+        if kept is not None:
+            return kept
+        done = self.build(source, name, arch, options, name_expressions)
+        keep(path, done)
+        return done
+
+    def cache_path(self, source: str, name: str, arch: str, options: Sequence[str],
+                   name_expressions: Sequence[str]) -> Path:
+        """The cache file of one compile: its key hashes everything the compiler's answer depends on."""
+        library = Path(self.path)
+        stat = os.stat(library) if library.is_file() else None  # a soname: its version says it
+        parts = (source, name, arch, "\0".join(options), "\0".join(name_expressions), self.path,
+                 "{}.{}".format(*self.version), f"{stat.st_size} {stat.st_mtime_ns}" if stat else "")
+        key = hashlib.sha256("\0\0".join(parts).encode()).hexdigest()[:24]
+        return engine_setup.cache_dir(CACHE) / f"{Path(name).stem}-{arch}-{key}.json"
+
+    def build(self, source: str, name: str, arch: str, options: Sequence[str] = (),
+              name_expressions: Sequence[str] = ()) -> Compiled:
+        """The compile itself, by libnvrtc (compile() checked the arch)."""
         prog = Program()
         self.check("nvrtcCreateProgram", ctypes.byref(prog), source.encode(), name.encode(), 0, None, None)
         try:
@@ -168,6 +203,34 @@ class Nvrtc:
         text = ctypes.create_string_buffer(max(size.value, 1))
         self.check("nvrtcGetProgramLog", prog, text)
         return text.value.decode(errors="replace").strip()
+
+
+def read_kept(path: Path, arch: str, name_expressions: Sequence[str]) -> Compiled | None:
+    """The compile kept in path, or None where there is none or the file is not one of this key's
+    (a compile of another arch or other instances, a field missing or of another type)."""
+    try:
+        kept = json.loads(path.read_text())
+        image = base64.b64decode(kept["image"], validate=True)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    lowered = kept.get("lowered")
+    fields_ok = set(kept) == {"arch", "image", "log", "lowered"} and isinstance(kept["log"], str)
+    if not fields_ok or kept["arch"] != arch:
+        return None
+    names_ok = isinstance(lowered, dict) and all(isinstance(v, str) for v in lowered.values())
+    if not names_ok or list(lowered) != list(name_expressions):
+        return None
+    return Compiled(arch, image, kept["log"], lowered)
+
+
+def keep(path: Path, done: Compiled) -> None:
+    """done -> path, whole (written and renamed); a cache that cannot be written keeps nothing."""
+    text = json.dumps({"arch": done.arch, "image": base64.b64encode(done.image).decode(), "log": done.log,
+                       "lowered": done.lowered})
+    try:
+        write_atomic(path, text)
+    except HarnessError:
+        pass  # a read-only home: each process compiles again, as without a cache
 
 
 def resources(lib: Nvrtc, source: str, name: str, arch: str, options: Sequence[str] = (),
