@@ -108,6 +108,12 @@ def loc_rows(loc_counted) -> list[dict]:
     return copy.deepcopy(loc_counted)
 
 
+def session_folder(tmp_path_factory) -> Path:
+    """The session's temporary folder, which its xdist workers share (each has its own below it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def report_cache(tmp_path_factory) -> Path:
     """A file holding what reading the committed results computes and keeps for the next read
@@ -121,9 +127,7 @@ def report_cache(tmp_path_factory) -> Path:
     from harness.measure.store import rows
     from harness.report.claims import rundata
 
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # the session's folder, above each worker's own
+    shared = session_folder(tmp_path_factory)
     path = shared / "report-cache.pickle"
     with open(shared / "report-cache.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits here while the first computes
@@ -230,11 +234,16 @@ def gzip_idx(folder: Path, name: str, raw: bytes, fix_checksum=False) -> None:
 
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory):
-    """The CUDA kernels compiled for the CPU (tests/fake_cuda.py), once a test file; skipped without
-    a C++ compiler."""
+    """The CUDA kernels compiled for the CPU (tests/fake_cuda.py), once a session: the first worker
+    to ask builds them into the session's folder (3-4 s of g++), the others wait and load that
+    library; skipped without a C++ compiler."""
     from tests import fake_cuda
 
-    try:
-        return fake_cuda.build(tmp_path_factory.mktemp("cuda-emu"))
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
+    folder = session_folder(tmp_path_factory) / "cuda-emu"
+    folder.mkdir(exist_ok=True)
+    with open(folder.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return fake_cuda.build(folder)
+        except FileNotFoundError as exc:
+            pytest.skip(str(exc))
