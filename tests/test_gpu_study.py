@@ -92,7 +92,10 @@ def test_archive_layout(finished):
 def test_a_step_over_its_time_is_stopped_and_later_steps_skipped_past_the_budget(tmp_path):
     slow = Step("slow", (sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"), 1.5)
     late = python_step("late", ["-c", "print('never')"], 60)
-    manifest, _ = campaign(tmp_path, extra=[slow, late], budget=45)
+    out = tmp_path / "out"
+    out.mkdir()
+    manifest, _ = gpu_study.run_campaign(out, "gpu-study-test-r2", [slow, late], 45, archive.CAP_BYTES,
+                                         say=lambda line: None)
     by_name = {s["name"]: s for s in manifest["steps"]}
     assert by_name["slow"]["status"] == "timeout" and by_name["slow"]["tail"] == ["started"]
     assert by_name["slow"]["seconds"] < 30
