@@ -1,6 +1,6 @@
 // Runs CUDA C kernels on the CPU, for tests on a machine without a GPU: each block (or cluster of
 // blocks) of a launch in turn; a kernel without __syncthreads runs its threads one after another,
-// a kernel with them runs each CUDA thread as a fiber (ucontext, on one OS thread) that a barrier
+// a kernel with them runs each CUDA thread as a fiber (its own stack, on one OS thread) that a barrier
 // switches away from until every thread of the block (__syncthreads) or the cluster (cluster_sync)
 // has arrived. __shared__ arrays are static: one block runs at a time.
 // Thread-block clusters (sm_90): the blocks of a cluster run together, each with its own shared
@@ -13,7 +13,9 @@
 #include <string.h>
 
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -45,6 +47,7 @@ struct EmuAsyncCopy {
 
 struct EmuFiber {
     ucontext_t ctx;
+    void* sp = nullptr;  // its stack pointer while switched away (emu_switch)
     std::vector<EmuAsyncCopy> copies;  // cp.async's in flight (landed by cp_async_wait)
     unsigned long groups = 0;          // cp.async groups committed
     dim3 thread, block;
@@ -62,9 +65,34 @@ inline EmuBarrier* emu_block_bars = nullptr;          // the cluster's blocks' b
 inline EmuBarrier* emu_cluster_bar = nullptr;         // the cluster's
 inline unsigned char* const* emu_arenas = nullptr;   // the cluster's blocks' shared memory, by rank
 inline ucontext_t emu_scheduler;
+inline void* emu_scheduler_sp = nullptr;              // the scheduler's, while a fiber runs (emu_switch)
 inline unsigned long emu_progress = 0;                // arrivals and ends: a pass without any is a hang
 inline void (*emu_run_body)(void*) = nullptr;
 inline void* emu_body = nullptr;
+
+// Switching fibers. swapcontext saves and restores the signal mask (a system call each way) and the
+// FPU's state: most of an emulated launch's time. On x86-64 emu_switch saves what the ABI says a call keeps
+// (rbx, rbp, r12-r15; no fiber changes the FPU's control words or the signal mask) on the running
+// stack, stores its stack pointer and continues on the other's. Where shadow stacks are on (a
+// `ret` onto another stack would fault) and on other CPUs, swapcontext.
+#if defined(__x86_64__) && defined(__linux__)
+__attribute__((naked, noinline)) static void emu_switch(void** /*save_sp*/, void* /*to_sp*/) {
+    asm volatile(
+        "pushq %rbp\n\tpushq %rbx\n\tpushq %r12\n\tpushq %r13\n\tpushq %r14\n\tpushq %r15\n\t"
+        "movq %rsp, (%rdi)\n\tmovq %rsi, %rsp\n\t"
+        "popq %r15\n\tpopq %r14\n\tpopq %r13\n\tpopq %r12\n\tpopq %rbx\n\tpopq %rbp\n\tret\n\t");
+}
+inline bool emu_shadow_stack() {
+    unsigned long features = 0;  // ARCH_SHSTK_STATUS (0x5005); bit 0: the shadow stack is on
+    return syscall(SYS_arch_prctl, 0x5005, &features) == 0 && (features & 1);
+}
+inline const bool emu_fast_switch = !emu_shadow_stack();
+#else
+static void emu_switch(void**, void*) { __builtin_trap(); }
+inline const bool emu_fast_switch = false;
+#endif
+
+inline void emu_yield();  // the running fiber -> the scheduler (below)
 
 #define __global__
 #define __device__
@@ -85,7 +113,7 @@ inline unsigned long emu_arrive(EmuBarrier* b) {
     return generation;
 }
 inline void emu_wait(EmuBarrier* b, unsigned long generation) {
-    while (b->generation == generation) swapcontext(&emu_current->ctx, &emu_scheduler);
+    while (b->generation == generation) emu_yield();
 }
 inline void emu_leave(EmuBarrier* b) {
     --b->expected;
@@ -190,7 +218,7 @@ inline void mbar_arrive_cluster(unsigned long long* bar, unsigned rank) {
 }
 inline bool mbar_try_wait(unsigned long long* bar, unsigned parity) {
     if ((*bar >> 63) != parity) return true;  // the phase of that parity has completed
-    if (emu_current != nullptr) swapcontext(&emu_current->ctx, &emu_scheduler);
+    if (emu_current != nullptr) emu_yield();
     return false;
 }
 
@@ -202,7 +230,7 @@ inline constexpr unsigned long EMU_POLLS_PER_YIELD = 16;
 inline void emu_poll_yield() {
     if (emu_current == nullptr || ++emu_current->polls % EMU_POLLS_PER_YIELD != 0) return;
     ++emu_progress;
-    swapcontext(&emu_current->ctx, &emu_scheduler);
+    emu_yield();
 }
 
 // The resident kernels' reads of what the host rewrites, and their clock: plain volatile accesses
@@ -238,6 +266,13 @@ inline double __hiloint2double(int hi, int lo) {
 }
 inline long long clock64() { return (long long)globaltimer_ns(); }  // a cycle counter: ns here
 
+inline void emu_yield() {
+    if (emu_fast_switch)
+        emu_switch(&emu_current->sp, emu_scheduler_sp);
+    else
+        swapcontext(&emu_current->ctx, &emu_scheduler);
+}
+
 inline void emu_fiber_main() {
     emu_run_body(emu_body);
     EmuFiber* f = emu_current;
@@ -246,7 +281,24 @@ inline void emu_fiber_main() {
     emu_leave(emu_cluster_bar);
     f->done = true;
     ++emu_progress;
-}  // returns to emu_scheduler (uc_link)
+}  // returns to emu_scheduler (uc_link); emu_fiber_start switches there
+
+// A fiber's first instruction under emu_switch (its `ret` lands here): run it, then leave it for good.
+inline void emu_fiber_start() {
+    emu_fiber_main();
+    emu_yield();       // a done fiber is never switched to again
+    __builtin_trap();
+}
+
+// A new fiber on the stack [base, base + bytes) for emu_switch: what its first switch pops (six
+// registers, then emu_fiber_start as the return address), 16-byte aligned as at a call.
+inline void* emu_fiber_stack(char* base, size_t bytes) {
+    void** top = reinterpret_cast<void**>(base + bytes);  // page-aligned
+    top[-1] = nullptr;                                    // emu_fiber_start's own return address
+    top[-2] = reinterpret_cast<void*>(&emu_fiber_start);
+    for (int r = 3; r <= 8; ++r) top[-r] = nullptr;       // rbp, rbx, r12-r15
+    return top - 8;
+}
 
 // Run one cluster's fibers until all have ended: false if they hang (every one waiting).
 inline bool emu_run_cluster(std::vector<EmuFiber>& fibers) {
@@ -258,7 +310,10 @@ inline bool emu_run_cluster(std::vector<EmuFiber>& fibers) {
             emu_current = &f;
             threadIdx = f.thread;
             blockIdx = f.block;
-            swapcontext(&emu_scheduler, &f.ctx);
+            if (emu_fast_switch)
+                emu_switch(&emu_scheduler_sp, f.sp);
+            else
+                swapcontext(&emu_scheduler, &f.ctx);
             live += !f.done;
         }
         if (live > 0 && emu_progress == before) return false;
@@ -315,8 +370,13 @@ int emu_launch(unsigned grid, unsigned block, unsigned cluster, bool barriers, B
             f.rank = i / block;
             f.thread = {i % block, 1, 1};
             f.block = {c * cluster + f.rank, 1, 1};
+            char* stack = static_cast<char*>(stacks) + i * stride + EMU_GUARD_BYTES;
+            if (emu_fast_switch) {
+                f.sp = emu_fiber_stack(stack, EMU_STACK_BYTES);
+                continue;
+            }
             getcontext(&f.ctx);
-            f.ctx.uc_stack.ss_sp = static_cast<char*>(stacks) + i * stride + EMU_GUARD_BYTES;
+            f.ctx.uc_stack.ss_sp = stack;
             f.ctx.uc_stack.ss_size = EMU_STACK_BYTES;
             f.ctx.uc_link = &emu_scheduler;
             makecontext(&f.ctx, emu_fiber_main, 0);
