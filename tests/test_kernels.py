@@ -63,7 +63,7 @@ def test_the_child_measures_and_traces_a_real_level():
     """On the CPU: the child times numpy's calls and writes a trace; without GPU work the
     summary refuses, naming why."""
     pytest.importorskip("torch")
-    raw = kernels.run_child("numpy", "default", "cpu", 20, DEFAULT_WEIGHTS, batch=64)
+    raw = kernels.run_child("numpy", "default", "cpu", 20, DEFAULT_WEIGHTS, batch=2)  # more than one image a call
     assert raw["host_ns_per_call"] > 0 and isinstance(raw["events"], list)
     with pytest.raises(HarnessError, match="no kernel or copy"):
         kernels.summarize_trace(raw["events"], 20)
