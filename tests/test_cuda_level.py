@@ -507,7 +507,7 @@ def test_emulated_kernels_agree_with_the_oracle(monkeypatch, emulator, sample, v
 
 
 @pytest.mark.parametrize("variant,dtype,sizes", [
-    # cluster and mapped: a cluster per image, emulated image by image (512 took 10 s a variant);
+    # cluster and mapped: a cluster of 8 blocks per image, emulated image by image, stop at 64;
     # the batch variants, which tile the batch over blocks, go to 512
     ("cluster", "float32", (1, 3, 13, 64)),  # 13: a multiple of no block or cluster size
     ("cluster", "float64", (1, 3, 13, 64)),
