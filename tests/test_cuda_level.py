@@ -551,7 +551,7 @@ FULL_EMULATION = "LENET_EMULATE_ALL"  # =1: every variant, both dtypes, every ba
 
 
 @pytest.mark.skipif(os.environ.get(FULL_EMULATION) != "1",
-                    reason=f"opt-in, an hour or more on 2 cores: {FULL_EMULATION}=1 (make test-emulation); "
+                    reason=f"opt-in: {FULL_EMULATION}=1 (make test-emulation); "
                            "make test emulates every variant at 12 and 1 images and the tiled ones to 512")
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("variant", VARIANTS)
