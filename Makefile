@@ -69,7 +69,7 @@ test: $(STAMP) $(CUDNN_STAMP)  ## the test suite (GPU tests run where a GPU is p
 test-fast: $(STAMP)  ## the test suite without the end-to-end runs marked slow
 	$(PYTEST) -m "not slow"
 
-test-emulation: $(STAMP)  ## the CUDA kernels emulated on the CPU at every batch size to 512 (an hour or more, opt-in)
+test-emulation: $(STAMP)  ## the CUDA kernels emulated on the CPU at every batch size to 512 (opt-in)
 	LENET_EMULATE_ALL=1 $(PYTEST) tests/test_cuda_level.py -k emulated_every_variant
 
 weights: $(STAMP)  ## retrain the shared weights (Keras, fixed seeds)
