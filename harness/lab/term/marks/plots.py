@@ -25,19 +25,12 @@ def name_label(student: str) -> str:
 
 @functools.cache  # `lab publish` asks for each reference twice (its table and its figure)
 def reference_loc(implementation: str) -> int | None:
-    """Code lines of a reference's package (all its files): the report's LOC table's count where
-    that table was counted from these very sources (its fingerprint), else counted here the same
-    way; a grader never rewrites the table."""
-    from harness.report.claims import loc
+    """Code lines of a reference's package (all its files, as the report's LOC table)."""
+    from harness.machine import provenance as loc
 
     package = registry.REGISTRY[implementation].package if implementation in registry.REGISTRY else None
     if not package:
         return None
-    table, stamp = loc.CSV_PATH, loc.fingerprint_path(loc.CSV_PATH)
-    if table.is_file() and stamp.is_file() and stamp.read_text().strip() == loc.fingerprint():
-        counted = loc.totals(loc.read_csv(table))  # spares a report or publish loading pygount
-        if package in counted:
-            return counted[package]
     return sum(loc.analyze(p, package).code_count for p in loc.package_files(package))
 
 
