@@ -9,11 +9,17 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import numpy as np
-import pytest
+# One BLAS thread in the suite's processes and every process they start (inherited through the
+# environment), set before NumPy loads OpenBLAS: its idle threads spin, and on 2 cores they cost
+# as much CPU again as the NumPy work of a test. Timed processes get their threads from the harness
+# (harness.machine.procenv) whatever is set here; a caller's own setting stands.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from harness import DEFAULT_DATA_DIR, DEFAULT_RESULTS, DEFAULT_WEIGHTS
-from harness.data import mnist, weights
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from harness import DEFAULT_DATA_DIR, DEFAULT_RESULTS, DEFAULT_WEIGHTS  # noqa: E402
+from harness.data import mnist, weights  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

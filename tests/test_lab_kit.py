@@ -120,14 +120,16 @@ def documented_command(folder) -> list[str]:
 def test_kit_runs_with_numpy_alone_then_installs_and_checks(kits, tmp_path):
     """`python -m venv` without system site packages, NumPy alone from the package index: the
     kit's documented command, run from the unzipped kit, checks the correct example and passes it
-    (no h5py: the weights are .npz). Then `pip install ./lab-kit-cpu_numpy` as a student types it,
-    and `lenet-lab check` passes the correct example and fails the wrong one, printing no rank."""
+    (no h5py: the weights are .npz). Then pip installs the kit's folder (./lab-kit-cpu_numpy) there,
+    and `lenet-lab check` passes the correct example and fails the wrong one, printing no rank.
+    The installs are this environment's pip run for the venv's Python (pip --python): the venv's
+    own copy of pip (ensurepip) would only cost seconds to set up."""
     _, folder = kits["cpu_numpy"]
-    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
     python = tmp_path / "venv" / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "numpy"], check=True, env=env, cwd=tmp_path,
-                   timeout=300)
+    subprocess.run([*pip, "numpy"], check=True, env=env, cwd=tmp_path, timeout=300)
     bare = subprocess.run([str(python), "-c", "import h5py"], capture_output=True, text=True, env=env)
     assert "No module named 'h5py'" in bare.stderr
     command = documented_command(folder)
@@ -138,8 +140,7 @@ def test_kit_runs_with_numpy_alone_then_installs_and_checks(kits, tmp_path):
     assert "numpy takes about" in here.stdout and "Peak memory of this check" in here.stdout
     silent = subprocess.run([str(python), *command[1:3]], capture_output=True, text=True, cwd=folder, env=env)
     assert silent.returncode == 2 and "usage" in silent.stderr  # never exit 0 printing nothing
-    subprocess.run([str(python), "-m", "pip", "install", "-q", str(folder)], check=True, env=env,
-                   cwd=tmp_path, timeout=300)
+    subprocess.run([*pip, str(folder)], check=True, env=env, cwd=tmp_path, timeout=300)
     found = subprocess.run([str(python), "-c", "import harness, tensorflow"], capture_output=True, text=True,
                            cwd=tmp_path, env=env)
     assert "No module named 'tensorflow'" in found.stderr  # a clean environment: only the kit's needs

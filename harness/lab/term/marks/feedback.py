@@ -142,11 +142,9 @@ def points_lines(score: points.Score | None, lab: Lab, own_due: datetime | None 
 
 
 def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path,
-          score: points.Score | None = None, with_points: bool = True) -> list[Path]:
-    """OUT/feedback/<id>.md (and its histogram); `with_points`: its points_lines (not in a student's
-    own `lab check`, which gives none)."""
-    from harness.lab.term.marks import plots
-
+          score: points.Score | None = None, with_points: bool = True, histogram: bool = True) -> list[Path]:
+    """OUT/feedback/<id>.md (and its histogram); `with_points`: its points_lines, and `histogram`
+    (not in a student's own `lab check`, which prints the text alone: no points, no figure)."""
     folder = Path(out) / "feedback"
     folder.mkdir(parents=True, exist_ok=True)
     student = row["student"]
@@ -186,7 +184,13 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path,
         lines += [f"Next step: {step.format(lab=lab.name, module=lab.module)}"]
     for flagged in row.get("inconsistent_rounds") or []:
         lines.append(f"- round {flagged['round']} dropped: {text.cell(flagged['reason'])}")
-    picture = plots.histogram(row, folder / f"{name}.png")
+    picture = None
+    if histogram:
+        from harness.lab.term.marks import plots  # matplotlib: only where a figure is drawn
+
+        picture = plots.histogram(row, folder / f"{name}.png")
+    elif memory.timed(row):
+        lines += ["", "(histogram: left out in a check)"]
     if picture:
         lines += ["", f"![time per call]({picture.name})"]
     tail = log_tail(out, student) if row["status"] in ("crashed", "import-error", "out-of-memory") else []

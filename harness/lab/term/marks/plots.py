@@ -9,6 +9,7 @@ import functools
 from pathlib import Path
 
 import numpy as np
+from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from harness import registry
 from harness.draw import style
@@ -80,14 +81,19 @@ def histogram(row: dict, path: Path) -> Path | None:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.5))
     us = np.asarray(calls, dtype=np.float64) / 1e3
-    bins = np.logspace(np.log10(max(us.min(), 0.1)), np.log10(max(us.max(), 0.2)), 40).tolist()
-    ax.hist(us, bins=bins, color=style.OKABE_ITO[0], alpha=0.8,
-            label=f"{name_label(row['student'])} ({len(us)} calls)")
+    bins = np.logspace(np.log10(max(us.min(), 0.1)), np.log10(max(us.max(), 0.2)), 40)
+    counts, edges = np.histogram(us, bins=bins)  # (40,) calls per bin, as ax.hist counted them
+    # one step patch, not a rectangle per bin; the ticks' labels plain numbers (100, 200), not
+    # mathtext (2×10²): the two were half of drawing one histogram, and a lab draws one per student
+    ax.stairs(counts, edges, fill=True, color=style.OKABE_ITO[0], alpha=0.8,
+              label=f"{name_label(row['student'])} ({len(us)} calls)")
     ax.axvline(np.median(us), color=style.OKABE_ITO[0], linestyle="-", linewidth=1)
     for i, (label, median) in enumerate((row.get("reference_medians_ns") or {}).items()):
         ax.axvline(median / 1e3, color=style.OKABE_ITO[(i + 1) % 8], linestyle="--",
                    label=f"{label} median {median / 1e3:.3g} µs")
     ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))  # 10, 100, 1000, ...
+    ax.xaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))  # matplotlib's choice of minor labels
     style.decorate(ax, f"{name_label(row['student'])}: time per call", "µs per call (log)", "calls")
     node = row.get("node") or {}
     caption = f"node {node.get('hostname')}: {node.get('gpu') or node.get('cpu')}; lab {row['lab']}"
