@@ -1,6 +1,7 @@
 """`python -m harness explain`: the stage arithmetic on synthetic timings, and a real run for
 every CPU implementation."""
 
+import importlib.util
 import json
 import platform
 import subprocess
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from harness import registry
-from harness.explain import keras_steps, ladder
+from harness.explain import child, keras_steps, ladder
 from harness.measure.floor import fastest_measured
 from harness.measure.store import results
 from harness.report.sections import explain_section
@@ -107,8 +108,30 @@ def test_explain_runs_for_every_cpu_implementation(tmp_path):
     assert sum(s["share"] for s in keras_internal["stages"]) == pytest.approx(1.0)
     assert rows["keras"]["counts"]["datasets_created"] > 0 and rows["keras_jax"]["counts"]["datasets_created"] == 0
     assert "tensorflow" not in rows["keras_jax"]["frameworks"]
+    # each child imports its ladder's frameworks alone, though TensorFlow and Keras would import JAX
+    assert rows["tf"]["frameworks"] == ["tensorflow"] and rows["keras"]["frameworks"] == ["tensorflow", "keras"]
     assert "(a) ablation ladder" in run.stdout and "(b) Keras predict's own steps" in run.stdout
     json.dumps(rows)  # rows are plain JSON
+
+
+def test_a_module_kept_out_of_a_child_is_as_if_not_installed(monkeypatch):
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    monkeypatch.setattr(child.KeptOut, "modules", child.KeptOut.modules)
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    child.keep_out(["colorsys"])  # a standard module, installed everywhere
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("colorsys")
+    assert importlib.util.find_spec("colorsys") is None and "colorsys" not in sys.modules
+    assert importlib.util.find_spec("wave") is not None  # the others are found as before
+
+
+def test_a_child_keeps_out_every_framework_but_its_ladders(monkeypatch):
+    from harness.measure import floor
+
+    monkeypatch.setattr(floor, "fastest_measured", lambda device: floor.Floor("numba", "fused", 2e4, "r"))
+    assert set(registry.frameworks()) - set(keras_steps.unused_frameworks("keras", "predict", "cpu")) \
+        == {"keras", "tensorflow", "numba"}
+    assert set(registry.frameworks()) - set(keras_steps.unused_frameworks("numpy", "default", "cpu")) == set()
 
 
 def test_a_target_whose_framework_is_missing_is_said_and_the_others_still_run(monkeypatch, tmp_path, capsys):
