@@ -4,7 +4,6 @@ every CPU implementation."""
 import importlib.util
 import json
 import platform
-import subprocess
 import sys
 
 import numpy as np
@@ -15,7 +14,6 @@ from harness.explain import child, keras_steps, ladder
 from harness.measure.floor import fastest_measured
 from harness.measure.store import results
 from harness.report.sections import explain_section
-from tests.conftest import ROOT
 
 LADDER = [{"step": "predict", "removes": "pipeline"}, {"step": "predict_on_batch", "removes": "loop"},
           {"step": "floor", "removes": "arithmetic"}]
@@ -81,13 +79,15 @@ def test_report_section_is_generated_from_rows():
 
 
 @pytest.mark.slow
-def test_explain_runs_for_every_cpu_implementation(tmp_path):
+def test_explain_runs_for_every_cpu_implementation(tmp_path, capsys):
+    """The command in this process (its children are processes, one per level, as always)."""
+    from harness import cli
+
     pytest.importorskip("torch", reason="PyTorch is not installed (make install EXTRAS=dev,torch)")
     names = [n for n, spec in registry.REGISTRY.items() if "cpu" in spec.devices]
-    run = subprocess.run([sys.executable, "-m", "harness", "explain", ",".join(names), "--calls", "6",
-                          "--rounds", "2", "--out", str(tmp_path)], cwd=ROOT, capture_output=True,
-                         text=True, timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
+    code = cli.main(["explain", ",".join(names), "--calls", "6", "--rounds", "2", "--out", str(tmp_path)])
+    run = capsys.readouterr()
+    assert code == 0, run.err[-3000:]
     (run_dir,) = (tmp_path / "explain").iterdir()
     rows = {r["implementation"]: r for r in results.read_rows(run_dir)}
     assert set(rows) == set(names)
@@ -110,7 +110,7 @@ def test_explain_runs_for_every_cpu_implementation(tmp_path):
     assert "tensorflow" not in rows["keras_jax"]["frameworks"]
     # each child imports its ladder's frameworks alone, though TensorFlow and Keras would import JAX
     assert rows["tf"]["frameworks"] == ["tensorflow"] and rows["keras"]["frameworks"] == ["tensorflow", "keras"]
-    assert "(a) ablation ladder" in run.stdout and "(b) Keras predict's own steps" in run.stdout
+    assert "(a) ablation ladder" in run.out and "(b) Keras predict's own steps" in run.out
     json.dumps(rows)  # rows are plain JSON
 
 

@@ -6,9 +6,9 @@ Prints one JSON object: the ladder's per-step times by round, Keras' internal st
 real predict timed in the same loop (Keras on TensorFlow), and cProfile counts.
 
 The process imports the frameworks its ladder runs and no other (KeptOut): where they are
-installed, TensorFlow imports Keras and JAX, and Keras imports JAX, IPython and matplotlib, for
-features no call uses (TensorFlow Lite's JAX export, Orbax checkpoints, notebook display, plots);
-seconds of a core per process.
+installed, TensorFlow imports Keras and JAX, and Keras imports JAX, IPython, matplotlib and pandas,
+for features no call uses (TensorFlow Lite's JAX export, Orbax checkpoints, notebook display, plots,
+DataFrames): seconds of a core per process.
 """
 
 import importlib.machinery
@@ -25,7 +25,9 @@ from harness.data import mnist
 from harness.explain import keras_steps
 from harness.measure.inside.worker import freeze_heap, loaded_frameworks, time_calls
 
-NOT_ON_A_CALL = ("IPython", "matplotlib")  # imported by Keras when installed, for notebooks and plots
+# imported by Keras where installed, for notebooks, plots and DataFrame inputs; a call with a NumPy
+# array asks no more of pandas than one isinstance against its DataFrame (tens of ns a call)
+NOT_ON_A_CALL = ("IPython", "matplotlib", "pandas")
 WARM_UP = 10  # untimed calls per step before the first round: cold start, tracing, compilation
 
 
