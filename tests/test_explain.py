@@ -1,20 +1,19 @@
 """`python -m harness explain`: the stage arithmetic on synthetic timings, and a real run for
 every CPU implementation."""
 
+import importlib.util
 import json
 import platform
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
 from harness import registry
-from harness.explain import keras_steps, ladder
+from harness.explain import child, keras_steps, ladder
 from harness.measure.floor import fastest_measured
 from harness.measure.store import results
 from harness.report.sections import explain_section
-from tests.conftest import ROOT
 
 LADDER = [{"step": "predict", "removes": "pipeline"}, {"step": "predict_on_batch", "removes": "loop"},
           {"step": "floor", "removes": "arithmetic"}]
@@ -80,13 +79,15 @@ def test_report_section_is_generated_from_rows():
 
 
 @pytest.mark.slow
-def test_explain_runs_for_every_cpu_implementation(tmp_path):
+def test_explain_runs_for_every_cpu_implementation(tmp_path, capsys):
+    """The command in this process (its children are processes, one per level, as always)."""
+    from harness import cli
+
     pytest.importorskip("torch", reason="PyTorch is not installed (make install EXTRAS=dev,torch)")
     names = [n for n, spec in registry.REGISTRY.items() if "cpu" in spec.devices]
-    run = subprocess.run([sys.executable, "-m", "harness", "explain", ",".join(names), "--calls", "6",
-                          "--rounds", "2", "--out", str(tmp_path)], cwd=ROOT, capture_output=True,
-                         text=True, timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
+    code = cli.main(["explain", ",".join(names), "--calls", "6", "--rounds", "2", "--out", str(tmp_path)])
+    run = capsys.readouterr()
+    assert code == 0, run.err[-3000:]
     (run_dir,) = (tmp_path / "explain").iterdir()
     rows = {r["implementation"]: r for r in results.read_rows(run_dir)}
     assert set(rows) == set(names)
@@ -107,8 +108,30 @@ def test_explain_runs_for_every_cpu_implementation(tmp_path):
     assert sum(s["share"] for s in keras_internal["stages"]) == pytest.approx(1.0)
     assert rows["keras"]["counts"]["datasets_created"] > 0 and rows["keras_jax"]["counts"]["datasets_created"] == 0
     assert "tensorflow" not in rows["keras_jax"]["frameworks"]
-    assert "(a) ablation ladder" in run.stdout and "(b) Keras predict's own steps" in run.stdout
+    # each child imports its ladder's frameworks alone, though TensorFlow and Keras would import JAX
+    assert rows["tf"]["frameworks"] == ["tensorflow"] and rows["keras"]["frameworks"] == ["tensorflow", "keras"]
+    assert "(a) ablation ladder" in run.out and "(b) Keras predict's own steps" in run.out
     json.dumps(rows)  # rows are plain JSON
+
+
+def test_a_module_kept_out_of_a_child_is_as_if_not_installed(monkeypatch):
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    monkeypatch.setattr(child.KeptOut, "modules", child.KeptOut.modules)
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    child.keep_out(["colorsys"])  # a standard module, installed everywhere
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("colorsys")
+    assert importlib.util.find_spec("colorsys") is None and "colorsys" not in sys.modules
+    assert importlib.util.find_spec("wave") is not None  # the others are found as before
+
+
+def test_a_child_keeps_out_every_framework_but_its_ladders(monkeypatch):
+    from harness.measure import floor
+
+    monkeypatch.setattr(floor, "fastest_measured", lambda device: floor.Floor("numba", "fused", 2e4, "r"))
+    assert set(registry.frameworks()) - set(keras_steps.unused_frameworks("keras", "predict", "cpu")) \
+        == {"keras", "tensorflow", "numba"}
+    assert set(registry.frameworks()) - set(keras_steps.unused_frameworks("numpy", "default", "cpu")) == set()
 
 
 def test_a_target_whose_framework_is_missing_is_said_and_the_others_still_run(monkeypatch, tmp_path, capsys):

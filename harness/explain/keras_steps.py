@@ -88,6 +88,18 @@ def ladder(name: str, variant: str, floor: Rung | None = None) -> list[Rung]:
     return steps[names.index(variant):] + [floor or FLOOR_RUNG]
 
 
+def unused_frameworks(name: str, variant: str, device: str) -> list[str]:
+    """Every level's framework (registry.frameworks) that neither name/variant's ladder runs: the
+    level's own, and its floor's (asked of harness.measure.floor, as floor_call does)."""
+    from harness import registry
+    from harness.measure.floor import fastest_measured
+
+    used = set(registry.spec(name).installs.frameworks)
+    if any(step == FLOOR for step, *_ in ladder(name, variant)):
+        used |= set(registry.spec(fastest_measured(device).implementation).installs.frameworks)
+    return [module for module in registry.frameworks() if module not in used]
+
+
 def build_calls(name: str, variant: str, weights: str | Path, device: str,
                 dtype: str = "float32") -> tuple[dict[str, Callable[[Any], Any]], Any, FloorStep | None]:
     """({step: callable(images)}, the first step's Keras model or None, (the floor's
