@@ -28,9 +28,10 @@ def harness(*args, env=None):
 
 
 def in_process(capsys, *args):
-    """`python -m harness ARGS` through the function it calls, cli.main, in this process (for bad
-    input refused before any work; the subprocess's own entry is held by the tests that run one):
-    its exit code and stderr as a subprocess's, this process's signal handlers put back."""
+    """`python -m harness ARGS` through the function it calls, cli.main, in this process (bad input
+    refused before any work, a comparison of finished runs; the subprocess's own entry is held by
+    the tests that run one): its exit code, stdout and stderr, this process's signal handlers put
+    back."""
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     capsys.readouterr()
     try:
@@ -38,7 +39,8 @@ def in_process(capsys, *args):
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
-    return SimpleNamespace(returncode=code, stderr=capsys.readouterr().err)
+    out, err = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
 
 def assert_clean_error(run, code, *fragments):
@@ -300,7 +302,7 @@ def test_partial_last_line_is_skipped_by_readers_and_cut_by_resume(tmp_path):
 # --- a server shared by a class ----------------------------------------------------------------
 
 @pytest.mark.slow
-def test_two_users_at_once_write_separate_run_folders(tmp_path):
+def test_two_users_at_once_write_separate_run_folders(tmp_path, capsys):
     path = write_study(tmp_path, extra='[[cells]]\nimplementation = "numpy"\n')  # smoke's two levels, one process each
     procs = [subprocess.Popen([sys.executable, "-m", "harness", "run", str(path), "--out", str(tmp_path)],
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -311,7 +313,7 @@ def test_two_users_at_once_write_separate_run_folders(tmp_path):
     for run_dir in runs:
         finals = final_rows(run_dir)
         assert len(finals) == 2 and all(f["run_id"] == run_dir.name for f in finals.values())
-    compared = harness("compare", *runs)  # and the two runs can be compared cell by cell
+    compared = in_process(capsys, "compare", *runs)  # and the two runs can be compared cell by cell
     assert compared.returncode == 0, compared.stderr
     assert "null/default/cpu/b1/float32" in compared.stdout and "numpy/default" in compared.stdout
 
