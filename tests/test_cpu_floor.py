@@ -65,16 +65,18 @@ def test_the_method_line_gives_the_arithmetic_at_the_measured_peak_only_from_an_
     assert cpu_floor.peak({"status": "unavailable", "reason": "no compiler"}) is None
 
 
-def committed():
+@pytest.fixture(scope="module")
+def committed(report_cache):
+    """The committed results (runs, frame) and the machine of their ok C cells, read once: no test
+    changes them (a test that needs another frame copies it)."""
     runs, frame = rundata.load(DEFAULT_RESULTS)
     hand = frame[(frame["study"] == "api_levels") & (frame["label"] == cpu_targets.C_LEVEL)
                  & (frame["status"] == "ok")]
     return runs, frame, hand["machine"].iloc[0]
 
 
-@pytest.mark.usefixtures("report_cache")
-def test_the_speedups_are_within_round_ratios_and_say_what_a_miss_would_need():
-    _, frame, machine = committed()
+def test_the_speedups_are_within_round_ratios_and_say_what_a_miss_would_need(committed):
+    _, frame, machine = committed
     line = cpu_targets.c_speedup_lines(frame, machine)[0]
     hand = rundata.find(frame, "api_levels", "c/fused", machine=machine)
     engine = cpu_targets.fastest_engine(frame, machine)
@@ -95,9 +97,8 @@ def test_the_speedups_are_within_round_ratios_and_say_what_a_miss_would_need():
     assert cpu_targets.c_speedup_lines(quicker, machine)[0].count("(met)") == 2  # 10x faster: both met
 
 
-@pytest.mark.usefixtures("report_cache")
-def test_the_section_reads_the_arithmetic_row_of_the_machine_that_answers():
-    runs, frame, machine = committed()
+def test_the_section_reads_the_arithmetic_row_of_the_machine_that_answers(committed):
+    runs, frame, machine = committed
     answer = frame[(frame["study"] == "api_levels") & (frame["machine"] == machine)]["run_id"].iloc[0]
     data = ReportData(runs=runs, frame=frame, loc_rows=[], history=frame, answer={"cpu": answer})
     found = cpu_floor.arithmetic_row(runs, machine)
@@ -149,9 +150,8 @@ def test_bad_counts_are_an_error_naming_them(capsys):
         capsys.readouterr().err
 
 
-@pytest.mark.usefixtures("report_cache")
-def test_the_numba_rung_stands_beside_the_c_within_rounds_with_what_it_needed():
-    _, frame, machine = committed()
+def test_the_numba_rung_stands_beside_the_c_within_rounds_with_what_it_needed(committed):
+    _, frame, machine = committed
     c_cell = rundata.find(frame, "api_levels", "c/fused", machine=machine)
     numba = rundata.find(frame, "api_levels", "numba/fused", machine=machine)
     [line] = cpu_floor.numba_lines(frame, machine, c_cell)
@@ -168,9 +168,8 @@ def test_a_speedup_is_met_missed_or_undecided_by_its_whole_interval():
     assert speedup_verdict({**r, "ci95_low": float("nan"), "ci95_high": float("nan")}, 3) == "missed"
 
 
-@pytest.mark.usefixtures("report_cache")
-def test_the_target_and_the_finding_quote_one_number_for_one_ratio():
-    _, frame, machine = committed()
+def test_the_target_and_the_finding_quote_one_number_for_one_ratio(committed):
+    _, frame, machine = committed
     hand = rundata.find(frame, "api_levels", "c/fused", machine=machine)
     onednn = rundata.find(frame, "api_levels", "onednn/tuned", machine=machine)
     r = rundata.ratio_ci(hand, onednn)

@@ -7,11 +7,12 @@ import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from harness import DEFAULT_WEIGHTS, registry
+from harness import DEFAULT_WEIGHTS, cli, registry
 from harness.machine import gpu
 from harness.machine.gpulock import GpuLock
 from harness.measure.store import results
@@ -24,6 +25,22 @@ NO_GPU = gpu.absent_reason()
 def harness(*args, env=None):
     return subprocess.run([sys.executable, "-m", "harness", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
+
+
+def in_process(capsys, *args):
+    """`python -m harness ARGS` through the function it calls, cli.main, in this process (bad input
+    refused before any work, a comparison of finished runs; the subprocess's own entry is held by
+    the tests that run one): its exit code, stdout and stderr, this process's signal handlers put
+    back."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    capsys.readouterr()
+    try:
+        code = cli.main(list(map(str, args)))
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    out, err = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
 
 def assert_clean_error(run, code, *fragments):
@@ -76,11 +93,11 @@ WEIGHT_CASES = {
 
 @pytest.mark.parametrize("kind", WEIGHT_CASES)
 @pytest.mark.parametrize("command", ["verify", "run"])
-def test_bad_weights_file(tmp_path, kind, command):
+def test_bad_weights_file(tmp_path, capsys, kind, command):
     path = bad_weights(tmp_path, kind)
     args = (["verify", "--implementations", "numpy"] if command == "verify"
             else ["run", "smoke", "--out", tmp_path / "out"])
-    run = harness(*args, "--weights", path)
+    run = in_process(capsys, *args, "--weights", path)
     assert_clean_error(run, 2, str(path), WEIGHT_CASES[kind])
     assert not (tmp_path / "out").exists()  # nothing started
 
@@ -93,10 +110,10 @@ def test_bad_weights_file(tmp_path, kind, command):
     ("[[cells]]\nimplementation = 'pytorch'\n", "unknown implementation 'pytorch'; expected one of"),
     ("[[cells]]\nimplementation = 'numpy'\ndevices = ['tpu']\n", "devices: unknown value 'tpu'; allowed: ['cpu', 'gpu']"),
 ])
-def test_bad_study_file(tmp_path, text, fragment):
+def test_bad_study_file(tmp_path, capsys, text, fragment):
     path = tmp_path / "bad.toml"
     path.write_text(text)
-    run = harness("run", path, "--out", tmp_path / "out")
+    run = in_process(capsys, "run", path, "--out", tmp_path / "out")
     assert_clean_error(run, 2, str(path), fragment)
 
 
@@ -108,13 +125,13 @@ def test_unknown_study_name_lists_the_studies(tmp_path):
 # --- a GPU asked for where there is none ------------------------------------------------------
 
 @pytest.mark.skipif(NO_GPU is None, reason="this machine has a GPU")
-def test_gpu_requested_without_gpu(tmp_path):
-    run = harness("verify", "--implementations", "cudnn", "--device", "gpu", "--limit", "10")
+def test_gpu_requested_without_gpu(tmp_path, capsys):
+    run = in_process(capsys, "verify", "--implementations", "cudnn", "--device", "gpu", "--limit", "10")
     assert run.returncode == 3 and "Traceback" not in run.stderr
     assert "unavailable" in run.stderr and "could not run here" in run.stderr
-    run = harness("run", "api_levels", "--devices", "gpu", "--out", tmp_path)
+    run = in_process(capsys, "run", "api_levels", "--devices", "gpu", "--out", tmp_path)
     assert_clean_error(run, 3, "--devices gpu", NO_GPU)
-    run = harness("run", "smoke", "--devices", "gpu", "--out", tmp_path)
+    run = in_process(capsys, "run", "smoke", "--devices", "gpu", "--out", tmp_path)
     assert_clean_error(run, 2, "no cell of study 'smoke' left")
 
 
@@ -285,17 +302,18 @@ def test_partial_last_line_is_skipped_by_readers_and_cut_by_resume(tmp_path):
 # --- a server shared by a class ----------------------------------------------------------------
 
 @pytest.mark.slow
-def test_two_users_at_once_write_separate_run_folders(tmp_path):
-    procs = [subprocess.Popen([sys.executable, "-m", "harness", "run", "smoke", "--out", str(tmp_path)],
+def test_two_users_at_once_write_separate_run_folders(tmp_path, capsys):
+    path = write_study(tmp_path, extra='[[cells]]\nimplementation = "numpy"\n')  # smoke's two levels, one process each
+    procs = [subprocess.Popen([sys.executable, "-m", "harness", "run", str(path), "--out", str(tmp_path)],
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for _ in range(2)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
-    runs = list((tmp_path / "smoke").iterdir())
+    runs = list((tmp_path / "t").iterdir())
     assert len(runs) == 2
     for run_dir in runs:
         finals = final_rows(run_dir)
         assert len(finals) == 2 and all(f["run_id"] == run_dir.name for f in finals.values())
-    compared = harness("compare", *runs)  # and the two runs can be compared cell by cell
+    compared = in_process(capsys, "compare", *runs)  # and the two runs can be compared cell by cell
     assert compared.returncode == 0, compared.stderr
     assert "null/default/cpu/b1/float32" in compared.stdout and "numpy/default" in compared.stdout
 
@@ -340,7 +358,7 @@ def test_contention_flags_other_processes_and_a_busy_gpu():
 
 def test_gpu_option_sets_cuda_visible_devices_for_workers():
     code = ("import os, sys; from harness.cli import main; "
-            "sys.argv = ['x']; main(['--gpu', '3', 'doctor', '--implementations', 'numpy']); "
+            "sys.argv = ['x']; main(['--gpu', '3', 'list']); "
             "print('CVD=' + os.environ['CUDA_VISIBLE_DEVICES'])")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -81,6 +81,17 @@ def test_hierarchical_interval_holds_every_process_median_and_marks_only_a_real_
     assert sum(quiet) <= 2  # the rounds' own noise is not a draw
 
 
+def test_the_pooled_median_of_a_resample_is_the_median_of_its_pool_exactly():
+    """Rounds of unequal lengths with tied values; each resample takes some rounds several times and
+    some not at all: its median, found from the counts alone, is np.median of the pool built."""
+    rng = np.random.default_rng(5)
+    rounds = [np.round(rng.normal(100, 5, n)) for n in (1, 2, 7, 8, 30)]
+    counts = rng.integers(0, 4, (200, len(rounds)))
+    counts[counts.sum(axis=1) == 0, 0] = 1  # a resample takes at least one round
+    pools = [np.concatenate([r for r, c in zip(rounds, row, strict=True) for _ in range(c)]) for row in counts]
+    assert list(stats._pooled_medians_by_counts(rounds, counts)) == [np.median(pool) for pool in pools]
+
+
 def test_one_process_gives_the_cluster_bootstrap_of_before():
     times, _ = fake_process_rounds(2, [1e6], rounds=10)
     one = stats.summarize(times)

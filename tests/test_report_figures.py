@@ -15,12 +15,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import DEFAULT_RESULTS, figures, registry
+from harness import DEFAULT_RESULTS, registry
 from harness.draw import place
 from harness.figures import (
     backends,
     code_lines,
     cost,
+    every,
     explain,
     latency,
     overhead,
@@ -401,10 +402,10 @@ def test_fig11_draws_the_within_round_ratio_per_implementation(drawn, tmp_path):
 # captions ---------------------------------------------------------------------------------------
 
 def test_one_record_a_figure_its_caption_and_drawer_in_reading_order():
-    found = figures.records()
+    found = every.records()
     assert [r["file"] for r in found] == sorted({r["file"] for r in found})  # fig01, fig02, ... once each
-    assert all(r["title"] and r["look"] and callable(figures.drawer(r)) for r in found)
-    assert [name for name, _ in figures.FIGURES] == [r["file"] for r in found]
+    assert all(r["title"] and r["look"] and callable(every.drawer(r)) for r in found)
+    assert [name for name, _ in every.FIGURES] == [r["file"] for r in found]
 
 
 def test_a_label_goes_away_from_its_nearest_neighbour_at_its_height():

@@ -135,3 +135,13 @@ def test_resume_of_a_finished_run_redoes_nothing(finished_run):
     run = run_cli("t", "--out", out, "--resume")
     assert run.returncode == 0 and "1 of 1 cells already finished" in run.stderr
     assert rows_path.read_bytes() == before
+
+
+def test_the_cli_builds_its_parser_without_the_plotting_and_table_libraries():
+    """Every `python -m harness` (each runner, each test's child) builds the whole parser: the
+    figures' and the report's matplotlib and pandas are imported only by the commands that draw."""
+    code = ("import sys; from harness import cli; cli.build_parser(); "
+            "print(sorted({'matplotlib', 'pandas'} & set(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -27,6 +27,9 @@ from tests import lab_rows
 
 USERS = ("lenet-test-a", "lenet-test-b")
 CONTEXT = multiprocessing.get_context("forkserver")
+# The server imports this module (the lab's and the harness's modules it names) once, before its
+# first fork: each user's child starts with them loaded instead of importing them again.
+CONTEXT.set_forkserver_preload([__name__])
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which("useradd"),

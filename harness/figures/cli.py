@@ -13,8 +13,8 @@ def commands() -> list[Command]:
 
 
 def cmd_figures(args: argparse.Namespace) -> int:
-    from harness import figures
+    from harness.figures import every
 
-    for path in figures.draw_all(load_results(args), args.out, report=log):
+    for path in every.draw_all(load_results(args), args.out, report=log):
         print(f"wrote {path}")
     return 0

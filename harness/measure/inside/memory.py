@@ -26,8 +26,6 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
-from harness.measure.inside import requires
-
 
 def _status_kb(field: str, text: str) -> int | None:
     for line in text.splitlines():
@@ -195,6 +193,8 @@ def installed(files: Iterable[str] | None = None, maps_text: str | None = None,
     the harness's weights reader needs: harness.data.weights.DISTRIBUTIONS). `system_tools`:
     programs the level runs that no distribution ships (the C compiler: lenet_c.build.toolchain), as
     its worker found them, or None."""
+    from harness.measure.inside import requires  # here: a worker, which never asks, skips packaging
+
     if files is None:
         files = module_files()
     if maps_text is None:

@@ -75,40 +75,38 @@ def bootstrap_rounds_median_ci(rounds: Rounds, resamples: int = BOOTSTRAP_RESAMP
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(arrays), size=(resamples, len(arrays)))  # (B, R) round indices
-    if len({len(r) for r in arrays}) == 1:  # the usual case: equal chunks, one vectorised step
-        matrix = np.stack(arrays)  # (R, k)
-        blocks = []
-        block = max(1, 4_000_000 // matrix.size)  # bound memory: (block, R * k) per step
-        for start in range(0, resamples, block):
-            pooled = matrix[picks[start:start + block]].reshape(len(picks[start:start + block]), -1)
-            blocks.append(np.median(pooled, axis=1))
-        medians = np.concatenate(blocks)
-    else:  # rounds of different lengths: no matrix, but no pool built per resample either
-        counts = np.stack([np.bincount(row, minlength=len(arrays)) for row in picks])  # (B, R)
-        medians = _pooled_medians_by_counts(arrays, counts)
-    return _percentile_interval(medians)
+    return _percentile_interval(_pooled_medians_by_counts(arrays, _row_counts(picks, len(arrays))))
+
+
+def _row_counts(picks: np.ndarray, k: int) -> np.ndarray:
+    """(B, k): how often each row of picks (B, n: indices below k) took each index."""
+    offsets = np.arange(len(picks))[:, None] * k  # one bincount over all rows, each in its own k bins
+    return np.bincount((picks + offsets).ravel(), minlength=len(picks) * k).reshape(len(picks), k)
 
 
 def _pooled_medians_by_counts(rounds: list[np.ndarray], counts: np.ndarray) -> np.ndarray:
     """For each row of counts (B, R: how often a resample took each round), the median of the
     taken rounds' calls pooled: exactly what np.median(np.concatenate(...)) gives, without building
-    each pool. Every call is sorted once; a resample repeats round i's calls counts[b, i] times,
-    so its pooled median is found by walking the cumulative repeat counts to the middle
-    position(s)."""
+    each pool. Every call is sorted once; a resample repeats round i's calls counts[b, i] times, so
+    the pooled calls at or below sorted position p number counts[b] @ below[p], which grows with p:
+    each middle position is found by a binary search over p, all resamples at once."""
     values = np.concatenate(rounds)
     labels = np.concatenate([np.full(len(r), i) for i, r in enumerate(rounds)])
     order = np.argsort(values, kind="stable")
     values, labels = values[order], labels[order]
-    out = []
-    block = max(1, 4_000_000 // values.size)  # bound memory: (block, N) per step
-    for start in range(0, len(counts), block):
-        # (block, N): how many pooled calls lie at or below each sorted value
-        cumulative = np.cumsum(counts[start:start + block][:, labels], axis=1)
-        total = cumulative[:, -1]
-        upper = (cumulative > (total // 2)[:, None]).argmax(axis=1)  # the value at position total // 2
-        lower = (cumulative > ((total - 1) // 2)[:, None]).argmax(axis=1)  # at (total - 1) // 2
-        out.append(np.where(total % 2 == 1, values[upper], (values[lower] + values[upper]) / 2))
-    return np.concatenate(out)
+    below = np.cumsum(labels[:, None] == np.arange(len(rounds)), axis=0, dtype=np.int32)  # (N, R): calls <= p
+    total = counts @ below[-1]  # (B,): the calls each resample pools
+
+    def first_above(target: np.ndarray) -> np.ndarray:  # (B,) the first p whose pooled count > target
+        low, high = np.zeros(len(counts), dtype=np.int64), np.full(len(counts), len(values) - 1)
+        while (low < high).any():
+            mid = (low + high) // 2
+            above = (counts * below[mid]).sum(axis=1) > target
+            low, high = np.where(above, low, mid + 1), np.where(above, mid, high)
+        return low
+
+    upper, lower = first_above(total // 2), first_above((total - 1) // 2)
+    return np.where(total % 2 == 1, values[upper], (values[lower] + values[upper]) / 2)
 
 
 def interval_supported(rounds: Rounds) -> bool:
@@ -199,7 +197,7 @@ def _hierarchical_counts(labels: Sequence[int], resamples: int, rng: np.random.G
         taken = np.ones((resamples, k), dtype=np.int64)
     else:
         picks = rng.integers(0, k, size=(resamples, k))
-        taken = np.stack([np.bincount(row, minlength=k) for row in picks])  # (B, k)
+        taken = _row_counts(picks, k)  # (B, k)
     counts = np.zeros((resamples, len(labels)), dtype=np.int64)
     for q, idx in enumerate(members):
         counts[:, idx] = rng.multinomial(taken[:, q] * len(idx), np.full(len(idx), 1 / len(idx)))
@@ -267,7 +265,7 @@ def shuffle_p(round_values: Sequence[float], labels: Sequence[int], permutations
         return means.max(axis=1) - means.min(axis=1)
 
     rng = np.random.default_rng(seed)
-    shuffled = np.stack([rng.permutation(groups) for _ in range(permutations)])
+    shuffled = rng.permuted(np.tile(groups, (permutations, 1)), axis=1)  # row by row: rng.permutation's draws
     observed = spread(groups[None, :])[0]
     return float((1 + np.sum(spread(shuffled) >= observed - 1e-12 * abs(observed))) / (1 + permutations))
 
