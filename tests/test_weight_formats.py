@@ -79,6 +79,7 @@ def test_every_keras_format_reads_as_the_shared_weights(saved, shared_weights, n
 def keras_read(written):
     """{format: [keras_jax's verify rows]}, each checked against the NumPy oracle reading the same file."""
     from harness.check import verify
+    from harness.check.child import output_name
     from harness.data import mnist
     from lenet_numpy.model import NumpyLeNet
 
@@ -90,7 +91,7 @@ def keras_read(written):
         name, row = line.split(" ", 1)
         row = json.loads(row)
         if row["status"] == "ok":
-            probs = np.load(saved / f"{name}.out" / f"{row['variant']}.npy")
+            probs = np.load(saved / f"{name}.out" / output_name(row))
             reference = NumpyLeNet(saved / name, dtype="float32").predict(x).astype(np.float64)
             row.update(verify.check(probs, reference, labels))
         rows[name].append(row)
