@@ -108,3 +108,16 @@ def test_levels_on_one_framework_share_a_child_and_other_environments_do_not(mon
     other = dataclasses.replace(registry.REGISTRY["jax"], name="jax_other", env=(("XLA_FLAGS", "--other"),))
     monkeypatch.setitem(registry.REGISTRY, "jax_other", other)
     assert families(["jax", "jax_other", "keras_jax"]) == [["jax", "keras_jax"], ["jax_other"]]
+
+
+def test_a_shared_child_that_dies_fails_only_the_rows_it_did_not_report(tmp_path):
+    from harness.check.verify import rows_of_child
+
+    reported = {"implementation": "tf", "dtype": "float32", "variant": "eager", "status": "ok"}
+    command = [sys.executable, "-c", f"import json, os; print(json.dumps({reported!r}), flush=True); os._exit(9)"]
+    expected = [{"implementation": name, "dtype": "float32", "variant": "eager"} for name in ("tf", "keras")]
+    rows = list(rows_of_child(command, ["tf", "keras"], expected, str(tmp_path / "log"), "verify"))
+    assert rows[0] == reported
+    assert rows[1] == {**expected[1], "status": "FAIL",
+                       "reason": "the verify process for tf,keras ended with exit code 9"}
+    assert len(rows) == 2
