@@ -96,7 +96,8 @@ def test_a_verify_stopped_half_way_keeps_the_rows_it_checked(tmp_path):
 
 def test_levels_on_one_framework_share_a_child_and_other_environments_do_not(monkeypatch):
     """verify and verify-train start one child per family: an ops level and Keras on its framework
-    import it once; a level on the same framework with another environment runs alone."""
+    import it once; a level on the same framework with another environment, or a second Keras
+    level, runs alone."""
     import dataclasses
 
     from harness import registry
@@ -108,6 +109,9 @@ def test_levels_on_one_framework_share_a_child_and_other_environments_do_not(mon
     other = dataclasses.replace(registry.REGISTRY["jax"], name="jax_other", env=(("XLA_FLAGS", "--other"),))
     monkeypatch.setitem(registry.REGISTRY, "jax_other", other)
     assert families(["jax", "jax_other", "keras_jax"]) == [["jax", "keras_jax"], ["jax_other"]]
+    on_jax = dataclasses.replace(registry.REGISTRY["keras_jax"], name="keras_jax_too")
+    monkeypatch.setitem(registry.REGISTRY, "keras_jax_too", on_jax)
+    assert families(["jax", "keras_jax", "keras_jax_too"]) == [["jax", "keras_jax"], ["keras_jax_too"]]
 
 
 def test_a_shared_child_that_dies_fails_only_the_rows_it_did_not_report(tmp_path):

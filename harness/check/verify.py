@@ -98,14 +98,18 @@ def families(names: Sequence[str]) -> list[list[str]]:
     """The names in groups that share one child process, in the order of each group's first name:
     levels on the same framework (their installs' frameworks but Keras: tf and keras on TensorFlow,
     jax and keras_jax, torch and keras_torch) whose environments differ at most by KERAS_BACKEND,
-    which only Keras reads. One import of the framework serves both levels; a Keras backend stays
-    one per process. Every other level runs alone."""
+    which only Keras reads, with at most one Keras level in a group (one backend per process).
+    One import of the framework serves both levels. Every other level runs alone."""
+    def is_keras(name: str) -> bool:
+        return "KERAS_BACKEND" in registry.process_env(name)
+
     groups: list[tuple[frozenset[str], dict[str, str], list[str]]] = []
     for name in names:
         framework = frozenset(registry.spec(name).installs.frameworks) - {"keras"}
         env = {key: value for key, value in registry.process_env(name).items() if key != "KERAS_BACKEND"}
         for key, shared, members in groups:
-            if framework and key == framework and shared == env and name not in members:
+            if (framework and key == framework and shared == env and name not in members
+                    and not (is_keras(name) and any(map(is_keras, members)))):
                 members.append(name)
                 break
         else:
