@@ -116,7 +116,7 @@ def verify_train(names: Sequence[str], device: str = "cpu", weights_path: str | 
             for row in child_rows(runnable, device, weights_path, steps, batch, dtype):
                 add(check({"implementation": row.pop("implementation"), "device": device, "dtype": dtype,
                            **row}, steps))
-    return rows
+    return verify.in_order(rows, names)
 
 
 def child_rows(names: Sequence[str], device: str, weights_path: str | Path, steps: int, batch: int,

@@ -91,7 +91,13 @@ def verify(names: Sequence[str], device: str = "cpu", weights_path: str | Path |
                     probs = np.load(os.path.join(out_dir, child.output_name(row)))
                     row.update(check(probs, references[row["dtype"]], labels))
                 add(row)
-    return rows
+    return in_order(rows, names)
+
+
+def in_order(rows: list[Row], names: Sequence[str]) -> list[Row]:
+    """The rows in the order their implementations were named (a family's child reports its
+    members together), each implementation's rows in the order its child reported them."""
+    return sorted(rows, key=lambda row: list(names).index(row["implementation"]))
 
 
 def families(names: Sequence[str]) -> list[list[str]]:
