@@ -92,3 +92,36 @@ def test_a_verify_stopped_half_way_keeps_the_rows_it_checked(tmp_path):
         child.wait(timeout=60)
     assert [r["implementation"] for r in saved["rows"]] == ["numpy"]
     assert saved["rows"][0]["agree"] == 50 and saved["complete"] is False and saved["exit_code"] is None
+
+
+def test_levels_on_one_framework_share_a_child_and_other_environments_do_not(monkeypatch):
+    """verify and verify-train start one child per family: an ops level and Keras on its framework
+    import it once; a level on the same framework with another environment, or a second Keras
+    level, runs alone."""
+    import dataclasses
+
+    from harness import registry
+    from harness.check.verify import families
+
+    names = ["numpy", "tf", "jax", "torch", "keras", "keras_jax", "keras_torch", "c", "numpy"]
+    assert families(names) == [["numpy"], ["tf", "keras"], ["jax", "keras_jax"], ["torch", "keras_torch"],
+                               ["c"], ["numpy"]]
+    other = dataclasses.replace(registry.REGISTRY["jax"], name="jax_other", env=(("XLA_FLAGS", "--other"),))
+    monkeypatch.setitem(registry.REGISTRY, "jax_other", other)
+    assert families(["jax", "jax_other", "keras_jax"]) == [["jax", "keras_jax"], ["jax_other"]]
+    on_jax = dataclasses.replace(registry.REGISTRY["keras_jax"], name="keras_jax_too")
+    monkeypatch.setitem(registry.REGISTRY, "keras_jax_too", on_jax)
+    assert families(["jax", "keras_jax", "keras_jax_too"]) == [["jax", "keras_jax"], ["keras_jax_too"]]
+
+
+def test_a_shared_child_that_dies_fails_only_the_rows_it_did_not_report(tmp_path):
+    from harness.check.verify import rows_of_child
+
+    reported = {"implementation": "tf", "dtype": "float32", "variant": "eager", "status": "ok"}
+    command = [sys.executable, "-c", f"import json, os; print(json.dumps({reported!r}), flush=True); os._exit(9)"]
+    expected = [{"implementation": name, "dtype": "float32", "variant": "eager"} for name in ("tf", "keras")]
+    rows = list(rows_of_child(command, ["tf", "keras"], expected, str(tmp_path / "log"), "verify"))
+    assert rows[0] == reported
+    assert rows[1] == {**expected[1], "status": "FAIL",
+                       "reason": "the verify process for tf,keras ended with exit code 9"}
+    assert len(rows) == 2

@@ -143,6 +143,8 @@ def test_every_framework_level_trains_like_the_oracle(tmp_path):
     bad = [(r["implementation"], r["variant"], r["status"], r.get("reason")) for r in rows
            if r["status"] not in ("ok", "tie")]
     assert code == 0 and not bad, (bad, err[-2000:])
+    # tf and keras train in one child, jax and keras_jax in another, ...: the file keeps the order named
+    assert [r["implementation"] for r in rows] == sorted((r["implementation"] for r in rows), key=names.index)
     assert {(r["implementation"], r["variant"]) for r in rows} >= {
         ("tf", "function"), ("tf", "eager"), ("jax", "jit"), ("torch", "eager"), ("torch", "compile"),
         ("keras", "train_on_batch"), ("keras", "fit"), ("keras_jax", "fit"), ("keras_torch", "fit")}

@@ -33,28 +33,11 @@ with h5py.File(f"{out}/legacy.h5", "w") as f:     # legacy weights only (tf.kera
 FORMATS = ["model.keras", "model.h5", "model.weights.h5", "legacy.h5"]
 
 
-@pytest.fixture(scope="module")
-def saved(tmp_path_factory):
-    out = tmp_path_factory.mktemp("saved")
-    done = subprocess.run([sys.executable, "-c", WRITE, str(out)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "KERAS_BACKEND": "jax"})
-    assert done.returncode == 0, done.stderr
-    return out
-
-
-@pytest.mark.parametrize("name", FORMATS)
-def test_every_keras_format_reads_as_the_shared_weights(saved, shared_weights, name):
-    found = weights.read(saved / name)
-    for layer, (kernel, bias) in shared_weights.items():
-        assert np.array_equal(found[layer].kernel, kernel) and np.array_equal(found[layer].bias, bias)
-
-
 # What `harness verify` runs for keras_jax (harness.check.child.outputs: every variant's
 # probabilities of the first 100 test images), for every format in one process: Keras' own
 # load_weights is what differs between the files; NumPy and JAX ops read them through weights.read,
-# checked bit for bit above.
+# checked bit for bit (test_every_keras_format_reads_as_the_shared_weights).
 READ_EVERY_FORMAT = """
-import sys
 from harness.check.child import outputs
 saved, formats = sys.argv[1], sys.argv[2:]
 for name in formats:
@@ -64,27 +47,51 @@ for name in formats:
 
 
 @pytest.fixture(scope="module")
-def keras_read(saved):
-    """{format: [keras_jax's verify rows]}, each checked against the NumPy oracle reading the same file."""
+def written(tmp_path_factory):
+    """(the folder of the four files, the read-back lines): one Keras-on-JAX process writes every
+    format and then reads each back through a fresh model (READ_EVERY_FORMAT), so Keras and JAX are
+    imported once for both."""
     from harness import registry
-    from harness.check import verify
-    from harness.data import mnist
-    from lenet_numpy.model import NumpyLeNet
 
+    out = tmp_path_factory.mktemp("saved")
     for name in FORMATS:
-        (saved / f"{name}.out").mkdir()
-    done = subprocess.run([sys.executable, "-c", READ_EVERY_FORMAT, str(saved), *FORMATS], cwd=ROOT,
+        (out / f"{name}.out").mkdir()
+    done = subprocess.run([sys.executable, "-c", WRITE + READ_EVERY_FORMAT, str(out), *FORMATS], cwd=ROOT,
                           capture_output=True, text=True, timeout=600,
                           env={**os.environ, **registry.process_env("keras_jax")})
     assert done.returncode == 0, done.stderr[-3000:]
+    return out, done.stdout
+
+
+@pytest.fixture(scope="module")
+def saved(written):
+    return written[0]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_every_keras_format_reads_as_the_shared_weights(saved, shared_weights, name):
+    found = weights.read(saved / name)
+    for layer, (kernel, bias) in shared_weights.items():
+        assert np.array_equal(found[layer].kernel, kernel) and np.array_equal(found[layer].bias, bias)
+
+
+@pytest.fixture(scope="module")
+def keras_read(written):
+    """{format: [keras_jax's verify rows]}, each checked against the NumPy oracle reading the same file."""
+    from harness.check import verify
+    from harness.check.child import output_name
+    from harness.data import mnist
+    from lenet_numpy.model import NumpyLeNet
+
+    saved, stdout = written
     images, labels = mnist.load("test")
     x, labels = mnist.to_input(images[:100]), labels[:100]
     rows: dict[str, list] = {name: [] for name in FORMATS}
-    for line in done.stdout.splitlines():
+    for line in stdout.splitlines():
         name, row = line.split(" ", 1)
         row = json.loads(row)
         if row["status"] == "ok":
-            probs = np.load(saved / f"{name}.out" / f"{row['variant']}.npy")
+            probs = np.load(saved / f"{name}.out" / output_name(row))
             reference = NumpyLeNet(saved / name, dtype="float32").predict(x).astype(np.float64)
             row.update(verify.check(probs, reference, labels))
         rows[name].append(row)

@@ -1,10 +1,11 @@
-"""One implementation's outputs for `verify`, in a process of its own (one framework, one Keras
-backend per interpreter, as in the studies' workers).
+"""Implementations' outputs for `verify`, in a process of their own (one framework, one Keras
+backend per interpreter, as in the studies' workers; verify.families says which levels share one).
 
-    python -m harness.check.child NAME DEVICE WEIGHTS OUT_DIR DTYPE [LIMIT]
+    python -m harness.check.child NAME[,NAME...] DEVICE WEIGHTS OUT_DIR DTYPE[,DTYPE...] [LIMIT]
 
-For each variant it writes OUT_DIR/<variant>.npy (the probabilities of the test images) and
-prints one JSON line: {"variant", "status": "ok" | "unavailable" | "FAIL", "reason", "seconds"}.
+For each implementation, each dtype it offers and each variant it writes OUT_DIR/output_name(row)
+(the probabilities of the test images) and prints one JSON line: {"implementation", "dtype",
+"variant", "status": "ok" | "unavailable" | "FAIL", "reason", "seconds"}.
 A fatal input error (bad weights, bad data) is one line {"fatal": "..."}.
 """
 
@@ -31,17 +32,23 @@ def predict_all(impl: LeNet, images: np.ndarray) -> np.ndarray:
     return np.concatenate([impl.predict(images[i:i + CHUNK]) for i in range(0, len(images), CHUNK)])
 
 
+def output_name(row: dict[str, object]) -> str:
+    """The file of one row's probabilities in OUT_DIR: implementation, dtype and variant."""
+    return f"{row['implementation']}-{row['dtype']}-{row['variant']}.npy"
+
+
 def outputs(name: str, device: str, weights_path: str | Path, out_dir: str, dtype: str = "float32",
             limit: int | None = None, say: Say = print) -> None:
     images, _ = mnist.load("test")
     x = mnist.to_input(images[:limit] if limit else images).astype(dtype)
     for variant in registry.spec(name).variants_for(device):
-        row: dict[str, object] = {"variant": variant, "status": "ok", "reason": None}
+        row: dict[str, object] = {"implementation": name, "dtype": dtype, "variant": variant,
+                                  "status": "ok", "reason": None}
         started = time.perf_counter()
         try:
             impl = registry.create(name, weights_path, device=device, variant=variant, dtype=dtype)
             try:
-                np.save(os.path.join(out_dir, f"{variant}.npy"), predict_all(impl, x))
+                np.save(os.path.join(out_dir, output_name(row)), predict_all(impl, x))
             finally:
                 impl.close()
         except Unavailable as exc:
@@ -56,9 +63,16 @@ def outputs(name: str, device: str, weights_path: str | Path, out_dir: str, dtyp
 
 
 def main(argv: list[str] | None = None) -> int:
-    name, device, weights_path, out_dir, dtype, *rest = argv or sys.argv[1:]
-    return serve(lambda say: outputs(name, device, weights_path, out_dir, dtype,
-                                     int(rest[0]) if rest else None, say=say))
+    names, device, weights_path, out_dir, dtypes, *rest = argv or sys.argv[1:]
+    limit = int(rest[0]) if rest else None
+
+    def produce(say: Say) -> None:
+        for name in names.split(","):
+            for dtype in dtypes.split(","):
+                if dtype in registry.spec(name).dtypes:
+                    outputs(name, device, weights_path, out_dir, dtype, limit, say=say)
+
+    return serve(produce)
 
 
 def serve(produce: Callable[[Say], None]) -> int:

@@ -1,13 +1,15 @@
-"""One implementation's SGD steps for `verify-train`, beside the NumPy oracle, in a process of its
-own (one framework, one Keras backend per interpreter, as verify's child).
+"""Implementations' SGD steps for `verify-train`, beside the NumPy oracle, in a process of their
+own (one framework, one Keras backend per interpreter, as verify's child; verify.families says
+which levels share one).
 
-    python -m harness.check.train_child NAME DEVICE WEIGHTS STEPS BATCH DTYPE
+    python -m harness.check.train_child NAME[,NAME...] DEVICE WEIGHTS STEPS BATCH DTYPE
 
 Step k (1-based) trains on training images (k-1)*BATCH ... k*BATCH-1 (uint8 / 255). The oracle
 (lenet_numpy.train, float64: the exact arithmetic's stand-in) takes the same steps once. For each
-training variant it prints one JSON line: {"variant", "status": "ok" | "unavailable" | "FAIL",
-"reason", "seconds", "ms_per_step", "steps": [{"step", "loss", "oracle_loss", "rel_loss",
-"layers": {"conv1": [max|dkernel|, max|dbias|], ...}, "oracle_near_ties": {"pool1": n, "pool2": n}}]},
+implementation and training variant it prints one JSON line: {"implementation", "variant",
+"status": "ok" | "unavailable" | "FAIL", "reason", "seconds", "ms_per_step", "steps": [{"step", "loss",
+"oracle_loss", "rel_loss", "layers": {"conv1": [max|dkernel|, max|dbias|], ...},
+"oracle_near_ties": {"pool1": n, "pool2": n}}]},
 the weights compared after each step.
 A fatal input error (bad weights, bad data) is one line {"fatal": "..."}.
 """
@@ -90,12 +92,14 @@ def compare(step: int, loss: float, oracle_loss: float, found: dict[str, Any],
     return {"step": step, "loss": loss, "oracle_loss": oracle_loss, "rel_loss": rel, "layers": layers}
 
 
-def train_rows(name: str, device: str, weights_path: str | Path, steps: int, batch: int, dtype: str,
+def train_rows(names: list[str], device: str, weights_path: str | Path, steps: int, batch: int, dtype: str,
                say: child.Say = print) -> None:
     data = batches(steps, batch, dtype)
     reference = oracle_run(weights_path, data)
-    for variant in registry.spec(name).train_variants:
-        row: dict[str, Any] = {"variant": variant, "status": "ok", "reason": None, "steps": []}
+    for name, variant in [(each, variant) for each in names
+                          for variant in registry.spec(each).train_variants]:
+        row: dict[str, Any] = {"implementation": name, "variant": variant, "status": "ok", "reason": None,
+                               "steps": []}
         started = time.perf_counter()
         try:
             trainer = registry.create_trainer(name, weights_path, device=device, variant=variant,
@@ -126,8 +130,8 @@ def train_rows(name: str, device: str, weights_path: str | Path, steps: int, bat
 
 
 def main(argv: list[str] | None = None) -> int:
-    name, device, weights_path, steps, batch, dtype = argv or sys.argv[1:]
-    return child.serve(lambda say: train_rows(name, device, weights_path, int(steps), int(batch),
+    names, device, weights_path, steps, batch, dtype = argv or sys.argv[1:]
+    return child.serve(lambda say: train_rows(names.split(","), device, weights_path, int(steps), int(batch),
                                               dtype, say=say))
 
 

@@ -85,44 +85,51 @@ def verify_train(names: Sequence[str], device: str = "cpu", weights_path: str | 
                  steps: int = STEPS, batch: int = BATCH, dtype: str = "float32",
                  data_dir: str | Path | None = None, progress: Callable[[str], None] = print) -> list[Row]:
     """One row per implementation x training variant: ok / FAIL / unavailable, with the numbers.
-    Each implementation trains in a child process (harness.check.train_child) with its registry
-    environment; one that crashes leaves a FAIL row, never loses the others'."""
+    Each family of implementations (verify.families) trains in a child process
+    (harness.check.train_child) with its registry environment; one that crashes leaves a FAIL row
+    for every variant it did not report, never loses the others'."""
     weights_path = weights_path or init_weights.DEFAULT_INIT
     if data_dir:
         os.environ["LENET_DATA_DIR"] = str(data_dir)
-    rows = []
-    for name in names:
-        spec = registry.spec(name)
-        why = None
-        if not spec.trainer or not spec.train_variants:  # not about this machine: nothing to check anywhere
-            rows.append({"implementation": name, "variant": "-", "device": device, "status": NO_TRAINER,
-                         "reason": f"{name} has no trainer (no `trainer` in its ImplSpec): nothing to check"})
-            progress(format_row(rows[-1]))
-            continue
-        if device not in spec.devices:
-            why = f"{name} runs on {list(spec.devices)}"
-        elif dtype not in spec.dtypes:
-            why = f"{name} trains in {list(spec.dtypes)}, not {dtype}"
-        if why:
-            rows.append({"implementation": name, "variant": "-", "device": device,
-                         "status": "unavailable", "reason": why})
-            progress(format_row(rows[-1]))
-            continue
-        for row in child_rows(name, device, weights_path, steps, batch, dtype):
-            row = check({"implementation": name, "device": device, "dtype": dtype, **row}, steps)
-            progress(format_row(row))
-            rows.append(row)
-    return rows
+    rows: list[Row] = []
+
+    def add(row: Row) -> None:
+        rows.append(row)
+        progress(format_row(row))
+
+    for family in verify.families(names):
+        runnable = []
+        for name in family:
+            spec = registry.spec(name)
+            if not spec.trainer or not spec.train_variants:  # not about this machine: nothing to check
+                add({"implementation": name, "variant": "-", "device": device, "status": NO_TRAINER,
+                     "reason": f"{name} has no trainer (no `trainer` in its ImplSpec): nothing to check"})
+                continue
+            why = (f"{name} runs on {list(spec.devices)}" if device not in spec.devices else
+                   f"{name} trains in {list(spec.dtypes)}, not {dtype}" if dtype not in spec.dtypes else None)
+            if why:
+                add({"implementation": name, "variant": "-", "device": device, "status": "unavailable",
+                     "reason": why})
+            else:
+                runnable.append(name)
+        if runnable:
+            for row in child_rows(runnable, device, weights_path, steps, batch, dtype):
+                add(check({"implementation": row.pop("implementation"), "device": device, "dtype": dtype,
+                           **row}, steps))
+    return verify.in_order(rows, names)
 
 
-def child_rows(name: str, device: str, weights_path: str | Path, steps: int, batch: int,
+def child_rows(names: Sequence[str], device: str, weights_path: str | Path, steps: int, batch: int,
                dtype: str) -> Iterator[Row]:
-    """Run harness.check.train_child for one implementation; yield its rows as they come."""
-    command = [sys.executable, "-m", "harness.check.train_child", name, device, str(weights_path),
+    """Run harness.check.train_child for implementations of one family (verify.families); yield
+    their rows as they come."""
+    command = [sys.executable, "-m", "harness.check.train_child", ",".join(names), device, str(weights_path),
                str(steps), str(batch), dtype]
+    expected = [{"implementation": name, "variant": variant} for name in names
+                for variant in registry.spec(name).train_variants]
     with tempfile.TemporaryDirectory(prefix="lenet-verify-train-") as out_dir:
-        for row in verify.rows_of_child(command, name, registry.spec(name).train_variants,
-                                        os.path.join(out_dir, "stderr.log"), "verify-train"):
+        for row in verify.rows_of_child(command, names, expected, os.path.join(out_dir, "stderr.log"),
+                                        "verify-train"):
             yield {"steps": [], **row}
 
 

@@ -46,9 +46,10 @@ def verify(names: Sequence[str], device: str = "cpu", weights_path: str | Path |
     numbers. A dtype the level does not offer is left out (a level offering none is a row).
     on_row(rows so far) is called after each row, so a run stopped half-way keeps its rows.
 
-    Each implementation runs in a child process (harness.check.child) with its registry
-    environment (KERAS_BACKEND, XLA_FLAGS), so three Keras backends verify in one command."""
-    from harness.check.child import predict_all
+    Each family of implementations (families) runs in a child process (harness.check.child) with
+    its registry environment (KERAS_BACKEND, XLA_FLAGS), so three Keras backends verify in one
+    command."""
+    from harness.check import child
     from lenet_numpy.model import NumpyLeNet  # the oracle: NumPy only
 
     weights_path = weights_path or DEFAULT_WEIGHTS
@@ -58,67 +59,108 @@ def verify(names: Sequence[str], device: str = "cpu", weights_path: str | Path |
     if limit:
         images, labels = images[:limit], labels[:limit]
     x = mnist.to_input(images)
-    references = {dtype: predict_all(NumpyLeNet(weights_path, dtype=dtype), x.astype(dtype))
+    references = {dtype: child.predict_all(NumpyLeNet(weights_path, dtype=dtype), x.astype(dtype))
                   .astype(np.float64) for dtype in dtypes}
-    rows = []
-    for name in names:
-        spec = registry.spec(name)
-        offered = [dtype for dtype in dtypes if dtype in spec.dtypes]
-        reason = (f"{name} runs on {list(spec.devices)}" if device not in spec.devices else
-                  f"{name} offers {list(spec.dtypes)}, not {list(dtypes)}" if not offered else None)
-        if reason:
-            rows.append({"implementation": name, "variant": "-", "device": device, "dtype": "-",
-                         "status": "unavailable", "reason": reason})
-            if on_row:
-                on_row(rows)
-            progress(format_row(rows[-1]))
+    rows: list[Row] = []
+
+    def add(row: Row) -> None:
+        rows.append(row)
+        if on_row:
+            on_row(rows)
+        progress(format_row(row))
+
+    for family in families(names):
+        runnable = []
+        for name in family:
+            spec = registry.spec(name)
+            offered = [dtype for dtype in dtypes if dtype in spec.dtypes]
+            reason = (f"{name} runs on {list(spec.devices)}" if device not in spec.devices else
+                      f"{name} offers {list(spec.dtypes)}, not {list(dtypes)}" if not offered else None)
+            if reason:
+                add({"implementation": name, "variant": "-", "device": device, "dtype": "-",
+                     "status": "unavailable", "reason": reason})
+            else:
+                runnable.append(name)
+        if not runnable:
             continue
-        for dtype in offered:
-            with tempfile.TemporaryDirectory(prefix="lenet-verify-") as out_dir:
-                for row in child_rows(name, device, weights_path, out_dir, limit, dtype):
-                    row = {"implementation": name, "device": device, "dtype": dtype, **row}
-                    if row["status"] == "ok":
-                        probs = np.load(os.path.join(out_dir, f"{row['variant']}.npy"))
-                        row.update(check(probs, references[dtype], labels))
-                    rows.append(row)
-                    if on_row:
-                        on_row(rows)
-                    progress(format_row(row))
-    return rows
+        with tempfile.TemporaryDirectory(prefix="lenet-verify-") as out_dir:
+            for row in child_rows(runnable, device, weights_path, out_dir, limit, dtypes):
+                row = {"implementation": row.pop("implementation"), "device": device,
+                       "dtype": row.pop("dtype"), **row}
+                if row["status"] == "ok":
+                    probs = np.load(os.path.join(out_dir, child.output_name(row)))
+                    row.update(check(probs, references[row["dtype"]], labels))
+                add(row)
+    return in_order(rows, names)
 
 
-def child_rows(name: str, device: str, weights_path: str | Path, out_dir: str, limit: int | None,
-               dtype: str = "float32") -> Iterator[Row]:
-    """Run harness.check.child for one implementation and dtype; yield its rows as they come."""
-    command = [sys.executable, "-m", "harness.check.child", name, device,
-               str(weights_path), out_dir, dtype] + ([str(limit)] if limit else [])
-    yield from rows_of_child(command, name, registry.spec(name).variants_for(device),
-                             os.path.join(out_dir, "stderr.log"), "verify")
+def in_order(rows: list[Row], names: Sequence[str]) -> list[Row]:
+    """The rows in the order their implementations were named (a family's child reports its
+    members together), each implementation's rows in the order its child reported them."""
+    return sorted(rows, key=lambda row: list(names).index(row["implementation"]))
 
 
-def rows_of_child(command: list[str], name: str, variants: Sequence[str], log_path: str,
+def families(names: Sequence[str]) -> list[list[str]]:
+    """The names in groups that share one child process, in the order of each group's first name:
+    levels on the same framework (their installs' frameworks but Keras: tf and keras on TensorFlow,
+    jax and keras_jax, torch and keras_torch) whose environments differ at most by KERAS_BACKEND,
+    which only Keras reads, with at most one Keras level in a group (one backend per process).
+    One import of the framework serves both levels. Every other level runs alone."""
+    def is_keras(name: str) -> bool:
+        return "KERAS_BACKEND" in registry.process_env(name)
+
+    groups: list[tuple[frozenset[str], dict[str, str], list[str]]] = []
+    for name in names:
+        framework = frozenset(registry.spec(name).installs.frameworks) - {"keras"}
+        env = {key: value for key, value in registry.process_env(name).items() if key != "KERAS_BACKEND"}
+        for key, shared, members in groups:
+            if (framework and key == framework and shared == env and name not in members
+                    and not (is_keras(name) and any(map(is_keras, members)))):
+                members.append(name)
+                break
+        else:
+            groups.append((framework, env, [name]))
+    return [members for _, _, members in groups]
+
+
+def child_rows(names: Sequence[str], device: str, weights_path: str | Path, out_dir: str, limit: int | None,
+               dtypes: Sequence[str] = ("float32",)) -> Iterator[Row]:
+    """Run harness.check.child for implementations of one family (families) and every dtype each
+    offers; yield its rows as they come."""
+    command = [sys.executable, "-m", "harness.check.child", ",".join(names), device,
+               str(weights_path), out_dir, ",".join(dtypes)] + ([str(limit)] if limit else [])
+    expected = [{"implementation": name, "dtype": dtype, "variant": variant} for name in names
+                for dtype in dtypes if dtype in registry.spec(name).dtypes
+                for variant in registry.spec(name).variants_for(device)]
+    yield from rows_of_child(command, names, expected, os.path.join(out_dir, "stderr.log"), "verify")
+
+
+def rows_of_child(command: list[str], names: Sequence[str], expected: Sequence[Row], log_path: str,
                   what: str) -> Iterator[Row]:
-    """Run one child (with the level's registry environment), yield its JSON rows as they come,
-    then a FAIL row for each variant it never reported (it died: a crash in native code)."""
-    child_env = {**os.environ, **registry.process_env(name)}
+    """Run one child (with its levels' registry environments), yield its JSON rows as they come,
+    then a FAIL row for each expected row (its identifying fields) it never reported (it died: a
+    crash in native code)."""
+    child_env = {**os.environ}
+    for name in names:
+        child_env.update(registry.process_env(name))
     with open(log_path, "w") as log, subprocess.Popen(command, cwd=ROOT, env=child_env, text=True,
-                                                      stdout=subprocess.PIPE, stderr=log) as child:
+                                                      stdout=subprocess.PIPE, stderr=log) as process:
         seen = []
-        for line in child.stdout or ():  # a PIPE: never None
+        for line in process.stdout or ():  # a PIPE: never None
             row = json.loads(line)
             if "fatal" in row:
-                child.wait()
+                process.wait()
                 raise HarnessError(row["fatal"])
-            seen.append(row["variant"])
+            seen.append({key: row.get(key) for key in expected[0]} if expected else row)
             yield row
-        code = child.wait()
-    missing = [v for v in variants if v not in seen]
+        code = process.wait()
+    missing = [row for row in expected if row not in seen]
     if code != 0 or missing:  # framework chatter, shown when something failed
         tail = open(log_path).read().strip().splitlines()[-15:]
         print("\n".join(f"  | {line}" for line in tail), file=sys.stderr)
-    for variant in missing:
-        yield {"variant": variant, "status": "FAIL",
-               "reason": f"the {what} process for {name} ended with exit code {code}"}
+    for row in missing:
+        yield {**row, "status": "FAIL",
+               "reason": f"the {what} process for {','.join(names)} ended with exit code {code}"}
 
 
 def format_row(row: Row) -> str:
