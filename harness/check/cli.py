@@ -72,13 +72,15 @@ def crosscheck_command() -> Command:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    # the oracle here and the levels' children with one thread count: set before NumPy loads (its
+    # OpenBLAS reads it once), else a caller's setting makes the two sum in different orders
+    procenv.apply(procenv.settings(args.threads, 1, args.device))
     from harness.check import verify
     from harness.data import weights as weights_file
 
     names = split_list(args.implementations) if args.implementations else registry.on_device(args.device)
     verify.require_known(names)
     weights_file.read(args.weights)  # an unusable file fails here, in one line, before any work
-    procenv.apply(procenv.settings(args.threads, 1, args.device))
     log(verify.HEADER)
     dtypes = split_list(args.dtypes)
     for dtype in dtypes:
@@ -101,6 +103,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_verify_train(args: argparse.Namespace) -> int:
+    procenv.apply(procenv.settings(args.threads, 1, args.device))  # before NumPy loads, as verify
     from harness.check import train_verify, verify
     from harness.data import init_weights
     from harness.data import weights as weights_file
@@ -112,7 +115,6 @@ def cmd_verify_train(args: argparse.Namespace) -> int:
             raise HarnessError(f"{field}: expected a positive number, found {value}")
     weights_path = args.weights or init_weights.DEFAULT_INIT
     weights_file.read(weights_path)  # an unusable file fails here, in one line, before any work
-    procenv.apply(procenv.settings(args.threads, 1, args.device))
     log(train_verify.HEADER)
     rows = train_verify.verify_train(names, args.device, weights_path, args.steps, args.batch,
                                      args.dtype, args.data_dir, progress=log)
