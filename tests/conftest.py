@@ -148,6 +148,17 @@ def report_cache(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def committed_report(report_cache, loc_counted):
+    """The committed results as `make report` reads them (with this checkout's line counts), read once
+    a session for the tests that read them unchanged: a test that changes the results reads a copy."""
+    from harness.report.claims import rundata
+
+    if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl*")):
+        pytest.skip("no committed reference results (make run-all writes them)")
+    return rundata.load_report(DEFAULT_RESULTS, copy.deepcopy(loc_counted))
+
+
 # The lines a `python -c` subprocess that rebuilds the report starts with: report_cache's file
 # loaded (format it with path=), so it does not summarize every committed cell again.
 SEED_REPORT_CACHE = (

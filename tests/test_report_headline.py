@@ -42,8 +42,8 @@ def slow_down(results, machine, label, factor):
     rowfiles.rewrite(run["dir"], "".join(json.dumps(r) + "\n" for r in rows))
 
 
-def test_a_changed_row_changes_the_headline_table_and_the_finding(results_copy, loc_rows):
-    data = rundata.load_report(results_copy, loc_rows)
+def test_a_changed_row_changes_the_headline_table_and_the_finding(committed_report, results_copy, loc_rows):
+    data = committed_report  # what the copy holds before its row changes
     machine = headline.machine_of(data.frame, rundata.answer_run(data.frame, "cpu"))
     before = markdown.build(data)
     old = rundata.find(data.frame, "api_levels", "keras/predict", machine=machine)
@@ -66,9 +66,9 @@ def test_a_changed_row_changes_the_headline_table_and_the_finding(results_copy, 
     assert f"takes {ms(old['median_ms'])} [" not in after
 
 
-def test_a_missing_cell_is_a_dash_with_its_reason(results_copy, loc_rows):
-    runs, frame = rundata.load(results_copy)
-    text = "\n".join(headline.render(frame, loc_rows)[0])
+def test_a_missing_cell_is_a_dash_with_its_reason(committed_report):
+    frame = committed_report.frame
+    text = "\n".join(headline.render(frame, committed_report.loc_rows)[0])
     skipped = frame[(frame["study"] == "api_levels") & (frame["implementation"] == "keras")
                     & (frame["device"] == "gpu") & (frame["status"] != "ok")
                     & (frame["machine"] == headline.machine_of(frame, rundata.answer_run(frame, "gpu")))]
@@ -80,8 +80,8 @@ def test_a_missing_cell_is_a_dash_with_its_reason(results_copy, loc_rows):
     assert "| – (" in table_row(text, "raw library: oneDNN")  # no GPU column for a CPU-only level
 
 
-def test_the_answer_comes_first_and_the_page_is_short(results_copy, loc_rows):
-    text = markdown.build(rundata.load_report(results_copy, loc_rows))
+def test_the_answer_comes_first_and_the_page_is_short(committed_report):
+    text = markdown.build(committed_report)
     assert len(text.splitlines()) <= 250
     heads = [line for line in text.splitlines() if line.startswith("## ")]
     assert heads[0] == "## The answer"
@@ -130,8 +130,8 @@ def test_the_loc_fingerprint_covers_every_counted_file_cuda_kernels_too():
     assert kernels and counted <= set(loc.sources())  # an edited kernel makes loc.csv stale
 
 
-def test_a_hand_written_cuda_rung_appears_below_cudnn_without_code_changes(results_copy, loc_rows):
-    runs, frame = rundata.load(results_copy)
+def test_a_hand_written_cuda_rung_appears_below_cudnn_without_code_changes(committed_report, loc_rows):
+    frame = committed_report.frame
     gpu = headline.machine_of(frame, rundata.answer_run(frame, "gpu"))
     graph = rundata.find(frame, "api_levels", "cudnn/graph", device="gpu", machine=gpu)
     if graph is None:

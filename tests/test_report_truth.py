@@ -69,9 +69,9 @@ def test_the_headline_answers_for_the_newest_run_not_the_biggest(results_copy, l
         rundata.load_report(results_copy, loc_rows, machine="AMD EPYC")
 
 
-def test_fastest_is_the_minimum_over_the_answering_runs_batch1_cells(results_copy, loc_rows):
-    data = rundata.load_report(results_copy, loc_rows)
-    levels, _ = headline.levels(data.frame, loc_rows, data.answer)
+def test_fastest_is_the_minimum_over_the_answering_runs_batch1_cells(committed_report):
+    data = committed_report
+    levels, _ = headline.levels(data.frame, data.loc_rows, data.answer)
     frame = data.frame
     for level in levels:
         for device, cell in level.cells.items():
@@ -89,13 +89,13 @@ def test_fastest_is_the_minimum_over_the_answering_runs_batch1_cells(results_cop
             assert r is None or r.get("across_runs") or r.get("study") == cell["study"]
 
 
-def test_the_floor_sentence_names_measure_floors_answer(results_copy, loc_rows):
-    data = rundata.load_report(results_copy, loc_rows)
+def test_the_floor_sentence_names_measure_floors_answer(committed_report):
+    data = committed_report
     floors_said = {claim["device"]: claim["label"] for claim in markdown.floors(data)}  # what the floor line says
-    assert floors_said == {device: floor.fastest_measured(device, results_copy).label for device in ("cpu", "gpu")}
+    assert floors_said == {device: floor.fastest_measured(device, DEFAULT_RESULTS).label for device in ("cpu", "gpu")}
     machine = headline.machine_of(data.frame, data.answer["cpu"])
     said = details.build(data)  # DETAILS' machine findings name the same floor, never a typed one
-    assert f"The fastest call measured on this CPU is {floor.fastest_measured('cpu', results_copy).label}" in said
+    assert f"The fastest call measured on this CPU is {floor.fastest_measured('cpu', DEFAULT_RESULTS).label}" in said
     assert machine_findings.machine_fastest(data.frame, machine)["label"] == data.floors["cpu"].label
 
 

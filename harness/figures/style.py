@@ -3,27 +3,49 @@ off-screen, the palette, the caption, axis decoration, the PNG, number formats) 
 with the report (harness.report.markup.style): one fixed colour per implementation, the ladder's
 order, the cells a figure draws, machine names in a legend."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import pandas as pd
+from matplotlib.figure import Figure
 
 from harness import DEFAULT_FIGURES, registry
+from harness.draw import style
 from harness.draw.style import (  # noqa: F401  (the figures take the basics from here)
     DPI,
     OKABE_ITO,
     caption,
     decorate,
-    finish,
     fmt_ms,
     legend_below,
     plt,
     run_names,
-    save,
     settle,
 )
 from harness.report.markup.style import BACKEND_OF, DEVICE_LINES, IMPL_ORDER, ok_cells  # noqa: F401
 
 FIGURES_DIR = DEFAULT_FIGURES
+
+
+def save(fig: Figure, path: Path) -> Path:
+    """The PNG (harness.draw.style.save), its constrained layout laid out once more at the PNG's dpi
+    and then fixed: what savefig does itself, but only after drawing the whole figure once, unseen,
+    to lay it out (a third of the figure's time). The same PNG, byte for byte."""
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        fig.set_dpi(DPI)
+        engine.execute(fig)
+        fig.set_layout_engine(None)  # savefig draws once, where it is
+    return style.save(fig, path)
+
+
+def finish(fig: Figure, runs: Sequence[dict], study: str | None, path: Path,
+           caption_text: str | None = None) -> Path:
+    """The caption under the figure and the layout (settle), then the PNG (save)."""
+    settle(fig, caption_text or caption(runs, study))
+    return save(fig, path)
+
+
 # One colour per implementation in every figure, its spec's `colour` (registry.py: Okabe-Ito, then
 # Paul Tol's muted colours for the Keras backends and the hand-written rung): a series keeps its
 # colour when another is missing.

@@ -94,14 +94,11 @@ def environment_row(run: dict) -> list[object]:
     pk = env.get("packages", {})
     gpus = env.get("gpus") or []
     return [run["study"], run["run_id"], env.get("hostname", "-"), env.get("cpu", "-"),
-            env.get("cpus_usable", "-"),
-            ", ".join(g["name"] for g in gpus) or "none",
-            gpus[0]["driver"] if gpus else "-", cuda_runtime(env) or "-",
-            cudnn_version(env) or "-", env.get("python", "-"),
-            pk.get("tensorflow") or pk.get("tensorflow-cpu") or "-", pk.get("keras", "-"),
-            pk.get("jax", "-"), pk.get("torch", "-"),
-            pk.get("numpy", "-"), (env.get("threads") or {}).get("OPENBLAS_NUM_THREADS", "-"),
-            env.get("loadavg") or "-"]
+            env.get("cpus_usable", "-"), ", ".join(g["name"] for g in gpus) or "none",
+            gpus[0]["driver"] if gpus else "-", cuda_runtime(env) or "-", cudnn_version(env) or "-",
+            env.get("python", "-"), pk.get("tensorflow") or pk.get("tensorflow-cpu") or "-",
+            pk.get("keras", "-"), pk.get("jax", "-"), pk.get("torch", "-"), pk.get("numpy", "-"),
+            (env.get("threads") or {}).get("OPENBLAS_NUM_THREADS", "-"), env.get("loadavg") or "-"]
 
 
 def code_lines(data: ReportData) -> str:

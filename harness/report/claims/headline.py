@@ -99,9 +99,19 @@ def short_reason(reason: str, status: str) -> str:
     return f"{status}: {first}"
 
 
+LAST: list = [None] * 4  # levels' last frame, loc rows, answer and answer to them
+
+
 def levels(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> tuple[list[Level], dict]:
     """The table's rows, and {device: machine} of the runs they come from. answer: {device: the
-    api_levels run id that answers} (rundata.answer_run's; by default the newest runs')."""
+    api_levels run id that answers} (rundata.answer_run's; by default the newest runs'). A report
+    asks five times of one frame, never changed once read: the last answer is kept (LAST)."""
+    if not (LAST[0] is frame and LAST[1] is loc_rows and LAST[2] == answer):
+        LAST[:] = [frame, loc_rows, dict(answer or {}) or answer, table_rows(frame, loc_rows, answer)]
+    return list(LAST[3][0]), dict(LAST[3][1])
+
+
+def table_rows(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None) -> tuple[list[Level], dict]:
     if frame.empty:
         return [], {"cpu": None, "gpu": None}
     answer = answer if answer is not None else {d: answer_run(frame, d) for d in ("cpu", "gpu")}
@@ -177,10 +187,8 @@ def same_rounds(frame: pd.DataFrame, cell: pd.Series, raw: str) -> dict | None:
 
 def ratio_of_medians(a: pd.Series, b: pd.Series | None) -> dict | None:
     """a's median over b's, for cells of different runs: no shared rounds, so no interval."""
-    if b is None:
-        return None
-    return {"ratio": a["median_ms"] / b["median_ms"], "ci95_low": float("nan"), "ci95_high": float("nan"),
-            "thin": False, "across_runs": True}
+    return None if b is None else {"ratio": a["median_ms"] / b["median_ms"], "ci95_low": float("nan"),
+                                   "ci95_high": float("nan"), "thin": False, "across_runs": True}
 
 
 def machine_of(frame: pd.DataFrame, run_id: str | None) -> str | None:
@@ -199,8 +207,7 @@ def latency(cell: pd.Series, moved: drift.Drift | None = None) -> str:
 
 
 def images_per_s(cell: pd.Series) -> str:
-    found = quote.marks(cell, headline=True)
-    marks = "".join(f" *{m}*" for m in found)
+    marks = "".join(f" *{m}*" for m in quote.marks(cell, headline=True))
     return f"{int(float(sig3(cell['images_per_s']))):,}/s `{cell['variant']}`{marks}"
 
 

@@ -289,38 +289,39 @@ def load_report(root: Path, loc_rows: list[dict], every_run: bool = False,
     """The report's data from a results folder. every_run: read the cells of every committed run
     into `history` (a second or so more); otherwise `history` is the newest runs' cells. machine:
     the machine whose runs answer (None: the newest run's; resolve_machine: or a part of its name)."""
-    if every_run:
-        runs, frame, history = load_with_history(root)
-    else:
-        runs, frame = load(root)
-        history = frame
+    runs, frame, history = load_with_history(root) if every_run else (*load(root), None)
     if machine is not None:
         machine = resolve_machine(machine, sorted(set(frame["machine"])) if not frame.empty else [], root)
     answer = {d: answer_run(frame, d, machine) for d in ("cpu", "gpu")}
     floors = {d: floor.fastest_measured(d, root, run_id=r) for d, r in answer.items() if r is not None}
-    return ReportData(runs=runs, frame=frame, loc_rows=loc_rows, history=history,
-                      verify_rows=verify_records(root), crosschecks=crosscheck_records(root),
+    return ReportData(runs=runs, frame=frame, loc_rows=loc_rows, verify_rows=verify_records(root),
+                      history=frame if history is None else history, crosschecks=crosscheck_records(root),
                       verify_train_rows=verify_records(root, "verify-train-*.json"),
                       answer=answer, floors=floors, partial=partial_runs(root))
 
 
+FOUND: list = [None, {}]  # the frame find last read, and its ok cells' places by their FIND_KEY
+FIND_KEY = ("study", "label", "device", "batch_size", "dtype")
+
+
 def find(frame: pd.DataFrame, study: str, label: str, device: str = "cpu", batch: int = 1,
          dtype: str = "float32", machine: str | None = None, threads: int | None = None) -> pd.Series | None:
-    """The ok cell of that study, label, device, batch, dtype (and machine), or None. threads:
-    None for a cell at the study's own thread count, else the cell's `threads`. One boolean mask,
-    then one row taken: no sub-frame (with every call's times) is copied."""
+    """The first ok cell of that study, label, device, batch, dtype (and machine), or None. threads:
+    None for a cell at the study's own thread count, else the cell's `threads`. A report asks a
+    thousand times of one frame, never changed once read: its ok cells are indexed once (FOUND)."""
     if frame.empty:
         return None
-    mask = ((frame["study"].to_numpy() == study) & (frame["label"].to_numpy() == label)
-            & (frame["device"].to_numpy() == device) & (frame["batch_size"].to_numpy() == batch)
-            & (frame["dtype"].to_numpy() == dtype) & (frame["status"].to_numpy() == "ok"))
-    if machine is not None:
-        mask &= frame["machine"].to_numpy() == machine
-    if "threads" in frame:
-        threads_col = frame["threads"]
-        mask &= (threads_col.isna() if threads is None else threads_col == threads).to_numpy()
-    hits = np.flatnonzero(mask)
-    return None if hits.size == 0 else frame.iloc[hits[0]]
+    if FOUND[0] is not frame:
+        ok = np.flatnonzero(frame["status"].to_numpy() == "ok")
+        FOUND[:] = [frame, {}]
+        for place, *key in zip(ok, *(frame[c].to_numpy()[ok] for c in FIND_KEY), strict=True):
+            FOUND[1].setdefault(tuple(key), []).append(place)
+    for place in FOUND[1].get((study, label, device, batch, dtype), []):
+        cell = frame.iloc[place]
+        if (machine is None or cell["machine"] == machine) and ("threads" not in frame or (
+                pd.isna(cell["threads"]) if threads is None else cell["threads"] == threads)):
+            return cell
+    return None
 
 
 def ratio_ci(a: pd.Series | None, b: pd.Series | None) -> dict | None:

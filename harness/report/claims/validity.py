@@ -4,7 +4,7 @@ cells, the same cell across runs (repeatability) and the timer's cross-check aga
 reproduce rows have their own section (harness.report.claims.reproduce)."""
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import pandas as pd
 
@@ -55,12 +55,10 @@ def time_section(runs: list[dict]) -> list[str]:
     """How each study's newest run on each machine spent its time."""
     rows = []
     for run in sorted(runs, key=lambda r: (r["machine"], r["study"])):
-        spent = time_spent(run)
-        if spent is None:
-            continue
-        rows.append([run["study"], run["run_id"], spent["processes"], f"{spent['wall_s']:.0f} s",
-                     f"{spent['setup_s']:.0f} s", f"{spent['timed_s']:.0f} s", f"{spent['rest_s']:.0f} s",
-                     run["machine"]])
+        if (spent := time_spent(run)) is not None:
+            rows.append([run["study"], run["run_id"], spent["processes"], f"{spent['wall_s']:.0f} s",
+                         f"{spent['setup_s']:.0f} s", f"{spent['timed_s']:.0f} s", f"{spent['rest_s']:.0f} s",
+                         run["machine"]])
     head = ["", words.say(TEMPLATE, "time_title"), "", words.say(TEMPLATE, "time_method")]
     if not rows:
         return head + ["", words.say(TEMPLATE, "no_runs")]
@@ -84,28 +82,26 @@ def noisy_section(frame: pd.DataFrame) -> list[str]:
     return out
 
 
-def overlaps(a: pd.Series, b: pd.Series) -> bool:
+def overlaps(a: Mapping, b: Mapping) -> bool:
     return a["ci_low_ms"] <= b["ci_high_ms"] and b["ci_low_ms"] <= a["ci_high_ms"]
 
 
 def repeatability_section(frame: pd.DataFrame) -> list[str]:
     """The same cell (implementation, variant, device, batch, dtype) measured by several runs
     (of one study or of several) on one machine: do their intervals overlap?"""
-    ok = frame[(frame["status"] == "ok") & (frame["rounds"] >= 2)] if not frame.empty else frame
+    ok = [] if frame.empty else frame.loc[(frame["status"] == "ok") & (frame["rounds"] >= 2), [
+        "machine", "cell_id", "study", "run_id", "median_ms", "ci_low_ms", "ci_high_ms"]].to_dict("records")
     rows, pairs, overlapping = [], 0, 0
-    if not ok.empty:
-        for (machine, cell), group in ok.groupby(["machine", "cell_id"]):
-            if len(group) < 2:
-                continue
-            for (_, a), (_, b) in itertools.combinations(group.iterrows(), 2):
-                pairs += 1
-                overlapping += overlaps(a, b)
+    groups: dict[tuple[str, str], list[dict]] = {}  # (machine, cell) -> its runs, in the frame's order
+    for r in ok:
+        groups.setdefault((r["machine"], r["cell_id"]), []).append(r)
+    for (machine, cell), runs in sorted(groups.items()):
+        if len(runs) > 1:
+            both = [overlaps(a, b) for a, b in itertools.combinations(runs, 2)]
+            pairs, overlapping = pairs + len(both), overlapping + sum(both)
             rows.append([cell, "; ".join(f"{r['study']}/{r['run_id'][:15]}: {ms(r['median_ms'])} "
-                                         f"[{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}]"
-                                         for _, r in group.iterrows()),
-                         "yes" if all(overlaps(a, b) for (_, a), (_, b)
-                                      in itertools.combinations(group.iterrows(), 2)) else "no",
-                         machine])
+                                         f"[{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}]" for r in runs),
+                         "yes" if all(both) else "no", machine])
     if not pairs:
         return [words.say(TEMPLATE, "no_repeats")]
     out = [words.say(TEMPLATE, "repeatability", overlapping=overlapping, pairs=pairs)]
