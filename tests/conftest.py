@@ -6,8 +6,10 @@ import hashlib
 import os
 import pickle
 import shutil
+import signal
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 # One BLAS thread in the suite's processes and every process they start (inherited through the
 # environment), set before NumPy loads OpenBLAS: its idle threads spin, and on 2 cores they cost
@@ -90,6 +92,28 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"a Slurm test skipped while .ci/run's Slurm runs (LENET_SLURM_REQUIRED=1): {reason}"
+
+
+def harness_in_process(capsys, *args) -> SimpleNamespace:
+    """`python -m harness ARGS` through the function it calls, cli.main, in this process (one
+    interpreter fewer where the command's own start is not what a test checks): its exit code,
+    stdout and stderr. What the command sets for itself and its children is put back after it:
+    this process's signal handlers and environment (thread counts, CUDA_VISIBLE_DEVICES, the data
+    folder), which would otherwise reach every later test's children."""
+    from harness import cli
+
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    environment = dict(os.environ)
+    capsys.readouterr()
+    try:
+        code = cli.main(list(map(str, args)))
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        os.environ.clear()
+        os.environ.update(environment)
+    out, err = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
 
 @pytest.fixture

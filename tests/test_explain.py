@@ -14,6 +14,7 @@ from harness.explain import child, keras_steps, ladder
 from harness.measure.floor import fastest_measured
 from harness.measure.store import results
 from harness.report.sections import explain_section
+from tests.conftest import harness_in_process
 
 LADDER = [{"step": "predict", "removes": "pipeline"}, {"step": "predict_on_batch", "removes": "loop"},
           {"step": "floor", "removes": "arithmetic"}]
@@ -81,13 +82,10 @@ def test_report_section_is_generated_from_rows():
 @pytest.mark.slow
 def test_explain_runs_for_every_cpu_implementation(tmp_path, capsys):
     """The command in this process (its children are processes, one per level, as always)."""
-    from harness import cli
-
     pytest.importorskip("torch", reason="PyTorch is not installed (make install EXTRAS=dev,torch)")
     names = [n for n, spec in registry.REGISTRY.items() if "cpu" in spec.devices]
-    code = cli.main(["explain", ",".join(names), "--calls", "6", "--rounds", "2", "--out", str(tmp_path)])
-    run = capsys.readouterr()
-    assert code == 0, run.err[-3000:]
+    run = harness_in_process(capsys, "explain", ",".join(names), "--calls", "6", "--rounds", "2", "--out", tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
     (run_dir,) = (tmp_path / "explain").iterdir()
     rows = {r["implementation"]: r for r in results.read_rows(run_dir)}
     assert set(rows) == set(names)
@@ -110,7 +108,7 @@ def test_explain_runs_for_every_cpu_implementation(tmp_path, capsys):
     assert "tensorflow" not in rows["keras_jax"]["frameworks"]
     # each child imports its ladder's frameworks alone, though TensorFlow and Keras would import JAX
     assert rows["tf"]["frameworks"] == ["tensorflow"] and rows["keras"]["frameworks"] == ["tensorflow", "keras"]
-    assert "(a) ablation ladder" in run.out and "(b) Keras predict's own steps" in run.out
+    assert "(a) ablation ladder" in run.stdout and "(b) Keras predict's own steps" in run.stdout
     json.dumps(rows)  # rows are plain JSON
 
 
@@ -137,7 +135,6 @@ def test_a_child_keeps_out_every_framework_but_its_ladders(monkeypatch):
 def test_a_target_whose_framework_is_missing_is_said_and_the_others_still_run(monkeypatch, tmp_path, capsys):
     """explain's targets each on their own: one that cannot run here (Unavailable) is said and left out
     of the rows, the others are written, exit 3; any other error stops the command (exit 2)."""
-    from harness import cli
     from harness.errors import HarnessError, Unavailable
 
     def explain(target, *args):
@@ -151,9 +148,9 @@ def test_a_target_whose_framework_is_missing_is_said_and_the_others_still_run(mo
     monkeypatch.setattr(ladder, "explain", explain)
     monkeypatch.setattr(ladder, "table", lambda row: [row["target"]])
     monkeypatch.setattr(ladder, "write", lambda rows, out: written.extend(rows) or out)
-    assert cli.main(["explain", "gone/x,numpy/default", "--out", str(tmp_path)]) == 3
-    err = capsys.readouterr().err
-    assert "gone/x: not explained here: cannot import 'gone'" in err and "could not run here: gone/x" in err
+    run = harness_in_process(capsys, "explain", "gone/x,numpy/default", "--out", tmp_path)
+    assert run.returncode == 3
+    assert "gone/x: not explained here: cannot import 'gone'" in run.stderr and "could not run here: gone/x" in run.stderr
     assert written == [{"target": "numpy/default"}]
-    assert cli.main(["explain", "bad/x,numpy/default"]) == 2
-    assert "ERROR: bad/x: unknown level" in capsys.readouterr().err
+    run = harness_in_process(capsys, "explain", "bad/x,numpy/default")
+    assert run.returncode == 2 and "ERROR: bad/x: unknown level" in run.stderr

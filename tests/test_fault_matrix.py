@@ -7,16 +7,16 @@ import signal
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from harness import DEFAULT_WEIGHTS, cli, registry
+from harness import DEFAULT_WEIGHTS, registry
 from harness.machine import gpu
 from harness.machine.gpulock import GpuLock
 from harness.measure.store import results
 from tests.conftest import ROOT, random_weights, write_keras3_file
+from tests.conftest import harness_in_process as in_process
 from tests.test_runner import final_rows, lab_cell, only_run, run_cli, write_study
 
 NO_GPU = gpu.absent_reason()
@@ -25,22 +25,6 @@ NO_GPU = gpu.absent_reason()
 def harness(*args, env=None):
     return subprocess.run([sys.executable, "-m", "harness", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
-
-
-def in_process(capsys, *args):
-    """`python -m harness ARGS` through the function it calls, cli.main, in this process (bad input
-    refused before any work, a comparison of finished runs; the subprocess's own entry is held by
-    the tests that run one): its exit code, stdout and stderr, this process's signal handlers put
-    back."""
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    capsys.readouterr()
-    try:
-        code = cli.main(list(map(str, args)))
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-    out, err = capsys.readouterr()
-    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
 
 def assert_clean_error(run, code, *fragments):
