@@ -41,6 +41,9 @@ class Installs:
     versions: tuple[tuple[str, str], ...] = ()  # (column, distribution): env.json's, the Machines table's
     # (and the bill's: what a pip install of these requires is what the level needs installed)
     frameworks: tuple[str, ...] = ()  # top-level modules its worker imports (rows' `frameworks`, GPU memory)
+    # top-level modules its first build looks for (then runs in a process of their own): the ONNX
+    # export's Keras on TensorFlow; a process that runs the level must be able to find them
+    build_frameworks: tuple[str, ...] = ()
     # the engine_setup.cache_dir kind it compiles its code into when built ("c"): the bill's worker
     # gives it a fresh, empty one, so the start-up it reads includes the compiler's run
     compile_cache: str = ""
@@ -299,7 +302,8 @@ REGISTRY = {
                              order=60, ladder=(("onnx", "keras"),), colour="#999933"),
                  installs=Installs(versions=(("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino"),
                                              ("", "onnx"), ("", "tf2onnx")),
-                                   frameworks=("onnxruntime", "openvino"))),
+                                   frameworks=("onnxruntime", "openvino"),
+                                   build_frameworks=("tensorflow", "keras"))),
     )
 }
 check_registry(REGISTRY)  # an incomplete entry stops here, naming its field

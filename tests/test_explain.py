@@ -4,6 +4,7 @@ every CPU implementation."""
 import importlib.util
 import json
 import platform
+import subprocess
 import sys
 
 import numpy as np
@@ -14,7 +15,7 @@ from harness.explain import child, keras_steps, ladder
 from harness.measure.floor import fastest_measured
 from harness.measure.store import results
 from harness.report.sections import explain_section
-from tests.conftest import harness_in_process
+from tests.conftest import ROOT, harness_in_process
 
 LADDER = [{"step": "predict", "removes": "pipeline"}, {"step": "predict_on_batch", "removes": "loop"},
           {"step": "floor", "removes": "arithmetic"}]
@@ -130,6 +131,17 @@ def test_a_child_keeps_out_every_framework_but_its_ladders(monkeypatch):
     assert set(registry.frameworks()) - set(keras_steps.unused_frameworks("keras", "predict", "cpu")) \
         == {"keras", "tensorflow", "numba"}
     assert set(registry.frameworks()) - set(keras_steps.unused_frameworks("numpy", "default", "cpu")) == set()
+
+
+def test_the_onnx_child_can_still_export_the_model_its_engines_run():
+    """An explain child of the ONNX level keeps out the other levels' frameworks, but not the Keras
+    and TensorFlow its first run looks for to export the model (with an empty ONNX cache)."""
+    code = ("from harness.explain import child, keras_steps; "
+            "child.keep_out(keras_steps.unused_frameworks('onnx', 'run', 'cpu')); "
+            "from lenet_onnx import export; print(export.missing_exporter())")
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
 
 
 def test_a_target_whose_framework_is_missing_is_said_and_the_others_still_run(monkeypatch, tmp_path, capsys):

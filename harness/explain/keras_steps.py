@@ -89,14 +89,19 @@ def ladder(name: str, variant: str, floor: Rung | None = None) -> list[Rung]:
 
 
 def unused_frameworks(name: str, variant: str, device: str) -> list[str]:
-    """Every level's framework (registry.frameworks) that neither name/variant's ladder runs: the
-    level's own, and its floor's (asked of harness.measure.floor, as floor_call does)."""
+    """Every level's framework (registry.frameworks) that neither name/variant's ladder runs nor its
+    first build looks for: the level's own, and its floor's (asked of harness.measure.floor, as
+    floor_call does)."""
     from harness import registry
     from harness.measure.floor import fastest_measured
 
-    used = set(registry.spec(name).installs.frameworks)
+    def needs(level: str) -> set[str]:
+        installs = registry.spec(level).installs
+        return {*installs.frameworks, *installs.build_frameworks}
+
+    used = needs(name)
     if any(step == FLOOR for step, *_ in ladder(name, variant)):
-        used |= set(registry.spec(fastest_measured(device).implementation).installs.frameworks)
+        used |= needs(fastest_measured(device).implementation)
     return [module for module in registry.frameworks() if module not in used]
 
 
