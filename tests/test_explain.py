@@ -82,8 +82,8 @@ def test_report_section_is_generated_from_rows():
 
 # The CPU levels in two halves of about equal time, each explained by its own test: the second
 # half is a group of its own (xdist_group), so the two can run on two workers at once.
-HALVES = {"tensorflow-jax": ("null", "numpy", "tf", "jax", "keras", "keras_jax", "onnx"),
-          "torch-compiled": ("torch", "keras_torch", "onednn", "numba", "c")}
+HALVES = {"ops-keras": ("null", "numpy", "tf", "jax", "torch", "keras", "keras_jax", "onnx"),
+          "keras_torch-compiled": ("keras_torch", "onednn", "numba", "c")}
 
 
 def test_the_halves_hold_every_cpu_level_once():
@@ -92,8 +92,8 @@ def test_the_halves_hold_every_cpu_level_once():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("half", [pytest.param("tensorflow-jax"),
-                                  pytest.param("torch-compiled", marks=pytest.mark.xdist_group("test_explain.py:torch"))])
+@pytest.mark.parametrize("half", [pytest.param("ops-keras"), pytest.param("keras_torch-compiled",
+                                                                      marks=pytest.mark.xdist_group("test_explain.py:2"))])
 def test_explain_runs_for_every_cpu_implementation(half, tmp_path, capsys):
     """The command in this process (its children are processes, one per level, as always)."""
     pytest.importorskip("torch", reason="PyTorch is not installed (make install EXTRAS=dev,torch)")
@@ -110,11 +110,10 @@ def test_explain_runs_for_every_cpu_implementation(half, tmp_path, capsys):
     # the floor is the fastest measured implementation on the CPU (harness.measure.floor: oneDNN's
     # tuned variant in the committed rows, whose wheel exists on x86_64), in the same rounds
     floor = fastest_measured("cpu").label if platform.machine() == "x86_64" else "numpy/default"
-    if half == "torch-compiled":
-        assert rows["torch"]["floor"] == floor
+    if half != "ops-keras":
         return
     assert [s["name"] for s in rows["numpy"]["stages"]] == ["model"]
-    assert rows["keras"]["floor"] == floor
+    assert rows["keras"]["floor"] == floor and rows["torch"]["floor"] == floor
     assert rows["keras"]["stages"][-1]["name"] == f"the fastest measured implementation on this device ({floor})" \
         or floor == "numpy/default"
     assert [s["step"] for s in rows["keras"]["steps"]] == ["predict", "predict_dataset", "predict_on_batch",
