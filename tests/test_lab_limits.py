@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.lab.judge import store
+from harness.machine import procenv
 from tests.conftest import ROOT
 from tests.test_lab import LAB, python, rows_by_student
 
@@ -66,3 +67,29 @@ def test_a_student_checks_a_submission_before_handing_in(lab_file):
     assert "rank" not in good.stdout  # one submission: no "rank 1 of 1"
     bad = python("lab", "check", str(lab_file), str(ROOT / "labs" / "template"))
     assert bad.returncode == 1 and "NotImplementedError" in bad.stdout
+
+
+# A grading process up to its check of one submission, that check replaced by one that exits with
+# the names of the process's threads (a module in sys.modules before the command imports it)
+THREADS_AT_CHECK = """
+import os, sys, types
+from pathlib import Path
+fake = types.ModuleType("harness.lab.term.handout.check")
+def check(*args, **kwargs):
+    tasks = os.listdir("/proc/self/task")
+    raise SystemExit(" ".join(open(f"/proc/self/task/{t}/comm").read().strip() for t in tasks))
+fake.check = check
+sys.modules["harness.lab.term.handout.check"] = fake
+from harness.lab.term import commands
+commands.lab_check("cpu_numpy", Path("nowhere"), "w", print)
+"""
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: OpenBLAS starts no threads of its own anyway")
+def test_the_grader_starts_no_blas_threads_of_its_own():
+    """The grader's oracle is compared, never timed: its process pins BLAS to one thread before the
+    lab loads NumPy, so no spinning OpenBLAS pool takes a core from the timed worker beside it."""
+    env = {k: v for k, v in os.environ.items() if k not in procenv.BLAS_THREAD_VARS}
+    run = subprocess.run([sys.executable, "-c", THREADS_AT_CHECK], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 1 and run.stderr.split() == ["python"], run.stderr[-2000:]

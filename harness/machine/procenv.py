@@ -33,6 +33,12 @@ def apply(env: dict[str, str]) -> None:
     os.environ.update(env)
 
 
+def pin_blas(threads: int) -> None:
+    """This process's BLAS pools at `threads` (and its children's, unless they are given their own):
+    only before NumPy is imported, whose OpenBLAS reads them once, at load."""
+    apply({var: str(threads) for var in BLAS_THREAD_VARS})
+
+
 def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL a child started with start_new_session=True, with everything it started (its
     process group), and reap it. A child already gone is fine."""

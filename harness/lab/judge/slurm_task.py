@@ -53,7 +53,7 @@ def task(out: Path, index: int, submissions: Path, weights: str | Path = DEFAULT
             report(f"{student}: claimed by {claim.holder(out, student)}, a grader still running; skipped")
     if not claimed:
         return 0
-    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # the oracle's threads
+    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # what its children inherit
     try:
         grade.grade_all(lab, submissions, out, resume=True, only=claimed, weights=weights, report=report,
                         no_sandbox=no_sandbox, lock_timeout=lock_timeout)

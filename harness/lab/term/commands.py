@@ -24,6 +24,11 @@ from harness import DEFAULT_WEIGHTS
 from harness.errors import HarnessError
 from harness.machine import procenv
 
+# The grading process's own BLAS threads: its oracle's answers are compared, never timed, and a
+# pool of spinning OpenBLAS threads would take cores from the timed worker beside it. The workers
+# get the lab's thread counts in their own environment (Prepared.env).
+GRADER_BLAS_THREADS = 1
+
 if TYPE_CHECKING:
     from harness.lab.judge.rules.assignment import Lab
     from harness.lab.judge.slurm import Options
@@ -37,6 +42,7 @@ def lab_grade(lab_name: str, submissions: Path, out: Path, report: Report, *, re
               lock_timeout: float | None = None) -> int:
     """`lab grade`: every submission here, then the leaderboard; or (`slurm`: its options) job arrays.
     `lock_timeout`: seconds to wait for the GPU lock, then time anyway (rows flagged contended)."""
+    procenv.pin_blas(GRADER_BLAS_THREADS)  # before the lab loads NumPy
     from harness.lab.box.walls import libpath
     from harness.lab.judge.rules import assignment
 
@@ -67,7 +73,7 @@ def grade_here(lab: "Lab", submissions: Path, out: Path, resume: bool, only: lis
     from harness.lab.judge import grade, store
     from harness.lab.term.marks import leaderboard
 
-    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # the oracle's threads
+    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # what its children inherit
     try:
         grade.grade_all(lab, submissions, out, resume, only, weights, report=report, no_sandbox=no_sandbox,
                         refused=refused_hand_ins(submissions), lock_timeout=lock_timeout)
@@ -82,6 +88,7 @@ def lab_regrade(out: Path, only: list[str] | None, submissions: Path | None, wei
                 no_sandbox: bool, report: Report) -> int:
     """`lab regrade`: `only` these students (default: those whose files changed, and those without a
     row) graded again with the lab, submissions and weights OUT recorded, then the leaderboard."""
+    procenv.pin_blas(GRADER_BLAS_THREADS)  # before the recorded lab loads NumPy
     from harness.lab.box.walls import libpath
     from harness.lab.judge import store
 
@@ -126,11 +133,12 @@ def lab_merge(out: Path, submissions: Path, job: str | None, report: Report) -> 
 def lab_check(lab_name: str, path: Path, weights: Path | str, report: Report,
               lock_timeout: float | None = None) -> int:
     """`lab check`: the feedback printed; exit 0 when the submission is ok, 1 when not."""
+    procenv.pin_blas(GRADER_BLAS_THREADS)  # before the lab loads NumPy
     from harness.lab.judge.rules import assignment
     from harness.lab.term.handout import check
 
     lab = assignment.load(lab_name)
-    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))
+    procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # what its children inherit
     row, text = check.check(lab, path, weights, report=report, lock_timeout=lock_timeout)
     print(text)
     return 0 if row["status"] == "ok" else 1
