@@ -192,13 +192,9 @@ def cmd_lab_bench(args: argparse.Namespace) -> int:
 
 def cmd_lab_task(args: argparse.Namespace) -> int:
     from harness.lab.term import commands as lab_commands
-    from harness.machine import procenv
 
-    procenv.pin_blas(lab_commands.GRADER_BLAS_THREADS)  # before the grader's modules load NumPy
-    from harness.lab.judge import slurm_task
-
-    return slurm_task.task(args.out, args.index, args.submissions, args.weights, args.no_sandbox, log,
-                           args.lock_timeout)
+    return lab_commands.lab_task(args.out, args.index, args.submissions, args.weights, args.no_sandbox, log,
+                                 args.lock_timeout)
 
 
 def cmd_lab_regrade(args: argparse.Namespace) -> int:

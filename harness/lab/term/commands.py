@@ -6,6 +6,7 @@ never loads the grader, nor `lab kit` the sandbox.
     lab_regrade(out, ...)                   some students again, from what OUT recorded
     lab_report(out), lab_merge(out, submissions, job)   the leaderboard (the merge job: its rows first)
     lab_check(lab, path, weights)           a student's own check, its feedback printed
+    lab_task(out, index, ...)               one Slurm array task's students
     lab_kit(lab, dest, weights), lab_collect(source, out, times), lab_export(out, roster, ...)
     lab_publish(out, public_dir, submissions), lab_similarity(out, submissions, threshold, starter)
     grade_here(lab, submissions, out, ...)  `lab grade` and `lab regrade` on this machine
@@ -128,6 +129,15 @@ def lab_merge(out: Path, submissions: Path, job: str | None, report: Report) -> 
     leaderboard.build(out)
     print(f"leaderboard: {out / 'LEADERBOARD.md'}")
     return 0
+
+
+def lab_task(out: Path, index: int, submissions: Path, weights: Path | str, no_sandbox: bool, report: Report,
+             lock_timeout: float | None) -> int:
+    """`lab task` (a Slurm array task): its students graded (slurm_task.task)."""
+    procenv.pin_blas(GRADER_BLAS_THREADS)  # before the grader's modules load NumPy
+    from harness.lab.judge import slurm_task
+
+    return slurm_task.task(out, index, submissions, weights, no_sandbox, report, lock_timeout)
 
 
 def lab_check(lab_name: str, path: Path, weights: Path | str, report: Report,
