@@ -15,7 +15,8 @@ ones take theirs from harness.registry, a lab's class writes its own.
 
 The checks a level shares rather than writes (not part of its answer): check_choice (device,
 variant, dtype), check_images (a predict's input) and check_batch (a training step's input); and
-lenet_classes, the one way a submission's class is found in its module.
+lenet_classes, the one way a submission's class is found in its module. predict_all: a level's
+probabilities of many images, CHUNK at a time (verify's levels and oracle, a study's test accuracy).
 """
 
 from pathlib import Path
@@ -56,6 +57,15 @@ def check_batch(images: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.
     if labels.min() < 0 or labels.max() > 9:
         raise ValueError(f"labels must be in [0, 9], found {labels.min()} .. {labels.max()}")
     return images, labels.astype(np.int64)
+
+
+CHUNK = 1000  # images per predict call: bounds memory, keeps every variant on one path
+
+
+def predict_all(impl: "LeNet", images: np.ndarray) -> np.ndarray:
+    """impl's probabilities of `images`, CHUNK images a call (one call on all 10,000 would take
+    1.5 GB of fresh pages: seconds of the kernel's time zeroing them)."""
+    return np.concatenate([impl.predict(images[i:i + CHUNK]) for i in range(0, len(images), CHUNK)])
 
 
 class LeNet:

@@ -20,16 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from harness import registry
-from harness.base import LeNet
+from harness.base import predict_all
 from harness.data import mnist
 from harness.errors import HarnessError, Unavailable
 
-CHUNK = 1000  # images per predict call: bounds memory, keeps every variant on one path
 Say = Callable[[str], object]  # where a JSON line goes (its return value unused)
-
-
-def predict_all(impl: LeNet, images: np.ndarray) -> np.ndarray:
-    return np.concatenate([impl.predict(images[i:i + CHUNK]) for i in range(0, len(images), CHUNK)])
 
 
 def output_name(row: dict[str, object]) -> str:

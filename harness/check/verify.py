@@ -49,6 +49,7 @@ def verify(names: Sequence[str], device: str = "cpu", weights_path: str | Path |
     Each family of implementations (families) runs in a child process (harness.check.child) with
     its registry environment (KERAS_BACKEND, XLA_FLAGS), so three Keras backends verify in one
     command."""
+    from harness.base import predict_all
     from harness.check import child
     from lenet_numpy.model import NumpyLeNet  # the oracle: NumPy only
 
@@ -59,7 +60,7 @@ def verify(names: Sequence[str], device: str = "cpu", weights_path: str | Path |
     if limit:
         images, labels = images[:limit], labels[:limit]
     x = mnist.to_input(images)
-    references = {dtype: child.predict_all(NumpyLeNet(weights_path, dtype=dtype), x.astype(dtype))
+    references = {dtype: predict_all(NumpyLeNet(weights_path, dtype=dtype), x.astype(dtype))
                   .astype(np.float64) for dtype in dtypes}
     rows: list[Row] = []
 

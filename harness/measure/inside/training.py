@@ -57,17 +57,16 @@ def check_finite(losses: list[float], first_step: int = 0) -> None:
 
 
 def test_accuracy(trainer: Trainer, dtype: str) -> float:
-    """The trainer's current weights, read back and run through the NumPy reference, 1,000 images a
-    call as verify's (one call on all 10,000 would take 1.5 GB of fresh pages: seconds of the
-    kernel's time zeroing them)."""
+    """The trainer's current weights, read back and run through the NumPy reference (predict_all:
+    in chunks, as verify's)."""
+    from harness.base import predict_all
     from harness.data import init_weights, mnist
     from lenet_numpy.model import NumpyLeNet
 
     images, labels = mnist.load("test")
     with tempfile.TemporaryDirectory(prefix="lenet-trained-") as folder:
         path = init_weights.write(Path(folder) / "trained.weights.h5", trainer.weights(), seed=-1)
-        oracle, x = NumpyLeNet(path, dtype=dtype), mnist.to_input(images, dtype)
-        probs = np.concatenate([oracle.predict(x[i:i + 1000]) for i in range(0, len(x), 1000)])
+        probs = predict_all(NumpyLeNet(path, dtype=dtype), mnist.to_input(images, dtype))
     return float(np.mean(probs.argmax(1) == labels))
 
 
