@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from harness import DEFAULT_RESULTS, cli
+from harness import cli
 from harness.measure.store import results
 from harness.report.claims import rundata
 from harness.report.claims.rundata import ReportData
@@ -66,10 +66,10 @@ def test_the_method_line_gives_the_arithmetic_at_the_measured_peak_only_from_an_
 
 
 @pytest.fixture(scope="module")
-def committed(report_cache):
-    """The committed results (runs, frame) and the machine of their ok C cells, read once: no test
-    changes them (a test that needs another frame copies it)."""
-    runs, frame = rundata.load(DEFAULT_RESULTS)
+def committed(committed_report):
+    """The committed results (runs, frame: the session's one read) and the machine of their ok C
+    cells: no test changes them (a test that needs another frame copies it)."""
+    runs, frame = committed_report.runs, committed_report.frame
     hand = frame[(frame["study"] == "api_levels") & (frame["label"] == cpu_targets.C_LEVEL)
                  & (frame["status"] == "ok")]
     return runs, frame, hand["machine"].iloc[0]
