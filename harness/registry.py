@@ -289,6 +289,7 @@ REGISTRY = {
                  ("fused", "layers", "portable"), ("float32", "float64"), "lenet_c",
                  hooks=(("compiler", "lenet_c.build:probe"), ("fma_peak", "lenet_c.explain.stages:fma_peak"),
                         ("read_bandwidth", "lenet_c.explain.stages:read_bandwidth"),
+                        ("read_burst", "lenet_c.explain.stages:read_burst"),
                         ("layer_split", "lenet_c.explain.stages:layer_split"),
                         ("system_tools", "lenet_c.build:toolchain")), floor=("fused",),
                  shown=Shown(display="hand-written C", short="C", rung="hand-written", order=30,

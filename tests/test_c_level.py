@@ -201,13 +201,18 @@ def test_the_layer_table_puts_each_stage_beside_its_arithmetic_at_the_peak(monke
                            {"name": "fc1", "macs": 48_000, "needed_macs": 32_000, "bytes": 128_000,
                             "median_ns": 3_200.0},
                            {"name": "fc3", "macs": 0, "needed_macs": 0, "bytes": 100, "median_ns": 100.0}]}
-    probed = {}
+    probed, bursts = {}, []
     def read_bandwidth(sizes):
         probed.update(sizes)
         return {"L1": {"bytes": sizes["L1"], "bytes_per_s": 1e11, "runs": 9},
                 "L2": {"bytes": sizes["L2"], "bytes_per_s": 5e10, "runs": 9}}
+    def read_burst(sizes, other):
+        bursts.append((sizes, other))
+        rate = [4e10, 3.2e10, 2e10][len(bursts) - 1]  # this round's median
+        return {name: {"bytes": size, "bytes_per_s": rate, "best_bytes_per_s": 1.5 * rate, "runs": 7}
+                for name, size in sizes.items()}
     hooks = {"fma_peak": lambda: {"isa": "avx512", "lanes": 16, "macs_per_s": 60e9}, "layer_split": layer_split,
-             "read_bandwidth": read_bandwidth}
+             "read_bandwidth": read_bandwidth, "read_burst": read_burst}
     monkeypatch.setattr(registry, "hook", lambda name, what: hooks[what])
     monkeypatch.setattr(c_layers, "cache_sizes", lambda: {"L1": 32 << 10, "L2": 512 << 10})
     result = c_layers.split("fused", 10, 3)
@@ -217,20 +222,86 @@ def test_the_layer_table_puts_each_stage_beside_its_arithmetic_at_the_peak(monke
     conv2, fc1, _ = result["stages"]
     assert conv2["rounds_ns"] == [1_000, 5_000, 7_000] and conv2["median_ns"] == 5_000  # over rounds
     assert conv2["floor_ns"] == pytest.approx(4_000) and conv2["share"] == pytest.approx(0.8)
-    assert conv2["level"] == "L1" and conv2["bound"] == "arithmetic" and conv2["stage_share"] == pytest.approx(0.8)
+    # the pass reads 137.8 kB an image, more than L1 holds: every stage's reads come from L2 (residence)
+    assert conv2["level"] == "L2" and conv2["bound"] == "arithmetic" and conv2["stage_share"] == pytest.approx(0.8)
     # fc1: its 128 kB of rows live in L2: 2.56 µs of reads against 0.53 µs of needed multiply-adds
     assert fc1["level"] == "L2" and fc1["bound"] == "L2 reads"
     assert fc1["stage_floor_ns"] == pytest.approx(2_560) and fc1["stage_share"] == pytest.approx(0.8)
     assert result["floor_ns"] == pytest.approx(4_800) and result["share"] == pytest.approx(0.48)
-    assert result["stages_floor_ns"] == pytest.approx(4_000 + 2_560 + 1) and result["stages_share"] == pytest.approx(0.6561)
+    assert result["stages_floor_ns"] == pytest.approx(4_000 + 2_560 + 2) and result["stages_share"] == pytest.approx(0.6562)
+    # the burst probe timed the stages their reads bound (fc1; fc3's 100 bytes are under BURST_MIN), each
+    # at its own size, after twice L1's bytes of other reads; the median over rounds, the best the best
+    assert bursts == [({"fc1": 128_000}, 64 << 10)] * 3 and result["burst_after_bytes"] == 64 << 10  # fc3: too few
+    assert fc1["burst"] == {"bytes": 128_000, "runs": 21, "bytes_per_s": 3.2e10, "best_bytes_per_s": 6e10}
+    assert "burst" not in conv2
     table = c_layers.lines(result)
-    assert "| conv2 | 240,000 | 5.00 µs | 4.00 µs | 80% | 9.4 KiB (L1) | 4.00 µs (arithmetic) | 80% |" in table
+    assert "| conv2 | 240,000 | 5.00 µs | 4.00 µs | 80% | 9.4 KiB (L2) | 4.00 µs (arithmetic) | 80% |" in table
     assert "| fc1 | 48,000 | 3.20 µs | 0.80 µs | 25% | 125.0 KiB (L2) | 2.56 µs (L2 reads) | 80% |" in table
-    assert "| fc3 | 0 | 0.10 µs | 0.00 µs | – | 100 B (L1) | 0.00 µs (L1 reads) | 1% |" in table
+    assert "| fc3 | 0 | 0.10 µs | 0.00 µs | – | 100 B (L2) | 0.00 µs (L2 reads) | 2% |" in table
+    # at 32 GB/s fc1's reads take 4 µs: the stages' floors 4 + 4 + 0.003 µs, 80% of the 10 µs call
+    assert c_layers.burst_floors(result)["stages_floor_ns"] == pytest.approx(8_002)
+    assert ("fc1's 125.0 KiB: 32 GB/s (its best run 60 GB/s) (21 runs over the rounds). At those rates the "
+            "stages' floors would sum to 8.00 µs, and the C call is 80% of it.") in table[-1]
     assert table[0].startswith("c/fused (avx512 path), batch 1, 3 rounds of 10 calls; peak 60.0 G multiply-adds/s")
     assert "reads 100.0 GB/s from L1 (a 16.0 KiB buffer), 50.0 GB/s from L2 (a 256.0 KiB buffer)" in table[0]
     assert any(line.startswith("| the C call (untimed) | 288,000 | 10.00 µs | 4.80 µs | 48% |") and
                "6.56 µs (the stages' sum) | 66% |" in line for line in table)
+
+
+def test_the_clocks_own_cost_is_taken_out_of_every_interval_and_a_stage_left_with_none_is_an_error(monkeypatch):
+    from harness.errors import HarnessError
+    from harness.explain import c_layers
+
+    median = {"input": 60.0}
+    def layer_split(weights, variant, calls):
+        return {"path": "avx512", "calls": calls, "call_median_ns": 4_020.0, "call_paths": {"ctypes": 300.0, "clock": 20.0},
+                "stages": [{"name": "input", "macs": 0, "needed_macs": 0, "bytes": 3_136, "from_caller": True,
+                            "median_ns": median["input"]}]}
+    hooks = {"fma_peak": lambda: {"isa": "avx512", "lanes": 16, "macs_per_s": 60e9}, "layer_split": layer_split,
+             "read_bandwidth": lambda sizes: {level: {"bytes": n, "bytes_per_s": 1e11, "runs": 9} for level, n in sizes.items()},
+             "read_burst": lambda sizes, other: {}}
+    monkeypatch.setattr(registry, "hook", lambda name, what: hooks[what])
+    monkeypatch.setattr(c_layers, "cache_sizes", lambda: {"L1": 32 << 10, "L2": 512 << 10})
+    row = c_layers.split("fused", 10, 2)
+    assert row["clock_ns"] == 20.0 and row["call_median_ns"] == 4_000.0 and row["call_rounds_ns"] == [4_000.0] * 2
+    assert row["stages"][0]["median_ns"] == 40.0 and row["stages"][0]["level"] == "L1"  # the caller's image
+    median["input"] = 20.0  # no more than the clock itself: nothing left to have been the stage
+    with pytest.raises(HarnessError, match="stage input took no time once the clock's own 20 ns"):
+        c_layers.split("fused", 10, 2)
+
+
+def test_a_stages_reads_come_from_the_cache_that_holds_the_whole_pass_but_the_callers_image_nearer():
+    from harness.explain import c_layers
+
+    caches = {"L1": 48 << 10, "L2": 1 << 20}
+    assert c_layers.residence({"bytes": 22_000}, 20_000, caches) == "L1"  # a pass that fits L1
+    assert c_layers.residence({"bytes": 22_000}, 165_000, caches) == "L2"  # fc1's stream took it out
+    assert c_layers.residence({"bytes": 3_136, "from_caller": True}, 165_000, caches) == "L1"
+    assert c_layers.residence({"bytes": 2 << 20}, 0, caches) == "L2"  # the second level for anything larger
+
+
+def test_the_burst_floors_take_each_probed_stage_at_its_median_rate_and_the_others_as_they_are():
+    from harness.explain import c_layers
+
+    row = {"call_median_ns": 4_000.0, "stages": [
+        {"name": "conv2", "stage_floor_ns": 1_800.0, "arithmetic_ns": 1_800.0, "bytes": 9_664},
+        {"name": "fc1", "stage_floor_ns": 500.0, "arithmetic_ns": 240.0, "bytes": 130_000,
+         "burst": {"bytes": 130_048, "bytes_per_s": 2e11, "best_bytes_per_s": 2.6e11, "runs": 1_000}},
+        {"name": "fc3", "stage_floor_ns": 10.0, "arithmetic_ns": 10.0, "bytes": 2_000,
+         "burst": {"bytes": 2_048, "bytes_per_s": 4e11, "best_bytes_per_s": 5e11, "runs": 1_000}}]}
+    found = c_layers.burst_floors(row)
+    assert found["stages"] == {"fc1": pytest.approx(650.0), "fc3": 10.0}  # fc3 still bound by its arithmetic
+    assert found["stages_floor_ns"] == pytest.approx(2_460.0) and found["share"] == pytest.approx(0.615)
+    assert c_layers.burst_floors({"call_median_ns": 1.0, "stages": row["stages"][:1]}) is None
+    assert c_layers.burst_text({"call_median_ns": 1.0, "stages": row["stages"][:1]}) == ""
+
+
+def test_the_burst_probe_times_one_read_of_each_size_after_other_reads():
+    from lenet_c.explain import stages
+
+    found = stages.read_burst({"fc1": 100_000, "fc2": 20_000}, 64 << 10, repeats=5)
+    assert found["fc1"]["bytes"] == 98 << 10 and found["fc2"]["bytes"] == 20 << 10  # whole KiB
+    assert all(0 < b["bytes_per_s"] <= b["best_bytes_per_s"] < 1e13 and b["runs"] == 5 for b in found.values())
 
 
 def test_the_cache_sizes_are_sysfs_data_and_unified_caches_else_assumed(tmp_path):

@@ -3,8 +3,11 @@ and the C level's fused call split by layer (each stage timed inside C) against 
 arithmetic at that peak: where the time above the floor goes. Beside the peak, the core's read
 bandwidth from its first- and second-level caches (the level's read probe, on a buffer half the
 cache's size): a stage's own floor is the larger of its arithmetic at the peak and the bytes it
-must read at the bandwidth of the level they live in (the smallest cache that holds them), and the
-row names which bounds it. `python -m harness arithmetic` writes one row (kind "arithmetic") to
+must read at the bandwidth of the level they come from (residence: the smallest cache that holds
+the whole pass's reads, since each is read once an image), and the row names which bounds it. The
+probe's rate is its best run over 2 MiB read in a row; beside it, each stage its reads bound is
+timed as it reads, one burst of its own size after other reads (the level's burst probe, the
+median of its runs), and the stages' floors at those rates (burst_floors) are said with the table. `python -m harness arithmetic` writes one row (kind "arithmetic") to
 OUT/arithmetic/<run-id>/; the report's "The CPU's floor" section and its arithmetic line read it
 (harness.report.sections.cpu_floor).
 
@@ -14,10 +17,14 @@ OUT/arithmetic/<run-id>/; the report's "The CPU's floor" section and its arithme
                                                      split in that many fresh processes: the median
                                                      process's row, every process's medians beside
     cache_sizes() -> {"L1": bytes, "L2": bytes}      this core's data caches (sysfs)
-    stage_floor(stage, rate, bandwidth, caches) -> dict   a stage's floor and what bounds it
+    residence(stage, pass_bytes, caches) -> str      the cache level a stage's reads come from
+    stage_floor(stage, rate, bandwidth, caches, pass_bytes) -> dict   a stage's floor and its bound
+    burst_floors(row) -> dict | None                 the stages' floors at the burst probe's rates
     lines(row) -> list[str]                          a Markdown table of it
     write(rows, out) -> Path                         the run folder
 
+Every interval timed in C holds one clock read's cost (~20 ns, measured beside it as the empty
+function between two clock reads): it is taken out of each stage's time and the C call's (clock_ns).
 A stage's `share` is floor_ns / median_ns: 1.0 is the arithmetic limit; its `stage_share` is
 stage_floor_ns / median_ns, and the row's `stages_share` the sum of the stages' floors over the C
 call. Each round times `calls`
@@ -28,7 +35,8 @@ than a second). The machine's load over the whole measurement is read as the stu
 Each process draws its own address layout (ASLR), and the C call's time moves with the draw (about
 2.8 or 3.3 µs for conv1 on the Zen 4 host: lenet_c/layout.py), so the command measures in several
 fresh processes, one after another, and says how far apart they were.
-The level is reached through its registry hooks ("fma_peak", "layer_split"), as doctor reaches it.
+The level is reached through its registry hooks ("fma_peak", "read_bandwidth", "read_burst",
+"layer_split"), as doctor reaches it.
 """
 
 import json
@@ -47,6 +55,9 @@ from harness.machine import host, load
 LEVEL = "c"
 STUDY = "arithmetic"
 PAUSE_S = 0.25  # between rounds
+# the smallest read the burst probe times: below it a read takes under ~80 ns, where the clock's own
+# ~20 ns (taken out) and its jitter are too large a part
+BURST_MIN = 16 << 10
 CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 # where sysfs does not list a cache: the smallest first-level data and second-level caches of the x86
 # cores this project has met (Zen 3: 32 KiB, 512 KiB), so a stage is not put in a level it overflows
@@ -70,16 +81,48 @@ def cache_sizes(root: Path = CACHES) -> dict[str, int]:
     return found
 
 
-def stage_floor(stage: dict, rate: float, bandwidth: dict, caches: dict) -> dict[str, Any]:
+def residence(stage: dict, pass_bytes: float, caches: dict) -> str:
+    """The cache level a stage's reads come from: the smallest that holds them and everything the pass
+    reads before it reads them again, an image later: all of the pass's reads (`pass_bytes`). Only the
+    image is nearer: the caller writes it just before the call (`from_caller`). The second level for
+    anything larger (LeNet's largest, fc1's 192 KB, fits every second-level cache we know). fc2's
+    22 KiB fit a Zen 5 core's L1, but fc1's stream has taken them out by the time fc2 reads them:
+    its rows forced into L1 took 90 ns against 150 ns where the pass leaves them."""
+    needed = stage["bytes"] if stage.get("from_caller") else max(stage["bytes"], pass_bytes)
+    return next((name for name, size in caches.items() if needed <= size), "L2")
+
+
+def stage_floor(stage: dict, rate: float, bandwidth: dict, caches: dict, pass_bytes: float = 0.0) -> dict[str, Any]:
     """A stage's floor: its needed multiply-adds at the peak `rate`, or its bytes at the read bandwidth
-    of the smallest cache level that holds them (the second level for anything larger: LeNet's
-    largest, fc1's 192 KB, fits every second-level cache we know), whichever is longer."""
-    level = next((name for name, size in caches.items() if stage["bytes"] <= size), "L2")
+    of the level they come from (residence), whichever is longer."""
+    level = residence(stage, pass_bytes, caches)
     arithmetic_ns = stage["needed_macs"] / rate * 1e9
     memory_ns = stage["bytes"] / bandwidth[level]["bytes_per_s"] * 1e9
     return {"level": level, "arithmetic_ns": arithmetic_ns, "memory_ns": memory_ns,
             "stage_floor_ns": max(arithmetic_ns, memory_ns),
             "bound": "arithmetic" if arithmetic_ns >= memory_ns else f"{level} reads"}
+
+
+def clock_cost(rounds: list[dict]) -> float:
+    """The clock's own cost in each interval the level times (its call paths' "clock": an empty
+    function between two clock reads, the median over rounds), taken out of the C call's time and
+    each stage's; 0 for a level that does not time it."""
+    found = [r["call_paths"]["clock"] for r in rounds if "clock" in r.get("call_paths", {})]
+    return median(found) if found else 0.0
+
+
+def pass_bytes(rounds: list[dict]) -> float:
+    """What the pass reads per image (every stage's bytes, the mean over the rounds)."""
+    return sum(s["bytes"] for r in rounds for s in r["stages"]) / len(rounds)
+
+
+def burst_sizes(stages: list[dict], rate: float, bandwidth: dict, caches: dict) -> dict[str, int]:
+    """{stage: its bytes} for the stages whose floor their reads from beyond the first level bound
+    (one round's stages), at least BURST_MIN of them: the reads the burst probe times at their size."""
+    passed = sum(s["bytes"] for s in stages)
+    return {s["name"]: int(s["bytes"]) for s in stages
+            if s["bytes"] >= BURST_MIN and (floor := stage_floor(s, rate, bandwidth, caches, passed))["level"] != "L1"
+            and floor["bound"] != "arithmetic"}
 
 
 def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
@@ -90,33 +133,46 @@ def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
     peak = registry.hook(LEVEL, "fma_peak")()
     caches = cache_sizes()
     bandwidth = registry.hook(LEVEL, "read_bandwidth")({level: size // 2 for level, size in caches.items()})
-    found = []
+    rate = peak["macs_per_s"]
+    found, bursts = [], []
     for i in range(rounds):
         time.sleep(PAUSE_S if i else 0)
         found.append(registry.hook(LEVEL, "layer_split")(weights, variant, calls))
+        bursts.append(registry.hook(LEVEL, "read_burst")(
+            burst_sizes(found[-1]["stages"], rate, bandwidth, caches), 2 * caches["L1"]))
     machine_load = load.between(before, load.sample())
-    rate = peak["macs_per_s"]
+    clock_ns = clock_cost(found)
     stages = []
     for j, stage in enumerate(found[0]["stages"]):
-        per_round = [f["stages"][j]["median_ns"] for f in found]
+        per_round = [f["stages"][j]["median_ns"] - clock_ns for f in found]
+        if min(per_round) <= 0:
+            raise HarnessError(f"arithmetic: stage {stage['name']} took no time once the clock's own "
+                               f"{clock_ns:.0f} ns were taken out: {min(per_round):.0f} ns")
         floor_ns = stage["macs"] / rate * 1e9
         time_ns = median(per_round)
         needs = {key: sum(f["stages"][j][key] for f in found) / rounds for key in ("needed_macs", "bytes")}
-        bound = stage_floor(needs, rate, bandwidth, caches)
+        needs["from_caller"] = bool(stage.get("from_caller"))
+        bound = stage_floor(needs, rate, bandwidth, caches, pass_bytes(found))
+        rates = [b[stage["name"]] for b in bursts if stage["name"] in b]
         stages.append({"name": stage["name"], "macs": stage["macs"], **needs, "median_ns": time_ns,
                        "rounds_ns": per_round, "floor_ns": floor_ns,
                        "share": floor_ns / time_ns if time_ns else None, **bound,
-                       "stage_share": bound["stage_floor_ns"] / time_ns if time_ns else None})
+                       "stage_share": bound["stage_floor_ns"] / time_ns if time_ns else None,
+                       **({"burst": {"bytes": rates[0]["bytes"], "runs": sum(r["runs"] for r in rates),
+                                     "bytes_per_s": median(r["bytes_per_s"] for r in rates),
+                                     "best_bytes_per_s": max(r["best_bytes_per_s"] for r in rates)}}
+                          if rates else {})})
     macs = sum(s["macs"] for s in stages)
     floor_ns = macs / rate * 1e9
     stages_floor_ns = sum(s["stage_floor_ns"] for s in stages)
-    call_rounds = [f["call_median_ns"] for f in found]
+    call_rounds = [f["call_median_ns"] - clock_ns for f in found]
     call_ns = median(call_rounds)
     return {"kind": STUDY, "implementation": LEVEL, "variant": variant, "device": "cpu",
             "status": "ok", "path": found[0]["path"], "calls": calls, "rounds": rounds, "peak": peak,
-            "caches": caches, "bandwidth": bandwidth,
+            "caches": caches, "bandwidth": bandwidth, "pass_bytes": pass_bytes(found),
+            "burst_after_bytes": 2 * caches["L1"],
             "stages": stages, "macs": macs, "floor_ns": floor_ns,
-            "call_median_ns": call_ns, "call_rounds_ns": call_rounds,
+            "call_median_ns": call_ns, "call_rounds_ns": call_rounds, "clock_ns": clock_ns,
             **({"call_in_c": True, "ctypes_call_median_ns": median(f["ctypes_call_median_ns"] for f in found)}
                if found[0].get("call_in_c") else {}),
             "call_paths": {way: median(f["call_paths"][way] for f in found)
@@ -168,6 +224,34 @@ def table_line(name: str, macs: int, median_ns: float, floor_ns: float, share: s
     return line + f" {reads} | {stage_floor_ns / 1e3:.2f} µs ({bound}) | {of_floor:.0%} |"
 
 
+def burst_floors(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The stages' floors with the burst-probed stages' reads at the median rate of one read of their
+    size (each stage's `burst`) instead of the read probe's best run: {"stages": {name: floor_ns},
+    "stages_floor_ns", "share"} (share: that sum over the C call). None where no stage has a burst."""
+    timed = {s["name"]: max(s["arithmetic_ns"], s["bytes"] / s["burst"]["bytes_per_s"] * 1e9)
+             for s in row["stages"] if "burst" in s}
+    if not timed:
+        return None
+    total = sum(timed.get(s["name"], s["stage_floor_ns"]) for s in row["stages"])
+    return {"stages": timed, "stages_floor_ns": total, "share": total / row["call_median_ns"]}
+
+
+def burst_text(row: dict[str, Any]) -> str:
+    """What the burst probe found, and the stages' floors at its rates; '' for a row without it."""
+    found = burst_floors(row)
+    if found is None:
+        return ""
+    rates = "; ".join(f"{s['name']}'s {size(s['bytes'])}: {s['burst']['bytes_per_s'] / 1e9:.0f} GB/s "
+                      f"(its best run {s['burst']['best_bytes_per_s'] / 1e9:.0f} GB/s)"
+                      for s in row["stages"] if "burst" in s)
+    runs = max(s["burst"]["runs"] for s in row["stages"] if "burst" in s)
+    return (f"The read bandwidth above is the probe's best run, which reads 2 MiB in a row. A stage reads its "
+            f"weights once an image, in one burst between the pass's other reads: one read of a stage's bytes "
+            f"after {size(row['burst_after_bytes'])} of other reads took a median of {rates} ({runs} runs "
+            f"over the rounds). At those rates the stages' floors would sum to "
+            f"{found['stages_floor_ns'] / 1e3:.2f} µs, and the C call is {found['share']:.0%} of it.")
+
+
 def lines(row: dict[str, Any]) -> list[str]:
     """The stage table: each stage's time beside its multiply-adds at the peak (`share`) and, where the
     row has the read probe's bandwidth, beside its own floor (arithmetic or reads, `of floor`)."""
@@ -191,11 +275,18 @@ def lines(row: dict[str, Any]) -> list[str]:
     out.append(table_line("the C call (untimed)", row["macs"], row["call_median_ns"], row["floor_ns"],
                           f"{row['share']:.0%}", floors))
     if memory:
+        resides = ("the cache level they come from: the smallest that holds all the pass reads "
+                   f"({size(row['pass_bytes'])}), since a stage reads its weights again an image later, after "
+                   "all the others; the image, which the caller has just written, from the smallest that holds "
+                   "it" if "pass_bytes" in row else "the cache level that holds them")
+        clock = (f" Each time is the interval's less the clock's own cost ({row['clock_ns']:.0f} ns: an empty "
+                 "function between two clock reads)." if row.get("clock_ns") else "")
         out += ["", "A stage's floor is the longer of its multiply-adds at the peak and its reads (its "
-                    "weights and biases, the image for the input stage) at the bandwidth of the cache level "
-                    "that holds them; the dense layers skip the rows of their zero inputs (ReLU's), so their "
-                    "floor counts only the rows and multiply-adds of the nonzero ones (the mean over the "
-                    "calls)."]
+                    f"weights and biases, the image for the input stage) at the bandwidth of {resides}; the "
+                    "dense layers skip the rows of their zero inputs (ReLU's), so their floor counts only the "
+                    "rows and multiply-adds of the nonzero ones (the mean over the calls)." + clock]
+        burst = burst_text(row)
+        out += ["", burst] if burst else []
     over = [s["name"] for s in row["stages"] if s["share"] is not None and s["macs"] and s["share"] > 1]
     if over:
         out += ["", f"A share over 100% ({', '.join(over)}) is not a stage beating the hardware: the peak is "

@@ -6,6 +6,9 @@ Instrumentation, not the level: this folder is left out of its line count and so
     fma_peak(repeats) -> dict               {isa, lanes, macs_per_s, runs}: the best of `repeats` probes
     read_bandwidth(sizes, repeats) -> dict  {level: {bytes, bytes_per_s, runs}}: reading a buffer of
                                             that many bytes over and over, the best of `repeats`
+    read_burst(sizes, other, repeats) -> dict  {name: {bytes, bytes_per_s, best_bytes_per_s, runs}}:
+                                            one read of that many bytes after `other` bytes of
+                                            other reads, the median (and best) of `repeats`
 
 Each probe is the best of many short runs (tens of µs each): a run that another process interrupts
 is slower, never faster, and on a shared machine a short run is seldom interrupted where a long
@@ -18,7 +21,9 @@ MACS gives each stage's multiply-adds (the pools ride in the convolutions; the i
 the image into its padded grid). What a stage must read (`bytes`): its weights and biases, the
 image for the input stage; the dense layers skip the rows of their zero inputs (ReLU's), so theirs
 are the rows of the nonzero inputs (counted in C after each pass, the mean over the calls) and
-their `needed_macs` those rows' multiply-adds. The timed pass (lenet_fused_timed) is the same code
+their `needed_macs` those rows' multiply-adds; `from_caller` marks the stage whose reads the caller
+has just written (the input stage's image), where every other stage reads what the pass last read
+an image before. The timed pass (lenet_fused_timed) is the same code
 as the untimed one plus a clock read between stages (~20 ns each); call_median_ns is the C call: the
 untimed pass between two clock reads in C (peak.c's lenet_peak_clocked; `call_in_c`), no Python in
 the interval (ctypes_call_median_ns: the same pass timed from Python around its ctypes call).
@@ -35,7 +40,7 @@ import numpy as np
 
 from harness import DEFAULT_WEIGHTS
 from harness.data import mnist
-from harness.errors import Unavailable
+from harness.errors import HarnessError, Unavailable
 from lenet_c import build, layout
 from lenet_c.model import CLeNet
 
@@ -112,6 +117,29 @@ def clock():
     return clocked
 
 
+def read_burst(sizes: dict[str, int], other: int, repeats: int = REPEATS) -> dict:
+    """Bytes per second of one read through a buffer of `sizes[name]` bytes (whole KiB), after a read
+    through `other` bytes elsewhere (peak.c's lenet_peak_burst): how a stage reads its weights, once
+    an image, between the pass's other reads. The median of `repeats` runs, and the best."""
+    lib = build.load("explain/peak.c", build.FLAGS)
+    lib.lenet_peak_burst.restype = ctypes.c_double
+    lib.lenet_peak_burst.argtypes = (ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_long)
+    elsewhere = layout.aligned((-(-other // 1024) * 256,), "float32")
+    elsewhere[:] = 1e-3
+    found = {}
+    for name, size in sizes.items():
+        floats = -(-size // 1024) * 256  # whole KiB, as read_bandwidth's
+        buf = layout.aligned((floats,), "float32")
+        buf[:] = 1e-3
+        rates = [lib.lenet_peak_burst(buf.ctypes.data, floats, elsewhere.ctypes.data, elsewhere.size)
+                 for _ in range(repeats)]
+        if min(rates) <= 0:  # the probe's clock saw no time pass, or its sum was lost
+            raise HarnessError(f"read_burst: a read of {4 * floats} bytes timed no time ({min(rates)})")
+        found[name] = {"bytes": 4 * floats, "bytes_per_s": float(np.median(rates)),
+                       "best_bytes_per_s": max(rates), "runs": repeats}
+    return found
+
+
 def layer_split(weights=DEFAULT_WEIGHTS, variant: str = "fused", calls: int = 2000) -> dict:
     """Median nanoseconds per stage of one image's pass (batch 1, float32, the first `calls` test
     images in turn), the untimed C call's median beside them, and the path that ran."""
@@ -149,5 +177,6 @@ def layer_split(weights=DEFAULT_WEIGHTS, variant: str = "fused", calls: int = 20
             "stages": [{"name": name, "macs": MACS[name],
                         "needed_macs": rows[name] * DENSE[name] if name in DENSE else MACS[name],
                         "bytes": 4 * ((rows[name] + 1) * DENSE[name] if name in DENSE else READS[name]),
+                        "from_caller": name == "input",  # the image, written by the caller just before
                         "median_ns": float(np.median(per_stage[:, j]))}
                        for j, name in enumerate(stages)]}
