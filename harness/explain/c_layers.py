@@ -7,7 +7,8 @@ must read at the bandwidth of the level they come from (residence: the smallest 
 the whole pass's reads, since each is read once an image), and the row names which bounds it. The
 probe's rate is its best run over 2 MiB read in a row; beside it, each stage its reads bound is
 timed as it reads, one burst of its own size after other reads (the level's burst probe, the
-median of its runs), and the stages' floors at those rates (burst_floors) are said with the table. `python -m harness arithmetic` writes one row (kind "arithmetic") to
+median of its runs), and the stages' floors at those rates (burst_floors) are said with the table.
+`python -m harness arithmetic` writes one row (kind "arithmetic") to
 OUT/arithmetic/<run-id>/; the report's "The CPU's floor" section and its arithmetic line read it
 (harness.report.sections.cpu_floor).
 
@@ -92,7 +93,8 @@ def residence(stage: dict, pass_bytes: float, caches: dict) -> str:
     return next((name for name, size in caches.items() if needed <= size), "L2")
 
 
-def stage_floor(stage: dict, rate: float, bandwidth: dict, caches: dict, pass_bytes: float = 0.0) -> dict[str, Any]:
+def stage_floor(stage: dict, rate: float, bandwidth: dict, caches: dict,
+                pass_bytes: float = 0.0) -> dict[str, Any]:
     """A stage's floor: its needed multiply-adds at the peak `rate`, or its bytes at the read bandwidth
     of the level they come from (residence), whichever is longer."""
     level = residence(stage, pass_bytes, caches)
@@ -120,9 +122,9 @@ def burst_sizes(stages: list[dict], rate: float, bandwidth: dict, caches: dict) 
     """{stage: its bytes} for the stages whose floor their reads from beyond the first level bound
     (one round's stages), at least BURST_MIN of them: the reads the burst probe times at their size."""
     passed = sum(s["bytes"] for s in stages)
-    return {s["name"]: int(s["bytes"]) for s in stages
-            if s["bytes"] >= BURST_MIN and (floor := stage_floor(s, rate, bandwidth, caches, passed))["level"] != "L1"
-            and floor["bound"] != "arithmetic"}
+    floors = {s["name"]: stage_floor(s, rate, bandwidth, caches, passed) for s in stages}
+    return {s["name"]: int(s["bytes"]) for s in stages if s["bytes"] >= BURST_MIN
+            and floors[s["name"]]["level"] != "L1" and floors[s["name"]]["bound"] != "arithmetic"}
 
 
 def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
@@ -245,10 +247,10 @@ def burst_text(row: dict[str, Any]) -> str:
                       f"(its best run {s['burst']['best_bytes_per_s'] / 1e9:.0f} GB/s)"
                       for s in row["stages"] if "burst" in s)
     runs = max(s["burst"]["runs"] for s in row["stages"] if "burst" in s)
-    return (f"The read bandwidth above is the probe's best run, which reads 2 MiB in a row. A stage reads its "
-            f"weights once an image, in one burst between the pass's other reads: one read of a stage's bytes "
-            f"after {size(row['burst_after_bytes'])} of other reads took a median of {rates} ({runs} runs "
-            f"over the rounds). At those rates the stages' floors would sum to "
+    return (f"The read bandwidth above is the probe's best run, which reads 2 MiB in a row. A stage reads "
+            f"its weights once an image, in one burst between the pass's other reads: one read of a stage's "
+            f"bytes after {size(row['burst_after_bytes'])} of other reads took a median of {rates} "
+            f"({runs} runs over the rounds). At those rates the stages' floors would sum to "
             f"{found['stages_floor_ns'] / 1e3:.2f} µs, and the C call is {found['share']:.0%} of it.")
 
 
@@ -276,15 +278,15 @@ def lines(row: dict[str, Any]) -> list[str]:
                           f"{row['share']:.0%}", floors))
     if memory:
         resides = ("the cache level they come from: the smallest that holds all the pass reads "
-                   f"({size(row['pass_bytes'])}), since a stage reads its weights again an image later, after "
-                   "all the others; the image, which the caller has just written, from the smallest that holds "
-                   "it" if "pass_bytes" in row else "the cache level that holds them")
-        clock = (f" Each time is the interval's less the clock's own cost ({row['clock_ns']:.0f} ns: an empty "
-                 "function between two clock reads)." if row.get("clock_ns") else "")
+                   f"({size(row['pass_bytes'])}), since a stage reads its weights again an image later, "
+                   "after all the others; the image, which the caller has just written, from the smallest "
+                   "that holds it" if "pass_bytes" in row else "the cache level that holds them")
+        clock = (f" Each time is the interval's less the clock's own cost ({row['clock_ns']:.0f} ns: an "
+                 "empty function between two clock reads)." if row.get("clock_ns") else "")
         out += ["", "A stage's floor is the longer of its multiply-adds at the peak and its reads (its "
                     f"weights and biases, the image for the input stage) at the bandwidth of {resides}; the "
-                    "dense layers skip the rows of their zero inputs (ReLU's), so their floor counts only the "
-                    "rows and multiply-adds of the nonzero ones (the mean over the calls)." + clock]
+                    "dense layers skip the rows of their zero inputs (ReLU's), so their floor counts only "
+                    "the rows and multiply-adds of the nonzero ones (the mean over the calls)." + clock]
         burst = burst_text(row)
         out += ["", burst] if burst else []
     over = [s["name"] for s in row["stages"] if s["share"] is not None and s["macs"] and s["share"] > 1]
