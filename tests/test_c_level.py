@@ -202,20 +202,24 @@ def test_the_layer_table_puts_each_stage_beside_its_arithmetic_at_the_peak(monke
                             "median_ns": 3_200.0},
                            {"name": "fc3", "macs": 0, "needed_macs": 0, "bytes": 100, "median_ns": 100.0}]}
     probed, bursts = {}, []
+    l2_rates, peaks = iter([6e10, 5e10, 4e10]), iter([70e9, 50e9, 60e9])  # each round's probes
     def read_bandwidth(sizes):
         probed.update(sizes)
         return {"L1": {"bytes": sizes["L1"], "bytes_per_s": 1e11, "runs": 9},
-                "L2": {"bytes": sizes["L2"], "bytes_per_s": 5e10, "runs": 9}}
+                "L2": {"bytes": sizes["L2"], "bytes_per_s": next(l2_rates), "runs": 9}}
     def read_burst(sizes, other):
         bursts.append((sizes, other))
         rate = [4e10, 3.2e10, 2e10][len(bursts) - 1]  # this round's median
         return {name: {"bytes": size, "bytes_per_s": rate, "best_bytes_per_s": 1.5 * rate, "runs": 7}
                 for name, size in sizes.items()}
-    hooks = {"fma_peak": lambda: {"isa": "avx512", "lanes": 16, "macs_per_s": 60e9}, "layer_split": layer_split,
-             "read_bandwidth": read_bandwidth, "read_burst": read_burst}
+    hooks = {"fma_peak": lambda: {"isa": "avx512", "lanes": 16, "macs_per_s": next(peaks)},
+             "layer_split": layer_split, "read_bandwidth": read_bandwidth, "read_burst": read_burst}
     monkeypatch.setattr(registry, "hook", lambda name, what: hooks[what])
     monkeypatch.setattr(c_layers, "cache_sizes", lambda: {"L1": 32 << 10, "L2": 512 << 10})
     result = c_layers.split("fused", 10, 3)
+    # the probes ran beside every round: the row takes their medians, and keeps each round's
+    assert result["peak"]["macs_per_s"] == 60e9 and result["peak"]["rounds"] == [70e9, 50e9, 60e9]
+    assert result["bandwidth"]["L2"]["bytes_per_s"] == 5e10 and result["bandwidth"]["L2"]["rounds"] == [6e10, 5e10, 4e10]
     assert probed == {"L1": 16 << 10, "L2": 256 << 10}  # each level probed with a buffer half its size
     assert result["call_paths"] == {"ctypes": 210.0, "extension": 80.0}  # medians over rounds
     assert result["call_in_c"] and result["ctypes_call_median_ns"] == 10_210.0

@@ -101,7 +101,7 @@ def test_the_section_reads_the_arithmetic_row_of_the_machine_that_answers(commit
     runs, frame, machine = committed
     answer = frame[(frame["study"] == "api_levels") & (frame["machine"] == machine)]["run_id"].iloc[0]
     data = ReportData(runs=runs, frame=frame, loc_rows=[], history=frame, answer={"cpu": answer})
-    found = cpu_floor.arithmetic_row(runs, machine)
+    found = cpu_floor.row_of(cpu_floor.arithmetic_run(runs, machine))
     text = "\n".join(cpu_floor.section(data))
     if found is None:
         assert "No `arithmetic` run on" in text
@@ -141,7 +141,7 @@ def test_without_a_compiler_the_row_says_why_and_the_section_too(tmp_path, monke
     machine = runs[0]["machine"]
     lines = cpu_floor.section(data)  # no api_levels run here: the machine is not known
     assert "No `arithmetic` run on the machine that answers" in lines[-1]
-    assert cpu_floor.arithmetic_row(runs, machine)["status"] == "unavailable"
+    assert cpu_floor.row_of(cpu_floor.arithmetic_run(runs, machine))["status"] == "unavailable"
 
 
 def test_bad_counts_are_an_error_naming_them(capsys):
@@ -235,3 +235,17 @@ def test_the_python_calls_cost_and_the_time_above_the_c_call_beyond_null_are_com
     [cost] = cpu_floor.call_lines(measured, None, null)  # no api_levels cell: the cost alone
     assert "0.25 µs through ctypes" in cost and "0.09 µs through the level's extension" in cost
     assert cpu_floor.call_lines(row(), cell, null) == []  # a row from before the call paths were timed
+    # a row that timed both predicts beside the C call judges within its own rounds, not the two runs'
+    rounds = row(call_median_ns=3_700.0, call_in_c=True, call_paths={"ctypes": 280.0, "extension": 180.0},
+                 predict_median_ns=4_150.0, null_predict_median_ns=260.0)
+    found = cpu_floor.above_call(rounds, {"median_ms": 0.00446}, null)  # the cells are not read
+    assert found["rounds"] and found["above_ns"] == pytest.approx(190) and found["over_ns"] is None
+    assert found["level_ns"] == 4_150.0 and found["null_ns"] == 260.0
+    [_, line] = cpu_floor.call_lines(rounds, None, None)  # judged without any api_levels cell
+    assert "its predict of one image, 4.15 µs, less the C call's 3.7 µs, less null/default's predict, " \
+           "0.26 µs, leaves 0.19 µs (met; medians over the rounds above" in line
+    # the level's call can cost less than the null level's: said so, not clipped to zero
+    cheaper = cpu_floor.above_call({**rounds, "predict_median_ns": 3_900.0}, None, None)
+    assert cheaper["above_ns"] == pytest.approx(-60) and cheaper["over_ns"] is None
+    [_, line] = cpu_floor.call_lines({**rounds, "predict_median_ns": 3_900.0}, None, None)
+    assert "leaves -0.06 µs (met: the level's call costs less than the harness's own" in line

@@ -12,8 +12,10 @@ median of its runs), and the stages' floors at those rates (burst_floors) are sa
 OUT/arithmetic/<run-id>/; the report's "The CPU's floor" section and its arithmetic line read it
 (harness.report.sections.cpu_floor).
 
-    split(variant, calls, rounds, weights) -> dict   the row: the peak, each stage's median over
-                                                      rounds (and every round's), floor_ns, share
+    split(variant, calls, rounds, weights) -> dict   the row: the peak and the read bandwidths (the
+                                                      medians of each round's probes), each stage's
+                                                      median over rounds (and every round's),
+                                                      floor_ns, share
     in_processes(variant, calls, rounds, weights, processes) -> dict
                                                      split in that many fresh processes: the median
                                                      process's row, every process's medians beside
@@ -24,6 +26,10 @@ OUT/arithmetic/<run-id>/; the report's "The CPU's floor" section and its arithme
     lines(row) -> list[str]                          a Markdown table of it
     write(rows, out) -> Path                         the run folder
 
+The peak and the read probes run in every round, just before its timings, and the row takes their
+medians over the rounds: this core's boost moves its clock from moment to moment, and one probe's
+best run can catch a faster moment than the stages ran at (on the Zen 5 host one read 144 G
+multiply-adds/s where the others that minute read 132-135).
 Every interval timed in C holds one clock read's cost (~20 ns, measured beside it as the empty
 function between two clock reads): it is taken out of each stage's time and the C call's (clock_ns).
 A stage's `share` is floor_ns / median_ns: 1.0 is the arithmetic limit; its `stage_share` is
@@ -132,17 +138,22 @@ def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
     """The row: each stage's multiply-adds, its median time over rounds, that work at the measured
     peak (floor_ns) and floor_ns / time (share); the same for the whole untimed call."""
     before = load.sample()
-    peak = registry.hook(LEVEL, "fma_peak")()
     caches = cache_sizes()
-    bandwidth = registry.hook(LEVEL, "read_bandwidth")({level: size // 2 for level, size in caches.items()})
-    rate = peak["macs_per_s"]
-    found, bursts = [], []
-    for i in range(rounds):
+    halves = {level: size // 2 for level, size in caches.items()}  # each level probed half full
+    found, bursts, peaks, reads = [], [], [], []
+    for i in range(rounds):  # the probes beside each round's timings, at the clock speed it ran at
         time.sleep(PAUSE_S if i else 0)
+        peaks.append(registry.hook(LEVEL, "fma_peak")())
+        reads.append(registry.hook(LEVEL, "read_bandwidth")(halves))
         found.append(registry.hook(LEVEL, "layer_split")(weights, variant, calls))
         bursts.append(registry.hook(LEVEL, "read_burst")(
-            burst_sizes(found[-1]["stages"], rate, bandwidth, caches), 2 * caches["L1"]))
+            burst_sizes(found[-1]["stages"], peaks[-1]["macs_per_s"], reads[-1], caches), 2 * caches["L1"]))
     machine_load = load.between(before, load.sample())
+    peak = {**peaks[0], "macs_per_s": median(p["macs_per_s"] for p in peaks),
+            "rounds": [p["macs_per_s"] for p in peaks]}
+    bandwidth = {level: {**reads[0][level], "bytes_per_s": median(r[level]["bytes_per_s"] for r in reads),
+                         "rounds": [r[level]["bytes_per_s"] for r in reads]} for level in reads[0]}
+    rate = peak["macs_per_s"]
     clock_ns = clock_cost(found)
     stages = []
     for j, stage in enumerate(found[0]["stages"]):
@@ -179,6 +190,8 @@ def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
                if found[0].get("call_in_c") else {}),
             "call_paths": {way: median(f["call_paths"][way] for f in found)
                            for way in found[0]["call_paths"]},
+            **{key: median(f[key] for f in found) for key in ("predict_median_ns", "null_predict_median_ns")
+               if key in found[0]},
             "share": floor_ns / call_ns, "stages_floor_ns": stages_floor_ns,
             "stages_share": stages_floor_ns / call_ns, "load": machine_load,
             "contended": load.contended(machine_load)}

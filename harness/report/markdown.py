@@ -128,7 +128,8 @@ def claims(data: ReportData) -> dict:
             "marks": list(quote.MARKS.items()), "machine_table": machines.machine_table(runs),
             "machine_difference": machines.difference_line(runs, by_device.get("cpu"), by_device.get("gpu")),
             "floors": floors(data), "macs": MACS,
-            "cpu_peak": cpu_floor.peak(cpu_floor.arithmetic_row(data.runs, by_device.get("cpu"))),
+            "cpu_peak": cpu_floor.peak(cpu_floor.row_of(cpu_floor.arithmetic_run(data.runs,
+                                                                                 by_device.get("cpu")))),
             "gpu_peak": gpu_peak(by_device),
             "call_cost": words.say(NOTES, "call_cost", parts=first_screen.call_cost_claims(frame, by_device)),
             "crosschecks": validity.crosscheck_lines(data.crosschecks)}

@@ -78,30 +78,27 @@ double lenet_peak_read(const float *buf, long floats, long passes) {
     return sum > 0 && seconds > 0 ? (double)passes * floats * sizeof(float) / seconds : 0.0;
 }
 
-// bytes per second of one read through buf (`floats`, as lenet_peak_read's), timed after a read
-// through `other` (as many floats, a multiple of READ_CHAINS * LANES) that leaves buf's lines in no
-// cache nearer than they were: as a stage reads its weights once per image, in a burst, between the
-// pass's other reads. lenet_peak_read's best run reads 2 MiB in a row; on a Zen 5 core one read of
-// 125 KiB from L2 takes a median of 195 GB/s where that best is 265 (its best run: 260). The clock's
-// own cost (two reads back to back, ~20 ns) is taken out of the interval; 0 where nothing is left.
+// nanoseconds of one read through buf (`floats`, as lenet_peak_read's), timed after a read through
+// `other` (as many floats, a multiple of READ_CHAINS * LANES) that leaves buf's lines in no cache
+// nearer than they were: as a stage reads its weights once an image, in a burst, between the pass's
+// other reads (lenet_peak_read's best run reads 2 MiB in a row; on a Zen 5 core one read of 125 KiB
+// from L2 takes a median of 195 GB/s where that best is 265). The interval holds the clock's own
+// cost, as lenet_peak_clocked's do (stages.py takes their median out); -1 where the sum was lost.
 double lenet_peak_burst(const float *buf, long floats, const float *other, long other_floats) {
     vec a[READ_CHAINS];
     for (int j = 0; j < READ_CHAINS; ++j) a[j] = SET1(0.0f);
     for (long i = 0; i < other_floats; i += READ_CHAINS * LANES)
 #pragma GCC unroll 8
         for (int j = 0; j < READ_CHAINS; ++j) a[j] = ADD(a[j], LOAD(other + i + j * LANES));
-    struct timespec t0, t1, t2;
+    struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     for (long i = 0; i < floats; i += READ_CHAINS * LANES)
 #pragma GCC unroll 8
         for (int j = 0; j < READ_CHAINS; ++j) a[j] = ADD(a[j], LOAD(buf + i + j * LANES));
-    clock_gettime(CLOCK_MONOTONIC, &t2);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     float sum = 0;  // every chain's result used: none of the loads can be left out
     for (int j = 0; j < READ_CHAINS; ++j) sum += FIRST(a[j]);
-    double seconds = (t2.tv_sec - t1.tv_sec) + 1e-9 * (t2.tv_nsec - t1.tv_nsec)
-                     - ((t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec));
-    return sum > 0 && seconds > 0 ? (double)floats * sizeof(float) / seconds : 0.0;
+    return sum > 0 ? (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec) : -1.0;
 }
 
 // The Python call's own cost: the fused pass's signature, nothing done (stages.py times it through

@@ -15,7 +15,8 @@ is slower, never faster, and on a shared machine a short run is seldom interrupt
 one always is.
     layer_split(weights, variant, calls) -> dict   {stages: [{name, macs, needed_macs, bytes,
                                                    median_ns}], call_median_ns, call_in_c,
-                                                   ctypes_call_median_ns, call_paths}
+                                                   ctypes_call_median_ns, call_paths,
+                                                   predict_median_ns, null_predict_median_ns}
 
 MACS gives each stage's multiply-adds (the pools ride in the convolutions; the input stage copies
 the image into its padded grid). What a stage must read (`bytes`): its weights and biases, the
@@ -27,6 +28,10 @@ an image before. The timed pass (lenet_fused_timed) is the same code
 as the untimed one plus a clock read between stages (~20 ns each); call_median_ns is the C call: the
 untimed pass between two clock reads in C (peak.c's lenet_peak_clocked; `call_in_c`), no Python in
 the interval (ctypes_call_median_ns: the same pass timed from Python around its ctypes call).
+predict_median_ns and null_predict_median_ns: the level's predict of one image and the null level's
+(the harness's own call, zeros), each timed from Python as the harness's worker times a call
+(harness.measure.inside.worker.time_calls), in the same loop as the C call: in one process, at one
+moment, what the Python call adds to the pass beyond what the harness's own call costs.
 call_paths: the median of an empty C function with the pass's signature (peak.c) called as predict
 calls the pass, through ctypes (arguments built once) and through call.c's extension (checks the
 images, makes the (1, 10) array): what the Python call itself costs each way; and "clock": that
@@ -41,6 +46,7 @@ import numpy as np
 from harness import DEFAULT_WEIGHTS
 from harness.data import mnist
 from harness.errors import HarnessError, Unavailable
+from harness.null_impl import NullLeNet
 from lenet_c import build, layout
 from lenet_c.model import CLeNet
 
@@ -120,10 +126,13 @@ def clock():
 def read_burst(sizes: dict[str, int], other: int, repeats: int = REPEATS) -> dict:
     """Bytes per second of one read through a buffer of `sizes[name]` bytes (whole KiB), after a read
     through `other` bytes elsewhere (peak.c's lenet_peak_burst): how a stage reads its weights, once
-    an image, between the pass's other reads. The median of `repeats` runs, and the best."""
+    an image, between the pass's other reads. The median of `repeats` runs, and the best, each less
+    the clock's own cost (the median of as many empty intervals: peak.c's lenet_peak_clocked)."""
     lib = build.load("explain/peak.c", build.FLAGS)
     lib.lenet_peak_burst.restype = ctypes.c_double
     lib.lenet_peak_burst.argtypes = (ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_long)
+    clocked, empty = clock(), ctypes.cast(lib.lenet_peak_empty, ctypes.c_void_p)
+    nothing = (None, None, None, ctypes.c_int(0))
     elsewhere = layout.aligned((-(-other // 1024) * 256,), "float32")
     elsewhere[:] = 1e-3
     found = {}
@@ -131,12 +140,16 @@ def read_burst(sizes: dict[str, int], other: int, repeats: int = REPEATS) -> dic
         floats = -(-size // 1024) * 256  # whole KiB, as read_bandwidth's
         buf = layout.aligned((floats,), "float32")
         buf[:] = 1e-3
-        rates = [lib.lenet_peak_burst(buf.ctypes.data, floats, elsewhere.ctypes.data, elsewhere.size)
-                 for _ in range(repeats)]
-        if min(rates) <= 0:  # the probe's clock saw no time pass, or its sum was lost
-            raise HarnessError(f"read_burst: a read of {4 * floats} bytes timed no time ({min(rates)})")
-        found[name] = {"bytes": 4 * floats, "bytes_per_s": float(np.median(rates)),
-                       "best_bytes_per_s": max(rates), "runs": repeats}
+        runs = [lib.lenet_peak_burst(buf.ctypes.data, floats, elsewhere.ctypes.data, elsewhere.size)
+                for _ in range(repeats)]
+        clock_ns = float(np.median([clocked(empty, *nothing) for _ in range(repeats)]))
+        reads = {"median": float(np.median(runs)) - clock_ns, "best": min(runs) - clock_ns}
+        if min(runs) < 0 or reads["best"] <= 0:  # a lost sum, or a read quicker than the clock alone
+            raise HarnessError(f"read_burst: one read of {4 * floats} bytes took {min(runs):.0f} ns, "
+                               f"the clock alone {clock_ns:.0f} ns: nothing left to be the read")
+        found[name] = {"bytes": 4 * floats, "bytes_per_s": 4 * floats / reads["median"] * 1e9,
+                       "best_bytes_per_s": 4 * floats / reads["best"] * 1e9, "runs": repeats,
+                       "clock_ns": clock_ns}
     return found
 
 
@@ -157,8 +170,9 @@ def layer_split(weights=DEFAULT_WEIGHTS, variant: str = "fused", calls: int = 20
     per_stage, per_call = np.zeros((calls, len(stages)), np.int64), np.zeros(calls, np.int64)
     untimed, untimed_args = plan.calls[0]
     clocked, fused = clock(), ctypes.cast(untimed, ctypes.c_void_p)
-    per_pass = np.zeros(calls, np.int64)
+    per_pass, per_predict, per_null = (np.zeros(calls, np.int64) for _ in range(3))
     counts, nonzero = np.zeros(len(DENSE), np.intc), np.zeros(len(DENSE))
+    null = NullLeNet(weights)  # the harness's own call: returns zeros
     for i in range(calls):
         plan.x[...] = images[i]
         ns[:] = 0
@@ -170,10 +184,19 @@ def layer_split(weights=DEFAULT_WEIGHTS, variant: str = "fused", calls: int = 20
         untimed(*untimed_args)
         per_call[i] = time.perf_counter_ns() - t0
         per_pass[i] = clocked(fused, *untimed_args)
+        batch = images[i:i + 1]  # (1, 28, 28, 1), as the harness's worker slices them (time_calls)
+        t0 = time.perf_counter_ns()
+        level.predict(batch)
+        per_predict[i] = time.perf_counter_ns() - t0
+        t0 = time.perf_counter_ns()
+        null.predict(batch)
+        per_null[i] = time.perf_counter_ns() - t0
     rows = {name: float(n) for name, n in zip(DENSE, nonzero / calls, strict=True)}  # mean rows read
     return {"path": level.path, "calls": calls, "call_in_c": True,
             "call_median_ns": float(np.median(per_pass)),  # the C call: timed inside C
             "ctypes_call_median_ns": float(np.median(per_call)), "call_paths": call_paths(level, plan, calls),
+            "predict_median_ns": float(np.median(per_predict)),
+            "null_predict_median_ns": float(np.median(per_null)),
             "stages": [{"name": name, "macs": MACS[name],
                         "needed_macs": rows[name] * DENSE[name] if name in DENSE else MACS[name],
                         "bytes": 4 * ((rows[name] + 1) * DENSE[name] if name in DENSE else READS[name]),

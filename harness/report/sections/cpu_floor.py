@@ -5,7 +5,6 @@ and by how much; worded by templates/cpu.md.j2. Every number is read from a row;
 project's goals.
 
     arithmetic_run(runs, machine) -> run | None   the newest arithmetic run of that machine
-    arithmetic_row(runs, machine) -> row | None   its row
     floor_ns(row) -> float                        the model's multiply-adds at the measured peak (the
                                                   row's, as c_layers.split computed it)
     gaps(row) -> [(stage, ns)]                    each stage's time above its arithmetic, largest first
@@ -51,10 +50,6 @@ def row_of(run: dict | None) -> dict | None:
     return rows[-1] if rows else None
 
 
-def arithmetic_row(runs: list[dict], machine: str | None) -> dict | None:
-    return row_of(arithmetic_run(runs, machine))
-
-
 def floor_ns(row: dict) -> float:
     return row["floor_ns"]
 
@@ -98,18 +93,20 @@ def floor_targets(row: dict) -> list[dict]:
 
 
 def above_call(row: dict, cell: pd.Series | None, null: pd.Series | None) -> dict | None:
-    """The C level's time above the C call beyond the null level's: its median less the C call's (the
-    pass alone: timed inside C, or, in rows from before, its ctypes call taken out) less the null
-    level's, medians of two runs; over_ns where it misses C_ABOVE_NS. None without the call paths'
-    timings or either cell."""
-    paths = row.get("call_paths") or {}
-    if "ctypes" not in paths or cell is None or null is None:
+    """The C level's predict less the C call (timed inside C, or in older rows its ctypes call taken out)
+    less the null level's predict: within the row's rounds where it timed both (`rounds`: one process,
+    one moment), else the two runs' cells; over_ns where it misses C_ABOVE_NS; None without timings."""
+    paths, in_c, rounds = row.get("call_paths") or {}, row.get("call_in_c", False), "predict_median_ns" in row
+    if rounds:
+        level, harness = row["predict_median_ns"], row["null_predict_median_ns"]
+    elif "ctypes" in paths and cell is not None and null is not None:
+        level, harness = cell["median_ms"] * 1e6, null["median_ms"] * 1e6
+    else:
         return None
-    in_c = bool(row.get("call_in_c", False))
-    c_call = row["call_median_ns"] - (0 if in_c else paths["ctypes"])
-    above = cell["median_ms"] * 1e6 - c_call - null["median_ms"] * 1e6
-    return {"c_call_ns": c_call, "in_c": in_c, "above_ns": above,
-            "over_ns": above - C_ABOVE_NS if above > C_ABOVE_NS else None}
+    c_call = row["call_median_ns"] - (0 if in_c else paths["ctypes"])  # the pass alone
+    above = level - c_call - harness
+    return {"c_call_ns": c_call, "in_c": in_c, "above_ns": above, "rounds": rounds, "level_ns": level,
+            "null_ns": harness, "over_ns": above - C_ABOVE_NS if above > C_ABOVE_NS else None}
 
 
 def call_lines(row: dict, cell: pd.Series | None, null: pd.Series | None) -> list[str]:
