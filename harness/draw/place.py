@@ -74,35 +74,56 @@ def place_labels(ax: Axes, points: Sequence[tuple[float, float]], texts: Sequenc
                  marker_pt: float = 8, fontsize: float = 7) -> list[Annotation]:
     """One label per point (data coordinates), each at the first offset where it covers no label
     placed before it and no point's marker, and stays inside the axes; where none is clear, the
-    first offset (so every point keeps its label). Call it after the axes' limits are final."""
+    first offset (so every point keeps its label). A label left with none clear is placed first in
+    the next try (a long label in a crowded column needs the first pick), up to a try per label; the
+    try that left the fewest unclear is kept. Call it after the axes' limits are final."""
+    order, best = list(range(len(points))), None
+    for _ in range(len(points)):
+        labels, stuck = _place(ax, points, texts, sides, order, marker_pt * DPI / 72, fontsize)
+        keep = best is None or len(stuck) < len(best[1])
+        for label in (best[0] if keep and best is not None else [] if keep else labels):
+            label.remove()
+        best = (labels, stuck) if keep else best
+        if not stuck:
+            break
+        order = [stuck[0]] + [k for k in order if k != stuck[0]]
+    assert best is not None
+    return best[0]
+
+
+def _place(ax: Axes, points: Sequence[tuple[float, float]], texts: Sequence[str], sides: Sequence[int],
+           order: list[int], marker_px: float, fontsize: float) -> tuple[list[Annotation], list[int]]:
+    """The labels (in the points' order) placed in `order`, and the points whose label found no clear
+    offset (in the order they were met)."""
     r = renderer(ax)
-    marker_px = marker_pt * DPI / 72
     centres = [ax.transData.transform(p) for p in points]
     markers = [Bbox.from_extents(x - marker_px / 2, y - marker_px / 2, x + marker_px / 2, y + marker_px / 2)
                for x, y in centres]
     placed: list[Bbox] = []
-    out = []
-    for k, (point, text, side) in enumerate(zip(points, texts, sides, strict=True)):
+    out: dict[int, Annotation] = {}
+    stuck = []
+    for k in order:
         label = None
-        for dx, dy, ha in _offsets(side):
+        for dx, dy, ha in _offsets(sides[k]):
             if label is not None:
                 label.remove()
-            label = ax.annotate(text, point, xytext=(dx, dy), textcoords="offset points", ha=ha, va="center",
-                                fontsize=fontsize)
+            label = ax.annotate(texts[k], points[k], xytext=(dx, dy), textcoords="offset points", ha=ha,
+                                va="center", fontsize=fontsize)
             box = label.get_window_extent(r)
             others = placed + [m for j, m in enumerate(markers) if j != k]
             if inside(ax, label) and not any(boxes_overlap(box, o) for o in others):
                 break
         else:
+            stuck.append(k)
             if label is not None:
                 label.remove()
-            dx, dy, ha = _offsets(side)[0]
-            label = ax.annotate(text, point, xytext=(dx, dy), textcoords="offset points", ha=ha, va="center",
-                                fontsize=fontsize)
+            dx, dy, ha = _offsets(sides[k])[0]
+            label = ax.annotate(texts[k], points[k], xytext=(dx, dy), textcoords="offset points", ha=ha,
+                                va="center", fontsize=fontsize)
         assert label is not None
         placed.append(label.get_window_extent(r))
-        out.append(label)
-    return out
+        out[k] = label
+    return [out[k] for k in range(len(points))], stuck
 
 
 def fit_label(ax: Axes, x0: float, x1: float, y: float, texts: Sequence[str], **style: object) -> Text | None:

@@ -133,6 +133,33 @@ def burst_sizes(stages: list[dict], rate: float, bandwidth: dict, caches: dict) 
             and floors[s["name"]]["level"] != "L1" and floors[s["name"]]["bound"] != "arithmetic"}
 
 
+def burst_of(name: str, bursts: list[dict]) -> dict[str, Any]:
+    """{"burst": a stage's burst probe over the rounds (the median rate, the best, the runs)}; {} for a
+    stage the probe did not time."""
+    rates = [b[name] for b in bursts if name in b]
+    return {"burst": {"bytes": rates[0]["bytes"], "runs": sum(r["runs"] for r in rates),
+                      "bytes_per_s": median(r["bytes_per_s"] for r in rates),
+                      "best_bytes_per_s": max(r["best_bytes_per_s"] for r in rates)}} if rates else {}
+
+
+def stage_row(j: int, found: list[dict], bursts: list[dict], rate: float, bandwidth: dict, caches: dict,
+              clock_ns: float) -> dict[str, Any]:
+    """Stage j over the rounds: its median less the clock's cost, its arithmetic at the peak `rate`,
+    its own floor (stage_floor) and its burst (burst_of)."""
+    stage = found[0]["stages"][j]
+    per_round = [f["stages"][j]["median_ns"] - clock_ns for f in found]
+    if min(per_round) <= 0:
+        raise HarnessError(f"arithmetic: stage {stage['name']} took no time once the clock's own "
+                           f"{clock_ns:.0f} ns were taken out: {min(per_round):.0f} ns")
+    floor_ns, time_ns = stage["macs"] / rate * 1e9, median(per_round)
+    needs = {key: sum(f["stages"][j][key] for f in found) / len(found) for key in ("needed_macs", "bytes")}
+    needs["from_caller"] = bool(stage.get("from_caller"))
+    bound = stage_floor(needs, rate, bandwidth, caches, pass_bytes(found))
+    return {"name": stage["name"], "macs": stage["macs"], **needs, "median_ns": time_ns,
+            "rounds_ns": per_round, "floor_ns": floor_ns, "share": floor_ns / time_ns, **bound,
+            "stage_share": bound["stage_floor_ns"] / time_ns, **burst_of(stage["name"], bursts)}
+
+
 def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
           weights: str | Path = DEFAULT_WEIGHTS) -> dict[str, Any]:
     """The row: each stage's multiply-adds, its median time over rounds, that work at the measured
@@ -155,26 +182,8 @@ def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
                          "rounds": [r[level]["bytes_per_s"] for r in reads]} for level in reads[0]}
     rate = peak["macs_per_s"]
     clock_ns = clock_cost(found)
-    stages = []
-    for j, stage in enumerate(found[0]["stages"]):
-        per_round = [f["stages"][j]["median_ns"] - clock_ns for f in found]
-        if min(per_round) <= 0:
-            raise HarnessError(f"arithmetic: stage {stage['name']} took no time once the clock's own "
-                               f"{clock_ns:.0f} ns were taken out: {min(per_round):.0f} ns")
-        floor_ns = stage["macs"] / rate * 1e9
-        time_ns = median(per_round)
-        needs = {key: sum(f["stages"][j][key] for f in found) / rounds for key in ("needed_macs", "bytes")}
-        needs["from_caller"] = bool(stage.get("from_caller"))
-        bound = stage_floor(needs, rate, bandwidth, caches, pass_bytes(found))
-        rates = [b[stage["name"]] for b in bursts if stage["name"] in b]
-        stages.append({"name": stage["name"], "macs": stage["macs"], **needs, "median_ns": time_ns,
-                       "rounds_ns": per_round, "floor_ns": floor_ns,
-                       "share": floor_ns / time_ns if time_ns else None, **bound,
-                       "stage_share": bound["stage_floor_ns"] / time_ns if time_ns else None,
-                       **({"burst": {"bytes": rates[0]["bytes"], "runs": sum(r["runs"] for r in rates),
-                                     "bytes_per_s": median(r["bytes_per_s"] for r in rates),
-                                     "best_bytes_per_s": max(r["best_bytes_per_s"] for r in rates)}}
-                          if rates else {})})
+    stages = [stage_row(j, found, bursts, rate, bandwidth, caches, clock_ns)
+              for j in range(len(found[0]["stages"]))]
     macs = sum(s["macs"] for s in stages)
     floor_ns = macs / rate * 1e9
     stages_floor_ns = sum(s["stage_floor_ns"] for s in stages)

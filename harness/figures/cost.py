@@ -44,7 +44,7 @@ def label(p: dict, pts: list[dict]) -> str:
     both = sum(q["implementation"] == p["implementation"] for q in pts) > 1
     device = f" ({p['device'].upper()})" if both else ""
     return (f"{SHORT.get(p['implementation'], p['implementation'])}{device} {fmt_ms(p['median'])}"
-            + "".join(f" {m}" for m in p["marks"]))
+            + (f"\n{' '.join(p['marks'])}" if p["marks"] else ""))  # marks below: a crowded column
 
 
 def fig_cost(data: ReportData, out: Path) -> Path | None:
