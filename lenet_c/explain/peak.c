@@ -60,22 +60,30 @@ double lenet_peak_macs(long iterations) {
     return sum > 0 && seconds > 0 ? (double)iterations * CHAINS * LANES / seconds : 0.0;
 }
 
-// bytes per second read over `passes` passes through buf (`floats` of them, 64-byte aligned, a
-// multiple of READ_CHAINS * LANES): each vector loaded once a pass and added into its chain
+// each vector of buf (`floats` of them, 64-byte aligned, a multiple of READ_CHAINS * LANES) loaded
+// once and added into its chain of a; the sum of a's chains, every chain's result used, so that
+// none of the loads can be left out
+static inline void read_once(const float *buf, long floats, vec a[READ_CHAINS]) {
+    for (long i = 0; i < floats; i += READ_CHAINS * LANES)
+#pragma GCC unroll 8
+        for (int j = 0; j < READ_CHAINS; ++j) a[j] = ADD(a[j], LOAD(buf + i + j * LANES));
+}
+static inline float chains_sum(const vec a[READ_CHAINS]) {
+    float sum = 0;
+    for (int j = 0; j < READ_CHAINS; ++j) sum += FIRST(a[j]);
+    return sum;
+}
+
+// bytes per second read over `passes` passes through buf (read_once's)
 double lenet_peak_read(const float *buf, long floats, long passes) {
     vec a[READ_CHAINS];
     for (int j = 0; j < READ_CHAINS; ++j) a[j] = SET1(0.0f);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (long p = 0; p < passes; ++p)
-        for (long i = 0; i < floats; i += READ_CHAINS * LANES)
-#pragma GCC unroll 8
-            for (int j = 0; j < READ_CHAINS; ++j) a[j] = ADD(a[j], LOAD(buf + i + j * LANES));
+    for (long p = 0; p < passes; ++p) read_once(buf, floats, a);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    float sum = 0;  // every chain's result used: none of the loads can be left out
-    for (int j = 0; j < READ_CHAINS; ++j) sum += FIRST(a[j]);
     double seconds = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
-    return sum > 0 && seconds > 0 ? (double)passes * floats * sizeof(float) / seconds : 0.0;
+    return chains_sum(a) > 0 && seconds > 0 ? (double)passes * floats * sizeof(float) / seconds : 0.0;
 }
 
 // nanoseconds of one read through buf (`floats`, as lenet_peak_read's), timed after a read through
@@ -87,18 +95,12 @@ double lenet_peak_read(const float *buf, long floats, long passes) {
 double lenet_peak_burst(const float *buf, long floats, const float *other, long other_floats) {
     vec a[READ_CHAINS];
     for (int j = 0; j < READ_CHAINS; ++j) a[j] = SET1(0.0f);
-    for (long i = 0; i < other_floats; i += READ_CHAINS * LANES)
-#pragma GCC unroll 8
-        for (int j = 0; j < READ_CHAINS; ++j) a[j] = ADD(a[j], LOAD(other + i + j * LANES));
+    read_once(other, other_floats, a);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (long i = 0; i < floats; i += READ_CHAINS * LANES)
-#pragma GCC unroll 8
-        for (int j = 0; j < READ_CHAINS; ++j) a[j] = ADD(a[j], LOAD(buf + i + j * LANES));
+    read_once(buf, floats, a);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    float sum = 0;  // every chain's result used: none of the loads can be left out
-    for (int j = 0; j < READ_CHAINS; ++j) sum += FIRST(a[j]);
-    return sum > 0 ? (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec) : -1.0;
+    return chains_sum(a) > 0 ? (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec) : -1.0;
 }
 
 // The Python call's own cost: the fused pass's signature, nothing done (stages.py times it through
