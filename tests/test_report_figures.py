@@ -183,8 +183,10 @@ def test_fig1_names_every_line_it_draws_and_its_labels_do_not_overlap(committed,
     assert len(labels) == len(pts)
     r = place.renderer(ax)
     boxes = [t.get_window_extent(r) for t in labels]
+    centres = [tuple(ax.transData.transform(t.xy)) for t in labels]
     for i, a in enumerate(boxes):
         assert place.inside(ax, labels[i]), labels[i].get_text()
+        assert place.nearest(a, centres) == i, labels[i].get_text()  # beside its own marker, no other's
         for j in range(i):
             assert not place.boxes_overlap(a, boxes[j], pad=0), (labels[i].get_text(), labels[j].get_text())
     whiskers = [c for c in ax.containers if c.has_yerr]
@@ -415,6 +417,14 @@ def test_a_label_goes_away_from_its_nearest_neighbour_at_its_height():
     assert sides[:2] == [-1, 1]  # oneDNN left, CUDA right: neither label between the two markers
     assert sides[2:] == [1, -1]  # straight above each other: their defaults (CPU right, GPU left)
     assert place.sides_away([(0.0, 0.0), (1000.0, 0.0)], [-1, 1]) == [-1, 1]  # out of reach
+
+
+def test_a_label_is_nearest_its_own_point():
+    from matplotlib.transforms import Bbox
+
+    box = Bbox.from_extents(100, 100, 200, 110)  # a label right of (90, 105), below (150, 140)
+    assert place.nearest(box, [(90.0, 105.0), (150.0, 140.0)]) == 0
+    assert place.nearest(box, [(90.0, 105.0), (150.0, 112.0)]) == 1  # 2 px above it: reads as this one's
 
 
 def test_fig1_names_the_device_of_a_level_drawn_on_both():

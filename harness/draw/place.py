@@ -4,6 +4,7 @@ marker, and stays inside its axes.
 
     boxes_overlap(a, b)                       whether two boxes (display units) overlap
     inside(ax, text)                          whether a text lies within its axes
+    nearest(box, centres)                     the point nearest a label's box (its own, or it misleads)
     place_labels(ax, points, texts, sides)    each label beside its point, clear of the others
     sides_away(centres, defaults, band_px)    each label's side: away from its nearest level neighbour
     fit_label(ax, x0, x1, y, texts, **kw)     the first text that fits between x0 and x1, or none
@@ -37,6 +38,15 @@ def renderer(ax: Axes) -> RendererBase:
 
 def boxes_overlap(a: Bbox, b: Bbox, pad: float = PAD_PX) -> bool:
     return a.x0 < b.x1 + pad and b.x0 < a.x1 + pad and a.y0 < b.y1 + pad and b.y0 < a.y1 + pad
+
+
+def nearest(box: Bbox, centres: Sequence[tuple[float, float]]) -> int:
+    """The point (display units) nearest the box: a label must sit nearest its own marker, or it
+    reads as another's."""
+    def gap(c: tuple[float, float]) -> float:
+        dx, dy = max(box.x0 - c[0], 0.0, c[0] - box.x1), max(box.y0 - c[1], 0.0, c[1] - box.y1)
+        return float(dx * dx + dy * dy)
+    return min(range(len(centres)), key=lambda j: gap(centres[j]))
 
 
 def inside(ax: Axes, text: Text) -> bool:
@@ -73,7 +83,8 @@ def sides_away(centres: Sequence[tuple[float, float]], defaults: Sequence[int], 
 def place_labels(ax: Axes, points: Sequence[tuple[float, float]], texts: Sequence[str], sides: Sequence[int],
                  marker_pt: float = 8, fontsize: float = 7) -> list[Annotation]:
     """One label per point (data coordinates), each at the first offset where it covers no label
-    placed before it and no point's marker, and stays inside the axes; where none is clear, the
+    placed before it and no point's marker, stays inside the axes and is nearest its own point
+    (nearest); where none is clear, the
     first offset (so every point keeps its label). A label left with none clear is placed first in
     the next try (a long label in a crowded column needs the first pick), up to a try per label; the
     try that left the fewest unclear is kept. Call it after the axes' limits are final."""
@@ -96,7 +107,7 @@ def _place(ax: Axes, points: Sequence[tuple[float, float]], texts: Sequence[str]
     """The labels (in the points' order) placed in `order`, and the points whose label found no clear
     offset (in the order they were met)."""
     r = renderer(ax)
-    centres = [ax.transData.transform(p) for p in points]
+    centres = [(float(x), float(y)) for x, y in (ax.transData.transform(p) for p in points)]
     markers = [Bbox.from_extents(x - marker_px / 2, y - marker_px / 2, x + marker_px / 2, y + marker_px / 2)
                for x, y in centres]
     placed: list[Bbox] = []
@@ -111,7 +122,8 @@ def _place(ax: Axes, points: Sequence[tuple[float, float]], texts: Sequence[str]
                                 va="center", fontsize=fontsize)
             box = label.get_window_extent(r)
             others = placed + [m for j, m in enumerate(markers) if j != k]
-            if inside(ax, label) and not any(boxes_overlap(box, o) for o in others):
+            if (inside(ax, label) and not any(boxes_overlap(box, o) for o in others)
+                    and nearest(box, centres) == k):
                 break
         else:
             stuck.append(k)
