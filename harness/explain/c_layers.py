@@ -299,7 +299,7 @@ def lines(row: dict[str, Any]) -> list[str]:
     out.append(table_line("the C call (untimed)", row["macs"], row["call_median_ns"], row["floor_ns"],
                           f"{row['share']:.0%}", floors))
     if memory:
-        resides = ("the cache level they come from: the smallest that holds all the pass reads "
+        resides = ("the cache level they come from: the smallest that holds all that the pass reads "
                    f"({size(row['pass_bytes'])}), since a stage reads its weights again an image later, "
                    "after all the others; the image, which the caller has just written, from the smallest "
                    "that holds it" if "pass_bytes" in row else "the cache level that holds them")
