@@ -84,17 +84,21 @@ def place_labels(ax: Axes, points: Sequence[tuple[float, float]], texts: Sequenc
                  marker_pt: float = 8, fontsize: float = 7) -> list[Annotation]:
     """One label per point (data coordinates), each at the first offset where it covers no label
     placed before it and no point's marker, stays inside the axes and is nearest its own point
-    (nearest); where none is clear, the
-    first offset (so every point keeps its label). A label left with none clear is placed first in
-    the next try (a long label in a crowded column needs the first pick), up to a try per label; the
-    try that left the fewest unclear is kept. Call it after the axes' limits are final."""
-    order, best = list(range(len(points))), None
+    (nearest); where none is clear, the first offset (so every point keeps its label). A label left
+    with none clear is placed first in the next try (a long label in a crowded column needs the
+    first pick), up to a try per label; the try that left the fewest unclear is kept. Call it after
+    the axes' limits are final."""
+    order: list[int] = list(range(len(points)))
+    best: tuple[list[Annotation], list[int]] | None = None
     for _ in range(len(points)):
         labels, stuck = _place(ax, points, texts, sides, order, marker_pt * DPI / 72, fontsize)
-        keep = best is None or len(stuck) < len(best[1])
-        for label in (best[0] if keep and best is not None else [] if keep else labels):
-            label.remove()
-        best = (labels, stuck) if keep else best
+        if best is None or len(stuck) < len(best[1]):  # the better try stays on the axes
+            for old in best[0] if best is not None else []:
+                old.remove()
+            best = (labels, stuck)
+        else:
+            for label in labels:
+                label.remove()
         if not stuck:
             break
         order = [stuck[0]] + [k for k in order if k != stuck[0]]
