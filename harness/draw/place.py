@@ -88,10 +88,14 @@ def place_labels(ax: Axes, points: Sequence[tuple[float, float]], texts: Sequenc
     with none clear is placed first in the next try (a long label in a crowded column needs the
     first pick), up to a try per label; the try that left the fewest unclear is kept. Call it after
     the axes' limits are final."""
+    marker_px = marker_pt * DPI / 72
+    centres = [(float(x), float(y)) for x, y in (ax.transData.transform(p) for p in points)]  # display
+    markers = [Bbox.from_extents(x - marker_px / 2, y - marker_px / 2, x + marker_px / 2, y + marker_px / 2)
+               for x, y in centres]
     order: list[int] = list(range(len(points)))
     best: tuple[list[Annotation], list[int]] | None = None
     for _ in range(len(points)):
-        labels, stuck = _place(ax, points, texts, sides, order, marker_pt * DPI / 72, fontsize)
+        labels, stuck = _place(ax, points, texts, sides, order, centres, markers, fontsize)
         if best is None or len(stuck) < len(best[1]):  # the better try stays on the axes
             for old in best[0] if best is not None else []:
                 old.remove()
@@ -107,13 +111,12 @@ def place_labels(ax: Axes, points: Sequence[tuple[float, float]], texts: Sequenc
 
 
 def _place(ax: Axes, points: Sequence[tuple[float, float]], texts: Sequence[str], sides: Sequence[int],
-           order: list[int], marker_px: float, fontsize: float) -> tuple[list[Annotation], list[int]]:
+           order: list[int], centres: list[tuple[float, float]], markers: list[Bbox],
+           fontsize: float) -> tuple[list[Annotation], list[int]]:
     """The labels (in the points' order) placed in `order`, and the points whose label found no clear
-    offset (in the order they were met)."""
+    offset (in the order they were met); centres and markers: the points' and their markers' places
+    in display units, the same in every try."""
     r = renderer(ax)
-    centres = [(float(x), float(y)) for x, y in (ax.transData.transform(p) for p in points)]
-    markers = [Bbox.from_extents(x - marker_px / 2, y - marker_px / 2, x + marker_px / 2, y + marker_px / 2)
-               for x, y in centres]
     placed: list[Bbox] = []
     out: dict[int, Annotation] = {}
     stuck = []
