@@ -92,13 +92,19 @@ def take(out: Path, student: str, owner: str, alive: Callable[[str], bool] = ali
             pass
         finally:
             mine.unlink(missing_ok=True)
+        try:
+            judged = os.stat(path).st_ino  # the claim file judged below (a stale one is kept, so its
+        except FileNotFoundError:          # inode is never a new claim's)
+            continue  # moved aside or released meanwhile: link again
         current = holder(out, student)
         if current == owner:
             return True
         if current is not None and alive(current):
             return False
         # stale (or unreadable): one grader at a time (an atomic mkdir) moves it aside, and only while
-        # it is still the stale one it judged: never a claim another grader has just made
+        # it is still the file it judged: never a claim another grader has just made. (Its owner's name
+        # is no test: a claim moved aside and then no file read as the same "no owner" as an unreadable
+        # one, and a grader that took that for stale moved aside the claim linked in between.)
         gate = path.with_name(f"{CLAIM}.takeover")
         try:
             os.mkdir(gate)
@@ -106,7 +112,7 @@ def take(out: Path, student: str, owner: str, alive: Callable[[str], bool] = ali
             time.sleep(0.05)
             continue
         try:
-            if holder(out, student) == current:
+            if os.stat(path).st_ino == judged:  # no claim can be linked while this one is there
                 os.rename(path, path.with_name(f"{CLAIM}.stale.{os.getpid()}.{time.monotonic_ns()}"))
         except FileNotFoundError:
             pass
