@@ -225,6 +225,37 @@ def test_a_class_larger_than_the_clusters_max_array_size_is_submitted_as_several
     assert "# sbatch --array=0-9 task.sh 0" in done.stdout and "# sbatch --array=0-1 task.sh 10" in done.stdout
 
 
+@pytest.mark.slurm
+def test_a_round_slurm_holds_is_named_with_the_command_that_releases_it(tmp_path):
+    """A node that fails to start a requeued task leaves it held ("launch failed requeued held") and the
+    class waits on it forever. --resume refuses while the round is queued, naming each held task and
+    the command that releases them; a submission held from the start (JobHeldUser) stands in here."""
+    import shutil
+
+    from harness.lab.judge.rules import assignment
+
+    if not shutil.which("sbatch"):
+        pytest.skip("needs a Slurm: sudo scripts/slurm-local.sh start --nodes 3")
+    done = subprocess.run(["sbatch", "--parsable", "--hold", "--array=0-1", "--job-name=lenet-slurm-test",
+                           f"--chdir={tmp_path}", "--wrap", "true"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip().split(";")[0]
+    try:
+        (tmp_path / "lab.toml").write_text(LAB)
+        (tmp_path / "subs" / "ann").mkdir(parents=True)
+        (tmp_path / "out" / "slurm").mkdir(parents=True)
+        (tmp_path / "out" / "slurm" / "jobs.txt").write_text(f"array {job}\n")
+        with pytest.raises(HarnessError) as refused:
+            slurm.submit(assignment.load(str(tmp_path / "lab.toml")), tmp_path / "subs", tmp_path / "out",
+                         resume=True, no_sandbox=True, report=lambda line: None)
+        words = str(refused.value)
+        assert "still queued or running" in words, words
+        assert f"Slurm holds {job}_0 (JobHeldUser), {job}_1 (JobHeldUser)" in words, words
+        assert words.endswith(f"scontrol release {job}_0,{job}_1"), words
+    finally:
+        subprocess.run(["scancel", job], capture_output=True, timeout=30)
+
+
 TASK_ENV = {"SLURM_ARRAY_JOB_ID": "70", "SLURM_ARRAY_TASK_ID": "2"}  # what Slurm gives the batch shell
 FAKE_GRADER = "sh -c 'echo grading; exec sleep 60' &"  # runs until it is killed, as a grader would
 

@@ -43,7 +43,7 @@ from harness.campaign import archive
 from harness.errors import HarnessError, Unavailable
 from harness.machine import env
 from harness.machine.files import write_atomic
-from harness.machine.slurmctl import header, sbatch, still_queued
+from harness.machine.slurmctl import header, held_advice, sbatch, still_queued
 from harness.measure.plan import study
 from harness.measure.store import runfolder
 
@@ -197,7 +197,7 @@ def submit(
     if running:
         raise HarnessError(
             f"{out}: the campaign's earlier jobs are still queued or running ({', '.join(running)}); "
-            "wait for them (squeue) or scancel them, then submit again to resume"
+            "wait for them (squeue) or scancel them, then submit again to resume" + held_advice(running)
         )
     for folder in ("logs", "nodes", "results", "gpu"):
         (out / folder).mkdir(parents=True, exist_ok=True)

@@ -45,7 +45,7 @@ from harness.errors import HarnessError, Unavailable
 from harness.lab.box.walls import isolation
 from harness.lab.judge import grade, store
 from harness.lab.judge.rules.assignment import Lab
-from harness.machine.slurmctl import header, run, sbatch, still_queued
+from harness.machine.slurmctl import header, held_advice, run, sbatch, still_queued
 
 TIME_HEADROOM = 1.5
 SETUP_S = 300  # the oracle, the training images, the references' workers and warm-up
@@ -198,7 +198,7 @@ def submit(lab: Lab, submissions: Path, out: Path, options: Options | None = Non
     if running:
         raise HarnessError(f"{out}: an earlier round's jobs are still queued or running "
                            f"({', '.join(running[:10])}); wait for them (squeue) or scancel them, "
-                           "then --resume")
+                           "then --resume" + held_advice(running))
     store.prepare(out, lab.name, lab.source, lab.path)
     store.write_grading(out, submissions, weights)
     todo, kept = grade.to_grade(lab, submissions, out, None, resume, report, refused)
