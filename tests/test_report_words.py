@@ -27,6 +27,13 @@ def test_a_paragraph_is_its_lines_stripped_and_joined_by_one_space():
 
 
 @pytest.mark.parametrize("table", ["ladder", "floor"])
+def test_a_share_between_none_and_all_is_never_written_as_0_or_100_percent():
+    assert words.percent(0.42) == "42%" and words.percent(0.42, 1) == "42.0%"
+    assert words.percent(0.99989, 1) == "99.99%"  # predict's share above the floor: not all of it
+    assert words.percent(0.0023) == "0.2%" and words.percent(0.996) == "99.6%"
+    assert words.percent(1.0, 1) == "100.0%" and words.percent(0.0) == "0%"  # all and none as they are
+
+
 def test_the_gpu_words_name_registered_gpu_calls(table):
     for label in words.table_of(gpu_section.WORDS)[table]:
         level, variant = label.split("/")
