@@ -26,7 +26,6 @@ def test_a_paragraph_is_its_lines_stripped_and_joined_by_one_space():
     assert said == "TensorFlow ops: eager 500 µs against tf.function 250 µs per image (2.00x within rounds)."
 
 
-@pytest.mark.parametrize("table", ["ladder", "floor"])
 def test_a_share_between_none_and_all_is_never_written_as_0_or_100_percent():
     assert words.percent(0.42) == "42%" and words.percent(0.42, 1) == "42.0%"
     assert words.percent(0.99989, 1) == "99.99%"  # predict's share above the floor: not all of it
@@ -34,6 +33,7 @@ def test_a_share_between_none_and_all_is_never_written_as_0_or_100_percent():
     assert words.percent(1.0, 1) == "100.0%" and words.percent(0.0) == "0%"  # all and none as they are
 
 
+@pytest.mark.parametrize("table", ["ladder", "floor"])
 def test_the_gpu_words_name_registered_gpu_calls(table):
     for label in words.table_of(gpu_section.WORDS)[table]:
         level, variant = label.split("/")
