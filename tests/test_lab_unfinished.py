@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.lab.judge import attempts, grade, store
+from harness.lab.judge import attempts, claim, grade, store
 from harness.lab.judge.rules import assignment
 from harness.lab.term.intake import collect
 from harness.lab.term.marks import export, leaderboard, moodlezip
@@ -124,6 +124,28 @@ def test_a_slurm_placeholder_and_a_tampered_row_are_no_grade(cut_off):
     shown = {r["student"]: r for r in rows}
     assert shown["dee-1004"]["status"] == "ungraded" and "NODE_FAIL" in shown["dee-1004"]["reason"]
     assert sorted(attempts.unfinished(rows)) == ["ben-1002", "dee-1004", "eve-1005"]
+
+
+def test_lab_status_says_where_each_student_stands(cut_off, tmp_path):
+    """`lab status` while a grading runs (or after it was cut off): the class's counts, each student not
+    graded by name: dee's attempt started and is claimed by a Slurm task, eve's never began, and a row
+    changed after the grader wrote it is no grade."""
+    out, _ = cut_off
+    assert claim.take(out, "dee-1004", "4242_0", alive=lambda owner: True)
+    done = python("lab", "status", out)
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()
+    assert said[0] == f"{out}: 5 students"
+    assert "  graded: 3 (ok 2, wrong 1)" in said and "  no grade: 0" in said
+    assert "  started, no row yet: 1 (dee-1004 (claimed by 4242_0))" in said
+    assert "  not started: 1 (eve-1005)" in said
+    path = store.result_dir(out, "ben-1002") / "row.json"
+    path.write_text(path.read_text().replace('"ratio": 2.0', '"ratio": 0.2'))
+    said = python("lab", "status", out).stdout
+    assert "  graded: 2 (ok 1, wrong 1)" in said and "  no grade: 1 (ben-1002 (row.json was changed" in said
+    refused = python("lab", "status", tmp_path / "no-grading")
+    assert refused.returncode == 2 and "no grading here (students.json missing)" in refused.stderr
+    assert "Traceback" not in refused.stderr
 
 
 # --- who ended an attempt ----------------------------------------------------------------------------

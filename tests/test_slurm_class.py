@@ -150,6 +150,7 @@ def grade_the_class(cluster, base: Path):
     # asked while the round has barely started, and answered while the class is graded
     early = subprocess.Popen([*grade, "--resume"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              cwd=ROOT)
+    status = [*grade[:grade.index("grade")], "status", str(out)]  # `lab status OUT`, as the same user
     events = {}
     downed = None
     try:
@@ -165,6 +166,8 @@ def grade_the_class(cluster, base: Path):
                 assert run("scontrol", "update", f"nodename={downed}", "state=down",
                            "reason=lenet test: node lost").returncode == 0
                 events["lost"] = (task, downed)
+                events["status while grading"] = subprocess.run(status, capture_output=True, text=True,
+                                                                timeout=120, cwd=ROOT)
             elif busy and "lost" in events and [t for t in busy if t != events["lost"][0]]:
                 task = sorted(t for t in busy if t != events["lost"][0])[0]
                 assert run("scontrol", "requeue", task).returncode == 0, task
@@ -181,6 +184,7 @@ def grade_the_class(cluster, base: Path):
             time.sleep(POLL_S)
         events["resume when done"] = subprocess.run([*grade, "--resume"], capture_output=True, text=True,
                                                     timeout=120, cwd=ROOT)
+        events["status when done"] = subprocess.run(status, capture_output=True, text=True, timeout=120, cwd=ROOT)
     finally:
         if early.poll() is None:
             early.kill()
@@ -264,3 +268,15 @@ def test_resume_refuses_while_the_round_runs_and_then_finds_nothing_left(graded)
     assert late.returncode == 0 and "nothing to grade" in late.stdout + late.stderr, late.stderr
     assert len([line for line in (out / "slurm" / "jobs.txt").read_text().splitlines()
                 if line.startswith("merge")]) == 1  # nothing submitted twice
+
+
+def test_lab_status_says_where_the_class_stands_while_it_grades_and_once_it_is_done(graded):
+    out, texts, events = graded
+    during, done = events["status while grading"], events["status when done"]
+    assert during.returncode == 0 and "claimed by" in during.stdout, during.stderr + during.stdout
+    assert "Slurm array" in during.stdout and "RUNNING" in during.stdout, during.stdout
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()
+    assert said[0] == f"{out}: {len(texts)} students" and said[1].startswith(f"  graded: {len(texts)} ("), said
+    assert "  started, no row yet: 0" in said and "  not started: 0" in said, said
+    assert [line for line in said if line.startswith("Slurm merge job") and "COMPLETED" in line], said

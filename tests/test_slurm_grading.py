@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.lab.judge import claim, slurm, slurm_task, store
+from harness.lab.judge import claim, progress, slurm, slurm_task, store
 from tests.conftest import ROOT
 
 LAB = """
@@ -229,17 +229,21 @@ def test_a_class_larger_than_the_clusters_max_array_size_is_submitted_as_several
 def test_a_round_slurm_holds_is_named_with_the_command_that_releases_it(tmp_path):
     """A node that fails to start a requeued task leaves it held ("launch failed requeued held") and the
     class waits on it forever. --resume refuses while the round is queued, naming each held task and
-    the command that releases them; a submission held from the start (JobHeldUser) stands in here."""
+    the command that releases them, and `lab status` says so beside the jobs' states; a submission held
+    from the start (JobHeldUser) stands in here."""
     import shutil
 
     from harness.lab.judge.rules import assignment
 
     if not shutil.which("sbatch"):
         pytest.skip("needs a Slurm: sudo scripts/slurm-local.sh start --nodes 3")
-    done = subprocess.run(["sbatch", "--parsable", "--hold", "--array=0-1", "--job-name=lenet-slurm-test",
-                           f"--chdir={tmp_path}", "--wrap", "true"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    job = done.stdout.strip().split(";")[0]
+    def held(*args: str) -> str:
+        done = subprocess.run(["sbatch", "--parsable", "--hold", *args, "--job-name=lenet-slurm-test",
+                               f"--chdir={tmp_path}", "--wrap", "true"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().split(";")[0]
+
+    job, merge = held("--array=0-1"), held()
     try:
         (tmp_path / "lab.toml").write_text(LAB)
         (tmp_path / "subs" / "ann").mkdir(parents=True)
@@ -252,8 +256,17 @@ def test_a_round_slurm_holds_is_named_with_the_command_that_releases_it(tmp_path
         assert "still queued or running" in words, words
         assert f"Slurm holds {job}_0 (JobHeldUser), {job}_1 (JobHeldUser)" in words, words
         assert words.endswith(f"scontrol release {job}_0,{job}_1"), words
+        # lab status says the same, beside each task's state and the merge job's
+        store.write_json(tmp_path / "out" / "slurm" / "round.json",
+                         {"students": ["ann"], "per_task": 1, "arrays": [{"job": job, "first": 0, "count": 2}]})
+        with open(tmp_path / "out" / "slurm" / "jobs.txt", "a") as jobs:
+            jobs.write(f"merge {merge}\n")
+        assert progress.slurm_lines(tmp_path / "out") == [
+            f"Slurm array {job}: PENDING 2", f"Slurm merge job {merge}: PENDING (JobHeldUser)",
+            f"Slurm holds {job}_0 (JobHeldUser), {job}_1 (JobHeldUser) and starts them only once released: "
+            f"scontrol release {job}_0,{job}_1"]
     finally:
-        subprocess.run(["scancel", job], capture_output=True, timeout=30)
+        subprocess.run(["scancel", job, merge], capture_output=True, timeout=30)
 
 
 TASK_ENV = {"SLURM_ARRAY_JOB_ID": "70", "SLURM_ARRAY_TASK_ID": "2"}  # what Slurm gives the batch shell

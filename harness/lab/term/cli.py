@@ -1,12 +1,13 @@
-"""The lab wing's commands, `python -m harness lab grade | report | regrade | check | ...`: grading a
+"""The lab wing's commands, `python -m harness lab grade | report | status | regrade | check | ...`: grading a
 class's submissions, and the term around it (labs/README.md). Each command is one call of what
 does its work (harness.lab.term.commands, bench; harness.lab.judge.slurm_task).
 
     commands()                                    the `lab` group, for harness.cli to assemble
     grade_command(), grading_commands(), term_commands(), publishing_commands()   its parts
     lab_file(), submissions(help), slurm_settings(args)                     shared options and settings
-    cmd_lab_grade, cmd_lab_bench, cmd_lab_task, cmd_lab_regrade, cmd_lab_report, cmd_lab_check,
-    cmd_lab_merge, cmd_lab_kit, cmd_lab_collect, cmd_lab_export, cmd_lab_publish, cmd_lab_similarity
+    cmd_lab_grade, cmd_lab_bench, cmd_lab_task, cmd_lab_regrade, cmd_lab_report, cmd_lab_status,
+    cmd_lab_check, cmd_lab_merge, cmd_lab_kit, cmd_lab_collect, cmd_lab_export, cmd_lab_publish,
+    cmd_lab_similarity
                                                   one function a command (args -> exit code)
 """
 
@@ -77,11 +78,15 @@ def grade_command() -> Command:
 
 
 def grading_commands() -> list[Command]:
-    """`lab report | regrade | check | bench | task | merge`, after `lab grade`."""
+    """`lab report | status | regrade | check | bench | task | merge`, after `lab grade`."""
     return [
         command(
             "report", "rebuild the leaderboard, figure and feedback from OUT's rows",
             cmd_lab_report, option("out", type=Path)),
+        command(
+            "status", "where a grading stands, read while it runs: graded, started, not started; a Slurm "
+            "round's jobs, and any task Slurm holds", cmd_lab_status,
+            option("out", type=Path, help="the grading's folder (lab grade --out)")),
         command(
             "regrade", "grade some students of a grading again (their rows replaced, the rest kept), "
             "then the leaderboard", cmd_lab_regrade,
@@ -208,6 +213,12 @@ def cmd_lab_report(args: argparse.Namespace) -> int:
     from harness.lab.term import commands as lab_commands
 
     return lab_commands.lab_report(args.out)
+
+
+def cmd_lab_status(args: argparse.Namespace) -> int:
+    from harness.lab.term import commands as lab_commands
+
+    return lab_commands.lab_status(args.out)
 
 
 def cmd_lab_check(args: argparse.Namespace) -> int:

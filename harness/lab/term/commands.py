@@ -120,6 +120,14 @@ def lab_report(out: Path) -> int:
     return 0
 
 
+def lab_status(out: Path) -> int:
+    """`lab status`: where a grading stands (harness.lab.judge.progress); it only reads."""
+    from harness.lab.judge import progress
+
+    print("\n".join(progress.lines(out)))
+    return 0
+
+
 def lab_merge(out: Path, submissions: Path, job: str | None, report: Report) -> int:
     """`lab merge` (the Slurm merge job): a row for every task that left none, then the leaderboard."""
     from harness.lab.judge import slurm_task
