@@ -143,6 +143,11 @@ def test_lab_status_says_where_each_student_stands(cut_off, tmp_path):
     path.write_text(path.read_text().replace('"ratio": 2.0', '"ratio": 0.2'))
     said = python("lab", "status", out).stdout
     assert "  graded: 2 (ok 1, wrong 1)" in said and "  no grade: 1 (ben-1002 (row.json was changed" in said
+    fresh = tmp_path / "submitted"  # a round submitted, no task started: no results/ yet
+    store.prepare(fresh, "cpu_numpy", lab_rows.LAB.read_text(), str(lab_rows.LAB))
+    store.write_students(fresh, sorted(CLASS))
+    said = python("lab", "status", fresh).stdout
+    assert "  graded: 0" in said and "  not started: 5 (ann-1001, ben-1002, cy-1003, dee-1004, eve-1005)" in said
     refused = python("lab", "status", tmp_path / "no-grading")
     assert refused.returncode == 2 and "no grading here (students.json missing)" in refused.stderr
     assert "Traceback" not in refused.stderr

@@ -21,9 +21,12 @@ def where(out: Path) -> dict[str, tuple[str, str]]:
     """{student: (state, detail)}: GRADED (detail: the row's status); NO_GRADE, a row that is no grade
     (the Slurm merge's placeholder, a tampered row: its reason); STARTED (who holds its claim, or '');
     WAITING. Rows as the leaderboard reads them (attempts.class_rows: MACs checked)."""
-    if store.listed_students(out) is None:
+    names = store.listed_students(out)
+    if names is None:
         raise HarnessError(f"{out}: no grading here ({store.STUDENTS} missing); run "
                            "python -m harness lab grade LAB --submissions DIR --out OUT first")
+    if not (Path(out) / store.RESULTS).is_dir():  # submitted, and no task has started yet
+        return {student: (WAITING, "") for student in names}
     rows, _ = attempts.class_rows(out)
     found = {}
     for row in rows:
