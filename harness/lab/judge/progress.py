@@ -4,6 +4,7 @@ row yet (and the grader that holds its claim), or not started; and for a Slurm r
 merge job's states, a task Slurm holds named with the command that releases it. It only reads.
 
     where(out) -> {student: (state, detail)}   lines(out) -> the words `lab status` prints
+    slurm_lines(out) -> the Slurm round's lines  merge_job(out) -> the newest round's merge job id
 """
 
 from collections import Counter
