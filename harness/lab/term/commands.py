@@ -5,6 +5,7 @@ never loads the grader, nor `lab kit` the sandbox.
     lab_grade(lab, submissions, out, ...)   grade here (then the leaderboard), or submit to Slurm
     lab_regrade(out, ...)                   some students again, from what OUT recorded
     lab_report(out), lab_merge(out, submissions, job)   the leaderboard (the merge job: its rows first)
+    lab_status(out)                         where a grading stands, read while it runs
     lab_check(lab, path, weights)           a student's own check, its feedback printed
     lab_task(out, index, ...)               one Slurm array task's students
     lab_kit(lab, dest, weights), lab_collect(source, out, times), lab_export(out, roster, ...)
