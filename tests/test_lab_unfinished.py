@@ -148,6 +148,10 @@ def test_lab_status_says_where_each_student_stands(cut_off, tmp_path):
     store.write_students(fresh, sorted(CLASS))
     said = python("lab", "status", fresh).stdout
     assert "  graded: 0" in said and "  not started: 5 (ann-1001, ben-1002, cy-1003, dee-1004, eve-1005)" in said
+    store.write_json(fresh / "slurm" / "round.json", {"students": [], "per_task": 1, "arrays": [{"job": "-x"}]})
+    refused = python("lab", "status", fresh)
+    assert refused.returncode == 2 and "round.json: arrays: expected Slurm job ids (digits), found ['-x']" \
+        in refused.stderr, refused.stderr
     refused = python("lab", "status", tmp_path / "no-grading")
     assert refused.returncode == 2 and "no grading here (students.json missing)" in refused.stderr
     assert "Traceback" not in refused.stderr

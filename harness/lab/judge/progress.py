@@ -68,7 +68,9 @@ def lines(out: Path) -> list[str]:
 def slurm_lines(out: Path) -> list[str]:
     """The newest round's arrays (each task's state, from squeue) and merge job, and what Slurm holds."""
     plan = slurm_task.round_plan(out)
-    jobs = [str(array["job"]) for array in plan["arrays"]]
+    jobs = [str(array.get("job")) if isinstance(array, dict) else "?" for array in plan["arrays"]]
+    if not all(job.isdigit() for job in jobs):
+        raise HarnessError(f"{out}/slurm/round.json: arrays: expected Slurm job ids (digits), found {jobs}")
     said = []
     for job in jobs:
         states = slurm_task.task_states(job)
