@@ -56,6 +56,32 @@ def test_bad_campaigns_are_refused_by_name(tmp_path):
         slurm.submit(tmp_path, [], [], ["smoke"], slurm.Options())
     with pytest.raises(HarnessError, match="named twice"):
         slurm.submit(tmp_path, ["a", "a"], [], ["smoke"], slurm.Options())
+    (tmp_path / "campaign.json").write_text(json.dumps({"types": {}, "studies": [], "jobs": ["-x"]}))
+    with pytest.raises(HarnessError, match="campaign.json: expected types, studies and jobs"):
+        slurm.read_campaign(tmp_path)  # what submit reads first, before any job id reaches squeue
+
+
+@pytest.mark.slurm
+def test_a_campaign_s_job_slurm_holds_is_named_with_the_command_that_releases_it(tmp_path):
+    """Submitting again while the campaign's jobs are queued is refused; one that Slurm holds (a node
+    that failed to start it: "launch failed requeued held"; a held submission stands in) is named, with
+    `scontrol release`, as lab grade --resume names a held task."""
+    if not shutil.which("sbatch"):
+        pytest.skip("needs a Slurm: sudo scripts/slurm-local.sh start --nodes 3")
+    done = subprocess.run(["sbatch", "--parsable", "--hold", "--job-name=lenet-slurm-test", f"--chdir={tmp_path}",
+                           "--wrap", "true"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip().split(";")[0]
+    try:
+        (tmp_path / "campaign.json").write_text(json.dumps({"types": {}, "studies": ["smoke"],
+                                                            "jobs": {"type-a": job}}))
+        with pytest.raises(HarnessError) as refused:
+            slurm.submit(tmp_path, ["type-a"], [], ["smoke"], slurm.Options())
+        words = str(refused.value)
+        assert "still queued or running" in words and f"Slurm holds {job} (JobHeldUser)" in words, words
+        assert words.endswith(f"scontrol release {job}"), words
+    finally:
+        subprocess.run(["scancel", job], capture_output=True, timeout=30)
 
 
 def cluster_reason() -> str | None:

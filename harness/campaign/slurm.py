@@ -154,9 +154,12 @@ def read_campaign(out: Path) -> dict:
         not isinstance(data, dict)
         or not isinstance(data.get("types"), dict)
         or not isinstance(data.get("studies"), list)
+        or not isinstance(data.get("jobs", {}), dict)
+        or not all(isinstance(job, str) and job.isdigit() for job in data.get("jobs", {}).values())
     ):
         raise HarnessError(
-            f"{path}: expected types and studies, found {sorted(data) if isinstance(data, dict) else data}"
+            f"{path}: expected types, studies and jobs (Slurm job ids), found "
+            f"{sorted(data) if isinstance(data, dict) else data}"
         )
     return data
 
