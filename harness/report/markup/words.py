@@ -29,13 +29,10 @@ def fixed(value: float, digits: int = 1) -> str:
 
 
 def percent(share: float, digits: int = 0) -> str:
-    """A share (0.42) as a percentage ('42%'; digits=1: '42.0%'). A share between none and all is never
-    written as 0% or 100%: it gets the digits that show it is not (0.99989 at one digit: '99.99%')."""
-    text = f"{100 * share:.{digits}f}%"
-    while 0 < share < 1 and digits < 6 and float(text[:-1]) in (0.0, 100.0):
+    """A share (0.42) as '42%'; one between none and all never reads 0% or 100% (0.99989: '99.99%')."""
+    while 0 < share < 1 and digits < 6 and float(f"{100 * share:.{digits}f}") in (0.0, 100.0):
         digits += 1
-        text = f"{100 * share:.{digits}f}%"
-    return text
+    return f"{100 * share:.{digits}f}%"
 
 
 def paragraph(text: str) -> str:
