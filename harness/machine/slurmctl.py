@@ -3,7 +3,8 @@ campaigns on Slurm share. Plain commands, no accounting database (sacct needs sl
 
     header(lines) -> "#SBATCH ..." lines   sbatch(*args) -> job id   run(*cmd) -> the finished command
     still_queued(jobs) -> those of `jobs` (or their array tasks) pending or running
-    held(jobs) -> {task: Slurm's reason}   those Slurm holds until released; held_advice(jobs): in words
+    held(jobs) -> {task: Slurm's reason}   those Slurm holds until released (is_held(state, reason));
+                                           held_words(found), held_advice(jobs): in words
     ALIVE                                  the states of a job that has not ended
 """
 
@@ -48,29 +49,39 @@ def still_queued(jobs: list[str]) -> list[str]:
                    if "|" in line and line.split("|")[1] in ALIVE})
 
 
+def is_held(state: str, reason: str) -> bool:
+    """Whether Slurm holds a job in that state, with that reason (squeue's %T and %r): it never starts
+    until released (scontrol release). A node that fails to start a requeued task leaves it so, with
+    the reason "launch failed requeued held"; a held submission's reason is JobHeldUser or JobHeldAdmin."""
+    return state in ALIVE and state != "RUNNING" and "held" in reason.lower()
+
+
 def held(jobs: list[str]) -> dict[str, str]:
-    """{job or array task id: Slurm's reason} of those of `jobs` that Slurm holds: they never start until
-    released (scontrol release). A node that fails to start a requeued task leaves it so, with the reason
-    "launch failed requeued held"; a held submission's reason is JobHeldUser or JobHeldAdmin."""
+    """{job or array task id: Slurm's reason} of those of `jobs` that Slurm holds (is_held)."""
     if not jobs:
         return {}
     done = run("squeue", "-h", "-r", "-j", ",".join(jobs), "-o", "%i|%T|%r")
     found = {}
     for line in done.stdout.splitlines() if done and done.returncode == 0 else []:
         ident, state, reason = (line.split("|", 2) + ["", ""])[:3]
-        if state in ALIVE and state != "RUNNING" and "held" in reason.lower():
+        if is_held(state, reason):
             found[ident] = reason
     return found
 
 
-def held_advice(jobs: list[str]) -> str:
-    """'' or, for a refusal's message, the tasks Slurm holds and the command that releases them (a class
+def held_words(found: dict[str, str]) -> str:
+    """'' or, of held()'s answer, the tasks Slurm holds and the command that releases them (a class
     waits on a held task forever: its merge job depends on it)."""
-    found = held(jobs)
     if not found:
         return ""
     names = sorted(found)
     listed = ", ".join(f"{ident} ({found[ident]})" for ident in names[:10])
     listed += " ..." if len(names) > 10 else ""
-    return (f"; Slurm holds {listed} and starts {'it' if len(names) == 1 else 'them'} only once released: "
+    return (f"Slurm holds {listed} and starts {'it' if len(names) == 1 else 'them'} only once released: "
             f"scontrol release {','.join(names)}")
+
+
+def held_advice(jobs: list[str]) -> str:
+    """'' or, for a refusal's message, '; ' and held_words of the jobs Slurm holds."""
+    words = held_words(held(jobs))
+    return f"; {words}" if words else ""

@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.lab import text
 from harness.lab.judge import attempts, claim, slurm_task, store
-from harness.machine.slurmctl import held_advice, run
+from harness.machine.slurmctl import held_words, is_held, run
 
 GRADED, NO_GRADE, STARTED, WAITING = "graded", "no grade", "started, no row yet", "not started"
 
@@ -71,20 +71,22 @@ def slurm_lines(out: Path) -> list[str]:
     jobs = [str(array.get("job")) if isinstance(array, dict) else "?" for array in plan["arrays"]]
     if not all(job.isdigit() for job in jobs):
         raise HarnessError(f"{out}/slurm/round.json: arrays: expected Slurm job ids (digits), found {jobs}")
-    said = []
+    said, held = [], {}
     for job in jobs:
         states = slurm_task.task_states(job)
         counts = Counter(s["state"] for s in states.values())
         summary = ", ".join(f"{state} {n}" for state, n in sorted(counts.items()))
         said.append(f"Slurm array {job}: {summary or 'no longer known to Slurm'}")
+        held.update({f"{job}_{index}": s["reason"] for index, s in states.items()
+                     if is_held(s["state"], s["reason"])})
     merge = merge_job(out)
     if merge:
         done = run("squeue", "-h", "-t", "all", "-j", merge, "-o", "%T|%r")
         state, _, reason = (done.stdout.strip() if done and done.returncode == 0 else "").partition("|")
         said.append(f"Slurm merge job {merge}: {state or 'no longer known to Slurm'}"
                     + (f" ({reason})" if reason not in ("", "None") else ""))
-    advice = held_advice(jobs)
-    return said + ([advice.removeprefix("; ")] if advice else [])
+    words = held_words(held)  # of the states just read
+    return said + ([words] if words else [])
 
 
 def merge_job(out: Path) -> str | None:
