@@ -143,9 +143,9 @@ def burst_of(name: str, bursts: list[dict]) -> dict[str, Any]:
 
 
 def stage_row(j: int, found: list[dict], bursts: list[dict], rate: float, bandwidth: dict, caches: dict,
-              clock_ns: float) -> dict[str, Any]:
+              clock_ns: float, passed: float) -> dict[str, Any]:
     """Stage j over the rounds: its median less the clock's cost, its arithmetic at the peak `rate`,
-    its own floor (stage_floor) and its burst (burst_of)."""
+    its own floor (stage_floor, the pass reading `passed` bytes) and its burst (burst_of)."""
     stage = found[0]["stages"][j]
     per_round = [f["stages"][j]["median_ns"] - clock_ns for f in found]
     if min(per_round) <= 0:
@@ -154,7 +154,7 @@ def stage_row(j: int, found: list[dict], bursts: list[dict], rate: float, bandwi
     floor_ns, time_ns = stage["macs"] / rate * 1e9, median(per_round)
     needs = {key: sum(f["stages"][j][key] for f in found) / len(found) for key in ("needed_macs", "bytes")}
     needs["from_caller"] = bool(stage.get("from_caller"))
-    bound = stage_floor(needs, rate, bandwidth, caches, pass_bytes(found))
+    bound = stage_floor(needs, rate, bandwidth, caches, passed)
     return {"name": stage["name"], "macs": stage["macs"], **needs, "median_ns": time_ns,
             "rounds_ns": per_round, "floor_ns": floor_ns, "share": floor_ns / time_ns, **bound,
             "stage_share": bound["stage_floor_ns"] / time_ns, **burst_of(stage["name"], bursts)}
@@ -181,8 +181,8 @@ def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
     bandwidth = {level: {**reads[0][level], "bytes_per_s": median(r[level]["bytes_per_s"] for r in reads),
                          "rounds": [r[level]["bytes_per_s"] for r in reads]} for level in reads[0]}
     rate = peak["macs_per_s"]
-    clock_ns = clock_cost(found)
-    stages = [stage_row(j, found, bursts, rate, bandwidth, caches, clock_ns)
+    clock_ns, passed = clock_cost(found), pass_bytes(found)
+    stages = [stage_row(j, found, bursts, rate, bandwidth, caches, clock_ns, passed)
               for j in range(len(found[0]["stages"]))]
     macs = sum(s["macs"] for s in stages)
     floor_ns = macs / rate * 1e9
@@ -191,7 +191,7 @@ def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
     call_ns = median(call_rounds)
     return {"kind": STUDY, "implementation": LEVEL, "variant": variant, "device": "cpu",
             "status": "ok", "path": found[0]["path"], "calls": calls, "rounds": rounds, "peak": peak,
-            "caches": caches, "bandwidth": bandwidth, "pass_bytes": pass_bytes(found),
+            "caches": caches, "bandwidth": bandwidth, "pass_bytes": passed,
             "burst_after_bytes": 2 * caches["L1"],
             "stages": stages, "macs": macs, "floor_ns": floor_ns,
             "call_median_ns": call_ns, "call_rounds_ns": call_rounds, "clock_ns": clock_ns,
