@@ -98,14 +98,19 @@ def start_requeued_now(jobs: list[str]) -> None:
             run("scontrol", "update", f"jobid={task}", "StartTime=now")
 
 
+def resume(node: str | None) -> None:
+    """The node back in service where it is down or drained (a test's loss, or Slurm's drain after it)."""
+    if node and nodes().get(node, "").startswith(("down", "drain")):
+        run("scontrol", "update", f"nodename={node}", "state=resume")
+
+
 def release_held(jobs: list[str], downed: str | None, events: dict) -> None:
     """A node that fails to start a requeued task leaves it held ("launch failed requeued held"; the node
     drained: "Duplicate jobid" where the lost node, revived by ReturnToService=2, still held the old copy):
     as the site's admin would, the test resumes the node and releases the task (events["released"])."""
     for task, reason in slurmctl.held(jobs).items():
         if reason.startswith("launch failed"):
-            if downed and nodes().get(downed, "").startswith(("down", "drain")):
-                run("scontrol", "update", f"nodename={downed}", "state=resume")
+            resume(downed)
             assert run("scontrol", "release", task).returncode == 0, task
             events.setdefault("released", []).append((task, reason))
 
@@ -173,8 +178,7 @@ def grade_the_class(cluster, base: Path):
                 assert run("scontrol", "requeue", task).returncode == 0, task
                 events["preempted"] = (task, busy[task])
             time.sleep(POLL_S)
-        if nodes().get(downed, "").startswith(("down", "drain")):  # ReturnToService=2 may have revived it
-            run("scontrol", "update", f"nodename={downed}", "state=resume")
+        resume(downed)  # unless ReturnToService=2 has revived it
         stdout, stderr = early.communicate(timeout=120)
         events["resume while queued"] = subprocess.CompletedProcess(early.args, early.returncode, stdout, stderr)
         while alive([*arrays, merge]):
@@ -190,8 +194,7 @@ def grade_the_class(cluster, base: Path):
             early.kill()
             early.communicate()
         run("scancel", *arrays, merge)
-        if downed and nodes().get(downed, "").startswith(("down", "drain")):
-            run("scontrol", "update", f"nodename={downed}", "state=resume")
+        resume(downed)
     return out, texts, events
 
 
