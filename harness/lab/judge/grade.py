@@ -25,6 +25,8 @@ submission is graded.
                                                      (harness.lab.judge.phases.memory), its row
       .present(copy, skipped), .clean_up(worker, results, name)   the copy's checks; the worker
                                                      stopped, its log kept, its space released
+      .sandbox(student, space), .fresh_worker()      its worker; a fresh one (the training stages,
+                                                     after a gate that ended the first)
       .close()                                       the references stopped, every space released
     attempt(grader, name, folder, lock, step) -> row   one attempt at a row: capped, or graded, a
                                                      signal to the grader ending it as the grader's
@@ -48,7 +50,7 @@ from harness.lab.box.sandbox import Sandbox
 from harness.lab.box.walls import disk, isolation
 from harness.lab.judge import attempts, files, store
 from harness.lab.judge.phases import memory
-from harness.lab.judge.phases.prepare import node_info
+from harness.lab.judge.phases.prepare import node_info, start_weights
 from harness.lab.judge.phases.training import Training
 from harness.lab.judge.rules.assignment import Lab
 from harness.machine import gpu
@@ -71,7 +73,7 @@ class Grader(Training):
                "isolation": self.iso.note, "started": time.time()}
         results = store.result_dir(self.out, student)
         results.mkdir(parents=True, exist_ok=True)
-        worker = None
+        self.worker, self.current = None, (student, folder, results)
         self.pace, self.waits = None, {}
         try:
             space = self.space(0, "submission")
@@ -79,16 +81,13 @@ class Grader(Training):
             row.update(files.count_loc(space.submission, lab.module), bytes=copied["bytes"],
                        files_sha256=copied["sha256"],  # what --resume compares (harness.lab.judge.files)
                        skipped_files=[text.clean(s, 300) for s in copied["skipped"]])
-            env = {**self.env, "LENET_LAB_ALLOW": ",".join(lab.allow_imports)}
-            packages = [p for p in lab.allow_imports if (ROOT / p).is_dir()]
-            worker = Sandbox(text.safe_id(student), env, self.scratch, self.iso, 0,
-                             self.limits(trusted=False), lab.device, space=space, packages=packages,
-                             weights=self.weights)
+            self.worker = self.sandbox(student, space)
             self.present(space.submission, copied["skipped"])
-            self.steps(worker, row)
+            self.steps(self.worker, row)
         except Failure as exc:
             row.update(status=exc.status, reason=text.clean(exc.reason, 1000), **exc.extra)
         finally:
+            worker = self.worker
             row.update(memory.measured(worker, self.refs))  # from outside, while the workers exist
             self.clean_up(worker, results, "submission")
         memory.gate(row, lab.limits.peak_mb)
@@ -99,6 +98,28 @@ class Grader(Training):
         start_s = worker.box.start_s if worker is not None else None
         row["sandbox_start_s"] = round(start_s, 4) if start_s is not None else None
         return row
+
+    def sandbox(self, student: str, space: disk.Space) -> Sandbox:
+        """The submission's worker (not started: its first request starts it), in its space."""
+        lab = self.lab
+        env = {**self.env, "LENET_LAB_ALLOW": ",".join(lab.allow_imports)}
+        packages = [p for p in lab.allow_imports if (ROOT / p).is_dir()]
+        return Sandbox(text.safe_id(student), env, self.scratch, self.iso, 0, self.limits(trusted=False),
+                       lab.device, space=space, packages=packages, weights=self.weights)
+
+    def fresh_worker(self) -> Sandbox:
+        """A fresh worker for the submission being graded, under the same limits, its copy made again
+        (its last worker ended: the training stages after a gate that ended it); the last one's log
+        kept in worker.log, this one's appended after a line that says so."""
+        student, folder, results = self.current
+        self.clean_up(self.worker, results, "submission")
+        self.worker = None
+        with open(results / "worker.log", "a") as log:
+            log.write("\n--- a fresh worker, started for the stages ---\n")
+        space = self.space(0, "submission")
+        files.copy_submission(folder, space.submission, self.iso.uid(0), self.lab.module)
+        self.worker = self.sandbox(student, space)
+        return self.worker
 
     def present(self, copy: Path, skipped: list[str]) -> None:
         """The lab's module is in the copy, and is the one `import` finds."""
@@ -147,7 +168,7 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
     `lock_timeout`: seconds to wait for another run's GPU lock before timing anyway (contended)."""
     iso = isolation.decide(no_sandbox, strict)
     store.prepare(out, lab.name, lab.source, lab.path)
-    store.write_grading(out, submissions, weights)
+    store.write_grading(out, submissions, start_weights(lab, weights))  # training: the initial weights
     refused = {**({} if links else store.linked(submissions)), **(refused or {})}
     todo, kept = to_grade(lab, submissions, out, only, resume, report, refused, links)
     report(f"lab {lab.name}: {len(todo)} submission(s) to grade" +
