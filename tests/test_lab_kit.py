@@ -142,6 +142,12 @@ def test_kit_runs_with_numpy_alone_then_installs_and_checks(kits, tmp_path):
                           cwd=folder, env=env, timeout=300)
     assert here.returncode == 0 and "Status: passes the gate" in here.stdout, here.stdout + here.stderr
     assert "numpy takes about" in here.stdout and "Peak memory of this check" in here.stdout
+    _, train_folder = kits["cpu_train"]  # the training kit's check, with NumPy alone too
+    for example, code in (("correct", 0), ("wrong", 1)):
+        trains = subprocess.run([str(python), *documented_command(train_folder)[1:-1],
+                                 str(ROOT / "labs" / "examples-train" / example / "lenet.py")],
+                                capture_output=True, text=True, cwd=train_folder, env=env, timeout=300)
+        assert trains.returncode == code, trains.stdout + trains.stderr
     silent = subprocess.run([str(python), *command[1:3]], capture_output=True, text=True, cwd=folder, env=env)
     assert silent.returncode == 2 and "usage" in silent.stderr  # never exit 0 printing nothing
     subprocess.run([*pip, str(folder)], check=True, env=env, cwd=tmp_path, timeout=300)

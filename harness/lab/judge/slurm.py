@@ -44,6 +44,7 @@ from harness import DEFAULT_WEIGHTS, ROOT
 from harness.errors import HarnessError, Unavailable
 from harness.lab.box.walls import isolation
 from harness.lab.judge import grade, store
+from harness.lab.judge.phases.prepare import start_weights
 from harness.lab.judge.rules.assignment import Lab
 from harness.machine.slurmctl import header, held_advice, run, sbatch, still_queued
 
@@ -200,7 +201,7 @@ def submit(lab: Lab, submissions: Path, out: Path, options: Options | None = Non
                            f"({', '.join(running[:10])}); wait for them (squeue) or scancel them, "
                            "then --resume" + held_advice(running))
     store.prepare(out, lab.name, lab.source, lab.path)
-    store.write_grading(out, submissions, weights)
+    store.write_grading(out, submissions, start_weights(lab, weights))  # training: the initial ones
     todo, kept = grade.to_grade(lab, submissions, out, None, resume, report, refused)
     grade.write_refused(lab, out, {n: why for n, why in refused.items() if store.graded_row(out, n) is None},
                         report)

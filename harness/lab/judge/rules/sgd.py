@@ -97,7 +97,8 @@ def known_factor(got: np.ndarray, want: np.ndarray, batch: int) -> str | None:
              lr: f"a factor of {lr:g}, the learning rate: the step (lr times the gradient) where the "
                  "gradient is asked",
              1 / lr: f"a factor of 1/{lr:g}, one over the learning rate: w -= dw without the learning rate",
-             -1.0: "a factor of -1, the opposite sign: the gradient of the loss, not of its negative"}
+             -1.0: "a factor of -1, the opposite sign: the gradient of the loss is d(loss)/dw, and the "
+                   "update subtracts it (w -= lr * dw)"}
     for factor, said in words.items():
         if abs(c - factor) <= 0.01 * abs(factor) and \
                 float(np.linalg.norm(g - factor * w)) <= 0.01 * abs(factor) * ww ** 0.5:
