@@ -3,8 +3,9 @@ rest): its README, written for one SGD step, and its gate data, the oracle's ans
 the kit's check (harness.lab.term.handout.trainkit judges with the grader's own rules). Runs where
 the kit is built (the oracle is imported here), never shipped.
 
-    readme(lab) -> str                  the students' README: the commands, the rules the reference
-                                        keeps, what a passed and a failed check look like, points
+    readme(lab) -> str                  the students' README: the commands (intro), the rules the
+                                        reference keeps (RULES), the gate and points (gate_lines),
+                                        what a passed and a failed check look like (says)
     gate_data(lab, weights) -> {name: array}   gate.npz: the steps' images and labels, the oracle's
                                         losses and weights after each step (and alt's: ReLU's gradient
                                         at 0 taken as 1), each stage's inputs and answers
@@ -47,7 +48,7 @@ def gate_data(lab: Lab, weights: Path) -> dict[str, np.ndarray]:
         for part, value in zip(PARTS, stage[:7], strict=True):
             if value is not None:
                 out[key("backward", name, part)] = np.asarray(value)
-        for part, value in zip(PARTS[4:], stage.alt or (), strict=True):
+        for part, value in zip(PARTS[4:], stage.alt or (None, None, None), strict=True):
             if value is not None:
                 out[key("backward", name, f"alt_{part}")] = np.asarray(value)
     for name, forward in oracle.forward_stages(weights, batches[0][0], lab.dtype).items():
@@ -59,12 +60,14 @@ def gate_data(lab: Lab, weights: Path) -> dict[str, np.ndarray]:
 
 
 def readme(lab: Lab) -> str:
-    """The students' README of a training lab's kit."""
-    gate, module, name = lab.gate, lab.module, lab.name
-    command = advice.KIT_COMMAND.format(module=module)
-    stages = ", ".join(f"{stage} {points:g}" for stage, points in lab.stages)
-    most = lab.grade.gate_points
-    return "\n".join([
+    """The students' README of a training lab's kit: its commands and what to write, the rules the
+    reference keeps, the gate and partial credit, what the check says, hand in."""
+    return "\n".join([*intro(lab), *RULES, *gate_lines(lab), *says(lab)])
+
+
+def intro(lab: Lab) -> list[str]:
+    module, name = lab.module, lab.name
+    return [
         f"# {lab.title or name}: the student kit of lab `{name}`", "",
         "You write one step of training for LeNet-5 in NumPy: the forward pass, the loss, the backward "
         "pass by hand, and the SGD update. This kit holds what your file imports (`harness.base.Trainer`, "
@@ -87,19 +90,29 @@ def readme(lab: Lab) -> str:
         "imports count as your lines of code). One thread; no network; none of the project's `lenet_*` "
         "packages.", "",
         "The network: conv1 6x5x5 'same' + ReLU, max pool 2x2, conv2 16x5x5 'valid' + ReLU, max pool 2x2, "
-        "flatten (400), dense 120 ReLU, dense 84 ReLU, dense 10, softmax cross-entropy.", "",
-        "## The rules the reference keeps", "",
-        "Where two reasonable codes differ, the grader compares with these:", "",
-        "- the loss is softmax cross-entropy **averaged over the batch**, taken **before** the update; "
-        "every gradient is of that mean (divide by N once);",
-        "- **ReLU's gradient** is 1 above 0 and 0 below; at a pre-activation of exactly 0 (common at the "
-        "initial weights, whose biases are 0: a 5x5 window of background pixels) the reference takes 0, "
-        "and 1 is accepted too, for the whole step (both are subgradients);",
-        "- a **max pool's gradient** goes to the first maximum of its 2x2 window in row-major order "
-        "(top-left, top-right, bottom-left, bottom-right), once;",
-        "- fc1's input is flattened in **NHWC** order: reshape (N, 5, 5, 16) to (N, 400) as it is;",
-        "- kernels in Keras' layouts: conv **(5, 5, C_in, C_out)** (HWIO), dense **(inputs, outputs)**; "
-        "biases (outputs,).", "",
+        "flatten (400), dense 120 ReLU, dense 84 ReLU, dense 10, softmax cross-entropy.", ""]
+
+
+RULES = [
+    "## The rules the reference keeps", "",
+    "Where two reasonable codes differ, the grader compares with these:", "",
+    "- the loss is softmax cross-entropy **averaged over the batch**, taken **before** the update; "
+    "every gradient is of that mean (divide by N once);",
+    "- **ReLU's gradient** is 1 above 0 and 0 below; at a pre-activation of exactly 0 (common at the "
+    "initial weights, whose biases are 0: a 5x5 window of background pixels) the reference takes 0, "
+    "and 1 is accepted too, for the whole step (both are subgradients);",
+    "- a **max pool's gradient** goes to the first maximum of its 2x2 window in row-major order "
+    "(top-left, top-right, bottom-left, bottom-right), once;",
+    "- fc1's input is flattened in **NHWC** order: reshape (N, 5, 5, 16) to (N, 400) as it is;",
+    "- kernels in Keras' layouts: conv **(5, 5, C_in, C_out)** (HWIO), dense **(inputs, outputs)**; "
+    "biases (outputs,).", ""]
+
+
+def gate_lines(lab: Lab) -> list[str]:
+    gate = lab.gate
+    stages = ", ".join(f"{stage} {points:g}" for stage, points in lab.stages)
+    most = lab.grade.gate_points
+    return [
         "## The gate, and partial credit", "",
         f"The grader runs {gate.steps} SGD steps of {gate.batch} training images (the first "
         f"{gate.steps * gate.batch}, in order) from the initial weights. After each step it compares your "
@@ -113,7 +126,13 @@ def readme(lab: Lab) -> str:
         "documents it): the grader hands each layer the reference's input, the reference's gradient from "
         "the layer after it and the initial weights, so one wrong layer costs only its own points. With "
         "the optional `stage(name, x)` (a layer's forward output) a wrong loss is traced to the first "
-        "layer that departs.", "",
+        "layer that departs.", ""]
+
+
+def says(lab: Lab) -> list[str]:
+    gate, module = lab.gate, lab.module
+    command = advice.KIT_COMMAND.format(module=module)
+    return [
         "## What the check says", "",
         "Passed:", "",
         "```text",
@@ -139,4 +158,4 @@ def readme(lab: Lab) -> str:
         f"If it fails, it prints what to do next; `{command}` again after each fix.", "",
         "## Hand in", "",
         f"Your `{module}` (and any helper module it imports), as the course says (the LMS assignment, or "
-        "your git repository).", ""])
+        "your git repository).", ""]

@@ -58,7 +58,7 @@ NEXT_STEP = {
                "course staff.",
 }
 
-SYSTEM_PATH = re.compile(r"/(?:sys|proc)/\S*")  # the server's counters: none of the student's business
+SYSTEM_PATH = re.compile(r"(?<![\w./-])/(?:sys|proc)/\S*")  # the server's counters, not the student's
 SYSTEM_WORD = re.compile(r"(?i)\bcgroups?(?: v[12])?\b")
 
 
