@@ -17,6 +17,7 @@ window of background pixels gives a pre-activation of exactly 0.
 """
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -87,7 +88,7 @@ def backward(w: Weights, images_u8: np.ndarray, labels: np.ndarray) -> dict[str,
     the oracle's dx of the stage after it; alt: its gradients from the same inputs with ReLU's
     gradient at exactly 0 taken as 1 (None for fc3, which has no ReLU)."""
     x = mnist.to_input(images_u8, "float64")
-    up: np.ndarray = np.asarray(labels, np.int64)
+    up: Any = np.asarray(labels, np.int64)  # fc3's: the labels; then each stage's dx
     acts, out = activations(w, x), {}
     for name in BACKWARD:
         kernel, bias = w[name]
@@ -100,7 +101,8 @@ def backward(w: Weights, images_u8: np.ndarray, labels: np.ndarray) -> dict[str,
 
 def gradients(w: Weights, x: np.ndarray, labels: np.ndarray, at_zero: int) -> dict[str, tuple]:
     """{layer: (dkernel, dbias)} of the batch's mean loss at weights w, ReLU's gradient at 0 = at_zero."""
-    acts, up, out = activations(w, x), np.asarray(labels, np.int64), {}
+    acts, out = activations(w, x), {}
+    up: Any = np.asarray(labels, np.int64)  # fc3's: the labels; then each stage's dx
     for name in BACKWARD:
         dx, dk, db = local(name, acts[name], up, *w[name], at_zero=at_zero)
         out[name], up = (dk, db), dx

@@ -93,9 +93,9 @@ def stage(lab: Lab, folder: Path, weights: Path) -> None:
     for relative in INTERFACE + (EMULATION if lab.kernels else ()):
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / relative, folder / relative)
-    for relative, source in COMMAND.items():
+    for relative, command in COMMAND.items():
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
-        (folder / relative).write_text(source)
+        (folder / relative).write_text(command)
     data = folder / "harness" / "_kit"
     (data / "weights").mkdir(parents=True)
     weights_file.write_npz(weights_file.read(weights), data / "weights" / npz_name(Path(weights)))

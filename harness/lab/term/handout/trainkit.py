@@ -49,8 +49,8 @@ def shipped_backward(kit: Any) -> dict[str, backprop.Backward]:
     for name, _ in kit.lab.get("stages") or []:
         got = {part: kit.arrays.get(key("backward", name, part)) for part in PARTS}
         alt = tuple(kit.arrays.get(key("backward", name, f"alt_{p}")) for p in PARTS[4:])
-        out[name] = backprop.Backward(*(got[p] for p in PARTS),  # type: ignore[arg-type]
-                                      alt=None if alt[1] is None else alt)  # type: ignore[arg-type]
+        out[name] = backprop.Backward(got["x"], got["upstream"], got["kernel"], got["bias"], got["dx"],
+                                      got["dkernel"], got["dbias"], None if alt[1] is None else alt)
     return out
 
 
