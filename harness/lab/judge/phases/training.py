@@ -219,7 +219,7 @@ class Training(Steps):
         g = self.lab.gate
         batches = self.fixed_batches()
         oracle_losses, oracle_weights = oracle_steps(self.initial, batches)
-        alt = oracle_steps(self.initial, batches, at_zero=1)[1]  # ReLU's gradient at 0 taken as 1
+        alt = oracle_steps(self.initial, batches, at_zero=1)  # ReLU's gradient at 0 taken as 1
         due = deadlines.for_gate(self.need_pace(), self.lab.limits, g.steps * g.batch)
         losses, found = [], []
         with self.within(worker, due, f"the gate's {g.steps} steps of {g.batch} images", "gate"):

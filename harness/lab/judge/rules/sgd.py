@@ -112,20 +112,23 @@ def _flat(layer: weights.Layer) -> np.ndarray:
 
 def gate_numbers(losses: list[float], found: list[Weights], oracle_losses: list[float],
                  oracle_weights: list[Weights], max_rel_loss: float, max_abs_diff: float,
-                 alt: list[Weights] | None = None, start: Weights | None = None, batch: int = 0) -> dict:
+                 alt: tuple[list[float], list[Weights]] | None = None, start: Weights | None = None,
+                 batch: int = 0) -> dict:
     """The gate's row: per step the loss, the oracle's, their relative difference and each layer's
     max |dw| against the oracle's; `passes`; the first failure in words and its kind. Within a step
     the loss comes first (a wrong forward pass makes every gradient wrong: it is named as itself).
-    `alt`: the oracle's steps with ReLU's gradient at exactly 0 taken as 1, accepted as well (the
-    chain nearer the submission's is judged; relu_at_zero says which). `start`: the weights before
-    the first step, to name a step off by a known factor (known_factor) of `batch`."""
-    chains = {0: oracle_weights, **({1: alt} if alt is not None else {})}
+    `alt`: the oracle's steps with ReLU's gradient at exactly 0 taken as 1 (their losses, their
+    weights), accepted as well (the chain nearer the submission's is judged; relu_at_zero says
+    which). `start`: the weights before the first step, to name a step off by a known factor
+    (known_factor) of `batch`."""
+    chains = {0: (oracle_losses, oracle_weights), **({1: alt} if alt is not None else {})}
     diffs = {rule: [layer_diffs(w, want) for w, want in zip(found, chain, strict=True)]
-             for rule, chain in chains.items()}
+             for rule, (_, chain) in chains.items()}
     near = {rule: sum(d <= max_abs_diff for step in ds for d in step.values()) for rule, ds in diffs.items()}
     rule = max(chains, key=lambda r: (near[r], -r))  # a tie: the oracle's own rule
     steps, first, kind = [], None, None
-    for k, (loss, w, want_loss, want_w) in enumerate(zip(losses, found, oracle_losses, chains[rule],
+    want_losses, want_weights = chains[rule]
+    for k, (loss, w, want_loss, want_w) in enumerate(zip(losses, found, want_losses, want_weights,
                                                           strict=True), 1):
         rel = abs(loss - want_loss) / max(abs(want_loss), 1e-12)
         rel = rel if np.isfinite(rel) else float("inf")
@@ -145,7 +148,7 @@ def gate_numbers(losses: list[float], found: list[Weights], oracle_losses: list[
                            + (f" (then {', '.join(wrong[1:])}, which backpropagation reaches through it)"
                               if wrong[1:] else "")), BACKWARD_KIND
             before = start if k == 1 else found[k - 2]
-            want_before = start if k == 1 else chains[rule][k - 2]
+            want_before = start if k == 1 else want_weights[k - 2]
             if before is not None and want_before is not None and batch:
                 said = known_factor(_flat(w[wrong[0]]) - _flat(before[wrong[0]]),
                                     _flat(want_w[wrong[0]]) - _flat(want_before[wrong[0]]), batch)

@@ -88,8 +88,9 @@ def gate(trainer: Any, kit: Any) -> dict:
     start = {name: weights.Layer(np.asarray(k_, np.float64), np.asarray(b_, np.float64))
              for name, (k_, b_) in weights.read(kit.weights).items()}
     oracle, alt = ([sgd.unflat(w) for w in kit.arrays[name]] for name in ("oracle", "alt"))
+    alt_losses = [float(v) for v in kit.arrays["alt_losses"]]
     return sgd.gate_numbers(losses, found, [float(v) for v in kit.losses], oracle, want["max_rel_loss"],
-                            want["max_abs_diff"], alt, start, want["batch"])
+                            want["max_abs_diff"], (alt_losses, alt), start, want["batch"])
 
 
 def timed(trainer: Any, kit: Any) -> list[int]:
@@ -162,7 +163,7 @@ def asked_backward(trainer: Any, kit: Any) -> list[dict]:
 
 def check(make: Callable[[], Any], kit: Any, say: Callable[[str], None] = print) -> bool:
     lab = kit.lab
-    if kit.labels is None or kit.losses is None or "alt" not in kit.arrays:
+    if kit.labels is None or kit.losses is None or "alt_losses" not in kit.arrays:
         raise ValueError("this kit holds no training gate (gate.npz without labels, losses and alt): "
                          "build it again with `lab kit`")
     for warning in doctor.version_warnings(kit):

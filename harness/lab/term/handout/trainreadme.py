@@ -41,7 +41,9 @@ def gate_data(lab: Lab, weights: Path) -> dict[str, np.ndarray]:
              for name, (k, bias) in weights_file.read(weights).items()}
     losses, after = oracle.steps(start, batches)
     out = {"images": images[:n], "labels": labels[:n].astype(np.int64), "losses": np.array(losses),
-           "oracle": _flat(after), "alt": _flat(oracle.steps(start, batches, at_zero=1)[1])}
+           "oracle": _flat(after)}
+    alt_losses, alt = oracle.steps(start, batches, at_zero=1)
+    out["alt"], out["alt_losses"] = _flat(alt), np.array(alt_losses)
     for name, stage in oracle.backward(start, *batches[0]).items():
         if name not in dict(lab.stages):
             continue
