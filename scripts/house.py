@@ -14,9 +14,11 @@
     rooms of one or two modules   a room is a folder inside a wing (harness/<wing>/.../<room>/, a
                                   package); its modules are its .py files besides __init__.py
     functions that only forward   beside a docstring and imports, the body is one `return f(...)`, f a
-                                  name or a dotted name, whose arguments compute nothing: the
-                                  function's parameters (or their attributes, `args.out`), other names,
-                                  constants, and builtin conversions of these (`str(args.lab)`)
+                                  name or a dotted name, that passes every parameter on and adds
+                                  nothing: each argument a parameter, an attribute of one (`args.out`),
+                                  a builtin conversion of one (`str(args.lab)`) or a name the module
+                                  holds (`log`); a literal, or the object's own state (`self.x`), is
+                                  more than forwarding
     registry entry fields         the fields of RECORDS (ImplSpec, Shown, Installs), the records
                                   themselves not counted
     registry hooks                the (what, "module:function") pairs of the registry's entries
@@ -39,7 +41,7 @@ line; --where adds each counted place. Exit 0 whatever the values: a report, not
 import argparse
 import ast
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,6 +106,24 @@ def dotted(expr: ast.expr) -> str | None:
         head = dotted(expr.value)
         return None if head is None else f"{head}.{expr.attr}"
     return None
+
+
+def bindings(body: list[ast.stmt]) -> Iterator[tuple[str, ast.expr | None, int]]:
+    """(name, its value, line) for each name a block binds by assignment: `X = v`, `X: T = v`,
+    `A, B = a, b` (a value None where it cannot be told: `A, B = f()`)."""
+    for node in body:
+        if isinstance(node, ast.Assign):
+            pairs: list[tuple[ast.expr, ast.expr | None]] = []
+            for target in node.targets:
+                if isinstance(target, ast.Tuple):
+                    values = node.value.elts if isinstance(node.value, ast.Tuple) \
+                        and len(node.value.elts) == len(target.elts) else [None] * len(target.elts)
+                    pairs += zip(target.elts, values, strict=True)
+                else:
+                    pairs.append((target, node.value))
+            yield from ((t.id, v, node.lineno) for t, v in pairs if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            yield node.target.id, node.value, node.lineno
 
 
 def docstring(statement: ast.stmt) -> bool:
@@ -362,18 +382,29 @@ def room_measure(root: Path) -> Measure:
 
 # --- forwarders ----------------------------------------------------------------------------------
 
-def computes_nothing(expr: ast.expr) -> bool:
-    """A name, an attribute of one, a constant, a starred name, or a builtin conversion of these."""
-    if isinstance(expr, ast.Constant) or dotted(expr) is not None:
-        return True
+def literal_names(module: Module) -> set[str]:
+    """The module-level names bound to a literal (STUDY = "explain")."""
+    return {name for name, value, _ in bindings(module.tree.body) if isinstance(value, ast.Constant)}
+
+
+def passed(expr: ast.expr, params: set[str], literals: Collection[str]) -> bool:
+    """An argument that only passes a parameter on: the parameter, an attribute of it (`args.out`), a
+    starred one, a builtin conversion of one (`str(args.lab)`), or a name the module holds (`log`);
+    never a literal (that binds a value), nor the object's own state (`self.x`)."""
     if isinstance(expr, ast.Starred):
-        return computes_nothing(expr.value)
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in CONVERSIONS:
-        return all(computes_nothing(a) for a in expr.args) and not expr.keywords
-    return False
+        return passed(expr.value, params, literals)
+    if isinstance(expr, ast.Call) and dotted(expr.func) in CONVERSIONS:
+        return all(passed(a, params, literals) for a in expr.args) and not expr.keywords
+    name = dotted(expr)
+    if name is None:
+        return False
+    root = name.split(".")[0]
+    return root in params or (root not in literals and root not in ("self", "cls"))
 
 
-def forwards(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def forwards(node: ast.FunctionDef | ast.AsyncFunctionDef, literals: Collection[str] = ()) -> bool:
+    """Beside a docstring and imports, one `return f(...)` (f a name or a dotted name) that passes every
+    parameter of the function on (passed) and nothing else; a function without parameters passes none."""
     if any(dotted(d) not in ALLOWED_DECORATORS for d in node.decorator_list):
         return False
     body = [s for s in node.body if not isinstance(s, (ast.Import, ast.ImportFrom)) and not docstring(s)]
@@ -387,13 +418,16 @@ def forwards(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)} - {"self", "cls"}
     params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
     used = {n.id for v in values for n in ast.walk(v) if isinstance(n, ast.Name)}
-    # its parameters passed through: every one reaches the call (an unused one is not forwarding it)
-    return all(computes_nothing(v) for v in values) and params <= used
+    return bool(params) and params <= used and all(passed(v, params, literals) for v in values)
 
 
 def forwarders(modules: dict[str, Module]) -> list[tuple[str, int, str]]:
-    return sorted((m.path, node.lineno, node.name) for m in modules.values() for node in ast.walk(m.tree)
-                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and forwards(node))
+    found = []
+    for m in modules.values():
+        literals = literal_names(m)
+        found += [(m.path, node.lineno, node.name) for node in ast.walk(m.tree)
+                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and forwards(node, literals)]
+    return sorted(found)
 
 
 def forward_measure(modules: dict[str, Module]) -> Measure:
@@ -433,15 +467,25 @@ def registry_hooks(modules: dict[str, Module], registry: str = REGISTRY) -> list
     return out
 
 
-def constant_text(expr: ast.expr, module: Module) -> str | None:
-    """A string literal, or a module-level name bound to one."""
-    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
-        return expr.value
-    if isinstance(expr, ast.Name):
-        for node in module.tree.body:
-            if isinstance(node, ast.Assign) and any(dotted(t) == expr.id for t in node.targets):
-                return constant_text(node.value, module) if isinstance(node.value, ast.Constant) else None
-    return None
+def constant_text(expr: ast.expr, module: Module, modules: dict[str, Module], depth: int = 0) -> str | None:
+    """A string literal, or a module-level name bound to one (in this module, or imported from another:
+    `from harness.explain.gpu_static import LEVEL`, `gpu_static.LEVEL`)."""
+    if isinstance(expr, ast.Constant):
+        return expr.value if isinstance(expr.value, str) else None
+    name = dotted(expr)
+    if name is None or depth > 5:
+        return None
+    if "." not in name:
+        for bound, value, _ in bindings(module.tree.body):
+            if bound == name and value is not None:
+                return constant_text(value, module, modules, depth + 1)
+    head, _, rest = name.partition(".")
+    full = imported_names(module).get(head)
+    if full is None:
+        return None
+    where, _, attr = (f"{full}.{rest}" if rest else full).rpartition(".")
+    other = modules.get(where)
+    return None if other is None else constant_text(ast.Name(attr), other, modules, depth + 1)
 
 
 def hook_uses(modules: dict[str, Module]) -> dict[str, list[str]]:
@@ -454,7 +498,7 @@ def hook_uses(modules: dict[str, Module]) -> dict[str, list[str]]:
                 continue
             generic = str(dotted(node.func)).endswith("with_hook")
             what_arg = node.args[0 if generic else 1] if len(node.args) > (0 if generic else 1) else None
-            what = constant_text(what_arg, m) if what_arg is not None else None
+            what = constant_text(what_arg, m, modules) if what_arg is not None else None
             if what is None:
                 continue
             if m.path.startswith("lenet_"):
@@ -462,7 +506,7 @@ def hook_uses(modules: dict[str, Module]) -> dict[str, list[str]]:
             elif generic:
                 how = "asked"
             else:
-                how = "named" if constant_text(node.args[0], m) is not None else "asked"
+                how = "named" if constant_text(node.args[0], m, modules) is not None else "asked"
             uses.setdefault(what, []).append(how)
     return uses
 
@@ -492,12 +536,7 @@ def filled_containers(modules: dict[str, Module]) -> list[tuple[str, int, str]]:
     """(path, line, name) for each module-level container a function of its module fills."""
     out = []
     for m in modules.values():
-        made = {}
-        for node in m.tree.body:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
-                if isinstance(node, ast.AnnAssign) else []
-            if container(getattr(node, "value", None)):
-                made.update({t.id: node.lineno for t in targets if isinstance(t, ast.Name)})
+        made = {name: line for name, value, line in bindings(m.tree.body) if container(value)}
         filled = set()
         for fn in ast.walk(m.tree):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -536,12 +575,9 @@ def word_definitions(root: Path, modules: dict[str, Module],
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in out:
                 out[node.name].append(f"{m.path}:{node.lineno}: {node.name}")
             if isinstance(node, (ast.Module, ast.ClassDef)):
-                for item in node.body:
-                    targets = item.targets if isinstance(item, ast.Assign) else [item.target] \
-                        if isinstance(item, ast.AnnAssign) else []
-                    for t in targets:
-                        if isinstance(t, ast.Name) and t.id in out:
-                            out[t.id].append(f"{m.path}:{item.lineno}: {t.id}")
+                out_of = [(name, line) for name, _, line in bindings(node.body) if name in out]
+                for name, line in out_of:
+                    out[name].append(f"{m.path}:{line}: {name}")
     return out
 
 

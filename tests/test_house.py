@@ -113,7 +113,12 @@ def test_a_room_of_one_or_two_modules_is_counted_a_wing_is_not_a_room(tmp_path):
      "    return commands.lab_kit(str(args.lab), args.out, log)\n", True),
     ("def read_rows(run_dir, strict=False):\n    return rows.read_run(run_dir, strict)\n", True),
     ("class A:\n    def f(self, *args, **kwargs):\n        return self.g(*args, **kwargs)\n", True),
+    ("def hold(run_dir):\n    return runfolder.Writer(run_dir)\n", True),
     ("def f(a, b):\n    return g(a)\n", False),  # b is not passed on: not only forwarding
+    ("STUDY = 'explain'\n\ndef write(rows, out):\n    return plumbing.write(rows, out, STUDY)\n", False),
+    ("def write(rows, out):\n    return plumbing.write(rows, out, 'cpu')\n", False),  # a literal bound
+    ("class A:\n    def f(self, x):\n        return g(self.lab, x)\n", False),  # the object's own state
+    ("def seed():\n    return secrets.randbits()\n", False),  # no parameter to pass on
     ("def f(a):\n    return g(a + 1)\n", False),  # it computes
     ("def f(a):\n    return g(h(a))\n", False),  # two calls
     ("def f(a):\n    x = a\n    return g(x)\n", False),

@@ -187,9 +187,9 @@ BASE_TREE = {"harness/__init__.py": "", "harness/errors.py": "",
      "lab imports harness.report.figures (lab and report stay apart)"),  # above it, yet apart
     ("harness/explain/c_layers.py", "def f():\n    from lenet_c.explain import stages\n", None),  # it serves c
     ("harness/explain/c_layers.py", "from lenet_c.explain import stages\n",
-     "imports the level lenet_c.explain.stages at import time"),
+     "imports the level lenet_c.explain at import time"),
     ("harness/explain/ladder.py", "def f():\n    from lenet_c.explain import stages\n",
-     "imports the level lenet_c.explain.stages (ask the registry"),  # not the module that serves it
+     "imports the level lenet_c.explain (ask the registry"),  # not the module that serves it
     ("harness/explain/c_layers.py", "def f():\n    import lenet_tf.model\n",
      "imports the level lenet_tf.model (ask the registry"),  # not the level it serves
 ])
