@@ -145,7 +145,7 @@ class Other:
     not_counted: int = 0
 
 REGISTRY = {s.name: s for s in (
-    ImplSpec("c", hooks=(("probe", "lenet_c.a:p"), ("split", "lenet_c.a:s"))),
+    ImplSpec("c", hooks=(("probe", "lenet_c.a:p"), ("split", "lenet_c.a:s"), ("stages", "lenet_c.a:t"))),
     ImplSpec("keras", hooks=(("build", "lenet_keras.m:b"),)),
 )}
 '''
@@ -157,12 +157,15 @@ def test_the_registry_entry_its_hooks_and_those_asked_by_a_constant_name(tmp_pat
                            "harness/machine/doctor.py": "def f(level):\n    registry.hook('c', 'probe')\n"
                                                         "    return [registry.hook(n, 'probe') for n in registry.with_hook('probe')]\n",
                            "harness/data/train.py": "def f():\n    return registry.hook('keras', 'build')()\n",
+                           "harness/explain/stages.py": "from harness.explain.c import LEVEL\n\nSTAGES, N = 'stages', 2\n\n"
+                                                        "def f():\n    return registry.hook(LEVEL, STAGES)()\n",
                            "lenet_onnx/export.py": "def f():\n    return registry.hook('keras', 'build')()\n"})
     found = {m.name: m for m in house.measures(root)}
     assert found["registry entry fields"].where == ["Shown.colour", "ImplSpec.name", "ImplSpec.hooks"]
-    assert found["registry hooks"].value == 3
-    # split: only c.py asks it, naming the level; probe: doctor asks every level; build: a level asks it
-    assert found["hooks a harness module asks by the level's name"].where == ["c:split"]
+    assert found["registry hooks"].value == 4
+    # split: only c.py asks it, naming the level; stages: by constants, one imported, one a tuple's;
+    # probe: doctor asks every level that has it; build: a level asks it (through the registry)
+    assert found["hooks a harness module asks by the level's name"].where == ["c:split", "c:stages"]
 
 
 # --- process-global state, the test cache, words ---------------------------------------------------
