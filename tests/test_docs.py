@@ -5,7 +5,8 @@ what is, and describes the tree as it is:
 - every path in backticks that starts at the checkout's top (`harness/registry.py`, `labs/*.toml`) names
   something that exists, placeholders (LAB, <id>, *) matching at least one; every dotted name of the
   harness or a level (`harness.base.LeNet`) names a module, or a name defined in one;
-- every `make TARGET` is a target of the Makefile; every link between pages reaches a file;
+- every `make TARGET` is a target of the Makefile, every `python -m harness COMMAND` a command some
+  wing declares; every link between pages reaches a file;
 - no page narrates history: no date outside code, no "until ...", "no longer", "used to";
 - docs/design.md's import order is tests/test_layout.py's, wing by wing and room by room, and names
   every wing's folder;
@@ -147,6 +148,20 @@ def test_every_make_target_named_exists():
     for path in ALL:
         named = {m for span in code_spans(path.read_text()) for m in re.findall(r"\bmake ([a-z][\w-]*)", span)}
         assert named <= targets, f"{path.name}: no such make target: {sorted(named - targets)}"
+
+
+def test_every_harness_command_named_exists():
+    """`python -m harness run`, `... lab grade`: each a command some wing declares."""
+    declared = set()
+    for module in (ROOT / "harness").rglob("*.py"):  # each wing declares its own, with harness.command
+        if "from harness.command import" in (text := module.read_text()):
+            declared |= set(re.findall(r"\b[Cc]ommand\(\s*\"([a-z][\w-]*)\"", text))
+    assert {"run", "lab", "grade", "gpu-study"} <= declared  # the declarations are found
+    for path in ALL:
+        text = " ".join(code_spans(path.read_text()))
+        named = set(re.findall(r"-m harness (?:--gpu \d+ )?([a-z][\w-]*)", text))
+        named |= set(re.findall(r"-m harness (?:--gpu \d+ )?lab ([a-z][\w-]*)", text))
+        assert named <= declared, f"{path.name}: no such command: {sorted(named - declared)}"
 
 
 def test_every_link_reaches_a_file():
