@@ -174,7 +174,7 @@ lint: $(STAMP)  ## ruff and mypy
 # docs/ as a site (mkdocs.yml); strict, so a broken link or a page left out of the nav
 # fails it. `make test` runs the same build (tests/test_docs.py).
 docs: $(STAMP)  ## the documentation site, built strictly into build/site/ (MkDocs)
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict  # without Material's banner about its future
 
 # dist/ also holds the students' kits (lab-kit-*.zip, built by `make lab-kit`) and may hold files
 # this Makefile did not make: only the offline bundle goes; the rest is listed, not deleted.
