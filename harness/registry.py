@@ -28,7 +28,7 @@ from harness.errors import HarnessError, Unavailable
 
 @dataclass(frozen=True)
 class Shown:
-    """How the report shows a level (README.md, "Adding a level"); the null level has only a colour."""
+    """How the report shows a level (docs/writing-a-level.md); the null level has only a colour."""
     display: str = ""  # its row in the headline table ("raw library: cuDNN")
     short: str = ""  # its label in figures and sentences ("cuDNN"); "" is the name
     rung: str = ""  # its rung on the ladder: one of RUNGS
@@ -79,7 +79,7 @@ class ImplSpec:
     # variants that keep a kernel resident on the GPU between calls (its SMs spinning): never a lab's
     # reference, floor or default, where a class shares the GPU (harness.lab.judge.rules.assignment)
     resident: tuple[str, ...] = ()
-    # What the harness runs of it besides studies (README.md's table):
+    # What the harness runs of it besides studies (docs/writing-a-level.md's table):
     explain: tuple[str, ...] = ()  # variants `make explain` and gpu-study profile stage by stage
     trace: tuple[str, ...] | str = ()  # variants gpu-study's `kernels` step traces ("all": every GPU one)
     shown: Shown = Shown()  # how the report shows it
@@ -102,7 +102,7 @@ COLOUR = re.compile(r"#[0-9A-Fa-f]{6}\Z")
 def refuse(name: str, field: str, expected: str, found: object) -> HarnessError:
     """The one error an incomplete entry gets: the file, the level, the field, expected vs found."""
     return HarnessError(f"harness/registry.py, level {name!r}: field `{field}`: expected {expected}; "
-                        f"found {found!r} (README.md, \"Adding a level\")")
+                        f"found {found!r} (docs/writing-a-level.md)")
 
 
 def check_entry(spec: ImplSpec) -> None:
