@@ -526,8 +526,11 @@ def registry_measures(modules: dict[str, Module], levels: dict[str, Module]) -> 
 # --- process-global state, the test cache, words ---------------------------------------------------
 
 def container(expr: ast.expr | None) -> bool:
+    """A dict, set or list made at import: a literal (`[None] * 4` too) or a call that makes one."""
     if isinstance(expr, (ast.Dict, ast.Set, ast.List)):
         return True
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
+        return container(expr.left) or container(expr.right)
     return isinstance(expr, ast.Call) and (dotted(expr.func) or "").split(".")[-1] in (
         "dict", "set", "list", "OrderedDict", "defaultdict", "deque")
 

@@ -171,9 +171,10 @@ def test_the_registry_entry_its_hooks_and_those_asked_by_a_constant_name(tmp_pat
 # --- process-global state, the test cache, words ---------------------------------------------------
 
 def test_a_module_level_container_a_function_fills_is_counted(tmp_path):
-    files = {"harness/a.py": "CACHE: dict = {}\nSEEN = set()\nNAMES = ['x']\n\n"
-                             "def f(k):\n    CACHE[k] = 1\n    SEEN.add(k)\n    return NAMES\n"}
-    assert house.filled_containers(modules(tmp_path, files)) == [("harness/a.py", 1, "CACHE"), ("harness/a.py", 2, "SEEN")]
+    files = {"harness/a.py": "CACHE: dict = {}\nSEEN = set()\nNAMES = ['x']\nLAST: list = [None] * 2\n\n"
+                             "def f(k):\n    CACHE[k] = 1\n    SEEN.add(k)\n    LAST[:] = [k, k]\n    return NAMES\n"}
+    assert house.filled_containers(modules(tmp_path, files)) == [
+        ("harness/a.py", 1, "CACHE"), ("harness/a.py", 2, "SEEN"), ("harness/a.py", 4, "LAST")]
 
 
 def test_the_pickled_test_cache_and_the_words_definitions(tmp_path):
