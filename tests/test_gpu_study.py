@@ -579,11 +579,12 @@ def test_the_loan_plan_prints_each_steps_estimate_and_fits_both_commands(tmp_pat
     lines, fits = gpu_study.loan_plan(measured, full)
     assert fits, "\n".join(lines)
     for part, budget in gpu_study.PART_BUDGET_S.items():
-        todo = gpu_study.plan(tmp_path, "r", False, write=False, part=part)
+        todo = gpu_study.plan(tmp_path, "r", False, write=False, part=part, warm=True)
         assert gpu_study.part_seconds(todo, measured) <= budget
         assert any(line.startswith(f"  command {part}: ") and line.endswith("(fits)") for line in lines)
     assert sum(gpu_study.PART_BUDGET_S.values()) <= 800  # ~15 minutes a loan, ~90 s of it starting and idling
     assert any("(never ran: stated)" in line and line.split()[0] == "training" for line in lines)
+    assert "only if time remains" in lines[lines.index(next(x for x in lines if x.split()[0] == "pytest-gpu")) + 1]
     left = lines[-1].split("left out: ")[1].split(", ")
     assert left == ["doctor", "verify-train", "cudnn-device", "study-overhead", "study-backends",
                     "study-batch_sweep", "study-precision", "explain"]

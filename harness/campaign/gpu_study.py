@@ -110,6 +110,7 @@ BUNDLE = Path("dist") / "offline-bundle-py3.12"
 PARTS = {1: ("bundle", "smoke", "gpu-floor", "verify", "study-api_levels", "batch_sweep-1-512"),
          2: ("bundle", "smoke", "training", "kernel-stages", "kernels-512", "pytest-gpu", "labs", "kernels")}
 PART_BUDGET_S = {1: 470, 2: 330}
+OPTIONAL = ("labs", "kernels")  # a command's last steps, run only if time remains (not in its total)
 PART_LEVELS = ["cuda", "cudnn"]
 # what a command spends outside gpu-study's steps (stated: nothing has timed them yet): the bundle's
 # install (pip --no-index of 13 wheels) and each packing of the archive (gzip of a few MiB of rows)
@@ -216,12 +217,12 @@ def quarantined(todo: list[steps.Step]) -> list[steps.Step]:
     return todo[:first] + [replace(s, env=s.env + env) for s in todo[first:]]
 
 
-def plan(out: Path, run_id: str, quick: bool, write: bool = True,
-         levels: list[str] | None = None, part: int | None = None) -> list[steps.Step]:
+def plan(out: Path, run_id: str, quick: bool, write: bool = True, levels: list[str] | None = None,
+         part: int | None = None, warm: bool | None = None) -> list[steps.Step]:
     """The steps in order. write=False only names them (no quick study files are written).
     levels (checked by check_levels; None: all) restricts verify, verify-train, kernels and labs.
     part (1 or 2): one command of a loan (PARTS), its verify of PART_LEVELS; the second's smoke is
-    planned out where the first's verdicts are here (SMOKE_FILE)."""
+    planned out on a warm machine (warm; None: where the first's verdicts are here, SMOKE_FILE)."""
     res = out / "results"
     host = results.short_hostname()
     if part is not None:
@@ -290,18 +291,18 @@ def plan(out: Path, run_id: str, quick: bool, write: bool = True,
     if quick:
         return todo
     if part is not None:
-        return quarantined(in_part(todo, part))
+        return quarantined(in_part(todo, part, warm))
     return quarantined([s for s in in_focus(todo, levels) if s.name != "batch_sweep-1-512"])
 
 
-def in_part(todo: list[steps.Step], part: int) -> list[steps.Step]:
+def in_part(todo: list[steps.Step], part: int, warm: bool | None = None) -> list[steps.Step]:
     """The steps of one command of a loan (PARTS[part]), in its order; the second's smoke planned out
-    where the first's verdicts are here (a warm machine), the labs graded on PART_LEVELS' labs."""
+    on a warm machine (warm; None: where the first's verdicts are here, SMOKE_FILE)."""
     if part not in PARTS:
         raise HarnessError(f"--part: expected one of {', '.join(map(str, PARTS))}, found {part}")
     by_name = {s.name: s for s in todo}
     chosen = [by_name[name] for name in PARTS[part]]
-    if part != 1 and SMOKE_FILE.exists():
+    if part != 1 and (SMOKE_FILE.exists() if warm is None else warm):
         chosen = [replace(s, skip=f"the first command's verdicts are here ({SMOKE_FILE.relative_to(ROOT)})")
                   if s.name == "smoke" else s for s in chosen]
     return chosen
@@ -366,8 +367,9 @@ def step_plan(todo: list[steps.Step], measured: dict[str, dict[str, Any]], budge
 
 
 def part_seconds(todo: list[steps.Step], measured: dict[str, dict[str, Any]]) -> float:
-    """One command's seconds: the bundle's install, each step run (estimate) and its packing."""
-    run = [s for s in todo if not s.skip]
+    """One command's seconds: the bundle's install, each step it runs but OPTIONAL's (estimate) and
+    each one's packing."""
+    run = [s for s in todo if not s.skip and s.name not in OPTIONAL]
     return BUNDLE_INSTALL_S + sum(estimate(s, measured)[0] + PACK_S for s in run)
 
 
@@ -377,13 +379,19 @@ def loan_plan(measured: dict[str, dict[str, Any]], full: list[steps.Step]) -> tu
     leaves out. (lines, whether both commands fit.)"""
     lines, fits, total = [], True, 0.0
     for part, budget in PART_BUDGET_S.items():
-        todo = plan(Path("."), "plan", False, write=False, part=part)
+        todo = plan(Path("."), "plan", False, write=False, part=part, warm=True)
         seconds = part_seconds(todo, measured)
         total += seconds
         fits = fits and seconds <= budget
         lines.append(f"command {part} (gpu-study --part {part}), budget {budget} s: the bundle's install "
-                     f"{BUNDLE_INSTALL_S:g} s (stated), then each step and {PACK_S:g} s packing it (stated)")
-        lines += step_plan(todo, measured, budget, BUNDLE_INSTALL_S)
+                     f"{BUNDLE_INSTALL_S:g} s (stated), then each step and {PACK_S:g} s packing it (stated)"
+                     + ("; on a warm machine (a cold one runs the smoke again)" if part != 1 else ""))
+        lines += step_plan([s for s in todo if s.name not in OPTIONAL], measured, budget, BUNDLE_INSTALL_S)
+        extra = [s for s in todo if s.name in OPTIONAL]
+        if extra:
+            lines.append("  only if time remains (the budget starts a step with 30 s left, its rows kept "
+                         "where it is cut):")
+            lines += step_plan(extra, measured, budget, seconds)
         lines.append(f"  command {part}: {seconds:.0f} s of {budget} s "
                      + ("(fits)" if seconds <= budget else "(OVER: the last steps are cut, their rows kept)"))
     budget = sum(PART_BUDGET_S.values())
@@ -450,6 +458,8 @@ def gpu_study(out: Path, quick: bool, only: list[str] | None = None, budget_s: f
     name = f"gpu-study-{results.short_hostname()}-{run_id}"
     out = Path(out)
     levels = check_levels(levels)  # a bad --levels or --steps fails before anything runs
+    if part is not None:
+        levels = levels or PART_LEVELS  # as plan() takes them: the manifest says so
     select(plan(out, run_id, quick, write=False, levels=levels, part=part), only)
     if (out / "manifest.json").exists():  # its results would ride along in this archive, its manifest lost
         raise HarnessError(f"--out {out} already holds a campaign ({out / 'manifest.json'}); "

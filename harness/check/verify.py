@@ -169,8 +169,8 @@ def child_rows(names: Sequence[str], device: str, weights_path: str | Path, out_
                 for dtype in dtypes if dtype in registry.spec(level_of(name)).dtypes
                 for variant in variants_of(name, device)]
     todo: list[Row] = []
-    while expected:  # the first child checks them all; a fresh one the rest, one dtype at a time
-        targets = list(dict.fromkeys(f"{row['implementation']}/{row['variant']}" for row in expected))
+    targets = list(names)  # the first child checks them all, in the child's order (expected's)
+    while expected:
         command = [sys.executable, "-m", "harness.check.child", ",".join(targets), device,
                    str(weights_path), out_dir, ",".join(dict.fromkeys(row["dtype"] for row in expected))]
         command += [str(limit)] if limit else []
@@ -178,10 +178,11 @@ def child_rows(names: Sequence[str], device: str, weights_path: str | Path, out_
         levels = list(dict.fromkeys(level_of(name) for name in names))
         yield from rows_of_child(command, levels, expected, os.path.join(out_dir, "stderr.log"), "verify",
                                  timeout_s, rest)
-        todo = rest + todo
+        todo = rest + todo  # a fresh child for the rest, one dtype at a time, variant by variant
         dtype = todo[0]["dtype"] if todo else None
         expected = [row for row in todo if row["dtype"] == dtype]
         todo = [row for row in todo if row["dtype"] != dtype]
+        targets = list(dict.fromkeys(f"{row['implementation']}/{row['variant']}" for row in expected))
 
 
 def ended_how(code: int | None, log_text: str, timed_out: float | None, what: str,

@@ -60,7 +60,7 @@ EXIT = {"fault": 86, "hung": 87}  # the process's exit code for each kind (any o
 MARK = "LENET-GPU-"  # the line's start: LENET-GPU-FAULT: reason, LENET-GPU-HUNG: reason
 QUARANTINE_ENV = "LENET_GPU_QUARANTINE"  # the smoke's verify JSON, named by gpu-study for later steps
 BAD = ("hung", "fault")  # the smoke's verdicts that keep a variant out of later steps
-POLL_S = 0.001
+POLL_S = 0.0002  # a poll of the stream (cudaStreamQuery) every 0.2 ms: a close waits at most that longer
 PROBE_WAIT_S = 5.0  # a probe's stream given this long to end (a call of LeNet takes far less)
 
 
