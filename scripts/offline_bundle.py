@@ -326,7 +326,7 @@ def installed(bundle: Path, version=installed_version) -> int:
         if found is None:
             missing.append(wheel["name"])
             print(f"MISSING   {wheel['name']} {wheel['version']}"
-                  + (f": without it, no {need}" if need else ""))
+                  + (f": needed for {need}" if need else ""))
         else:
             print(f"found     {wheel['name']} {found}")
     fix = (f"; missing: {', '.join(missing)}. Install it first: python scripts/offline_bundle.py install "
