@@ -140,14 +140,16 @@ def kind_of(exit_code: int | None) -> str | None:
 
 def verdicts(path: str | os.PathLike) -> dict[tuple[str, str, str], str]:
     """(level, variant, dtype) -> "<status>: <reason>" for each row of the smoke's verify JSON whose
-    status is in BAD. A file that cannot be read is said on stderr and gives none (the smoke's
-    verdicts narrow a campaign; their loss must not stop it)."""
+    status is in BAD. No file (the smoke wrote no row yet) gives none; a file that cannot be read is
+    said on stderr and gives none (the smoke's verdicts narrow a campaign; their loss must not stop it)."""
     try:
         with open(path) as f:
             rows = json.load(f)["rows"]
         return {(str(r["implementation"]), str(r["variant"]), str(r["dtype"])):
                 f"{r['status']}: {r.get('reason') or ''}".strip()
                 for r in rows if isinstance(r, dict) and r.get("status") in BAD}
+    except FileNotFoundError:
+        return {}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"WARNING: {QUARANTINE_ENV}={path}: not the smoke's verify JSON ({type(exc).__name__}: "
               f"{exc}); no variant kept out", file=sys.stderr)
