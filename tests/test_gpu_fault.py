@@ -138,6 +138,8 @@ def test_the_smokes_verdicts_keep_a_hung_or_faulted_variant_out(tmp_path, monkey
     smoke.write_text("{not json")
     assert gpu_fault.quarantined("cuda", "resident_rows", "float64") is None
     assert "not the smoke's verify JSON" in capsys.readouterr().err
+    smoke.unlink()  # the smoke has written no row yet: nothing kept out, nothing said
+    assert gpu_fault.quarantined("cuda", "resident_rows", "float64") is None and capsys.readouterr().err == ""
 
 
 def test_a_quarantined_variant_is_refused_before_the_gpu_is_looked_for(tmp_path, monkeypatch):
