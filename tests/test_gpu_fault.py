@@ -70,8 +70,8 @@ def test_sticky_errors_are_told_from_refusals():
     assert gpu_fault.sticky(RuntimeError("CUDA_ERROR_MISALIGNED_ADDRESS")) == "cudaErrorMisalignedAddress (716)"
     assert gpu_fault.sticky("RuntimeError: CUDA error: an illegal memory access was encountered") == \
         "cudaErrorIllegalAddress (700)"  # a framework's words, as a worker's reply quotes them
-    assert gpu_fault.sticky(RuntimeError("cudnnConvolutionForward failed: CUDNN_STATUS_EXECUTION_FAILED_CUDART "
-                                         "(status 5003)")) == "CUDNN_STATUS_EXECUTION_FAILED_CUDART"
+    cudnn = RuntimeError("cudnnConvolutionForward failed: CUDNN_STATUS_EXECUTION_FAILED_CUDART (status 5003)")
+    assert gpu_fault.sticky(cudnn) is None and gpu_fault.cudnn_failed(cudnn) == "CUDNN_STATUS_EXECUTION_FAILED_CUDART"
     assert gpu_fault.sticky(RuntimeError("launch failed: error 719")) == "cudaErrorLaunchFailure (719)"
     for refusal in ("CUDNN_STATUS_NOT_SUPPORTED: no engine", "CUDNN_STATUS_BAD_PARAM: misaligned pointer?",
                     "cudaErrorStreamCaptureUnsupported", "cublasLtMatmul failed (status 15)"):
@@ -94,6 +94,9 @@ def test_a_probe_after_a_refusal_lets_the_fallback_go_on(ended):
     stream = Stream(busy=2)
     gpu_fault.probe(stream, "conv1's fused graph", RuntimeError("CUDNN_STATUS_NOT_SUPPORTED"))
     assert stream.synchronized == 1
+    # cuDNN's execution failure with the context clean (a launch refused for its resources): a refusal
+    gpu_fault.probe(stream, "plan 2 of 3", RuntimeError("CUDNN_STATUS_EXECUTION_FAILED_CUDART"))
+    assert stream.synchronized == 2
 
 
 def test_a_sticky_error_raised_mid_call_ends_the_process_as_a_fault_never_a_fallback(ended):

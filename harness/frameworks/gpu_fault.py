@@ -2,8 +2,9 @@
 
 Two things end a process that holds a GPU level, never a fallback or a refusal:
 - a sticky error (the context poisoned: an illegal or misaligned address, a kernel that failed; CUDA's
-  700, 716, 719, ..., and cuDNN's execution failures). Every later call of the process fails too, so a
-  fallback after it would turn one fault into a row of refusals;
+  700, 716, 719, ..., found in the error or by a synchronize after it, cuDNN's execution failures
+  included). Every later call of the process fails too, so a fallback after it would turn one fault
+  into a row of refusals;
 - a wait past its deadline with the kernel still running (hung): no memory may be freed under it,
   and no synchronize may be made that never returns.
 The level writes one line on stderr (MARK, the kind, the reason) and the process exits with its
@@ -15,7 +16,8 @@ its own, into a verify JSON file; later steps name it in QUARANTINE_ENV, and a l
 Unavailable, naming the smoke's verdict) a variant the smoke found hung or faulted.
 
     STICKY, CUDNN_FAULTS         the codes and names of the errors that poison a context
-    sticky(exc) -> str | None    the sticky error an exception carries, named
+    sticky(exc) -> str | None    the sticky CUDA error an exception carries, named
+    cudnn_failed(exc) -> str | None   cuDNN's execution failure an exception says (the context probed)
     end(kind, reason)            the line on stderr, then the process exits (EXIT[kind])
     probe(stream, where, exc)    after exc on a fallback path: sticky, or the stream's drain fails: end
     drain(stream, seconds, where)    the stream's work waited for, polled; still running: end (hung)
@@ -65,9 +67,9 @@ PROBE_WAIT_S = 5.0  # a probe's stream given this long to end (a call of LeNet t
 
 
 def sticky(exc: BaseException | str) -> str | None:
-    """The sticky error exc carries ("cudaErrorIllegalAddress (700)", a cuDNN execution failure), or
-    None: by its `status` (CuPy's CUDARuntimeError, CUDADriverError) or its words (cuDNN's, the
-    frontend's, a framework's or a driver's message; a str: a reply's reason)."""
+    """The sticky CUDA error exc carries ("cudaErrorIllegalAddress (700)"), or None: by its `status`
+    (CuPy's CUDARuntimeError, CUDADriverError) or its words (cuDNN's, the frontend's, a framework's or
+    a driver's message; a str: a reply's reason)."""
     status = getattr(exc, "status", None)
     if isinstance(status, int) and status in STICKY:
         return f"{STICKY[status][0]} ({status})"
@@ -76,7 +78,14 @@ def sticky(exc: BaseException | str) -> str | None:
         if any(name in text for name in names) or re.search(rf"\b(error|status|code)\s*:?\s*{code}\b", text,
                                                            re.IGNORECASE):
             return f"{names[0]} ({code})"
-    found = [name for name in CUDNN_FAULTS if name in text]
+    return None
+
+
+def cudnn_failed(exc: BaseException | str) -> str | None:
+    """cuDNN's own word for a kernel of its that failed (CUDNN_FAULTS), where exc says one, else None.
+    It may or may not have poisoned the context (a launch refused for its resources does not): a level
+    probes the context to know; a study's runner gives the group a fresh worker."""
+    found = [name for name in CUDNN_FAULTS if name in str(exc)]
     return max(found, key=len) if found else None
 
 
@@ -97,9 +106,10 @@ def end(kind: str, reason: str) -> None:
 
 
 def probe(stream: Any, where: str, exc: BaseException, seconds: float = PROBE_WAIT_S) -> None:
-    """After exc on a fallback path: where exc is a sticky error, or the context then reports one
-    (the stream drained: polled, then synchronized), the process ends as a fault named by the error
-    (or as hung, the stream still running after `seconds`); else it returns: the fallback may go on."""
+    """After exc on a fallback path: where exc is a sticky CUDA error, or the context then reports one
+    (the stream drained: polled, then synchronized; cuDNN's own execution failure is told so), the
+    process ends as a fault named by the error (or as hung, the stream still running after
+    `seconds`); else it returns: the fallback may go on."""
     name = sticky(exc)
     if name:
         end("fault", f"{name} in {where}: {type(exc).__name__}: {exc}")

@@ -165,8 +165,9 @@ class Runner:
             return None
         if not reply.get("ok"):
             status, reason = reply.get("status", "error"), reply.get("reason")
-            if state.cell.device == "gpu" and gpu_fault.sticky(str(reason)):
-                status = "fault"  # its context is poisoned: the group's next cell gets a fresh worker
+            poisoned = gpu_fault.sticky(str(reason)) or gpu_fault.cudnn_failed(str(reason))
+            if state.cell.device == "gpu" and poisoned:
+                status = "fault"  # its context may be poisoned: the group's next cell gets a fresh worker
                 worker.kill()
             self.finish(state, status, reason)
             return None
