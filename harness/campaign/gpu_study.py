@@ -303,7 +303,8 @@ def in_part(todo: list[steps.Step], part: int, warm: bool | None = None) -> list
     by_name = {s.name: s for s in todo}
     chosen = [by_name[name] for name in PARTS[part]]
     if part != 1 and (SMOKE_FILE.exists() if warm is None else warm):
-        chosen = [replace(s, skip=f"the first command's verdicts are here ({SMOKE_FILE.relative_to(ROOT)})")
+        here = SMOKE_FILE.relative_to(ROOT) if SMOKE_FILE.is_relative_to(ROOT) else SMOKE_FILE
+        chosen = [replace(s, skip=f"the first command's verdicts are here ({here})")
                   if s.name == "smoke" else s for s in chosen]
     return chosen
 
@@ -351,16 +352,17 @@ def estimate(s: steps.Step, measured: dict[str, dict[str, Any]]) -> tuple[float,
 
 
 def step_plan(todo: list[steps.Step], measured: dict[str, dict[str, Any]], budget_s: float,
-              spent_s: float = 0.0) -> list[str]:
+              spent_s: float = 0.0, pack_s: float = 0.0) -> list[str]:
     """The steps in order, each with its seconds (estimate), the running sum (from spent_s: what the
-    command spends before its first step), and the first step the budget would not start."""
+    command spends before its first step; pack_s after each step), and the first step the budget
+    would not start."""
     lines, total = [], spent_s
     for s in todo:
         if s.skip:
             lines.append(f"  {s.name:<20} planned out: {s.skip}")
             continue
         seconds, how = estimate(s, measured)
-        total += seconds
+        total += seconds + pack_s
         over = "  <- past the budget" if total > budget_s else ""
         lines.append(f"  {s.name:<20} {seconds:6.1f} s  ({how}); {total:6.1f} s in all{over}")
     return lines
@@ -386,12 +388,13 @@ def loan_plan(measured: dict[str, dict[str, Any]], full: list[steps.Step]) -> tu
         lines.append(f"command {part} (gpu-study --part {part}), budget {budget} s: the bundle's install "
                      f"{BUNDLE_INSTALL_S:g} s (stated), then each step and {PACK_S:g} s packing it (stated)"
                      + ("; on a warm machine (a cold one runs the smoke again)" if part != 1 else ""))
-        lines += step_plan([s for s in todo if s.name not in OPTIONAL], measured, budget, BUNDLE_INSTALL_S)
+        required = [s for s in todo if s.name not in OPTIONAL]
+        lines += step_plan(required, measured, budget, BUNDLE_INSTALL_S, PACK_S)
         extra = [s for s in todo if s.name in OPTIONAL]
         if extra:
             lines.append("  only if time remains (the budget starts a step with 30 s left, its rows kept "
                          "where it is cut):")
-            lines += step_plan(extra, measured, budget, seconds)
+            lines += step_plan(extra, measured, budget, seconds, PACK_S)
         lines.append(f"  command {part}: {seconds:.0f} s of {budget} s "
                      + ("(fits)" if seconds <= budget else "(OVER: the last steps are cut, their rows kept)"))
     budget = sum(PART_BUDGET_S.values())
@@ -422,6 +425,8 @@ def run_campaign(out: Path, name: str, todo: list[steps.Step], budget_s: float,
     at the start where a second command reads them. Returns (manifest, archive path)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "results").mkdir(exist_ok=True)
+    if into is not None:
+        Path(into).mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {"campaign": name, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                 "budget_s": budget_s, "levels": levels or gpu_levels(),
                                 "levels_all": levels is None, "steps": []}
