@@ -33,10 +33,19 @@ def output_name(row: dict[str, object]) -> str:
     return f"{row['implementation']}-{row['dtype']}-{row['variant']}.npy"
 
 
+def level_of(target: str) -> str:
+    """A target's level: "cuda/rows" -> "cuda", "numpy" -> "numpy"."""
+    return target.split("/", 1)[0]
+
+
+def variants_of(target: str, device: str) -> list[str]:
+    """The variants a target names: one ("cuda/rows"), or every one the level runs on the device."""
+    level = level_of(target)
+    return [target[len(level) + 1:]] if target != level else list(registry.spec(level).variants_for(device))
+
+
 def outputs(target: str, device: str, weights_path: str | Path, out_dir: str, dtype: str = "float32",
             limit: int | None = None, say: Say = print) -> None:
-    from harness.check.verify import level_of, variants_of
-
     name = level_of(target)
     images, _ = mnist.load("test")
     x = mnist.to_input(images[:limit] if limit else images).astype(dtype)
@@ -66,8 +75,6 @@ def main(argv: list[str] | None = None) -> int:
     limit = int(rest[0]) if rest else None
 
     def produce(say: Say) -> None:
-        from harness.check.verify import level_of
-
         for target in names.split(","):
             for dtype in dtypes.split(","):
                 if dtype in registry.spec(level_of(target)).dtypes:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from harness import DEFAULT_WEIGHTS, ROOT, registry
+from harness.check.child import level_of, variants_of
 from harness.data import mnist
 from harness.errors import HarnessError
 from harness.frameworks import gpu_fault
@@ -45,17 +46,6 @@ def check(probs: np.ndarray, reference: np.ndarray, labels: np.ndarray) -> dict[
 
 CHILD_TIMEOUT_S = {"gpu": 150.0, "cpu": 900.0}  # one child's limit: a GPU child checks one level in one dtype
 BAD = ("FAIL", "hung", "fault")  # a check that failed: a wrong answer, a hang, a fault (gpu_fault)
-
-
-def level_of(target: str) -> str:
-    """A target's level: "cuda/rows" -> "cuda", "numpy" -> "numpy"."""
-    return target.split("/", 1)[0]
-
-
-def variants_of(target: str, device: str) -> list[str]:
-    """The variants a target names: one ("cuda/rows"), or every one the level runs on the device."""
-    level = level_of(target)
-    return [target[len(level) + 1:]] if target != level else list(registry.spec(level).variants_for(device))
 
 
 def verify(names: Sequence[str], device: str = "cpu", weights_path: str | Path | None = None,
