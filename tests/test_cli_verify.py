@@ -178,3 +178,14 @@ def test_a_child_that_names_a_hang_or_fault_leaves_the_rest_to_a_fresh_one(tmp_p
     assert rows == [reported, {**expected[1], "status": "hung", "reason": "cuda/resident_rows (float64): still "
                                "running (the verify process for cuda ended with exit code 87)"}]
     assert rest == [expected[2]]
+
+
+def test_a_level_slash_variant_names_one_variant_and_an_unknown_one_is_one_error_line():
+    run = harness("verify", "--implementations", "cuda/nope", "--device", "gpu")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.startswith("ERROR: --implementations: cuda has no variant 'nope' on gpu; it runs fused,")
+    from harness.check.child import level_of, variants_of
+
+    assert level_of("cuda/rows") == "cuda" and variants_of("cuda/rows", "gpu") == ["rows"]
+    assert level_of("tests.fake_impls:FaultingLeNet/good") == "tests.fake_impls:FaultingLeNet"
+    assert variants_of("tests.fake_impls:FaultingLeNet", "cpu") == ["bad", "good"]
