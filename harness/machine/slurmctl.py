@@ -118,9 +118,9 @@ def closed(path: str | Path, mode: int, can: Can = os.access) -> tuple[Path, str
             if not can(str(folder), os.X_OK):
                 return folder, "search"
         if not can(str(way), mode):
-            folder = way.is_dir()
-            verbs = [verb for bit, verb in ((os.R_OK, "list" if folder else "read"), (os.W_OK, "write in"),
-                                            (os.X_OK, "search" if folder else "run")) if mode & bit]
+            is_dir = way.is_dir()
+            verbs = [verb for bit, verb in ((os.R_OK, "list" if is_dir else "read"), (os.W_OK, "write in"),
+                                            (os.X_OK, "search" if is_dir else "run")) if mode & bit]
             return way, " and ".join(verbs)
     return None
 
