@@ -1,5 +1,5 @@
 """Fig. 8: one Keras model on three backends, called four ways (study `backends`), a panel per
-machine and device; each backend keeps its colour whichever backends a panel has."""
+answering machine; each backend keeps its colour and marker whichever backends a panel has."""
 
 import textwrap
 from pathlib import Path
@@ -8,9 +8,9 @@ import matplotlib.ticker
 import pandas as pd
 
 from harness import registry
-from harness.figures import dotplot
+from harness.figures import dotplot, pick
 from harness.figures.grid import panel_grid, same_y_scale
-from harness.figures.style import BACKEND_OF, caption, colour, finish, fmt_ms, ok_cells, panels
+from harness.figures.style import BACKEND_OF, colour, finish, fmt_ms, marker, ok_cells, panels
 from harness.report.claims.rundata import ReportData
 
 REFERENCE = registry.on_rung("reference")[0]  # the NumPy reference: the dotted line in every panel
@@ -41,12 +41,13 @@ def fig_backends(data: ReportData, out: Path) -> Path | None:
     """Fig. 8: one Keras model on three backends, a panel per machine and device; each backend
     keeps its colour in every panel, whichever backends a panel has."""
     cells = ok_cells(data.frame, "backends")
-    cells = cells[cells["batch_size"] == 1] if not cells.empty else cells
+    cells = pick.answering(cells[cells["batch_size"] == 1], data) if not cells.empty \
+        else cells
     if cells.empty:
         return None
     groups = panels(cells)
     stages = ["predict", "predict_on_batch", "call", "compiled"]
-    fig, axes = panel_grid(len(groups))
+    fig, axes = panel_grid(len(groups), height_each=4.2)
     for ax, (device, machine) in zip(axes, groups, strict=True):
         by_backend = backend_rows(cells, device, machine)
         for impl in BACKEND_OF:  # fixed order and fixed offsets: a missing backend leaves a gap
@@ -57,7 +58,7 @@ def fig_backends(data: ReportData, out: Path) -> Path | None:
                     continue
                 ax.errorbar(x + offset, r["median_ms"], yerr=[[r["median_ms"] - r["ci_low_ms"]],
                                                              [r["ci_high_ms"] - r["median_ms"]]],
-                            marker="o", markersize=6, color=colour(impl), markeredgecolor="black",
+                            marker=marker(impl), markersize=7, color=colour(impl), markeredgecolor="black",
                             markeredgewidth=0.5, capsize=2, linestyle="none",
                             label=backend_label(impl) if stage == first_stage(by_backend[impl], stages)
                             else None)
@@ -82,7 +83,4 @@ def fig_backends(data: ReportData, out: Path) -> Path | None:
         ax.set_ylabel("per-image time, median (log scale)")
     same_y_scale(axes)
     fig.suptitle("Fig. 8  One Keras model, three backends, called four ways (dot: median; whisker: 95% CI)")
-    text = ("One Keras model on each backend (legend: Keras on TensorFlow, JAX, PyTorch; not the "
-            "frameworks' own ops). compiled model(x): model(x) inside tf.function (TensorFlow), "
-            "jax.jit (JAX), torch.compile (PyTorch).\n" + caption(data.runs, "backends"))
-    return finish(fig, data.runs, "backends", out, text)
+    return finish(fig, out)
