@@ -6,7 +6,7 @@ nothing)."""
 
 from pathlib import Path
 
-from harness.figures.style import colour, finish, marker, plt
+from harness.figures.style import colour, finish, plt
 from harness.report.claims import headline
 from harness.report.claims.bill import Bill
 from harness.report.claims.rundata import ReportData
@@ -56,7 +56,7 @@ def fig_bill(data: ReportData, out: Path) -> Path | None:
                 continue
             values.append(v)
             if log:
-                ax.plot(v, y, marker=marker(lv.implementation), markersize=7, color=colour(lv.implementation),
+                ax.plot(v, y, marker="o", markersize=8, color=colour(lv.implementation),
                         markeredgecolor="black", markeredgewidth=0.5, linestyle="none", zorder=3)
                 ax.annotate(f"{number(v)}{note(title, bill)}", (v, y), xytext=(6, 0),
                             textcoords="offset points", va="center", fontsize=7)

@@ -22,25 +22,28 @@ from harness.report.claims.headline import SHORT
 from harness.report.claims.rundata import ReportData
 from harness.report.markup import quote
 
-# A level measured on both devices has the same lines of code on both: its CPU arrow is drawn this
-# factor left of its x, its GPU arrow as far right, so that the two stay apart (the caption says so).
-DODGE = 1.06
+# Levels of one count of lines (a level on both devices, Keras' three backends) would stack their
+# arrows on one x: the k-th of n at one x is drawn DODGE ** (k - (n - 1) / 2) times it, CPU first,
+# then the ladder's order, a marker's width apart (the caption says so).
+DODGE = 1.08
 
 
 def arrows(data: ReportData) -> list[dict]:
     """Per level and device (pick.pairs) with lines of code: {implementation, device, machine, x,
     tail, head}: tail the call as first written (None where the answering run did not time it), head
     the fastest call measured (the same cell where the first-written call is the fastest), x its
-    lines of code moved by DODGE where the level is drawn on both devices."""
+    lines of code, moved by DODGE where others share it."""
     found = [p for p in pick.pairs(data) if p["loc"] is not None]
-    both = {p["implementation"] for p in found if p["device"] == "gpu"} & \
-        {p["implementation"] for p in found if p["device"] == "cpu"}
+    share: dict[int, list[int]] = {}  # lines of code -> the indices of found drawn there, in order
+    for k in sorted(range(len(found)), key=lambda k: (found[k]["device"] != "cpu", k)):
+        share.setdefault(found[k]["loc"], []).append(k)
 
-    def x(p: dict) -> float:
-        return p["loc"] * (DODGE ** (1 if p["device"] == "gpu" else -1) if p["implementation"] in both else 1)
+    def x(k: int) -> float:
+        group = share[found[k]["loc"]]
+        return found[k]["loc"] * DODGE ** (group.index(k) - (len(group) - 1) / 2)
 
-    return [{"implementation": p["implementation"], "device": p["device"], "machine": p["machine"], "x": x(p),
-             "tail": p["first"], "head": p["fastest"]} for p in found]
+    return [{"implementation": p["implementation"], "device": p["device"], "machine": p["machine"], "x": x(k),
+             "tail": p["first"], "head": p["fastest"]} for k, p in enumerate(found)]
 
 
 def same_call(a: dict) -> bool:
@@ -76,7 +79,7 @@ def fig_cost(data: ReportData, out: Path) -> Path | None:
     drawn = arrows(data)
     if not drawn:
         return None
-    fig, ax = plt.subplots(figsize=(8, 5.6))
+    fig, ax = plt.subplots(figsize=(9, 6))
     for a in drawn:
         point(ax, a["x"], a["head"], a["device"], a["implementation"], filled=True)
         if not same_call(a):

@@ -45,7 +45,7 @@ def marks_tag(ax: Axes, y: float, cell: pd.Series) -> None:
         ax.text(dotplot.ends(cell)[1] * 1.08, y, " ".join(found), va="center", fontsize=7, color="#555555")
 
 
-MARKS_ROOM = 6.0  # the x axis runs this far past the rightmost whisker: room for its marks
+MARKS_ROOM = 3.0  # the x axis runs this far past the rightmost whisker: room for its marks
 
 
 def fig_latency(data: ReportData, out: Path) -> Path | None:
@@ -114,7 +114,9 @@ def fig_distributions(data: ReportData, out: Path) -> Path | None:
             tint = colour(cell["implementation"])
             base = y + 0.45  # the row's baseline (the axis runs downward: row 0 on top)
             heights = histogram(cell["times_ms"], edges)
-            ax.stairs(base - heights, edges, baseline=base, fill=fastest, color=tint,
+            used = np.flatnonzero(heights)  # from its fastest call's bin to its slowest's: no baseline past them
+            lo, hi = used[0], used[-1] + 1
+            ax.stairs(base - heights[lo:hi], edges[lo:hi + 1], baseline=base, fill=fastest, color=tint,
                       alpha=0.9 if fastest else 1, linewidth=1.2)
             for value, style in ((cell["median_ms"], "-"), (cell["p99_ms"], "--")):
                 ax.plot([value, value], [base, base - ROW], color="black", linestyle=style, linewidth=1.1)

@@ -22,6 +22,7 @@ from harness.figures import dotplot, pick
 from harness.figures.style import OKABE_ITO, colour, finish, fmt_ms, legend_below, ok_cells
 from harness.report.claims.rundata import ReportData, study_rows
 from harness.report.markup import quote
+from harness.report.markup.tables import sig3
 from harness.report.sections import gpu_section
 
 BUSY = "GPU busy time (kernels trace)"
@@ -70,7 +71,7 @@ def gpu_busy_ms(runs: list[dict]) -> dict[tuple[str, str, int], float]:
 def words(r: pd.Series, base: float, how: str, device: str) -> str:
     """The right-hand column: the call's median, its part named for what it is, its marks."""
     if device == "cpu":
-        part = f"{r['median_ms'] / base:,.3g}x the floor"
+        part = f"{sig3(r['median_ms'] / base)}x the floor"
     elif how == BUSY:
         part = f"GPU busy {fmt_ms(base)}, {100 * base / r['median_ms']:.0f}%"
     elif how == RESIDENT:

@@ -53,8 +53,8 @@ def ratio_axis(axes: list) -> None:
 
 
 def fig_precision(data: ReportData, out: Path) -> Path | None:
-    """Fig. 11: float64/float32 within rounds, a dot and its interval per implementation, one
-    panel per machine and device."""
+    """Fig. 11: float64/float32 within rounds, a dot and its interval per implementation, a panel
+    per answering machine."""
     cells = ok_cells(data.frame, "precision")
     if cells.empty:
         return None
@@ -75,10 +75,15 @@ def fig_precision(data: ReportData, out: Path) -> Path | None:
             ax.errorbar(r["ratio"], y, xerr=[[r["ratio"] - r["ci95_low"]], [r["ci95_high"] - r["ratio"]]],
                         marker="o", markersize=6, color=colour(impl), markeredgecolor="black",
                         markeredgewidth=0.6, capsize=2, linestyle="none", zorder=3)
-            ax.annotate(f"{r['ratio']:.2f}x", (r["ci95_high"], y), xytext=(4, 0), textcoords="offset points",
+            right = r["ci95_high"] if r["ci95_high"] == r["ci95_high"] else r["ratio"]  # NaN: no interval
+            ax.annotate(f"{r['ratio']:.2f}x", (right, y), xytext=(4, 0), textcoords="offset points",
                         va="center", fontsize=7)
         ax.axvline(1.0, color="#555555", linestyle=":", linewidth=1, zorder=1)
         dotplot.rows_axis(ax, labels, title)
+    ends = [v for r in found.values() if r for v in (r["ratio"], r["ci95_low"], r["ci95_high"]) if v == v]
+    for ax in fig.axes:  # every dot, whisker and label inside the axes, and 1x
+        ax.set_xscale("log")
+        ax.set_xlim(min([1.0, *ends]) / 1.15, max([1.0, *ends]) * 1.4)
     ratio_axis(fig.axes)
     fig.suptitle("Fig. 11  What double precision costs: float64 time / float32 time, batch 1")
     return finish(fig, out)

@@ -53,7 +53,7 @@ DEVICE_MARKER = {"cpu": "o", "gpu": "s"}
 # One marker per implementation, in the ladder's order, wherever a figure draws several levels in
 # one panel (lines against batch size, the Keras backends): the palette's sand, orange and olive, or
 # its pink and wine, are near in hue for some readers, so two series never share colour and marker.
-MARKERS = "oDs^vP*XhpH<>d"
+MARKERS = "DP*vXhpd>os^<"  # the Keras backends (drawn together in Figs. 8 to 10) the plainest three
 IMPL_MARKERS = {name: MARKERS[k % len(MARKERS)] for k, name in enumerate(IMPL_ORDER)}
 
 
