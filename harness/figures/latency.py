@@ -114,7 +114,7 @@ def fig_distributions(data: ReportData, out: Path) -> Path | None:
             tint = colour(cell["implementation"])
             base = y + 0.45  # the row's baseline (the axis runs downward: row 0 on top)
             heights = histogram(cell["times_ms"], edges)
-            used = np.flatnonzero(heights)  # from its fastest call's bin to its slowest's: no baseline past them
+            used = np.flatnonzero(heights)  # its fastest call's bin to its slowest's: no baseline past them
             lo, hi = used[0], used[-1] + 1
             ax.stairs(base - heights[lo:hi], edges[lo:hi + 1], baseline=base, fill=fastest, color=tint,
                       alpha=0.9 if fastest else 1, linewidth=1.2)
