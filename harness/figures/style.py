@@ -94,9 +94,13 @@ def ladder_sorted(labels: Iterable[str]) -> list[str]:
 
 
 def short_machine(machine: str) -> str:
-    """'vm: AMD EPYC, 2 cores, AVX-512, peak 130 G MAC/s (not fingerprinted)' -> the name without
-    its host or its parenthesis: still one name per machine (harness.report.claims.hosts)."""
-    return machine.split(": ", 1)[-1].split(" (")[0]
+    """'vm: Intel Xeon Processor, AVX-512, AMX, 2 cores, family 6 model 167 ..., kernel 6.18 (not
+    fingerprinted)' -> 'Intel Xeon Processor, AVX-512, AMX, 2 cores': the name without its host, its
+    parenthesis or what harness.report.claims.hosts adds after the cores to tell two of one model
+    apart (a figure draws one machine per device; DETAILS.md names it in full)."""
+    parts = machine.split(": ", 1)[-1].split(" (")[0].split(", ")
+    cores = next((k for k, part in enumerate(parts) if part.endswith(" cores")), len(parts) - 1)
+    return ", ".join(parts[:cores + 1])
 
 
 def panels(cells: pd.DataFrame) -> list[tuple[str, str]]:
