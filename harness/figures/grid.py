@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from harness.figures import batch_lines
 from harness.figures.dotplot import panel_title
-from harness.figures.style import BACKEND_OF, panels, plt
+from harness.figures.style import BACKEND_OF, legend_below, panels, plt
 
 COLUMNS = 3  # panels a row: a 9-inch figure (style.DPI) holds three legible panels side by side
 
@@ -67,6 +67,5 @@ def batch_grid(cells: pd.DataFrame, column: str, groups: Sequence[tuple[str, boo
         for r in range(len(rows)):
             handles, labels = grid[r][c].get_legend_handles_labels()
             found.update({lb: h for h, lb in zip(handles, labels, strict=True) if lb not in found})
-        grid[-1][c].legend(list(found.values()), list(found), frameon=False, fontsize=7, loc="upper center",
-                           bbox_to_anchor=(0.5, -0.25), ncol=2)
+        legend_below(grid[-1][c], list(found.values()), ncol=2)  # a fixed gap under the x label
     return fig, [ax for row in grid for ax in row]
