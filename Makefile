@@ -25,7 +25,7 @@ DEVICES ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cpu,gpu || echo cpu)
 
 .PHONY: install install-gpu run-all test test-fast weights verify verify-gpu studies explain crosscheck smoke \
         loc figures report doctor lint clean offline-bundle gpu-study import-results init-weights lab-kit help \
-        reproduce budget test-emulation docs
+        reproduce budget test-emulation docs house
 
 install: $(STAMP)  ## create .venv and install the project into it (what plain `make` does)
 $(STAMP): pyproject.toml
@@ -170,6 +170,11 @@ lab-kit: $(STAMP)  ## the students' kit of LAB (cpu_numpy, cudnn, cuda): dist/la
 lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+
+# The house's measures (issue 92), read from the code with ast: the grader's class depth, the places
+# that ask which kind a lab is, rooms of one or two modules, forwarders, the registry entry's hooks.
+house: $(STAMP)  ## the house's measures, each beside its target (scripts/house.py; --where lists the places)
+	$(PY) scripts/house.py
 
 # docs/ as a site (mkdocs.yml); strict, so a broken link or a page left out of the nav
 # fails it. `make test` runs the same build (tests/test_docs.py).
