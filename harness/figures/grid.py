@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
@@ -63,7 +64,7 @@ def batch_grid(cells: pd.DataFrame, column: str, groups: Sequence[tuple[str, boo
             ax.set_title(f"{panel_title(device, machine)}\n{what}", fontsize=9, loc="left")
         grid[r][0].set_ylabel(ylabel)
     for c in range(len(groups)):  # the union of a column's lines, under it
-        found: dict[str, object] = {}
+        found: dict[str, Artist] = {}
         for r in range(len(rows)):
             handles, labels = grid[r][c].get_legend_handles_labels()
             found.update({lb: h for h, lb in zip(handles, labels, strict=True) if lb not in found})
