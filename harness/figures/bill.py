@@ -6,7 +6,7 @@ nothing)."""
 
 from pathlib import Path
 
-from harness.figures.style import colour, finish, plt
+from harness.figures.style import colour, finish, plt, short_machine
 from harness.report.claims import headline
 from harness.report.claims.bill import Bill
 from harness.report.claims.rundata import ReportData
@@ -74,5 +74,6 @@ def fig_bill(data: ReportData, out: Path) -> Path | None:
         ax.set_xlabel(xlabel, fontsize=8)
         ax.tick_params(labelsize=8)
     axes[0].set_yticks(range(len(rows)), names)
-    fig.suptitle(f"Fig. 12  The full bill of each level on the CPU ({machines['cpu']})", fontsize=11)
+    cpu = short_machine(machines["cpu"])
+    fig.suptitle(f"Fig. 12  The full bill of each level on the CPU ({cpu})", fontsize=11)
     return finish(fig, out)
