@@ -4,13 +4,16 @@ verify and verify-train, the cells not measured grouped by reason, noisy cells, 
 and the runs behind the report. `python -m harness report` writes it beside REPORT.md."""
 
 from collections import Counter
+from pathlib import Path
 
 import pandas as pd
 
 from harness.draw.style import caption
 from harness.machine.versions import cuda_runtime, cudnn_version
 from harness.measure.store import stats
-from harness.report.claims import bill, headline, reproduce, validity
+from harness import ROOT, registry
+from harness.report import markdown
+from harness.report.claims import bill, headline, loc, reproduce, validity
 from harness.report.claims.rundata import ReportData, find, ratio_ci, source, study_rows
 from harness.report.markup import quote, tables, words
 from harness.report.markup.style import ok_cells
@@ -102,9 +105,27 @@ def environment_row(run: dict) -> list[object]:
 
 
 def code_lines(data: ReportData) -> str:
-    return table(["package", "API level", "part", "files", "code lines", "comment lines"],
-                 [[r["package"], r["api_level"], r["part"], r["files"], r["code"], r["comment"]]
-                  for r in data.loc_rows])
+    """Every counted file's lines, and which levels' call as first written needs it (the headline's
+    count is theirs: loc.first_written); then each level's count as first written against its
+    package's inference lines."""
+    needs: dict[tuple[str, str], list[str]] = {}
+    for name in registry.levels():
+        spec = registry.spec(name)
+        named = loc.first_written_files(name)
+        for r in data.loc_rows:
+            if r["package"] == spec.package and (r["file"] in named if named else r["part"] not in loc.APART):
+                needs.setdefault((r["package"], r["file"]), []).append(registry.short(name))
+    files = table(["package", "file", "part", "code lines", "comment lines", "as first written, needed by"],
+                  [[r["package"], r["file"], r["part"], r["code"], r["comment"],
+                    ", ".join(needs.get((r["package"], r["file"]), [])) or "–"] for r in data.loc_rows])
+    whole = {(r["package"]): 0 for r in data.loc_rows}
+    for r in data.loc_rows:
+        if r["part"] not in loc.APART:
+            whole[r["package"]] += r["code"]
+    levels = table(["level", "as first written (the headline's)", "every variant's inference lines"],
+                   [[registry.display(name), loc.first_written(data.loc_rows, name) or "–",
+                     whole.get(registry.spec(name).package or "", "–")] for name in registry.levels()])
+    return levels + "\n\n" + files
 
 
 def cold_starts(data: ReportData) -> str:
@@ -151,11 +172,24 @@ def verify(data: ReportData) -> str | None:
                   for v in data.verify_rows])
 
 
+GLOSSARY = ROOT / "docs" / "glossary.md"  # the one source of the words' meanings, printed at DETAILS' head
+
+
+def glossary(path: Path = GLOSSARY) -> str:
+    """docs/glossary.md's terms, its title and opening paragraph left out (DETAILS gives its own)."""
+    if not path.is_file():
+        return f"_{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} is missing._"
+    text = path.read_text()
+    start = text.find("\n- ")
+    return text[start + 1:].strip() if start >= 0 else text.strip()
+
+
 def claims(data: ReportData) -> dict:
     """What DETAILS.md says, as data (templates/details.md.j2 words it): each section's table or the
-    block of lines its module makes."""
+    block of lines its module makes, and the opening section markdown.full computes."""
     frame = data.frame
     return {
+        **markdown.full(data), "glossary": glossary(), "marks": list(quote.MARKS.items()),
         "findings": machine_findings.findings(frame, data.loc_rows, data.runs)
         + explain_section.headline(study_rows(data.runs, "explain", only_ok=False)),
         "resamples": stats.BOOTSTRAP_RESAMPLES, "noisy_share": stats.NOISY_CI_OVER_MEDIAN,

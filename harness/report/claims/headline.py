@@ -68,10 +68,8 @@ def default_call(cells: pd.DataFrame, implementation: str) -> pd.Series | None:
 
 
 def inference_loc(loc_rows: list[dict], implementation: str) -> int | None:
-    spec = registry.REGISTRY.get(implementation)
-    package = spec.package if spec else None
-    parts = [r["code"] for r in loc_rows if r["package"] == package and r["part"] not in loc.APART]
-    return sum(parts) if parts else None
+    """One working implementation's lines: the level's call as first written (loc.first_written)."""
+    return loc.first_written(loc_rows, implementation)
 
 
 def why_missing(frame: pd.DataFrame, study: str, machine: str | None, implementation: str,

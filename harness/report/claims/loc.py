@@ -12,7 +12,15 @@ Each implementation package is split by file into the parts a reader wants apart
                  apart from their glue (cuda/resident's host side in C, resident_host.c, is forward)
   graph API variant  cuDNN's graph API through NVIDIA's Python frontend (lenet_cudnn/frontend*.py):
                  a second API in the cudnn package, apart so the legacy-API lines stay comparable
-and the loaders every level shares (MNIST, the HDF5 weights file) are one row of their own.
+and the loaders every level shares (MNIST, the HDF5 weights file) are rows of their own. loc.csv
+has one row per file (its package, its part, its code and comment lines).
+
+One working implementation (the headline's lines of code, first_written): the files of the level's
+package that its call as first written needs, each counted whole, as its registry entry names them
+(`Shown.first_written_files`; none named: every inference file of the package). The rule is by
+file, not by function: a file that also serves other variants (a level's model.py) counts in full,
+so the count is an upper bound of that call's own code; the files only other variants need (another
+kernel file, a second API) are left out. Every file's lines are in DETAILS.
 """
 
 import csv
@@ -20,6 +28,7 @@ import io
 from pathlib import Path
 
 from harness import DEFAULT_LOC_CSV, ROOT, registry
+from harness.errors import HarnessError
 from harness.machine import provenance
 from harness.machine.files import write_atomic
 
@@ -33,7 +42,7 @@ PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding", "cublas.py":
 APART = ("training step", "graph API variant")  # parts outside a level's inference lines (the headline's)
 SHARED = ("harness/data/mnist.py", "harness/data/weights.py")
 CSV_PATH = DEFAULT_LOC_CSV
-FIELDS = ["package", "api_level", "part", "files", "code", "comment"]
+FIELDS = ["package", "api_level", "part", "file", "code", "comment"]
 
 
 analyze = provenance.analyze
@@ -41,23 +50,59 @@ package_files = provenance.package_files  # the files a level's count (and its s
 
 
 def count(root: Path = ROOT) -> list[dict]:
+    """One row per counted file: its package, API level, part, name (in its package's folder, or
+    from the checkout's root for the shared loaders) and pygount's code and comment lines."""
     rows = []
     packages = {spec.package: spec.api_level for spec in registry.REGISTRY.values() if spec.package}
     # one package, counted once: keras, keras_jax and keras_torch are the same lenet_keras code
     targets = [(package, level, package_files(package, root)) for package, level in packages.items()]
     targets.append(("shared loaders", "shared", [root / p for p in SHARED]))
     for package, level, files in targets:
-        parts: dict[str, dict] = {}
+        found = []
         for path in files:
             analysis = analyze(path, package)
             part = "shared" if level == "shared" else PARTS.get(path.name, PARTS.get(path.suffix, "forward"))
-            row = parts.setdefault(part, {"package": package, "api_level": level, "part": part,
-                                          "files": 0, "code": 0, "comment": 0})
-            row["files"] += 1
-            row["code"] += analysis.code_count
-            row["comment"] += analysis.documentation_count
-        rows += sorted(parts.values(), key=lambda r: r["part"])
+            name = str(path.relative_to(root)) if level == "shared" else path.name
+            found.append({"package": package, "api_level": level, "part": part, "file": name,
+                          "code": analysis.code_count, "comment": analysis.documentation_count})
+        rows += sorted(found, key=lambda r: (r["part"], r["file"]))
     return rows
+
+
+def first_written_files(implementation: str) -> tuple[str, ...]:
+    """The package files a level's call as first written needs (its registry entry's
+    `first_written_files`; () where it names none: every inference file)."""
+    return tuple(getattr(registry.spec(implementation).shown, "first_written_files", ()))
+
+
+def first_written(rows: list[dict], implementation: str) -> int | None:
+    """One working implementation's code lines: the files the level's call as first written needs
+    (first_written_files), or, where its entry names none, every file of its package outside the
+    parts apart (training, a second API). None: the level has no package or no row."""
+    spec = registry.REGISTRY.get(implementation)
+    package = spec.package if spec else None
+    named = first_written_files(implementation) if spec else ()
+    mine = [r for r in rows if r["package"] == package]
+    if named:
+        missing = set(named) - {r["file"] for r in mine}
+        if missing:
+            raise HarnessError(f"harness/registry.py, level {implementation!r}: field `first_written_files`: "
+                               f"files of {package}/ that loc.csv counts; found {sorted(missing)}, not among them")
+        mine = [r for r in mine if r["file"] in named]
+    else:
+        mine = [r for r in mine if r["part"] not in APART]
+    return sum(r["code"] for r in mine) if mine else None
+
+
+def by_part(rows: list[dict]) -> list[dict]:
+    """The rows summed per package and part, with how many files each part is (DETAILS' table)."""
+    out: dict[tuple[str, str], dict] = {}
+    for r in rows:
+        row = out.setdefault((r["package"], r["part"]), {**r, "files": 0, "code": 0, "comment": 0})
+        row["files"] += 1
+        row["code"] += r["code"]
+        row["comment"] += r["comment"]
+    return list(out.values())
 
 
 def totals(rows: list[dict]) -> dict[str, int]:
@@ -103,24 +148,31 @@ def fingerprint_path(path: Path) -> Path:
 
 def current_rows(path: Path = CSV_PATH, root: Path = ROOT) -> list[dict]:
     """loc.csv's rows, recounted first (pygount, about two seconds) when the level sources are not
-    the ones it was counted from (their fingerprint, written beside it), so the figures and the
-    report never show stale counts. Without pygount a stale file is an error, not an old number."""
+    the ones it was counted from (their fingerprint, written beside it) or the file is of an older
+    layout, so the figures and the report never show stale counts. Without pygount a stale file is an
+    error, not an old number."""
     stamp = fingerprint_path(path)
     now = fingerprint(root)
-    if path.is_file() and stamp.is_file() and stamp.read_text().strip() == now:
+    if path.is_file() and stamp.is_file() and stamp.read_text().strip() == now and header(path) == FIELDS:
         return read_csv(path)
     try:
         rows = count(root)
     except ImportError as exc:
-        from harness.errors import HarnessError
-
         raise HarnessError(f"{path} was counted from other level sources than these and pygount is "
                            f"missing to recount ({exc}): pip install pygount, then make loc") from exc
     write_csv(rows, path, root)
     return rows
 
 
-def read_csv(path: Path = CSV_PATH) -> list[dict]:
+def header(path: Path) -> list[str]:
     with open(path, newline="") as f:
-        return [{**row, "files": int(row["files"]), "code": int(row["code"]),
-                 "comment": int(row["comment"])} for row in csv.DictReader(f)]
+        return next(csv.reader(f), [])
+
+
+def read_csv(path: Path = CSV_PATH) -> list[dict]:
+    """loc.csv's rows; a file of another layout is an error that says how to recount it."""
+    found = header(path)
+    if found != FIELDS:
+        raise HarnessError(f"{path}: columns {found}, expected {FIELDS}: make loc recounts it")
+    with open(path, newline="") as f:
+        return [{**row, "code": int(row["code"]), "comment": int(row["comment"])} for row in csv.DictReader(f)]
