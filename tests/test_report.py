@@ -38,8 +38,10 @@ def test_loc_equals_pygount_run_by_hand(loc_rows):
 
 
 def test_loc_counts_the_keras_package_once_for_three_backends(loc_rows):
-    keras_parts = [r["part"] for r in loc_rows if r["package"] == "lenet_keras"]
-    assert sorted(keras_parts) == sorted(set(keras_parts)) and "forward" in keras_parts  # once each
+    keras_files = [r["file"] for r in loc.files(loc_rows) if r["package"] == "lenet_keras"]
+    assert sorted(keras_files) == sorted(set(keras_files)) and "model.py" in keras_files  # once each
+    keras_parts = {r["part"] for r in loc_rows if r["package"] == "lenet_keras"}
+    assert "forward" in keras_parts and loc.FIRST in keras_parts  # each backend's first-written count too
     assert ("lenet_torch", "weight layout") in {(r["package"], r["part"]) for r in loc_rows}
     # training code is counted apart, so the inference comparison stays fair
     assert ("lenet_numpy", "training step") in {(r["package"], r["part"]) for r in loc_rows}
@@ -68,7 +70,7 @@ def committed_details(committed_report) -> str:
 
 def test_details_change_when_a_results_row_is_deleted(committed_report, committed_details, results_copy, loc_rows):
     data, before = committed_report, committed_details  # what the copy held before the row went
-    run = next(r for r in data.runs if r["study"] == "api_levels")  # a run in use
+    run = next(r for r in data.runs if r["study"] == "api_levels" and r["run_id"] == data.answer["cpu"])  # in use
     run_dir = results_copy / run["dir"].relative_to(DEFAULT_RESULTS)
     lines = rowfiles.text(run_dir).splitlines(keepends=True)
     victim = next(i for i, line in enumerate(lines)
@@ -89,7 +91,7 @@ def test_details_change_when_a_results_row_is_deleted(committed_report, committe
 
 
 def test_details_numbers_come_from_rows(committed_report, committed_details):
-    text, frame = committed_details, committed_report.frame
+    text, frame = committed_details, details.answering(committed_report).frame  # the answering machines'
     ok = frame[(frame["study"] == "api_levels") & (frame["status"] == "ok")]
     for _, r in ok.iterrows():
         assert details.ms(r["median_ms"]) in text

@@ -3,6 +3,7 @@ alone (and loc.csv): the findings machine by machine, each study's full table, t
 verify and verify-train, the cells not measured grouped by reason, noisy cells, repeatability
 and the runs behind the report. `python -m harness report` writes it beside REPORT.md."""
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -105,26 +106,18 @@ def environment_row(run: dict) -> list[object]:
 
 
 def code_lines(data: ReportData) -> str:
-    """Every counted file's lines, and which levels' call as first written needs it (the headline's
-    count is theirs: loc.first_written); then each level's count as first written against its
-    package's inference lines."""
-    needs: dict[tuple[str, str], list[str]] = {}
-    for name in registry.levels():
-        spec = registry.spec(name)
-        named = loc.first_written_files(name)
-        for r in data.loc_rows:
-            if r["package"] == spec.package and (r["file"] in named if named else r["part"] not in loc.APART):
-                needs.setdefault((r["package"], r["file"]), []).append(registry.short(name))
-    files = table(["package", "file", "part", "code lines", "comment lines", "as first written, needed by"],
-                  [[r["package"], r["file"], r["part"], r["code"], r["comment"],
-                    ", ".join(needs.get((r["package"], r["file"]), [])) or "–"] for r in data.loc_rows])
-    whole = {(r["package"]): 0 for r in data.loc_rows}
-    for r in data.loc_rows:
+    """Each level's lines as first written (the headline's: loc.first_written), what they count, and
+    every variant's inference lines; then every counted file's lines."""
+    whole: dict[str, int] = {}
+    for r in loc.files(data.loc_rows):
         if r["part"] not in loc.APART:
-            whole[r["package"]] += r["code"]
-    levels = table(["level", "as first written (the headline's)", "every variant's inference lines"],
+            whole[r["package"]] = whole.get(r["package"], 0) + r["code"]
+    levels = table(["level", "as first written (the headline's)", "what it counts", "every variant's inference lines"],
                    [[registry.display(name), loc.first_written(data.loc_rows, name) or "–",
+                     ", ".join(f"`{item}`" for item in loc.first_written_code(name)) or "every inference file",
                      whole.get(registry.spec(name).package or "", "–")] for name in registry.levels()])
+    files = table(["package", "file", "part", "code lines", "comment lines"],
+                  [[r["package"], r["file"], r["part"], r["code"], r["comment"]] for r in loc.files(data.loc_rows)])
     return levels + "\n\n" + files
 
 
@@ -184,12 +177,34 @@ def glossary(path: Path = GLOSSARY) -> str:
     return text[start + 1:].strip() if start >= 0 else text.strip()
 
 
+def answering(data: ReportData) -> ReportData:
+    """The data of the machines that answer (each device's answering api_levels run's machine): each
+    device's cells of its machine, and those machines' runs. Every other machine is on a page of its
+    own; DETAILS' tables show these two."""
+    machines = {d: headline.machine_of(data.frame, run_id) for d, run_id in data.answer.items()}
+    machines = {d: m for d, m in machines.items() if m is not None}
+
+    def mine(frame: pd.DataFrame) -> pd.DataFrame:
+        if frame.empty:
+            return frame
+        keep = pd.Series(False, index=frame.index)
+        for device, machine in machines.items():
+            keep |= (frame["device"] == device) & (frame["machine"] == machine)
+        return frame[keep]
+
+    runs = [r for r in data.runs if r["machine"] in machines.values()]
+    return dataclasses.replace(data, runs=runs, frame=mine(data.frame), history=mine(data.history))
+
+
 def claims(data: ReportData) -> dict:
-    """What DETAILS.md says, as data (templates/details.md.j2 words it): each section's table or the
-    block of lines its module makes, and the opening section markdown.full computes."""
+    """What DETAILS.md says, as data (templates/details.md.j2 words it): the opening section
+    markdown.full computes (the machines table: every machine), then each section's table or the block
+    of lines its module makes, of the answering machines (answering)."""
+    opening = markdown.full(data)
+    data = answering(data)
     frame = data.frame
     return {
-        **markdown.full(data), "glossary": glossary(), "marks": list(quote.MARKS.items()),
+        **opening, "glossary": glossary(),
         "findings": machine_findings.findings(frame, data.loc_rows, data.runs)
         + explain_section.headline(study_rows(data.runs, "explain", only_ok=False)),
         "resamples": stats.BOOTSTRAP_RESAMPLES, "noisy_share": stats.NOISY_CI_OVER_MEDIAN,

@@ -13,7 +13,7 @@ from harness import DEFAULT_REPORT, registry
 from harness.draw.style import fmt_ms
 from harness.machine.files import write_atomic
 from harness.measure.store import stats
-from harness.report.claims import drift, headline, validity
+from harness.report.claims import drift, headline
 from harness.report.claims.rundata import ReportData
 from harness.report.markup import quote, words
 from harness.report.sections import cpu_floor, device_tables, findings, first_screen, machines, questions
@@ -110,7 +110,6 @@ def caveats(data: ReportData, by_device: dict, drifts: dict) -> list[str]:
     fastest_gpu = min(gpu_cells, key=lambda c: c["median_ms"]) if gpu_cells else None
     notes = [first_screen.intervals_note(by_device, drifts),
              first_screen.threads_note(first_screen.cpu_threads(data.runs, data.answer.get("cpu"))),
-             first_screen.c_note(data.frame, data.answer.get("cpu")),
              first_screen.resident_note(data.frame, data.runs, fastest_gpu)]
     return [words.say(NOTES, note.pop("words"), **note) for note in notes if note]
 

@@ -15,16 +15,21 @@ Each implementation package is split by file into the parts a reader wants apart
 and the loaders every level shares (MNIST, the HDF5 weights file) are rows of their own. loc.csv
 has one row per file (its package, its part, its code and comment lines).
 
-One working implementation (the headline's lines of code, first_written): the files of the level's
-package that its call as first written needs, each counted whole, as its registry entry names them
-(`Shown.first_written_files`; none named: every inference file of the package). The rule is by
-file, not by function: a file that also serves other variants (a level's model.py) counts in full,
-so the count is an upper bound of that call's own code; the files only other variants need (another
-kernel file, a second API) are left out. Every file's lines are in DETAILS.
+One working implementation (the headline's lines of code, first_written): what the level's call
+as first written needs, as its registry entry names it (`Shown.first_written_code`): a file of the
+level's package, counted whole, or a Python function or class in one ("model.py:build_model",
+"model.py:KerasLeNet"), its lines counted as pygount counts a file's (no blanks, comments or
+docstrings: piece_count). Each level with such a list has one more row, of part FIRST, named
+"level/variant". A level whose entry names nothing counts every inference file of its package. A
+file or class that also serves other variants counts in full, so the count is an upper bound of
+that call's own code; what only other variants need (another kernel file, a second API, another
+backend's class) is left out. Every file's lines are in DETAILS.
 """
 
+import ast
 import csv
 import io
+import tokenize
 from pathlib import Path
 
 from harness import DEFAULT_LOC_CSV, ROOT, registry
@@ -39,7 +44,8 @@ PARTS = {"layout.py": "weight layout", "binding.py": "ffi binding", "cublas.py":
          ".cu": "kernel source", ".cuh": "kernel source", ".c": "kernel source",
          "resident_host.c": "forward",  # cuda/resident's predict in C: host code, not a kernel
          "frontend.py": "graph API variant", "frontend_device.py": "graph API variant"}
-APART = ("training step", "graph API variant")  # parts outside a level's inference lines (the headline's)
+APART = ("training step", "graph API variant")  # parts outside a level's inference lines
+FIRST = "as first written"  # the part of a level's first-written count (first_written_code)
 SHARED = ("harness/data/mnist.py", "harness/data/weights.py")
 CSV_PATH = DEFAULT_LOC_CSV
 FIELDS = ["package", "api_level", "part", "file", "code", "comment"]
@@ -66,49 +72,95 @@ def count(root: Path = ROOT) -> list[dict]:
             found.append({"package": package, "api_level": level, "part": part, "file": name,
                           "code": analysis.code_count, "comment": analysis.documentation_count})
         rows += sorted(found, key=lambda r: (r["part"], r["file"]))
-    return rows
+    return rows + [first_written_row(name, root) for name in registry.levels() if first_written_code(name)]
 
 
-def first_written_files(implementation: str) -> tuple[str, ...]:
-    """The package files a level's call as first written needs (its registry entry's
-    `first_written_files`; () where it names none: every inference file)."""
-    return tuple(getattr(registry.spec(implementation).shown, "first_written_files", ()))
+def first_written_code(implementation: str) -> tuple[str, ...]:
+    """What a level's call as first written needs (its registry entry's `first_written_code`: files
+    of its package, or 'file:Name' for a function or class in one); () where it names nothing."""
+    return tuple(registry.spec(implementation).shown.first_written_code)
+
+
+def first_written_row(implementation: str, root: Path = ROOT) -> dict:
+    """The row of a level's first-written count: the files and pieces its entry names, summed."""
+    spec = registry.spec(implementation)
+    code = comment = 0
+    for item in first_written_code(implementation):
+        file, _, name = item.partition(":")
+        path = root / str(spec.package) / file
+        if not path.is_file():
+            raise HarnessError(f"harness/registry.py, level {implementation!r}: field `first_written_code`: "
+                               f"files of {spec.package}/; found {item!r}, no such file")
+        if name:
+            found = piece_count(path, name, implementation)
+        else:
+            analysis = analyze(path, spec.package)
+            found = (analysis.code_count, analysis.documentation_count)
+        code, comment = code + found[0], comment + found[1]
+    return {"package": spec.package, "api_level": spec.api_level, "part": FIRST,
+            "file": f"{implementation}/{registry.first_written(implementation)}", "code": code, "comment": comment}
+
+
+def piece_count(path: Path, name: str, implementation: str = "") -> tuple[int, int]:
+    """(code, comment) lines of a top-level function or class of a Python file, or a class's method
+    ("KerasLeNet.predict"), decorators included: a line with a token other than a comment is code,
+    unless it is part of a docstring, which counts as comment as a comment line does."""
+    source = path.read_text()
+    tree = ast.parse(source)
+    node: ast.AST | None = tree
+    for part in name.split("."):
+        node = next((n for n in getattr(node, "body", []) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                            ast.ClassDef)) and n.name == part), None)
+        if node is None:
+            raise HarnessError(f"harness/registry.py, level {implementation!r}: field `first_written_code`: "
+                               f"a function or class of {path.name}; found {name!r}, no such definition")
+    assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    end = node.end_lineno or node.lineno
+    docs = set()
+    for n in ast.walk(tree):
+        body = getattr(n, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            docs |= set(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
+    code, comments = set(), set()
+    skip = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER, tokenize.ENCODING}
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        lines = set(range(token.start[0], token.end[0] + 1))
+        if token.type == tokenize.COMMENT:
+            comments |= lines
+        elif token.type not in skip:
+            code |= lines
+    inside = set(range(start, end + 1))
+    return len((code - docs) & inside), len(((comments - code) | docs) & inside)
 
 
 def first_written(rows: list[dict], implementation: str) -> int | None:
-    """One working implementation's code lines: the files the level's call as first written needs
-    (first_written_files), or, where its entry names none, every file of its package outside the
-    parts apart (training, a second API). None: the level has no package or no row."""
+    """One working implementation's code lines: its FIRST row (what its entry's first_written_code
+    names), or, where its entry names nothing, every file of its package outside the parts apart
+    (training, a second API). None: the level has no package or no row."""
     spec = registry.REGISTRY.get(implementation)
-    package = spec.package if spec else None
-    named = first_written_files(implementation) if spec else ()
-    mine = [r for r in rows if r["package"] == package]
-    if named:
-        missing = set(named) - {r["file"] for r in mine}
-        if missing:
-            raise HarnessError(f"harness/registry.py, level {implementation!r}: field `first_written_files`: "
-                               f"files of {package}/ that loc.csv counts; found {sorted(missing)}, not among them")
-        mine = [r for r in mine if r["file"] in named]
-    else:
-        mine = [r for r in mine if r["part"] not in APART]
-    return sum(r["code"] for r in mine) if mine else None
+    if spec is None or spec.package is None:
+        return None
+    if spec.api_level != "none" and first_written_code(implementation):
+        label = f"{implementation}/{registry.first_written(implementation)}"
+        row = next((r for r in rows if r["part"] == FIRST and r["file"] == label), None)
+        if row is None:
+            raise HarnessError(f"loc.csv has no row of {label}'s first-written count: make loc recounts it")
+        return row["code"]
+    mine = [r["code"] for r in rows if r["package"] == spec.package and r["part"] not in (*APART, FIRST)]
+    return sum(mine) if mine else None
 
 
-def by_part(rows: list[dict]) -> list[dict]:
-    """The rows summed per package and part, with how many files each part is (DETAILS' table)."""
-    out: dict[tuple[str, str], dict] = {}
-    for r in rows:
-        row = out.setdefault((r["package"], r["part"]), {**r, "files": 0, "code": 0, "comment": 0})
-        row["files"] += 1
-        row["code"] += r["code"]
-        row["comment"] += r["comment"]
-    return list(out.values())
+def files(rows: list[dict]) -> list[dict]:
+    """The rows of counted files (every row but the first-written counts)."""
+    return [r for r in rows if r["part"] != FIRST]
 
 
 def totals(rows: list[dict]) -> dict[str, int]:
-    """Code lines per package, all parts."""
+    """Code lines per package, all parts (each file once)."""
     out: dict[str, int] = {}
-    for row in rows:
+    for row in files(rows):
         out[row["package"]] = out.get(row["package"], 0) + row["code"]
     return out
 
@@ -136,6 +188,8 @@ def fingerprint(root: Path = ROOT) -> str:
     import hashlib
 
     digest = hashlib.sha256()
+    # what each level's first-written count names (the registry's): a changed list is a recount
+    digest.update(repr([(name, first_written_code(name)) for name in registry.levels()]).encode() + b"\0")
     for path in sources(root):
         digest.update(str(path.relative_to(root)).encode() + b"\0")
         digest.update(path.read_bytes() if path.is_file() else b"(missing)")

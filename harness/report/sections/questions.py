@@ -137,7 +137,9 @@ def backends(levels: list[Level]) -> dict:
                           "ratio": lv.first_ratios.get(device), "ops": registry.short(ops.implementation) if ops else None,
                           "over_ops": ratio_ci(lv.first[device], ops_cell) if ops_cell is not None else None})
         if found:
-            devices.append({"device": device, "backends": found})
+            near = [b for b in found if b["over_ops"]]
+            closest = min(near, key=lambda b: b["over_ops"]["ratio"])["backend"] if len(near) > 1 else None
+            devices.append({"device": device, "backends": found, "closest": closest})
     return {"words": "backends", "devices": devices, "figure": figure("backends")}
 
 
@@ -214,9 +216,12 @@ def knobs(frame: pd.DataFrame, machines: dict) -> dict:
             "figures": {"precision": figure("precision"), "batch": figure("throughput")}}
 
 
+SECOND_MODE = 1.5  # a mean this far above its median: a second mode of slow calls that the median hides
+
+
 def spread(levels: list[Level]) -> dict:
     """Per device, the first-written calls' p99 over their median: the widest and the narrowest tail,
-    and the widest mean over median (a second mode a median hides)."""
+    and the call whose mean is furthest above its median, where SECOND_MODE times it or more."""
     devices = []
     for device in DEVICES:
         cells = [lv.first[device] for lv in levels if device in lv.first
@@ -225,7 +230,8 @@ def spread(levels: list[Level]) -> dict:
             continue
         tails = sorted(cells, key=lambda c: c["p99_ms"] / c["median_ms"])
         means = max(cells, key=lambda c: c["mean_ms"] / c["median_ms"])
-        devices.append({"device": device, "narrow": tails[0], "wide": tails[-1], "mean": means})
+        devices.append({"device": device, "narrow": tails[0], "wide": tails[-1],
+                        "mean": means if means["mean_ms"] >= SECOND_MODE * means["median_ms"] else None})
     return {"words": "spread", "devices": devices, "figure": figure("distributions") or figure("histogram")}
 
 
