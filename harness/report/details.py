@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness import ROOT, registry
 from harness.draw.style import caption
 from harness.machine.versions import cuda_runtime, cudnn_version
 from harness.measure.store import stats
-from harness import ROOT, registry
 from harness.report import markdown
 from harness.report.claims import bill, headline, loc, reproduce, validity
 from harness.report.claims.rundata import ReportData, find, ratio_ci, source, study_rows
@@ -112,12 +112,14 @@ def code_lines(data: ReportData) -> str:
     for r in loc.files(data.loc_rows):
         if r["part"] not in loc.APART:
             whole[r["package"]] = whole.get(r["package"], 0) + r["code"]
-    levels = table(["level", "as first written (the headline's)", "what it counts", "every variant's inference lines"],
+    levels = table(["level", "as first written (the headline's)", "what it counts",
+                    "every variant's inference lines"],
                    [[registry.display(name), loc.first_written(data.loc_rows, name) or "–",
-                     ", ".join(f"`{item}`" for item in loc.first_written_code(name)) or "every inference file",
+                     ", ".join(f"`{i}`" for i in loc.first_written_code(name)) or "every inference file",
                      whole.get(registry.spec(name).package or "", "–")] for name in registry.levels()])
     files = table(["package", "file", "part", "code lines", "comment lines"],
-                  [[r["package"], r["file"], r["part"], r["code"], r["comment"]] for r in loc.files(data.loc_rows)])
+                  [[r["package"], r["file"], r["part"], r["code"], r["comment"]]
+                   for r in loc.files(data.loc_rows)])
     return levels + "\n\n" + files
 
 

@@ -149,11 +149,12 @@ def process_bills(setups: list) -> list[dict]:
         mine, first = row.get("memory") or {}, starter.get("memory") or {}
         if not mine.get("baseline") or not first.get("baseline") or row.get("cold_start_ns") is None:
             continue
-        own = row is starter or (row.get("cell_id") == starter.get("cell_id") and row.get("pid") == starter.get("pid"))
+        own = row is starter or all(row.get(k) == starter.get(k) for k in ("cell_id", "pid"))
         peak = mine.get("first_calls_peak") or mine["model"]
         reached = peak if own else first["import"] + (peak - mine["baseline"])
         import_ns = (row if own else starter).get("import_ns") or 0
-        out.append({"own": own, "startup_s": (import_ns + (row.get("load_ns") or 0) + row["cold_start_ns"]) / 1e9,
+        startup_ns = import_ns + (row.get("load_ns") or 0) + row["cold_start_ns"]
+        out.append({"own": own, "startup_s": startup_ns / 1e9,
                     "peak_mb": reached / MB, "import_s": import_ns / 1e9,
                     "import_mb": (first["import"] - first["baseline"]) / MB})
     return out
@@ -180,14 +181,17 @@ def bill_of(cell: pd.Series, shared: dict[str, float] | None = None) -> Bill | N
         peak, peaks = spread([p["peak_mb"] for p in per])
         imported, _ = spread([p["import_mb"] for p in per])
         import_s, _ = spread([p["import_s"] for p in per])
-        return Bill(cell["implementation"], cell["device"], cell["label"], memory["baseline"] / MB
-                    if isinstance(memory, dict) and memory.get("baseline") else float("nan"),
-                    imported, float("nan"), peak, startup, import_s, cell["load_s"], cell["cold_start_ms"] / 1e3,
+        known = isinstance(memory, dict) and memory.get("baseline")
+        baseline = memory["baseline"] / MB if known else float("nan")
+        return Bill(cell["implementation"], cell["device"], cell["label"], baseline, imported, float("nan"),
+                    peak, startup, import_s, cell["load_s"], cell["cold_start_ms"] / 1e3,
                     sum(found.counted.values()), len(found.counted),
-                    tuple(sorted(found.counted.items(), key=lambda kv: -kv[1])[:3]), sum((shared or {}).values()),
+                    tuple(sorted(found.counted.items(), key=lambda kv: -kv[1])[:3]),
+                    sum((shared or {}).values()),
                     tuple(sorted(found.not_required.items(), key=lambda kv: -kv[1])),
                     sum(found.tools.values()), len(found.tools), found.compiler, found.basis,
-                    flag(cell.get("fresh_compile_cache")), len(per), sum(p["own"] for p in per), startups, peaks)
+                    flag(cell.get("fresh_compile_cache")), len(per), sum(p["own"] for p in per),
+                    startups, peaks)
     if not isinstance(memory, dict) or cell.get("own_process") is False or not memory.get("baseline"):
         return None
     found = install_of(cell.get("installed"), shared, cell["device"])

@@ -94,11 +94,15 @@ def first_written_row(implementation: str, root: Path = ROOT) -> dict:
         if name:
             found = piece_count(path, name, implementation)
         else:
-            analysis = analyze(path, spec.package)
+            analysis = analyze(path, str(spec.package))
             found = (analysis.code_count, analysis.documentation_count)
         code, comment = code + found[0], comment + found[1]
     return {"package": spec.package, "api_level": spec.api_level, "part": FIRST,
-            "file": f"{implementation}/{registry.first_written(implementation)}", "code": code, "comment": comment}
+            "file": f"{implementation}/{registry.first_written(implementation)}", "code": code,
+            "comment": comment}
+
+
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)  # what "file:Name" may name
 
 
 def piece_count(path: Path, name: str, implementation: str = "") -> tuple[int, int]:
@@ -109,12 +113,12 @@ def piece_count(path: Path, name: str, implementation: str = "") -> tuple[int, i
     tree = ast.parse(source)
     node: ast.AST | None = tree
     for part in name.split("."):
-        node = next((n for n in getattr(node, "body", []) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                            ast.ClassDef)) and n.name == part), None)
+        body = getattr(node, "body", [])
+        node = next((n for n in body if isinstance(n, DEFINITIONS) and n.name == part), None)
         if node is None:
             raise HarnessError(f"harness/registry.py, level {implementation!r}: field `first_written_code`: "
                                f"a function or class of {path.name}; found {name!r}, no such definition")
-    assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    assert isinstance(node, DEFINITIONS)
     start = min([node.lineno] + [d.lineno for d in node.decorator_list])
     end = node.end_lineno or node.lineno
     docs = set()
@@ -124,7 +128,8 @@ def piece_count(path: Path, name: str, implementation: str = "") -> tuple[int, i
                 and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
             docs |= set(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
     code, comments = set(), set()
-    skip = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER, tokenize.ENCODING}
+    skip = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER,
+            tokenize.ENCODING}
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         lines = set(range(token.start[0], token.end[0] + 1))
         if token.type == tokenize.COMMENT:
@@ -229,4 +234,5 @@ def read_csv(path: Path = CSV_PATH) -> list[dict]:
     if found != FIELDS:
         raise HarnessError(f"{path}: columns {found}, expected {FIELDS}: make loc recounts it")
     with open(path, newline="") as f:
-        return [{**row, "code": int(row["code"]), "comment": int(row["comment"])} for row in csv.DictReader(f)]
+        return [{**row, "code": int(row["code"]), "comment": int(row["comment"])}
+                for row in csv.DictReader(f)]

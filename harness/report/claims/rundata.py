@@ -116,7 +116,8 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
             impl = row["cell"]["implementation"]
             if impl not in stale:
                 stale[impl] = provenance.change(run["env"].get("provenance"), impl, run["started"])
-            records.append({**cell_record(run, row, own, stale[impl] or ""), "setups": setups.get(row["cell_id"], [])})
+            records.append({**cell_record(run, row, own, stale[impl] or ""),
+                            "setups": setups.get(row["cell_id"], [])})
     frame = pd.DataFrame.from_records(records)
     if not frame.empty:
         frame["images_per_s"] = frame["batch_size"] / (frame["median_ms"] / 1e3)

@@ -10,6 +10,8 @@ says why in a note below the table.
 
 import math
 
+import pandas as pd
+
 from harness import registry
 from harness.report.claims import headline
 from harness.report.claims.headline import Level
@@ -25,7 +27,7 @@ def times(r: dict | None) -> str:
     return "no measurable difference" if includes_one(r) else f"{sig3(r['ratio'])}x"
 
 
-def call(cell) -> str:
+def call(cell: pd.Series) -> str:
     return f"`{cell['variant']}` {quote.short(cell)}"
 
 
@@ -50,10 +52,11 @@ def device_table(levels: list[Level], device: str) -> dict | None:
         first, best = lv.first.get(device), lv.cells[device]
         itself = lv.implementation == raw
         row = [lv.name, lines]
-        row += ([call(first), "1" if itself and first["cell_id"] == best["cell_id"] else times(lv.first_ratios.get(device))]
-                if first is not None else ["– (not measured as first written)", ""])
         same = first is not None and first["cell_id"] == best["cell_id"]
-        row += (["the same call", ""] if same else [call(best), "1" if itself else times(lv.ratios.get(device))])
+        row += ([call(first), "1" if itself and same else times(lv.first_ratios.get(device))]
+                if first is not None else ["– (not measured as first written)", ""])
+        fastest = times(lv.ratios.get(device)) if not itself else "1"
+        row += ["the same call", ""] if same else [call(best), fastest]
         rows.append(row)
         cells += [c for c in (first, best) if c is not None]
     name = registry.short(raw)

@@ -19,6 +19,7 @@ registry (a level's rung, its first-written call, its raw library, Keras' calls 
 """
 
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -74,12 +75,12 @@ def cost(levels: list[Level], machines: dict, runs: list[dict] | None = None) ->
     (its cell, its ratio to the raw library's fastest call within rounds, its lines of code), or why
     it has no number; whether a number was measured on older code (and the run's commit)."""
     by = {lv.implementation: lv for lv in levels}
-    devices = []
+    devices: list[dict[str, Any]] = []
     for device in DEVICES:
         raw = headline.RAW.get(device)
         if raw is None:
             continue
-        rows = []
+        rows: list[dict[str, Any]] = []
         for name in dict.fromkeys(n for n in (raw, under(device, HIGH), HIGH) if n):
             lv = by.get(name)
             cell = lv.first.get(device) if lv else None
@@ -114,7 +115,8 @@ def keras(frame: pd.DataFrame, runs: list[dict], levels: list[Level], machines: 
     first = row["stages"][0] if row else None
     return {"words": "keras", "cell": lv.first.get("cpu") if lv else None,
             "ratio": lv.first_ratios.get("cpu") if lv else None, "raw": registry.short(headline.RAW["cpu"]),
-            "stage": None if first is None else {"share": first["share"], "name": first.get("short") or first["name"]},
+            "stage": None if first is None else {"share": first["share"],
+                                                 "name": first.get("short") or first["name"]},
             "inside": explain_section.inside(row) if row else None, "predict": slow, "instead": instead,
             "explain_command": "make explain", "overhead_command": run_study("overhead", "cpu"),
             "figure": figure("explain")}
@@ -134,7 +136,8 @@ def backends(levels: list[Level]) -> dict:
             ops = by.get(under(device, name) or "")
             ops_cell = ops.first.get(device) if ops else None
             found.append({"backend": registry.display(name).split(" on ")[-1], "cell": lv.first[device],
-                          "ratio": lv.first_ratios.get(device), "ops": registry.short(ops.implementation) if ops else None,
+                          "ratio": lv.first_ratios.get(device),
+                          "ops": registry.short(ops.implementation) if ops else None,
                           "over_ops": ratio_ci(lv.first[device], ops_cell) if ops_cell is not None else None})
         if found:
             near = [b for b in found if b["over_ops"]]
@@ -162,14 +165,15 @@ def training(frame: pd.DataFrame, machines: dict, batch: int = 32) -> dict:
         on_cpu = {r["label"]: r for _, r in cpu.iterrows()}
         slower = [{"label": g["label"], "gpu": g, "cpu": on_cpu[g["label"]],
                    "times": g["median_ms"] / on_cpu[g["label"]]["median_ms"]}
-                  for _, g in gpu.iterrows() if g["label"] in on_cpu and g["median_ms"] > on_cpu[g["label"]]["median_ms"]]
+                  for _, g in gpu.iterrows()
+                  if g["label"] in on_cpu and g["median_ms"] > on_cpu[g["label"]]["median_ms"]]
     return {"words": "training", "batch": batch, "fast": fast, "slow": slow,
             "gpu_measured": gpu is not None and not gpu.empty, "slower": slower,
             "gpu_command": run_study("training", "gpu"), "cpu_command": run_study("training", "cpu"),
             "figure": figure("training")}
 
 
-def ratio_range(pairs: list[tuple[str, dict]]) -> dict | None:
+def ratio_range(pairs: list[tuple[str, dict | None]]) -> dict | None:
     """The least and the greatest of labelled within-round ratios: {low: (label, r), high: (label, r)}."""
     found = [(label, r) for label, r in pairs if r]
     if not found:
@@ -185,8 +189,9 @@ def knobs(frame: pd.DataFrame, machines: dict) -> dict:
     level there (batch_sweep, medians of one run); a training step at the largest thread count
     against the study's own (training)."""
     cpu = machines.get("cpu")
-    precision = []
-    for _, c in ok_cells(frame, "precision", machine=cpu, device="cpu", batch_size=1, dtype="float64").iterrows():
+    precision: list[tuple[str, dict | None]] = []
+    doubles = ok_cells(frame, "precision", machine=cpu, device="cpu", batch_size=1, dtype="float64")
+    for _, c in doubles.iterrows():
         single = find(frame, "precision", c["label"], machine=cpu)
         precision.append((c["label"], ratio_ci(c, single)))
     sweep = ok_cells(frame, "batch_sweep", machine=cpu, device="cpu")
@@ -201,7 +206,7 @@ def knobs(frame: pd.DataFrame, machines: dict) -> dict:
                 batch = {"label": best["label"], "batch": int(best["batch_size"]), "one": one,
                          "per_image_ms": best["median_ms"] / best["batch_size"],
                          "gain": one["median_ms"] / (best["median_ms"] / best["batch_size"])}
-    threads = []
+    threads: list[tuple[str, dict | None]] = []
     cells = ok_cells(frame, "training", machine=cpu, device="cpu", dtype="float32")
     if "threads" in cells:
         for _, c in cells[cells["threads"].notna()].iterrows():
@@ -238,6 +243,6 @@ def spread(levels: list[Level]) -> dict:
 def answers(data: ReportData) -> list[str]:
     """The six answers, each worded by its macro of questions.md.j2."""
     levels, machines = headline.levels(data.frame, data.loc_rows, data.answer)
-    found = [cost(levels, machines, data.runs), keras(data.frame, data.runs, levels, machines), backends(levels),
-             training(data.frame, machines), knobs(data.frame, machines), spread(levels)]
+    found = [cost(levels, machines, data.runs), keras(data.frame, data.runs, levels, machines),
+             backends(levels), training(data.frame, machines), knobs(data.frame, machines), spread(levels)]
     return [words.say(TEMPLATE, claims.pop("words"), number=i, **claims) for i, claims in enumerate(found, 1)]
