@@ -15,7 +15,7 @@ from harness.machine.versions import cuda_runtime, cudnn_version
 from harness.measure.store import stats
 from harness.report import markdown
 from harness.report.claims import bill, headline, loc, reproduce, validity
-from harness.report.claims.rundata import ReportData, find, ratio_ci, source, study_rows
+from harness.report.claims.rundata import ReportData, find, ratio_ci, study_rows
 from harness.report.markup import quote, tables, words
 from harness.report.markup.style import ok_cells
 from harness.report.markup.tables import fmt_ratio, ms, table
@@ -48,13 +48,12 @@ def latency_table(frame: pd.DataFrame, study: str, with_device: bool = False) ->
         flags = " ".join(quote.marks(r))
         row = [r["label"], r["device"], r["batch_size"], r["dtype"], ms(r["median_ms"]),
                quote.ci_column(r), ms(r["p90_ms"]), ms(r["p99_ms"]),
-               ms(r["min_ms"]), r["n"], fmt_ratio(rel), flags or "-", r["machine"]]
+               ms(r["min_ms"]), r["n"], fmt_ratio(rel), flags or "-"]
         if with_device:
             row.insert(5, ms(r["device_median_ms"]))
         rows.append(row)
     headers = ["implementation/variant", "device", "batch", "dtype", "median", "95% CI of median",
-               "p90", "p99", "min", "calls", f"x {reference.split('/')[0]} (within rounds) [95% CI]", "flags",
-               "machine"]
+               "p90", "p99", "min", "calls", f"x {reference.split('/')[0]} (within rounds) [95% CI]", "flags"]
     if with_device:
         headers.insert(5, "device time (median)")
     return table(headers, rows)
@@ -128,13 +127,13 @@ def cold_starts(data: ReportData) -> str:
     if cold.empty:
         return "_None._"
     return table(["implementation/variant", "device", "own process", "framework import", "first call",
-                  "steady-state median", "first / steady", "machine"],
+                  "steady-state median", "first / steady"],
                  [[r["label"], r["device"], "yes" if r["own_process"] else "no",
                    f"{r['import_s']:.2f} s" if r["own_process"] else "–",
                    ms(r["cold_start_ms"]) if r["own_process"] else "–",
                    ms(r["median_ms"]),
-                   tables.sig3(r["cold_start_ms"] / r["median_ms"]) if r["own_process"] else "–",
-                   r["machine"]] for _, r in cold.iterrows()])
+                   tables.sig3(r["cold_start_ms"] / r["median_ms"]) if r["own_process"] else "–"]
+                  for _, r in cold.iterrows()])
 
 
 def explain(data: ReportData) -> list[str]:
@@ -148,23 +147,36 @@ def throughput(data: ReportData) -> str:
     sweep = ok_cells(data.frame, "batch_sweep")
     if sweep.empty:
         return "_No results for study `batch_sweep` yet._"
-    return table(["implementation/variant", "device", "batch", "median per call", "images/s", "machine"],
-                 [[r["label"], r["device"], r["batch_size"], ms(r["median_ms"]),
-                   f"{r['images_per_s']:,.0f}", r["machine"]] for _, r in sweep.iterrows()])
+    return table(["implementation/variant", "device", "batch", "median per call", "images/s"],
+                 [[r["label"], r["device"], r["batch_size"], ms(r["median_ms"]), f"{r['images_per_s']:,.0f}"]
+                  for _, r in sweep.iterrows()])
 
 
 def verify(data: ReportData) -> str | None:
-    """verify's rows, where there are any (None: the section is left out)."""
+    """verify's rows, where there are any (None: the section is left out): the calls that agreed with
+    the reference on every image, one row per device, dtype and number of images (their accuracies'
+    range, their largest difference); every other row on its own."""
     if not data.verify_rows:
         return None
-    return table(["file", "implementation/variant", "device", "dtype", "status", "accuracy",
-                  "argmax agreement", "max abs diff"],
-                 [[source(v), f"{v['implementation']}/{v['variant']}", v["device"],
-                   v.get("dtype", "float32"), v["status"],
-                   f"{v['accuracy']:.4f}" if "accuracy" in v else "-",
-                   f"{v['agree']}/{v['images']}" if "agree" in v else "-",
-                   f"{v['max_abs_diff']:.1e}" if "max_abs_diff" in v else v.get("reason", "-")]
-                  for v in data.verify_rows])
+    whole: dict[tuple, list[dict]] = {}
+    rest = []
+    for v in data.verify_rows:
+        if v["status"] == "ok" and "agree" in v and v["agree"] == v.get("images") and "max_abs_diff" in v:
+            whole.setdefault((v["device"], v.get("dtype", "float32"), v["images"]), []).append(v)
+        else:
+            rest.append(v)
+    rows = []
+    for (device, dtype, images), group in whole.items():
+        accuracy = sorted({f"{v['accuracy']:.4f}" for v in group if "accuracy" in v})
+        rows.append([device, dtype, ", ".join(f"{v['implementation']}/{v['variant']}" for v in group), "ok",
+                     "–".join(dict.fromkeys([accuracy[0], accuracy[-1]])) if accuracy else "-",
+                     f"all {images}/{images}", f"≤ {max(v['max_abs_diff'] for v in group):.1e}"])
+    rows += [[v["device"], v.get("dtype", "float32"), f"{v['implementation']}/{v['variant']}", v["status"],
+              f"{v['accuracy']:.4f}" if "accuracy" in v else "-",
+              f"{v['agree']}/{v['images']}" if "agree" in v else "-",
+              f"{v['max_abs_diff']:.1e}" if "max_abs_diff" in v else v.get("reason", "-")] for v in rest]
+    return table(["device", "dtype", "implementation/variant", "status", "accuracy", "argmax agreement",
+                  "max abs diff"], rows)
 
 
 GLOSSARY = ROOT / "docs" / "glossary.md"  # the one source of the words' meanings, printed at DETAILS' head

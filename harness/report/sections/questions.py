@@ -81,20 +81,25 @@ def cost(levels: list[Level], machines: dict, runs: list[dict] | None = None) ->
         if raw is None:
             continue
         rows: list[dict[str, Any]] = []
+        missing: dict[str, list[str]] = {}  # why -> the levels without a number, for that reason
         for name in dict.fromkeys(n for n in (raw, under(device, HIGH), HIGH) if n):
             lv = by.get(name)
             cell = lv.first.get(device) if lv else None
+            if cell is None:
+                why = lv.missing.get(device, "not measured") if lv else "not measured"
+                missing.setdefault(why, []).append(registry.short(name))
+                continue
             rows.append({"name": registry.short(name), "cell": cell, "loc": lv.loc if lv else None,
-                         "ratio": lv.first_ratios.get(device) if lv and name != raw else None,
-                         "missing": None if cell is not None else
-                         (lv.missing.get(device, "not measured") if lv else "not measured")})
-        cells = [r["cell"] for r in rows if r["cell"] is not None]
+                         "ratio": lv.first_ratios.get(device) if lv and name != raw else None})
+        cells = [r["cell"] for r in rows]
         devices.append({"device": device, "machine": machines.get(device), "rows": rows,
-                        "older": older_code(cells),
+                        "raw": registry.short(raw), "older": older_code(cells),
+                        "missing": [{"names": names, "why": why} for why, names in missing.items()],
                         "commit": commit_of(runs or [], cells[0]) if cells and older_code(cells) else None})
-    lines = [r["loc"] for d in devices[:1] for r in d["rows"] if r["loc"]]
-    return {"words": "cost", "devices": devices, "table": "#on-the-cpu",
-            "fewer": lines[0] / lines[-1] if len(lines) > 1 else None, "figure": figure("cost")}
+    raw_cpu, high = by.get(headline.RAW.get("cpu") or ""), by.get(HIGH)
+    fewer = raw_cpu.loc / high.loc if raw_cpu and high and raw_cpu.loc and high.loc else None
+    return {"words": "cost", "devices": devices, "table": "#on-the-cpu", "fewer": fewer,
+            "raw": registry.short(raw_cpu.implementation) if raw_cpu else None, "figure": figure("cost")}
 
 
 def keras(frame: pd.DataFrame, runs: list[dict], levels: list[Level], machines: dict) -> dict:
@@ -140,9 +145,11 @@ def backends(levels: list[Level]) -> dict:
                           "ops": registry.short(ops.implementation) if ops else None,
                           "over_ops": ratio_ci(lv.first[device], ops_cell) if ops_cell is not None else None})
         if found:
-            near = [b for b in found if b["over_ops"]]
-            closest = min(near, key=lambda b: b["over_ops"]["ratio"])["backend"] if len(near) > 1 else None
-            devices.append({"device": device, "backends": found, "closest": closest})
+            # the fastest backend's predict against the first backend's (Keras on TensorFlow), within rounds
+            best, first = min(found, key=lambda b: b["cell"]["median_ms"]), found[0]
+            compared = comparison(ratio_ci(first["cell"], best["cell"])) if best is not first else None
+            devices.append({"device": device, "backends": found, "first": first["backend"],
+                            "best": {**best, "compared": compared} if compared else None})
     return {"words": "backends", "devices": devices, "figure": figure("backends")}
 
 
@@ -213,7 +220,7 @@ def knobs(frame: pd.DataFrame, machines: dict) -> dict:
             own = steps(frame, cpu, "cpu", int(c["batch_size"]))
             base = own[own["label"] == c["label"]]
             if not base.empty:
-                threads.append((f"{c['label']} at batch {int(c['batch_size'])}", ratio_ci(base.iloc[0], c)))
+                threads.append((f"{c['label']} at batch {int(c['batch_size'])}", ratio_ci(c, base.iloc[0])))
     counts = sorted({int(t) for t in cells["threads"].dropna()}) if "threads" in cells else []
     return {"words": "knobs", "precision": ratio_range(precision), "batch": batch,
             "threads": ratio_range(threads), "thread_count": counts[-1] if counts else None,
