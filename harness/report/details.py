@@ -11,7 +11,6 @@ import pandas as pd
 
 from harness import ROOT, registry
 from harness.draw.style import caption
-from harness.machine.versions import cuda_runtime, cudnn_version
 from harness.measure.store import stats
 from harness.report import markdown
 from harness.report.claims import bill, headline, loc, reproduce, validity
@@ -84,26 +83,6 @@ def lines(block: list[str]) -> str:
     return "\n".join(block)
 
 
-def environments(data: ReportData) -> str:
-    env_rows = [environment_row(run) for run in data.runs]
-    return (table(["study", "run", "host", "CPU", "cores", "GPU", "driver", "CUDA runtime", "cuDNN",
-                   "Python", "TF", "Keras", "JAX", "PyTorch", "NumPy", "threads", "load avg"], env_rows)
-            if env_rows else "_No runs yet._")
-
-
-def environment_row(run: dict) -> list[object]:
-    """A run's machine, GPU, driver and library versions, threads and load."""
-    env = run["env"]
-    pk = env.get("packages", {})
-    gpus = env.get("gpus") or []
-    return [run["study"], run["run_id"], env.get("hostname", "-"), env.get("cpu", "-"),
-            env.get("cpus_usable", "-"), ", ".join(g["name"] for g in gpus) or "none",
-            gpus[0]["driver"] if gpus else "-", cuda_runtime(env) or "-", cudnn_version(env) or "-",
-            env.get("python", "-"), pk.get("tensorflow") or pk.get("tensorflow-cpu") or "-",
-            pk.get("keras", "-"), pk.get("jax", "-"), pk.get("torch", "-"), pk.get("numpy", "-"),
-            (env.get("threads") or {}).get("OPENBLAS_NUM_THREADS", "-"), env.get("loadavg") or "-"]
-
-
 def code_lines(data: ReportData) -> str:
     """Each level's lines as first written (the headline's: loc.first_written), what they count, and
     every variant's inference lines; then every counted file's lines."""
@@ -144,12 +123,19 @@ def explain(data: ReportData) -> list[str]:
 
 
 def throughput(data: ReportData) -> str:
+    """Images per second of each call and device (a row) at each batch size the sweep timed (a column),
+    the median call's time beside it."""
     sweep = ok_cells(data.frame, "batch_sweep")
     if sweep.empty:
         return "_No results for study `batch_sweep` yet._"
-    return table(["implementation/variant", "device", "batch", "median per call", "images/s"],
-                 [[r["label"], r["device"], r["batch_size"], ms(r["median_ms"]), f"{r['images_per_s']:,.0f}"]
-                  for _, r in sweep.iterrows()])
+    batches = sorted(int(b) for b in sweep["batch_size"].unique())
+    rows: dict[tuple[str, str], dict[int, str]] = {}
+    for _, r in sweep.iterrows():
+        rows.setdefault((r["label"], r["device"]), {})[int(r["batch_size"])] = (
+            f"{r['images_per_s']:,.0f} ({ms(r['median_ms'])})")
+    return table(["implementation/variant", "device", *(f"batch {b}: images/s (a call)" for b in batches)],
+                 [[label, device, *(found.get(b, "–") for b in batches)]
+                  for (label, device), found in rows.items()])
 
 
 def verify(data: ReportData) -> str | None:
@@ -223,7 +209,7 @@ def claims(data: ReportData) -> dict:
         + explain_section.headline(study_rows(data.runs, "explain", only_ok=False)),
         "resamples": stats.BOOTSTRAP_RESAMPLES, "noisy_share": stats.NOISY_CI_OVER_MEDIAN,
         "crosschecks": validity.crosscheck_lines(data.crosschecks),
-        "environments": environments(data), "code_lines": code_lines(data),
+        "code_lines": code_lines(data),
         "latency": latency_table(frame, "api_levels"), "cold_starts": cold_starts(data),
         "bill": lines(bill.section(frame, data.answer)),
         "overhead": latency_table(frame, "overhead", with_device=True),

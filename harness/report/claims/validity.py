@@ -92,7 +92,8 @@ def repeatability_section(frame: pd.DataFrame) -> list[str]:
     (of one study or of several) on one machine: how many pairs of their intervals overlap, and the
     cell whose runs' medians lie furthest apart."""
     ok = [] if frame.empty else frame.loc[(frame["status"] == "ok") & (frame["rounds"] >= 2), [
-        "machine", "cell_id", "mode", "study", "run_id", "median_ms", "ci_low_ms", "ci_high_ms"]].to_dict("records")
+        "machine", "cell_id", "mode", "study", "run_id", "median_ms", "ci_low_ms",
+        "ci_high_ms"]].to_dict("records")
     rows, pairs, overlapping = [], 0, 0
     # (machine, cell, mode) -> its runs, in the frame's order: a training step is not an inference call
     groups: dict[tuple[str, str, str], list[dict]] = {}
