@@ -143,9 +143,10 @@ def piece_count(path: Path, name: str, implementation: str = "") -> tuple[int, i
 def first_written(rows: list[dict], implementation: str) -> int | None:
     """One working implementation's code lines: its FIRST row (what its entry's first_written_code
     names), or, where its entry names nothing, every file of its package outside the parts apart
-    (training, a second API). None: the level has no package or no row."""
+    (training, a second API). None: the level has no package or no row; a level whose entry names its
+    code and whose package has rows but no FIRST row is an error (loc.csv of an older layout)."""
     spec = registry.REGISTRY.get(implementation)
-    if spec is None or spec.package is None:
+    if spec is None or spec.package is None or not any(r["package"] == spec.package for r in rows):
         return None
     if spec.api_level != "none" and first_written_code(implementation):
         label = f"{implementation}/{registry.first_written(implementation)}"
