@@ -168,13 +168,18 @@ def verify(data: ReportData) -> str | None:
 GLOSSARY = ROOT / "docs" / "glossary.md"  # the one source of the words' meanings, printed at DETAILS' head
 
 
+REPORT_TERMS = "## Terms of the report"  # the glossary's section DETAILS prints (the rest is the code's and docs')
+
+
 def glossary(path: Path = GLOSSARY) -> str:
-    """docs/glossary.md's terms, its title and opening paragraph left out (DETAILS gives its own)."""
-    if not path.is_file():
-        return f"_{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} is missing._"
-    text = path.read_text()
-    start = text.find("\n- ")
-    return text[start + 1:].strip() if start >= 0 else text.strip()
+    """docs/glossary.md's terms of the report: the list under REPORT_TERMS, to the next section."""
+    name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    text = path.read_text() if path.is_file() else ""
+    if REPORT_TERMS not in text:
+        return f"_{name} has no section `{REPORT_TERMS}`._"
+    section = text.split(REPORT_TERMS, 1)[1].split("\n## ", 1)[0]
+    start = section.find("\n- ")
+    return section[start + 1:].strip() if start >= 0 else section.strip()
 
 
 def answering(data: ReportData) -> ReportData:

@@ -56,7 +56,7 @@ MAX_REQUEUES = 3  # requeues a task asks for itself (the time limit); Slurm's ow
 DEFAULT_MAX_ARRAY = 1001  # Slurm's default MaxArraySize
 # The grader and the worker it times take turns (a call computed, its answer checked, the next
 # images sent), so a task needs about one core at a time (lab bench: 6.3 CPU-seconds a submission,
-# labs/README.md "Class-scale timing"); it asks for the lab's threads + 1, so that the grader's own
+# docs/slurm.md, "Class-scale timing"); it asks for the lab's threads + 1, so that the grader's own
 # work never takes the timed worker's core.
 
 
