@@ -125,12 +125,15 @@ def test_a_stale_cell_is_marked_where_it_is_quoted(results_copy, loc_rows):
     rewrite(run_dir, change_env=lambda env: {**env, "provenance": current})
     text = markdown.build(rundata.load_report(results_copy, loc_rows))
     row = next(line for line in text.splitlines() if line.startswith("| raw library: oneDNN |"))
-    assert "*stale*" not in row  # recorded and unchanged: current
+    assert quote.SYMBOLS["stale"] not in row  # recorded and unchanged: current
 
     old = {**current, "sources": {**current["sources"], "onednn": "0" * 64, "cuda": "0" * 64}}
     rewrite(run_dir, change_env=lambda env: {**env, "provenance": old})
     data = rundata.load_report(results_copy, loc_rows)
     text = markdown.build(data)
+    row = next(line for line in text.splitlines() if line.startswith("| raw library: oneDNN |"))
+    assert quote.SYMBOLS["stale"] in row and f"{quote.SYMBOLS['stale']} measured on an earlier version" in text
+    text = details.build(data)  # the full table says it in words, and what changed
     row = next(line for line in text.splitlines() if line.startswith("| raw library: oneDNN |"))
     assert "*stale*" in row and "*stale*: measured on older code" in text
     assert "*stale* onednn: lenet_onednn changed since it was measured (sources 00000000 ->" in text

@@ -1,7 +1,9 @@
-"""reports/REPORT.md, the answer on its first screen: the question, the headline table, Fig. 1
-(cost against code) and at most six findings; then the figures in reading order with captions,
-a glossary, the machines and the method. Every number is read from a results row or loc.csv;
-every other table is in DETAILS.md (harness/report/details.py). `python -m harness report`."""
+"""reports/REPORT.md, the answer first: the six questions its readers bring, each answered from
+the rows (harness.report.sections.questions), each device's compact table (sections.device_tables),
+Fig. 1 and the figures in reading order with their captions. DETAILS.md (harness/report/details.py)
+holds what a reader does not need first; `full` computes its opening section (the full table with
+its intervals, its notes and the findings), and the machines and the method are there too. Every
+number is read from a results row or loc.csv. `python -m harness report`."""
 
 from pathlib import Path
 
@@ -10,16 +12,18 @@ import pandas as pd
 from harness import DEFAULT_REPORT, registry
 from harness.draw.style import fmt_ms
 from harness.machine.files import write_atomic
-from harness.report.claims import drift, headline, validity
+from harness.measure.store import stats
+from harness.report.claims import drift, headline
 from harness.report.claims.rundata import ReportData
 from harness.report.markup import quote, words
-from harness.report.sections import cpu_floor, findings, first_screen, machines
+from harness.report.sections import cpu_floor, device_tables, findings, first_screen, machines, questions
 from harness.report.sections.gpu_floor_section import MACS
 
 REPORT_PATH = DEFAULT_REPORT
 
 TEMPLATE = "report.md.j2"  # in harness/report/templates/: the words; this module computes what they say
-NOTES = "first_screen.md.j2"  # the notes beside the headline (sections/first_screen.py's claims)
+NOTES = "first_screen.md.j2"  # the notes beside DETAILS' full table (sections/first_screen.py's claims)
+DEVICES = ("cpu", "gpu")
 
 
 # Datasheet FP32 peaks (non-tensor-core), for the arithmetic line only: not measurements.
@@ -100,33 +104,52 @@ def caveats(data: ReportData, by_device: dict, drifts: dict) -> list[str]:
     fastest_gpu = min(gpu_cells, key=lambda c: c["median_ms"]) if gpu_cells else None
     notes = [first_screen.intervals_note(by_device, drifts),
              first_screen.threads_note(first_screen.cpu_threads(data.runs, data.answer.get("cpu"))),
-             first_screen.c_note(data.frame, data.answer.get("cpu")),
              first_screen.resident_note(data.frame, data.runs, fastest_gpu)]
     return [words.say(NOTES, note.pop("words"), **note) for note in notes if note]
 
 
-def claims(data: ReportData) -> dict:
-    """What REPORT.md says, as data (templates/report.md.j2 words it): the newest runs' cells, loc.csv
-    and the cross-checks (the rest is DETAILS.md's)."""
+def full(data: ReportData) -> dict:
+    """DETAILS' opening section, as data (templates/details.md.j2 words it): the full table of the
+    answering runs with its intervals and notes, the findings, the machines and the arithmetic."""
     runs, frame, loc_rows = data.runs, data.frame, data.loc_rows
     drifts = drift.of_machines(runs)
     threads = first_screen.cpu_threads(runs, data.answer.get("cpu"))
     table_lines, by_device = headline.render(frame, loc_rows, data.answer, drifts, threads)
-    figures = [{"number": i, **record} for i, record in enumerate(words.table_of("figures")["figure"], 1)]
     return {"headline": table_lines, "study": headline.STUDY, "sources": sources(data, by_device),
             "other_studies": other_studies(frame, loc_rows, data.answer),
             "raw_libraries": [registry.short(raw) for raw in headline.RAW.values()],
             "notes": caveats(data, by_device, drifts), "stale": stale_lines(frame, data.answer),
-            "partial": partial_lines(data.partial), "cost_figure": figures[0], "figures": figures[1:],
-            "findings": findings.findings(frame, runs, loc_rows, data.answer),
-            "marks": list(quote.MARKS.items()), "machine_table": machines.machine_table(runs),
+            "partial": partial_lines(data.partial),
+            "answer_findings": findings.findings(frame, runs, loc_rows, data.answer),
+            "machine_table": machines.machine_table(runs),
             "machine_difference": machines.difference_line(runs, by_device.get("cpu"), by_device.get("gpu")),
             "floors": floors(data), "macs": MACS,
             "cpu_peak": cpu_floor.peak(cpu_floor.row_of(cpu_floor.arithmetic_run(data.runs,
                                                                                  by_device.get("cpu")))),
             "gpu_peak": gpu_peak(by_device),
-            "call_cost": words.say(NOTES, "call_cost", parts=first_screen.call_cost_claims(frame, by_device)),
-            "crosschecks": validity.crosscheck_lines(data.crosschecks)}
+            "call_cost": words.say(NOTES, "call_cost", parts=first_screen.call_cost_claims(frame, by_device))}
+
+
+def legend(text: str) -> str:
+    """The meaning of each mark's symbol that the text shows (quote.SYMBOLS), in plain words."""
+    seen = [(symbol, mark) for mark, symbol in quote.SYMBOLS.items() if symbol in text]
+    return words.say(questions.TEMPLATE, "legend", seen=seen, noisy_share=stats.NOISY_CI_OVER_MEDIAN,
+                     min_processes=stats.MIN_PROCESSES) if seen else ""
+
+
+def claims(data: ReportData) -> dict:
+    """What REPORT.md says, as data (templates/report.md.j2 words it): the six answers, each device's
+    table and the figures."""
+    levels, by_device = headline.levels(data.frame, data.loc_rows, data.answer)
+    figures = [{"number": i, **record} for i, record in enumerate(words.table_of("figures")["figure"], 1)]
+    said = {s["device"]: s for s in sources(data, by_device)}
+    tables = [{**found, "raw": registry.short(headline.RAW[d]), "source": said.get(d)}
+              for d in DEVICES if (found := device_tables.device_table(levels, d)) is not None]
+    answers = questions.answers(data)
+    return {"answers": answers, "tables": tables, "study": headline.STUDY,
+            "unmeasured": [d for d in DEVICES if d not in {t["device"] for t in tables}],
+            "legend": legend("\n".join(answers + [t["table"] for t in tables])),
+            "cost_figure": figures[0], "figures": figures[1:]}
 
 
 def build(data: ReportData) -> str:

@@ -68,10 +68,8 @@ def default_call(cells: pd.DataFrame, implementation: str) -> pd.Series | None:
 
 
 def inference_loc(loc_rows: list[dict], implementation: str) -> int | None:
-    spec = registry.REGISTRY.get(implementation)
-    package = spec.package if spec else None
-    parts = [r["code"] for r in loc_rows if r["package"] == package and r["part"] not in loc.APART]
-    return sum(parts) if parts else None
+    """One working implementation's lines: the level's call as first written (loc.first_written)."""
+    return loc.first_written(loc_rows, implementation)
 
 
 def why_missing(frame: pd.DataFrame, study: str, machine: str | None, implementation: str,
@@ -236,7 +234,7 @@ def bill_columns(lv: Level, dash: Callable[[str], str]) -> list[str]:
         why = (lv.missing.get("cpu") if "cpu" not in lv.cells
                else "not recorded: the run that answers predates the bill's measurements")
         return [dash(why or "not measured")] + ["–"] * 2
-    return [f"{found.calls_peak_mb:,.0f} MiB ({found.import_mb:,.0f} MiB)", bill.startup_text(found),
+    return [f"{bill.peak_text(found)} ({found.import_mb:,.0f} MiB)", bill.startup_text(found),
             bill.installed_text(found)]
 
 
@@ -293,7 +291,8 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
                f"x {raw_name['gpu']}",
                f"GPU, batch 1, fastest call measured, x {raw_name['gpu']}",
                f"GPU throughput, batch {largest}" if largest else "GPU throughput, largest batch",
-               "memory, CPU: peak resident in calls (import's share)", "start-up, CPU: to the first answer",
+               "memory, CPU: peak resident after its first calls [range over processes] (import's share)",
+               "start-up, CPU: to the first answer [range over processes]",
                bill.INSTALLED_HEADER]
     out = [table(headers, body), ""]
     out += [f"({chr(ord('a') + i)}) {why}." for i, why in enumerate(notes)]

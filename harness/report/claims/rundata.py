@@ -108,6 +108,7 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
     records = []
     for run in runs:
         own = own_process(run["rows"])
+        setups = process_setups(run["rows"])
         stale: dict[str, str | None] = {}
         for row in run["rows"]:
             if row.get("kind") != "cell":
@@ -115,7 +116,8 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
             impl = row["cell"]["implementation"]
             if impl not in stale:
                 stale[impl] = provenance.change(run["env"].get("provenance"), impl, run["started"])
-            records.append(cell_record(run, row, own, stale[impl] or ""))
+            records.append({**cell_record(run, row, own, stale[impl] or ""),
+                            "setups": setups.get(row["cell_id"], [])})
     frame = pd.DataFrame.from_records(records)
     if not frame.empty:
         frame["images_per_s"] = frame["batch_size"] / (frame["median_ms"] / 1e3)
@@ -189,6 +191,18 @@ def own_process(rows: list[dict]) -> dict[str, bool]:
         if row.get("kind") == "setup" and row.get("pid") is not None:
             out[row["cell_id"]] = row["pid"] not in seen
             seen.add(row["pid"])
+    return out
+
+
+def process_setups(rows: list[dict]) -> dict[str, list[tuple[dict, dict]]]:
+    """cell_id -> (its setup row, the setup row of the cell its worker process started for) in each
+    process that set it up, in order: what the bill reads per process (bill.process_bills)."""
+    starters: dict[int, dict] = {}
+    out: dict[str, list[tuple[dict, dict]]] = {}
+    for row in rows:
+        if row.get("kind") == "setup" and row.get("pid") is not None:
+            starter = starters.setdefault(row["pid"], row)
+            out.setdefault(row["cell_id"], []).append((row, starter))
     return out
 
 

@@ -1,6 +1,7 @@
 """The sections that write the report from the claims: the findings and each section of DETAILS.md.
 
-    findings, machine_findings       REPORT.md's six findings; DETAILS.md's, machine by machine
+    questions, device_tables         REPORT.md's six questions answered, and each device's compact table
+    findings, machine_findings       DETAILS.md's findings of the answering runs; and machine by machine
     first_screen                     what the first screen says beside its numbers (computed sentences)
     cpu_targets, cpu_floor           the CPU ladder's targets; the CPU's arithmetic floor
     gpu_section                      the GPU half: the ladder, the targets, where a GPU call goes
