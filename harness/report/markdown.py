@@ -10,10 +10,10 @@ import pandas as pd
 from harness import DEFAULT_REPORT, registry
 from harness.draw.style import fmt_ms
 from harness.machine.files import write_atomic
-from harness.report.claims import drift, headline, validity
-from harness.report.claims.rundata import ReportData
+from harness.report.claims import headline, validity
+from harness.report.claims.rundata import ReportData, pooling
 from harness.report.markup import quote, words
-from harness.report.sections import cpu_floor, findings, first_screen, machines
+from harness.report.sections import cpu_floor, findings, first_screen, machine_pages, machines
 from harness.report.sections.gpu_floor_section import MACS
 
 REPORT_PATH = DEFAULT_REPORT
@@ -97,14 +97,14 @@ def other_studies(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None
     return [{"study": study, "cells": cells} for study, cells in sorted(others.items())]
 
 
-def caveats(data: ReportData, by_device: dict, drifts: dict) -> list[str]:
+def caveats(data: ReportData) -> list[str]:
     """The first screen's notes beside the headline (harness.report.sections.first_screen), each a
     paragraph; a note with nothing to say is left out."""
     levels, _machines = headline.levels(data.frame, data.loc_rows, data.answer)
     gpu_cells = [lv.cells["gpu"] for lv in levels
                  if "gpu" in lv.cells and registry.computes(lv.implementation)]
     fastest_gpu = min(gpu_cells, key=lambda c: c["median_ms"]) if gpu_cells else None
-    notes = [first_screen.intervals_note(by_device, drifts),
+    notes = [first_screen.intervals_note(pooling(data.frame, data.answer)),
              first_screen.threads_note(first_screen.cpu_threads(data.runs, data.answer.get("cpu"))),
              first_screen.c_note(data.frame, data.answer.get("cpu")),
              first_screen.resident_note(data.frame, data.runs, fastest_gpu)]
@@ -115,17 +115,17 @@ def claims(data: ReportData) -> dict:
     """What REPORT.md says, as data (templates/report.md.j2 words it): the newest runs' cells, loc.csv
     and the cross-checks (the rest is DETAILS.md's)."""
     runs, frame, loc_rows = data.runs, data.frame, data.loc_rows
-    drifts = drift.of_machines(runs)
     threads = first_screen.cpu_threads(runs, data.answer.get("cpu"))
-    table_lines, by_device = headline.render(frame, loc_rows, data.answer, drifts, threads)
+    table_lines, by_device = headline.render(frame, loc_rows, data.answer, threads)
     figures = [{"number": i, **record} for i, record in enumerate(words.table_of("figures")["figure"], 1)]
     return {"headline": table_lines, "study": headline.STUDY, "sources": sources(data, by_device),
             "other_studies": other_studies(frame, loc_rows, data.answer),
             "raw_libraries": [registry.short(raw) for raw in headline.RAW.values()],
-            "notes": caveats(data, by_device, drifts), "stale": stale_lines(frame, data.answer),
+            "notes": caveats(data), "stale": stale_lines(frame, data.answer),
             "partial": partial_lines(data.partial), "cost_figure": figures[0], "figures": figures[1:],
             "fig1_lines": fig1_lines(data), "findings": findings.findings(frame, runs, loc_rows, data.answer),
-            "marks": list(quote.MARKS.items()), "machine_table": machines.machine_table(runs),
+            "marks": list(quote.MARKS.items()),
+            "machine_table": machines.machine_table(runs, machine_pages.names(data), data.machines),
             "machine_difference": machines.difference_line(runs, by_device.get("cpu"), by_device.get("gpu")),
             "floors": floors(data), "macs": MACS,
             "cpu_peak": cpu_floor.peak(cpu_floor.row_of(cpu_floor.arithmetic_run(data.runs,
