@@ -127,6 +127,10 @@ def test_committed_figures_and_report_are_reproduced_byte_for_byte_without_tenso
     assert (tmp_path / "DETAILS.md").read_text().startswith("# lenet-levels: the details")
     for name in ("REPORT.md", "DETAILS.md"):
         assert (tmp_path / name).read_text() == (ROOT / "reports" / name).read_text(), name
+    pages = sorted(p.name for p in (tmp_path / "machines").glob("*.md"))  # every other machine's page
+    assert pages == sorted(p.name for p in (ROOT / "reports" / "machines").glob("*.md"))
+    for name in pages:
+        assert (tmp_path / "machines" / name).read_text() == (ROOT / "reports" / "machines" / name).read_text(), name
     rebuilt = sorted(p.name for p in (tmp_path / "figures").glob("*.png"))
     assert "fig01_cost_vs_code.png" in rebuilt and "fig02_loc.png" in rebuilt and "fig03_latency.png" in rebuilt
     assert rebuilt == sorted(p.name for p in committed_figures.glob("*.png"))

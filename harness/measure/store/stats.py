@@ -314,8 +314,8 @@ def median_interval(values: Sequence[float] | np.ndarray, resamples: int = BOOTS
     return _percentile_interval(np.median(array[picks], axis=1))
 
 
-def _round_ratios(rounds_a: Rounds, rounds_b: Rounds, processes_a: Sequence[int] | None,
-                  processes_b: Sequence[int] | None) -> tuple[np.ndarray, list[int]]:
+def _round_ratios(rounds_a: Rounds, rounds_b: Rounds, processes_a: Sequence[Hashable] | None,
+                  processes_b: Sequence[Hashable] | None) -> tuple[np.ndarray, list[int]]:
     """Each shared round's median(a) / median(b), and the pair of processes (labels_of) that made it."""
     labels_a, labels_b = labels_of(rounds_a, processes_a), labels_of(rounds_b, processes_b)
     triples = [(float(np.median(a)) / float(np.median(b)), (pa, pb))
@@ -325,8 +325,8 @@ def _round_ratios(rounds_a: Rounds, rounds_b: Rounds, processes_a: Sequence[int]
 
 
 def round_ratio(rounds_a: Rounds, rounds_b: Rounds, resamples: int = BOOTSTRAP_RESAMPLES,
-                seed: int = 0, processes_a: Sequence[int] | None = None,
-                processes_b: Sequence[int] | None = None) -> dict[str, Any] | None:
+                seed: int = 0, processes_a: Sequence[Hashable] | None = None,
+                processes_b: Sequence[Hashable] | None = None) -> dict[str, Any] | None:
     """Median over rounds of median(a in round r) / median(b in round r), with a 95% interval
     from resampling the rounds' ratios; with processes (which process each round of a and of b
     came from), the rounds' ratios are grouped by the pair of processes that made them and

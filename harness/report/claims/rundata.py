@@ -221,7 +221,12 @@ def load_with_history(root: Path = DEFAULT_RESULTS,
         return runs, history, history
     parts = [history[(history["study"] == r["study"]) & (history["run_id"] == r["run_id"])]
              for r in runs]
-    return runs, pool(pd.concat(parts, ignore_index=True), history, every), history
+    frame = pool(pd.concat(parts, ignore_index=True), history, every)
+    machines = answering_machines(runs, frame)
+    # each cell: whether its machine answers for its device (answer_run reads it)
+    frame["answering"] = [machines.get(device) == machine
+                          for device, machine in zip(frame["device"], frame["machine"], strict=True)]
+    return runs, frame, history
 
 
 # --- a result: every run of the same code on the same machine ----------------------------------
@@ -347,13 +352,16 @@ def crosscheck_records(root: Path = DEFAULT_RESULTS) -> list[dict]:
 
 def answer_run(frame: pd.DataFrame, device: str, machine: str | None = None) -> str | None:
     """The api_levels run that answers for `device`: the newest (in this checkout's order) with an ok cell
-    on the device, of `machine` where one is named (answering_machines', or `make report MACHINE=...`)."""
+    on the device, of `machine` where one is named (`make report MACHINE=...`), else of the machine
+    that answers for the device (the frame's `answering` column, load's: answering_machines)."""
     if frame.empty:
         return None
     cells = frame[(frame["study"] == "api_levels") & (frame["status"] == "ok") & (frame["device"] == device)
                   & (frame["implementation"] != "null")]
     if machine is not None:
         cells = cells[cells["machine"] == machine]
+    elif "answering" in cells and cells["answering"].any():
+        cells = cells[cells["answering"].astype(bool)]
     if cells.empty:
         return None
     newest = cells.sort_values(["run_order", "run_id"]).iloc[-1]

@@ -106,7 +106,10 @@ def page(data: ReportData, machine: str, name: str) -> str:
 
     env = newest_envs(data.runs)[machine]
     mine = [r for r in data.runs if r["machine"] == machine]
-    described = machines_table.describe(env, set().union(*(machines_table.measured_levels(r) for r in mine)))
+    measured: set[str] = set()
+    for run in mine:
+        measured |= machines_table.measured_levels(run)
+    described = machines_table.describe(env, measured)
     devices = []
     for device in ("cpu", "gpu"):
         run = next((r for r in sorted(mine, key=lambda r: (r["order"], r["run_id"]), reverse=True)
