@@ -443,4 +443,4 @@ def pooled_round_ratio(runs: Sequence[tuple[Run, Run]], resamples: int = BOOTSTR
     return {"ratio": float(np.median(ratios)), "min": float(np.min(ratios)), "max": float(np.max(ratios)),
             "rounds": int(ratios.size), "ci95_low": low, "ci95_high": high,
             "thin": int(ratios.size) < MIN_ROUNDS, "processes": len(set(zip(run_of, pairs, strict=True))),
-            "process_ratios": run_ratios, "run_ratios": run_ratios, "runs": len(kept)}
+            "run_ratios": run_ratios, "runs": len(kept)}
