@@ -33,6 +33,11 @@ class Shown:
     ladder: tuple[tuple[str, ...], ...] = ()  # Fig. 1's lines through it: paths of level names, bottom first
     order: int | None = None  # its place on the ladder, bottom first (None: not in the report's rows)
     colour: str | None = None  # its colour in every figure
+    # its call as a newcomer first writes it, following `guide` (the level's own documentation):
+    # one of its variants ("" for the null level); the report compares levels by this call and by
+    # their fastest, never a tuned call of one level against the first-written call of another
+    first_written: str = ""
+    guide: str = ""  # the address of the documentation the first-written call follows
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,10 @@ def check_entry(spec: ImplSpec) -> None:
     if not COLOUR.match(shown.colour or ""):
         raise refuse(spec.name, "colour", "its colour in every figure, '#RRGGBB'", shown.colour)
     within("raw_for", shown.raw_for, spec.devices, "devices of its own")
+    within("first_written", (shown.first_written,), spec.variants, "one variant of its own")
+    if not shown.guide.startswith("https://"):
+        raise refuse(spec.name, "guide", "the https:// address of the documentation its first-written "
+                     "call follows", shown.guide)
 
 
 def check_registry(registry: dict[str, ImplSpec]) -> None:
@@ -185,12 +194,16 @@ REGISTRY = {
                  ("default",), ("float32", "float64"), "lenet_numpy",
                  trainer="lenet_numpy.train:NumpyTrainer", train_variants=("default",),
                  shown=Shown(display="NumPy reference", short="NumPy ref.", rung="reference", order=130,
+                             first_written="default",
+                             guide="https://numpy.org/doc/stable/user/absolute_beginners.html",
                              colour="#000000"),
                  installs=Installs(versions=(("NumPy", "numpy"),))),
         ImplSpec("tf", "lenet_tf.model:TFLeNet", "tensorflow-ops", ("cpu", "gpu"),
                  ("function", "eager", "xla"), ("float32", "float64"), "lenet_tf",
                  trainer="lenet_tf.train:TFTrainer", train_variants=("function", "eager"), explain=("eager",),
                  shown=Shown(display="TensorFlow ops", short="TF ops", rung="framework ops", order=70,
+                             first_written="eager",
+                             guide="https://www.tensorflow.org/guide/basics",
                              colour="#E69F00"),
                  installs=Installs(versions=TF, frameworks=("tensorflow",))),
         ImplSpec("jax", "lenet_jax.model:JaxLeNet", "jax-ops", ("cpu", "gpu"),
@@ -198,6 +211,8 @@ REGISTRY = {
                  trainer="lenet_jax.train:JaxTrainer", train_variants=("jit",), explain=("eager",),
                  trace="all",
                  shown=Shown(display="JAX ops", short="JAX ops", rung="framework ops", order=80,
+                             first_written="eager",
+                             guide="https://docs.jax.dev/en/latest/quickstart.html",
                              colour="#009E73"),
                  installs=Installs(versions=(("JAX", "jax"),), frameworks=("jax",))),
         ImplSpec("torch", "lenet_torch.model:TorchLeNet", "torch-ops", ("cpu", "gpu"),
@@ -205,6 +220,8 @@ REGISTRY = {
                  gpu_only=("cudagraph",), trainer="lenet_torch.train:TorchTrainer",
                  train_variants=("eager", "compile"), explain=("eager",), trace="all",
                  shown=Shown(display="PyTorch ops", short="PyTorch ops", rung="framework ops", order=90,
+                             first_written="eager",
+                             guide="https://docs.pytorch.org/tutorials/beginner/basics/buildmodel_tutorial.html",
                              colour="#D55E00"),
                  installs=Installs(versions=(("PyTorch", "torch"),), frameworks=("torch",))),
         ImplSpec("keras", "lenet_keras.model:KerasLeNet", "keras", ("cpu", "gpu"),
@@ -213,7 +230,10 @@ REGISTRY = {
                  trainer="lenet_keras.train:KerasTrainer", train_variants=KERAS_TRAIN,
                  hooks=(("build_model", "lenet_keras.model:build_model"),), explain=("predict",),
                  shown=Shown(display="Keras on TensorFlow", short="Keras/TF", rung="high-level API",
-                             order=100, colour="#CC79A7"),
+                             order=100,
+                             first_written="predict",
+                             guide="https://keras.io/guides/sequential_model/",
+                             colour="#CC79A7"),
                  installs=Installs(versions=KERAS + TF, frameworks=("keras", "tensorflow"))),
         ImplSpec("keras_jax", "lenet_keras.model:KerasJaxLeNet", "keras", ("cpu", "gpu"),
                  (*KERAS_CALLS, "jit"), ("float32",),
@@ -221,6 +241,8 @@ REGISTRY = {
                  trainer="lenet_keras.train:KerasJaxTrainer", train_variants=KERAS_TRAIN,
                  explain=("predict",), trace=("predict",),
                  shown=Shown(display="Keras on JAX", short="Keras/JAX", rung="high-level API", order=110,
+                             first_written="predict",
+                             guide="https://keras.io/guides/sequential_model/",
                              colour="#117733"),
                  installs=Installs(versions=(*KERAS, ("JAX", "jax")), frameworks=("keras", "jax"))),
         ImplSpec("keras_torch", "lenet_keras.model:KerasTorchLeNet", "keras", ("cpu", "gpu"),
@@ -229,7 +251,10 @@ REGISTRY = {
                  trainer="lenet_keras.train:KerasTorchTrainer", train_variants=KERAS_TRAIN,
                  explain=("predict",), trace=("predict",),
                  shown=Shown(display="Keras on PyTorch", short="Keras/PyTorch", rung="high-level API",
-                             order=120, colour="#882255"),
+                             order=120,
+                             first_written="predict",
+                             guide="https://keras.io/guides/sequential_model/",
+                             colour="#882255"),
                  installs=Installs(versions=(*KERAS, ("PyTorch", "torch")), frameworks=("keras", "torch"))),
         # hand-written CUDA C kernels (NVRTC through CuPy): the GPU's floor, the CUDA lab's rung
         ImplSpec("cuda", "lenet_cuda.model:CudaLeNet", "cuda", ("gpu",),
@@ -246,6 +271,8 @@ REGISTRY = {
                  floor=("resident", "resident_rows", "persistent", "mapped", "rows", "cluster", "graph"),
                  trace="all",
                  shown=Shown(display="hand-written CUDA", short="CUDA", rung="hand-written", order=10,
+                             first_written="layers",
+                             guide="https://docs.nvidia.com/cuda/cuda-c-programming-guide/",
                              ladder=(("cuda", "cudnn"),), colour="#332288"),
                  installs=Installs(versions=(*CUPY, ("", "nvidia-cuda-nvrtc-cu12"),
                                              ("", "nvidia-cuda-nvrtc")), frameworks=("cupy",))),
@@ -256,7 +283,10 @@ REGISTRY = {
                  hooks=(("library", "lenet_cudnn.binding:probe"),
                         ("cublaslt", "lenet_cudnn.cublaslt:probe")), floor=("graph",), trace="all",
                  shown=Shown(display="raw library: cuDNN", short="cuDNN", rung="raw library",
-                             raw_for=("gpu",), order=20, colour="#0072B2",
+                             raw_for=("gpu",), order=20,
+                             first_written="tuned",
+                             guide="https://docs.nvidia.com/deeplearning/cudnn/backend/latest/developer/overview.html",
+                             colour="#0072B2",
                              ladder=(("cudnn", "tf", "keras"), ("cudnn", "jax", "keras_jax"),
                                      ("cudnn", "torch", "keras_torch"))),
                  installs=Installs(versions=(*CUPY, ("", "nvidia-cudnn-cu12"), ("", "nvidia-cudnn-cu13"),
@@ -272,7 +302,10 @@ REGISTRY = {
                  trainer="lenet_onednn.train:OnednnTrainer", train_variants=("default",),
                  hooks=(("library", "lenet_onednn.binding:probe"),), floor=("tuned",),
                  shown=Shown(display="raw library: oneDNN", short="oneDNN", rung="raw library",
-                             raw_for=("cpu",), order=50, colour="#56B4E9",
+                             raw_for=("cpu",), order=50,
+                             first_written="tuned",
+                             guide="https://uxlfoundation.github.io/oneDNN/page_cnn_inference_f32_cpp.html",
+                             colour="#56B4E9",
                              ladder=(("onednn", "tf", "keras"), ("onednn", "jax", "keras_jax"),
                                      ("onednn", "torch", "keras_torch"), ("onednn", "onnx"))),
                  installs=Installs(versions=(("", "onednn-cpu-gomp"),))),
@@ -281,7 +314,10 @@ REGISTRY = {
                  ("fused", "layers"), ("float32", "float64"), "lenet_numba",
                  hooks=(("cpu_target", "lenet_numba.model:cpu_target"),), floor=("fused",),
                  shown=Shown(display="compiled from Python (Numba)", short="Numba",
-                             rung="compiled from Python", order=40, colour="#DDCC77"),
+                             rung="compiled from Python", order=40,
+                             first_written="layers",
+                             guide="https://numba.readthedocs.io/en/stable/user/5minguide.html",
+                             colour="#DDCC77"),
                  installs=Installs(versions=(("Numba", "numba"), ("", "llvmlite")), frameworks=("numba",))),
         # hand-written C compiled at run time by the system's C compiler for this CPU: the CUDA
         # level's twin on the CPU (AVX-512 intrinsics where the CPU has them)
@@ -293,6 +329,8 @@ REGISTRY = {
                         ("layer_split", "lenet_c.explain.stages:layer_split"),
                         ("system_tools", "lenet_c.build:toolchain")), floor=("fused",),
                  shown=Shown(display="hand-written C", short="C", rung="hand-written", order=30,
+                             first_written="layers",
+                             guide="https://cs231n.github.io/convolutional-networks/",
                              ladder=(("c", "numba", "onednn"),), colour="#AA4499"),
                  installs=Installs(compile_cache="c")),
         # the Keras model exported to ONNX (once per weights file), run by an inference engine
@@ -300,7 +338,10 @@ REGISTRY = {
                  ("run", "iobinding", "openvino"), ("float32",), "lenet_onnx",
                  hooks=(("doctor", "lenet_onnx.doctor.engines:probe"),),
                  shown=Shown(display="inference engine", short="ONNX engine", rung="inference engine",
-                             order=60, ladder=(("onnx", "keras"),), colour="#999933"),
+                             order=60,
+                             first_written="run",
+                             guide="https://onnxruntime.ai/docs/get-started/with-python.html",
+                             ladder=(("onnx", "keras"),), colour="#999933"),
                  installs=Installs(versions=(("ONNX Runtime", "onnxruntime"), ("OpenVINO", "openvino"),
                                              ("", "onnx"), ("", "tf2onnx")),
                                    frameworks=("onnxruntime", "openvino"),
@@ -311,6 +352,11 @@ check_registry(REGISTRY)  # an incomplete entry stops here, naming its field
 # implementation -> the Keras backend its worker runs (read from its env: written once, above)
 KERAS_BACKENDS = {name: dict(spec.env)["KERAS_BACKEND"] for name, spec in REGISTRY.items()
                   if "KERAS_BACKEND" in dict(spec.env)}
+
+
+def first_written(name: str) -> str:
+    """A level's call as a newcomer first writes it (Shown.first_written): 'eager' for TF ops."""
+    return spec(name).shown.first_written or spec(name).variants[0]
 
 
 def compiled_call(name: str) -> str:

@@ -33,7 +33,8 @@ ENTRY = """\
                  trainer="lenet_fake.model:FakeTrainer", train_variants=("default",), floor=("default",),
                  explain=("default",), trace="all",
                  shown=Shown(display="a fake level", short="Fake", rung="inference engine", order=65,
-                             ladder=(("onednn", "fake", "keras"), ("numpy", "fake")), colour="#123456"),
+                             ladder=(("onednn", "fake", "keras"), ("numpy", "fake")), colour="#123456",
+                             first_written="default", guide="https://example.org/fake-engine/get-started"),
                  installs=Installs(versions=(("Fake engine", "fake-engine"),), frameworks=("fake_engine",))),
 """
 PACKAGE = {
@@ -254,3 +255,20 @@ def test_loc_lines_stay_aligned_for_a_long_package_name() -> None:
     assert lines[1] == "lenet_a_level_with_a_long_name     12 code lines"
     assert len({line.index(" code lines") for line in lines}) == 1  # the counts end in one column
     assert lines[2].endswith(" 1,030 code lines")
+
+
+def test_an_entry_without_its_first_written_call_or_guide_is_refused():
+    """The report compares levels by their first-written calls: an entry names it and its guide."""
+    import dataclasses
+
+    import pytest
+
+    from harness import registry
+    from harness.errors import HarnessError
+
+    tf = registry.REGISTRY["tf"]
+    for change, field in (({"first_written": "jitted"}, "first_written"), ({"guide": ""}, "guide")):
+        entry = dataclasses.replace(tf, shown=dataclasses.replace(tf.shown, **change))
+        with pytest.raises(HarnessError, match=f"level 'tf': field `{field}`"):
+            registry.check_entry(entry)
+    assert registry.first_written("tf") == "eager" and registry.first_written("c") == "layers"

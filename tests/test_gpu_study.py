@@ -326,8 +326,9 @@ def test_the_plans_include_the_hand_written_cuda_rung(tmp_path):
     quick = gpu_study.plan(tmp_path, "r", quick=True)
     cells = study.load(quick[2].command[quick[2].command.index("run") + 1]).cells
     assert {(c.implementation, c.variant) for c in cells if c.implementation == "cuda"} == {
-        ("cuda", "fused"), ("cuda", "graph"), ("cuda", "cluster"), ("cuda", "mapped"), ("cuda", "persistent"),
-        ("cuda", "resident"), ("cuda", "rows")}
+        ("cuda", "layers"), ("cuda", "fused"), ("cuda", "graph"), ("cuda", "cluster"), ("cuda", "mapped"),
+        ("cuda", "persistent"), ("cuda", "resident"), ("cuda", "rows"), ("cuda", "resident_rows"),
+        ("cuda", "overlap")}
     stamps = full["kernel-stages"]  # inside the cluster kernel, both dtypes
     assert list(stamps[stamps.index("kernel-stages") + 1:][:4]) == ["--calls", "200", "--dtypes", "float32,float64"]
     big = full["kernels-512"]  # the copy's share of a large batch: the level's own graphs and cuDNN's

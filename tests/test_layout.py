@@ -9,15 +9,15 @@
   verify and the training study's test accuracy check answers against it, so it is imported
   by name, and only inside a function (ORACLE; any other lenet_* import is a violation);
 - no import cycle among harness modules;
-- no function in harness/ longer than MAX_FUNCTION_LINES (def line through last line);
-- no folder of harness/ holds more than MAX_MODULES modules of its own (figures/, a module a
-  figure, excepted); a wing that outgrew it is split into rooms (ROOMS), which import one way: a
-  module imports a room of its wing only if that room is below its own (siblings stay apart); the
-  wing's own modules ("") sit above its rooms in the report, measure and the box and judge;
+- a wing's rooms (folders inside it, ROOMS) import one way: a module imports a room of its wing
+  only if that room is below its own (siblings stay apart); the wing's own modules ("") sit above
+  its rooms in the report, measure and the box and judge;
 - inside the lab wing (harness/lab/__init__.py), its rooms import one way: term -> judge -> box,
   and all three may import what sits in harness/lab/ itself (text, emucuda), which imports none
-  of them; a room's __init__.py says what it holds and may import, and imports nothing; no lab
-  module is longer than MAX_LAB_MODULE_LINES; the CLI's lab commands are one call each.
+  of them; a room's __init__.py says what it holds and may import, and imports nothing.
+
+These rules guard the shape (which way imports point). Nothing here counts modules, lines or
+calls: a size is judged by reading, and a cap only bends code to fit it.
 """
 
 import ast
@@ -38,12 +38,8 @@ CLI_MODULES = {"cli", "__main__"}
 LEVEL_MAY_IMPORT = {"core", "data", "frameworks"}
 MOVED = {"weights": "data", "mnist": "data"}  # harness.__getattr__ keeps these old names
 ORACLE = "lenet_numpy"  # the level the harness may import by name (lazily): the correctness oracle
-MAX_FUNCTION_LINES = 60
 # The lab wing's rooms, lower = lower; "" is harness/lab/ itself (text, emucuda): below all three.
 LAB_RANK = {"": 0, "box": 1, "judge": 2, "term": 3}
-MAX_LAB_MODULE_LINES = 300
-MAX_MODULES = 12  # modules of its own (not counting __init__.py) in any folder of harness/
-ONE_A_FIGURE = ("harness/figures",)  # a module a figure: may hold more
 # A wing's rooms, lower = lower; "" is the wing's own modules (above its rooms: they assemble them).
 ROOMS = {"harness.report": {"markup": 0, "claims": 1, "sections": 2, "": 3},
          "harness.measure": {"store": 0, "plan": 1, "inside": 1, "": 2},
@@ -147,9 +143,7 @@ def test_no_import_cycle_among_harness_modules():
     assert cycles(ROOT) == []
 
 
-def test_at_most_eight_modules_directly_in_harness():
-    flat = sorted(p.name for p in (ROOT / "harness").glob("*.py"))
-    assert len(flat) <= 8, flat
+def test_each_wing_says_in_one_line_what_it_holds():
     for wing in (p for p in (ROOT / "harness").iterdir() if p.is_dir() and p.name != "__pycache__"):
         doc = ast.get_docstring(ast.parse((wing / "__init__.py").read_text()))
         assert doc and len(doc.splitlines()) == 1, f"{wing.name}/__init__.py needs a one-line docstring"
@@ -201,43 +195,7 @@ def test_the_checker_finds_a_cycle(tmp_path):
     assert cycles(root) and "harness.report.figures" in cycles(root)[0]
 
 
-def long_functions(root: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
-    """Every function or method in harness/ longer than `limit` lines, def line through last line."""
-    found = []
-    for path in sorted((root / "harness").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                lines = node.end_lineno - node.lineno + 1
-                if lines > limit:
-                    found.append(f"{path.relative_to(root)}:{node.lineno} {node.name}: {lines} lines")
-    return found
-
-
-def test_no_function_in_harness_over_sixty_lines():
-    assert long_functions(ROOT) == []
-
-
-@pytest.mark.parametrize("body_lines,expected", [(59, False), (60, True)])
-def test_the_length_check_counts_def_through_last_line(tmp_path, body_lines, expected):
-    body = "".join(f"    x{i} = {i}\n" for i in range(body_lines))
-    root = fake_tree(tmp_path, {**BASE_TREE, "harness/measure/stats.py": "def f():\n" + body})
-    found = long_functions(root, limit=60)  # def line + body: 60 lines pass, 61 do not
-    assert bool(found) is expected, found
-    if expected:
-        assert found == ["harness/measure/stats.py:1 f: 61 lines"]
-
-
-# --- rooms: no folder over MAX_MODULES modules, and a wing's rooms import one way --------------------
-def crowded(root: Path, limit: int = MAX_MODULES) -> list[str]:
-    """Every folder of harness/ (but a module-a-figure one) with more than `limit` modules of its own."""
-    found = []
-    for folder in sorted(p for p in (root / "harness").rglob("*") if p.is_dir() and p.name != "__pycache__"):
-        own = [p.stem for p in folder.glob("*.py") if p.stem != "__init__"]
-        if len(own) > limit and str(folder.relative_to(root)) not in ONE_A_FIGURE:
-            found.append(f"{folder.relative_to(root)}: {len(own)} modules (at most {limit}): split it into rooms")
-    return found
-
-
+# --- rooms: a wing's rooms import one way ------------------------------------------------------------
 def room_of(module: str, wing: str, root: Path) -> str | None:
     """harness.report.claims.rundata -> claims (of wing harness.report); the wing's own -> ""; else None."""
     if module != wing and not module.startswith(wing + "."):
@@ -263,10 +221,6 @@ def room_violations(root: Path, rooms: dict[str, dict[str, int]] = ROOMS) -> lis
                     found.append(f"{path.relative_to(root)}:{line}: {wing}.{own or '(its own)'} imports {target} "
                                  f"({other or 'the wing'} is not below {own or 'the wing'})")
     return found
-
-
-def test_no_folder_of_harness_over_twelve_modules():
-    assert crowded(ROOT) == []
 
 
 def test_the_rooms_of_each_wing_import_one_way():
@@ -306,13 +260,6 @@ def test_the_room_checker_names_a_wrong_arrow(tmp_path, path, text, expected):
         assert found == []
     else:
         assert len(found) == 1 and expected in found[0], found
-
-
-def test_the_crowding_check_counts_a_folders_own_modules(tmp_path):
-    files = {f"harness/measure/m{i}.py": "" for i in range(13)}
-    root = fake_tree(tmp_path, {**BASE_TREE, **files, "harness/figures/__init__.py": "",
-                                **{f"harness/figures/f{i}.py": "" for i in range(16)}})
-    assert crowded(root) == ["harness/measure: 14 modules (at most 12): split it into rooms"]  # stats too
 
 
 # --- the lab wing's rooms: term -> judge -> box ----------------------------------------------------
@@ -361,24 +308,6 @@ def test_each_lab_room_says_what_it_holds_and_may_import():
         missing = [p.stem for p in (lab / room).glob("*.py") if p.stem != "__init__" and p.stem not in doc]
         assert not missing, f"{room}/__init__.py does not name {missing}"
         assert not [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))], room
-
-
-def test_no_lab_module_over_three_hundred_lines():
-    long = [f"{p.relative_to(ROOT)}: {n}" for p in sorted((ROOT / "harness" / "lab").rglob("*.py"))
-            if (n := len(p.read_text().splitlines())) > MAX_LAB_MODULE_LINES]
-    assert long == []
-
-
-def test_the_cli_lab_commands_are_one_call_each():
-    """harness/lab/term/cli.py's cmd_lab_*: imports, then `return <one call>` (the lab wing does the work)."""
-    tree = ast.parse((ROOT / "harness" / "lab" / "term" / "cli.py").read_text())
-    commands = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("cmd_lab_")]
-    assert len(commands) >= 10
-    for command in commands:
-        body = [n for n in command.body if not isinstance(n, (ast.Import, ast.ImportFrom))
-                and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
-        assert len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Call), \
-            f"{command.name}: more than one call ({ast.unparse(command)[:300]})"
 
 
 LAB_TREE = {**BASE_TREE, "harness/lab/__init__.py": "", "harness/lab/text.py": "",

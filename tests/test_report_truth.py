@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from harness import DEFAULT_RESULTS
+from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
 from harness.machine import load, provenance
 from harness.measure import floor
@@ -90,7 +90,10 @@ def test_fastest_is_the_minimum_over_the_answering_runs_batch1_cells(committed_r
                          & (frame["status"] == "ok")
                          & (frame["implementation"] == level.implementation) & (frame["device"] == device)
                          & (frame["batch_size"] == 1) & (frame["dtype"] == "float32")]
-            assert level.first[device]["variant"] in mine["variant"].tolist()
+            if device in level.first:
+                assert level.first[device]["variant"] in mine["variant"].tolist()
+            else:  # its first-written call was not timed in the answering run (older code's study file)
+                assert registry.first_written(level.implementation) not in set(mine["variant"]), level.name
             if cell["study"] == "api_levels":
                 assert cell["median_ms"] == mine["median_ms"].min(), level.name
                 continue

@@ -167,10 +167,11 @@ def bills(frame: pd.DataFrame, answer: dict) -> dict[tuple[str, str], Bill]:
         null = null_cell(frame, run_id)
         shared = installed_mb(null.get("installed")) if null is not None else None
         cells = ok_cells(frame, "api_levels", run_id=run_id, device=device, batch_size=1, dtype="float32")
-        for name, spec in registry.REGISTRY.items():
+        for name in registry.REGISTRY:
             if name == "null":
                 continue
-            first = cells[(cells["implementation"] == name) & (cells["variant"] == spec.variants[0])]
+            first = cells[(cells["implementation"] == name)
+                          & (cells["variant"] == registry.first_written(name))]
             found = bill_of(first.iloc[0], shared) if not first.empty else None
             if found is not None:
                 out[(name, device)] = found

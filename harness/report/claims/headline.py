@@ -25,8 +25,8 @@ STUDY, SWEEP = "api_levels", "batch_sweep"
 
 
 def as_first_written(level: str) -> str:
-    """'keras/predict': a level's call as a user first writes it (its registry default, the first variant)."""
-    return f"{level}/{registry.spec(level).variants[0]}"
+    """'keras/predict': a level's call as a newcomer first writes it (its registry entry's first_written)."""
+    return f"{level}/{registry.first_written(level)}"
 
 
 REFERENCE = as_first_written(registry.on_rung("reference")[0])  # the oracle's call: the `x numpy` columns'
@@ -63,8 +63,8 @@ def fastest(cells: pd.DataFrame, implementation: str | None = None) -> pd.Series
 
 
 def default_call(cells: pd.DataFrame, implementation: str) -> pd.Series | None:
-    """The level's call as a user first writes it: its registry default (predict, eager, tuned)."""
-    variant = registry.spec(implementation).variants[0]
+    """The level's call as a newcomer first writes it (predict, eager, layers, tuned)."""
+    variant = registry.first_written(implementation)
     part = cells[(cells["implementation"] == implementation) & (cells["variant"] == variant)]
     return None if part.empty else part.iloc[0]
 
