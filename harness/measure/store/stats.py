@@ -111,7 +111,7 @@ def _pooled_medians_by_counts(rounds: list[np.ndarray], counts: np.ndarray) -> n
         low, high = np.zeros(len(counts), dtype=np.int64), np.full(len(counts), len(values) - 1)
         while (low < high).any():
             mid = (low + high) // 2
-            above = (counts * below[mid]).sum(axis=1) > target
+            above = np.einsum("br,br->b", counts, below[mid]) > target
             low, high = np.where(above, low, mid + 1), np.where(above, mid, high)
         return low
 
@@ -134,16 +134,20 @@ def thin_reason(rounds: Rounds) -> str:
             f">= {MIN_CALLS_PER_ROUND})")
 
 
-def summarize(rounds_ns: Rounds, processes: Sequence[Hashable] | None = None) -> dict[str, Any]:
+def summarize(rounds_ns: Rounds, processes: Sequence[Hashable] | None = None,
+              interval: tuple[float, float] | None = None) -> dict[str, Any]:
     """Summary of per-call wall times in ns, given as rounds (a list of lists of calls); processes:
-    which worker process each round came from (None: all from one)."""
+    which worker process each round came from (None: all from one); interval: the median's 95%
+    interval where the caller has computed it (pooled_summary's), else hierarchical_median_ci's."""
     rounds, labels = _nonempty(rounds_ns, processes)
     t = np.asarray([x for r in rounds for x in r], dtype=np.float64)
     if t.size == 0:
         raise ValueError("no times to summarize")
     q25, median, q75, p90, p99 = np.percentile(t, [25, 50, 75, 90, 99])
-    low, high = hierarchical_median_ci(rounds, labels)
-    within_low, within_high = within_median_ci(rounds, labels)
+    low, high = interval if interval is not None else hierarchical_median_ci(rounds, labels)
+    # one process: both intervals are the same seeded bootstrap over rounds, computed once
+    one = interval is None and len(set(labels)) < 2
+    within_low, within_high = (low, high) if one else within_median_ci(rounds, labels)
     round_medians = [float(np.median(r)) for r in rounds]
     iqr = q75 - q25
     ci_width = (high - low) / median if median > 0 and not np.isnan(low) else float("nan")
@@ -406,15 +410,11 @@ def pooled_summary(runs: Sequence[Run]) -> dict[str, Any]:
     rounds = [r for run_rounds, _ in kept for r in run_rounds]
     labels = [(i, p) for i, (run_rounds, processes) in enumerate(kept)
               for p in labels_of(run_rounds, processes)]
-    found = summarize(rounds, labels)
+    found = summarize(rounds, labels, pooled_median_ci(kept) if len(kept) > 1 else None)
     found["runs"] = len(kept)
     found["run_medians_ns"] = [pooled_median([r for r in run_rounds if len(r)]) for run_rounds, _ in kept]
     if len(kept) > 1:
-        low, high = pooled_median_ci(kept)
-        median = found["median_ns"]
-        found.update(ci95_low_ns=low, ci95_high_ns=high,
-                     ci_over_median=(high - low) / median if median > 0 else float("nan"),
-                     ci_method="hierarchical bootstrap over runs, then processes, then rounds")
+        found["ci_method"] = "hierarchical bootstrap over runs, then processes, then rounds"
     return found
 
 

@@ -48,11 +48,18 @@ def read_run(run_dir: Path) -> dict:
             "complete": order is not None, "order": order if order is not None else float("-inf")}
 
 
-def load_runs(root: Path = DEFAULT_RESULTS) -> list[dict]:
+REPRODUCED = "reproduce/*/*/*"  # a reproduce row's second run: RESULTS/reproduce/<id>/<study>/<id>/
+
+
+def load_runs(root: Path = DEFAULT_RESULTS, reruns: bool = False) -> list[dict]:
     """Every complete run folder (its marker written): read_run's dicts, each with its machine
     (hosts.assign: its `host_key` and `machine`, the machine's name in the report). A partial run
-    (killed, or still running) never answers: partial_runs names it."""
-    complete = [read_run(run_dir) for run_dir in rowfile.run_dirs(root)
+    (killed, or still running) never answers: partial_runs names it. reruns: the second runs of
+    `reproduce` too (REPRODUCED), each marked `rerun`: complete runs of their study that a number
+    pools (pool), never the newest run that gives a study's cells (latest_runs leaves them out)."""
+    dirs = [(d, False) for d in rowfile.run_dirs(root)]
+    dirs += [(d, True) for d in rowfile.run_dirs(root, REPRODUCED)] if reruns else []
+    complete = [{**read_run(run_dir), "rerun": rerun} for run_dir, rerun in dirs
                 if runfolder.completion(run_dir) is not None]
     # a quick run of some cells (harness.measure.plan.narrow): a try, never a machine's answer
     return hosts.assign([run for run in complete if not narrow.is_narrowed(run["env"])])
@@ -84,6 +91,8 @@ def latest_runs(runs: list[dict]) -> list[dict]:
     of the newest one's environment."""
     best: dict[tuple[str, str], dict] = {}
     for run in runs:
+        if run.get("rerun"):  # a reproduce's second run: pooled, never a study's newest run
+            continue
         key = (run["study"], run["machine"])
         if run["study"] in PROFILES and key in best:
             older, newer = sorted((best[key], run), key=lambda r: r["order"])
@@ -214,7 +223,7 @@ def load_with_history(root: Path = DEFAULT_RESULTS,
     """(newest runs, their cells pooled with every run of the same code (pool), the cells of every
     run, or with every_run False of the runs that may pool: poolable): each file read and each cell
     summarized once; the newest runs' cells are taken from the history, in latest_runs' order."""
-    every = load_runs(root)
+    every = load_runs(root, reruns=True)
     runs = latest_runs(every)
     history = cells_frame(every if every_run else poolable(every, runs))
     if history.empty:
@@ -278,17 +287,22 @@ def pool(frame: pd.DataFrame, history: pd.DataFrame, every: list[dict]) -> pd.Da
             keys[(study, run_id, impl)] = result_key(by_id[(study, run_id)], impl)
         return keys[(study, run_id, impl)]
 
-    ok = history[history["status"] == "ok"]
-    groups = {k: g for k, g in ok.groupby(["study", "machine", "cell_id"], sort=False)}
+    ok = history[history["status"] == "ok"].sort_values(["run_order", "run_id"], kind="stable")
+    columns = {c: ok[c].to_numpy() for c in ("study", "machine", "cell_id", "run_id", "implementation",
+                                             "contended", "contended_reasons", "rounds_ns", "round_process",
+                                             "times_ms")}
+    places: dict[tuple, list[int]] = {}  # (study, machine, cell) -> its ok cells' places, oldest first
+    for place, found in enumerate(zip(columns["study"], columns["machine"], columns["cell_id"], strict=True)):
+        places.setdefault(found, []).append(place)
     records = []
     for record in frame.to_dict("records"):
         record.update(runs=1, runs_contended=0, pooled_runs=[record["run_id"]],
                       pool=[(record["run_id"], record["rounds_ns"], record["round_process"])])
-        group = groups.get((record["study"], record["machine"], record["cell_id"]))
-        if record["status"] == "ok" and group is not None and len(group) > 1:
+        found = places.get((record["study"], record["machine"], record["cell_id"]), [])
+        if record["status"] == "ok" and len(found) > 1:
             mine = key_of(record["study"], record["run_id"], record["implementation"])
-            same = [c for c in group.sort_values(["run_order", "run_id"]).to_dict("records")
-                    if key_of(c["study"], c["run_id"], c["implementation"]) == mine]
+            same = [{c: values[i] for c, values in columns.items()} for i in found
+                    if key_of(record["study"], columns["run_id"][i], columns["implementation"][i]) == mine]
             quiet = [c for c in same if not c["contended"]] or same  # every run contended: all, marked
             if len(quiet) > 1 or quiet[0]["run_id"] != record["run_id"]:
                 record.update(pooled_record(quiet))

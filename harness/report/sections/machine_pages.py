@@ -100,8 +100,8 @@ def study_lines(frame: pd.DataFrame, machine: str) -> list[dict]:
     return out
 
 
-def page(data: ReportData, machine: str, name: str) -> str:
-    """One machine's page."""
+def page(data: ReportData, machine: str, name: str, same_type: list[pairs.Pair]) -> str:
+    """One machine's page; same_type: pairs.pairs' claims (those of this machine are said)."""
     from harness.report.markup import words
 
     env = newest_envs(data.runs)[machine]
@@ -124,18 +124,19 @@ def page(data: ReportData, machine: str, name: str) -> str:
                                         f"x {registry.short(RAW[device])} (within rounds) [95% CI]"], rows),
                         "fastest": fastest(cells), "raw_cell": fastest(cells, RAW[device]),
                         "notes": quote.mark_notes(quoted, headline=True)})
-    same_type = [p for p in pairs.pairs(data.runs, data.frame) if machine in (p.older, p.newer)]
     return words.render(TEMPLATE, machine=machine, name=name, answering=data.machines,
                         environment=table(["", ""], [[k, v if v not in (None, "") else "–"]
                                                      for k, v in described.items()]),
                         runs=table(["study", "newest run", "commit"], run_rows(mine, machine)),
                         missing=missing_studies(mine, machine), devices=devices,
-                        studies=study_lines(data.frame, machine), pairs=same_type)
+                        studies=study_lines(data.frame, machine),
+                        pairs=[p for p in same_type if machine in (p.older, p.newer)])
 
 
 def pages(data: ReportData) -> dict[str, str]:
     """NAME -> the page of every machine but the answering ones."""
-    return {name: page(data, machine, name) for machine, name in names(data).items()}
+    same_type = pairs.pairs(data.runs, data.frame)
+    return {name: page(data, machine, name, same_type) for machine, name in names(data).items()}
 
 
 def write(found: dict[str, str], folder: Path) -> list[Path]:
