@@ -276,7 +276,8 @@ def pool(frame: pd.DataFrame, history: pd.DataFrame, every: list[dict]) -> pd.Da
     study on its machine that have its result_key (history: every run's cells; every: those runs): its
     statistics from every uncontended run's rounds (stats.pooled_summary), and `runs` (how many runs it
     pools), `runs_contended` (how many it left out, contended), `pooled_runs` (their ids, oldest
-    first) and `pool` (each run's id, rounds and processes: ratio_ci's)."""
+    first) and `pool` (each run's id, rounds and processes: ratio_ci's; None where the cell is its
+    own run's alone)."""
     if frame.empty:
         return frame
     by_id = {(r["study"], r["run_id"]): r for r in every}
@@ -296,8 +297,7 @@ def pool(frame: pd.DataFrame, history: pd.DataFrame, every: list[dict]) -> pd.Da
         places.setdefault(found, []).append(place)
     records = []
     for record in frame.to_dict("records"):
-        record.update(runs=1, runs_contended=0, pooled_runs=[record["run_id"]],
-                      pool=[(record["run_id"], record["rounds_ns"], record["round_process"])])
+        record.update(runs=1, runs_contended=0, pooled_runs=[record["run_id"]], pool=None)
         found = places.get((record["study"], record["machine"], record["cell_id"]), [])
         if record["status"] == "ok" and len(found) > 1:
             mine = key_of(record["study"], record["run_id"], record["implementation"])
@@ -538,7 +538,7 @@ def ratio_ci(a: pd.Series | None, b: pd.Series | None) -> dict | None:
 
 
 def pooled_rounds(cell: pd.Series) -> list[tuple]:
-    """(run id, rounds, processes) of each run a cell pools (pool's `pool`; cells_frame's: its own)."""
+    """(run id, rounds, processes) of each run a cell pools (pool's `pool`; else its own run's)."""
     found = cell.get("pool")
     if isinstance(found, list):
         return found
