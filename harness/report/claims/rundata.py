@@ -293,8 +293,8 @@ def pool(frame: pd.DataFrame, history: pd.DataFrame, every: list[dict]) -> pd.Da
                                              "contended", "contended_reasons", "rounds_ns", "round_process",
                                              "times_ms")}
     places: dict[tuple, list[int]] = {}  # (study, machine, cell) -> its ok cells' places, oldest first
-    for place, found in enumerate(zip(columns["study"], columns["machine"], columns["cell_id"], strict=True)):
-        places.setdefault(found, []).append(place)
+    for place, where in enumerate(zip(columns["study"], columns["machine"], columns["cell_id"], strict=True)):
+        places.setdefault(where, []).append(place)
     records = []
     for record in frame.to_dict("records"):
         record.update(runs=1, runs_contended=0, pooled_runs=[record["run_id"]], pool=None)

@@ -112,11 +112,12 @@ def page(data: ReportData, machine: str, name: str, same_type: list[pairs.Pair])
     described = machines_table.describe(env, measured)
     devices = []
     for device in ("cpu", "gpu"):
-        run = next((r for r in sorted(mine, key=lambda r: (r["order"], r["run_id"]), reverse=True)
-                    if r["study"] == "api_levels"
-                    and not ok_batch1(data.frame, "api_levels", r["run_id"], device).empty), None)
-        if run is None:
+        found = [r for r in sorted(mine, key=lambda r: (r["order"], r["run_id"]), reverse=True)
+                 if r["study"] == "api_levels"
+                 and not ok_batch1(data.frame, "api_levels", r["run_id"], device).empty]
+        if not found:
             continue
+        run = found[0]
         rows, quoted = level_rows(data.frame, run["run_id"], device)
         cells = ok_batch1(data.frame, "api_levels", run["run_id"], device)
         devices.append({"device": device, "run": run["run_id"], "raw": registry.short(RAW[device]),
