@@ -25,7 +25,7 @@ DEVICES ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo cpu,gpu || echo cpu)
 
 .PHONY: install install-gpu run-all test test-fast weights verify verify-gpu studies explain crosscheck smoke \
         loc figures report doctor lint clean offline-bundle gpu-study import-results init-weights lab-kit help \
-        reproduce budget test-emulation
+        reproduce budget test-emulation docs house
 
 install: $(STAMP)  ## create .venv and install the project into it (what plain `make` does)
 $(STAMP): pyproject.toml
@@ -135,7 +135,7 @@ doctor: $(STAMP)  ## what can run here, and why not
 budget: $(STAMP)  ## what a GPU run carries (the checkout and the offline bundle), largest first, against its budget
 	$(PY) -m harness.campaign.budget
 
-# --- The GPU half on a server with no package index (README: "Running the GPU half") -------
+# --- The GPU half on a server with no package index (docs/gpu.md) ----------------------------
 # On a machine with pip: the wheels the GPU half imports and the server lacks, for the server's Python
 # (recorded in scripts/offline_bundle.json; `make budget` prints its size).
 BUNDLE_PY ?= 3.12
@@ -161,7 +161,7 @@ import-results: $(STAMP)  ## unpack ARCHIVE (a gpu-study archive) into reports/r
 	$(PY) -m harness import-results $(ARCHIVE)
 
 # A lab's students' kit: dist/lab-kit-LAB.zip (the interface, the weights, the starter, the gate's
-# images with the oracle's answers; no LeNet inside). labs/README.md, "Running a term".
+# images with the oracle's answers; no LeNet inside). docs/staff.md.
 LAB ?= cpu_numpy
 lab-kit: $(STAMP)  ## the students' kit of LAB (cpu_numpy, cudnn, cuda): dist/lab-kit-LAB.zip
 	$(PY) -m harness lab kit $(LAB)
@@ -170,6 +170,16 @@ lab-kit: $(STAMP)  ## the students' kit of LAB (cpu_numpy, cudnn, cuda): dist/la
 lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+
+# The house's measures (issue 92), read from the code with ast: the grader's class depth, the places
+# that ask which kind a lab is, rooms of one or two modules, forwarders, the registry entry's hooks.
+house: $(STAMP)  ## the house's measures, each beside its target (scripts/house.py; --where lists the places)
+	$(PY) scripts/house.py
+
+# docs/ as a site (mkdocs.yml); strict, so a broken link or a page left out of the nav
+# fails it. `make test` runs the same build (tests/test_docs.py).
+docs: $(STAMP)  ## the documentation site, built strictly into build/site/ (MkDocs)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict  # without Material's banner about its future
 
 # dist/ also holds the students' kits (lab-kit-*.zip, built by `make lab-kit`) and may hold files
 # this Makefile did not make: only the offline bundle goes; the rest is listed, not deleted.

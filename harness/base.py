@@ -1,4 +1,4 @@
-"""The one interface between the harness and an implementation (README.md, "Adding a level").
+"""The one interface between the harness and an implementation (docs/design.md, "The one interface").
 
     impl = SomeLeNet(weights_path, device="cpu", variant="tuned", dtype="float32")
     probs = impl.predict(images)          # (N, 28, 28, 1) float -> (N, 10) on the host

@@ -17,7 +17,7 @@ class Unavailable(HarnessError):
 
 def exit_code(exc: HarnessError) -> int:
     """A command's exit code for an error it stops on: 3 where something asked for cannot run here
-    (Unavailable), 2 for bad input (README: exit codes)."""
+    (Unavailable), 2 for bad input (README.md, "Exit codes")."""
     return 3 if isinstance(exc, Unavailable) else 2
 
 

@@ -8,9 +8,12 @@ point at their entry; an incomplete entry is refused at import (check_registry).
 For lab assignments a `module:Class` path works wherever a name does: the class subclasses
 harness.base.LeNet and sets its own `spec = ImplSpec(...)`.
 
-A level's `hooks` name the functions the harness asks it for besides predict (which native
-library it would load, which kernels doctor compiles, the model `make weights` trains): the
-machine and data wings reach a level only through `hook(name, what)`, never by an import.
+A level's `hooks` name the functions asked of it besides predict by what asks any level that has
+them (which native library it would load, which kernels doctor compiles, which system tools its
+worker runs) or by another level (the Keras model the ONNX level exports): they reach it through
+`hook(name, what)`, never by an import. A harness module that serves one level alone (the C level's
+stage split, `make weights`' Keras model) imports that level inside a function instead, as the
+oracle is imported (tests/test_layout.py's SERVES).
 """
 
 import importlib
@@ -25,7 +28,7 @@ from harness.errors import HarnessError, Unavailable
 
 @dataclass(frozen=True)
 class Shown:
-    """How the report shows a level (README.md, "Adding a level"); the null level has only a colour."""
+    """How the report shows a level (docs/writing-a-level.md); the null level has only a colour."""
     display: str = ""  # its row in the headline table ("raw library: cuDNN")
     short: str = ""  # its label in figures and sentences ("cuDNN"); "" is the name
     rung: str = ""  # its rung on the ladder: one of RUNGS
@@ -76,7 +79,7 @@ class ImplSpec:
     # variants that keep a kernel resident on the GPU between calls (its SMs spinning): never a lab's
     # reference, floor or default, where a class shares the GPU (harness.lab.judge.rules.assignment)
     resident: tuple[str, ...] = ()
-    # What the harness runs of it besides studies (README.md's table):
+    # What the harness runs of it besides studies (docs/writing-a-level.md's table):
     explain: tuple[str, ...] = ()  # variants `make explain` and gpu-study profile stage by stage
     trace: tuple[str, ...] | str = ()  # variants gpu-study's `kernels` step traces ("all": every GPU one)
     shown: Shown = Shown()  # how the report shows it
@@ -99,7 +102,7 @@ COLOUR = re.compile(r"#[0-9A-Fa-f]{6}\Z")
 def refuse(name: str, field: str, expected: str, found: object) -> HarnessError:
     """The one error an incomplete entry gets: the file, the level, the field, expected vs found."""
     return HarnessError(f"harness/registry.py, level {name!r}: field `{field}`: expected {expected}; "
-                        f"found {found!r} (README.md, \"Adding a level\")")
+                        f"found {found!r} (docs/writing-a-level.md)")
 
 
 def check_entry(spec: ImplSpec) -> None:
@@ -228,6 +231,7 @@ REGISTRY = {
                  (*KERAS_CALLS, "function", "xla"), ("float32",),
                  "lenet_keras", env=(("KERAS_BACKEND", "tensorflow"),),
                  trainer="lenet_keras.train:KerasTrainer", train_variants=KERAS_TRAIN,
+                 # the ONNX level exports this model: a level reaches another only through the registry
                  hooks=(("build_model", "lenet_keras.model:build_model"),), explain=("predict",),
                  shown=Shown(display="Keras on TensorFlow", short="Keras/TF", rung="high-level API",
                              order=100,
@@ -323,11 +327,8 @@ REGISTRY = {
         # level's twin on the CPU (AVX-512 intrinsics where the CPU has them)
         ImplSpec("c", "lenet_c.model:CLeNet", "hand-written-c", ("cpu",),
                  ("fused", "layers", "portable"), ("float32", "float64"), "lenet_c",
-                 hooks=(("compiler", "lenet_c.build:probe"), ("fma_peak", "lenet_c.explain.stages:fma_peak"),
-                        ("read_bandwidth", "lenet_c.explain.stages:read_bandwidth"),
-                        ("read_burst", "lenet_c.explain.stages:read_burst"),
-                        ("layer_split", "lenet_c.explain.stages:layer_split"),
-                        ("system_tools", "lenet_c.build:toolchain")), floor=("fused",),
+                 hooks=(("compiler", "lenet_c.build:probe"), ("system_tools", "lenet_c.build:toolchain")),
+                 floor=("fused",),
                  shown=Shown(display="hand-written C", short="C", rung="hand-written", order=30,
                              first_written="layers",
                              guide="https://cs231n.github.io/convolutional-networks/",

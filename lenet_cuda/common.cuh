@@ -179,25 +179,55 @@ __device__ __forceinline__ void value_words(double v, unsigned* w) {
 __device__ __forceinline__ void words_value(const unsigned* w, float& v) { v = __uint_as_float(w[0]); }
 __device__ __forceinline__ void words_value(const unsigned* w, double& v) { v = __hiloint2double(int(w[1]), int(w[0])); }
 
-// One value of type T from W = sizeof(T) / 4 pairs carrying sequence `seq`: each pair polled until
-// its sequence arrives, or false once idle_ns have passed since `since` (or the host set quit).
+// N values of type T, value i from the W = sizeof(T) / 4 pairs at pairs + i * stride (where bit i of
+// `present` is set; else none: out[i] left as it is), each pair carrying sequence `seq`. Every pair's
+// load is issued before any is checked: the N * W loads cross the bus together, one round trip, not
+// one a word; then the pairs not yet arrived are loaded again, together, until all have. False once
+// idle_ns have passed since `since` (or the host set quit). (One base and a stride rather than N
+// pointers, and loops with no loop inside, unrolled whole: the float64 resident kernels hold 254
+// registers, and an address or a value more would spill.)
+template <typename T, int N>
+__device__ __forceinline__ bool resident_receive_n(const unsigned long long* pairs, long stride, unsigned present,
+                                                   unsigned seq, T (&out)[N], unsigned long long since,
+                                                   unsigned long long idle_ns, const unsigned* quit) {
+    constexpr int W = sizeof(T) / 4;
+    unsigned long long v[N][W];
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+#pragma unroll
+        for (int w = 0; w < W; ++w) v[i][w] = (present >> i) & 1u ? load_pair(pairs + i * stride + w) : 0ull;
+    for (unsigned polls = 1;; ++polls) {
+        bool arrived = true;
+#pragma unroll
+        for (int i = 0; i < N; ++i)
+#pragma unroll
+            for (int w = 0; w < W; ++w)
+                if ((present >> i) & 1u && unsigned(v[i][w] >> 32) != seq) {  // an absent pair: never polled
+                    v[i][w] = load_pair(pairs + i * stride + w);
+                    arrived = false;
+                }
+        if (arrived) break;
+        if (globaltimer_ns() - since >= idle_ns) return false;
+        if (polls % RESIDENT_QUIT_POLLS == 0 && load_acquire_sys(quit) != 0u) return false;
+    }
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        unsigned words[W];
+#pragma unroll
+        for (int w = 0; w < W; ++w) words[w] = unsigned(v[i][w]);
+        if ((present >> i) & 1u) words_value(words, out[i]);
+    }
+    return true;
+}
+
+// One value (resident_receive_n's N = 1: a double's two words cross the bus together).
 template <typename T>
 __device__ __forceinline__ bool resident_receive(const unsigned long long* pairs, unsigned seq, T& out,
                                                  unsigned long long since, unsigned long long idle_ns,
                                                  const unsigned* quit) {
-    constexpr int W = sizeof(T) / 4;
-    unsigned words[W];
-    unsigned polls = 0;
-    for (int w = 0; w < W; ++w) {
-        unsigned long long v = load_pair(pairs + w);
-        while (unsigned(v >> 32) != seq) {
-            if (globaltimer_ns() - since >= idle_ns) return false;
-            if (++polls % RESIDENT_QUIT_POLLS == 0 && load_acquire_sys(quit) != 0u) return false;
-            v = load_pair(pairs + w);
-        }
-        words[w] = unsigned(v);
-    }
-    words_value(words, out);
+    T got[1];
+    if (!resident_receive_n<T, 1>(pairs, 0, 1u, seq, got, since, idle_ns, quit)) return false;
+    out = got[0];
     return true;
 }
 

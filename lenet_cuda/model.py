@@ -73,6 +73,7 @@ import numpy as np
 from harness.base import LeNet, check_images
 from harness.data import weights
 from harness.errors import Unavailable
+from harness.frameworks import gpu_fault
 from harness.frameworks.cupy_setup import import_cupy
 from harness.registry import REGISTRY
 from lenet_cuda import kernels, resident
@@ -83,6 +84,8 @@ HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped: page-locked host memory the device
 GRAPHED = ("graph", "cluster", "mapped", "batch", "rows")  # variants whose call is a CUDA graph
 ZERO_COPY = ("batch",)  # kernels reading x and writing out in mapped host memory, waited on by an event
 POLL_TIMEOUT_S = 5.0  # mapped: a flag not set by then is a failed kernel, not a slow one
+QUIT_WAIT_S = resident.QUIT_WAIT_S  # after a wait's deadline: how long the stream is given to end
+CLOSE_WAIT_S = 10.0  # close(): the stream's work (a resident kernel told to quit) waited for, at most
 
 
 @dataclass
@@ -107,6 +110,7 @@ class CudaLeNet(LeNet):
 
     def __init__(self, weights_path, device="gpu", variant=None, dtype="float32"):
         super().__init__(weights_path, device, variant, dtype)
+        gpu_fault.refuse_quarantined("cuda", self.variant, dtype)  # the smoke found it hung or faulted
         self.cp = cp = import_cupy()
         self.stream = cp.cuda.Stream(non_blocking=True)  # a graph cannot be captured on the legacy one
         cu = kernels.SOURCES[self.variant]
@@ -296,6 +300,7 @@ class CudaLeNet(LeNet):
         deadline = time.monotonic() + POLL_TIMEOUT_S
         while not end.done:
             if time.monotonic() > deadline:
+                self.settle()  # a kernel still running, or one that failed, ends the process
                 raise RuntimeError(f"lenet_batch2 did not finish in {POLL_TIMEOUT_S:g} s")
 
     def enqueue(self, p):
@@ -318,7 +323,7 @@ class CudaLeNet(LeNet):
         (the module loaded on the device, nothing left to allocate)."""
         s = self.stream
         self.enqueue(p)
-        s.synchronize()
+        gpu_fault.drain(s, POLL_TIMEOUT_S, f"cuda/{self.variant}'s first call")  # hung or faulted: ends here
         p.calls += 1  # mapped: that run counted as a call ended (the flag now says 1)
         s.begin_capture()
         try:
@@ -374,7 +379,7 @@ class CudaLeNet(LeNet):
             if deadline is None:
                 deadline = time.monotonic() + POLL_TIMEOUT_S
             elif time.monotonic() > deadline:
-                self.stream.synchronize()  # raises the kernel's error, if it had one
+                self.settle()  # a kernel still running, or one that failed, ends the process
                 raise RuntimeError(f"{kernels.KERNELS[self.variant][0]} did not set its flag in "
                                    f"{POLL_TIMEOUT_S:g} s (flag {int(flag[0])}, expected {want})")
 
@@ -397,10 +402,17 @@ class CudaLeNet(LeNet):
             if deadline is None:
                 deadline = time.monotonic() + POLL_TIMEOUT_S
             elif time.monotonic() > deadline:
-                self.stream.synchronize()  # raises the kernel's error, if it had one
+                ctl[kernels.CTL_QUIT] = 1  # a kernel that still polls ends at its next quit check
+                self.settle()  # a kernel still running, or one that failed, ends the process
                 ended, alive = int(ctl[kernels.CTL_ENDED]), int(ctl[kernels.CTL_ALIVE])
                 raise RuntimeError(f"lenet_persistent did not serve call {want} in {POLL_TIMEOUT_S:g} s "
                                    f"(ended {ended}, alive {alive})")
+
+    def settle(self):
+        """A wait past its deadline: the stream given QUIT_WAIT_S to end (polled, never a blocking
+        synchronize); still running, the process ends as hung; a kernel's sticky error ends it as a
+        fault (harness.frameworks.gpu_fault). Returns where the stream ended clean."""
+        gpu_fault.drain(self.stream, QUIT_WAIT_S, f"cuda/{self.variant} ({self.dtype})")
 
     def launch_resident(self, p):
         """persistent: launch the resident kernel on the level's stream (after any ending one)."""
@@ -419,7 +431,9 @@ class CudaLeNet(LeNet):
         for p in self.plans.values():
             if p.ctl is not None:
                 p.ctl[kernels.CTL_QUIT] = 1  # a resident kernel ends at its next poll
-        self.stream.synchronize()
+        # polled with a deadline: a kernel still running then ends the process as hung, before any
+        # memory it may touch is freed (harness.frameworks.gpu_fault)
+        gpu_fault.drain(self.stream, CLOSE_WAIT_S, f"cuda/{self.variant} ({self.dtype})'s close")
         if self.resident is not None:  # its kernel has ended: its mapped memory may go
             self.resident.plans.clear()
         if self.registered is not None:  # no kernel reads a caller's array any more

@@ -13,9 +13,10 @@ launches it again and waits again.
 
 The wait's clock (the deadline) and the kernel's alive word are read every POLL_CHECK polls (in
 resident_host.c), not every poll. Nothing waits forever: a call not answered within POLL_TIMEOUT_S
-raises RuntimeError (as the mapped and persistent variants' waits do), after telling the kernel to
-quit. `stamps` (measure_resident's): the C side's clock at its entry, the pairs written, the answer
-seen and copied.
+tells the kernel to quit; one that then ends raises RuntimeError (as the mapped and persistent
+variants' waits do), one still running after QUIT_WAIT_S ends the process as hung
+(harness.frameworks.gpu_fault). `stamps` (measure_resident's): the C side's clock at its entry,
+the pairs written, the answer seen and copied.
 
 Manners (issue 73): the kernel ends after kernels.IDLE_NS (200 µs) without a call, freeing its 8
 SMs; it is not launched, nor kept, while another process has a compute context on the GPU (NVML's
@@ -42,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from harness.base import GPU_PEERS_ENV
-from harness.frameworks import cbuild
+from harness.frameworks import cbuild, gpu_fault
 from lenet_cuda import kernels
 
 HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped
@@ -134,20 +135,17 @@ class Resident:
         return p.answer.copy()
 
     def timed_out(self, p: ResidentPlan, seq: int) -> None:
-        """RuntimeError; the kernel told to quit, and its error raised where it ended with one. A
-        kernel stuck elsewhere than its poll is not waited for (no synchronize that never returns)."""
+        """The kernel told to quit and given QUIT_WAIT_S to end, polled (no synchronize that never
+        returns); still running then, the process ends as hung, and a sticky error ends it as a fault
+        (harness.frameworks.gpu_fault: no memory is freed under a running kernel). Ended clean: a
+        RuntimeError saying what the kernel's words were."""
         p.ctl[kernels.RESIDENT_QUIT] = 1  # a kernel that still polls ends at its next quit check
-        stream, end = self.level.stream, time.monotonic() + QUIT_WAIT_S
-        while not getattr(stream, "done", True) and time.monotonic() < end:
-            time.sleep(0.001)
-        if getattr(stream, "done", True):
-            stream.synchronize()  # raises the kernel's error, if it had one
         kernel = kernels.KERNELS[self.level.variant][0]
-        raise RuntimeError(f"{kernel} did not answer call {seq} in {POLL_TIMEOUT_S:g} s "
-                           f"(alive {int(p.ctl[kernels.RESIDENT_ALIVE])}, "
-                           f"served {int(p.ctl[kernels.RESIDENT_SERVED])})"
-                           + ("" if getattr(stream, "done", True) else
-                              f"; told to quit, it had not ended {QUIT_WAIT_S:g} s later"))
+        said = (f"{kernel} did not answer call {seq} in {POLL_TIMEOUT_S:g} s "
+                f"(alive {int(p.ctl[kernels.RESIDENT_ALIVE])}, served {int(p.ctl[kernels.RESIDENT_SERVED])})")
+        gpu_fault.drain(self.level.stream, QUIT_WAIT_S, f"cuda/{self.level.variant} ({self.level.dtype}): "
+                        f"{said}; told to quit")
+        raise RuntimeError(said)
 
     def launch(self, p: ResidentPlan, seq: int) -> None:
         """Launch the resident kernel for call seq on the level's stream (after any ending one)."""

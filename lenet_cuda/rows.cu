@@ -39,6 +39,9 @@
 
 #define LENET_ROWS_CLUSTER 5
 #define LENET_ROWS_THREADS 256
+#define ROWS_PER_THREAD 2  // a block's image rows: 16 x 32 padded pixels, two a thread
+static_assert(ROWS_PER_THREAD * LENET_ROWS_THREADS == 16 * 32, "every padded pixel of a block's rows, once");
+static_assert(LENET_ROWS_THREADS % 32 == 0, "a thread's second pixel: the same column, 8 rows below");
 
 template <typename T>
 struct HeadShared {                 // cluster_head's arrays (block 0)
@@ -236,16 +239,23 @@ lenet_resident_rows(const unsigned long long* x,                                
         for (int b = 0; b < n; ++b, ++round) {
             const int slot = int(round & 1u);
             const unsigned use = round >> 1;  // the slot's use: its barriers' phase parity is use & 1
-            if (!ending) {  // this block's image rows of image b, or a vote
-                for (int e = t; e < 16 * 32; e += LENET_ROWS_THREADS) {
-                    int y, col;
-                    T v;
-                    if (!rows_pixel(r, e, y, col)) continue;
-                    if (resident_receive(x + ((long)b * 784 + y * 28 + col) * W, seq, v, since,
-                                         (unsigned long long)idle_ns, ctl + RESIDENT_QUIT))
-                        s.img[e] = v;
-                    else
-                        s.vote = round + 1u;
+            if (!ending) {  // this block's image rows of image b (pixels t and t + 256), or a vote
+                // both pixels' loads issued before either is checked: pixel t + 256 lies 8 image rows
+                // (224 pixels) below pixel t; `present`: which of the two are image, not padding
+                int y, col;
+                unsigned present = 0u;
+#pragma unroll
+                for (int i = ROWS_PER_THREAD - 1; i >= 0; --i)  // ends on pixel t: y, col are its (padding too)
+                    present = present << 1 | unsigned(rows_pixel(r, t + i * LENET_ROWS_THREADS, y, col));
+                T v[ROWS_PER_THREAD];
+                if (resident_receive_n<T, ROWS_PER_THREAD>(x + ((long)b * 784 + y * 28 + col) * W, 224L * W,
+                                                           present, seq, v, since, (unsigned long long)idle_ns,
+                                                           ctl + RESIDENT_QUIT)) {
+#pragma unroll
+                    for (int i = 0; i < ROWS_PER_THREAD; ++i)
+                        if ((present >> i) & 1u) s.img[t + i * LENET_ROWS_THREADS] = v[i];
+                } else {
+                    s.vote = round + 1u;
                 }
             }
             __syncthreads();

@@ -24,10 +24,12 @@ float32 stays float32: plans with the TENSOR_CORE or DOWN_CONVERT_INPUTS numeric
 are deselected. Every plan cuDNN offers a graph is built (build_plan_policy.ALL) and timed on the
 plan's own buffers (PLAN_TIMING_CALLS executions each, at every batch size: batch 1 is the call the
 targets judge); the fastest is pinned (select_plan) and the note names it. Everything is planned
-once per batch size (graphs, workspace, buffers, mapped host memory): conv1 reads the images where
-the host wrote them and the softmax writes the answer where the host reads it (mapped page-locked
-memory: no copy in or out), and the call's last node copies a device word of 1 into a flag in
-mapped memory, which the host polls instead of waiting on an event. The first call runs it all
+once per batch size (graphs, workspace, buffers, mapped host memory): below COPY_INPUT_FROM images
+conv1 reads the images where the host wrote them (mapped page-locked memory: no copy in), from it on
+the call's first node copies them to the device (conv1 reads each pixel up to 25 times; zero-copy
+reads are not cached); the softmax writes the answer where the host reads it (no copy out), and
+the call's last node copies a device word of 1 into a flag in mapped memory, which the host polls
+instead of waiting on an event. The first call runs it all
 eagerly, then the whole call is captured into one CUDA graph (CuPy stream capture) and replayed, as
 the legacy `graph` variant is; where capture is refused, calls stay eager (capture_note says why).
 
@@ -42,13 +44,21 @@ from typing import Any
 import numpy as np
 
 from harness.errors import Unavailable
+from harness.frameworks import gpu_fault
 from lenet_cudnn import binding as cu
 from lenet_cudnn import cublas, cublaslt
 
-D2H = 2  # cudaMemcpyKind
+H2D, D2H = 1, 2  # cudaMemcpyKind
 HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped: page-locked host memory the device reads and writes
 PLAN_TIMING_CALLS = 10  # executions of each of a graph's plans, timed, after one untimed
+# From this batch size on, the call's first node copies the images from the mapped staging into device
+# memory (one transfer at the bus's rate) and conv1 reads them there: zero-copy reads are not cached,
+# and conv1 reads each pixel up to 25 times, 25 bus crossings a pixel at batch 512. Below it (batch 1:
+# 3 KB) the copy's own launch would cost more than the reads it saves.
+COPY_INPUT_FROM = 16
 POLL_TIMEOUT_S = 5.0  # a flag not set by then is a failed call, not a slow one
+QUIT_WAIT_S = 1.0  # after a flag's deadline: how long the stream is given to end (then: hung)
+CLOSE_WAIT_S = 10.0  # close(): the stream's work waited for (polled) at most this long
 INSTALL = "pip install nvidia-cudnn-frontend (the offline bundle carries it)"
 # (name, input buffer, (C, H, W) in, K out, padding): conv1 "same", conv2 "valid"
 CONVS = (("conv1", "x", (1, 28, 28), 6, 2), ("conv2", "p1", (6, 14, 14), 16, 0))
@@ -380,13 +390,16 @@ class FrontendNet:
         host_in = np.frombuffer(pinned[0], self.dtype, n * 784).reshape(n, 1, 28, 28)
         host_out = np.frombuffer(pinned[1], self.dtype, n * 10).reshape(n, 10)
         flag = np.frombuffer(pinned[2], np.uint32, 1)
+        copy_in = n >= COPY_INPUT_FROM  # the images copied to the device first (COPY_INPUT_FROM)
         with self.net.stream:  # the activations on the device; one word of 1, the flag's source
             arrays = {name: cp.empty(n * count * size, cp.uint8) for name, count in COUNTS.items()
-                      if name not in ("x", "out")}
+                      if name != "out" and (name != "x" or copy_in)}
             arrays["one"] = cp.asarray(np.ones(1, np.uint32))
         self.net.stream.synchronize()
         buf = {name: a.data.ptr for name, a in arrays.items()}
-        buf["x"], buf["out"] = host_in.ctypes.data, host_out.ctypes.data  # mapped: the same address (UVA)
+        buf["out"] = host_out.ctypes.data  # mapped: the same address (UVA)
+        if not copy_in:
+            buf["x"] = host_in.ctypes.data  # conv1 reads the images across the bus
         new = GraphMaker(cudnn, self.dtype, self.handle)
         stages = [self.dense_stage(name, n, buf) or plan_stage(cudnn, name, forms, self.dtype)
                   for name, forms in stage_forms(new, n).items()]
@@ -396,13 +409,20 @@ class FrontendNet:
         ws_size = max([workspace_size(gr.graph) for s in stages for gr in s.graphs] + [1])
         with self.net.stream:
             ws = cp.empty(ws_size, cp.uint8)
+        s = self.net.stream.ptr
         calls: list = []
+        if copy_in:  # (N, 1, 28, 28) from the mapped staging into device memory, at the bus's rate
+            copy = (buf["x"], host_in.ctypes.data, n * 784 * size, H2D, s)
+            calls.append((cp.cuda.runtime.memcpyAsync, copy))
+        self.plan_notes[f"input (batch {n})"] = (f"copied to the device by the call's first node (from batch "
+                                                 f"{COPY_INPUT_FROM})" if copy_in else
+                                                 f"read by conv1 from mapped host memory (below batch "
+                                                 f"{COPY_INPUT_FROM})")
         for stage in stages:
             calls += self.stage_calls(stage, n, buf, ws.data.ptr)
             self.stage_notes[stage.name] = stage.note
         calls += self.side_calls("softmax", n, buf)
         self.stage_notes["softmax"] = "cudnnSoftmaxForward on the side (no softmax node in the frontend)"
-        s = self.net.stream.ptr
         calls.append((cp.cuda.runtime.memcpyAsync, (flag.ctypes.data, buf["one"], 4, D2H, s)))  # the flag: 1
         return Plan(stages, arrays, buf, ws, pinned, host_in, host_out, flag, tuple(calls))
 
@@ -425,6 +445,7 @@ class FrontendNet:
             matmul.run()
             net.stream.synchronize()
         except cublas.CublasError as exc:
+            self.probe(f"{name}'s cuBLASLt matmul (batch {n})", exc)  # a fault ends here, no fallback
             if matmul is not None:
                 matmul.close()
             self.lt_refused[name] = f"cuBLASLt refused: {exc}"
@@ -448,6 +469,7 @@ class FrontendNet:
                 gr.graph.execute(pack, ws, self.handle)
             self.net.stream.synchronize()
         except Exception as exc:  # cuDNN's refusal at execution
+            self.probe(f"{stage.name}'s graph (batch {n})", exc)  # a fault ends here, no fallback
             stage.graphs, stage.note = [], f"executing {stage.note} failed: {type(exc).__name__}: {exc}"
         if stage.graphs:
             return calls + (self.epilogue_calls(stage.name, n, buf) if stage.epilogue else [])
@@ -474,7 +496,8 @@ class FrontendNet:
                     graph.execute_plan_at_index(pack, ws, index, self.handle)
                 self.net.stream.synchronize()
                 times.append(((time.perf_counter() - start) / PLAN_TIMING_CALLS, index))
-            except Exception:  # a plan that refuses these pointers at execution: not a candidate
+            except Exception as exc:  # a plan that refuses these pointers at execution: not a candidate
+                self.probe(f"plan {index} of {count}", exc)  # a fault ends here: no next plan
                 refused += 1
         if not times:
             return f"none of its {count} plans ran here: heuristics' first kept"
@@ -503,6 +526,7 @@ class FrontendNet:
                         s.end_capture()  # leave the stream usable; the first error is the one to see
                     except Exception:  # an invalidated capture also fails to end
                         pass
+                self.probe("the CUDA graph capture", exc)  # a fault ends here: no eager calls after it
                 self.capture_note = f"eager calls: the CUDA graph capture failed: {exc}"
                 return None
         self.capture_note = "the whole call replayed as one CUDA graph"
@@ -535,12 +559,18 @@ class FrontendNet:
         while p.flag[0] == 0:
             if deadline is None:
                 deadline = time.monotonic() + POLL_TIMEOUT_S
-            elif time.monotonic() > deadline:
-                self.net.stream.synchronize()  # raises the call's error, if it had one
+            elif time.monotonic() > deadline:  # still running: hung; a failed call's error: a fault
+                gpu_fault.drain(self.net.stream, QUIT_WAIT_S, f"cudnn/frontend ({self.dtype})'s call")
                 raise RuntimeError(f"cudnn/frontend's call did not set its flag in {POLL_TIMEOUT_S:g} s")
 
+    def probe(self, where: str, exc: BaseException) -> None:
+        """After exc on a fallback path: the context probed (harness.frameworks.gpu_fault.probe); a
+        sticky error (an illegal or misaligned address: a mapped pointer, say) ends the process as a
+        fault named by it, never a refusal and a fallback that the poisoned context would fail too."""
+        gpu_fault.probe(self.net.stream, f"cudnn/frontend ({self.dtype}): {where}", exc)
+
     def close(self) -> None:
-        self.net.stream.synchronize()
+        gpu_fault.drain(self.net.stream, CLOSE_WAIT_S, f"cudnn/frontend ({self.dtype})'s close")
         for p in self.plans.values():
             p.graph = None  # the executable goes before the memory it points at
             for stage in p.stages:

@@ -37,7 +37,7 @@ import numpy as np
 from harness.base import LeNet
 from harness.data import weights
 from harness.errors import Unavailable
-from harness.frameworks import cupy_setup
+from harness.frameworks import cupy_setup, gpu_fault
 from harness.registry import REGISTRY
 from lenet_cudnn import binding as cu
 from lenet_cudnn import cublas, cublaslt, layout
@@ -47,6 +47,7 @@ H2D, D2H = 1, 2  # cudaMemcpyKind
 TENSOR_OP_MATH = (1, 2)  # CUDNN_TENSOR_OP_MATH, _ALLOW_CONVERSION: TF32 in float32
 # the dense layers: name, input buffer, fan in, fan out, ReLU
 DENSE = (("fc1", "p2", 400, 120, True), ("fc2", "fc1", 120, 84, True), ("fc3", "fc2", 84, 10, False))
+CLOSE_WAIT_S = 10.0  # close(): the stream's work waited for (polled) at most this long, then: hung
 
 
 @dataclass
@@ -85,6 +86,7 @@ class CudnnLeNet(LeNet):
 
     def __init__(self, weights_path, device="gpu", variant=None, dtype="float32"):
         super().__init__(weights_path, device, variant, dtype)
+        gpu_fault.refuse_quarantined("cudnn", self.variant, dtype)  # the smoke found it hung or faulted
         self.cp = cp = import_cupy()
         self.lib = cu.load()
         self.blas_lib = cublas.load()
@@ -378,7 +380,9 @@ class CudnnLeNet(LeNet):
         return self.fe.last_device_ns if self.fe is not None else self.last_device_ns
 
     def close(self):
-        self.stream.synchronize()
+        # polled with a deadline: work still running then ends the process as hung, before any memory
+        # it may touch is freed; a sticky error ends it as a fault (harness.frameworks.gpu_fault)
+        gpu_fault.drain(self.stream, CLOSE_WAIT_S, f"cudnn/{self.variant} ({self.dtype})'s close")
         if self.fe is not None:
             self.fe.close()  # its graphs and handle before the weights and stream they use
             self.fe = None

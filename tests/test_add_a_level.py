@@ -1,4 +1,4 @@
-"""Adding a level is one package and one registry entry (README.md, "Adding a level"): a copy of the
+"""Adding a level is one package and one registry entry (docs/writing-a-level.md): a copy of the
 checkout gets a fake level (its own package, wrapping the NumPy model) and one ImplSpec line in
 registry.py, nothing else, and the level is then found by `harness list` (the Makefile's lists),
 verify, a study, the line count, the headline table, Figs. 1-3 and doctor, and by every list of levels

@@ -189,6 +189,14 @@ def test_the_fma_probe_measures_the_widest_vector_the_build_targets():
     assert (peak["isa"], peak["lanes"]) in widest
 
 
+def fake_probes(monkeypatch, probes):
+    """The C level's probes (lenet_c.explain.stages, which harness.explain.c_layers imports) replaced."""
+    from lenet_c.explain import stages
+
+    for name, probe in probes.items():
+        monkeypatch.setattr(stages, name, probe)
+
+
 def test_the_layer_table_puts_each_stage_beside_its_arithmetic_at_the_peak(monkeypatch):
     from harness.explain import c_layers
 
@@ -212,9 +220,9 @@ def test_the_layer_table_puts_each_stage_beside_its_arithmetic_at_the_peak(monke
         rate = [4e10, 3.2e10, 2e10][len(bursts) - 1]  # this round's median
         return {name: {"bytes": size, "bytes_per_s": rate, "best_bytes_per_s": 1.5 * rate, "runs": 7}
                 for name, size in sizes.items()}
-    hooks = {"fma_peak": lambda: {"isa": "avx512", "lanes": 16, "macs_per_s": next(peaks)},
-             "layer_split": layer_split, "read_bandwidth": read_bandwidth, "read_burst": read_burst}
-    monkeypatch.setattr(registry, "hook", lambda name, what: hooks[what])
+    probes = {"fma_peak": lambda: {"isa": "avx512", "lanes": 16, "macs_per_s": next(peaks)},
+              "layer_split": layer_split, "read_bandwidth": read_bandwidth, "read_burst": read_burst}
+    fake_probes(monkeypatch, probes)
     monkeypatch.setattr(c_layers, "cache_sizes", lambda: {"L1": 32 << 10, "L2": 512 << 10})
     result = c_layers.split("fused", 10, 3)
     # the probes ran beside every round: the row takes their medians, and keeps each round's
@@ -261,10 +269,10 @@ def test_the_clocks_own_cost_is_taken_out_of_every_interval_and_a_stage_left_wit
         return {"path": "avx512", "calls": calls, "call_median_ns": 4_020.0, "call_paths": {"ctypes": 300.0, "clock": 20.0},
                 "stages": [{"name": "input", "macs": 0, "needed_macs": 0, "bytes": 3_136, "from_caller": True,
                             "median_ns": median["input"]}]}
-    hooks = {"fma_peak": lambda: {"isa": "avx512", "lanes": 16, "macs_per_s": 60e9}, "layer_split": layer_split,
-             "read_bandwidth": lambda sizes: {level: {"bytes": n, "bytes_per_s": 1e11, "runs": 9} for level, n in sizes.items()},
-             "read_burst": lambda sizes, other: {}}
-    monkeypatch.setattr(registry, "hook", lambda name, what: hooks[what])
+    probes = {"fma_peak": lambda: {"isa": "avx512", "lanes": 16, "macs_per_s": 60e9}, "layer_split": layer_split,
+              "read_bandwidth": lambda sizes: {level: {"bytes": n, "bytes_per_s": 1e11, "runs": 9} for level, n in sizes.items()},
+              "read_burst": lambda sizes, other: {}}
+    fake_probes(monkeypatch, probes)
     monkeypatch.setattr(c_layers, "cache_sizes", lambda: {"L1": 32 << 10, "L2": 512 << 10})
     row = c_layers.split("fused", 10, 2)
     assert row["clock_ns"] == 20.0 and row["call_median_ns"] == 4_000.0 and row["call_rounds_ns"] == [4_000.0] * 2

@@ -125,3 +125,67 @@ def test_a_shared_child_that_dies_fails_only_the_rows_it_did_not_report(tmp_path
     assert rows[1] == {**expected[1], "status": "FAIL",
                        "reason": "the verify process for tf,keras ended with exit code 9"}
     assert len(rows) == 2
+
+
+def test_a_fault_ends_its_child_and_a_fresh_one_checks_the_variants_after_it(tmp_path):
+    """A variant whose process ends on a sticky error (gpu_fault) is a `fault` row named by the error;
+    the level's next variant is checked in a fresh child; exit 1."""
+    target = tmp_path / "verify.json"
+    run = harness("verify", "--implementations", "tests.fake_impls:FaultingLeNet", "--limit", "50",
+                  "--json", str(target))
+    assert run.returncode == 1, run.stderr
+    rows = {r["variant"]: r for r in json.loads(target.read_text())["rows"]}
+    assert rows["bad"]["status"] == "fault"
+    assert rows["bad"]["reason"] == ("cudaErrorIllegalAddress (700) in a test's kernel (the verify process for "
+                                     "tests.fake_impls:FaultingLeNet ended with exit code 86)")
+    assert rows["good"]["status"] == "ok" and rows["good"]["agree"] == 50
+    assert "Traceback" not in run.stderr
+
+
+def test_a_child_past_its_limit_is_killed_and_its_variant_is_hung(tmp_path):
+    target = tmp_path / "verify.json"
+    run = harness("verify", "--implementations", "numpy,tests.fake_impls:HangingLeNet", "--limit", "50",
+                  "--child-timeout-s", "3", "--json", str(target))
+    assert run.returncode == 1, run.stderr
+    rows = json.loads(target.read_text())["rows"]
+    assert [(r["implementation"], r["status"]) for r in rows] == [("numpy", "ok"),
+                                                                  ("tests.fake_impls:HangingLeNet", "hung")]
+    assert rows[1]["reason"] == ("the verify process for tests.fake_impls:HangingLeNet did not finish within 3 s: "
+                                 "killed while this ran")
+
+
+def test_on_the_gpu_each_child_checks_one_level_in_one_dtype():
+    from harness.check.verify import children
+
+    assert children(["cuda", "cudnn/frontend"], ["float32", "float64"], "gpu") == [
+        (["cuda"], ["float32"]), (["cuda"], ["float64"]), (["cudnn/frontend"], ["float32"]),
+        (["cudnn/frontend"], ["float64"])]
+    assert children(["tf", "keras", "numpy"], ["float32", "float64"], "cpu") == [
+        (["tf", "keras"], ["float32", "float64"]), (["numpy"], ["float32", "float64"])]
+
+
+def test_a_child_that_names_a_hang_or_fault_leaves_the_rest_to_a_fresh_one(tmp_path):
+    from harness.check.verify import rows_of_child
+
+    reported = {"implementation": "cuda", "dtype": "float64", "variant": "rows", "status": "ok"}
+    code = (f"import json, os, sys; print(json.dumps({reported!r}), flush=True); "
+            "sys.stderr.write('chatter\\nLENET-GPU-HUNG: cuda/resident_rows (float64): still running\\n'); "
+            "sys.stderr.flush(); os._exit(87)")
+    expected = [{"implementation": "cuda", "dtype": "float64", "variant": v} for v in ("rows", "resident_rows", "batch")]
+    rest = []
+    rows = list(rows_of_child([sys.executable, "-c", code], ["cuda"], expected, str(tmp_path / "log"), "verify",
+                              60, rest))
+    assert rows == [reported, {**expected[1], "status": "hung", "reason": "cuda/resident_rows (float64): still "
+                               "running (the verify process for cuda ended with exit code 87)"}]
+    assert rest == [expected[2]]
+
+
+def test_a_level_slash_variant_names_one_variant_and_an_unknown_one_is_one_error_line():
+    run = harness("verify", "--implementations", "cuda/nope", "--device", "gpu")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.startswith("ERROR: --implementations: cuda has no variant 'nope' on gpu; it runs fused,")
+    from harness.check.child import level_of, variants_of
+
+    assert level_of("cuda/rows") == "cuda" and variants_of("cuda/rows", "gpu") == ["rows"]
+    assert level_of("tests.fake_impls:FaultingLeNet/good") == "tests.fake_impls:FaultingLeNet"
+    assert variants_of("tests.fake_impls:FaultingLeNet", "cpu") == ["bad", "good"]

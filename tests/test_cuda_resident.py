@@ -26,6 +26,7 @@ from lenet_cuda import kernels, model, resident
 from lenet_numpy.model import NumpyLeNet
 from tests import fake_cuda
 from tests.test_floor import cell, write_run
+from tests.test_gpu_fault import Ended, ended  # noqa: F401 (a fixture)
 
 ALIVE, QUIT, SERVED, NEXT = kernels.RESIDENT_ALIVE, kernels.RESIDENT_QUIT, kernels.RESIDENT_SERVED, kernels.RESIDENT_NEXT
 
@@ -159,6 +160,7 @@ def test_the_wire_structure_is_resident_host_c_s():
     assert (resident.ANSWERED, resident.ENDED, resident.TIMED_OUT) == (0, 1, 2)
 
 
+@pytest.mark.usefixtures("ended")
 def test_a_kernel_that_never_answers_times_out_and_is_told_to_quit(monkeypatch, emulator, sample):
     x, _ = sample
     fake, impl = emulated(monkeypatch, emulator)
@@ -172,8 +174,30 @@ def test_a_kernel_that_never_answers_times_out_and_is_told_to_quit(monkeypatch, 
     assert time.monotonic() - start < 2.0 and p.ctl[QUIT] == 1
     impl.stream.done = False  # a kernel stuck where it never reads the quit word: not waited for
     monkeypatch.setattr(resident, "QUIT_WAIT_S", 0.01)
-    with pytest.raises(RuntimeError, match=r"call 3 .*; told to quit, it had not ended 0.01 s later"):
+    with pytest.raises(Ended) as got:  # the process ends as hung: no synchronize, no memory freed
         impl.predict(x[2:3])
+    assert got.value.kind == "hung"
+    assert got.value.reason.startswith("cuda/resident (float32): lenet_resident did not answer call 3 in 0.05 s")
+    impl.stream.done = True
+    impl.close()
+
+
+@pytest.mark.usefixtures("ended")
+def test_a_close_under_a_kernel_that_never_finishes_ends_the_process_as_hung(monkeypatch, emulator, sample):
+    """close() polls the stream with a deadline (as timed_out does): a kernel still running then is
+    recorded as hung and its process ends before any memory it may touch is freed."""
+    x, reference = sample
+    fake, impl = emulated(monkeypatch, emulator, variant="resident_rows")
+    assert np.max(np.abs(impl.predict(x[:2]) - reference[:2])) <= 1e-5
+    impl.stream.done = False  # its kernel never ends
+    monkeypatch.setattr(model, "CLOSE_WAIT_S", 0.05)
+    start = time.monotonic()
+    with pytest.raises(Ended) as got:
+        impl.close()
+    assert got.value.kind == "hung" and time.monotonic() - start < 2.0
+    assert got.value.reason == ("cuda/resident_rows (float32)'s close: its GPU work still running 0.05 s after "
+                                "it was asked to end")
+    assert impl.resident.plans  # nothing freed under the running kernel
     impl.stream.done = True
     impl.close()
 

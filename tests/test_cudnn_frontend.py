@@ -23,6 +23,7 @@ cudnn = pytest.importorskip("cudnn", reason="no cuDNN Python frontend: pip insta
 from lenet_cudnn import frontend  # noqa: E402  (after the skip: it is what imports cudnn's graph)
 from tests import fake_cudnn_frontend as fake  # noqa: E402
 from tests import fake_gpu  # noqa: E402
+from tests.test_gpu_fault import Ended, ended  # noqa: E402, F401 (a fixture)
 
 # --- the graphs run by a NumPy interpreter of the frontend's IR (tests/fake_cudnn_frontend.py) ----
 
@@ -368,3 +369,70 @@ def test_gpu_frontend_agrees_with_reference(mnist_test, dtype):
         print(impl.fe.stage_notes, impl.fe.capture_note)  # the GPU log says which forms ran
     finally:
         impl.close()
+
+
+# --- a fault on a fallback path, and the input's copy node --------------------------------------
+
+
+@pytest.mark.usefixtures("ended")
+def test_a_sticky_error_raised_mid_call_ends_the_process_as_a_fault_never_a_fallback(monkeypatch, mnist_test):
+    """A plan's execution that poisons the context (an illegal address: a mapped pointer, say) is no
+    refused plan: the process ends, named by the error, before any other plan or form is tried."""
+    x, _ = oracle_sample(mnist_test[0], 2)
+    tried = []
+
+    def poison(graph, pack):
+        tried.append(graph)
+        return "cudaErrorIllegalAddress: an illegal memory access was encountered"
+
+    fe = frontend_net(monkeypatch, rules=fake.Rules(execute=poison))
+    with pytest.raises(Ended) as got:
+        fe.predict(x)
+    assert got.value.kind == "fault" and len(tried) == 1
+    assert got.value.reason.startswith("cudaErrorIllegalAddress (700) in cudnn/frontend (float32): plan 0 of 3")
+
+
+@pytest.mark.usefixtures("ended")
+def test_a_refusal_after_which_the_context_reports_a_fault_ends_the_process(monkeypatch, mnist_test):
+    """A refusal's words (misaligned pointers: BAD_PARAM), but the probe's synchronize finds the context
+    poisoned: a fault named by the synchronize's error, not cudnnPoolingForward on the side."""
+    x, _ = oracle_sample(mnist_test[0], 3)
+    refused = []
+
+    def odd(graph, pack):
+        if any(p % 16 for p in pack.values()):
+            refused.append(graph)
+            return "misaligned"
+        return None
+
+    fe = frontend_net(monkeypatch, rules=fake.Rules(execute=odd))
+    synchronize = fe.net.stream.synchronize
+
+    def poisoned():
+        if refused:
+            raise RuntimeError("cudaErrorMisalignedAddress: misaligned address")
+        synchronize()
+
+    fe.net.stream.synchronize = poisoned
+    with pytest.raises(Ended) as got:
+        fe.predict(x)
+    assert got.value.kind == "fault" and got.value.reason.startswith("cudaErrorMisalignedAddress (716) in ")
+    assert "probed after RuntimeError: CUDNN_STATUS_BAD_PARAM: misaligned" in got.value.reason
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_from_copy_input_from_the_call_copies_the_images_to_the_device_first(monkeypatch, mnist_test, dtype):
+    n = frontend.COPY_INPUT_FROM
+    x, reference = oracle_sample(mnist_test[0], n + 2, dtype)
+    fe = frontend_net(monkeypatch, dtype)
+    for batch in (x, x, x[:2]):  # large: copied (eager, then a replay); small: read across the bus
+        assert np.abs(fe.predict(batch.astype(dtype)) - reference[:len(batch)]).max() <= 1e-5
+    big, small = fe.plans[n + 2], fe.plans[2]
+    fn, args = big.calls[0]
+    assert args == (big.buf["x"], big.host_in.ctypes.data, (n + 2) * 784 * np.dtype(dtype).itemsize, frontend.H2D,
+                    fe.net.stream.ptr)
+    assert "x" in big.arrays and big.buf["x"] == big.arrays["x"].data.ptr != big.host_in.ctypes.data
+    assert "x" not in small.arrays and small.buf["x"] == small.host_in.ctypes.data
+    assert fe.plan_notes[f"input (batch {n + 2})"].startswith("copied to the device by the call's first node")
+    assert fe.plan_notes["input (batch 2)"].startswith("read by conv1 from mapped host memory")
+    fe.close()

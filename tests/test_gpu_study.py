@@ -168,9 +168,9 @@ def test_the_plans_ask_for_the_gpu_half(tmp_path):
     plan = study.load(quick[2].command[quick[2].command.index("run") + 1])
     assert plan.name == "api_levels" and plan.measure.calls == 100 and plan.measure.rounds == 3
     full = gpu_study.plan(tmp_path, "r", quick=False)
-    assert [s.name for s in full] == ["doctor", "gpu-floor", "verify", "verify-train", "cudnn-device"] + \
-        [f"study-{s}" for s in gpu_study.STUDIES] + ["explain", "kernels", "kernels-512", "kernel-stages",
-                                                      "pytest-gpu", "labs"]
+    assert [s.name for s in full] == ["doctor", "bundle", "smoke", "gpu-floor", "verify", "verify-train",
+                                      "cudnn-device"] + [f"study-{s}" for s in gpu_study.STUDIES] + [
+        "training", "explain", "kernels", "kernels-512", "kernel-stages", "pytest-gpu", "labs"]
     assert all("gpu" in s.command for s in full if s.name.startswith("study-"))
     assert sum(s.timeout_s for s in full) >= gpu_study.BUDGET_S["full"]  # the budget is what binds
 
@@ -180,7 +180,7 @@ def test_steps_selects_some_steps_in_plan_order_and_names_the_known_ones(tmp_pat
     chosen = gpu_study.select(full, ["pytest-gpu", "verify"])
     assert [s.name for s in chosen] == ["verify", "pytest-gpu"]
     assert gpu_study.select(full, None) == full
-    with pytest.raises(HarnessError, match=r"no step named study-typo; the steps are doctor, gpu-floor, verify"):
+    with pytest.raises(HarnessError, match=r"no step named study-typo; the steps are doctor, bundle, smoke, gpu-f"):
         gpu_study.select(full, ["verify", "study-typo"])
     assert not list(tmp_path.glob("quick-*.toml"))  # write=False plans write nothing
     gpu_study.plan(tmp_path, "r", quick=True, write=False)
@@ -356,8 +356,8 @@ def test_levels_restrict_verify_verify_train_kernels_and_labs_in_plan_order(tmp_
     some = {s.name: s for s in gpu_study.plan(tmp_path, "r", quick=False, write=False,
                                                levels=["cudnn", "cuda"])}
     assert sorted(some) == sorted(every)  # the same steps
-    assert list(some) == ["kernel-stages", "verify", "kernels-512", "gpu-floor", "cudnn-device", "study-api_levels",
-                          "kernels", "study-batch_sweep", "pytest-gpu"] + [
+    assert list(some) == ["bundle", "smoke", "kernel-stages", "verify", "kernels-512", "gpu-floor", "cudnn-device",
+                          "study-api_levels", "kernels", "study-batch_sweep", "pytest-gpu"] + [
         name for name in every if name not in gpu_study.FOCUSED]
     assert list(some)[-1] == "labs" and list(every) == [s.name for s in gpu_study.plan(tmp_path, "r", False, False)]
     assert targets_of(some["verify"], "--implementations") == ["cuda", "cudnn"]  # GPU_IMPLS' order
@@ -371,7 +371,7 @@ def test_levels_restrict_verify_verify_train_kernels_and_labs_in_plan_order(tmp_
                                                           "cudnn/graph", "cudnn/frontend"]
     assert targets_of(some["labs"], "--labs") == ["cuda", "cudnn"]
     for name in ("doctor", "explain", "pytest-gpu", "study-api_levels"):  # untouched by --levels
-        assert some[name] == every[name]
+        assert some[name].command == every[name].command  # (doctor: after the smoke here, its verdicts named)
     assert not any(s.skip for s in some.values())
     # default: every level, as before
     assert targets_of(every["verify"], "--implementations") == gpu_study.GPU_IMPLS.split(",")
@@ -398,11 +398,13 @@ def test_the_step_plan_takes_each_steps_newest_seconds_and_says_where_the_budget
     assert seconds["study-api_levels"]["seconds"] == 172.4 and "pytest-gpu" not in seconds  # skipped: no time
     assert gpu_study.measured_seconds(tmp_path, None)["verify"]["seconds"] == 150.0  # the same levels first
     todo = gpu_study.plan(tmp_path, "r", quick=False, write=False, levels=["cuda", "cudnn"])
-    lines = gpu_study.step_plan(todo, seconds, 200.0)
-    assert lines[0].split()[:3] == ["kernel-stages", "90.0", "s"] and "never ran: its limit" in lines[0]
-    assert "20.6 s  (last, b.manifest.json);  110.6 s in all" in lines[1]  # 90 (its limit) + 20.6
-    assert "73.2 s  (at least: stopped by its limit, b.manifest.json);  183.8 s in all" in lines[2]
-    assert "past the budget" not in lines[2] and "past the budget" in lines[3]  # gpu-floor: its 60 s limit
+    lines = gpu_study.step_plan(todo, seconds, 260.0)
+    assert lines[0].split()[:3] == ["bundle", "3.0", "s"] and "never ran: stated" in lines[0]
+    assert "70.0 s  (never ran: stated);   73.0 s in all" in lines[1]  # the smoke: STATED_S
+    assert lines[2].split()[:3] == ["kernel-stages", "90.0", "s"] and "never ran: its limit" in lines[2]
+    assert "20.6 s  (last, b.manifest.json);  183.6 s in all" in lines[3]  # 3 + 70 + 90 (its limit) + 20.6
+    assert "73.2 s  (at least: stopped by its limit, b.manifest.json);  256.8 s in all" in lines[4]
+    assert "past the budget" not in lines[4] and "past the budget" in lines[5]  # gpu-floor: its 60 s limit
 
 
 def test_gpu_study_plan_prints_without_a_gpu(tmp_path):
@@ -410,7 +412,7 @@ def test_gpu_study_plan_prints_without_a_gpu(tmp_path):
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
     assert out[0].startswith("gpu-study --levels cuda,cudnn: the steps in order, budget 540 s")
-    assert [line.split()[0] for line in out[1:4]] == ["kernel-stages", "verify", "kernels-512"]
+    assert [line.split()[0] for line in out[1:4]] == ["bundle", "smoke", "kernel-stages"]
     assert harness("gpu-study").returncode == 2  # a campaign needs --out
 
 
@@ -563,3 +565,111 @@ def test_a_lab_over_its_share_is_stopped_and_the_next_still_graded(tmp_path, mon
     cuda, cudnn = summary["labs"]
     assert cuda["status"] == "timeout" and cuda["exit_code"] is None and cuda["seconds"] < 30
     assert cudnn["status"] == "ok" and (tmp_path / "cudnn.log").read_text() == "graded\n"
+
+
+# --- a loan of a GPU machine: two commands, the smoke first, what finishes comes back ---------------
+
+
+def test_the_loan_plan_prints_each_steps_estimate_and_fits_both_commands(tmp_path):
+    """From the committed manifests (or stated, for a step never run): each command's total within its
+    budget, the bundle's install and the packing counted in, and what the loan leaves out."""
+    from harness import DEFAULT_RESULTS
+
+    measured = gpu_study.measured_seconds(DEFAULT_RESULTS / "campaigns", gpu_study.PART_LEVELS)
+    full = gpu_study.plan(tmp_path, "r", quick=False, write=False)
+    lines, fits = gpu_study.loan_plan(measured, full)
+    assert fits, "\n".join(lines)
+    for part, budget in gpu_study.PART_BUDGET_S.items():
+        todo = gpu_study.plan(tmp_path, "r", False, write=False, part=part, warm=True)
+        assert gpu_study.part_seconds(todo, measured) <= budget
+        assert any(line.startswith(f"  command {part}: ") and line.endswith("(fits)") for line in lines)
+    assert sum(gpu_study.PART_BUDGET_S.values()) <= 800  # ~15 minutes a loan, ~90 s of it starting and idling
+    assert any("(never ran: stated)" in line and line.split()[0] == "training" for line in lines)
+    assert "only if time remains" in lines[lines.index(next(x for x in lines if x.split()[0] == "pytest-gpu")) + 1]
+    left = lines[-1].split("left out: ")[1].split(", ")
+    assert left == ["doctor", "verify-train", "cudnn-device", "study-overhead", "study-backends",
+                    "study-batch_sweep", "study-precision", "explain"]
+    done = harness("gpu-study", "--plan")
+    assert done.returncode == 0, done.stderr
+    assert "command 1 (gpu-study --part 1), budget 470 s" in done.stdout and "the loan: " in done.stdout
+
+
+def test_each_command_of_the_loan_runs_its_steps_in_order(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_study, "SMOKE_FILE", tmp_path / "smoke" / "verify-smoke.json")
+    first = gpu_study.plan(tmp_path, "r", quick=False, part=1)
+    assert [s.name for s in first] == list(gpu_study.PARTS[1])
+    by_name = {s.name: s for s in first}
+    assert targets_of(by_name["verify"], "--implementations") == ["cuda", "cudnn"]
+    assert by_name["verify"].command[by_name["verify"].command.index("--json") + 1].endswith(
+        f"verify-gpu-{gpu_study.results.short_hostname()}-r.json")  # keyed by the run: the H100's stays
+    sweep = by_name["batch_sweep-1-512"].command
+    assert study.load(sweep[sweep.index("run") + 1]).measure.batch_sizes == (1, 512)
+    smoke = by_name["smoke"].command
+    assert targets_of(by_name["smoke"], "--implementations") == ["cuda/rows", "cuda/resident_rows", "cuda/overlap",
+                                                                 "cuda/resident", "cudnn/frontend"]
+    assert smoke[smoke.index("--child-timeout-s") + 1] == "45" and by_name["smoke"].ok_codes == (0, 1, 3)
+    quarantine = (gpu_study.gpu_fault.QUARANTINE_ENV, str(gpu_study.SMOKE_FILE))
+    assert [quarantine in s.env for s in first] == [False, False, True, True, True, True]  # after the smoke
+    second = gpu_study.plan(tmp_path, "r", quick=False, write=False, part=2)
+    assert [s.name for s in second] == list(gpu_study.PARTS[2]) and not second[1].skip  # a cold machine
+    gpu_study.SMOKE_FILE.parent.mkdir()
+    gpu_study.SMOKE_FILE.write_text('{"rows": []}')
+    warm = gpu_study.plan(tmp_path, "r", quick=False, write=False, part=2)
+    assert warm[1].name == "smoke" and "the first command's verdicts are here" in warm[1].skip
+    assert all(quarantine in s.env for s in warm[2:])
+    training = {s.name: s for s in warm}["training"].command
+    assert training[training.index("run") + 1] == "training" and "gpu" in training
+
+
+def test_the_training_study_has_a_gpu_cell_for_every_level_with_a_gpu_trainer():
+    from harness import registry
+
+    training = study.load("training")
+    on_gpu = {c.implementation for c in training.cells if c.device == "gpu"}
+    assert on_gpu >= set(registry.trainers("gpu")) and "cudnn" in on_gpu
+    cpu_batches = {c.batch_size for c in training.cells if c.device == "cpu"}
+    assert {c.batch_size for c in training.cells if c.implementation == "cudnn"} == cpu_batches
+
+
+CUT_OFF = """
+import sys, time
+from pathlib import Path
+from harness.campaign import gpu_study
+from harness.campaign.steps import python_step
+work, out, study_file = map(Path, sys.argv[1:4])
+todo = [python_step("study-null", ["-m", "harness", "run", str(study_file), "--out", str(work / "results"),
+                                   "--run-id", "r1"], 120),
+        python_step("second", ["-c", "print('done')"], 30),
+        python_step("stuck", ["-c", "import time; print('started', flush=True); time.sleep(600)"], 600)]
+gpu_study.run_campaign(work, "gpu-study-cut-r1", todo, 900, say=print, into=out)
+"""
+
+
+def test_a_command_cut_off_after_step_k_brings_back_steps_1_to_k_importable(tmp_path):
+    work, out = tmp_path / "work", tmp_path / "out"
+    study_file = tmp_path / "null.toml"
+    study_file.write_text(NULL_STUDY)
+    child = subprocess.Popen([sys.executable, "-u", "-c", CUT_OFF, str(work), str(out), str(study_file)], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        for line in child.stdout:  # the third step has started: the first two are packed
+            if line.startswith("[3/3] stuck:"):
+                break
+    finally:
+        os.killpg(child.pid, 9)  # the borrowed machine's limit: everything killed at once
+        child.wait(timeout=60)
+    assert sorted(p.name for p in out.iterdir()) == ["gpu-study-cut-r1.tar.gz"]  # no half-written archive
+    with tarfile.open(out / "gpu-study-cut-r1.tar.gz") as tar:
+        manifest = json.load(tar.extractfile("gpu-study-cut-r1/manifest.json"))
+    assert [s["name"] for s in manifest["steps"]] == ["study-null", "second"]
+    written = archive.import_results(out / "gpu-study-cut-r1.tar.gz", tmp_path / "into", say=lambda line: None)
+    assert tmp_path / "into" / "api_levels" / "r1" / "results.jsonl.gz" in written
+
+
+def test_out_holds_the_archive_and_the_console_log_only(tmp_path):
+    out, work = tmp_path / "out", tmp_path / "work"
+    manifest, path = gpu_study.gpu_study(out, quick=False, only=["bundle"], say=lambda line: None, work=work)
+    assert [s["name"] for s in manifest["steps"]] == ["bundle"] and "packed_s" in manifest["steps"][0]
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [path.name.replace(".tar.gz", ".log"), path.name] and len(names) <= 4
+    assert "bundle" in (out / names[0]).read_text() and (work / "manifest.json").is_file()

@@ -117,3 +117,19 @@ def test_a_run_written_with_a_fingerprint_is_keyed_by_it(tmp_path):
     (found,) = rundata.load_runs(tmp_path)
     assert found["host_key"] == f"fp:{identity['fingerprint']}"
     assert hosts.name_of([found], identity) == found["machine"] and "not fingerprinted" not in found["machine"]
+
+
+def test_a_gpu_hosts_fingerprint_holds_its_gpu_driver_and_cuda_a_cpu_hosts_is_as_before():
+    """Two GPU leases are two machines where the GPU model, driver or CUDA differ; a host without GPUs
+    hashes its fields alone, as before (its runs stay one machine)."""
+    h100, h200 = fingerprinted(["avx2"], gpus=["NVIDIA H100 80GB HBM3"]), fingerprinted(["avx2"], gpus=["NVIDIA H200"])
+    assert h100["fingerprint"] != h200["fingerprint"]
+    cuda12 = host.fingerprint({**h200, "cuda_driver_version": "12.8"})
+    assert cuda12 != host.fingerprint({**h200, "cuda_driver_version": "13.0"}) and cuda12 != h200["fingerprint"]
+    cpu = fingerprinted(["avx2"])
+    assert host.fingerprint({**cpu, "cuda_driver_version": "13.0"}) == cpu["fingerprint"]
+    import hashlib
+    import json as json_module
+
+    key = {**{f: cpu["host"].get(f) for f in host.FINGERPRINT_FIELDS}, "gpus": []}
+    assert cpu["fingerprint"] == hashlib.sha256(json_module.dumps(key, sort_keys=True).encode()).hexdigest()[:12]

@@ -47,7 +47,7 @@ def test_no_level_imports_another_level(package):
 
 
 def test_every_hook_names_a_function_of_its_own_level():
-    """The registry's hooks (what doctor, env.json and `make weights` ask a level) resolve, each
+    """The registry's hooks (what doctor, env.json, a worker and the ONNX level's export ask a level) resolve, each
     into the level's own package, without a framework: checked as text, nothing imported."""
     for spec in registry.REGISTRY.values():
         for what, path in spec.hooks:

@@ -373,7 +373,7 @@ def test_the_leaderboard_lists_everyone_and_is_rebuilt_from_the_rows(graded):
     assert (out / "feedback" / "correct.png").is_file()
     assert "Next step" in (out / "feedback" / "broken.md").read_text()
     wrong = (out / "feedback" / "wrong.md").read_text()  # its commands name the lab, none is left unfilled
-    assert "`python -m harness lab check test_cpu lenet.py`" in wrong and "lab-kit-test_cpu.zip" in wrong
+    assert "`python -m lenet_lab check lenet.py`" in wrong and "lab-kit-test_cpu.zip" in wrong
     assert "LAB" not in wrong and "{" not in wrong
 
 

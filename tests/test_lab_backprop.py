@@ -14,6 +14,7 @@ from harness.data import weights as weights_file
 from harness.data.init_weights import DEFAULT_INIT
 from harness.lab.box import tasks
 from harness.lab.judge.rules import assignment, backprop, stages
+from harness.lab.judge.rules import oracle as answers
 from harness.lab.term.handout.student import submission_class
 from harness.lab.term.marks import feedback, points
 from tests.conftest import ROOT
@@ -27,7 +28,7 @@ def oracle():
     w = {name: weights_file.Layer(k.astype(np.float64), b.astype(np.float64))
          for name, (k, b) in weights_file.read(DEFAULT_INIT).items()}
     images, labels = mnist.load("train")
-    return w, images[:8], labels[:8].astype(np.int64), backprop.oracle(w, images[:8], labels[:8])
+    return w, images[:8], labels[:8].astype(np.int64), answers.backward(w, images[:8], labels[:8])
 
 
 class Channel:
@@ -116,3 +117,26 @@ def test_a_stage_not_written_or_in_pytorch_s_layouts(oracle):
     assert oihw["layout"] == backprop.KERNEL_OIHW
     assert backprop.judge("conv1", (None, stages_["conv1"].dkernel, stages_["conv1"].dbias), stages_["conv1"],
                           tol)["verdict"] == "ok"  # conv1's dx is not graded
+
+
+def test_relu_s_gradient_at_zero_either_way_and_a_known_factor_named(oracle):
+    """At the initial weights (biases 0) a conv layer's pre-activation is exactly 0 over background
+    pixels: a stage that takes ReLU's gradient there as 1 differs from the oracle's (0), and is
+    accepted, saying so; a stage whose answers are the batch size times the oracle's (a summed loss)
+    is wrong, named as off by that factor; so is one scaled by the learning rate."""
+    *_, stages_ = oracle
+    tol = backprop.tolerance(1e-4)
+    conv1 = stages_["conv1"]
+    assert conv1.alt is not None and not np.allclose(conv1.alt[2], conv1.dbias)  # the rules differ here
+    either = backprop.judge("conv1", conv1.alt, conv1, tol)
+    assert either["verdict"] == "ok" and either["relu_at_zero"] == 1
+    assert "exactly 0 taken as 1" in stages.sentence(either, 12)
+    fc2 = stages_["fc2"]
+    n = len(fc2.x)
+    summed = backprop.judge("fc2", (fc2.dx * n, fc2.dkernel * n, fc2.dbias * n), fc2, tol)
+    assert summed["verdict"] == "wrong" and f"a factor of {n}, the batch size" in summed["layout"]
+    assert f"off the reference's by a factor of {n}" in stages.sentence(summed, 12, counts=False)
+    assert "points" not in stages.sentence(summed, 12, counts=False)
+    stepped = backprop.judge("fc2", (fc2.dx, fc2.dkernel * 0.05, fc2.dbias), fc2, tol)
+    assert "the learning rate" in stepped["layout"]
+    assert backprop.judge("fc2", (fc2.dx, fc2.dkernel + 1.0, fc2.dbias), fc2, tol)["layout"] is None

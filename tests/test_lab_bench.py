@@ -1,20 +1,20 @@
 """The class-scale bench's mix (harness.lab.term.bench): one student in TRAINING_SHARE hands in the
-training lab, made from its own examples, and labs/README's "Class-scale timing" says so; the
+training lab, made from its own examples, and docs/slurm.md's "Class-scale timing" says so; the
 printed lines give each lab's class, the projection pays each lab's set-up. (The class's kinds and
 the one-row check: tests/test_slurm_grading.py.)"""
 
 from harness.lab.term import bench
 from tests.conftest import ROOT
 
-README = (ROOT / "labs" / "README.md").read_text()
+SLURM = (ROOT / "docs" / "slurm.md").read_text()
 
 
-def test_the_mix_holds_training_submissions_and_the_readme_says_which(tmp_path):
+def test_the_mix_holds_training_submissions_and_the_docs_say_which(tmp_path):
     assert bench.mix("cpu_numpy", 100) == [("cpu_numpy", 80, bench.EXAMPLES),
                                            ("cpu_train", 20, bench.TRAINING_EXAMPLES)]
     assert bench.mix("cpu_numpy", 9) == [("cpu_numpy", 9, bench.EXAMPLES)]  # too small to split
     assert bench.mix("cpu_train", 30) == [("cpu_train", 30, bench.TRAINING_EXAMPLES)]
-    section = " ".join(README.split("### Class-scale timing", 1)[1].split("\n### ", 1)[0].split())
+    section = " ".join(SLURM.split("## Class-scale timing", 1)[1].split("\n## ", 1)[0].split())
     (_, inference, _), (_, training, _) = bench.mix("cpu_numpy", 100)
     assert f"one student in {bench.TRAINING_SHARE} hands in the training lab `cpu_train`" in section
     assert f"a class of 100 is {inference} `cpu_numpy` and {training} `cpu_train` submissions" in section

@@ -1,4 +1,4 @@
-"""labs/README.md's "Writing a new lab", followed from scratch: its code blocks run exactly as written,
+"""docs/writing-a-lab.md's "A lab of your own, step by step", followed from scratch: its code blocks run exactly as written,
 in order, in a fresh folder outside the checkout; the lab it writes there (its own starter, gate and
 references) checks and grades the examples it copied, and its kit hands out its own starter."""
 
@@ -15,12 +15,12 @@ import pytest
 from harness.lab.judge.rules import assignment
 from tests.conftest import ROOT
 
-GUIDE = "## Writing a new lab"
+GUIDE = "## A lab of your own, step by step"
 
 
 def guide_blocks() -> list[str]:
     """The section's ```sh blocks, as written."""
-    text = (ROOT / "labs" / "README.md").read_text()
+    text = (ROOT / "docs" / "writing-a-lab.md").read_text()
     section = text.split(GUIDE, 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```sh\n(.*?)```", section, re.S)
 

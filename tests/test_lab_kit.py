@@ -52,14 +52,18 @@ def test_kit_holds_no_answer(kits, name):
         texts = {n: archive.read(n).decode() for n in names if n.endswith(TEXT)}
     assert all(n.startswith(f"lab-kit-{name}/") for n in names)
     parts = {part for n in names for part in n.split("/")}
-    assert not [p for p in parts if p.startswith("lenet_") or p in ("examples", "examples-cuda", "tests")]
+    # no level package; lenet_lab is the check's command (`python -m lenet_lab check lenet.py`) alone
+    assert not [p for p in parts if p.startswith("lenet_") and p != "lenet_lab"
+                or p in ("examples", "examples-cuda", "tests")]
+    assert sorted(n for n in names if "/lenet_lab/" in n) == [f"lab-kit-{name}/lenet_lab/{f}" for f in
+                                                              ("__init__.py", "__main__.py")]
     for entry, text in texts.items():
         assert not [m for m in FORWARD_MARKERS if m in text], entry
         if entry.endswith(".py"):
             for node in ast.walk(ast.parse(text)):
                 modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
                            else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-                assert not [m for m in modules if m.startswith("lenet")], (entry, modules)
+                assert not [m for m in modules if m.startswith("lenet") and m != "lenet_lab"], (entry, modules)
     # the level packages are named only in the registry's table (strings, never imported)
     assert [e for e, t in texts.items() if "lenet_numpy" in t] == [f"lab-kit-{name}/harness/registry.py"]
     py = sorted(n.split("/", 1)[1] for n in names if n.endswith(".py") and "/harness/" in n)
@@ -138,6 +142,12 @@ def test_kit_runs_with_numpy_alone_then_installs_and_checks(kits, tmp_path):
                           cwd=folder, env=env, timeout=300)
     assert here.returncode == 0 and "Status: passes the gate" in here.stdout, here.stdout + here.stderr
     assert "numpy takes about" in here.stdout and "Peak memory of this check" in here.stdout
+    _, train_folder = kits["cpu_train"]  # the training kit's check, with NumPy alone too
+    for example, code in (("correct", 0), ("wrong", 1)):
+        trains = subprocess.run([str(python), *documented_command(train_folder)[1:-1],
+                                 str(ROOT / "labs" / "examples-train" / example / "lenet.py")],
+                                capture_output=True, text=True, cwd=train_folder, env=env, timeout=300)
+        assert trains.returncode == code, trains.stdout + trains.stderr
     silent = subprocess.run([str(python), *command[1:3]], capture_output=True, text=True, cwd=folder, env=env)
     assert silent.returncode == 2 and "usage" in silent.stderr  # never exit 0 printing nothing
     subprocess.run([*pip, str(folder)], check=True, env=env, cwd=tmp_path, timeout=300)
@@ -203,12 +213,32 @@ def test_logits_a_shape_error_and_show(kits, capsys):
 ])
 def test_the_training_kit_runs_the_grader_s_steps_from_its_folder(kits, example, passes, says):
     """cpu_train's kit, run from its unzipped folder by its documented command: the grader's three
-    steps from the shared initial weights (its .npz), against the oracle's shipped answers."""
+    steps from the shared initial weights (its .npz), against the oracle's shipped answers, then each
+    layer's backward on its own (the stages); a step that passes is timed."""
     _, folder = kits["cpu_train"]
     command = documented_command(folder)
+    assert command[:3] == ["python", "-m", "lenet_lab"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}  # the kit's harness, not ours
     done = subprocess.run([sys.executable, *command[1:-1], str(ROOT / "labs" / "examples-train" / example)],
                           capture_output=True, text=True, cwd=folder, env=env, timeout=300)
     assert done.returncode == (0 if passes else 1), done.stdout + done.stderr
-    assert says in done.stdout and "Median time per step of 32 images" in done.stdout
-    assert "3 SGD steps of 32 training images" in done.stdout and "numpy takes about" in done.stdout
+    assert says in done.stdout and "3 SGD steps of 32 training images" in done.stdout
+    assert ("Median time per step of 32 images" in done.stdout and "numpy takes about" in done.stdout) is passes
+    assert ("5 of 5 right" if passes else "4 of 5 right") in done.stdout
+    assert ("- fc2: wrong (0 of 12 points)" in done.stdout) is not passes
+
+
+def test_the_training_kit_s_readme_is_written_for_training(kits):
+    """Its own README: the commands, the rules the reference keeps, the stages' partial credit and
+    what a failed stage looks like; nothing of inference's (predict, test images, trained weights)."""
+    _, folder = kits["cpu_train"]
+    readme = (folder / "README.md").read_text()
+    for said in ("python -m lenet_lab check", "averaged over the batch", "exactly 0", "row-major",
+                 "NHWC", "HWIO", "before", "backward(name, x, upstream, kernel, bias)", "stage(name, x)",
+                 "- fc2: wrong (0 of 12 points)", "factor of the batch size"):
+        assert said in readme, said
+    for inference in ("predict", "harness.base.LeNet", "test images", "trained weights"):
+        assert inference not in readme, inference
+    data = student.load_kit(folder / "harness" / "_kit")
+    assert data.lab["stages"] == [[name, 12.0] for name in ("fc3", "fc2", "fc1", "conv2", "conv1")]
+    assert data.weights.name == "lenet5_init.weights.npz"

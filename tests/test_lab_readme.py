@@ -1,5 +1,6 @@
-"""labs/README.md says what the commands do: the student folders `lab collect` makes, the grader's
-progress line, and how a Slurm task gets the privileges its sandbox asks for."""
+"""The staff's pages say what the commands do: the student folders `lab collect` makes and the grader's
+progress line (docs/staff.md), and how a Slurm task gets the privileges its sandbox asks for
+(docs/slurm.md)."""
 
 import zipfile
 
@@ -8,13 +9,14 @@ from harness.lab.judge.rules import assignment
 from harness.lab.term.intake import collect
 from tests.conftest import ROOT
 
-README = (ROOT / "labs" / "README.md").read_text()
+STAFF = (ROOT / "docs" / "staff.md").read_text()
+SLURM = (ROOT / "docs" / "slurm.md").read_text()
 
 
-def test_the_readme_s_student_folders_are_what_collect_makes(tmp_path):
-    """Its regrade example names folders as `lab collect` makes them from Moodle's download (it once
-    said ben-o-neil-1003), and so do its words on Moodle's and Canvas's names."""
-    named = README.split("lab regrade grading/cpu_numpy --only ", 1)[1].split()[0].split(",")
+def test_the_staff_page_s_student_folders_are_what_collect_makes(tmp_path):
+    """Its regrade example names folders as `lab collect` makes them from Moodle's download, and so do
+    its words on Moodle's and Canvas's names."""
+    named = STAFF.split("lab regrade grading/cpu_numpy --only ", 1)[1].split()[0].split(",")
     assert named == ["ann-smith-1002", "ben-oneil-1003"]
     source = tmp_path / "moodle.zip"
     with zipfile.ZipFile(source, "w") as archive:
@@ -27,13 +29,13 @@ def test_the_readme_s_student_folders_are_what_collect_makes(tmp_path):
         archive.writestr("oneilben_1003_9003_lenet.py", "# a submission\n")
     collect.collect(canvas, tmp_path / "canvas", report=lambda _: None)
     assert store.students(tmp_path / "canvas", "lenet.py") == ["oneilben-1003"]
-    assert "is `ben-oneil-1003`; Canvas's\n   `oneilben_1003_...` is `oneilben-1003`" in README
+    said = " ".join(STAFF.split())
+    assert "participant 1003, is `ben-oneil-1003`; Canvas's `oneilben_1003_...` is `oneilben-1003`" in said
 
 
-def test_the_readme_s_progress_line_is_the_grader_s():
-    """The sample line is what grade.one_line prints for such a row (its seconds are measured: the
-    README says where and on what)."""
-    sample = README.split("one line per submission (`", 1)[1].split("`)", 1)[0].replace("\n", " ")
+def test_the_staff_page_s_progress_line_is_the_grader_s():
+    """The sample line is what grade.one_line prints for such a row."""
+    sample = STAFF.split("one line per submission (`", 1)[1].split("`)", 1)[0].replace("\n", " ")
     shown, seconds = sample.rsplit(" (", 1)
     row = {"status": "ok", "rank_by": "numpy", "median_per_image_ns": 412_000.0, "loc": 35,
            "seconds": float(seconds.split()[0]),
@@ -41,7 +43,7 @@ def test_the_readme_s_progress_line_is_the_grader_s():
     assert f"[3/40] ben: {grade.one_line(row)}" == sample
 
 
-def test_the_readme_s_slurm_privileges_hold():
+def test_the_slurm_page_s_privileges_hold():
     """A task runs as its submitter with the submitter's environment (sbatch's default --export=ALL:
     no --export in the task's script), so SUDO_UID reaches store.hand_over in every task."""
     from harness.lab.judge import slurm
@@ -49,6 +51,7 @@ def test_the_readme_s_slurm_privileges_hold():
     lab = assignment.load("cpu_numpy")
     task, merge = slurm.scripts(lab, ROOT / "labs" / "examples", ROOT / "nowhere", slurm.Options())
     assert "--export" not in task and "--uid" not in task and "lab task" in task
-    assert "sbatch's default `--export=ALL`" in README and "DisableRootJobs" in README
+    said = " ".join(SLURM.split())
+    assert "(sbatch's default `--export=ALL`)" in said and "no `DisableRootJobs=YES`" in said
     owner = store.hand_over(ROOT / "nowhere", {"SUDO_UID": "1234", "SUDO_GID": "1234"})
     assert owner is None  # not a folder: nothing handed over (a task's OUT is, under root)

@@ -1,4 +1,4 @@
-"""A class with refused hand-ins, end to end (labs/README.md, "Collect"): a Canvas download, built
+"""A class with refused hand-ins, end to end (docs/staff.md, "Collect"): a Canvas download, built
 as Canvas builds it, in which three students handed in a bad zip of their own (a bomb, one that
 climbs out, one that cannot be read); `lab collect` collects the others and exits 1 naming the
 three; `lab grade` gives each a refused row (their folders absent, the others' rows kept), and a

@@ -1,4 +1,4 @@
-"""Every file staff open is safe to open (labs/README.md): a class whose
+"""Every file staff open is safe to open (docs/staff.md): a class whose
 folder names, LMS names and failure reasons are written to attack a spreadsheet (=HYPERLINK, +1,
 -2+3, @SUM, a `;` then a formula) and Markdown or HTML (|, <script>, backticks, newlines) goes
 through `lab similarity`, `lab report`, `lab export` (Canvas, Moodle, plain CSV) and `lab publish`;

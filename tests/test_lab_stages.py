@@ -1,7 +1,8 @@
 """Partial credit by stage (harness.lab.judge.rules.stages): a lab with [stages] asks each layer of a
 submission on the oracle's input to it; the example with fc1's NCHW flatten gets every other
 stage's points, and its feedback names fc1 and the NCHW flatten (graded in tests/test_lab_real.py,
-beside real students' mistakes). A lab without stages grades as before (tests/test_lab.py)."""
+beside real students' mistakes). A lab without stages grades as before (tests/test_lab.py). The
+oracle's stages come from harness.lab.judge.rules.oracle (grader only); the rest needs NumPy alone."""
 
 import pytest
 
@@ -9,6 +10,7 @@ from harness import DEFAULT_WEIGHTS
 from harness.data import mnist
 from harness.errors import HarnessError
 from harness.lab.judge.rules import assignment, stages
+from harness.lab.judge.rules import oracle as answers
 from harness.lab.term.marks import points
 
 # every inference stage at 5 points, in the file's order reversed: read back in network order
@@ -17,7 +19,7 @@ LAB = "[stages]\n" + "".join(f"{name} = 5\n" for name in reversed(stages.INFEREN
 
 @pytest.fixture(scope="module")
 def oracle():
-    return stages.oracle_stages(DEFAULT_WEIGHTS, mnist.load("test")[0][:4], "float32")
+    return answers.forward_stages(DEFAULT_WEIGHTS, mnist.load("test")[0][:4], "float32")
 
 
 def test_a_stage_in_nchw_and_fc1_flattening_nchw_are_named(oracle):

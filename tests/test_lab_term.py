@@ -1,4 +1,4 @@
-"""A course's term around the grading (labs/README.md, "Running a term"): `lab collect` reads a
+"""A course's term around the grading (docs/staff.md): `lab collect` reads a
 Canvas bulk download, a Moodle download-all zip and a folder of git clones (names with spaces,
 accents and quotes), refuses zip-slip, zip bombs and an --out in use, keeps the later of two
 attachments of one name; the [grade] table gives points, ties where intervals overlap and a late

@@ -181,3 +181,18 @@ def test_build_and_install_a_small_bundle_for_this_python(tmp_path):
     # as on a server without them (the project's venv has both, through keras)
     assert ob.install(out, tmp_path / "t", installed=lambda name: None) == 0
     assert (tmp_path / "t" / "namex").is_dir() and (tmp_path / "t" / "mdurl").is_dir()
+
+
+def test_installed_names_each_missing_distribution_and_what_is_lost_without_it(tmp_path, capsys):
+    """gpu-study's first step: the bundle's distributions found here (its PYTHONPATH), or missing with
+    what needs them; without the bundle's folder, against the committed record."""
+    record = json.loads(ob.RECORD.read_text())
+    names = [w["name"] for w in record["wheels"]]
+    assert ob.installed(tmp_path / "absent", version=lambda name: "1.0") == 0
+    assert f"{len(names)} of {len(names)} of the bundle's distributions found" in capsys.readouterr().out
+    found = {name: "1.0" for name in names if name not in ("keras", "nvidia-cudnn-frontend")}
+    assert ob.installed(tmp_path / "absent", version=found.get) == 1
+    out = capsys.readouterr().out
+    assert "MISSING   keras " in out and "needed for every Keras row" in out
+    assert "needed for cudnn/frontend (cuDNN's graph API)" in out
+    assert "missing: keras, nvidia-cudnn-frontend. Install it first: python scripts/offline_bundle.py install" in out

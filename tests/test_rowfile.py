@@ -61,6 +61,16 @@ def test_pack_complete_converts_a_run_completed_before_compression_keeping_its_m
     assert jsonl(results.read_rows(run_dir)) == jsonl(run_rows("old")) and not (run_dir / rowfile.PLAIN).exists()
 
 
+def test_a_runs_rows_in_either_form_have_one_reader(tmp_path):
+    """results.read_rows, which the report, the floor, reproduce and the runner call, is the one reader
+    (rows.read_run): a partial run's plain rows and a complete run's compressed rows both read there."""
+    assert results.read_rows is rows.read_run
+    partial = write_run(tmp_path / "partial", "k", run_rows("k", finished=False))
+    assert (partial / rowfile.PLAIN).is_file() and rows.read_run(partial) == run_rows("k", finished=False)
+    complete = packed_run(tmp_path / "complete")
+    assert (complete / rowfile.PACKED).is_file() and jsonl(rows.read_run(complete)) == jsonl(run_rows())
+
+
 # --- read whole or not at all --------------------------------------------------------------------
 
 def damage(run_dir, change):

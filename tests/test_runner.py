@@ -83,6 +83,34 @@ def test_crashing_worker_is_recorded_and_the_study_goes_on(tmp_path):
     assert len(rows["null/default/cpu/b1/float32"]["rounds_ns"]) == 4
 
 
+def test_a_fault_is_named_and_the_groups_next_cell_gets_a_fresh_worker(tmp_path):
+    """A cell whose worker ends on a GPU fault (gpu_fault's line and exit code) is `fault`, named by
+    the error; the next cell of its group (same worker) is loaded again in a fresh worker and measured."""
+    cell = '[[cells]]\nimplementation = "tests.fake_impls:FaultingLeNet"\nvariants = ["good", "bad"]\n'
+    path = write_study(tmp_path, rounds=2, extra=cell)
+    run = run_cli(path, "--out", tmp_path, env={"LENET_TEST_FAULT_AT": "5"})  # in its first round
+    assert run.returncode == 0, run.stderr
+    rows = final_rows(only_run(tmp_path))
+    bad = rows["tests.fake_impls:FaultingLeNet/bad/cpu/b1/float32"]
+    assert bad["status"] == "fault" and bad["reason"].startswith(
+        "cudaErrorIllegalAddress (700) in a test's kernel (worker exited with code 86")
+    good = rows["tests.fake_impls:FaultingLeNet/good/cpu/b1/float32"]
+    assert good["status"] == "ok" and len(good["rounds_ns"]) == 2
+    setups = [r for r in results.read_rows(only_run(tmp_path)) if r["kind"] == "setup"
+              and r["cell_id"].startswith("tests.fake_impls:FaultingLeNet/good")]
+    assert len({r["pid"] for r in setups}) == 2  # loaded in the first worker, then in a fresh one
+    assert bad["rounds_ns"] == []  # its one round ended in the fault
+
+
+def test_a_hang_is_recorded_as_hung(tmp_path):
+    cell = '[[cells]]\nimplementation = "tests.fake_impls:FaultingLeNet"\nvariants = ["bad"]\n'
+    path = write_study(tmp_path, rounds=2, extra=cell)
+    run = run_cli(path, "--out", tmp_path, env={"LENET_TEST_FAULT_KIND": "hung"})
+    assert run.returncode == 0, run.stderr
+    bad = final_rows(only_run(tmp_path))["tests.fake_impls:FaultingLeNet/bad/cpu/b1/float32"]
+    assert bad["status"] == "hung" and "still running 0.1 s" in bad["reason"]
+
+
 def test_worker_killed_from_outside_mid_run(tmp_path):
     """The gated cell blocks in its third round until tmp_path/gate exists, so it is surely
     mid-run when its worker is killed, however fast or loaded the machine is."""

@@ -41,10 +41,13 @@ CAP_BYTES = 16 * 1024 * 1024  # what one file brought back from a borrowed GPU m
 MANIFESTS = "campaigns"  # reports/results/campaigns/<name>.manifest.json: what each import brought
 
 
-def pack(out: Path, name: str, cap_bytes: int = CAP_BYTES, say: Callable[[str], None] = print) -> Path:
-    """out/<name>.tar.gz from out/manifest.json, out/results/ and out/logs/, under the cap."""
+def pack(out: Path, name: str, cap_bytes: int = CAP_BYTES, say: Callable[[str], None] = print,
+         into: Path | None = None) -> Path:
+    """into/<name>.tar.gz (into: out where not given) from out/manifest.json, out/results/ and
+    out/logs/, under the cap; written whole (a temporary file renamed), so packing it again after
+    each step leaves the last whole archive in place until the next is."""
     out = Path(out)
-    archive = out / f"{name}.tar.gz"
+    archive = Path(into or out) / f"{name}.tar.gz"
     manifest_path = out / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     parts = ["manifest.json", "results", "logs"]
@@ -90,9 +93,9 @@ def row_key(row: Row) -> tuple[str, str, str, str]:
 
 
 def exit_code(rows: list[Row]) -> int:
-    """verify's and verify-train's rule, over the merged rows: 1 a check failed, 3 something could
-    not run, else 0."""
-    if any(row.get("status") == "FAIL" for row in rows):
+    """verify's and verify-train's rule, over the merged rows: 1 a check failed (FAIL, or a variant
+    that hung or faulted), 3 something could not run, else 0."""
+    if any(row.get("status") in ("FAIL", "hung", "fault") for row in rows):
         return 1
     return 3 if any(row.get("status") == "unavailable" for row in rows) else 0
 

@@ -45,8 +45,17 @@ def gpu_study_command() -> Command:
                help="only these GPU levels in verify, verify-train, kernels, kernels-512 and labs, "
                     "e.g. cuda,cudnn (the levels whose code changed; default: every GPU level, "
                     "python -m harness list --device gpu)"),
+        option("--part", type=int, choices=(1, 2), default=None,
+               help="one command of a GPU loan: 1 the smoke, the floor, verify (cuda, cudnn), api_levels "
+                    "and batch_sweep at batch 1 and 512; 2 (on the same warm machine) training, "
+                    "kernel-stages, kernels at batch 512, pytest -m gpu, then the labs and kernels if "
+                    "time remains (--plan prints both, with their estimates)"),
+        option("--work", type=Path, default=None, metavar="DIR",
+               help="the campaign's results, logs and manifest (default build/gpu-study/<campaign>/); "
+                    "--out keeps only the archive and the console log"),
         option("--budget-s", type=float, default=None, metavar="S",
-               help="overall time budget in seconds (default: 240 quick, 540 full)"))
+               help="overall time budget in seconds (default: 240 quick, 540 full, a part's share of "
+                    "its command)"))
 
 
 def campaign_command() -> Command:
@@ -106,13 +115,23 @@ def cmd_gpu_study(args: argparse.Namespace) -> int:
     from harness.machine import gpu
 
     levels = gpu_study.check_levels(args.levels)  # a typo is said before the GPU is looked for
+    if args.plan and args.part is None and not (args.quick or args.steps or levels):
+        # the loan: both commands, each step's estimate, each command's total, what is left out
+        measured = gpu_study.measured_seconds(DEFAULT_RESULTS / "campaigns", gpu_study.PART_LEVELS)
+        full = gpu_study.plan(Path("."), "plan", False, write=False)
+        lines, fits = gpu_study.loan_plan(measured, full)
+        print(f"gpu-study: a GPU loan in two commands (seconds from {DEFAULT_RESULTS / 'campaigns'})")
+        print("\n".join(lines))
+        return 0 if fits else 1
     if args.plan:  # no GPU needed: the steps, in order, with their last measured seconds
-        budget = args.budget_s or gpu_study.BUDGET_S["quick" if args.quick else "full"]
+        budget = args.budget_s or (gpu_study.PART_BUDGET_S[args.part] if args.part
+                                   else gpu_study.BUDGET_S["quick" if args.quick else "full"])
         todo = gpu_study.select(gpu_study.plan(Path(args.out or "."), "plan", args.quick, write=False,
-                                               levels=levels), args.steps)
+                                               levels=levels, part=args.part), args.steps)
         print(f"gpu-study{' --levels ' + ','.join(levels) if levels else ''}: the steps in order, "
               f"budget {budget:g} s (seconds from {DEFAULT_RESULTS / 'campaigns'})")
-        measured = gpu_study.measured_seconds(DEFAULT_RESULTS / "campaigns", levels)
+        measured = gpu_study.measured_seconds(DEFAULT_RESULTS / "campaigns",
+                                              levels or (gpu_study.PART_LEVELS if args.part else None))
         print("\n".join(gpu_study.step_plan(todo, measured, budget)))
         return 0
     if args.out is None:
@@ -121,9 +140,9 @@ def cmd_gpu_study(args: argparse.Namespace) -> int:
     if absent:
         raise Unavailable(f"gpu-study needs a GPU: {absent}")
     manifest, archive = gpu_study.gpu_study(args.out, args.quick, args.steps, args.budget_s, say=log,
-                                            levels=levels)
+                                            levels=levels, part=args.part, work=args.work)
     failed = [s["name"] for s in manifest["steps"] if s["status"] != "ok" and not s.get("planned_out")]
-    print(f"manifest: {Path(args.out) / 'manifest.json'}")
+    print(f"manifest: {archive.parent / archive.name.removesuffix('.tar.gz')}/manifest.json in the archive")
     print(f"archive: {archive} ({archive.stat().st_size / 2**20:.1f} MiB)")
     if failed:
         log(f"steps not ok: {', '.join(failed)} (see the manifest; the others' results are in the archive)")

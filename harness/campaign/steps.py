@@ -3,7 +3,8 @@
 A step is a subprocess with its own log file and time limit. A failing or timed-out step is a
 record with its exit code and the log's last lines, never the end of the campaign; a step
 that would start after the overall deadline is recorded as skipped. The manifest (JSON) is
-rewritten after every step, so a campaign killed half-way still says what it did.
+rewritten after every step, so a campaign killed half-way still says what it did; a caller's
+`after` hook runs then too (gpu-study packs its archive again: a command cut off keeps its steps).
 """
 
 import json
@@ -31,6 +32,7 @@ class Step:
     env: tuple[tuple[str, str], ...] = field(default=())
     ok_codes: tuple[int, ...] = (0,)  # e.g. verify's 3: some level cannot run here (a row says why)
     skip: str = ""  # why it is not run at all (e.g. none of --levels' targets in it): a skipped record
+    estimate_s: float | None = None  # its seconds as stated, for a plan made before any manifest timed it
 
 
 def python_step(name: str, args: Sequence[str], timeout_s: float, **kwargs: Any) -> Step:
@@ -83,8 +85,10 @@ def stop(child: subprocess.Popen, grace_s: float = 15.0) -> None:
 
 
 def run_all(steps: list[Step], out: Path, manifest: dict[str, Any], deadline_s: float,
-            say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run the steps in order into out/logs/, the manifest written to out/manifest.json after each."""
+            say: Callable[[str], None] = print,
+            after: Callable[[Step, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Run the steps in order into out/logs/, the manifest written to out/manifest.json after each,
+    then after(step, its record) (gpu-study: the smoke's verdicts kept, the archive packed again)."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -107,6 +111,8 @@ def run_all(steps: list[Step], out: Path, manifest: dict[str, Any], deadline_s: 
         say(f"[{i}/{len(steps)}] {step.name}: {record['status']} ({record['seconds']} s)")
         manifest["steps"].append(record)
         write_manifest(out, manifest)
+        if after is not None:
+            after(step, record)
     manifest["seconds"] = round(time.monotonic() - started, 1)
     write_manifest(out, manifest)
     return manifest

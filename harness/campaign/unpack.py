@@ -40,8 +40,8 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.machine.files import disk_error
-from harness.measure.store import rowfile, runfolder
 from harness.measure.store import rows as row_reader
+from harness.measure.store import runfolder
 
 FUTURE_SLACK_S = 3600  # a borrowed machine's clock may run a little ahead; a row an hour ahead is refused
 SKIPPED = {runfolder.LOCK}  # a run's lock file: this checkout's own, never imported
@@ -151,7 +151,7 @@ def check_env(rel: PurePosixPath, data: bytes, where: str) -> None:
 
 def packed_rows(data: bytes, marker: bytes | None, where: str, limits: Limits, room: int) -> bytes:
     """A results.jsonl.gz's rows, uncompressed whole (at most one file's cap, and the room left under
-    the archive's: room) and as the run's complete.json in the archive records them (rowfile.checked);
+    the archive's: room) and as the run's complete.json in the archive records them (rows.checked);
     anything else is refused, naming the file."""
     cap = max(0, min(limits.file_bytes, room))
     said = (f"the caps: {limits.file_bytes / 2**20:g} MiB a file, {limits.total_bytes / 2**20:g} MiB "
@@ -162,7 +162,7 @@ def packed_rows(data: bytes, marker: bytes | None, where: str, limits: Limits, r
         fields = None
     if not isinstance(fields, dict) or fields.get("complete") is not True:
         fields = None
-    return rowfile.checked(rowfile.unpack(data, cap, where, said), fields, where)
+    return row_reader.checked(row_reader.unpack(data, cap, where, said), fields, where)
 
 
 def check_rows(data: bytes, where: str, now: float) -> list[dict]:

@@ -1,9 +1,10 @@
 """Implementations' outputs for `verify`, in a process of their own (one framework, one Keras
-backend per interpreter, as in the studies' workers; verify.families says which levels share one).
+backend per interpreter, as in the studies' workers; verify.children says which targets share one).
 
-    python -m harness.check.child NAME[,NAME...] DEVICE WEIGHTS OUT_DIR DTYPE[,DTYPE...] [LIMIT]
+    python -m harness.check.child TARGET[,TARGET...] DEVICE WEIGHTS OUT_DIR DTYPE[,DTYPE...] [LIMIT]
 
-For each implementation, each dtype it offers and each variant it writes OUT_DIR/output_name(row)
+A target is a level (every variant it runs on DEVICE) or level/variant. For each target, each dtype
+its level offers and each variant it names it writes OUT_DIR/output_name(row)
 (the probabilities of the test images) and prints one JSON line: {"implementation", "dtype",
 "variant", "status": "ok" | "unavailable" | "FAIL", "reason", "seconds"}.
 A fatal input error (bad weights, bad data) is one line {"fatal": "..."}.
@@ -32,11 +33,23 @@ def output_name(row: dict[str, object]) -> str:
     return f"{row['implementation']}-{row['dtype']}-{row['variant']}.npy"
 
 
-def outputs(name: str, device: str, weights_path: str | Path, out_dir: str, dtype: str = "float32",
+def level_of(target: str) -> str:
+    """A target's level: "cuda/rows" -> "cuda", "numpy" -> "numpy"."""
+    return target.split("/", 1)[0]
+
+
+def variants_of(target: str, device: str) -> list[str]:
+    """The variants a target names: one ("cuda/rows"), or every one the level runs on the device."""
+    level = level_of(target)
+    return [target[len(level) + 1:]] if target != level else list(registry.spec(level).variants_for(device))
+
+
+def outputs(target: str, device: str, weights_path: str | Path, out_dir: str, dtype: str = "float32",
             limit: int | None = None, say: Say = print) -> None:
+    name = level_of(target)
     images, _ = mnist.load("test")
     x = mnist.to_input(images[:limit] if limit else images).astype(dtype)
-    for variant in registry.spec(name).variants_for(device):
+    for variant in variants_of(target, device):
         row: dict[str, object] = {"implementation": name, "dtype": dtype, "variant": variant,
                                   "status": "ok", "reason": None}
         started = time.perf_counter()
@@ -62,10 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     limit = int(rest[0]) if rest else None
 
     def produce(say: Say) -> None:
-        for name in names.split(","):
+        for target in names.split(","):
             for dtype in dtypes.split(","):
-                if dtype in registry.spec(name).dtypes:
-                    outputs(name, device, weights_path, out_dir, dtype, limit, say=say)
+                if dtype in registry.spec(level_of(target)).dtypes:
+                    outputs(target, device, weights_path, out_dir, dtype, limit, say=say)
 
     return serve(produce)
 

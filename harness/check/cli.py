@@ -43,10 +43,14 @@ def verify_commands() -> list[Command]:
     return [
         command(
             "verify", "check every implementation against the NumPy reference", cmd_verify,
-            implementations(None, "comma-separated names or module:Class paths (default: every level "
-                                  "that runs on --device, as `list --device` prints them)"),
+            implementations(None, "comma-separated names (a level, or level/variant) or module:Class "
+                                  "paths (default: every level that runs on --device, as `list --device` "
+                                  "prints them)"),
             device(), weights(),
             json_rows("write the rows as JSON to FILE (or stdout when no FILE)"),
+            option("--child-timeout-s", type=float, default=None, metavar="S",
+                   help="each child process's limit (on the GPU a child checks one level in one dtype; "
+                        "default 150 s there, 900 s on the CPU); one past it: its variant `hung`"),
             option("--limit", type=int, default=None, help="only the first N test images"),
             option("--dtypes", default="float32",
                    help="comma-separated: float32, float64 (each level checks those it offers)"),
@@ -79,7 +83,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from harness.data import weights as weights_file
 
     names = split_list(args.implementations) if args.implementations else registry.on_device(args.device)
-    verify.require_known(names)
+    verify.require_known(names, args.device)
     weights_file.read(args.weights)  # an unusable file fails here, in one line, before any work
     log(verify.HEADER)
     dtypes = split_list(args.dtypes)
@@ -93,10 +97,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
                                    "weights": str(args.weights), "tolerance": verify.TOLERANCE})
 
     rows = verify.verify(names, args.device, args.weights, args.data_dir, args.limit,
-                         progress=log, dtypes=dtypes, on_row=save if args.json != "-" else None)
+                         progress=log, dtypes=dtypes, on_row=save if args.json != "-" else None,
+                         timeout_s=args.child_timeout_s)
     code = verify.exit_code(rows)
     save(rows, code)
-    verdict = {0: "all implementations agree", 1: "DISAGREEMENT: see FAIL rows",
+    verdict = {0: "all implementations agree", 1: "DISAGREEMENT: see FAIL, hung and fault rows",
                3: "some implementations could not run here (see reasons)"}[code]
     log(verdict)
     return code

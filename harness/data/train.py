@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness import DEFAULT_WEIGHTS, registry
+from harness import DEFAULT_WEIGHTS
 from harness.data import mnist
 from harness.errors import HarnessError
 
@@ -30,13 +30,15 @@ def train(out: Path, epochs: int, seed: int, data_dir: str | Path | None = None,
     import numpy as np
     import tensorflow as tf
 
+    from lenet_keras.model import build_model  # the Keras level's model: the level this module serves
+
     keras.utils.set_random_seed(seed)
     tf.config.experimental.enable_op_determinism()
     x_train, y_train = mnist.load("train", data_dir)
     x_test, y_test = mnist.load("test", data_dir)
     x_train, x_test = mnist.to_input(x_train), mnist.to_input(x_test)
 
-    model = registry.hook("keras", "build_model")()  # the Keras level's model, asked by name
+    model = build_model()
     # Step decay: 1e-3, then x0.5 every 4 epochs (gets LeNet-5 past 99% in ~12 epochs).
     schedule = keras.callbacks.LearningRateScheduler(lambda epoch: 1e-3 * 0.5 ** (epoch // 4))
     model.compile(optimizer=keras.optimizers.Adam(1e-3),

@@ -42,8 +42,9 @@ than a second). The machine's load over the whole measurement is read as the stu
 Each process draws its own address layout (ASLR), and the C call's time moves with the draw (about
 2.8 or 3.3 µs for conv1 on the Zen 4 host: lenet_c/layout.py), so the command measures in several
 fresh processes, one after another, and says how far apart they were.
-The level is reached through its registry hooks ("fma_peak", "read_bandwidth", "read_burst",
-"layer_split"), as doctor reaches it.
+This module serves the C level alone: split imports the level's probes (lenet_c.explain.stages:
+fma_peak, read_bandwidth, read_burst, layer_split) inside the function, as tests/test_layout.py allows
+(SERVES), where a module that asks any level (doctor) goes through the registry's hooks.
 """
 
 import json
@@ -54,7 +55,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from harness import DEFAULT_WEIGHTS, ROOT, registry
+from harness import DEFAULT_WEIGHTS, ROOT
 from harness.errors import HarnessError
 from harness.explain import plumbing
 from harness.machine import host, load
@@ -164,16 +165,18 @@ def split(variant: str = "fused", calls: int = 1000, rounds: int = 5,
           weights: str | Path = DEFAULT_WEIGHTS) -> dict[str, Any]:
     """The row: each stage's multiply-adds, its median time over rounds, that work at the measured
     peak (floor_ns) and floor_ns / time (share); the same for the whole untimed call."""
+    from lenet_c.explain import stages as probes  # the level this module serves (imported here: SERVES)
+
     before = load.sample()
     caches = cache_sizes()
     halves = {level: size // 2 for level, size in caches.items()}  # each level probed half full
     found, bursts, peaks, reads = [], [], [], []
     for i in range(rounds):  # the probes beside each round's timings, at the clock speed it ran at
         time.sleep(PAUSE_S if i else 0)
-        peaks.append(registry.hook(LEVEL, "fma_peak")())
-        reads.append(registry.hook(LEVEL, "read_bandwidth")(halves))
-        found.append(registry.hook(LEVEL, "layer_split")(weights, variant, calls))
-        bursts.append(registry.hook(LEVEL, "read_burst")(
+        peaks.append(probes.fma_peak())
+        reads.append(probes.read_bandwidth(halves))
+        found.append(probes.layer_split(weights, variant, calls))
+        bursts.append(probes.read_burst(
             burst_sizes(found[-1]["stages"], peaks[-1]["macs_per_s"], reads[-1], caches), 2 * caches["L1"]))
     machine_load = load.between(before, load.sample())
     peak = {**peaks[0], "macs_per_s": median(p["macs_per_s"] for p in peaks),

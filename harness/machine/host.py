@@ -10,7 +10,7 @@ sysfs, os), each allowed to find nothing.
     collect_memory(text) -> int      MemTotal in KiB (/proc/meminfo)
     collect_hypervisor(...) -> str   the hypervisor's name, "present" or None (bare metal)
     collect() -> dict                all of them, plus usable cores and the kernel: env.json's `host`
-    fingerprint(env) -> str          a short hash of the host's fields and its GPUs' model and driver
+    fingerprint(env) -> str          a short hash of the host's fields and its GPUs' model, driver and CUDA
 """
 
 import hashlib
@@ -127,11 +127,15 @@ def collect() -> dict:
 
 
 def fingerprint(env: dict) -> str | None:
-    """A short hash of the host's FINGERPRINT_FIELDS and its GPUs' model and driver; None for an
+    """A short hash of the host's FINGERPRINT_FIELDS and its GPUs' model and driver, and with GPUs the
+    CUDA version their driver runs (nvidia-smi's): two GPU leases on different hosts, drivers or runtimes
+    are two machines. A host without GPUs hashes as before (its runs stay one machine). None for an
     env.json recorded before the fingerprint (its run is not fingerprinted)."""
     host = env.get("host")
     if not isinstance(host, dict):
         return None
     gpus = [(g.get("name"), g.get("driver")) for g in env.get("gpus") or []]
     key = {**{f: host.get(f) for f in FINGERPRINT_FIELDS}, "gpus": gpus}
+    if gpus:
+        key["cuda"] = env.get("cuda_driver_version")
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]

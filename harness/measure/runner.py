@@ -25,6 +25,7 @@ it is partial, never an answer, and `--resume` (one at a time: the run's lock) f
 
 import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from harness import DEFAULT_WEIGHTS, registry
 from harness.base import GPU_PEERS_ENV
 from harness.data import weights
 from harness.errors import Failure
+from harness.frameworks import gpu_fault
 from harness.machine import env, gpu, load, procenv, provenance
 from harness.machine.files import write_atomic
 from harness.machine.gpulock import GpuLock
@@ -159,12 +161,33 @@ class Runner:
             else:
                 reply = self.ask_on_gpu(state, worker, message, timeout)
         except Failure as exc:
-            self.finish(state, exc.status, exc.reason)
+            self.finish(state, *self.gpu_verdict(exc))
             return None
         if not reply.get("ok"):
-            self.finish(state, reply.get("status", "error"), reply.get("reason"))
+            status, reason = reply.get("status", "error"), reply.get("reason")
+            poisoned = gpu_fault.sticky(str(reason)) or gpu_fault.cudnn_failed(str(reason))
+            if state.cell.device == "gpu" and poisoned:
+                status = "fault"  # its context may be poisoned: the group's next cell gets a fresh worker
+                worker.kill()
+            self.finish(state, status, reason)
             return None
         return reply
+
+    def gpu_verdict(self, exc: Failure) -> tuple[str, str]:
+        """(status, reason) of a failed request: where the worker ended on a GPU fault or hang that it
+        named on stderr (harness.frameworks.gpu_fault: its exit code and workers.log's last such line),
+        `fault` or `hung` with its words; else the failure's own. Either way the worker is gone, and
+        the next request of its group starts a fresh one, which loads the group's other cells again."""
+        code = re.search(r"exited with code (-?\d+)", exc.reason)
+        kind = gpu_fault.kind_of(int(code.group(1))) if code and exc.status == "crashed" else None
+        try:
+            log = (self.run_dir / "workers.log").read_text(errors="replace") if kind else ""
+        except OSError:
+            log = ""
+        found = gpu_fault.named(log)
+        if kind and found and found[0] == kind:
+            return kind, f"{found[1]} ({exc.reason})"
+        return exc.status, exc.reason
 
     def write_gpu_peers(self) -> None:
         """This run's workers' pids, for the levels' manners on a shared GPU (base.GPU_PEERS_ENV)."""

@@ -9,11 +9,14 @@ crowd out `lenet.py`. The grader reads the copy afterwards, never the student's 
     digest(folder, module) -> sha256    of the files a copy would take now (combined: paths + hashes)
     picked(folder, module, skipped) -> (path, bytes), ...   the copy's files, in order, within the caps
     listing(folder) -> (files, skipped)   every regular file (relative paths), walked without recursion
-    in_order(files, module) -> files      the module, its imports' files, the rest
-    imports(source) -> names              top-level modules a source imports
+    needed(folder, files, module) -> files   the module and its imports' files (transitively, by ast)
+    in_order(folder, files, module) -> files  needed, then the rest
+    imports(source, package) -> parts     the modules a source imports (relative ones resolved)
+    module_files(parts, files) -> files   the files an import of those parts loads
     shadows(folder, module) -> why or None    something that would be imported instead of the module
     read_file(src, room) -> bytes or None
-    count_loc(folder, module) -> {"loc", "files"}   code lines of a private copy's sources (capped)
+    count_loc(folder, module) -> {"loc", "files"}   code lines of the module, the files it imports
+                                          and the CUDA sources of a private copy (capped)
     SOURCES: the endings of code written by hand (counted in lines of code, compared for similarity)
 """
 
@@ -72,25 +75,43 @@ def listing(folder: Path) -> tuple[list[Path], list[str]]:
     return found, skipped
 
 
-def imports(source: bytes) -> set[str]:
-    """The top-level module names a Python source imports (none when it cannot be parsed)."""
+def imports(source: bytes, package: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """The modules a Python source imports, each as its dotted parts (`from a.b import c` gives a.b
+    and a.b.c, c being maybe a module); a relative import resolved against `package`, the parts of
+    the source's own package (none when it cannot be parsed)."""
     if len(source) > MAX_PARSED:
         return set()
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
-    names: set[str] = set()
+    names: set[tuple[str, ...]] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
+            names.update(tuple(alias.name.split(".")) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else ()
+            if node.level > len(package) + 1:  # above the folder: not the submission's
+                continue
+            base += tuple(node.module.split(".")) if node.module else ()
+            if base:
+                names.add(base)
+            names.update(base + (alias.name,) for alias in node.names if alias.name != "*")
     return names
 
 
-def in_order(folder: Path, files: list[Path], module: str) -> list[Path]:
-    """The module, then the files of the modules it imports from the folder (transitively), then the rest."""
+def module_files(parts: tuple[str, ...], files: list[Path]) -> list[Path]:
+    """The folder's files a module's import loads: each package's __init__.py on the way, the module's own."""
+    found = []
+    for i in range(1, len(parts) + 1):
+        where = Path(*parts[:i])
+        found += [f for f in (where.with_suffix(".py"), where / "__init__.py") if f in files]
+    return found
+
+
+def needed(folder: Path, files: list[Path], module: str) -> list[Path]:
+    """The module and the files of the modules it imports from the folder (transitively, read by
+    ast: never run), each once, in order of need."""
     order: list[Path] = []
     todo = [Path(module)] if Path(module) in files else []
     while todo:
@@ -104,8 +125,15 @@ def in_order(folder: Path, files: list[Path], module: str) -> list[Path]:
             source = (Path(folder) / path).read_bytes()[:MAX_PARSED + 1]
         except OSError:
             continue
-        for name in sorted(imports(source)):
-            todo += [f for f in files if f == Path(f"{name}.py") or (f.parts[0] == name and len(f.parts) > 1)]
+        package = path.parent.parts  # a relative import is against the file's own package
+        for parts in sorted(imports(source, package)):
+            todo += module_files(parts, files)
+    return order
+
+
+def in_order(folder: Path, files: list[Path], module: str) -> list[Path]:
+    """The module, then the files of the modules it imports from the folder (transitively), then the rest."""
+    order = needed(folder, files, module)
     return order + sorted(f for f in files if f not in order)
 
 
@@ -202,11 +230,16 @@ def read_file(src: str, room: int) -> bytes | None:
 
 
 def count_loc(folder: Path, module: str = "lenet.py") -> dict:
-    """Code lines of the source files of a submission's private copy (regular files only): the
-    module first, then its imports' files, then the rest, up to MAX_LOC_BYTES of source."""
+    """Code lines of a submission's private copy: the module and the Python files it imports from
+    the folder (needed: read by ast, never from the worker; a copied library's unused files, a
+    setup.py, do not count), and every CUDA source (a kernel file the glue reads), up to
+    MAX_LOC_BYTES of source."""
     from harness.machine import provenance as loc
 
-    found = [Path(folder) / rel for rel in in_order(folder, listing(folder)[0], module)
+    every = listing(folder)[0]
+    used = needed(folder, every, module)
+    found = [Path(folder) / rel for rel in used + sorted(f for f in every if f.suffix in SOURCES
+                                                          and f.suffix != ".py" and f not in used)
              if rel.suffix in SOURCES]
     counted, room, lines = 0, MAX_LOC_BYTES, 0
     for path in found:

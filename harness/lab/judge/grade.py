@@ -14,9 +14,12 @@ writable space (harness.lab.box.walls.disk): the submission sees a private copy 
 safe id (harness.lab.text). Clean-up never stops a grading: what fails is reported and the next
 submission is graded.
 
-    grade_all(lab, submissions, out, ...) -> rows    every submission (or --only these), row by row;
-                                                     a signal to the grader stops it (no row for
-                                                     the submission in progress: Interrupted)
+    grade_all(lab, submissions, out, ...) -> rows    every submission (or --only these), row by row,
+                                                     each under its claim (harness.lab.judge.claim:
+                                                     one claimed or graded by another grader since
+                                                     this one chose is skipped); a signal to the
+                                                     grader stops it (no row for the submission in
+                                                     progress: Interrupted)
     to_grade(...) -> (todo, kept)      --only: these, graded again; --resume: no row yet, or files
                                        changed since the row (its files_sha256, harness.lab.judge.files)
     Grader(lab, out, weights, report, iso)           the oracle and the references' workers
@@ -25,6 +28,8 @@ submission is graded.
                                                      (harness.lab.judge.phases.memory), its row
       .present(copy, skipped), .clean_up(worker, results, name)   the copy's checks; the worker
                                                      stopped, its log kept, its space released
+      .sandbox(student, space), .fresh_worker()      its worker; a fresh one (the training stages,
+                                                     after a gate that ended the first)
       .close()                                       the references stopped, every space released
     attempt(grader, name, folder, lock, step) -> row   one attempt at a row: capped, or graded, a
                                                      signal to the grader ending it as the grader's
@@ -46,9 +51,9 @@ from harness.lab import text
 from harness.lab.box.proc.limits import capped_log
 from harness.lab.box.sandbox import Sandbox
 from harness.lab.box.walls import disk, isolation
-from harness.lab.judge import attempts, files, store
+from harness.lab.judge import attempts, claim, files, store
 from harness.lab.judge.phases import memory
-from harness.lab.judge.phases.prepare import node_info
+from harness.lab.judge.phases.prepare import node_info, start_weights
 from harness.lab.judge.phases.training import Training
 from harness.lab.judge.rules.assignment import Lab
 from harness.machine import gpu
@@ -71,7 +76,7 @@ class Grader(Training):
                "isolation": self.iso.note, "started": time.time()}
         results = store.result_dir(self.out, student)
         results.mkdir(parents=True, exist_ok=True)
-        worker = None
+        self.worker, self.current = None, (student, folder, results)
         self.pace, self.waits = None, {}
         try:
             space = self.space(0, "submission")
@@ -79,16 +84,13 @@ class Grader(Training):
             row.update(files.count_loc(space.submission, lab.module), bytes=copied["bytes"],
                        files_sha256=copied["sha256"],  # what --resume compares (harness.lab.judge.files)
                        skipped_files=[text.clean(s, 300) for s in copied["skipped"]])
-            env = {**self.env, "LENET_LAB_ALLOW": ",".join(lab.allow_imports)}
-            packages = [p for p in lab.allow_imports if (ROOT / p).is_dir()]
-            worker = Sandbox(text.safe_id(student), env, self.scratch, self.iso, 0,
-                             self.limits(trusted=False), lab.device, space=space, packages=packages,
-                             weights=self.weights)
+            self.worker = self.sandbox(student, space)
             self.present(space.submission, copied["skipped"])
-            self.steps(worker, row)
+            self.steps(self.worker, row)
         except Failure as exc:
             row.update(status=exc.status, reason=text.clean(exc.reason, 1000), **exc.extra)
         finally:
+            worker = self.worker
             row.update(memory.measured(worker, self.refs))  # from outside, while the workers exist
             self.clean_up(worker, results, "submission")
         memory.gate(row, lab.limits.peak_mb)
@@ -99,6 +101,28 @@ class Grader(Training):
         start_s = worker.box.start_s if worker is not None else None
         row["sandbox_start_s"] = round(start_s, 4) if start_s is not None else None
         return row
+
+    def sandbox(self, student: str, space: disk.Space) -> Sandbox:
+        """The submission's worker (not started: its first request starts it), in its space."""
+        lab = self.lab
+        env = {**self.env, "LENET_LAB_ALLOW": ",".join(lab.allow_imports)}
+        packages = [p for p in lab.allow_imports if (ROOT / p).is_dir()]
+        return Sandbox(text.safe_id(student), env, self.scratch, self.iso, 0, self.limits(trusted=False),
+                       lab.device, space=space, packages=packages, weights=self.weights)
+
+    def fresh_worker(self) -> Sandbox:
+        """A fresh worker for the submission being graded, under the same limits, its copy made again
+        (its last worker ended: the training stages after a gate that ended it); the last one's log
+        kept in worker.log, this one's appended after a line that says so."""
+        student, folder, results = self.current
+        self.clean_up(self.worker, results, "submission")
+        self.worker = None
+        with open(results / "worker.log", "a") as log:
+            log.write("\n--- a fresh worker, started for the stages ---\n")
+        space = self.space(0, "submission")
+        files.copy_submission(folder, space.submission, self.iso.uid(0), self.lab.module)
+        self.worker = self.sandbox(student, space)
+        return self.worker
 
     def present(self, copy: Path, skipped: list[str]) -> None:
         """The lab's module is in the copy, and is the one `import` finds."""
@@ -147,8 +171,9 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
     `lock_timeout`: seconds to wait for another run's GPU lock before timing anyway (contended)."""
     iso = isolation.decide(no_sandbox, strict)
     store.prepare(out, lab.name, lab.source, lab.path)
-    store.write_grading(out, submissions, weights)
+    store.write_grading(out, submissions, start_weights(lab, weights))  # training: the initial weights
     refused = {**({} if links else store.linked(submissions)), **(refused or {})}
+    seen = claim.rows_now(out)  # before choosing: a row written after this is another grader's
     todo, kept = to_grade(lab, submissions, out, only, resume, report, refused, links)
     report(f"lab {lab.name}: {len(todo)} submission(s) to grade" +
            (f", {len(kept)} already graded (kept)" if kept else "") + f" -> {out}")
@@ -161,10 +186,14 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
         grader = Grader(lab, out, weights, report, iso)
         try:
             for i, name in enumerate(todo, 1):
-                row = attempt(grader, name, Path(submissions) / name, lock, f"[{i}/{len(todo)}]")
-                store.write_row(out, row)
-                if "attempts" not in row:  # graded now (a capped row's attempts ended before)
-                    attempts.end(out, name, attempts.BY_ROW, row["status"])
+                with claim.held(out, name, seen) as busy:  # two graders on one OUT grade a student once
+                    if busy:
+                        report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: {busy}")
+                        continue
+                    row = attempt(grader, name, Path(submissions) / name, lock, f"[{i}/{len(todo)}]")
+                    store.write_row(out, row)
+                    if "attempts" not in row:  # graded now (a capped row's attempts ended before)
+                        attempts.end(out, name, attempts.BY_ROW, row["status"])
                 report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: {one_line(row)}")
                 rows.append(row)
         finally:

@@ -1,5 +1,5 @@
 """The term: course staff's steps around a grading, and the students' side of a lab, one
-sub-package per step of the course (labs/README.md, "Running a term"):
+sub-package per step of the course (docs/staff.md):
 
     handout     kit, student, check: the students' kit and `lenet-lab`, `lab check`
     intake      collect, handin, lms, times, unzip, clones: `lab collect` (an LMS's download or clones)

@@ -1,6 +1,6 @@
 """How long a class takes to grade: a synthetic class of N submissions graded on this machine, or
 across a Slurm cluster, timed, and checked to end with exactly one finished row per student. A
-command (`lab bench`), not a timed test: its figures go in labs/README.md.
+command (`lab bench`), not a timed test: docs/slurm.md describes it.
 
     python -m harness lab bench --students 100 [--lab cpu_numpy] --out DIR [--slurm --per-task K]
 

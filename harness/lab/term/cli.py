@@ -1,5 +1,5 @@
 """The lab wing's commands, `python -m harness lab grade | report | status | regrade | check | ...`: grading a
-class's submissions, and the term around it (labs/README.md). Each command is one call of what
+class's submissions, and the term around it (docs/staff.md). Each command is one call of what
 does its work (harness.lab.term.commands, bench; harness.lab.judge.slurm_task).
 
     commands()                                    the `lab` group, for harness.cli to assemble
@@ -123,7 +123,7 @@ def grading_commands() -> list[Command]:
 
 
 def term_commands() -> list[Command]:
-    """`lab kit | collect | export`: a course's term around the grading (labs/README.md, "Running a term")."""
+    """`lab kit | collect | export`: a course's term around the grading (docs/staff.md)."""
     return [
         command(
             "kit", "the students' kit of a lab: dist/lab-kit-LAB.zip (no answers inside)", cmd_lab_kit,

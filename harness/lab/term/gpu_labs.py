@@ -72,7 +72,7 @@ def sandbox_problem() -> str | None:
 
 
 def grade_command(lab: str, folder: Path, out: Path) -> list[str]:
-    """The staff's command line (labs/README.md, "Running a lab"), on this Python."""
+    """The staff's command line (docs/staff.md), on this Python."""
     return [sys.executable, "-m", "harness", "lab", "grade", lab, "--submissions", str(folder),
             "--out", str(out)]
 

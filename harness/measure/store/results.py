@@ -6,7 +6,8 @@ Every row is one JSON object on one line, carrying the schema version, written w
 write() and flushed to disk (fsync) as it is made, so a run killed at any point leaves valid
 JSON lines: at worst a partial last line, which readers skip and --resume cuts off. A row that
 cannot be written whole (a full disk) is cut off again, and the run stops with one error: every
-row before it is kept. A run folder is never overwritten. Rows are read by harness.measure.store.rows.
+row before it is kept. A run folder is never overwritten. Rows are read by harness.measure.store.rows
+(read_rows here is its read_run).
 """
 
 import getpass
@@ -76,11 +77,11 @@ def find_run_dir(out: Path, study: str, run_id: str | None) -> Path:
     return runs[-1]
 
 
-def read_rows(run_dir: Path, strict: bool = False) -> list[dict]:
-    """A run folder's usable rows, in either form (harness.measure.store.rows.read_run): a partial last
-    line (a run killed mid-write) is skipped; a bad row is skipped with one WARNING naming file:line
-    (strict: an error); a complete run's compressed rows are whole, or an error naming the file."""
-    return row_reader.read_run(run_dir, strict)
+# read_rows(run_dir, strict=False) -> a run folder's usable rows, in either form: the one reader's
+# (harness.measure.store.rows.read_run): a partial last line (a run killed mid-write) is skipped; a bad
+# row is skipped with one WARNING naming file:line (strict: an error); a complete run's compressed rows
+# are whole, or an error naming the file.
+read_rows = row_reader.read_run
 
 
 class RowWriter:

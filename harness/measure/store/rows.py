@@ -1,6 +1,8 @@
-"""The one reader of result rows (a run's results.jsonl, or a complete run's results.jsonl.gz:
-harness.measure.store.rowfile) and of a run's env.json: nothing read is trusted. import-results, the
-report, the figures, reproduce and the floor all read rows here.
+"""The one reader of result rows and of a run's env.json: nothing read is trusted. A run's rows are
+read here in either form (harness.measure.store.rowfile names them): a partial run's results.jsonl,
+a complete run's results.jsonl.gz, whole and as its completion marker (harness.measure.store.runfolder)
+records them. import-results, the report, the figures, reproduce, the floor and the lab all read rows
+here (results.read_rows is read_run).
 
 A row is one JSON object on one line. It is usable when
 - `schema` is a version this harness knows (SCHEMA_VERSIONS), `run_id` and `kind` are strings,
@@ -19,6 +21,9 @@ A bad row is refused whole (strict: import-results) or skipped with one WARNING 
     read_lines(lines, where, strict, warn) -> the usable rows; a partial last line (a killed run) skipped
     read(path, strict, warn) -> the usable rows of a plain file (read_lines)
     read_run(run_dir, strict, warn) -> the usable rows of a run folder, in either form
+    unpack(data, cap, where, cap_said) -> bytes   gzip -> the rows, whole, at most cap bytes (a HarnessError
+                                         naming where: damaged, cut off, over the cap, more after it)
+    checked(data, marker, where) -> bytes   the uncompressed rows, when they are what the marker records
     lines_of(text) -> the text's lines, each with its newline (split at "\n" only)
     read_object(path, strict, warn, then) -> a JSON file's object ({} where unreadable, not strict)
     read_env(path, strict, warn) -> env.json's object (read_object)
@@ -29,6 +34,7 @@ import hashlib
 import json
 import math
 import sys
+import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -277,20 +283,23 @@ def lines_of(text: str) -> list[str]:
 
 
 def read_run(run_dir: Path, strict: bool = False, warn: Callable[[str], None] = warn_stderr) -> list[dict]:
-    """Every usable row of a run folder (harness.measure.store.rowfile): a partial run's plain file as
-    read() reads it; a complete run's compressed rows whole and as its completion marker records them,
-    else a BadRow naming the file, strict or not (never the rows "up to the fault")."""
+    """Every usable row of a run folder, in either form: a partial run's plain file as read() reads it
+    (a partial last line skipped; a bad row a BadRow when strict, else one WARNING naming file:line); a
+    complete run's compressed rows whole and as its completion marker records them, else a BadRow naming
+    the file, strict or not (never the rows "up to the fault"). A complete run is read from its
+    compressed file, a partial one from its plain file (a kill while its marker was written leaves both),
+    a complete run from before compression from its plain file."""
     run_dir = Path(run_dir)
     marker = runfolder.completion(run_dir)
-    path = rowfile.find(run_dir, marker is not None)
+    order = (rowfile.PACKED, rowfile.PLAIN) if marker is not None else (rowfile.PLAIN, rowfile.PACKED)
+    path = next((run_dir / name for name in order if (run_dir / name).is_file()), None)
     if path is None or path.name == rowfile.PLAIN:
         if marker is not None and any(key in marker for key in rowfile.RECORD):
             raise BadRow(f"{run_dir / rowfile.PACKED}: missing; the run's completion marker records "
                          "compressed rows (restore the file)")
         return [] if path is None else read(path, strict, warn)
     try:
-        unpacked = rowfile.unpack(path.read_bytes(), rowfile.CAP_BYTES, str(path))
-        data = rowfile.checked(unpacked, marker, str(path))
+        data = checked(unpack(path.read_bytes(), rowfile.CAP_BYTES, str(path)), marker, str(path))
         text = data.decode("utf-8", errors="strict")
     except HarnessError as exc:
         raise BadRow(str(exc)) from None
@@ -299,6 +308,43 @@ def read_run(run_dir: Path, strict: bool = False, warn: Callable[[str], None] = 
     except OSError as exc:
         raise BadRow(f"{path}: cannot read it ({exc.strerror or exc})") from None
     return read_lines(lines_of(text), str(path), strict, warn)
+
+
+def unpack(data: bytes, cap: int, where: str, cap_said: str = "the cap on one run's rows") -> bytes:
+    """One gzip member, uncompressed whole and at most cap bytes, its CRC and length checked."""
+    stream = zlib.decompressobj(wbits=31)  # gzip's header and trailer
+    try:
+        out = stream.decompress(data, cap + 1)
+    except zlib.error as exc:
+        raise HarnessError(f"{where}: the compressed rows are damaged ({exc}); a complete run's rows are "
+                           "read whole or not at all: restore the file") from None
+    if len(out) > cap:
+        raise HarnessError(f"{where}: the compressed rows unpack to more than {cap / 2**20:.3g} MiB "
+                           f"({cap_said}); refusing them (a gzip bomb?)")
+    if not stream.eof:
+        raise HarnessError(f"{where}: the compressed rows are cut off (the gzip stream ends before its "
+                           "end); a complete run's rows are read whole or not at all: restore the file")
+    if stream.unused_data:
+        raise HarnessError(f"{where}: {len(stream.unused_data)} bytes after the end of the compressed rows "
+                           "(expected one gzip stream); refusing them")
+    return out
+
+
+def checked(data: bytes, marker: dict[str, Any] | None, where: str) -> bytes:
+    """The uncompressed rows, when the completion marker records this many rows with this sha256."""
+    recorded = rowfile.RECORD
+    if marker is None or not all(key in marker for key in recorded):
+        raise HarnessError(f"{where}: compressed rows without a completion marker that records them "
+                           f"(expected {', '.join(recorded)} in the run's complete.json); refusing them")
+    if data and not data.endswith(b"\n"):
+        raise HarnessError(f"{where}: the compressed rows end inside a row (a complete run's rows are whole "
+                           "lines); refusing them")
+    found = rowfile.record(data)
+    for key in recorded:
+        if found[key] != marker[key]:
+            raise HarnessError(f"{where}: the rows are not the ones the completion marker records "
+                               f"({key}: the marker says {marker[key]!r}, the file holds {found[key]!r})")
+    return data
 
 
 def read_object(path: Path, strict: bool = False, warn: Callable[[str], None] = warn_stderr,

@@ -43,6 +43,16 @@ def pool(x):
     return out, np.argmax(corners == out, axis=0)
 
 
+def flatten(p):
+    """(N, 5, 5, 16) -> (N, 400) in NHWC order, as fc1's rows expect."""
+    return p.reshape(len(p), -1)
+
+
+def unflatten(d, shape):
+    """flatten's backward: (N, 400) -> (N, 5, 5, 16)."""
+    return d.reshape(shape)
+
+
 def unpool(d, won):
     dx = np.zeros((d.shape[0], 2 * d.shape[1], 2 * d.shape[2], d.shape[3]), d.dtype)
     for q, (i, j) in enumerate(CORNERS):
@@ -60,6 +70,7 @@ class CorrectTrainer(Trainer):
         super().__init__(weights_path, device, variant, dtype, learning_rate)
         self.w = {name: [k.astype(dtype), b.astype(dtype)]
                   for name, (k, b) in weights.read(weights_path).items()}
+        self.start = {name: (k.copy(), b.copy()) for name, (k, b) in self.w.items()}  # for stage
 
     def gradients(self, x, labels):
         w = {name: tuple(layer) for name, layer in self.w.items()}
@@ -68,7 +79,7 @@ class CorrectTrainer(Trainer):
         p1, won1 = pool(np.maximum(z1, 0))                               # (N, 14, 14, 6)
         z2, rows2 = conv(p1, *w["conv2"])                                # (N, 10, 10, 16)
         p2, won2 = pool(np.maximum(z2, 0))                               # (N, 5, 5, 16)
-        f = p2.reshape(len(x), -1)                                       # (N, 400)
+        f = flatten(p2)                                                  # (N, 400)
         h1 = np.maximum(f @ w["fc1"][0] + w["fc1"][1], 0)                # (N, 120)
         h2 = np.maximum(h1 @ w["fc2"][0] + w["fc2"][1], 0)               # (N, 84)
         z = h2 @ w["fc3"][0] + w["fc3"][1]                               # (N, 10)
@@ -84,7 +95,7 @@ class CorrectTrainer(Trainer):
         g["fc2"] = (h1.T @ d, d.sum(0))
         d = (d @ w["fc2"][0].T) * (h1 > 0)
         g["fc1"] = (f.T @ d, d.sum(0))
-        d = unpool((d @ w["fc1"][0].T).reshape(p2.shape), won2) * (z2 > 0)
+        d = unpool(unflatten(d @ w["fc1"][0].T, p2.shape), won2) * (z2 > 0)
         dk, db, d = conv_grads(d, w["conv2"][0], rows2, p1.shape, 0)
         g["conv2"] = (dk, db)
         d = unpool(d, won1) * (z1 > 0)
@@ -109,7 +120,7 @@ class CorrectTrainer(Trainer):
             _, won = pool(np.maximum(z, 0))
             dk, db, dx = conv_grads(unpool(upstream, won) * (z > 0), kernel, rows, xp.shape, pad)
             return dx, dk, db
-        f = x.reshape(len(x), -1)
+        f = flatten(x) if x.ndim == 4 else x
         z = f @ kernel + bias
         if name == "fc3":  # upstream is the labels: the loss is softmax cross-entropy, batch mean
             d = np.exp(z - z.max(1, keepdims=True))
@@ -118,7 +129,21 @@ class CorrectTrainer(Trainer):
             d /= len(d)
         else:
             d = upstream * (z > 0)
-        return (d @ kernel.T).reshape(x.shape), f.T @ d, d.sum(0)
+        return unflatten(d @ kernel.T, x.shape), f.T @ d, d.sum(0)
+
+    def stage(self, name, x):
+        """One layer's forward on its own, at the initial weights (names where a wrong loss departs)."""
+        if name in ("pool1", "pool2"):
+            return pool(x)[0]
+        if name == "softmax":
+            e = np.exp(x - x.max(1, keepdims=True))
+            return e / e.sum(1, keepdims=True)
+        kernel, bias = self.start[name]
+        if name in ("conv1", "conv2"):
+            pad = 2 if name == "conv1" else 0
+            return np.maximum(conv(np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0))), kernel, bias)[0], 0)
+        z = (flatten(x) if x.ndim == 4 else x) @ kernel + bias
+        return z if name == "fc3" else np.maximum(z, 0)
 
     def weights(self):
         return {name: weights.Layer(k.copy(), b.copy()) for name, (k, b) in self.w.items()}

@@ -11,6 +11,7 @@
                                   has no time limits
       .space(slot, name), .space_root(name), .release(root)   a worker's writable space
                                   (harness.lab.box.walls.disk), made fresh, released whatever happens
+    start_weights(lab, weights)   the weights a lab starts from (training: the shared initial ones)
     node_info(device)             the machine a row was timed on: its host, Slurm node and task, CPU
                                   and GPU (model, UUID), its Slurm task (slurm_task), its host's
                                   fingerprint and its machine_type (what the leaderboard ranks apart)
@@ -34,9 +35,17 @@ from harness.errors import HarnessError
 from harness.lab.box.proc.limits import Limits
 from harness.lab.box.sandbox import Sandbox
 from harness.lab.box.walls import disk, isolation
-from harness.lab.judge.rules import deadlines, stages, timing
+from harness.lab.judge.rules import deadlines, oracle, stages, timing
 from harness.lab.judge.rules.assignment import Lab
 from harness.machine import env, gpu, host, procenv
+
+
+def start_weights(lab: Lab, weights: str | Path = DEFAULT_WEIGHTS) -> Path:
+    """The weights a lab's submissions start from: those given, except that a training lab given the
+    default (trained) weights starts from the shared initial ones (weights/lenet5_init.weights.h5)."""
+    if lab.task == "training" and Path(weights) == Path(DEFAULT_WEIGHTS):
+        return Path(DEFAULT_INIT)
+    return Path(weights)
 
 
 def node_info(device: str) -> dict:
@@ -91,9 +100,7 @@ class Prepared:
         self.lab = lab
         self.out = Path(out)
         training = lab.task == "training"
-        if training and Path(weights) == Path(DEFAULT_WEIGHTS):  # training starts from the shared seed
-            weights = DEFAULT_INIT
-        self.weights = str(weights)
+        self.weights = str(start_weights(lab, weights))
         self.report = report
         self.oracle = NumpyLeNet(self.weights, dtype=lab.dtype)
         # sent to each worker (no MNIST there); a training lab's gate is its steps (phases.training)
@@ -103,7 +110,7 @@ class Prepared:
         self.last_weights = self.initial  # a training submission's weights after its last steps
         self.gate_oracle = (self.predict_oracle(self.gate_images) if len(self.gate_images) else
                             np.empty((0, 10)))
-        self.stage_oracle = stages.oracle_stages(self.weights, self.gate_images[:stages.STAGE_IMAGES],
+        self.stage_oracle = oracle.forward_stages(self.weights, self.gate_images[:stages.STAGE_IMAGES],
                                                  lab.dtype) if lab.stages and not training else {}
         self.train = mnist.load("train")[0]
         self.env = procenv.settings(lab.measure.threads, 1, lab.device)
@@ -116,6 +123,8 @@ class Prepared:
         self.cold_s: float | None = None  # rank_by's cold start (deadlines.Pace), measured once
         self.pace: deadlines.Pace | None = None  # this submission's deadlines come from it
         self.waits: dict[str, dict] = {}  # per step: the exchange nearest its deadline
+        self.worker: Sandbox | None = None  # the submission's worker now (a fresh one may replace it)
+        self.current: tuple[str, Path, Path] = ("", Path(), Path())  # its student, folder, results
         if self.tmpfs:
             disk.private_mounts()  # the spaces' tmpfs mounts vanish with the grader, however it ends
 

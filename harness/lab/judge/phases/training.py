@@ -6,12 +6,17 @@ inference is.
             (weights/lenet5_init.weights.h5)                 import-error, timeout
   gate      [gate] steps SGD steps of [gate] batch images, the first training images in order (as
             verify-train), at harness.base.LEARNING_RATE: after each step the loss within
-            max_rel_loss (relative) and every weight within max_abs_diff of the oracle's
-            (lenet_numpy.train, float64); a wrong step names its first layer in backpropagation's
-            order (fc3 ... conv1)                             wrong, crashed, timeout
+            max_rel_loss (relative), then every weight within max_abs_diff of the oracle's
+            (harness.lab.judge.rules.oracle, float64; or of its steps with ReLU's gradient at 0
+            taken as 1); a wrong step is named by its kind (harness.lab.judge.rules.sgd): the forward
+            pass (its layer, where the submission has `stage`: .forward_verdicts), a layer's
+            gradient in backpropagation's order (fc3 ... conv1), a step off by a known factor
+                                                             wrong, crashed, timeout
   stages    (a lab with [stages]) each layer's backward on its own, handed the oracle's activation,
-            upstream gradient and weights (harness.lab.judge.rules.backprop): one wrong layer
-            fails only its own stage                          timeout
+            upstream gradient and weights (harness.lab.judge.rules.backprop), whatever ended the
+            gate: an error, a shape, a wrong step, a worker that died or timed out (then asked of a
+            fresh worker under the same limits: .fresh_worker; only if that fails too are they
+            "not graded", by name); one wrong layer fails only its own stage
   warm-up   `warmup` steps beside rank_by's                   too-slow
   rounds    per round the same fresh batches (unseen images, random labels) for every participant,
             in a rotated order; each round's losses and the submission's weights after it replayed
@@ -19,10 +24,11 @@ inference is.
   clocks, ok   harness.lab.judge.phases.verdict, as inference (per step; per image = / batch)
 
     Training(Steps)                  .steps: a training lab's (.training_steps and its phases), else Steps';
-                                     .backward_verdicts (the stages)
+                                     .backward_verdicts (the stages), .forward_verdicts (where the loss
+                                     is wrong), .fresh_worker (the Grader's: a new worker for the stages)
 
-    oracle_steps(w, batches) -> (losses, weights after each step)
-    (the gate's rule, shared with the training kit, and the timed steps': harness.lab.judge.rules.sgd)
+    oracle_steps(w, batches) -> (losses, weights after each step)   the oracle's (rules.oracle.steps)
+    NOT_GRADED                       a stage's verdict when no worker could answer it
 """
 
 import functools
@@ -30,7 +36,6 @@ from dataclasses import asdict
 
 import numpy as np
 
-from harness.base import LEARNING_RATE
 from harness.data import mnist, weights
 from harness.errors import Failure, HarnessError
 from harness.lab.box.sandbox import Chunk, Sandbox
@@ -38,8 +43,8 @@ from harness.lab.judge.phases import verdict
 from harness.lab.judge.phases.references import REFERENCE_TIMEOUT_S
 from harness.lab.judge.phases.steps import Steps, Warmup
 from harness.lab.judge.phases.verdict import SUBMISSION, Rounds
-from harness.lab.judge.rules import backprop, deadlines, stages, timing
-from harness.lab.judge.rules.sgd import Weights, gate_numbers, off_the_steps, unflat
+from harness.lab.judge.rules import backprop, deadlines, oracle, sgd, stages, timing
+from harness.lab.judge.rules.sgd import Weights, off_the_steps, unflat
 
 COUNT = weights.N_PARAMETERS
 
@@ -47,18 +52,12 @@ COUNT = weights.N_PARAMETERS
 Batch = tuple[np.ndarray, np.ndarray]  # (B, 28, 28) uint8 images, (B,) labels
 
 
-def oracle_steps(w: Weights, batches: list[Batch]) -> tuple[list[float], list[Weights]]:
-    """The oracle's (lenet_numpy.train, float64) loss of each step and its weights after it."""
-    from lenet_numpy.train import loss_and_grads  # the oracle: grader only
+NOT_GRADED = "not graded"
 
-    losses, after = [], []
-    for x_u8, y in batches:
-        loss, grads = loss_and_grads(w, mnist.to_input(x_u8, "float64"), y.astype(np.int64))
-        w = {n: weights.Layer(k - LEARNING_RATE * grads[n].kernel, b - LEARNING_RATE * grads[n].bias)
-             for n, (k, b) in w.items()}
-        losses.append(loss)
-        after.append(w)
-    return losses, after
+
+def oracle_steps(w: Weights, batches: list[Batch], at_zero: int = 0) -> tuple[list[float], list[Weights]]:
+    """The oracle's (lenet_numpy.train, float64) loss of each step and its weights after it."""
+    return oracle.steps(w, batches, at_zero)
 
 
 class Training(Steps):
@@ -71,44 +70,117 @@ class Training(Steps):
             super().steps(worker, row)
 
     def training_steps(self, worker: Sandbox, row: dict) -> None:
-        """import, gate, stages, warm-up, rounds, verdict; values into the row as they come."""
+        """import, gate, stages, warm-up, rounds, verdict; values into the row as they come. The
+        stages are asked whatever ended the gate; the gate's failure is the row's after them."""
         self.pace = self.training_pace()
         row["pace"] = {k: round(v, 9) if isinstance(v, float) else v for k, v in asdict(self.pace).items()}
         row.update(self.imported(worker))
-        row["gate"] = gate = self.training_gate(worker)
+        stopped: Failure | None = None
+        try:
+            row["gate"] = gate = self.training_gate(worker)
+        except Failure as exc:  # the exchange ended the worker (harness.lab.box.sandbox)
+            stopped, worker_ok = exc, False
+        else:
+            worker_ok = True
+            if not gate["passes"]:
+                stopped = Failure("wrong", gate["first_failure"])
+                if gate["kind"] == sgd.FORWARD:
+                    row["forward"], worker_ok = self.forward_verdicts(worker)
+        alive: Sandbox | None = worker if worker_ok else None
         if self.lab.stages:
-            row["stages"] = self.backward_verdicts(worker)
-        if not gate["passes"]:
-            raise Failure("wrong", gate["first_failure"])
+            row["stages"], alive = self.backward_verdicts(alive)
+        if stopped is not None:
+            raise stopped
+        if alive is None:  # a stage ended it: timed on a fresh one
+            alive, why = self.restarted()
+            if alive is None:
+                raise Failure("crashed", f"its worker ended while its stages were asked, and {why}: "
+                                         "not timed")
+        worker = alive
         if self.lab.measure.warmup:
             warm = self.training_warm_up(worker, self.lab.measure.warmup)
             row["warmup_ratio"] = warm.ratio
             self.fast_enough(warm, "its warm-up", "")
         row.update(verdict.verdict(self.lab, self.training_rounds(worker)))
 
+    def fresh_worker(self) -> Sandbox | None:
+        """A fresh worker for the submission (its module imported and its class built again), its last
+        one ended; None where none can be started (here: the Grader starts them)."""
+        return None
+
+    def restarted(self) -> tuple[Sandbox | None, str]:
+        """(a fresh worker, loaded, or None; why not): its weights are the initial ones again."""
+        try:
+            worker = self.fresh_worker()
+            if worker is None:
+                return None, "no fresh worker could be started"
+            self.imported(worker)
+        except Failure as exc:
+            return None, f"a fresh worker failed too ({exc.status}: {exc.reason})"
+        self.last_weights = self.initial
+        return worker, ""
+
     @functools.cached_property
     def backward_oracle(self) -> dict[str, backprop.Backward]:
-        """The oracle's stages (harness.lab.judge.rules.backprop) on the gate's first batch, at the
-        initial weights: the same for every submission."""
+        """The oracle's stages (harness.lab.judge.rules.oracle.backward) on the gate's first batch, at
+        the initial weights: the same for every submission."""
         images, labels = self.fixed_batches()[0]
-        return backprop.oracle(self.initial, images, labels)
+        return oracle.backward(self.initial, images, labels)
 
-    def backward_verdicts(self, worker: Sandbox) -> list[dict]:
-        """Each of the lab's stages asked of the submission's `backward` on the oracle's activation,
-        upstream gradient and weights, its gradients judged against the oracle's (backprop.judge); a
-        stage not answered is missing (no method) or an error, never the submission's failure."""
-        verdicts, tol = [], backprop.tolerance(self.lab.gate.max_abs_diff)
+    @functools.cached_property
+    def forward_oracle(self) -> dict[str, stages.Stage]:
+        """The oracle's forward stages (inference's, harness.lab.judge.rules.oracle.forward_stages) on
+        the gate's first batch, at the initial weights: where a wrong loss's forward pass departs."""
+        return oracle.forward_stages(self.weights, self.fixed_batches()[0][0], self.lab.dtype)
+
+    def forward_verdicts(self, worker: Sandbox) -> tuple[list[dict], bool]:
+        """(a wrong loss: each forward stage asked of the submission's optional `stage(name, x)` on the
+        oracle's input to it, no points: the feedback names the first layer that departs; whether the
+        worker is still alive). The first stage not answered ends the asking."""
+        verdicts = []
+        for name in stages.INFERENCE:
+            stage = self.forward_oracle[name]
+            due = deadlines.for_gate(self.need_pace(), self.lab.limits, len(stage.input))
+            try:
+                with self.within(worker, due, f"forward stage {name} ({len(stage.input)} images)", "stages"):
+                    why, got = worker.stage(name, stage.input, stage.output.size, due.seconds)
+            except Failure as exc:  # the exchange ended the worker
+                verdicts.append(stages.unanswered(name, f"{exc.status}: {exc.reason}"))
+                return verdicts, False
+            verdicts.append(stages.unanswered(name, why or "no answer") if got is None else stages.judge(
+                name, got, stage, stages.tolerance(self.lab.gate.max_abs_diff, stage.output)))
+            if got is None:  # no `stage` (or it raised): the later stages would say the same
+                break
+        return verdicts, True
+
+    def backward_verdicts(self, worker: Sandbox | None) -> tuple[list[dict], Sandbox | None]:
+        """(each of the lab's stages asked of the submission's `backward` on the oracle's activation,
+        upstream gradient and weights, its gradients judged against the oracle's (backprop.judge);
+        the worker that answered last). A stage not answered is missing (no method) or an error; one
+        that ends the worker is an error, and the stages after it are asked of a fresh worker (the
+        same when `worker` is None: the gate ended it); "not graded" where no worker can answer."""
+        verdicts, tol, why = [], backprop.tolerance(self.lab.gate.max_abs_diff), ""
         for name, points in self.lab.stages:
+            if worker is None and not why:
+                worker, why = self.restarted()
+            if worker is None:
+                verdicts.append({"stage": name, "verdict": NOT_GRADED, "max_abs_diff": None, "layout": None,
+                                 "reason": why, "points": points})
+                continue
             want = self.backward_oracle[name]
             counts = (0 if want.dx is None else want.dx.size, want.dkernel.size, want.dbias.size)
             due = deadlines.for_gate(self.need_pace(), self.lab.limits, len(want.x))  # a new shape
-            with self.within(worker, due, f"stage {name} (its backward on {len(want.x)} images)", "stages"):
-                why, got = worker.backward(name, (want.x, want.upstream, want.kernel, want.bias), counts,
-                                           due.seconds)
-            verdict = stages.unanswered(name, why or "no answer") if got is None else \
+            try:
+                what = f"stage {name} (its backward on {len(want.x)} images)"
+                with self.within(worker, due, what, "stages"):
+                    handed = (want.x, want.upstream, want.kernel, want.bias)
+                    answer, got = worker.backward(name, handed, counts, due.seconds)
+            except Failure as exc:  # the exchange ended the worker
+                answer, got, worker = f"{exc.status}: {exc.reason}", None, None
+            verdict = stages.unanswered(name, answer or "no answer") if got is None else \
                 backprop.judge(name, (got[0], got[1], got[2]), want, tol)
             verdicts.append({**verdict, "points": points})
-        return verdicts
+        return verdicts, worker
 
     def fixed_batches(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """The gate's batches: the first steps x batch training images in order, their labels."""
@@ -147,6 +219,7 @@ class Training(Steps):
         g = self.lab.gate
         batches = self.fixed_batches()
         oracle_losses, oracle_weights = oracle_steps(self.initial, batches)
+        alt = oracle_steps(self.initial, batches, at_zero=1)  # ReLU's gradient at 0 taken as 1
         due = deadlines.for_gate(self.need_pace(), self.lab.limits, g.steps * g.batch)
         losses, found = [], []
         with self.within(worker, due, f"the gate's {g.steps} steps of {g.batch} images", "gate"):
@@ -154,7 +227,8 @@ class Training(Steps):
                 losses.append(float(worker.train(x[None], y[None], due.seconds).outputs[0]))
                 found.append(unflat(worker.weights(COUNT, due.seconds)))
         self.last_weights = found[-1]
-        return gate_numbers(losses, found, oracle_losses, oracle_weights, g.max_rel_loss, g.max_abs_diff)
+        return sgd.gate_numbers(losses, found, oracle_losses, oracle_weights, g.max_rel_loss, g.max_abs_diff,
+                                alt, self.initial, g.batch)
 
     def training_warm_up(self, worker: Sandbox, steps: int) -> Warmup:
         rank = self.lab.rank_by.label

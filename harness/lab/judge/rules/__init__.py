@@ -5,7 +5,8 @@
     timing      fair, tamper-evident timing: unseen images, answers checked, clocks bounded
     deadlines   each exchange's deadline, from the reference's own times
     sgd         the training gate's rule: SGD steps against the oracle's (grader and kit)
-    stages      partial credit by stage: the stages, the oracle's input and output of each, verdicts
+    stages      partial credit by stage: the stages and their verdicts (NumPy alone: a kit ships it)
+    oracle      the oracle's answers (grader only: it imports the NumPy level): stages, SGD steps, backward
     backprop    a training lab's stages: each layer's backward on the oracle's activation and upstream
 
 May import: harness.lab.box, harness.lab.text and the harness's wings below the lab; no other room of

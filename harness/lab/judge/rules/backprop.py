@@ -16,13 +16,18 @@ at the shared initial weights:
 
 and returns (dx, dkernel, dbias), each shaped as x, the kernel and the bias (conv1's dx is not graded).
 
-    Backward(x, upstream, kernel, bias, dx, dkernel, dbias)   one stage: what it is handed, the
-                                      oracle's gradients (dx None where not graded)
-    oracle(w, images_u8, labels) -> {name: Backward}   the oracle's (float64), stage by stage
+    Backward(x, upstream, kernel, bias, dx, dkernel, dbias, alt)   one stage: what it is handed, the
+                                      oracle's gradients (dx None where not graded), and alt: those
+                                      with ReLU's gradient at exactly 0 taken as 1, accepted too
+                                      (harness.lab.judge.rules.oracle computes them: grader only)
     judge(name, got, expected, tol) -> dict   one stage's verdict (harness.lab.judge.rules.stages'
                                       shape): each gradient within tol, the wrong ones and the largest
-                                      difference named, an NCHW dx or an OIHW kernel recognised
+                                      difference named, an NCHW dx or an OIHW kernel recognised, an
+                                      answer off by a known factor (the batch size, the learning rate)
+                                      named as such
     tolerance(max_abs_diff) -> float  a gradient's allowed |difference|: the gate's on the weights / lr
+
+NumPy alone (a training kit ships this module and judges its student's stages with it).
 """
 
 from typing import Any, NamedTuple
@@ -30,8 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from harness.base import LEARNING_RATE
-from harness.lab.judge.rules import stages
-from harness.lab.judge.rules.sgd import Weights
+from harness.lab.judge.rules import sgd, stages
 
 PARTS = ("dx", "dkernel", "dbias")
 DX_NCHW = ("its dx is in NCHW order (channels first) and matches the oracle's once transposed: return "
@@ -50,39 +54,7 @@ class Backward(NamedTuple):
     dx: np.ndarray | None
     dkernel: np.ndarray
     dbias: np.ndarray
-
-
-def oracle(w: Weights, images_u8: np.ndarray, labels: np.ndarray) -> dict[str, Backward]:
-    """{stage: Backward} in backpropagation's order, from the oracle's own functions (lenet_numpy.
-    train) at weights w (float64): each stage's upstream is the oracle's dx of the stage after it."""
-    from harness.data import mnist
-    from lenet_numpy import train  # the oracle: grader only
-
-    x = mnist.to_input(images_u8, "float64")
-    labels = np.asarray(labels, np.int64)
-    (k1, b1), (k2, b2), (k3, b3), (k4, b4), (k5, b5) = (w[n] for n in ("conv1", "conv2", "fc1", "fc2", "fc3"))
-    z1, c1 = train.conv_forward(x, k1, b1, pad=2)                        # (N, 28, 28, 6)
-    p1, m1 = train.pool_forward(np.maximum(z1, 0))                       # (N, 14, 14, 6)
-    z2, c2 = train.conv_forward(p1, k2, b2, pad=0)                       # (N, 10, 10, 16)
-    p2, m2 = train.pool_forward(np.maximum(z2, 0))                       # (N, 5, 5, 16)
-    f = p2.reshape(len(x), -1)                                           # (N, 400)
-    h1 = np.maximum(f @ k3 + b3, 0)                                      # (N, 120)
-    h2 = np.maximum(h1 @ k4 + b4, 0)                                     # (N, 84)
-    _, d = train.softmax_cross_entropy(h2 @ k5 + b5, labels)             # (N, 10)
-
-    up5 = d @ k5.T                                                       # (N, 84)
-    out = {"fc3": Backward(h2, labels, k5, b5, up5, h2.T @ d, d.sum(0))}
-    d = up5 * (h2 > 0)
-    up4 = d @ k4.T                                                       # (N, 120)
-    out["fc2"] = Backward(h1, up5, k4, b4, up4, h1.T @ d, d.sum(0))
-    d = up4 * (h1 > 0)
-    up3 = (d @ k3.T).reshape(p2.shape)                                   # (N, 5, 5, 16)
-    out["fc1"] = Backward(p2, up4, k3, b3, up3, f.T @ d, d.sum(0))
-    up2, dk, db = train.conv_backward(train.pool_backward(up3, m2) * (z2 > 0), k2, c2)  # (N, 14, 14, 6)
-    out["conv2"] = Backward(p1, up3, k2, b2, up2, dk, db)
-    _, dk, db = train.conv_backward(train.pool_backward(up2, m1) * (z1 > 0), k1, c1, need_dx=False)
-    out["conv1"] = Backward(x, up2, k1, b1, None, dk, db)
-    return out
+    alt: tuple[np.ndarray | None, np.ndarray, np.ndarray] | None = None  # ReLU'(0) = 1: (dx, dkernel, dbias)
 
 
 def tolerance(max_abs_diff: float) -> float:
@@ -107,10 +79,24 @@ def _layout(part: str, got: np.ndarray, expected: np.ndarray, tol: float) -> str
 
 def judge(name: str, got: tuple[Any, Any, Any], expected: Backward, tol: float) -> dict:
     """One stage's verdict: "ok" when dx (where graded), dkernel and dbias are each within tol of the
-    oracle's (tol scaled by each one's range, as stages.tolerance); else "wrong", naming the wrong
-    gradients and the largest difference among those of the right shape."""
-    wrong, shapes, worst, layout = [], [], 0.0, None
-    for part, mine, want in zip(PARTS, got, (expected.dx, expected.dkernel, expected.dbias), strict=True):
+    oracle's (tol scaled by each one's range, as stages.tolerance), or each of the gradients with
+    ReLU's gradient at 0 taken as 1 (expected.alt; relu_at_zero: 1 in the verdict); else "wrong",
+    naming the wrong gradients, the largest difference among those of the right shape, and a layout
+    or a known factor the wrong ones are off by."""
+    wants = [(0, (expected.dx, expected.dkernel, expected.dbias))]
+    if expected.alt is not None:
+        wants.append((1, expected.alt))
+    verdicts = [(_judged(name, got, want, tol, len(expected.x)), rule) for rule, want in wants]
+    for verdict, rule in verdicts:
+        if verdict["verdict"] == "ok":
+            return {**verdict, **({"relu_at_zero": 1} if rule else {})}
+    return verdicts[0][0]
+
+
+def _judged(name: str, got: tuple[Any, Any, Any], wants: tuple[Any, Any, Any], tol: float,
+            batch: int) -> dict:
+    wrong, shapes, worst, layout, factors = [], [], 0.0, None, []
+    for part, mine, want in zip(PARTS, got, wants, strict=True):
         if want is None:
             continue
         allowed = stages.tolerance(tol, want)
@@ -124,6 +110,11 @@ def judge(name: str, got: tuple[Any, Any, Any], expected: Backward, tol: float) 
         if not diff <= allowed:
             wrong.append(part)
             worst = max(worst, diff)
+            said = sgd.known_factor(mine, want, batch)
+            if said:
+                factors.append((part, said))
+    if factors and len(factors) == len(wrong) and len({s for _, s in factors}) == 1:
+        layout = layout or f"{', '.join(p for p, _ in factors)} off the reference's by {factors[0][1]}"
     verdict: dict[str, Any] = {"stage": name, "verdict": "wrong" if wrong else "ok",
                                "max_abs_diff": worst if wrong and np.isfinite(worst) and worst > 0 else None,
                                "layout": layout}

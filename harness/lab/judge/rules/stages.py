@@ -9,17 +9,18 @@ on the oracle's activations and upstream gradient (harness.lab.judge.rules.backp
     SHAPES                            each inference stage's (input, output) shape of one image, NHWC
     read(table, at, training) -> tuple[(name, points), ...]   the [stages] table checked
     Stage(input, output, mistakes)    one stage of the oracle, and what known mistakes output
-    oracle_stages(weights_path, images_u8, dtype) -> {name: Stage}   the oracle's, stage by stage
+    (the oracle's stages: harness.lab.judge.rules.oracle.forward_stages, grader only; this module
+    needs NumPy alone: a training kit ships it)
     judge(name, got, stage, tol) -> dict   one stage's verdict: ok / wrong, its largest difference,
                                       and the known mistake it matches (NCHW output, NCHW flatten)
     unanswered(name, why) -> dict     a stage not implemented (missing) or that raised (error)
     tolerance(max_abs_diff, expected) the allowed |difference|: the gate's, scaled by the stage's range
     points_of(stages, verdicts) -> float   the points of the stages judged ok
-    sentence(verdict, points) -> str  one stage's line, for the feedback
+    sentence(verdict, points, counts) -> str  one stage's line, for the feedback and the kit (its
+                                      points, or that they do not count)
     STAGE_IMAGES                      how many test images each stage is asked on
 """
 
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -59,30 +60,6 @@ FLATTEN_NCHW = ("it flattens its input in NCHW order (channels first), as PyTorc
                 "expect NHWC order (flatten (N, 5, 5, 16) as it is)")
 OUTPUT_NCHW = ("its output is in NCHW order (channels first) and matches the oracle's once transposed: "
                "return NHWC (N, H, W, C)")
-
-
-def oracle_stages(weights_path: str | Path, images_u8: np.ndarray, dtype: str) -> dict[str, Stage]:
-    """{stage: Stage}, NHWC, each stage's input the oracle's own output of the stage before."""
-    from harness.data import mnist, weights
-    from lenet_numpy.model import conv2d_relu, dense, max_pool_2x2, softmax  # the oracle: grader only
-
-    w = {name: weights.Layer(k.astype(dtype), b.astype(dtype)) for name, (k, b) in
-         weights.read(weights_path).items()}
-    steps = {"conv1": lambda x: conv2d_relu(x, *w["conv1"], pad=2), "pool1": max_pool_2x2,
-             "conv2": lambda x: conv2d_relu(x, *w["conv2"], pad=0), "pool2": max_pool_2x2,
-             "fc1": lambda x: np.maximum(dense(x.reshape(len(x), -1), *w["fc1"]), 0),
-             "fc2": lambda x: np.maximum(dense(x, *w["fc2"]), 0), "fc3": lambda x: dense(x, *w["fc3"]),
-             "softmax": softmax}
-    x, out = mnist.to_input(images_u8, dtype), {}
-    for name in INFERENCE:
-        y = steps[name](x).astype(dtype)
-        mistakes = {}
-        if name == "fc1":  # pool2's output flattened channels first: (N, 16, 5, 5) -> (N, 400)
-            mistakes[FLATTEN_NCHW] = np.maximum(dense(x.transpose(0, 3, 1, 2).reshape(len(x), -1),
-                                                      *w["fc1"]), 0).astype(dtype)
-        out[name] = Stage(x, y, mistakes)
-        x = y
-    return out
 
 
 def tolerance(max_abs_diff: float, expected: np.ndarray) -> float:
@@ -126,15 +103,19 @@ def points_of(stages: tuple[tuple[str, float], ...], verdicts: list[dict]) -> fl
     return float(sum(points for name, points in stages if name in ok))
 
 
-def sentence(verdict: dict, points: float | None = None) -> str:
-    """`- fc1: wrong, largest difference 3.1 (it flattens ...)`: one stage's line."""
+def sentence(verdict: dict, points: float | None = None, counts: bool = True) -> str:
+    """`- fc1: wrong (0 of 12 points), largest difference 3.1; it flattens ...`: one stage's line;
+    its points only where they count (`counts`: the submission failed the gate), else none shown."""
     name, what = verdict.get("stage"), verdict.get("verdict")
     line = f"- {name}: {what}"
-    if points is not None:
+    if points is not None and counts:
         line += f" ({points if what == 'ok' else 0:g} of {points:g} points)"
     if what != "ok" and verdict.get("max_abs_diff") is not None:
         line += f", largest difference {verdict['max_abs_diff']:.3g}"
     for key in ("reason", "layout"):
         if verdict.get(key):
             line += f"; {verdict[key]}"
+    if verdict.get("relu_at_zero") == 1:
+        line += ("; ReLU's gradient at a pre-activation of exactly 0 taken as 1 (the reference's is 0: "
+                 "both accepted)")
     return line

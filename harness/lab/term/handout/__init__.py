@@ -2,6 +2,10 @@
 
     kit         `lab kit`: dist/lab-kit-LAB.zip (the interface, the weights, the starter, the gate data)
     student     the kit's `lenet-lab` command: the gate and a time per image, on the student's machine
+    trainkit    a training lab's check in the kit: the grader's gate, shapes and stages (rules.sgd,
+                backprop, stages) against the oracle's answers shipped precomputed
+    trainreadme a training lab's kit README and gate data (built here, never shipped)
+    advice      what a training student is told next, by kind of failure (feedback and kit alike)
     check       `lab check`: a student's own quick grading of one file, with its feedback
 
 May import: harness.lab.judge, harness.lab.box, harness.lab.text, the term's other sub-packages

@@ -1,14 +1,15 @@
 """A lab's student kit (`make lab-kit LAB=cpu_numpy`, `python -m harness lab kit LAB`):
 dist/lab-kit-LAB.zip, one folder that students unpack and run where it is, with NumPy alone
-(`python -m harness.lab.term.handout.student check lenet.py`: a school's server where nothing can be
-installed), or `python -m pip install ./lab-kit-LAB` for the `lenet-lab` command (NumPy of the
-grader's major version, from the package index; nothing else). It holds
-the interface a submission imports and the data the gate needs, never an answer: no lenet_*
-package, no example, no oracle (its answers are shipped precomputed).
+(`python -m lenet_lab check lenet.py`: a school's server where nothing can be installed), or
+`python -m pip install ./lab-kit-LAB` for the `lenet-lab` command (NumPy of the grader's major
+version, from the package index; nothing else). It holds the interface a submission imports and the
+data the gate needs, never an answer: no level package (lenet_lab is the check's command alone), no
+example, no oracle (its answers are shipped precomputed; a training lab's stages' too).
 
     lab-kit-LAB/pyproject.toml        installs `harness` (the interface only) and `lenet-lab`
     lab-kit-LAB/README.md             for students: install, the rules, check, hand in
     lab-kit-LAB/lenet.py (+ lenet.cu) the lab's starter
+    lab-kit-LAB/lenet_lab/            COMMAND: `python -m lenet_lab` runs harness.lab.term.handout.student
     lab-kit-LAB/harness/...           INTERFACE (and, for the CUDA lab, EMULATION), copied from this
                                       checkout at build time: `from harness.base import LeNet`,
                                       `harness.registry.ImplSpec`, `harness.data.weights`,
@@ -18,7 +19,8 @@ package, no example, no oracle (its answers are shipped precomputed).
                                       reads: harness.data.weights.write_npz; harness's ROOT when
                                       installed or run from the folder: harness/__init__.py)
 
-    build(lab, dest, weights) -> the zip; stage(lab, folder, weights); INTERFACE, EMULATION
+    build(lab, dest, weights) -> the zip; stage(lab, folder, weights); INTERFACE, EMULATION, COMMAND
+    (a training lab's README and gate data: harness.lab.term.handout.trainreadme)
     kit_json(lab, weights), gate_data(lab, weights), pyproject(lab), readme(lab), cuda_readme(lab),
     nchw_readme(), npz_name(weights) (the weights' .npz copy), reference_times(lab, weights) (numpy's
     time here and this machine's probe), numpy_pin() (the grader's NumPy major, as a requirement)
@@ -37,7 +39,6 @@ import numpy as np
 
 from harness import DEFAULT_WEIGHTS, ROOT
 from harness.data import weights as weights_file
-from harness.data.init_weights import DEFAULT_INIT
 from harness.errors import HarnessError
 from harness.lab.judge.rules import timing
 from harness.lab.judge.rules.assignment import Lab
@@ -53,9 +54,16 @@ INTERFACE = ("harness/__init__.py", "harness/errors.py", "harness/registry.py", 
              "harness/lab/term/handout/student.py", "harness/lab/term/handout/doctor.py",
              "harness/lab/term/handout/clock.py", "harness/lab/term/handout/sharing.py",
              "harness/lab/judge/rules/sgd.py", "harness/lab/term/handout/trainkit.py",
+             # the training stages' rules (NumPy alone) and the advice the grader's feedback gives
+             "harness/lab/judge/rules/stages.py", "harness/lab/judge/rules/backprop.py",
+             "harness/lab/judge/rules/tables.py", "harness/lab/term/handout/advice.py",
              # the GPU lock a check takes on a shared server (stdlib only, and harness.errors)
              "harness/machine/__init__.py", "harness/machine/gpu.py", "harness/machine/gpulock.py")
 EMULATION = ("harness/lab/emucuda.py", "harness/lab/cuda_emu.h")  # the CUDA lab: kernels on the CPU
+# `python -m lenet_lab check lenet.py` from the unzipped kit's folder (and once installed): the check
+COMMAND = {"lenet_lab/__init__.py": '"""The kit\'s check: python -m lenet_lab check lenet.py."""\n',
+           "lenet_lab/__main__.py": "from harness.lab.term.handout.student import main\n\n"
+                                    "raise SystemExit(main())\n"}
 
 
 def build(lab: Lab, dest: Path = DIST, weights: Path = DEFAULT_WEIGHTS) -> Path:
@@ -77,13 +85,17 @@ def build(lab: Lab, dest: Path = DIST, weights: Path = DEFAULT_WEIGHTS) -> Path:
 
 def stage(lab: Lab, folder: Path, weights: Path) -> None:
     """The kit's folder: the interface, the starter, the data, pyproject.toml and README.md."""
-    if lab.task == "training" and Path(weights) == Path(DEFAULT_WEIGHTS):  # training starts from the seed
-        weights = DEFAULT_INIT
+    from harness.lab.judge.phases.prepare import start_weights
+
+    weights = start_weights(lab, weights)  # training starts from the shared initial weights
     if not Path(weights).is_file():
         raise HarnessError(f"{weights}: no weights file to ship (make weights trains it)")
     for relative in INTERFACE + (EMULATION if lab.kernels else ()):
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / relative, folder / relative)
+    for relative, command in COMMAND.items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(command)
     data = folder / "harness" / "_kit"
     (data / "weights").mkdir(parents=True)
     weights_file.write_npz(weights_file.read(weights), data / "weights" / npz_name(Path(weights)))
@@ -97,7 +109,12 @@ def stage(lab: Lab, folder: Path, weights: Path) -> None:
             text = re.sub(r"python -m harness lab check \S+ (\S+)", r"lenet-lab check \1", source.read_text())
             (folder / source.name).write_text(text)
     (folder / "pyproject.toml").write_text(pyproject(lab))
-    (folder / "README.md").write_text(readme(lab))
+    if lab.task == "training":
+        from harness.lab.term.handout import trainreadme
+
+        (folder / "README.md").write_text(trainreadme.readme(lab))
+    else:
+        (folder / "README.md").write_text(readme(lab))
 
 
 def npz_name(weights: Path) -> str:
@@ -145,7 +162,7 @@ def kit_json(lab: Lab, weights: Path) -> dict:
             "limits": {"import_s": lab.limits.import_s, "wall_s": lab.limits.wall_s,
                        "memory_mb": lab.limits.memory_mb, "max_ratio": lab.limits.max_ratio,
                        **({"peak_mb": lab.limits.peak_mb} if lab.limits.peak_mb else {})},  # a gate: say it
-            "weights": npz_name(weights),
+            "weights": npz_name(weights), "stages": [list(stage) for stage in lab.stages],
             "grader": {"python": platform.python_version(), "numpy": np.__version__},
             "reference": reference_times(lab, weights)}
 
@@ -158,19 +175,9 @@ def gate_data(lab: Lab, weights: Path) -> dict[str, np.ndarray]:
     from harness.data import mnist
 
     if lab.task == "training":
-        from harness.lab.judge.phases import training
+        from harness.lab.term.handout import trainreadme
 
-        images, labels = mnist.load("train")
-        n = lab.gate.steps * lab.gate.batch
-        b = lab.gate.batch
-        batches = [(images[i:i + b], labels[i:i + b]) for i in range(0, n, b)]
-        start = {name: weights_file.Layer(k.astype(np.float64), b.astype(np.float64))
-                 for name, (k, b) in weights_file.read(weights).items()}
-        losses, after = training.oracle_steps(start, batches)
-        flat = [np.concatenate([part.ravel() for name in weights_file.SHAPES for part in w[name]])
-                for w in after]
-        return {"images": images[:n], "labels": labels[:n].astype(np.int64), "losses": np.array(losses),
-                "oracle": np.stack(flat)}
+        return trainreadme.gate_data(lab, weights)
     from lenet_numpy.model import NumpyLeNet  # the oracle: runs here, never shipped
 
     images = mnist.load("test")[0][:lab.gate.images]
@@ -179,7 +186,7 @@ def gate_data(lab: Lab, weights: Path) -> dict[str, np.ndarray]:
 
 
 def pyproject(lab: Lab) -> str:
-    packages = [path.removesuffix("/__init__.py").replace("/", ".") for path in INTERFACE
+    packages = [path.removesuffix("/__init__.py").replace("/", ".") for path in (*INTERFACE, *COMMAND)
                 if path.endswith("/__init__.py")]  # every package the interface's files sit in
     return "\n".join([
         "[build-system]", 'requires = ["setuptools>=61"]', 'build-backend = "setuptools.build_meta"', "",
@@ -210,7 +217,7 @@ def readme(lab: Lab) -> str:
         "## Check, with nothing installed", "",
         "From this folder, with any Python 3.10+ that has NumPy (nothing else, nothing to install):", "",
         "```sh", f"cd lab-kit-{lab.name}",
-        f"python -m harness.lab.term.handout.student check path/to/{module}", "```", "",
+        f"python -m lenet_lab check path/to/{module}", "```", "",
         "The same command takes `info` (the lab, its limits, the grader's Python and NumPy), `doctor` (what "
         "this machine has: Python, NumPy and its BLAS, a GPU and its libraries, and where each lives) and "
         "`show N [path/to/lenet.py]` (test image N drawn in the terminal beside the reference's answer and "

@@ -13,7 +13,7 @@ time per image. No sandbox, no references, no rank: a laptop's check before hand
     lenet-lab show N [lenet.py]   test image N in the terminal, beside both answers
 
 Where nothing can be installed, the same from the unzipped kit's folder, with NumPy alone:
-`python -m harness.lab.term.handout.student check lenet.py`.
+`python -m lenet_lab check lenet.py` (lenet_lab/__main__.py calls main here).
 
     Kit, load_kit(folder)                 the kit's data: the lab's numbers, the gate's images and answers
     submission_class(path, class_name)    the student's class, found as the grader finds it
@@ -32,7 +32,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ class Kit:
     weights: Path
     labels: np.ndarray | None = None  # training: the steps' labels, and the oracle's loss of each step
     losses: np.ndarray | None = None
+    arrays: dict = field(default_factory=dict)  # training: the stages' and alt's (trainkit.key names them)
 
 
 def load_kit(folder: Path = ROOT) -> Kit:
@@ -67,12 +68,14 @@ def load_kit(folder: Path = ROOT) -> Kit:
     folder = Path(folder)
     if not (folder / KIT_JSON).is_file():
         raise HarnessError(f"{folder / KIT_JSON}: missing; `lenet-lab` runs from an installed lab kit "
-                           "(pip install ./lab-kit-LAB); in the checkout use `python -m harness lab check`")
+                           "(pip install ./lab-kit-LAB) or, from the unzipped kit's folder, `python -m "
+                           "lenet_lab check lenet.py`; in the course's checkout use `python -m harness lab "
+                           "check`")
     lab = json.loads((folder / KIT_JSON).read_text())
     with np.load(folder / GATE_NPZ) as gate:
         found = {key: gate[key] for key in gate.files}
     return Kit(lab, found["images"], found["oracle"], folder / "weights" / lab["weights"],
-               found.get("labels"), found.get("losses"))
+               found.get("labels"), found.get("losses"), found)
 
 
 def submission_class(path: Path, class_name: str = "", base: type | None = None) -> type:
@@ -154,7 +157,7 @@ def check(path: Path, kit: Kit, say: Callable[[str], None] = print,
     if lab.get("task") == "training":
         from harness.lab.term.handout import trainkit
 
-        return trainkit.check(build(path, kit), kit, say)
+        return trainkit.check(lambda: build(path, kit), kit, say)
     if lab["device"] == "gpu" and importlib.util.find_spec("cupy") is None:
         emulate_it = f"; without a GPU: lenet-lab emulate {path.name}" if lab.get("kernels") else ""
         raise HarnessError(f"lab {lab['name']} runs on an NVIDIA GPU through CuPy, which is not installed "

@@ -1,5 +1,5 @@
 """`lab collect clones/`: a folder of students' git clones, read as data, never as code
-(labs/README.md, "Collect"): no clone's own git configuration runs, no link leads out.
+(docs/staff.md, "Collect"): no clone's own git configuration runs, no link leads out.
 
 git always reads the repository's own .git/config, and `git -c` cannot switch off what it says
 (an `[include] path=` is followed, gpg.program, core.fsmonitor, core.pager, core.hooksPath, filters,

@@ -133,7 +133,7 @@ def say(subs: list[Submission], skipped: list[str], source: Path, out: Path, exp
         report("no submission times (a zip's entry times are the download's): "
                + ("lateness is Canvas's LATE flag, at most 1 day" if subs[0].source == "canvas"
                   else "Moodle's zip says nothing of lateness")
-               + "; pass --times with the LMS's export for days late (labs/README.md, Collect)")
+               + "; pass --times with the LMS's export for days late (docs/staff.md, Collect)")
     if refused(subs):
         names = ", ".join(s.folder for s in refused(subs))
         report(f"refused {len(refused(subs))} student(s)' hand-in, nothing of theirs written: {names} "

@@ -5,14 +5,18 @@ submission (its name, reason, skipped files, log tail) is escaped, and every abs
 its last parts (harness.lab.text.unpathed: the server's folders are not the student's business).
 
     write(row, lab, place, ranked, out, score) -> paths; log_tail(out, student, lines),
-    memory_lines(row, lab),
-    stage_lines(row, lab) (each stage's verdict, a lab with [stages]), student_due(student, out),
+    memory_lines(row, lab), student_words(text) (no /sys, /proc, cgroup or server folder in it),
+    stage_lines(row, lab) (each stage's verdict, a lab with [stages]; points where they count),
+    forward_lines(row) (a training row's wrong loss: where its forward pass departs),
+    next_step(row, lab) (the advice by kind of failure: harness.lab.term.handout.advice),
+    student_due(student, out),
     extension_lines(student, lab, out)
     points_lines(score, lab, due)   its points (harness.lab.term.marks.points, as `lab export` gives
                                them) and its late penalty against its own due date, said even when
                                there is none
 """
 
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -22,6 +26,7 @@ from harness.lab.judge import store
 from harness.lab.judge.phases import memory
 from harness.lab.judge.rules import sgd, stages, timing
 from harness.lab.judge.rules.assignment import Lab
+from harness.lab.term.handout import advice
 from harness.lab.term.marks import points
 from harness.lab.term.public import alias
 from harness.machine.files import write_atomic
@@ -31,8 +36,8 @@ NEXT_STEP = {
                 "the usual cause; express each layer as a few whole-array operations.",
     "timing-inconsistent": "The grader times every call twice, once inside your process and once from "
                            "outside; leave the timing alone (no patched clocks, no background work).",
-    "wrong": "Run `lenet-lab check {module}` (the student kit of lab {lab}: lab-kit-{lab}.zip; in the "
-             "course's checkout: `python -m harness lab check {lab} {module}`) and compare layer by layer "
+    "wrong": "Run the kit's check (lab-kit-{lab}.zip, unzipped: from its folder `python -m lenet_lab check "
+             "{module}`, or `lenet-lab check {module}` with the kit installed) and compare layer by layer "
              "with the kit's README.md: the flatten order (NHWC), padding ('same' for conv1) and the kernel "
              "layouts (HWIO) are the usual suspects. Timed calls use new images: answers must be computed, "
              "not remembered.",
@@ -53,10 +58,14 @@ NEXT_STEP = {
                "course staff.",
 }
 
-TRAINING_WRONG = ("Check the named layer's gradient against a numerical one (nudge one weight by 1e-3 "
-                  "in float64 and watch the loss) on a batch of 2: ReLU's mask, the pool's first maximum, "
-                  "the batch mean (divide by N once) and the HWIO kernel layout are the usual suspects; "
-                  "`python -m harness lab check {lab} {module}` runs the grader's steps.")
+SYSTEM_PATH = re.compile(r"(?<![\w./-])/(?:sys|proc)/\S*")  # the server's counters, not the student's
+SYSTEM_WORD = re.compile(r"(?i)\bcgroups?(?: v[12])?\b")
+
+
+def student_words(said: str) -> str:
+    """The feedback's text without the server's own terms: its /sys and /proc paths and "cgroup"
+    said as what they are to a student; every other absolute path cut (text.unpathed)."""
+    return text.unpathed(SYSTEM_WORD.sub("process group", SYSTEM_PATH.sub("(the grader's counters)", said)))
 
 
 def log_tail(out: Path, student: str, lines: int = 15) -> list[str]:
@@ -84,7 +93,8 @@ def extension_lines(student: str, lab: Lab, out: Path) -> list[str]:
 
 
 def stage_lines(row: dict, lab: Lab) -> list[str]:
-    """Each stage's verdict (a lab with [stages]), the first wrong one named first; nothing without."""
+    """Each stage's verdict (a lab with [stages]), the first wrong one named first; nothing without.
+    Their points are shown where they count (the gate failed); else said not to count."""
     verdicts = [v for v in row.get("stages") or [] if isinstance(v, dict)]
     if not verdicts:
         return []
@@ -92,10 +102,31 @@ def stage_lines(row: dict, lab: Lab) -> list[str]:
     first = f"; the first that is not: **{text.cell(wrong[0].get('stage'), 30)}**." if wrong else "."
     how = ("each layer's backward, given the reference's input and upstream gradient"
            if lab.task == "training" else "each given the reference's input to it")
-    head = f"Stage by stage ({how}): {len(verdicts) - len(wrong)} of {len(verdicts)} right{first}"
-    points = [v.get("points") if isinstance(v.get("points"), (int, float)) else None for v in verdicts]
-    return [head, "", *[text.cell(stages.sentence(v, p), 600) for v, p in zip(verdicts, points, strict=True)],
-            ""]
+    counts = row.get("status") not in points.PASSED_GATE
+    head = f"Stage by stage ({how}): {len(verdicts) - len(wrong)} of {len(verdicts)} right{first}" + \
+        ("" if counts else " (Their points do not count: a submission that passes the gate gets the gate's.)")
+    given = [v.get("points") if isinstance(v.get("points"), (int, float)) else None for v in verdicts]
+    return [head, "", *[text.cell(stages.sentence(v, p, counts), 600)
+                        for v, p in zip(verdicts, given, strict=True)], ""]
+
+
+def forward_lines(row: dict) -> list[str]:
+    """A training row whose loss was wrong: where its forward pass departs (its `stage`), or why not said."""
+    verdicts = [v for v in row.get("forward") or [] if isinstance(v, dict)]
+    said = advice.departure([{k: text.cell(v.get(k), 400) if k in ("reason", "layout") else v.get(k)
+                                  for k in ("stage", "verdict", "reason", "layout")} for v in verdicts])
+    return [said, ""] if said else []
+
+
+def next_step(row: dict, lab: Lab) -> str | None:
+    """The advice for its kind of failure (a training lab's: harness.lab.term.handout.advice), else its
+    status's (NEXT_STEP), else none."""
+    if lab.task == "training":
+        found = advice.kind(row.get("status"), row.get("reason"), row.get("gate"))
+        if found:
+            return advice.next_step(found, lab.name, lab.module)
+    step = NEXT_STEP.get(row["status"])
+    return step.format(lab=lab.name, module=lab.module) if step else None
 
 
 def memory_lines(row: dict, lab: Lab) -> list[str]:
@@ -107,11 +138,10 @@ def memory_lines(row: dict, lab: Lab) -> list[str]:
     refs = ", ".join(f"{label} {mb:.0f} MiB" for label, mb in (row.get("reference_peak_mb") or {}).items()
                      if isinstance(mb, (int, float)))
     limit = lab.limits.peak_mb
-    source = text.cell(row.get("memory_source"), 300)
     return [f"Peak memory: {peak:.0f} MiB over your worker's whole run (import, gate and timed calls)"
             + (f"; the lab's limit is {limit} MiB" if limit else "")
             + (f"; beside you: {refs}" if refs else "")
-            + f". Read by the grader from outside your worker: {source}.", ""]
+            + ". Read by the grader from outside your worker, never from what your code reports.", ""]
 
 
 def points_lines(score: points.Score | None, lab: Lab, own_due: datetime | None = None) -> list[str]:
@@ -164,6 +194,7 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path,
     if gate:
         lines += [sgd.gate_sentence(gate, lab.gate_rule) if lab.task == "training" else
                   timing.gate_sentence(gate, lab.gate.images, lab.gate.min_agree, lab.gate.max_abs_diff), ""]
+    lines += forward_lines(row)
     lines += stage_lines(row, lab)
     lines += memory_lines(row, lab)
     if memory.timed(row):  # ok, or over-memory: timed in full before its peak was gated
@@ -177,11 +208,10 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path,
                          f"{label} took {fmt_ms(row['reference_medians_ns'][label] / 1e6)} per call "
                          "beside you)")
         lines += ["", f"Lines of code: {row['loc']} in {row['files']} file(s)."]
-    if row["status"] in NEXT_STEP:
+    step = next_step(row, lab)
+    if step:
         lines += [""] if memory.timed(row) else []
-        trains = lab.task == "training" and row["status"] == "wrong"
-        step = TRAINING_WRONG if trains else NEXT_STEP[row["status"]]
-        lines += [f"Next step: {step.format(lab=lab.name, module=lab.module)}"]
+        lines += [f"Next step: {step}"]
     for flagged in row.get("inconsistent_rounds") or []:
         lines.append(f"- round {flagged['round']} dropped: {text.cell(flagged['reason'])}")
     picture = None
@@ -198,5 +228,5 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path,
         lines += ["", "The end of your worker's log:", "", "```", *text.block(tail), "```"]
     lines += alias.refusal_lines(out, student)  # `lab publish` refused its alias.txt
     path = folder / f"{name}.md"
-    write_atomic(path, text.unpathed("\n".join(lines) + "\n"))  # no folder of the server's in it
+    write_atomic(path, student_words("\n".join(lines) + "\n"))  # no folder or term of the server's in it
     return [path] + ([picture] if picture else [])

@@ -163,7 +163,8 @@ def isolation_lines(rows: list[dict]) -> list[str]:
     lines = [f"Sandbox: {note}." for note in notes]
     if weak:
         lines.append("**Warning: timing is not tamper-evident for every row**: some workers had no cgroup, "
-                     "so work in a helper process escaped the CPU check (labs/README.md, 'The sandbox').")
+                     "so work in a helper process escaped the CPU check "
+                     "(docs/staff.md, 'What the grader guarantees').")
     return lines + [""] if lines else []
 
 
