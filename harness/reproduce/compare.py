@@ -8,9 +8,10 @@ harness.report.claims.rundata.pool). The shares at the end say how much of the s
 reproduces, against GOAL.
 
 The result is one row (kind `reproduce`) in RESULTS/reproduce/<run-id>/results.jsonl(.gz), with env.json
-beside it; the second run's own rows lie below, in RESULTS/reproduce/<run-id>/<study>/<run-id>/, out
-of the report's sight (it reads RESULTS/<study>/<run-id>/ only). DETAILS' validity section shows
-the newest reproduce row of each machine (harness.report.claims.reproduce).
+beside it; the second run's own rows lie below, in RESULTS/reproduce/<run-id>/<study>/<run-id>/: a
+complete run of its study that the report pools with the runs of the same code (rundata.load_runs'
+reruns), never the study's newest run. DETAILS' validity section shows the newest reproduce row of
+each machine (harness.report.claims.reproduce).
 
     reference(runs, study, host_key) -> run | None    the newest run of the study on the machine
                                                       (hosts.key: its fingerprint)
