@@ -238,3 +238,14 @@ def test_the_report_shows_each_devices_cells_of_its_answering_machine_only():
     frame = pd.concat([cpu_machine, other], ignore_index=True)
     shown = rundata.answering_cells(frame, {"cpu": "a", "gpu": None})
     assert set(shown["machine"]) == {"a"} and len(shown) == len(cpu_machine)
+
+
+def test_the_report_names_the_runs_each_devices_cells_pool(committed_report):
+    from harness.report import markdown
+
+    data = committed_report
+    for said in markdown.sources(data, data.machines):
+        cells = data.frame[(data.frame["run_id"] == said["run_id"]) & (data.frame["study"] == "api_levels")
+                           & (data.frame["device"] == said["device"])]
+        others = {r for ids in cells["pooled_runs"] for r in ids} - {said["run_id"]}
+        assert set(said["pooled"]) == others and said["run_id"] not in said["pooled"]

@@ -49,16 +49,20 @@ def gpu_peak(machines_by_device: dict) -> dict | None:
 
 def sources(data: ReportData, by_device: dict) -> list[dict]:
     """Which runs the headline reads: each device's run id, machine, start and commit (None where
-    none was recorded)."""
+    none was recorded), and `pooled`: the other runs its cells pool (rundata.pool), oldest first."""
     out = []
     for device, run_id in data.answer.items():
         run = next((r for r in data.runs if r["run_id"] == run_id and r["study"] == "api_levels"), None)
         if run is None:
             continue
         prov = run["env"].get("provenance") or {}
+        cells = data.frame[(data.frame["run_id"] == run_id) & (data.frame["study"] == "api_levels")
+                           & (data.frame["device"] == device)]
+        ids = cells["pooled_runs"] if "pooled_runs" in cells else []
+        pooled = [r for found in ids for r in found if r != run_id]
         out.append({"device": device, "run_id": run_id, "machine": by_device[device],
                     "started": run["started"], "commit": prov.get("commit") or None,
-                    "dirty": bool(prov.get("dirty"))})
+                    "dirty": bool(prov.get("dirty")), "pooled": list(dict.fromkeys(pooled))})
     return out
 
 
