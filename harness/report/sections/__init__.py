@@ -11,6 +11,7 @@
     explain_section                  why Keras is slow, stage by stage (explain rows)
     training_section                 what training costs at each level, and verify-train
     machines                         the machines table
+    machine_pages                    every machine but the answering ones, a page each (reports/machines/)
 
 May import: harness.report.claims, harness.report.markup and the harness's wings below the report
 (tests/test_layout.py); the two documents (markdown, details) sit above it, harness.figures above

@@ -5,7 +5,7 @@ SMs, polls, relaunches after an idle spell, and serves one image at a time); and
 batch-1 call is the cost of making a call.
 
     cpu_threads(runs, run_id) -> int | None          the answering CPU run's thread count (env.json)
-    intervals_note(machines, drifts) -> claims       what the intervals cover, and the drift measured
+    intervals_note(pooled) -> claims                 what the intervals cover: the runs each pools
     threads_note(threads) -> claims | None           the CPU columns' thread count
     resident_note(frame, runs, cell) -> claims|None  a resident kernel's caveats
     call_cost(batch1, large) -> float                the share of a batch-1 call that is the call
@@ -17,7 +17,6 @@ import math
 import pandas as pd
 
 from harness import registry
-from harness.report.claims import drift
 from harness.report.claims.rundata import find, study_rows
 from harness.report.markup.style import ok_cells
 from harness.report.sections import gpu_section
@@ -39,14 +38,10 @@ def cpu_threads(runs: list[dict], run_id: str | None) -> int | None:
         return None
 
 
-def intervals_note(machines: dict, drifts: dict) -> dict:
-    """What a [95% CI] covers, and where `reproduce` measured the machine's drift, that drift and
-    that the columns print an interval for a rerun (headline.render widens them)."""
-    moved = [{"machine": machines[d], "device": d, "drift": found} for d in ("cpu", "gpu") if machines.get(d)
-             and (found := drifts.get((machines[d], d))) is not None]
-    return {"words": "intervals", "moved": moved, "quantile": drift.QUANTILE,
-            "ratios_moved": any(m["drift"].ratio_spread is not None for m in moved),
-            "alone": [d for d in ("cpu", "gpu") if machines.get(d) and d not in {m["device"] for m in moved}]}
+def intervals_note(pooled: list[dict]) -> dict:
+    """What a [95% CI] covers: every run of the same code on the machine (rundata.pooling: for each
+    device, the least and most runs its cells pool, and the contended runs left out)."""
+    return {"words": "intervals", "pooled": pooled}
 
 
 def threads_note(threads: int | None) -> dict | None:
