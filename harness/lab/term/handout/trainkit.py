@@ -20,6 +20,7 @@ as the grader asks them of a fresh worker; then the time per step against the Nu
 
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -159,6 +160,13 @@ def asked_backward(trainer: Any, kit: Any) -> list[dict]:
             verdict = stages.unanswered(name, f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
         verdicts.append({**verdict, "points": points})
     return verdicts
+
+
+def kit_check(path: Path, kit: Any, say: Callable[[str], None], lock_timeout: float | None) -> bool:
+    """A training lab's check (kinds.Kind.checker), its trainer built as the grader builds it."""
+    from harness.lab.term.handout import student
+
+    return check(lambda: student.build(path, kit), kit, say)
 
 
 def check(make: Callable[[], Any], kit: Any, say: Callable[[str], None] = print) -> bool:
