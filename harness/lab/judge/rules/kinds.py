@@ -3,6 +3,7 @@
 rung's level has the `kernels` hook). Outside this module no code asks which kind a lab is: it asks
 the lab's kind (`Lab.kind`) for what it needs.
 
+    Kind, Training, Kernels        the classes (inference's, training's, the CUDA lab's)
     INFERENCE, TRAINING, KERNELS   the kinds; `of(task, rung)` the one a lab file's [lab] names
     Kind.worker                    what the worker loads: the registry entry's field for a reference
                                    (`path`, `trainer`), the harness.base class a submission subclasses,
