@@ -2,7 +2,7 @@
 section on checking kernels without a GPU (`lenet-lab emulate`); its gate data and advice are an
 inference lab's (harness.lab.term.handout.kit).
 
-    readme(lab), gate_data(lab, weights), next_step(row, lab)
+    readme(lab), cuda_readme(lab) (its section), gate_data(lab, weights), next_step(row, lab)
 """
 
 from harness.lab.judge.rules.assignment import Lab

@@ -19,7 +19,9 @@ Where nothing can be installed, the same from the unzipped kit's folder, with Nu
     submission_class(path, class_name)    the student's class, found as the grader finds it
     answers(impl, images, dtype, batch)   predict over the images, as float32 (N, 10)
     gate_numbers(kit, probs), passes(kit, gate), (the time per image: clock)
-    check(path, kit, say, lock_timeout) (on the GPU under sharing.gpu_lock), checked(path, kit, say),
+    check(path, kit, say, lock_timeout)   its lab kind's check (kit.json's checker): an inference lab's
+        inference_check(path, kit, say, lock_timeout) (on the GPU under sharing.gpu_lock), checked(path,
+        kit, say); a training lab's harness.lab.term.handout.trainkit.kit_check
     emulate(path, kit, say, images), main(argv), build(path, kit), (info: doctor)
     gate_line(kit, gate), first_call(impl, kit) (one predict first: a shape error gets the NCHW hint)
 """

@@ -11,11 +11,13 @@ as the grader asks them of a fresh worker; then the time per step against the Nu
 
     check(make, kit, say) -> bool     True when the grader's gate passes (make() builds the student's
                                       Trainer: harness.lab.term.handout.student.build)
+    kit_check(path, kit, say, lock_timeout)   check, as `lenet-lab check` calls it (kit.json's checker)
     gate(trainer, kit) -> dict        the steps, judged as the grader judges them (WrongShape:
                                       weights() in the wrong shapes); batches(kit), timed(trainer, kit)
     asked_forward(trainer, kit) -> [verdict]   the forward stages (a wrong loss)
     asked_backward(trainer, kit) -> [verdict]  the lab's stages
     shipped_backward(kit), shipped_forward(kit)   the shipped answers as the rules' records
+    key(kind, name, part) -> str      gate.npz's name of one shipped array (backward__fc2__dkernel)
 """
 
 import traceback
