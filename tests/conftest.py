@@ -94,6 +94,28 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"a Slurm test skipped while .ci/run's Slurm runs (LENET_SLURM_REQUIRED=1): {reason}"
 
 
+def closed_to(user: str, needs: list) -> str | None:
+    """None when `user` (a Slurm job's, a test's own) can reach each of `needs` ((what, path, mode), as
+    harness.machine.slurmctl.check_reachable takes them); else the words naming the folder to open.
+    Asked of the user itself (runuser ... test), at once: a job that cannot start makes a test wait
+    out its deadline and fail with words about something else."""
+    import subprocess
+
+    from harness.errors import HarnessError
+    from harness.machine import slurmctl
+
+    def can(path: str, mode: int) -> bool:
+        flags = [flag for bit, flag in ((os.R_OK, "-r"), (os.W_OK, "-w"), (os.X_OK, "-x")) if mode & bit]
+        return all(subprocess.run(["runuser", "-u", user, "--", "test", flag, path], capture_output=True,
+                                  timeout=30).returncode == 0 for flag in flags)
+
+    try:
+        slurmctl.check_reachable(needs, user, can)
+    except HarnessError as exc:
+        return str(exc)
+    return None
+
+
 def harness_in_process(capsys, *args) -> SimpleNamespace:
     """`python -m harness ARGS` through the function it calls, cli.main, in this process (one
     interpreter fewer where the command's own start is not what a test checks): its exit code,

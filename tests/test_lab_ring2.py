@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import stat
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -86,39 +85,48 @@ def test_nothing_left_in_the_kernel_reaches_another_worker_or_grading(ring2):
         assert "key refused (Operation not permitted)" in lines, lines  # keyrings: denied by seccomp
 
 
+def shaver_gains_nothing(row: dict) -> None:
+    """The shaved clock (lab_hostile.SHAVER: every call reports 0.45x its time) as the grader records it,
+    asserted on the grader's own counters within its own row, never against other gradings' times
+    (those differ by whatever load each met). Its shave is real: each reported time is within 0.45x
+    the grader's round trip around the call (the call ran inside it: no load moves that bound). And
+    it gains nothing: flagged (no rank), or each round ranked at no less than what its CPU counter
+    says (timing.ranked_ns: the CPU time less the references' least protocol cost)."""
+    assert row["status"] in ("ok", "timing-inconsistent"), (row["status"], row["reason"])
+    for times, trips in zip(row["times_ns"]["submission"], row["trips_ns"]["submission"], strict=True):
+        assert all(t <= 0.45 * trip + 1_000 for t, trip in zip(times, trips, strict=True)), (times, trips)
+    if row["status"] != "ok":  # flagged: no rank at all
+        assert "do not fit the grader's clock" in row["reason"], row["reason"]
+        assert "ratios" not in row
+        return
+    assert row["rounds_used"], row["inconsistent_rounds"]
+    for r in row["rounds_used"]:
+        measure = np.median(np.asarray(row["cpu_ns"]["submission"][r]) - row["ranking_cpu_gap_ns"][r])
+        assert np.median(row["ranked_ns"]["submission"][r]) >= 0.999 * measure, r
+
+
 @pytest.mark.slow
 def test_a_shaved_clock_gains_nothing(ring2):
     rows = ring2[2]
+    shaver_gains_nothing(rows["shaver"])
+    # and the same rule lets every honest clock through (their verdict, not a margin on their times)
+    assert all(rows[n]["status"] == "ok" for n in lab_hostile.RING2_HONEST), \
+        {text.clean(n, 12): rows[n]["reason"] for n in lab_hostile.RING2_HONEST}
     ratio = {n: r["ratios"]["numpy"]["ratio"] for n, r in rows.items() if r["status"] == "ok"}
-    honest = [ratio[n] for n in lab_hostile.RING2_HONEST]
-    if rows["shaver"]["status"] == "ok":  # unflagged: ranked at the grader's own measure
-        shaver = rows["shaver"]
-        for r in shaver["rounds_used"]:  # no less than its CPU time less the least trusted protocol cost
-            measure = np.median(np.asarray(shaver["cpu_ns"]["submission"][r]) - shaver["ranking_cpu_gap_ns"][r])
-            assert np.median(shaver["ranked_ns"]["submission"][r]) >= 0.999 * measure, r
-        # the same code as the honest ones, so about their time by the same measure: the grader's
-        # CPU time less the protocol cost. Not their ranked time: on a loaded machine an honest clock
-        # also counts the waits for a core (0.65x of their ratio once), which CPU time never does.
-        def measured(row):
-            return statistics.median(
-                float(np.median(np.asarray(row["cpu_ns"]["submission"][r]) - row["ranking_cpu_gap_ns"][r]))
-                for r in row["rounds_used"])
-
-        ranked = statistics.median(float(np.median(shaver["ranked_ns"]["submission"][r]))
-                                   for r in shaver["rounds_used"])
-        honest_measure = [measured(rows[n]) for n in lab_hostile.RING2_HONEST]
-        assert ranked > 0.75 * statistics.median(honest_measure), (ranked, honest_measure)  # was 0.45x
-    else:  # flagged: no rank at all
-        assert "do not fit the grader's clock" in rows["shaver"]["reason"] and "shaver" not in ratio
-    assert all(ratio[n] > 3 * max(honest) for n in lab_hostile.RING2_CHEATS), ratio
-    shaved = statistics.median(rows["shaver"]["clock_ratio"])
-    assert shaved < 0.6, rows["shaver"]["clock_ratio"]  # reported / the grader's own measure
-    assert all(0.75 < statistics.median(rows[n]["clock_ratio"]) for n in lab_hostile.RING2_HONEST)
     print("ratio to numpy:", {text.clean(n, 12): round(ratio[n], 3) for n in [*lab_hostile.RING2_HONEST, "shaver"]
                               if n in ratio})
     print("reported/measured, median per round:",
           {text.clean(n, 12): [round(v, 2) for v in rows[n]["clock_ratio"]]
            for n in [*lab_hostile.RING2_HONEST, "shaver"]})
+
+
+@pytest.mark.slow
+def test_the_cheats_rank_behind_every_honest_submission(ring2):
+    """The cheats compute twice per call on the slow example's code: behind every honest submission."""
+    rows = ring2[2]
+    ratio = {n: r["ratios"]["numpy"]["ratio"] for n, r in rows.items() if r["status"] == "ok"}
+    honest = [ratio[n] for n in lab_hostile.RING2_HONEST]
+    assert all(ratio[n] > 3 * max(honest) for n in lab_hostile.RING2_CHEATS), ratio
 
 
 @pytest.mark.slow

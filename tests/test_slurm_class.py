@@ -19,13 +19,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from harness import DEFAULT_WEIGHTS
+from harness.data import mnist
 from harness.lab.judge import attempts, claim, store
 from harness.machine import slurmctl
 from tests import lab_hostile
-from tests.conftest import ROOT
+from tests.conftest import ROOT, closed_to
+from tests.test_lab_ring2 import shaver_gains_nothing
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -76,9 +78,12 @@ def cluster():
         pwd.getpwnam(USER)
     except KeyError:
         run("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER)
-    if run("runuser", "-u", USER, "--", "test", "-x", sys.executable).returncode != 0:
-        pytest.skip(f"{USER} cannot run {sys.executable} (a folder above it is closed to other users, "
-                    "e.g. /root at 0700): a grading by a user who is not root needs an interpreter they can run")
+    # the class's jobs run as USER: each would fail as it starts, and the class wait out DEADLINE_S
+    closed = closed_to(USER, [*slurmctl.code_needs(), ("the temporary folder", tempfile.gettempdir(), os.X_OK),
+                              ("the weights", DEFAULT_WEIGHTS, os.R_OK),
+                              ("the MNIST folder", mnist.data_dir(), os.R_OK | os.X_OK)])
+    if closed:
+        pytest.skip(f"a grading by a user who is not root: {closed}")
     return pwd.getpwnam(USER)
 
 
@@ -252,14 +257,7 @@ def test_the_shaved_clock_is_caught_in_a_job_of_a_user_who_is_not_root(graded):
     # not root, so no cgroup of the grader's own: each worker a Slurm step, counted by the step's cgroup
     assert shaver["sandbox"] == "namespaces" and "Slurm job step" in shaver["isolation"], shaver["isolation"]
     assert "tamper-evident" in shaver["isolation"] and "not tamper-evident" not in shaver["isolation"]
-    reported = sorted(shaver["clock_ratio"])[len(shaver["clock_ratio"]) // 2]
-    assert reported < 0.6, shaver["clock_ratio"]  # its reports / the grader's own measure
-    if shaver["status"] == "ok":  # ranked at the grader's own measure (its step's CPU): nothing gained
-        for r in shaver["rounds_used"]:
-            measure = np.median(np.asarray(shaver["cpu_ns"]["submission"][r]) - shaver["ranking_cpu_gap_ns"][r])
-            assert np.median(shaver["ranked_ns"]["submission"][r]) >= 0.999 * measure, r
-    else:
-        assert shaver["status"] == "timing-inconsistent", shaver["reason"]
+    shaver_gains_nothing(shaver)  # flagged, or ranked at no less than its step's CPU counter says
     print(json.dumps({"shaver": shaver["status"], "clock_ratio": shaver["clock_ratio"],
                       "isolation": shaver["isolation"]}))
 

@@ -107,6 +107,50 @@ def test_each_task_is_given_the_lock_timeout(tmp_path, monkeypatch):
         assert args.func(args) == 0 and given["args"][1] == 4 and given["args"][-1] == expected, given
 
 
+def test_closed_names_the_first_folder_on_the_way_and_follows_links(tmp_path):
+    """slurmctl.closed: what a job's user cannot reach, as `can` (os.access, or a test's user) says."""
+    from harness.machine import slurmctl
+
+    base = tmp_path.resolve()
+    (base / "pyenv" / "bin").mkdir(parents=True)
+    target = base / "pyenv" / "bin" / "python"
+    target.write_text("")
+    (base / "venv").mkdir()
+    (base / "venv" / "python").symlink_to(target)
+    link = base / "venv" / "python"
+    assert slurmctl.closed(link, os.X_OK, lambda path, mode: True) is None
+    # the folder on the way the link leads, not only the way as named (a venv's python under /root)
+    assert slurmctl.closed(link, os.X_OK, lambda path, mode: path != str(base / "pyenv")) == \
+        (base / "pyenv", "search")
+    assert slurmctl.closed(link, os.X_OK, lambda path, mode: path != str(target)) == (target, "run")
+    assert slurmctl.closed(base / "venv", os.R_OK | os.X_OK, lambda path, mode: path != str(base / "venv")) \
+        == (base / "venv", "list and search")
+    assert slurmctl.closed(base / "nothing", os.R_OK) == (base / "nothing", "find")
+
+
+def test_a_path_the_jobs_cannot_reach_is_named_before_anything_is_submitted(tmp_path, monkeypatch):
+    """`lab grade --slurm` checks, as the user its jobs run as, that they can reach the interpreter, the
+    checkout, the submissions, the weights and MNIST: each task would fail as it starts, and the class
+    wait on nothing. Here the weights lie in a folder that user cannot search (os.access says so)."""
+    from harness.lab.judge.rules import assignment
+
+    (tmp_path / "lab.toml").write_text(LAB)
+    (tmp_path / "subs" / "ann").mkdir(parents=True)
+    closed = tmp_path / "closed"
+    (closed / "inner").mkdir(parents=True)
+    (closed / "inner" / "w.h5").write_bytes(b"")
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: not str(path).startswith(str(closed))
+                        and real(path, mode, **kw))
+    with pytest.raises(HarnessError) as refused:
+        slurm.submit(assignment.load(str(tmp_path / "lab.toml")), tmp_path / "subs", tmp_path / "out",
+                     weights=closed / "inner" / "w.h5", no_sandbox=True, report=lambda line: None)
+    words = str(refused.value)
+    assert words.startswith(f"the weights {closed / 'inner' / 'w.h5'}: ") and "the user the Slurm jobs run as" in words
+    assert f"cannot search {closed} (owner " in words and f"chmod o+x {closed})" in words, words
+    assert not (tmp_path / "out").exists()  # nothing written, nothing submitted
+
+
 def test_a_claim_is_one_graders_and_a_stale_one_is_taken_over(tmp_path):
     out = tmp_path / "out"
     assert claim.take(out, "ann", "10_1", alive=lambda owner: True)
@@ -235,8 +279,9 @@ def test_a_round_slurm_holds_is_named_with_the_command_that_releases_it(tmp_path
 
     from harness.lab.judge.rules import assignment
 
-    if not shutil.which("sbatch"):
-        pytest.skip("needs a Slurm: sudo scripts/slurm-local.sh start --nodes 3")
+    if not shutil.which("sbatch") or slurm.max_array_size() != 10:  # installed is not running
+        pytest.skip("needs the local Slurm (MaxArraySize=10): sudo scripts/slurm-local.sh start --nodes 3")
+
     def held(*args: str) -> str:
         done = subprocess.run(["sbatch", "--parsable", "--hold", *args, "--job-name=lenet-slurm-test",
                                f"--chdir={tmp_path}", "--wrap", "true"], capture_output=True, text=True, timeout=60)

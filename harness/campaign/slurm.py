@@ -43,7 +43,7 @@ from harness.campaign import archive
 from harness.errors import HarnessError, Unavailable
 from harness.machine import env
 from harness.machine.files import write_atomic
-from harness.machine.slurmctl import header, held_advice, sbatch, still_queued
+from harness.machine.slurmctl import check_reachable, code_needs, header, held_advice, sbatch, still_queued
 from harness.measure.plan import study
 from harness.measure.store import runfolder
 
@@ -194,6 +194,7 @@ def submit(
 ) -> int:
     """One job per node type and the merge job after them; the same OUT again resumes a campaign."""
     check_request(types, gpu_types, studies)
+    check_reachable(code_needs())  # here, not as each job starts on its node
     out = Path(out).resolve()
     earlier = read_campaign(out) if (out / "campaign.json").exists() else None
     running = still_queued(list((earlier or {}).get("jobs", {}).values()))

@@ -81,15 +81,16 @@ def sides_away(centres: Sequence[tuple[float, float]], defaults: Sequence[int], 
 
 
 def place_labels(ax: Axes, points: Sequence[tuple[float, float]], texts: Sequence[str], sides: Sequence[int],
-                 marker_pt: float = 8, fontsize: float = 7) -> list[Annotation]:
+                 marker_pt: float = 8, fontsize: float = 7,
+                 others: Sequence[tuple[float, float]] = ()) -> list[Annotation]:
     """One label per point (data coordinates), each at the first offset where it covers no label
-    placed before it and no point's marker, stays inside the axes and is nearest its own point
-    (nearest); where none is clear, the first offset (so every point keeps its label). A label left
-    with none clear is placed first in the next try (a long label in a crowded column needs the
-    first pick), up to a try per label; the try that left the fewest unclear is kept. Call it after
-    the axes' limits are final."""
+    placed before it and no point's marker (the points' and the unlabelled `others'`), stays inside
+    the axes and is nearest its own point of all of them (nearest); where none is clear, the first
+    offset (so every point keeps its label). A label left with none clear is placed first in the next
+    try (a long label in a crowded column needs the first pick), up to a try per label; the try that
+    left the fewest unclear is kept. Call it after the axes' limits are final."""
     marker_px = marker_pt * DPI / 72
-    centres = [(float(x), float(y)) for x, y in (ax.transData.transform(p) for p in points)]  # display
+    centres = [(float(x), float(y)) for x, y in (ax.transData.transform(p) for p in [*points, *others])]
     markers = [Bbox.from_extents(x - marker_px / 2, y - marker_px / 2, x + marker_px / 2, y + marker_px / 2)
                for x, y in centres]
     order: list[int] = list(range(len(points)))
@@ -146,12 +147,14 @@ def _place(ax: Axes, points: Sequence[tuple[float, float]], texts: Sequence[str]
 
 
 def fit_label(ax: Axes, x0: float, x1: float, y: float, texts: Sequence[str], **style: object) -> Text | None:
-    """The first of `texts` (longest first) that fits, centred, between x0 and x1 (data) with a
+    """The first of `texts` (longest first) that fits, centred as drawn, between x0 and x1 (data) with a
     little room, drawn; None (nothing drawn) when none fits."""
     r = renderer(ax)
     left, right = ax.transData.transform((x0, y))[0], ax.transData.transform((x1, y))[0]
+    # the middle as drawn (on a log axis not the mean of the ends)
+    middle = ax.transData.inverted().transform(((left + right) / 2, ax.transData.transform((x0, y))[1]))[0]
     for text in texts:
-        label = ax.text((x0 + x1) / 2, y, text, ha="center", va="center", **style)  # type: ignore[arg-type]
+        label = ax.text(middle, y, text, ha="center", va="center", **style)  # type: ignore[arg-type]
         if label.get_window_extent(r).width + 2 * PAD_PX <= right - left:
             return label
         label.remove()

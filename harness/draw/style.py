@@ -2,6 +2,7 @@
 naming each machine, the layout and the PNG written whole, axis decoration, and times as words.
 
     caption(runs, study)             one line per machine: hardware, threads, versions, run ids
+    layout(fig)                      the constrained layout, laid out now
     settle(fig, caption_text)        the caption under the figure, the constrained layout above it
     finish(fig, runs, study, path)   settle, then the PNG (save)
     legend_below(ax, handles)        a legend under the axes, inside the layout
@@ -66,14 +67,19 @@ def put_caption(fig: Figure, caption_text: str) -> float:
     return 0.11 * (text.count("\n") + 1) + 0.05
 
 
-def settle(fig: Figure, caption_text: str) -> None:
-    """The caption under the figure, and matplotlib's constrained layout above it, laid out now: words
+def layout(fig: Figure, below_in: float = 0.0) -> None:
+    """matplotlib's constrained layout, laid out now, below_in inches kept free under it: words
     placed afterwards (measured with the figure's renderer) stay where they were measured."""
-    below = (put_caption(fig, caption_text) + 0.05) / fig.get_figheight()
+    below = below_in / fig.get_figheight()
     fig.set_layout_engine("constrained", rect=(0, below, 1, 1 - below))
     engine = fig.get_layout_engine()
     assert engine is not None
     engine.execute(fig)
+
+
+def settle(fig: Figure, caption_text: str) -> None:
+    """The caption under the figure, and the constrained layout above it (layout)."""
+    layout(fig, put_caption(fig, caption_text) + 0.05)
 
 
 def save(fig: Figure, path: Path) -> Path:

@@ -1,5 +1,5 @@
 """Fig. 8: one Keras model on three backends, called four ways (study `backends`), a panel per
-machine and device; each backend keeps its colour whichever backends a panel has."""
+answering machine; each backend keeps its colour and marker whichever backends a panel has."""
 
 import textwrap
 from pathlib import Path
@@ -8,9 +8,9 @@ import matplotlib.ticker
 import pandas as pd
 
 from harness import registry
-from harness.figures import dotplot
+from harness.figures import dotplot, pick
 from harness.figures.grid import panel_grid, same_y_scale
-from harness.figures.style import BACKEND_OF, caption, colour, finish, fmt_ms, ok_cells, panels
+from harness.figures.style import BACKEND_OF, colour, finish, fmt_ms, legend_below, marker, ok_cells, panels
 from harness.report.claims.rundata import ReportData
 
 REFERENCE = registry.on_rung("reference")[0]  # the NumPy reference: the dotted line in every panel
@@ -38,15 +38,16 @@ def first_stage(found: dict[str, pd.Series], stages: list[str]) -> str:
 
 
 def fig_backends(data: ReportData, out: Path) -> Path | None:
-    """Fig. 8: one Keras model on three backends, a panel per machine and device; each backend
-    keeps its colour in every panel, whichever backends a panel has."""
+    """Fig. 8: one Keras model on three backends, a panel per answering machine; each backend keeps
+    its colour and marker in every panel, whichever backends a panel has."""
     cells = ok_cells(data.frame, "backends")
-    cells = cells[cells["batch_size"] == 1] if not cells.empty else cells
+    cells = pick.answering(cells[cells["batch_size"] == 1], data) if not cells.empty \
+        else cells
     if cells.empty:
         return None
     groups = panels(cells)
     stages = ["predict", "predict_on_batch", "call", "compiled"]
-    fig, axes = panel_grid(len(groups))
+    fig, axes = panel_grid(len(groups), height_each=4.2)
     for ax, (device, machine) in zip(axes, groups, strict=True):
         by_backend = backend_rows(cells, device, machine)
         for impl in BACKEND_OF:  # fixed order and fixed offsets: a missing backend leaves a gap
@@ -55,9 +56,9 @@ def fig_backends(data: ReportData, out: Path) -> Path | None:
                 r = by_backend.get(impl, {}).get(stage)
                 if r is None:
                     continue
-                ax.errorbar(x + offset, r["median_ms"], yerr=[[r["median_ms"] - r["ci_low_ms"]],
-                                                             [r["ci_high_ms"] - r["median_ms"]]],
-                            marker="o", markersize=6, color=colour(impl), markeredgecolor="black",
+                y, (low, high) = r["median_ms"], dotplot.ends(r)
+                ax.errorbar(x + offset, y, yerr=[[y - low], [high - y]],
+                            marker=marker(impl), markersize=7, color=colour(impl), markeredgecolor="black",
                             markeredgewidth=0.5, capsize=2, linestyle="none",
                             label=backend_label(impl) if stage == first_stage(by_backend[impl], stages)
                             else None)
@@ -69,7 +70,9 @@ def fig_backends(data: ReportData, out: Path) -> Path | None:
         ax.set_xticks(range(len(stages)), ["predict", "predict_on\n_batch", "model(x)", "compiled\nmodel(x)"],
                       fontsize=8)
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_ms(v)))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.grid(True, axis="y", color="#EEEEEE")
         # a title a third of the figure wide: wrapped, so that it never runs into its neighbour's
         ax.set_title(textwrap.fill(dotplot.panel_title(device, machine), 36), fontsize=9, loc="left")
@@ -77,12 +80,9 @@ def fig_backends(data: ReportData, out: Path) -> Path | None:
         if missing:
             ax.text(0.02, 0.02, f"not measured: {', '.join(missing)}", transform=ax.transAxes, fontsize=7,
                     color="#555555")
-        ax.legend(frameon=False, fontsize=7, loc="upper right")
+        legend_below(ax, ax.get_legend_handles_labels()[0], ncol=2, gap_pt=30)  # under it: no dot hidden
     for ax in axes[::3]:  # the first panel of each row (grid.COLUMNS a row)
         ax.set_ylabel("per-image time, median (log scale)")
     same_y_scale(axes)
     fig.suptitle("Fig. 8  One Keras model, three backends, called four ways (dot: median; whisker: 95% CI)")
-    text = ("One Keras model on each backend (legend: Keras on TensorFlow, JAX, PyTorch; not the "
-            "frameworks' own ops). compiled model(x): model(x) inside tf.function (TensorFlow), "
-            "jax.jit (JAX), torch.compile (PyTorch).\n" + caption(data.runs, "backends"))
-    return finish(fig, data.runs, "backends", out, text)
+    return finish(fig, out)

@@ -1,9 +1,10 @@
-"""Lines against batch size (Figs. 9 and 10): one line per label, the implementation's colour (a
-lighter shade of it for each further variant in the panel: style.shade), a marker per variant of
-one implementation, its 95% interval shaded, and a line style that means
-one thing in a figure (the caller says which labels are dashed and why).
+"""Lines against batch size (Figs. 9 and 10): one line per label, the implementation's colour and
+marker (style.colour, style.marker: two levels of near hues never share a marker), a further variant
+of one implementation in a lighter shade of its colour with a hollow marker (then dotted), its 95%
+interval shaded, and a line style that means one thing in a figure (the caller says which labels
+are dashed and why).
 
-    line(ax, part, column, label, impl, marker, style, tint)   one label's line and its band
+    line(ax, part, column, label, impl, marker, style, tint, filled)   one label's line and its band
     draw(ax, cells, column, dashed)                       every label of a panel's cells
     band(cells, column)                                   (low, high) of each cell's interval
     batch_axis(ax, sizes, xlabel)                         log2 x with the batch sizes as ticks
@@ -15,11 +16,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
-from harness.figures.style import colour, ladder_sorted, shade
+from harness.figures.style import colour, ladder_sorted, marker, shade
 
-# the first, second, ... variant of one implementation: twelve markers told apart at 5 pt (the GPU
-# panel has ten CUDA variants in one colour); a 13th variant on repeats them on a dotted line
-MARKERS = "osD^vP*Xhp<>"
 BAND_ALPHA = 0.15
 
 
@@ -32,15 +30,17 @@ def band(cells: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
     return cells["ci_low_ms"].to_numpy(float), cells["ci_high_ms"].to_numpy(float)
 
 
-def line(ax: Axes, part: pd.DataFrame, column: str, label: str, impl: str, marker: str,
-         style: str = "-", width: float = 1.5, tint: str | None = None) -> None:
+def line(ax: Axes, part: pd.DataFrame, column: str, label: str, impl: str, symbol: str,
+         style: str = "-", width: float = 1.5, tint: str | None = None, filled: bool = True) -> None:
     """One label's cells (sorted by batch) as a line with markers, and its interval shaded where
-    the cells have one; tint: its colour (default the implementation's)."""
+    the cells have one; tint: its colour (default the implementation's); filled: its markers filled
+    with it, else hollow, edged in it."""
     part = part.sort_values("batch_size")
     tint = tint or colour(impl)
     x = part["batch_size"].to_numpy(float)
-    ax.plot(x, part[column].to_numpy(float), marker=marker, markersize=5, color=tint, linestyle=style,
-            linewidth=width, markeredgecolor="black", markeredgewidth=0.4, label=label)
+    ax.plot(x, part[column].to_numpy(float), marker=symbol, markersize=6, color=tint, linestyle=style,
+            linewidth=width, markeredgecolor="black" if filled else tint,
+            markerfacecolor=tint if filled else "white", markeredgewidth=0.5 if filled else 1.3, label=label)
     low, high = band(part, column)
     has = ~(np.isnan(low) | np.isnan(high))
     if has.any():
@@ -48,9 +48,9 @@ def line(ax: Axes, part: pd.DataFrame, column: str, label: str, impl: str, marke
 
 
 def draw(ax: Axes, cells: pd.DataFrame, column: str, dashed: Callable[[str], bool] = lambda _: False) -> None:
-    """Every label of one panel's cells, ladder order: solid unless dashed(label); the first
-    variant of an implementation a circle in its colour, its second a square in a lighter shade, and
-    so on (variant_style, style.shade)."""
+    """Every label of one panel's cells, ladder order: solid unless dashed(label); the first variant
+    of an implementation its marker filled in its colour, its second hollow in a lighter shade, and so
+    on (variant_style, style.shade)."""
     labels = ladder_sorted(cells["label"])
     impls = [lb.split("/")[0] for lb in labels]
     count = {impl: impls.count(impl) for impl in impls}
@@ -58,16 +58,17 @@ def draw(ax: Axes, cells: pd.DataFrame, column: str, dashed: Callable[[str], boo
     for label in labels:
         impl = label.split("/")[0]
         k = seen[impl] = seen.get(impl, -1) + 1
-        marker, style = variant_style(k)
+        filled, style = variant_style(k)
         style = "--" if dashed(label) else style
-        line(ax, cells[cells["label"] == label], column, label, impl, marker, style,
-             tint=shade(impl, k, count[impl]))
+        line(ax, cells[cells["label"] == label], column, label, impl, marker(impl), style,
+             tint=shade(impl, k, count[impl]), filled=filled)
 
 
-def variant_style(k: int) -> tuple[str, str]:
-    """The k-th variant's (marker, line style): a marker of its own among its implementation's
-    (one colour), the line solid; from the 13th on the markers again, on a dotted line."""
-    return MARKERS[k % len(MARKERS)], "-" if k < len(MARKERS) else ":"
+def variant_style(k: int) -> tuple[bool, str]:
+    """The k-th variant of one implementation's (marker filled, line style): filled and solid, hollow
+    and solid, then the two dotted, then dash-dotted from the fifth on (their shades differ too:
+    style.shade). Dashed is left for what a figure means by it."""
+    return k % 2 == 0, ("-", ":", "-.")[min(k // 2, 2)]
 
 
 def batch_axis(ax: Axes, sizes: list[int], xlabel: str) -> None:

@@ -1,10 +1,12 @@
 """Fig. 12: the full bill of each level at a glance: five currencies side by side (time per image,
 lines of code, peak memory, start-up to the first answer, install size), one row per level in the
-ladder's order and colours, from the headline's rows (headline.levels) on the CPU."""
+ladder's order and colours, from the headline's rows (headline.levels) on the CPU: a bar where its axis
+starts at zero, a dot on a log axis (a bar from an arbitrary left edge would draw a length that means
+nothing)."""
 
 from pathlib import Path
 
-from harness.figures.style import colour, finish, plt
+from harness.figures.style import colour, finish, plt, short_machine
 from harness.report.claims import headline
 from harness.report.claims.bill import Bill
 from harness.report.claims.rundata import ReportData
@@ -49,27 +51,29 @@ def fig_bill(data: ReportData, out: Path) -> Path | None:
             bill: Bill = lv.bills["cpu"]
             v = value(lv, bill)
             if v is None:
-                ax.text(0, y, " not measured", va="center", fontsize=7, color="#777777")
+                ax.text(0.02, y, "not measured", va="center", fontsize=7, color="#777777",
+                        transform=ax.get_yaxis_transform())  # x in the axes' width: a log axis has no 0
                 continue
             values.append(v)
-            ax.barh(y, v, color=colour(lv.implementation), height=0.7)
-            ax.text(v, y, f" {number(v)}{note(title, bill)}", va="center", fontsize=7)
+            if log:
+                ax.plot(v, y, marker="o", markersize=8, color=colour(lv.implementation),
+                        markeredgecolor="black", markeredgewidth=0.5, linestyle="none", zorder=3)
+                ax.annotate(f"{number(v)}{note(title, bill)}", (v, y), xytext=(6, 0),
+                            textcoords="offset points", va="center", fontsize=7)
+            else:
+                ax.barh(y, v, color=colour(lv.implementation), height=0.7)
+                ax.text(v, y, f" {number(v)}{note(title, bill)}", va="center", fontsize=7)
         if log:
             ax.set_xscale("log")
-            ax.set_xlim(min(values) / 3, max(values) * 30)  # room for the labels right of the bars
+            ax.set_xlim(min(values) / 3, max(values) * 40)  # room for the labels right of the dots
+            ax.grid(True, axis="y", color="#EEEEEE")  # a dot's row, read across
+            ax.set_axisbelow(True)
         else:
             ax.set_xlim(0, max(values) * 1.35)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel(xlabel, fontsize=8)
         ax.tick_params(labelsize=8)
     axes[0].set_yticks(range(len(rows)), names)
-    fig.suptitle(f"Fig. 12  The full bill of each level on the CPU ({machines['cpu']})", fontsize=11)
-    bills = [lv.bills["cpu"] for lv in rows]
-    compiled = " (compiles: in an empty cache)" if any(b.compiled for b in bills) else ""
-    older = "; * an older run's reading: all its worker imported" if any(b.basis == "older"
-                                                                          for b in bills) else ""
-    caption = ("each level's first-written call in its own worker process (api_levels); memory: VmHWM during "
-               f"the timed calls; start-up: import + build + first call{compiled}; installed: what a pip "
-               "install of the level requires, the shared libraries and tools (the C compiler) no "
-               f"distribution ships, beyond the null level's (the harness alone){older}")
-    return finish(fig, data.runs, "api_levels", out, caption)
+    cpu = short_machine(machines["cpu"])
+    fig.suptitle(f"Fig. 12  The full bill of each level on the CPU ({cpu})", fontsize=11)
+    return finish(fig, out)

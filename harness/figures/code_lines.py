@@ -73,8 +73,4 @@ def fig_loc(data: ReportData, out: Path) -> Path:
     decorate(ax, "Fig. 2  Lines of code per level: inference by part (total on top), training beside",
              "level (implementation package), bottom rung first; blanks, comments and docstrings not counted",
              "code lines (pygount)", legend_size=8)
-    return finish(fig, data.runs, None, out,
-                  "Left bar of a level: the lines that run inference, by part; the bold number on top is "
-                  "their total, Fig. 1's x. Right bar (hatched): the training step's lines, counted apart "
-                  "(none: the level has no training step). Lines counted by pygount from this checkout "
-                  "(reports/loc.csv).")
+    return finish(fig, out)

@@ -1,91 +1,123 @@
-"""Fig. 1, the report's picture of its answer: per-image latency at batch 1 (log) against lines
-of code, one marker per level and device (circle CPU, square GPU, the colour the level's) with
-its 95% interval, and each device's levels joined in ladder order: raw library -> framework ops
--> Keras on the same framework (three paths), the hand-written rung below the raw library where it
-exists, and on the CPU the inference engine between oneDNN and the Keras model it was exported
-from. The caption names every line drawn.
+"""Fig. 1, the report's picture of its answer: per-image latency at batch 1 (log) against lines of
+code, for each level and device of the answering machines two calls, joined by an arrow: the call
+as first written (hollow; headline.as_first_written) and the fastest call measured (filled; the
+headline's), circle CPU and square GPU, the level's colour, each with its 95% interval.
 
-    points(frame, loc_rows, answer)   one point per level and device
-    chains(pts)               the lines drawn: (device, [point, ...]) in PATHS' order
-    fig_cost(data, out)       the figure
+    arrows(data)          one arrow per level and device: tail (first written), head (fastest)
+    label(a, arrows)      its words: the level, its device where drawn on both, the two medians
+    fig_cost(data, out)   the figure
 """
 
 from pathlib import Path
 
 import matplotlib.lines
 import matplotlib.ticker
+import pandas as pd
+from matplotlib.axes import Axes
 
 from harness.draw import place
-from harness.figures.style import (
-    DEVICE_LINES,
-    DEVICE_MARKER,
-    caption,
-    colour,
-    fmt_ms,
-    plt,
-    save,
-    settle,
-)
-from harness.report.claims.headline import SHORT, chains, lines_caption, points
+from harness.figures import dotplot, pick
+from harness.figures.style import DEVICE_MARKER, colour, fmt_ms, layout, plt, save, short_machine
+from harness.report.claims.headline import SHORT
 from harness.report.claims.rundata import ReportData
+from harness.report.markup import quote
+
+# Levels of one count of lines (a level on both devices, Keras' three backends) would stack their
+# arrows on one x: the k-th of n at one x is drawn DODGE ** (k - (n - 1) / 2) times it, CPU first,
+# then the ladder's order, a marker's width apart (the caption says so).
+DODGE = 1.08
 
 
-def how_to_read(drawn: list[tuple[str, list[dict]]]) -> str:
-    return "\n".join(line for line in (
-        "Marker: a level's fastest variant at batch 1, median per image (circle CPU, square GPU); black "
-        "whisker: its 95% interval (on every marker; most are shorter than the marker). x: the level's "
-        "lines of code for inference (Fig. 2).", lines_caption(drawn)
-        + " The NumPy reference is on no ladder: no line.") if line)
+def arrows(data: ReportData) -> list[dict]:
+    """Per level and device (pick.pairs) with lines of code: {implementation, device, machine, x,
+    tail, head}: tail the call as first written (None where the answering run did not time it), head
+    the fastest call measured (the same cell where the first-written call is the fastest), x its
+    lines of code, moved by DODGE where others share it."""
+    found = [p for p in pick.pairs(data) if p["loc"] is not None]
+    share: dict[int, list[int]] = {}  # lines of code -> the indices of found drawn there, in order
+    for k in sorted(range(len(found)), key=lambda k: (found[k]["device"] != "cpu", k)):
+        share.setdefault(found[k]["loc"], []).append(k)
+
+    def x(k: int) -> float:
+        group = share[found[k]["loc"]]
+        return found[k]["loc"] * DODGE ** (group.index(k) - (len(group) - 1) / 2)
+
+    return [{"implementation": p["implementation"], "device": p["device"], "machine": p["machine"], "x": x(k),
+             "tail": p["first"], "head": p["fastest"]} for k, p in enumerate(found)]
 
 
-def label(p: dict, pts: list[dict]) -> str:
-    """'PyTorch ops 126 µs', with its device where the level is drawn on both (two labels of one
-    name a few pixels apart are read as one level's), then its marks."""
-    both = sum(q["implementation"] == p["implementation"] for q in pts) > 1
-    device = f" ({p['device'].upper()})" if both else ""
-    return (f"{SHORT.get(p['implementation'], p['implementation'])}{device} {fmt_ms(p['median'])}"
-            + (f"\n{' '.join(p['marks'])}" if p["marks"] else ""))  # marks below: a crowded column
+def same_call(a: dict) -> bool:
+    """Whether the first-written call is the fastest (or was not timed): one marker, no arrow."""
+    key = ("study", "run_id", "cell_id")
+    return a["tail"] is None or all(a["tail"][k] == a["head"][k] for k in key)
+
+
+def label(a: dict, drawn: list[dict]) -> str:
+    """'Keras/TF 30.7 ms → 188 µs': the level (with its device where it is drawn on both: two labels
+    of one name read as one level), the first-written call's median, the fastest's; then the marks
+    of the numbers quoted on a second line (a crowded column)."""
+    both = sum(b["implementation"] == a["implementation"] for b in drawn) > 1
+    device = f" ({a['device'].upper()})" if both else ""
+    cells = [a["head"]] if same_call(a) else [a["tail"], a["head"]]
+    marks = list(dict.fromkeys(m for c in cells for m in quote.marks(c)))
+    return (f"{SHORT.get(a['implementation'], a['implementation'])}{device} "
+            + " → ".join(fmt_ms(c["median_ms"]) for c in cells) + (f"\n{' '.join(marks)}" if marks else ""))
+
+
+def point(ax: Axes, x: float, cell: pd.Series, device: str, implementation: str, filled: bool) -> None:
+    """One call: its marker (filled: fastest; hollow: as first written) and its 95% interval."""
+    tint = colour(implementation)
+    y = cell["median_ms"]
+    low, high = dotplot.ends(cell)
+    ax.errorbar(x, y, yerr=[[y - low], [high - y]], marker=DEVICE_MARKER[device],
+                markersize=8, linestyle="none", color="black", elinewidth=0.8, capsize=2, capthick=0.8,
+                markerfacecolor=tint if filled else "white", markeredgecolor="black" if filled else tint,
+                markeredgewidth=0.5 if filled else 1.6, zorder=4 if filled else 3)
 
 
 def fig_cost(data: ReportData, out: Path) -> Path | None:
-    pts = points(data.frame, data.loc_rows, data.answer)
-    if not pts:
+    drawn = arrows(data)
+    if not drawn:
         return None
-    fig, ax = plt.subplots(figsize=(8, 5))
-    drawn = chains(pts)
-    styles = dict(DEVICE_LINES)
-    for device, chain in drawn:
-        ax.plot([p["loc"] for p in chain], [p["median"] for p in chain], styles[device], color="#BBBBBB",
-                linewidth=1, zorder=1)
-    for p in pts:
-        ax.plot(p["loc"], p["median"], marker=DEVICE_MARKER[p["device"]], markersize=8, linestyle="none",
-                color=colour(p["implementation"]), markeredgecolor="black", markeredgewidth=0.5, zorder=3)
-        ax.errorbar(p["loc"], p["median"], yerr=[[p["median"] - p["low"]], [p["high"] - p["median"]]],
-                    color="black", elinewidth=0.8, capsize=2, capthick=0.8, linestyle="none", zorder=4)
+    fig, ax = plt.subplots(figsize=(9, 6))
+    for a in drawn:
+        point(ax, a["x"], a["head"], a["device"], a["implementation"], filled=True)
+        if not same_call(a):
+            point(ax, a["x"], a["tail"], a["device"], a["implementation"], filled=False)
+            ax.annotate("", xy=(a["x"], a["head"]["median_ms"]), xytext=(a["x"], a["tail"]["median_ms"]),
+                        arrowprops={"arrowstyle": "-|>", "color": colour(a["implementation"]), "lw": 1.3,
+                                    "shrinkA": 6, "shrinkB": 6, "mutation_scale": 11}, zorder=2)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    lo, hi = min(p["loc"] for p in pts), max(p["loc"] for p in pts)
-    ax.set_xlim(lo / 1.8, hi * 1.8)
+    xs = [a["x"] for a in drawn]
+    ax.set_xlim(min(xs) / 1.8, max(xs) * 1.8)
+    cells = [c for a in drawn for c in (a["tail"], a["head"]) if c is not None]
+    low = min(dotplot.ends(c)[0] for c in cells)
+    high = max(dotplot.ends(c)[1] for c in cells)
+    ax.set_ylim(low / 1.8, high * 1.8)  # every marker and whisker inside the axes
     ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: fmt_ms(v)))
     ax.grid(True, which="major", color="#EEEEEE", zorder=0)
-    handles = [matplotlib.lines.Line2D([], [], marker=DEVICE_MARKER[d], color="#555555", linestyle=s,
-                                       label=f"{d.upper()} ({short})")
-               for d, s in DEVICE_LINES
-               for short in [next((p["machine"] for p in pts if p["device"] == d), "not measured")]]
-    ax.legend(handles=handles, frameon=False, fontsize=7, loc="lower left")  # clear of the labels
-    ax.set_title("Fig. 1  What each level costs per image against the code it takes")
+    machines = pick.answering_machines(data)
+    handles = [matplotlib.lines.Line2D([], [], marker=DEVICE_MARKER[d], color="#555555", linestyle="none",
+                                       label=f"{d.upper()}: {short_machine(machines[d])}")
+               for d in DEVICE_MARKER if d in machines]
+    handles += [matplotlib.lines.Line2D([], [], marker="o", color="#555555", markerfacecolor="white",
+                                        markeredgewidth=1.6, linestyle="none", label="as first written"),
+                matplotlib.lines.Line2D([], [], marker="o", color="#555555", linestyle="none",
+                                        label="fastest call measured (arrow: from first written)")]
+    ax.legend(handles=handles, frameon=False, fontsize=7, loc="lower left")
+    ax.set_title("Fig. 1  What each level costs per image, as first written and at its fastest", fontsize=11)
     ax.set_xlabel("lines of code for inference (pygount; log scale)")
     ax.set_ylabel("per-image latency at batch 1, median (log scale)")
-    shown = {p["machine"] for p in pts}
-    runs = [r for r in data.runs if r["machine"] in shown]
-    text = f"{how_to_read(drawn)}\n{caption(runs, 'api_levels')}"
-    settle(fig, text)  # the labels are measured in the figure's final layout
-    xy = [(p["loc"], p["median"]) for p in pts]
+    layout(fig)  # the labels are measured in the figure's final layout
     place.renderer(ax)  # the PNG's dpi, before measuring in display units
+    anchors = [a["tail"] if a["tail"] is not None else a["head"] for a in drawn]  # a label at its tail
+    xy = [(a["x"], c["median_ms"]) for a, c in zip(drawn, anchors, strict=True)]
+    heads = [(a["x"], a["head"]["median_ms"]) for a in drawn if not same_call(a)]
     sides = place.sides_away([tuple(ax.transData.transform(q)) for q in xy],
-                             [-1 if p["device"] == "gpu" else 1 for p in pts])
-    place.place_labels(ax, xy, [label(p, pts) for p in pts], sides)
+                             [-1 if a["device"] == "gpu" else 1 for a in drawn])
+    place.place_labels(ax, xy, [label(a, drawn) for a in drawn], sides, others=heads)
     return save(fig, out)

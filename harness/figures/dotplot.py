@@ -1,18 +1,24 @@
-"""Horizontal dot plots on a log time axis, one panel per machine and device stacked with a
-shared axis: the shape of most of the report's figures (a dot per measured cell, its 95%
-interval as a whisker, the implementation's colour, the ladder's order from the top)."""
+"""Horizontal dot plots on a log time axis, a panel per device (its answering machine's) stacked
+with a shared axis: the shape of most of the report's figures (a dot per measured cell, its 95%
+interval as a whisker, the implementation's colour, the ladder's order from the top), never
+taller than TALLEST."""
 
 import matplotlib.ticker
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from harness.figures.style import fmt_ms, ladder_sorted, panels, plt, short_machine
+from harness.figures.style import DPI, fmt_ms, ladder_sorted, panels, plt, short_machine
+
+TALLEST = 1600 / DPI  # inches: a figure taller than 1,600 px is read in pieces, scrolling
 
 
 def stacked(rows_per_panel: list[int], width: float = 9.0, per_row: float = 0.3,
             sharex: bool = True) -> tuple[Figure, list[Axes]]:
-    """A figure of panels stacked vertically, each as tall as its rows."""
+    """A figure of panels stacked vertically, each as tall as its rows (per_row inches a row, less
+    where that would pass TALLEST)."""
+    rows, fixed = sum(max(n, 1) for n in rows_per_panel), 0.7 * len(rows_per_panel) + 1.3
+    per_row = min(per_row, (TALLEST - fixed) / rows)
     heights = [max(n, 1) * per_row + 0.7 for n in rows_per_panel]
     fig, axes = plt.subplots(len(heights), 1, figsize=(width, sum(heights) + 1.3), sharex=sharex,
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
@@ -53,6 +59,24 @@ def rows_axis(ax: Axes, labels: list[str], title: str) -> None:
     ax.set_title(title, fontsize=9, loc="left")
 
 
+def ends(cell: pd.Series, column: str = "median_ms") -> tuple[float, float]:
+    """The ends of a cell's 95% interval (ms), or its median twice where it has none (a thin cell)."""
+    value = cell[column]
+    if column != "median_ms" or cell["ci_low_ms"] != cell["ci_low_ms"]:  # NaN: no interval
+        return value, value
+    return cell["ci_low_ms"], cell["ci_high_ms"]
+
+
+def fit_x(axes: list[Axes], cells: pd.DataFrame, columns: tuple[str, ...] = ("median_ms",),
+          right_room: float = 1.0) -> None:
+    """A log x axis shared by the panels that holds every cell's value in `columns` and its
+    interval, with room for words right of the rightmost (right_room: a factor)."""
+    found = [end for _, r in cells.iterrows() for c in columns for end in ends(r, c) if end == end]
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xlim(min(found) / 1.5, max(found) * 1.5 * right_room)
+
+
 def panel_title(device: str, machine: str) -> str:
     return f"{device.upper()}: {short_machine(machine)}"
 
@@ -61,9 +85,8 @@ def dot(ax: Axes, y: float, cell: pd.Series, colour: str, marker: str = "o", fil
         size: float = 6, column: str = "median_ms", label: str | None = None) -> None:
     """One cell's median with its 95% interval."""
     value = cell[column]
-    err = None
-    if column == "median_ms":
-        err = [[value - cell["ci_low_ms"]], [cell["ci_high_ms"] - value]]
+    low, high = ends(cell, column)
+    err = [[value - low], [high - value]] if column == "median_ms" else None
     ax.errorbar(value, y, xerr=err, marker=marker, markersize=size, color=colour, capsize=2,
                 linestyle="none", markerfacecolor=colour if filled else "white",
                 markeredgecolor=colour if not filled else "black", markeredgewidth=0.6 if filled else 1.4,

@@ -19,9 +19,10 @@ from harness.figures.style import FIGURES_DIR
 from harness.report.claims.rundata import ReportData
 from harness.report.markup import words
 
-# Every figure is a PNG (style.DPI), a pure function of the result files and loc.csv: one colour per
-# implementation in every figure (style.colour), one panel per machine and device, dots on log
-# scales, every axis labelled with units, a caption line naming the environment under each figure.
+# Every figure is a PNG (style.DPI), a pure function of the result files and loc.csv: one colour and
+# marker per implementation in every figure (style.colour, style.marker), the answering machine of each
+# device and no other (pick.answering_machines), dots on log scales, every axis labelled with units;
+# how to read it is REPORT.md's caption (templates/figures.toml), the runs behind it DETAILS.md's.
 # `python -m harness figures` draws them all.
 
 # A figure: drawn from the report's data into `out` (a PNG), or None when its study has no rows.

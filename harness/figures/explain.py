@@ -1,21 +1,27 @@
-"""Fig. 7, why the high levels are slow: one bar per explained call (`explain` rows), split into
-the stages its ablation ladder peels off, one colour per kind of stage; where two neighbouring
-stages are of one kind, the second is drawn in a lighter shade of it, so every stage is its own
-segment. A segment is labelled only where its label fits inside it (else with its share alone,
-else not at all: DETAILS.md names every stage).
+"""Fig. 7, why the high levels are slow: each explained call (`explain` rows) of the answering
+machines on a log time axis, peeled down its ablation ladder: a span per stage, from the time
+without it to the time with it, one colour per kind of stage (where two neighbouring stages are of
+one kind, the second in a lighter shade), down to the floor, a black dot. The axis is log because a
+stage's share hides its size: 88% of Keras' predict is tens of milliseconds, 45% of TF eager a few
+hundred microseconds. A span is labelled with its stage and its time where that fits inside it, else
+with its time, else not at all (DETAILS.md names every stage).
 
     KINDS, kind_of(stage)          the kinds of stage and their colours
-    segments(row)                  a bar's segments: (left %, width %, stage, colour)
+    spans(row)                     a row's stages: (from ms, to ms, stage, colour), the call's end first
     fig_explain(data, out)         the figure
 """
 
 from pathlib import Path
 
 import matplotlib.colors
+import matplotlib.lines
+import matplotlib.transforms
 from matplotlib.patches import Patch
 
+from harness import registry
 from harness.draw import place
-from harness.figures.style import caption, fmt_ms, legend_below, plt, save, settle, short_machine
+from harness.figures import dotplot, pick
+from harness.figures.style import fmt_ms, layout, legend_below, save
 from harness.report.claims.rundata import ReportData, study_rows
 
 # Each stage an ablation peels off falls in one of these kinds: one colour per kind in every row.
@@ -29,7 +35,7 @@ KINDS: list[Kind] = [("tf.data pipeline built per call", "#E69F00", ("tf.data",)
          ("the floor (the row's fastest measured implementation, named under its label)", "#000000", ())]
 OTHER_KIND: Kind = ("other", "#999999", ())
 LIGHTER = 0.45  # a second neighbouring stage of one kind: its kind's colour this far towards white
-Segment = tuple[float, float, dict, str]
+Span = tuple[float, float, dict, str]
 
 
 def kind_of(stage: dict) -> Kind:
@@ -45,19 +51,33 @@ def lighter(hex_colour: str) -> str:
     return matplotlib.colors.to_hex((r, g, b))
 
 
-def segments(row: dict) -> list[Segment]:
-    """A bar's segments left to right: (left %, width %, stage, colour). A negative share (the
-    difference of two noisy medians) is drawn as 0; a stage of the same kind as the one before it
-    is drawn lighter, so neighbours never share a colour."""
-    out: list[Segment] = []
-    left, previous = 0.0, None
+def spans(row: dict) -> list[Span]:
+    """A row's stages but the floor, the call's end first: (from ms, to ms, stage, colour), from the
+    median of the step with the stage to the median of the step without it. A stage whose removal
+    made the call no faster (a negative difference of two noisy medians) has no span (DETAILS.md
+    gives its share, the figure names it at the right); a stage of the same kind as the one before it
+    is lighter, so neighbours never share a colour."""
+    median = {step["step"]: step["median_ns"] / 1e6 for step in row["steps"]}
+    out: list[Span] = []
+    previous = None
     for stage in row["stages"]:
-        share = 100 * max(stage["share"], 0.0)
+        if stage["to"] is None:
+            continue
         kind = kind_of(stage)
         shade = lighter(kind[1]) if kind == previous and out and out[-1][3] == kind[1] else kind[1]
-        out.append((left, share, stage, shade))
-        left, previous = left + share, kind
+        previous = kind
+        start, end = median[stage["from"]], median[stage["to"]]
+        if end < start:
+            out.append((start, end, stage, shade))
     return out
+
+
+def floor_ms(row: dict) -> float | None:
+    """The median of the row's last step, the floor (None for a row without one)."""
+    last = row["stages"][-1] if row["stages"] else None
+    if last is None or last["to"] is not None:
+        return None
+    return next(s["median_ns"] / 1e6 for s in row["steps"] if s["step"] == last["from"])
 
 
 def text_colour(fill: str) -> str:
@@ -70,43 +90,55 @@ def stage_name(stage: dict) -> str:
     return "floor" if stage["to"] is None else (stage.get("short") or stage["to"])
 
 
+WIDTH_PT = 11  # a span's height (points): a 6-pt label fits inside it
+
+
 def fig_explain(data: ReportData, out: Path) -> Path | None:
-    """Fig. 7: one bar per explained call, split into the stages its ladder peels off, coloured by
-    the kind of stage; the rows grouped by machine."""
-    rows = study_rows(data.runs, "explain", only_ok=False)
+    """Fig. 7: each explained call of the answering machines, its stages as spans on a log time
+    axis, a panel per device."""
+    rows = pick.answering_rows(study_rows(data.runs, "explain", only_ok=False), data)
+    rows = [row for row in rows if row.get("steps") and row.get("stages")]
     if not rows:
         return None
-    height = 0.42 * len(rows) + 2.4
-    fig, ax = plt.subplots(figsize=(9, height))
-    bars = [segments(row) for row in rows]
-    negative = [f"{row['implementation']}/{row['variant']} on {short_machine(row.get('machine', ''))}: "
-                f"{stage_name(s)} {100 * s['share']:.0f}%"
-                for row in rows for s in row["stages"] if s["share"] < 0]
-    text = ("Each bar: one call's median, peeled down its ablation ladder; a segment is a stage's share "
-            "(the difference of neighbouring medians). A lighter shade: the next stage of the same kind. "
-            "Narrow segments are unlabelled (DETAILS.md names every stage)."
-            + (f" Drawn as 0 (a negative difference of noisy medians, so the bar passes 100%): "
-               f"{'; '.join(negative)}." if negative else "")
-            + "\n" + caption(data.runs, "explain"))
-    labels = []
-    for y, (row, bar) in enumerate(zip(rows, bars, strict=True)):
-        labels.append(f"{row['implementation']}/{row['variant']} ({row['device'].upper()}, "
-                      f"{fmt_ms(row['steps'][0]['median_ns'] / 1e6)})\n"
-                      f"{short_machine(row.get('machine', '')).replace('(R)', '')}"
-                      + (f"; floor {row['floor']}" if row.get("floor") else ""))
-        for left, width, _stage, shade in bar:
-            ax.barh(y, width, left=left, color=shade, edgecolor="white", linewidth=0.6, height=0.75)
-    ax.set_yticks(range(len(rows)), labels, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlim(0, max(100.0, max(left + width for bar in bars for left, width, _, _ in bar)))
-    ax.set_title("Fig. 7  Where one call's time goes, stage by stage (ablation ladder)", fontsize=10)
-    ax.set_xlabel("share of the call's median time (%)")
+    devices = [d for d in registry.DEVICES if any(row["device"] == d for row in rows)]
+    mine = {d: [row for row in rows if row["device"] == d] for d in devices}
+    fig, axes = dotplot.stacked([len(mine[d]) for d in devices], per_row=0.42)
+    drawn = []
+    for ax, device in zip(axes, devices, strict=True):
+        right = matplotlib.transforms.blended_transform_factory(ax.transAxes, ax.transData)
+        for y, row in enumerate(mine[device]):
+            for start, end, stage, shade in spans(row):
+                ax.plot([end, start], [y, y], color=shade, linewidth=WIDTH_PT, solid_capstyle="butt",
+                        zorder=2)
+                drawn.append((ax, start, end, y, stage, shade))
+            bottom = floor_ms(row)
+            if bottom is not None:
+                ax.plot(bottom, y, marker="o", markersize=7, color="black", linestyle="none", zorder=3)
+            call = row["steps"][0]["median_ns"] / 1e6
+            shown = [stage["from"] for _, _, stage, _ in spans(row)]
+            gone = [stage_name(s) for s in row["stages"] if s["to"] is not None and s["from"] not in shown]
+            ax.text(1.01, y, fmt_ms(call) + (f"; floor {fmt_ms(bottom)}" if bottom is not None else "")
+                    + (f"\nno time: {', '.join(gone)}" if gone else ""), transform=right, va="center",
+                    fontsize=7)
+        labels = [f"{row['implementation']}/{row['variant']}"
+                  + (f"\nfloor {row['floor']}" if row.get("floor") else "") for row in mine[device]]
+        dotplot.rows_axis(ax, labels, dotplot.panel_title(device, mine[device][0]["machine"]))
+    ends = [s["median_ns"] / 1e6 for row in rows for s in row["steps"]]
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xlim(min(ends) / 1.6, max(ends) * 1.6)
+        dotplot.time_axis(ax, "time of one call, median (log scale): each span is a stage, from the call "
+                          "without it to the call with it")
+        ax.tick_params(axis="y", labelsize=7)
     used = {kind_of(s) for row in rows for s in row["stages"]}
-    legend_below(ax, [Patch(color=c, label=n) for n, c, _ in KINDS + [OTHER_KIND] if (n, c, _) in used])
-    settle(fig, text)  # the labels are measured in the final layout
-    for y, bar in enumerate(bars):
-        for left, width, stage, shade in bar:
-            share = f"{width:.0f}%"
-            place.fit_label(ax, left, left + width, y, [f"{stage_name(stage)} {share}", share], fontsize=6,
-                            color=text_colour(shade))
+    kinds = [Patch(color=c, label=n) for n, c, _ in KINDS[:-1] + [OTHER_KIND] if (n, c, _) in used]
+    floor = matplotlib.lines.Line2D([], [], marker="o", color="black", linestyle="none",
+                                    label="the floor: the row's fastest measured implementation")
+    legend_below(axes[-1], [*kinds, floor], ncol=2)
+    fig.suptitle("Fig. 7  Where one call's time goes, stage by stage (ablation ladder)", fontsize=10)
+    layout(fig)  # the labels are measured in the final layout
+    for ax, start, end, y, stage, shade in drawn:
+        time = fmt_ms(start - end)
+        place.fit_label(ax, end, start, y, [f"{stage_name(stage)} {time}", time], fontsize=6,
+                        color=text_colour(shade))
     return save(fig, out)

@@ -11,12 +11,13 @@ import math
 from collections.abc import Callable, Sequence
 
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from harness.figures import batch_lines
 from harness.figures.dotplot import panel_title
-from harness.figures.style import BACKEND_OF, panels, plt
+from harness.figures.style import BACKEND_OF, legend_below, panels, plt
 
 COLUMNS = 3  # panels a row: a 9-inch figure (style.DPI) holds three legible panels side by side
 
@@ -63,10 +64,9 @@ def batch_grid(cells: pd.DataFrame, column: str, groups: Sequence[tuple[str, boo
             ax.set_title(f"{panel_title(device, machine)}\n{what}", fontsize=9, loc="left")
         grid[r][0].set_ylabel(ylabel)
     for c in range(len(groups)):  # the union of a column's lines, under it
-        found: dict[str, object] = {}
+        found: dict[str, Artist] = {}
         for r in range(len(rows)):
             handles, labels = grid[r][c].get_legend_handles_labels()
             found.update({lb: h for h, lb in zip(handles, labels, strict=True) if lb not in found})
-        grid[-1][c].legend(list(found.values()), list(found), frameon=False, fontsize=7, loc="upper center",
-                           bbox_to_anchor=(0.5, -0.25), ncol=2)
+        legend_below(grid[-1][c], list(found.values()), ncol=2)  # a fixed gap under the x label
     return fig, [ax for row in grid for ax in row]

@@ -1,25 +1,24 @@
-"""Figs. 3 to 5, every implementation and variant of `api_levels` at batch 1: its latency (a dot
-per machine), the spread of every timed call, and its cold start against its steady state."""
+"""Figs. 3 to 5, the answering machines' `api_levels` at batch 1: every variant's latency, how each
+level's calls are distributed (its call as first written and its fastest, a histogram of every timed
+call), and the cold start against the steady state. A panel per device, its answering machine's.
+
+    api_cells(frame)                 api_levels at batch 1, float32, without the null level
+    histogram(times, edges)          a row's bar heights: the square root of its calls per bin
+    fig_latency / fig_distributions / fig_cold_start (data, out)
+"""
 
 from pathlib import Path
 
+import matplotlib.lines
+import matplotlib.transforms
+import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from harness import registry
 from harness.figures import dotplot, pick
-from harness.figures.style import (
-    caption,
-    colour,
-    finish,
-    fmt_ms,
-    ladder_sorted,
-    legend_below,
-    ok_cells,
-    short_machine,
-)
-from harness.measure.store import stats
+from harness.figures.style import colour, finish, fmt_ms, legend_below, ok_cells
 from harness.report.claims.rundata import ReportData
 from harness.report.markup import quote
 
@@ -33,108 +32,118 @@ def api_cells(frame: pd.DataFrame) -> pd.DataFrame:
                  & (cells["dtype"] == "float32")]
 
 
-OTHER_MARKERS = "^vDs"  # other machines' markers, hollow; the newest run's machine: a filled circle
-NOISY = f"noisy: the median's 95% interval spans more than {stats.NOISY_CI_OVER_MEDIAN:.0%} of it"
+def answering_api_cells(data: ReportData) -> pd.DataFrame:
+    """api_cells of the answering machines (pick.answering_machines)."""
+    return pick.answering(api_cells(data.frame), data)
 
 
-def machine_handles(newest: str, others: list[str], run_of: dict[str, str]) -> list[Line2D]:
-    """The legend: the newest run's machine, then each other machine, named as such."""
-    handles = [Line2D([], [], marker="o", color="#555555", linestyle="none",
-                      label=f"{short_machine(newest)}: newest run ({pick.run_date(run_of[newest])})")]
-    return handles + [Line2D([], [], marker=OTHER_MARKERS[k % len(OTHER_MARKERS)], color="#555555",
-                             markerfacecolor="white", linestyle="none",
-                             label=f"older, another machine: {short_machine(m)} ({pick.run_date(run_of[m])})")
-                      for k, m in enumerate(others)]
-
-
-def noisy_tag(ax: Axes, y: float, cell: pd.Series) -> None:
+def marks_tag(ax: Axes, y: float, cell: pd.Series) -> None:
     """The cell's marks beside its whisker (quote.marks: 'noisy', its median not known to +-10%;
     'stale', measured on older code; 'thin', no interval; 'contended')."""
     found = quote.marks(cell)
     if found:
-        right = cell["ci_high_ms"] if cell["ci_high_ms"] == cell["ci_high_ms"] else cell["median_ms"]
-        ax.text(right * 1.06, y, " ".join(found), va="center", fontsize=6, color="#555555")
+        ax.text(dotplot.ends(cell)[1] * 1.08, y, " ".join(found), va="center", fontsize=7, color="#555555")
+
+
+MARKS_ROOM = 3.0  # the x axis runs this far past the rightmost whisker: room for its marks
 
 
 def fig_latency(data: ReportData, out: Path) -> Path | None:
-    """Fig. 3: every implementation and variant at batch 1, CPU and GPU apart: the newest run's
-    machine filled, every other machine hollow and named as another machine; noisy cells tagged."""
-    cells = api_cells(data.frame)
+    """Fig. 3: every variant at batch 1 on the answering machines, a panel per device; a cell's
+    marks beside it."""
+    cells = answering_api_cells(data)
     if cells.empty:
         return None
-    devices = [d for d in registry.DEVICES if (cells["device"] == d).any()]
-    labels = {d: ladder_sorted(cells[cells["device"] == d]["label"]) for d in devices}
-    run_of = {m: run for m, run in zip(cells["machine"], cells["run_id"], strict=True)}
-    fig, axes = dotplot.stacked([len(labels[d]) for d in devices])
-    newest_of: dict[str, str] = {}
-    legend: list[Line2D] = []
-    for ax, device in zip(axes, devices, strict=True):
-        part = cells[cells["device"] == device]
-        newest = newest_of[device] = pick.newest_machine(data.runs, "api_levels", device, part) or \
-            sorted(part["machine"])[0]
-        others = sorted(set(part["machine"]) - {newest})
-        # the machines of one row spread over at most 0.76 of it (the row's band is 1), so a dot
-        # never leaves its row or the panel, however many machines there are
-        step = min(0.24, 0.76 / len(others)) if others else 0.0
-        for k, machine in enumerate([newest, *others]):
-            for _, r in part[part["machine"] == machine].iterrows():
-                y = labels[device].index(r["label"]) + (k - len(others) / 2) * step
-                if k == 0:
-                    dotplot.dot(ax, y, r, colour(r["implementation"]))
-                else:
-                    dotplot.dot(ax, y, r, colour(r["implementation"]), size=5, filled=False,
-                                marker=OTHER_MARKERS[(k - 1) % len(OTHER_MARKERS)])
-                noisy_tag(ax, y, r)
-        dotplot.rows_axis(ax, labels[device], f"{device.upper()}, batch 1")
-        dotplot.time_axis(ax)
-        for handle in machine_handles(newest, others, run_of):
-            handle.set_label(f"{device.upper()}: {handle.get_label()}")
-            legend.append(handle)
-    # one legend under the panels, a line a machine: machines named apart by their fingerprint or their
-    # peak are too long to share a row above a panel, and inside a panel they would hide dots
-    legend_below(axes[-1], legend)
-    fig.suptitle("Fig. 3  Per-image latency of every implementation (dot: median; whisker: 95% CI)")
-    shown = [run for run in data.runs if run["study"] == "api_levels"]
-    newest_runs = ", ".join(f"{d.upper()} {short_machine(m)} (run {run_of[m]})" for d, m in newest_of.items())
-    text = (f"Filled circles: the machine of the newest api_levels run on each device: {newest_runs}. "
-            f"Hollow: other machines, older runs, drawn for scale, not as peers (another day, another "
-            f"machine). "
-            f"{NOISY}.\n{caption(shown, 'api_levels')}")
-    return finish(fig, shown, "api_levels", out, text)
-
-
-
-def fig_distributions(data: ReportData, out: Path) -> Path | None:
-    """Fig. 4: every timed call of every cell, as a box (quartiles) with whiskers at p1 and p99,
-    one panel per machine and device."""
-    cells = api_cells(data.frame)
-    if cells.empty:
-        return None
-    fig, panel_list = dotplot.ladder_panels(cells, per_row=0.32)
+    fig, panel_list = dotplot.ladder_panels(cells, per_row=0.27)
     for ax, part, labels, title in panel_list:
         for _, r in part.iterrows():
             y = labels.index(r["label"])
-            box = ax.boxplot([r["times_ms"]], positions=[y], vert=False, whis=(1, 99), showfliers=False,
-                             widths=0.6, patch_artist=True, medianprops={"color": "black"})
-            box["boxes"][0].set_facecolor(colour(r["implementation"]))
-            box["boxes"][0].set_alpha(0.8)
-            if quote.marks(r):
-                ax.text(r["p99_ms"] * 1.1, y, " ".join(quote.marks(r)), va="center", fontsize=6,
-                        color="#555555")
+            dotplot.dot(ax, y, r, colour(r["implementation"]))
+            marks_tag(ax, y, r)
         dotplot.rows_axis(ax, labels, title)
-        dotplot.time_axis(ax, "per-image time of every timed call (log scale)")
-    fig.suptitle("Fig. 4  Spread of every timed call (box: quartiles, black line: median; whiskers: p1–p99)")
-    return finish(fig, data.runs, "api_levels", out)
+    dotplot.fit_x([ax for ax, *_ in panel_list], cells, right_room=MARKS_ROOM)
+    for ax, *_ in panel_list:
+        dotplot.time_axis(ax)
+    fig.suptitle("Fig. 3  Per-image latency of every variant at batch 1 (dot: median; whisker: 95% CI)")
+    return finish(fig, out)
 
+
+BINS_PER_DECADE = 20  # the histograms' bins, evenly spaced on the log axis
+ROW = 0.9  # the tallest bar of a row, in rows
+LEAST = 0.07  # the least height of a bin that holds a call (in rows): a lone slow call stays visible
+
+
+def histogram(times: list[float], edges: np.ndarray) -> np.ndarray:
+    """A row's bar heights (in rows): the square root of its calls in each bin, its fullest bin ROW
+    tall, a bin that holds any call at least LEAST: a tail of 3% of the calls (cuda/resident's calls
+    after an idle spell) is a sixth of the peak, not a thirtieth, and one call is not lost."""
+    counts, _ = np.histogram(times, edges)
+    heights = np.sqrt(counts / counts.max()) * ROW if counts.max() > 0 else counts.astype(float)
+    return np.where(counts > 0, np.maximum(heights, LEAST), 0.0)
+
+
+def distribution_rows(data: ReportData) -> dict[str, list[tuple[pd.Series, bool]]]:
+    """Per device of the answering machines: its rows top down, (cell, whether it is the level's
+    fastest call), the ladder's order: each level's call as first written, then its fastest where
+    that is another call (pick.pairs)."""
+    rows: dict[str, list[tuple[pd.Series, bool]]] = {d: [] for d in registry.DEVICES}  # CPU on top
+    for p in pick.pairs(data):
+        first, fastest = p["first"], p["fastest"]
+        if first is not None and first["cell_id"] != fastest["cell_id"]:
+            rows[p["device"]].append((first, False))
+        rows[p["device"]].append((fastest, True))
+    return {d: found for d, found in rows.items() if found}
+
+
+def fig_distributions(data: ReportData, out: Path) -> Path | None:
+    """Fig. 4: every timed call of each level's first-written and fastest calls on the answering
+    machines, a histogram a row on one log axis, median and p99 marked, a panel per device."""
+    rows = {d: [(c, f) for c, f in found if len(c["times_ms"])]
+            for d, found in distribution_rows(data).items()}
+    rows = {d: found for d, found in rows.items() if found}
+    if not rows:
+        return None
+    times = np.concatenate([np.asarray(c["times_ms"], float) for found in rows.values() for c, _ in found])
+    low, high = np.log10(times.min()) - 0.05, np.log10(times.max()) + 0.05
+    edges = np.logspace(low, high, max(int((high - low) * BINS_PER_DECADE), 1) + 1)
+    machines = pick.answering_machines(data)
+    fig, axes = dotplot.stacked([len(found) for found in rows.values()], per_row=0.3)
+    for ax, (device, found) in zip(axes, rows.items(), strict=True):
+        right = matplotlib.transforms.blended_transform_factory(ax.transAxes, ax.transData)
+        for y, (cell, fastest) in enumerate(found):
+            tint = colour(cell["implementation"])
+            base = y + 0.45  # the row's baseline (the axis runs downward: row 0 on top)
+            heights = histogram(cell["times_ms"], edges)
+            used = np.flatnonzero(heights)  # its fastest call's bin to its slowest's: no baseline past them
+            lo, hi = used[0], used[-1] + 1
+            ax.stairs(base - heights[lo:hi], edges[lo:hi + 1], baseline=base, fill=fastest, color=tint,
+                      alpha=0.9 if fastest else 1, linewidth=1.2)
+            for value, style in ((cell["median_ms"], "-"), (cell["p99_ms"], "--")):
+                ax.plot([value, value], [base, base - ROW], color="black", linestyle=style, linewidth=1.1)
+            ax.text(1.01, y, f"{fmt_ms(cell['median_ms'])}  p99 {fmt_ms(cell['p99_ms'])}"
+                    + "".join(f" {m}" for m in quote.marks(cell)), transform=right, va="center", fontsize=7)
+        dotplot.rows_axis(ax, [c["label"] for c, _ in found], dotplot.panel_title(device, machines[device]))
+        ax.set_xscale("log")
+        ax.set_xlim(edges[0], edges[-1])  # every call inside the axes
+        dotplot.time_axis(ax, "time of one call (log scale)")
+    legend_below(axes[-1], [Patch(color="#777777", label="fastest call measured"),
+                            Patch(facecolor="white", edgecolor="#777777", linewidth=1.2,
+                                  label="call as first written"),
+                            matplotlib.lines.Line2D([], [], color="black", label="median"),
+                            matplotlib.lines.Line2D([], [], color="black", linestyle="--", label="p99")],
+                 ncol=4)
+    fig.suptitle("Fig. 4  Every timed call of each level: as first written and fastest\n"
+                 "(bar height: square root of the calls in its bin; right: median and p99)", fontsize=10)
+    return finish(fig, out)
 
 
 LABEL_ROOM = 4.0  # the x axis runs this far past the slowest first call: room for its label
 
 
 def fig_cold_start(data: ReportData, out: Path) -> Path | None:
-    """Fig. 5: the first call against the steady state, for cells whose worker started for them
-    (a variant that shared a process with an earlier one had no cold start)."""
-    cells = api_cells(data.frame)
+    """Fig. 5: the first call against the steady state on the answering machines, for cells whose
+    worker started for them (a variant that shared a process with an earlier one had no cold start)."""
+    cells = answering_api_cells(data)
     if cells.empty:
         return None
     cells = cells[cells["cold_start_ms"].notna() & (cells["own_process"] == True)]  # noqa: E712
@@ -149,18 +158,19 @@ def fig_cold_start(data: ReportData, out: Path) -> Path | None:
             dotplot.dot(ax, y, r, colour(r["implementation"]), marker="D", filled=False,
                         column="cold_start_ms")
             ax.annotate(fmt_ms(r["cold_start_ms"]), (r["cold_start_ms"], y), xytext=(6, 0),
-                        textcoords="offset points", va="center", fontsize=6)
+                        textcoords="offset points", va="center", fontsize=7)
         dotplot.rows_axis(ax, labels, title)
+    # every steady state and its interval inside the axes (c/fused's 4 µs was cut off), and room for
+    # the rightmost first call's label
+    dotplot.fit_x([ax for ax, *_ in panel_list], cells, ("median_ms", "cold_start_ms"), right_room=LABEL_ROOM)
+    for ax, *_ in panel_list:
         dotplot.time_axis(ax, "time of one call (log scale)")
-        ax.set_xlim(right=cells["cold_start_ms"].max() * LABEL_ROOM)  # the rightmost label inside the axes
-    import matplotlib.lines
-
-    fig.axes[0].legend(handles=[matplotlib.lines.Line2D([], [], marker="o", color="#555555", linestyle="none",
-                                                        label="steady state (median)"),
-                                matplotlib.lines.Line2D([], [], marker="D", color="#555555",
-                                                        markerfacecolor="white", linestyle="none",
-                                                        label="first call (cold start)")],
-                       frameon=False, fontsize=7, loc="lower right")
+    legend_below(panel_list[-1][0], [
+        matplotlib.lines.Line2D([], [], marker="o", color="#555555", linestyle="none",
+                                label="steady state (median)"),
+        matplotlib.lines.Line2D([], [], marker="D", color="#555555", markerfacecolor="white",
+                                linestyle="none", label="first call (cold start)")], ncol=2)
     fig.suptitle("Fig. 5  Cold start (tracing, compilation, set-up) against steady state, for variants "
                  "that started their own process", fontsize=10)
-    return finish(fig, data.runs, "api_levels", out)
+    return finish(fig, out)
+

@@ -1,39 +1,33 @@
-"""Fig. 6, where a call's time goes (study `overhead`): each CPU call against the CPU floor that
-harness.measure.floor answers (the fastest measured implementation), each GPU call against the
-GPU's busy time from the kernels trace (one measure: CUDA events also span the host's
-enqueueing, so they are not drawn), the rest host overhead. A CPU machine where the floor was not
-measured is not drawn (the caption names it).
+"""Fig. 6, where a call's time goes (study `overhead`), in absolute times on a log axis, a panel per
+answering machine: on the CPU each call against the CPU floor that harness.measure.floor answers
+(the fastest measured implementation: what is above it is everything that call does beyond the
+fastest CPU call, its own library's work included, not host overhead); on the GPU each call against
+the GPU's busy time from the kernels trace (one measure: CUDA events also span the host's enqueueing,
+so they are not drawn), the rest of it the host's time while the GPU is idle. A CPU machine where
+the floor was not measured is not drawn.
 
     time_split(cells, floors, gpu_busy)   per cell: (row, its floor or busy part in ms, how found)
+    gpu_busy_ms(runs)                     the GPU's busy time per call from the kernels trace
     fig_overhead(data, out)               the figure
 """
 
 from pathlib import Path
 
+import matplotlib.lines
+import matplotlib.transforms
 import numpy as np
 import pandas as pd
-from matplotlib.patches import Patch
 
 from harness.figures import dotplot, pick
-from harness.figures.style import (
-    OKABE_ITO,
-    caption,
-    finish,
-    fmt_ms,
-    legend_below,
-    ok_cells,
-    short_machine,
-)
-from harness.measure.floor import Floor
+from harness.figures.style import OKABE_ITO, colour, finish, fmt_ms, legend_below, ok_cells
 from harness.report.claims.rundata import ReportData, study_rows
 from harness.report.markup import quote
+from harness.report.markup.tables import sig3
 from harness.report.sections import gpu_section
 
 BUSY = "GPU busy time (kernels trace)"
-FLOOR_COLOUR, REST_COLOUR = OKABE_ITO[2], OKABE_ITO[3]
-
-
 RESIDENT = "resident kernel: its busy time spans calls"
+FLOOR_COLOUR, REST_COLOUR = OKABE_ITO[2], "#BBBBBB"  # the floor or busy time; the span above it
 
 
 def time_split(cells: pd.DataFrame, floors: dict[str, float], gpu_busy: dict[tuple[str, str, int], float],
@@ -42,8 +36,8 @@ def time_split(cells: pd.DataFrame, floors: dict[str, float], gpu_busy: dict[tup
     that is the CPU floor (floors: {machine: ms}) or the GPU's busy time (gpu_busy: {(machine,
     label, batch): ms}, NaN for a resident kernel), how that part was found). A CPU machine without
     the floor is left out (nothing to split against); a GPU call without a trace, or with a resident
-    kernel's, keeps NaN (drawn hatched). A part longer than its call is an error (a share over 100%
-    is a bug in the rows or their reading, never clipped)."""
+    kernel's, keeps NaN. A part longer than its call is an error (a share over 100% is a bug in the
+    rows or their reading, never clipped)."""
     out = []
     for (machine, device), part in sorted(cells.groupby(["machine", "device"]),
                                           key=lambda kv: (kv[0][1] != "cpu", kv[0][0])):
@@ -74,33 +68,24 @@ def gpu_busy_ms(runs: list[dict]) -> dict[tuple[str, str, int], float]:
             for r in study_rows(runs, "kernels")}
 
 
-def how_to_read(data: ReportData, cells: pd.DataFrame, found: Floor | None, drawn: set[str]) -> str:
-    """The caption's first lines: which floor, which GPU measure, which runs, what was left out."""
-    kernels = sorted({r["run_id"] for r in data.runs if r["study"] == "kernels"})
-    left_out = sorted({m for m in cells[cells["device"] == "cpu"]["machine"]} - drawn)
-    floor = (f"the floor, {found.label}: harness.measure.floor's fastest measured CPU implementation "
-             f"(api_levels run {found.run_id}, batch 1, float32), its median on each machine drawn."
-             if found is not None and found.median_ns is not None else "no measured floor.")
-    return "\n".join(line for line in (
-        f"Green, CPU: {floor}",
-        "Green, GPU: the GPU's busy time per call from the kernels trace (the union of its kernels' and "
-        "copies' intervals, CUPTI via torch.profiler"
-        + (f", run kernels/{', '.join(kernels)}" if kernels else "") + "), the only GPU measure drawn: CUDA "
-        "events around a call also span the host's enqueueing, keyed by level, variant and batch. Hatched: "
-        "no kernel trace of that call; cross-hatched: a resident kernel, whose busy time spans many calls "
-        "and the idle waits between them, so no share of one call. "
-        "Vermillion: the rest of the call (Python, dispatch, data handling). The floor and the busy time "
-        "come from other runs than the overhead cells: a share is a ratio of medians, not a within-round "
-        "ratio.",
-        f"Not drawn: CPU {', '.join(short_machine(m) for m in left_out)} (the floor was not measured there)."
-        if left_out else "",
-    ) if line)
+def words(r: pd.Series, base: float, how: str, device: str) -> str:
+    """The right-hand column: the call's median, its part named for what it is, its marks."""
+    if device == "cpu":
+        part = f"{sig3(r['median_ms'] / base)}x the floor"
+    elif how == BUSY:
+        part = f"GPU busy {fmt_ms(base)}, {100 * base / r['median_ms']:.0f}%"
+    elif how == RESIDENT:
+        part = "resident kernel: no busy time of one call"
+    else:
+        part = "no kernel trace"
+    return ", ".join([fmt_ms(r["median_ms"]), part, *quote.marks(r)])
 
 
 def fig_overhead(data: ReportData, out: Path) -> Path | None:
-    """Fig. 6: each call's share that is the CPU floor or the GPU's busy time, the rest overhead."""
+    """Fig. 6: each call's median beside the CPU floor or its GPU busy time, on a log axis, a panel
+    per answering machine."""
     cells = ok_cells(data.frame, "overhead")
-    cells = cells[cells["batch_size"] == 1] if not cells.empty else cells
+    cells = pick.answering(cells[cells["batch_size"] == 1], data) if not cells.empty else cells
     if cells.empty:
         return None
     found, floors = pick.cpu_floors(data)
@@ -110,31 +95,39 @@ def fig_overhead(data: ReportData, out: Path) -> Path | None:
         return None
     groups = list(dict.fromkeys((r["device"], r["machine"]) for r, _, _ in split))
     sizes = [sum(1 for r, _, _ in split if (r["device"], r["machine"]) == g) for g in groups]
-    fig, axes = dotplot.stacked(sizes, per_row=0.24)
-    for ax, group in zip(axes, groups, strict=True):
-        rows = [(r, base, how) for r, base, how in split if (r["device"], r["machine"]) == group]
+    fig, axes = dotplot.stacked(sizes, per_row=0.26)
+    for ax, (device, machine) in zip(axes, groups, strict=True):
+        rows = [(r, base, how) for r, base, how in split if (r["device"], r["machine"]) == (device, machine)]
+        right = matplotlib.transforms.blended_transform_factory(ax.transAxes, ax.transData)
         for y, (r, base, how) in enumerate(rows):
-            if np.isnan(base):
-                ax.barh(y, 100, color="white", edgecolor="#555555", hatch="xx" if how == RESIDENT else "//")
-            else:
-                share = 100 * base / r["median_ms"]  # time_split refused a share over 100%
-                ax.barh(y, share, color=FLOOR_COLOUR)
-                ax.barh(y, 100 - share, left=share, color=REST_COLOUR)
-            ax.text(101, y, ", ".join([fmt_ms(r["median_ms"]), *quote.marks(r)]), va="center", fontsize=7)
-        device, machine = group
-        what = (f"floor {floor_label} {fmt_ms(floors[machine])}" if device == "cpu"
-                else "green: GPU busy time (kernels trace)")
-        dotplot.rows_axis(ax, [r["label"] for r, _, _ in rows], f"{dotplot.panel_title(*group)}  ({what})")
-        ax.set_xlim(0, 100)
-    axes[-1].set_xlabel("share of the median per-image time (%); the median is written at the right")
-    legend_below(axes[-1], [Patch(color=FLOOR_COLOUR, label=f"CPU: the floor ({floor_label}, "
-                              "harness.measure.floor); GPU: busy time (kernels trace)"),
-                        Patch(color=REST_COLOUR, label="the rest of the call (host overhead)"),
-                        Patch(facecolor="white", edgecolor="#555555", hatch="//",
-                              label="GPU: no kernel trace"),
-                        Patch(facecolor="white", edgecolor="#555555", hatch="xx",
-                              label="GPU: a resident kernel (its busy time spans calls)")], ncol=2)
-    fig.suptitle("Fig. 6  Where a call's time goes: the CPU floor or the GPU's busy time, and the rest")
-    text = how_to_read(data, cells, found, {m for d, m in groups if d == "cpu"})
-    shown = [r for r in data.runs if r["machine"] in {m for _, m in groups}]
-    return finish(fig, shown, "overhead", out, f"{text}\n{caption(shown, 'overhead')}")
+            if not np.isnan(base):
+                ax.plot([base, r["median_ms"]], [y, y], color=REST_COLOUR, linewidth=3, solid_capstyle="butt",
+                        zorder=1)
+                if device == "gpu":
+                    ax.plot(base, y, marker="D", markersize=5, color=FLOOR_COLOUR, markeredgecolor="black",
+                            markeredgewidth=0.5, linestyle="none", zorder=3)
+            dotplot.dot(ax, y, r, colour(r["implementation"]))
+            ax.text(1.01, y, words(r, base, how, device), transform=right, va="center", fontsize=7)
+        what = (f"the floor: {floor_label}, {fmt_ms(floors[machine])}" if device == "cpu"
+                else "diamond: the GPU's busy time per call (kernels trace)")
+        if device == "cpu":
+            ax.axvline(floors[machine], color=FLOOR_COLOUR, linewidth=1.5, linestyle="--", zorder=1)
+        dotplot.rows_axis(ax, [r["label"] for r, _, _ in rows],
+                          f"{dotplot.panel_title(device, machine)}  ({what})")
+    every = [v for r, base, _ in split for v in (base, *dotplot.ends(r)) if v == v]
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xlim(min(every) / 1.5, max(every) * 1.5)
+        dotplot.time_axis(ax, "per-image time, median (log scale)")
+    legend_below(axes[-1], [
+        matplotlib.lines.Line2D([], [], marker="o", color="#555555", linestyle="none",
+                                label="the call's median"),
+        matplotlib.lines.Line2D([], [], color=FLOOR_COLOUR, linestyle="--",
+                                label=f"CPU: the floor ({floor_label}, the fastest CPU call measured)"),
+        matplotlib.lines.Line2D([], [], marker="D", color=FLOOR_COLOUR, markeredgecolor="black",
+                                linestyle="none", label="GPU: its busy time per call (kernels trace)"),
+        matplotlib.lines.Line2D([], [], color=REST_COLOUR, linewidth=3,
+                                label="CPU: what the call does beyond the floor; GPU: host time, GPU idle")],
+                 ncol=2)
+    fig.suptitle("Fig. 6  Where a call's time goes: each call against the CPU floor or the GPU's busy time")
+    return finish(fig, out)

@@ -1,32 +1,79 @@
-"""What a figure picks from the rows before it draws: the machine whose run is newest (the one a
-figure draws as its own, the others labelled as other machines), the results folder the rows
-came from, and the CPU floor as harness.measure.floor answers it, with its time on each machine.
+"""What a figure picks from the rows before it draws: the answering machine of each device (every
+figure draws those two machines and no other: the rest have pages of their own), each level's call
+as first written and its fastest call there, the results folder the rows came from, and the CPU
+floor as harness.measure.floor answers it.
 
-    newest_machine(runs, study, device, frame)  the machine of the newest run with ok cells there
-    results_root(runs)                          the results folder the runs were read from
-    cpu_floors(data) -> (Floor, {machine: ms})  measure.floor's CPU floor and its median per machine
-    run_date(run_id)                            '2026-11-24' from '20261124-064619-vm-...'
+    answering_machines(data) -> {device: machine}   the machines every figure draws
+    answering(cells, data)                          the cells of those machines, by device
+    answering_rows(rows, data)                      the same for a study's rows (explain)
+    pairs(data)                                     per level and device: first-written and fastest cells
+    results_root(runs)                              the results folder the runs were read from
+    cpu_floors(data) -> (Floor, {machine: ms})      measure.floor's CPU floor and its median per machine
 """
 
 from pathlib import Path
 
 import pandas as pd
 
+from harness import registry
 from harness.measure import floor
+from harness.report.claims import headline
 from harness.report.claims.rundata import ReportData
 
 FLOOR_STUDY = floor.STUDY  # the study measure.floor reads the floor from
 
 
-def newest_machine(runs: list[dict], study: str, device: str, frame: pd.DataFrame) -> str | None:
-    """The machine of the newest `study` run (in this checkout's order, then its id) that has an ok
-    cell on `device`: the run a figure draws as its own; every other machine is an older run."""
-    if frame.empty:
-        return None
-    ok = frame[(frame["study"] == study) & (frame["status"] == "ok") & (frame["device"] == device)]
-    with_cells = set(ok["run_id"])
-    mine = [r for r in runs if r["study"] == study and r["run_id"] in with_cells]
-    return max(mine, key=lambda r: (r["order"], r["run_id"]))["machine"] if mine else None
+def answering_machines(data: ReportData) -> dict[str, str]:
+    """{device: the machine that answers for it}: the machine of the api_levels run that answers on
+    the device (data.answer, rundata.answer_run's), for the devices that have one."""
+    return {d: m for d in registry.DEVICES if (m := headline.machine_of(data.frame, data.answer.get(d)))}
+
+
+def answering(cells: pd.DataFrame, data: ReportData) -> pd.DataFrame:
+    """The cells measured on their device's answering machine (a CPU cell of the GPU's machine is
+    not one); on a device no api_levels run answers for (a results folder of other studies), the
+    machine of the newest run among the cells."""
+    if cells.empty:
+        return cells
+    machines = answering_machines(data)
+    newest = cells.sort_values([c for c in ("run_order", "run_id") if c in cells])
+    for device in sorted(set(cells["device"]) - set(machines)):
+        machines[device] = newest[newest["device"] == device]["machine"].iloc[-1]
+    keep = pd.Series(False, index=cells.index)
+    for device, machine in machines.items():
+        keep |= (cells["device"] == device) & (cells["machine"] == machine)
+    return cells[keep]
+
+
+def answering_rows(rows: list[dict], data: ReportData) -> list[dict]:
+    """A study's rows (rundata.study_rows': each with its machine) of the answering machines, as
+    answering picks cells (on a device no api_levels run answers for, the newest run's)."""
+    machines = answering_machines(data)
+    order = {run["run_id"]: run.get("order", 0) for run in data.runs}
+    for device in sorted({row.get("device", "") for row in rows} - set(machines)):
+        mine = [row for row in rows if row.get("device", "") == device]
+        newest = max(mine, key=lambda row: (order.get(row.get("run_id"), 0), row.get("run_id", "")))
+        machines[device] = newest["machine"]
+    return [row for row in rows if machines.get(row.get("device", "")) == row.get("machine")]
+
+
+def pairs(data: ReportData) -> list[dict]:
+    """Per level (the headline's rows, the ladder's order) and device: {implementation, device,
+    machine, loc, first, fastest}: `first` the cell of its call as first written
+    (headline.as_first_written) in the api_levels run that answers, None where that run did not time
+    it; `fastest` its fastest call there (the headline's, headline.levels)."""
+    levels, machines = headline.levels(data.frame, data.loc_rows, data.answer)
+    batch1 = {d: headline.ok_batch1(data.frame, headline.STUDY, data.answer.get(d), d)
+              for d in registry.DEVICES if data.answer.get(d)}
+    out = []
+    for lv in levels:
+        for device, fastest in lv.cells.items():
+            cells = batch1.get(device)
+            hit = (cells[cells["label"] == headline.as_first_written(lv.implementation)]
+                   if cells is not None and not cells.empty else pd.DataFrame())
+            out.append({"implementation": lv.implementation, "device": device, "machine": machines[device],
+                        "loc": lv.loc, "first": None if hit.empty else hit.iloc[0], "fastest": fastest})
+    return out
 
 
 def results_root(runs: list[dict]) -> Path | None:
@@ -36,10 +83,10 @@ def results_root(runs: list[dict]) -> Path | None:
 
 
 def cpu_floors(data: ReportData) -> tuple[floor.Floor | None, dict[str, float]]:
-    """harness.measure.floor's CPU floor (the fastest measured implementation of the newest
-    api_levels run) and its median per image (ms) on each machine that measured it: on the floor's
-    own run its median as measure.floor read it, on another machine that machine's api_levels cell
-    of the same implementation and variant. (None, {}) when the rows came from no folder."""
+    """harness.measure.floor's CPU floor (the fastest measured implementation of the api_levels run
+    that answers) and its median per image (ms) on each machine that measured it: on the floor's own
+    run its median as measure.floor read it, on another machine that machine's api_levels cell of the
+    same implementation and variant. (None, {}) when the rows came from no folder."""
     root = results_root(data.runs)
     if root is None:
         return None, {}
@@ -53,9 +100,3 @@ def cpu_floors(data: ReportData) -> tuple[floor.Floor | None, dict[str, float]]:
     per_machine = {r["machine"]: (found.median_ns / 1e6 if r["run_id"] == found.run_id else r["median_ms"])
                    for _, r in cells.iterrows()}
     return found, per_machine
-
-
-def run_date(run_id: str) -> str:
-    """'2026-11-24' from a run id that starts with its date (YYYYMMDD-...), else the id."""
-    day = run_id[:8]
-    return f"{day[:4]}-{day[4:6]}-{day[6:]}" if day.isdigit() else run_id

@@ -1,7 +1,7 @@
 """Fig. 11: float64 against float32 at batch 1 (study `precision`), per implementation: the
 within-round ratio of the float64 cell's time to the float32 cell's (harness.measure.store.stats.
 round_ratio on both cells' rounds, which only cells of one run have), with its 95% interval, a
-panel per machine and device. Right of 1: double precision is slower; left: faster.
+panel per answering machine. Right of 1: double precision is slower; left: faster.
 
     ratios(cells)           per (device, machine, label): the round_ratio dict, or None
     fig_precision(data, out)
@@ -12,8 +12,8 @@ from pathlib import Path
 import matplotlib.ticker
 import pandas as pd
 
-from harness.figures import dotplot
-from harness.figures.style import caption, colour, finish, ok_cells
+from harness.figures import dotplot, pick
+from harness.figures.style import colour, finish, ok_cells
 from harness.measure.store import stats
 from harness.report.claims.rundata import ReportData
 
@@ -53,12 +53,14 @@ def ratio_axis(axes: list) -> None:
 
 
 def fig_precision(data: ReportData, out: Path) -> Path | None:
-    """Fig. 11: float64/float32 within rounds, a dot and its interval per implementation, one
-    panel per machine and device."""
+    """Fig. 11: float64/float32 within rounds, a dot and its interval per implementation, a panel
+    per answering machine."""
     cells = ok_cells(data.frame, "precision")
     if cells.empty:
         return None
-    cells = cells[cells["batch_size"] == 1]
+    cells = pick.answering(cells[cells["batch_size"] == 1], data)
+    if cells.empty:
+        return None
     found = ratios(cells)
     fig, panel_list = dotplot.ladder_panels(cells)
     for ax, part, labels, title in panel_list:
@@ -67,21 +69,21 @@ def fig_precision(data: ReportData, out: Path) -> Path | None:
             r = found.get((device, machine, label))
             impl = label.split("/")[0]
             if r is None:
-                ax.text(1.0, y, "  no float64/float32 pair in one run", va="center", fontsize=6,
+                ax.text(1.0, y, "  no float64/float32 pair in one run", va="center", fontsize=7,
                         color="#555555")
                 continue
             ax.errorbar(r["ratio"], y, xerr=[[r["ratio"] - r["ci95_low"]], [r["ci95_high"] - r["ratio"]]],
                         marker="o", markersize=6, color=colour(impl), markeredgecolor="black",
                         markeredgewidth=0.6, capsize=2, linestyle="none", zorder=3)
-            ax.annotate(f"{r['ratio']:.2f}x", (r["ci95_high"], y), xytext=(4, 0), textcoords="offset points",
-                        va="center", fontsize=6)
+            right = r["ci95_high"] if r["ci95_high"] == r["ci95_high"] else r["ratio"]  # NaN: no interval
+            ax.annotate(f"{r['ratio']:.2f}x", (right, y), xytext=(4, 0), textcoords="offset points",
+                        va="center", fontsize=7)
         ax.axvline(1.0, color="#555555", linestyle=":", linewidth=1, zorder=1)
         dotplot.rows_axis(ax, labels, title)
+    ends = [v for r in found.values() if r for v in (r["ratio"], r["ci95_low"], r["ci95_high"]) if v == v]
+    for ax in fig.axes:  # every dot, whisker and label inside the axes, and 1x
+        ax.set_xscale("log")
+        ax.set_xlim(min([1.0, *ends]) / 1.15, max([1.0, *ends]) * 1.4)
     ratio_axis(fig.axes)
     fig.suptitle("Fig. 11  What double precision costs: float64 time / float32 time, batch 1")
-    text = ("Dot: the median over rounds of the float64 cell's median over the float32 cell's in the same "
-            "round (both cells of one run, interleaved); whisker: its 95% interval (rounds resampled). Right "
-            "of the dotted line float64 is slower, left of it faster; a whisker across it: no measurable "
-            "difference.\n"
-            + caption(data.runs, "precision"))
-    return finish(fig, data.runs, "precision", out, text)
+    return finish(fig, out)

@@ -1,9 +1,10 @@
 """What the report's figures share beyond the basics every figure has (harness.draw.style: matplotlib
-off-screen, the palette, the caption, axis decoration, the PNG, number formats) and what they share
-with the report (harness.report.markup.style): one fixed colour per implementation, the ladder's
-order, the cells a figure draws, machine names in a legend."""
+off-screen, the palette, axis decoration, the PNG, number formats) and what they share with the
+report (harness.report.markup.style): one fixed colour and marker per implementation, the ladder's
+order, the cells a figure draws, machine names in panel titles. A figure carries no caption of its
+own: REPORT.md's caption says how to read it (templates/figures.toml) and DETAILS.md names the runs."""
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -14,15 +15,13 @@ from harness.draw import style
 from harness.draw.style import (  # noqa: F401  (the figures take the basics from here)
     DPI,
     OKABE_ITO,
-    caption,
     decorate,
     fmt_ms,
+    layout,
     legend_below,
     plt,
-    run_names,
-    settle,
 )
-from harness.report.markup.style import BACKEND_OF, DEVICE_LINES, IMPL_ORDER, ok_cells  # noqa: F401
+from harness.report.markup.style import BACKEND_OF, IMPL_ORDER, ok_cells  # noqa: F401
 
 FIGURES_DIR = DEFAULT_FIGURES
 
@@ -39,10 +38,9 @@ def save(fig: Figure, path: Path) -> Path:
     return style.save(fig, path)
 
 
-def finish(fig: Figure, runs: Sequence[dict], study: str | None, path: Path,
-           caption_text: str | None = None) -> Path:
-    """The caption under the figure and the layout (settle), then the PNG (save)."""
-    settle(fig, caption_text or caption(runs, study))
+def finish(fig: Figure, path: Path) -> Path:
+    """The PNG (save), in matplotlib's constrained layout, laid out once, at the PNG's dpi."""
+    fig.set_layout_engine("constrained")
     return save(fig, path)
 
 
@@ -52,10 +50,20 @@ def finish(fig: Figure, runs: Sequence[dict], study: str | None, path: Path,
 IMPL_COLOURS = {name: spec.shown.colour for name, spec in registry.REGISTRY.items() if spec.shown.colour}
 OTHER_COLOUR = "#777777"  # a lab's module:Class, or a level that names no colour
 DEVICE_MARKER = {"cpu": "o", "gpu": "s"}
+# One marker per implementation, in the ladder's order, wherever a figure draws several levels in
+# one panel (lines against batch size, the Keras backends): the palette's sand, orange and olive, or
+# its pink and wine, are near in hue for some readers, so two series never share colour and marker.
+MARKERS = "DP*vXhpd>os^<"  # the Keras backends (drawn together in Figs. 8 to 10) the plainest three
+IMPL_MARKERS = {name: MARKERS[k % len(MARKERS)] for k, name in enumerate(IMPL_ORDER)}
 
 
 def colour(implementation: str) -> str:
     return IMPL_COLOURS.get(implementation, OTHER_COLOUR)
+
+
+def marker(implementation: str) -> str:
+    """The implementation's marker (IMPL_MARKERS); a lab's module:Class an X."""
+    return IMPL_MARKERS.get(implementation, "x")
 
 
 LIGHTEST = 0.6  # the last of several variants of one level: its colour mixed 60% toward white
@@ -86,9 +94,13 @@ def ladder_sorted(labels: Iterable[str]) -> list[str]:
 
 
 def short_machine(machine: str) -> str:
-    """'vm: AMD EPYC, 2 cores, AVX-512, peak 130 G MAC/s (not fingerprinted)' -> the name without
-    its host or its parenthesis: still one name per machine (harness.report.claims.hosts)."""
-    return machine.split(": ", 1)[-1].split(" (")[0]
+    """'vm: Intel Xeon Processor, AVX-512, AMX, 2 cores, family 6 model 167 ..., kernel 6.18 (not
+    fingerprinted)' -> 'Intel Xeon Processor, AVX-512, AMX, 2 cores': the name without its host, its
+    parenthesis or what harness.report.claims.hosts adds after the cores to tell two of one model
+    apart (a figure draws one machine per device; DETAILS.md names it in full)."""
+    parts = machine.split(": ", 1)[-1].split(" (")[0].split(", ")
+    cores = next((k for k, part in enumerate(parts) if part.endswith(" cores")), len(parts) - 1)
+    return ", ".join(parts[:cores + 1])
 
 
 def panels(cells: pd.DataFrame) -> list[tuple[str, str]]:

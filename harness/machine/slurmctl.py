@@ -6,10 +6,24 @@ campaigns on Slurm share. Plain commands, no accounting database (sacct needs sl
     held(jobs) -> {task: Slurm's reason}   those Slurm holds until released (is_held(state, reason));
                                            held_words(found), held_advice(jobs): in words
     ALIVE                                  the states of a job that has not ended
+    closed(path, mode, can) -> (where, verb) | None   the first folder on the way to `path` that cannot be
+                                           searched, or `path` itself, where `can` (os.access: this
+                                           user) says no
+    check_reachable(needs, user, can)      refuses, naming the folder to open, where a job of `user`
+                                           could not reach what it needs (code_needs(): the interpreter
+                                           and the checkout, and what the caller adds)
 """
 
+import os
+import pwd
+import stat
 import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
 
+import harness
+from harness import ROOT
 from harness.errors import HarnessError
 
 ALIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "RESIZING",
@@ -85,3 +99,68 @@ def held_advice(jobs: list[str]) -> str:
     """'' or, for a refusal's message, '; ' and held_words of the jobs Slurm holds."""
     words = held_words(held(jobs))
     return f"; {words}" if words else ""
+
+
+Can = Callable[[str, int], bool]  # can(path, mode): whether the jobs' user may (os.access's question)
+LETTER = {"read": "r", "list": "r", "write in": "w", "search": "x", "run": "x"}  # closed()'s verbs: chmod's
+
+
+def closed(path: str | Path, mode: int, can: Can = os.access) -> tuple[Path, str] | None:
+    """None when `can` allows every folder on the way to `path` to be searched and `path` to be opened
+    for `mode` (os.R_OK, os.W_OK, os.X_OK, or'ed); else (the first folder that cannot be searched,
+    "search"), or (path, what `mode` asks, in words), or (path, "find") where it is not there at all.
+    The way as named and the way its links lead."""
+    named = Path(os.path.abspath(path))
+    if not os.path.exists(named):
+        return named, "find"
+    for way in dict.fromkeys([named, Path(os.path.realpath(named))]):
+        for folder in reversed(way.parents):  # from / down
+            if not can(str(folder), os.X_OK):
+                return folder, "search"
+        if not can(str(way), mode):
+            is_dir = way.is_dir()
+            verbs = [verb for bit, verb in ((os.R_OK, "list" if is_dir else "read"), (os.W_OK, "write in"),
+                                            (os.X_OK, "search" if is_dir else "run")) if mode & bit]
+            return way, " and ".join(verbs)
+    return None
+
+
+def closed_words(what: str, path: str | Path, where: tuple[Path, str], user: str) -> str:
+    """A refusal's words: what cannot be reached, the folder to open, and how."""
+    folder, verb = where
+    if verb == "find":
+        return f"{what} {path}: not found (the Slurm jobs read it where it is named)"
+    try:
+        found = os.stat(folder)
+        owner = f" (owner {_name(found.st_uid)}, mode {stat.S_IMODE(found.st_mode):04o})"
+    except OSError:
+        owner = ""
+    letters = "".join(dict.fromkeys(LETTER[word] for word in verb.split(" and ")))
+    return (f"{what} {path}: {user}, the user the Slurm jobs run as, cannot {verb} {folder}{owner}; open it "
+            f"to {user} (e.g. chmod o+{letters} {folder}) or move {what} where {user} can reach it")
+
+
+def _name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def code_needs() -> list[tuple[str, str | Path, int]]:
+    """What every job runs, as check_reachable takes it: the interpreter, the checkout (its scripts
+    `cd` there) and the harness package in it."""
+    return [("the interpreter", sys.executable, os.X_OK), ("the checkout", ROOT, os.X_OK),
+            ("the harness package", Path(harness.__file__).parent, os.R_OK | os.X_OK)]
+
+
+def check_reachable(needs: list[tuple[str, str | Path, int]], user: str | None = None,
+                    can: Can | None = None) -> None:
+    """Refuse before anything is submitted where a job could not reach what it needs: each of `needs`
+    is (what, path, mode). A job runs as the user who submits it (`user`, this one; `can`: os.access)
+    on every node; without this, each task fails as it starts and the class waits on nothing."""
+    user = user or _name(os.geteuid())
+    for what, path, mode in needs:
+        where = closed(path, mode, can or os.access)
+        if where is not None:
+            raise HarnessError(closed_words(what, path, where, user))

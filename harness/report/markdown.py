@@ -79,12 +79,6 @@ def stale_lines(frame: pd.DataFrame, answer: dict) -> list[str]:
             for (impl, why), _ in cells.groupby(["implementation", "stale"])]
 
 
-def fig1_lines(data: ReportData) -> str:
-    """'Grey lines (CPU solid, GPU dashed) join ...: CPU: a → b; ...': the lines Fig. 1 draws, named
-    (each level's registry `ladder`), so the caption promises no line the runs could not draw."""
-    return headline.lines_caption(headline.chains(headline.points(data.frame, data.loc_rows, data.answer)))
-
-
 def other_studies(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None) -> list[dict]:
     """The "fastest call measured" cells another study than `api_levels` timed (their ratio is then of
     medians across runs), by study: [{study, cells: [{label, device}]}]."""
@@ -124,7 +118,7 @@ def claims(data: ReportData) -> dict:
             "raw_libraries": [registry.short(raw) for raw in headline.RAW.values()],
             "notes": caveats(data, by_device, drifts), "stale": stale_lines(frame, data.answer),
             "partial": partial_lines(data.partial), "cost_figure": figures[0], "figures": figures[1:],
-            "fig1_lines": fig1_lines(data), "findings": findings.findings(frame, runs, loc_rows, data.answer),
+            "findings": findings.findings(frame, runs, loc_rows, data.answer),
             "marks": list(quote.MARKS.items()), "machine_table": machines.machine_table(runs),
             "machine_difference": machines.difference_line(runs, by_device.get("cpu"), by_device.get("gpu")),
             "floors": floors(data), "macs": MACS,

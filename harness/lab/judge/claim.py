@@ -1,5 +1,7 @@
-"""A grader's claim on one student: two graders (two Slurm tasks, a requeued task and its ghost, a
-TA's `lab grade --only` beside the cluster) never grade and write one student at once.
+"""A grader's claim on one student: two graders (two Slurm tasks, a requeued task and its ghost, two
+TAs' `lab grade --resume` on one OUT, a TA's `lab grade --only` beside the cluster) never grade and
+write one student at once. Every grader takes it: `lab grade` here (grade.grade_all, through held)
+and each Slurm task (harness.lab.judge.slurm_task, for its students before it grades).
 
     OUT/results/<id>/claim.json     {"owner": "<job>_<task>" or "<host>:<pid>", "host", "pid", "job", "time"}
 
@@ -15,6 +17,9 @@ its job id) gets it back.
     release(out, student, owner)     removes the claim if it is still this owner's
     holder(out, student) -> the claim's owner, or None
     owner_here() -> this grader's owner name; alive_on_slurm(owner) -> whether that owner still runs
+    rows_now(out) -> {id: stamp}     which rows there are, read before a grader chooses whom to grade
+    with held(out, student, seen) as busy:   grade only when `busy` is None: the claim taken and the
+                                     row still the one seen (else why not); released after
 """
 
 import json
@@ -22,7 +27,8 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from harness.lab.judge import store
@@ -128,3 +134,47 @@ def release(out: Path, student: str, owner: str) -> None:
         path.unlink(missing_ok=True)
     for stale in path.parent.glob(f"{CLAIM}.stale.*"):
         stale.unlink(missing_ok=True)
+
+
+Stamp = tuple[int, int, int]  # a row file's (inode, mtime ns, size): a row written again is a new file
+
+
+def _stamp(path: Path) -> Stamp | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_ino, found.st_mtime_ns, found.st_size
+
+
+def rows_now(out: Path) -> dict[str, Stamp]:
+    """{result folder (a student's safe id): its row's stamp} of the rows there now: read before a
+    grader chooses whom to grade, so that a row another grader writes after it is told apart."""
+    base = Path(out) / store.RESULTS
+    found = {}
+    for path in base.glob("*/row.json") if base.is_dir() else []:
+        stamp = _stamp(path)
+        if stamp is not None:
+            found[path.parent.name] = stamp
+    return found
+
+
+@contextmanager
+def held(out: Path, student: str, seen: dict[str, Stamp], owner: str | None = None,
+         alive: Callable[[str], bool] = alive_on_slurm) -> Iterator[str | None]:
+    """Inside, None when this grader may grade `student`: it holds the claim, and the student's row is
+    still the one it saw when it chose (`seen`: rows_now then); else why not, in words (a live grader
+    holds it; one graded it meanwhile, and its row stands). The claim is released on the way out,
+    whatever ends the grading (a stale one, its grader dead, is taken over: take)."""
+    owner = owner or owner_here()
+    if not take(out, student, owner, alive):
+        yield f"claimed by {holder(out, student)}, a grader still running; skipped"
+        return
+    try:
+        row = store.result_dir(out, student) / "row.json"
+        if _stamp(row) != seen.get(row.parent.name):
+            yield "graded meanwhile by another grader (its row stands); skipped"
+        else:
+            yield None
+    finally:
+        release(out, student, owner)

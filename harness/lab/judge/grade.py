@@ -14,9 +14,12 @@ writable space (harness.lab.box.walls.disk): the submission sees a private copy 
 safe id (harness.lab.text). Clean-up never stops a grading: what fails is reported and the next
 submission is graded.
 
-    grade_all(lab, submissions, out, ...) -> rows    every submission (or --only these), row by row;
-                                                     a signal to the grader stops it (no row for
-                                                     the submission in progress: Interrupted)
+    grade_all(lab, submissions, out, ...) -> rows    every submission (or --only these), row by row,
+                                                     each under its claim (harness.lab.judge.claim:
+                                                     one claimed or graded by another grader since
+                                                     this one chose is skipped); a signal to the
+                                                     grader stops it (no row for the submission in
+                                                     progress: Interrupted)
     to_grade(...) -> (todo, kept)      --only: these, graded again; --resume: no row yet, or files
                                        changed since the row (its files_sha256, harness.lab.judge.files)
     Grader(lab, out, weights, report, iso)           the oracle and the references' workers
@@ -48,7 +51,7 @@ from harness.lab import text
 from harness.lab.box.proc.limits import capped_log
 from harness.lab.box.sandbox import Sandbox
 from harness.lab.box.walls import disk, isolation
-from harness.lab.judge import attempts, files, store
+from harness.lab.judge import attempts, claim, files, store
 from harness.lab.judge.phases import memory
 from harness.lab.judge.phases.prepare import node_info, start_weights
 from harness.lab.judge.phases.training import Training
@@ -170,6 +173,7 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
     store.prepare(out, lab.name, lab.source, lab.path)
     store.write_grading(out, submissions, start_weights(lab, weights))  # training: the initial weights
     refused = {**({} if links else store.linked(submissions)), **(refused or {})}
+    seen = claim.rows_now(out)  # before choosing: a row written after this is another grader's
     todo, kept = to_grade(lab, submissions, out, only, resume, report, refused, links)
     report(f"lab {lab.name}: {len(todo)} submission(s) to grade" +
            (f", {len(kept)} already graded (kept)" if kept else "") + f" -> {out}")
@@ -182,10 +186,14 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
         grader = Grader(lab, out, weights, report, iso)
         try:
             for i, name in enumerate(todo, 1):
-                row = attempt(grader, name, Path(submissions) / name, lock, f"[{i}/{len(todo)}]")
-                store.write_row(out, row)
-                if "attempts" not in row:  # graded now (a capped row's attempts ended before)
-                    attempts.end(out, name, attempts.BY_ROW, row["status"])
+                with claim.held(out, name, seen) as busy:  # two graders on one OUT grade a student once
+                    if busy:
+                        report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: {busy}")
+                        continue
+                    row = attempt(grader, name, Path(submissions) / name, lock, f"[{i}/{len(todo)}]")
+                    store.write_row(out, row)
+                    if "attempts" not in row:  # graded now (a capped row's attempts ended before)
+                        attempts.end(out, name, attempts.BY_ROW, row["status"])
                 report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: {one_line(row)}")
                 rows.append(row)
         finally:

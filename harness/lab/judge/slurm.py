@@ -27,11 +27,13 @@ threads + 1 (the grader's own core). Plain sbatch scripts: submitit's polling ne
     submit_round(...)            the arrays and the merge job of one round (round.json, jobs.txt)
     arrays(tasks, max_array) -> [(first, count)]; array_spec(count, options) -> "0-(count-1)%P"
     task_resources, max_array_size, earlier_jobs
+    job_needs(submissions, weights)   what the tasks reach (slurmctl.check_reachable before submitting)
 (sbatch, squeue: harness.machine.slurmctl)
 The tasks and the merge job: harness.lab.judge.slurm_task.
 """
 
 import math
+import os
 import re
 import shlex
 import shutil
@@ -41,12 +43,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, ROOT
+from harness.data import mnist
 from harness.errors import HarnessError, Unavailable
 from harness.lab.box.walls import isolation
 from harness.lab.judge import grade, store
 from harness.lab.judge.phases.prepare import start_weights
 from harness.lab.judge.rules.assignment import Lab
-from harness.machine.slurmctl import header, held_advice, run, sbatch, still_queued
+from harness.machine.slurmctl import (
+    check_reachable,
+    code_needs,
+    header,
+    held_advice,
+    run,
+    sbatch,
+    still_queued,
+)
 
 TIME_HEADROOM = 1.5
 SETUP_S = 300  # the oracle, the training images, the references' workers and warm-up
@@ -171,6 +182,13 @@ def earlier_jobs(out: Path) -> list[str]:
     return [parts[1] for parts in (line.split() for line in lines) if len(parts) >= 2 and parts[1].isdigit()]
 
 
+def job_needs(submissions: Path, weights: str | Path) -> list[tuple[str, str | Path, int]]:
+    """What the tasks reach besides the code (slurmctl.code_needs): the submissions, the weights and
+    the MNIST folder (--out: made and written by this user before anything is submitted)."""
+    return [*code_needs(), ("--submissions", submissions, os.R_OK | os.X_OK),
+            ("the weights", weights, os.R_OK), ("the MNIST folder", mnist.data_dir(), os.R_OK | os.X_OK)]
+
+
 def submit(lab: Lab, submissions: Path, out: Path, options: Options | None = None, dry_run: bool = False,
            weights: str | Path = DEFAULT_WEIGHTS, report: Callable[[str], None] = print,
            no_sandbox: bool = False, refused: dict[str, str] | None = None, resume: bool = False) -> int:
@@ -192,6 +210,7 @@ def submit(lab: Lab, submissions: Path, out: Path, options: Options | None = Non
             print(f"# sbatch --array={array_spec(count, options)} task.sh {first}")
         return 0
     isolation.decide(no_sandbox)  # refused here, not in every task, when there is no sandbox tool
+    check_reachable(job_needs(submissions, weights))  # here, not as each task starts on its node
     if not shutil.which("sbatch"):
         raise Unavailable("sbatch not found: --slurm needs a Slurm cluster (a local one for trying it: "
                           "sudo scripts/slurm-local.sh start); without it, drop --slurm")

@@ -41,6 +41,7 @@ from harness.errors import HarnessError
 from harness.lab import text
 from harness.lab.judge.rules import assignment
 from harness.lab.judge.rules.assignment import Lab
+from harness.machine.files import write_atomic
 
 SCHEMA_VERSION = 1
 RESULTS = "results"
@@ -98,12 +99,19 @@ def prepare(out: Path, lab_name: str, lab_source: str, lab_path: str) -> Path:
         raise HarnessError(f"{out}: holds results of another lab file ({(others or [copy])[0].name} differs "
                            f"from {lab_path}); use another --out")
     if Path(lab_path).resolve() != copy.resolve():
-        copy.write_text(lab_source)
+        write_atomic(copy, lab_source)  # whole: a second grader starting on this OUT reads it
     key = out / KEY
-    if not key.exists():
-        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    if not key.exists():  # made whole, then linked: two graders starting together share one key
+        made = out / f"{KEY}.{os.getpid()}.{secrets.token_hex(4)}"
+        fd = os.open(made, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_hex(32))
+        try:
+            os.link(made, key)
+        except FileExistsError:
+            pass  # the other grader's is the key
+        finally:
+            made.unlink()
     return copy
 
 
