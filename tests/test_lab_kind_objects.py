@@ -2,6 +2,7 @@
 [lab] task and rung say, each kind's worker request names what the worker can load, a task no kind
 has is refused naming the file, and no harness code outside the kinds asks which kind a lab is."""
 
+import importlib
 import importlib.util
 import re
 
@@ -52,3 +53,12 @@ def test_a_training_lab_starts_from_the_initial_weights_and_an_inference_lab_fro
 def test_no_harness_code_outside_the_kinds_asks_which_kind_a_lab_is():
     measure = house.kind_measure(house.read_modules(ROOT))
     assert measure.where == [], measure.where
+
+
+@pytest.mark.parametrize("name, said", [("cuda", "## The CUDA lab without a GPU"), ("cpu_numpy", "fill in `predict`"),
+                                        ("cpu_train", "train_step")])
+def test_each_kinds_kit_readme_is_its_own(name, said):
+    lab = assignment.load(name)
+    readme = importlib.import_module(lab.kind.handout).readme(lab)
+    assert said in readme
+    assert ("lenet-lab emulate" in readme) == (lab.kind is kinds.KERNELS)

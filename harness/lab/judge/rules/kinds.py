@@ -190,6 +190,7 @@ class Kernels(Kind):
     the `kernels` hook); its kit ships the CPU emulation (`lenet-lab emulate`)."""
 
     name: str = "inference"
+    handout: str = "harness.lab.term.handout.cudareadme"  # an inference README, and `lenet-lab emulate`
     kit_files: tuple[str, ...] = ("harness/lab/emucuda.py", "harness/lab/cuda_emu.h")
     emulate_hint: str = "; without a GPU: lenet-lab emulate {module}"
 
