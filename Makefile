@@ -146,15 +146,16 @@ offline-bundle:  ## the wheels Keras needs, for a GPU server with no package ind
 # On the GPU server: no venv, no index. BUNDLE=DIR installs the bundle's missing wheels into
 # .bundle-site (on PYTHONPATH); QUICK=1 is the first smoke; STEPS=a,b runs some steps only;
 # LEVELS=cuda,cudnn verifies, profiles and grades the labs of those levels only, their targets' steps
-# first; PLAN=1 prints the steps with their last measured seconds (no GPU). One archive in GPU_OUT.
+# first; PART=1|2 runs one command of a GPU loan (PLAN=1 alone prints both); PLAN=1 prints the
+# steps with their last measured seconds (no GPU). The archive and the console log in GPU_OUT.
 BUNDLE ?=
 GPU_OUT ?= gpu-study-out
 GPU_PYTHON ?= $(PYTHON)
-gpu-study:  ## the whole GPU half into one archive (BUNDLE=DIR, QUICK=1, STEPS=a,b, LEVELS=a,b, PLAN=1, GPU_OUT)
+gpu-study:  ## the whole GPU half into one archive (BUNDLE=DIR, PART=1|2, QUICK=1, STEPS=a,b, LEVELS=a,b, PLAN=1, GPU_OUT)
 	@if [ -n "$(BUNDLE)" ]; then \
 	  $(GPU_PYTHON) scripts/offline_bundle.py install --bundle $(BUNDLE) --target .bundle-site || exit $$?; fi
 	PYTHONPATH=$(CURDIR)/.bundle-site:$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} \
-	  $(GPU_PYTHON) -m harness gpu-study --out $(GPU_OUT) $(if $(QUICK),--quick) $(if $(STEPS),--steps $(STEPS)) $(if $(LEVELS),--levels $(LEVELS)) $(if $(PLAN),--plan)
+	  $(GPU_PYTHON) -m harness gpu-study --out $(GPU_OUT) $(if $(QUICK),--quick) $(if $(STEPS),--steps $(STEPS)) $(if $(LEVELS),--levels $(LEVELS)) $(if $(PART),--part $(PART)) $(if $(PLAN),--plan)
 
 # Back on this machine: ARCHIVE=gpu-study-....tar.gz into reports/results, then make figures report.
 import-results: $(STAMP)  ## unpack ARCHIVE (a gpu-study archive) into reports/results

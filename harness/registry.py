@@ -41,6 +41,10 @@ class Shown:
     # their fastest, never a tuned call of one level against the first-written call of another
     first_written: str = ""
     guide: str = ""  # the address of the documentation the first-written call follows
+    # what the first-written call needs, its lines of code in the headline (harness.report.claims.loc):
+    # files of the level's package, or "file:Name" for a Python function or class in one; () is
+    # every inference file of the package
+    first_written_code: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,9 @@ KERAS_CALLS = ("predict", "predict_on_batch", "call")
 CUPY = (("CuPy", "cupy-cuda12x"), ("CuPy", "cupy-cuda13x"))
 TF = (("TensorFlow", "tensorflow"), ("TensorFlow", "tensorflow-cpu"))
 KERAS = (("Keras", "keras"),)
+# what Keras' predict needs on every backend (Shown.first_written_code): the model, the backend check
+# and the class that loads the weights and calls it; each backend adds its own set-up
+KERAS_CODE = ("model.py:build_model", "model.py:require_backend", "model.py:KerasLeNet")
 
 REGISTRY = {
     spec.name: spec
@@ -236,6 +243,7 @@ REGISTRY = {
                  shown=Shown(display="Keras on TensorFlow", short="Keras/TF", rung="high-level API",
                              order=100,
                              first_written="predict",
+                             first_written_code=KERAS_CODE,
                              guide="https://keras.io/guides/sequential_model/",
                              colour="#CC79A7"),
                  installs=Installs(versions=KERAS + TF, frameworks=("keras", "tensorflow"))),
@@ -246,6 +254,7 @@ REGISTRY = {
                  explain=("predict",), trace=("predict",),
                  shown=Shown(display="Keras on JAX", short="Keras/JAX", rung="high-level API", order=110,
                              first_written="predict",
+                             first_written_code=(*KERAS_CODE, "model.py:KerasJaxLeNet.configure"),
                              guide="https://keras.io/guides/sequential_model/",
                              colour="#117733"),
                  installs=Installs(versions=(*KERAS, ("JAX", "jax")), frameworks=("keras", "jax"))),
@@ -257,6 +266,8 @@ REGISTRY = {
                  shown=Shown(display="Keras on PyTorch", short="Keras/PyTorch", rung="high-level API",
                              order=120,
                              first_written="predict",
+                             first_written_code=(*KERAS_CODE, "model.py:KerasTorchLeNet.configure",
+                                                 "model.py:KerasTorchLeNet.close"),
                              guide="https://keras.io/guides/sequential_model/",
                              colour="#882255"),
                  installs=Installs(versions=(*KERAS, ("PyTorch", "torch")), frameworks=("keras", "torch"))),
@@ -276,6 +287,7 @@ REGISTRY = {
                  trace="all",
                  shown=Shown(display="hand-written CUDA", short="CUDA", rung="hand-written", order=10,
                              first_written="layers",
+                             first_written_code=("model.py", "kernels.py", "common.cuh", "layers.cu"),
                              guide="https://docs.nvidia.com/cuda/cuda-c-programming-guide/",
                              ladder=(("cuda", "cudnn"),), colour="#332288"),
                  installs=Installs(versions=(*CUPY, ("", "nvidia-cuda-nvrtc-cu12"),
@@ -331,6 +343,7 @@ REGISTRY = {
                  floor=("fused",),
                  shown=Shown(display="hand-written C", short="C", rung="hand-written", order=30,
                              first_written="layers",
+                             first_written_code=("model.py", "build.py", "layers.c"),
                              guide="https://cs231n.github.io/convolutional-networks/",
                              ladder=(("c", "numba", "onednn"),), colour="#AA4499"),
                  installs=Installs(compile_cache="c")),

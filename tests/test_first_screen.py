@@ -1,4 +1,5 @@
-"""The drift between runs (harness.report.claims.drift), reproduce's check against an interval for a rerun,
+"""How far a second run moved the medians and ratios (harness.report.claims.reproduce.measured),
+reproduce's check against the interval the report printed (every earlier run of the same code pooled),
 and the first screen's computed sentences (harness.report.sections.first_screen): each claim from one
 function, held against rows made by hand and against the committed runs."""
 
@@ -8,9 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.report.claims import drift, headline, rundata
+from harness.report.claims import headline, reproduce, rundata
 from harness.report.markup import quote
-from harness.report.markup.tables import sig3
 from harness.report.sections import findings, first_screen, gpu_section
 from harness.reproduce import compare
 from tests.test_processes import cell_row, fake_process_rounds
@@ -23,27 +23,27 @@ def reproduce_row(moves, device="cpu"):
             "shares_by_device": {device: {"median_inside": [1, len(moves)]}}}
 
 
-def test_drift_is_the_median_move_and_the_spread_a_quantile_of_the_moves():
+def test_a_second_runs_move_is_the_median_move_and_its_spread_a_quantile_of_the_moves():
     moves = [0.96] * 8 + [0.90, 1.10]
-    found = drift.measured(reproduce_row(moves), "cpu")
+    found = reproduce.measured(reproduce_row(moves), "cpu")
     assert found.cells == 10 and found.shift == pytest.approx(-0.04)
-    assert found.spread == pytest.approx(np.quantile(np.abs(np.log(moves)), drift.QUANTILE))
-    assert found.median_inside == (1, 10) and drift.measured(reproduce_row(moves), "gpu") is None
-    low, high = drift.widen(10.0, 12.0, found)
-    assert low == pytest.approx(10.0 * math.exp(-found.spread)) and high == pytest.approx(12.0 * math.exp(found.spread))
+    assert found.spread == pytest.approx(np.quantile(np.abs(np.log(moves)), reproduce.QUANTILE))
+    assert found.median_inside == (1, 10) and reproduce.measured(reproduce_row(moves), "gpu") is None
     with pytest.raises(ValueError, match="median"):
-        drift.measured(reproduce_row([0.9, float("nan")]), "cpu")
+        reproduce.measured(reproduce_row([0.9, float("nan")]), "cpu")
 
 
-def test_the_committed_reproduce_run_measures_the_amd_hosts_drift():
+def test_the_committed_reproduce_run_measures_the_amd_hosts_move():
     """2026-11-27: the second run was 2-4% faster nearly everywhere; 6 of 22 medians inside."""
-    drifts = drift.of_machines(rundata.latest_runs(rundata.load_runs()))
-    (key, found), = [(k, v) for k, v in drifts.items() if k[1] == "cpu" and "peak 130 G MAC/s" in k[0]]
+    runs = rundata.latest_runs(rundata.load_runs())
+    (row,) = [row for run in runs if run["study"] == reproduce.FOLDER and "peak 130 G MAC/s" in run["machine"]
+              for row in run["rows"] if row.get("kind") == "reproduce"]
+    found = reproduce.measured(row, "cpu")
     assert found.cells == 22 and found.median_inside == (6, 22)
     assert -0.05 < found.shift < -0.02 and 0.02 < found.spread < 0.2
 
 
-def test_reproduce_holds_new_medians_against_the_interval_for_a_rerun():
+def test_reproduce_holds_new_medians_and_ratios_against_the_interval_the_report_printed():
     base_a, pa = fake_process_rounds(5, [1e6] * 3)
     same, ps = fake_process_rounds(6, [2e6] * 3)
     reference = [cell_row("base", "base", base_a, pa), cell_row("x", "x", same, ps)]
@@ -51,51 +51,44 @@ def test_reproduce_holds_new_medians_against_the_interval_for_a_rerun():
     faster, pf = fake_process_rounds(9, [1.8e6] * 3)
     new = [cell_row("base", "base", faster_base, pb), cell_row("x", "x", faster, pf)]
     alone = compare.compare(reference, new, "base")
-    assert alone["shares"]["median_inside"] == [0, 2] and alone["shares"]["median_inside_rerun"] == [0, 0]
+    assert alone["shares"]["median_inside"] == [0, 2] and alone["shares"]["median_inside_pooled"] == [0, 0]
     assert alone["shares"]["ratio_inside"] == [1, 1]  # the ratio cancels the drift
-    known = drift.Drift("r", "f", 20, -0.1, math.log(1 / 0.85), (0, 20))
-    widened = compare.compare(reference, new, "base", {"cpu": known})
-    assert widened["shares"]["median_inside_rerun"] == [2, 2]
-    text = "\n".join(compare.lines(widened))
-    assert "goal: at least 80% of medians inside the interval for a rerun: 2 of 2 (100%), met" in text
-    assert ("goal: at least 80% of ratios inside the one-run interval (no earlier move of this machine's "
-            "ratios known): 1 of 1 (100%), met") in text  # the drift of older rows measured no ratio
-    assert "one-run interval (no earlier move of this machine's medians known): 0 of 2 (0%), missed" in "\n".join(
-        compare.lines(alone))
+    assert "median_inside_rerun" not in alone["shares"]  # the drift widening is gone: one mechanism
+    printed = {"base": {"median": [0.85e6, 1.05e6], "ratio": None, "runs": 2},
+               "x": {"median": [1.7e6, 2.1e6], "ratio": [1.9, 2.1], "runs": 2}}  # two earlier runs pooled
+    pooled = compare.compare(reference, new, "base", printed)
+    assert pooled["shares"]["median_inside_pooled"] == [2, 2] and pooled["shares"]["ratio_inside_pooled"] == [1, 1]
+    assert pooled["cells"][1]["pooled_runs"] == 2
+    text = "\n".join(compare.lines(pooled))
+    assert "goal: at least 80% of medians inside the interval the report printed: 2 of 2 (100%), met" in text
+    assert ("goal: at least 80% of medians inside the reference run's interval (the report printed none for "
+            "these medians): 0 of 2 (0%), missed") in "\n".join(compare.lines(alone))
 
 
-def test_drift_measures_how_far_a_rerun_moves_the_ratios_and_reproduce_holds_them_against_it():
+def test_the_intervals_the_report_printed_are_the_pooled_frames(committed_report):
+    data = committed_report
+    run_id = data.answer["cpu"]
+    printed = compare.printed_intervals(data.frame, "api_levels", run_id, "numpy")
+    cell = data.frame[(data.frame["run_id"] == run_id) & (data.frame["study"] == "api_levels")
+                      & (data.frame["status"] == "ok") & ~data.frame["thin"]].iloc[0]
+    found = printed[cell["cell_id"]]
+    assert found["runs"] == cell["runs"]
+    assert found["median"] == pytest.approx([cell["ci_low_ms"] * 1e6, cell["ci_high_ms"] * 1e6])
+
+
+def test_a_second_run_measures_how_far_the_ratios_move():
     row = reproduce_row([1.1, 1.1, 1.1])
     for c, r in zip(row["cells"], (1.02, 0.97, 1.0), strict=True):
         c["ratio_reference"], c["ratio_new"] = {"ratio": 2.0}, {"ratio": 2.0 * r}
     row["shares_by_device"]["cpu"]["ratio_inside"] = [2, 3]
-    found = drift.measured(row, "cpu")
+    found = reproduce.measured(row, "cpu")
     assert found.ratios == 3 and found.ratio_inside == (2, 3)
-    assert found.ratio_spread == pytest.approx(np.quantile(np.abs(np.log([1.02, 0.97, 1.0])), drift.QUANTILE))
+    assert found.ratio_spread == pytest.approx(np.quantile(np.abs(np.log([1.02, 0.97, 1.0])), reproduce.QUANTILE))
     assert found.ratio_spread < found.spread  # the ratios cancel the 10% move of every median
-    assert drift.widen_ratio(2.0, 2.2, found) == pytest.approx(
-        (2.0 * math.exp(-found.ratio_spread), 2.2 * math.exp(found.ratio_spread)))
-    assert drift.widen_ratio(2.0, 2.2, drift.measured(reproduce_row([1.1]), "cpu")) is None  # no ratio
     assert found.ratios_moved == pytest.approx(math.expm1(found.ratio_spread))  # what the sentence quotes
     row["cells"][0]["ratio_new"] = {"ratio": -1.0}
     with pytest.raises(ValueError, match="ratio"):
-        drift.measured(row, "cpu")
-    r = {"ratio": 2.1, "ci95_low": 2.0, "ci95_high": 2.2}
-    low, high = drift.widen_ratio(2.0, 2.2, found)
-    assert drift.rerun_times(r, found) == f"2.10x [rerun {sig3(low)}–{sig3(high)}]"
-    assert drift.rerun_times({**r, "ci95_low": math.nan}, found) == "2.10x"  # no interval to widen
-
-    base_a, pa = fake_process_rounds(5, [1e6] * 3)
-    x_a, px = fake_process_rounds(6, [2e6] * 3)
-    base_b, pb = fake_process_rounds(8, [1e6] * 3)
-    x_b, pxb = fake_process_rounds(9, [2.3e6] * 3)  # the ratio moved 15%: outside one run's interval
-    reference = [cell_row("base", "base", base_a, pa), cell_row("x", "x", x_a, px)]
-    new = [cell_row("base", "base", base_b, pb), cell_row("x", "x", x_b, pxb)]
-    moved = drift.Drift("r", "f", 20, 0.0, 0.2, (0, 20), ratios=20, ratio_spread=math.log(1.2))
-    result = compare.compare(reference, new, "base", {"cpu": moved})
-    assert result["shares"]["ratio_inside"] == [0, 1] and result["shares"]["ratio_inside_rerun"] == [1, 1]
-    assert "goal: at least 80% of ratios inside the interval for a rerun: 1 of 1 (100%), met" in "\n".join(
-        compare.lines(result))
+        reproduce.measured(row, "cpu")
 
 
 def cell(label, device, median, batch=1, machine="m", **more):
@@ -131,25 +124,18 @@ def test_the_committed_runs_first_screen_says_one_thread_and_the_resident_kernel
     assert note["cell"]["p99_ms"] == persistent["p99_ms"] and note["serves"] is not None  # one image at a time
     assert note["serves"]["per_over_best"] == pytest.approx(
         note["serves"]["per_image_ms"] / note["serves"]["best_per_image_ms"])
-    machine = headline.machine_of(data.frame, data.answer["cpu"])
-    layers = rundata.find(data.frame, "api_levels", "c/layers", machine=machine)
-    c = first_screen.c_note(data.frame, data.answer["cpu"])
-    assert c["default"] == "c/fused" and c["slow"]["label"] == "c/layers"
-    assert c["slow_over_default"] == pytest.approx(layers["median_ms"] / c["default_ms"])
     graph = rundata.find(data.frame, "api_levels", "cudnn/graph", device="gpu")
     assert first_screen.resident_note(data.frame, data.runs, graph) is None  # launched every call
 
 
-def test_the_headline_prints_an_interval_for_a_rerun_where_the_drift_is_known_and_says_what_intervals_cover():
+def test_the_headline_prints_the_pooled_interval_and_says_how_many_runs_each_pools():
     one = pd.Series(cell("c/fused", "cpu", 0.0061))
-    known = drift.Drift("r", "f", 22, -0.035, 0.08, (6, 22))
     assert headline.latency(one) == "6.1 µs [5.79–6.41 µs] `fused` *few processes*"
-    low, high = 0.0061 * 0.95 * math.exp(-0.08), 0.0061 * 1.05 * math.exp(0.08)
-    assert headline.latency(one, known) == f"6.1 µs [rerun {quote.interval(low, high)}] `fused` *few processes*"
-    note = first_screen.intervals_note({"cpu": "m", "gpu": "g"}, {("m", "cpu"): known})
-    assert note["moved"] == [{"machine": "m", "device": "cpu", "drift": known}] and note["alone"] == ["gpu"]
-    assert not note["ratios_moved"]  # the drift measured no ratio
-    assert first_screen.intervals_note({"cpu": "m"}, {})["moved"] == []  # no second run
+    frame = pd.DataFrame([cell("c/fused", "cpu", 0.0061, runs=3, runs_contended=1, study="api_levels"),
+                          cell("numpy/default", "cpu", 0.07, runs=2, runs_contended=0, study="api_levels")])
+    (found,) = rundata.pooling(frame, {"cpu": "r", "gpu": None})
+    assert found == {"device": "cpu", "machine": "m", "least": 2, "most": 3, "left_out": 1, "cells": 2}
+    assert first_screen.intervals_note([found]) == {"words": "intervals", "pooled": [found]}
 
 
 @pytest.mark.usefixtures("report_cache")

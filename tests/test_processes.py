@@ -162,8 +162,13 @@ def test_reproduce_reruns_a_study_and_writes_its_shares_as_a_row(tmp_path):
     (row,) = results.read_rows(folder)
     assert row["kind"] == "reproduce" and row["reference_run"] == "20000101-000000-ref"
     assert row["shares"]["median_inside"] == [1, 2] and (folder / "env.json").is_file()
-    assert list(folder.glob("r/*/results.jsonl.gz"))  # the second run's own rows, out of the report's sight
+    assert list(folder.glob("r/*/results.jsonl.gz"))  # the second run's own rows: pooled, never the newest run
     runs = rundata.latest_runs(rundata.load_runs(tmp_path / "res"))
+    (rerun,) = [r for r in rundata.load_runs(tmp_path / "res", reruns=True) if r["rerun"]]
+    assert rerun["study"] == "r" and rerun["run_id"] == folder.name
+    assert [r["run_id"] for r in rundata.latest_runs([*runs, rerun]) if r["study"] == "r"] == ["20000101-000000-ref"]
+    frame = rundata.load(tmp_path / "res")[1]  # the reference recorded no code (no provenance): its own result
+    assert set(frame["run_id"]) == {"20000101-000000-ref"} and frame["runs"].max() == 1
     details = "\n".join(reproduce.section(runs))
     assert "against `20000101-000000-ref`" in details and "1 of 2 (50%)" in details
 

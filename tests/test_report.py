@@ -38,8 +38,10 @@ def test_loc_equals_pygount_run_by_hand(loc_rows):
 
 
 def test_loc_counts_the_keras_package_once_for_three_backends(loc_rows):
-    keras_parts = [r["part"] for r in loc_rows if r["package"] == "lenet_keras"]
-    assert sorted(keras_parts) == sorted(set(keras_parts)) and "forward" in keras_parts  # once each
+    keras_files = [r["file"] for r in loc.files(loc_rows) if r["package"] == "lenet_keras"]
+    assert sorted(keras_files) == sorted(set(keras_files)) and "model.py" in keras_files  # once each
+    keras_parts = {r["part"] for r in loc_rows if r["package"] == "lenet_keras"}
+    assert "forward" in keras_parts and loc.FIRST in keras_parts  # each backend's first-written count too
     assert ("lenet_torch", "weight layout") in {(r["package"], r["part"]) for r in loc_rows}
     # training code is counted apart, so the inference comparison stays fair
     assert ("lenet_numpy", "training step") in {(r["package"], r["part"]) for r in loc_rows}
@@ -68,7 +70,7 @@ def committed_details(committed_report) -> str:
 
 def test_details_change_when_a_results_row_is_deleted(committed_report, committed_details, results_copy, loc_rows):
     data, before = committed_report, committed_details  # what the copy held before the row went
-    run = next(r for r in data.runs if r["study"] == "api_levels")  # a run in use
+    run = next(r for r in data.runs if r["study"] == "api_levels" and r["run_id"] == data.answer["cpu"])  # in use
     run_dir = results_copy / run["dir"].relative_to(DEFAULT_RESULTS)
     lines = rowfiles.text(run_dir).splitlines(keepends=True)
     victim = next(i for i, line in enumerate(lines)
@@ -78,18 +80,18 @@ def test_details_change_when_a_results_row_is_deleted(committed_report, committe
     rowfiles.rewrite(run_dir, "".join(lines))
     after = details.build(rundata.load_report(results_copy, loc_rows))
     assert before != after
-    median = details.ms(removed["stats"]["median_ns"] / 1e6)
+    # the answering run's cells are the rows shown (each pooling every run of its code on the machine):
+    # a cell the answering run lost is not shown, though an earlier run of the same code timed it
     section = lambda text: text.split("## Per-image latency")[1].split("## Cold start")[0]  # noqa: E731
-    row = f"| numpy/default | cpu | 1 | float32 | {median} |"
-    rows_of = lambda text: [line for line in section(text).splitlines()  # noqa: E731
-                            if line.startswith(row) and line.endswith(f"| {run['machine']} |")]
-    assert len(rows_of(before)) == 1 and rows_of(after) == []
-    # one machine's numpy row is gone; another machine's runs keep theirs
-    assert section(after).count("| numpy/default | cpu |") == section(before).count("| numpy/default | cpu |") - 1
+    row = "| numpy/default | cpu | 1 | float32 |"
+    calls = lambda text: [int(line.split("|")[10]) for line in section(text).splitlines()  # noqa: E731
+                          if line.startswith(row)]
+    assert len(calls(before)) == 1 and calls(after) == [], (calls(before), calls(after))
+    assert calls(before)[0] > sum(len(r) for r in removed["rounds_ns"])  # it pooled the rerun's calls too
 
 
 def test_details_numbers_come_from_rows(committed_report, committed_details):
-    text, frame = committed_details, committed_report.frame
+    text, frame = committed_details, details.answering(committed_report).frame  # the answering machines'
     ok = frame[(frame["study"] == "api_levels") & (frame["status"] == "ok")]
     for _, r in ok.iterrows():
         assert details.ms(r["median_ms"]) in text
@@ -99,8 +101,8 @@ def test_details_numbers_come_from_rows(committed_report, committed_details):
 
 
 def test_empty_results_give_a_report_that_says_so(tmp_path, loc_rows):
-    text = markdown.build(rundata.load_report(tmp_path, loc_rows))
-    assert "No results yet" in text and "_No runs yet._" in text
+    data = rundata.load_report(tmp_path, loc_rows)
+    assert "No results yet" in markdown.build(data) and "_No runs yet._" in details.build(data)
 
 
 @pytest.mark.slow
@@ -127,6 +129,10 @@ def test_committed_figures_and_report_are_reproduced_byte_for_byte_without_tenso
     assert (tmp_path / "DETAILS.md").read_text().startswith("# lenet-levels: the details")
     for name in ("REPORT.md", "DETAILS.md"):
         assert (tmp_path / name).read_text() == (ROOT / "reports" / name).read_text(), name
+    pages = sorted(p.name for p in (tmp_path / "machines").glob("*.md"))  # every other machine's page
+    assert pages == sorted(p.name for p in (ROOT / "reports" / "machines").glob("*.md"))
+    for name in pages:
+        assert (tmp_path / "machines" / name).read_text() == (ROOT / "reports" / "machines" / name).read_text(), name
     rebuilt = sorted(p.name for p in (tmp_path / "figures").glob("*.png"))
     assert "fig01_cost_vs_code.png" in rebuilt and "fig02_loc.png" in rebuilt and "fig03_latency.png" in rebuilt
     assert rebuilt == sorted(p.name for p in committed_figures.glob("*.png"))

@@ -34,7 +34,7 @@ def results_copy(tmp_path, report_cache):
 
 
 def answer_dir(results, device="cpu"):
-    frame = rundata.load(results)[1]
+    frame = rundata.load(results)[1]  # its `answering` column: the machine that answers for each device
     return results / "api_levels" / rundata.answer_run(frame, device)
 
 
@@ -45,24 +45,35 @@ def rewrite(run_dir, change_row=lambda row: row, change_env=lambda env: env):
     (run_dir / "env.json").write_text(json.dumps(change_env(env)))
 
 
-def test_the_headline_answers_for_the_newest_run_not_the_biggest(results_copy, loc_rows):
-    """A fresh run on a new machine (fewer cells than the committed ones) becomes the answer."""
-    newest = results_copy / "api_levels" / "29990101-000000-new-user-1"
-    shutil.copytree(answer_dir(results_copy), newest)
+def test_the_headline_answers_for_the_newest_machine_with_every_cpu_study_not_the_biggest(results_copy, loc_rows):
+    """A fresh machine (fewer cells than the committed ones) with a complete run of every CPU study
+    becomes the answer; MACHINE= names another."""
+    answering = rundata.load_report(results_copy, loc_rows)
     later = time.time() + 10 * 365 * 86400
 
     def shift(row):
         return {**row, "time": row["time"] - 1.7e9 + later} if "time" in row else row
 
-    rewrite(newest, shift, lambda env: {**env, "hostname": "fresh", "cpu": "Test CPU", "fingerprint": "f00d",
-                                        "host": {**env.get("host", {}), "model_name": "Test CPU"}})
+    def fresh(env):
+        return {**env, "hostname": "fresh", "cpu": "Test CPU", "fingerprint": "f00d",
+                "host": {**env.get("host", {}), "model_name": "Test CPU"}}
+
+    for study in rundata.CPU_STUDIES:
+        run = max((r for r in answering.runs if r["study"] == study and r["machine"] == answering.machines["cpu"]),
+                  key=lambda r: r["order"])
+        copied = results_copy / study / f"29990101-000000-new-user-{rundata.CPU_STUDIES.index(study)}"
+        shutil.copytree(run["dir"], copied)
+        rewrite(copied, shift, fresh)
+        marker = json.loads((copied / "complete.json").read_text())
+        (copied / "complete.json").write_text(json.dumps({**marker, "run_id": copied.name, "order": later}))
+    newest = "29990101-000000-new-user-0"
     data = rundata.load_report(results_copy, loc_rows)
     text = markdown.build(data)
-    assert data.answer["cpu"] == newest.name
-    assert "run `29990101-000000-new-user-1` on fresh: Test CPU, " in text
+    assert data.answer["cpu"] == newest and data.machines["cpu"].startswith("fresh: Test CPU")
+    assert f"run `{newest}` on fresh: Test CPU, " in text
     older = rundata.load_report(results_copy, loc_rows, machine="vm: AMD EPYC, 2 cores, AVX-512, peak 130 G "
                                 "MAC/s (not fingerprinted)")
-    assert older.answer["cpu"] != newest.name  # MACHINE= names another machine's runs
+    assert older.answer["cpu"] != newest  # MACHINE= names another machine's runs
     by_part = rundata.load_report(results_copy, loc_rows, machine="130 G")  # a part of one machine's name
     assert by_part.answer == older.answer
     with pytest.raises(HarnessError, match="names several machines"):
@@ -95,10 +106,12 @@ def test_fastest_is_the_minimum_over_the_answering_runs_batch1_cells(committed_r
 def test_the_floor_sentence_names_measure_floors_answer(committed_report):
     data = committed_report
     floors_said = {claim["device"]: claim["label"] for claim in markdown.floors(data)}  # what the floor line says
-    assert floors_said == {device: floor.fastest_measured(device, DEFAULT_RESULTS).label for device in ("cpu", "gpu")}
+    answered = {device: floor.fastest_measured(device, DEFAULT_RESULTS, run_id=data.answer[device]).label
+                for device in ("cpu", "gpu")}  # measure's floor of the answering machines' runs
+    assert floors_said == answered
     machine = headline.machine_of(data.frame, data.answer["cpu"])
     said = details.build(data)  # DETAILS' machine findings name the same floor, never a typed one
-    assert f"The fastest call measured on this CPU is {floor.fastest_measured('cpu', DEFAULT_RESULTS).label}" in said
+    assert f"The fastest call measured on this CPU is {answered['cpu']}" in said
     assert machine_findings.machine_fastest(data.frame, machine)["label"] == data.floors["cpu"].label
 
 
@@ -125,12 +138,15 @@ def test_a_stale_cell_is_marked_where_it_is_quoted(results_copy, loc_rows):
     rewrite(run_dir, change_env=lambda env: {**env, "provenance": current})
     text = markdown.build(rundata.load_report(results_copy, loc_rows))
     row = next(line for line in text.splitlines() if line.startswith("| raw library: oneDNN |"))
-    assert "*stale*" not in row  # recorded and unchanged: current
+    assert quote.SYMBOLS["stale"] not in row  # recorded and unchanged: current
 
     old = {**current, "sources": {**current["sources"], "onednn": "0" * 64, "cuda": "0" * 64}}
     rewrite(run_dir, change_env=lambda env: {**env, "provenance": old})
     data = rundata.load_report(results_copy, loc_rows)
     text = markdown.build(data)
+    row = next(line for line in text.splitlines() if line.startswith("| raw library: oneDNN |"))
+    assert quote.SYMBOLS["stale"] in row and f"{quote.SYMBOLS['stale']} measured on an earlier version" in text
+    text = details.build(data)  # the full table says it in words, and what changed
     row = next(line for line in text.splitlines() if line.startswith("| raw library: oneDNN |"))
     assert "*stale*" in row and "*stale*: measured on older code" in text
     assert "*stale* onednn: lenet_onednn changed since it was measured (sources 00000000 ->" in text

@@ -32,7 +32,7 @@ def commands() -> list[Command]:
 def gpu_study_command() -> Command:
     return command(
         "gpu-study", "the whole GPU half in one command, into one archive", cmd_gpu_study,
-        out(None, "folder for results, logs, manifest, archive (a new one each campaign)"),
+        out(None, "folder for the archive and the console log (the results, logs and manifest: --work)"),
         option("--plan", action="store_true",
                help="print the steps in order with each one's seconds in the newest manifest that ran "
                     "it, and where the budget ends; run nothing (no GPU needed)"),
@@ -135,7 +135,7 @@ def cmd_gpu_study(args: argparse.Namespace) -> int:
         print("\n".join(gpu_study.step_plan(todo, measured, budget)))
         return 0
     if args.out is None:
-        raise HarnessError("gpu-study: --out DIR is needed (a new folder for the campaign's results)")
+        raise HarnessError("gpu-study: --out DIR is needed (the folder for its archive and console log)")
     absent = gpu.absent_reason()
     if absent:
         raise Unavailable(f"gpu-study needs a GPU: {absent}")

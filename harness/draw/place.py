@@ -5,11 +5,13 @@ marker, and stays inside its axes.
     boxes_overlap(a, b)                       whether two boxes (display units) overlap
     inside(ax, text)                          whether a text lies within its axes
     nearest(box, centres)                     the point nearest a label's box (its own, or it misleads)
-    place_labels(ax, points, texts, sides)    each label beside its point, clear of the others
+    place_labels(ax, points, texts, sides)    each label beside its point, clear of the others (a
+                                              crowded one farther off, with a leader line to it)
     sides_away(centres, defaults, band_px)    each label's side: away from its nearest level neighbour
     fit_label(ax, x0, x1, y, texts, **kw)     the first text that fits between x0 and x1, or none
 """
 
+import math
 from collections.abc import Sequence
 
 from matplotlib.axes import Axes
@@ -36,6 +38,13 @@ def renderer(ax: Axes) -> RendererBase:
     return fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg's canvas has it
 
 
+def text_box(text: Text, r: RendererBase) -> Bbox:
+    """The box of a label's words alone (an annotation's own box also holds its leader line)."""
+    if isinstance(text, Annotation):
+        text.update_positions(r)  # where its words go: an annotation places them when measured
+    return Text.get_window_extent(text, r)
+
+
 def boxes_overlap(a: Bbox, b: Bbox, pad: float = PAD_PX) -> bool:
     return a.x0 < b.x1 + pad and b.x0 < a.x1 + pad and a.y0 < b.y1 + pad and b.y0 < a.y1 + pad
 
@@ -51,7 +60,7 @@ def nearest(box: Bbox, centres: Sequence[tuple[float, float]]) -> int:
 
 def inside(ax: Axes, text: Text) -> bool:
     """Whether the text's box lies within its axes' box."""
-    box, frame = text.get_window_extent(renderer(ax)), ax.get_window_extent(renderer(ax))
+    box, frame = text_box(text, renderer(ax)), ax.get_window_extent(renderer(ax))
     return frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
 
 
@@ -134,16 +143,44 @@ def _place(ax: Axes, points: Sequence[tuple[float, float]], texts: Sequence[str]
                     and nearest(box, centres) == k):
                 break
         else:
-            stuck.append(k)
             if label is not None:
                 label.remove()
-            dx, dy, ha = _offsets(sides[k])[0]
-            label = ax.annotate(texts[k], points[k], xytext=(dx, dy), textcoords="offset points", ha=ha,
-                                va="center", fontsize=fontsize)
+            label = _led(ax, points[k], texts[k], sides[k], placed, markers, fontsize)
+            if label is None:
+                stuck.append(k)
+                dx, dy, ha = _offsets(sides[k])[0]
+                label = ax.annotate(texts[k], points[k], xytext=(dx, dy), textcoords="offset points", ha=ha,
+                                    va="center", fontsize=fontsize)
         assert label is not None
-        placed.append(label.get_window_extent(r))
+        placed.append(text_box(label, r))
         out[k] = label
     return [out[k] for k in range(len(points))], stuck
+
+
+# Farther places for a label whose point is crowded (points): on a ring around the point, its own side
+# first; such a label is joined to its point by a thin leader line, so it cannot read as another's.
+LEADER_RINGS = (22, 32, 44, 58)
+LEADER_ANGLES = (0, 30, -30, 60, -60, 90, -90, 120, -120, 150, -150, 180)
+LEADER = {"arrowstyle": "-", "color": "#888888", "linewidth": 0.6, "shrinkA": 0, "shrinkB": 3}
+
+
+def _led(ax: Axes, point: tuple[float, float], text: str, side: int, placed: list[Bbox],
+         markers: list[Bbox], fontsize: float) -> Annotation | None:
+    """The label at the first clear place on LEADER_RINGS (inside the axes, covering no label placed
+    and no marker), with a leader line to its point; None where no place is clear."""
+    r = renderer(ax)
+    for radius in LEADER_RINGS:
+        for angle in LEADER_ANGLES:
+            dx = side * radius * math.cos(math.radians(angle))
+            dy = radius * math.sin(math.radians(angle))
+            ha = "left" if dx > 1 else "right" if dx < -1 else "center"
+            label = ax.annotate(text, point, xytext=(dx, dy), textcoords="offset points", ha=ha,
+                                va="center", fontsize=fontsize, arrowprops=LEADER)
+            box = text_box(label, r)
+            if inside(ax, label) and not any(boxes_overlap(box, o) for o in [*placed, *markers]):
+                return label
+            label.remove()
+    return None
 
 
 def fit_label(ax: Axes, x0: float, x1: float, y: float, texts: Sequence[str], **style: object) -> Text | None:

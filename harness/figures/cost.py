@@ -75,49 +75,65 @@ def point(ax: Axes, x: float, cell: pd.Series, device: str, implementation: str,
                 markeredgewidth=0.5 if filled else 1.6, zorder=4 if filled else 3)
 
 
-def fig_cost(data: ReportData, out: Path) -> Path | None:
-    drawn = arrows(data)
-    if not drawn:
-        return None
-    fig, ax = plt.subplots(figsize=(9, 6))
-    for a in drawn:
-        point(ax, a["x"], a["head"], a["device"], a["implementation"], filled=True)
+def panel(ax: Axes, drawn: list[dict], device: str, machine: str, ylim: tuple[float, float]) -> None:
+    """One device's panel: its levels' markers, arrows and labels, on the shared latency scale."""
+    mine = [a for a in drawn if a["device"] == device]
+    for a in mine:
+        point(ax, a["x"], a["head"], device, a["implementation"], filled=True)
         if not same_call(a):
-            point(ax, a["x"], a["tail"], a["device"], a["implementation"], filled=False)
+            point(ax, a["x"], a["tail"], device, a["implementation"], filled=False)
             ax.annotate("", xy=(a["x"], a["head"]["median_ms"]), xytext=(a["x"], a["tail"]["median_ms"]),
                         arrowprops={"arrowstyle": "-|>", "color": colour(a["implementation"]), "lw": 1.3,
                                     "shrinkA": 6, "shrinkB": 6, "mutation_scale": 11}, zorder=2)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    xs = [a["x"] for a in drawn]
-    ax.set_xlim(min(xs) / 1.8, max(xs) * 1.8)
-    cells = [c for a in drawn for c in (a["tail"], a["head"]) if c is not None]
-    low = min(dotplot.ends(c)[0] for c in cells)
-    high = max(dotplot.ends(c)[1] for c in cells)
-    ax.set_ylim(low / 1.8, high * 1.8)  # every marker and whisker inside the axes
+    xs = [a["x"] for a in drawn]  # both panels on one x range: lines of code read alike
+    ax.set_xlim(min(xs) / 2.2, max(xs) * 1.6)
+    ax.set_ylim(*ylim)
     ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: fmt_ms(v)))
     ax.grid(True, which="major", color="#EEEEEE", zorder=0)
-    machines = pick.answering_machines(data)
-    handles = [matplotlib.lines.Line2D([], [], marker=DEVICE_MARKER[d], color="#555555", linestyle="none",
-                                       label=f"{d.upper()}: {short_machine(machines[d])}")
-               for d in DEVICE_MARKER if d in machines]
-    handles += [matplotlib.lines.Line2D([], [], marker="o", color="#555555", markerfacecolor="white",
-                                        markeredgewidth=1.6, linestyle="none", label="as first written"),
-                matplotlib.lines.Line2D([], [], marker="o", color="#555555", linestyle="none",
-                                        label="fastest call measured (arrow: from first written)")]
-    ax.legend(handles=handles, frameon=False, fontsize=7, loc="lower left")
-    ax.set_title("Fig. 1  What each level costs per image, as first written and at its fastest", fontsize=11)
-    ax.set_xlabel("lines of code for inference (pygount; log scale)")
-    ax.set_ylabel("per-image latency at batch 1, median (log scale)")
-    layout(fig)  # the labels are measured in the figure's final layout
+    ax.set_title(f"{device.upper()}: {short_machine(machine)}", fontsize=9, loc="left")
+    ax.set_xlabel("lines of code for inference (log scale)")
+
+
+def label_panel(ax: Axes, drawn: list[dict], device: str) -> None:
+    """Each level's label beside its first-written marker (or its one marker), clear of the others."""
+    mine = [a for a in drawn if a["device"] == device]
+    if not mine:
+        return
     place.renderer(ax)  # the PNG's dpi, before measuring in display units
-    anchors = [a["tail"] if a["tail"] is not None else a["head"] for a in drawn]  # a label at its tail
-    xy = [(a["x"], c["median_ms"]) for a, c in zip(drawn, anchors, strict=True)]
-    heads = [(a["x"], a["head"]["median_ms"]) for a in drawn if not same_call(a)]
-    sides = place.sides_away([tuple(ax.transData.transform(q)) for q in xy],
-                             [-1 if a["device"] == "gpu" else 1 for a in drawn])
-    place.place_labels(ax, xy, [label(a, drawn) for a in drawn], sides, others=heads)
+    anchors = [a["tail"] if a["tail"] is not None else a["head"] for a in mine]  # a label at its tail
+    xy = [(a["x"], c["median_ms"]) for a, c in zip(mine, anchors, strict=True)]
+    heads = [(a["x"], a["head"]["median_ms"]) for a in mine if not same_call(a)]
+    sides = place.sides_away([tuple(ax.transData.transform(q)) for q in xy], [1] * len(mine))
+    place.place_labels(ax, xy, [label(a, mine) for a in mine], sides, others=heads)
+
+
+def fig_cost(data: ReportData, out: Path) -> Path | None:
+    drawn = arrows(data)
+    if not drawn:
+        return None
+    machines = pick.answering_machines(data)
+    devices = [d for d in DEVICE_MARKER if any(a["device"] == d for a in drawn)]
+    fig, axes = plt.subplots(1, len(devices), figsize=(6.2 * len(devices), 6.4), sharey=True, squeeze=False)
+    cells = [c for a in drawn for c in (a["tail"], a["head"]) if c is not None]
+    low = min(dotplot.ends(c)[0] for c in cells)
+    high = max(dotplot.ends(c)[1] for c in cells)
+    ylim = (low / 1.8, high * 1.8)  # every marker and whisker inside the axes
+    for ax, device in zip(axes[0], devices, strict=True):
+        panel(ax, drawn, device, machines.get(device, ""), ylim)
+    axes[0][0].set_ylabel("per-image latency at batch 1, median (log scale)")
+    handles = [matplotlib.lines.Line2D([], [], marker="o", color="#555555", markerfacecolor="white",
+                                       markeredgewidth=1.6, linestyle="none", label="as first written"),
+               matplotlib.lines.Line2D([], [], marker="o", color="#555555", linestyle="none",
+                                       label="fastest call measured (arrow: from first written)")]
+    axes[0][0].legend(handles=handles, frameon=False, fontsize=7, loc="lower left")
+    fig.suptitle("Fig. 1  What each level costs per image, as first written and at its fastest", fontsize=11)
+    place.renderer(axes[0][0])  # the PNG's dpi first: the layout is the one the PNG is saved with
+    layout(fig)  # the labels are measured in the figure's final layout
+    for ax, device in zip(axes[0], devices, strict=True):
+        label_panel(ax, drawn, device)
     return save(fig, out)

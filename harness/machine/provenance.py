@@ -9,8 +9,10 @@ the package after the run started, and as unknown where there is no git history 
 
     package_files(package, root) -> [Path]          the files a level's sources are
     level_hash(implementation, root) -> str | None  None: no package (the null level)
+    timing_hash(root) -> str | None                 the harness's timing code (TIMING_FILES), hashed
+    timing_at(commit, root) -> str | None           the same, as it was at a recorded commit (git)
     collect(implementations, root) -> dict          {commit, dirty (a tracked file outside reports/
-                                                    differs from it), sources: {impl: hash}}
+                                                    differs from it), sources: {impl: hash}, timing}
     change(provenance, implementation, started, root) -> str | None
                                                     why the level is stale, or None if current
     analyze(path, group) -> pygount.SourceAnalysis  a source file's lines of code as pygount counts
@@ -28,6 +30,11 @@ from typing import Any
 from harness import ROOT, registry
 
 UNKNOWN = "unknown"  # a run without recorded sources, and no git history to ask
+# The harness's timing code: the clock around each call, warm-up and cold start (worker), a train
+# mode's timed step (training), and the rounds, processes and load samples around them (runner).
+# Two runs are one result only where these were the same (harness.report.claims.rundata.result_key).
+TIMING_FILES = ("harness/measure/inside/worker.py", "harness/measure/inside/training.py",
+                "harness/measure/runner.py")
 
 
 def package_files(package: str, root: Path = ROOT) -> list[Path]:
@@ -55,13 +62,47 @@ def git(root: Path, *args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def blob_id(data: bytes) -> str:
+    """git's object id of a file's bytes (`git hash-object`): the same from the working tree now
+    and from a commit's tree later, so a run that recorded none can be given it (timing_at)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def timing_of(blobs: dict[str, str]) -> str:
+    """sha256 over each timing file's path and git object id, in TIMING_FILES' order."""
+    digest = hashlib.sha256()
+    for path in TIMING_FILES:
+        digest.update(path.encode() + b"\0" + blobs.get(path, "-").encode() + b"\0")
+    return digest.hexdigest()
+
+
+def timing_hash(root: Path = ROOT) -> str | None:
+    """The timing code as it is in the checkout at root (None where a file is missing)."""
+    files = {path: root / path for path in TIMING_FILES}
+    if not all(f.is_file() for f in files.values()):
+        return None
+    return timing_of({path: blob_id(f.read_bytes()) for path, f in files.items()})
+
+
+@cache
+def timing_at(commit: str, root: Path = ROOT) -> str | None:
+    """The timing code as it was at `commit` (its tree's object ids, `git ls-tree`), for a run that
+    recorded its commit but not its timing code; None where git cannot say (no such commit here)."""
+    out = git(root, "ls-tree", commit, "--", *TIMING_FILES)
+    if not out:
+        return None
+    blobs = {line.split("\t", 1)[1]: line.split()[2] for line in out.splitlines() if "\t" in line}
+    return timing_of(blobs) if set(blobs) == set(TIMING_FILES) else None
+
+
 def collect(implementations: Iterable[str], root: Path = ROOT) -> dict:
-    """The commit checked out (and whether the tree had changes) and each level's source hash."""
+    """The commit checked out (and whether the tree had changes), each level's source hash and the
+    timing code's (timing_hash: from the files themselves, so a dirty tree records what ran)."""
     # reports/ is what a run writes (make run-all's verify files come first): not the code measured
     status = git(root, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)reports")
     hashes = {impl: level_hash(impl, root) for impl in sorted(set(implementations))}
     return {"commit": git(root, "rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
-            "sources": {impl: h for impl, h in hashes.items() if h is not None}}
+            "sources": {impl: h for impl, h in hashes.items() if h is not None}, "timing": timing_hash(root)}
 
 
 @cache

@@ -63,8 +63,9 @@ def load_results(args: argparse.Namespace, every_run: bool = False) -> "rundata.
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """REPORT.md at --out, and DETAILS.md beside it."""
+    """REPORT.md at --out, DETAILS.md beside it, and every other machine's page in machines/ beside them."""
     from harness.report import details, markdown
+    from harness.report.sections import machine_pages
 
     data = load_results(args, every_run=True)  # every committed run, for repeatability
     for line in markdown.stale_lines(data.frame, data.answer):
@@ -77,4 +78,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"wrote {markdown.write(markdown.build(data), out)}")
     detail_path = out.with_name("DETAILS.md")
     print(f"wrote {markdown.write(details.build(data), detail_path)}")
+    pages = machine_pages.write(machine_pages.pages(data), out.parent / machine_pages.FOLDER)
+    print(f"wrote {len(pages)} machine pages in {out.parent / machine_pages.FOLDER}")
     return 0

@@ -3,15 +3,18 @@ alone (and loc.csv): the findings machine by machine, each study's full table, t
 verify and verify-train, the cells not measured grouped by reason, noisy cells, repeatability
 and the runs behind the report. `python -m harness report` writes it beside REPORT.md."""
 
+import dataclasses
 from collections import Counter
+from pathlib import Path
 
 import pandas as pd
 
+from harness import ROOT, registry
 from harness.draw.style import caption
-from harness.machine.versions import cuda_runtime, cudnn_version
 from harness.measure.store import stats
-from harness.report.claims import bill, headline, reproduce, validity
-from harness.report.claims.rundata import ReportData, find, ratio_ci, source, study_rows
+from harness.report import markdown
+from harness.report.claims import bill, headline, loc, reproduce, validity
+from harness.report.claims.rundata import ReportData, find, ratio_ci, study_rows
 from harness.report.markup import quote, tables, words
 from harness.report.markup.style import ok_cells
 from harness.report.markup.tables import fmt_ratio, ms, table
@@ -44,13 +47,12 @@ def latency_table(frame: pd.DataFrame, study: str, with_device: bool = False) ->
         flags = " ".join(quote.marks(r))
         row = [r["label"], r["device"], r["batch_size"], r["dtype"], ms(r["median_ms"]),
                quote.ci_column(r), ms(r["p90_ms"]), ms(r["p99_ms"]),
-               ms(r["min_ms"]), r["n"], fmt_ratio(rel), flags or "-", r["machine"]]
+               ms(r["min_ms"]), r["n"], fmt_ratio(rel), flags or "-"]
         if with_device:
             row.insert(5, ms(r["device_median_ms"]))
         rows.append(row)
     headers = ["implementation/variant", "device", "batch", "dtype", "median", "95% CI of median",
-               "p90", "p99", "min", "calls", f"x {reference.split('/')[0]} (within rounds) [95% CI]", "flags",
-               "machine"]
+               "p90", "p99", "min", "calls", f"x {reference.split('/')[0]} (within rounds) [95% CI]", "flags"]
     if with_device:
         headers.insert(5, "device time (median)")
     return table(headers, rows)
@@ -81,30 +83,22 @@ def lines(block: list[str]) -> str:
     return "\n".join(block)
 
 
-def environments(data: ReportData) -> str:
-    env_rows = [environment_row(run) for run in data.runs]
-    return (table(["study", "run", "host", "CPU", "cores", "GPU", "driver", "CUDA runtime", "cuDNN",
-                   "Python", "TF", "Keras", "JAX", "PyTorch", "NumPy", "threads", "load avg"], env_rows)
-            if env_rows else "_No runs yet._")
-
-
-def environment_row(run: dict) -> list[object]:
-    """A run's machine, GPU, driver and library versions, threads and load."""
-    env = run["env"]
-    pk = env.get("packages", {})
-    gpus = env.get("gpus") or []
-    return [run["study"], run["run_id"], env.get("hostname", "-"), env.get("cpu", "-"),
-            env.get("cpus_usable", "-"), ", ".join(g["name"] for g in gpus) or "none",
-            gpus[0]["driver"] if gpus else "-", cuda_runtime(env) or "-", cudnn_version(env) or "-",
-            env.get("python", "-"), pk.get("tensorflow") or pk.get("tensorflow-cpu") or "-",
-            pk.get("keras", "-"), pk.get("jax", "-"), pk.get("torch", "-"), pk.get("numpy", "-"),
-            (env.get("threads") or {}).get("OPENBLAS_NUM_THREADS", "-"), env.get("loadavg") or "-"]
-
-
 def code_lines(data: ReportData) -> str:
-    return table(["package", "API level", "part", "files", "code lines", "comment lines"],
-                 [[r["package"], r["api_level"], r["part"], r["files"], r["code"], r["comment"]]
-                  for r in data.loc_rows])
+    """Each level's lines as first written (the headline's: loc.first_written), what they count, and
+    every variant's inference lines; then every counted file's lines."""
+    whole: dict[str, int] = {}
+    for r in loc.files(data.loc_rows):
+        if r["part"] not in loc.APART:
+            whole[r["package"]] = whole.get(r["package"], 0) + r["code"]
+    levels = table(["level", "as first written (the headline's)", "what it counts",
+                    "every variant's inference lines"],
+                   [[registry.display(name), loc.first_written(data.loc_rows, name) or "–",
+                     ", ".join(f"`{i}`" for i in loc.first_written_code(name)) or "every inference file",
+                     whole.get(registry.spec(name).package or "", "–")] for name in registry.levels()])
+    files = table(["package", "file", "part", "code lines", "comment lines"],
+                  [[r["package"], r["file"], r["part"], r["code"], r["comment"]]
+                   for r in loc.files(data.loc_rows)])
+    return levels + "\n\n" + files
 
 
 def cold_starts(data: ReportData) -> str:
@@ -112,13 +106,13 @@ def cold_starts(data: ReportData) -> str:
     if cold.empty:
         return "_None._"
     return table(["implementation/variant", "device", "own process", "framework import", "first call",
-                  "steady-state median", "first / steady", "machine"],
+                  "steady-state median", "first / steady"],
                  [[r["label"], r["device"], "yes" if r["own_process"] else "no",
                    f"{r['import_s']:.2f} s" if r["own_process"] else "–",
                    ms(r["cold_start_ms"]) if r["own_process"] else "–",
                    ms(r["median_ms"]),
-                   tables.sig3(r["cold_start_ms"] / r["median_ms"]) if r["own_process"] else "–",
-                   r["machine"]] for _, r in cold.iterrows()])
+                   tables.sig3(r["cold_start_ms"] / r["median_ms"]) if r["own_process"] else "–"]
+                  for _, r in cold.iterrows()])
 
 
 def explain(data: ReportData) -> list[str]:
@@ -129,38 +123,98 @@ def explain(data: ReportData) -> list[str]:
 
 
 def throughput(data: ReportData) -> str:
+    """Images per second of each call and device (a row) at each batch size the sweep timed (a column),
+    the median call's time beside it."""
     sweep = ok_cells(data.frame, "batch_sweep")
     if sweep.empty:
         return "_No results for study `batch_sweep` yet._"
-    return table(["implementation/variant", "device", "batch", "median per call", "images/s", "machine"],
-                 [[r["label"], r["device"], r["batch_size"], ms(r["median_ms"]),
-                   f"{r['images_per_s']:,.0f}", r["machine"]] for _, r in sweep.iterrows()])
+    batches = sorted(int(b) for b in sweep["batch_size"].unique())
+    rows: dict[tuple[str, str], dict[int, str]] = {}
+    for _, r in sweep.iterrows():
+        rows.setdefault((r["label"], r["device"]), {})[int(r["batch_size"])] = (
+            f"{r['images_per_s']:,.0f} ({ms(r['median_ms'])})")
+    return table(["implementation/variant", "device", *(f"batch {b}: images/s (a call)" for b in batches)],
+                 [[label, device, *(found.get(b, "–") for b in batches)]
+                  for (label, device), found in rows.items()])
 
 
 def verify(data: ReportData) -> str | None:
-    """verify's rows, where there are any (None: the section is left out)."""
+    """verify's rows, where there are any (None: the section is left out): the calls that agreed with
+    the reference on every image, one row per device, dtype and number of images (their accuracies'
+    range, their largest difference); every other row on its own."""
     if not data.verify_rows:
         return None
-    return table(["file", "implementation/variant", "device", "dtype", "status", "accuracy",
-                  "argmax agreement", "max abs diff"],
-                 [[source(v), f"{v['implementation']}/{v['variant']}", v["device"],
-                   v.get("dtype", "float32"), v["status"],
-                   f"{v['accuracy']:.4f}" if "accuracy" in v else "-",
-                   f"{v['agree']}/{v['images']}" if "agree" in v else "-",
-                   f"{v['max_abs_diff']:.1e}" if "max_abs_diff" in v else v.get("reason", "-")]
-                  for v in data.verify_rows])
+    whole: dict[tuple, list[dict]] = {}
+    rest = []
+    for v in data.verify_rows:
+        if v["status"] == "ok" and "agree" in v and v["agree"] == v.get("images") and "max_abs_diff" in v:
+            whole.setdefault((v["device"], v.get("dtype", "float32"), v["images"]), []).append(v)
+        else:
+            rest.append(v)
+    rows = []
+    for (device, dtype, images), group in whole.items():
+        accuracy = sorted({f"{v['accuracy']:.4f}" for v in group if "accuracy" in v})
+        rows.append([device, dtype, ", ".join(f"{v['implementation']}/{v['variant']}" for v in group), "ok",
+                     "–".join(dict.fromkeys([accuracy[0], accuracy[-1]])) if accuracy else "-",
+                     f"all {images}/{images}", f"≤ {max(v['max_abs_diff'] for v in group):.1e}"])
+    rows += [[v["device"], v.get("dtype", "float32"), f"{v['implementation']}/{v['variant']}", v["status"],
+              f"{v['accuracy']:.4f}" if "accuracy" in v else "-",
+              f"{v['agree']}/{v['images']}" if "agree" in v else "-",
+              f"{v['max_abs_diff']:.1e}" if "max_abs_diff" in v else v.get("reason", "-")] for v in rest]
+    return table(["device", "dtype", "implementation/variant", "status", "accuracy", "argmax agreement",
+                  "max abs diff"], rows)
+
+
+GLOSSARY = ROOT / "docs" / "glossary.md"  # the one source of the words' meanings, printed at DETAILS' head
+
+
+REPORT_TERMS = "## Terms of the report"  # the glossary section DETAILS prints
+
+
+def glossary(path: Path = GLOSSARY) -> str:
+    """docs/glossary.md's terms of the report: the list under REPORT_TERMS, to the next section."""
+    name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    text = path.read_text() if path.is_file() else ""
+    if REPORT_TERMS not in text:
+        return f"_{name} has no section `{REPORT_TERMS}`._"
+    section = text.split(REPORT_TERMS, 1)[1].split("\n## ", 1)[0]
+    start = section.find("\n- ")
+    return section[start + 1:].strip() if start >= 0 else section.strip()
+
+
+def answering(data: ReportData) -> ReportData:
+    """The data of the machines that answer (each device's answering api_levels run's machine): each
+    device's cells of its machine, and those machines' runs. Every other machine is on a page of its
+    own; DETAILS' tables show these two."""
+    machines = {d: headline.machine_of(data.frame, run_id) for d, run_id in data.answer.items()}
+    machines = {d: m for d, m in machines.items() if m is not None}
+
+    def mine(frame: pd.DataFrame) -> pd.DataFrame:
+        if frame.empty:
+            return frame
+        keep = pd.Series(False, index=frame.index)
+        for device, machine in machines.items():
+            keep |= (frame["device"] == device) & (frame["machine"] == machine)
+        return frame[keep]
+
+    runs = [r for r in data.runs if r["machine"] in machines.values()]
+    return dataclasses.replace(data, runs=runs, frame=mine(data.frame), history=mine(data.history))
 
 
 def claims(data: ReportData) -> dict:
-    """What DETAILS.md says, as data (templates/details.md.j2 words it): each section's table or the
-    block of lines its module makes."""
+    """What DETAILS.md says, as data (templates/details.md.j2 words it): the opening section
+    markdown.full computes (the machines table: every machine), then each section's table or the block
+    of lines its module makes, of the answering machines (answering)."""
+    opening = markdown.full(data)
+    data = answering(data)
     frame = data.frame
     return {
+        **opening, "glossary": glossary(),
         "findings": machine_findings.findings(frame, data.loc_rows, data.runs)
         + explain_section.headline(study_rows(data.runs, "explain", only_ok=False)),
         "resamples": stats.BOOTSTRAP_RESAMPLES, "noisy_share": stats.NOISY_CI_OVER_MEDIAN,
         "crosschecks": validity.crosscheck_lines(data.crosschecks),
-        "environments": environments(data), "code_lines": code_lines(data),
+        "code_lines": code_lines(data),
         "latency": latency_table(frame, "api_levels"), "cold_starts": cold_starts(data),
         "bill": lines(bill.section(frame, data.answer)),
         "overhead": latency_table(frame, "overhead", with_device=True),

@@ -1,7 +1,9 @@
-"""reports/REPORT.md, the answer on its first screen: the question, the headline table, Fig. 1
-(cost against code) and at most six findings; then the figures in reading order with captions,
-a glossary, the machines and the method. Every number is read from a results row or loc.csv;
-every other table is in DETAILS.md (harness/report/details.py). `python -m harness report`."""
+"""reports/REPORT.md, the answer first: the six questions its readers bring, each answered from
+the rows (harness.report.sections.questions), each device's compact table (sections.device_tables),
+Fig. 1 and the figures in reading order with their captions. DETAILS.md (harness/report/details.py)
+holds what a reader does not need first; `full` computes its opening section (the full table with
+its intervals, its notes and the findings), and the machines and the method are there too. Every
+number is read from a results row or loc.csv. `python -m harness report`."""
 
 from pathlib import Path
 
@@ -10,16 +12,26 @@ import pandas as pd
 from harness import DEFAULT_REPORT, registry
 from harness.draw.style import fmt_ms
 from harness.machine.files import write_atomic
-from harness.report.claims import drift, headline, validity
-from harness.report.claims.rundata import ReportData
+from harness.measure.store import stats
+from harness.report.claims import headline
+from harness.report.claims.rundata import ReportData, pooling
 from harness.report.markup import quote, words
-from harness.report.sections import cpu_floor, findings, first_screen, machines
+from harness.report.sections import (
+    cpu_floor,
+    device_tables,
+    findings,
+    first_screen,
+    machine_pages,
+    machines,
+    questions,
+)
 from harness.report.sections.gpu_floor_section import MACS
 
 REPORT_PATH = DEFAULT_REPORT
 
 TEMPLATE = "report.md.j2"  # in harness/report/templates/: the words; this module computes what they say
-NOTES = "first_screen.md.j2"  # the notes beside the headline (sections/first_screen.py's claims)
+NOTES = "first_screen.md.j2"  # the notes beside DETAILS' full table (sections/first_screen.py's claims)
+DEVICES = ("cpu", "gpu")
 
 
 # Datasheet FP32 peaks (non-tensor-core), for the arithmetic line only: not measurements.
@@ -49,16 +61,20 @@ def gpu_peak(machines_by_device: dict) -> dict | None:
 
 def sources(data: ReportData, by_device: dict) -> list[dict]:
     """Which runs the headline reads: each device's run id, machine, start and commit (None where
-    none was recorded)."""
+    none was recorded), and `pooled`: the other runs its cells pool (rundata.pool), oldest first."""
     out = []
     for device, run_id in data.answer.items():
         run = next((r for r in data.runs if r["run_id"] == run_id and r["study"] == "api_levels"), None)
         if run is None:
             continue
         prov = run["env"].get("provenance") or {}
+        cells = data.frame[(data.frame["run_id"] == run_id) & (data.frame["study"] == "api_levels")
+                           & (data.frame["device"] == device)]
+        ids = cells["pooled_runs"] if "pooled_runs" in cells else []
+        pooled = [r for found in ids for r in found if r != run_id]
         out.append({"device": device, "run_id": run_id, "machine": by_device[device],
                     "started": run["started"], "commit": prov.get("commit") or None,
-                    "dirty": bool(prov.get("dirty"))})
+                    "dirty": bool(prov.get("dirty")), "pooled": list(dict.fromkeys(pooled))})
     return out
 
 
@@ -91,42 +107,60 @@ def other_studies(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None
     return [{"study": study, "cells": cells} for study, cells in sorted(others.items())]
 
 
-def caveats(data: ReportData, by_device: dict, drifts: dict) -> list[str]:
+def caveats(data: ReportData) -> list[str]:
     """The first screen's notes beside the headline (harness.report.sections.first_screen), each a
     paragraph; a note with nothing to say is left out."""
     levels, _machines = headline.levels(data.frame, data.loc_rows, data.answer)
     gpu_cells = [lv.cells["gpu"] for lv in levels
                  if "gpu" in lv.cells and registry.computes(lv.implementation)]
     fastest_gpu = min(gpu_cells, key=lambda c: c["median_ms"]) if gpu_cells else None
-    notes = [first_screen.intervals_note(by_device, drifts),
+    notes = [first_screen.intervals_note(pooling(data.frame, data.answer)),
              first_screen.threads_note(first_screen.cpu_threads(data.runs, data.answer.get("cpu"))),
-             first_screen.c_note(data.frame, data.answer.get("cpu")),
              first_screen.resident_note(data.frame, data.runs, fastest_gpu)]
     return [words.say(NOTES, note.pop("words"), **note) for note in notes if note]
 
 
-def claims(data: ReportData) -> dict:
-    """What REPORT.md says, as data (templates/report.md.j2 words it): the newest runs' cells, loc.csv
-    and the cross-checks (the rest is DETAILS.md's)."""
+def full(data: ReportData) -> dict:
+    """DETAILS' opening section, as data (templates/details.md.j2 words it): the full table of the
+    answering runs with its intervals and notes, the findings, the machines and the arithmetic."""
     runs, frame, loc_rows = data.runs, data.frame, data.loc_rows
-    drifts = drift.of_machines(runs)
     threads = first_screen.cpu_threads(runs, data.answer.get("cpu"))
-    table_lines, by_device = headline.render(frame, loc_rows, data.answer, drifts, threads)
-    figures = [{"number": i, **record} for i, record in enumerate(words.table_of("figures")["figure"], 1)]
+    table_lines, by_device = headline.render(frame, loc_rows, data.answer, threads)
     return {"headline": table_lines, "study": headline.STUDY, "sources": sources(data, by_device),
             "other_studies": other_studies(frame, loc_rows, data.answer),
             "raw_libraries": [registry.short(raw) for raw in headline.RAW.values()],
-            "notes": caveats(data, by_device, drifts), "stale": stale_lines(frame, data.answer),
-            "partial": partial_lines(data.partial), "cost_figure": figures[0], "figures": figures[1:],
-            "findings": findings.findings(frame, runs, loc_rows, data.answer),
-            "marks": list(quote.MARKS.items()), "machine_table": machines.machine_table(runs),
+            "notes": caveats(data), "stale": stale_lines(frame, data.answer),
+            "partial": partial_lines(data.partial),
+            "answer_findings": findings.findings(frame, runs, loc_rows, data.answer),
+            "machine_table": machines.machine_table(runs, machine_pages.names(data), data.machines),
             "machine_difference": machines.difference_line(runs, by_device.get("cpu"), by_device.get("gpu")),
             "floors": floors(data), "macs": MACS,
             "cpu_peak": cpu_floor.peak(cpu_floor.row_of(cpu_floor.arithmetic_run(data.runs,
                                                                                  by_device.get("cpu")))),
             "gpu_peak": gpu_peak(by_device),
-            "call_cost": words.say(NOTES, "call_cost", parts=first_screen.call_cost_claims(frame, by_device)),
-            "crosschecks": validity.crosscheck_lines(data.crosschecks)}
+            "call_cost": words.say(NOTES, "call_cost", parts=first_screen.call_cost_claims(frame, by_device))}
+
+
+def legend(text: str) -> str:
+    """The meaning of each mark's symbol that the text shows (quote.SYMBOLS), in plain words."""
+    seen = [(symbol, mark) for mark, symbol in quote.SYMBOLS.items() if symbol in text]
+    return words.say(questions.TEMPLATE, "legend", seen=seen, noisy_share=stats.NOISY_CI_OVER_MEDIAN,
+                     min_processes=stats.MIN_PROCESSES) if seen else ""
+
+
+def claims(data: ReportData) -> dict:
+    """What REPORT.md says, as data (templates/report.md.j2 words it): the six answers, each device's
+    table and the figures."""
+    levels, by_device = headline.levels(data.frame, data.loc_rows, data.answer)
+    figures = [{"number": i, **record} for i, record in enumerate(words.table_of("figures")["figure"], 1)]
+    said = {s["device"]: s for s in sources(data, by_device)}
+    tables = [{**found, "raw": registry.short(headline.RAW[d]), "source": said.get(d)}
+              for d in DEVICES if (found := device_tables.device_table(levels, d)) is not None]
+    answers = questions.answers(data)
+    return {"answers": answers, "tables": tables, "study": headline.STUDY,
+            "unmeasured": [d for d in DEVICES if d not in {t["device"] for t in tables}],
+            "legend": legend("\n".join(answers + [t["table"] for t in tables])),
+            "cost_figure": figures[0], "figures": figures[1:]}
 
 
 def build(data: ReportData) -> str:

@@ -30,7 +30,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from harness.measure import runner
     from harness.measure.plan import study
     from harness.measure.store import results, runfolder
-    from harness.report.claims import drift, hosts, rundata
+    from harness.report.claims import hosts, rundata
     from harness.report.claims.reproduce import FOLDER
     from harness.reproduce import compare
 
@@ -39,6 +39,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     runs = rundata.load_runs(args.results)
     here = hosts.name_of(runs, identity) or hosts.base_name(identity)
     first = compare.reference(runs, name, hosts.key(identity))
+    _newest, frame = rundata.load(args.results)
     if first is None:
         raise HarnessError(f"no run of study {name!r} on this machine ({here}) in {args.results}: "
                            f"run `python -m harness run {args.study}` first, then reproduce it")
@@ -54,10 +55,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"interrupted: the second run's rows are kept in {folder}", file=sys.stderr)
         return 130
-    earlier = {device: found for (machine, device), found in drift.of_machines(runs).items()
-               if machine == here}  # the drift an earlier reproduce of this machine measured
-    result = compare.compare(first["rows"], results.read_rows(run_dir), plan.baseline,
-                               earlier)
+    # the intervals the report printed for the reference's cells: every earlier run of the same code
+    printed = compare.printed_intervals(frame, name, first["run_id"], plan.baseline)
+    result = compare.compare(first["rows"], results.read_rows(run_dir), plan.baseline, printed)
     for line in compare.lines(result):
         print(line)
     write_atomic(folder / "env.json", (run_dir / "env.json").read_text())

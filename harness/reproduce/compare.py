@@ -2,19 +2,22 @@
 each cell of the second run held against the newest run of the study on this machine (the
 reference): does the new median fall inside the reference's 95% interval, does the new within-round
 ratio (to the study's baseline) fall inside the reference ratio's, and do the two runs' intervals
-overlap? Where an earlier reproduce row of this machine measured its drift between runs
-(harness.report.claims.drift), two more checks hold the new median and the new ratio against the
-reference's intervals for a rerun (widened by that drift), the intervals the report's headline
-prints. The shares at the end say how much of the study a second run reproduces, against GOAL.
+overlap? Two more checks hold the new median and the new ratio against the intervals the report
+prints (printed_intervals: every earlier run of the same code on this machine pooled,
+harness.report.claims.rundata.pool). The shares at the end say how much of the study a second run
+reproduces, against GOAL.
 
 The result is one row (kind `reproduce`) in RESULTS/reproduce/<run-id>/results.jsonl(.gz), with env.json
-beside it; the second run's own rows lie below, in RESULTS/reproduce/<run-id>/<study>/<run-id>/, out
-of the report's sight (it reads RESULTS/<study>/<run-id>/ only). DETAILS' validity section shows
-the newest reproduce row of each machine (harness.report.claims.reproduce).
+beside it; the second run's own rows lie below, in RESULTS/reproduce/<run-id>/<study>/<run-id>/: a
+complete run of its study that the report pools with the runs of the same code (rundata.load_runs'
+reruns), never the study's newest run. DETAILS' validity section shows the newest reproduce row of
+each machine (harness.report.claims.reproduce).
 
     reference(runs, study, host_key) -> run | None    the newest run of the study on the machine
                                                       (hosts.key: its fingerprint)
-    compare(reference_rows, new_rows, baseline, drifts) -> dict    cells and shares (both runs read
+    printed_intervals(frame, study, run_id, baseline) -> {cell_id: {median, ratio, runs}}
+                                                     the report's pooled intervals of the reference's cells
+    compare(reference_rows, new_rows, baseline, printed) -> dict    cells and shares (both runs read
                                                            by today's rules: cells.summary)
     goal_lines(result) -> [str]                      the shares against GOAL
     lines(result) -> [str]                           the table printed, shares last
@@ -23,14 +26,16 @@ the newest reproduce row of each machine (harness.report.claims.reproduce).
 import math
 from typing import Any
 
+import pandas as pd
+
 from harness.measure.plan import cells as measured_cells
 from harness.measure.store import stats
-from harness.report.claims import drift
+from harness.report.claims import rundata
 from harness.report.claims.reproduce import CHECKS, share_text, time_text
 from harness.report.markup.tables import sig3
 
 GOAL = 0.8  # on a quiet machine: this share of a second run's medians inside the printed interval
-# (the interval for a rerun where the drift is known) and of its ratios inside the ratio's (likewise)
+# (pooled over the earlier runs of the same code) and of its ratios inside the ratio's (likewise)
 
 
 def reference(runs: list[dict], study: str, host_key: str) -> dict | None:
@@ -88,26 +93,33 @@ def _baselines(cells: dict[str, dict], baseline: str | None) -> dict[tuple, dict
     return out
 
 
-def _rerun(value: float, interval: list[float] | None, found: drift.Drift | None) -> bool | None:
-    if interval is None or found is None:
-        return None
-    return _inside(value, list(drift.widen(interval[0], interval[1], found)))
-
-
-def _ratio_rerun(first: dict | None, second: dict | None, found: drift.Drift | None) -> bool | None:
-    if not first or not second or first["ci95"] is None or found is None:
-        return None
-    wide = drift.widen_ratio(first["ci95"][0], first["ci95"][1], found)
-    return None if wide is None else _inside(second["ratio"], list(wide))
+def printed_intervals(frame: pd.DataFrame, study: str, run_id: str, baseline: str | None) -> dict[str, dict]:
+    """cell_id -> the intervals the report prints for the cells of run `run_id` of `study` (frame:
+    rundata.load's, each cell pooled over the runs of the same code): {median: [low, high] ns or
+    None, ratio: the within-round ratio's to the baseline [low, high] or None, runs: how many runs}."""
+    if frame.empty:
+        return {}
+    cells = frame[(frame["study"] == study) & (frame["run_id"] == run_id) & (frame["status"] == "ok")]
+    out = {}
+    for _, cell in cells.iterrows():
+        base = cells[(cells["implementation"] == baseline) & (cells["device"] == cell["device"])
+                     & (cells["batch_size"] == cell["batch_size"]) & (cells["dtype"] == cell["dtype"])]
+        r = (rundata.ratio_ci(cell, base.iloc[0]) if baseline and not base.empty
+             and base.iloc[0]["cell_id"] != cell["cell_id"] else None)
+        out[cell["cell_id"]] = {
+            "median": _interval(cell["ci_low_ms"] * 1e6, cell["ci_high_ms"] * 1e6, bool(cell["thin"])),
+            "ratio": _interval(r["ci95_low"], r["ci95_high"], r["thin"]) if r else None,
+            "runs": int(cell["runs"])}
+    return out
 
 
 def compare(reference_rows: list[dict], new_rows: list[dict], baseline: str | None,
-            drifts: dict[str, drift.Drift] | None = None) -> dict[str, Any]:
+            printed: dict[str, dict] | None = None) -> dict[str, Any]:
     """Each cell measured in both runs: medians and within-round ratios with their intervals, and the
-    checks (None where the reference gives no interval, or no earlier drift of the device is known:
-    drifts, {device: drift.Drift}); the cells measured in one run only; and the shares of each check,
-    overall and per device."""
-    drifts = drifts or {}
+    checks (None where the reference gives no interval, or the report printed none: printed,
+    printed_intervals'); the cells measured in one run only; and the shares of each check, overall
+    and per device."""
+    printed = printed or {}
     ref, new = final_cells(reference_rows), final_cells(new_rows)
     ref_base, new_base = _baselines(ref, baseline), _baselines(new, baseline)
     cells, left_out = [], []
@@ -121,15 +133,16 @@ def compare(reference_rows: list[dict], new_rows: list[dict], baseline: str | No
         key = (spec.get("device"), spec.get("batch_size"), spec.get("dtype"))
         first, second = _median(a), _median(b)
         ratio_a, ratio_b = _ratio(a, ref_base.get(key)), _ratio(b, new_base.get(key))
+        shown = printed.get(cell_id) or {}
         cells.append({
             "cell_id": cell_id, "device": spec.get("device"), "reference": first, "new": second,
             "ratio_reference": ratio_a, "ratio_new": ratio_b,
             "median_inside": _inside(second["median_ns"], first["ci95_ns"]),
-            "median_inside_rerun": _rerun(second["median_ns"], first["ci95_ns"],
-                                          drifts.get(spec.get("device"))),
+            "median_inside_pooled": _inside(second["median_ns"], shown.get("median")),
+            "pooled_runs": shown.get("runs"),
             "medians_overlap": _overlap(first["ci95_ns"], second["ci95_ns"]),
             "ratio_inside": _inside(ratio_b["ratio"], ratio_a["ci95"]) if ratio_a and ratio_b else None,
-            "ratio_inside_rerun": _ratio_rerun(ratio_a, ratio_b, drifts.get(spec.get("device"))),
+            "ratio_inside_pooled": _inside(ratio_b["ratio"], shown.get("ratio")) if ratio_b else None,
             "ratios_overlap": _overlap(ratio_a["ci95"], ratio_b["ci95"]) if ratio_a and ratio_b else None})
     devices = sorted({c["device"] for c in cells})
     return {"cells": cells, "left_out": left_out, "shares": shares(cells),
@@ -179,15 +192,15 @@ def lines(result: dict[str, Any]) -> list[str]:
 
 
 def goal_lines(result: dict[str, Any]) -> list[str]:
-    """The shares against GOAL: medians and ratios each inside the printed interval (the interval for
-    a rerun where an earlier drift is known, else the one-run interval)."""
+    """The shares against GOAL: medians and ratios each inside the interval the report printed (every
+    earlier run of the same code pooled), else the reference run's own."""
     shares = result["shares"]
     out = []
     for thing, key in (("medians", "median_inside"), ("ratios", "ratio_inside")):
-        rerun = bool(shares.get(f"{key}_rerun", [0, 0])[1])
-        which = ("the interval for a rerun" if rerun
-                 else f"the one-run interval (no earlier move of this machine's {thing} known)")
-        key, what = (f"{key}_rerun" if rerun else key), f"{thing} inside {which}"
+        pooled = bool(shares.get(f"{key}_pooled", [0, 0])[1])
+        which = ("the interval the report printed" if pooled
+                 else f"the reference run's interval (the report printed none for these {thing})")
+        key, what = (f"{key}_pooled" if pooled else key), f"{thing} inside {which}"
         held, of = shares.get(key, [0, 0])
         verdict = "no cell to judge" if not of else "met" if held / of >= GOAL else "missed"
         out.append(f"goal: at least {GOAL:.0%} of {what}: {share_text(held, of)}, {verdict}")

@@ -108,6 +108,15 @@ def summary(rounds_ns: list[list[int]], processes: list[int] | None) -> dict[str
     return copy.deepcopy(SUMMARIES[key])
 
 
+def pooled_summary(runs: list[tuple[list[list[int]], list[int] | None]]) -> dict[str, Any]:
+    """stats.pooled_summary of several runs' rounds of one cell (each run's rounds and processes), kept
+    in SUMMARIES like summary()'s (the report pools the same runs again and again)."""
+    key = hashlib.blake2b(repr(("pooled", runs)).encode(), digest_size=16).digest()
+    if key not in SUMMARIES:
+        SUMMARIES[key] = stats.pooled_summary(runs)
+    return copy.deepcopy(SUMMARIES[key])
+
+
 def measured(row: dict[str, Any]) -> bool:
     """Whether a final cell row measured anything: status ok and at least one timed call."""
     return row.get("status") == "ok" and any(row.get("rounds_ns") or [])

@@ -31,6 +31,15 @@ give ten distinct resamples), so the interval is widened to include every proces
 the least a 95% interval from three processes can be. One process: the cluster bootstrap above,
 unchanged.
 
+Runs are the level above processes. A machine drifts between runs (a second run minutes later can be
+a few percent faster nearly everywhere), which no run's own interval covers. So a number is every
+complete, uncontended run of the same code on the same machine, pooled (pooled_summary,
+pooled_round_ratio): its median pools every call of every run; its interval resamples the runs with
+replacement, then the processes within each picked run, then the rounds within each picked process.
+With 2 to MAX_RUNS_WIDENED runs the bootstrap cannot reach the outer runs either, so the interval is
+widened to include every run's own median (of a ratio: every run's own median ratio). One run: the
+interval above, unchanged.
+
 A cell is `drawn` (its speed depends on the process) when its process medians differ by more than
 its within-process interval (the rounds resampled inside each process, the processes kept), by
 more than DRAW_MIN_SHARE of the median, and by more than a shuffle of the rounds among the
@@ -53,6 +62,7 @@ MIN_ROUNDS = 5  # below this, resampling rounds cannot give a 95% interval
 MIN_CALLS_PER_ROUND = 3  # a round of one or two calls has no median of its own
 BOOTSTRAP_RESAMPLES = 1000
 LEVEL = 0.95
+MAX_RUNS_WIDENED = 4  # up to this many runs, a pooled interval holds every run's own median
 MIN_PROCESSES = 3  # fewer: an interval that has not seen a new process's draw (the headline marks it)
 DRAW_ALPHA = 0.05  # a draw must beat this share of the shuffles of rounds among processes ...
 DRAW_MIN_SHARE = 0.05  # ... and differ by more than this share of the median
@@ -101,7 +111,7 @@ def _pooled_medians_by_counts(rounds: list[np.ndarray], counts: np.ndarray) -> n
         low, high = np.zeros(len(counts), dtype=np.int64), np.full(len(counts), len(values) - 1)
         while (low < high).any():
             mid = (low + high) // 2
-            above = (counts * below[mid]).sum(axis=1) > target
+            above = np.einsum("br,br->b", counts, below[mid]) > target
             low, high = np.where(above, low, mid + 1), np.where(above, mid, high)
         return low
 
@@ -124,16 +134,20 @@ def thin_reason(rounds: Rounds) -> str:
             f">= {MIN_CALLS_PER_ROUND})")
 
 
-def summarize(rounds_ns: Rounds, processes: Sequence[int] | None = None) -> dict[str, Any]:
+def summarize(rounds_ns: Rounds, processes: Sequence[Hashable] | None = None,
+              interval: tuple[float, float] | None = None) -> dict[str, Any]:
     """Summary of per-call wall times in ns, given as rounds (a list of lists of calls); processes:
-    which worker process each round came from (None: all from one)."""
+    which worker process each round came from (None: all from one); interval: the median's 95%
+    interval where the caller has computed it (pooled_summary's), else hierarchical_median_ci's."""
     rounds, labels = _nonempty(rounds_ns, processes)
     t = np.asarray([x for r in rounds for x in r], dtype=np.float64)
     if t.size == 0:
         raise ValueError("no times to summarize")
     q25, median, q75, p90, p99 = np.percentile(t, [25, 50, 75, 90, 99])
-    low, high = hierarchical_median_ci(rounds, labels)
-    within_low, within_high = within_median_ci(rounds, labels)
+    low, high = interval if interval is not None else hierarchical_median_ci(rounds, labels)
+    # one process: both intervals are the same seeded bootstrap over rounds, computed once
+    one = interval is None and len(set(labels)) < 2
+    within_low, within_high = (low, high) if one else within_median_ci(rounds, labels)
     round_medians = [float(np.median(r)) for r in rounds]
     iqr = q75 - q25
     ci_width = (high - low) / median if median > 0 and not np.isnan(low) else float("nan")
@@ -209,7 +223,7 @@ def _pooled(units: list[np.ndarray], labels: Sequence[int]) -> list[float]:
     return [float(np.median(np.concatenate([units[i] for i in idx]))) for idx in _members(labels)]
 
 
-def _nonempty(rounds: Rounds, processes: Sequence[int] | None) -> tuple[list[np.ndarray], list[int]]:
+def _nonempty(rounds: Rounds, processes: Sequence[Hashable] | None) -> tuple[list[np.ndarray], list[int]]:
     """The rounds that have calls, as arrays, and the process (labels_of) of each."""
     labels = labels_of(rounds, processes)
     kept = [(np.asarray(r, dtype=np.float64), p) for r, p in zip(rounds, labels, strict=True) if len(r)]
@@ -227,7 +241,7 @@ def _widened_interval(units: list[np.ndarray], labels: Sequence[int], resamples:
     return min(low, *medians), max(high, *medians), medians
 
 
-def hierarchical_median_ci(rounds: Rounds, processes: Sequence[int] | None = None,
+def hierarchical_median_ci(rounds: Rounds, processes: Sequence[Hashable] | None = None,
                            resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
     """95% interval of the median of all calls: processes resampled, then rounds within them, the
     interval widened to every process's own median (the module's docstring). One process: the
@@ -239,7 +253,7 @@ def hierarchical_median_ci(rounds: Rounds, processes: Sequence[int] | None = Non
     return low, high
 
 
-def within_median_ci(rounds: Rounds, processes: Sequence[int] | None = None,
+def within_median_ci(rounds: Rounds, processes: Sequence[Hashable] | None = None,
                      resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
     """95% interval of the median from the rounds alone: each process kept once, its rounds
     resampled (the interval a single process's rounds can give; the draw is outside it)."""
@@ -270,7 +284,7 @@ def shuffle_p(round_values: Sequence[float], labels: Sequence[int], permutations
     return float((1 + np.sum(spread(shuffled) >= observed - 1e-12 * abs(observed))) / (1 + permutations))
 
 
-def process_draw(rounds: Rounds, processes: Sequence[int] | None,
+def process_draw(rounds: Rounds, processes: Sequence[Hashable] | None,
                  within: tuple[float, float] | None = None) -> dict[str, Any]:
     """{medians: each process's median (calls pooled), p: shuffle_p of the round medians, drawn}:
     drawn where the process medians differ by more than the within-process interval, than
@@ -304,9 +318,19 @@ def median_interval(values: Sequence[float] | np.ndarray, resamples: int = BOOTS
     return _percentile_interval(np.median(array[picks], axis=1))
 
 
+def _round_ratios(rounds_a: Rounds, rounds_b: Rounds, processes_a: Sequence[Hashable] | None,
+                  processes_b: Sequence[Hashable] | None) -> tuple[np.ndarray, list[int]]:
+    """Each shared round's median(a) / median(b), and the pair of processes (labels_of) that made it."""
+    labels_a, labels_b = labels_of(rounds_a, processes_a), labels_of(rounds_b, processes_b)
+    triples = [(float(np.median(a)) / float(np.median(b)), (pa, pb))
+               for a, b, pa, pb in zip(rounds_a, rounds_b, labels_a, labels_b, strict=False)
+               if len(a) and len(b)]
+    return np.array([r for r, _ in triples]), labels_of(triples, [pair for _, pair in triples])
+
+
 def round_ratio(rounds_a: Rounds, rounds_b: Rounds, resamples: int = BOOTSTRAP_RESAMPLES,
-                seed: int = 0, processes_a: Sequence[int] | None = None,
-                processes_b: Sequence[int] | None = None) -> dict[str, Any] | None:
+                seed: int = 0, processes_a: Sequence[Hashable] | None = None,
+                processes_b: Sequence[Hashable] | None = None) -> dict[str, Any] | None:
     """Median over rounds of median(a in round r) / median(b in round r), with a 95% interval
     from resampling the rounds' ratios; with processes (which process each round of a and of b
     came from), the rounds' ratios are grouped by the pair of processes that made them and
@@ -315,14 +339,9 @@ def round_ratio(rounds_a: Rounds, rounds_b: Rounds, resamples: int = BOOTSTRAP_R
     Both cells were measured in the same rounds (A B A B ...), so a drift in machine speed
     hits both alike and cancels in each round's ratio.
     """
-    labels_a, labels_b = labels_of(rounds_a, processes_a), labels_of(rounds_b, processes_b)
-    triples = [(float(np.median(a)) / float(np.median(b)), (pa, pb))
-               for a, b, pa, pb in zip(rounds_a, rounds_b, labels_a, labels_b, strict=False)
-               if len(a) and len(b)]
-    if not triples:
+    ratios, pairs = _round_ratios(rounds_a, rounds_b, processes_a, processes_b)
+    if not ratios.size:
         return None
-    ratios = np.array([r for r, _ in triples])
-    pairs = labels_of(ratios, [pair for _, pair in triples])
     if len(set(pairs)) < 2:
         low, high = median_interval(ratios, resamples, seed)
         per_process = [float(np.median(ratios))]
@@ -333,3 +352,95 @@ def round_ratio(rounds_a: Rounds, rounds_b: Rounds, resamples: int = BOOTSTRAP_R
             "max": float(np.max(ratios)), "rounds": int(ratios.size),
             "ci95_low": low, "ci95_high": high, "thin": int(ratios.size) < MIN_ROUNDS,
             "processes": len(set(pairs)), "process_ratios": per_process}
+
+
+# --- runs: the level above processes ---------------------------------------------------------
+
+Run = tuple[Rounds, Sequence[Hashable] | None]  # one run's rounds of a cell, and which process made each
+
+
+def _nested_counts(runs: Sequence[int], processes: Sequence[int], resamples: int,
+                   rng: np.random.Generator) -> np.ndarray:
+    """(B, U): how often each resample takes each unit (a round, or one round's ratio), given each
+    unit's run and its process within the run (labels_of's): the runs resampled with replacement,
+    then, for each time a run was taken, as many of its processes as it has, with replacement, then
+    for each time a process was taken, as many of its units as it has, with replacement."""
+    members = _members(runs)
+    taken = _row_counts(rng.integers(0, len(members), size=(resamples, len(members))), len(members))
+    counts = np.zeros((resamples, len(runs)), dtype=np.int64)
+    process = np.asarray(processes)
+    for r, in_run in enumerate(members):
+        groups = [in_run[process[in_run] == q] for q in sorted(set(process[in_run]))]
+        picked = rng.multinomial(taken[:, r] * len(groups), np.full(len(groups), 1 / len(groups)))  # (B, P)
+        for q, idx in enumerate(groups):
+            counts[:, idx] = rng.multinomial(picked[:, q] * len(idx), np.full(len(idx), 1 / len(idx)))
+    return counts
+
+
+def _widened_to_runs(low: float, high: float, run_medians: Sequence[float]) -> tuple[float, float]:
+    """[low, high] holding every run's own median, where there are at most MAX_RUNS_WIDENED runs."""
+    if len(run_medians) > MAX_RUNS_WIDENED:
+        return low, high
+    return min(low, *run_medians), max(high, *run_medians)
+
+
+def pooled_median_ci(runs: Sequence[Run], resamples: int = BOOTSTRAP_RESAMPLES,
+                     seed: int = 0) -> tuple[float, float]:
+    """95% interval of the median of every call of every run: runs resampled, then processes, then
+    rounds (the module's docstring), widened to every run's median for 2 to MAX_RUNS_WIDENED runs.
+    One run: hierarchical_median_ci, unchanged."""
+    kept = [_nonempty(rounds, processes) for rounds, processes in runs]
+    kept = [(arrays, labels) for arrays, labels in kept if arrays]
+    if len(kept) < 2:
+        return hierarchical_median_ci(*kept[0]) if kept else (float("nan"), float("nan"))
+    units = [a for arrays, _ in kept for a in arrays]
+    run_of = [i for i, (arrays, _) in enumerate(kept) for _ in arrays]
+    counts = _nested_counts(run_of, [p for _, labels in kept for p in labels], resamples,
+                            np.random.default_rng(seed))
+    low, high = _percentile_interval(_pooled_medians_by_counts(units, counts))
+    return _widened_to_runs(low, high, [float(np.median(np.concatenate(arrays))) for arrays, _ in kept])
+
+
+def pooled_summary(runs: Sequence[Run]) -> dict[str, Any]:
+    """summarize() of every run's rounds pooled (each run's processes its own), with the interval of
+    pooled_median_ci and `runs`, how many runs it pools, and each run's own median (`run_medians_ns`)."""
+    kept = [(rounds, processes) for rounds, processes in runs if any(len(r) for r in rounds)]
+    if not kept:
+        raise ValueError("no times to summarize")
+    rounds = [r for run_rounds, _ in kept for r in run_rounds]
+    labels = [(i, p) for i, (run_rounds, processes) in enumerate(kept)
+              for p in labels_of(run_rounds, processes)]
+    found = summarize(rounds, labels, pooled_median_ci(kept) if len(kept) > 1 else None)
+    found["runs"] = len(kept)
+    found["run_medians_ns"] = [pooled_median([r for r in run_rounds if len(r)]) for run_rounds, _ in kept]
+    if len(kept) > 1:
+        found["ci_method"] = "hierarchical bootstrap over runs, then processes, then rounds"
+    return found
+
+
+def pooled_round_ratio(runs: Sequence[tuple[Run, Run]], resamples: int = BOOTSTRAP_RESAMPLES,
+                       seed: int = 0) -> dict[str, Any] | None:
+    """round_ratio over several runs, each (a's run, b's run) of the same run: the rounds' ratios of
+    every run pooled, their median the ratio, the interval resampling runs, then pairs of processes,
+    then rounds, widened to each run's median ratio for 2 to MAX_RUNS_WIDENED runs. One run:
+    round_ratio, unchanged. `runs`: how many runs gave a ratio."""
+    per_run = [_round_ratios(a[0], b[0], a[1], b[1]) for a, b in runs]
+    kept = [(i, (ratios, pairs)) for i, (ratios, pairs) in enumerate(per_run) if ratios.size]
+    if len(kept) < 2:
+        if not kept:
+            return None
+        (a, b) = runs[kept[0][0]]
+        found = round_ratio(a[0], b[0], resamples, seed, processes_a=a[1], processes_b=b[1])
+        return None if found is None else {**found, "runs": 1}
+    ratios = np.concatenate([r for _, (r, _) in kept])
+    run_of = [j for j, (_, (r, _)) in enumerate(kept) for _ in range(r.size)]
+    pairs = [p for _, (_, labels) in kept for p in labels]
+    counts = _nested_counts(run_of, pairs, resamples, np.random.default_rng(seed))
+    low, high = _percentile_interval(_pooled_medians_by_counts([ratios[i:i + 1] for i in range(ratios.size)],
+                                                               counts))
+    run_ratios = [float(np.median(r)) for _, (r, _) in kept]
+    low, high = _widened_to_runs(low, high, run_ratios)
+    return {"ratio": float(np.median(ratios)), "min": float(np.min(ratios)), "max": float(np.max(ratios)),
+            "rounds": int(ratios.size), "ci95_low": low, "ci95_high": high,
+            "thin": int(ratios.size) < MIN_ROUNDS, "processes": len(set(zip(run_of, pairs, strict=True))),
+            "run_ratios": run_ratios, "runs": len(kept)}

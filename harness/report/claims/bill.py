@@ -1,10 +1,16 @@
 """The full bill of a level, beside its time and its code: host memory by stage, start-up to the
 first answer, and what must be installed, read from the cells of the run that answers.
 
-Each number comes from the worker that started for the level's first-written call (its own
-process: a second cell of a worker would find the framework already imported). What every level
-shares (the interpreter, NumPy, h5py, the harness) is the null level's bill in the same run, and is
-shown apart: a level's own memory and install size are its bill over the null level's.
+Memory and start-up belong to the level's call as first written, and are read in every worker
+process of the answering run that set it up (process_bills), then given as the median and the range
+over those processes. One process sets up all of a level's variants in turn, so where the call was
+not the first its worker set up, what it reached is what a process of its own would: the process's
+resident memory after the framework's import (read by the process's first variant), plus what this
+call added from the start of its own set-up to its first calls; its start-up is that import's time
+plus its own build and first call (a first call after another variant's is warmer than a fresh
+process's: `own` counts the processes that started for it). What every level shares (the
+interpreter, NumPy, h5py, the harness) is the null level's bill in the same run, and is shown apart:
+a level's own install size is its bill over the null level's.
 
 What must be installed is what a pip install of the level's own distributions requires (their
 Requires-Dist closure, recorded by the runner: harness.measure.inside.requires), the shared
@@ -17,6 +23,7 @@ the closure was (read as before, and said so).
 
     Bill                                    one level on one device, in MB and seconds
     bill_of(cell, shared) -> Bill | None    None: the run recorded no memory (older runs)
+    process_bills(setups) -> [{...}]        per process: start-up and memory reached (a cell's `setups`)
     bills(frame, answer) -> {(impl, device): Bill}   every level of the answering runs
     null_cell(frame, run_id)                the null level's cell: the shared part of every bill
     installed_mb(installed) -> {name: MB}   what a worker loaded (the null level's: the harness's own)
@@ -59,6 +66,12 @@ class Bill:
     compiler: str = ""  # the tools' `--version` line, or why they could not be read
     basis: str = "required"  # install_of's basis: required, loaded, older
     compiled: bool = False  # its start-up compiled its code in an empty cache (registry's compile_cache)
+    # over the processes that set the call up (process_bills): how many, how many started for it, and
+    # the least and most start-up (s) and peak (MB) of them; the fields above are their medians
+    processes: int = 1
+    own_processes: int = 1
+    startup_range: tuple[float, float] | None = None
+    peak_range: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -126,9 +139,59 @@ def install_of(installed: dict | None, shared: dict[str, float] | None = None,
     return Install(counted, tools, apart, compiler, basis)
 
 
+def process_bills(setups: list) -> list[dict]:
+    """Per worker process that set the call up (a cell's `setups`: its setup row and that of the cell
+    its process started for), what it reached as if in a process of its own: start-up (s), peak
+    resident memory after its first calls (MB), the framework's import (s, MB) and whether the
+    process started for it. A process whose rows recorded no memory is left out."""
+    out = []
+    for row, starter in setups:
+        mine, first = row.get("memory") or {}, starter.get("memory") or {}
+        if not mine.get("baseline") or not first.get("baseline") or row.get("cold_start_ns") is None:
+            continue
+        own = row is starter or all(row.get(k) == starter.get(k) for k in ("cell_id", "pid"))
+        peak = mine.get("first_calls_peak") or mine["model"]
+        reached = peak if own else first["import"] + (peak - mine["baseline"])
+        import_ns = (row if own else starter).get("import_ns") or 0
+        startup_ns = import_ns + (row.get("load_ns") or 0) + row["cold_start_ns"]
+        out.append({"own": own, "startup_s": startup_ns / 1e9,
+                    "peak_mb": reached / MB, "import_s": import_ns / 1e9,
+                    "import_mb": (first["import"] - first["baseline"]) / MB})
+    return out
+
+
+def spread(values: list[float]) -> tuple[float, tuple[float, float]]:
+    """(median, (least, most)) of per-process values."""
+    ranked = sorted(values)
+    mid = len(ranked) // 2
+    median = ranked[mid] if len(ranked) % 2 else (ranked[mid - 1] + ranked[mid]) / 2
+    return median, (ranked[0], ranked[-1])
+
+
 def bill_of(cell: pd.Series, shared: dict[str, float] | None = None) -> Bill | None:
-    """A cell's bill; shared: what the null level installed (installed_mb of its cell), kept apart."""
+    """A cell's bill; shared: what the null level installed (installed_mb of its cell), kept apart.
+    Where the cell's processes recorded their set-ups (`setups`), its start-up and peak are their
+    medians, with their range (process_bills); else the cell's own set-up, where its process started
+    for it."""
     memory = cell.get("memory")
+    per = process_bills(cell.get("setups") or []) if isinstance(cell.get("setups"), list) else []
+    if per:
+        found = install_of(cell.get("installed"), shared, cell["device"])
+        startup, startups = spread([p["startup_s"] for p in per])
+        peak, peaks = spread([p["peak_mb"] for p in per])
+        imported, _ = spread([p["import_mb"] for p in per])
+        import_s, _ = spread([p["import_s"] for p in per])
+        known = isinstance(memory, dict) and memory.get("baseline")
+        baseline = memory["baseline"] / MB if known else float("nan")
+        return Bill(cell["implementation"], cell["device"], cell["label"], baseline, imported, float("nan"),
+                    peak, startup, import_s, cell["load_s"], cell["cold_start_ms"] / 1e3,
+                    sum(found.counted.values()), len(found.counted),
+                    tuple(sorted(found.counted.items(), key=lambda kv: -kv[1])[:3]),
+                    sum((shared or {}).values()),
+                    tuple(sorted(found.not_required.items(), key=lambda kv: -kv[1])),
+                    sum(found.tools.values()), len(found.tools), found.compiler, found.basis,
+                    flag(cell.get("fresh_compile_cache")), len(per), sum(p["own"] for p in per),
+                    startups, peaks)
     if not isinstance(memory, dict) or cell.get("own_process") is False or not memory.get("baseline"):
         return None
     found = install_of(cell.get("installed"), shared, cell["device"])
@@ -215,9 +278,22 @@ def not_required_text(b: Bill, at_least_mb: float = 1.0) -> str:
 
 
 def startup_text(b: Bill) -> str:
-    """'0.31 s (compiles)': start-up to the first answer; a level that compiled its code (in an
-    empty cache) says so."""
-    return f"{b.startup_s:.2g} s" + (" (compiles)" if b.compiled else "")
+    """'0.31 s [0.29–0.35 s, 3 processes] (compiles)': start-up to the first answer, the median of
+    the processes that set the call up and their range; a level that compiled its code (in an empty
+    cache) says so."""
+    found = f"{b.startup_s:.2g} s"
+    if b.startup_range is not None and b.processes > 1:
+        found += f" [{b.startup_range[0]:.2g}–{b.startup_range[1]:.2g} s, {b.processes} processes]"
+    return found + (" (compiles)" if b.compiled else "")
+
+
+def peak_text(b: Bill) -> str:
+    """'148 MiB [140–151 MiB, 3 processes]': the peak the call reached, the median of its processes
+    and their range."""
+    found = f"{b.calls_peak_mb:,.0f} MiB"
+    if b.peak_range is not None and b.processes > 1:
+        found += f" [{b.peak_range[0]:,.0f}–{b.peak_range[1]:,.0f} MiB, {b.processes} processes]"
+    return found
 
 
 def section(frame: pd.DataFrame, answer: dict) -> list[str]:
@@ -226,18 +302,24 @@ def section(frame: pd.DataFrame, answer: dict) -> list[str]:
     head = ["", words.say(TEMPLATE, "title"), "", words.say(TEMPLATE, "method", older=OLDER)]
     if not found:
         return head + ["", words.say(TEMPLATE, "no_bill")]
-    rows = [[b.label, b.device, f"{b.baseline_mb:,.0f} MiB", f"+{b.import_mb:,.0f} MiB",
-             f"+{b.model_mb:,.0f} MiB", f"{b.calls_peak_mb:,.0f} MiB", f"{b.import_s:.2f} s",
+    rows = [[b.label, b.device, mib(b.baseline_mb), mib(b.import_mb, "+"), mib(b.model_mb, "+"), peak_text(b),
+             f"{b.import_s:.2f} s",
              f"{b.build_s:.2f} s", f"{b.first_call_s:.3g} s", startup_text(b),
              installed_text(b),
              ", ".join(f"{name.rsplit('/', 1)[-1]} {mb:,.0f} MiB" for name, mb in b.biggest) or "–",
              tools_text(b), not_required_text(b), f"{b.shared_mb:,.0f} MiB"]
             for (impl, device), b in sorted(found.items(), key=lambda kv: (kv[0][1], order(kv[0][0])))]
-    headers = ["level/call", "device", "before import", "import", "model", "peak in calls", "import time",
+    headers = ["level/call", "device", "before import", "import", "model", "peak after its first calls",
+               "import time",
                "build", "first call", "to first answer", INSTALLED_HEADER, "largest",
                "of which system tools", "imported because installed, not required (not counted)",
                "the harness's own"]
     return head + ["", table(headers, rows)]
+
+
+def mib(value: float, sign: str = "") -> str:
+    """'+12 MiB'; '–' where the stage was not read apart (a call set up after another variant's)."""
+    return "–" if value != value else f"{sign}{value:,.0f} MiB"
 
 
 def order(implementation: str) -> int:

@@ -1,7 +1,9 @@
 """The report's answer: one row per level of the ladder, with its lines of code, its batch-1
 latency on the CPU and on the GPU (each with its ratio to that device's raw library, taken
 within rounds), and its GPU throughput at the largest batch. A cell that was not measured is
-"–" with a footnote that says why. Every number is read from a results row or loc.csv."""
+"–" with a footnote that says why. Every number is read from a results row or loc.csv, and pools
+every run of the same code on its machine (rundata.pool: its interval resamples runs, processes
+and rounds; `runs` says how many)."""
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -9,7 +11,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness import registry
-from harness.report.claims import bill, drift, loc
+from harness.report.claims import bill, loc
 from harness.report.claims.rundata import answer_run, ratio_ci
 from harness.report.markup import quote
 from harness.report.markup.style import DEVICE_LINES, IMPL_ORDER, ok_cells
@@ -68,10 +70,8 @@ def default_call(cells: pd.DataFrame, implementation: str) -> pd.Series | None:
 
 
 def inference_loc(loc_rows: list[dict], implementation: str) -> int | None:
-    spec = registry.REGISTRY.get(implementation)
-    package = spec.package if spec else None
-    parts = [r["code"] for r in loc_rows if r["package"] == package and r["part"] not in loc.APART]
-    return sum(parts) if parts else None
+    """One working implementation's lines: the level's call as first written (loc.first_written)."""
+    return loc.first_written(loc_rows, implementation)
 
 
 def why_missing(frame: pd.DataFrame, study: str, machine: str | None, implementation: str,
@@ -198,12 +198,11 @@ def machine_of(frame: pd.DataFrame, run_id: str | None) -> str | None:
     return None if hits.empty else str(hits.iloc[0]["machine"])
 
 
-def latency(cell: pd.Series, moved: drift.Drift | None = None) -> str:
-    """'47 ms [43.8–49.4 ms] `predict`', then its marks (quote.quoted); with the drift its machine
-    was measured to move between runs, the interval for a rerun: '47 ms [rerun 41.2–52.3 ms]'."""
+def latency(cell: pd.Series) -> str:
+    """'47 ms [43.8–49.4 ms] `predict`', then its marks (quote.quoted): the cell's pooled median and
+    interval (rundata.pool)."""
     found = quote.marks(cell, headline=True)
-    shown = drift.rerun_value(cell, moved) if moved is not None else quote.value(cell)
-    return f"{shown} `{cell['variant']}`" + "".join(f" *{m}*" for m in found)
+    return f"{quote.value(cell)} `{cell['variant']}`" + "".join(f" *{m}*" for m in found)
 
 
 def images_per_s(cell: pd.Series) -> str:
@@ -211,10 +210,9 @@ def images_per_s(cell: pd.Series) -> str:
     return f"{int(float(sig3(cell['images_per_s']))):,}/s `{cell['variant']}`{marks}"
 
 
-def times_raw(lv: Level, device: str, which: str, moved: drift.Drift | None = None) -> str:
-    """'; 1700x [1530–1780]' against the device's raw library, within rounds; '; 1 (itself)'; with
-    the drift its machine was measured to move between runs, the interval for a rerun of a
-    within-round ratio: '; 1700x [rerun 1490–1830]'."""
+def times_raw(lv: Level, device: str, which: str) -> str:
+    """'; 1700x [1530–1780]' against the device's raw library, within rounds (pooled over the runs
+    both cells pool: rundata.ratio_ci); '; 1 (itself)'."""
     cell = (lv.first if which == "first" else lv.cells).get(device)
     itself = lv.implementation == RAW[device]
     if itself and cell is not None and cell["cell_id"] == lv.cells[device]["cell_id"]:
@@ -225,8 +223,7 @@ def times_raw(lv: Level, device: str, which: str, moved: drift.Drift | None = No
     across = f" (`{cell['study']}`; medians across runs)" if r.get("across_runs") and cell is not None else ""
     if r.get("against"):  # headline.same_rounds: within the rounds of the study the cell came from
         across = f" (`{r['study']}`, within its rounds, against {r['against']})"
-    within = not r.get("across_runs") and not r.get("against")
-    return f"; {drift.rerun_times(r, moved) if within and moved is not None else quote.times(r)}{across}"
+    return f"; {quote.times(r)}{across}"
 
 
 def bill_columns(lv: Level, dash: Callable[[str], str]) -> list[str]:
@@ -236,23 +233,16 @@ def bill_columns(lv: Level, dash: Callable[[str], str]) -> list[str]:
         why = (lv.missing.get("cpu") if "cpu" not in lv.cells
                else "not recorded: the run that answers predates the bill's measurements")
         return [dash(why or "not measured")] + ["–"] * 2
-    return [f"{found.calls_peak_mb:,.0f} MiB ({found.import_mb:,.0f} MiB)", bill.startup_text(found),
+    return [f"{bill.peak_text(found)} ({found.import_mb:,.0f} MiB)", bill.startup_text(found),
             bill.installed_text(found)]
 
 
-def interval_words(moved: drift.Drift | None) -> str:
-    """The columns' interval: one run's, or one for a rerun where the machine's drift is known."""
-    return "95% CI" if moved is None else "95% CI for a rerun"
-
-
 def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None,
-           drifts: dict | None = None, threads: int | None = None) -> tuple[list[str], dict]:
+           threads: int | None = None) -> tuple[list[str], dict]:
     """The headline table, its footnotes and its marks' notes, as Markdown lines; {device:
-    machine} behind them. drifts: {(machine, device): drift.Drift} (drift.of_machines): where the
-    machine of a device's columns has one, their absolute intervals are intervals for a rerun.
-    threads: the CPU columns' thread count (first_screen.cpu_threads), named in their header."""
+    machine} behind them. threads: the CPU columns' thread count (first_screen.cpu_threads), named
+    in their header."""
     rows, machines = levels(frame, loc_rows, answer)
-    moved = {d: (drifts or {}).get((machines[d], d)) for d in ("cpu", "gpu")}
     if not rows:
         return ["_No results yet: run `make run-all`._"], machines
     notes: list[str] = []
@@ -272,10 +262,10 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
                 line += [dash(lv.missing[device]), "–"]
                 continue
             first, best = lv.first.get(device), lv.cells[device]
-            line.append(latency(first, moved[device]) + times_raw(lv, device, "first", moved[device])
+            line.append(latency(first) + times_raw(lv, device, "first")
                         if first is not None else "– (default call not measured)")
             line.append("the same call" if first is not None and first["cell_id"] == best["cell_id"]
-                        else latency(best, moved[device]) + times_raw(lv, device, "fastest", moved[device]))
+                        else latency(best) + times_raw(lv, device, "fastest"))
             quoted += [c for c in (first, best) if c is not None]
         if lv.throughput is not None:
             line.append(images_per_s(lv.throughput))
@@ -287,13 +277,14 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
     largest = next((int(lv.throughput["batch_size"]) for lv in rows if lv.throughput is not None), None)
     headers = ["level", "code lines",
                f"CPU{', one thread' if threads == 1 else ''}, batch 1, as first written: "
-               f"median [{interval_words(moved['cpu'])}], x {raw_name['cpu']}",
+               f"median [95% CI], x {raw_name['cpu']}",
                f"CPU, batch 1, fastest call measured, x {raw_name['cpu']}",
-               f"GPU, batch 1, as first written: median [{interval_words(moved['gpu'])}], "
+               "GPU, batch 1, as first written: median [95% CI], "
                f"x {raw_name['gpu']}",
                f"GPU, batch 1, fastest call measured, x {raw_name['gpu']}",
                f"GPU throughput, batch {largest}" if largest else "GPU throughput, largest batch",
-               "memory, CPU: peak resident in calls (import's share)", "start-up, CPU: to the first answer",
+               "memory, CPU: peak resident after its first calls [range over processes] (import's share)",
+               "start-up, CPU: to the first answer [range over processes]",
                bill.INSTALLED_HEADER]
     out = [table(headers, body), ""]
     out += [f"({chr(ord('a') + i)}) {why}." for i, why in enumerate(notes)]

@@ -8,11 +8,14 @@ so a number reads the same in the headline, the findings and DETAILS.
                                    findings: and few processes, where it has fewer than 3)
     value(cell) -> str             '47 ms [43.8–49.4 ms]', or '47 ms [no interval]' when thin
     quoted(cell, headline) -> str  value, then its marks in italics: '395 µs [355–486 µs] *noisy*'
+    plain(cell), short(cell)       REPORT.md's: value (short: the median alone) and its marks as
+                                   symbols (SYMBOLS): '395 µs [355–486 µs]²'; symbol_legend(cells)
     rate(cell) -> str              images/s with the interval its median's gives, and its marks (as
                                    the first screen quotes them): '40,900 [39,800–41,700]'
     mark_notes(cells) -> [str]     one line per mark that the cells carry, saying what it means
     ci_column(cell) -> str         a table's interval column: '43.8 ms – 49.4 ms', or 'no interval'
-    times(r) -> str                a within-round ratio: '1700x [1530–1780]', '1700x' (no interval)
+    times(r) -> str                a within-round ratio: '1700x [1530–1780]', '1700x' (no interval),
+                                   'no measurable difference [0.95–1.02]' (its interval holds 1)
 """
 
 import math
@@ -21,7 +24,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from harness.measure.store import stats
-from harness.report.markup.tables import fmt_ratio, ms, sig3
+from harness.report.markup.tables import fmt_ratio, includes_one, ms, sig3
 
 MARKS = {
     "thin": (f"too few rounds or calls for an interval (fewer than {stats.MIN_ROUNDS} rounds of "
@@ -37,6 +40,10 @@ MARKS = {
     "few processes": (f"measured in fewer than {stats.MIN_PROCESSES} fresh worker processes: its interval "
                       "covers the rounds of the processes measured, not the draw of a new one"),
 }
+
+
+# each mark's symbol where a number stands in REPORT.md's tables and answers (its legend words it)
+SYMBOLS = dict(zip(MARKS, ("¹", "²", "³", "⁴", "⁵", "⁶"), strict=True))
 
 
 def few_processes(cell: pd.Series) -> bool:
@@ -72,6 +79,27 @@ def quoted(cell: pd.Series, headline: bool = False) -> str:
     return value(cell) + "".join(f" *{m}*" for m in found)
 
 
+def symbols(cell: pd.Series) -> str:
+    """Its marks as REPORT.md's symbols ('²⁵'), as the first screen quotes them (few processes too)."""
+    return "".join(SYMBOLS[m] for m in marks(cell, headline=True))
+
+
+def plain(cell: pd.Series) -> str:
+    """value and its marks as symbols: '395 µs [355–486 µs]²'."""
+    return value(cell) + symbols(cell)
+
+
+def short(cell: pd.Series) -> str:
+    """The median alone and its marks as symbols, for a table whose intervals are in DETAILS: '395 µs²'."""
+    return ms(cell["median_ms"]) + symbols(cell)
+
+
+def symbol_legend(cells: Iterable[pd.Series]) -> list[tuple[str, str]]:
+    """(symbol, mark) for each mark the cells carry as the first screen quotes them, in MARKS' order."""
+    seen = {m for cell in cells for m in marks(cell, headline=True)}
+    return [(SYMBOLS[m], m) for m in MARKS if m in seen]
+
+
 def rate(cell: pd.Series) -> str:
     """Images per second with the interval the median's gives (batch / time), three significant
     figures, and its marks as the first screen quotes them."""
@@ -94,10 +122,13 @@ def mark_notes(cells: Iterable[pd.Series], headline: bool = False) -> list[str]:
 
 
 def times(r: dict | None) -> str:
-    """A within-round ratio as a multiple: '1700x [1530–1780]', '0.98x [0.95–1.02] (no measurable
-    difference)', '1700x' where the rounds give no interval; '-' for none."""
+    """A within-round ratio as a multiple: '1700x [1530–1780]'; 'no measurable difference
+    [0.95–1.02]' where its interval holds 1 (never '0.98x'); '1700x' where the rounds give no
+    interval; '-' for none."""
     if not r:
         return "-"
+    if includes_one(r):
+        return f"no measurable difference [{sig3(r['ci95_low'])}–{sig3(r['ci95_high'])}]"
     text = fmt_ratio(r)
     return text.replace(" [", "x [", 1) if " [" in text else text + "x"
 

@@ -19,7 +19,7 @@ import tomllib
 
 from harness.draw.style import fmt_ms
 from harness.report.markup import quote
-from harness.report.markup.tables import fmt_ratio, ms, sig3
+from harness.report.markup.tables import fmt_ratio, includes_one, ms, sig3
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
@@ -66,6 +66,8 @@ FILTERS: dict[str, Any] = {
     "quoted": quote.quoted,  # a cell's median with its interval and marks (headline=True: first screen's)
     "rate": quote.rate,  # a cell's images/s with its interval and marks
     "times": quote.times,  # a within-round ratio as a multiple: '1700x [1530–1780]'
+    "plain": quote.plain,  # REPORT.md's: a median with its interval and its marks as symbols
+    "same": includes_one,  # a within-round ratio whose interval holds 1: no measurable difference
 }
 
 

@@ -66,17 +66,22 @@ def headline(rows: list[dict]) -> list[str]:
             for line in headline_of(row)]
 
 
+def inside(row: dict) -> dict | None:
+    """Inside Keras' predict, where explain's split of one call was accepted (its steps add up to the
+    call): the share that is building the tf.data pipeline and its iterators, and the model's run."""
+    internal = row.get("internal") or {}
+    if not internal.get("accepted"):
+        return None
+    by_name = {s["name"]: s for s in internal["stages"]}
+    iterators = sum(s["share"] for n, s in by_name.items() if n.startswith("creating the iterator"))
+    model = next(s for n, s in by_name.items() if n.startswith("running the predict function"))
+    return {"pipeline": by_name[keras_steps.PIPELINE_STAGE]["share"] + iterators, "model": model["share"]}
+
+
 def headline_of(row: dict) -> list[str]:
-    first, internal = row["stages"][0], row.get("internal") or {}
-    inside = None
-    if internal.get("accepted"):
-        by_name = {s["name"]: s for s in internal["stages"]}
-        iterators = sum(s["share"] for n, s in by_name.items() if n.startswith("creating the iterator"))
-        model = next(s for n, s in by_name.items() if n.startswith("running the predict function"))
-        inside = {"pipeline": by_name[keras_steps.PIPELINE_STAGE]["share"] + iterators,
-                  "model": model["share"]}
+    first = row["stages"][0]
     return [words.say(TEMPLATE, "headline", machine=row["machine"], call_ns=row["steps"][0]["median_ns"],
-                      first=first, first_name=first.get("short") or first["name"], inside=inside,
+                      first=first, first_name=first.get("short") or first["name"], inside=inside(row),
                       floor_name=floor_name(row), floor_ns=row["stages"][-1]["ns"])]
 
 

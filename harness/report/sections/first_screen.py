@@ -1,14 +1,13 @@
 """What the first screen must say beside its numbers, as claims (templates/first_screen.md.j2 words
 them): what an interval covers (one run, not the drift between runs) and the drift measured; that the
 CPU columns are one thread; what the GPU's fastest call is when it is a resident kernel (it holds
-SMs, polls, relaunches after an idle spell, and serves one image at a time); what the hand-written
-CPU level's call "as first written" is; and how much of a batch-1 call is the cost of making a call.
+SMs, polls, relaunches after an idle spell, and serves one image at a time); and how much of a
+batch-1 call is the cost of making a call.
 
     cpu_threads(runs, run_id) -> int | None          the answering CPU run's thread count (env.json)
-    intervals_note(machines, drifts) -> claims       what the intervals cover, and the drift measured
+    intervals_note(pooled) -> claims                 what the intervals cover: the runs each pools
     threads_note(threads) -> claims | None           the CPU columns' thread count
     resident_note(frame, runs, cell) -> claims|None  a resident kernel's caveats
-    c_note(frame, run_id) -> claims | None           C's default call against its slowest other one
     call_cost(batch1, large) -> float                the share of a batch-1 call that is the call
     call_cost_claims(frame, machines) -> [claims]    per device, that share and its cells
 """
@@ -18,7 +17,6 @@ import math
 import pandas as pd
 
 from harness import registry
-from harness.report.claims import drift
 from harness.report.claims.rundata import find, study_rows
 from harness.report.markup.style import ok_cells
 from harness.report.sections import gpu_section
@@ -40,14 +38,10 @@ def cpu_threads(runs: list[dict], run_id: str | None) -> int | None:
         return None
 
 
-def intervals_note(machines: dict, drifts: dict) -> dict:
-    """What a [95% CI] covers, and where `reproduce` measured the machine's drift, that drift and
-    that the columns print an interval for a rerun (headline.render widens them)."""
-    moved = [{"machine": machines[d], "device": d, "drift": found} for d in ("cpu", "gpu") if machines.get(d)
-             and (found := drifts.get((machines[d], d))) is not None]
-    return {"words": "intervals", "moved": moved, "quantile": drift.QUANTILE,
-            "ratios_moved": any(m["drift"].ratio_spread is not None for m in moved),
-            "alone": [d for d in ("cpu", "gpu") if machines.get(d) and d not in {m["device"] for m in moved}]}
+def intervals_note(pooled: list[dict]) -> dict:
+    """What a [95% CI] covers: every run of the same code on the machine (rundata.pooling: for each
+    device, the least and most runs its cells pool, and the contended runs left out)."""
+    return {"words": "intervals", "pooled": pooled}
 
 
 def threads_note(threads: int | None) -> dict | None:
@@ -81,28 +75,6 @@ def resident_note(frame: pd.DataFrame, runs: list[dict], cell: pd.Series | None)
             claims["serves"] = {"batch": int(best["batch_size"]), "per_image_ms": per, "best": best,
                                 "best_per_image_ms": theirs, "per_over_best": per / theirs}
     return claims
-
-
-def hand_written_cpu() -> str | None:
-    """The hand-written rung's level on the CPU (C): its first-written call and its others."""
-    return next((i for i in registry.on_rung("hand-written") if "cpu" in registry.spec(i).devices), None)
-
-
-def c_note(frame: pd.DataFrame, run_id: str | None) -> dict | None:
-    """The hand-written CPU level's call as first written is its registry default (one kernel for the
-    network, on the vector path -march=native picks); its slowest other call beside it."""
-    level = hand_written_cpu()
-    if level is None or run_id is None or frame.empty:
-        return None
-    cells = ok_cells(frame, "api_levels", run_id=run_id, implementation=level, batch_size=1, device="cpu")
-    default = registry.spec(level).variants[0]
-    first = cells[cells["variant"] == default]
-    others = cells[cells["variant"] != default]
-    if first.empty or others.empty:
-        return None
-    slow, fused = others.loc[others["median_ms"].idxmax()], first.iloc[0]["median_ms"]
-    return {"words": "c_note", "default": f"{level}/{default}", "slow": slow, "default_ms": fused,
-            "slow_over_default": slow["median_ms"] / fused}
 
 
 def call_cost(batch1_ms: float, large_ms_per_image: float) -> float:

@@ -77,10 +77,14 @@ def by_machine(runs: list[dict]) -> dict[str, dict]:
     return out
 
 
-def machine_table(runs: list[dict]) -> str:
+def machine_table(runs: list[dict], pages: dict[str, str] | None = None,
+                  answering: dict | None = None) -> str:
+    """Every machine, one row each; pages: machine -> its page's NAME (machine_pages.names), linked
+    in a first column that says, of an answering machine, which device it answers for."""
     machines = by_machine(runs)
     if not machines:
         return "_No runs yet._"
+    answers = {m: [d.upper() for d, found in (answering or {}).items() if found == m] for m in machines}
     headers = ["machine", "CPU", "cores", "host fingerprint", "GPU", "driver", "CUDA runtime", "cuDNN",
                "oneDNN", *(name for name, _get in VERSION_FIELDS), "studies"]
     rows = []
@@ -88,7 +92,11 @@ def machine_table(runs: list[dict]) -> str:
         d = describe(entry["env"], entry["measured"])
         rows.append([machine] + [d[h] or "–" for h in headers[1:-1]]
                     + [", ".join(sorted(set(entry["studies"])))])
-    return table(headers, rows)
+    if pages is None:
+        return table(headers, rows)
+    where = [f"answers for the {' and '.join(answers[row[0]])} (this report)" if answers[row[0]]
+             else f"[its page](machines/{pages[row[0]]}.md)" if row[0] in pages else "–" for row in rows]
+    return table(["page", *headers], [[w, *row] for w, row in zip(where, rows, strict=True)])
 
 
 def difference_line(runs: list[dict], cpu_machine: str | None, gpu_machine: str | None) -> str | None:

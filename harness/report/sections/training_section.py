@@ -35,11 +35,10 @@ def step_table(frame: pd.DataFrame) -> str:
         rel = ratio_ci(r, base) if base is not None and r["label"] != headline.REFERENCE else None
         rows.append([r["label"], r["device"], r["batch_size"], r["dtype"], threads or "study default",
                      ms(r["median_ms"]), quote.ci_column(r),
-                     f"{r['images_per_s']:,.0f}", fmt_ratio(rel), " ".join(quote.marks(r)) or "-",
-                     r["machine"]])
+                     f"{r['images_per_s']:,.0f}", fmt_ratio(rel), " ".join(quote.marks(r)) or "-"])
     against = f"x {headline.REFERENCE.split('/')[0]} (within rounds) [95% CI]"  # the reference level's
     return table(["level/variant", "device", "batch", "dtype", "threads", "median per step", "95% CI",
-                  "images/s", against, "flags", "machine"], rows)
+                  "images/s", against, "flags"], rows)
 
 
 def convergence_rows(frame: pd.DataFrame) -> list[pd.Series]:
@@ -57,12 +56,11 @@ def convergence_table(frame: pd.DataFrame) -> str:
         rows.append([r["label"], r["device"], r["batch_size"], r["status"], c.get("images", "-"),
                      c.get("seconds", "-"),
                      f"{c['loss_first']:.3f} → {c['loss_last']:.3f}" if "loss_last" in c else "-",
-                     f"{c['test_accuracy']:.4f}" if "test_accuracy" in c else r["reason"] or "-",
-                     r["machine"]])
+                     f"{c['test_accuracy']:.4f}" if "test_accuracy" in c else r["reason"] or "-"])
     if not rows:
         return "_No convergence runs yet._"
     return table(["level/variant", "device", "batch", "status", "images seen", "seconds",
-                  "loss, first step → last", "test accuracy", "machine"], rows)
+                  "loss, first step → last", "test accuracy"], rows)
 
 
 def findings(frame: pd.DataFrame, machine: str) -> list[str]:
