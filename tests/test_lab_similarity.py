@@ -1,4 +1,4 @@
-"""`lab similarity OUT [--submissions DIR]` (harness.lab.term.staff.similarity) on planted pairs: a byte-identical
+"""`lab similarity OUT [--submissions DIR]` (harness.lab.term.similarity) on planted pairs: a byte-identical
 copy of the correct example, the same with every name renamed, the same with its functions
 reordered, and an independent honest solution that follows the starter (tests/similarity/
 honest_einsum: einsum over kernel taps where the example uses im2col), which must not be flagged.
@@ -15,8 +15,8 @@ import pytest
 from harness import cli
 from harness.lab import text
 from harness.lab.judge import store
+from harness.lab.term import similarity
 from harness.lab.term.public import publish
-from harness.lab.term.staff import similarity
 from tests import lab_rows
 from tests.conftest import ROOT
 

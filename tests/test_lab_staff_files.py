@@ -15,10 +15,10 @@ import pytest
 
 from harness.lab import text
 from harness.lab.judge import store
+from harness.lab.term import similarity
 from harness.lab.term.intake import collect
 from harness.lab.term.marks import export, leaderboard
 from harness.lab.term.public import publish
-from harness.lab.term.staff import similarity
 from tests import lab_rows
 from tests.conftest import ROOT
 

@@ -14,7 +14,10 @@ as raw bytes, in lockstep: the parent sends a call's images only after it has th
 call's answer, so no submission ever holds an image it has not answered yet.
 
     {"op": "load", "submission": DIR, "module": "lenet.py", "class": ""      (or "implementation":
-     NAME, "variant": V), "device", "dtype", "weights"}  -> {"ok", "class", "import_ns", "load_ns"}
+     NAME, "variant": V), "device", "dtype", "weights", "entry", "base", "spec"}  -> {"ok", "class",
+        "import_ns", "load_ns"}; entry (the registry field naming a reference's class), base (the
+        harness.base class a submission subclasses) and spec (fields a class without a spec is given)
+        are its lab kind's (harness.lab.judge.rules.kinds: Kind.worker), the worker asks no kind
     {"op": "gate", "images": N, "batch": B}, then N*784 uint8 pixels  -> {"ok", "rows": N} then
         N*10 float32 (little-endian); the grader sends the gate's images (no MNIST in the sandbox)
     {"op": "stream", "calls": K, "batch": B}  -> {"ok", "ready"}, then K times: the parent sends
@@ -122,10 +125,11 @@ class Channel:
         self.send((json.dumps(message) + "\n").encode())
 
 
-def submission_class(folder: str, module: str, class_name: str, training: bool = False) -> type:
-    """The student's class: the named one, or the module's one harness.base.LeNet subclass (the
-    most derived, where the module subclasses its own class); for training, its Trainer subclass."""
-    from harness.base import Trainer, lenet_classes
+def submission_class(folder: str, module: str, class_name: str, base: str = "LeNet") -> type:
+    """The student's class: the named one, or the module's one subclass of harness.base's `base` (the
+    most derived, where the module subclasses its own class): LeNet, or a training lab's Trainer."""
+    from harness import base as bases
+    from harness.base import lenet_classes
 
     os.chdir(folder)
     sys.path.insert(0, folder)  # the submission's own helper modules import by name
@@ -148,10 +152,9 @@ def submission_class(folder: str, module: str, class_name: str, training: bool =
         if not inspect.isclass(cls):
             raise Failure("import-error", f"{module} has no class {class_name!r}")
         return cls
-    leaves = lenet_classes(mod, Trainer if training else None)
+    leaves = lenet_classes(mod, getattr(bases, base))
     if len(leaves) != 1:
         names = [c.__name__ for c in leaves]
-        base = "Trainer" if training else "LeNet"
         raise Failure("import-error", f"{module}: expected one harness.base.{base} subclass (or set the "
                                       f"lab's class), found {len(leaves)} {names}")
     return leaves[0]
@@ -168,22 +171,22 @@ class Worker:
         from harness.registry import ImplSpec
 
         self.dtype = request["dtype"]
-        training = request.get("task") == "training"
         t0 = time.perf_counter_ns()
         try:
             if request.get("implementation"):
                 spec = registry.spec(request["implementation"])
-                cls = registry.import_class((spec.trainer or "") if training else spec.path)
+                cls = registry.import_class(getattr(spec, request["entry"]) or "")  # its lab kind's entry
             else:
-                cls = submission_class(request["submission"], request["module"], request["class"], training)
+                cls = submission_class(request["submission"], request["module"], request["class"],
+                                       request["base"])
         except Failure:
             raise
         except BaseException as exc:  # SystemExit and KeyboardInterrupt at import count too
             raise failure(exc, "import-error") from None
         if not isinstance(getattr(cls, "spec", None), ImplSpec):  # a student may leave it out
-            cls.spec = registry.lab_spec(cls, request["device"], request["dtype"])
-            if training:
-                cls.spec = dataclasses.replace(cls.spec, train_variants=("default",))
+            given: dict[str, Any] = {k: tuple(v) for k, v in request["spec"].items()}  # its kind's
+            spec = registry.lab_spec(cls, request["device"], request["dtype"])
+            cls.spec = dataclasses.replace(spec, **given)
         t1 = time.perf_counter_ns()
         try:
             self.impl = cls(request["weights"], device=request["device"],

@@ -256,8 +256,8 @@ def lab_similarity(out: Path, submissions: Path | None, threshold: float, starte
                    report: Report) -> int:
     """`lab similarity`: the flagged pairs (staff only), then the leaderboard's column of them."""
     from harness.lab.judge import store
+    from harness.lab.term import similarity
     from harness.lab.term.marks import leaderboard
-    from harness.lab.term.staff import similarity
 
     lab = store.graded_lab(out)
     similarity.run(out, graded_submissions(out, submissions), lab, threshold, starter, report=report)

@@ -30,12 +30,11 @@ import numpy as np
 from harness import DEFAULT_WEIGHTS
 from harness.data import mnist
 from harness.data import weights as weights_file
-from harness.data.init_weights import DEFAULT_INIT
 from harness.errors import HarnessError
 from harness.lab.box.proc.limits import Limits
 from harness.lab.box.sandbox import Sandbox
 from harness.lab.box.walls import disk, isolation
-from harness.lab.judge.rules import deadlines, oracle, stages, timing
+from harness.lab.judge.rules import deadlines, timing
 from harness.lab.judge.rules.assignment import Lab
 from harness.machine import env, gpu, host, procenv
 
@@ -43,9 +42,7 @@ from harness.machine import env, gpu, host, procenv
 def start_weights(lab: Lab, weights: str | Path = DEFAULT_WEIGHTS) -> Path:
     """The weights a lab's submissions start from: those given, except that a training lab given the
     default (trained) weights starts from the shared initial ones (weights/lenet5_init.weights.h5)."""
-    if lab.task == "training" and Path(weights) == Path(DEFAULT_WEIGHTS):
-        return Path(DEFAULT_INIT)
-    return Path(weights)
+    return lab.kind.start_weights(weights)
 
 
 def node_info(device: str) -> dict:
@@ -99,19 +96,17 @@ class Prepared:
 
         self.lab = lab
         self.out = Path(out)
-        training = lab.task == "training"
         self.weights = str(start_weights(lab, weights))
         self.report = report
         self.oracle = NumpyLeNet(self.weights, dtype=lab.dtype)
         # sent to each worker (no MNIST there); a training lab's gate is its steps (phases.training)
-        self.gate_images = mnist.load("test")[0][:0 if training else lab.gate.images]
+        self.gate_images = mnist.load("test")[0][:lab.kind.gate_images(lab.gate)]
         self.initial = {name: weights_file.Layer(k.astype("float64"), b.astype("float64"))
                         for name, (k, b) in weights_file.read(self.weights).items()}  # training's start
         self.last_weights = self.initial  # a training submission's weights after its last steps
         self.gate_oracle = (self.predict_oracle(self.gate_images) if len(self.gate_images) else
                             np.empty((0, 10)))
-        self.stage_oracle = oracle.forward_stages(self.weights, self.gate_images[:stages.STAGE_IMAGES],
-                                                 lab.dtype) if lab.stages and not training else {}
+        self.stage_oracle = lab.kind.stage_oracle(self.weights, self.gate_images, lab.dtype, bool(lab.stages))
         self.train = mnist.load("train")[0]
         self.env = procenv.settings(lab.measure.threads, 1, lab.device)
         self.iso = iso or isolation.decide()

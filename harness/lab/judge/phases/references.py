@@ -49,7 +49,7 @@ class References(Prepared):
             try:
                 worker.load({"op": "load", "implementation": ref.implementation, "variant": ref.variant,
                              "device": self.lab.device, "dtype": self.lab.dtype, "weights": self.weights,
-                             "task": self.lab.task},
+                             **self.lab.kind.worker},
                             REFERENCE_TIMEOUT_S)
             except Failure as exc:
                 worker.stop()

@@ -93,7 +93,7 @@ class Steps(References):
         lab = self.lab
         loaded = worker.load({"op": "load", "submission": worker.box.submission_path(), "module": lab.module,
                               "class": lab.class_name, "device": lab.device, "dtype": lab.dtype,
-                              "task": lab.task, "weights": self.weights}, lab.limits.import_s)
+                              "weights": self.weights, **lab.kind.worker}, lab.limits.import_s)
         import_s = round((loaded["import_ns"] + loaded["load_ns"]) / 1e9, 3)
         return {"class": text.clean(loaded["class"], 200), "import_s": import_s}
 

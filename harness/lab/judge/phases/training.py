@@ -64,10 +64,11 @@ class Training(Steps):
     """A training lab's steps on a submission's worker; an inference lab's are Steps'."""
 
     def steps(self, worker: Sandbox, row: dict) -> None:
-        if self.lab.task == "training":
-            self.training_steps(worker, row)
-        else:
-            super().steps(worker, row)
+        """What its lab's kind runs on the worker (harness.lab.judge.rules.kinds: Kind.steps)."""
+        self.lab.kind.steps(self, worker, row)
+
+    def inference_steps(self, worker: Sandbox, row: dict) -> None:
+        super().steps(worker, row)
 
     def training_steps(self, worker: Sandbox, row: dict) -> None:
         """import, gate, stages, warm-up, rounds, verdict; values into the row as they come. The

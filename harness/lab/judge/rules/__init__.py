@@ -5,6 +5,8 @@
     timing      fair, tamper-evident timing: unseen images, answers checked, clocks bounded
     deadlines   each exchange's deadline, from the reference's own times
     sgd         the training gate's rule: SGD steps against the oracle's (grader and kit)
+    kinds       the kinds of lab task (inference, training, CUDA kernels), one object each: what
+                differs between them
     stages      partial credit by stage: the stages and their verdicts (NumPy alone: a kit ships it)
     oracle      the oracle's answers (grader only: it imports the NumPy level): stages, SGD steps, backward
     backprop    a training lab's stages: each layer's backward on the oracle's activation and upstream

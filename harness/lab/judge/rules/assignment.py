@@ -54,6 +54,7 @@ from typing import Any
 
 from harness import ROOT, registry
 from harness.errors import HarnessError
+from harness.lab.judge.rules import kinds
 from harness.lab.judge.rules import stages as stage_rules
 from harness.lab.judge.rules.tables import (
     Gate,
@@ -125,25 +126,22 @@ class Lab:
     task: str = "inference"  # or "training": one SGD step (harness.lab.judge.phases.training)
 
     @property
+    def kind(self) -> kinds.Kind:
+        """Its kind of task (harness.lab.judge.rules.kinds): what differs between kinds of lab."""
+        return kinds.of(self.task, self.rung)
+
+    @property
     def gate_rule(self) -> str:
         """The gate's rule in words (the leaderboard's, the feedback's)."""
-        g = self.gate
-        if self.task == "training":
-            return (f"{g.steps} SGD steps of {g.batch} training images from the shared initial weights, each "
-                    f"step's loss within {g.max_rel_loss:g} (relative) and every weight within "
-                    f"{g.max_abs_diff:g} of the NumPy reference's")
-        return (f"{g.min_agree} of {g.images} test images with the NumPy reference's argmax and every "
-                f"|dp| <= {g.max_abs_diff:g}")
+        return self.kind.gate_rule(self.gate)
 
     def reference(self, label: str) -> Reference:
         return next(r for r in self.references if r.label == label)
 
     @property
     def kernels(self) -> bool:
-        """Its students write CUDA C kernels: the rung's level has the `kernels` hook (the kernels
-        doctor compiles with NVRTC). Its kit ships the CPU emulation (`lenet-lab emulate`)."""
-        return any(spec.api_level == self.rung and "kernels" in dict(spec.hooks)
-                   for spec in registry.REGISTRY.values())
+        """Its students write CUDA C kernels (its kind is harness.lab.judge.rules.kinds.KERNELS)."""
+        return self.kind is kinds.KERNELS
 
     @property
     def starter(self) -> Path:
@@ -211,9 +209,12 @@ def parse(text: str, where: str = "<lab>") -> Lab:
     except tomllib.TOMLDecodeError as exc:
         raise HarnessError(f"{where}: TOML syntax error: {exc}") from None
     tables = _tables({k: v for k, v in data.items() if k != "stages"}, where)
-    training = tables["lab"]["task"] == "training"
-    stages = stage_rules.read(data.get("stages", {}), f"{where} [stages]", training)
     head = tables["lab"]
+    try:
+        kind = kinds.of(head["task"], head["rung"])
+    except HarnessError as exc:
+        fail(f"{where} [lab]", str(exc))
+    stages = stage_rules.read(data.get("stages", {}), f"{where} [stages]", kind.stage_names)
     references, rank_by = _references(head, f"{where} [lab]")
     measure = read_measure(tables["measure"], f"{where} [measure]")
     gate = read_gate(tables["gate"], f"{where} [gate]")
@@ -255,8 +256,6 @@ def _references(head: dict, at: str) -> tuple[tuple[Reference, ...], Reference]:
     if not head["starter"] or Path(head["starter"]).is_absolute() or ".." in Path(head["starter"]).parts:
         fail(at, f"starter: expected a folder relative to the lab file (e.g. template), found "
                  f"{head['starter']!r}")
-    if head["task"] not in ("inference", "training"):
-        fail(at, f"task: expected 'inference' or 'training', found {head['task']!r}")
     if head["rung"] not in LEVELS:
         fail(at, f"rung: unknown API level {head['rung']!r}; allowed: {list(LEVELS)}")
     if head["device"] not in registry.DEVICES:
@@ -267,11 +266,10 @@ def _references(head: dict, at: str) -> tuple[tuple[Reference, ...], Reference]:
     if not refs:
         fail(at, "references: expected at least one reference implementation")
     references = tuple(parse_reference(at, r, head["device"]) for r in refs)
-    untrained = [r.label for r in references if head["task"] == "training" and not
-                 registry.spec(r.implementation).trainer]
-    if untrained:
-        fail(at, f"references: {untrained} cannot train (no trainer in the registry); a training lab's "
-                 f"references: {[n for n, s in registry.REGISTRY.items() if s.trainer]}")
+    wrong = kinds.of(head["task"], head["rung"]).check_references(
+        [r.label for r in references], [n for n, s in registry.REGISTRY.items() if s.trainer])
+    if wrong:
+        fail(at, wrong)
     labels = [r.label for r in references]
     if len(set(labels)) != len(labels):
         fail(at, f"references: listed twice: {labels}")

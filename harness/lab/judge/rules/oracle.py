@@ -8,6 +8,7 @@ ships; a kit carries these answers precomputed). Everything else of the rules is
                                       handed, the oracle's gradients and (alt) those with ReLU's
                                       gradient at exactly 0 taken as 1
     local(name, x, upstream, kernel, bias, at_zero) -> (dx, dkernel, dbias)   one layer's backward
+    activations(w, x) -> {name: array}   each stage's input, the oracle's forward pass at weights w
 
 ReLU's gradient at a pre-activation of exactly 0: the oracle (lenet_numpy.train) takes it as 0; a
 step or a stage that takes it as 1 (`at_zero=1`) is accepted too (harness.lab.judge.rules.sgd and

@@ -7,7 +7,7 @@ on the oracle's activations and upstream gradient (harness.lab.judge.rules.backp
 
     INFERENCE, TRAINING               the stage names in network order (training: backward order)
     SHAPES                            each inference stage's (input, output) shape of one image, NHWC
-    read(table, at, training) -> tuple[(name, points), ...]   the [stages] table checked
+    read(table, at, names) -> tuple[(name, points), ...]   the [stages] table checked
     Stage(input, output, mistakes)    one stage of the oracle, and what known mistakes output
     (the oracle's stages: harness.lab.judge.rules.oracle.forward_stages, grader only; this module
     needs NumPy alone: a training kit ships it)
@@ -37,9 +37,8 @@ SHAPES = {"conv1": ((28, 28, 1), (28, 28, 6)), "pool1": ((28, 28, 6), (14, 14, 6
 STAGE_IMAGES = 16  # the gate's first test images: every stage on each
 
 
-def read(table: object, at: str, training: bool) -> tuple[tuple[str, float], ...]:
-    """[stages] name = points, ...: known names only, in network order (training: backward order)."""
-    names = TRAINING if training else INFERENCE
+def read(table: object, at: str, names: tuple[str, ...]) -> tuple[tuple[str, float], ...]:
+    """[stages] name = points, ...: known names only (its kind's: INFERENCE or TRAINING), in their order."""
     if not isinstance(table, dict):
         fail(at, f"expected a table of stage = points, found {table!r}")
     unknown = sorted(set(table) - set(names))

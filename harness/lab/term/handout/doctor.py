@@ -130,20 +130,14 @@ def show(kit: Any, n: int, probs: np.ndarray | None, say: Callable[[str], None] 
 
 def info(kit: Any, say: Callable[[str], None] = print) -> None:
     """The lab, its gate and limits, the grader's versions (and a warning where these differ)."""
-    lab, gate = kit.lab, kit.lab["gate"]
+    lab = kit.lab
     grader = lab.get("grader") or {}
     say(f"the grader runs: Python {grader.get('python', '?')}, NumPy {grader.get('numpy', '?')}")
     for warning in version_warnings(kit):
         say(warning)
     say(f"lab {lab['name']}: {lab['title']} ({lab['device']}, {lab['dtype']})")
-    if lab.get("task") == "training":
-        say(f"your file: {lab['module']}, one harness.base.Trainer subclass; train_step (N, 28, 28, 1), (N,) "
-            "-> the batch's mean loss; weights()")
-        say(f"gate: {lab['rule']}; stages: " + ", ".join(f"{n} {p:g}" for n, p in lab.get("stages") or []))
-    else:
-        say(f"your file: {lab['module']}, one harness.base.LeNet subclass; predict (N, 28, 28, 1) -> (N, 10)")
-        say(f"gate: the first {gate['images']} MNIST test images; at least {gate['min_agree']} argmaxes as "
-            f"the oracle's, every |dp| <= {gate['max_abs_diff']:g}")
+    for line in lab["info"]:  # its kind's: the file to write, the gate (kinds.Kind.kit_info)
+        say(line)
     say(f"ranked by: the ratio to {lab['rank_by']}, timed beside you by the grader; limits: "
         + ", ".join(f"{k} {v}" for k, v in lab["limits"].items()))
     say(f"weights: {kit.weights}")

@@ -21,11 +21,12 @@ example, no oracle (its answers are shipped precomputed; a training lab's stages
 
     build(lab, dest, weights) -> the zip; stage(lab, folder, weights); INTERFACE, EMULATION, COMMAND
     (a training lab's README and gate data: harness.lab.term.handout.trainreadme)
-    kit_json(lab, weights), gate_data(lab, weights), pyproject(lab), readme(lab), cuda_readme(lab),
+    kit_json(lab, weights), gate_data(lab, weights), pyproject(lab), readme(lab), next_step(row, lab),
     nchw_readme(), npz_name(weights) (the weights' .npz copy), reference_times(lab, weights) (numpy's
     time here and this machine's probe), numpy_pin() (the grader's NumPy major, as a requirement)
 """
 
+import importlib
 import json
 import platform
 import re
@@ -40,7 +41,7 @@ import numpy as np
 from harness import DEFAULT_WEIGHTS, ROOT
 from harness.data import weights as weights_file
 from harness.errors import HarnessError
-from harness.lab.judge.rules import timing
+from harness.lab.judge.rules import kinds, timing
 from harness.lab.judge.rules.assignment import Lab
 from harness.lab.term.handout import doctor
 
@@ -59,7 +60,7 @@ INTERFACE = ("harness/__init__.py", "harness/errors.py", "harness/registry.py", 
              "harness/lab/judge/rules/tables.py", "harness/lab/term/handout/advice.py",
              # the GPU lock a check takes on a shared server (stdlib only, and harness.errors)
              "harness/machine/__init__.py", "harness/machine/gpu.py", "harness/machine/gpulock.py")
-EMULATION = ("harness/lab/emucuda.py", "harness/lab/cuda_emu.h")  # the CUDA lab: kernels on the CPU
+EMULATION = kinds.KERNELS.kit_files  # the CUDA lab: kernels on the CPU
 # `python -m lenet_lab check lenet.py` from the unzipped kit's folder (and once installed): the check
 COMMAND = {"lenet_lab/__init__.py": '"""The kit\'s check: python -m lenet_lab check lenet.py."""\n',
            "lenet_lab/__main__.py": "from harness.lab.term.handout.student import main\n\n"
@@ -90,7 +91,7 @@ def stage(lab: Lab, folder: Path, weights: Path) -> None:
     weights = start_weights(lab, weights)  # training starts from the shared initial weights
     if not Path(weights).is_file():
         raise HarnessError(f"{weights}: no weights file to ship (make weights trains it)")
-    for relative in INTERFACE + (EMULATION if lab.kernels else ()):
+    for relative in INTERFACE + lab.kind.kit_files:
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / relative, folder / relative)
     for relative, command in COMMAND.items():
@@ -101,7 +102,9 @@ def stage(lab: Lab, folder: Path, weights: Path) -> None:
     weights_file.write_npz(weights_file.read(weights), data / "weights" / npz_name(Path(weights)))
     (data / f"{lab.name}.toml").write_text(lab.source)
     (data / "kit.json").write_text(json.dumps(kit_json(lab, Path(weights)), indent=1) + "\n")
-    arrays: dict[str, Any] = gate_data(lab, Path(weights))
+    # its kind's README, gate data and advice: this module (inference), trainreadme, cudareadme
+    handout = importlib.import_module(lab.kind.handout)
+    arrays: dict[str, Any] = handout.gate_data(lab, Path(weights))
     np.savez_compressed(data / "gate.npz", **arrays)
     starter = lab.starter
     for source in sorted(starter.iterdir()):
@@ -109,12 +112,7 @@ def stage(lab: Lab, folder: Path, weights: Path) -> None:
             text = re.sub(r"python -m harness lab check \S+ (\S+)", r"lenet-lab check \1", source.read_text())
             (folder / source.name).write_text(text)
     (folder / "pyproject.toml").write_text(pyproject(lab))
-    if lab.task == "training":
-        from harness.lab.term.handout import trainreadme
-
-        (folder / "README.md").write_text(trainreadme.readme(lab))
-    else:
-        (folder / "README.md").write_text(readme(lab))
+    (folder / "README.md").write_text(handout.readme(lab))
 
 
 def npz_name(weights: Path) -> str:
@@ -125,27 +123,19 @@ def npz_name(weights: Path) -> str:
 def reference_times(lab: Lab, weights: Path) -> dict | None:
     """The NumPy reference's median time per image (batch 1) here, and this machine's probe
     (harness.lab.term.handout.doctor.machine_probe): the kit's check scales the one by the other's
-    ratio on the student's machine. Only for a CPU inference lab ranked by numpy (else None)."""
+    ratio on the student's machine. Only for a CPU lab ranked by numpy (else None); what is timed is
+    its kind's (Kind.reference_calls: a predict of one image, or one SGD step)."""
     if lab.device != "cpu" or lab.rank_by.implementation != "numpy":
         return None
     import time
 
-    from harness.data import mnist
-    from lenet_numpy.model import NumpyLeNet  # the oracle: runs here, never shipped
-    from lenet_numpy.train import NumpyTrainer
-
-    training = lab.task == "training"
-    images, labels = mnist.load("train" if training else "test")
-    batch = lab.measure.batch_size if training else 1
-    x, y = mnist.to_input(images[:8 * batch], lab.dtype), labels[:8 * batch].astype(np.int64)
-    trainer, model = NumpyTrainer(str(weights), dtype=lab.dtype), NumpyLeNet(str(weights), dtype=lab.dtype)
+    call, calls, warm_up = lab.kind.reference_calls(lab, weights)
     times = []
-    for i in range(8 if training else 200):
-        part = slice((i % 8) * batch, (i % 8 + 1) * batch)
+    for i in range(calls):
         t0 = time.perf_counter_ns()
-        trainer.train_step(x[part], y[part]) if training else model.predict(x[part])
+        call(i)
         times.append(time.perf_counter_ns() - t0)
-    return {"label": lab.rank_by.label, "median_ns": float(np.median(times[2 if training else 20:])),
+    return {"label": lab.rank_by.label, "median_ns": float(np.median(times[warm_up:])),
             "probe_ns": doctor.machine_probe()}
 
 
@@ -153,12 +143,13 @@ def kit_json(lab: Lab, weights: Path) -> dict:
     """The lab's numbers `lenet-lab` needs (harness.lab.term.handout.student.Kit.lab), the grader's
     versions, and the reference's time where the kit was built (reference_times)."""
     gate = lab.gate
-    return {"name": lab.name, "title": lab.title, "rung": lab.rung, "kernels": lab.kernels,
+    return {"name": lab.name, "title": lab.title, "rung": lab.rung,
             "module": lab.module, "class": lab.class_name, "device": lab.device, "dtype": lab.dtype,
             "rank_by": lab.rank_by.label, "task": lab.task, "rule": lab.gate_rule,
+            "base": lab.kind.base, "spec": lab.kind.spec_fields(), "checker": lab.kind.checker,
+            "emulate_hint": lab.kind.emulate_hint, "info": lab.kind.kit_info(lab),
             "gate": {"images": gate.images, "min_agree": gate.min_agree, "max_abs_diff": gate.max_abs_diff,
-                     **({"steps": gate.steps, "batch": gate.batch, "max_rel_loss": gate.max_rel_loss}
-                        if lab.task == "training" else {})},
+                     **lab.kind.kit_gate(gate)},
             "limits": {"import_s": lab.limits.import_s, "wall_s": lab.limits.wall_s,
                        "memory_mb": lab.limits.memory_mb, "max_ratio": lab.limits.max_ratio,
                        **({"peak_mb": lab.limits.peak_mb} if lab.limits.peak_mb else {})},  # a gate: say it
@@ -173,11 +164,6 @@ def gate_data(lab: Lab, weights: Path) -> dict[str, np.ndarray]:
     steps' images and labels, the oracle's loss of each step and its weights after it (steps, 61706)
     float64, as the grader's (harness.lab.judge.phases.training)."""
     from harness.data import mnist
-
-    if lab.task == "training":
-        from harness.lab.term.handout import trainreadme
-
-        return trainreadme.gate_data(lab, weights)
     from lenet_numpy.model import NumpyLeNet  # the oracle: runs here, never shipped
 
     images = mnist.load("test")[0][:lab.gate.images]
@@ -206,8 +192,9 @@ def numpy_pin() -> str:
     return f"numpy>={major},<{major + 1}"
 
 
-def readme(lab: Lab) -> str:
-    """The students' README: install, write, check, hand in (and, for the CUDA lab, without a GPU)."""
+def readme(lab: Lab, extra: list[str] | None = None) -> str:
+    """The students' README of an inference lab: install, write, check, `extra` (the CUDA lab's: without
+    a GPU, harness.lab.term.handout.cudareadme), hand in."""
     gate, module = lab.gate, lab.module
     lines = [
         f"# {lab.title or lab.name}: the student kit of lab `{lab.name}`", "",
@@ -227,18 +214,12 @@ def readme(lab: Lab) -> str:
         f"Then `lenet-lab check path/to/{module}`, `lenet-lab info`, `lenet-lab doctor`, `lenet-lab show N`. "
         f"The kit asks for NumPy {numpy_pin().removeprefix('numpy')}: the grader's major version.", "",
         "## Write", "",
-        (f"Copy `lab-kit-{lab.name}/{module}` into a folder of your own and fill in `train_step`: one "
-         "SGD step (forward, softmax cross-entropy averaged over the batch, backward by hand, "
-         f"`w -= lr * dw`). Rules: one `harness.base.Trainer` subclass in `{module}`; `train_step(images "
-         "(N, 28, 28, 1) float32, labels (N,) int64)` returns the batch's mean loss before the update, "
-         "`weights()` the current weights in the layouts below. The gate: " + lab.gate_rule + ". One "
-         "thread; no network; none of the project's `lenet_*` packages.") if lab.task == "training" else
-        (f"Copy `lab-kit-{lab.name}/{module}` into a folder of your own and fill in `predict`. Rules: one "
+        f"Copy `lab-kit-{lab.name}/{module}` into a folder of your own and fill in `predict`. Rules: one "
          f"`harness.base.LeNet` subclass in `{module}`; other modules of your folder may be imported by "
          "name; "
          "`predict` takes `(N, 28, 28, 1)` float32 in [0, 1] and returns `(N, 10)` probabilities as a NumPy "
          "array, for N = 1 (timing) and N up to 1000 (the gate). One thread; no network; none of the "
-         "project's `lenet_*` packages."), "",
+         "project's `lenet_*` packages.", "",
         "The network: conv1 6x5x5 'same' + ReLU, max pool 2x2, conv2 16x5x5 'valid' + ReLU, max pool 2x2, "
         "flatten in NHWC order (400), dense 120 ReLU, dense 84 ReLU, dense 10 softmax. "
         "`weights.read(weights_path)` gives `{'conv1': Layer(kernel, bias), ...}` in Keras layouts: conv "
@@ -255,8 +236,7 @@ def readme(lab: Lab) -> str:
         "reference "
         f"(`{lab.rank_by.label}`) on its own machine, on images nobody has seen, and checks every answer: "
         "remembering the gate's answers gains nothing. `lenet-lab info` shows the lab's limits.", ""]
-    if lab.kernels:
-        lines += cuda_readme(lab)
+    lines += extra or []
     lines += ["## Hand in", "", f"Your `{module}` (and any helper module it imports), as the course "
               "says (the LMS assignment, or your git repository).", ""]
     return "\n".join(lines)
@@ -275,15 +255,6 @@ def nchw_readme() -> list[str]:
         "The kit's check catches a shape error in your first call and points here.", ""]
 
 
-def cuda_readme(lab: Lab) -> list[str]:
-    return [
-        "## The CUDA lab without a GPU", "",
-        "`lenet.cu` holds the kernels (yours); `lenet.py` is the glue (compiles `lenet.cu` with NVRTC "
-        "through CuPy). On a machine with an NVIDIA GPU: `pip install cupy-cuda12x`, then "
-        "`lenet-lab check lenet.py`. Without a GPU (needs g++ 11 or newer):", "",
-        "```sh", "lenet-lab emulate lenet.py", "```", "",
-        "compiles your kernels for the CPU (every block and thread of a launch run in turn, arrays "
-        "guarded against reads and writes past their ends) and runs the gate's rule on the first 50 "
-        "test images (`--images N` for more). What it cannot check: the GPU's memory model (races "
-        "between threads, warps), CuPy's own behaviour, and the time. Run `lenet-lab check` on a GPU "
-        "before handing in if you can.", ""]
+def next_step(row: dict, lab: Lab) -> str | None:
+    """An inference lab's own advice on a failure: none beyond its status's (feedback.NEXT_STEP)."""
+    return None

@@ -19,7 +19,9 @@ Where nothing can be installed, the same from the unzipped kit's folder, with Nu
     submission_class(path, class_name)    the student's class, found as the grader finds it
     answers(impl, images, dtype, batch)   predict over the images, as float32 (N, 10)
     gate_numbers(kit, probs), passes(kit, gate), (the time per image: clock)
-    check(path, kit, say, lock_timeout) (on the GPU under sharing.gpu_lock), checked(path, kit, say),
+    check(path, kit, say, lock_timeout)   its lab kind's check (kit.json's checker): an inference lab's
+        inference_check(path, kit, say, lock_timeout) (on the GPU under sharing.gpu_lock), checked(path,
+        kit, say); a training lab's harness.lab.term.handout.trainkit.kit_check
     emulate(path, kit, say, images), main(argv), build(path, kit), (info: doctor)
     gate_line(kit, gate), first_call(impl, kit) (one predict first: a shape error gets the NCHW hint)
 """
@@ -109,13 +111,12 @@ def build(path: Path, kit: Kit) -> Any:
     lab = kit.lab
     if path.name != lab["module"]:
         print(f"note: the grader imports {lab['module']}; this file is {path.name}", file=sys.stderr)
-    from harness.base import Trainer
+    from harness import base
 
-    training = lab.get("task") == "training"
-    cls = submission_class(path, lab["class"], Trainer if training else None)
+    cls = submission_class(path, lab["class"], getattr(base, lab["base"]))  # its kind's: LeNet or Trainer
     if not isinstance(getattr(cls, "spec", None), ImplSpec):
-        spec = lab_spec(cls, lab["device"], lab["dtype"])
-        cls.spec = replace(spec, train_variants=("default",)) if training else spec  # type: ignore[attr-defined]
+        given: dict[str, Any] = {k: tuple(v) for k, v in lab["spec"].items()}  # its kind's spec fields
+        cls.spec = replace(lab_spec(cls, lab["device"], lab["dtype"]), **given)  # type: ignore[attr-defined]
     return cls(str(kit.weights), device=lab["device"], dtype=lab["dtype"])
 
 
@@ -154,12 +155,15 @@ def check(path: Path, kit: Kit, say: Callable[[str], None] = print,
     the GPU, under the GPU lock (waiting at most `lock_timeout` seconds; None: as long as it takes)."""
     lab = kit.lab
     say(f"lab {lab['name']}: {lab['title']}")
-    if lab.get("task") == "training":
-        from harness.lab.term.handout import trainkit
+    module, _, function = lab["checker"].partition(":")  # its kind's check (kinds.Kind.checker)
+    return bool(getattr(importlib.import_module(module), function)(path, kit, say, lock_timeout))
 
-        return trainkit.check(lambda: build(path, kit), kit, say)
+
+def inference_check(path: Path, kit: Kit, say: Callable[[str], None], lock_timeout: float | None) -> bool:
+    """An inference lab's check: the gate on every gate image, then the time per image (check's)."""
+    lab = kit.lab
     if lab["device"] == "gpu" and importlib.util.find_spec("cupy") is None:
-        emulate_it = f"; without a GPU: lenet-lab emulate {path.name}" if lab.get("kernels") else ""
+        emulate_it = lab["emulate_hint"].format(module=path.name)
         raise HarnessError(f"lab {lab['name']} runs on an NVIDIA GPU through CuPy, which is not installed "
                            f"here (pip install cupy-cuda12x){emulate_it}")
     for warning in doctor.version_warnings(kit):

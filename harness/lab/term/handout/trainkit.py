@@ -11,15 +11,18 @@ as the grader asks them of a fresh worker; then the time per step against the Nu
 
     check(make, kit, say) -> bool     True when the grader's gate passes (make() builds the student's
                                       Trainer: harness.lab.term.handout.student.build)
+    kit_check(path, kit, say, lock_timeout)   check, as `lenet-lab check` calls it (kit.json's checker)
     gate(trainer, kit) -> dict        the steps, judged as the grader judges them (WrongShape:
                                       weights() in the wrong shapes); batches(kit), timed(trainer, kit)
     asked_forward(trainer, kit) -> [verdict]   the forward stages (a wrong loss)
     asked_backward(trainer, kit) -> [verdict]  the lab's stages
     shipped_backward(kit), shipped_forward(kit)   the shipped answers as the rules' records
+    key(kind, name, part) -> str      gate.npz's name of one shipped array (backward__fc2__dkernel)
 """
 
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -159,6 +162,13 @@ def asked_backward(trainer: Any, kit: Any) -> list[dict]:
             verdict = stages.unanswered(name, f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
         verdicts.append({**verdict, "points": points})
     return verdicts
+
+
+def kit_check(path: Path, kit: Any, say: Callable[[str], None], lock_timeout: float | None) -> bool:
+    """A training lab's check (kinds.Kind.checker), its trainer built as the grader builds it."""
+    from harness.lab.term.handout import student
+
+    return check(lambda: student.build(path, kit), kit, say)
 
 
 def check(make: Callable[[], Any], kit: Any, say: Callable[[str], None] = print) -> bool:

@@ -9,6 +9,7 @@ the kit is built (the oracle is imported here), never shipped.
     gate_data(lab, weights) -> {name: array}   gate.npz: the steps' images and labels, the oracle's
                                         losses and weights after each step (and alt's: ReLU's gradient
                                         at 0 taken as 1), each stage's inputs and answers
+    next_step(row, lab) -> str | None   the advice a failed submission's feedback gives, by kind of failure
 """
 
 from pathlib import Path
@@ -161,3 +162,9 @@ def says(lab: Lab) -> list[str]:
         "## Hand in", "",
         f"Your `{module}` (and any helper module it imports), as the course says (the LMS assignment, or "
         "your git repository).", ""]
+
+
+def next_step(row: dict, lab: Lab) -> str | None:
+    """A training lab's advice on a failure, by its kind (harness.lab.term.handout.advice), else none."""
+    found = advice.kind(row.get("status"), row.get("reason"), row.get("gate"))
+    return advice.next_step(found, lab.name, lab.module) if found else None

@@ -16,6 +16,7 @@ its last parts (harness.lab.text.unpathed: the server's folders are not the stud
                                there is none
 """
 
+import importlib
 import re
 from datetime import datetime
 from pathlib import Path
@@ -24,7 +25,7 @@ from harness.draw.style import fmt_ms
 from harness.lab import text
 from harness.lab.judge import store
 from harness.lab.judge.phases import memory
-from harness.lab.judge.rules import sgd, stages, timing
+from harness.lab.judge.rules import stages
 from harness.lab.judge.rules.assignment import Lab
 from harness.lab.term.handout import advice
 from harness.lab.term.marks import points
@@ -100,8 +101,7 @@ def stage_lines(row: dict, lab: Lab) -> list[str]:
         return []
     wrong = [v for v in verdicts if v.get("verdict") != "ok"]
     first = f"; the first that is not: **{text.cell(wrong[0].get('stage'), 30)}**." if wrong else "."
-    how = ("each layer's backward, given the reference's input and upstream gradient"
-           if lab.task == "training" else "each given the reference's input to it")
+    how = lab.kind.stage_how
     counts = row.get("status") not in points.PASSED_GATE
     head = f"Stage by stage ({how}): {len(verdicts) - len(wrong)} of {len(verdicts)} right{first}" + \
         ("" if counts else " (Their points do not count: a submission that passes the gate gets the gate's.)")
@@ -119,12 +119,11 @@ def forward_lines(row: dict) -> list[str]:
 
 
 def next_step(row: dict, lab: Lab) -> str | None:
-    """The advice for its kind of failure (a training lab's: harness.lab.term.handout.advice), else its
+    """Its lab kind's advice on its failure (a training lab's: harness.lab.term.handout.advice), else its
     status's (NEXT_STEP), else none."""
-    if lab.task == "training":
-        found = advice.kind(row.get("status"), row.get("reason"), row.get("gate"))
-        if found:
-            return advice.next_step(found, lab.name, lab.module)
+    said = importlib.import_module(lab.kind.handout).next_step(row, lab)  # a training lab's: advice
+    if said:
+        return said
     step = NEXT_STEP.get(row["status"])
     return step.format(lab=lab.name, module=lab.module) if step else None
 
@@ -192,8 +191,7 @@ def write(row: dict, lab: Lab, place: int | None, ranked: int, out: Path,
                   *[f"- {text.cell(entry)}" for entry in row["skipped_files"][:20]], ""]
     gate = row.get("gate")
     if gate:
-        lines += [sgd.gate_sentence(gate, lab.gate_rule) if lab.task == "training" else
-                  timing.gate_sentence(gate, lab.gate.images, lab.gate.min_agree, lab.gate.max_abs_diff), ""]
+        lines += [lab.kind.gate_sentence(gate, lab.gate), ""]
     lines += forward_lines(row)
     lines += stage_lines(row, lab)
     lines += memory_lines(row, lab)

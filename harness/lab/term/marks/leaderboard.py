@@ -239,7 +239,7 @@ def with_similarity(board: str, rows: list[dict], out: Path) -> str:
     """The table with a last column, "similar to", from `lab similarity`'s OUT/private/similarity.csv
     (staff only; never on the public page); the board as it was when there is none. The names in
     it are folder names, as any cell: text.cell."""
-    from harness.lab.term.staff import similarity
+    from harness.lab.term import similarity
 
     pairs = similarity.flagged(out, [row["student"] for row in rows])
     if pairs is None:

@@ -1,5 +1,5 @@
 """A submission's code as one document, and its winnowed fingerprints (copydetect's method, with a
-stable hash), for `lab similarity` (harness.lab.term.staff.similarity reads the folders and compares).
+stable hash), for `lab similarity` (harness.lab.term.similarity reads the folders and compares).
 
     Code                            the code files in one text, where each starts, what the caps left out
     document(chosen, capped) -> Code   the files (name, code) in name order, each after "# file: NAME"

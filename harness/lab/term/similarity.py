@@ -23,7 +23,7 @@ text.clean (text.csv_cell in the CSV, whose id_a and id_b are text.safe_id's), n
     code_of(folder, module) -> (Code, skipped), read_code(path, room), is_binary(path)
     segments(text, slices), side_by_side(pair, codes, slices, path) (templates/similarity_pair.html.j2),
     write_csv(pairs, path), flagged(out, students) (LEADERBOARD.md's column)
-Code, its document and its fingerprints: harness.lab.term.staff.fingerprints.
+Code, its document and its fingerprints: harness.lab.term.fingerprints.
 """
 
 import csv
@@ -37,7 +37,7 @@ from pathlib import Path
 from harness.lab import text
 from harness.lab.judge import files, store
 from harness.lab.judge.rules import assignment
-from harness.lab.term.staff.fingerprints import Code, document, fingerprint, line_ranges
+from harness.lab.term.fingerprints import Code, document, fingerprint, line_ranges
 
 THRESHOLD = 0.5  # the shipped examples' honest pairs score 0.0; copies 0.8-1.0
 MAX_CODE = 256 << 10  # bytes of code compared per submission (a lab's hand-written code: 5-50 KiB)
@@ -187,7 +187,7 @@ def side_by_side(pair: Pair, codes: dict[str, Code], slices: tuple, path: Path) 
     """The pair's page: names through text.clean (then the template's HTML escaping), code escaped."""
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent.parent / "templates"),
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     both = ((pair.a, pair.share_a, slices[0]), (pair.b, pair.share_b, slices[1]))
     sides = [{"name": text.clean(name), "share": share, "pieces": segments(codes[name].text, doc_slices)}
