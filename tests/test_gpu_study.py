@@ -310,7 +310,8 @@ def test_the_labs_result_is_imported_beside_the_runs_and_said(finished, tmp_path
         archive.import_results(fake, into, say=said.append)
     report = harness("report", "--results", str(into), "--out", str(tmp_path / "R.md"))
     assert report.returncode == 0, report.stderr
-    assert "| verify-gpu-h.json (gpu-study-h-r5) | cuda/fused |" in (tmp_path / "DETAILS.md").read_text()
+    verify = (tmp_path / "DETAILS.md").read_text().split("## Agreement with the NumPy reference")[1]
+    assert "| gpu | float32 | cuda/fused | ok |" in verify.split("\n## ")[0]  # the imported campaign's row
 
 
 def test_the_plans_include_the_hand_written_cuda_rung(tmp_path):

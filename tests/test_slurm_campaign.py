@@ -126,4 +126,4 @@ def test_a_campaign_runs_one_job_per_node_type_and_the_report_keys_runs_by_finge
     assert sorted(r["run_id"] for r in runs) == ["slurm-type-a", "slurm-type-b"]
     fingerprints = {r["env"]["fingerprint"] for r in runs}
     assert {r["host_key"] for r in runs} == {f"fp:{f}" for f in fingerprints}  # one host here: one key
-    assert len(fingerprints) == 1 and next(iter(fingerprints)) in (tmp_path / "REPORT.md").read_text()
+    assert len(fingerprints) == 1 and next(iter(fingerprints)) in (tmp_path / "DETAILS.md").read_text()

@@ -188,6 +188,8 @@ def answering(data: ReportData) -> ReportData:
     own; DETAILS' tables show these two."""
     machines = {d: headline.machine_of(data.frame, run_id) for d, run_id in data.answer.items()}
     machines = {d: m for d, m in machines.items() if m is not None}
+    if not machines:  # no api_levels run answers (a folder of other studies, or the null level's): show all
+        return data
 
     def mine(frame: pd.DataFrame) -> pd.DataFrame:
         if frame.empty:
