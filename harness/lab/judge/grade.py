@@ -2,11 +2,13 @@
 then timed in rounds beside the references (each in its own trusted worker), under the same
 load, on the same unseen images.
 
-The Grader goes through a grading's phases, one module each, each class building on the last:
-harness.lab.judge.phases.prepare (the oracle, the images, the workers' environment and spaces),
-.references (the references' workers and the deadlines' pace), .steps (one submission's steps:
-import, probe, gate, warm-up, rounds), .verdict (its clocks checked and its times ranked), then
-here: one submission's row from start to finish, and the grader's close.
+The Grader is one class whose methods are a grading's phases, each module of
+harness.lab.judge.phases saying what its phase checks: prepare (the oracle, the images, the
+workers' environment and spaces: __init__), references (the references' workers and the deadlines'
+pace), steps (one submission's steps: import, probe, gate, warm-up, rounds), training (a training
+lab's steps), verdict (its clocks checked and its times ranked), then here: one submission's row
+from start to finish (.grade: the steps' values go into the row as they come, so a failure's row
+keeps what was measured before it), and the grader's close.
 
 Every worker, the references' too, runs in the sandbox (harness.lab.box.walls.isolation) with a bounded
 writable space (harness.lab.box.walls.disk): the submission sees a private copy of its folder
@@ -22,15 +24,28 @@ submission is graded.
                                                      progress: Interrupted)
     to_grade(...) -> (todo, kept)      --only: these, graded again; --resume: no row yet, or files
                                        changed since the row (its files_sha256, harness.lab.judge.files)
-    Grader(lab, out, weights, report, iso)           the oracle and the references' workers
+    Grader(lab, out, weights, report, iso)           the oracle and its answers on the gate's images,
+                                                     the training images, each stage's input and
+                                                     output (.stage_oracle), the workers'
+                                                     environment, the sandbox, the node, the scratch
       .grade(student, folder) -> row                 one submission: its copy, its worker, its steps
-                                                     (.steps), its peak memory and the gate on it
-                                                     (harness.lab.judge.phases.memory), its row
+                                                     (.steps: its lab's kind's), its peak memory and
+                                                     the gate on it (harness.lab.judge.phases.memory),
+                                                     its row
       .present(copy, skipped), .clean_up(worker, results, name)   the copy's checks; the worker
                                                      stopped, its log kept, its space released
       .sandbox(student, space), .fresh_worker()      its worker; a fresh one (the training stages,
-                                                     after a gate that ended the first)
+                                                     after a gate that ended the first), .restarted
       .close()                                       the references stopped, every space released
+      prepare: .predict_oracle, .limits(trusted), .space(slot, name), .space_root, .release(root)
+      references: .reference(label), .chunk(who, worker, images, oracle, wait), .retire(worker),
+                  .measure_pace(), .reference_gate_s(label, images)
+      steps: .inference_steps(worker, row), .imported, .gate + .passes + .pass_gate,
+             .stage_verdicts, .warm_up + .fast_enough, .rounds + .timed_rounds, .timed, .within,
+             .need_pace
+      training: .training_steps(worker, row), .training_gate, .forward_verdicts,
+                .backward_verdicts, .training_warm_up, .training_rounds, .timed_steps,
+                .training_pace, .reference_steps, .fixed_batches, .fresh_batches
     attempt(grader, name, folder, lock, step) -> row   one attempt at a row: capped, or graded, a
                                                      signal to the grader ending it as the grader's
                                                      (harness.lab.judge.attempts: who ended each)
@@ -39,29 +54,75 @@ submission is graded.
 """
 
 import contextlib
+import functools
 import os
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
-from harness import DEFAULT_WEIGHTS, ROOT
+import numpy as np
+
+from harness import DEFAULT_WEIGHTS, ROOT, registry
+from harness.data import mnist
+from harness.data import weights as weights_file
 from harness.errors import Failure, HarnessError, Unavailable
 from harness.lab import text
-from harness.lab.box.proc.limits import capped_log
-from harness.lab.box.sandbox import Sandbox
+from harness.lab.box.proc.limits import Limits, capped_log
+from harness.lab.box.sandbox import Chunk, Sandbox
 from harness.lab.box.walls import disk, isolation
 from harness.lab.judge import attempts, claim, files, store
-from harness.lab.judge.phases import memory
+from harness.lab.judge.phases import memory, verdict
 from harness.lab.judge.phases.prepare import node_info, start_weights
-from harness.lab.judge.phases.training import Training
+from harness.lab.judge.phases.references import PROBE_GATE, REFERENCE_TIMEOUT_S
+from harness.lab.judge.phases.steps import PROBE_CALLS, Warmup
+from harness.lab.judge.phases.training import COUNT, NOT_GRADED, oracle_steps
+from harness.lab.judge.phases.verdict import SUBMISSION, Rounds
+from harness.lab.judge.rules import backprop, deadlines, oracle, sgd, stages, timing
 from harness.lab.judge.rules.assignment import Lab
-from harness.machine import gpu
+from harness.lab.judge.rules.sgd import off_the_steps, unflat
+from harness.machine import gpu, procenv
 from harness.machine.gpulock import GpuLock
+from harness.measure.plan.study import chunk_sizes
 
 
-class Grader(Training):
+class Grader:
     """Holds the oracle, the training images and the references' workers across submissions."""
+
+    def __init__(self, lab: Lab, out: Path, weights: str | Path = DEFAULT_WEIGHTS,
+                 report: Callable[[str], None] = print, iso: isolation.Isolation | None = None) -> None:
+        from lenet_numpy.model import NumpyLeNet  # the oracle: NumPy only
+
+        self.lab = lab
+        self.out = Path(out)
+        self.weights = str(start_weights(lab, weights))
+        self.report = report
+        self.oracle = NumpyLeNet(self.weights, dtype=lab.dtype)
+        # sent to each worker (no MNIST there); a training lab's gate is its steps (phases.training)
+        self.gate_images = mnist.load("test")[0][:lab.kind.gate_images(lab.gate)]
+        self.initial = {name: weights_file.Layer(k.astype("float64"), b.astype("float64"))
+                        for name, (k, b) in weights_file.read(self.weights).items()}  # training's start
+        self.last_weights = self.initial  # a training submission's weights after its last steps
+        self.gate_oracle = (self.predict_oracle(self.gate_images) if len(self.gate_images) else
+                            np.empty((0, 10)))
+        self.stage_oracle = lab.kind.stage_oracle(self.weights, self.gate_images, lab.dtype, bool(lab.stages))
+        self.train = mnist.load("train")[0]
+        self.env = procenv.settings(lab.measure.threads, 1, lab.device)
+        self.iso = iso or isolation.decide()
+        self.refs: dict[str, Sandbox] = {}
+        self.node = node_info(lab.device)
+        self.scratch = Path(tempfile.mkdtemp(prefix="lenet-lab-"))  # 0700: the grader's alone
+        self.spaces: dict[Path, disk.Space] = {}  # the workers' writable spaces, by folder
+        self.tmpfs = self.iso.bwrap is not None and os.geteuid() == 0  # a bounded tmpfs per space
+        self.cold_s: float | None = None  # rank_by's cold start (deadlines.Pace), measured once
+        self.pace: deadlines.Pace | None = None  # this submission's deadlines come from it
+        self.waits: dict[str, dict] = {}  # per step: the exchange nearest its deadline
+        self.worker: Sandbox | None = None  # the submission's worker now (a fresh one may replace it)
+        self.current: tuple[str, Path, Path] = ("", Path(), Path())  # its student, folder, results
+        if self.tmpfs:
+            disk.private_mounts()  # the spaces' tmpfs mounts vanish with the grader, however it ends
 
     def stopping(self) -> bool:
         return attempts.stopping()
@@ -124,6 +185,18 @@ class Grader(Training):
         self.worker = self.sandbox(student, space)
         return self.worker
 
+    def restarted(self) -> tuple[Sandbox | None, str]:
+        """(a fresh worker, loaded, or None; why not): its weights are the initial ones again."""
+        try:
+            worker = self.fresh_worker()
+            if worker is None:
+                return None, "no fresh worker could be started"
+            self.imported(worker)
+        except Failure as exc:
+            return None, f"a fresh worker failed too ({exc.status}: {exc.reason})"
+        self.last_weights = self.initial
+        return worker, ""
+
     def present(self, copy: Path, skipped: list[str]) -> None:
         """The lab's module is in the copy, and is the one `import` finds."""
         module = self.lab.module
@@ -158,6 +231,494 @@ class Grader(Training):
         why = disk.remove_tree(self.scratch)
         if why:
             self.report(f"warning: {why}")
+
+    # --- prepare: the oracle's answers, workers' limits and spaces (harness.lab.judge.phases.prepare) -----
+
+    def predict_oracle(self, images_u8: np.ndarray) -> np.ndarray:
+        return timing.oracle_answers(self.oracle, images_u8, self.lab.dtype)
+
+    def limits(self, trusted: bool) -> Limits:
+        """A worker's limits: the lab's; a reference (trusted) has no time limits."""
+        given = self.lab.limits  # the lab's, of which a box enforces Limits' fields
+        limits = Limits(**{f.name: getattr(given, f.name) for f in fields(Limits)})
+        return replace(limits, wall_s=None, cpu_s=None) if trusted else limits
+
+    def space(self, slot: int, name: str) -> disk.Space:
+        """A worker's writable space (harness.lab.box.walls.disk), made fresh; released in clean_up or
+        close."""
+        root = self.space_root(name)
+        self.release(root)
+        given = self.lab.limits
+        try:
+            self.spaces[root] = disk.make(root, given.disk_mb, given.files, self.iso.uid(slot), self.tmpfs)
+        except OSError as exc:
+            raise HarnessError(f"cannot make a worker's writable space {root}: {exc}") from None
+        return self.spaces[root]
+
+    def space_root(self, name: str) -> Path:
+        return self.scratch / f"space-{name}"
+
+    def release(self, root: Path) -> None:
+        space = self.spaces.pop(root, None)
+        why = disk.release(space) if space is not None else disk.remove_tree(root)
+        if why:
+            self.report(f"warning: clean-up of {root} failed ({why}); grading goes on")
+
+    # --- references: workers, chunks, the deadlines' pace (harness.lab.judge.phases.references) -----------
+
+    def reference(self, label: str) -> Sandbox:
+        """The reference's worker, started and loaded on first use; one that cannot run here stops
+        the grading (its log: OUT/references.log)."""
+        if label not in self.refs:
+            ref = self.lab.reference(label)
+            package = registry.spec(ref.implementation).package
+            ref_env = {**self.env, **registry.process_env(ref.implementation),
+                       "LENET_LAB_ALLOW": package or ""}
+            slot = 1 + [r.label for r in self.lab.references].index(label)
+            worker = Sandbox(label, ref_env, self.scratch, self.iso, slot, self.limits(trusted=True),
+                             self.lab.device, space=self.space(slot, f"ref{slot}"),
+                             packages=[package] if package else [], weights=self.weights)
+            try:
+                worker.load({"op": "load", "implementation": ref.implementation, "variant": ref.variant,
+                             "device": self.lab.device, "dtype": self.lab.dtype, "weights": self.weights,
+                             **self.lab.kind.worker},
+                            REFERENCE_TIMEOUT_S)
+            except Failure as exc:
+                worker.stop()
+                raise HarnessError(f"reference {label} cannot run here ({exc.status}): {exc.reason}; "
+                                   f"log: {self.out / 'references.log'}") from None
+            finally:
+                capped_log(worker.box.log_path, self.out / "references.log")
+                worker.box.log_path.write_bytes(b"")
+            self.refs[label] = worker
+        return self.refs[label]
+
+    def chunk(self, who: str, worker: Sandbox, images: np.ndarray, oracle: np.ndarray,
+              wait: float | None = None) -> Chunk:
+        """Stream one chunk (a submission's within `wait` s, default wall_s: .timed gives its
+        deadline); a reference that fails is restarted once, then the grading stops."""
+        calls = images.reshape(-1, self.lab.measure.batch_size, 28, 28)
+        timeout = REFERENCE_TIMEOUT_S if who != SUBMISSION else wait or self.lab.limits.wall_s
+        for attempt in (1, 2):
+            try:
+                result = worker.stream(calls, timeout)
+                break
+            except Failure as exc:
+                if who == SUBMISSION:
+                    raise
+                worker.box.kill()  # at once: a failed reference is not asked to exit
+                self.refs.pop(who, None)
+                self.retire(worker)
+                if attempt == 2:
+                    raise HarnessError(f"reference {who} failed twice ({exc.status}: {exc.reason})") from None
+                worker = self.reference(who)
+        check = timing.disagreements(result.outputs.reshape(-1, 10), oracle, self.lab.gate.max_abs_diff)
+        if check["bad"]:
+            if who != SUBMISSION:
+                raise HarnessError(f"reference {who} disagrees with the NumPy oracle on timed images: "
+                                   f"{check}")
+            raise Failure("wrong", f"timed calls: {check['bad']} of {check['calls']} answers on unseen "
+                                   "images disagree with the oracle "
+                                   f"(worst |dp| {check['max_abs_diff']:.2g})")
+        return result
+
+    def retire(self, worker: Sandbox) -> None:
+        """A reference's worker stopped (its cgroup and pidfd released), its log kept in references.log;
+        killed rather than asked to exit when the grader was told to stop (Slurm's KillWait is short)."""
+        worker.stop(ask=not self.stopping())
+        capped_log(worker.box.log_path, self.out / "references.log")
+
+    def measure_pace(self) -> deadlines.Pace:
+        """rank_by's times (deadlines.Pace), taken while no submission runs (its worker starts
+        after): for each submission a gate exchange on the gate's first images and PACE_CALLS timed
+        calls at batch_size; once, its cold start (its first gate exchange beyond the next one)."""
+        rank, batch = self.lab.rank_by.label, self.lab.measure.batch_size
+        first = self.gate_images[:min(PROBE_GATE, self.lab.gate.images)]
+        cold_s = self.reference_gate_s(rank, first) if self.cold_s is None else None
+        gate_s = self.reference_gate_s(rank, first)
+        if cold_s is not None:
+            self.cold_s = max(0.0, cold_s - gate_s)
+        images = timing.timing_images(timing.new_seed(), deadlines.PACE_CALLS * batch, self.train)
+        calls = self.chunk(rank, self.reference(rank), images, self.predict_oracle(images))
+        trip_s, work_s = (float(np.median(ns)) / 1e9 for ns in (calls.trips_ns, calls.times_ns))
+        return deadlines.Pace(rank, trip_s, work_s, gate_s / len(first), self.cold_s or 0.0, batch)
+
+    def reference_gate_s(self, label: str, images: np.ndarray) -> float:
+        """Seconds, on the grader's clock, that a reference takes to answer a gate exchange."""
+        worker = self.reference(label)
+        started = time.perf_counter()
+        try:
+            worker.gate(images, timing.GATE_BATCH, REFERENCE_TIMEOUT_S)
+        except Failure as exc:
+            self.refs.pop(label, None)
+            self.retire(worker)
+            raise HarnessError(f"reference {label} failed its gate ({exc.status}: {exc.reason})") from None
+        return time.perf_counter() - started
+
+    # --- steps: an inference lab's, within their deadlines (harness.lab.judge.phases.steps) ---------------
+
+    def steps(self, worker: Sandbox, row: dict) -> None:
+        """What its lab's kind runs on the worker (harness.lab.judge.rules.kinds: Kind.steps)."""
+        self.lab.kind.steps(self, worker, row)
+
+    def inference_steps(self, worker: Sandbox, row: dict) -> None:
+        """The phases in order (the module's docstring), each returning its values; they go into
+        the row as they come, so a failure's row keeps what was measured before it. The deadlines'
+        pace is measured first, before the submission's worker starts."""
+        self.pace = self.measure_pace()
+        row["pace"] = {k: round(v, 9) if isinstance(v, float) else v for k, v in asdict(self.pace).items()}
+        row.update(self.imported(worker))
+        row["gate_first"] = first = self.gate(worker, min(PROBE_GATE, self.lab.gate.images))
+        if self.passes(first):  # correct so far: too slow to be worth the full gate?
+            probe = self.warm_up(worker, PROBE_CALLS, probe=True)
+            row["probe_ratio"] = probe.ratio
+            if probe.ratio > self.lab.limits.max_ratio:  # gated on [gate] slow_images only, then too-slow
+                row["gate"] = gate = self.gate(worker, self.lab.gate.slow_images, slow=True)
+                self.pass_gate(gate)
+                self.fast_enough(probe, f"a probe of {PROBE_CALLS} calls before the full gate",
+                                 f"gated on more than its first {gate['images']} test images (which it "
+                                 "passed) nor ")
+        row["gate"] = gate = self.gate(worker)  # a wrong submission's row shows the whole gate
+        if self.lab.stages:
+            row["stages"] = self.stage_verdicts(worker)
+        self.pass_gate(gate)
+        if self.lab.measure.warmup:
+            warm = self.warm_up(worker, self.lab.measure.warmup)
+            row["warmup_ratio"] = warm.ratio
+            self.fast_enough(warm, "its warm-up", "")
+        row.update(verdict.verdict(self.lab, self.rounds(worker)))
+
+    def imported(self, worker: Sandbox) -> dict:
+        """import: the module loaded and the class built; the row's class and import_s."""
+        lab = self.lab
+        loaded = worker.load({"op": "load", "submission": worker.box.submission_path(), "module": lab.module,
+                              "class": lab.class_name, "device": lab.device, "dtype": lab.dtype,
+                              "weights": self.weights, **lab.kind.worker}, lab.limits.import_s)
+        import_s = round((loaded["import_ns"] + loaded["load_ns"]) / 1e9, 3)
+        return {"class": text.clean(loaded["class"], 200), "import_s": import_s}
+
+    def gate(self, worker: Sandbox, first: int | None = None, slow: bool = False) -> dict:
+        """gate: the worker's answers on the gate's test images (or the `first` of them: the probe's,
+        or a too-slow submission's `slow` gate) against the oracle's, within the gate's deadline."""
+        n = min(first or len(self.gate_images), len(self.gate_images))
+        due = deadlines.for_gate(self.need_pace(), self.lab.limits, n)
+        what = (f"the gate's first {n} images (too slow for the whole gate)" if slow else
+                f"the gate's first {n} images (its first call)" if first else
+                f"the gate ({n} images, in calls of up to {timing.GATE_BATCH})")
+        with self.within(worker, due, what, "gate_first" if first and not slow else "gate"):
+            probs = worker.gate(self.gate_images[:n], timing.GATE_BATCH, due.seconds)
+        return timing.compare(probs, self.gate_oracle[:n], self.lab.gate.max_abs_diff)
+
+    def stage_verdicts(self, worker: Sandbox) -> list[dict]:
+        """Each of the lab's stages asked of the submission on the oracle's input to it, its output
+        judged against the oracle's (stages.judge); a stage not answered is missing (no method) or
+        an error, never the submission's failure."""
+        verdicts = []
+        for name, points in self.lab.stages:
+            stage = self.stage_oracle[name]
+            due = deadlines.for_gate(self.need_pace(), self.lab.limits, len(stage.input))
+            with self.within(worker, due, f"stage {name} ({len(stage.input)} images)", "stages"):
+                why, got = worker.stage(name, stage.input, stage.output.size, due.seconds)
+            verdict = stages.unanswered(name, why or "no answer") if got is None else stages.judge(
+                name, got, stage, stages.tolerance(self.lab.gate.max_abs_diff, stage.output))
+            verdicts.append({**verdict, "points": points})
+        return verdicts
+
+    def passes(self, gate: dict) -> bool:
+        """The gate's rule on `gate` (the whole gate or its first images: no more disagreements than
+        the whole gate allows)."""
+        want = self.lab.gate
+        return timing.gate_passes(gate, want.images, want.min_agree, want.max_abs_diff)
+
+    def pass_gate(self, gate: dict) -> None:
+        want = self.lab.gate
+        if not self.passes(gate):
+            why = timing.not_probabilities(gate)
+            raise Failure("wrong", f"{gate['images'] - gate['agree']} of {gate['images']} test images "
+                                   f"disagree with the NumPy reference (argmax), worst |dp| "
+                                   f"{gate['max_abs_diff']:.2g} (gate: at least {want.min_agree} "
+                                   f"agree, |dp| <= {want.max_abs_diff:g})" + (f"; {why}" if why else ""))
+
+    def warm_up(self, worker: Sandbox, calls: int, probe: bool = False) -> Warmup:
+        """warm-up (or the probe before the full gate): `calls` calls of the submission and of
+        rank_by, on the same fresh images. The probe's calls go one exchange each, each within its
+        own deadline (the first one's a new shape's): a hung call is named."""
+        rank, batch = self.lab.rank_by.label, self.lab.measure.batch_size
+        images = timing.timing_images(timing.new_seed(), calls * batch, self.train)
+        oracle = self.predict_oracle(images)
+        ref_ns = float(np.median(self.chunk(rank, self.reference(rank), images, oracle).times_ns))
+        if probe:
+            times = []
+            for i in range(calls):
+                call = slice(i * batch, (i + 1) * batch)
+                times += self.timed(worker, images[call], oracle[call], f"the probe's call {i + 1} of "
+                                    f"{calls} ({batch} image(s))", "probe", first=i == 0).times_ns
+        else:
+            times = self.timed(worker, images, oracle, f"the warm-up's {calls} calls", "warmup").times_ns
+        median_ns = float(np.median(times))
+        return Warmup(float(median_ns / ref_ns), median_ns, ref_ns)
+
+    def fast_enough(self, warm: Warmup, when: str, skipped: str) -> None:
+        max_ratio, rank = self.lab.limits.max_ratio, self.lab.rank_by.label
+        if warm.ratio > max_ratio:
+            raise Failure("too-slow", f"{warm.ratio:.0f}x {rank} in {when} ({warm.median_ns / 1e3:.0f} us "
+                                      f"per call, {rank} {warm.reference_ns / 1e3:.0f} us); the limit is "
+                                      f"{max_ratio:g}x {rank}, so it was not {skipped}timed")
+
+    def rounds(self, worker: Sandbox) -> Rounds:
+        """rounds: per round the same fresh images for every participant, each answer checked."""
+        def fresh(calls: int) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+            seed = timing.new_seed()
+            images = timing.timing_images(seed, calls * self.lab.measure.batch_size, self.train)
+            return (images, self.predict_oracle(images)), seed
+
+        def turn(who: str, data: tuple[np.ndarray, np.ndarray], what: str) -> Chunk:
+            if who == SUBMISSION:
+                return self.timed(worker, *data, f"{what} calls", "rounds")
+            return self.chunk(who, self.reference(who), *data)
+
+        return self.timed_rounds(worker, fresh, turn)
+
+    def timed_rounds(self, worker: Sandbox, fresh: Callable[[int], tuple[Any, int]],
+                     turn: Callable[[str, Any, str], Chunk]) -> Rounds:
+        """The rounds of any lab: per round `fresh(calls)` -> (data, its secret seed), the same data
+        for every participant's `turn(who, data, "round R's K")` -> its Chunk, the order rotated each
+        round; the submission's CPU is read while the references are timed (it should sleep)."""
+        m = self.lab.measure
+        everyone = [SUBMISSION, *(r.label for r in self.lab.references)]
+        seeds: list[int] = []
+        chunks: dict[str, list[Chunk]] = {who: [] for who in everyone}
+        idle: list[tuple[int, int]] = []
+        for r, calls in enumerate(chunk_sizes(m.calls, m.rounds)):
+            data, seed = fresh(calls)
+            busy, wall = 0, 0
+            for who in everyone[r % len(everyone):] + everyone[:r % len(everyone)]:  # no fixed position
+                other = who != SUBMISSION
+                if other:
+                    self.reference(who)  # started (on first use) before the clocks
+                c0, t0 = worker.box.cpu_ns(), time.perf_counter_ns()
+                chunks[who].append(turn(who, data, f"round {r + 1}'s {calls}"))
+                if other:  # the submission should be asleep, waiting for its next call
+                    busy, wall = busy + worker.box.cpu_ns() - c0, wall + time.perf_counter_ns() - t0
+            idle.append((busy, wall))
+            seeds.append(seed)  # revealed only now, for audit
+        return Rounds(seeds, chunks, idle)
+
+    def timed(self, worker: Sandbox, images: np.ndarray, oracle: np.ndarray, what: str, step: str,
+              first: bool = False) -> Chunk:
+        """The submission's chunk of calls, within its deadline (a new shape's when `first`)."""
+        calls = len(images) // self.lab.measure.batch_size
+        due = deadlines.for_calls(self.need_pace(), self.lab.limits, calls, first)
+        with self.within(worker, due, what, step):
+            return self.chunk(SUBMISSION, worker, images, oracle, due.seconds)
+
+    def need_pace(self) -> deadlines.Pace:
+        if self.pace is None:
+            raise ValueError("the deadlines were not measured for this submission (measure_pace)")
+        return self.pace
+
+    @contextlib.contextmanager
+    def within(self, worker: Sandbox, due: deadlines.Deadline, what: str, step: str) -> Iterator[None]:
+        """One exchange with the submission: a timeout its deadline caused (not wall_s's, nor cpu_s's)
+        is the deadline's `timeout`, saying how it was derived; the row keeps, per step, the
+        exchange that came nearest its deadline."""
+        room = self.lab.limits.wall_s - worker.busy_s  # the box waits no longer than this (sandbox)
+        started = time.monotonic()
+        try:
+            yield
+        except Failure as exc:
+            took = time.monotonic() - started
+            if exc.status == "timeout" and due.seconds < room and took >= due.seconds:
+                raise deadlines.timed_out(what, due) from None
+            raise
+        finally:
+            took, kept = time.monotonic() - started, self.waits.get(step)
+            if kept is None or took / due.seconds > kept["took_s"] / kept["deadline_s"]:
+                self.waits[step] = {"took_s": round(took, 4), "deadline_s": round(due.seconds, 3)}
+
+    # --- training: a training lab's steps (harness.lab.judge.phases.training) -----------------------------
+
+    def training_steps(self, worker: Sandbox, row: dict) -> None:
+        """import, gate, stages, warm-up, rounds, verdict; values into the row as they come. The
+        stages are asked whatever ended the gate; the gate's failure is the row's after them."""
+        self.pace = self.training_pace()
+        row["pace"] = {k: round(v, 9) if isinstance(v, float) else v for k, v in asdict(self.pace).items()}
+        row.update(self.imported(worker))
+        stopped: Failure | None = None
+        try:
+            row["gate"] = gate = self.training_gate(worker)
+        except Failure as exc:  # the exchange ended the worker (harness.lab.box.sandbox)
+            stopped, worker_ok = exc, False
+        else:
+            worker_ok = True
+            if not gate["passes"]:
+                stopped = Failure("wrong", gate["first_failure"])
+                if gate["kind"] == sgd.FORWARD:
+                    row["forward"], worker_ok = self.forward_verdicts(worker)
+        alive: Sandbox | None = worker if worker_ok else None
+        if self.lab.stages:
+            row["stages"], alive = self.backward_verdicts(alive)
+        if stopped is not None:
+            raise stopped
+        if alive is None:  # a stage ended it: timed on a fresh one
+            alive, why = self.restarted()
+            if alive is None:
+                raise Failure("crashed", f"its worker ended while its stages were asked, and {why}: "
+                                         "not timed")
+        worker = alive
+        if self.lab.measure.warmup:
+            warm = self.training_warm_up(worker, self.lab.measure.warmup)
+            row["warmup_ratio"] = warm.ratio
+            self.fast_enough(warm, "its warm-up", "")
+        row.update(verdict.verdict(self.lab, self.training_rounds(worker)))
+
+    @functools.cached_property
+    def backward_oracle(self) -> dict[str, backprop.Backward]:
+        """The oracle's stages (harness.lab.judge.rules.oracle.backward) on the gate's first batch, at
+        the initial weights: the same for every submission."""
+        images, labels = self.fixed_batches()[0]
+        return oracle.backward(self.initial, images, labels)
+
+    @functools.cached_property
+    def forward_oracle(self) -> dict[str, stages.Stage]:
+        """The oracle's forward stages (inference's, harness.lab.judge.rules.oracle.forward_stages) on
+        the gate's first batch, at the initial weights: where a wrong loss's forward pass departs."""
+        return oracle.forward_stages(self.weights, self.fixed_batches()[0][0], self.lab.dtype)
+
+    def forward_verdicts(self, worker: Sandbox) -> tuple[list[dict], bool]:
+        """(a wrong loss: each forward stage asked of the submission's optional `stage(name, x)` on the
+        oracle's input to it, no points: the feedback names the first layer that departs; whether the
+        worker is still alive). The first stage not answered ends the asking."""
+        verdicts = []
+        for name in stages.INFERENCE:
+            stage = self.forward_oracle[name]
+            due = deadlines.for_gate(self.need_pace(), self.lab.limits, len(stage.input))
+            try:
+                with self.within(worker, due, f"forward stage {name} ({len(stage.input)} images)", "stages"):
+                    why, got = worker.stage(name, stage.input, stage.output.size, due.seconds)
+            except Failure as exc:  # the exchange ended the worker
+                verdicts.append(stages.unanswered(name, f"{exc.status}: {exc.reason}"))
+                return verdicts, False
+            verdicts.append(stages.unanswered(name, why or "no answer") if got is None else stages.judge(
+                name, got, stage, stages.tolerance(self.lab.gate.max_abs_diff, stage.output)))
+            if got is None:  # no `stage` (or it raised): the later stages would say the same
+                break
+        return verdicts, True
+
+    def backward_verdicts(self, worker: Sandbox | None) -> tuple[list[dict], Sandbox | None]:
+        """(each of the lab's stages asked of the submission's `backward` on the oracle's activation,
+        upstream gradient and weights, its gradients judged against the oracle's (backprop.judge);
+        the worker that answered last). A stage not answered is missing (no method) or an error; one
+        that ends the worker is an error, and the stages after it are asked of a fresh worker (the
+        same when `worker` is None: the gate ended it); "not graded" where no worker can answer."""
+        verdicts, tol, why = [], backprop.tolerance(self.lab.gate.max_abs_diff), ""
+        for name, points in self.lab.stages:
+            if worker is None and not why:
+                worker, why = self.restarted()
+            if worker is None:
+                verdicts.append({"stage": name, "verdict": NOT_GRADED, "max_abs_diff": None, "layout": None,
+                                 "reason": why, "points": points})
+                continue
+            want = self.backward_oracle[name]
+            counts = (0 if want.dx is None else want.dx.size, want.dkernel.size, want.dbias.size)
+            due = deadlines.for_gate(self.need_pace(), self.lab.limits, len(want.x))  # a new shape
+            try:
+                what = f"stage {name} (its backward on {len(want.x)} images)"
+                with self.within(worker, due, what, "stages"):
+                    handed = (want.x, want.upstream, want.kernel, want.bias)
+                    answer, got = worker.backward(name, handed, counts, due.seconds)
+            except Failure as exc:  # the exchange ended the worker
+                answer, got, worker = f"{exc.status}: {exc.reason}", None, None
+            verdict = stages.unanswered(name, answer or "no answer") if got is None else \
+                backprop.judge(name, (got[0], got[1], got[2]), want, tol)
+            verdicts.append({**verdict, "points": points})
+        return verdicts, worker
+
+    def fixed_batches(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The gate's batches: the first steps x batch training images in order, their labels."""
+        g = self.lab.gate
+        images, labels = mnist.load("train")
+        n = g.steps * g.batch
+        return [(images[i:i + g.batch], labels[i:i + g.batch].astype(np.int64)) for i in range(0, n, g.batch)]
+
+    def fresh_batches(self, steps: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """(steps, B, 28, 28) unseen images, (steps, B) random labels, and the new secret seed."""
+        b, seed = self.lab.measure.batch_size, timing.new_seed()
+        images = timing.timing_images(seed, steps * b, self.train).reshape(steps, b, 28, 28)
+        return images, np.random.default_rng(seed).integers(0, 10, (steps, b)), seed
+
+    def training_pace(self) -> deadlines.Pace:
+        """rank_by's step times (deadlines.Pace: a step is a call; an image 1/batch of it), before the
+        submission's worker starts; its first steps' extra time once, as the cold start."""
+        rank, b = self.lab.rank_by.label, self.lab.measure.batch_size
+        images, labels, _ = self.fresh_batches(deadlines.PACE_CALLS)
+        steps = self.reference_steps(rank, images, labels)
+        trip_s, work_s = (float(np.median(ns)) / 1e9 for ns in (steps.trips_ns, steps.times_ns))
+        if self.cold_s is None:
+            self.cold_s = max(0.0, steps.trips_ns[0] / 1e9 - trip_s)
+        return deadlines.Pace(rank, trip_s, work_s, work_s / b, self.cold_s, b)
+
+    def reference_steps(self, label: str, images: np.ndarray, labels: np.ndarray) -> Chunk:
+        try:
+            return self.reference(label).train(images, labels, REFERENCE_TIMEOUT_S)
+        except Failure as exc:
+            self.retire(self.refs.pop(label))
+            raise HarnessError(f"reference {label} failed its training steps ({exc.status}: {exc.reason})") \
+                from None
+
+    def training_gate(self, worker: Sandbox) -> dict:
+        """[gate] steps from the initial weights, each step's loss and weights against the oracle's."""
+        g = self.lab.gate
+        batches = self.fixed_batches()
+        oracle_losses, oracle_weights = oracle_steps(self.initial, batches)
+        alt = oracle_steps(self.initial, batches, at_zero=1)  # ReLU's gradient at 0 taken as 1
+        due = deadlines.for_gate(self.need_pace(), self.lab.limits, g.steps * g.batch)
+        losses, found = [], []
+        with self.within(worker, due, f"the gate's {g.steps} steps of {g.batch} images", "gate"):
+            for x, y in batches:
+                losses.append(float(worker.train(x[None], y[None], due.seconds).outputs[0]))
+                found.append(unflat(worker.weights(COUNT, due.seconds)))
+        self.last_weights = found[-1]
+        return sgd.gate_numbers(losses, found, oracle_losses, oracle_weights, g.max_rel_loss, g.max_abs_diff,
+                                alt, self.initial, g.batch)
+
+    def training_warm_up(self, worker: Sandbox, steps: int) -> Warmup:
+        rank = self.lab.rank_by.label
+        images, labels, _ = self.fresh_batches(steps)
+        ref_ns = float(np.median(self.reference_steps(rank, images, labels).times_ns))
+        mine = self.timed_steps(worker, images, labels, f"the warm-up's {steps} steps", "warmup")
+        median_ns = float(np.median(mine.times_ns))
+        return Warmup(median_ns / ref_ns, median_ns, ref_ns)
+
+    def timed_steps(self, worker: Sandbox, images: np.ndarray, labels: np.ndarray, what: str,
+                    step: str) -> Chunk:
+        """The submission's steps within their deadline, then replayed by the oracle from its weights
+        before them: its losses and its weights after them as sgd.off_the_steps allows."""
+        due = deadlines.for_calls(self.need_pace(), self.lab.limits, len(images))
+        with self.within(worker, due, what, step):
+            chunk = worker.train(images, labels, due.seconds)
+            after = unflat(worker.weights(COUNT, due.seconds))
+        losses, expected = oracle_steps(self.last_weights, list(zip(images, labels, strict=True)))
+        why = off_the_steps(chunk.outputs, after, losses, self.last_weights, expected[-1])
+        if why:
+            raise Failure("wrong", f"{what}: on unseen batches its steps left the NumPy reference's ({why}): "
+                                   "steps must be computed, not replayed")
+        self.last_weights = after
+        return chunk
+
+    def training_rounds(self, worker: Sandbox) -> Rounds:
+        """As inference's rounds (.timed_rounds), with steps for calls."""
+        def fresh(steps: int) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+            images, labels, seed = self.fresh_batches(steps)
+            return (images, labels), seed
+
+        def turn(who: str, data: tuple[np.ndarray, np.ndarray], what: str) -> Chunk:
+            if who == SUBMISSION:
+                return self.timed_steps(worker, *data, f"{what} steps", "rounds")
+            return self.reference_steps(who, *data)
+
+        return self.timed_rounds(worker, fresh, turn)
+
 
 
 def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only: list[str] | None = None,

@@ -28,7 +28,7 @@ from harness.machine import procenv
 
 # The grading process's own BLAS threads: its oracle's answers are compared, never timed, and a
 # pool of spinning OpenBLAS threads would take cores from the timed worker beside it. The workers
-# get the lab's thread counts in their own environment (Prepared.env).
+# get the lab's thread counts in their own environment (Grader.env).
 GRADER_BLAS_THREADS = 1
 
 if TYPE_CHECKING:

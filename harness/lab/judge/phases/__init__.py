@@ -1,4 +1,5 @@
-"""The Grader's phases, one class on the last: the oracle and images, the references, the steps, the verdict.
+"""The Grader's phases, what each checks (its methods are in harness.lab.judge.grade.Grader): the
+oracle and images, the references, the steps, the verdict.
 
     prepare     the oracle, the images and the spaces
     references  the references' workers and the deadlines' pace

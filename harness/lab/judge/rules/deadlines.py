@@ -9,7 +9,7 @@ kill as wall_s's) and the row says which call, the deadline and how it was deriv
     deadline = allowance + SAFETY x max_ratio x (the reference's time for the same work)
 
 - the reference's time: measured just before each submission's worker starts
-  (harness.lab.judge.phases.references: References.measure_pace). No submission runs then, so none can
+  (harness.lab.judge.grade: Grader.measure_pace). No submission runs then, so none can
   slow the reference to stretch its own deadline, and no byte a submission replies enters the sum:
   a lying worker cannot extend its deadline.
 - the same work: k timed calls are k x the reference's median round trip (the grader's clock,
