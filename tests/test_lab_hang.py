@@ -173,3 +173,19 @@ def test_the_pace_is_the_references_on_the_graders_clock():
     assert pace.work_s == pytest.approx(5e-4)
     assert 0.05 / 100 <= pace.image_s < 1 / 100 and pace.cold_s < 1  # its first gate beyond the next
     assert grader.measure_pace().cold_s == pace.cold_s  # measured once
+
+
+def test_a_failing_phase_s_fields_reach_the_row_under_the_failure_s_own():
+    """A phase gathers its fields as they come; its Failure carries them (its extra), the one place
+    that assembles the row (Grader.grade) merges them, the Failure's own fields winning."""
+    from harness.lab.judge.phases.steps import keeping
+
+    found: dict = {}
+    with pytest.raises(Failure) as caught:
+        with keeping(found):
+            found.update(gate={"passes": False}, median_ns=1.0)
+            raise Failure("timing-inconsistent", "clocks", extra={"median_ns": 2.0})
+    assert caught.value.extra == {"gate": {"passes": False}, "median_ns": 2.0}
+    with keeping(found):  # no failure: nothing changes
+        found["warmup_ratio"] = 1.5
+    assert found == {"gate": {"passes": False}, "median_ns": 1.0, "warmup_ratio": 1.5}

@@ -7,8 +7,8 @@ harness.lab.judge.phases saying what its phase checks: prepare (the oracle, the 
 workers' environment and spaces: __init__), references (the references' workers and the deadlines'
 pace), steps (one submission's steps: import, probe, gate, warm-up, rounds), training (a training
 lab's steps), verdict (its clocks checked and its times ranked), then here: one submission's row
-from start to finish (.grade: the steps' values go into the row as they come, so a failure's row
-keeps what was measured before it), and the grader's close.
+assembled in one place from what the steps return (.grade; a Failure carries the fields found
+before it, harness.lab.judge.phases.steps: keeping), and the grader's close.
 
 Every worker, the references' too, runs in the sandbox (harness.lab.box.walls.isolation) with a bounded
 writable space (harness.lab.box.walls.disk): the submission sees a private copy of its folder
@@ -40,10 +40,10 @@ submission is graded.
       prepare: .predict_oracle, .limits(trusted), .space(slot, name), .space_root, .release(root)
       references: .reference(label), .chunk(who, worker, images, oracle, wait), .retire(worker),
                   .measure_pace(), .reference_gate_s(label, images)
-      steps: .inference_steps(worker, row), .imported, .gate + .passes + .pass_gate,
+      steps: .inference_steps(worker) -> fields, .imported, .gate + .passes + .pass_gate,
              .stage_verdicts, .warm_up + .fast_enough, .rounds + .timed_rounds, .timed, .within,
              .need_pace
-      training: .training_steps(worker, row), .training_gate, .forward_verdicts,
+      training: .training_steps(worker) -> fields, .training_gate, .forward_verdicts,
                 .backward_verdicts, .training_warm_up, .training_rounds, .timed_steps,
                 .training_pace, .reference_steps, .fixed_batches, .fresh_batches
     attempt(grader, name, folder, lock, step) -> row   one attempt at a row: capped, or graded, a
@@ -77,7 +77,7 @@ from harness.lab.judge import attempts, claim, files, store
 from harness.lab.judge.phases import memory, verdict
 from harness.lab.judge.phases.prepare import node_info, start_weights
 from harness.lab.judge.phases.references import PROBE_GATE, REFERENCE_TIMEOUT_S
-from harness.lab.judge.phases.steps import PROBE_CALLS, Warmup
+from harness.lab.judge.phases.steps import PROBE_CALLS, Warmup, keeping
 from harness.lab.judge.phases.training import COUNT, NOT_GRADED, oracle_steps
 from harness.lab.judge.phases.verdict import SUBMISSION, Rounds
 from harness.lab.judge.rules import backprop, deadlines, oracle, sgd, stages, timing
@@ -147,8 +147,8 @@ class Grader:
                        skipped_files=[text.clean(s, 300) for s in copied["skipped"]])
             self.worker = self.sandbox(student, space)
             self.present(space.submission, copied["skipped"])
-            self.steps(self.worker, row)
-        except Failure as exc:
+            row.update(self.steps(self.worker))
+        except Failure as exc:  # its extra: the fields found before it (phases.steps: keeping)
             row.update(status=exc.status, reason=text.clean(exc.reason, 1000), **exc.extra)
         finally:
             worker = self.worker
@@ -357,36 +357,41 @@ class Grader:
 
     # --- steps: an inference lab's, within their deadlines (harness.lab.judge.phases.steps) ---------------
 
-    def steps(self, worker: Sandbox, row: dict) -> None:
-        """What its lab's kind runs on the worker (harness.lab.judge.rules.kinds: Kind.steps)."""
-        self.lab.kind.steps(self, worker, row)
+    def steps(self, worker: Sandbox) -> dict:
+        """The row's fields from what its lab's kind runs on the worker (harness.lab.judge.rules.kinds:
+        Kind.steps); a Failure carries those found before it."""
+        return self.lab.kind.steps(self, worker)
 
-    def inference_steps(self, worker: Sandbox, row: dict) -> None:
-        """The phases in order (the module's docstring), each returning its values; they go into
-        the row as they come, so a failure's row keeps what was measured before it. The deadlines'
+    def inference_steps(self, worker: Sandbox) -> dict:
+        """The phases in order (the module's docstring), each returning its values, gathered as they
+        come; a failure carries those found before it (keeping), so its row keeps them. The deadlines'
         pace is measured first, before the submission's worker starts."""
-        self.pace = self.measure_pace()
-        row["pace"] = {k: round(v, 9) if isinstance(v, float) else v for k, v in asdict(self.pace).items()}
-        row.update(self.imported(worker))
-        row["gate_first"] = first = self.gate(worker, min(PROBE_GATE, self.lab.gate.images))
-        if self.passes(first):  # correct so far: too slow to be worth the full gate?
-            probe = self.warm_up(worker, PROBE_CALLS, probe=True)
-            row["probe_ratio"] = probe.ratio
-            if probe.ratio > self.lab.limits.max_ratio:  # gated on [gate] slow_images only, then too-slow
-                row["gate"] = gate = self.gate(worker, self.lab.gate.slow_images, slow=True)
-                self.pass_gate(gate)
-                self.fast_enough(probe, f"a probe of {PROBE_CALLS} calls before the full gate",
-                                 f"gated on more than its first {gate['images']} test images (which it "
-                                 "passed) nor ")
-        row["gate"] = gate = self.gate(worker)  # a wrong submission's row shows the whole gate
-        if self.lab.stages:
-            row["stages"] = self.stage_verdicts(worker)
-        self.pass_gate(gate)
-        if self.lab.measure.warmup:
-            warm = self.warm_up(worker, self.lab.measure.warmup)
-            row["warmup_ratio"] = warm.ratio
-            self.fast_enough(warm, "its warm-up", "")
-        row.update(verdict.verdict(self.lab, self.rounds(worker)))
+        found: dict[str, Any] = {}
+        with keeping(found):
+            self.pace = self.measure_pace()
+            found["pace"] = {k: round(v, 9) if isinstance(v, float) else v
+                             for k, v in asdict(self.pace).items()}
+            found.update(self.imported(worker))
+            found["gate_first"] = first = self.gate(worker, min(PROBE_GATE, self.lab.gate.images))
+            if self.passes(first):  # correct so far: too slow to be worth the full gate?
+                probe = self.warm_up(worker, PROBE_CALLS, probe=True)
+                found["probe_ratio"] = probe.ratio
+                if probe.ratio > self.lab.limits.max_ratio:  # gated on [gate] slow_images only, then too-slow
+                    found["gate"] = gate = self.gate(worker, self.lab.gate.slow_images, slow=True)
+                    self.pass_gate(gate)
+                    self.fast_enough(probe, f"a probe of {PROBE_CALLS} calls before the full gate",
+                                     f"gated on more than its first {gate['images']} test images (which it "
+                                     "passed) nor ")
+            found["gate"] = gate = self.gate(worker)  # a wrong submission's row shows the whole gate
+            if self.lab.stages:
+                found["stages"] = self.stage_verdicts(worker)
+            self.pass_gate(gate)
+            if self.lab.measure.warmup:
+                warm = self.warm_up(worker, self.lab.measure.warmup)
+                found["warmup_ratio"] = warm.ratio
+                self.fast_enough(warm, "its warm-up", "")
+            found.update(verdict.verdict(self.lab, self.rounds(worker)))
+        return found
 
     def imported(self, worker: Sandbox) -> dict:
         """import: the module loaded and the class built; the row's class and import_s."""
@@ -538,39 +543,43 @@ class Grader:
 
     # --- training: a training lab's steps (harness.lab.judge.phases.training) -----------------------------
 
-    def training_steps(self, worker: Sandbox, row: dict) -> None:
-        """import, gate, stages, warm-up, rounds, verdict; values into the row as they come. The
+    def training_steps(self, worker: Sandbox) -> dict:
+        """import, gate, stages, warm-up, rounds, verdict; their values gathered as they come (keeping). The
         stages are asked whatever ended the gate; the gate's failure is the row's after them."""
-        self.pace = self.training_pace()
-        row["pace"] = {k: round(v, 9) if isinstance(v, float) else v for k, v in asdict(self.pace).items()}
-        row.update(self.imported(worker))
-        stopped: Failure | None = None
-        try:
-            row["gate"] = gate = self.training_gate(worker)
-        except Failure as exc:  # the exchange ended the worker (harness.lab.box.sandbox)
-            stopped, worker_ok = exc, False
-        else:
-            worker_ok = True
-            if not gate["passes"]:
-                stopped = Failure("wrong", gate["first_failure"])
-                if gate["kind"] == sgd.FORWARD:
-                    row["forward"], worker_ok = self.forward_verdicts(worker)
-        alive: Sandbox | None = worker if worker_ok else None
-        if self.lab.stages:
-            row["stages"], alive = self.backward_verdicts(alive)
-        if stopped is not None:
-            raise stopped
-        if alive is None:  # a stage ended it: timed on a fresh one
-            alive, why = self.restarted()
-            if alive is None:
-                raise Failure("crashed", f"its worker ended while its stages were asked, and {why}: "
-                                         "not timed")
-        worker = alive
-        if self.lab.measure.warmup:
-            warm = self.training_warm_up(worker, self.lab.measure.warmup)
-            row["warmup_ratio"] = warm.ratio
-            self.fast_enough(warm, "its warm-up", "")
-        row.update(verdict.verdict(self.lab, self.training_rounds(worker)))
+        found: dict[str, Any] = {}
+        with keeping(found):
+            self.pace = self.training_pace()
+            found["pace"] = {k: round(v, 9) if isinstance(v, float) else v
+                             for k, v in asdict(self.pace).items()}
+            found.update(self.imported(worker))
+            stopped: Failure | None = None
+            try:
+                found["gate"] = gate = self.training_gate(worker)
+            except Failure as exc:  # the exchange ended the worker (harness.lab.box.sandbox)
+                stopped, worker_ok = exc, False
+            else:
+                worker_ok = True
+                if not gate["passes"]:
+                    stopped = Failure("wrong", gate["first_failure"])
+                    if gate["kind"] == sgd.FORWARD:
+                        found["forward"], worker_ok = self.forward_verdicts(worker)
+            alive: Sandbox | None = worker if worker_ok else None
+            if self.lab.stages:
+                found["stages"], alive = self.backward_verdicts(alive)
+            if stopped is not None:
+                raise stopped
+            if alive is None:  # a stage ended it: timed on a fresh one
+                alive, why = self.restarted()
+                if alive is None:
+                    raise Failure("crashed", f"its worker ended while its stages were asked, and {why}: "
+                                             "not timed")
+            worker = alive
+            if self.lab.measure.warmup:
+                warm = self.training_warm_up(worker, self.lab.measure.warmup)
+                found["warmup_ratio"] = warm.ratio
+                self.fast_enough(warm, "its warm-up", "")
+            found.update(verdict.verdict(self.lab, self.training_rounds(worker)))
+        return found
 
     @functools.cached_property
     def backward_oracle(self) -> dict[str, backprop.Backward]:

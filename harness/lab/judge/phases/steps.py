@@ -20,18 +20,35 @@ submission's worker starts (harness.lab.judge.rules.deadlines): a hung call is `
 row saying which call, the deadline and how it was derived; wall_s is the last resort.
 
 The Grader's methods for them (harness.lab.judge.grade.Grader), on the submission's worker:
-      .inference_steps(worker, row)         the steps in order, their values into the row as they come
+      .inference_steps(worker) -> dict      the steps in order, the row's fields they found
       .imported, .gate + .passes + .pass_gate, .stage_verdicts, .warm_up + .fast_enough (the probe
       and the warm-up),
       .rounds -> Rounds                     one method per step (.timed_rounds: any lab's rounds)
       .timed, .within, .need_pace           the submission's calls within their deadlines
+    keeping(found)                          a Failure inside carries the values found so far (its
+                                            extra, the row's fields after it), under its own
     Warmup                                  what the warm-up (or the probe) measured
     PROBE_CALLS
 """
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from harness.errors import Failure
+
 PROBE_CALLS = 3  # timed before the full gate: past max_ratio, `too-slow` in seconds, not minutes
+
+
+@contextlib.contextmanager
+def keeping(found: dict) -> Iterator[dict]:
+    """The values a phase found survive its Failure: they go into the Failure's extra (the fields
+    its row gets), under the extra's own."""
+    try:
+        yield found
+    except Failure as exc:
+        exc.extra = {**found, **exc.extra}
+        raise
 
 
 @dataclass(frozen=True)

@@ -89,9 +89,10 @@ class Kind:
         given = Path(weights)
         return self.starts_from if self.starts_from and given == Path(DEFAULT_WEIGHTS) else given
 
-    def steps(self, grader: Any, worker: Any, row: dict) -> None:
-        """The grader's steps on a submission's worker: import, gate, stages, timed predicts."""
-        grader.inference_steps(worker, row)
+    def steps(self, grader: Any, worker: Any) -> dict:
+        """The grader's steps on a submission's worker: import, gate, stages, timed predicts; the
+        row's fields they found."""
+        return grader.inference_steps(worker)
 
     def kit_gate(self, g: Gate) -> dict:
         return {}
@@ -151,8 +152,8 @@ class Training(Kind):
     def stage_oracle(self, weights: str, images: Any, dtype: str, staged: bool) -> dict:
         return {}  # its stages are each layer's backward, asked of the oracle as they come
 
-    def steps(self, grader: Any, worker: Any, row: dict) -> None:
-        grader.training_steps(worker, row)
+    def steps(self, grader: Any, worker: Any) -> dict:
+        return grader.training_steps(worker)
 
     def kit_gate(self, g: Gate) -> dict:
         return {"steps": g.steps, "batch": g.batch, "max_rel_loss": g.max_rel_loss}
