@@ -38,7 +38,7 @@ from harness import registry
 from harness.measure.inside.requires import normal
 from harness.report.markup import words
 from harness.report.markup.style import ok_cells
-from harness.report.markup.tables import table
+from harness.report.markup.tables import compact
 
 MB = 2**20  # the bill's memory and sizes are in MiB (the variables say _mb)
 
@@ -314,7 +314,7 @@ def section(frame: pd.DataFrame, answer: dict) -> list[str]:
                "build", "first call", "to first answer", INSTALLED_HEADER, "largest",
                "of which system tools", "imported because installed, not required (not counted)",
                "the harness's own"]
-    return head + ["", table(headers, rows)]
+    return head + ["", compact(headers, rows)]
 
 
 def mib(value: float, sign: str = "") -> str:

@@ -10,7 +10,7 @@ import pandas as pd
 
 from harness.measure.store import stats
 from harness.report.markup import words
-from harness.report.markup.tables import ms, table
+from harness.report.markup.tables import compact, ms, table
 
 TEMPLATE = "validity.md.j2"  # the sections' words
 
@@ -27,7 +27,7 @@ def draws_section(frame: pd.DataFrame) -> list[str]:
              f"{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}", r["machine"]]
             for _, r in drawn.iterrows()]
     return out + [words.say(TEMPLATE, "count", found=len(drawn), of=len(ok)), "",
-                  table(["study", "cell", "each process's median", "median", "95% CI (processes, then "
+                  compact(["study", "cell", "each process's median", "median", "95% CI (processes, then "
                          "rounds)", "machine"], rows)]
 
 
@@ -62,7 +62,7 @@ def time_section(runs: list[dict]) -> list[str]:
     head = ["", words.say(TEMPLATE, "time_title"), "", words.say(TEMPLATE, "time_method")]
     if not rows:
         return head + ["", words.say(TEMPLATE, "no_runs")]
-    return head + ["", table(["study", "run", "processes", "wall", "worker set-up", "timed calls", "rest",
+    return head + ["", compact(["study", "run", "processes", "wall", "worker set-up", "timed calls", "rest",
                               "machine"], rows)]
 
 

@@ -67,3 +67,18 @@ def fmt_ratio(r: dict | None, unit: str = "") -> str:
         return sig3(r["ratio"]) + unit
     text = f"{sig3(r['ratio'])} [{sig3(r['ci95_low'])}–{sig3(r['ci95_high'])}]{unit}"
     return text + " (no measurable difference)" if includes_one(r) else text
+
+
+def compact(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A table whose columns that hold one value in every row (the device, the batch, the dtype, the
+    machine) are said once, in a line above it, rather than on every row; a table of one row is left
+    whole. "-" or "–" in every row reads "none"."""
+    body = [list(r) for r in rows]
+    if len(body) < 2:
+        return table(headers, body)
+    same = [i for i in range(len(headers)) if len({str(r[i]) for r in body}) == 1]
+    keep = [i for i in range(len(headers)) if i not in same]
+    if not same or not keep:
+        return table(headers, body)
+    said = ", ".join(f"{headers[i]} {'none' if str(body[0][i]) in ('-', '–') else body[0][i]}" for i in same)
+    return f"Every row: {said}.\n\n" + table([headers[i] for i in keep], [[r[i] for i in keep] for r in body])

@@ -11,7 +11,7 @@ import pandas as pd
 from harness import registry
 from harness.report.claims.rundata import find, ratio, ratio_ci, study_rows
 from harness.report.markup import words
-from harness.report.markup.tables import ms, table
+from harness.report.markup.tables import compact, ms
 
 BATCH = 512  # at this batch: where a large call's time goes
 SENTENCES = "gpu.md.j2"  # in harness/report/templates/
@@ -234,7 +234,7 @@ def section(runs: list[dict]) -> list[str]:
         body.append([f"{r['implementation']}/{r['variant']}", us(host), us(busy), f"{100 * busy / host:.0f}%",
                      f"{r['device_ops_per_call']:.0f}", api, top, r["machine"]])
     return ["", words.say(SENTENCES, "kernels_title"), "", words.say(SENTENCES, "kernels_method"), "",
-            table(["level/variant", "host per call", "GPU busy", "busy share", "kernels+copies",
+            compact(["level/variant", "host per call", "GPU busy", "busy share", "kernels+copies",
                    "CUDA calls (host time, profiled)", "longest three on the GPU (per call)", "machine"],
                   body)] + batch_table(rows)
 
@@ -253,5 +253,5 @@ def batch_table(rows: list[dict]) -> list[str]:
                      f"{us(copies)} ({100 * share:.0f}%)", f"{kernel['name']} {us(kernel['ns_per_call'])}",
                      r["machine"]])
     return ["", words.say(SENTENCES, "batch_method"), "",
-            table(["level/variant", "batch", "host per call", "images/s", "GPU busy",
+            compact(["level/variant", "batch", "host per call", "images/s", "GPU busy",
                    "copies (share of busy)", "longest kernel", "machine"], body)]

@@ -12,7 +12,7 @@ from harness.report.claims import headline
 from harness.report.claims.rundata import find, ratio_ci, source
 from harness.report.markup import quote, words
 from harness.report.markup.style import ok_cells
-from harness.report.markup.tables import fmt_ratio, ms, table
+from harness.report.markup.tables import compact, fmt_ratio, ms
 
 STUDY = "training"
 TEMPLATE = "training.md.j2"  # the section's words and its findings'
@@ -37,7 +37,7 @@ def step_table(frame: pd.DataFrame) -> str:
                      ms(r["median_ms"]), quote.ci_column(r),
                      f"{r['images_per_s']:,.0f}", fmt_ratio(rel), " ".join(quote.marks(r)) or "-"])
     against = f"x {headline.REFERENCE.split('/')[0]} (within rounds) [95% CI]"  # the reference level's
-    return table(["level/variant", "device", "batch", "dtype", "threads", "median per step", "95% CI",
+    return compact(["level/variant", "device", "batch", "dtype", "threads", "median per step", "95% CI",
                   "images/s", against, "flags"], rows)
 
 
@@ -59,7 +59,7 @@ def convergence_table(frame: pd.DataFrame) -> str:
                      f"{c['test_accuracy']:.4f}" if "test_accuracy" in c else r["reason"] or "-"])
     if not rows:
         return "_No convergence runs yet._"
-    return table(["level/variant", "device", "batch", "status", "images seen", "seconds",
+    return compact(["level/variant", "device", "batch", "status", "images seen", "seconds",
                   "loss, first step → last", "test accuracy"], rows)
 
 
@@ -105,7 +105,7 @@ def verify_table(rows: Sequence[dict]) -> str:
     """verify-train's rows: each level's SGD steps against the NumPy oracle's."""
     if not rows:
         return "_No verify-train results yet (make verify)._"
-    return table(["file", "level/variant", "device", "dtype", "status", "steps",
+    return compact(["file", "level/variant", "device", "dtype", "status", "steps",
                   "max relative loss difference", "max |Δw| after the last step", "first drift"],
                  [[source(r), f"{r['implementation']}/{r['variant']}", r["device"], r.get("dtype", "-"),
                    r["status"], r.get("steps_done", "-"),
