@@ -53,13 +53,12 @@ def device_latency(frame: pd.DataFrame, study: str, cells: pd.DataFrame, with_de
         rel = ratio_ci(r, base) if base is not None and r["label"] != reference else None
         flags = " ".join(quote.marks(r))
         row = [r["label"], r["device"], r["batch_size"], r["dtype"], ms(r["median_ms"]),
-               quote.ci_column(r), ms(r["p90_ms"]), ms(r["p99_ms"]),
-               ms(r["min_ms"]), r["n"], fmt_ratio(rel), flags or "-"]
+               quote.ci_column(r), ms(r["p99_ms"]), r["n"], fmt_ratio(rel), flags or "-"]
         if with_device:
             row.insert(5, ms(r["device_median_ms"]))
         rows.append(row)
     headers = ["implementation/variant", "device", "batch", "dtype", "median", "95% CI of median",
-               "p90", "p99", "min", "calls", f"x {reference.split('/')[0]} (within rounds) [95% CI]", "flags"]
+               "p99", "calls", f"x {reference.split('/')[0]} (within rounds) [95% CI]", "flags"]
     if with_device:
         headers.insert(5, "device time (median)")
     return tables.compact(headers, rows)
@@ -102,29 +101,30 @@ def code_lines(data: ReportData) -> str:
                    [[registry.display(name), loc.first_written(data.loc_rows, name) or "–",
                      ", ".join(f"`{i}`" for i in loc.first_written_code(name)) or "every inference file",
                      whole.get(registry.spec(name).package or "", "–")] for name in registry.levels()])
-    files = table(["package", "file", "part", "code lines", "comment lines"],
-                  [[r["package"], r["file"], r["part"], r["code"], r["comment"]]
-                   for r in loc.files(data.loc_rows)])
+    parts: dict[tuple[str, str], list[str]] = {}  # (package, part) -> 'file code/comment' of each file
+    for r in loc.files(data.loc_rows):
+        parts.setdefault((r["package"], r["part"]), []).append(f"{r['file']} {r['code']}/{r['comment']}")
+    files = table(["package", "part", "each file: code lines/comment lines"],
+                  [[package, part, ", ".join(found)] for (package, part), found in parts.items()])
     return levels + "\n\n" + files
 
 
 def cold_starts(data: ReportData) -> str:
     cold = ok_cells(data.frame, "api_levels")
+    cold = cold[cold["own_process"].astype(bool)] if not cold.empty else cold  # shared: no cold start
     if cold.empty:
         return "_None._"
     return "\n\n".join(device_cold_starts(group) for _, group in cold.groupby("device", sort=False))
 
 
 def device_cold_starts(cold: pd.DataFrame) -> str:
-    """One device's rows of cold_starts, what every row shares said once above them."""
-    return tables.compact(["implementation/variant", "device", "own process", "framework import",
-                           "first call", "steady-state median", "first / steady"],
-                 [[r["label"], r["device"], "yes" if r["own_process"] else "no",
-                   f"{r['import_s']:.2f} s" if r["own_process"] else "–",
-                   ms(r["cold_start_ms"]) if r["own_process"] else "–",
-                   ms(r["median_ms"]),
-                   tables.sig3(r["cold_start_ms"] / r["median_ms"]) if r["own_process"] else "–"]
-                  for _, r in cold.iterrows()])
+    """One device's rows of cold_starts (each in a process of its own), what every row shares said once
+    above them."""
+    return tables.compact(["implementation/variant", "device", "framework import", "first call",
+                           "steady-state median", "first / steady"],
+                          [[r["label"], r["device"], f"{r['import_s']:.2f} s", ms(r["cold_start_ms"]),
+                            ms(r["median_ms"]), tables.sig3(r["cold_start_ms"] / r["median_ms"])]
+                           for _, r in cold.iterrows()])
 
 
 def explain(data: ReportData) -> list[str]:
@@ -243,8 +243,7 @@ def claims(data: ReportData) -> dict:
     frame = data.frame
     return {
         **opening, "glossary": glossary(), "aliases": names,
-        "findings": machine_findings.findings(frame, data.loc_rows, data.runs)
-        + explain_section.headline(study_rows(data.runs, "explain", only_ok=False)),
+        "findings": machine_findings.findings(frame, data.loc_rows, data.runs),
         "resamples": stats.BOOTSTRAP_RESAMPLES, "noisy_share": stats.NOISY_CI_OVER_MEDIAN,
         "crosschecks": validity.crosscheck_lines(data.crosschecks),
         "code_lines": code_lines(data),

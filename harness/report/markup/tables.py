@@ -69,14 +69,15 @@ def fmt_ratio(r: dict | None, unit: str = "") -> str:
     return text + " (no measurable difference)" if includes_one(r) else text
 
 
-def compact(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+def compact(headers: Sequence[str], rows: Iterable[Sequence[object]], keep: int = 1) -> str:
     """A table whose columns that hold one value in every row (the device, the batch, the dtype, the
-    machine) are said once, in a line above it, rather than on every row; a table of one row is left
-    whole. "-" or "–" in every row reads "none"."""
+    machine) are said once, in a line above it, rather than on every row; its first `keep` columns
+    (what names a row) stay, and a table of one row is left whole. "-" or "–" in every row reads
+    "none"."""
     body = [list(r) for r in rows]
     if len(body) < 2:
         return table(headers, body)
-    same = [i for i in range(len(headers)) if len({str(r[i]) for r in body}) == 1]
+    same = [i for i in range(keep, len(headers)) if len({str(r[i]) for r in body}) == 1]
     keep = [i for i in range(len(headers)) if i not in same]
     if not same or not keep:
         return table(headers, body)

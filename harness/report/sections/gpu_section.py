@@ -158,10 +158,10 @@ def two_rates(frame: pd.DataFrame, row: dict) -> str:
                            trace_mega=trace_rate(row) / 1e6, calls=row["calls"])
 
 
-def batch_lines(rows: list[dict], machine: str) -> list[str]:
-    """At BATCH images a call (kernels rows: one process, no interval): where the hand-written calls'
-    and the raw library's fastest call's time goes, and what the host's own part of a call caps the
-    rate at."""
+def batch_lines(rows: list[dict], machine: str, each: bool = True) -> list[str]:
+    """At BATCH images a call (kernels rows: one process, no interval): what the host's own part of a
+    call caps the rate at, then (each) where the hand-written calls' and the raw library's fastest
+    call's time goes, which DETAILS' machine findings leave to the section's batch table."""
     hand = [k for k in rows if k["implementation"] in hand_written() and k["machine"] == machine
             and k.get("batch", 1) == BATCH]
     if not hand:
@@ -175,7 +175,7 @@ def batch_lines(rows: list[dict], machine: str) -> list[str]:
     if alone > 0:
         out.append(words.say(SENTENCES, "host_cap", batch=BATCH, cap_mega=BATCH * 1e9 / alone / 1e6,
                              label=f"{host['implementation']}/{host['variant']}", alone_ns=alone))
-    for k in hand + ([library] if library is not None else []):
+    for k in (hand + ([library] if library is not None else [])) if each else []:
         copies, share = copy_share(k)
         out.append(words.say(SENTENCES, "at_batch", batch=BATCH, k=k, copies_ns=copies, copies_share=share,
                              kernel=own_kernel(k) or k["ops"][0],
@@ -196,7 +196,7 @@ def where_lines(frame: pd.DataFrame, rows: list[dict], machine: str, stages: dic
         k = kernels_of(rows, cell["label"], machine) if cell is not None else None
         if cell is not None and k is not None:
             out.append(words.say(SENTENCES, "where", cell=cell, **trace_claims(k, its_stages)))
-    out += batch_lines(rows, machine)
+    out += batch_lines(rows, machine, each=False)  # each call at the batch: the batch table
     against = words.table_of(WORDS)["raw_against"]
     best = fastest_call(frame, "overhead", machine, [raw] if raw else [])
     peer = fastest_call(frame, "overhead", machine, [against["level"]])
