@@ -249,3 +249,19 @@ def test_the_report_names_the_runs_each_devices_cells_pool(committed_report):
                            & (data.frame["device"] == said["device"])]
         others = {r for ids in cells["pooled_runs"] for r in ids} - {said["run_id"]}
         assert set(said["pooled"]) == others and said["run_id"] not in said["pooled"]
+
+
+def test_reports_device_tables_say_how_many_runs_they_pool(committed_report):
+    """REPORT.md's table of each device names the runs its numbers pool, or says there is one."""
+    from harness.report import markdown
+
+    data = committed_report
+    text = markdown.build(data)
+    for said in markdown.sources(data, data.machines):
+        section = text.split(f"## On the {said['device'].upper()}")[1].split("\n## ")[0]
+        if said["pooled"]:
+            n = len(said["pooled"])
+            assert f"pooled with {n} other run{'s' if n > 1 else ''} of the same code" in section
+            assert all(f"`{r}`" in section for r in said["pooled"])
+        else:
+            assert "the one run of this code on that machine" in section
