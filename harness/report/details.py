@@ -217,8 +217,8 @@ def aliases(data: ReportData) -> dict[str, str]:
     """Each answering machine's full name (24 words for a fingerprinted host) to the short one DETAILS
     uses after its machines section names it once: "the CPU machine", "the GPU machine", or "the
     machine" where one machine answers for both devices."""
-    machines = {d: headline.machine_of(data.frame, run_id) for d, run_id in data.answer.items()}
-    machines = {d: m for d, m in machines.items() if m is not None}
+    found = {d: headline.machine_of(data.frame, run_id) for d, run_id in data.answer.items()}
+    machines: dict[str, str] = {d: m for d, m in found.items() if m is not None}
     if len(set(machines.values())) == 1:
         return {m: "the machine" for m in machines.values()}
     return {m: f"the {d.upper()} machine" for d, m in sorted(machines.items())}

@@ -78,8 +78,9 @@ def compact(headers: Sequence[str], rows: Iterable[Sequence[object]], keep: int 
     if len(body) < 2:
         return table(headers, body)
     same = [i for i in range(keep, len(headers)) if len({str(r[i]) for r in body}) == 1]
-    keep = [i for i in range(len(headers)) if i not in same]
-    if not same or not keep:
+    shown = [i for i in range(len(headers)) if i not in same]
+    if not same or not shown:
         return table(headers, body)
     said = ", ".join(f"{headers[i]} {'none' if str(body[0][i]) in ('-', '–') else body[0][i]}" for i in same)
-    return f"Every row: {said}.\n\n" + table([headers[i] for i in keep], [[r[i] for i in keep] for r in body])
+    rest = table([headers[i] for i in shown], [[r[i] for i in shown] for r in body])
+    return f"Every row: {said}.\n\n{rest}"
