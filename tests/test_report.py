@@ -68,6 +68,19 @@ def committed_details(committed_report) -> str:
     return details.build(committed_report)
 
 
+def column_of(text: str, row: str, header: str) -> list[int]:
+    """The `header` column of each table row of text that starts with `row`, read by its table's header."""
+    found, headers = [], []
+    for line in text.splitlines():
+        if line.startswith("|") and not headers:
+            headers = [h.strip() for h in line.split("|")]
+        elif not line.startswith("|"):
+            headers = []
+        elif line.startswith(row):
+            found.append(int(line.split("|")[headers.index(header)]))
+    return found
+
+
 def test_details_change_when_a_results_row_is_deleted(committed_report, committed_details, results_copy, loc_rows):
     data, before = committed_report, committed_details  # what the copy held before the row went
     run = next(r for r in data.runs if r["study"] == "api_levels" and r["run_id"] == data.answer["cpu"])  # in use
@@ -83,9 +96,7 @@ def test_details_change_when_a_results_row_is_deleted(committed_report, committe
     # the answering run's cells are the rows shown (each pooling every run of its code on the machine):
     # a cell the answering run lost is not shown, though an earlier run of the same code timed it
     section = lambda text: text.split("## Per-image latency")[1].split("## Cold start")[0]  # noqa: E731
-    row = "| numpy/default | cpu | 1 | float32 |"
-    calls = lambda text: [int(line.split("|")[10]) for line in section(text).splitlines()  # noqa: E731
-                          if line.startswith(row)]
+    calls = lambda text: column_of(section(text), "| numpy/default |", "calls")  # noqa: E731
     assert len(calls(before)) == 1 and calls(after) == [], (calls(before), calls(after))
     assert calls(before)[0] > sum(len(r) for r in removed["rounds_ns"])  # it pooled the rerun's calls too
 

@@ -85,8 +85,6 @@ def test_the_committed_report_keeps_its_word_budget_and_prints_no_paragraph_of_d
     assert own_words(first_screen(report)) == []
 
 
-@pytest.mark.xfail(strict=True, reason="DETAILS.md is about 26,000 words with one machine per device (its "
-                   "tables of the answering machines' rows are 17,000 of them): issue 90's budget is not met yet")
 def test_the_committed_details_keep_their_word_budget():
     _report, more = committed()
     assert words_in(more) <= DETAILS_WORDS

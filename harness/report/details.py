@@ -34,11 +34,18 @@ TEMPLATE = "details.md.j2"  # in harness/report/templates/: the words; this modu
 
 
 def latency_table(frame: pd.DataFrame, study: str, with_device: bool = False) -> str:
-    """Every ok cell of a study, with its ratio to the reference level's default call within rounds."""
+    """Every ok cell of a study, with its ratio to the reference level's default call within rounds:
+    a table per device, what every row of it shares said once above it (tables.compact)."""
     cells = ok_cells(frame, study)
-    reference = headline.REFERENCE
     if cells.empty:
         return f"_No results for study `{study}` yet._"
+    return "\n\n".join(device_latency(frame, study, group, with_device)
+                        for _, group in cells.groupby("device", sort=False))
+
+
+def device_latency(frame: pd.DataFrame, study: str, cells: pd.DataFrame, with_device: bool) -> str:
+    """One device's rows of latency_table."""
+    reference = headline.REFERENCE
     rows = []
     for _, r in cells.iterrows():
         base = find(frame, study, reference, machine=r["machine"], batch=r["batch_size"],
@@ -46,16 +53,15 @@ def latency_table(frame: pd.DataFrame, study: str, with_device: bool = False) ->
         rel = ratio_ci(r, base) if base is not None and r["label"] != reference else None
         flags = " ".join(quote.marks(r))
         row = [r["label"], r["device"], r["batch_size"], r["dtype"], ms(r["median_ms"]),
-               quote.ci_column(r), ms(r["p90_ms"]), ms(r["p99_ms"]),
-               ms(r["min_ms"]), r["n"], fmt_ratio(rel), flags or "-"]
+               quote.ci_column(r), ms(r["p99_ms"]), r["n"], fmt_ratio(rel), flags or "-"]
         if with_device:
             row.insert(5, ms(r["device_median_ms"]))
         rows.append(row)
     headers = ["implementation/variant", "device", "batch", "dtype", "median", "95% CI of median",
-               "p90", "p99", "min", "calls", f"x {reference.split('/')[0]} (within rounds) [95% CI]", "flags"]
+               "p99", "calls", f"x {reference.split('/')[0]} (within rounds) [95% CI]", "flags"]
     if with_device:
         headers.insert(5, "device time (median)")
-    return table(headers, rows)
+    return tables.compact(headers, rows)
 
 
 def not_measured(frame: pd.DataFrame) -> list[str]:
@@ -95,24 +101,30 @@ def code_lines(data: ReportData) -> str:
                    [[registry.display(name), loc.first_written(data.loc_rows, name) or "–",
                      ", ".join(f"`{i}`" for i in loc.first_written_code(name)) or "every inference file",
                      whole.get(registry.spec(name).package or "", "–")] for name in registry.levels()])
-    files = table(["package", "file", "part", "code lines", "comment lines"],
-                  [[r["package"], r["file"], r["part"], r["code"], r["comment"]]
-                   for r in loc.files(data.loc_rows)])
+    parts: dict[tuple[str, str], list[str]] = {}  # (package, part) -> 'file code/comment' of each file
+    for r in loc.files(data.loc_rows):
+        parts.setdefault((r["package"], r["part"]), []).append(f"{r['file']} {r['code']}/{r['comment']}")
+    files = table(["package", "part", "each file: code lines/comment lines"],
+                  [[package, part, ", ".join(found)] for (package, part), found in parts.items()])
     return levels + "\n\n" + files
 
 
 def cold_starts(data: ReportData) -> str:
     cold = ok_cells(data.frame, "api_levels")
+    cold = cold[cold["own_process"].astype(bool)] if not cold.empty else cold  # shared: no cold start
     if cold.empty:
         return "_None._"
-    return table(["implementation/variant", "device", "own process", "framework import", "first call",
-                  "steady-state median", "first / steady"],
-                 [[r["label"], r["device"], "yes" if r["own_process"] else "no",
-                   f"{r['import_s']:.2f} s" if r["own_process"] else "–",
-                   ms(r["cold_start_ms"]) if r["own_process"] else "–",
-                   ms(r["median_ms"]),
-                   tables.sig3(r["cold_start_ms"] / r["median_ms"]) if r["own_process"] else "–"]
-                  for _, r in cold.iterrows()])
+    return "\n\n".join(device_cold_starts(group) for _, group in cold.groupby("device", sort=False))
+
+
+def device_cold_starts(cold: pd.DataFrame) -> str:
+    """One device's rows of cold_starts (each in a process of its own), what every row shares said once
+    above them."""
+    return tables.compact(["implementation/variant", "device", "framework import", "first call",
+                           "steady-state median", "first / steady"],
+                          [[r["label"], r["device"], f"{r['import_s']:.2f} s", ms(r["cold_start_ms"]),
+                            ms(r["median_ms"]), tables.sig3(r["cold_start_ms"] / r["median_ms"])]
+                           for _, r in cold.iterrows()])
 
 
 def explain(data: ReportData) -> list[str]:
@@ -203,17 +215,37 @@ def answering(data: ReportData) -> ReportData:
     return dataclasses.replace(data, runs=runs, frame=mine(data.frame), history=mine(data.history))
 
 
+def aliases(data: ReportData) -> dict[str, str]:
+    """Each answering machine's full name (24 words for a fingerprinted host) to the short one DETAILS
+    uses after its machines section names it once: "the CPU machine", "the GPU machine", or "the
+    machine" where one machine answers for both devices."""
+    found = {d: headline.machine_of(data.frame, run_id) for d, run_id in data.answer.items()}
+    machines: dict[str, str] = {d: m for d, m in found.items() if m is not None}
+    if len(set(machines.values())) == 1:
+        return {m: "the machine" for m in machines.values()}
+    return {m: f"the {d.upper()} machine" for d, m in sorted(machines.items())}
+
+
+def renamed(data: ReportData, names: dict[str, str]) -> ReportData:
+    """data with its machines called by their short names (aliases): every table and line below the
+    machines section says "the CPU machine" where it would repeat a long name."""
+    def frame_of(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame if frame.empty else frame.assign(machine=frame["machine"].replace(names))
+    runs = [{**r, "machine": names.get(r["machine"], r["machine"])} for r in data.runs]
+    return dataclasses.replace(data, runs=runs, frame=frame_of(data.frame), history=frame_of(data.history))
+
+
 def claims(data: ReportData) -> dict:
     """What DETAILS.md says, as data (templates/details.md.j2 words it): the opening section
     markdown.full computes (the machines table: every machine), then each section's table or the block
     of lines its module makes, of the answering machines (answering)."""
     opening = markdown.full(data)
-    data = answering(data)
+    names = aliases(data)
+    data = renamed(answering(data), names)
     frame = data.frame
     return {
-        **opening, "glossary": glossary(),
-        "findings": machine_findings.findings(frame, data.loc_rows, data.runs)
-        + explain_section.headline(study_rows(data.runs, "explain", only_ok=False)),
+        **opening, "glossary": glossary(), "aliases": names,
+        "findings": machine_findings.findings(frame, data.loc_rows, data.runs),
         "resamples": stats.BOOTSTRAP_RESAMPLES, "noisy_share": stats.NOISY_CI_OVER_MEDIAN,
         "crosschecks": validity.crosscheck_lines(data.crosschecks),
         "code_lines": code_lines(data),

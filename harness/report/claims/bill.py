@@ -38,7 +38,7 @@ from harness import registry
 from harness.measure.inside.requires import normal
 from harness.report.markup import words
 from harness.report.markup.style import ok_cells
-from harness.report.markup.tables import table
+from harness.report.markup.tables import compact
 
 MB = 2**20  # the bill's memory and sizes are in MiB (the variables say _mb)
 
@@ -263,6 +263,9 @@ def tools_text(b: Bill) -> str:
     return f"{b.compiler}: {b.tools_mb:,.0f} MiB ({b.tools_count} files)"
 
 
+NAMED_FROM_MB = 10  # DETAILS' bill names what was imported, not required, from this size; the rest counted
+
+
 def not_required_text(b: Bill, at_least_mb: float = 1.0) -> str:
     """'jaxlib 348 MiB, scipy 136 MiB and 9 more (3 MiB)': what the worker imported outside the
     level's requirements (left out of its install size), each from `at_least_mb` by name."""
@@ -299,7 +302,8 @@ def peak_text(b: Bill) -> str:
 def section(frame: pd.DataFrame, answer: dict) -> list[str]:
     """DETAILS' table of the full bill: every level's stages, start-up and install, per device."""
     found = bills(frame, answer)
-    head = ["", words.say(TEMPLATE, "title"), "", words.say(TEMPLATE, "method", older=OLDER)]
+    head = ["", words.say(TEMPLATE, "title"), "",
+            words.say(TEMPLATE, "method", older=OLDER, named_from=NAMED_FROM_MB)]
     if not found:
         return head + ["", words.say(TEMPLATE, "no_bill")]
     rows = [[b.label, b.device, mib(b.baseline_mb), mib(b.import_mb, "+"), mib(b.model_mb, "+"), peak_text(b),
@@ -307,14 +311,14 @@ def section(frame: pd.DataFrame, answer: dict) -> list[str]:
              f"{b.build_s:.2f} s", f"{b.first_call_s:.3g} s", startup_text(b),
              installed_text(b),
              ", ".join(f"{name.rsplit('/', 1)[-1]} {mb:,.0f} MiB" for name, mb in b.biggest) or "–",
-             tools_text(b), not_required_text(b), f"{b.shared_mb:,.0f} MiB"]
+             tools_text(b), not_required_text(b, NAMED_FROM_MB), f"{b.shared_mb:,.0f} MiB"]
             for (impl, device), b in sorted(found.items(), key=lambda kv: (kv[0][1], order(kv[0][0])))]
     headers = ["level/call", "device", "before import", "import", "model", "peak after its first calls",
                "import time",
                "build", "first call", "to first answer", INSTALLED_HEADER, "largest",
                "of which system tools", "imported because installed, not required (not counted)",
                "the harness's own"]
-    return head + ["", table(headers, rows)]
+    return head + ["", compact(headers, rows)]
 
 
 def mib(value: float, sign: str = "") -> str:

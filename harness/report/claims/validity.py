@@ -10,7 +10,7 @@ import pandas as pd
 
 from harness.measure.store import stats
 from harness.report.markup import words
-from harness.report.markup.tables import ms, table
+from harness.report.markup.tables import compact, ms, table
 
 TEMPLATE = "validity.md.j2"  # the sections' words
 
@@ -22,13 +22,14 @@ def draws_section(frame: pd.DataFrame) -> list[str]:
     drawn = ok[ok["process-dependent"]] if "process-dependent" in ok else ok.iloc[0:0]
     if drawn.empty:
         return out + ["_None._"]
+    # the cell names its device, and DETAILS one machine per device
     rows = [[r["study"], r["cell_id"], f"{', '.join(ms(m) for m in r['process_medians_ms'])} "
              f"in {r['processes']} processes", ms(r["median_ms"]),
-             f"{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}", r["machine"]]
+             f"{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}"]
             for _, r in drawn.iterrows()]
     return out + [words.say(TEMPLATE, "count", found=len(drawn), of=len(ok)), "",
-                  table(["study", "cell", "each process's median", "median", "95% CI (processes, then "
-                         "rounds)", "machine"], rows)]
+                  compact(["study", "cell", "each process's median", "median", "95% CI (processes, then "
+                           "rounds)"], rows)]
 
 
 def time_spent(run: dict) -> dict | None:
@@ -62,8 +63,8 @@ def time_section(runs: list[dict]) -> list[str]:
     head = ["", words.say(TEMPLATE, "time_title"), "", words.say(TEMPLATE, "time_method")]
     if not rows:
         return head + ["", words.say(TEMPLATE, "no_runs")]
-    return head + ["", table(["study", "run", "processes", "wall", "worker set-up", "timed calls", "rest",
-                              "machine"], rows)]
+    return head + ["", compact(["study", "run", "processes", "wall", "worker set-up", "timed calls", "rest",
+                                "machine"], rows, keep=2)]
 
 
 def noisy_section(frame: pd.DataFrame) -> list[str]:
@@ -73,12 +74,11 @@ def noisy_section(frame: pd.DataFrame) -> list[str]:
     noisy = ok[ok["noisy"]] if not ok.empty else ok
     if not ok.empty:
         out += [words.say(TEMPLATE, "count", found=len(noisy), of=len(ok), flagged=True), ""]
-    # the cell names its device; DETAILS shows one machine per device (its runs list names them)
-    out.append(table(["study", "cell", "median", "95% CI of median", "CI / median", "rounds",
-                      "per-call IQR / median"],
-                     [[r["study"], r["cell_id"], ms(r["median_ms"]),
-                       f"{ms(r['ci_low_ms'])} – {ms(r['ci_high_ms'])}", f"{r['ci_over_median']:.0%}",
-                       r["rounds"], f"{r['spread']:.2f}"]
+    # the cell names its device; DETAILS shows one machine per device (its runs list names them). Its
+    # median and interval are in its study's table: here what says how noisy it is
+    out.append(table(["study", "cell", "CI / median", "rounds", "per-call IQR / median"],
+                     [[r["study"], r["cell_id"], f"{r['ci_over_median']:.0%}", r["rounds"],
+                       f"{r['spread']:.2f}"]
                       for _, r in noisy.iterrows()]) if not noisy.empty else "_None._")
     return out
 

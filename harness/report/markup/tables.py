@@ -67,3 +67,20 @@ def fmt_ratio(r: dict | None, unit: str = "") -> str:
         return sig3(r["ratio"]) + unit
     text = f"{sig3(r['ratio'])} [{sig3(r['ci95_low'])}–{sig3(r['ci95_high'])}]{unit}"
     return text + " (no measurable difference)" if includes_one(r) else text
+
+
+def compact(headers: Sequence[str], rows: Iterable[Sequence[object]], keep: int = 1) -> str:
+    """A table whose columns that hold one value in every row (the device, the batch, the dtype, the
+    machine) are said once, in a line above it, rather than on every row; its first `keep` columns
+    (what names a row) stay, and a table of one row is left whole. "-" or "–" in every row reads
+    "none"."""
+    body = [list(r) for r in rows]
+    if len(body) < 2:
+        return table(headers, body)
+    same = [i for i in range(keep, len(headers)) if len({str(r[i]) for r in body}) == 1]
+    shown = [i for i in range(len(headers)) if i not in same]
+    if not same or not shown:
+        return table(headers, body)
+    said = ", ".join(f"{headers[i]} {'none' if str(body[0][i]) in ('-', '–') else body[0][i]}" for i in same)
+    rest = table([headers[i] for i in shown], [[r[i] for i in shown] for r in body])
+    return f"Every row: {said}.\n\n{rest}"

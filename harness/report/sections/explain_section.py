@@ -5,7 +5,6 @@ which draws the same rows, is figures/explain.py). No framework imported."""
 
 from harness.explain import keras_steps
 from harness.explain.ladder import TOLERANCE
-from harness.report.claims.headline import HIGH_LEVEL
 from harness.report.markup import words
 
 TEMPLATE = "explain.md.j2"  # the section's words, and the findings' "Why Keras is slow"
@@ -59,13 +58,6 @@ def internal_claims(internal: dict, stage: dict) -> dict:
             and abs(stage["ns"]) <= TOLERANCE * internal["predict_ns"]}
 
 
-def headline(rows: list[dict]) -> list[str]:
-    """The Findings' answer to 'why is Keras slow', from each machine's explain row of the high-level
-    API's first-written call (Keras' predict on TensorFlow)."""
-    return [line for row in rows if f"{row['implementation']}/{row['variant']}" == HIGH_LEVEL
-            for line in headline_of(row)]
-
-
 def inside(row: dict) -> dict | None:
     """Inside Keras' predict, where explain's split of one call was accepted (its steps add up to the
     call): the share that is building the tf.data pipeline and its iterators, and the model's run."""
@@ -76,13 +68,6 @@ def inside(row: dict) -> dict | None:
     iterators = sum(s["share"] for n, s in by_name.items() if n.startswith("creating the iterator"))
     model = next(s for n, s in by_name.items() if n.startswith("running the predict function"))
     return {"pipeline": by_name[keras_steps.PIPELINE_STAGE]["share"] + iterators, "model": model["share"]}
-
-
-def headline_of(row: dict) -> list[str]:
-    first = row["stages"][0]
-    return [words.say(TEMPLATE, "headline", machine=row["machine"], call_ns=row["steps"][0]["median_ns"],
-                      first=first, first_name=first.get("short") or first["name"], inside=inside(row),
-                      floor_name=floor_name(row), floor_ns=row["stages"][-1]["ns"])]
 
 
 def floor_name(row: dict) -> str:
@@ -113,8 +98,7 @@ def floor_words(row: dict) -> str:
     """The floor as what this explain run timed beside the call: the fastest measured call when
     the run chose it (harness.measure.floor), which a later api_levels run can beat (the GPU's
     cudnn/graph, before the resident CUDA kernels were measured)."""
-    return (f"the floor this explain run chose ({row.get('floor') or floor_name(row)}; the device's "
-            "fastest call in this report may differ, see its headline)")
+    return f"the floor this explain run chose ({row.get('floor') or floor_name(row)}; see the method)"
 
 
 def section(rows: list[dict]) -> list[str]:

@@ -19,7 +19,7 @@ from harness.explain import gpu_probes
 from harness.report.claims.rundata import study_rows
 from harness.report.markup import words
 from harness.report.markup.style import ok_cells
-from harness.report.markup.tables import table
+from harness.report.markup.tables import compact, table
 from harness.report.sections import gpu_section
 
 TITLE = "## The GPU's floor (`python -m harness gpu-floor`)"
@@ -264,7 +264,7 @@ def section(frame: pd.DataFrame, runs: Sequence[dict]) -> list[str]:
                  t.source, verdict(t), "-" if t.floor is None else amount(t.floor.value, t.rate), multiple(t)]
                 for t in targets]
         headers = ["target", "goal", "measured", "where", "verdict", "floor", "multiple of the floor"]
-        out += ["", table(headers, body)]
+        out += ["", compact(headers, body)]
         if "call" in f and not frame.empty:
             out += ["", words.say(SENTENCES, "every_call", floor=f["call"]), "",
                     variants_table(frame, machine, f["call"])]

@@ -11,7 +11,7 @@ import pandas as pd
 from harness import registry
 from harness.report.claims.rundata import find, ratio, ratio_ci, study_rows
 from harness.report.markup import words
-from harness.report.markup.tables import ms, table
+from harness.report.markup.tables import compact, ms
 
 BATCH = 512  # at this batch: where a large call's time goes
 SENTENCES = "gpu.md.j2"  # in harness/report/templates/
@@ -158,10 +158,10 @@ def two_rates(frame: pd.DataFrame, row: dict) -> str:
                            trace_mega=trace_rate(row) / 1e6, calls=row["calls"])
 
 
-def batch_lines(rows: list[dict], machine: str) -> list[str]:
-    """At BATCH images a call (kernels rows: one process, no interval): where the hand-written calls'
-    and the raw library's fastest call's time goes, and what the host's own part of a call caps the
-    rate at."""
+def batch_lines(rows: list[dict], machine: str, each: bool = True) -> list[str]:
+    """At BATCH images a call (kernels rows: one process, no interval): what the host's own part of a
+    call caps the rate at, then (each) where the hand-written calls' and the raw library's fastest
+    call's time goes, which DETAILS' machine findings leave to the section's batch table."""
     hand = [k for k in rows if k["implementation"] in hand_written() and k["machine"] == machine
             and k.get("batch", 1) == BATCH]
     if not hand:
@@ -175,7 +175,7 @@ def batch_lines(rows: list[dict], machine: str) -> list[str]:
     if alone > 0:
         out.append(words.say(SENTENCES, "host_cap", batch=BATCH, cap_mega=BATCH * 1e9 / alone / 1e6,
                              label=f"{host['implementation']}/{host['variant']}", alone_ns=alone))
-    for k in hand + ([library] if library is not None else []):
+    for k in (hand + ([library] if library is not None else [])) if each else []:
         copies, share = copy_share(k)
         out.append(words.say(SENTENCES, "at_batch", batch=BATCH, k=k, copies_ns=copies, copies_share=share,
                              kernel=own_kernel(k) or k["ops"][0],
@@ -196,7 +196,7 @@ def where_lines(frame: pd.DataFrame, rows: list[dict], machine: str, stages: dic
         k = kernels_of(rows, cell["label"], machine) if cell is not None else None
         if cell is not None and k is not None:
             out.append(words.say(SENTENCES, "where", cell=cell, **trace_claims(k, its_stages)))
-    out += batch_lines(rows, machine)
+    out += batch_lines(rows, machine, each=False)  # each call at the batch: the batch table
     against = words.table_of(WORDS)["raw_against"]
     best = fastest_call(frame, "overhead", machine, [raw] if raw else [])
     peer = fastest_call(frame, "overhead", machine, [against["level"]])
@@ -234,7 +234,7 @@ def section(runs: list[dict]) -> list[str]:
         body.append([f"{r['implementation']}/{r['variant']}", us(host), us(busy), f"{100 * busy / host:.0f}%",
                      f"{r['device_ops_per_call']:.0f}", api, top, r["machine"]])
     return ["", words.say(SENTENCES, "kernels_title"), "", words.say(SENTENCES, "kernels_method"), "",
-            table(["level/variant", "host per call", "GPU busy", "busy share", "kernels+copies",
+            compact(["level/variant", "host per call", "GPU busy", "busy share", "kernels+copies",
                    "CUDA calls (host time, profiled)", "longest three on the GPU (per call)", "machine"],
                   body)] + batch_table(rows)
 
@@ -253,5 +253,5 @@ def batch_table(rows: list[dict]) -> list[str]:
                      f"{us(copies)} ({100 * share:.0f}%)", f"{kernel['name']} {us(kernel['ns_per_call'])}",
                      r["machine"]])
     return ["", words.say(SENTENCES, "batch_method"), "",
-            table(["level/variant", "batch", "host per call", "images/s", "GPU busy",
+            compact(["level/variant", "batch", "host per call", "images/s", "GPU busy",
                    "copies (share of busy)", "longest kernel", "machine"], body)]

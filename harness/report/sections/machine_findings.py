@@ -11,7 +11,7 @@ from harness.report.claims import headline
 from harness.report.claims.rundata import answer_run, find, ratio, ratio_ci
 from harness.report.markup import words
 from harness.report.markup.style import BACKEND_OF
-from harness.report.sections import cpu_targets, gpu_floor_section, gpu_section, training_section
+from harness.report.sections import cpu_targets, gpu_section, training_section
 
 
 def findings(frame: pd.DataFrame, loc_rows: list[dict], runs: Sequence[dict] = ()) -> list[str]:
@@ -23,11 +23,10 @@ def findings(frame: pd.DataFrame, loc_rows: list[dict], runs: Sequence[dict] = (
         out += raw_library_findings(frame, machine)
         out += training_section.findings(frame, machine)
         out += backend_findings(frame, machine)
-        out += gpu_floor_section.target_lines(frame, runs, machine)
+        # the GPU's targets against their floors: the GPU floor section's table says them
         out += gpu_section.findings(frame, runs, machine)
         out += cpu_targets.target_lines(frame, machine)
-    out += code_sentence(loc_rows)
-    return out
+    return out  # the lines of code: their own section says each level's
 
 
 RECORDS = "machine_findings"  # templates/machine_findings.toml: the findings as records
@@ -67,27 +66,6 @@ def computed(record: dict, cells: dict, frame: pd.DataFrame, machine: str) -> di
         claims.update(cold_ms=cold["cold_start_ms"],
                       cold_over_steady=cold["cold_start_ms"] / cold["median_ms"])
     return claims
-
-
-def code_sentence(loc_rows: list[dict]) -> list[str]:
-    """Lines of code for inference (the headline's numbers: headline.inference_loc), with the
-    training step counted apart and named."""
-    inference = {impl: headline.inference_loc(loc_rows, impl) for impl in registry.levels()}
-    training: dict[str, int] = {}
-    for row in loc_rows:
-        if row["part"] == "training step":
-            training[row["package"]] = training.get(row["package"], 0) + row["code"]
-    raw, high = registry.raw_library("gpu"), registry.on_rung("high-level API")
-    raw_loc, high_loc = inference.get(raw or ""), inference.get(high[0]) if high else None
-    if not raw or not raw_loc or not high_loc:
-        return []
-    return [words.say(SENTENCES, "code", raw=registry.short(raw), raw_loc=raw_loc,
-                      high=registry.short(high[0]).split("/")[0], high_loc=high_loc,
-                      raw_over_high=raw_loc / high_loc, backends=len(high),
-                      others=[(registry.short(i), inference[i]) for i in registry.levels()
-                              if i != raw and i not in high],
-                      shared=sum(r["code"] for r in loc_rows if r["api_level"] == "shared"),
-                      training=sorted(training.items()))]
 
 
 # each framework's default in api_levels: the first variant of each level on the framework-ops rung

@@ -6,7 +6,7 @@ from harness import registry
 from harness.machine.versions import cuda_runtime, cudnn_version
 from harness.report.claims import hosts
 from harness.report.markup import words
-from harness.report.markup.tables import table
+from harness.report.markup.tables import compact, table
 
 # Python, then each level's distributions (its spec's `versions`: TensorFlow, Keras, JAX, PyTorch, CuPy,
 # Numba, ONNX Runtime, OpenVINO, NumPy, ...), the first installed of a column's distributions.
@@ -96,7 +96,7 @@ def machine_table(runs: list[dict], pages: dict[str, str] | None = None,
         return table(headers, rows)
     where = [f"answers for the {' and '.join(answers[row[0]])} (this report)" if answers[row[0]]
              else f"[its page](machines/{pages[row[0]]}.md)" if row[0] in pages else "–" for row in rows]
-    return table(["page", *headers], [[w, *row] for w, row in zip(where, rows, strict=True)])
+    return compact(["page", *headers], [[w, *row] for w, row in zip(where, rows, strict=True)], keep=2)
 
 
 def difference_line(runs: list[dict], cpu_machine: str | None, gpu_machine: str | None) -> str | None:
