@@ -59,7 +59,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -369,8 +369,7 @@ class Grader:
         found: dict[str, Any] = {}
         with keeping(found):
             self.pace = self.measure_pace()
-            found["pace"] = {k: round(v, 9) if isinstance(v, float) else v
-                             for k, v in asdict(self.pace).items()}
+            found["pace"] = self.pace.row()
             found.update(self.imported(worker))
             found["gate_first"] = first = self.gate(worker, min(PROBE_GATE, self.lab.gate.images))
             if self.passes(first):  # correct so far: too slow to be worth the full gate?
@@ -549,8 +548,7 @@ class Grader:
         found: dict[str, Any] = {}
         with keeping(found):
             self.pace = self.training_pace()
-            found["pace"] = {k: round(v, 9) if isinstance(v, float) else v
-                             for k, v in asdict(self.pace).items()}
+            found["pace"] = self.pace.row()
             found.update(self.imported(worker))
             stopped: Failure | None = None
             try:

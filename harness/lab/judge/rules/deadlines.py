@@ -42,7 +42,7 @@ kill as wall_s's) and the row says which call, the deadline and how it was deriv
     timed_out(what, deadline) -> Failure      the row's `timeout`
 """
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from harness.errors import Failure
 from harness.lab.judge.rules.assignment import Limits
@@ -72,6 +72,10 @@ class Pace:
     image_s: float
     cold_s: float
     batch_size: int
+
+    def row(self) -> dict:
+        """Its fields as the row keeps them: times rounded to the nanosecond."""
+        return {k: round(v, 9) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
 @dataclass(frozen=True)
