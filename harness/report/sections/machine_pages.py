@@ -120,12 +120,13 @@ def page(data: ReportData, machine: str, name: str, same_type: list[pairs.Pair])
         run = found[0]
         rows, quoted = level_rows(data.frame, run["run_id"], device)
         cells = ok_batch1(data.frame, "api_levels", run["run_id"], device)
-        if fastest(cells) is None:  # its run timed nothing at batch 1 in float32 on the device
+        best = fastest(cells)
+        if best is None:  # its run timed nothing at batch 1 in float32 on the device
             continue
         devices.append({"device": device, "run": run["run_id"], "raw": registry.short(RAW[device]),
                         "table": table(["level: call", "median [95% CI]", "runs pooled",
                                         f"x {registry.short(RAW[device])} (within rounds) [95% CI]"], rows),
-                        "fastest": fastest(cells), "raw_cell": fastest(cells, RAW[device]),
+                        "fastest": best, "raw_cell": fastest(cells, RAW[device]),
                         "notes": quote.mark_notes(quoted, headline=True)})
     return words.render(TEMPLATE, machine=machine, name=name, answering=data.machines,
                         environment=table(["", ""], [[k, v if v not in (None, "") else "–"]
