@@ -152,10 +152,13 @@ def kit_venv(tmp_path, name: str):
     with zipfile.ZipFile(zipped) as archive:
         archive.extractall(tmp_path / "unpacked")
     base = getattr(sys, "_base_executable", sys.executable)  # the interpreter under our venv: NumPy there
-    subprocess.run([base, "-m", "venv", "--system-site-packages", str(tmp_path / "venv")], check=True, timeout=300)
+    # without its own pip: this environment's pip installs for the venv's Python (pip --python), as
+    # test_lab_kit does; the venv's copy (ensurepip) would cost 3-4 s a venv and is not what is tested
+    subprocess.run([base, "-m", "venv", "--system-site-packages", "--without-pip", str(tmp_path / "venv")],
+                   check=True, timeout=300)
     python = tmp_path / "venv" / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps",
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
                            str(zipped)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return tmp_path / "unpacked" / f"lab-kit-{name}", python, env
