@@ -3,7 +3,7 @@ handed the oracle's activation and upstream gradient, so the example whose fc2 l
 mask fails fc2 alone and keeps every other layer's points, fc3 after it and fc1, conv2, conv1 before
 it in backpropagation's order. The submission's `backward` is asked through the worker's own op
 (harness.lab.box.tasks.backward) over a stand-in channel; the sandbox's side of the exchange is
-graded in tests/test_lab_train.py."""
+graded in tests/test_lab_train_kinds.py."""
 
 import numpy as np
 import pytest

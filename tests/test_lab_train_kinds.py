@@ -7,7 +7,8 @@ gradient at exactly 0 taken as 1 is accepted and said so; a backward whose answe
 size times the reference's, with a right step, passes with the gate's points, its stages named as
 off by that factor. No feedback holds an operating-system term or a server path. The kit, installed
 from its zip into a fresh virtual environment, agrees with the grader on every example submission of
-every CPU lab, and the command the feedback names runs there."""
+every CPU lab, and the command the feedback names runs there. The lab's own three examples are
+gated, named and ranked in the same class: the suite grades the training lab once."""
 
 import os
 import re
@@ -127,6 +128,33 @@ def test_every_kind_of_failure_gets_its_stages_and_its_words(train_class):
     assert all("python -m lenet_lab check lenet.py" in feedback[n] for n in ("rowbias", "flatten", "wrong"))
     grading = (out / "grading.json").read_text()
     assert "lenet5_init.weights.h5" in grading and "lenet5_mnist" not in grading
+
+
+@pytest.mark.slow
+def test_the_training_examples_are_gated_named_and_ranked(train_class):
+    """The lab's three examples in the same class: the correct one passes and is ranked, the one whose
+    backward pass leaves out fc2's ReLU mask fails naming fc2 (every other layer's backward, asked on
+    its own, keeps its points), the one that backpropagates image by image ranks slower."""
+    out, rows = train_class
+    lab = assignment.parse(TRAIN, "cpu_train.toml")
+    assert "calls = 12 " in TRAIN and lab.measure.calls == 12  # the shipped lab's 60, fewer: enough to rank
+    assert rows["correct"]["status"] == "ok" and rows["slow"]["status"] == "ok", \
+        {n: (r["status"], r["reason"]) for n, r in rows.items()}
+    assert rows["correct"]["gate"]["passes"] and len(rows["correct"]["gate"]["steps"]) == 3
+    correct, slow = (rows[n]["ratios"]["numpy"] for n in ("correct", "slow"))
+    # both ranked with an interval (how much slower is the benchmark's to say, not a test's)
+    assert all(0 < r["ci95_low"] <= r["ci95_high"] for r in (correct, slow)), (correct, slow)
+    wrong = rows["wrong"]
+    assert wrong["status"] == "wrong" and "fc2's gradient is wrong" in wrong["reason"]
+    # its backward handed the reference's upstream gradients: fc2 alone is wrong (the sandbox's
+    # exchange; the stages' rule is tests/test_lab_backprop.py's)
+    assert [v["stage"] for v in wrong["stages"] if v["verdict"] != "ok"] == ["fc2"]
+    assert points.score(wrong, lab.grade, None, None).gate == 48
+    board = (out / "LEADERBOARD.md").read_text()
+    assert board.index("correct") < board.index("slow") and "3 SGD steps of 32 training images" in board
+    feedback = (out / "feedback" / "wrong.md").read_text()
+    assert "the first that is not: **fc2**" in feedback and "fc2: wrong (0 of 12 points), largest difference" \
+        in feedback
 
 
 def test_lines_of_code_count_the_files_lenet_py_imports(tmp_path):
