@@ -46,11 +46,11 @@ if "NUMBA_CACHE_DIR" not in os.environ:
 # each worker takes the next group when it is nearly done, so no long one starts last while the others
 # idle. test_lab_sandbox.py (seconds) first: it forks with a preexec_fn in-process, before any file of
 # that worker has imported JAX (whose threads can deadlock Python code between fork and exec).
-LONGEST_FIRST = ("test_lab_sandbox.py", "test_explain.py", "test_explain.py:2", "slurm", "test_lab.py",
-                 "test_framework_levels.py", "test_report.py", "test_training.py", "test_fault_matrix.py",
-                 "test_cuda_level.py", "test_gpu_study.py", "test_lab_hang.py", "test_lab_kit.py",
-                 "test_lab_ring2.py", "test_weight_formats.py", "test_report_truth.py", "test_lab_limits.py",
-                 "test_add_a_level.py", "test_shared_server_users.py")
+LONGEST_FIRST = ("test_lab_sandbox.py", "test_explain.py", "test_lab_train_kinds.py", "test_explain.py:2",
+                 "slurm", "test_lab.py", "test_framework_levels.py", "test_report.py", "test_training.py",
+                 "test_fault_matrix.py", "test_cuda_level.py", "test_gpu_study.py", "test_lab_hang.py",
+                 "test_lab_kit.py", "test_lab_ring2.py", "test_weight_formats.py", "test_report_truth.py",
+                 "test_lab_limits.py", "test_add_a_level.py", "test_shared_server_users.py")
 
 
 def xdist_group_of(item, slurm_files) -> str:
