@@ -13,9 +13,14 @@ from types import SimpleNamespace
 
 # One BLAS thread in the suite's processes and every process they start (inherited through the
 # environment), set before NumPy loads OpenBLAS: its idle threads spin, and on 2 cores they cost
-# as much CPU again as the NumPy work of a test. Timed processes get their threads from the harness
-# (harness.machine.procenv) whatever is set here; a caller's own setting stands.
+# as much CPU again as the NumPy work of a test. One OpenMP thread likewise, before libgomp loads
+# (the oneDNN level's, torch's): a parallel region's threads spin-wait for each other, and where
+# the suite's workers keep both cores busy a region waits for a thread that is not running (the
+# oneDNN level's tests took 8-15 s beside two busy processes, 3 s with one thread). Timed processes
+# get their threads from the harness (harness.machine.procenv) whatever is set here; a caller's
+# own setting stands.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
