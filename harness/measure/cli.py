@@ -1,4 +1,5 @@
-"""The measure wing's command: `run`, one study (studies/NAME.toml) into a results folder."""
+"""The measure wing's commands: `run`, one study (studies/NAME.toml) into a results folder; `upgrade-results`,
+the saved summaries of a results folder's cell rows brought to the current version."""
 
 import argparse
 import os
@@ -31,7 +32,11 @@ def commands() -> list[Command]:
                help="complete an interrupted run (the newest, or --run-id)"),
         option("--run-id", default=None, help="name of the run folder"),
         weights(None, "default: the trained weights; a train-mode study: the seeded initial weights"),
-        lock_timeout("the cells"))]
+        lock_timeout("the cells")),
+        command("upgrade-results", "give the cell rows of every complete run the current summary "
+                "(stats.SUMMARY_VERSION), computed once and saved, so the report reads it", cmd_upgrade_results,
+                option("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default "
+                       "reports/results)"))]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -83,4 +88,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     for line in summary.lines(states, plan):
         print(line)
     print(f"results: {run_dir}")
+    return 0
+
+
+def cmd_upgrade_results(args: argparse.Namespace) -> int:
+    from harness.measure.store import upgrade
+
+    if not Path(args.results).is_dir():
+        raise HarnessError(f"{args.results}: no results folder")
+    done = upgrade.upgrade(args.results)
+    for run_dir, count in done:
+        if count:
+            print(f"{run_dir}: {count} cell rows given the current summary")
+    print(f"{sum(count > 0 for _, count in done)} of {len(done)} complete runs upgraded, "
+          f"{sum(count for _, count in done)} cell rows")
     return 0

@@ -1,8 +1,8 @@
 """The floor of a device: its fastest measured implementation, read from the committed result rows.
 
 Code that needs "the floor" (explain's last rung, a lab's `floor` reference) asks here and never
-names an implementation. The answer is the cell with the lowest median (computed from its raw times by
-the summary measure saves, harness.measure.plan.cells.summary) among the final cell rows
+names an implementation. The answer is the cell with the lowest median (its summary, saved with its row
+or computed from its raw times: harness.measure.plan.cells.row_summary) among the final cell rows
 (status ok, batch 1, float32) of the newest complete `api_levels` run that measured the device; the null
 level (it does no arithmetic) and lab classes are no candidates. With nothing measured, the
 registry's floor candidates (ImplSpec.floor) stand in: the first one that runs on the device, in
@@ -53,7 +53,7 @@ def fastest_measured(device: str, root: Path = DEFAULT_RESULTS, run_id: str | No
 
 
 def median_ns(row: dict) -> float:
-    """A measured cell row's median per call, from its raw times (cells.row_summary)."""
+    """A measured cell row's median per call (cells.row_summary)."""
     found = cells.row_summary(row)
     if found is None:
         raise HarnessError(f"cell {row.get('cell_id')}: no timed call to take a median of")

@@ -30,7 +30,6 @@ A bad row is refused whole (strict: import-results) or skipped with one WARNING 
     BadRow                               the error a strict read raises (file:line: why)
 """
 
-import hashlib
 import json
 import math
 import sys
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.measure.store import rowfile, runfolder
+from harness.measure.store import rowfile, runfolder, stats
 
 SCHEMA_VERSIONS = (1,)
 MAX_NS = 3600 * 10**9  # an hour: no call, import or cold start of LeNet-5 takes longer
@@ -64,7 +63,8 @@ OPTIONAL: dict[str, dict[str, type | tuple[type, ...]]] = {  # where present, of
     "load": {"cells": list, "busy": list, "contended": (str, NONE)},
     "cell": {"setup": (dict, NONE), "stats": (dict, NONE), "device_stats": (dict, NONE),
              "round_process": list, "contended": bool, "contended_reasons": list, "reason": (str, NONE),
-             "rss_peak": (*NUMBER, NONE), "convergence": (dict, NONE), "warnings": list, "study": str},
+             "rss_peak": (*NUMBER, NONE), "convergence": (dict, NONE), "warnings": list, "study": str,
+             "stats_version": int},
 }
 CELL_OPTIONAL: dict[str, type | tuple[type, ...]] = {"calls": int, "mode": str, "threads": (int, NONE),
                                                      "processes": int}
@@ -219,34 +219,45 @@ def warn_stderr(message: str) -> None:
         print(message, file=sys.stderr)
 
 
-# Digests of the lines check() found usable in this process: a line is checked once, however often
-# it is read (the report and the figures, or a test suite, read the same 17,000 rows again and again;
-# checking every number of a row costs ten times parsing it). check() is a function of the line alone.
-CHECKED: set[bytes] = set()
-
-
-def line_digest(line: str) -> bytes:
-    return hashlib.blake2b(line.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+def bad_summary(row: dict[str, Any]) -> str | None:
+    """Why a usable cell row's saved summary, of the current version (stats.SUMMARY_VERSION), cannot be
+    the summary of its own times (stats.impossible), or None (another kind, another version, nothing
+    measured: its summary is computed from its times, harness.measure.plan.cells.row_summary)."""
+    if row["kind"] != "cell" or row.get("stats_version") != stats.SUMMARY_VERSION:
+        return None
+    if row["status"] != "ok" or not any(row["rounds_ns"]):
+        return None
+    if not isinstance(row.get("stats"), dict):
+        return (f"field 'stats': expected the summary of its times (stats_version {stats.SUMMARY_VERSION}), "
+                f"found {type(row.get('stats')).__name__}")
+    return stats.impossible(row["stats"], row["rounds_ns"])
 
 
 def read_lines(lines: Iterable[str], where: str, strict: bool = False,
                warn: Callable[[str], None] = warn_stderr) -> list[dict]:
     """The usable rows of JSON lines read from `where` (a file, or an archive's member). A partial
     last line (no newline: a run killed mid-write) is skipped; any other bad line is a BadRow
-    (strict) or skipped with one WARNING naming where:line. Every row read is a new object."""
+    (strict) or skipped with one WARNING naming where:line. A cell row whose saved summary cannot be
+    its times' (bad_summary) is a BadRow (strict), or kept with one WARNING and its summary computed
+    again from its times (its stats_version dropped): its times are the measurement, the summary only
+    derived from them. Every row read is a new object."""
     rows: list[dict] = []
     for lineno, line in enumerate(lines, 1):
         if not line.endswith("\n"):
             break  # unfinished last row: --resume cuts it off
-        digest = line_digest(line)
         try:
             row = parse(line)
         except ValueError as exc:
             why: str | None = f"not a JSON row ({exc})"
         else:
-            why = None if digest in CHECKED else check(row)
+            why = check(row)
         if why is None:
-            CHECKED.add(digest)
+            fault = bad_summary(row)
+            if fault and strict:
+                raise BadRow(f"{where}:{lineno}: {fault}")
+            if fault:
+                warn(f"WARNING: {where}:{lineno}: {fault}; its summary is computed again from its times")
+                del row["stats_version"]
             rows.append(row)
         elif strict:
             raise BadRow(f"{where}:{lineno}: {why}")

@@ -146,9 +146,9 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
 
 
 def cell_statistics(row: dict) -> dict:
-    """The statistics of a final cell row, computed from its raw times by measure's own summary
-    (cells.row_summary); a thin cell's interval and noise verdict are not shown
-    (stats.interval_supported)."""
+    """The statistics of a final cell row: the summary it saved, where of the current version, else
+    computed from its raw times (cells.row_summary); a thin cell's interval and noise verdict are not
+    shown (stats.interval_supported)."""
     st = cells.row_summary(row) or {}
     if st.get("thin"):
         st.update(ci95_low_ns=float("nan"), ci95_high_ns=float("nan"), ci_over_median=float("nan"),
@@ -329,7 +329,7 @@ def pool(frame: pd.DataFrame, history: pd.DataFrame, every: list[dict]) -> pd.Da
 
 def pooled_record(found: list[dict]) -> dict:
     """The statistics of a cell pooled over its runs' cells (found: cells_frame's records, oldest first)."""
-    st = cells.pooled_summary([(c["rounds_ns"], c["round_process"]) for c in found])
+    st = stats.pooled_summary([(c["rounds_ns"], c["round_process"]) for c in found])
     if st["thin"]:
         st.update(ci95_low_ns=float("nan"), ci95_high_ns=float("nan"), ci_over_median=float("nan"),
                   noisy=False, drawn=False)
