@@ -113,7 +113,6 @@ def test_the_cost_of_making_a_call_is_computed_per_device_and_not_most_of_a_cpu_
     assert gpu["share"] == pytest.approx(1 - 0.336 / 512 / 0.0354) and gpu["verdict"] == "most"  # 98%
 
 
-@pytest.mark.usefixtures("report_cache")
 def test_the_committed_runs_first_screen_says_one_thread_and_the_resident_kernels_caveats():
     data = rundata.load_report(rundata.DEFAULT_RESULTS, [])
     assert first_screen.cpu_threads(data.runs, data.answer["cpu"]) == 1
@@ -138,7 +137,6 @@ def test_the_headline_prints_the_pooled_interval_and_says_how_many_runs_each_poo
     assert first_screen.intervals_note([found]) == {"words": "intervals", "pooled": [found]}
 
 
-@pytest.mark.usefixtures("report_cache")
 def test_findings_mark_single_process_cells_and_name_both_batch_512_rates():
     data = rundata.load_report(rundata.DEFAULT_RESULTS, [])
     found = findings.findings(data.frame, data.runs, [], data.answer)

@@ -78,7 +78,7 @@ def drawn(monkeypatch, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def committed(report_cache) -> ReportData:
+def committed() -> ReportData:
     """The committed results and loc.csv, as `make figures` reads them."""
     return rundata.load_report(DEFAULT_RESULTS, loc.read_csv())
 

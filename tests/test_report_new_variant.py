@@ -22,7 +22,7 @@ LABEL = f"{LEVEL}/{VARIANT}"
 
 
 @pytest.fixture
-def with_fast_variant(tmp_path, monkeypatch, report_cache):
+def with_fast_variant(tmp_path, monkeypatch):
     """The committed results, with a cell of LEVEL/VARIANT in the GPU's answering api_levels run:
     cudnn/graph's calls at a quarter of their time (faster than every call measured there), and
     the variant in LEVEL's registry entry, one of its floor candidates."""

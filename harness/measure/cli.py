@@ -34,7 +34,8 @@ def commands() -> list[Command]:
         weights(None, "default: the trained weights; a train-mode study: the seeded initial weights"),
         lock_timeout("the cells")),
         command("upgrade-results", "give the cell rows of every complete run the current summary "
-                "(stats.SUMMARY_VERSION), computed once and saved, so the report reads it", cmd_upgrade_results,
+                "(stats.SUMMARY_VERSION), computed once and saved, so the report reads it",
+                cmd_upgrade_results,
                 option("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default "
                        "reports/results)"))]
 

@@ -44,6 +44,7 @@ from harness.measure.store import rowfile, runfolder, stats
 SCHEMA_VERSIONS = (1,)
 MAX_NS = 3600 * 10**9  # an hour: no call, import or cold start of LeNet-5 takes longer
 NUMBER = (int, float)
+TEXT = (str, bool)  # values without a number in them
 FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "setup": {"cell_id": str},
     "round": {"cell_id": str, "round": int, "times_ns": list},
@@ -109,38 +110,58 @@ def timey(key: str) -> bool:
 
 
 def bad_number(value: Any, where: str, as_time: bool, nan_ok: bool = False) -> str | None:
-    """Why a number (or every number inside a list or object) is unusable, or None."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+    """Why a number (or every number inside a list or object) is unusable, or None. where: the value's
+    name, said only in the answer (a report reads a million values: none is named until one is bad)."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
         return None
-    if isinstance(value, NUMBER):
+    if kind is int:  # finite, unless too big for a float (JSON's 1e400 is a float: inf)
+        if abs(value) > sys.float_info.max:
+            return f"{where} is an integer of {value.bit_length()} bits (too big for a float)"
+    elif kind is float:
         if math.isnan(value) and nan_ok:
             return None
         if not math.isfinite(value):
             return f"{where} is {value} (not a finite number)"
-        if as_time and not 0 <= value < MAX_NS:
-            return f"{where} is {value:g} ns (expected 0 <= t < {MAX_NS:.3g} ns, an hour)"
-        return None
-    if isinstance(value, list):
-        if value and all(type(v) is int for v in value) and not (  # the common case, fast: a round's times
-                bad_number(min(value), where, as_time) or bad_number(max(value), where, as_time)):
+    elif kind is list:
+        if not value or fine_numbers(value, as_time):
             return None
         for i, item in enumerate(value):
-            why = bad_number(item, f"{where}[{i}]", as_time, nan_ok)
+            why = bad_number(item, f"[{i}]", as_time, nan_ok)
             if why:
-                return why
+                return f"{where}{why}"
         return None
-    if isinstance(value, dict):
+    elif kind is dict:
         for key, item in value.items():
+            if item is None or type(item) in TEXT or type(item) in NUMBER and 0 <= item < MAX_NS:
+                continue  # the common cases at once: usable as any number, a time too (NaN compares False)
             key = str(key)
-            why = bad_number(item, f"{where}.{key}", as_time or timey(key), nan_ok or nan_means_none(key))
+            why = bad_number(item, key, as_time or timey(key), nan_ok or nan_means_none(key))
             if why:
-                return why
+                return f"{where}.{why}"
+        return None
+    else:
+        return None
+    if as_time and not 0 <= value < MAX_NS:
+        return f"{where} is {value:g} ns (expected 0 <= t < {MAX_NS:.3g} ns, an hour)"
     return None
+
+
+def fine_numbers(values: list, as_time: bool) -> bool:
+    """Whether a list holds only finite numbers (in nanoseconds: 0 <= t < MAX_NS), checked at C speed: the
+    common case (a round's times, the medians of a summary); bad_number names the first bad one."""
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        low, high = min(values), max(values)
+        return 0 <= low and high < MAX_NS if as_time else max(-low, high) <= sys.float_info.max
+    if kinds <= {int, float} and (kinds == {float} or max(map(abs, values)) <= sys.float_info.max):
+        return all(map(math.isfinite, values)) and (not as_time or 0 <= min(values) and max(values) < MAX_NS)
+    return False
 
 
 def bad_calls(times: Any, where: str) -> str | None:
     """A round's per-call times: a list of numbers, each above 0 (bad_number checks the rest)."""
-    if not isinstance(times, list) or not all(is_number(t) for t in times):
+    if not isinstance(times, list) or not set(map(type, times)) <= {int, float}:
         return f"{where}: expected a list of per-call times (numbers)"
     if times and min(times) <= 0:
         return f"{where} holds {min(times):g} ns (a call takes more than 0 ns)"
@@ -201,12 +222,14 @@ def check(row: Any) -> str | None:
     why = bad_fields(row, {"run_id": str, "kind": str, "time": NUMBER})
     if why:
         return why
-    if not (math.isfinite(row["time"]) and row["time"] > 0):
-        return f"time is {row['time']} (expected seconds since 1970, above 0)"
     for key, value in row.items():
+        if value is None or type(value) in TEXT or type(value) in NUMBER and 0 <= value < MAX_NS:
+            continue  # as in bad_number's objects
         why = bad_number(value, key, timey(key), nan_means_none(key))
         if why:
             return why
+    if not row["time"] > 0:
+        return f"time is {row['time']} (expected seconds since 1970, above 0)"
     return bad_kind(row)
 
 

@@ -458,7 +458,8 @@ def pooled_round_ratio(runs: Sequence[tuple[Run, Run]], resamples: int = BOOTSTR
 # --- a saved summary, read back ----------------------------------------------------------------
 
 SUMMARY_NUMBERS = ("median_ns", "mean_ns", "min_ns", "max_ns", "p90_ns", "p99_ns", "iqr_ns", "spread",
-                   "ci95_low_ns", "ci95_high_ns", "ci_over_median", "within_ci95_low_ns", "within_ci95_high_ns")
+                   "ci95_low_ns", "ci95_high_ns", "ci_over_median", "within_ci95_low_ns",
+                   "within_ci95_high_ns")
 SUMMARY_TYPES: dict[str, type | tuple[type, ...]] = {
     "n": int, "rounds": int, "processes": int, **{key: (int, float) for key in SUMMARY_NUMBERS},
     "round_medians_ns": list, "process_medians_ns": list, "ci_method": str, "noisy": bool, "thin": bool,
@@ -493,7 +494,7 @@ def impossible(summary: dict[str, Any], rounds_ns: Rounds) -> str | None:
     if not abs(summary["mean_ns"] * n - total) <= 1e-9 * abs(total):  # float rounding of a sum: ~1e-16
         return f"stats.mean_ns is {summary['mean_ns']:g}; its times' mean is {total / n:g} ns"
     chain = ("min_ns", "median_ns", "p90_ns", "p99_ns", "max_ns")
-    for low_key, high_key in zip(chain, chain[1:]):
+    for low_key, high_key in zip(chain, chain[1:], strict=False):
         if not summary[low_key] <= summary[high_key]:
             return f"stats.{low_key} ({summary[low_key]:g}) is above stats.{high_key} ({summary[high_key]:g})"
     for key in ("iqr_ns", "spread", "ci_over_median"):
@@ -508,7 +509,7 @@ def impossible(summary: dict[str, Any], rounds_ns: Rounds) -> str | None:
                     f"inside its times, {least:g} to {most:g} ns)")
     for key, count in (("round_medians_ns", len(calls)), ("process_medians_ns", summary["processes"])):
         values = summary[key]
-        if len(values) != count or not all(isinstance(v, (int, float)) and least <= v <= most for v in values):
+        if len(values) != count or not all(type(v) in (int, float) and least <= v <= most for v in values):
             return f"stats.{key}: expected {count} medians inside its times, {least:g} to {most:g} ns"
     if not 1 <= summary["processes"] <= len(calls):
         return f"stats.processes is {summary['processes']} (expected 1 to its {len(calls)} rounds)"
