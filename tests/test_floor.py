@@ -11,8 +11,7 @@ from harness.errors import Unavailable
 from harness.explain import keras_steps
 from harness.lab.judge.rules import assignment
 from harness.measure import floor
-from harness.measure.plan import cells
-from harness.measure.store import runfolder
+from harness.measure.store import runfolder, stats
 from harness.report.sections import explain_section
 from tests.conftest import ROOT
 
@@ -45,14 +44,19 @@ def test_the_fastest_ok_cell_wins_and_the_others_are_ignored(tmp_path):
     assert floor.fastest_measured("gpu", tmp_path).label == "cudnn/graph"
 
 
-def test_the_floor_ranks_by_the_rows_raw_times_never_their_saved_statistics(tmp_path):
-    """A row's saved `stats` is a copy made by the code of its day: the floor summarizes the raw times
-    with measure's own summary (cells.summary), the one the report reads."""
+@pytest.mark.parametrize("version", [None, stats.SUMMARY_VERSION])
+def test_the_floor_ranks_by_the_rows_raw_times_never_their_saved_statistics(tmp_path, version):
+    """A row's saved `stats` is a copy made by the code of its day (no stats_version, or another): the
+    floor summarizes the raw times with measure's own summary (cells.row_summary), the one the report
+    reads; a saved summary of today's version that cannot be its times' is computed again too."""
     lying = {**cell("numba", "fused", 50_000.0), "stats": {"median_ns": 1.0}}  # saved: 1 ns
+    if version is not None:
+        lying["stats_version"] = version
     write_run(tmp_path, "r1", [lying, cell("onednn", "tuned", 30_000.0)])
     found = floor.fastest_measured("cpu", tmp_path)
     assert (found.label, found.median_ns) == ("onednn/tuned", 30_000.0)
-    assert floor.median_ns(lying) == cells.summary(lying["rounds_ns"], None)["median_ns"] == 50_000.0
+    lying.pop("stats_version", None)
+    assert floor.median_ns(lying) == stats.summarize(lying["rounds_ns"])["median_ns"] == 50_000.0
 
 
 def test_the_newest_run_measuring_the_device_and_a_cells_last_row_count(tmp_path):

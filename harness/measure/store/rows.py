@@ -16,7 +16,14 @@ A row is one JSON object on one line. It is usable when
 A bad row is refused whole (strict: import-results) or skipped with one WARNING naming file:line
 (the report, figures, reproduce, --resume): never a traceback, never a NaN in a table.
 
+A usable cell row whose saved summary (`stats`) is of the current version (`stats_version`,
+stats.SUMMARY_VERSION) has it checked against its own times (stats.impossible: counts, least and greatest
+time, mean, order, intervals inside the times): one that cannot be theirs is refused (strict), or named
+in one WARNING and its stats_version dropped, so its summary is computed again from its times
+(harness.measure.plan.cells.row_summary): the times are the measurement.
+
     check(row) -> why the row is unusable, or None
+    bad_summary(row) -> why a cell row's saved summary of the current version cannot be its times', or None
     parse(line) -> the row (ValueError: not one JSON object)
     read_lines(lines, where, strict, warn) -> the usable rows; a partial last line (a killed run) skipped
     read(path, strict, warn) -> the usable rows of a plain file (read_lines)
