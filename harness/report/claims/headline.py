@@ -99,19 +99,13 @@ def short_reason(reason: str, status: str) -> str:
     return f"{status}: {first}"
 
 
-LAST: list = [None] * 4  # levels' last frame, loc rows, answer and answer to them
+Table = tuple[list[Level], dict]  # levels(): the table's rows and {device: machine}
 
 
-def levels(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> tuple[list[Level], dict]:
+def levels(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> Table:
     """The table's rows, and {device: machine} of the runs they come from. answer: {device: the
-    api_levels run id that answers} (rundata.answer_run's; by default the newest runs'). A report
-    asks five times of one frame, never changed once read: the last answer is kept (LAST)."""
-    if not (LAST[0] is frame and LAST[1] is loc_rows and LAST[2] == answer):
-        LAST[:] = [frame, loc_rows, dict(answer or {}) or answer, table_rows(frame, loc_rows, answer)]
-    return list(LAST[3][0]), dict(LAST[3][1])
-
-
-def table_rows(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None) -> tuple[list[Level], dict]:
+    api_levels run id that answers} (rundata.answer_run's; by default the newest runs'). A page asks
+    once and passes the answer on to its sections (their `known`)."""
     if frame.empty:
         return [], {"cpu": None, "gpu": None}
     answer = answer if answer is not None else {d: answer_run(frame, d) for d in ("cpu", "gpu")}
@@ -238,11 +232,11 @@ def bill_columns(lv: Level, dash: Callable[[str], str]) -> list[str]:
 
 
 def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None,
-           threads: int | None = None) -> tuple[list[str], dict]:
+           threads: int | None = None, known: Table | None = None) -> tuple[list[str], dict]:
     """The headline table, its footnotes and its marks' notes, as Markdown lines; {device:
     machine} behind them. threads: the CPU columns' thread count (first_screen.cpu_threads), named
-    in their header."""
-    rows, machines = levels(frame, loc_rows, answer)
+    in their header. known: levels() of these, where the caller has it."""
+    rows, machines = known or levels(frame, loc_rows, answer)
     if not rows:
         return ["_No results yet: run `make run-all`._"], machines
     notes: list[str] = []

@@ -512,23 +512,19 @@ def load_report(root: Path, loc_rows: list[dict], every_run: bool = False,
                       answer=answer, machines=machines, floors=floors, partial=partial_runs(root))
 
 
-FOUND: list = [None, {}]  # the frame find last read, and its ok cells' places by their FIND_KEY
-FIND_KEY = ("study", "label", "device", "batch_size", "dtype")
-
-
 def find(frame: pd.DataFrame, study: str, label: str, device: str = "cpu", batch: int = 1,
          dtype: str = "float32", machine: str | None = None, threads: int | None = None) -> pd.Series | None:
     """The first ok cell of that study, label, device, batch, dtype (and machine), or None. threads:
-    None for a cell at the study's own thread count, else the cell's `threads`. A report asks a
-    thousand times of one frame, never changed once read: its ok cells are indexed once (FOUND)."""
+    None for a cell at the study's own thread count, else the cell's `threads`. Its columns compared
+    as arrays (a report asks a few hundred times: none builds a frame)."""
     if frame.empty:
         return None
-    if FOUND[0] is not frame:
-        ok = np.flatnonzero(frame["status"].to_numpy() == "ok")
-        FOUND[:] = [frame, {}]
-        for place, *key in zip(ok, *(frame[c].to_numpy()[ok] for c in FIND_KEY), strict=True):
-            FOUND[1].setdefault(tuple(key), []).append(place)
-    for place in FOUND[1].get((study, label, device, batch, dtype), []):
+    wanted = {"status": "ok", "study": study, "label": label, "device": device, "batch_size": batch,
+              "dtype": dtype}
+    mask = np.ones(len(frame), dtype=bool)
+    for column, value in wanted.items():
+        mask &= frame[column].to_numpy() == value
+    for place in np.flatnonzero(mask):
         cell = frame.iloc[place]
         if (machine is None or cell["machine"] == machine) and ("threads" not in frame or (
                 pd.isna(cell["threads"]) if threads is None else cell["threads"] == threads)):
