@@ -12,6 +12,7 @@ from harness import DEFAULT_RESULTS
 from harness.measure.plan import cells
 from harness.measure.store import rowfile, rows, stats, upgrade
 from tests import rowfiles
+from tests.conftest import harness_in_process
 
 PROCESSES = [0, 0, 0, 1, 1, 1]
 
@@ -124,7 +125,7 @@ def smallest_run() -> "rowfile.Path":
     return found[0].parent
 
 
-def test_upgrade_gives_old_rows_todays_summary_and_changes_nothing_measured(tmp_path):
+def test_upgrade_gives_old_rows_todays_summary_and_changes_nothing_measured(tmp_path, capsys):
     run_dir = tmp_path / "api_levels" / smallest_run().name
     shutil.copytree(smallest_run(), run_dir)
     old = []
@@ -139,7 +140,9 @@ def test_upgrade_gives_old_rows_todays_summary_and_changes_nothing_measured(tmp_
     measured = [json.loads(line) for line in old if cells.measured(json.loads(line))]
     assert measured
 
-    assert upgrade.upgrade(tmp_path) == [(run_dir, len(measured))]
+    done = harness_in_process(capsys, "upgrade-results", "--results", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"1 of 1 complete runs upgraded, {len(measured)} cell rows" in done.stdout
     new = rowfiles.text(run_dir).splitlines(keepends=True)
     assert len(new) == len(old)
     for before, after in zip(old, new, strict=True):
@@ -168,3 +171,20 @@ def test_the_committed_rows_carry_todays_summaries():
     thin = [row for row in found if row["stats"]["thin"]]
     for row in found[::50] + several[::25] + thin[:3]:
         assert same(row["stats"], stats.summarize(row["rounds_ns"], row.get("round_process"))), row["cell_id"]
+
+
+def test_a_final_row_saves_its_summary_with_the_current_version_and_reads_it_back(monkeypatch):
+    """What the runner writes (cells.final_row), through the row reader, is used as saved."""
+    from harness.measure.plan.study import Cell
+
+    rounds = some_rounds()
+    state = cells.CellState(cell=Cell("numpy", "default", "cpu", 1, "float32", 20), chunks=[20] * 6,
+                            rounds={i: (r, None) for i, r in enumerate(rounds)},
+                            round_process={i: [p, 100 + p] for i, p in enumerate(PROCESSES)})
+    row = cells.final_row(state, "api_levels", "ok", None)
+    assert row["stats_version"] == stats.SUMMARY_VERSION
+    assert same(row["stats"], stats.summarize(rounds, PROCESSES))
+    line = json.dumps({"schema": 1, "run_id": "r", "time": 1.7e9, **row}, separators=(",", ":")) + "\n"
+    [back] = rows.read_lines([line], "f", strict=True)
+    monkeypatch.setattr(stats, "summarize", None)  # read back, never computed again
+    assert same(cells.row_summary(back), row["stats"])
