@@ -106,8 +106,8 @@ def type_name(expected: type | tuple[type, ...]) -> str:
 
 
 def has_type(value: Any, expected: type | tuple[type, ...]) -> bool:
-    if isinstance(value, bool) and bool not in (expected if isinstance(expected, tuple) else (expected,)):
-        return False
+    if type(value) is bool:  # an int to isinstance, never a number here
+        return expected is bool or isinstance(expected, tuple) and bool in expected
     return isinstance(value, expected)
 
 
