@@ -315,11 +315,11 @@ def start_run(study: Study, out: Path, run_id: str | None = None, resume: bool =
     if resume:
         run_dir = results.find_run_dir(out, study.name, run_id)
         run_id = run_dir.name
-        writer_lock = runfolder.hold(run_dir)  # before a row is read: a second --resume stops here
+        writer_lock = runfolder.Writer(run_dir)  # before a row is read: a second --resume stops here
     else:
         run_dir = results.create_run_dir(out, study.name, run_id)
         run_id = run_dir.name
-        writer_lock = runfolder.hold(run_dir)
+        writer_lock = runfolder.Writer(run_dir)
         write_atomic(run_dir / "study.toml", study.source)
         m = study.measure
         info = env.collect(procenv.settings(m.threads, m.inter_op_threads, "cpu"))

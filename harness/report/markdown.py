@@ -5,13 +5,10 @@ holds what a reader does not need first; `full` computes its opening section (th
 its intervals, its notes and the findings), and the machines and the method are there too. Every
 number is read from a results row or loc.csv. `python -m harness report`."""
 
-from pathlib import Path
-
 import pandas as pd
 
-from harness import DEFAULT_REPORT, registry
+from harness import registry
 from harness.draw.style import fmt_ms
-from harness.machine.files import write_atomic
 from harness.measure.store import stats
 from harness.report.claims import headline
 from harness.report.claims.rundata import ReportData, pooling
@@ -26,8 +23,6 @@ from harness.report.sections import (
     questions,
 )
 from harness.report.sections.gpu_floor_section import MACS
-
-REPORT_PATH = DEFAULT_REPORT
 
 TEMPLATE = "report.md.j2"  # in harness/report/templates/: the words; this module computes what they say
 NOTES = "first_screen.md.j2"  # the notes beside DETAILS' full table (sections/first_screen.py's claims)
@@ -166,8 +161,3 @@ def claims(data: ReportData) -> dict:
 def build(data: ReportData) -> str:
     """REPORT.md, from its claims."""
     return words.render(TEMPLATE, **claims(data))
-
-
-def write(text: str, path: Path = REPORT_PATH) -> Path:
-    """REPORT.md or DETAILS.md, whole or not at all (a full disk or a kill keeps the last one)."""
-    return write_atomic(path, text)
