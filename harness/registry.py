@@ -33,7 +33,9 @@ class Shown:
     short: str = ""  # its label in figures and sentences ("cuDNN"); "" is the name
     rung: str = ""  # its rung on the ladder: one of RUNGS
     raw_for: tuple[str, ...] = ()  # the devices whose raw library it is (the headline's "x cuDNN" ratios)
-    ladder: tuple[tuple[str, ...], ...] = ()  # Fig. 1's lines through it: paths of level names, bottom first
+    # paths of level names through it, bottom first (cuDNN -> TF ops -> Keras): the report reads only
+    # the ops under Keras from them (the level before Keras on a path from a device's raw library)
+    ladder: tuple[tuple[str, ...], ...] = ()
     order: int | None = None  # its place on the ladder, bottom first (None: not in the report's rows)
     colour: str | None = None  # its colour in every figure
     # its call as a newcomer first writes it, following `guide` (the level's own documentation):
@@ -155,7 +157,7 @@ def check_entry(spec: ImplSpec) -> None:
 
 def check_registry(registry: dict[str, ImplSpec]) -> None:
     """Every entry checked (check_entry), then what entries share: a place on the ladder and a colour
-    each, and Fig. 1's lines through registered levels only."""
+    each, and ladder paths through registered levels only."""
     for entry in registry.values():
         check_entry(entry)
     for shared in ("order", "colour"):
@@ -446,7 +448,7 @@ def on_rung(*rungs: str) -> list[str]:
 
 
 def ladder_paths() -> list[tuple[str, ...]]:
-    """Fig. 1's lines: every level's `ladder` paths, once each, in the levels' order."""
+    """Every level's `ladder` paths, once each, in the levels' order (the ops under Keras)."""
     return list(dict.fromkeys(path for name in levels() for path in REGISTRY[name].shown.ladder))
 
 

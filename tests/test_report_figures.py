@@ -224,13 +224,6 @@ def test_fig1_caption_says_first_written_and_fastest():
     assert "first written" in look and "fastest" in look and "arrow" in look
 
 
-def test_fig1_lines_skip_a_path_whose_raw_library_the_device_lacks():
-    pts = [{"implementation": i, "device": d, "loc": 10, "median": 1.0}
-           for i, d in (("onednn", "cpu"), ("tf", "cpu"), ("keras", "cpu"), ("jax", "gpu"), ("keras_jax", "gpu"))]
-    drawn = [(d, [p["implementation"] for p in chain]) for d, chain in headline.chains(pts)]
-    assert drawn == [("cpu", ["onednn", "tf", "keras"])]  # no cuDNN on the CPU, none on the GPU here
-
-
 # Fig. 2 -----------------------------------------------------------------------------------------
 
 def test_fig2_puts_the_inference_total_on_top_and_counts_training_apart(drawn, tmp_path):
@@ -242,7 +235,7 @@ def test_fig2_puts_the_inference_total_on_top_and_counts_training_apart(drawn, t
     data = ReportData(runs=[], frame=pd.DataFrame(), loc_rows=rows, history=pd.DataFrame())
     code_lines.fig_loc(data, tmp_path / "f2.png")
     words = [t.get_text() for t in texts_of(drawn.figs[0])]
-    inference = headline.inference_loc(rows, "cudnn")
+    inference = loc.first_written(rows, "cudnn")
     assert inference == 804 and words[0] == "804"  # the bold number on top: Fig. 1's x
     assert "226" in words and str(804 + 226) not in words  # training its own count, never added in
     assert "training step" in " ".join(t.get_text() for t in drawn.figs[0].axes[0].get_legend().get_texts())
