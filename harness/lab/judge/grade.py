@@ -78,7 +78,7 @@ from harness.lab.judge.phases import memory, verdict
 from harness.lab.judge.phases.prepare import node_info, start_weights
 from harness.lab.judge.phases.references import PROBE_GATE, REFERENCE_TIMEOUT_S
 from harness.lab.judge.phases.steps import PROBE_CALLS, Warmup, keeping
-from harness.lab.judge.phases.training import COUNT, NOT_GRADED, oracle_steps
+from harness.lab.judge.phases.training import COUNT, NOT_GRADED
 from harness.lab.judge.phases.verdict import SUBMISSION, Rounds
 from harness.lab.judge.rules import backprop, deadlines, oracle, sgd, stages, timing
 from harness.lab.judge.rules.assignment import Lab
@@ -677,8 +677,8 @@ class Grader:
         """[gate] steps from the initial weights, each step's loss and weights against the oracle's."""
         g = self.lab.gate
         batches = self.fixed_batches()
-        oracle_losses, oracle_weights = oracle_steps(self.initial, batches)
-        alt = oracle_steps(self.initial, batches, at_zero=1)  # ReLU's gradient at 0 taken as 1
+        oracle_losses, oracle_weights = oracle.steps(self.initial, batches)
+        alt = oracle.steps(self.initial, batches, at_zero=1)  # ReLU's gradient at 0 taken as 1
         due = deadlines.for_gate(self.need_pace(), self.lab.limits, g.steps * g.batch)
         losses, found = [], []
         with self.within(worker, due, f"the gate's {g.steps} steps of {g.batch} images", "gate"):
@@ -705,7 +705,7 @@ class Grader:
         with self.within(worker, due, what, step):
             chunk = worker.train(images, labels, due.seconds)
             after = unflat(worker.weights(COUNT, due.seconds))
-        losses, expected = oracle_steps(self.last_weights, list(zip(images, labels, strict=True)))
+        losses, expected = oracle.steps(self.last_weights, list(zip(images, labels, strict=True)))
         why = off_the_steps(chunk.outputs, after, losses, self.last_weights, expected[-1])
         if why:
             raise Failure("wrong", f"{what}: on unseen batches its steps left the NumPy reference's ({why}): "
