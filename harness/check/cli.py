@@ -10,7 +10,6 @@ from harness import registry
 from harness.command import (
     Command,
     calls,
-    command,
     device,
     implementations,
     log,
@@ -41,7 +40,7 @@ def write_json(target: str, data: dict[str, Any]) -> None:
 def verify_commands() -> list[Command]:
     """`verify`, `verify-train`: in the order `python -m harness --help` lists them."""
     return [
-        command(
+        Command(
             "verify", "check every implementation against the NumPy reference", cmd_verify,
             implementations(None, "comma-separated names (a level, or level/variant) or module:Class "
                                   "paths (default: every level that runs on --device, as `list --device` "
@@ -55,7 +54,7 @@ def verify_commands() -> list[Command]:
             option("--dtypes", default="float32",
                    help="comma-separated: float32, float64 (each level checks those it offers)"),
             option("--threads", type=int, default=os.cpu_count() or 1)),
-        command(
+        Command(
             "verify-train", "check every level's SGD steps against the NumPy oracle", cmd_verify_train,
             implementations(None, "comma-separated names or module:Class paths (default: every level "
                                   "with a trainer that runs on --device)"),
@@ -69,7 +68,7 @@ def verify_commands() -> list[Command]:
 
 
 def crosscheck_command() -> Command:
-    return command("crosscheck", "time one implementation with the harness and with timeit", cmd_crosscheck,
+    return Command("crosscheck", "time one implementation with the harness and with timeit", cmd_crosscheck,
                    option("--implementation", default="numpy"),
                    calls("calls per round and timer"), rounds(), weights(),
                    option("--json", default=None, metavar="FILE", help="write the result as JSON"))

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness import DEFAULT_LOC_CSV, DEFAULT_REPORT, DEFAULT_RESULTS
-from harness.command import Command, command, log, option, out
+from harness.command import Command, log, option, out
 from harness.errors import HarnessError
 
 if TYPE_CHECKING:  # the report's modules are imported by the commands that need them
@@ -25,12 +25,12 @@ def results() -> argparse.ArgumentParser:
 
 
 def loc_command() -> Command:
-    return command("loc", "count code lines per implementation package (pygount)", cmd_loc,
+    return Command("loc", "count code lines per implementation package (pygount)", cmd_loc,
                    out(DEFAULT_LOC_CSV))
 
 
 def report_command() -> Command:
-    return command(
+    return Command(
         "report", "write REPORT.md (and DETAILS.md beside it) from the result files", cmd_report,
         results(), out(DEFAULT_REPORT, "REPORT.md's path, or a folder to write REPORT.md and DETAILS.md "
                                        "into (default reports/REPORT.md)"), machine())
