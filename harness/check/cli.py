@@ -63,6 +63,9 @@ def verify_commands() -> list[Command]:
             option("--batch", type=int, default=32, help="images per step B (default 32)"),
             option("--dtype", choices=("float32", "float64"), default="float32"),
             json_rows("write the rows (with every step's numbers) as JSON to FILE (or stdout)"),
+            option("--child-timeout-s", type=float, default=None, metavar="S",
+                   help="each child process's limit (a family of levels, every training variant; "
+                        "default 900 s); one past it: its variant `hung`"),
             option("--threads", type=int, default=1,
                    help="threads per level (default 1, as in the studies: one reduction order)"))]
 
@@ -121,7 +124,7 @@ def cmd_verify_train(args: argparse.Namespace) -> int:
     weights_file.read(weights_path)  # an unusable file fails here, in one line, before any work
     log(train_verify.HEADER)
     rows = train_verify.verify_train(names, args.device, weights_path, args.steps, args.batch,
-                                     args.dtype, args.data_dir, progress=log)
+                                     args.dtype, args.data_dir, progress=log, timeout_s=args.child_timeout_s)
     code = train_verify.exit_code(rows)
     if args.json:
         write_json(args.json, {"rows": rows, "exit_code": code, "weights": str(weights_path),
