@@ -1,4 +1,4 @@
-"""A grader's claim on one student: two graders (two Slurm tasks, a requeued task and its ghost, two
+"""A grader's lock on one student: two graders (two Slurm tasks, a requeued task and its ghost, two
 TAs' `lab grade --resume` on one OUT, a TA's `lab grade --only` beside the cluster) never grade and
 write one student at once. Every grader takes it: `lab grade` here (grade.grade_all, through held)
 and each Slurm task (harness.lab.judge.slurm_task, for its students before it grades).
