@@ -77,11 +77,11 @@ class ImplSpec:
     trainer: str | None = None  # "module:Class" of its harness.base.Trainer; None: cannot train
     train_variants: tuple[str, ...] = ()  # the first is the default
     hooks: tuple[tuple[str, str], ...] = ()  # (what, "module:function"): see hook()
-    # variants that stand in as the device's floor where none is measured (harness.measure.fastest_call:
-    # the first that runs on the device, in the registry's order); a measured floor needs no mark
+    # variants that stand in as the device's fastest call where none is measured (the first that runs
+    # on the device, in the registry's order: harness.measure.fastest_call); a measured one needs no mark
     stand_ins: tuple[str, ...] = ()
     # variants that keep a kernel resident on the GPU between calls (its SMs spinning): never a lab's
-    # reference, floor or default, where a class shares the GPU (harness.lab.judge.rules.assignment)
+    # reference, fastest call or default, where a class shares the GPU (harness.lab.judge.rules.assignment)
     resident: tuple[str, ...] = ()
     # What the harness runs of it besides studies (docs/writing-a-level.md's table):
     explain: tuple[str, ...] = ()  # variants `make explain` and gpu-study profile stage by stage

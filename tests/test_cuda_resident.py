@@ -291,7 +291,7 @@ def test_a_lab_refuses_a_resident_reference_and_its_floor_is_never_resident(tmp_
                                cell("cuda", "mapped", 9_000.0, device="gpu")])
     assert fastest_call.fastest_measured("gpu", tmp_path).label == "cuda/resident"  # the report's floor
     assert fastest_call.fastest_measured("gpu", tmp_path, shared=True).label == "cuda/mapped"  # a lab's
-    assert fastest_call.standing_in("gpu").label == "cuda/resident"  # the registry's first floor candidate
+    assert fastest_call.standing_in("gpu").label == "cuda/resident"  # the registry's first stand-in
     assert fastest_call.standing_in("gpu", shared=True).label == "cuda/mapped"
     monkeypatch.setattr(assignment, "fastest_measured", lambda device, shared=False: fastest_call.fastest_measured(
         device, tmp_path, shared=shared))

@@ -25,7 +25,7 @@ LABEL = f"{LEVEL}/{VARIANT}"
 def with_fast_variant(tmp_path, monkeypatch, report_cache):
     """The committed results, with a cell of LEVEL/VARIANT in the GPU's answering api_levels run:
     cudnn/graph's calls at a quarter of their time (faster than every call measured there), and
-    the variant in LEVEL's registry entry, one of its floor candidates."""
+    the variant in LEVEL's registry entry, one of its stand-ins."""
     if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl*")):
         pytest.skip("no committed reference results (make run-all writes them)")
     results = tmp_path / "results"
