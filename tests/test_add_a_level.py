@@ -30,7 +30,7 @@ else:  # pragma: no cover
 ENTRY = """\
         ImplSpec("fake", "lenet_fake.model:FakeLeNet", "fake-api", ("cpu", "gpu"), ("default",), ("float32",),
                  "lenet_fake", hooks=(("doctor", "lenet_fake.model:doctor"),),
-                 trainer="lenet_fake.model:FakeTrainer", train_variants=("default",), floor=("default",),
+                 trainer="lenet_fake.model:FakeTrainer", train_variants=("default",), stand_ins=("default",),
                  explain=("default",), trace="all",
                  shown=Shown(display="a fake level", short="Fake", rung="inference engine", order=65,
                              ladder=(("onednn", "fake", "keras"), ("numpy", "fake")), colour="#123456",

@@ -1,11 +1,11 @@
 """The figures draw what the rows say: the answering machine of each device and no other, no figure
-taller than 1,600 px, each call against the CPU floor harness.measure.floor answers (Fig. 6), one GPU
+taller than 1,600 px, each call against the CPU floor harness.measure.fastest_call answers (Fig. 6), one GPU
 measure, each level's first-written and fastest call joined by an arrow (Fig. 1), inference lines on
 top (Fig. 2), a histogram of every timed call with its median and p99 (Fig. 4), labels inside their
 axes and spans (Figs. 1, 5, 7), "Keras on ..." (Fig. 8), at most about eight lines a panel and the
 best CPU line in every GPU panel (Fig. 9), one line style per meaning (Fig. 10) and the within-round
 float64/float32 ratio (Fig. 11). Synthetic rows where the logic allows, the committed results where
-the figure reads the results folder (measure.floor); each figure captured as it was saved."""
+the figure reads the results folder (measure.fastest_call); each figure captured as it was saved."""
 
 import math
 import re
@@ -35,7 +35,7 @@ from harness.figures import (
     throughput,
     training,
 )
-from harness.measure import floor
+from harness.measure import fastest_call
 from harness.measure.store import stats
 from harness.report.claims import headline, loc, rundata
 from harness.report.claims.rundata import ReportData
@@ -105,7 +105,7 @@ def texts_of(fig) -> list:
 
 def test_fig6_draws_the_answering_cpu_machine_against_measure_floors_floor(committed, drawn, tmp_path):
     found, floors = pick.cpu_floors(committed)
-    assert found == floor.fastest_measured("cpu", DEFAULT_RESULTS, run_id=committed.answer["cpu"])
+    assert found == fastest_call.fastest_measured("cpu", DEFAULT_RESULTS, run_id=committed.answer["cpu"])
     machine = pick.answering_machines(committed)["cpu"]
     if machine not in floors or overhead.fig_overhead(committed, tmp_path / "f6.png") is None:
         pytest.skip("the answering CPU machine has no overhead run or no floor")

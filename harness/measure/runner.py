@@ -104,7 +104,7 @@ class Runner:
                 self.measure(state, r)
                 progress.advance(state.cell.id, r, time.monotonic() - started,
                                  state.rounds.get(r, (None,))[0], state.final)
-                watch.measured(state)
+                watch.timed(state)
             watch.at_round(None)
             for state in self.states:
                 if state.open and self.converges(state.cell):
@@ -302,7 +302,7 @@ class RoundLoad:
         self.round, self.cells = r, []
         self.start = load.sample() if r is not None else None
 
-    def measured(self, state: CellState) -> None:
+    def timed(self, state: CellState) -> None:
         if self.round in state.rounds and state not in self.cells:
             self.cells.append(state)
 

@@ -34,7 +34,7 @@ PEAK_FLOPS = {"H100": (67e12, "NVIDIA's H100 SXM datasheet")}
 
 
 def floors(data: ReportData) -> list[dict]:
-    """The floor of each device, measure.floor's answer for the run that answers (never named by
+    """The floor of each device, measure.fastest_call's answer for the run that answers (never named by
     hand): its label and its time as quoted (quote.quoted: with its interval and marks)."""
     out = []
     for device, found in data.floors.items():
@@ -143,7 +143,7 @@ def legend(text: str) -> str:
                      min_processes=stats.MIN_PROCESSES) if seen else ""
 
 
-def claims(data: ReportData) -> dict:
+def context(data: ReportData) -> dict:
     """What REPORT.md says, as data (templates/report.md.j2 words it): the six answers, each device's
     table and the figures."""
     levels, by_device = headline.levels(data.frame, data.loc_rows, data.answer)
@@ -160,4 +160,4 @@ def claims(data: ReportData) -> dict:
 
 def build(data: ReportData) -> str:
     """REPORT.md, from its claims."""
-    return words.render(TEMPLATE, **claims(data))
+    return words.render(TEMPLATE, **context(data))

@@ -17,7 +17,7 @@ safe id (harness.lab.text). Clean-up never stops a grading: what fails is report
 submission is graded.
 
     grade_all(lab, submissions, out, ...) -> rows    every submission (or --only these), row by row,
-                                                     each under its claim (harness.lab.judge.claim:
+                                                     each under its claim (harness.lab.judge.student_lock:
                                                      one claimed or graded by another grader since
                                                      this one chose is skipped); a signal to the
                                                      grader stops it (no row for the submission in
@@ -73,7 +73,7 @@ from harness.lab import text
 from harness.lab.box.proc.limits import Limits, capped_log
 from harness.lab.box.sandbox import Chunk, Sandbox
 from harness.lab.box.walls import disk, isolation
-from harness.lab.judge import attempts, claim, files, store
+from harness.lab.judge import attempts, files, store, student_lock
 from harness.lab.judge.phases import memory, verdict
 from harness.lab.judge.phases.prepare import node_info, start_weights
 from harness.lab.judge.phases.references import PROBE_GATE, REFERENCE_TIMEOUT_S
@@ -152,7 +152,7 @@ class Grader:
             row.update(status=exc.status, reason=text.clean(exc.reason, 1000), **exc.extra)
         finally:
             worker = self.worker
-            row.update(memory.measured(worker, self.refs))  # from outside, while the workers exist
+            row.update(memory.peak_memory(worker, self.refs))  # from outside, while the workers exist
             self.clean_up(worker, results, "submission")
         memory.gate(row, lab.limits.peak_mb)
         if self.waits:
@@ -741,7 +741,7 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
     store.prepare(out, lab.name, lab.source, lab.path)
     store.write_grading(out, submissions, start_weights(lab, weights))  # training: the initial weights
     refused = {**({} if links else store.linked(submissions)), **(refused or {})}
-    seen = claim.rows_now(out)  # before choosing: a row written after this is another grader's
+    seen = student_lock.rows_now(out)  # before choosing: a row written after this is another grader's
     todo, kept = to_grade(lab, submissions, out, only, resume, report, refused, links)
     report(f"lab {lab.name}: {len(todo)} submission(s) to grade" +
            (f", {len(kept)} already graded (kept)" if kept else "") + f" -> {out}")
@@ -754,7 +754,7 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
         grader = Grader(lab, out, weights, report, iso)
         try:
             for i, name in enumerate(todo, 1):
-                with claim.held(out, name, seen) as busy:  # two graders on one OUT grade a student once
+                with student_lock.held(out, name, seen) as busy:  # graders on one OUT grade a student once
                     if busy:
                         report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: {busy}")
                         continue

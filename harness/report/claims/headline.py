@@ -196,12 +196,12 @@ def machine_of(frame: pd.DataFrame, run_id: str | None) -> str | None:
 def latency(cell: pd.Series) -> str:
     """'47 ms [43.8–49.4 ms] `predict`', then its marks (quote.quoted): the cell's pooled median and
     interval (rundata.pool)."""
-    found = quote.marks(cell, headline=True)
+    found = quote.caveats(cell, headline=True)
     return f"{quote.value(cell)} `{cell['variant']}`" + "".join(f" *{m}*" for m in found)
 
 
 def images_per_s(cell: pd.Series) -> str:
-    marks = "".join(f" *{m}*" for m in quote.marks(cell, headline=True))
+    marks = "".join(f" *{m}*" for m in quote.caveats(cell, headline=True))
     return f"{int(float(sig3(cell['images_per_s']))):,}/s `{cell['variant']}`{marks}"
 
 
@@ -294,9 +294,9 @@ SHORT = {name: registry.short(name) for name in registry.REGISTRY}  # each spec'
 
 def points(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> list[dict]:
     """One point per level and device: x lines of code, y median and its interval (ms), and the
-    marks its number carries (quote.marks: stale, thin, noisy, contended)."""
+    marks its number carries (quote.caveats: stale, thin, noisy, contended)."""
     rows, machines = levels(frame, loc_rows, answer)
     return [{"implementation": lv.implementation, "device": d, "loc": lv.loc, "machine": machines[d],
              "label": cell["label"], "median": cell["median_ms"], "low": cell["ci_low_ms"],
-             "high": cell["ci_high_ms"], "marks": quote.marks(cell)}
+             "high": cell["ci_high_ms"], "marks": quote.caveats(cell)}
             for lv in rows if lv.loc is not None for d, cell in lv.cells.items()]
