@@ -71,13 +71,13 @@ def upgrade_run(run_dir: Path) -> int:
 
 def upgrade(root: Path) -> list[tuple[Path, int]]:
     """upgrade_run of every complete run under root (a study's runs and reproduce's second runs), each
-    under its writer's lock (runfolder.hold: no run is rewritten while it is written)."""
+    under its writer's lock (runfolder.Writer: no run is rewritten while it is written)."""
     root = Path(root)
     found = sorted({p.parent for p in root.rglob(rowfile.PACKED)
                     if not any(part.startswith(".") for part in p.relative_to(root).parts)})
     done = []
     for run_dir in found:
-        writer = runfolder.hold(run_dir)
+        writer = runfolder.Writer(run_dir)
         try:
             done.append((run_dir, upgrade_run(run_dir)))
         finally:
