@@ -18,6 +18,12 @@ Their messages (the rest of the protocol: harness.lab.box.worker):
     {"op": "train", "steps": K, "batch": B}  -> {"ok", "ready"}, then K times: the parent sends B*784
         uint8 pixels and B int64 labels, the worker answers int64 ns (its clock around train_step)
         then the loss, float64; -1 instead of the time as in stream
+    {"op": "call", "function": "module:name", "data": D, "shapes": [...], "counts": [...]}, then one
+        float32 array per shape  -> {"ok", "answered": true, "result": {...}, "shapes": [...]} then the
+        answers' float32 values (each `counts` values, left out where its count is 0); or {"ok",
+        "answered": false, "why": ...}. The function, named by the grader in a module the worker sees
+        (harness.lab.backward, a kind's), is called as function(impl, dtype, data, arrays) -> (a
+        JSON-able dict, answers): a kind's own work, timed by its own clock where the kind times it
     {"op": "weights"}  -> {"ok", "count": 61706} then the weights, float32, layer by layer (conv1 ...
         fc3, kernel then bias, each in its Keras layout, C order)
 
@@ -25,7 +31,8 @@ Their messages (the rest of the protocol: harness.lab.box.worker):
     unanswered(channel, exc)                     a stage or backward op not answered, and why
     stream(channel, impl, dtype, calls, batch)   (the "stream" op: harness.lab.box.worker)
     stage(channel, impl, dtype, name, shape, count)
-    backward(channel, impl, dtype, name, shapes, counts)
+    backward(channel, impl, dtype, name, shapes, counts)   (harness.lab.backward.student_stage, by call)
+    call(channel, impl, dtype, function, data, shapes, counts)
     train(channel, impl, dtype, steps, batch)
     weights(channel, impl)
 """
@@ -94,33 +101,45 @@ def stage(channel: Any, impl: Any, dtype: str, name: str, shape: list[int], coun
 def backward(channel: Any, impl: Any, dtype: str, name: str, shapes: list[list[int]],
              counts: list[int]) -> None:
     """The submission's `backward(name, x, upstream, kernel, bias)` on the oracle's activations,
-    upstream gradient and weights: its (dx, dkernel, dbias) back, each `counts` values."""
+    upstream gradient and weights (harness.lab.backward.ask): its (dx, dkernel, dbias) back, each
+    `counts` values; the reply without the call's result."""
+    call(channel, impl, dtype, "harness.lab.backward:student_stage", {"name": name, "counts": counts}, shapes,
+         counts, result=False)
+
+
+def call(channel: Any, impl: Any, dtype: str, function: str, data: dict, shapes: list[list[int]],
+         counts: list[int], result: bool = True) -> None:
+    """`function` ("module:name" in a module the worker sees, named by the grader) called as
+    function(impl, dtype, data, arrays) on the float32 arrays sent, one per shape; it returns (a
+    JSON-able dict, answers), each answer `counts` values (None where its count is 0), or ({"why":
+    ...}, []): not answered. A raise is the call's own verdict, never the worker's (unanswered)."""
+    import importlib
+
     import numpy as np
 
     arrays = []
     for shape in shapes:
         size = int(np.prod(shape))
-        arrays.append(np.frombuffer(channel.exact(size * 4), dtype="<f4").reshape(shape).astype(dtype))
-    if name == "fc3":  # its output is the loss: what it is handed is the labels
-        arrays[1] = arrays[1].astype(np.int64)
-    method = getattr(impl, "backward", None)
+        arrays.append(np.frombuffer(channel.exact(size * 4), dtype="<f4").reshape(shape))
+    module, _, name = function.partition(":")
+    run = getattr(importlib.import_module(module), name)
     try:
-        if not callable(method):
-            raise NotImplementedError
-        got = tuple(method(name, *arrays))
-        if len(got) != 3:
-            raise ValueError(f"backward returned {len(got)} values, expected 3 (dx, dkernel, dbias)")
+        said, got = run(impl, dtype, data, arrays)
+        if "why" in said:
+            channel.reply({"ok": True, "answered": False, "why": str(said["why"])})
+            return
         parts = [None if want == 0 else np.asarray(g, dtype=np.float32)
                  for g, want in zip(got, counts, strict=True)]
     except Exception as exc:
         unanswered(channel, exc)
         return
-    for what, part, want in zip(("dx", "dkernel", "dbias"), parts, counts, strict=True):
+    for i, (part, want) in enumerate(zip(parts, counts, strict=True)):
         if part is not None and part.size != want:
             channel.reply({"ok": True, "answered": False,
-                           "why": f"{what}: returned shape {tuple(part.shape)}, expected {want} values"})
+                           "why": f"answer {i + 1}: returned shape {tuple(part.shape)}, expected {want} "
+                                  "values"})
             return
-    channel.reply({"ok": True, "answered": True,
+    channel.reply({"ok": True, "answered": True, **({"result": said} if result else {}),
                    "shapes": [None if p is None else [int(d) for d in p.shape] for p in parts]})
     channel.send(b"".join(np.ascontiguousarray(p, dtype="<f4").tobytes() for p in parts if p is not None))
 

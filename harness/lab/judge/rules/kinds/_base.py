@@ -1,5 +1,8 @@
 """The base of every kind of lab task (harness.lab.judge.rules.kinds: the package's docstring says what
-each of its attributes and methods decides); its defaults are an inference lab's."""
+each of its attributes and methods decides).
+
+    Kind    the base class; its defaults are an inference lab's
+"""
 
 from __future__ import annotations
 

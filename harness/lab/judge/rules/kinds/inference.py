@@ -1,6 +1,10 @@
 """The inference kind: a lab whose students write `predict`, gated on test images beside the NumPy oracle
 (its behaviour is the base Kind's); and its variant for a rung whose level has the `kernels` hook, the
-CUDA kernels kind, whose kit ships the CPU emulation."""
+CUDA kernels kind, whose kit ships the CPU emulation.
+
+    Inference, INFERENCE (its KIND)   an inference lab
+    Kernels, KERNELS                  the CUDA kernels lab (Inference.for_rung gives it)
+"""
 
 from __future__ import annotations
 

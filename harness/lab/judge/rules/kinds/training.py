@@ -1,5 +1,8 @@
 """The training kind: a lab whose students write one SGD step (a harness.base.Trainer), gated on SGD
-steps beside the NumPy oracle's (harness.lab.judge.phases.training), its stages each layer's backward."""
+steps beside the NumPy oracle's (harness.lab.judge.phases.training), its stages each layer's backward.
+
+    Training, TRAINING (its KIND)   a training lab
+"""
 
 from __future__ import annotations
 
