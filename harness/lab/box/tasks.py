@@ -122,7 +122,11 @@ def call(channel: Any, impl: Any, dtype: str, function: str, data: dict, shapes:
         size = int(np.prod(shape))
         arrays.append(np.frombuffer(channel.exact(size * 4), dtype="<f4").reshape(shape))
     module, _, name = function.partition(":")
-    run = getattr(importlib.import_module(module), name)
+    try:
+        run = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:  # the grader's mistake, said as such (the worker ends)
+        raise Failure("crashed", f"the worker cannot run {function!r} ({describe(exc)}): the grader named a "
+                                 "function outside the worker's view") from None
     try:
         said, got = run(impl, dtype, data, arrays)
         if "why" in said:
