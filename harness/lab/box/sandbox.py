@@ -10,7 +10,6 @@ own clocks around every call; every reply checked (harness.lab.box.replies).
       .gate(images_u8, batch, timeout) -> (N, 10)        the worker's probabilities
       .stream(images, timeout) -> Chunk                  one chunk of timed calls
       .stage(name, x, count, timeout) -> (why, output)   one stage on the oracle's input to it
-      .backward(name, arrays, counts, timeout) -> (why, gradients)   a training lab's stage
       .call(function, data, arrays, counts, timeout) -> Called   a kind's own work (the worker's call op)
       .train(images, labels, timeout) -> Chunk           (training) K timed SGD steps, their losses
       .weights(count, timeout) -> (count,) float32       (training) the trainer's weights, flat
@@ -18,7 +17,7 @@ own clocks around every call; every reply checked (harness.lab.box.replies).
     Chunk                           one chunk's measurements, per call
     Called                          a call op's answer: why not answered, its result, its answers, and the
                                     grader's clocks around it
-    unanswered(reply, op), checked_shape(shape, count, op)   a stage or backward reply, read
+    unanswered(reply, op), checked_shape(shape, count, op)   a stage or call reply, read
 
 Every wait is bounded: by the request's own timeout, and by the box's wall_s over all requests.
 Any failure in an exchange (a timeout, garbage, a death, an error reply) ends the worker.
@@ -45,7 +44,7 @@ CLASSES = 10
 
 
 def unanswered(reply: dict, op: str) -> str | None:
-    """Why a stage or backward op was not answered (the worker's words, cut to 300 characters), or
+    """Why a stage or call op was not answered (the worker's words, cut to 300 characters), or
     None where it was; a reply that does not say is garbage."""
     if not isinstance(reply.get("answered"), bool):
         raise replies.garbage(f"a {op} reply without answered", b"")
@@ -181,22 +180,6 @@ class Sandbox:
             shape = checked_shape(reply.get("shape"), count, "stage")
             raw = pipe.exact(count * 4, deadline)
         return None, np.frombuffer(raw, dtype="<f4").reshape(shape)
-
-    def backward(self, name: str, arrays: tuple[np.ndarray, ...], counts: tuple[int, int, int],
-                 timeout: float) -> tuple[str | None, list[np.ndarray | None] | None]:
-        """(None, [dx, dkernel, dbias]) of the submission's `backward` on arrays (x, upstream, kernel,
-        bias), `counts` values each in shapes of its choosing (dx None where its count is 0); or
-        (why, None) where it did not answer (not implemented, an error)."""
-        with self._exchange(timeout, f"stage {name}") as (pipe, deadline):
-            pipe.send(channel.encode({"op": "backward", "name": name, "counts": list(counts),
-                                      "shapes": [list(a.shape) for a in arrays]}), deadline)
-            pipe.send(b"".join(np.ascontiguousarray(a, dtype="<f4").tobytes() for a in arrays), deadline)
-            reply = self._reply(pipe, deadline, {})
-            why = unanswered(reply, "backward")
-            if why is not None:
-                return why, None
-            parts = self._answers(pipe, deadline, reply, counts, "backward")
-        return None, parts
 
     def call(self, function: str, data: dict, arrays: tuple[np.ndarray, ...] | list[np.ndarray],
              counts: tuple[int, ...] | list[int], timeout: float) -> Called:

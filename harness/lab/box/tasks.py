@@ -1,7 +1,7 @@
 """A worker's data ops (harness.lab.box.worker's protocol names them): a chunk of timed calls; one
-stage of the network on the oracle's input to it (a training lab's: one layer's backward); K timed
-SGD steps; the trainer's weights. Each runs inside the sandbox, in the worker's process, on the
-submission's object.
+stage of the network on the oracle's input to it; K timed SGD steps; the trainer's weights; a call of a
+function the grader names (a kind's own work: a training lab's layer's backward, harness.lab.backward).
+Each runs inside the sandbox, in the worker's process, on the submission's object.
 
 Their messages (the rest of the protocol: harness.lab.box.worker):
 
@@ -9,10 +9,6 @@ Their messages (the rest of the protocol: harness.lab.box.worker):
         -> {"ok", "answered": true, "shape": [...]} then its M float32 outputs; or {"ok",
         "answered": false, "why": ...} (no `stage` method, NotImplementedError, an error, or not M
         values): a stage's own failure is its verdict, never the worker's
-    {"op": "backward", "name": S, "shapes": [x, upstream, kernel, bias], "counts": [dx, dkernel,
-        dbias]}, then the four arrays, float32 (fc3's upstream: the labels), a training lab's stage
-        -> {"ok", "answered": true, "shapes": [dx or null, dkernel, dbias]} then their float32 values
-        (dx left out where its count is 0: not graded); or {"ok", "answered": false, "why": ...}
     A training lab's worker ("task": "training" in load: the module's one harness.base.Trainer
     subclass, or the reference's trainer) answers instead:
     {"op": "train", "steps": K, "batch": B}  -> {"ok", "ready"}, then K times: the parent sends B*784
@@ -22,16 +18,16 @@ Their messages (the rest of the protocol: harness.lab.box.worker):
         float32 array per shape  -> {"ok", "answered": true, "result": {...}, "shapes": [...]} then the
         answers' float32 values (each `counts` values, left out where its count is 0); or {"ok",
         "answered": false, "why": ...}. The function, named by the grader in a module the worker sees
-        (harness.lab.backward, a kind's), is called as function(impl, dtype, data, arrays) -> (a
-        JSON-able dict, answers): a kind's own work, timed by its own clock where the kind times it
+        (harness.lab.backward, harness.lab.reference), is called as function(impl, dtype, data, arrays)
+        -> (a JSON-able dict, answers): a kind's own work (a training lab's stage: one layer's
+        backward, harness.lab.backward.student_stage), timed by its own clock where the kind times it
     {"op": "weights"}  -> {"ok", "count": 61706} then the weights, float32, layer by layer (conv1 ...
         fc3, kernel then bias, each in its Keras layout, C order)
 
     failure(exc, status), describe(exc), as_answer(out, rows)   a submission's error as a Failure; an answer
-    unanswered(channel, exc)                     a stage or backward op not answered, and why
+    unanswered(channel, exc)                     a stage or call op not answered, and why
     stream(channel, impl, dtype, calls, batch)   (the "stream" op: harness.lab.box.worker)
     stage(channel, impl, dtype, name, shape, count)
-    backward(channel, impl, dtype, name, shapes, counts)   (harness.lab.backward.student_stage, by call)
     call(channel, impl, dtype, function, data, shapes, counts)
     train(channel, impl, dtype, steps, batch)
     weights(channel, impl)
@@ -59,7 +55,7 @@ def failure(exc: BaseException, status: str) -> Failure:
 
 
 def unanswered(channel: Any, exc: Exception) -> None:
-    """A stage or backward op the submission did not answer: not implemented, or its code raised (the
+    """A stage or call op the submission did not answer: not implemented, or its code raised (the
     traceback to the worker's log); a stage's own verdict, never the worker's."""
     if isinstance(exc, NotImplementedError):
         channel.reply({"ok": True, "answered": False, "why": "not implemented"})
@@ -98,17 +94,8 @@ def stage(channel: Any, impl: Any, dtype: str, name: str, shape: list[int], coun
     channel.reply({"ok": True, "answered": True, "shape": [int(d) for d in out.shape]})
     channel.send(np.ascontiguousarray(out, dtype="<f4").tobytes())
 
-def backward(channel: Any, impl: Any, dtype: str, name: str, shapes: list[list[int]],
-             counts: list[int]) -> None:
-    """The submission's `backward(name, x, upstream, kernel, bias)` on the oracle's activations,
-    upstream gradient and weights (harness.lab.backward.ask): its (dx, dkernel, dbias) back, each
-    `counts` values; the reply without the call's result."""
-    call(channel, impl, dtype, "harness.lab.backward:student_stage", {"name": name, "counts": counts}, shapes,
-         counts, result=False)
-
-
 def call(channel: Any, impl: Any, dtype: str, function: str, data: dict, shapes: list[list[int]],
-         counts: list[int], result: bool = True) -> None:
+         counts: list[int]) -> None:
     """`function` ("module:name" in a module the worker sees, named by the grader) called as
     function(impl, dtype, data, arrays) on the float32 arrays sent, one per shape; it returns (a
     JSON-able dict, answers), each answer `counts` values (None where its count is 0), or ({"why":
@@ -143,7 +130,7 @@ def call(channel: Any, impl: Any, dtype: str, function: str, data: dict, shapes:
                            "why": f"answer {i + 1}: returned shape {tuple(part.shape)}, expected {want} "
                                   "values"})
             return
-    channel.reply({"ok": True, "answered": True, **({"result": said} if result else {}),
+    channel.reply({"ok": True, "answered": True, "result": said,
                    "shapes": [None if p is None else [int(d) for d in p.shape] for p in parts]})
     channel.send(b"".join(np.ascontiguousarray(p, dtype="<f4").tobytes() for p in parts if p is not None))
 

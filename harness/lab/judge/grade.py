@@ -73,7 +73,7 @@ from harness import DEFAULT_WEIGHTS, ROOT, registry
 from harness.data import mnist
 from harness.data import weights as weights_file
 from harness.errors import Failure, HarnessError, Unavailable
-from harness.lab import text
+from harness.lab import backward, text
 from harness.lab.box.proc.limits import Limits, capped_log
 from harness.lab.box.sandbox import Chunk, Sandbox
 from harness.lab.box.walls import disk, isolation
@@ -709,7 +709,9 @@ class Grader:
                 what = f"stage {name} (its backward on {len(want.x)} images)"
                 with self.within(worker, due, what, "stages"):
                     handed = (want.x, want.upstream, want.kernel, want.bias)
-                    answer, got = worker.backward(name, handed, counts, due.seconds)
+                    asked = {"name": name, "counts": list(counts)}
+                    called = worker.call(backward.STUDENT_STAGE, asked, handed, counts, due.seconds)
+                answer, got = called.why, None if called.why else called.answers
             except Failure as exc:  # the exchange ended the worker
                 answer, got, worker = f"{exc.status}: {exc.reason}", None, None
             verdict = stages.unanswered(name, answer or "no answer") if got is None else \
