@@ -548,9 +548,7 @@ class Grader:
 
     # --- a kind's own work: what a kind's steps (harness.lab.judge.rules.kinds) build on -------------------
 
-    def keeping(self, found: dict) -> contextlib.AbstractContextManager[dict]:
-        """The values a kind's steps found survive its Failure (phases.steps: keeping)."""
-        return keeping(found)
+    keeping = staticmethod(keeping)  # the values a kind's steps found survive its Failure (phases.steps)
 
     def calls(self, who: str, worker: Sandbox | None, asked: list[tuple[dict, tuple[np.ndarray, ...]]],
               functions: tuple[str, str], counts: tuple[int, ...], check: Callable[[int, list], str | None],

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import DEFAULT_WEIGHTS
-from harness.lab.judge.rules import stages
+from harness.lab.judge.rules import stages, timing
 
 if TYPE_CHECKING:  # a Lab (rules.assignment) holds its kind: its methods take it as Any (no circle)
     from harness.lab.judge.rules.tables import Gate
@@ -46,11 +46,8 @@ class Kind:
         return (f"{g.min_agree} of {g.images} test images with the NumPy reference's argmax and every "
                 f"|dp| <= {g.max_abs_diff:g}")
 
-    def gate_sentence(self, gate: dict, g: Gate) -> str:
-        """The gate's line in a submission's feedback."""
-        from harness.lab.judge.rules import timing
-
-        return timing.gate_sentence(gate, g.images, g.min_agree, g.max_abs_diff)
+    # the gate's line in a submission's feedback: gate_sentence(gate, g) (inference's: the test images')
+    gate_sentence = staticmethod(timing.gate_sentence)
 
     def gate_images(self, g: Gate) -> int:
         return g.images

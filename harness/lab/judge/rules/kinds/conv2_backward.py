@@ -29,8 +29,8 @@ own work: .calls, .pace_of, .warm_up_of, .timed_rounds, .verdict, .keeping):
     kit       none yet (`lab kit` says so): the starter is handed out as it is
 
     KIND, Conv2Backward              the kind
-    counts(images), tolerance(gate), handed(want)   the answers' sizes; a gradient's tolerance; the
-                                     arrays the student is handed (x, upstream, kernel, bias)
+    counts(images), handed(want)     the answers' sizes; the arrays the student is handed (x,
+                                     upstream, kernel, bias)
     asked(grader, calls, seed)       fresh data for `calls` calls and the oracle's answers
     checker(oracle, gate)            a timed answer's check
     readme(lab), next_step(row, lab), gate_data(lab, weights)   its handout (Kind.handout: this module)
@@ -65,10 +65,6 @@ def counts(images: int) -> tuple[int, int, int]:
     return images * 14 * 14 * 6, 5 * 5 * 6 * 16, 16
 
 
-def tolerance(g: Gate) -> float:
-    return backprop.tolerance(g.max_abs_diff)
-
-
 def handed(want: backprop.Backward) -> tuple[np.ndarray, ...]:
     return want.x, want.upstream, want.kernel, want.bias
 
@@ -88,8 +84,10 @@ def asked(grader: Any, calls: int, seed: int) -> tuple[list[tuple[dict, tuple]],
 
 def checker(answers: list[backprop.Backward], g: Gate) -> Callable[[int, list], str | None]:
     """A timed call's check: its answers judged as the gate judges them (None: right)."""
+    tol = backprop.tolerance(g.max_abs_diff)
+
     def check(i: int, got: list) -> str | None:
-        verdict = backprop.judge(LAYER, (got[0], got[1], got[2]), answers[i], tolerance(g))
+        verdict = backprop.judge(LAYER, (got[0], got[1], got[2]), answers[i], tol)
         return None if verdict["verdict"] == "ok" else verdict.get("reason") or "wrong"
 
     return check
@@ -113,8 +111,8 @@ class Conv2Backward(Kind):
 
     def gate_rule(self, g: Gate) -> str:
         return (f"conv2's backward (with its ReLU and max pool) on {g.batch} training images at the shared "
-                f"initial weights: dx, dkernel and dbias each within {tolerance(g):g} of the NumPy "
-                "reference's")
+                f"initial weights: dx, dkernel and dbias each within {backprop.tolerance(g.max_abs_diff):g} "
+                "of the NumPy reference's")
 
     def gate_sentence(self, gate: dict, g: Gate) -> str:
         if gate.get("passes"):
@@ -195,7 +193,7 @@ class Conv2Backward(Kind):
                                  counts(g.batch), due.seconds)
         got = called.answers
         verdict = stages.unanswered(LAYER, called.why) if called.why else \
-            backprop.judge(LAYER, (got[0], got[1], got[2]), want, tolerance(g))
+            backprop.judge(LAYER, (got[0], got[1], got[2]), want, backprop.tolerance(g.max_abs_diff))
         return {**verdict, "images": g.batch, "passes": verdict["verdict"] == "ok"}
 
 
