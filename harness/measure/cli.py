@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from harness import DEFAULT_RESULTS, DEFAULT_WEIGHTS, registry
-from harness.command import Command, command, lock_timeout, log, option, out, split_list, weights
+from harness.command import Command, lock_timeout, log, option, out, split_list, weights
 from harness.errors import HarnessError, Unavailable
 
 # A quick run's results (run --implementations/--rounds/--processes) go here unless --out names a folder:
@@ -16,7 +16,7 @@ QUICK_OUT = os.path.join(tempfile.gettempdir(), f"lenet-quick-{os.getuid()}")
 
 
 def commands() -> list[Command]:
-    return [command(
+    return [Command(
         "run", "run a study (studies/NAME.toml or a path)", cmd_run,
         option("study", help="a name in studies/ (api_levels, overhead, ...) or a .toml path"),
         option("--devices", default=None, help="only these devices, e.g. cpu or cpu,gpu"),

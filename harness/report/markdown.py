@@ -5,13 +5,10 @@ holds what a reader does not need first; `full` computes its opening section (th
 its intervals, its notes and the findings), and the machines and the method are there too. Every
 number is read from a results row or loc.csv. `python -m harness report`."""
 
-from pathlib import Path
-
 import pandas as pd
 
-from harness import DEFAULT_REPORT, registry
+from harness import registry
 from harness.draw.style import fmt_ms
-from harness.machine.files import write_atomic
 from harness.measure.store import stats
 from harness.report.claims import headline
 from harness.report.claims.rundata import ReportData, pooling
@@ -27,8 +24,6 @@ from harness.report.sections import (
 )
 from harness.report.sections.gpu_floor_section import MACS
 
-REPORT_PATH = DEFAULT_REPORT
-
 TEMPLATE = "report.md.j2"  # in harness/report/templates/: the words; this module computes what they say
 NOTES = "first_screen.md.j2"  # the notes beside DETAILS' full table (sections/first_screen.py's claims)
 DEVICES = ("cpu", "gpu")
@@ -39,7 +34,7 @@ PEAK_FLOPS = {"H100": (67e12, "NVIDIA's H100 SXM datasheet")}
 
 
 def floors(data: ReportData) -> list[dict]:
-    """The floor of each device, measure.floor's answer for the run that answers (never named by
+    """The floor of each device, measure.fastest_call's answer for the run that answers (never named by
     hand): its label and its time as quoted (quote.quoted: with its interval and marks)."""
     out = []
     for device, found in data.floors.items():
@@ -148,7 +143,7 @@ def legend(text: str) -> str:
                      min_processes=stats.MIN_PROCESSES) if seen else ""
 
 
-def claims(data: ReportData) -> dict:
+def context(data: ReportData) -> dict:
     """What REPORT.md says, as data (templates/report.md.j2 words it): the six answers, each device's
     table and the figures."""
     levels, by_device = headline.levels(data.frame, data.loc_rows, data.answer)
@@ -165,9 +160,4 @@ def claims(data: ReportData) -> dict:
 
 def build(data: ReportData) -> str:
     """REPORT.md, from its claims."""
-    return words.render(TEMPLATE, **claims(data))
-
-
-def write(text: str, path: Path = REPORT_PATH) -> Path:
-    """REPORT.md or DETAILS.md, whole or not at all (a full disk or a kill keeps the last one)."""
-    return write_atomic(path, text)
+    return words.render(TEMPLATE, **context(data))

@@ -17,7 +17,7 @@ safe id (harness.lab.text). Clean-up never stops a grading: what fails is report
 submission is graded.
 
     grade_all(lab, submissions, out, ...) -> rows    every submission (or --only these), row by row,
-                                                     each under its claim (harness.lab.judge.claim:
+                                                     each under its claim (harness.lab.judge.student_lock:
                                                      one claimed or graded by another grader since
                                                      this one chose is skipped); a signal to the
                                                      grader stops it (no row for the submission in
@@ -77,12 +77,12 @@ from harness.lab import backward, text
 from harness.lab.box.proc.limits import Limits, capped_log
 from harness.lab.box.sandbox import Chunk, Sandbox
 from harness.lab.box.walls import disk, isolation
-from harness.lab.judge import attempts, claim, files, store
+from harness.lab.judge import attempts, files, store, student_lock
 from harness.lab.judge.phases import memory, verdict
 from harness.lab.judge.phases.prepare import node_info, start_weights
 from harness.lab.judge.phases.references import PROBE_GATE, REFERENCE_TIMEOUT_S
 from harness.lab.judge.phases.steps import PROBE_CALLS, Warmup, keeping
-from harness.lab.judge.phases.training import COUNT, NOT_GRADED, oracle_steps
+from harness.lab.judge.phases.training import COUNT, NOT_GRADED
 from harness.lab.judge.phases.verdict import SUBMISSION, Rounds
 from harness.lab.judge.rules import backprop, deadlines, oracle, sgd, stages, timing
 from harness.lab.judge.rules.assignment import Lab
@@ -158,7 +158,7 @@ class Grader:
             row.update(status=exc.status, reason=text.clean(exc.reason, 1000), **exc.extra)
         finally:
             worker = self.worker
-            row.update(memory.measured(worker, self.refs))  # from outside, while the workers exist
+            row.update(memory.peak_memory(worker, self.refs))  # from outside, while the workers exist
             self.clean_up(worker, results, "submission")
         memory.gate(row, lab.limits.peak_mb)
         if self.waits:
@@ -748,8 +748,8 @@ class Grader:
         """[gate] steps from the initial weights, each step's loss and weights against the oracle's."""
         g = self.lab.gate
         batches = self.fixed_batches()
-        oracle_losses, oracle_weights = oracle_steps(self.initial, batches)
-        alt = oracle_steps(self.initial, batches, at_zero=1)  # ReLU's gradient at 0 taken as 1
+        oracle_losses, oracle_weights = oracle.steps(self.initial, batches)
+        alt = oracle.steps(self.initial, batches, at_zero=1)  # ReLU's gradient at 0 taken as 1
         due = deadlines.for_gate(self.need_pace(), self.lab.limits, g.steps * g.batch)
         losses, found = [], []
         with self.within(worker, due, f"the gate's {g.steps} steps of {g.batch} images", "gate"):
@@ -774,7 +774,7 @@ class Grader:
         with self.within(worker, due, what, step):
             chunk = worker.train(images, labels, due.seconds)
             after = unflat(worker.weights(COUNT, due.seconds))
-        losses, expected = oracle_steps(self.last_weights, list(zip(images, labels, strict=True)))
+        losses, expected = oracle.steps(self.last_weights, list(zip(images, labels, strict=True)))
         why = off_the_steps(chunk.outputs, after, losses, self.last_weights, expected[-1])
         if why:
             raise Failure("wrong", f"{what}: on unseen batches its steps left the NumPy reference's ({why}): "
@@ -810,7 +810,7 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
     store.prepare(out, lab.name, lab.source, lab.path)
     store.write_grading(out, submissions, start_weights(lab, weights))  # training: the initial weights
     refused = {**({} if links else store.linked(submissions)), **(refused or {})}
-    seen = claim.rows_now(out)  # before choosing: a row written after this is another grader's
+    seen = student_lock.rows_now(out)  # before choosing: a row written after this is another grader's
     todo, kept = to_grade(lab, submissions, out, only, resume, report, refused, links)
     report(f"lab {lab.name}: {len(todo)} submission(s) to grade" +
            (f", {len(kept)} already graded (kept)" if kept else "") + f" -> {out}")
@@ -823,7 +823,7 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
         grader = Grader(lab, out, weights, report, iso)
         try:
             for i, name in enumerate(todo, 1):
-                with claim.held(out, name, seen) as busy:  # two graders on one OUT grade a student once
+                with student_lock.held(out, name, seen) as busy:  # graders on one OUT grade a student once
                     if busy:
                         report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: {busy}")
                         continue

@@ -61,7 +61,7 @@ NOISY_CI_OVER_MEDIAN = 0.20  # the median known to better than about +-10%
 MIN_ROUNDS = 5  # below this, resampling rounds cannot give a 95% interval
 MIN_CALLS_PER_ROUND = 3  # a round of one or two calls has no median of its own
 BOOTSTRAP_RESAMPLES = 1000
-LEVEL = 0.95
+CONFIDENCE = 0.95
 MAX_RUNS_WIDENED = 4  # up to this many runs, a pooled interval holds every run's own median
 MIN_PROCESSES = 3  # fewer: an interval that has not seen a new process's draw (the headline marks it)
 DRAW_ALPHA = 0.05  # a draw must beat this share of the shuffles of rounds among processes ...
@@ -70,7 +70,7 @@ PERMUTATIONS = 1000
 
 
 def _percentile_interval(estimates: Any) -> tuple[float, float]:
-    tail = (1 - LEVEL) / 2 * 100
+    tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(estimates, [tail, 100 - tail])
     return float(low), float(high)
 

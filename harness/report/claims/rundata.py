@@ -29,7 +29,7 @@ import pandas as pd
 from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
 from harness.machine import provenance
-from harness.measure import floor
+from harness.measure import fastest_call
 from harness.measure.plan import cells, narrow
 from harness.measure.store import results, rowfile, runfolder, stats
 from harness.measure.store import rows as row_reader
@@ -478,7 +478,7 @@ class ReportData:
     crosschecks: list[dict] = field(default_factory=list)
     answer: dict = field(default_factory=dict)  # device -> the api_levels run id that answers (answer_run)
     machines: dict = field(default_factory=dict)  # device -> the machine that answers (answering_machines)
-    floors: dict = field(default_factory=dict)  # device -> measure.floor.Floor of that run
+    floors: dict = field(default_factory=dict)  # device -> measure.fastest_call.Fastest of that run
     partial: list = field(default_factory=list)  # partial_runs: runs never used, named with how to finish
 
 
@@ -505,7 +505,7 @@ def load_report(root: Path, loc_rows: list[dict], every_run: bool = False,
         machine = resolve_machine(machine, sorted(set(frame["machine"])) if not frame.empty else [], root)
     machines = answering_machines(runs, frame, machine) if not frame.empty else {}
     answer = {d: answer_run(frame, d, machines.get(d)) if machines.get(d) else None for d in ("cpu", "gpu")}
-    floors = {d: floor.fastest_measured(d, root, run_id=r) for d, r in answer.items() if r is not None}
+    floors = {d: fastest_call.fastest_measured(d, root, run_id=r) for d, r in answer.items() if r is not None}
     return ReportData(runs=runs, frame=frame, loc_rows=loc_rows, verify_rows=verify_records(root),
                       history=history if every_run else frame, crosschecks=crosscheck_records(root),
                       verify_train_rows=verify_records(root, "verify-train-*.json"),
