@@ -43,6 +43,10 @@ submission is graded.
       steps: .inference_steps(worker) -> fields, .imported, .gate + .passes + .pass_gate,
              .stage_verdicts, .warm_up + .fast_enough, .rounds + .timed_rounds, .timed, .within,
              .need_pace
+      a kind's own work (a kind's steps build on these: harness.lab.judge.rules.kinds): .keeping(found),
+             .calls(who, worker, asked, functions, counts, check, what, step) -> Chunk (the worker's
+             `call` op, timed, each answer checked), .pace_of(chunk), .warm_up_of(mine, rank),
+             .verdict(rounds), .timed_rounds; SUBMISSION, the submission's name among the participants
       training: .training_steps(worker) -> fields, .training_gate, .forward_verdicts,
                 .backward_verdicts, .training_warm_up, .training_rounds, .timed_steps,
                 .training_pace, .reference_steps, .fixed_batches, .fresh_batches
@@ -69,7 +73,7 @@ from harness import DEFAULT_WEIGHTS, ROOT, registry
 from harness.data import mnist
 from harness.data import weights as weights_file
 from harness.errors import Failure, HarnessError, Unavailable
-from harness.lab import text
+from harness.lab import backward, text
 from harness.lab.box.proc.limits import Limits, capped_log
 from harness.lab.box.sandbox import Chunk, Sandbox
 from harness.lab.box.walls import disk, isolation
@@ -90,6 +94,8 @@ from harness.measure.plan.study import chunk_sizes
 
 class Grader:
     """Holds the oracle, the training images and the references' workers across submissions."""
+
+    SUBMISSION = SUBMISSION  # the submission's name among the participants (a kind's steps: .calls)
 
     def __init__(self, lab: Lab, out: Path, weights: str | Path = DEFAULT_WEIGHTS,
                  report: Callable[[str], None] = print, iso: isolation.Isolation | None = None) -> None:
@@ -540,6 +546,74 @@ class Grader:
             if kept is None or took / due.seconds > kept["took_s"] / kept["deadline_s"]:
                 self.waits[step] = {"took_s": round(took, 4), "deadline_s": round(due.seconds, 3)}
 
+    # --- a kind's own work: what a kind's steps (harness.lab.judge.rules.kinds) build on -------------------
+
+    keeping = staticmethod(keeping)  # the values a kind's steps found survive its Failure (phases.steps)
+
+    def calls(self, who: str, worker: Sandbox | None, asked: list[tuple[dict, tuple[np.ndarray, ...]]],
+              functions: tuple[str, str], counts: tuple[int, ...], check: Callable[[int, list], str | None],
+              what: str, step: str) -> Chunk:
+        """A kind's own work timed: one worker `call` op (harness.lab.box.tasks.call) per (data, arrays)
+        of `asked`, by the submission (`worker`, functions[0], all within its deadline: a chunk of
+        calls') or by the reference `who` (functions[1]; one that fails stops the grading). Each call's
+        time is its worker's own clock (the function's result's "ns"), beside the grader's trip and
+        the worker's CPU; each answer must pass `check(i, answers)` (None: right): a submission's
+        wrong answer is wrong (computed, never replayed), a reference's stops the grading."""
+        mine = who == SUBMISSION
+        if mine and worker is None:
+            raise ValueError("calls: the submission's calls need its worker")
+        box = worker if mine else self.reference(who)
+        assert box is not None
+        due = deadlines.for_calls(self.need_pace(), self.lab.limits, len(asked)) if mine else None
+        times, trips, cpu = [], [], []
+        with self.within(box, due, what, step) if due is not None else contextlib.nullcontext():
+            end = time.monotonic() + (due.seconds if due is not None else REFERENCE_TIMEOUT_S)
+            for i, (data, arrays) in enumerate(asked):
+                try:
+                    called = box.call(functions[0 if mine else 1], data, arrays, counts,
+                                      max(0.001, end - time.monotonic()))
+                except Failure as exc:
+                    if mine:
+                        raise
+                    self.retire(self.refs.pop(who))
+                    raise HarnessError(f"reference {who} failed {what} ({exc.status}: {exc.reason})") \
+                        from None
+                ns: object = called.result.get("ns")
+                why: str | None = called.why
+                if not isinstance(ns, int) or ns < 0:
+                    ns, why = 0, why or "its time is not a count of ns"
+                elif why is None:
+                    why = check(i, called.answers)
+                if why and mine:
+                    raise Failure("wrong", f"{what}, call {i + 1}: {why} (answers on unseen data are "
+                                           "checked: computed, never replayed)")
+                if why:
+                    raise HarnessError(f"reference {who} disagrees with the NumPy oracle in {what}: {why}")
+                times.append(ns)
+                trips.append(called.trip_ns)
+                cpu.append(called.cpu_ns)
+        return Chunk(times, trips, cpu, np.empty(0))
+
+    def pace_of(self, chunk: Chunk) -> deadlines.Pace:
+        """rank_by's pace (deadlines.Pace) from a chunk of its calls at batch_size, before the
+        submission's worker starts: an image 1/batch of a call; its first call's extra time once, as
+        the cold start."""
+        rank, b = self.lab.rank_by.label, self.lab.measure.batch_size
+        trip_s, work_s = (float(np.median(ns)) / 1e9 for ns in (chunk.trips_ns, chunk.times_ns))
+        if self.cold_s is None:
+            self.cold_s = max(0.0, chunk.trips_ns[0] / 1e9 - trip_s)
+        return deadlines.Pace(rank, trip_s, work_s, work_s / b, self.cold_s, b)
+
+    @staticmethod
+    def warm_up_of(mine: Chunk, rank: Chunk) -> Warmup:
+        """The warm-up's ratio: the submission's median call over rank_by's, on the same data."""
+        median_ns, ref_ns = float(np.median(mine.times_ns)), float(np.median(rank.times_ns))
+        return Warmup(median_ns / ref_ns, median_ns, ref_ns)
+
+    def verdict(self, rounds: Rounds) -> dict:
+        """The row's timing fields from the timed rounds (harness.lab.judge.phases.verdict)."""
+        return verdict.verdict(self.lab, rounds)
+
     # --- training: a training lab's steps (harness.lab.judge.phases.training) -----------------------------
 
     def training_steps(self, worker: Sandbox) -> dict:
@@ -633,7 +707,9 @@ class Grader:
                 what = f"stage {name} (its backward on {len(want.x)} images)"
                 with self.within(worker, due, what, "stages"):
                     handed = (want.x, want.upstream, want.kernel, want.bias)
-                    answer, got = worker.backward(name, handed, counts, due.seconds)
+                    asked = {"name": name, "counts": list(counts)}
+                    called = worker.call(backward.STUDENT_STAGE, asked, handed, counts, due.seconds)
+                answer, got = called.why, None if called.why else called.answers
             except Failure as exc:  # the exchange ended the worker
                 answer, got, worker = f"{exc.status}: {exc.reason}", None, None
             verdict = stages.unanswered(name, answer or "no answer") if got is None else \
@@ -657,13 +733,8 @@ class Grader:
     def training_pace(self) -> deadlines.Pace:
         """rank_by's step times (deadlines.Pace: a step is a call; an image 1/batch of it), before the
         submission's worker starts; its first steps' extra time once, as the cold start."""
-        rank, b = self.lab.rank_by.label, self.lab.measure.batch_size
         images, labels, _ = self.fresh_batches(deadlines.PACE_CALLS)
-        steps = self.reference_steps(rank, images, labels)
-        trip_s, work_s = (float(np.median(ns)) / 1e9 for ns in (steps.trips_ns, steps.times_ns))
-        if self.cold_s is None:
-            self.cold_s = max(0.0, steps.trips_ns[0] / 1e9 - trip_s)
-        return deadlines.Pace(rank, trip_s, work_s, work_s / b, self.cold_s, b)
+        return self.pace_of(self.reference_steps(self.lab.rank_by.label, images, labels))
 
     def reference_steps(self, label: str, images: np.ndarray, labels: np.ndarray) -> Chunk:
         try:
@@ -690,12 +761,10 @@ class Grader:
                                 alt, self.initial, g.batch)
 
     def training_warm_up(self, worker: Sandbox, steps: int) -> Warmup:
-        rank = self.lab.rank_by.label
         images, labels, _ = self.fresh_batches(steps)
-        ref_ns = float(np.median(self.reference_steps(rank, images, labels).times_ns))
-        mine = self.timed_steps(worker, images, labels, f"the warm-up's {steps} steps", "warmup")
-        median_ns = float(np.median(mine.times_ns))
-        return Warmup(median_ns / ref_ns, median_ns, ref_ns)
+        rank = self.reference_steps(self.lab.rank_by.label, images, labels)
+        return self.warm_up_of(self.timed_steps(worker, images, labels, f"the warm-up's {steps} steps",
+                                                "warmup"), rank)
 
     def timed_steps(self, worker: Sandbox, images: np.ndarray, labels: np.ndarray, what: str,
                     step: str) -> Chunk:
