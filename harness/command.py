@@ -5,7 +5,7 @@ the machine wing's in harness/machine/doctor.py); harness/cli.py only assembles 
 parser. A command's function imports its wing's work inside itself, so `--help` and the light
 commands start fast and no command imports a framework it does not use.
 
-    Command(name, help, func, options)      a command: its options (parent parsers) in `--help`'s order
+    Command(name, help, func, *options)     a command: its options (parent parsers) in `--help`'s order
     Command(name, help, commands=(...))     a group of commands (`lab grade`, `lab report`, ...)
     option(*names, **kwargs)                one argument as a parent parser, for a command's list
     weights(), implementations(), device(), out(), calls(), rounds(), lock_timeout(), slurm_options()
@@ -17,7 +17,6 @@ commands start fast and no command imports a framework it does not use.
 import argparse
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,20 +25,13 @@ from harness import DEFAULT_WEIGHTS, registry
 Run = Callable[[argparse.Namespace], int]  # a command's function: the parsed arguments -> the exit code
 
 
-@dataclass(frozen=True)
 class Command:
-    """One command of `python -m harness`: run by `func` with `options`, or (a group) by one of
-    `commands`, chosen by the word after its name."""
-    name: str
-    help: str
-    func: Run | None = None
-    options: tuple[argparse.ArgumentParser, ...] = ()
-    commands: tuple["Command", ...] = ()
+    """One command of `python -m harness`: run by `func` with `options` (parent parsers, in `--help`'s
+    order), or (a group) by one of `commands`, chosen by the word after its name."""
 
-
-def command(name: str, help: str, func: Run, *options: argparse.ArgumentParser) -> Command:
-    """A command taking `options` (parent parsers) in this order, run by `func`."""
-    return Command(name, help, func, options)
+    def __init__(self, name: str, help: str, func: Run | None = None, *options: argparse.ArgumentParser,
+                 commands: tuple["Command", ...] = ()) -> None:
+        self.name, self.help, self.func, self.options, self.commands = name, help, func, options, commands
 
 
 def option(*names: str, **kwargs: Any) -> argparse.ArgumentParser:

@@ -33,7 +33,9 @@ class Shown:
     short: str = ""  # its label in figures and sentences ("cuDNN"); "" is the name
     rung: str = ""  # its rung on the ladder: one of RUNGS
     raw_for: tuple[str, ...] = ()  # the devices whose raw library it is (the headline's "x cuDNN" ratios)
-    ladder: tuple[tuple[str, ...], ...] = ()  # Fig. 1's lines through it: paths of level names, bottom first
+    # paths of level names through it, bottom first (cuDNN -> TF ops -> Keras): the report reads only
+    # the ops under Keras from them (the level before Keras on a path from a device's raw library)
+    ladder: tuple[tuple[str, ...], ...] = ()
     order: int | None = None  # its place on the ladder, bottom first (None: not in the report's rows)
     colour: str | None = None  # its colour in every figure
     # its call as a newcomer first writes it, following `guide` (the level's own documentation):
@@ -77,11 +79,11 @@ class ImplSpec:
     trainer: str | None = None  # "module:Class" of its harness.base.Trainer; None: cannot train
     train_variants: tuple[str, ...] = ()  # the first is the default
     hooks: tuple[tuple[str, str], ...] = ()  # (what, "module:function"): see hook()
-    # variants that stand in as the device's floor where none is measured (harness.measure.floor:
-    # the first that runs on the device, in the registry's order); a measured floor needs no mark
-    floor: tuple[str, ...] = ()
+    # variants that stand in as the device's fastest call where none is measured (the first that runs
+    # on the device, in the registry's order: harness.measure.fastest_call); a measured one needs no mark
+    stand_ins: tuple[str, ...] = ()
     # variants that keep a kernel resident on the GPU between calls (its SMs spinning): never a lab's
-    # reference, floor or default, where a class shares the GPU (harness.lab.judge.rules.assignment)
+    # reference, fastest call or default, where a class shares the GPU (harness.lab.judge.rules.assignment)
     resident: tuple[str, ...] = ()
     # What the harness runs of it besides studies (docs/writing-a-level.md's table):
     explain: tuple[str, ...] = ()  # variants `make explain` and gpu-study profile stage by stage
@@ -125,7 +127,7 @@ def check_entry(spec: ImplSpec) -> None:
             raise refuse(spec.name, name, "at least one", getattr(spec, name))
     within("devices", spec.devices, DEVICES, "devices")
     within("dtypes", spec.dtypes, DTYPES, "dtypes")
-    for name in ("gpu_only", "floor", "explain"):
+    for name in ("gpu_only", "stand_ins", "explain"):
         within(name, getattr(spec, name), spec.variants, "variants of its own")
     if spec.trace != "all":
         within("trace", tuple(spec.trace), spec.variants, "\"all\" or variants of its own")
@@ -155,7 +157,7 @@ def check_entry(spec: ImplSpec) -> None:
 
 def check_registry(registry: dict[str, ImplSpec]) -> None:
     """Every entry checked (check_entry), then what entries share: a place on the ladder and a colour
-    each, and Fig. 1's lines through registered levels only."""
+    each, and ladder paths through registered levels only."""
     for entry in registry.values():
         check_entry(entry)
     for shared in ("order", "colour"):
@@ -279,11 +281,8 @@ REGISTRY = {
                  gpu_only=("graph", "cluster", "mapped", "persistent", "resident", "batch", "batch2",
                            "batch2_device", "rows", "resident_rows", "overlap"),
                  resident=("persistent", "resident", "resident_rows"),
-                 hooks=(("kernels", "lenet_cuda.kernels:nvrtc_units"),
-                        ("kernel_work", "lenet_cuda.explain.work:work"),
-                        ("kernel_stages", "lenet_cuda.explain.stages:measure"),
-                        ("resident_stages", "lenet_cuda.explain.stages:measure_resident")),
-                 floor=("resident", "resident_rows", "persistent", "mapped", "rows", "cluster", "graph"),
+                 hooks=(("kernels", "lenet_cuda.kernels:nvrtc_units"),),
+                 stand_ins=("resident", "resident_rows", "persistent", "mapped", "rows", "cluster", "graph"),
                  trace="all",
                  shown=Shown(display="hand-written CUDA", short="CUDA", rung="hand-written", order=10,
                              first_written="layers",
@@ -297,7 +296,7 @@ REGISTRY = {
                  gpu_only=("graph", "frontend"),
                  trainer="lenet_cudnn.train:CudnnTrainer", train_variants=("default",),
                  hooks=(("library", "lenet_cudnn.binding:probe"),
-                        ("cublaslt", "lenet_cudnn.cublaslt:probe")), floor=("graph",), trace="all",
+                        ("cublaslt", "lenet_cudnn.cublaslt:probe")), stand_ins=("graph",), trace="all",
                  shown=Shown(display="raw library: cuDNN", short="cuDNN", rung="raw library",
                              raw_for=("gpu",), order=20,
                              first_written="tuned",
@@ -316,7 +315,7 @@ REGISTRY = {
         ImplSpec("onednn", "lenet_onednn.model:OnednnLeNet", "onednn", ("cpu",),
                  ("tuned", "naive", "naive_nocache"), ("float32",), "lenet_onednn",
                  trainer="lenet_onednn.train:OnednnTrainer", train_variants=("default",),
-                 hooks=(("library", "lenet_onednn.binding:probe"),), floor=("tuned",),
+                 hooks=(("library", "lenet_onednn.binding:probe"),), stand_ins=("tuned",),
                  shown=Shown(display="raw library: oneDNN", short="oneDNN", rung="raw library",
                              raw_for=("cpu",), order=50,
                              first_written="tuned",
@@ -328,7 +327,7 @@ REGISTRY = {
         # hand-written loops compiled for this CPU by Numba (LLVM): the CPU's twin of `cuda`
         ImplSpec("numba", "lenet_numba.model:NumbaLeNet", "hand-written-cpu", ("cpu",),
                  ("fused", "layers"), ("float32", "float64"), "lenet_numba",
-                 hooks=(("cpu_target", "lenet_numba.model:cpu_target"),), floor=("fused",),
+                 hooks=(("cpu_target", "lenet_numba.model:cpu_target"),), stand_ins=("fused",),
                  shown=Shown(display="compiled from Python (Numba)", short="Numba",
                              rung="compiled from Python", order=40,
                              first_written="layers",
@@ -340,7 +339,7 @@ REGISTRY = {
         ImplSpec("c", "lenet_c.model:CLeNet", "hand-written-c", ("cpu",),
                  ("fused", "layers", "portable"), ("float32", "float64"), "lenet_c",
                  hooks=(("compiler", "lenet_c.build:probe"), ("system_tools", "lenet_c.build:toolchain")),
-                 floor=("fused",),
+                 stand_ins=("fused",),
                  shown=Shown(display="hand-written C", short="C", rung="hand-written", order=30,
                              first_written="layers",
                              first_written_code=("model.py", "build.py", "layers.c"),
@@ -408,7 +407,7 @@ def trainers(device: str | None) -> list[str]:
 
 
 def targets(field: str, device: str) -> list[str]:
-    """"level/variant" for every variant a level on the device lists in `field` (explain, trace, floor;
+    """"level/variant" for every variant a level on the device lists in `field` (explain, trace, stand_ins;
     a trace of "all": every variant it runs there), bottom rung first."""
     out = []
     for name in on_device(device):
@@ -446,7 +445,7 @@ def on_rung(*rungs: str) -> list[str]:
 
 
 def ladder_paths() -> list[tuple[str, ...]]:
-    """Fig. 1's lines: every level's `ladder` paths, once each, in the levels' order."""
+    """Every level's `ladder` paths, once each, in the levels' order (the ops under Keras)."""
     return list(dict.fromkeys(path for name in levels() for path in REGISTRY[name].shown.ladder))
 
 

@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GRADER = "harness/lab/judge/grade.py"  # the module whose class grades a submission
 # The lab kinds' modules (a module or a folder, relative to the checkout): what may ask which kind a
 # lab is (harness.lab.judge.rules.kinds: one object per kind, issue 92 item 3).
-KINDS: tuple[str, ...] = ("harness/lab/judge/rules/kinds.py",)
+KINDS: tuple[str, ...] = ("harness/lab/judge/rules/kinds",)  # a package, one module per kind
 KIND_FIELDS = ("task",)  # the field that names a lab's kind (Lab.task: "inference" or "training")
 KIND_FLAGS = ("kernels",)  # booleans that say a lab is of one kind (Lab.kernels: the CUDA kernels kind)
 REGISTRY = "harness/registry.py"

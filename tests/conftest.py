@@ -4,7 +4,6 @@ import fcntl
 import gzip
 import hashlib
 import os
-import pickle
 import shutil
 import signal
 import tempfile
@@ -172,35 +171,7 @@ def session_folder(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def report_cache(tmp_path_factory) -> Path:
-    """A file holding what reading the committed results computes and keeps for the next read
-    (cells.SUMMARIES: each cell's statistics, keyed by its times; rows.CHECKED: each checked
-    row's digest), made once a session and loaded into this process. Every cell's seeded bootstraps
-    take 10-15 s here, and a dozen test files (and the report's subprocess) read the same cells:
-    the first xdist worker to ask reads reports/results, the other waits for its file, and
-    SEED_REPORT_CACHE loads it into a subprocess. Only the time changes: an entry is what the same
-    code computed from the same rows, and a row changed by a test has another key."""
-    from harness.measure.plan import cells
-    from harness.measure.store import rows
-    from harness.report.claims import rundata
-
-    shared = session_folder(tmp_path_factory)
-    path = shared / "report-cache.pickle"
-    with open(shared / "report-cache.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits here while the first computes
-        if not path.is_file():
-            rundata.load_report(DEFAULT_RESULTS, [], every_run=True)  # what `make report` reads
-            part = path.with_suffix(".part")
-            part.write_bytes(pickle.dumps({"summaries": cells.SUMMARIES, "checked": rows.CHECKED}))
-            part.rename(path)
-    cache = pickle.loads(path.read_bytes())
-    cells.SUMMARIES.update(cache["summaries"])
-    rows.CHECKED.update(cache["checked"])
-    return path
-
-
-@pytest.fixture(scope="session")
-def committed_report(report_cache, loc_counted):
+def committed_report(loc_counted):
     """The committed results as `make report` reads them (with this checkout's line counts), read once
     a session for the tests that read them unchanged: a test that changes the results reads a copy."""
     from harness.report.claims import rundata
@@ -208,19 +179,6 @@ def committed_report(report_cache, loc_counted):
     if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl*")):
         pytest.skip("no committed reference results (make run-all writes them)")
     return rundata.load_report(DEFAULT_RESULTS, copy.deepcopy(loc_counted))
-
-
-# The lines a `python -c` subprocess that rebuilds the report starts with: report_cache's file
-# loaded (format it with path=), so it does not summarize every committed cell again.
-SEED_REPORT_CACHE = (
-    "import pickle\n"
-    "from harness.measure.store import rows as _rows\n"
-    "from harness.measure.plan import cells as _cells\n"
-    "with open(r'{path}', 'rb') as _f:\n"
-    "    _cache = pickle.load(_f)\n"
-    "_cells.SUMMARIES.update(_cache['summaries'])\n"
-    "_rows.CHECKED.update(_cache['checked'])\n"
-)
 
 
 @pytest.fixture(scope="session")

@@ -59,6 +59,20 @@ class HangingLeNet(LeNet):
         time.sleep(3600)
 
 
+class HangingTrainer:
+    """A training step that never comes: hangs as it is built."""
+
+    def __init__(self, *args, **kwargs):
+        time.sleep(3600)
+
+
+class HangingTrainerLeNet(NumpyLeNet):
+    """Answers as the reference; its trainer hangs (a verify-train child that never answers)."""
+
+    spec = ImplSpec("hang_train", "tests.fake_impls:HangingTrainerLeNet", "numpy", ("cpu",), ("default",),
+                    ("float32",), None, trainer="tests.fake_impls:HangingTrainer", train_variants=("default",))
+
+
 class SleepyLeNet(LeNet):
     """2 ms per call: slow enough that a test can act while it runs."""
 

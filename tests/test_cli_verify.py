@@ -154,6 +154,20 @@ def test_a_child_past_its_limit_is_killed_and_its_variant_is_hung(tmp_path):
                                  "killed while this ran")
 
 
+def test_a_verify_train_child_past_its_limit_is_killed_and_its_variant_is_hung(tmp_path):
+    """verify-train's children have verify's limit: one that never answers is killed at it, its
+    variant `hung`, exit 1."""
+    target = tmp_path / "verify-train.json"
+    run = harness("verify-train", "--implementations", "tests.fake_impls:HangingTrainerLeNet", "--steps", "1",
+                  "--child-timeout-s", "3", "--json", str(target))
+    assert run.returncode == 1, run.stderr
+    rows = json.loads(target.read_text())["rows"]
+    assert [(r["implementation"], r["variant"], r["status"]) for r in rows] == [
+        ("tests.fake_impls:HangingTrainerLeNet", "default", "hung")]
+    assert rows[0]["reason"] == ("the verify-train process for tests.fake_impls:HangingTrainerLeNet did not "
+                                 "finish within 3 s: killed while this ran")
+
+
 def test_on_the_gpu_each_child_checks_one_level_in_one_dtype():
     from harness.check.verify import children
 

@@ -1,14 +1,11 @@
 """The CPU ladder's targets (harness/report/sections/cpu_targets.py) read from the committed api_levels rows:
 met or missed, and by how much, follow the rows; the within-round comparison names each rival."""
 
-import pytest
-
 from harness import DEFAULT_RESULTS
 from harness.report.claims import rundata
 from harness.report.markup.tables import ms, speedup_verdict
 from harness.report.sections import cpu_targets
 
-pytestmark = pytest.mark.usefixtures("report_cache")  # each test reads the committed results
 
 def cpu_frame():
     _, frame = rundata.load(DEFAULT_RESULTS)

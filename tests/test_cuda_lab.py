@@ -40,7 +40,7 @@ def lab_text() -> str:
 
 
 def test_lab_file_references_and_limits():
-    """Everything but the rung, which the lab wing's LEVELS has to learn (see the next test)."""
+    """Everything but the rung, which the lab wing's API_LEVELS has to learn (see the next test)."""
     lab = assignment.parse(lab_text().replace('rung = "cuda"', 'rung = "cudnn"'), "labs/cuda.toml")
     assert lab.device == "gpu" and lab.dtype == "float32" and lab.module == "lenet.py"
     assert [r.label for r in lab.references] == ["cuda/fused", "cudnn/graph"]

@@ -21,11 +21,11 @@ from harness.data import mnist
 from harness.errors import HarnessError
 from harness.lab.judge.rules import assignment
 from harness.machine import gpu
-from harness.measure import floor
+from harness.measure import fastest_call
 from lenet_cuda import kernels, model, resident
 from lenet_numpy.model import NumpyLeNet
 from tests import fake_cuda
-from tests.test_floor import cell, write_run
+from tests.test_fastest_call import cell, write_run
 from tests.test_gpu_fault import Ended, ended  # noqa: F401 (a fixture)
 
 ALIVE, QUIT, SERVED, NEXT = kernels.RESIDENT_ALIVE, kernels.RESIDENT_QUIT, kernels.RESIDENT_SERVED, kernels.RESIDENT_NEXT
@@ -289,11 +289,11 @@ def test_a_lab_refuses_a_resident_reference_and_its_floor_is_never_resident(tmp_
     write_run(tmp_path, "r1", [cell("cuda", "resident", 5_000.0, device="gpu"),
                                cell("cuda", "persistent", 6_000.0, device="gpu"),
                                cell("cuda", "mapped", 9_000.0, device="gpu")])
-    assert floor.fastest_measured("gpu", tmp_path).label == "cuda/resident"  # the report's floor
-    assert floor.fastest_measured("gpu", tmp_path, shared=True).label == "cuda/mapped"  # a lab's
-    assert floor.standing_in("gpu").label == "cuda/resident"  # the registry's first floor candidate
-    assert floor.standing_in("gpu", shared=True).label == "cuda/mapped"
-    monkeypatch.setattr(assignment, "fastest_measured", lambda device, shared=False: floor.fastest_measured(
+    assert fastest_call.fastest_measured("gpu", tmp_path).label == "cuda/resident"  # the report's floor
+    assert fastest_call.fastest_measured("gpu", tmp_path, shared=True).label == "cuda/mapped"  # a lab's
+    assert fastest_call.standing_in("gpu").label == "cuda/resident"  # the registry's first stand-in
+    assert fastest_call.standing_in("gpu", shared=True).label == "cuda/mapped"
+    monkeypatch.setattr(assignment, "fastest_measured", lambda device, shared=False: fastest_call.fastest_measured(
         device, tmp_path, shared=shared))
     text = '[lab]\nname = "x"\ndevice = "gpu"\nreferences = ["floor"]\n'
     assert 'references = ["cuda/mapped"]' in assignment.floor_named(text)

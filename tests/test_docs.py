@@ -97,7 +97,7 @@ def defined(module_file: Path, name: str) -> bool:
 
 
 def resolves(dotted: str) -> bool:
-    """harness.base.LeNet, harness.measure.floor, lenet_cudnn.frontend_device: a module, or a name in one."""
+    """harness.base.LeNet, harness.measure.fastest_call, lenet_cudnn.frontend_device: a module, or a name in one."""
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         base = ROOT.joinpath(*parts[:cut])
@@ -193,7 +193,7 @@ def test_the_checks_catch_what_is_not_there():
     assert [bool(list(ROOT.glob(as_glob(t)[0]))) for t in named_paths(text, tops)] == [True, False, True, False]
     assert as_glob("labs/examples/{correct,wrong}/lenet.py") == ["labs/examples/correct/lenet.py",
                                                                  "labs/examples/wrong/lenet.py"]
-    assert resolves("harness.base.LeNet") and resolves("harness.measure.floor")
+    assert resolves("harness.base.LeNet") and resolves("harness.measure.fastest_call")
     assert not resolves("harness.base.Nothing") and not resolves("harness.nowhere")
 
 

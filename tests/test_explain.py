@@ -12,7 +12,7 @@ import pytest
 
 from harness import registry
 from harness.explain import child, keras_steps, ladder
-from harness.measure.floor import fastest_measured
+from harness.measure.fastest_call import fastest_measured
 from harness.measure.store import results
 from harness.report.sections import explain_section
 from tests.conftest import ROOT, harness_in_process
@@ -107,7 +107,7 @@ def test_explain_runs_for_every_cpu_implementation(half, tmp_path, capsys):
         assert sum(s["share"] for s in row["stages"]) == pytest.approx(1.0), name
         assert np.isclose(sum(s["ns"] for s in row["stages"]), row["steps"][0]["median_ns"]), name
     json.dumps(rows)  # rows are plain JSON
-    # the floor is the fastest measured implementation on the CPU (harness.measure.floor: oneDNN's
+    # the floor is the fastest measured implementation on the CPU (harness.measure.fastest_call: oneDNN's
     # tuned variant in the committed rows, whose wheel exists on x86_64), in the same rounds
     floor = fastest_measured("cpu").label if platform.machine() == "x86_64" else "numpy/default"
     if half != "ops-keras":
@@ -140,9 +140,9 @@ def test_a_module_kept_out_of_a_child_is_as_if_not_installed(monkeypatch):
 
 
 def test_a_child_keeps_out_every_framework_but_its_ladders(monkeypatch):
-    from harness.measure import floor
+    from harness.measure import fastest_call
 
-    monkeypatch.setattr(floor, "fastest_measured", lambda device: floor.Floor("numba", "fused", 2e4, "r"))
+    monkeypatch.setattr(fastest_call, "fastest_measured", lambda device: fastest_call.Fastest("numba", "fused", 2e4, "r"))
     assert set(registry.frameworks()) - set(keras_steps.unused_frameworks("keras", "predict", "cpu")) \
         == {"keras", "tensorflow", "numba"}
     assert set(registry.frameworks()) - set(keras_steps.unused_frameworks("numpy", "default", "cpu")) == set()

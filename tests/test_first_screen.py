@@ -1,4 +1,4 @@
-"""How far a second run moved the medians and ratios (harness.report.claims.reproduce.measured),
+"""How far a second run moved the medians and ratios (harness.report.claims.reproduce.drift),
 reproduce's check against the interval the report printed (every earlier run of the same code pooled),
 and the first screen's computed sentences (harness.report.sections.first_screen): each claim from one
 function, held against rows made by hand and against the committed runs."""
@@ -25,12 +25,12 @@ def reproduce_row(moves, device="cpu"):
 
 def test_a_second_runs_move_is_the_median_move_and_its_spread_a_quantile_of_the_moves():
     moves = [0.96] * 8 + [0.90, 1.10]
-    found = reproduce.measured(reproduce_row(moves), "cpu")
+    found = reproduce.drift(reproduce_row(moves), "cpu")
     assert found.cells == 10 and found.shift == pytest.approx(-0.04)
     assert found.spread == pytest.approx(np.quantile(np.abs(np.log(moves)), reproduce.QUANTILE))
-    assert found.median_inside == (1, 10) and reproduce.measured(reproduce_row(moves), "gpu") is None
+    assert found.median_inside == (1, 10) and reproduce.drift(reproduce_row(moves), "gpu") is None
     with pytest.raises(ValueError, match="median"):
-        reproduce.measured(reproduce_row([0.9, float("nan")]), "cpu")
+        reproduce.drift(reproduce_row([0.9, float("nan")]), "cpu")
 
 
 def test_the_committed_reproduce_run_measures_the_amd_hosts_move():
@@ -38,7 +38,7 @@ def test_the_committed_reproduce_run_measures_the_amd_hosts_move():
     runs = rundata.latest_runs(rundata.load_runs())
     (row,) = [row for run in runs if run["study"] == reproduce.FOLDER and "peak 130 G MAC/s" in run["machine"]
               for row in run["rows"] if row.get("kind") == "reproduce"]
-    found = reproduce.measured(row, "cpu")
+    found = reproduce.drift(row, "cpu")
     assert found.cells == 22 and found.median_inside == (6, 22)
     assert -0.05 < found.shift < -0.02 and 0.02 < found.spread < 0.2
 
@@ -81,14 +81,14 @@ def test_a_second_run_measures_how_far_the_ratios_move():
     for c, r in zip(row["cells"], (1.02, 0.97, 1.0), strict=True):
         c["ratio_reference"], c["ratio_new"] = {"ratio": 2.0}, {"ratio": 2.0 * r}
     row["shares_by_device"]["cpu"]["ratio_inside"] = [2, 3]
-    found = reproduce.measured(row, "cpu")
+    found = reproduce.drift(row, "cpu")
     assert found.ratios == 3 and found.ratio_inside == (2, 3)
     assert found.ratio_spread == pytest.approx(np.quantile(np.abs(np.log([1.02, 0.97, 1.0])), reproduce.QUANTILE))
     assert found.ratio_spread < found.spread  # the ratios cancel the 10% move of every median
     assert found.ratios_moved == pytest.approx(math.expm1(found.ratio_spread))  # what the sentence quotes
     row["cells"][0]["ratio_new"] = {"ratio": -1.0}
     with pytest.raises(ValueError, match="ratio"):
-        reproduce.measured(row, "cpu")
+        reproduce.drift(row, "cpu")
 
 
 def cell(label, device, median, batch=1, machine="m", **more):
@@ -113,7 +113,6 @@ def test_the_cost_of_making_a_call_is_computed_per_device_and_not_most_of_a_cpu_
     assert gpu["share"] == pytest.approx(1 - 0.336 / 512 / 0.0354) and gpu["verdict"] == "most"  # 98%
 
 
-@pytest.mark.usefixtures("report_cache")
 def test_the_committed_runs_first_screen_says_one_thread_and_the_resident_kernels_caveats():
     data = rundata.load_report(rundata.DEFAULT_RESULTS, [])
     assert first_screen.cpu_threads(data.runs, data.answer["cpu"]) == 1
@@ -138,7 +137,6 @@ def test_the_headline_prints_the_pooled_interval_and_says_how_many_runs_each_poo
     assert first_screen.intervals_note([found]) == {"words": "intervals", "pooled": [found]}
 
 
-@pytest.mark.usefixtures("report_cache")
 def test_findings_mark_single_process_cells_and_name_both_batch_512_rates():
     data = rundata.load_report(rundata.DEFAULT_RESULTS, [])
     found = findings.findings(data.frame, data.runs, [], data.answer)

@@ -17,7 +17,7 @@ from tests import rowfiles
 
 
 @pytest.fixture
-def results_copy(tmp_path, report_cache):
+def results_copy(tmp_path):
     if not any(DEFAULT_RESULTS.glob("kernels/*/results.jsonl*")):
         pytest.skip("no committed GPU results (python -m harness gpu-study on a GPU writes them)")
     dest = tmp_path / "results"

@@ -136,10 +136,17 @@ def test_a_resident_call_is_attributed_part_by_part_and_what_the_medians_leave_i
     assert "the kernel's compute 2.20 µs, the rest (bus both ways, polls) 2.90 µs" in text
 
 
-def test_the_resident_row_is_kernel_stages_second_row_and_a_failure_says_why():
-    from harness import registry
-
-    assert registry.hook("cuda", kernel_stages.RESIDENT) is stages.measure_resident
+def test_the_resident_row_is_kernel_stages_second_row_and_a_failure_says_why(monkeypatch):
+    """Each row is what the level's stamps measured (lenet_cuda.explain.stages, imported by name:
+    kernel_stages serves the cuda level alone), with its kind, level, variant and kernel."""
+    monkeypatch.setattr(stages, "measure", lambda *asked: {"dtype": asked[2], "asked": list(asked)})
+    monkeypatch.setattr(stages, "measure_resident", lambda *asked: {"dtype": asked[2], "asked": list(asked)})
+    first = kernel_stages.row("w.h5", 3, "float64")
+    assert first["asked"] == ["w.h5", 3, "float64"] and first["kind"] == "kernel_stages"
+    assert (first["implementation"], first["variant"], first["kernel"]) == ("cuda", "cluster", "lenet_cluster")
+    second = kernel_stages.resident_row("w.h5", 3, "float32", "resident_rows")
+    assert second["asked"] == ["w.h5", 3, "float32", "resident_rows"] and second["kind"] == "resident_stages"
+    assert second["kernel"] == "lenet_resident_rows" and second["status"] == "ok" and second["dtype"] == "float32"
     failed = kernel_stages.resident_failed("float64", "resident_rows", "needs sm_90")
     assert failed["kind"] == "resident_stages" and failed["variant"] == "resident_rows" and failed["status"] == "failed"
     assert failed["kernel"] == "lenet_resident_rows" and set(kernel_stages.RESIDENT_KERNELS) == set(kernels.RESIDENT_VARIANTS)

@@ -32,7 +32,7 @@ from harness.errors import HarnessError
 from harness.lab.box.walls import isolation
 from harness.lab.judge import attempts, slurm_task, store
 from harness.lab.judge.rules import assignment, timing
-from harness.measure import floor
+from harness.measure import fastest_call
 from tests import lab_hostile
 from tests.conftest import ROOT
 
@@ -211,7 +211,7 @@ def rows_by_student(out: Path) -> dict:
 # --- the lab file ----------------------------------------------------------------------------------
 def test_shipped_labs_parse():
     cpu, gpu = assignment.load("cpu_numpy"), assignment.load("cudnn")
-    fastest = floor.fastest_measured("cpu").label  # cpu_numpy names the "floor": the committed rows'
+    fastest = fastest_call.fastest_measured("cpu").label  # cpu_numpy names the "floor": the committed rows'
     assert [r.label for r in cpu.references] == ["numpy", fastest] and cpu.rank_by.label == "numpy"
     assert cpu.gate == assignment.Gate(images=10000, min_agree=10000, max_abs_diff=1e-4)
     assert gpu.device == "gpu" and gpu.rank_by.label == "cudnn/tuned"
@@ -224,11 +224,14 @@ def test_every_lab_s_starter_builds_on_the_lab_s_device(name):
     import importlib.util
     import inspect
 
+    from harness import base
+    from harness.base import lenet_classes
+
     lab = assignment.load(name)
     spec_of = importlib.util.spec_from_file_location(f"starter_{name}", lab.starter / lab.module)
     module = importlib.util.module_from_spec(spec_of)
     spec_of.loader.exec_module(module)
-    cls = module.StudentTrainer if lab.task == "training" else module.StudentLeNet
+    (cls,) = lenet_classes(module, getattr(base, lab.kind.base))  # the one class of its kind's base
     assert lab.device in cls.spec.devices and cls.spec.api_level == lab.rung, (name, cls.spec)
     assert inspect.signature(cls.__init__).parameters["device"].default == lab.device
 
@@ -236,7 +239,7 @@ def test_every_lab_s_starter_builds_on_the_lab_s_device(name):
 def test_a_lab_rung_is_any_level_of_the_registry():
     """The rungs a lab may name are the registry's API levels: a level added there is a rung."""
     levels = {spec.api_level for spec in registry.REGISTRY.values() if spec.package}
-    assert set(assignment.LEVELS) == levels and {"hand-written-c", "inference-engine", "cuda"} <= levels
+    assert set(assignment.API_LEVELS) == levels and {"hand-written-c", "inference-engine", "cuda"} <= levels
     for level in levels:
         assignment.parse(f"[lab]\nrung = '{level}'\n", "labs/any.toml")
 

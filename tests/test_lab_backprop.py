@@ -2,8 +2,8 @@
 handed the oracle's activation and upstream gradient, so the example whose fc2 leaves out its ReLU's
 mask fails fc2 alone and keeps every other layer's points, fc3 after it and fc1, conv2, conv1 before
 it in backpropagation's order. The submission's `backward` is asked through the worker's own op
-(harness.lab.box.tasks.backward) over a stand-in channel; the sandbox's side of the exchange is
-graded in tests/test_lab_train_kinds.py."""
+(harness.lab.box.tasks.call of harness.lab.backward.student_stage) over a stand-in channel; the
+sandbox's side of the exchange is graded in tests/test_lab_train_kinds.py."""
 
 import numpy as np
 import pytest
@@ -12,6 +12,7 @@ from harness.base import Trainer
 from harness.data import mnist
 from harness.data import weights as weights_file
 from harness.data.init_weights import DEFAULT_INIT
+from harness.lab.backward import STUDENT_STAGE
 from harness.lab.box import tasks
 from harness.lab.judge.rules import assignment, backprop, stages
 from harness.lab.judge.rules import oracle as answers
@@ -54,7 +55,8 @@ def asked(impl: object, name: str, want: backprop.Backward) -> dict:
     arrays = (want.x, want.upstream, want.kernel, want.bias)
     counts = [0 if want.dx is None else want.dx.size, want.dkernel.size, want.dbias.size]
     channel = Channel(b"".join(np.ascontiguousarray(a, dtype="<f4").tobytes() for a in arrays))
-    tasks.backward(channel, impl, "float32", name, [list(a.shape) for a in arrays], counts)
+    tasks.call(channel, impl, "float32", STUDENT_STAGE, {"name": name, "counts": counts},
+               [list(a.shape) for a in arrays], counts)
     (reply,) = channel.replies
     if not reply["answered"]:
         return stages.unanswered(name, reply["why"])

@@ -1,4 +1,4 @@
-"""One claim for every grader (harness.lab.judge.claim): `lab grade` here takes the per-student claim
+"""One claim for every grader (harness.lab.judge.student_lock): `lab grade` here takes the per-student claim
 the Slurm tasks take, so two graders on one OUT (two TAs' `lab grade --resume`, two plain `lab grade`
 started together) grade each student once, and a claim whose grader died is taken over. First the
 grading loop with a stand-in grader (what it skips, and why), then two real graders racing."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.lab.judge import attempts, claim, grade, store
+from harness.lab.judge import attempts, grade, store, student_lock
 from harness.lab.judge.rules import assignment
 from tests.conftest import ROOT
 
@@ -61,13 +61,13 @@ def claims_left(out: Path) -> list[str]:
 
 def test_a_student_another_live_grader_holds_is_skipped_and_named(stand_in):
     run, out, _ = stand_in
-    assert claim.take(out, "ben", "another-host:4242")  # another machine's grader: only it can say it ended
+    assert student_lock.take(out, "ben", "another-host:4242")  # another machine's grader: only it can say it ended
     rows, said = run()
     assert sorted(rows) == ["ann", "cy"] and store.read_row(out, "ben") is None
     assert "ben: claimed by another-host:4242, a grader still running; skipped" in said
-    assert claim.holder(out, "ben") == "another-host:4242"  # its claim is left to it
+    assert student_lock.holder(out, "ben") == "another-host:4242"  # its claim is left to it
     assert claims_left(out) == ["claim.json"]  # ben's alone: ann's and cy's were released
-    claim.release(out, "ben", "another-host:4242")
+    student_lock.release(out, "ben", "another-host:4242")
     rows, _ = run(resume=True)  # it ended without a row: the next --resume grades ben
     assert sorted(rows) == ["ben"] and claims_left(out) == []
 
@@ -76,7 +76,7 @@ def test_a_claim_whose_grader_here_died_is_taken_over(stand_in):
     run, out, _ = stand_in
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
-    assert claim.take(out, "ben", f"{socket.gethostname()}:{dead}")  # a grader killed outright (SIGKILL)
+    assert student_lock.take(out, "ben", f"{socket.gethostname()}:{dead}")  # a grader killed outright (SIGKILL)
     rows, said = run()
     assert sorted(rows) == ["ann", "ben", "cy"] and "skipped" not in said
     assert claims_left(out) == []  # taken over, then released with the stale one it moved aside
@@ -146,7 +146,7 @@ def test_two_graders_started_together_grade_each_student_once(tmp_path, options)
         (submissions / name / "lenet.py").write_text((ROOT / "labs" / "examples" / "correct" / "lenet.py").read_text())
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
-    assert claim.take(out, "dee", f"{socket.gethostname()}:{dead}")
+    assert student_lock.take(out, "dee", f"{socket.gethostname()}:{dead}")
     started = time.monotonic()
     both = [grader(tmp_path / "lab.toml", submissions, out, *options) for _ in range(2)]
     said = []

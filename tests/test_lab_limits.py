@@ -72,7 +72,7 @@ def test_a_student_checks_a_submission_before_handing_in(lab_file):
 # A grading process up to its check of one submission, that check replaced by one that exits with
 # the names of the process's threads (a module in sys.modules before the command imports it)
 THREADS_AT_CHECK = """
-import os, sys, types
+import argparse, os, sys, types
 from pathlib import Path
 fake = types.ModuleType("harness.lab.term.handout.check")
 def check(*args, **kwargs):
@@ -81,7 +81,7 @@ def check(*args, **kwargs):
 fake.check = check
 sys.modules["harness.lab.term.handout.check"] = fake
 from harness.lab.term import commands
-commands.lab_check("cpu_numpy", Path("nowhere"), "w", print)
+commands.lab_check(argparse.Namespace(lab="cpu_numpy", path=Path("nowhere"), weights="w", lock_timeout=None))
 """
 
 

@@ -312,7 +312,7 @@ def test_the_box_reads_nothing_before_it_starts(tmp_path):
 
     box = Box("x", {}, tmp_path, Isolation("none", None, False, "none"))
     box.sample_memory()  # no process: nothing read
-    assert box.peak_seen is None and box.memory() == {} and memory.measured(None, {}) == {}
+    assert box.peak_seen is None and box.memory() == {} and memory.peak_memory(None, {}) == {}
 
 
 def test_the_students_kit_names_the_memory_gate_only_where_the_lab_has_one():

@@ -36,8 +36,7 @@ def test_timed_steps_are_judged_against_the_oracle_s_replay_of_them():
 
     from harness.data import mnist, weights
     from harness.data.init_weights import DEFAULT_INIT
-    from harness.lab.judge.phases.training import oracle_steps
-    from harness.lab.judge.rules import sgd, timing
+    from harness.lab.judge.rules import oracle, sgd, timing
     from lenet_numpy.train import NumpyTrainer
 
     images = timing.timing_images(7, 3 * 32, mnist.load("train")[0]).reshape(3, 32, 28, 28)
@@ -46,7 +45,7 @@ def test_timed_steps_are_judged_against_the_oracle_s_replay_of_them():
     as64 = lambda w: {n: weights.Layer(k.astype(np.float64), b.astype(np.float64)) for n, (k, b) in w.items()}  # noqa: E731
     before = as64(trainer.weights())
     honest = np.array([trainer.train_step(mnist.to_input(x, "float32"), y) for x, y in zip(images, labels, strict=True)])
-    losses, expected = oracle_steps(before, list(zip(images, labels, strict=True)))
+    losses, expected = oracle.steps(before, list(zip(images, labels, strict=True)))
     after = as64(trainer.weights())
     assert sgd.off_the_steps(honest, after, losses, before, expected[-1]) is None
     moved = sgd.layer_diffs(expected[-1], before)["fc2"]

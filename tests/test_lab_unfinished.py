@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.lab.judge import attempts, claim, grade, store
+from harness.lab.judge import attempts, grade, store, student_lock
 from harness.lab.judge.rules import assignment
 from harness.lab.term.intake import collect
 from harness.lab.term.marks import export, leaderboard, moodlezip
@@ -131,7 +131,7 @@ def test_lab_status_says_where_each_student_stands(cut_off, tmp_path):
     graded by name: dee's attempt started and is claimed by a Slurm task, eve's never began, and a row
     changed after the grader wrote it is no grade."""
     out, _ = cut_off
-    assert claim.take(out, "dee-1004", "4242_0", alive=lambda owner: True)
+    assert student_lock.take(out, "dee-1004", "4242_0", alive=lambda owner: True)
     done = python("lab", "status", out)
     assert done.returncode == 0, done.stderr
     said = done.stdout.splitlines()

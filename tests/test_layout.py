@@ -9,8 +9,9 @@
   (NumPy only: the grader, verify, training verify and the training study's test accuracy check
   answers against it; ORACLE), and the level a harness module serves alone (SERVES: the C level's
   stage split in harness.explain.c_layers, the Keras model `make weights` trains in
-  harness.data.train), where a registry hook would only name a module of the level the caller
-  already names; any other lenet_* import is a violation;
+  harness.data.train, the CUDA kernels' stamps and static work in harness.explain.kernel_stages and
+  gpu_static), where a registry hook would only name a module of the level the caller already
+  names; any other lenet_* import is a violation;
 - no import cycle among harness modules;
 - a wing's rooms (folders inside it, ROOMS) import one way: a module imports a room of its wing
   only if that room is below its own (siblings stay apart); the wing's own modules ("") sit above
@@ -42,7 +43,8 @@ LEVEL_MAY_IMPORT = {"core", "data", "frameworks"}
 MOVED = {"weights": "data", "mnist": "data"}  # harness.__getattr__ keeps these old names
 ORACLE = "lenet_numpy"  # the level the harness may import by name (lazily): the correctness oracle
 # (harness module, level package): a module that serves one level alone imports it by name, lazily
-SERVES = {("harness.explain.c_layers", "lenet_c"), ("harness.data.train", "lenet_keras")}
+SERVES = {("harness.explain.c_layers", "lenet_c"), ("harness.data.train", "lenet_keras"),
+          ("harness.explain.kernel_stages", "lenet_cuda"), ("harness.explain.gpu_static", "lenet_cuda")}
 # The lab wing's rooms, lower = lower; "" is harness/lab/ itself (text, emucuda): below all three.
 LAB_RANK = {"": 0, "box": 1, "judge": 2, "term": 3}
 # A wing's rooms, lower = lower; "" is the wing's own modules (above its rooms: they assemble them).

@@ -12,7 +12,7 @@ import pytest
 
 from harness import ROOT
 from harness.errors import HarnessError
-from harness.measure import floor
+from harness.measure import fastest_call
 from harness.measure.plan import narrow, study
 from harness.report.claims import rundata
 
@@ -56,12 +56,12 @@ def test_a_quick_run_is_never_a_machines_answer(tmp_path):
     env = json.loads((run_dir / "env.json").read_text())
     assert env["narrowed"] == "implementations null,numpy; rounds 2; processes 1"
     assert rundata.load_runs(tmp_path / "results") == []
-    assert floor.measured_cells("cpu", tmp_path / "results") == []
+    assert fastest_call.measured_cells("cpu", tmp_path / "results") == []
     plain = tmp_path / "plain" / "api_levels" / run_dir.name  # the same rows, as a full run
     shutil.copytree(run_dir, plain)
     (plain / "env.json").write_text(json.dumps({k: v for k, v in env.items() if k != "narrowed"}))
     assert [r["run_id"] for r in rundata.load_runs(tmp_path / "plain")] == [run_dir.name]
-    assert floor.measured_cells("cpu", tmp_path / "plain")
+    assert fastest_call.measured_cells("cpu", tmp_path / "plain")
 
 
 def test_a_quick_run_goes_outside_reports_results_unless_asked():

@@ -12,7 +12,7 @@ from harness import DEFAULT_RESULTS, registry
 from harness.report import details, markdown
 from harness.report.claims import loc, rundata
 from tests import rowfiles
-from tests.conftest import ROOT, SEED_REPORT_CACHE
+from tests.conftest import ROOT
 
 
 def test_loc_equals_pygount_run_by_hand(loc_rows):
@@ -54,7 +54,7 @@ def test_loc_splits_cudnn_layout_and_binding_and_counts_shared_apart(loc_rows):
 
 
 @pytest.fixture
-def results_copy(tmp_path, report_cache):
+def results_copy(tmp_path):
     if not any(DEFAULT_RESULTS.glob("*/*/results.jsonl*")):
         pytest.skip("no committed reference results (make run-all writes them)")
     dest = tmp_path / "results"
@@ -117,16 +117,16 @@ def test_empty_results_give_a_report_that_says_so(tmp_path, loc_rows):
 
 
 @pytest.mark.slow
-def test_committed_figures_and_report_are_reproduced_byte_for_byte_without_tensorflow(tmp_path, report_cache):
+def test_committed_figures_and_report_are_reproduced_byte_for_byte_without_tensorflow(tmp_path):
     """make figures report, run on the committed results in a fresh interpreter, rebuilds the
     committed files exactly (nothing in them was typed or edited by hand, and they are in step with
     the code) and never imports TensorFlow, Keras or CuPy. (Two tests merged: each rebuilt every
     figure, a minute apiece on this machine; the assertions of both are here.) The cells' statistics
-    come from report_cache, summarized by the same code in this session, not once more."""
+    are the ones their rows saved (stats.SUMMARY_VERSION), read back, not summarized again."""
     committed_figures = ROOT / "reports" / "figures"
     if not (ROOT / "reports" / "REPORT.md").is_file():
         pytest.skip("no committed report (make run-all writes it)")
-    code = SEED_REPORT_CACHE.format(path=report_cache) + (
+    code = (
         "import sys\n"
         "from harness.cli import main\n"
         f"assert main(['figures', '--out', r'{tmp_path / 'figures'}']) == 0\n"

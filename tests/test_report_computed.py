@@ -13,7 +13,7 @@ from harness.report.sections import explain_section, findings, machines
 
 
 @pytest.fixture(scope="module")
-def data(loc_counted, report_cache):
+def data(loc_counted):
     if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl*")):
         pytest.skip("no committed reference results (make run-all writes them)")
     return rundata.load_report(DEFAULT_RESULTS, loc_counted)

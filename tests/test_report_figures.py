@@ -1,11 +1,11 @@
 """The figures draw what the rows say: the answering machine of each device and no other, no figure
-taller than 1,600 px, each call against the CPU floor harness.measure.floor answers (Fig. 6), one GPU
+taller than 1,600 px, each call against the CPU floor harness.measure.fastest_call answers (Fig. 6), one GPU
 measure, each level's first-written and fastest call joined by an arrow (Fig. 1), inference lines on
 top (Fig. 2), a histogram of every timed call with its median and p99 (Fig. 4), labels inside their
 axes and spans (Figs. 1, 5, 7), "Keras on ..." (Fig. 8), at most about eight lines a panel and the
 best CPU line in every GPU panel (Fig. 9), one line style per meaning (Fig. 10) and the within-round
 float64/float32 ratio (Fig. 11). Synthetic rows where the logic allows, the committed results where
-the figure reads the results folder (measure.floor); each figure captured as it was saved."""
+the figure reads the results folder (measure.fastest_call); each figure captured as it was saved."""
 
 import math
 import re
@@ -35,7 +35,7 @@ from harness.figures import (
     throughput,
     training,
 )
-from harness.measure import floor
+from harness.measure import fastest_call
 from harness.measure.store import stats
 from harness.report.claims import headline, loc, rundata
 from harness.report.claims.rundata import ReportData
@@ -78,7 +78,7 @@ def drawn(monkeypatch, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def committed(report_cache) -> ReportData:
+def committed() -> ReportData:
     """The committed results and loc.csv, as `make figures` reads them."""
     return rundata.load_report(DEFAULT_RESULTS, loc.read_csv())
 
@@ -105,7 +105,7 @@ def texts_of(fig) -> list:
 
 def test_fig6_draws_the_answering_cpu_machine_against_measure_floors_floor(committed, drawn, tmp_path):
     found, floors = pick.cpu_floors(committed)
-    assert found == floor.fastest_measured("cpu", DEFAULT_RESULTS, run_id=committed.answer["cpu"])
+    assert found == fastest_call.fastest_measured("cpu", DEFAULT_RESULTS, run_id=committed.answer["cpu"])
     machine = pick.answering_machines(committed)["cpu"]
     if machine not in floors or overhead.fig_overhead(committed, tmp_path / "f6.png") is None:
         pytest.skip("the answering CPU machine has no overhead run or no floor")
@@ -224,13 +224,6 @@ def test_fig1_caption_says_first_written_and_fastest():
     assert "first written" in look and "fastest" in look and "arrow" in look
 
 
-def test_fig1_lines_skip_a_path_whose_raw_library_the_device_lacks():
-    pts = [{"implementation": i, "device": d, "loc": 10, "median": 1.0}
-           for i, d in (("onednn", "cpu"), ("tf", "cpu"), ("keras", "cpu"), ("jax", "gpu"), ("keras_jax", "gpu"))]
-    drawn = [(d, [p["implementation"] for p in chain]) for d, chain in headline.chains(pts)]
-    assert drawn == [("cpu", ["onednn", "tf", "keras"])]  # no cuDNN on the CPU, none on the GPU here
-
-
 # Fig. 2 -----------------------------------------------------------------------------------------
 
 def test_fig2_puts_the_inference_total_on_top_and_counts_training_apart(drawn, tmp_path):
@@ -242,7 +235,7 @@ def test_fig2_puts_the_inference_total_on_top_and_counts_training_apart(drawn, t
     data = ReportData(runs=[], frame=pd.DataFrame(), loc_rows=rows, history=pd.DataFrame())
     code_lines.fig_loc(data, tmp_path / "f2.png")
     words = [t.get_text() for t in texts_of(drawn.figs[0])]
-    inference = headline.inference_loc(rows, "cudnn")
+    inference = loc.first_written(rows, "cudnn")
     assert inference == 804 and words[0] == "804"  # the bold number on top: Fig. 1's x
     assert "226" in words and str(804 + 226) not in words  # training its own count, never added in
     assert "training step" in " ".join(t.get_text() for t in drawn.figs[0].axes[0].get_legend().get_texts())

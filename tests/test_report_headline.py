@@ -19,7 +19,7 @@ from tests import rowfiles
 
 
 @pytest.fixture
-def results_copy(tmp_path, report_cache):
+def results_copy(tmp_path):
     if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl*")):
         pytest.skip("no committed reference results (make run-all writes them)")
     dest = tmp_path / "results"

@@ -10,7 +10,7 @@ import pytest
 
 from harness import DEFAULT_RESULTS, registry
 from harness.figures import latency
-from harness.measure import floor
+from harness.measure import fastest_call
 from harness.measure.store.rows import read_run
 from harness.report import details, markdown
 from harness.report.claims import headline, rundata
@@ -22,18 +22,18 @@ LABEL = f"{LEVEL}/{VARIANT}"
 
 
 @pytest.fixture
-def with_fast_variant(tmp_path, monkeypatch, report_cache):
+def with_fast_variant(tmp_path, monkeypatch):
     """The committed results, with a cell of LEVEL/VARIANT in the GPU's answering api_levels run:
     cudnn/graph's calls at a quarter of their time (faster than every call measured there), and
-    the variant in LEVEL's registry entry, one of its floor candidates."""
+    the variant in LEVEL's registry entry, one of its stand-ins."""
     if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl*")):
         pytest.skip("no committed reference results (make run-all writes them)")
     results = tmp_path / "results"
     shutil.copytree(DEFAULT_RESULTS, results)
     spec = registry.spec(LEVEL)
     monkeypatch.setitem(registry.REGISTRY, LEVEL, dataclasses.replace(
-        spec, variants=(*spec.variants, VARIANT), floor=(*spec.floor, VARIANT)))
-    run_id = floor.fastest_measured("gpu", results).run_id
+        spec, variants=(*spec.variants, VARIANT), stand_ins=(*spec.stand_ins, VARIANT)))
+    run_id = fastest_call.fastest_measured("gpu", results).run_id
     run_dir = results / "api_levels" / str(run_id)
     rows = read_run(run_dir)  # a complete run's rows are stored compressed
     graph = next(r for r in rows if r.get("kind") == "cell" and r["cell_id"] == f"{LEVEL}/graph/gpu/b1/float32")
@@ -45,7 +45,7 @@ def with_fast_variant(tmp_path, monkeypatch, report_cache):
 
 def test_a_new_fastest_gpu_variant_is_named_in_the_headline_the_gpu_floor_and_the_figures(
         with_fast_variant, loc_rows):
-    assert floor.fastest_measured("gpu", with_fast_variant).label == LABEL
+    assert fastest_call.fastest_measured("gpu", with_fast_variant).label == LABEL
     data = rundata.load_report(with_fast_variant, loc_rows)
     assert data.floors["gpu"].label == LABEL
     report = markdown.build(data)

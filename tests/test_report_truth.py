@@ -13,7 +13,7 @@ import pytest
 from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
 from harness.machine import load, provenance
-from harness.measure import floor
+from harness.measure import fastest_call
 from harness.measure.store import stats
 from harness.report import details, markdown
 from harness.report.claims import headline, rundata
@@ -25,7 +25,7 @@ from tests.test_runner import final_rows, lab_cell, only_run, run_cli, write_stu
 
 
 @pytest.fixture
-def results_copy(tmp_path, report_cache):
+def results_copy(tmp_path):
     if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl*")):
         pytest.skip("no committed reference results (make run-all writes them)")
     dest = tmp_path / "results"
@@ -106,7 +106,7 @@ def test_fastest_is_the_minimum_over_the_answering_runs_batch1_cells(committed_r
 def test_the_floor_sentence_names_measure_floors_answer(committed_report):
     data = committed_report
     floors_said = {claim["device"]: claim["label"] for claim in markdown.floors(data)}  # what the floor line says
-    answered = {device: floor.fastest_measured(device, DEFAULT_RESULTS, run_id=data.answer[device]).label
+    answered = {device: fastest_call.fastest_measured(device, DEFAULT_RESULTS, run_id=data.answer[device]).label
                 for device in ("cpu", "gpu")}  # measure's floor of the answering machines' runs
     assert floors_said == answered
     machine = headline.machine_of(data.frame, data.answer["cpu"])

@@ -150,11 +150,11 @@ def test_a_run_completed_here_is_after_every_run_marked_here_even_if_the_clock_l
 
 
 def test_one_writer_per_run_the_second_is_refused_with_the_holder_named(tmp_path):
-    first = runfolder.hold(tmp_path)
+    first = runfolder.Writer(tmp_path)
     with pytest.raises(HarnessError, match=rf"another process is writing this run \(.* process {os.getpid()}"):
-        runfolder.hold(tmp_path)
+        runfolder.Writer(tmp_path)
     first.release()
-    runfolder.hold(tmp_path).release()  # a lock released (or its process killed) is free again
+    runfolder.Writer(tmp_path).release()  # a lock released (or its process killed) is free again
 
 
 def test_a_second_resume_of_a_run_is_refused_while_the_first_holds_it(tmp_path):
@@ -165,7 +165,7 @@ def test_a_second_resume_of_a_run_is_refused_while_the_first_holds_it(tmp_path):
     run_dir.mkdir(parents=True)
     (run_dir / "study.toml").write_text(study.read_text())
     (run_dir / "results.jsonl").write_text("")
-    held = runfolder.hold(run_dir)  # the first --resume, still running
+    held = runfolder.Writer(run_dir)  # the first --resume, still running
     try:
         done = subprocess.run([sys.executable, "-m", "harness", "run", "t", "--out", str(tmp_path), "--resume",
                                "--run-id", "r"], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -391,14 +391,14 @@ def test_a_rename_that_fails_moves_back_what_was_moved(tmp_path, monkeypatch):
 
 def test_a_file_written_whole_keeps_its_last_version_on_a_full_disk(tmp_path, monkeypatch):
     report = tmp_path / "REPORT.md"
-    markdown.write("the last report\n", report)
+    files.write_atomic(report, "the last report\n")
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(files.os, "fsync", full)
     with pytest.raises(HarnessError, match=r"REPORT.md: cannot write it \(the disk is full\)"):
-        markdown.write("a new report that does not fit\n", report)
+        files.write_atomic(report, "a new report that does not fit\n")
     assert report.read_text() == "the last report\n" and os.listdir(tmp_path) == ["REPORT.md"]
 
 

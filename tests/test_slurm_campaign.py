@@ -4,6 +4,7 @@ Features, one host): the smoke study, one job a type, each on a node of its type
 both runs by the host's fingerprint. Without a cluster: what a job does with a partial run (resume on
 the same host, afresh on another), and a merge that imports nothing while a run is partial."""
 
+import argparse
 import json
 import shutil
 import subprocess
@@ -44,7 +45,7 @@ def test_the_merge_imports_nothing_while_a_run_is_partial(tmp_path):
     write_atomic(out / "campaign.json", json.dumps(record))
     (out / "results" / "smoke" / "slurm-type-a").mkdir(parents=True)  # died: no complete.json
     with pytest.raises(HarnessError) as caught:
-        slurm.merge(out, into, tmp_path / "REPORT.md")
+        slurm.merge(argparse.Namespace(out=out, into=into, report=tmp_path / "REPORT.md"))
     message = str(caught.value)
     assert "nothing imported" in message and "type-a: smoke run" in message and "partial" in message
     assert "type-b: smoke run" in message and "missing" in message

@@ -23,7 +23,7 @@ import pytest
 
 from harness import DEFAULT_WEIGHTS
 from harness.data import mnist
-from harness.lab.judge import attempts, claim, store
+from harness.lab.judge import attempts, store, student_lock
 from harness.machine import slurmctl
 from tests import lab_hostile
 from tests.conftest import ROOT, closed_to
@@ -169,7 +169,7 @@ def grade_the_class(cluster, base: Path):
         while "preempted" not in events:
             assert time.monotonic() < deadline, f"no two tasks ran at once: {run('squeue').stdout}"
             busy = {task: node for task, node in running_tasks(arrays).items()
-                    if node != downed and any(store.started(out, s) and claim.holder(out, s) == task
+                    if node != downed and any(store.started(out, s) and student_lock.holder(out, s) == task
                                               for s in texts)}
             if busy and downed is None:
                 task, downed = sorted(busy.items())[0]

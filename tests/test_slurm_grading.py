@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.lab.judge import claim, progress, slurm, slurm_task, store
+from harness.lab.judge import progress, slurm, slurm_task, store, student_lock
 from tests.conftest import ROOT
 
 LAB = """
@@ -153,16 +153,16 @@ def test_a_path_the_jobs_cannot_reach_is_named_before_anything_is_submitted(tmp_
 
 def test_a_claim_is_one_graders_and_a_stale_one_is_taken_over(tmp_path):
     out = tmp_path / "out"
-    assert claim.take(out, "ann", "10_1", alive=lambda owner: True)
-    assert claim.take(out, "ann", "10_1", alive=lambda owner: True)  # the same task, requeued: still its own
-    assert not claim.take(out, "ann", "11_0", alive=lambda owner: True)  # 10_1 still runs
-    assert claim.holder(out, "ann") == "10_1"
-    assert claim.take(out, "ann", "11_0", alive=lambda owner: owner != "10_1")  # 10_1 is gone: stale
-    assert claim.holder(out, "ann") == "11_0"
-    claim.release(out, "ann", "10_1")  # no longer 10_1's: kept
-    assert claim.holder(out, "ann") == "11_0"
-    claim.release(out, "ann", "11_0")
-    assert claim.holder(out, "ann") is None
+    assert student_lock.take(out, "ann", "10_1", alive=lambda owner: True)
+    assert student_lock.take(out, "ann", "10_1", alive=lambda owner: True)  # the same task, requeued: still its own
+    assert not student_lock.take(out, "ann", "11_0", alive=lambda owner: True)  # 10_1 still runs
+    assert student_lock.holder(out, "ann") == "10_1"
+    assert student_lock.take(out, "ann", "11_0", alive=lambda owner: owner != "10_1")  # 10_1 is gone: stale
+    assert student_lock.holder(out, "ann") == "11_0"
+    student_lock.release(out, "ann", "10_1")  # no longer 10_1's: kept
+    assert student_lock.holder(out, "ann") == "11_0"
+    student_lock.release(out, "ann", "11_0")
+    assert student_lock.holder(out, "ann") is None
     assert sorted(p.name for p in store.result_dir(out, "ann").iterdir()) == []
 
 
@@ -174,13 +174,13 @@ def test_of_many_graders_racing_for_a_stale_claim_exactly_one_wins(tmp_path):
     try:
         for race_no in range(100):
             out = tmp_path / f"out{race_no}"
-            claim.take(out, "ann", "dead", alive=lambda owner: True)
+            student_lock.take(out, "ann", "dead", alive=lambda owner: True)
             won = []
             start = threading.Barrier(8)
 
             def race(i: int, out: Path = out, won: list = won, start: threading.Barrier = start) -> None:
                 start.wait()
-                if claim.take(out, "ann", f"20_{i}", alive=lambda owner: owner != "dead"):
+                if student_lock.take(out, "ann", f"20_{i}", alive=lambda owner: owner != "dead"):
                     won.append(i)
 
             threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
@@ -189,8 +189,8 @@ def test_of_many_graders_racing_for_a_stale_claim_exactly_one_wins(tmp_path):
             for t in threads:
                 t.join()
             assert len(won) == 1, (race_no, won)
-            assert claim.holder(out, "ann") == f"20_{won[0]}"
-            claimed = json.loads((store.result_dir(out, "ann") / claim.CLAIM).read_text())
+            assert student_lock.holder(out, "ann") == f"20_{won[0]}"
+            claimed = json.loads((store.result_dir(out, "ann") / student_lock.CLAIM).read_text())
             assert claimed["owner"] == f"20_{won[0]}"
     finally:
         sys.setswitchinterval(interval)
@@ -201,9 +201,9 @@ def test_a_claim_of_a_process_here_that_ended_is_stale(tmp_path):
                            text=True).stdout.strip()
     import socket
 
-    assert not claim.alive_on_slurm(f"{socket.gethostname()}:{ended}")
-    assert claim.alive_on_slurm(f"{socket.gethostname()}:{os.getpid()}")
-    assert claim.alive_on_slurm("another-host:1")  # only that host can say: never broken on a guess
+    assert not student_lock.alive_on_slurm(f"{socket.gethostname()}:{ended}")
+    assert student_lock.alive_on_slurm(f"{socket.gethostname()}:{os.getpid()}")
+    assert student_lock.alive_on_slurm("another-host:1")  # only that host can say: never broken on a guess
 
 
 def test_each_machine_type_is_ranked_on_its_own():

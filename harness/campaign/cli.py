@@ -5,32 +5,33 @@ import argparse
 from pathlib import Path
 
 from harness import DEFAULT_REPORT, DEFAULT_RESULTS
-from harness.command import Command, command, log, option, out, slurm_options, split_list
+from harness.campaign import slurm
+from harness.command import Command, log, option, out, slurm_options, split_list
 from harness.errors import HarnessError, Unavailable
 
 
 def commands() -> list[Command]:
     """In the order `python -m harness --help` lists them."""
     return [
-        command(
+        Command(
             "compare", "compare the medians of two runs of one study", cmd_compare,
             option("run_a", type=Path), option("run_b", type=Path)),
         gpu_study_command(), campaign_command(),
-        command(
-            "campaign-job", "(a campaign's Slurm job) one node type's runs", cmd_campaign_job,
+        Command(
+            "campaign-job", "(a campaign's Slurm job) one node type's runs", slurm.job,
             option("out", type=Path), option("--type", required=True)),
-        command(
+        Command(
             "campaign-merge", "(a campaign's merge job) every run imported at once, then the report",
-            cmd_campaign_merge, option("out", type=Path),
+            slurm.merge, option("out", type=Path),
             option("--into", type=Path, default=DEFAULT_RESULTS),
             option("--report", type=Path, required=True)),
-        command(
+        Command(
             "import-results", "unpack a gpu-study archive into reports/results", cmd_import_results,
             option("archive", type=Path), option("--into", type=Path, default=DEFAULT_RESULTS))]
 
 
 def gpu_study_command() -> Command:
-    return command(
+    return Command(
         "gpu-study", "the whole GPU half in one command, into one archive", cmd_gpu_study,
         out(None, "folder for the archive and the console log (the results, logs and manifest: --work)"),
         option("--plan", action="store_true",
@@ -59,7 +60,7 @@ def gpu_study_command() -> Command:
 
 
 def campaign_command() -> Command:
-    return command(
+    return Command(
         "campaign", "studies on a Slurm cluster: one whole-node job per node type, then a merge "
         "job that imports every run at once and writes the report", cmd_campaign,
         option("--slurm", action="store_true", required=True, help="submit to Slurm (the one way today)"),
@@ -150,8 +151,6 @@ def cmd_gpu_study(args: argparse.Namespace) -> int:
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    from harness.campaign import slurm
-
     quick = tuple(part for flag in ("implementations", "rounds", "processes")
                   if getattr(args, flag) is not None for part in (f"--{flag}", str(getattr(args, flag))))
     options = slurm.Options(partition=args.partition, account=args.account, qos=args.qos, gres=args.gres,
@@ -159,18 +158,6 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     return slurm.submit(args.out, args.constraint, args.gpu_constraint,
                         args.studies or list(slurm.DEFAULT_STUDIES), options, args.into,
                         args.report, say=log)
-
-
-def cmd_campaign_job(args: argparse.Namespace) -> int:
-    from harness.campaign import slurm
-
-    return slurm.job(args.out, args.type, say=log)
-
-
-def cmd_campaign_merge(args: argparse.Namespace) -> int:
-    from harness.campaign import slurm
-
-    return slurm.merge(args.out, args.into, args.report, say=log)
 
 
 def cmd_import_results(args: argparse.Namespace) -> int:

@@ -22,10 +22,11 @@ whole, then renamed into place: harness.campaign.archive), else it names what is
 imports nothing.
 
     submit(out, types, gpu_types, studies, options, ...) -> 0    the jobs and the merge job
-    job(out, type) -> 0;  merge(out, into, report) -> 0           what they run
+    job(args) -> 0;  merge(args) -> 0                             what they run (campaign-job, -merge)
     plan_for(run_dir, fingerprint) -> "new" | "done" | "resume" | "afresh";  run_id(type), scripts(...)
 """
 
+import argparse
 import json
 import os
 import re
@@ -39,9 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import DEFAULT_RESULTS, ROOT
-from harness.campaign import archive
+from harness.command import log
 from harness.errors import HarnessError, Unavailable
-from harness.machine import env
 from harness.machine.files import write_atomic
 from harness.machine.slurmctl import check_reachable, code_needs, header, held_advice, sbatch, still_queued
 from harness.measure.plan import study
@@ -237,9 +237,12 @@ def submit(
     return 0
 
 
-def job(out: Path, node_type: str, say: Callable[[str], None] = print) -> int:
-    """One node type's job: each study's run here (new, resumed on this host, or afresh), or gpu-study."""
-    out = Path(out)
+def job(args: argparse.Namespace) -> int:
+    """`campaign-job OUT --type TYPE`, one node type's job: each study's run here (new, resumed on this
+    host, or afresh), or gpu-study; progress to stderr."""
+    from harness.machine import env  # here, not above: every command's start loads this module
+
+    out, node_type = Path(args.out), args.type
     record = read_campaign(out)
     spec = record["types"].get(node_type)
     if spec is None:
@@ -256,24 +259,24 @@ def job(out: Path, node_type: str, say: Callable[[str], None] = print) -> int:
         "features": node_features(os.environ.get("SLURMD_NODENAME")),
     }
     write_atomic(out / "nodes" / f"{spec['run_id']}.json", json.dumps(here, indent=1) + "\n")
-    say(f"campaign job {node_type} on {here['node']} ({here['hostname']}, fingerprint {here['fingerprint']})")
+    log(f"campaign job {node_type} on {here['node']} ({here['hostname']}, fingerprint {here['fingerprint']})")
     harness = [sys.executable, "-m", "harness"]
     if spec["kind"] == "gpu":
-        return call([*harness, "gpu-study", "--out", str(out / "gpu" / node_type)], say)
+        return call([*harness, "gpu-study", "--out", str(out / "gpu" / node_type)], log)
     for name in record["studies"]:
         stem = study.path_of(name).stem
         run_dir = out / "results" / stem / spec["run_id"]
         todo = plan_for(run_dir, identity.get("fingerprint"))
         if todo == "resume" and record.get("quick"):
             todo = "afresh"  # a quick run cannot be resumed (run --resume completes a study as planned)
-        say(f"{name}: {todo} ({run_dir})")
+        log(f"{name}: {todo} ({run_dir})")
         if todo == "done":
             continue
         if todo == "afresh":
             aside = out / "abandoned" / f"{stem}-{spec['run_id']}-{time.time_ns()}"
             aside.parent.mkdir(parents=True, exist_ok=True)
             run_dir.rename(aside)
-            say(f"{name}: the partial run from another host (or unreadable) moved to {aside}")
+            log(f"{name}: the partial run from another host (or unreadable) moved to {aside}")
         command = [
             *harness,
             "run",
@@ -286,7 +289,7 @@ def job(out: Path, node_type: str, say: Callable[[str], None] = print) -> int:
             "cpu",
             *record.get("quick", []),
         ]
-        code = call(command + (["--resume"] if todo == "resume" else []), say)
+        code = call(command + (["--resume"] if todo == "resume" else []), log)
         if code != 0:
             return code
     return 0
@@ -328,9 +331,12 @@ def missing(out: Path, record: dict) -> list[str]:
     return found
 
 
-def merge(out: Path, into: Path, report_path: Path, say: Callable[[str], None] = print) -> int:
-    """Every run of the campaign imported at once (one archive, checked whole), then the report."""
-    out, into = Path(out), Path(into)
+def merge(args: argparse.Namespace) -> int:
+    """`campaign-merge OUT --into DIR --report PATH`: every run of the campaign imported at once (one
+    archive, checked whole), then the report; progress to stderr."""
+    from harness.campaign import archive  # here, not above: every command's start loads this module
+
+    out, into, report_path = Path(args.out), Path(args.into), Path(args.report)
     record = read_campaign(out)
     gaps = missing(out, record)
     if gaps:
@@ -361,8 +367,8 @@ def merge(out: Path, into: Path, report_path: Path, say: Callable[[str], None] =
         stage / "manifest.json",
         json.dumps({"campaign": record["name"], "slurm": record, "nodes": nodes}, indent=1) + "\n",
     )
-    packed = archive.pack(stage, record["name"], say=say)
-    archive.import_results(packed, into, say=say)
+    packed = archive.pack(stage, record["name"], say=log)
+    archive.import_results(packed, into, say=log)
     return call(
-        [sys.executable, "-m", "harness", "report", "--results", str(into), "--out", str(report_path)], say
+        [sys.executable, "-m", "harness", "report", "--results", str(into), "--out", str(report_path)], log
     )

@@ -10,7 +10,6 @@ from harness import registry
 from harness.command import (
     Command,
     calls,
-    command,
     device,
     implementations,
     log,
@@ -41,7 +40,7 @@ def write_json(target: str, data: dict[str, Any]) -> None:
 def verify_commands() -> list[Command]:
     """`verify`, `verify-train`: in the order `python -m harness --help` lists them."""
     return [
-        command(
+        Command(
             "verify", "check every implementation against the NumPy reference", cmd_verify,
             implementations(None, "comma-separated names (a level, or level/variant) or module:Class "
                                   "paths (default: every level that runs on --device, as `list --device` "
@@ -55,7 +54,7 @@ def verify_commands() -> list[Command]:
             option("--dtypes", default="float32",
                    help="comma-separated: float32, float64 (each level checks those it offers)"),
             option("--threads", type=int, default=os.cpu_count() or 1)),
-        command(
+        Command(
             "verify-train", "check every level's SGD steps against the NumPy oracle", cmd_verify_train,
             implementations(None, "comma-separated names or module:Class paths (default: every level "
                                   "with a trainer that runs on --device)"),
@@ -64,12 +63,15 @@ def verify_commands() -> list[Command]:
             option("--batch", type=int, default=32, help="images per step B (default 32)"),
             option("--dtype", choices=("float32", "float64"), default="float32"),
             json_rows("write the rows (with every step's numbers) as JSON to FILE (or stdout)"),
+            option("--child-timeout-s", type=float, default=None, metavar="S",
+                   help="each child process's limit (a family of levels, every training variant; "
+                        "default 900 s); one past it: its variant `hung`"),
             option("--threads", type=int, default=1,
                    help="threads per level (default 1, as in the studies: one reduction order)"))]
 
 
 def crosscheck_command() -> Command:
-    return command("crosscheck", "time one implementation with the harness and with timeit", cmd_crosscheck,
+    return Command("crosscheck", "time one implementation with the harness and with timeit", cmd_crosscheck,
                    option("--implementation", default="numpy"),
                    calls("calls per round and timer"), rounds(), weights(),
                    option("--json", default=None, metavar="FILE", help="write the result as JSON"))
@@ -122,7 +124,7 @@ def cmd_verify_train(args: argparse.Namespace) -> int:
     weights_file.read(weights_path)  # an unusable file fails here, in one line, before any work
     log(train_verify.HEADER)
     rows = train_verify.verify_train(names, args.device, weights_path, args.steps, args.batch,
-                                     args.dtype, args.data_dir, progress=log)
+                                     args.dtype, args.data_dir, progress=log, timeout_s=args.child_timeout_s)
     code = train_verify.exit_code(rows)
     if args.json:
         write_json(args.json, {"rows": rows, "exit_code": code, "weights": str(weights_path),

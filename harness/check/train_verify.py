@@ -27,6 +27,9 @@ LOSS_TOLERANCE = 1e-4   # relative, every step
 WEIGHT_TOLERANCE = 1e-4  # absolute, every kernel and bias entry, after every step
 NO_TRAINER = "no trainer"  # a row of a level that cannot train: not a failure, not "could not run here"
 STEPS, BATCH = 20, 32
+# one child's limit: a family of levels, each training variant's steps, the oracle's beside them
+# (minutes at most where nothing hangs); past it the child is killed and its variant is `hung`
+CHILD_TIMEOUT_S = 900.0
 
 
 def first_failure(steps: list[Row]) -> Failure | None:
@@ -83,11 +86,13 @@ def check(row: Row, steps: int) -> Row:
 
 def verify_train(names: Sequence[str], device: str = "cpu", weights_path: str | Path | None = None,
                  steps: int = STEPS, batch: int = BATCH, dtype: str = "float32",
-                 data_dir: str | Path | None = None, progress: Callable[[str], None] = print) -> list[Row]:
-    """One row per implementation x training variant: ok / FAIL / unavailable, with the numbers.
+                 data_dir: str | Path | None = None, progress: Callable[[str], None] = print,
+                 timeout_s: float | None = None) -> list[Row]:
+    """One row per implementation x training variant: ok / FAIL / hung / unavailable, with the numbers.
     Each family of implementations (verify.families) trains in a child process
-    (harness.check.train_child) with its registry environment; one that crashes leaves a FAIL row
-    for every variant it did not report, never loses the others'."""
+    (harness.check.train_child) with its registry environment, under a limit (timeout_s, else
+    CHILD_TIMEOUT_S); one that crashes or passes its limit leaves a row saying so for the variant it
+    was on and a FAIL row for every other variant it did not report, never loses the others'."""
     weights_path = weights_path or init_weights.DEFAULT_INIT
     if data_dir:
         os.environ["LENET_DATA_DIR"] = str(data_dir)
@@ -113,23 +118,24 @@ def verify_train(names: Sequence[str], device: str = "cpu", weights_path: str | 
             else:
                 runnable.append(name)
         if runnable:
-            for row in child_rows(runnable, device, weights_path, steps, batch, dtype):
+            for row in child_rows(runnable, device, weights_path, steps, batch, dtype,
+                                  timeout_s or CHILD_TIMEOUT_S):
                 add(check({"implementation": row.pop("implementation"), "device": device, "dtype": dtype,
                            **row}, steps))
     return verify.in_order(rows, names)
 
 
 def child_rows(names: Sequence[str], device: str, weights_path: str | Path, steps: int, batch: int,
-               dtype: str) -> Iterator[Row]:
-    """Run harness.check.train_child for implementations of one family (verify.families); yield
-    their rows as they come."""
+               dtype: str, timeout_s: float | None = None) -> Iterator[Row]:
+    """Run harness.check.train_child for implementations of one family (verify.families), killed
+    whole at timeout_s (verify.rows_of_child); yield their rows as they come."""
     command = [sys.executable, "-m", "harness.check.train_child", ",".join(names), device, str(weights_path),
                str(steps), str(batch), dtype]
     expected = [{"implementation": name, "variant": variant} for name in names
                 for variant in registry.spec(name).train_variants]
     with tempfile.TemporaryDirectory(prefix="lenet-verify-train-") as out_dir:
         for row in verify.rows_of_child(command, names, expected, os.path.join(out_dir, "stderr.log"),
-                                        "verify-train"):
+                                        "verify-train", timeout_s):
             yield {"steps": [], **row}
 
 

@@ -5,32 +5,32 @@ CPU's arithmetic peak)."""
 import argparse
 from collections.abc import Callable
 
-from harness.command import Command, calls, command, device, log, option, out, rounds, split_list, weights
+from harness.command import Command, calls, device, log, option, out, rounds, split_list, weights
 from harness.errors import HarnessError, Unavailable
 
 
 def commands() -> list[Command]:
     """In the order `python -m harness --help` lists them."""
     return [
-        command(
+        Command(
             "explain", "where one call's time goes, stage by stage", cmd_explain,
             option("targets", help="IMPL[/VARIANT], comma-separated (e.g. keras/predict,keras_jax/predict)"),
             device(), calls("timed calls per ladder step"), rounds(), weights(),
             out(None, "write the rows to OUT/explain/<run-id>/ (the report reads reports/results)")),
-        command(
+        Command(
             "kernels", "where one GPU call's time goes: kernels, copies, CUDA calls "
                        "(CUPTI through torch.profiler)", cmd_kernels,
             option("targets", help="comma-separated IMPL[/VARIANT], e.g. cudnn/tuned,cudnn/graph"),
             device(("gpu",), "gpu"), calls("profiled calls (default 200)"),
             option("--batch", type=int, default=1, help="images per call (default 1)"), weights(),
             out(None, "write the rows to OUT/kernels/<run-id>/ (the report reads reports/results)")),
-        command(
+        Command(
             "gpu-explain", "the hand-written CUDA kernels before a GPU: each one's multiply-adds, "
                            "global bytes, SMs per image, longest dependent chain, registers, spills",
             cmd_gpu_explain,
             option("--arch", default="sm_90", help="the GPU architecture ptxas compiles for (default sm_90)"),
             out(None, "write the rows to OUT/gpu_explain/<run-id>/ (the report reads reports/results)")),
-        command(
+        Command(
             "kernel-stages", "on a GPU: the hand-written cluster kernel's stages from inside it, and "
                              "cuda/resident's call attributed part by part "
                              "(each block's cycle counter at each stage's end)",
@@ -38,14 +38,14 @@ def commands() -> list[Command]:
             option("--dtypes", default="float32", help="comma-separated: float32,float64 (default float32)"),
             weights(),
             out(None, "write the rows to OUT/kernel_stages/<run-id>/ (the report reads reports/results)")),
-        command(
+        Command(
             "gpu-floor", "on a GPU: the hardware's probes of what a call needs: the bus round trip, "
                          "pinned copies, an empty launch and graph, the FMA peak of one SM and of all, "
                          "a cluster barrier",
             cmd_gpu_probes, option("--calls", type=int, default=2000,
                                   help="round trips, launches and small copies per probe (default 2000)"),
             out(None, "write the row to OUT/gpu_floor/<run-id>/ (the report reads reports/results)")),
-        command(
+        Command(
             "arithmetic", "the CPU's arithmetic peak: this core's measured multiply-adds per second, "
                           "and the hand-written C call split by layer against it",
             cmd_arithmetic,

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from harness import registry
 from harness.errors import Unavailable
 from harness.explain import plumbing
 from harness.machine import nvrtc
@@ -25,21 +24,25 @@ CTYPES = {"float32": "float", "float64": "double"}
 
 def resources(arch: str) -> dict[str, dict]:
     """{template instance ("lenet_fused<float>"): ptxas' registers, spills, shared bytes}."""
+    from lenet_cuda import kernels  # the level this module serves (imported here: SERVES)
+
     try:
         lib = nvrtc.load()
     except Unavailable as exc:
         raise Unavailable(f"gpu-explain needs NVRTC to read the kernels' registers: {exc}") from None
     found: dict[str, dict] = {}
-    for text, filename, options, exprs in registry.hook(LEVEL, "kernels")(arch):
+    for text, filename, options, exprs in kernels.nvrtc_units(arch):
         found.update(nvrtc.resources(lib, text, filename, arch, options, exprs))
     return found
 
 
 def rows(arch: str = "sm_90") -> list[dict[str, Any]]:
     """One row per kernel (a layers launch is a kernel of its own) and element type."""
+    from lenet_cuda.explain import work as kernel_work  # the level this module serves (imported here: SERVES)
+
     use = resources(arch)
     out = []
-    for order, work in enumerate(registry.hook(LEVEL, "kernel_work")()):
+    for order, work in enumerate(kernel_work.work()):
         stages = [asdict(s) for s in work.stages]
         for dtype, ctype in CTYPES.items():
             r = use.get(f"{work.kernel}<{ctype}>", {})

@@ -1,7 +1,7 @@
 """The steps `explain` times, built inside the worker (the framework is imported there).
 
 (a) The ablation ladder: public calls, from the variant asked for down to the floor (the fastest
-    measured implementation on the device, harness.measure.floor), each removing one stage.
+    measured implementation on the device, harness.measure.fastest_call), each removing one stage.
     Neighbours' difference = that stage's cost.
 (b) For Keras' own `predict` on TensorFlow: Keras' internal steps, called in the order
     `Model.predict` calls them (Keras 3.15, keras/src/backend/tensorflow/trainer.py and
@@ -90,10 +90,10 @@ def ladder(name: str, variant: str, floor: Rung | None = None) -> list[Rung]:
 
 def unused_frameworks(name: str, variant: str, device: str) -> list[str]:
     """Every level's framework (registry.frameworks) that neither name/variant's ladder runs nor its
-    first build looks for: the level's own, and its floor's (asked of harness.measure.floor, as
+    first build looks for: the level's own, and its floor's (asked of harness.measure.fastest_call, as
     floor_call does)."""
     from harness import registry
-    from harness.measure.floor import fastest_measured
+    from harness.measure.fastest_call import fastest_measured
 
     def needs(level: str) -> set[str]:
         installs = registry.spec(level).installs
@@ -133,11 +133,11 @@ def build_calls(name: str, variant: str, weights: str | Path, device: str,
 
 def floor_call(weights: str | Path, device: str) -> tuple[Callable[[Any], Any], FloorStep]:
     """(predict, ("name/variant", its step)) of the floor: the fastest measured implementation on
-    the device (asked of harness.measure.floor, never named here), or the NumPy reference where
+    the device (asked of harness.measure.fastest_call, never named here), or the NumPy reference where
     that cannot run here."""
     from harness import registry
     from harness.errors import Unavailable
-    from harness.measure.floor import fastest_measured
+    from harness.measure.fastest_call import fastest_measured
 
     fastest = fastest_measured(device)
     try:

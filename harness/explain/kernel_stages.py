@@ -10,7 +10,6 @@ written, answer waited for, answer copied) and Python's clock around predict.
 from pathlib import Path
 from typing import Any
 
-from harness import registry
 from harness.explain import plumbing
 
 STUDY = "kernel_stages"
@@ -20,7 +19,9 @@ RESIDENT_KERNELS = {"resident": "lenet_resident", "resident_rows": "lenet_reside
 
 
 def row(weights: str, calls: int, dtype: str) -> dict[str, Any]:
-    measured = registry.hook(LEVEL, "kernel_stages")(weights, calls, dtype)
+    from lenet_cuda.explain import stages  # the level this module serves (imported here: SERVES)
+
+    measured = stages.measure(weights, calls, dtype)
     return {"kind": STUDY, "implementation": LEVEL, "variant": VARIANT, "kernel": KERNEL, "device": "gpu",
             "status": "ok", **measured}
 
@@ -45,7 +46,9 @@ def lines(r: dict[str, Any]) -> list[str]:
 
 
 def resident_row(weights: str, calls: int, dtype: str, variant: str) -> dict[str, Any]:
-    measured = registry.hook(LEVEL, RESIDENT)(weights, calls, dtype, variant)
+    from lenet_cuda.explain import stages  # the level this module serves (imported here: SERVES)
+
+    measured = stages.measure_resident(weights, calls, dtype, variant)
     return {"kind": RESIDENT, "implementation": LEVEL, "variant": variant,
             "kernel": RESIDENT_KERNELS[variant], "device": "gpu", "status": "ok", **measured}
 

@@ -4,7 +4,7 @@ The method, in layers (REPORT.md states it too):
 (a) an ablation ladder of public calls, timed like any cell and interleaved in rounds; each
     step down removes one stage, and the difference of neighbouring medians is its cost; the
     last step is the floor (the fastest measured implementation on the device, asked of
-    harness.measure.floor, in the same process; its step's text names it);
+    harness.measure.fastest_call, in the same process; its step's text names it);
 (b) for Keras' `predict` on TensorFlow, Keras' own internal steps timed in order, accepted
     only when their sum is within 10% of a real `predict` timed in the same loop, the rest
     shown as 'other';

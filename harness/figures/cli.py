@@ -3,12 +3,12 @@
 import argparse
 
 from harness import DEFAULT_FIGURES
-from harness.command import Command, command, log, out
+from harness.command import Command, log, out
 from harness.report.cli import load_results, machine, results
 
 
 def commands() -> list[Command]:
-    return [command("figures", "draw the figures from the result files", cmd_figures,
+    return [Command("figures", "draw the figures from the result files", cmd_figures,
                     results(), out(DEFAULT_FIGURES), machine())]
 
 

@@ -59,7 +59,7 @@ def label(a: dict, drawn: list[dict]) -> str:
     both = sum(b["implementation"] == a["implementation"] for b in drawn) > 1
     device = f" ({a['device'].upper()})" if both else ""
     cells = [a["head"]] if same_call(a) else [a["tail"], a["head"]]
-    marks = list(dict.fromkeys(m for c in cells for m in quote.marks(c)))
+    marks = list(dict.fromkeys(m for c in cells for m in quote.caveats(c)))
     return (f"{SHORT.get(a['implementation'], a['implementation'])}{device} "
             + " → ".join(fmt_ms(c["median_ms"]) for c in cells) + (f"\n{' '.join(marks)}" if marks else ""))
 

@@ -38,9 +38,9 @@ def answering_api_cells(data: ReportData) -> pd.DataFrame:
 
 
 def marks_tag(ax: Axes, y: float, cell: pd.Series) -> None:
-    """The cell's marks beside its whisker (quote.marks: 'noisy', its median not known to +-10%;
+    """The cell's marks beside its whisker (quote.caveats: 'noisy', its median not known to +-10%;
     'stale', measured on older code; 'thin', no interval; 'contended')."""
-    found = quote.marks(cell)
+    found = quote.caveats(cell)
     if found:
         ax.text(dotplot.ends(cell)[1] * 1.08, y, " ".join(found), va="center", fontsize=7, color="#555555")
 
@@ -121,7 +121,7 @@ def fig_distributions(data: ReportData, out: Path) -> Path | None:
             for value, style in ((cell["median_ms"], "-"), (cell["p99_ms"], "--")):
                 ax.plot([value, value], [base, base - ROW], color="black", linestyle=style, linewidth=1.1)
             ax.text(1.01, y, f"{fmt_ms(cell['median_ms'])}  p99 {fmt_ms(cell['p99_ms'])}"
-                    + "".join(f" {m}" for m in quote.marks(cell)), transform=right, va="center", fontsize=7)
+                    + "".join(f" {m}" for m in quote.caveats(cell)), transform=right, va="center", fontsize=7)
         dotplot.rows_axis(ax, [c["label"] for c, _ in found], dotplot.panel_title(device, machines[device]))
         ax.set_xscale("log")
         ax.set_xlim(edges[0], edges[-1])  # every call inside the axes

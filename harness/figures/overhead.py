@@ -1,5 +1,5 @@
 """Fig. 6, where a call's time goes (study `overhead`), in absolute times on a log axis, a panel per
-answering machine: on the CPU each call against the CPU floor that harness.measure.floor answers
+answering machine: on the CPU each call against the CPU floor that harness.measure.fastest_call answers
 (the fastest measured implementation: what is above it is everything that call does beyond the
 fastest CPU call, its own library's work included, not host overhead); on the GPU each call against
 the GPU's busy time from the kernels trace (one measure: CUDA events also span the host's enqueueing,
@@ -78,7 +78,7 @@ def words(r: pd.Series, base: float, how: str, device: str) -> str:
         part = "resident kernel: no busy time of one call"
     else:
         part = "no kernel trace"
-    return ", ".join([fmt_ms(r["median_ms"]), part, *quote.marks(r)])
+    return ", ".join([fmt_ms(r["median_ms"]), part, *quote.caveats(r)])
 
 
 def fig_overhead(data: ReportData, out: Path) -> Path | None:

@@ -1,14 +1,14 @@
 """What a figure picks from the rows before it draws: the answering machine of each device (every
 figure draws those two machines and no other: the rest have pages of their own), each level's call
 as first written and its fastest call there, the results folder the rows came from, and the CPU
-floor as harness.measure.floor answers it.
+floor as harness.measure.fastest_call answers it.
 
     answering_machines(data) -> {device: machine}   the machines every figure draws
     answering(cells, data)                          the cells of those machines, by device
     answering_rows(rows, data)                      the same for a study's rows (explain)
     pairs(data)                                     per level and device: first-written and fastest cells
     results_root(runs)                              the results folder the runs were read from
-    cpu_floors(data) -> (Floor, {machine: ms})      measure.floor's CPU floor and its median per machine
+    cpu_floors(data) -> (Fastest, {machine: ms})    the CPU's fastest call and its median per machine
 """
 
 from pathlib import Path
@@ -16,11 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 from harness import registry
-from harness.measure import floor
+from harness.measure import fastest_call
 from harness.report.claims import headline
 from harness.report.claims.rundata import ReportData
 
-FLOOR_STUDY = floor.STUDY  # the study measure.floor reads the floor from
+FLOOR_STUDY = fastest_call.STUDY  # the study measure.fastest_call reads the floor from
 
 
 def answering_machines(data: ReportData) -> dict[str, str]:
@@ -82,21 +82,21 @@ def results_root(runs: list[dict]) -> Path | None:
     return next((Path(r["dir"]).parents[1] for r in runs if r.get("dir")), None)
 
 
-def cpu_floors(data: ReportData) -> tuple[floor.Floor | None, dict[str, float]]:
-    """harness.measure.floor's CPU floor (the fastest measured implementation of the api_levels run
+def cpu_floors(data: ReportData) -> tuple[fastest_call.Fastest | None, dict[str, float]]:
+    """harness.measure.fastest_call's CPU floor (the fastest measured implementation of the api_levels run
     that answers) and its median per image (ms) on each machine that measured it: on the floor's own
-    run its median as measure.floor read it, on another machine that machine's api_levels cell of the
+    run its median as measure.fastest_call read it, on another machine that machine's api_levels cell of the
     same implementation and variant. (None, {}) when the rows came from no folder."""
     root = results_root(data.runs)
     if root is None:
         return None, {}
-    found = data.floors.get("cpu") or floor.fastest_measured("cpu", root)  # the answering run's
+    found = data.floors.get("cpu") or fastest_call.fastest_measured("cpu", root)  # the answering run's
     if found.median_ns is None:
         return found, {}
     frame = data.frame
     cells = frame[(frame["study"] == FLOOR_STUDY) & (frame["status"] == "ok") & (frame["device"] == "cpu")
-                  & (frame["label"] == found.label) & (frame["batch_size"] == floor.BATCH)
-                  & (frame["dtype"] == floor.DTYPE)] if not frame.empty else frame
+                  & (frame["label"] == found.label) & (frame["batch_size"] == fastest_call.BATCH)
+                  & (frame["dtype"] == fastest_call.DTYPE)] if not frame.empty else frame
     per_machine = {r["machine"]: (found.median_ns / 1e6 if r["run_id"] == found.run_id else r["median_ms"])
                    for _, r in cells.iterrows()}
     return found, per_machine

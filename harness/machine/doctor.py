@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS, ROOT, registry
-from harness.command import Command, command, implementations, option, split_list
+from harness.command import Command, implementations, option, split_list
 from harness.command import weights as weights_option  # `weights` here names a file
 from harness.errors import HarnessError
 from harness.machine import env, gpu, nvrtc, procenv
@@ -237,14 +237,14 @@ def report(weights: str | Path = DEFAULT_WEIGHTS, names: Sequence[str] | None = 
 def commands() -> list[Command]:
     """`list`, `doctor`: in the order `python -m harness --help` lists them."""
     return [
-        command(
+        Command(
             "list", "the registered levels, comma-separated (the Makefile's CPU_IMPLS, GPU_IMPLS)",
             cmd_list, option("--device", choices=("cpu", "gpu"), default=None,
                              help="only the levels that run on this device"),
             option("--explain", action="store_true",
                    help="their explain targets instead, level/variant (the Makefile's EXPLAIN; "
                         "needs --device)")),
-        command(
+        Command(
             "doctor", "what can run here, and why not", cmd_doctor,
             implementations(None, "only these (default: all)"), weights_option())]
 

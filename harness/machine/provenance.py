@@ -15,8 +15,8 @@ the package after the run started, and as unknown where there is no git history 
                                                     differs from it), sources: {impl: hash}, timing}
     change(provenance, implementation, started, root) -> str | None
                                                     why the level is stale, or None if current
-    analyze(path, group) -> pygount.SourceAnalysis  a source file's lines of code as pygount counts
-                                                    them (the report's bill for each level, a lab's
+    count_lines(path, group) -> (code, comment)    a source file's lines as pygount counts them
+                                                    (the report's bill for each level, a lab's
                                                     leaderboard for each submission)
 """
 
@@ -25,7 +25,6 @@ import subprocess
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from harness import ROOT, registry
 
@@ -142,7 +141,9 @@ def change(provenance: dict | None, implementation: str, started: float, root: P
     return None
 
 
-def analyze(path: Path, group: str) -> Any:  # a pygount.SourceAnalysis
+def count_lines(path: Path, group: str) -> tuple[int, int]:
+    """(code, comment) lines of a source file as pygount counts them (`group`: pygount's label)."""
     import pygount
 
-    return pygount.SourceAnalysis.from_file(str(path), group)
+    analysis = pygount.SourceAnalysis.from_file(str(path), group)
+    return analysis.code_count, analysis.documentation_count

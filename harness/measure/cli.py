@@ -1,4 +1,5 @@
-"""The measure wing's command: `run`, one study (studies/NAME.toml) into a results folder."""
+"""The measure wing's commands: `run`, one study (studies/NAME.toml) into a results folder; `upgrade-results`,
+the saved summaries of a results folder's cell rows brought to the current version."""
 
 import argparse
 import os
@@ -7,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from harness import DEFAULT_RESULTS, DEFAULT_WEIGHTS, registry
-from harness.command import Command, command, lock_timeout, log, option, out, split_list, weights
+from harness.command import Command, lock_timeout, log, option, out, split_list, weights
 from harness.errors import HarnessError, Unavailable
 
 # A quick run's results (run --implementations/--rounds/--processes) go here unless --out names a folder:
@@ -16,7 +17,7 @@ QUICK_OUT = os.path.join(tempfile.gettempdir(), f"lenet-quick-{os.getuid()}")
 
 
 def commands() -> list[Command]:
-    return [command(
+    return [Command(
         "run", "run a study (studies/NAME.toml or a path)", cmd_run,
         option("study", help="a name in studies/ (api_levels, overhead, ...) or a .toml path"),
         option("--devices", default=None, help="only these devices, e.g. cpu or cpu,gpu"),
@@ -31,7 +32,12 @@ def commands() -> list[Command]:
                help="complete an interrupted run (the newest, or --run-id)"),
         option("--run-id", default=None, help="name of the run folder"),
         weights(None, "default: the trained weights; a train-mode study: the seeded initial weights"),
-        lock_timeout("the cells"))]
+        lock_timeout("the cells")),
+        Command("upgrade-results", "give the cell rows of every complete run the current summary "
+                "(stats.SUMMARY_VERSION), computed once and saved, so the report reads it",
+                cmd_upgrade_results,
+                option("--results", type=Path, default=DEFAULT_RESULTS, help="results folder (default "
+                       "reports/results)"))]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -83,4 +89,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     for line in summary.lines(states, plan):
         print(line)
     print(f"results: {run_dir}")
+    return 0
+
+
+def cmd_upgrade_results(args: argparse.Namespace) -> int:
+    from harness.measure.store import upgrade
+
+    if not Path(args.results).is_dir():
+        raise HarnessError(f"{args.results}: no results folder")
+    done = upgrade.upgrade(args.results)
+    for run_dir, count in done:
+        if count:
+            print(f"{run_dir}: {count} cell rows given the current summary")
+    print(f"{sum(count > 0 for _, count in done)} of {len(done)} complete runs upgraded, "
+          f"{sum(count for _, count in done)} cell rows")
     return 0

@@ -104,7 +104,7 @@ class Runner:
                 self.measure(state, r)
                 progress.advance(state.cell.id, r, time.monotonic() - started,
                                  state.rounds.get(r, (None,))[0], state.final)
-                watch.measured(state)
+                watch.timed(state)
             watch.at_round(None)
             for state in self.states:
                 if state.open and self.converges(state.cell):
@@ -302,7 +302,7 @@ class RoundLoad:
         self.round, self.cells = r, []
         self.start = load.sample() if r is not None else None
 
-    def measured(self, state: CellState) -> None:
+    def timed(self, state: CellState) -> None:
         if self.round in state.rounds and state not in self.cells:
             self.cells.append(state)
 
@@ -315,11 +315,11 @@ def start_run(study: Study, out: Path, run_id: str | None = None, resume: bool =
     if resume:
         run_dir = results.find_run_dir(out, study.name, run_id)
         run_id = run_dir.name
-        writer_lock = runfolder.hold(run_dir)  # before a row is read: a second --resume stops here
+        writer_lock = runfolder.Writer(run_dir)  # before a row is read: a second --resume stops here
     else:
         run_dir = results.create_run_dir(out, study.name, run_id)
         run_id = run_dir.name
-        writer_lock = runfolder.hold(run_dir)
+        writer_lock = runfolder.Writer(run_dir)
         write_atomic(run_dir / "study.toml", study.source)
         m = study.measure
         info = env.collect(procenv.settings(m.threads, m.inter_op_threads, "cpu"))

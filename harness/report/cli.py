@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness import DEFAULT_LOC_CSV, DEFAULT_REPORT, DEFAULT_RESULTS
-from harness.command import Command, command, log, option, out
+from harness.command import Command, log, option, out
 from harness.errors import HarnessError
 
 if TYPE_CHECKING:  # the report's modules are imported by the commands that need them
@@ -25,12 +25,12 @@ def results() -> argparse.ArgumentParser:
 
 
 def loc_command() -> Command:
-    return command("loc", "count code lines per implementation package (pygount)", cmd_loc,
+    return Command("loc", "count code lines per implementation package (pygount)", cmd_loc,
                    out(DEFAULT_LOC_CSV))
 
 
 def report_command() -> Command:
-    return command(
+    return Command(
         "report", "write REPORT.md (and DETAILS.md beside it) from the result files", cmd_report,
         results(), out(DEFAULT_REPORT, "REPORT.md's path, or a folder to write REPORT.md and DETAILS.md "
                                        "into (default reports/REPORT.md)"), machine())
@@ -64,6 +64,7 @@ def load_results(args: argparse.Namespace, every_run: bool = False) -> "rundata.
 
 def cmd_report(args: argparse.Namespace) -> int:
     """REPORT.md at --out, DETAILS.md beside it, and every other machine's page in machines/ beside them."""
+    from harness.machine.files import write_atomic
     from harness.report import details, markdown
     from harness.report.sections import machine_pages
 
@@ -75,9 +76,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.is_dir():  # a folder: REPORT.md and DETAILS.md inside it
         out = out / "REPORT.md"
-    print(f"wrote {markdown.write(markdown.build(data), out)}")
-    detail_path = out.with_name("DETAILS.md")
-    print(f"wrote {markdown.write(details.build(data), detail_path)}")
+    # each page whole or not at all (a full disk or a kill keeps the last one)
+    print(f"wrote {write_atomic(out, markdown.build(data))}")
+    print(f"wrote {write_atomic(out.with_name('DETAILS.md'), details.build(data))}")
     pages = machine_pages.write(machine_pages.pages(data), out.parent / machine_pages.FOLDER)
     print(f"wrote {len(pages)} machine pages in {out.parent / machine_pages.FOLDER}")
     return 0

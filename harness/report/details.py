@@ -51,7 +51,7 @@ def device_latency(frame: pd.DataFrame, study: str, cells: pd.DataFrame, with_de
         base = find(frame, study, reference, machine=r["machine"], batch=r["batch_size"],
                     dtype=r["dtype"])
         rel = ratio_ci(r, base) if base is not None and r["label"] != reference else None
-        flags = " ".join(quote.marks(r))
+        flags = " ".join(quote.caveats(r))
         row = [r["label"], r["device"], r["batch_size"], r["dtype"], ms(r["median_ms"]),
                quote.ci_column(r), ms(r["p99_ms"]), r["n"], fmt_ratio(rel), flags or "-"]
         if with_device:
@@ -235,7 +235,7 @@ def renamed(data: ReportData, names: dict[str, str]) -> ReportData:
     return dataclasses.replace(data, runs=runs, frame=frame_of(data.frame), history=frame_of(data.history))
 
 
-def claims(data: ReportData) -> dict:
+def context(data: ReportData) -> dict:
     """What DETAILS.md says, as data (templates/details.md.j2 words it): the opening section
     markdown.full computes (the machines table: every machine), then each section's table or the block
     of lines its module makes, of the answering machines (answering)."""
@@ -266,4 +266,4 @@ def claims(data: ReportData) -> dict:
 
 def build(data: ReportData) -> str:
     """DETAILS.md, from its claims."""
-    return words.render(TEMPLATE, **claims(data))
+    return words.render(TEMPLATE, **context(data))

@@ -5,13 +5,10 @@ holds what a reader does not need first; `full` computes its opening section (th
 its intervals, its notes and the findings), and the machines and the method are there too. Every
 number is read from a results row or loc.csv. `python -m harness report`."""
 
-from pathlib import Path
-
 import pandas as pd
 
-from harness import DEFAULT_REPORT, registry
+from harness import registry
 from harness.draw.style import fmt_ms
-from harness.machine.files import write_atomic
 from harness.measure.store import stats
 from harness.report.claims import headline
 from harness.report.claims.rundata import ReportData, pooling
@@ -27,8 +24,6 @@ from harness.report.sections import (
 )
 from harness.report.sections.gpu_floor_section import MACS
 
-REPORT_PATH = DEFAULT_REPORT
-
 TEMPLATE = "report.md.j2"  # in harness/report/templates/: the words; this module computes what they say
 NOTES = "first_screen.md.j2"  # the notes beside DETAILS' full table (sections/first_screen.py's claims)
 DEVICES = ("cpu", "gpu")
@@ -39,7 +34,7 @@ PEAK_FLOPS = {"H100": (67e12, "NVIDIA's H100 SXM datasheet")}
 
 
 def floors(data: ReportData) -> list[dict]:
-    """The floor of each device, measure.floor's answer for the run that answers (never named by
+    """The floor of each device, measure.fastest_call's answer for the run that answers (never named by
     hand): its label and its time as quoted (quote.quoted: with its interval and marks)."""
     out = []
     for device, found in data.floors.items():
@@ -95,10 +90,11 @@ def stale_lines(frame: pd.DataFrame, answer: dict) -> list[str]:
             for (impl, why), _ in cells.groupby(["implementation", "stale"])]
 
 
-def other_studies(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None) -> list[dict]:
+def other_studies(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None,
+                  known: headline.Table | None = None) -> list[dict]:
     """The "fastest call measured" cells another study than `api_levels` timed (their ratio is then of
     medians across runs), by study: [{study, cells: [{label, device}]}]."""
-    rows, _machines = headline.levels(frame, loc_rows, answer)
+    rows, _machines = known or headline.levels(frame, loc_rows, answer)
     others: dict[str, list[dict]] = {}
     for lv in rows:
         for device, cell in lv.cells.items():
@@ -107,10 +103,10 @@ def other_studies(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None
     return [{"study": study, "cells": cells} for study, cells in sorted(others.items())]
 
 
-def caveats(data: ReportData) -> list[str]:
+def caveats(data: ReportData, known: headline.Table | None = None) -> list[str]:
     """The first screen's notes beside the headline (harness.report.sections.first_screen), each a
     paragraph; a note with nothing to say is left out."""
-    levels, _machines = headline.levels(data.frame, data.loc_rows, data.answer)
+    levels, _machines = known or headline.levels(data.frame, data.loc_rows, data.answer)
     gpu_cells = [lv.cells["gpu"] for lv in levels
                  if "gpu" in lv.cells and registry.computes(lv.implementation)]
     fastest_gpu = min(gpu_cells, key=lambda c: c["median_ms"]) if gpu_cells else None
@@ -125,13 +121,14 @@ def full(data: ReportData) -> dict:
     answering runs with its intervals and notes, the findings, the machines and the arithmetic."""
     runs, frame, loc_rows = data.runs, data.frame, data.loc_rows
     threads = first_screen.cpu_threads(runs, data.answer.get("cpu"))
-    table_lines, by_device = headline.render(frame, loc_rows, data.answer, threads)
+    table = headline.levels(frame, loc_rows, data.answer)  # asked once, passed to each part
+    table_lines, by_device = headline.render(frame, loc_rows, data.answer, threads, table)
     return {"headline": table_lines, "study": headline.STUDY, "sources": sources(data, by_device),
-            "other_studies": other_studies(frame, loc_rows, data.answer),
+            "other_studies": other_studies(frame, loc_rows, data.answer, table),
             "raw_libraries": [registry.short(raw) for raw in headline.RAW.values()],
-            "notes": caveats(data), "stale": stale_lines(frame, data.answer),
+            "notes": caveats(data, table), "stale": stale_lines(frame, data.answer),
             "partial": partial_lines(data.partial),
-            "answer_findings": findings.findings(frame, runs, loc_rows, data.answer),
+            "answer_findings": findings.findings(frame, runs, loc_rows, data.answer, table),
             "machine_table": machines.machine_table(runs, machine_pages.names(data), data.machines),
             "machine_difference": machines.difference_line(runs, by_device.get("cpu"), by_device.get("gpu")),
             "floors": floors(data), "macs": MACS,
@@ -148,15 +145,16 @@ def legend(text: str) -> str:
                      min_processes=stats.MIN_PROCESSES) if seen else ""
 
 
-def claims(data: ReportData) -> dict:
+def context(data: ReportData) -> dict:
     """What REPORT.md says, as data (templates/report.md.j2 words it): the six answers, each device's
     table and the figures."""
-    levels, by_device = headline.levels(data.frame, data.loc_rows, data.answer)
+    table = headline.levels(data.frame, data.loc_rows, data.answer)  # asked once, passed on
+    levels, by_device = table
     figures = [{"number": i, **record} for i, record in enumerate(words.table_of("figures")["figure"], 1)]
     said = {s["device"]: s for s in sources(data, by_device)}
     tables = [{**found, "raw": registry.short(headline.RAW[d]), "source": said.get(d)}
               for d in DEVICES if (found := device_tables.device_table(levels, d)) is not None]
-    answers = questions.answers(data)
+    answers = questions.answers(data, table)
     return {"answers": answers, "tables": tables, "study": headline.STUDY,
             "unmeasured": [d for d in DEVICES if d not in {t["device"] for t in tables}],
             "legend": legend("\n".join(answers + [t["table"] for t in tables])),
@@ -165,9 +163,4 @@ def claims(data: ReportData) -> dict:
 
 def build(data: ReportData) -> str:
     """REPORT.md, from its claims."""
-    return words.render(TEMPLATE, **claims(data))
-
-
-def write(text: str, path: Path = REPORT_PATH) -> Path:
-    """REPORT.md or DETAILS.md, whole or not at all (a full disk or a kill keeps the last one)."""
-    return write_atomic(path, text)
+    return words.render(TEMPLATE, **context(data))

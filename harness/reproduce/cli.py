@@ -6,13 +6,13 @@ import sys
 from pathlib import Path
 
 from harness import DEFAULT_RESULTS, DEFAULT_WEIGHTS
-from harness.command import Command, command, log, option, weights
+from harness.command import Command, log, option, weights
 from harness.errors import HarnessError
 from harness.machine.files import write_atomic
 
 
 def commands() -> list[Command]:
-    return [command(
+    return [Command(
         "reproduce", "run a study again in fresh processes and say how much of its newest run "
                      "on this machine it reproduces", cmd_reproduce,
         option("study", help="a name in studies/ (api_levels, smoke, ...) or a .toml path"),

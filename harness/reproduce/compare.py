@@ -18,7 +18,7 @@ each machine (harness.report.claims.reproduce).
     printed_intervals(frame, study, run_id, baseline) -> {cell_id: {median, ratio, runs}}
                                                      the report's pooled intervals of the reference's cells
     compare(reference_rows, new_rows, baseline, printed) -> dict    cells and shares (both runs read
-                                                           by today's rules: cells.summary)
+                                                           by today's rules: cells.row_summary)
     goal_lines(result) -> [str]                      the shares against GOAL
     lines(result) -> [str]                           the table printed, shares last
 """
@@ -60,7 +60,7 @@ def _interval(low: float, high: float, thin: bool) -> list[float] | None:
 
 
 def _median(row: dict) -> dict[str, Any]:
-    st = measured_cells.summary(row["rounds_ns"], row.get("round_process"))
+    st = measured_cells.row_summary(row) or {}
     return {"median_ns": st["median_ns"], "processes": st["processes"],
             "ci95_ns": _interval(st["ci95_low_ns"], st["ci95_high_ns"], st["thin"])}
 

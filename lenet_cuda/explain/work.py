@@ -1,6 +1,6 @@
 """What each hand-written CUDA kernel does for one image, stage by stage, as its source does it:
 multiply-adds, threads, the busiest thread's share, the longest dependent chain, global loads.
-The static GPU explain (harness.explain.gpu_static, through the registry's "kernel_work" hook)
+The static GPU explain (harness.explain.gpu_static, which imports it by name: it serves this level)
 reads it; it is no part of the level's call (kept apart, like lenet_c/explain, so editing it
 leaves the level's measured sources as they were).
 """

@@ -1,8 +1,8 @@
 """The box: one untrusted process made safe, and the grader's side of talking to it.
 
     worker      the process inside the box: drops its privileges, loads one class, answers over pipes
-    tasks       the worker's data ops: timed calls, one stage (or a layer's backward) on the oracle's
-                input, SGD steps, weights
+    tasks       the worker's data ops: timed calls, one stage on the oracle's input, SGD steps,
+                weights, and a call of a function the grader names (a kind's own work)
     sandbox     the grader's side of a worker: requests with deadlines, images streamed, Chunk
     replies     every reply of a worker checked before it is believed
     proc/       the worker's process: lifecycle (Box: started, counted, watched and killed with all

@@ -10,12 +10,14 @@ own clocks around every call; every reply checked (harness.lab.box.replies).
       .gate(images_u8, batch, timeout) -> (N, 10)        the worker's probabilities
       .stream(images, timeout) -> Chunk                  one chunk of timed calls
       .stage(name, x, count, timeout) -> (why, output)   one stage on the oracle's input to it
-      .backward(name, arrays, counts, timeout) -> (why, gradients)   a training lab's stage
+      .call(function, data, arrays, counts, timeout) -> Called   a kind's own work (the worker's call op)
       .train(images, labels, timeout) -> Chunk           (training) K timed SGD steps, their losses
       .weights(count, timeout) -> (count,) float32       (training) the trainer's weights, flat
       .busy_s                       how long the grader has waited on it, all requests together
     Chunk                           one chunk's measurements, per call
-    unanswered(reply, op), checked_shape(shape, count, op)   a stage or backward reply, read
+    Called                          a call op's answer: why not answered, its result, its answers, and the
+                                    grader's clocks around it
+    unanswered(reply, op), checked_shape(shape, count, op)   a stage or call reply, read
 
 Every wait is bounded: by the request's own timeout, and by the box's wall_s over all requests.
 Any failure in an exchange (a timeout, garbage, a death, an error reply) ends the worker.
@@ -42,7 +44,7 @@ CLASSES = 10
 
 
 def unanswered(reply: dict, op: str) -> str | None:
-    """Why a stage or backward op was not answered (the worker's words, cut to 300 characters), or
+    """Why a stage or call op was not answered (the worker's words, cut to 300 characters), or
     None where it was; a reply that does not say is garbage."""
     if not isinstance(reply.get("answered"), bool):
         raise replies.garbage(f"a {op} reply without answered", b"")
@@ -71,6 +73,19 @@ class Chunk:
     trips_ns: list[int]
     cpu_ns: list[int]
     outputs: np.ndarray
+
+
+@dataclass(frozen=True)
+class Called:
+    """One `call` op: why it was not answered (None: it was), the function's result (a dict, as the worker
+    sent it: the caller checks its fields), its answers (None where a count is 0), the grader's round
+    trip around it and the worker's CPU time over that trip, in ns."""
+
+    why: str | None
+    result: dict
+    answers: list[np.ndarray | None]
+    trip_ns: int
+    cpu_ns: int
 
 
 class Sandbox:
@@ -166,30 +181,42 @@ class Sandbox:
             raw = pipe.exact(count * 4, deadline)
         return None, np.frombuffer(raw, dtype="<f4").reshape(shape)
 
-    def backward(self, name: str, arrays: tuple[np.ndarray, ...], counts: tuple[int, int, int],
-                 timeout: float) -> tuple[str | None, list[np.ndarray | None] | None]:
-        """(None, [dx, dkernel, dbias]) of the submission's `backward` on arrays (x, upstream, kernel,
-        bias), `counts` values each in shapes of its choosing (dx None where its count is 0); or
-        (why, None) where it did not answer (not implemented, an error)."""
-        with self._exchange(timeout, f"stage {name}") as (pipe, deadline):
-            pipe.send(channel.encode({"op": "backward", "name": name, "counts": list(counts),
-                                      "shapes": [list(a.shape) for a in arrays]}), deadline)
+    def call(self, function: str, data: dict, arrays: tuple[np.ndarray, ...] | list[np.ndarray],
+             counts: tuple[int, ...] | list[int], timeout: float) -> Called:
+        """The worker's `function` ("module:name", a module it sees) on the loaded object, `data` and the
+        arrays (sent as float32), answering `counts` values each in shapes of its choosing (None where
+        a count is 0): a kind's own work (harness.lab.box.tasks.call)."""
+        box = self.box
+        with self._exchange(timeout, f"call {function}") as (pipe, deadline):
+            pipe.send(channel.encode({"op": "call", "function": function, "data": data,
+                                      "counts": list(counts), "shapes": [list(a.shape) for a in arrays]}),
+                      deadline)
+            c0, t0 = box.cpu_ns(), time.perf_counter_ns()
             pipe.send(b"".join(np.ascontiguousarray(a, dtype="<f4").tobytes() for a in arrays), deadline)
             reply = self._reply(pipe, deadline, {})
-            why = unanswered(reply, "backward")
-            if why is not None:
-                return why, None
-            shapes = reply.get("shapes")
-            if not isinstance(shapes, list) or len(shapes) != len(counts):
-                raise replies.garbage(f"a backward's shapes {shapes!r:.60}", b"")
-            parts: list[np.ndarray | None] = []
-            for shape, count in zip(shapes, counts, strict=True):
-                if count == 0 and shape is None:
-                    parts.append(None)
-                    continue
-                shape = checked_shape(shape, count, "backward")
-                parts.append(np.frombuffer(pipe.exact(count * 4, deadline), dtype="<f4").reshape(shape))
-        return None, parts
+            why = unanswered(reply, "call")
+            result = reply.get("result", {})
+            if why is None and not isinstance(result, dict):
+                raise replies.garbage(f"a call's result {result!r:.60}", b"")
+            answers = [] if why is not None else self._answers(pipe, deadline, reply, counts, "call")
+            trip, cpu = time.perf_counter_ns() - t0, box.cpu_ns() - c0
+        return Called(why, result if why is None else {}, answers, trip, cpu)
+
+    @staticmethod
+    def _answers(pipe: Channel, deadline: float, reply: dict, counts: tuple[int, ...] | list[int],
+                 op: str) -> list[np.ndarray | None]:
+        """The answers a reply's shapes announce, `counts` values each (None: a count of 0, not sent)."""
+        shapes = reply.get("shapes")
+        if not isinstance(shapes, list) or len(shapes) != len(counts):
+            raise replies.garbage(f"a {op}'s shapes {shapes!r:.60}", b"")
+        parts: list[np.ndarray | None] = []
+        for shape, count in zip(shapes, counts, strict=True):
+            if count == 0 and shape is None:
+                parts.append(None)
+                continue
+            shape = checked_shape(shape, count, op)
+            parts.append(np.frombuffer(pipe.exact(count * 4, deadline), dtype="<f4").reshape(shape))
+        return parts
 
     def train(self, images: np.ndarray, labels: np.ndarray, timeout: float) -> Chunk:
         """Time K training steps: images (K, B, 28, 28) uint8 and labels (K, B), one step per batch,

@@ -1,7 +1,7 @@
 """A worker's data ops (harness.lab.box.worker's protocol names them): a chunk of timed calls; one
-stage of the network on the oracle's input to it (a training lab's: one layer's backward); K timed
-SGD steps; the trainer's weights. Each runs inside the sandbox, in the worker's process, on the
-submission's object.
+stage of the network on the oracle's input to it; K timed SGD steps; the trainer's weights; a call of a
+function the grader names (a kind's own work: a training lab's layer's backward, harness.lab.backward).
+Each runs inside the sandbox, in the worker's process, on the submission's object.
 
 Their messages (the rest of the protocol: harness.lab.box.worker):
 
@@ -9,23 +9,26 @@ Their messages (the rest of the protocol: harness.lab.box.worker):
         -> {"ok", "answered": true, "shape": [...]} then its M float32 outputs; or {"ok",
         "answered": false, "why": ...} (no `stage` method, NotImplementedError, an error, or not M
         values): a stage's own failure is its verdict, never the worker's
-    {"op": "backward", "name": S, "shapes": [x, upstream, kernel, bias], "counts": [dx, dkernel,
-        dbias]}, then the four arrays, float32 (fc3's upstream: the labels), a training lab's stage
-        -> {"ok", "answered": true, "shapes": [dx or null, dkernel, dbias]} then their float32 values
-        (dx left out where its count is 0: not graded); or {"ok", "answered": false, "why": ...}
     A training lab's worker ("task": "training" in load: the module's one harness.base.Trainer
     subclass, or the reference's trainer) answers instead:
     {"op": "train", "steps": K, "batch": B}  -> {"ok", "ready"}, then K times: the parent sends B*784
         uint8 pixels and B int64 labels, the worker answers int64 ns (its clock around train_step)
         then the loss, float64; -1 instead of the time as in stream
+    {"op": "call", "function": "module:name", "data": D, "shapes": [...], "counts": [...]}, then one
+        float32 array per shape  -> {"ok", "answered": true, "result": {...}, "shapes": [...]} then the
+        answers' float32 values (each `counts` values, left out where its count is 0); or {"ok",
+        "answered": false, "why": ...}. The function, named by the grader in a module the worker sees
+        (harness.lab.backward, harness.lab.reference), is called as function(impl, dtype, data, arrays)
+        -> (a JSON-able dict, answers): a kind's own work (a training lab's stage: one layer's
+        backward, harness.lab.backward.student_stage), timed by its own clock where the kind times it
     {"op": "weights"}  -> {"ok", "count": 61706} then the weights, float32, layer by layer (conv1 ...
         fc3, kernel then bias, each in its Keras layout, C order)
 
     failure(exc, status), describe(exc), as_answer(out, rows)   a submission's error as a Failure; an answer
-    unanswered(channel, exc)                     a stage or backward op not answered, and why
+    unanswered(channel, exc)                     a stage or call op not answered, and why
     stream(channel, impl, dtype, calls, batch)   (the "stream" op: harness.lab.box.worker)
     stage(channel, impl, dtype, name, shape, count)
-    backward(channel, impl, dtype, name, shapes, counts)
+    call(channel, impl, dtype, function, data, shapes, counts)
     train(channel, impl, dtype, steps, batch)
     weights(channel, impl)
 """
@@ -52,7 +55,7 @@ def failure(exc: BaseException, status: str) -> Failure:
 
 
 def unanswered(channel: Any, exc: Exception) -> None:
-    """A stage or backward op the submission did not answer: not implemented, or its code raised (the
+    """A stage or call op the submission did not answer: not implemented, or its code raised (the
     traceback to the worker's log); a stage's own verdict, never the worker's."""
     if isinstance(exc, NotImplementedError):
         channel.reply({"ok": True, "answered": False, "why": "not implemented"})
@@ -91,36 +94,43 @@ def stage(channel: Any, impl: Any, dtype: str, name: str, shape: list[int], coun
     channel.reply({"ok": True, "answered": True, "shape": [int(d) for d in out.shape]})
     channel.send(np.ascontiguousarray(out, dtype="<f4").tobytes())
 
-def backward(channel: Any, impl: Any, dtype: str, name: str, shapes: list[list[int]],
-             counts: list[int]) -> None:
-    """The submission's `backward(name, x, upstream, kernel, bias)` on the oracle's activations,
-    upstream gradient and weights: its (dx, dkernel, dbias) back, each `counts` values."""
+def call(channel: Any, impl: Any, dtype: str, function: str, data: dict, shapes: list[list[int]],
+         counts: list[int]) -> None:
+    """`function` ("module:name" in a module the worker sees, named by the grader) called as
+    function(impl, dtype, data, arrays) on the float32 arrays sent, one per shape; it returns (a
+    JSON-able dict, answers), each answer `counts` values (None where its count is 0), or ({"why":
+    ...}, []): not answered. A raise is the call's own verdict, never the worker's (unanswered)."""
+    import importlib
+
     import numpy as np
 
     arrays = []
     for shape in shapes:
         size = int(np.prod(shape))
-        arrays.append(np.frombuffer(channel.exact(size * 4), dtype="<f4").reshape(shape).astype(dtype))
-    if name == "fc3":  # its output is the loss: what it is handed is the labels
-        arrays[1] = arrays[1].astype(np.int64)
-    method = getattr(impl, "backward", None)
+        arrays.append(np.frombuffer(channel.exact(size * 4), dtype="<f4").reshape(shape))
+    module, _, name = function.partition(":")
     try:
-        if not callable(method):
-            raise NotImplementedError
-        got = tuple(method(name, *arrays))
-        if len(got) != 3:
-            raise ValueError(f"backward returned {len(got)} values, expected 3 (dx, dkernel, dbias)")
+        run = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:  # the grader's mistake, said as such (the worker ends)
+        raise Failure("crashed", f"the worker cannot run {function!r} ({describe(exc)}): the grader named a "
+                                 "function outside the worker's view") from None
+    try:
+        said, got = run(impl, dtype, data, arrays)
+        if "why" in said:
+            channel.reply({"ok": True, "answered": False, "why": str(said["why"])})
+            return
         parts = [None if want == 0 else np.asarray(g, dtype=np.float32)
                  for g, want in zip(got, counts, strict=True)]
     except Exception as exc:
         unanswered(channel, exc)
         return
-    for what, part, want in zip(("dx", "dkernel", "dbias"), parts, counts, strict=True):
+    for i, (part, want) in enumerate(zip(parts, counts, strict=True)):
         if part is not None and part.size != want:
             channel.reply({"ok": True, "answered": False,
-                           "why": f"{what}: returned shape {tuple(part.shape)}, expected {want} values"})
+                           "why": f"answer {i + 1}: returned shape {tuple(part.shape)}, expected {want} "
+                                  "values"})
             return
-    channel.reply({"ok": True, "answered": True,
+    channel.reply({"ok": True, "answered": True, "result": said,
                    "shapes": [None if p is None else [int(d) for d in p.shape] for p in parts]})
     channel.send(b"".join(np.ascontiguousarray(p, dtype="<f4").tobytes() for p in parts if p is not None))
 

@@ -23,8 +23,12 @@ call's answer, so no submission ever holds an image it has not answered yet.
     {"op": "stream", "calls": K, "batch": B}  -> {"ok", "ready"}, then K times: the parent sends
         B*784 uint8 pixels, the worker answers int64 ns (its clock around predict) then B*10
         float32; -1 instead of the time means the call failed, and one JSON error line follows
-    {"op": "stage" | "backward" | "train" | "weights", ...}   a stage on its own, a training lab's
-        layer's backward on its own, its SGD steps and weights: harness.lab.box.tasks
+    {"op": "stage" | "train" | "weights", ...}   a stage on its own, a training lab's SGD steps and
+        weights: harness.lab.box.tasks
+    {"op": "call", "function": "module:name", "data": {...}, "shapes": [...], "counts": [...]}, then
+        float32 arrays   a kind's own work (a training lab's layer's backward on its own): the function
+        the grader names, called on the loaded object (harness.lab.box.tasks.call); the worker knows
+        no kind
     {"op": "exit"}
 
 An error reply is {"ok": false, "status": ..., "reason": ...}; the status is import-error,
@@ -252,9 +256,9 @@ def main() -> int:
             elif op == "stage":
                 tasks.stage(channel, worker.impl, worker.dtype, request["name"], request["shape"],
                             request["count"])
-            elif op == "backward":
-                tasks.backward(channel, worker.impl, worker.dtype, request["name"], request["shapes"],
-                               request["counts"])
+            elif op == "call":
+                tasks.call(channel, worker.impl, worker.dtype, request["function"], request["data"],
+                           request["shapes"], request["counts"])
             elif op == "stream":
                 tasks.stream(channel, worker.impl, worker.dtype, request["calls"], request["batch"])
             else:

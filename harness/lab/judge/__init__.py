@@ -8,7 +8,7 @@
     store       the grading's folder OUT: rows with MACs, the students list, regrades
     slurm       the grading as Slurm job arrays (K students a task) and a merge job, submitted
     slurm_task  what runs on the cluster: a task (its students claimed and graded), the merge's rows
-    claim       a grader's claim on one student, safe on a shared filesystem (no two graders write one)
+    student_lock  a grader's lock on one student, safe on a shared filesystem (no two graders write one)
     progress    where a grading stands (`lab status`): each student's state, a Slurm round's jobs
     phases/     the Grader's phases, one class on the last: prepare (the oracle, images and spaces),
                 references (their workers, the deadlines' pace), steps (one submission's), verdict (its

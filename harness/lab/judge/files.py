@@ -246,7 +246,7 @@ def count_loc(folder: Path, module: str = "lenet.py") -> dict:
         size = path.stat().st_size
         if size > room:
             break
-        lines, counted, room = lines + loc.analyze(path, "submission").code_count, counted + 1, room - size
+        lines, counted, room = lines + loc.count_lines(path, "submission")[0], counted + 1, room - size
     out: dict[str, Any] = {"loc": lines, "files": len(found)}
     if counted < len(found):
         out["loc_note"] = (f"lines counted in {counted} of {len(found)} source files: the first "

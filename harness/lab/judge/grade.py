@@ -17,7 +17,7 @@ safe id (harness.lab.text). Clean-up never stops a grading: what fails is report
 submission is graded.
 
     grade_all(lab, submissions, out, ...) -> rows    every submission (or --only these), row by row,
-                                                     each under its claim (harness.lab.judge.claim:
+                                                     each under its claim (harness.lab.judge.student_lock:
                                                      one claimed or graded by another grader since
                                                      this one chose is skipped); a signal to the
                                                      grader stops it (no row for the submission in
@@ -43,6 +43,10 @@ submission is graded.
       steps: .inference_steps(worker) -> fields, .imported, .gate + .passes + .pass_gate,
              .stage_verdicts, .warm_up + .fast_enough, .rounds + .timed_rounds, .timed, .within,
              .need_pace
+      a kind's own work (a kind's steps build on these: harness.lab.judge.rules.kinds): .keeping(found),
+             .calls(who, worker, asked, functions, counts, check, what, step) -> Chunk (the worker's
+             `call` op, timed, each answer checked), .pace_of(chunk), .warm_up_of(mine, rank),
+             .verdict(rounds), .timed_rounds; SUBMISSION, the submission's name among the participants
       training: .training_steps(worker) -> fields, .training_gate, .forward_verdicts,
                 .backward_verdicts, .training_warm_up, .training_rounds, .timed_steps,
                 .training_pace, .reference_steps, .fixed_batches, .fresh_batches
@@ -69,16 +73,16 @@ from harness import DEFAULT_WEIGHTS, ROOT, registry
 from harness.data import mnist
 from harness.data import weights as weights_file
 from harness.errors import Failure, HarnessError, Unavailable
-from harness.lab import text
+from harness.lab import backward, text
 from harness.lab.box.proc.limits import Limits, capped_log
 from harness.lab.box.sandbox import Chunk, Sandbox
 from harness.lab.box.walls import disk, isolation
-from harness.lab.judge import attempts, claim, files, store
+from harness.lab.judge import attempts, files, store, student_lock
 from harness.lab.judge.phases import memory, verdict
 from harness.lab.judge.phases.prepare import node_info, start_weights
 from harness.lab.judge.phases.references import PROBE_GATE, REFERENCE_TIMEOUT_S
 from harness.lab.judge.phases.steps import PROBE_CALLS, Warmup, keeping
-from harness.lab.judge.phases.training import COUNT, NOT_GRADED, oracle_steps
+from harness.lab.judge.phases.training import COUNT, NOT_GRADED
 from harness.lab.judge.phases.verdict import SUBMISSION, Rounds
 from harness.lab.judge.rules import backprop, deadlines, oracle, sgd, stages, timing
 from harness.lab.judge.rules.assignment import Lab
@@ -90,6 +94,8 @@ from harness.measure.plan.study import chunk_sizes
 
 class Grader:
     """Holds the oracle, the training images and the references' workers across submissions."""
+
+    SUBMISSION = SUBMISSION  # the submission's name among the participants (a kind's steps: .calls)
 
     def __init__(self, lab: Lab, out: Path, weights: str | Path = DEFAULT_WEIGHTS,
                  report: Callable[[str], None] = print, iso: isolation.Isolation | None = None) -> None:
@@ -152,7 +158,7 @@ class Grader:
             row.update(status=exc.status, reason=text.clean(exc.reason, 1000), **exc.extra)
         finally:
             worker = self.worker
-            row.update(memory.measured(worker, self.refs))  # from outside, while the workers exist
+            row.update(memory.peak_memory(worker, self.refs))  # from outside, while the workers exist
             self.clean_up(worker, results, "submission")
         memory.gate(row, lab.limits.peak_mb)
         if self.waits:
@@ -540,6 +546,74 @@ class Grader:
             if kept is None or took / due.seconds > kept["took_s"] / kept["deadline_s"]:
                 self.waits[step] = {"took_s": round(took, 4), "deadline_s": round(due.seconds, 3)}
 
+    # --- a kind's own work: what a kind's steps (harness.lab.judge.rules.kinds) build on -------------------
+
+    keeping = staticmethod(keeping)  # the values a kind's steps found survive its Failure (phases.steps)
+
+    def calls(self, who: str, worker: Sandbox | None, asked: list[tuple[dict, tuple[np.ndarray, ...]]],
+              functions: tuple[str, str], counts: tuple[int, ...], check: Callable[[int, list], str | None],
+              what: str, step: str) -> Chunk:
+        """A kind's own work timed: one worker `call` op (harness.lab.box.tasks.call) per (data, arrays)
+        of `asked`, by the submission (`worker`, functions[0], all within its deadline: a chunk of
+        calls') or by the reference `who` (functions[1]; one that fails stops the grading). Each call's
+        time is its worker's own clock (the function's result's "ns"), beside the grader's trip and
+        the worker's CPU; each answer must pass `check(i, answers)` (None: right): a submission's
+        wrong answer is wrong (computed, never replayed), a reference's stops the grading."""
+        mine = who == SUBMISSION
+        if mine and worker is None:
+            raise ValueError("calls: the submission's calls need its worker")
+        box = worker if mine else self.reference(who)
+        assert box is not None
+        due = deadlines.for_calls(self.need_pace(), self.lab.limits, len(asked)) if mine else None
+        times, trips, cpu = [], [], []
+        with self.within(box, due, what, step) if due is not None else contextlib.nullcontext():
+            end = time.monotonic() + (due.seconds if due is not None else REFERENCE_TIMEOUT_S)
+            for i, (data, arrays) in enumerate(asked):
+                try:
+                    called = box.call(functions[0 if mine else 1], data, arrays, counts,
+                                      max(0.001, end - time.monotonic()))
+                except Failure as exc:
+                    if mine:
+                        raise
+                    self.retire(self.refs.pop(who))
+                    raise HarnessError(f"reference {who} failed {what} ({exc.status}: {exc.reason})") \
+                        from None
+                ns: object = called.result.get("ns")
+                why: str | None = called.why
+                if not isinstance(ns, int) or ns < 0:
+                    ns, why = 0, why or "its time is not a count of ns"
+                elif why is None:
+                    why = check(i, called.answers)
+                if why and mine:
+                    raise Failure("wrong", f"{what}, call {i + 1}: {why} (answers on unseen data are "
+                                           "checked: computed, never replayed)")
+                if why:
+                    raise HarnessError(f"reference {who} disagrees with the NumPy oracle in {what}: {why}")
+                times.append(ns)
+                trips.append(called.trip_ns)
+                cpu.append(called.cpu_ns)
+        return Chunk(times, trips, cpu, np.empty(0))
+
+    def pace_of(self, chunk: Chunk) -> deadlines.Pace:
+        """rank_by's pace (deadlines.Pace) from a chunk of its calls at batch_size, before the
+        submission's worker starts: an image 1/batch of a call; its first call's extra time once, as
+        the cold start."""
+        rank, b = self.lab.rank_by.label, self.lab.measure.batch_size
+        trip_s, work_s = (float(np.median(ns)) / 1e9 for ns in (chunk.trips_ns, chunk.times_ns))
+        if self.cold_s is None:
+            self.cold_s = max(0.0, chunk.trips_ns[0] / 1e9 - trip_s)
+        return deadlines.Pace(rank, trip_s, work_s, work_s / b, self.cold_s, b)
+
+    @staticmethod
+    def warm_up_of(mine: Chunk, rank: Chunk) -> Warmup:
+        """The warm-up's ratio: the submission's median call over rank_by's, on the same data."""
+        median_ns, ref_ns = float(np.median(mine.times_ns)), float(np.median(rank.times_ns))
+        return Warmup(median_ns / ref_ns, median_ns, ref_ns)
+
+    def verdict(self, rounds: Rounds) -> dict:
+        """The row's timing fields from the timed rounds (harness.lab.judge.phases.verdict)."""
+        return verdict.verdict(self.lab, rounds)
+
     # --- training: a training lab's steps (harness.lab.judge.phases.training) -----------------------------
 
     def training_steps(self, worker: Sandbox) -> dict:
@@ -633,7 +707,9 @@ class Grader:
                 what = f"stage {name} (its backward on {len(want.x)} images)"
                 with self.within(worker, due, what, "stages"):
                     handed = (want.x, want.upstream, want.kernel, want.bias)
-                    answer, got = worker.backward(name, handed, counts, due.seconds)
+                    asked = {"name": name, "counts": list(counts)}
+                    called = worker.call(backward.STUDENT_STAGE, asked, handed, counts, due.seconds)
+                answer, got = called.why, None if called.why else called.answers
             except Failure as exc:  # the exchange ended the worker
                 answer, got, worker = f"{exc.status}: {exc.reason}", None, None
             verdict = stages.unanswered(name, answer or "no answer") if got is None else \
@@ -657,13 +733,8 @@ class Grader:
     def training_pace(self) -> deadlines.Pace:
         """rank_by's step times (deadlines.Pace: a step is a call; an image 1/batch of it), before the
         submission's worker starts; its first steps' extra time once, as the cold start."""
-        rank, b = self.lab.rank_by.label, self.lab.measure.batch_size
         images, labels, _ = self.fresh_batches(deadlines.PACE_CALLS)
-        steps = self.reference_steps(rank, images, labels)
-        trip_s, work_s = (float(np.median(ns)) / 1e9 for ns in (steps.trips_ns, steps.times_ns))
-        if self.cold_s is None:
-            self.cold_s = max(0.0, steps.trips_ns[0] / 1e9 - trip_s)
-        return deadlines.Pace(rank, trip_s, work_s, work_s / b, self.cold_s, b)
+        return self.pace_of(self.reference_steps(self.lab.rank_by.label, images, labels))
 
     def reference_steps(self, label: str, images: np.ndarray, labels: np.ndarray) -> Chunk:
         try:
@@ -677,8 +748,8 @@ class Grader:
         """[gate] steps from the initial weights, each step's loss and weights against the oracle's."""
         g = self.lab.gate
         batches = self.fixed_batches()
-        oracle_losses, oracle_weights = oracle_steps(self.initial, batches)
-        alt = oracle_steps(self.initial, batches, at_zero=1)  # ReLU's gradient at 0 taken as 1
+        oracle_losses, oracle_weights = oracle.steps(self.initial, batches)
+        alt = oracle.steps(self.initial, batches, at_zero=1)  # ReLU's gradient at 0 taken as 1
         due = deadlines.for_gate(self.need_pace(), self.lab.limits, g.steps * g.batch)
         losses, found = [], []
         with self.within(worker, due, f"the gate's {g.steps} steps of {g.batch} images", "gate"):
@@ -690,12 +761,10 @@ class Grader:
                                 alt, self.initial, g.batch)
 
     def training_warm_up(self, worker: Sandbox, steps: int) -> Warmup:
-        rank = self.lab.rank_by.label
         images, labels, _ = self.fresh_batches(steps)
-        ref_ns = float(np.median(self.reference_steps(rank, images, labels).times_ns))
-        mine = self.timed_steps(worker, images, labels, f"the warm-up's {steps} steps", "warmup")
-        median_ns = float(np.median(mine.times_ns))
-        return Warmup(median_ns / ref_ns, median_ns, ref_ns)
+        rank = self.reference_steps(self.lab.rank_by.label, images, labels)
+        return self.warm_up_of(self.timed_steps(worker, images, labels, f"the warm-up's {steps} steps",
+                                                "warmup"), rank)
 
     def timed_steps(self, worker: Sandbox, images: np.ndarray, labels: np.ndarray, what: str,
                     step: str) -> Chunk:
@@ -705,7 +774,7 @@ class Grader:
         with self.within(worker, due, what, step):
             chunk = worker.train(images, labels, due.seconds)
             after = unflat(worker.weights(COUNT, due.seconds))
-        losses, expected = oracle_steps(self.last_weights, list(zip(images, labels, strict=True)))
+        losses, expected = oracle.steps(self.last_weights, list(zip(images, labels, strict=True)))
         why = off_the_steps(chunk.outputs, after, losses, self.last_weights, expected[-1])
         if why:
             raise Failure("wrong", f"{what}: on unseen batches its steps left the NumPy reference's ({why}): "
@@ -741,7 +810,7 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
     store.prepare(out, lab.name, lab.source, lab.path)
     store.write_grading(out, submissions, start_weights(lab, weights))  # training: the initial weights
     refused = {**({} if links else store.linked(submissions)), **(refused or {})}
-    seen = claim.rows_now(out)  # before choosing: a row written after this is another grader's
+    seen = student_lock.rows_now(out)  # before choosing: a row written after this is another grader's
     todo, kept = to_grade(lab, submissions, out, only, resume, report, refused, links)
     report(f"lab {lab.name}: {len(todo)} submission(s) to grade" +
            (f", {len(kept)} already graded (kept)" if kept else "") + f" -> {out}")
@@ -754,7 +823,7 @@ def grade_all(lab: Lab, submissions: Path, out: Path, resume: bool = False, only
         grader = Grader(lab, out, weights, report, iso)
         try:
             for i, name in enumerate(todo, 1):
-                with claim.held(out, name, seen) as busy:  # two graders on one OUT grade a student once
+                with student_lock.held(out, name, seen) as busy:  # graders on one OUT grade a student once
                     if busy:
                         report(f"[{i}/{len(todo)}] {text.clean(name, 80)}: {busy}")
                         continue

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.lab import text
-from harness.lab.judge import attempts, claim, slurm_task, store
+from harness.lab.judge import attempts, slurm_task, store, student_lock
 from harness.machine.slurmctl import held_words, is_held, run
 
 GRADED, NO_GRADE, STARTED, WAITING = "graded", "no grade", "started, no row yet", "not started"
@@ -37,7 +37,7 @@ def where(out: Path) -> dict[str, tuple[str, str]]:
         elif store.read_row(out, student) is not None:
             found[student] = (NO_GRADE, text.clean(row.get("reason") or row["status"], 160))
         elif store.started(out, student) is not None:
-            holder = claim.holder(out, student)
+            holder = student_lock.holder(out, student)
             found[student] = (STARTED, f"claimed by {text.clean(holder, 40)}" if holder else "")
         else:
             found[student] = (WAITING, "")

@@ -8,7 +8,7 @@ writes OUT/slurm/{round.json,task.sh,merge.sh,jobs.txt} and submits
     sbatch --array=0-(M-1)%P task.sh FIRST     task FIRST+i grades students[(FIRST+i)*K : +K]; a class
                                                of more than MaxArraySize tasks is several arrays
     sbatch --dependency=afterany:ARRAYS merge.sh   runs when every task has ended, however it ended
-Each task claims each of its students (harness.lab.judge.claim: holds on a shared filesystem),
+Each task claims each of its students (harness.lab.judge.student_lock: holds on a shared filesystem),
 grades them as `lab grade --only ... --resume` does on one server (the grader's set-up paid once
 per task), and writes OUT/results/<student>/ (a shared filesystem). Tasks ask to be requeued
 (--requeue): a preemption or a lost node puts the task back in the queue, and a signal

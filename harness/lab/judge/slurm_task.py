@@ -2,7 +2,7 @@
 and the merge job after them.
 
     task(out, index, submissions, ...)   one task's students (OUT/slurm/round.json), each claimed
-                                         (harness.lab.judge.claim), those without a finished row
+                                         (harness.lab.judge.student_lock), those without a finished row
                                          graded in one grader, the claims released
     merge(out, submissions) -> rows      a row for each student whose task left none, from the
                                          task's state (squeue, then scontrol: no accounting database)
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness import DEFAULT_WEIGHTS
 from harness.errors import HarnessError
-from harness.lab.judge import claim, grade, store
+from harness.lab.judge import grade, store, student_lock
 from harness.machine import procenv
 from harness.machine.slurmctl import run
 
@@ -42,15 +42,16 @@ def task(out: Path, index: int, submissions: Path, weights: str | Path = DEFAULT
     if not mine:
         raise HarnessError(f"lab task --index {index}: no such task ({len(plan['students'])} students, "
                            f"{plan['per_task']} a task)")
-    owner = claim.owner_here()
+    owner = student_lock.owner_here()
     claimed = []
     for student in mine:
         if store.graded_row(out, student) is not None:
             report(f"{student}: already graded; skipped")
-        elif claim.take(out, student, owner):
+        elif student_lock.take(out, student, owner):
             claimed.append(student)
         else:
-            report(f"{student}: claimed by {claim.holder(out, student)}, a grader still running; skipped")
+            report(f"{student}: claimed by {student_lock.holder(out, student)}, "
+                   "a grader still running; skipped")
     if not claimed:
         return 0
     procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # what its children inherit
@@ -60,7 +61,7 @@ def task(out: Path, index: int, submissions: Path, weights: str | Path = DEFAULT
         return 0
     finally:
         for student in claimed:
-            claim.release(out, student, owner)
+            student_lock.release(out, student, owner)
         store.hand_over(out)
 
 

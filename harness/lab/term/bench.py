@@ -17,7 +17,6 @@ paid once per task.
     mix(lab, students) -> [(lab, students, examples)]   the classes the bench grades
     make_class(folder, students, examples) -> {name: expected status}
     run(...) -> dict (run_class: one lab's);  lines(result) -> [str]
-    report(lab, students, out, slurm, per_task) -> exit code   (`lab bench`)
     one_row_each(out, names) -> problems;  projection(result, nodes, per_task) -> seconds
     grading(lab, submissions, out, *extra) -> CPU s;  wait_for_slurm(out)
 """
@@ -36,7 +35,6 @@ from harness.errors import HarnessError
 from harness.lab.box.walls import cgroup
 from harness.lab.box.walls.cgroup import Cgroup
 from harness.lab.judge import store
-from harness.machine.files import write_atomic
 
 EXAMPLES = ROOT / "labs" / "examples"
 TRAINING, TRAINING_EXAMPLES = "cpu_train", ROOT / "labs" / "examples-train"
@@ -197,12 +195,3 @@ def lines(result: dict, nodes: tuple[int, ...] = (1, 3, 10, 30), per_task: int =
     if result["unexpected"]:
         out.append(f"statuses not as expected (found, expected): {result['unexpected']}")
     return out
-
-
-def report(lab: str, students: int, out: Path, slurm: bool, per_task: int) -> int:
-    """`lab bench`: the mix graded, its lines printed; 1 unless each student has one finished row."""
-    result = run(lab, students, out, slurm, per_task)
-    for line in lines(result, per_task=per_task):
-        print(line)
-    write_atomic(Path(out) / "bench.json", json.dumps(result, indent=1) + "\n")
-    return 1 if result["problems"] else 0

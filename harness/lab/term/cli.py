@@ -1,35 +1,40 @@
 """The lab wing's commands, `python -m harness lab grade | report | status | regrade | check | ...`: grading a
-class's submissions, and the term around it (docs/staff.md). Each command is one call of what
-does its work (harness.lab.term.commands, bench; harness.lab.judge.slurm_task).
+class's submissions, and the term around it (docs/staff.md). Each command runs one function of
+harness.lab.term.commands on its parsed arguments (which imports the work inside it: bench, the
+grader, harness.lab.judge.slurm_task).
 
     commands()                                    the `lab` group, for harness.cli to assemble
     grade_command(), grading_commands(), term_commands(), publishing_commands()   its parts
-    lab_file(), submissions(help), slurm_settings(args)                     shared options and settings
-    cmd_lab_grade, cmd_lab_bench, cmd_lab_task, cmd_lab_regrade, cmd_lab_report, cmd_lab_status,
-    cmd_lab_check, cmd_lab_merge, cmd_lab_kit, cmd_lab_collect, cmd_lab_export, cmd_lab_publish,
-    cmd_lab_similarity
-                                                  one function a command (args -> exit code)
+    lab_file(), submissions(help)                 shared options
 """
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness import ROOT
 from harness.command import (
     Command,
-    command,
     lock_timeout,
-    log,
     option,
     out,
     slurm_options,
-    split_list,
     weights,
 )
-
-if TYPE_CHECKING:
-    from harness.lab.judge.slurm import Options
+from harness.lab.term.commands import (
+    lab_bench,
+    lab_check,
+    lab_collect,
+    lab_export,
+    lab_grade,
+    lab_kit,
+    lab_merge,
+    lab_publish,
+    lab_regrade,
+    lab_report,
+    lab_similarity,
+    lab_status,
+    lab_task,
+)
 
 
 def lab_file() -> argparse.ArgumentParser:
@@ -51,8 +56,8 @@ def commands() -> list[Command]:
 
 
 def grade_command() -> Command:
-    return command(
-        "grade", "grade every submission folder DIR/<student>/ of a lab", cmd_lab_grade,
+    return Command(
+        "grade", "grade every submission folder DIR/<student>/ of a lab", lab_grade,
         lab_file(),
         submissions("one folder per student"),
         out(None, "results, leaderboard and feedback go here", required=True),
@@ -80,16 +85,16 @@ def grade_command() -> Command:
 def grading_commands() -> list[Command]:
     """`lab report | status | regrade | check | bench | task | merge`, after `lab grade`."""
     return [
-        command(
+        Command(
             "report", "rebuild the leaderboard, figure and feedback from OUT's rows",
-            cmd_lab_report, option("out", type=Path)),
-        command(
+            lab_report, option("out", type=Path)),
+        Command(
             "status", "where a grading stands, read while it runs: graded, started, not started; a Slurm "
-            "round's jobs, and any task Slurm holds", cmd_lab_status,
+            "round's jobs, and any task Slurm holds", lab_status,
             option("out", type=Path, help="the grading's folder (lab grade --out)")),
-        command(
+        Command(
             "regrade", "grade some students of a grading again (their rows replaced, the rest kept), "
-            "then the leaderboard", cmd_lab_regrade,
+            "then the leaderboard", lab_regrade,
             option("out", type=Path, help="the grading's folder (lab grade --out)"),
             option("--only", default=None, help="comma-separated student folders (default: those whose "
                    "files changed since their row, and those without one)"),
@@ -97,14 +102,14 @@ def grading_commands() -> list[Command]:
                    help="the submission folders (default: the one lab grade recorded in OUT)"),
             option("--weights", default=None, help="(default: the ones lab grade recorded)"),
             option("--no-sandbox", action="store_true", help="as lab grade's")),
-        command(
-            "check", "a student's own check: the gate and a short timing of one file", cmd_lab_check,
+        Command(
+            "check", "a student's own check: the gate and a short timing of one file", lab_check,
             lab_file(),
             option("path", type=Path, help="your lenet.py (or the folder holding it)"),
             weights(), lock_timeout("the timing")),
-        command(
+        Command(
             "bench", "a synthetic class of N graded here (or on Slurm): time per submission and "
-            "per class, one row per student checked", cmd_lab_bench,
+            "per class, one row per student checked", lab_bench,
             option("--students", type=int, default=100, help="the class's size (default 100)"),
             option("--lab", default="cpu_numpy", help="the lab most of the class hands in (default "
                    "cpu_numpy); one student in 5 hands in cpu_train (a class of 10 or more)"),
@@ -112,12 +117,12 @@ def grading_commands() -> list[Command]:
             option("--slurm", action="store_true",
                    help="grade on Slurm (the local one: its nodes share a host)"),
             option("--per-task", type=int, default=10, metavar="K", help="with --slurm: students a task")),
-        command(
-            "task", "(a Slurm task) its students claimed and graded", cmd_lab_task,
+        Command(
+            "task", "(a Slurm task) its students claimed and graded", lab_task,
             option("out", type=Path), option("--index", type=int, required=True, help="the task's number"),
             submissions(), weights(), option("--no-sandbox", action="store_true"), lock_timeout("the rows")),
-        command(
-            "merge", "(the Slurm merge job) rows for tasks that left none, then the report", cmd_lab_merge,
+        Command(
+            "merge", "(the Slurm merge job) rows for tasks that left none, then the report", lab_merge,
             option("out", type=Path), submissions(),
             option("--job", default=None, help="the array job id, to read its tasks' states"))]
 
@@ -125,19 +130,19 @@ def grading_commands() -> list[Command]:
 def term_commands() -> list[Command]:
     """`lab kit | collect | export`: a course's term around the grading (docs/staff.md)."""
     return [
-        command(
-            "kit", "the students' kit of a lab: dist/lab-kit-LAB.zip (no answers inside)", cmd_lab_kit,
+        Command(
+            "kit", "the students' kit of a lab: dist/lab-kit-LAB.zip (no answers inside)", lab_kit,
             lab_file(), out(None, "folder for the zip (default: the checkout's dist/)"), weights()),
-        command(
+        Command(
             "collect", "an LMS bulk download (Canvas, Moodle) or a folder of git clones -> one "
-            "folder per student + manifest.csv", cmd_lab_collect,
+            "folder per student + manifest.csv", lab_collect,
             option("source", type=Path, help="the LMS's zip, or a folder of git clones"),
             option("-o", "--out", type=Path, required=True, help="the submissions folder to make"),
             option("--times", type=Path, action="append", default=[], metavar="EXPORT",
                    help="the LMS's record of submission times (a zip's times are the download's): "
                    "Canvas's Submissions API JSON (one --times per page), Moodle's grading worksheet")),
-        command(
-            "export", "the points of a grading, as the LMS's gradebook-import CSV", cmd_lab_export,
+        Command(
+            "export", "the points of a grading, as the LMS's gradebook-import CSV", lab_export,
             option("out", type=Path, help="the grading's folder (lab grade --out)"),
             option("--roster", type=Path, required=True, help="the LMS's own roster/gradebook export (CSV)"),
             option("--format", choices=("canvas", "moodle", "csv"), required=True),
@@ -153,112 +158,17 @@ def term_commands() -> list[Command]:
 def publishing_commands() -> list[Command]:
     """`lab publish | similarity`: the public page under pseudonyms, and staff's copy check."""
     return [
-        command(
-            "publish", "the leaderboard as a static web page under pseudonyms (no names)", cmd_lab_publish,
+        Command(
+            "publish", "the leaderboard as a static web page under pseudonyms (no names)", lab_publish,
             option("out", type=Path), option("public_dir", type=Path),
             option("--submissions", type=Path, default=None,
                    help="the submission folders, to read each student's alias.txt (default: the one "
                    "lab grade recorded in OUT)")),
-        command(
-            "similarity", "pairwise code similarity of the submissions (staff only)", cmd_lab_similarity,
+        Command(
+            "similarity", "pairwise code similarity of the submissions (staff only)", lab_similarity,
             option("out", type=Path),
             option("--submissions", type=Path, default=None,
                    help="one folder per student (default: the one lab grade recorded in OUT)"),
             option("--threshold", type=float, default=0.5, help="flag pairs scoring this or more (0-1)"),
             option("--starter", type=Path, default=None, help="the starter handed out, ignored as "
                    "boilerplate (default: the lab's labs/template*)"))]
-
-
-def cmd_lab_grade(args: argparse.Namespace) -> int:
-    from harness.lab.term import commands as lab_commands
-
-    return lab_commands.lab_grade(
-        str(args.lab), args.submissions, args.out, log, resume=args.resume,
-        only=split_list(args.only) if args.only else None, no_report=args.no_report, weights=args.weights,
-        slurm=slurm_settings(args) if args.slurm else None, dry_run=args.dry_run, no_sandbox=args.no_sandbox,
-        lock_timeout=args.lock_timeout)
-
-
-def slurm_settings(args: argparse.Namespace) -> "Options":
-    """`lab grade --slurm`'s options, as the job arrays take them."""
-    from harness.lab.judge import slurm
-
-    return slurm.Options(partition=args.partition, account=args.account, qos=args.qos,
-                         constraint=args.constraint, gres=args.gres, time=args.time,
-                         cpus_per_task=args.cpus_per_task, max_parallel=args.max_parallel,
-                         per_task=args.per_task)
-
-
-def cmd_lab_bench(args: argparse.Namespace) -> int:
-    from harness.lab.term import bench
-
-    return bench.report(args.lab, args.students, args.out, args.slurm, args.per_task)
-
-
-def cmd_lab_task(args: argparse.Namespace) -> int:
-    from harness.lab.term import commands as lab_commands
-
-    return lab_commands.lab_task(args.out, args.index, args.submissions, args.weights, args.no_sandbox, log,
-                                 args.lock_timeout)
-
-
-def cmd_lab_regrade(args: argparse.Namespace) -> int:
-    from harness.lab.term import commands as lab_commands
-
-    return lab_commands.lab_regrade(args.out, split_list(args.only) if args.only else None,
-                                    args.submissions, args.weights, args.no_sandbox, log)
-
-
-def cmd_lab_report(args: argparse.Namespace) -> int:
-    from harness.lab.term import commands as lab_commands
-
-    return lab_commands.lab_report(args.out)
-
-
-def cmd_lab_status(args: argparse.Namespace) -> int:
-    from harness.lab.term import commands as lab_commands
-
-    return lab_commands.lab_status(args.out)
-
-
-def cmd_lab_check(args: argparse.Namespace) -> int:
-    from harness.lab.term import commands as lab_commands
-
-    return lab_commands.lab_check(str(args.lab), args.path, args.weights, log, args.lock_timeout)
-
-
-def cmd_lab_merge(args: argparse.Namespace) -> int:
-    from harness.lab.term import commands as lab_commands
-
-    return lab_commands.lab_merge(args.out, args.submissions, args.job, log)
-
-
-def cmd_lab_kit(args: argparse.Namespace) -> int:
-    from harness.lab.term import commands as lab_commands
-
-    return lab_commands.lab_kit(str(args.lab), args.out, args.weights)
-
-
-def cmd_lab_collect(args: argparse.Namespace) -> int:
-    from harness.lab.term import commands as lab_commands
-
-    return lab_commands.lab_collect(args.source, args.out, args.times, log)
-
-
-def cmd_lab_export(args: argparse.Namespace) -> int:
-    from harness.lab.term import commands as lab_commands
-
-    return lab_commands.lab_export(args.out, args.roster, args.format, args.target, args.force,
-                                   args.column, args.allow_ungraded)
-
-
-def cmd_lab_publish(args: argparse.Namespace) -> int:
-    from harness.lab.term import commands as lab_commands
-
-    return lab_commands.lab_publish(args.out, args.public_dir, args.submissions, log)
-
-
-def cmd_lab_similarity(args: argparse.Namespace) -> int:
-    from harness.lab.term import commands as lab_commands
-
-    return lab_commands.lab_similarity(args.out, args.submissions, args.threshold, args.starter, log)

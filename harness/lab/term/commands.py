@@ -1,21 +1,22 @@
-"""What each `python -m harness lab ...` command does: harness/lab/term/cli.py parses the arguments and
-calls one of these, which returns the exit code. Each imports what it uses inside it, so `lab collect`
-never loads the grader, nor `lab kit` the sandbox.
+"""What each `python -m harness lab ...` command does: harness/lab/term/cli.py declares the commands and
+their options, and each runs one of these on the parsed arguments, which returns the exit code. Each
+imports what it uses inside it, so `lab collect` never loads the grader, nor `lab kit` the sandbox.
 
-    lab_grade(lab, submissions, out, ...)   grade here (then the leaderboard), or submit to Slurm
-    lab_regrade(out, ...)                   some students again, from what OUT recorded
-    lab_report(out), lab_merge(out, submissions, job)   the leaderboard (the merge job: its rows first)
-    lab_status(out)                         where a grading stands, read while it runs
-    lab_check(lab, path, weights)           a student's own check, its feedback printed
-    lab_task(out, index, ...)               one Slurm array task's students
-    lab_kit(lab, dest, weights), lab_collect(source, out, times), lab_export(out, roster, ...)
-    lab_publish(out, public_dir, submissions), lab_similarity(out, submissions, threshold, starter)
+    lab_grade(args)                         grade here (then the leaderboard), or submit to Slurm
+    lab_regrade(args)                       some students again, from what OUT recorded
+    lab_report(args), lab_merge(args)       the leaderboard (the merge job: its rows first)
+    lab_status(args)                        where a grading stands, read while it runs
+    lab_check(args)                         a student's own check, its feedback printed
+    lab_bench(args)                         a synthetic class graded and timed (harness.lab.term.bench)
+    lab_task(args)                          one Slurm array task's students
+    lab_kit(args), lab_collect(args), lab_export(args), lab_publish(args), lab_similarity(args)
     grade_here(lab, submissions, out, ...)  `lab grade` and `lab regrade` on this machine
     copy_manifest(submissions, out), graded_submissions(out, given)   what two commands share
     refused_hand_ins(submissions)           the students lab collect refused: a row each, no grading
 """
 
-import dataclasses
+import argparse
+import json
 import shutil
 import sys
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness import DEFAULT_WEIGHTS
+from harness.command import log, split_list
 from harness.errors import HarnessError
 from harness.machine import procenv
 
@@ -33,37 +35,39 @@ GRADER_BLAS_THREADS = 1
 
 if TYPE_CHECKING:
     from harness.lab.judge.rules.assignment import Lab
-    from harness.lab.judge.slurm import Options
 
 Report = Callable[[str], None]
 
 
-def lab_grade(lab_name: str, submissions: Path, out: Path, report: Report, *, resume: bool = False,
-              only: list[str] | None = None, no_report: bool = False, weights: Path | str = DEFAULT_WEIGHTS,
-              slurm: "Options | None" = None, dry_run: bool = False, no_sandbox: bool = False,
-              lock_timeout: float | None = None) -> int:
-    """`lab grade`: every submission here, then the leaderboard; or (`slurm`: its options) job arrays.
-    `lock_timeout`: seconds to wait for the GPU lock, then time anyway (rows flagged contended)."""
+def lab_grade(args: argparse.Namespace) -> int:
+    """`lab grade`: every submission here, then the leaderboard; or (--slurm) job arrays.
+    --lock-timeout: seconds to wait for the GPU lock, then time anyway (rows flagged contended)."""
     procenv.pin_blas(GRADER_BLAS_THREADS)  # before the lab loads NumPy
     from harness.lab.box.walls import libpath
     from harness.lab.judge.rules import assignment
 
-    lab = assignment.load(lab_name)
+    lab = assignment.load(str(args.lab))
     libpath.check_sudo(lab.device)
-    if not dry_run:  # a dry run prints the scripts and writes nothing, OUT included
-        copy_manifest(submissions, out)
-    if slurm is not None:
-        from harness.lab.judge import slurm as on_slurm
+    only = split_list(args.only) if args.only else None
+    if not args.dry_run:  # a dry run prints the scripts and writes nothing, OUT included
+        copy_manifest(args.submissions, args.out)
+    if args.slurm:
+        from harness.lab.judge import slurm
 
         if only:
             raise HarnessError("--only: not with --slurm (--resume submits every unfinished student)")
-        if lock_timeout is not None:  # each task waits for its node's GPU lock as long as this
-            slurm = dataclasses.replace(slurm, lock_timeout=lock_timeout)
-        return on_slurm.submit(lab, submissions, out, slurm, dry_run=dry_run, weights=weights, report=report,
-                               no_sandbox=no_sandbox, refused=refused_hand_ins(submissions), resume=resume)
-    if dry_run:
+        # each task waits for its node's GPU lock as long as --lock-timeout says
+        options = slurm.Options(partition=args.partition, account=args.account, qos=args.qos,
+                                constraint=args.constraint, gres=args.gres, time=args.time,
+                                cpus_per_task=args.cpus_per_task, max_parallel=args.max_parallel,
+                                per_task=args.per_task, lock_timeout=args.lock_timeout)
+        return slurm.submit(lab, args.submissions, args.out, options, dry_run=args.dry_run,
+                            weights=args.weights, report=log, no_sandbox=args.no_sandbox,
+                            refused=refused_hand_ins(args.submissions), resume=args.resume)
+    if args.dry_run:
         raise HarnessError("--dry-run: only with --slurm (it prints the batch scripts)")
-    grade_here(lab, submissions, out, resume, only, weights, no_sandbox, no_report, report, lock_timeout)
+    grade_here(lab, args.submissions, args.out, args.resume, only, args.weights, args.no_sandbox,
+               args.no_report, log, args.lock_timeout)
     return 0
 
 
@@ -86,89 +90,101 @@ def grade_here(lab: "Lab", submissions: Path, out: Path, resume: bool, only: lis
         store.hand_over(out)
 
 
-def lab_regrade(out: Path, only: list[str] | None, submissions: Path | None, weights: Path | str | None,
-                no_sandbox: bool, report: Report) -> int:
-    """`lab regrade`: `only` these students (default: those whose files changed, and those without a
+def lab_regrade(args: argparse.Namespace) -> int:
+    """`lab regrade`: --only these students (default: those whose files changed, and those without a
     row) graded again with the lab, submissions and weights OUT recorded, then the leaderboard."""
     procenv.pin_blas(GRADER_BLAS_THREADS)  # before the recorded lab loads NumPy
     from harness.lab.box.walls import libpath
     from harness.lab.judge import store
 
+    out, only = args.out, split_list(args.only) if args.only else None
     lab = store.graded_lab(out)
     libpath.check_sudo(lab.device)
     recorded = store.grading(out)
-    submissions = submissions or (Path(recorded["submissions"]) if "submissions" in recorded else None)
+    submissions = args.submissions or (Path(recorded["submissions"]) if "submissions" in recorded else None)
     if submissions is None:
         raise HarnessError(f"{out}: no record of its submissions folder (graded before it was kept); "
                            "add --submissions DIR")
-    weights = weights or recorded.get("weights") or DEFAULT_WEIGHTS
+    weights = args.weights or recorded.get("weights") or DEFAULT_WEIGHTS
     copy_manifest(submissions, out)
-    grade_here(lab, submissions, out, resume=only is None, only=only, weights=weights, no_sandbox=no_sandbox,
-               report=report)
+    grade_here(lab, submissions, out, resume=only is None, only=only, weights=weights,
+               no_sandbox=args.no_sandbox, report=log)
     return 0
 
 
-def lab_report(out: Path) -> int:
+def lab_report(args: argparse.Namespace) -> int:
     """`lab report`: the leaderboard, figure and feedback rebuilt from OUT's rows."""
     from harness.lab.judge import store
     from harness.lab.term.marks import leaderboard
 
     try:
-        paths = leaderboard.build(out)
+        paths = leaderboard.build(args.out)
     finally:
-        store.hand_over(out)
-    print(f"wrote {len(paths)} files; leaderboard: {out / 'LEADERBOARD.md'}")
+        store.hand_over(args.out)
+    print(f"wrote {len(paths)} files; leaderboard: {args.out / 'LEADERBOARD.md'}")
     return 0
 
 
-def lab_status(out: Path) -> int:
+def lab_status(args: argparse.Namespace) -> int:
     """`lab status`: where a grading stands (harness.lab.judge.progress); it only reads."""
     from harness.lab.judge import progress
 
-    print("\n".join(progress.lines(out)))
+    print("\n".join(progress.lines(args.out)))
     return 0
 
 
-def lab_merge(out: Path, submissions: Path, job: str | None, report: Report) -> int:
+def lab_merge(args: argparse.Namespace) -> int:
     """`lab merge` (the Slurm merge job): a row for every task that left none, then the leaderboard."""
     from harness.lab.judge import slurm_task
     from harness.lab.term.marks import leaderboard
 
-    slurm_task.merge(out, submissions, job, report=report)
-    leaderboard.build(out)
-    print(f"leaderboard: {out / 'LEADERBOARD.md'}")
+    slurm_task.merge(args.out, args.submissions, args.job, report=log)
+    leaderboard.build(args.out)
+    print(f"leaderboard: {args.out / 'LEADERBOARD.md'}")
     return 0
 
 
-def lab_task(out: Path, index: int, submissions: Path, weights: Path | str, no_sandbox: bool, report: Report,
-             lock_timeout: float | None) -> int:
+def lab_bench(args: argparse.Namespace) -> int:
+    """`lab bench`: the mix graded, its lines printed, the result in OUT/bench.json; 1 unless each
+    student has one finished row."""
+    from harness.lab.term import bench
+    from harness.machine.files import write_atomic
+
+    result = bench.run(args.lab, args.students, args.out, args.slurm, args.per_task)
+    for line in bench.lines(result, per_task=args.per_task):
+        print(line)
+    write_atomic(Path(args.out) / "bench.json", json.dumps(result, indent=1) + "\n")
+    return 1 if result["problems"] else 0
+
+
+def lab_task(args: argparse.Namespace) -> int:
     """`lab task` (a Slurm array task): its students graded (slurm_task.task)."""
     procenv.pin_blas(GRADER_BLAS_THREADS)  # before the grader's modules load NumPy
     from harness.lab.judge import slurm_task
 
-    return slurm_task.task(out, index, submissions, weights, no_sandbox, report, lock_timeout)
+    return slurm_task.task(args.out, args.index, args.submissions, args.weights, args.no_sandbox, log,
+                           args.lock_timeout)
 
 
-def lab_check(lab_name: str, path: Path, weights: Path | str, report: Report,
-              lock_timeout: float | None = None) -> int:
+def lab_check(args: argparse.Namespace) -> int:
     """`lab check`: the feedback printed; exit 0 when the submission is ok, 1 when not."""
     procenv.pin_blas(GRADER_BLAS_THREADS)  # before the lab loads NumPy
     from harness.lab.judge.rules import assignment
     from harness.lab.term.handout import check
 
-    lab = assignment.load(lab_name)
+    lab = assignment.load(str(args.lab))
     procenv.apply(procenv.settings(lab.measure.threads, 1, lab.device))  # what its children inherit
-    row, text = check.check(lab, path, weights, report=report, lock_timeout=lock_timeout)
+    row, text = check.check(lab, args.path, args.weights, report=log, lock_timeout=args.lock_timeout)
     print(text)
     return 0 if row["status"] == "ok" else 1
 
 
-def lab_kit(lab_name: str, dest: Path | None, weights: Path) -> int:
-    """`lab kit`: dist/lab-kit-LAB.zip (or in `dest`)."""
+def lab_kit(args: argparse.Namespace) -> int:
+    """`lab kit`: dist/lab-kit-LAB.zip (or in --out)."""
     from harness.lab.judge.rules import assignment
     from harness.lab.term.handout import kit
 
-    path = kit.build(assignment.load(lab_name), dest or kit.DIST, weights)
+    path = kit.build(assignment.load(str(args.lab)), args.out or kit.DIST, args.weights)
     print(f"kit: {path} (students: unzip, then python -m pip install ./{path.stem})")
     return 0
 
@@ -194,23 +210,23 @@ def refused_hand_ins(submissions: Path) -> dict[str, str]:
     return collect.refused_in(collect.read_manifest(manifest), submissions) if manifest.is_file() else {}
 
 
-def lab_collect(source: Path, out: Path, times: list[Path], report: Report) -> int:
+def lab_collect(args: argparse.Namespace) -> int:
     """`lab collect`: one folder per student and manifest.csv; exit 1 when a student's hand-in was
     refused (the others collected; the summary line names each)."""
     from harness.lab.term.intake import collect
 
-    subs = collect.collect(source, out, report=report, times=times)
+    subs = collect.collect(args.source, args.out, report=log, times=args.times)
     return 1 if collect.refused(subs) else 0
 
 
-def lab_export(out: Path, roster: Path, fmt: str, target: Path, force: bool, column: str | None,
-               allow_ungraded: bool = False) -> int:
+def lab_export(args: argparse.Namespace) -> int:
     """`lab export`: the gradebook CSV; exit 2 (naming them) while collected submissions have no
     finished row, unless --allow-ungraded (their cells blank, their names listed); exit 1 when graded
     students are not on the roster."""
     from harness.lab.term.marks import export
 
-    done = export.export(out, roster, fmt, target, force, column, allow_ungraded)
+    done = export.export(args.out, args.roster, args.format, args.target, args.force, args.column,
+                         args.allow_ungraded)
     print(f"wrote {done.path}: {done.written} roster student(s), {done.graded} with a graded submission")
     if done.feedback_zip is not None:
         print(f"wrote {done.feedback_zip}: their feedback pages, for Moodle's \"Upload multiple feedback "
@@ -218,7 +234,7 @@ def lab_export(out: Path, roster: Path, fmt: str, target: Path, force: bool, col
     for line in done.ungraded:
         print(f"WARNING: not graded, its cell left blank: {line}", file=sys.stderr)
     for line in done.unmatched:
-        print(f"WARNING: not on the roster {roster}: {line} (add them to the roster, or check their id)",
+        print(f"WARNING: not on the roster {args.roster}: {line} (add them to the roster, or check their id)",
               file=sys.stderr)
     return 1 if done.unmatched else 0
 
@@ -243,24 +259,25 @@ def graded_submissions(out: Path, given: Path | None) -> Path:
     return Path(recorded)
 
 
-def lab_publish(out: Path, public_dir: Path, submissions: Path | None, report: Report) -> int:
+def lab_publish(args: argparse.Namespace) -> int:
     """`lab publish`: the public page under pseudonyms."""
     from harness.lab.term.public import publish
 
-    publish.publish(out, public_dir, graded_submissions(out, submissions), report=report)
-    print(f"public page: {public_dir / publish.PAGE}")
+    publish.publish(args.out, args.public_dir, graded_submissions(args.out, args.submissions), report=log)
+    print(f"public page: {args.public_dir / publish.PAGE}")
     return 0
 
 
-def lab_similarity(out: Path, submissions: Path | None, threshold: float, starter: Path | None,
-                   report: Report) -> int:
+def lab_similarity(args: argparse.Namespace) -> int:
     """`lab similarity`: the flagged pairs (staff only), then the leaderboard's column of them."""
     from harness.lab.judge import store
     from harness.lab.term import similarity
     from harness.lab.term.marks import leaderboard
 
+    out = args.out
     lab = store.graded_lab(out)
-    similarity.run(out, graded_submissions(out, submissions), lab, threshold, starter, report=report)
+    similarity.run(out, graded_submissions(out, args.submissions), lab, args.threshold, args.starter,
+                   report=log)
     if (out / "LEADERBOARD.md").is_file():
         leaderboard.build(out)  # its column of flagged pairs
     print(f"similarity: {out / similarity.PRIVATE / 'similarity.csv'}")

@@ -4,8 +4,6 @@ A cell's timed calls are split into one chunk per round; its rounds, setup and f
 kept here, so a resumed run takes over exactly where the rows stop.
 """
 
-import copy
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +76,8 @@ def final_row(state: CellState, study_name: str, status: str, reason: str | None
     row: dict[str, Any] = {"kind": "cell", "cell_id": state.cell.id, "study": study_name,
            "cell": state.cell.to_dict(), "status": status, "reason": reason,
            "rounds_ns": rounds_ns, "round_process": processes,
-           "stats": summary(rounds_ns, processes) if measured else None,
+           "stats": stats.summarize(rounds_ns, processes) if measured else None,
+           "stats_version": stats.SUMMARY_VERSION,  # of stats and device_stats: read back while current
            "device_stats": stats.summarize(device_rounds, device_processes)
            if device_rounds and status == "ok" else None,
            "setup": {k: state.setup.get(k) for k in SETUP_FIELDS} if state.setup else None,
@@ -91,41 +90,22 @@ def final_row(state: CellState, study_name: str, status: str, reason: str | None
     return row
 
 
-# summary of each distinct (rounds, processes) this process has summarized: its seeded bootstraps are
-# most of a report's time, and the figures, the report and the floor (or a test suite, over and over)
-# read the same cells. Keyed by the exact times and labels: the same key, the same numbers.
-SUMMARIES: dict[bytes, dict[str, Any]] = {}
-
-
-def summary(rounds_ns: list[list[int]], processes: list[int] | None) -> dict[str, Any]:
-    """A cell's statistics from its rounds' raw times (stats.summarize): what a final row saves, and
-    what the report, the floor and reproduce compute again from a row's times, so every run is read
-    with today's rules. Computed once a process for the same times (a copy each time: callers change
-    theirs)."""
-    key = hashlib.blake2b(repr((rounds_ns, processes)).encode(), digest_size=16).digest()
-    if key not in SUMMARIES:
-        SUMMARIES[key] = stats.summarize(rounds_ns, processes)
-    return copy.deepcopy(SUMMARIES[key])
-
-
-def pooled_summary(runs: list[tuple[list[list[int]], list[int] | None]]) -> dict[str, Any]:
-    """stats.pooled_summary of several runs' rounds of one cell (each run's rounds and processes), kept
-    in SUMMARIES like summary()'s (the report pools the same runs again and again)."""
-    key = hashlib.blake2b(repr(("pooled", runs)).encode(), digest_size=16).digest()
-    if key not in SUMMARIES:
-        SUMMARIES[key] = stats.pooled_summary(runs)
-    return copy.deepcopy(SUMMARIES[key])
-
-
 def measured(row: dict[str, Any]) -> bool:
     """Whether a final cell row measured anything: status ok and at least one timed call."""
     return row.get("status") == "ok" and any(row.get("rounds_ns") or [])
 
 
 def row_summary(row: dict[str, Any]) -> dict[str, Any] | None:
-    """summary() of a final cell row's raw times (never its saved `stats`); None where it measured
-    nothing."""
-    return summary(row["rounds_ns"], row.get("round_process")) if measured(row) else None
+    """A final cell row's statistics (stats.summarize of its raw times), a copy of its own; None where it
+    measured nothing. Its saved `stats` where its `stats_version` is the current stats.SUMMARY_VERSION
+    (the row reader, harness.measure.store.rows, has checked them against its times: bad_summary);
+    otherwise (a row of an older version, or from before versions) computed again from its times, so
+    every run is read with today's rules."""
+    if not measured(row):
+        return None
+    if row.get("stats_version") == stats.SUMMARY_VERSION and isinstance(row.get("stats"), dict):
+        return dict(row["stats"])
+    return stats.summarize(row["rounds_ns"], row.get("round_process"))
 
 
 def noisy_warning(st: dict[str, Any]) -> str:

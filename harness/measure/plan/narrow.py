@@ -4,7 +4,7 @@ file of its own, so the run folder's study.toml is what ran (and `--resume` comp
 
 A narrowed study says so in its [study] table (`narrowed`: what was cut), the runner copies that into
 the run's env.json, and a run that carries it is never a machine's answer: the report's loader
-(harness.report.claims.rundata.load_runs) and the floor (harness.measure.floor) pass it by.
+(harness.report.claims.rundata.load_runs) and the floor (harness.measure.fastest_call) pass it by.
 
     narrow(study, implementations, rounds, processes) -> Study   the narrowed study, parsed again
     is_narrowed(env) -> bool                                      a run's env.json says it was narrowed

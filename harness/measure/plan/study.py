@@ -158,8 +158,9 @@ def _list(where: str, key: str, value: Any, allowed: Collection[Any] | None = No
     return values
 
 
-def toml_path(folder: Path, name_or_path: str) -> Path:
-    """A .toml path (or an existing file) as it is, a bare name as folder/NAME.toml."""
+def path_of(name_or_path: str, folder: Path = STUDIES_DIR) -> Path:
+    """A .toml path (or an existing file) as it is, a bare name as folder/NAME.toml (a study's, by
+    default)."""
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.exists():
         return path
@@ -171,15 +172,11 @@ def toml_names(folder: Path) -> list[str]:
 
 
 def existing_toml(folder: Path, kind: str, name_or_path: str) -> Path:
-    """toml_path(folder, name_or_path), which must be a file; else an error naming the ones there are."""
-    path = toml_path(folder, name_or_path)
+    """path_of(name_or_path, folder), which must be a file; else an error naming the ones there are."""
+    path = path_of(name_or_path, folder)
     if not path.is_file():
         raise HarnessError(f"{kind} {name_or_path!r} not found ({path}); available: {toml_names(folder)}")
     return path
-
-
-def path_of(name_or_path: str) -> Path:
-    return toml_path(STUDIES_DIR, name_or_path)
 
 
 def available() -> list[str]:

@@ -9,6 +9,7 @@ times.
     runfolder  a run folder's state: complete or not (its marker), its place in this checkout's
                order, and its one writer (a lock)
     stats      statistics of raw per-call times: medians, intervals from resampled rounds and processes
+    upgrade    `upgrade-results`: complete runs' cell rows given the summary of the current version
 
 May import: the harness's wings below measure; no other room of measure (tests/test_layout.py).
 """

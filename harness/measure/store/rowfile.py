@@ -34,12 +34,12 @@ PLAIN = "results.jsonl"
 PACKED = "results.jsonl.gz"
 RECORD = ("rows", "rows_sha256")
 CAP_BYTES = 256 << 20  # what one run's rows may uncompress to (the largest run's are ~3 MiB)
-LEVEL = 9
+COMPRESSION = 9
 
 
 def compress(data: bytes) -> bytes:
     """gzip at mtime 0 and no file name in the header: the same rows, the same bytes."""
-    return gzip.compress(data, compresslevel=LEVEL, mtime=0)
+    return gzip.compress(data, compresslevel=COMPRESSION, mtime=0)
 
 
 def whole_lines(data: bytes) -> bytes:

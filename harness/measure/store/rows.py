@@ -16,7 +16,14 @@ A row is one JSON object on one line. It is usable when
 A bad row is refused whole (strict: import-results) or skipped with one WARNING naming file:line
 (the report, figures, reproduce, --resume): never a traceback, never a NaN in a table.
 
+A usable cell row whose saved summary (`stats`) is of the current version (`stats_version`,
+stats.SUMMARY_VERSION) has it checked against its own times (stats.impossible: counts, least and greatest
+time, mean, order, intervals inside the times): one that cannot be theirs is refused (strict), or named
+in one WARNING and its stats_version dropped, so its summary is computed again from its times
+(harness.measure.plan.cells.row_summary): the times are the measurement.
+
     check(row) -> why the row is unusable, or None
+    bad_summary(row) -> why a cell row's saved summary of the current version cannot be its times', or None
     parse(line) -> the row (ValueError: not one JSON object)
     read_lines(lines, where, strict, warn) -> the usable rows; a partial last line (a killed run) skipped
     read(path, strict, warn) -> the usable rows of a plain file (read_lines)
@@ -30,7 +37,6 @@ A bad row is refused whole (strict: import-results) or skipped with one WARNING 
     BadRow                               the error a strict read raises (file:line: why)
 """
 
-import hashlib
 import json
 import math
 import sys
@@ -40,11 +46,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.measure.store import rowfile, runfolder
+from harness.measure.store import rowfile, runfolder, stats
 
 SCHEMA_VERSIONS = (1,)
 MAX_NS = 3600 * 10**9  # an hour: no call, import or cold start of LeNet-5 takes longer
 NUMBER = (int, float)
+TEXT = (str, bool)  # values without a number in them
 FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "setup": {"cell_id": str},
     "round": {"cell_id": str, "round": int, "times_ns": list},
@@ -64,7 +71,8 @@ OPTIONAL: dict[str, dict[str, type | tuple[type, ...]]] = {  # where present, of
     "load": {"cells": list, "busy": list, "contended": (str, NONE)},
     "cell": {"setup": (dict, NONE), "stats": (dict, NONE), "device_stats": (dict, NONE),
              "round_process": list, "contended": bool, "contended_reasons": list, "reason": (str, NONE),
-             "rss_peak": (*NUMBER, NONE), "convergence": (dict, NONE), "warnings": list, "study": str},
+             "rss_peak": (*NUMBER, NONE), "convergence": (dict, NONE), "warnings": list, "study": str,
+             "stats_version": int},
 }
 CELL_OPTIONAL: dict[str, type | tuple[type, ...]] = {"calls": int, "mode": str, "threads": (int, NONE),
                                                      "processes": int}
@@ -98,8 +106,8 @@ def type_name(expected: type | tuple[type, ...]) -> str:
 
 
 def has_type(value: Any, expected: type | tuple[type, ...]) -> bool:
-    if isinstance(value, bool) and bool not in (expected if isinstance(expected, tuple) else (expected,)):
-        return False
+    if type(value) is bool:  # an int to isinstance, never a number here
+        return expected is bool or isinstance(expected, tuple) and bool in expected
     return isinstance(value, expected)
 
 
@@ -109,38 +117,58 @@ def timey(key: str) -> bool:
 
 
 def bad_number(value: Any, where: str, as_time: bool, nan_ok: bool = False) -> str | None:
-    """Why a number (or every number inside a list or object) is unusable, or None."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+    """Why a number (or every number inside a list or object) is unusable, or None. where: the value's
+    name, said only in the answer (a report reads a million values: none is named until one is bad)."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
         return None
-    if isinstance(value, NUMBER):
+    if kind is int:  # finite, unless too big for a float (JSON's 1e400 is a float: inf)
+        if abs(value) > sys.float_info.max:
+            return f"{where} is an integer of {value.bit_length()} bits (too big for a float)"
+    elif kind is float:
         if math.isnan(value) and nan_ok:
             return None
         if not math.isfinite(value):
             return f"{where} is {value} (not a finite number)"
-        if as_time and not 0 <= value < MAX_NS:
-            return f"{where} is {value:g} ns (expected 0 <= t < {MAX_NS:.3g} ns, an hour)"
-        return None
-    if isinstance(value, list):
-        if value and all(type(v) is int for v in value) and not (  # the common case, fast: a round's times
-                bad_number(min(value), where, as_time) or bad_number(max(value), where, as_time)):
+    elif kind is list:
+        if not value or fine_numbers(value, as_time):
             return None
         for i, item in enumerate(value):
-            why = bad_number(item, f"{where}[{i}]", as_time, nan_ok)
+            why = bad_number(item, f"[{i}]", as_time, nan_ok)
             if why:
-                return why
+                return f"{where}{why}"
         return None
-    if isinstance(value, dict):
+    elif kind is dict:
         for key, item in value.items():
+            if item is None or type(item) in TEXT or type(item) in NUMBER and 0 <= item < MAX_NS:
+                continue  # the common cases at once: usable as any number, a time too (NaN compares False)
             key = str(key)
-            why = bad_number(item, f"{where}.{key}", as_time or timey(key), nan_ok or nan_means_none(key))
+            why = bad_number(item, key, as_time or timey(key), nan_ok or nan_means_none(key))
             if why:
-                return why
+                return f"{where}.{why}"
+        return None
+    else:
+        return None
+    if as_time and not 0 <= value < MAX_NS:
+        return f"{where} is {value:g} ns (expected 0 <= t < {MAX_NS:.3g} ns, an hour)"
     return None
+
+
+def fine_numbers(values: list, as_time: bool) -> bool:
+    """Whether a list holds only finite numbers (in nanoseconds: 0 <= t < MAX_NS), checked at C speed: the
+    common case (a round's times, the medians of a summary); bad_number names the first bad one."""
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        low, high = min(values), max(values)
+        return 0 <= low and high < MAX_NS if as_time else max(-low, high) <= sys.float_info.max
+    if kinds <= {int, float} and (kinds == {float} or max(map(abs, values)) <= sys.float_info.max):
+        return all(map(math.isfinite, values)) and (not as_time or 0 <= min(values) and max(values) < MAX_NS)
+    return False
 
 
 def bad_calls(times: Any, where: str) -> str | None:
     """A round's per-call times: a list of numbers, each above 0 (bad_number checks the rest)."""
-    if not isinstance(times, list) or not all(is_number(t) for t in times):
+    if not isinstance(times, list) or not set(map(type, times)) <= {int, float}:
         return f"{where}: expected a list of per-call times (numbers)"
     if times and min(times) <= 0:
         return f"{where} holds {min(times):g} ns (a call takes more than 0 ns)"
@@ -201,12 +229,14 @@ def check(row: Any) -> str | None:
     why = bad_fields(row, {"run_id": str, "kind": str, "time": NUMBER})
     if why:
         return why
-    if not (math.isfinite(row["time"]) and row["time"] > 0):
-        return f"time is {row['time']} (expected seconds since 1970, above 0)"
     for key, value in row.items():
+        if value is None or type(value) in TEXT or type(value) in NUMBER and 0 <= value < MAX_NS:
+            continue  # as in bad_number's objects
         why = bad_number(value, key, timey(key), nan_means_none(key))
         if why:
             return why
+    if not row["time"] > 0:
+        return f"time is {row['time']} (expected seconds since 1970, above 0)"
     return bad_kind(row)
 
 
@@ -219,34 +249,45 @@ def warn_stderr(message: str) -> None:
         print(message, file=sys.stderr)
 
 
-# Digests of the lines check() found usable in this process: a line is checked once, however often
-# it is read (the report and the figures, or a test suite, read the same 17,000 rows again and again;
-# checking every number of a row costs ten times parsing it). check() is a function of the line alone.
-CHECKED: set[bytes] = set()
-
-
-def line_digest(line: str) -> bytes:
-    return hashlib.blake2b(line.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+def bad_summary(row: dict[str, Any]) -> str | None:
+    """Why a usable cell row's saved summary, of the current version (stats.SUMMARY_VERSION), cannot be
+    the summary of its own times (stats.impossible), or None (another kind, another version, nothing
+    measured: its summary is computed from its times, harness.measure.plan.cells.row_summary)."""
+    if row["kind"] != "cell" or row.get("stats_version") != stats.SUMMARY_VERSION:
+        return None
+    if row["status"] != "ok" or not any(row["rounds_ns"]):
+        return None
+    if not isinstance(row.get("stats"), dict):
+        return (f"field 'stats': expected the summary of its times (stats_version {stats.SUMMARY_VERSION}), "
+                f"found {type(row.get('stats')).__name__}")
+    return stats.impossible(row["stats"], row["rounds_ns"])
 
 
 def read_lines(lines: Iterable[str], where: str, strict: bool = False,
                warn: Callable[[str], None] = warn_stderr) -> list[dict]:
     """The usable rows of JSON lines read from `where` (a file, or an archive's member). A partial
     last line (no newline: a run killed mid-write) is skipped; any other bad line is a BadRow
-    (strict) or skipped with one WARNING naming where:line. Every row read is a new object."""
+    (strict) or skipped with one WARNING naming where:line. A cell row whose saved summary cannot be
+    its times' (bad_summary) is a BadRow (strict), or kept with one WARNING and its summary computed
+    again from its times (its stats_version dropped): its times are the measurement, the summary only
+    derived from them. Every row read is a new object."""
     rows: list[dict] = []
     for lineno, line in enumerate(lines, 1):
         if not line.endswith("\n"):
             break  # unfinished last row: --resume cuts it off
-        digest = line_digest(line)
         try:
             row = parse(line)
         except ValueError as exc:
             why: str | None = f"not a JSON row ({exc})"
         else:
-            why = None if digest in CHECKED else check(row)
+            why = check(row)
         if why is None:
-            CHECKED.add(digest)
+            fault = bad_summary(row)
+            if fault and strict:
+                raise BadRow(f"{where}:{lineno}: {fault}")
+            if fault:
+                warn(f"WARNING: {where}:{lineno}: {fault}; its summary is computed again from its times")
+                del row["stats_version"]
             rows.append(row)
         elif strict:
             raise BadRow(f"{where}:{lineno}: {why}")

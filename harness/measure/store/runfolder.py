@@ -21,7 +21,7 @@ lag), never a time the rows (or an archive) carry.
     completion(run_dir) -> dict | None    the marker's fields; None: partial (or a marker unreadable)
     order(run_dir) -> float | None        where the run stands in this checkout's order
     complete_by_rows(rows) -> bool        a run from before markers: every cell it began finished
-    hold(run_dir) -> Writer               the run's lock, or a HarnessError naming its holder
+    Writer(run_dir)                       the run's lock, or a HarnessError naming its holder
     hold_results(root) -> Writer          an import's lock on the results folder (<root>/.writer.lock)
 """
 
@@ -155,10 +155,6 @@ class Writer:
         if self.fd >= 0:
             os.close(self.fd)  # closing drops the flock
             self.fd = -1
-
-
-def hold(run_dir: Path) -> Writer:
-    return Writer(run_dir)
 
 
 def hold_results(root: Path) -> Writer:

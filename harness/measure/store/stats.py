@@ -57,11 +57,20 @@ import numpy as np
 
 Rounds = Sequence[Sequence[float] | np.ndarray]  # per-call times (or values), one list per round
 
+# The version of summarize's code that a final cell row saves beside its summary (`stats_version` beside
+# `stats`, harness.measure.plan.cells.final_row): a row of this version is read with its saved summary,
+# checked against its own times (impossible); any other row is summarized again from its times
+# (cells.row_summary). Bump it with any change here that can change what summarize returns for the same
+# times (a constant, a seed, a method, a field added, renamed or redefined), then give the committed rows
+# the new summaries: `python -m harness upgrade-results` (tests/test_summaries.py compares the saved
+# summaries of the committed rows with today's: a change without a bump fails there).
+SUMMARY_VERSION = 1
+
 NOISY_CI_OVER_MEDIAN = 0.20  # the median known to better than about +-10%
 MIN_ROUNDS = 5  # below this, resampling rounds cannot give a 95% interval
 MIN_CALLS_PER_ROUND = 3  # a round of one or two calls has no median of its own
 BOOTSTRAP_RESAMPLES = 1000
-LEVEL = 0.95
+CONFIDENCE = 0.95
 MAX_RUNS_WIDENED = 4  # up to this many runs, a pooled interval holds every run's own median
 MIN_PROCESSES = 3  # fewer: an interval that has not seen a new process's draw (the headline marks it)
 DRAW_ALPHA = 0.05  # a draw must beat this share of the shuffles of rounds among processes ...
@@ -70,7 +79,7 @@ PERMUTATIONS = 1000
 
 
 def _percentile_interval(estimates: Any) -> tuple[float, float]:
-    tail = (1 - LEVEL) / 2 * 100
+    tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(estimates, [tail, 100 - tail])
     return float(low), float(high)
 
@@ -444,3 +453,66 @@ def pooled_round_ratio(runs: Sequence[tuple[Run, Run]], resamples: int = BOOTSTR
             "rounds": int(ratios.size), "ci95_low": low, "ci95_high": high,
             "thin": int(ratios.size) < MIN_ROUNDS, "processes": len(set(zip(run_of, pairs, strict=True))),
             "run_ratios": run_ratios, "runs": len(kept)}
+
+
+# --- a saved summary, read back ----------------------------------------------------------------
+
+SUMMARY_NUMBERS = ("median_ns", "mean_ns", "min_ns", "max_ns", "p90_ns", "p99_ns", "iqr_ns", "spread",
+                   "ci95_low_ns", "ci95_high_ns", "ci_over_median", "within_ci95_low_ns",
+                   "within_ci95_high_ns")
+SUMMARY_TYPES: dict[str, type | tuple[type, ...]] = {
+    "n": int, "rounds": int, "processes": int, **{key: (int, float) for key in SUMMARY_NUMBERS},
+    "round_medians_ns": list, "process_medians_ns": list, "ci_method": str, "noisy": bool, "thin": bool,
+    "drawn": bool, "draw_p": (int, float, type(None))}
+
+
+def impossible(summary: dict[str, Any], rounds_ns: Rounds) -> str | None:
+    """Why a saved summary (summarize's fields) cannot be summarize's of these rounds, or None. Checked,
+    not recomputed (the bootstraps are what saving it spares): its fields and their types; its counts
+    (calls, rounds, thin); the calls' least and greatest time and their mean (from their exact sum); its
+    percentiles in order and every interval and per-round or per-process median inside the calls'
+    range. Numbers are finite where they must be: the row reader (harness.measure.store.rows) has
+    checked that."""
+    for key, expected in SUMMARY_TYPES.items():
+        if key not in summary:
+            return f"no field stats.{key} (a summary of version {SUMMARY_VERSION} has it)"
+        value = summary[key]
+        if isinstance(value, bool) is not (expected is bool) or not isinstance(value, expected):
+            return f"field stats.{key}: expected {getattr(expected, '__name__', 'a number')}, found {value!r}"
+    calls = [r for r in rounds_ns if len(r)]
+    n = sum(len(r) for r in calls)
+    if (summary["n"], summary["rounds"]) != (n, len(calls)):
+        return (f"stats.n, stats.rounds are {summary['n']}, {summary['rounds']}; its times hold {n} calls "
+                f"in {len(calls)} rounds")
+    if not calls:
+        return "stats: a summary of no calls"
+    least, most = min(min(r) for r in calls), max(max(r) for r in calls)
+    if (summary["min_ns"], summary["max_ns"]) != (least, most):
+        return (f"stats.min_ns, stats.max_ns are {summary['min_ns']:g}, {summary['max_ns']:g}; its times "
+                f"run from {least:g} to {most:g} ns")
+    total = sum(sum(r) for r in calls)
+    if not abs(summary["mean_ns"] * n - total) <= 1e-9 * abs(total):  # float rounding of a sum: ~1e-16
+        return f"stats.mean_ns is {summary['mean_ns']:g}; its times' mean is {total / n:g} ns"
+    chain = ("min_ns", "median_ns", "p90_ns", "p99_ns", "max_ns")
+    for low_key, high_key in zip(chain, chain[1:], strict=False):
+        if not summary[low_key] <= summary[high_key]:
+            return f"stats.{low_key} ({summary[low_key]:g}) is above stats.{high_key} ({summary[high_key]:g})"
+    for key in ("iqr_ns", "spread", "ci_over_median"):
+        if summary[key] < 0:  # NaN (not computed) compares False
+            return f"stats.{key} is {summary[key]:g} (expected 0 or more)"
+    for low_key, high_key in (("ci95_low_ns", "ci95_high_ns"), ("within_ci95_low_ns", "within_ci95_high_ns")):
+        low, high = summary[low_key], summary[high_key]
+        if np.isnan(low) and np.isnan(high) and len(calls) < 2:
+            continue  # one round: no interval
+        if not least <= low <= high <= most:
+            return (f"stats.{low_key}, stats.{high_key} are {low:g}, {high:g} (expected an interval "
+                    f"inside its times, {least:g} to {most:g} ns)")
+    for key, count in (("round_medians_ns", len(calls)), ("process_medians_ns", summary["processes"])):
+        values = summary[key]
+        if len(values) != count or not all(type(v) in (int, float) and least <= v <= most for v in values):
+            return f"stats.{key}: expected {count} medians inside its times, {least:g} to {most:g} ns"
+    if not 1 <= summary["processes"] <= len(calls):
+        return f"stats.processes is {summary['processes']} (expected 1 to its {len(calls)} rounds)"
+    if summary["thin"] is interval_supported(calls):
+        return f"stats.thin is {summary['thin']}; its {thin_reason(calls)}"
+    return None

@@ -14,7 +14,7 @@ from harness import registry
 from harness.report.claims import bill, loc
 from harness.report.claims.rundata import answer_run, ratio_ci
 from harness.report.markup import quote
-from harness.report.markup.style import DEVICE_LINES, IMPL_ORDER, ok_cells
+from harness.report.markup.style import IMPL_ORDER, ok_cells
 from harness.report.markup.tables import sig3, table
 
 # The rows in the ladder's order (each level's spec: `order`, its row name `display`), and each
@@ -69,11 +69,6 @@ def default_call(cells: pd.DataFrame, implementation: str) -> pd.Series | None:
     return None if part.empty else part.iloc[0]
 
 
-def inference_loc(loc_rows: list[dict], implementation: str) -> int | None:
-    """One working implementation's lines: the level's call as first written (loc.first_written)."""
-    return loc.first_written(loc_rows, implementation)
-
-
 def why_missing(frame: pd.DataFrame, study: str, machine: str | None, implementation: str,
                 device: str) -> str:
     """Why a cell has no number: its skipped row's reason, the level's devices, or its absence."""
@@ -99,19 +94,13 @@ def short_reason(reason: str, status: str) -> str:
     return f"{status}: {first}"
 
 
-LAST: list = [None] * 4  # levels' last frame, loc rows, answer and answer to them
+Table = tuple[list[Level], dict]  # levels(): the table's rows and {device: machine}
 
 
-def levels(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> tuple[list[Level], dict]:
+def levels(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> Table:
     """The table's rows, and {device: machine} of the runs they come from. answer: {device: the
-    api_levels run id that answers} (rundata.answer_run's; by default the newest runs'). A report
-    asks five times of one frame, never changed once read: the last answer is kept (LAST)."""
-    if not (LAST[0] is frame and LAST[1] is loc_rows and LAST[2] == answer):
-        LAST[:] = [frame, loc_rows, dict(answer or {}) or answer, table_rows(frame, loc_rows, answer)]
-    return list(LAST[3][0]), dict(LAST[3][1])
-
-
-def table_rows(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None) -> tuple[list[Level], dict]:
+    api_levels run id that answers} (rundata.answer_run's; by default the newest runs'). A page asks
+    once and passes the answer on to its sections (their `known`)."""
     if frame.empty:
         return [], {"cpu": None, "gpu": None}
     answer = answer if answer is not None else {d: answer_run(frame, d) for d in ("cpu", "gpu")}
@@ -123,7 +112,7 @@ def table_rows(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None) -
     found = bill.bills(frame, answer)
     out = []
     for name, impl in LEVELS:
-        level = Level(name, impl, inference_loc(loc_rows, impl))
+        level = Level(name, impl, loc.first_written(loc_rows, impl))
         level.bills = {d: b for (i, d), b in found.items() if i == impl}
         for device in ("cpu", "gpu"):
             cell = fastest(batch1[device], impl) if not batch1[device].empty else None
@@ -201,12 +190,12 @@ def machine_of(frame: pd.DataFrame, run_id: str | None) -> str | None:
 def latency(cell: pd.Series) -> str:
     """'47 ms [43.8–49.4 ms] `predict`', then its marks (quote.quoted): the cell's pooled median and
     interval (rundata.pool)."""
-    found = quote.marks(cell, headline=True)
+    found = quote.caveats(cell, headline=True)
     return f"{quote.value(cell)} `{cell['variant']}`" + "".join(f" *{m}*" for m in found)
 
 
 def images_per_s(cell: pd.Series) -> str:
-    marks = "".join(f" *{m}*" for m in quote.marks(cell, headline=True))
+    marks = "".join(f" *{m}*" for m in quote.caveats(cell, headline=True))
     return f"{int(float(sig3(cell['images_per_s']))):,}/s `{cell['variant']}`{marks}"
 
 
@@ -238,11 +227,11 @@ def bill_columns(lv: Level, dash: Callable[[str], str]) -> list[str]:
 
 
 def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None,
-           threads: int | None = None) -> tuple[list[str], dict]:
+           threads: int | None = None, known: Table | None = None) -> tuple[list[str], dict]:
     """The headline table, its footnotes and its marks' notes, as Markdown lines; {device:
     machine} behind them. threads: the CPU columns' thread count (first_screen.cpu_threads), named
-    in their header."""
-    rows, machines = levels(frame, loc_rows, answer)
+    in their header. known: levels() of these, where the caller has it."""
+    rows, machines = known or levels(frame, loc_rows, answer)
     if not rows:
         return ["_No results yet: run `make run-all`._"], machines
     notes: list[str] = []
@@ -294,44 +283,14 @@ def render(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None
     return out, machines
 
 
-PATHS = registry.ladder_paths()  # each level's spec: `ladder`, the lines through it
 SHORT = {name: registry.short(name) for name in registry.REGISTRY}  # each spec's `short`
 
 
 def points(frame: pd.DataFrame, loc_rows: list[dict], answer: dict | None = None) -> list[dict]:
     """One point per level and device: x lines of code, y median and its interval (ms), and the
-    marks its number carries (quote.marks: stale, thin, noisy, contended)."""
+    marks its number carries (quote.caveats: stale, thin, noisy, contended)."""
     rows, machines = levels(frame, loc_rows, answer)
     return [{"implementation": lv.implementation, "device": d, "loc": lv.loc, "machine": machines[d],
              "label": cell["label"], "median": cell["median_ms"], "low": cell["ci_low_ms"],
-             "high": cell["ci_high_ms"], "marks": quote.marks(cell)}
+             "high": cell["ci_high_ms"], "marks": quote.caveats(cell)}
             for lv in rows if lv.loc is not None for d, cell in lv.cells.items()]
-
-
-def chains(pts: list[dict]) -> list[tuple[str, list[dict]]]:
-    """The lines drawn, per device in DEVICE_LINES' order: each path that starts at a level
-    measured on the device, through its measured levels in order (one not measured is skipped, its
-    neighbours joined), where two or more were measured."""
-    at = {(p["implementation"], p["device"]): p for p in pts}
-    out = []
-    for device, _style in DEVICE_LINES:
-        for path in PATHS:
-            chain = [at[(i, device)] for i in path if (i, device) in at]
-            if (path[0], device) in at and len(chain) > 1:
-                out.append((device, chain))
-    return out
-
-
-def lines_caption(drawn: list[tuple[str, list[dict]]]) -> str:
-    """Every line drawn, named: 'Lines (CPU solid, GPU dashed): CPU: a → b; ... GPU: ...'."""
-    parts = []
-    for device, _style in DEVICE_LINES:
-        mine = [" → ".join(SHORT.get(p["implementation"], p["implementation"]) for p in chain)
-                for d, chain in drawn if d == device]
-        if mine:
-            parts.append(f"{device.upper()}: {'; '.join(mine)}.")
-    styles = ", ".join(f"{d.upper()} {'solid' if s == '-' else 'dashed'}" for d, s in DEVICE_LINES)
-    if not parts:
-        return ""
-    return (f"Grey lines ({styles}) join each device's levels up the ladder (each level's registry entry "
-            "names the lines through it): " + " ".join(parts))

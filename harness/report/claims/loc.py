@@ -51,7 +51,6 @@ CSV_PATH = DEFAULT_LOC_CSV
 FIELDS = ["package", "api_level", "part", "file", "code", "comment"]
 
 
-analyze = provenance.analyze
 package_files = provenance.package_files  # the files a level's count (and its source hash) come from
 
 
@@ -66,11 +65,11 @@ def count(root: Path = ROOT) -> list[dict]:
     for package, level, files in targets:
         found = []
         for path in files:
-            analysis = analyze(path, package)
+            code, comment = provenance.count_lines(path, package)
             part = "shared" if level == "shared" else PARTS.get(path.name, PARTS.get(path.suffix, "forward"))
             name = str(path.relative_to(root)) if level == "shared" else path.name
             found.append({"package": package, "api_level": level, "part": part, "file": name,
-                          "code": analysis.code_count, "comment": analysis.documentation_count})
+                          "code": code, "comment": comment})
         rows += sorted(found, key=lambda r: (r["part"], r["file"]))
     return rows + [first_written_row(name, root) for name in registry.levels() if first_written_code(name)]
 
@@ -94,8 +93,7 @@ def first_written_row(implementation: str, root: Path = ROOT) -> dict:
         if name:
             found = piece_count(path, name, implementation)
         else:
-            analysis = analyze(path, str(spec.package))
-            found = (analysis.code_count, analysis.documentation_count)
+            found = provenance.count_lines(path, str(spec.package))
         code, comment = code + found[0], comment + found[1]
     return {"package": spec.package, "api_level": spec.api_level, "part": FIRST,
             "file": f"{implementation}/{registry.first_written(implementation)}", "code": code,

@@ -4,7 +4,7 @@ within-round ratios (measured: what a reader may expect of a rerun; the report's
 runs themselves, harness.report.claims.rundata.pool) and the cells whose second run fell outside.
 
     QUANTILE                                the share of cells a move's spread covers
-    measured(row, device) -> Drift | None   one reproduce row's move of the device's medians and ratios
+    drift(row, device) -> Drift | None      one reproduce row's move of the device's medians and ratios
     sentence(machine, device, drift) -> str the move in words
     section(runs) -> [str]                  DETAILS' lines
 """
@@ -67,7 +67,7 @@ def _positive(value: object, row: dict, cell: dict, what: str, unit: str) -> flo
     return float(value)
 
 
-def measured(row: dict, device: str) -> Drift | None:
+def drift(row: dict, device: str) -> Drift | None:
     """The drift of one reproduce row's cells on `device`: of their medians and of their
     within-round ratios; None where no cell has both medians. A median or ratio that is not a
     positive finite number is an error, never skipped."""
@@ -136,7 +136,7 @@ def section(runs: list[dict]) -> list[str]:
         share_rows = [[what, share_text(*row["shares"][key])] for key, what in CHECKS + OLD_CHECKS
                       if key in row["shares"]]  # a row from before a check was added lacks it
         moves = [sentence(None, device, moved) for device in ("cpu", "gpu")
-                 if (moved := measured(row, device)) is not None]
+                 if (moved := drift(row, device)) is not None]
         out += [words.say(TEMPLATE, "run", machine=run["machine"], row=row, moves=moves), "",
                 table(["check", "cells"], share_rows), ""]
         outside = [c for c in row["cells"] if c["median_inside"] is False or c["ratio_inside"] is False]

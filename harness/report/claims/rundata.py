@@ -29,7 +29,7 @@ import pandas as pd
 from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
 from harness.machine import provenance
-from harness.measure import floor
+from harness.measure import fastest_call
 from harness.measure.plan import cells, narrow
 from harness.measure.store import results, rowfile, runfolder, stats
 from harness.measure.store import rows as row_reader
@@ -146,9 +146,9 @@ def cells_frame(runs: list[dict]) -> pd.DataFrame:
 
 
 def cell_statistics(row: dict) -> dict:
-    """The statistics of a final cell row, computed from its raw times by measure's own summary
-    (cells.row_summary); a thin cell's interval and noise verdict are not shown
-    (stats.interval_supported)."""
+    """The statistics of a final cell row: the summary it saved, where of the current version, else
+    computed from its raw times (cells.row_summary); a thin cell's interval and noise verdict are not
+    shown (stats.interval_supported)."""
     st = cells.row_summary(row) or {}
     if st.get("thin"):
         st.update(ci95_low_ns=float("nan"), ci95_high_ns=float("nan"), ci_over_median=float("nan"),
@@ -329,7 +329,7 @@ def pool(frame: pd.DataFrame, history: pd.DataFrame, every: list[dict]) -> pd.Da
 
 def pooled_record(found: list[dict]) -> dict:
     """The statistics of a cell pooled over its runs' cells (found: cells_frame's records, oldest first)."""
-    st = cells.pooled_summary([(c["rounds_ns"], c["round_process"]) for c in found])
+    st = stats.pooled_summary([(c["rounds_ns"], c["round_process"]) for c in found])
     if st["thin"]:
         st.update(ci95_low_ns=float("nan"), ci95_high_ns=float("nan"), ci_over_median=float("nan"),
                   noisy=False, drawn=False)
@@ -478,7 +478,7 @@ class ReportData:
     crosschecks: list[dict] = field(default_factory=list)
     answer: dict = field(default_factory=dict)  # device -> the api_levels run id that answers (answer_run)
     machines: dict = field(default_factory=dict)  # device -> the machine that answers (answering_machines)
-    floors: dict = field(default_factory=dict)  # device -> measure.floor.Floor of that run
+    floors: dict = field(default_factory=dict)  # device -> measure.fastest_call.Fastest of that run
     partial: list = field(default_factory=list)  # partial_runs: runs never used, named with how to finish
 
 
@@ -505,30 +505,26 @@ def load_report(root: Path, loc_rows: list[dict], every_run: bool = False,
         machine = resolve_machine(machine, sorted(set(frame["machine"])) if not frame.empty else [], root)
     machines = answering_machines(runs, frame, machine) if not frame.empty else {}
     answer = {d: answer_run(frame, d, machines.get(d)) if machines.get(d) else None for d in ("cpu", "gpu")}
-    floors = {d: floor.fastest_measured(d, root, run_id=r) for d, r in answer.items() if r is not None}
+    floors = {d: fastest_call.fastest_measured(d, root, run_id=r) for d, r in answer.items() if r is not None}
     return ReportData(runs=runs, frame=frame, loc_rows=loc_rows, verify_rows=verify_records(root),
                       history=history if every_run else frame, crosschecks=crosscheck_records(root),
                       verify_train_rows=verify_records(root, "verify-train-*.json"),
                       answer=answer, machines=machines, floors=floors, partial=partial_runs(root))
 
 
-FOUND: list = [None, {}]  # the frame find last read, and its ok cells' places by their FIND_KEY
-FIND_KEY = ("study", "label", "device", "batch_size", "dtype")
-
-
 def find(frame: pd.DataFrame, study: str, label: str, device: str = "cpu", batch: int = 1,
          dtype: str = "float32", machine: str | None = None, threads: int | None = None) -> pd.Series | None:
     """The first ok cell of that study, label, device, batch, dtype (and machine), or None. threads:
-    None for a cell at the study's own thread count, else the cell's `threads`. A report asks a
-    thousand times of one frame, never changed once read: its ok cells are indexed once (FOUND)."""
+    None for a cell at the study's own thread count, else the cell's `threads`. Its columns compared
+    as arrays (a report asks a few hundred times: none builds a frame)."""
     if frame.empty:
         return None
-    if FOUND[0] is not frame:
-        ok = np.flatnonzero(frame["status"].to_numpy() == "ok")
-        FOUND[:] = [frame, {}]
-        for place, *key in zip(ok, *(frame[c].to_numpy()[ok] for c in FIND_KEY), strict=True):
-            FOUND[1].setdefault(tuple(key), []).append(place)
-    for place in FOUND[1].get((study, label, device, batch, dtype), []):
+    wanted = {"status": "ok", "study": study, "label": label, "device": device, "batch_size": batch,
+              "dtype": dtype}
+    mask = np.ones(len(frame), dtype=bool)
+    for column, value in wanted.items():
+        mask &= frame[column].to_numpy() == value
+    for place in np.flatnonzero(mask):
         cell = frame.iloc[place]
         if (machine is None or cell["machine"] == machine) and ("threads" not in frame or (
                 pd.isna(cell["threads"]) if threads is None else cell["threads"] == threads)):

@@ -3,7 +3,7 @@ the rounds support one, and the marks that tell a reader not to take it at face 
 so a number reads the same in the headline, the findings and DETAILS.
 
     MARKS                          mark -> what it means (the report's notes print these)
-    marks(cell) -> [str]           the marks a cell carries: thin, noisy, process-dependent, contended,
+    caveats(cell) -> [str]         the marks a cell carries: thin, noisy, process-dependent, contended,
                                    stale (headline=True, any number on the first screen, headline or
                                    findings: and few processes, where it has fewer than 3)
     value(cell) -> str             '47 ms [43.8–49.4 ms]', or '47 ms [no interval]' when thin
@@ -51,7 +51,7 @@ def few_processes(cell: pd.Series) -> bool:
     return int(cell.get("processes", 0) or 1) < stats.MIN_PROCESSES
 
 
-def marks(cell: pd.Series, headline: bool = False) -> list[str]:
+def caveats(cell: pd.Series, headline: bool = False) -> list[str]:
     """Its marks in MARKS' order; `few processes` only where headline (every number the first screen,
     headline and findings, prints comes from at least stats.MIN_PROCESSES processes, or says so)."""
     return [m for m in MARKS if (few_processes(cell) if m == "few processes" else bool(cell.get(m, False)))
@@ -75,13 +75,13 @@ def value(cell: pd.Series) -> str:
 
 def quoted(cell: pd.Series, headline: bool = False) -> str:
     """value and its marks; headline: a number on the first screen (few processes marked too)."""
-    found = marks(cell, headline)
+    found = caveats(cell, headline)
     return value(cell) + "".join(f" *{m}*" for m in found)
 
 
 def symbols(cell: pd.Series) -> str:
     """Its marks as REPORT.md's symbols ('²⁵'), as the first screen quotes them (few processes too)."""
-    return "".join(SYMBOLS[m] for m in marks(cell, headline=True))
+    return "".join(SYMBOLS[m] for m in caveats(cell, headline=True))
 
 
 def plain(cell: pd.Series) -> str:
@@ -96,14 +96,14 @@ def short(cell: pd.Series) -> str:
 
 def symbol_legend(cells: Iterable[pd.Series]) -> list[tuple[str, str]]:
     """(symbol, mark) for each mark the cells carry as the first screen quotes them, in MARKS' order."""
-    seen = {m for cell in cells for m in marks(cell, headline=True)}
+    seen = {m for cell in cells for m in caveats(cell, headline=True)}
     return [(SYMBOLS[m], m) for m in MARKS if m in seen]
 
 
 def rate(cell: pd.Series) -> str:
     """Images per second with the interval the median's gives (batch / time), three significant
     figures, and its marks as the first screen quotes them."""
-    b, found = cell["batch_size"], "".join(f" *{m}*" for m in marks(cell, headline=True))
+    b, found = cell["batch_size"], "".join(f" *{m}*" for m in caveats(cell, headline=True))
     if math.isnan(cell["ci_low_ms"]):
         return f"{whole3(cell['images_per_s'])} [no interval]{found}"
     lo, hi = b / (cell["ci_high_ms"] / 1e3), b / (cell["ci_low_ms"] / 1e3)
@@ -117,7 +117,7 @@ def whole3(x: float) -> str:
 
 def mark_notes(cells: Iterable[pd.Series], headline: bool = False) -> list[str]:
     """'*noisy*: ...' for each mark the cells carry, in MARKS' order."""
-    seen = {m for cell in cells for m in marks(cell, headline)}
+    seen = {m for cell in cells for m in caveats(cell, headline)}
     return [f"*{m}*: {meaning}." for m, meaning in MARKS.items() if m in seen]
 
 

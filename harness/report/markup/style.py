@@ -1,8 +1,7 @@
 """What the report and its figures (harness.figures.style) share: the ladder's order, the Keras
-backends' names, the cells a study drew, each device's line style."""
+backends' names, the cells a study drew."""
 
 import pandas as pd
-from matplotlib.typing import LineStyleType
 
 from harness import registry
 
@@ -11,7 +10,6 @@ from harness import registry
 IMPL_ORDER = registry.levels()
 # the high-level API's levels -> their backend, from the row name ("Keras on JAX" -> "JAX")
 BACKEND_OF = {name: registry.display(name).split(" on ")[-1] for name in registry.on_rung("high-level API")}
-DEVICE_LINES: tuple[tuple[str, LineStyleType], ...] = (("cpu", "-"), ("gpu", "--"))  # Fig. 1's ladders
 
 
 def ok_cells(frame: pd.DataFrame, study: str, **equal: object) -> pd.DataFrame:

@@ -96,7 +96,7 @@ CHOSEN_FLOOR = "the fastest measured implementation on this device"
 
 def floor_words(row: dict) -> str:
     """The floor as what this explain run timed beside the call: the fastest measured call when
-    the run chose it (harness.measure.floor), which a later api_levels run can beat (the GPU's
+    the run chose it (harness.measure.fastest_call), which a later api_levels run can beat (the GPU's
     cudnn/graph, before the resident CUDA kernels were measured)."""
     return f"the floor this explain run chose ({row.get('floor') or floor_name(row)}; see the method)"
 

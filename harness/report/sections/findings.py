@@ -189,9 +189,10 @@ def seed_finding(levels: list[Level]) -> dict:
 
 
 def findings(frame: pd.DataFrame, runs: list[dict], loc_rows: list[dict],
-             answer: dict | None = None) -> list[str]:
-    """The first screen's findings, each worded by its macro; a finding with nothing to say is left out."""
-    levels, machines = headline.levels(frame, loc_rows, answer)
+             answer: dict | None = None, known: headline.Table | None = None) -> list[str]:
+    """The first screen's findings, each worded by its macro; a finding with nothing to say is left out.
+    known: headline.levels() of these, where the caller has it."""
+    levels, machines = known or headline.levels(frame, loc_rows, answer)
     if not levels:
         return [words.say(TEMPLATE, "no_results")]
     found = [keras_finding(frame, runs, levels, machines), code_finding(levels),  # with the bill

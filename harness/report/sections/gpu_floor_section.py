@@ -45,16 +45,16 @@ class Floor:
 class Target:
     what: str
     goal: float  # ns, or images/s where rate
-    measured: float | None
+    achieved: float | None
     source: str  # where the measured number comes from
     floor: Floor | None
     rate: bool = False
     stretch: float | None = None
 
     def met(self) -> bool | None:
-        if self.measured is None:
+        if self.achieved is None:
             return None
-        return self.measured >= self.goal if self.rate else self.measured <= self.goal
+        return self.achieved >= self.goal if self.rate else self.achieved <= self.goal
 
 
 def floor_row(runs: Sequence[dict], machine: str) -> dict | None:
@@ -178,7 +178,7 @@ def amount(value: float, rate: bool) -> str:
 
 def verdict(t: Target) -> str:
     """'met (1 µs under, stretch met)', 'missed by 3.9 µs (2x the goal)', 'missed (6.2x short)'."""
-    measured = t.measured
+    measured = t.achieved
     return words.say(SENTENCES, "verdict", t=t, met=t.met(),
                      short=None if measured is None or not t.rate else t.goal / measured,
                      under_ns=None if measured is None else t.goal - measured,
@@ -189,16 +189,16 @@ def verdict(t: Target) -> str:
 
 def multiple(t: Target) -> str:
     """How far the measured number is from its floor: a time over its floor, a rate's floor over it."""
-    if t.measured is None or t.floor is None:
+    if t.achieved is None or t.floor is None:
         return "-"
-    return f"{(t.floor.value / t.measured if t.rate else t.measured / t.floor.value):.2g}x"
+    return f"{(t.floor.value / t.achieved if t.rate else t.achieved / t.floor.value):.2g}x"
 
 
 def target_lines(frame: pd.DataFrame, runs: Sequence[dict], machine: str) -> list[str]:
     row = floor_row(runs, machine)
     return [words.say(SENTENCES, "target", t=t, verdict=verdict(t), multiple=multiple(t))
             + sweep_words(frame, runs, machine, t)
-            for t in judged(frame, runs, machine, row) if t.measured is not None]
+            for t in judged(frame, runs, machine, row) if t.achieved is not None]
 
 
 def sweep_words(frame: pd.DataFrame, runs: Sequence[dict], machine: str, t: Target) -> str:
@@ -260,7 +260,7 @@ def section(frame: pd.DataFrame, runs: Sequence[dict]) -> list[str]:
                 probe_table(row), "", "Each target's floor, from the probes:", ""]
         out += ["- " + words.say(SENTENCES, "floor", name=name, floor=fl) for name, fl in f.items()]
         targets = judged(frame, runs, machine, row)
-        body = [[t.what, amount(t.goal, t.rate), "-" if t.measured is None else amount(t.measured, t.rate),
+        body = [[t.what, amount(t.goal, t.rate), "-" if t.achieved is None else amount(t.achieved, t.rate),
                  t.source, verdict(t), "-" if t.floor is None else amount(t.floor.value, t.rate), multiple(t)]
                 for t in targets]
         headers = ["target", "goal", "measured", "where", "verdict", "floor", "multiple of the floor"]

@@ -21,7 +21,7 @@ def static_rows(runs: Sequence[dict]) -> list[dict]:
     return [r for r in newest["rows"] if r.get("kind") == STUDY and r.get("status") == "ok"]
 
 
-def measured(kernel_rows_: list[dict], kernel: str, variants: Sequence[str]) -> str:
+def kernel_time(kernel_rows_: list[dict], kernel: str, variants: Sequence[str]) -> str:
     """The kernel's device time per call in the newest batch-1 trace of one of its variants."""
     for row in kernel_rows_:
         if (row.get("batch", 1) != 1 or row["implementation"] not in hand_written()
@@ -49,7 +49,7 @@ def section(runs: Sequence[dict]) -> list[str]:
                      f"{r['macs']:,}", f"{r['global_bytes'] / 1e3:.1f}", f"{r['busiest_thread_macs']:,}",
                      r["chain"], f"{r['registers']} / {d.get('registers', '–')}",
                      f"{r['spill_bytes']} / {d.get('spill_bytes', '–')}", r["shared_bytes"],
-                     measured(traced, r["kernel"], r["variants"])])
+                     kernel_time(traced, r["kernel"], r["variants"])])
     whole = {r["kernel"]: r for r in rows if r["dtype"] == "float32" and r["part"] == "the whole network"}
     lines = ["", "## The GPU's kernels before a GPU (`python -m harness gpu-explain`)", "",
              f"Each hand-written CUDA kernel's work for one image, as its source does it "

@@ -96,7 +96,7 @@ def raw_library_findings(frame: pd.DataFrame, machine: str) -> list[str]:
 
 def machine_fastest(frame: pd.DataFrame, machine: str) -> pd.Series | None:
     """The fastest batch-1 call of the machine's newest api_levels run on the CPU (headline.fastest):
-    for the run that answers, measure.floor's answer."""
+    for the run that answers, measure.fastest_call's answer."""
     run = answer_run(frame, "cpu", machine)
     return headline.fastest(headline.ok_batch1(frame, "api_levels", run, "cpu")) if run else None
 

@@ -247,9 +247,10 @@ def spread(levels: list[Level]) -> dict:
     return {"words": "spread", "devices": devices, "figure": figure("distributions") or figure("histogram")}
 
 
-def answers(data: ReportData) -> list[str]:
-    """The six answers, each worded by its macro of questions.md.j2."""
-    levels, machines = headline.levels(data.frame, data.loc_rows, data.answer)
+def answers(data: ReportData, known: headline.Table | None = None) -> list[str]:
+    """The six answers, each worded by its macro of questions.md.j2. known: headline.levels() of data,
+    where the caller has it."""
+    levels, machines = known or headline.levels(data.frame, data.loc_rows, data.answer)
     found = [cost(levels, machines, data.runs), keras(data.frame, data.runs, levels, machines),
              backends(levels), training(data.frame, machines), knobs(data.frame, machines), spread(levels)]
     return [words.say(TEMPLATE, claims.pop("words"), number=i, **claims) for i, claims in enumerate(found, 1)]

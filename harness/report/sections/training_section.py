@@ -37,7 +37,7 @@ def step_table(frame: pd.DataFrame) -> str:
         base = find(frame, STUDY, headline.REFERENCE, machine=r["machine"], batch=r["batch_size"],
                     dtype=r["dtype"], threads=threads)
         rel = ratio_ci(r, base) if base is not None and r["label"] != headline.REFERENCE else None
-        marks = " ".join(quote.marks(r))
+        marks = " ".join(quote.caveats(r))
         rows.setdefault((r["label"], r["device"], r["dtype"], threads or "study default"), {})[
             int(r["batch_size"])] = (f"{ms(r['median_ms'])} [{quote.ci_column(r)}], "
                                      f"{r['images_per_s']:,.0f}/s" + (f", {fmt_ratio(rel)}" if rel else "")

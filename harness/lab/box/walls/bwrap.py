@@ -35,10 +35,12 @@ from pathlib import Path
 from harness import ROOT
 from harness.lab.box.walls.disk import Space
 
-# What a worker may import from the checkout: the one interface and the data it reads.
+# What a worker may import from the checkout: the one interface and the data it reads, and the
+# functions a kind's `call` op names (harness.lab.backward, harness.lab.reference: one layer's backward).
 VISIBLE = ("harness/__init__.py", "harness/base.py", "harness/registry.py", "harness/errors.py",
            "harness/null_impl.py", "harness/data", "harness/frameworks", "harness/lab/__init__.py",
-           "harness/lab/box/__init__.py", "harness/lab/box/worker.py", "harness/lab/box/tasks.py")
+           "harness/lab/box/__init__.py", "harness/lab/box/worker.py", "harness/lab/box/tasks.py",
+           "harness/lab/backward.py", "harness/lab/reference.py")
 SUBMISSION_DIR = "/lab/submission"
 HOST_TOP = ("/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
 ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/nsswitch.conf")

@@ -4,7 +4,7 @@ without one the worker process's VmHWM), over the worker's whole run (import, ga
 calls), never from anything the worker says; the references' peaks, read the same way from their
 own workers (their whole life so far), go in the row beside it.
 
-    measured(worker, refs) -> dict     the row's peak_mb, memory_source and reference_peak_mb, read
+    peak_memory(worker, refs) -> dict  the row's peak_mb, memory_source and reference_peak_mb, read
                                        while the workers still exist (before the worker is stopped)
     gate(row, limit)                   an ok row past peak_mb becomes over-memory, its numbers kept
     timed(row) -> bool                 a row with its times: ok, or over-memory (timed, then gated)
@@ -16,7 +16,7 @@ from harness.lab.box.sandbox import Sandbox
 STATUS = "over-memory"
 
 
-def measured(worker: Sandbox | None, refs: dict[str, Sandbox]) -> dict:
+def peak_memory(worker: Sandbox | None, refs: dict[str, Sandbox]) -> dict:
     """{"peak_mb", "memory_source"} of the submission's worker ({} when it never started), and
     {"reference_peak_mb": {label: MiB}} of the references' workers running now."""
     out = worker.box.memory() if worker is not None else {}

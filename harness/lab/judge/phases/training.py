@@ -27,26 +27,13 @@ The Grader's methods for them (harness.lab.judge.grade.Grader): .training_steps 
 .steps, harness.lab.judge.rules.kinds), .backward_verdicts (the stages), .forward_verdicts (where the
 loss is wrong), .fresh_worker (a new worker for the stages), .training_gate, .training_rounds.
 
-    oracle_steps(w, batches) -> (losses, weights after each step)   the oracle's (rules.oracle.steps)
     NOT_GRADED                       a stage's verdict when no worker could answer it
 """
 
 
-import numpy as np
-
 from harness.data import weights
-from harness.lab.judge.rules import oracle
-from harness.lab.judge.rules.sgd import Weights
 
 COUNT = weights.N_PARAMETERS
 
 
-Batch = tuple[np.ndarray, np.ndarray]  # (B, 28, 28) uint8 images, (B,) labels
-
-
 NOT_GRADED = "not graded"
-
-
-def oracle_steps(w: Weights, batches: list[Batch], at_zero: int = 0) -> tuple[list[float], list[Weights]]:
-    """The oracle's (lenet_numpy.train, float64) loss of each step and its weights after it."""
-    return oracle.steps(w, batches, at_zero)

@@ -67,7 +67,7 @@ from harness.lab.judge.rules.tables import (
     read_limits,
     read_measure,
 )
-from harness.measure.floor import fastest_measured
+from harness.measure.fastest_call import fastest_measured
 from harness.measure.plan import study
 
 if sys.version_info >= (3, 11):
@@ -77,7 +77,7 @@ else:  # pragma: no cover
 
 LABS_DIR = ROOT / "labs"
 # the API levels a lab's rung may name: every level of the registry's (a new level is a new rung)
-LEVELS = tuple(dict.fromkeys(spec.api_level for spec in registry.REGISTRY.values() if spec.package))
+API_LEVELS = tuple(dict.fromkeys(spec.api_level for spec in registry.REGISTRY.values() if spec.package))
 DEFAULTS: dict[str, dict[str, Any]] = {
     "lab": {"name": None, "title": "", "rung": "numpy", "module": "lenet.py", "class": "",
             "device": "cpu", "dtype": "float32", "references": ["numpy"], "rank_by": None,
@@ -179,7 +179,7 @@ def parse_reference(where: str, text: object, device: str) -> Reference:
 
 def floor_named(text: str) -> str:
     """The lab file's text with a "floor" reference (references, rank_by) replaced by the device's
-    fastest measured implementation, "name/variant" (harness.measure.floor), read once: the grading's
+    fastest measured implementation, "name/variant" (harness.measure.fastest_call), read once: the grading's
     copy of the file, its rows and its leaderboard name the same concrete label. Text that is no
     valid TOML or names no floor comes back as it is (parse says what is wrong)."""
     try:
@@ -256,8 +256,8 @@ def _references(head: dict, at: str) -> tuple[tuple[Reference, ...], Reference]:
     if not head["starter"] or Path(head["starter"]).is_absolute() or ".." in Path(head["starter"]).parts:
         fail(at, f"starter: expected a folder relative to the lab file (e.g. template), found "
                  f"{head['starter']!r}")
-    if head["rung"] not in LEVELS:
-        fail(at, f"rung: unknown API level {head['rung']!r}; allowed: {list(LEVELS)}")
+    if head["rung"] not in API_LEVELS:
+        fail(at, f"rung: unknown API level {head['rung']!r}; allowed: {list(API_LEVELS)}")
     if head["device"] not in registry.DEVICES:
         fail(at, f"device: unknown {head['device']!r}; allowed: {list(registry.DEVICES)}")
     if head["dtype"] not in ("float32", "float64"):

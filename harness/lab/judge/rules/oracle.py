@@ -8,6 +8,7 @@ ships; a kit carries these answers precomputed). Everything else of the rules is
                                       handed, the oracle's gradients and (alt) those with ReLU's
                                       gradient at exactly 0 taken as 1
     local(name, x, upstream, kernel, bias, at_zero) -> (dx, dkernel, dbias)   one layer's backward
+                                      (harness.lab.reference's, where a reference's worker runs it too)
     activations(w, x) -> {name: array}   each stage's input, the oracle's forward pass at weights w
 
 ReLU's gradient at a pre-activation of exactly 0: the oracle (lenet_numpy.train) takes it as 0; a
@@ -26,8 +27,7 @@ from harness.data import mnist
 from harness.data import weights as weights_file
 from harness.lab.judge.rules import backprop, stages
 from harness.lab.judge.rules.sgd import BACKWARD, Weights
-
-PAD = {"conv1": 2, "conv2": 0}
+from harness.lab.reference import local
 
 
 def forward_stages(weights_path: str | Path, images_u8: np.ndarray, dtype: str) -> dict[str, stages.Stage]:
@@ -51,26 +51,6 @@ def forward_stages(weights_path: str | Path, images_u8: np.ndarray, dtype: str) 
         out[name] = stages.Stage(x, y, mistakes)
         x = y
     return out
-
-
-def local(name: str, x: np.ndarray, upstream: np.ndarray, kernel: np.ndarray, bias: np.ndarray,
-          at_zero: int = 0) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
-    """One stage's backward as the oracle computes it (lenet_numpy.train's functions), ReLU's
-    gradient at exactly 0 taken as `at_zero` (0 or 1); conv1's dx is None (not graded)."""
-    from lenet_numpy import train  # the oracle: grader only
-
-    def relu_grad(z: np.ndarray) -> np.ndarray:
-        return z >= 0 if at_zero else z > 0
-
-    if name in PAD:
-        z, cache = train.conv_forward(x, kernel, bias, pad=PAD[name])          # (N, H', W', K)
-        _, mask = train.pool_forward(np.maximum(z, 0))                        # (N, H'/2, W'/2, K)
-        d = train.pool_backward(upstream, mask) * relu_grad(z)               # (N, H', W', K)
-        return train.conv_backward(d, kernel, cache, need_dx=name != "conv1")
-    f = x.reshape(len(x), -1)                                                 # fc1: (N, 400), NHWC
-    z = f @ kernel + bias
-    d = train.softmax_cross_entropy(z, upstream)[1] if name == "fc3" else upstream * relu_grad(z)
-    return (d @ kernel.T).reshape(x.shape), f.T @ d, d.sum(0)
 
 
 def activations(w: Weights, x: np.ndarray) -> dict[str, np.ndarray]:

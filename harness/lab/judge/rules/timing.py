@@ -55,7 +55,7 @@ submission that computes on several threads is flagged (the lab fixes threads = 
     compare(probs, oracle, tolerance), disagreements(...)    answers against the oracle
     not_probabilities(gate)                              'apply softmax', where the answers are logits
     oracle_answers(oracle, images_u8, dtype), GATE_BATCH   the oracle's own, as the gate asks
-    gate_passes(gate, ...), gate_sentence(gate, ...)     the gate's rule and its line (grader, feedback, kit)
+    gate_passes(gate, ...), gate_sentence(gate, want)    the gate's rule and its line (grader, feedback, kit)
     protocol_gap_ns, inconsistency, busy_while_idle, longer_than_trip, too_many   the clock rules
     ranking_gap_ns(times, others)      the protocol cost the ranking takes off (the least)
     ranked_ns(times, outside, gap), clock_ratio(times, outside, gap)       the time that ranks
@@ -135,9 +135,11 @@ def gate_passes(gate: dict, images: int, min_agree: int, max_abs_diff: float) ->
     return gate["images"] - gate["agree"] <= images - min_agree and gate["max_abs_diff"] <= max_abs_diff
 
 
-def gate_sentence(gate: dict, images: int, min_agree: int, max_abs_diff: float) -> str:
-    """The gate's line; where it failed, the first images that disagree (test image numbers, from 0)
-    and answers that are not probabilities, named."""
+def gate_sentence(gate: dict, want: Any) -> str:
+    """The gate's line against `want` (a [gate]: its images, min_agree and max_abs_diff, as
+    harness.lab.judge.rules.tables.Gate holds them); where it failed, the first images that disagree
+    (test image numbers, from 0) and answers that are not probabilities, named."""
+    images, min_agree, max_abs_diff = want.images, want.min_agree, want.max_abs_diff
     line = (f"Gate: {gate['agree']} of {gate['images']} test images agree with the NumPy reference "
             f"(needed {min_agree - (images - gate['images'])}); worst |dp| "
             f"{gate['max_abs_diff']:.2g} (allowed {max_abs_diff:g}).")

@@ -55,6 +55,7 @@ INTERFACE = ("harness/__init__.py", "harness/errors.py", "harness/registry.py", 
              "harness/lab/term/handout/student.py", "harness/lab/term/handout/doctor.py",
              "harness/lab/term/handout/clock.py", "harness/lab/term/handout/sharing.py",
              "harness/lab/judge/rules/sgd.py", "harness/lab/term/handout/trainkit.py",
+             "harness/lab/backward.py",  # one layer's backward asked of the student's code
              # the training stages' rules (NumPy alone) and the advice the grader's feedback gives
              "harness/lab/judge/rules/stages.py", "harness/lab/judge/rules/backprop.py",
              "harness/lab/judge/rules/tables.py", "harness/lab/term/handout/advice.py",

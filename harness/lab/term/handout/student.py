@@ -44,6 +44,7 @@ from harness import ROOT
 from harness.data import mnist
 from harness.errors import HarnessError
 from harness.lab.judge.rules import timing
+from harness.lab.judge.rules.tables import Gate
 from harness.lab.term.handout import clock, doctor, sharing
 
 KIT_JSON = "kit.json"  # beside gate.npz in the kit's data folder (harness/_kit/)
@@ -146,7 +147,7 @@ def passes(kit: Kit, gate: dict) -> bool:
 
 def gate_line(kit: Kit, gate: dict) -> str:
     want = kit.lab["gate"]
-    return timing.gate_sentence(gate, want["images"], want["min_agree"], want["max_abs_diff"])
+    return timing.gate_sentence(gate, Gate(want["images"], want["min_agree"], want["max_abs_diff"]))
 
 
 def check(path: Path, kit: Kit, say: Callable[[str], None] = print,

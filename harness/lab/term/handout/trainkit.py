@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from harness.data import mnist, weights
+from harness.lab import backward
 from harness.lab.judge.rules import backprop, sgd, stages
 from harness.lab.term.handout import advice, doctor
 
@@ -138,22 +139,11 @@ def asked_backward(trainer: Any, kit: Any) -> list[dict]:
     verdicts, tol = [], backprop.tolerance(kit.lab["gate"]["max_abs_diff"])
     method = getattr(trainer, "backward", None)
     for (name, points), want in zip(kit.lab.get("stages") or [], shipped_backward(kit).values(), strict=True):
-        handed = [np.asarray(a, np.float32).astype(kit.lab["dtype"])
-                  for a in (want.x, want.upstream, want.kernel, want.bias)]
-        if name == "fc3":
-            handed[1] = handed[1].astype(np.int64)
+        arrays = [np.asarray(a, np.float32) for a in (want.x, want.upstream, want.kernel, want.bias)]
         counts = (0 if want.dx is None else want.dx.size, want.dkernel.size, want.dbias.size)
         try:
-            if not callable(method):
-                raise NotImplementedError
-            got = tuple(method(name, *handed))
-            if len(got) != 3:
-                raise ValueError(f"backward returned {len(got)} values, expected 3 (dx, dkernel, dbias)")
-            parts = [None if n == 0 else np.asarray(g, dtype=np.float32)
-                     for g, n in zip(got, counts, strict=True)]
-            bad = next((f"{what}: returned shape {tuple(p.shape)}, expected {n} values"
-                        for what, p, n in zip(backprop.PARTS, parts, counts, strict=True)
-                        if p is not None and p.size != n), None)
+            parts = backward.ask(method, name, arrays, counts, kit.lab["dtype"])  # as the grader's worker
+            bad = backward.wrong_size(parts, counts)
             verdict = stages.unanswered(name, bad) if bad else \
                 backprop.judge(name, (parts[0], parts[1], parts[2]), want, tol)
         except NotImplementedError:

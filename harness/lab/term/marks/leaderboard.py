@@ -62,9 +62,9 @@ CSV_FIELDS = ["rank", "student", "status", "points", "median_us_per_image", "pea
 
 
 def ranked(rows: list[dict]) -> list[tuple[int | None, dict]]:
-    """(rank, row): each machine type ranked on its own (machines.ranked_by_type), its ok rows by
-    ratio, tied where their intervals overlap (points.RULE), then the rest."""
-    return machines.ranked_by_type(rows, ranked_one_type)
+    """(rank, row): each machine type ranked on its own (machines.by_type), its ok rows by ratio,
+    tied where their intervals overlap (points.RULE), then the rest."""
+    return [placed for group in machines.by_type(rows) for placed in ranked_one_type(group)]
 
 
 def ranked_one_type(rows: list[dict]) -> list[tuple[int | None, dict]]:

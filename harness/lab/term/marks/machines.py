@@ -4,11 +4,9 @@ caches; same GPU model), so each type is ranked on its own. A row names its type
 (harness.lab.judge.phases.prepare.node_info: `machine_type`); a row from before that is typed by
 its CPU and GPU names.
 
-    machine_type(row) -> (key, name)     ranked_by_type(rows, rank) -> [(rank, row)], type by type
+    machine_type(row) -> (key, name)     by_type(rows) -> [rows of one type], type by type
     type_lines(rows) -> the line naming the types, where there are several
 """
-
-from collections.abc import Callable
 
 
 def machine_type(row: dict) -> tuple[str, str]:
@@ -21,16 +19,12 @@ def machine_type(row: dict) -> tuple[str, str]:
     return f"named:{name}", name
 
 
-def ranked_by_type(rows: list[dict], rank: Callable[[list[dict]], list[tuple[int | None, dict]]]
-                   ) -> list[tuple[int | None, dict]]:
-    """`rank` applied to each machine type's rows apart, the types in order of their first row; one
-    type (a single server) is `rank(rows)` itself."""
+def by_type(rows: list[dict]) -> list[list[dict]]:
+    """The rows of each machine type apart, in their order, the types in order of their first row."""
     types: dict[str, list[dict]] = {}
     for row in rows:
         types.setdefault(machine_type(row)[0], []).append(row)
-    if len(types) <= 1:
-        return rank(rows)
-    return [placed for group in types.values() for placed in rank(group)]
+    return list(types.values())
 
 
 def type_lines(rows: list[dict]) -> list[str]:

@@ -1,7 +1,8 @@
-"""A grader's claim on one student: two graders (two Slurm tasks, a requeued task and its ghost, two
-TAs' `lab grade --resume` on one OUT, a TA's `lab grade --only` beside the cluster) never grade and
-write one student at once. Every grader takes it: `lab grade` here (grade.grade_all, through held)
-and each Slurm task (harness.lab.judge.slurm_task, for its students before it grades).
+"""A grader's lock on one student (its file, claim.json, and staff's messages call it a claim): two
+graders (two Slurm tasks, a requeued task and its ghost, two TAs' `lab grade --resume` on one OUT, a
+TA's `lab grade --only` beside the cluster) never grade and write one student at once. Every grader
+takes it: `lab grade` here (grade.grade_all, through held) and each Slurm task
+(harness.lab.judge.slurm_task, for its students before it grades).
 
     OUT/results/<id>/claim.json     {"owner": "<job>_<task>" or "<host>:<pid>", "host", "pid", "job", "time"}
 
