@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -273,3 +274,21 @@ def emulator(tmp_path_factory):
             return fake_cuda.build(folder)
         except FileNotFoundError as exc:
             pytest.skip(str(exc))
+
+
+SLURM_HINT = "start a one-node Slurm with: sudo scripts/slurm-local.sh start"
+
+
+def slurm_missing() -> str | None:
+    """Why no Slurm answers here (no sbatch, or no controller behind sinfo), or None when one does:
+    the reason a test that submits real jobs skips with."""
+    if not shutil.which("sbatch"):
+        return f"sbatch is not on PATH; {SLURM_HINT}"
+    try:
+        sinfo = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"sinfo failed ({exc}); {SLURM_HINT}"
+    if sinfo.returncode != 0 or not sinfo.stdout.strip():
+        reason = (sinfo.stderr.strip().splitlines() or ["no nodes"])[-1]
+        return f"sinfo failed ({reason}); {SLURM_HINT}"
+    return None

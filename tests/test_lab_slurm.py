@@ -13,7 +13,7 @@ import pytest
 
 from harness.lab.judge import attempts, store
 from tests import lab_hostile
-from tests.conftest import ROOT
+from tests.conftest import ROOT, slurm_missing
 from tests.test_lab import (
     EXPECTED,
     LAB,
@@ -23,15 +23,6 @@ from tests.test_lab import (
     rows_by_student,
     sandbox_processes,
 )
-
-
-def slurm_ready() -> str | None:
-    if not shutil.which("sbatch"):
-        return "sbatch is not on PATH; start a one-node Slurm with: sudo scripts/slurm-local.sh start"
-    sinfo = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=15)
-    if sinfo.returncode != 0 or not sinfo.stdout.strip():
-        return f"sinfo failed ({sinfo.stderr.strip()}); start it with: sudo scripts/slurm-local.sh start"
-    return None
 
 
 def merge_running(job: str) -> bool:
@@ -53,7 +44,7 @@ def test_the_same_lab_on_slurm_gives_the_same_statuses_and_ranking(tmp_path):
     """Part of the class (the sandbox's attacks among them), to keep it short: each task runs the
     same sandbox; the statuses are those of the local run (tests/test_lab.py), and the honest
     ranking too."""
-    why = slurm_ready()
+    why = slurm_missing()
     if why:
         pytest.skip(why)
     lab_file = tmp_path / "test_cpu.toml"

@@ -18,7 +18,7 @@ from harness.errors import HarnessError
 from harness.machine.files import write_atomic
 from harness.measure.store import runfolder
 from harness.report.claims import rundata
-from tests.conftest import ROOT
+from tests.conftest import ROOT, slurm_missing
 
 DEADLINE_S = 240
 
@@ -67,8 +67,8 @@ def test_a_campaign_s_job_slurm_holds_is_named_with_the_command_that_releases_it
     """Submitting again while the campaign's jobs are queued is refused; one that Slurm holds (a node
     that failed to start it: "launch failed requeued held"; a held submission stands in) is named, with
     `scontrol release`, as lab grade --resume names a held task."""
-    if not shutil.which("sbatch"):
-        pytest.skip("needs a Slurm: sudo scripts/slurm-local.sh start --nodes 3")
+    if why := slurm_missing():
+        pytest.skip(why)
     done = subprocess.run(["sbatch", "--parsable", "--hold", "--job-name=lenet-slurm-test", f"--chdir={tmp_path}",
                            "--wrap", "true"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

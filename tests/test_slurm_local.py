@@ -9,12 +9,13 @@ Each test polls squeue (no fixed sleeps) with a generous deadline, for a loaded 
 and cancels whatever it submitted if it fails part-way."""
 
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import slurm_missing
 
 pytestmark = pytest.mark.slurm
 
@@ -22,24 +23,14 @@ DEADLINE_S = 120  # a few seconds normally; generous for a loaded machine
 POLL_S = 0.25
 FINISHED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
             "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
-START_HINT = "start a one-node Slurm with: sudo scripts/slurm-local.sh start"
-
-
 def _run(*cmd: str, timeout: float = 30) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def slurm_available():
-    if not shutil.which("sbatch"):
-        pytest.skip(f"sbatch is not on PATH; {START_HINT}")
-    try:
-        sinfo = _run("sinfo", "-h", "-o", "%T", timeout=15)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"sinfo failed ({exc}); {START_HINT}")
-    if sinfo.returncode != 0 or not sinfo.stdout.strip():
-        reason = (sinfo.stderr.strip().splitlines() or ["no nodes"])[-1]
-        pytest.skip(f"sinfo failed ({reason}); {START_HINT}")
+    if why := slurm_missing():
+        pytest.skip(why)
 
 
 @pytest.fixture
