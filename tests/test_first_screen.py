@@ -113,8 +113,8 @@ def test_the_cost_of_making_a_call_is_computed_per_device_and_not_most_of_a_cpu_
     assert gpu["share"] == pytest.approx(1 - 0.336 / 512 / 0.0354) and gpu["verdict"] == "most"  # 98%
 
 
-def test_the_committed_runs_first_screen_says_one_thread_and_the_resident_kernels_caveats():
-    data = rundata.load_report(rundata.DEFAULT_RESULTS, [])
+def test_the_committed_runs_first_screen_says_one_thread_and_the_resident_kernels_caveats(committed_report):
+    data = committed_report  # the committed results, read once a session
     assert first_screen.cpu_threads(data.runs, data.answer["cpu"]) == 1
     assert first_screen.threads_note(1)["threads"] == 1 and first_screen.threads_note(None) is None
     persistent = rundata.find(data.frame, "api_levels", "cuda/persistent", device="gpu")
@@ -137,8 +137,8 @@ def test_the_headline_prints_the_pooled_interval_and_says_how_many_runs_each_poo
     assert first_screen.intervals_note([found]) == {"words": "intervals", "pooled": [found]}
 
 
-def test_findings_mark_single_process_cells_and_name_both_batch_512_rates():
-    data = rundata.load_report(rundata.DEFAULT_RESULTS, [])
+def test_findings_mark_single_process_cells_and_name_both_batch_512_rates(committed_report):
+    data = committed_report  # the committed results, read once a session
     found = findings.findings(data.frame, data.runs, [], data.answer)
     devices = next(line for line in found if "large batches" in line)
     sweep = rundata.find(data.frame, "batch_sweep", "c/fused", batch=512, machine=headline.machine_of(

@@ -5,18 +5,16 @@ misses, the Machines table has every level's versions, and Fig. 1's caption name
 
 import pytest
 
-from harness import DEFAULT_RESULTS, registry
+from harness import registry
 from harness.explain import c_layers
 from harness.report import markdown
 from harness.report.claims import headline, rundata
 from harness.report.sections import explain_section, findings, machines
 
 
-@pytest.fixture(scope="module")
-def data(loc_counted):
-    if not any(DEFAULT_RESULTS.glob("api_levels/*/results.jsonl*")):
-        pytest.skip("no committed reference results (make run-all writes them)")
-    return rundata.load_report(DEFAULT_RESULTS, loc_counted)
+@pytest.fixture
+def data(committed_report):
+    return committed_report  # the committed results with this checkout's line counts, read once a session
 
 
 def test_finding_3_compares_each_devices_fastest_measured_call(data):

@@ -7,6 +7,7 @@ best CPU line in every GPU panel (Fig. 9), one line style per meaning (Fig. 10) 
 float64/float32 ratio (Fig. 11). Synthetic rows where the logic allows, the committed results where
 the figure reads the results folder (measure.fastest_call); each figure captured as it was saved."""
 
+import dataclasses
 import math
 import re
 import struct
@@ -78,9 +79,11 @@ def drawn(monkeypatch, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def committed() -> ReportData:
-    """The committed results and loc.csv, as `make figures` reads them."""
-    return rundata.load_report(DEFAULT_RESULTS, loc.read_csv())
+def committed(committed_report) -> ReportData:
+    """The committed results and loc.csv, as `make figures` reads them: the session's reading of the
+    results (load_report only carries its line counts), with a frame of its own to draw from."""
+    frame = committed_report.frame.copy()  # history is the frame where only the newest runs were read
+    return dataclasses.replace(committed_report, frame=frame, history=frame, loc_rows=loc.read_csv())
 
 
 def data_of(rows, runs=(), answering=None) -> ReportData:

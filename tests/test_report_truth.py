@@ -33,8 +33,9 @@ def results_copy(tmp_path):
     return dest
 
 
-def answer_dir(results, device="cpu"):
-    frame = rundata.load(results)[1]  # its `answering` column: the machine that answers for each device
+def answer_dir(results, committed_report, device="cpu"):
+    """The run folder in `results` (a copy of the committed results) that answers for the device."""
+    frame = committed_report.frame  # its `answering` column: the machine that answers for each device
     return results / "api_levels" / rundata.answer_run(frame, device)
 
 
@@ -45,10 +46,11 @@ def rewrite(run_dir, change_row=lambda row: row, change_env=lambda env: env):
     (run_dir / "env.json").write_text(json.dumps(change_env(env)))
 
 
-def test_the_headline_answers_for_the_newest_machine_with_every_cpu_study_not_the_biggest(results_copy, loc_rows):
+def test_the_headline_answers_for_the_newest_machine_with_every_cpu_study_not_the_biggest(results_copy, loc_rows,
+                                                                                          committed_report):
     """A fresh machine (fewer cells than the committed ones) with a complete run of every CPU study
     becomes the answer; MACHINE= names another."""
-    answering = rundata.load_report(results_copy, loc_rows)
+    answering = committed_report  # results_copy as read before the fresh machine's runs are added
     later = time.time() + 10 * 365 * 86400
 
     def shift(row):
@@ -62,7 +64,7 @@ def test_the_headline_answers_for_the_newest_machine_with_every_cpu_study_not_th
         run = max((r for r in answering.runs if r["study"] == study and r["machine"] == answering.machines["cpu"]),
                   key=lambda r: r["order"])
         copied = results_copy / study / f"29990101-000000-new-user-{rundata.CPU_STUDIES.index(study)}"
-        shutil.copytree(run["dir"], copied)
+        shutil.copytree(results_copy / study / run["dir"].name, copied)  # its copy, as read
         rewrite(copied, shift, fresh)
         marker = json.loads((copied / "complete.json").read_text())
         (copied / "complete.json").write_text(json.dumps({**marker, "run_id": copied.name, "order": later}))
@@ -132,8 +134,8 @@ def test_a_cell_with_too_few_rounds_has_no_interval():
     assert ratio["thin"] and np.isnan(ratio["ci95_low"]) and quote.times(ratio) == "1.00x"
 
 
-def test_a_stale_cell_is_marked_where_it_is_quoted(results_copy, loc_rows):
-    run_dir = answer_dir(results_copy)
+def test_a_stale_cell_is_marked_where_it_is_quoted(results_copy, loc_rows, committed_report):
+    run_dir = answer_dir(results_copy, committed_report)
     current = provenance.collect(["onednn", "keras"])
     rewrite(run_dir, change_env=lambda env: {**env, "provenance": current})
     text = markdown.build(rundata.load_report(results_copy, loc_rows))
