@@ -10,22 +10,7 @@ import pytest
 from harness.errors import Failure
 from harness.lab.backward import STUDENT_STAGE
 from harness.lab.box import tasks
-
-
-class Channel:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.replies, self.sent = data, [], b""
-
-    def exact(self, n: int) -> bytes:
-        out, self.data = self.data[:n], self.data[n:]
-        assert len(out) == n
-        return out
-
-    def reply(self, message: dict) -> None:
-        self.replies.append(message)
-
-    def send(self, data: bytes) -> None:
-        self.sent += data
+from tests.test_lab_backprop import Channel  # the worker's pipes, in memory
 
 
 def called(impl: object, function: str, counts: list[int]) -> tuple[dict, bytes]:
