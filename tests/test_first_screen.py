@@ -33,9 +33,9 @@ def test_a_second_runs_move_is_the_median_move_and_its_spread_a_quantile_of_the_
         reproduce.drift(reproduce_row([0.9, float("nan")]), "cpu")
 
 
-def test_the_committed_reproduce_run_measures_the_amd_hosts_move():
+def test_the_committed_reproduce_run_measures_the_amd_hosts_move(committed_report):
     """2026-11-27: the second run was 2-4% faster nearly everywhere; 6 of 22 medians inside."""
-    runs = rundata.latest_runs(rundata.load_runs())
+    runs = committed_report.runs  # the newest runs (rundata.latest_runs), read once a session
     (row,) = [row for run in runs if run["study"] == reproduce.FOLDER and "peak 130 G MAC/s" in run["machine"]
               for row in run["rows"] if row.get("kind") == "reproduce"]
     found = reproduce.drift(row, "cpu")
