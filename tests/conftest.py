@@ -183,6 +183,15 @@ def committed_report(loc_counted):
 
 
 @pytest.fixture(scope="session")
+def committed_texts(committed_report) -> tuple[str, str]:
+    """(REPORT.md, DETAILS.md) built from committed_report (markdown.build, details.build), once a
+    session for the tests that read them: about a second of a core a pair."""
+    from harness.report import details, markdown
+
+    return markdown.build(committed_report), details.build(committed_report)
+
+
+@pytest.fixture(scope="session")
 def shared_weights() -> dict:
     return weights.read(DEFAULT_WEIGHTS)
 

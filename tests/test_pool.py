@@ -251,12 +251,12 @@ def test_the_report_names_the_runs_each_devices_cells_pool(committed_report):
         assert set(said["pooled"]) == others and said["run_id"] not in said["pooled"]
 
 
-def test_reports_device_tables_say_how_many_runs_they_pool(committed_report):
+def test_reports_device_tables_say_how_many_runs_they_pool(committed_report, committed_texts):
     """REPORT.md's table of each device names the runs its numbers pool, or says there is one."""
     from harness.report import markdown
 
     data = committed_report
-    text = markdown.build(data)
+    text = committed_texts[0]  # markdown.build(data)
     for said in markdown.sources(data, data.machines):
         section = text.split(f"## On the {said['device'].upper()}")[1].split("\n## ")[0]
         if said["pooled"]:

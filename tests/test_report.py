@@ -63,9 +63,9 @@ def results_copy(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def committed_details(committed_report) -> str:
-    """DETAILS.md of the committed results, built once for the tests that read it."""
-    return details.build(committed_report)
+def committed_details(committed_texts) -> str:
+    """DETAILS.md of the committed results, built once a session (conftest.committed_texts)."""
+    return committed_texts[1]
 
 
 def column_of(text: str, row: str, header: str) -> list[int]:

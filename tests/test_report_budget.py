@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from harness import ROOT
-from harness.report import details, markdown
+from harness.report import markdown
 from harness.report.markup import quote
 from harness.report.sections import device_tables
 
@@ -51,8 +51,8 @@ def test_the_helpers_find_what_they_look_for():
 
 
 @pytest.fixture(scope="module")
-def built(committed_report) -> tuple[str, str]:
-    return markdown.build(committed_report), details.build(committed_report)
+def built(committed_texts) -> tuple[str, str]:
+    return committed_texts  # markdown.build and details.build of committed_report
 
 
 def test_the_report_opens_with_six_numbered_questions_and_a_table_per_device(built):

@@ -43,13 +43,14 @@ def slow_down(results, runs, machine, label, factor):
     rowfiles.rewrite(run_dir, "".join(json.dumps(r) + "\n" for r in rows))
 
 
-def test_a_changed_row_changes_the_headline_table_and_the_finding(committed_report, results_copy, loc_rows):
+def test_a_changed_row_changes_the_headline_table_and_the_finding(committed_report, committed_texts, results_copy,
+                                                                  loc_rows):
     data = committed_report  # what the copy holds before its row changes
     machine = headline.machine_of(data.frame, rundata.answer_run(data.frame, "cpu"))
-    before = details.build(data)  # the full table, with its intervals
+    report, before = committed_texts  # markdown.build(data), details.build(data): the full table, with intervals
     old = rundata.find(data.frame, "api_levels", "keras/predict", machine=machine)
     assert f"| {ms(old['median_ms'])} [" in table_row(before, "Keras on TensorFlow")
-    assert f"`predict` {quote.short(old)} |" in table_row(markdown.build(data), "Keras on TensorFlow")
+    assert f"`predict` {quote.short(old)} |" in table_row(report, "Keras on TensorFlow")
 
     slow_down(results_copy, data.runs, machine, "keras/predict", 3)
     data = rundata.load_report(results_copy, loc_rows)
@@ -83,14 +84,13 @@ def test_a_missing_cell_is_a_dash_with_its_reason(committed_report):
     assert "| – (" in table_row(text, "raw library: oneDNN")  # no GPU column for a CPU-only level
 
 
-def test_the_answer_comes_first_and_the_page_is_short(committed_report):
-    text = markdown.build(committed_report)
+def test_the_answer_comes_first_and_the_page_is_short(committed_texts):
+    text, more = committed_texts  # markdown.build and details.build of committed_report
     assert len(text.splitlines()) <= 150
     heads = [line for line in text.splitlines() if line.startswith("## ")]
     assert heads[0] == "## Questions, and their answers"  # tests/test_report_budget.py: all six, then the tables
     assert "fig01_cost_vs_code.png" in text and "[DETAILS.md](DETAILS.md)" in text
-    more = details.build(committed_report)  # the full table and the machines are there
-    assert "| level | code lines |" in more and "9.19.0" in more and "91900" not in more
+    assert "| level | code lines |" in more and "9.19.0" in more and "91900" not in more  # the full table, machines
 
 
 def test_ratios_have_three_significant_figures_and_say_when_there_is_no_difference():
