@@ -97,7 +97,7 @@ class Resident:
         self.fallback_calls = 0
         self.nvml_due = 0.0  # time.monotonic() when NVML is asked next
         self.others: list[int] = []  # the other processes NVML named last
-        self.bus_id = None
+        self.bus_id: str | None = None
         # pids of other processes on this GPU, or None where NVML cannot tell (tests replace it)
         self.gpu_processes = other_gpu_processes
         self.host = host()  # resident_host.c (Unavailable where no C compiler builds it)

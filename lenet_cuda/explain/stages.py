@@ -86,6 +86,7 @@ def measure(weights_path: str, calls: int, dtype: str = "float32") -> dict[str, 
         device = cp.cuda.Device().id
         props = cp.cuda.runtime.getDeviceProperties(device)
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        khz: float | None
         try:  # the SM's highest clock in kHz (cudaDevAttrClockRate; gone from the properties in CUDA 13)
             khz = float(cp.cuda.runtime.deviceGetAttribute(CLOCK_RATE_ATTRIBUTE, device))
         except Exception:
@@ -128,7 +129,7 @@ def attribute_call(clocks: list[dict[str, int]], compute_ns: list[float] | None)
     for c in clocks:
         if any(c[a] > c[b] for a, b in zip(order, order[1:], strict=False)) or c["t0"] <= 0:
             raise ValueError(f"a call's clocks are out of order: {c}")
-    parts = [{"name": name, "ns": float(np.median([c[b] - c[a] for c in clocks]))}
+    parts: list[dict[str, Any]] = [{"name": name, "ns": float(np.median([c[b] - c[a] for c in clocks]))}
              for name, a, b in CALL_PARTS]
     total = float(np.median([c["t1"] - c["t0"] for c in clocks]))
     out: dict[str, Any] = {"calls": len(clocks), "call_ns": total, "parts": parts,
