@@ -137,7 +137,7 @@ def test_upgrade_gives_old_rows_todays_summary_and_changes_nothing_measured(tmp_
             line = json.dumps(row, separators=(",", ":")) + "\n"
         old.append(line)
     rowfiles.rewrite(run_dir, "".join(old))
-    measured = [json.loads(line) for line in old if cells.measured(json.loads(line))]
+    measured = [json.loads(line) for line in old if rows.measured(json.loads(line))]
     assert measured
 
     done = harness_in_process(capsys, "upgrade-results", "--results", tmp_path)
@@ -147,7 +147,7 @@ def test_upgrade_gives_old_rows_todays_summary_and_changes_nothing_measured(tmp_
     assert len(new) == len(old)
     for before, after in zip(old, new, strict=True):
         a, b = json.loads(before), json.loads(after)
-        if not cells.measured(a):
+        if not rows.measured(a):
             assert after == before  # byte for byte
             continue
         assert b["stats_version"] == stats.SUMMARY_VERSION
@@ -163,7 +163,7 @@ def test_the_committed_rows_carry_todays_summaries():
     and a sample of them is what today's code computes from their times: a change to stats.summarize
     without a bump of SUMMARY_VERSION (and upgrade-results) fails here."""
     found = [row for path in sorted(DEFAULT_RESULTS.rglob(rowfile.PACKED))
-             for row in rows.read_run(path.parent, strict=True) if cells.measured(row)]
+             for row in rows.read_run(path.parent, strict=True) if rows.measured(row)]
     if not found:
         pytest.skip("no committed reference results (make run-all writes them)")
     assert [row["cell_id"] for row in found if row.get("stats_version") != stats.SUMMARY_VERSION] == []

@@ -21,7 +21,7 @@ from pathlib import Path
 from harness import DEFAULT_RESULTS, registry
 from harness.errors import HarnessError
 from harness.measure.plan import cells, narrow
-from harness.measure.store import results, rowfile, runfolder
+from harness.measure.store import results, rowfile, rows, runfolder
 
 STUDY = "api_levels"  # every level at batch 1 in the same rounds: the study the fastest call is read from
 BATCH, DTYPE = 1, "float32"
@@ -87,7 +87,7 @@ def measured_cells(device: str, root: Path = DEFAULT_RESULTS, run_id: str | None
 def _candidate(row: dict, device: str) -> bool:
     cell = row.get("cell") or {}
     name = cell.get("implementation")
-    return (cells.measured(row) and cell.get("device") == device and cell.get("batch_size") == BATCH
+    return (rows.measured(row) and cell.get("device") == device and cell.get("batch_size") == BATCH
             and cell.get("dtype") == DTYPE and registry.computes(name))
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 
 from harness.measure.plan import cells as measured_cells
-from harness.measure.store import stats
+from harness.measure.store import rows, stats
 from harness.report.claims import rundata
 from harness.report.claims.reproduce import CHECKS, share_text, time_text
 from harness.report.markup.tables import sig3
@@ -46,13 +46,13 @@ def reference(runs: list[dict], study: str, host_key: str) -> dict | None:
     return max(found, key=lambda r: (r["order"], r["run_id"])) if found else None
 
 
-def final_cells(rows: list[dict]) -> dict[str, dict]:
+def final_cells(run_rows: list[dict]) -> dict[str, dict]:
     """cell_id -> its last cell row (a cell measured again by --resume: the last is final)."""
-    return {row["cell_id"]: row for row in rows if row.get("kind") == "cell"}
+    return {row["cell_id"]: row for row in run_rows if row.get("kind") == "cell"}
 
 
 def _measured(row: dict | None) -> bool:
-    return row is not None and measured_cells.measured(row)
+    return row is not None and rows.measured(row)
 
 
 def _interval(low: float, high: float, thin: bool) -> list[float] | None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.measure.plan.study import Cell, chunk_sizes
-from harness.measure.store import stats
+from harness.measure.store import rows, stats
 
 SETUP_FIELDS = ("import_ns", "load_ns", "cold_start_ns", "cold_start_device_ns", "memory", "gpu_memory",
                 "installed", "fresh_compile_cache")
@@ -90,18 +90,13 @@ def final_row(state: CellState, study_name: str, status: str, reason: str | None
     return row
 
 
-def measured(row: dict[str, Any]) -> bool:
-    """Whether a final cell row measured anything: status ok and at least one timed call."""
-    return row.get("status") == "ok" and any(row.get("rounds_ns") or [])
-
-
 def row_summary(row: dict[str, Any]) -> dict[str, Any] | None:
     """A final cell row's statistics (stats.summarize of its raw times), a copy of its own; None where it
     measured nothing. Its saved `stats` where its `stats_version` is the current stats.SUMMARY_VERSION
     (the row reader, harness.measure.store.rows, has checked them against its times: bad_summary);
     otherwise (a row of an older version, or from before versions) computed again from its times, so
     every run is read with today's rules."""
-    if not measured(row):
+    if not rows.measured(row):
         return None
     if row.get("stats_version") == stats.SUMMARY_VERSION and isinstance(row.get("stats"), dict):
         return dict(row["stats"])

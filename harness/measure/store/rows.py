@@ -249,13 +249,16 @@ def warn_stderr(message: str) -> None:
         print(message, file=sys.stderr)
 
 
+def measured(row: dict[str, Any]) -> bool:
+    """Whether a final cell row measured anything: status ok and at least one timed call."""
+    return row.get("status") == "ok" and any(row.get("rounds_ns") or [])
+
+
 def bad_summary(row: dict[str, Any]) -> str | None:
     """Why a usable cell row's saved summary, of the current version (stats.SUMMARY_VERSION), cannot be
     the summary of its own times (stats.impossible), or None (another kind, another version, nothing
     measured: its summary is computed from its times, harness.measure.plan.cells.row_summary)."""
-    if row["kind"] != "cell" or row.get("stats_version") != stats.SUMMARY_VERSION:
-        return None
-    if row["status"] != "ok" or not any(row["rounds_ns"]):
+    if row["kind"] != "cell" or row.get("stats_version") != stats.SUMMARY_VERSION or not measured(row):
         return None
     if not isinstance(row.get("stats"), dict):
         return (f"field 'stats': expected the summary of its times (stats_version {stats.SUMMARY_VERSION}), "

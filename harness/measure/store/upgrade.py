@@ -28,7 +28,7 @@ SAVED = ("stats", "stats_version")  # what upgrading a row may change
 
 def stale(row: dict[str, Any]) -> bool:
     """A measured cell row whose saved summary is not of the current version."""
-    return (row.get("kind") == "cell" and row.get("status") == "ok" and any(row.get("rounds_ns") or [])
+    return (row.get("kind") == "cell" and rows.measured(row)
             and row.get("stats_version") != stats.SUMMARY_VERSION)
 
 
