@@ -41,12 +41,13 @@ submission is graded.
       references: .reference(label), .chunk(who, worker, images, oracle, wait), .retire(worker),
                   .measure_pace(), .reference_gate_s(label, images)
       steps: .inference_steps(worker) -> fields, .imported, .gate + .passes + .pass_gate,
-             .stage_verdicts, .warm_up + .fast_enough, .rounds + .timed_rounds, .timed, .within,
-             .need_pace
+             .stage_verdicts, .warm_up + .warmed_up (.fast_enough), .rounds + .timed_rounds, .timed,
+             .within, .need_pace
       a kind's own work (a kind's steps build on these: harness.lab.judge.rules.kinds): .keeping(found),
              .calls(who, worker, asked, functions, counts, check, what, step) -> Chunk (the worker's
              `call` op, timed, each answer checked), .pace_of(chunk), .warm_up_of(mine, rank),
-             .verdict(rounds), .timed_rounds; SUBMISSION, the submission's name among the participants
+             .warmed_up(found, warm), .verdict(rounds), .timed_rounds; SUBMISSION, the submission's name
+             among the participants
       training: .training_steps(worker) -> fields, .training_gate, .forward_verdicts,
                 .backward_verdicts, .training_warm_up, .training_rounds, .timed_steps,
                 .training_pace, .reference_steps, .fixed_batches, .fresh_batches
@@ -392,10 +393,8 @@ class Grader:
                 found["stages"] = self.stage_verdicts(worker)
             self.pass_gate(gate)
             if self.lab.measure.warmup:
-                warm = self.warm_up(worker, self.lab.measure.warmup)
-                found["warmup_ratio"] = warm.ratio
-                self.fast_enough(warm, "its warm-up", "")
-            found.update(verdict.verdict(self.lab, self.rounds(worker)))
+                self.warmed_up(found, self.warm_up(worker, self.lab.measure.warmup))
+            found.update(self.verdict(self.rounds(worker)))
         return found
 
     def imported(self, worker: Sandbox) -> dict:
@@ -474,6 +473,12 @@ class Grader:
             raise Failure("too-slow", f"{warm.ratio:.0f}x {rank} in {when} ({warm.median_ns / 1e3:.0f} us "
                                       f"per call, {rank} {warm.reference_ns / 1e3:.0f} us); the limit is "
                                       f"{max_ratio:g}x {rank}, so it was not {skipped}timed")
+
+    def warmed_up(self, found: dict, warm: Warmup) -> None:
+        """The warm-up's ratio into the row (found); slower than [limits] max_ratio x rank_by there
+        ends the grading as too-slow, untimed."""
+        found["warmup_ratio"] = warm.ratio
+        self.fast_enough(warm, "its warm-up", "")
 
     def rounds(self, worker: Sandbox) -> Rounds:
         """rounds: per round the same fresh images for every participant, each answer checked."""
@@ -647,10 +652,8 @@ class Grader:
                                              "not timed")
             worker = alive
             if self.lab.measure.warmup:
-                warm = self.training_warm_up(worker, self.lab.measure.warmup)
-                found["warmup_ratio"] = warm.ratio
-                self.fast_enough(warm, "its warm-up", "")
-            found.update(verdict.verdict(self.lab, self.training_rounds(worker)))
+                self.warmed_up(found, self.training_warm_up(worker, self.lab.measure.warmup))
+            found.update(self.verdict(self.training_rounds(worker)))
         return found
 
     @functools.cached_property

@@ -11,7 +11,7 @@ call: harness.lab.backward.ask), for conv2 with its ReLU and max pool:
     -> dx (N, 14, 14, 6), dkernel (5, 5, 6, 16), dbias (16,): the gradients of the batch's mean loss
 
 What the kind decides (the grader's steps are its `steps`, built on the Grader's methods for a kind's
-own work: .calls, .pace_of, .warm_up_of, .timed_rounds, .verdict, .keeping):
+own work: .calls, .pace_of, .warm_up_of, .warmed_up, .timed_rounds, .verdict, .keeping):
     worker    the student's class is a harness.base.Trainer (given train_variants where it has no
               spec); the reference is the NumPy level, whose worker times lenet_numpy's own functions
               (harness.lab.reference.numpy_stage); the student's is asked through the worker's `call`
@@ -163,9 +163,7 @@ class Conv2Backward(Kind):
                 ref = grader.calls(rank, None, calls, FUNCTIONS, counts(b), check, "the warm-up", "warmup")
                 mine = grader.calls(grader.SUBMISSION, worker, calls, FUNCTIONS, counts(b), check,
                                     f"the warm-up's {len(calls)} calls", "warmup")
-                warm = grader.warm_up_of(mine, ref)
-                found["warmup_ratio"] = warm.ratio
-                grader.fast_enough(warm, "its warm-up", "")
+                grader.warmed_up(found, grader.warm_up_of(mine, ref))
 
             def fresh(n: int) -> tuple[Any, int]:
                 seed = timing.new_seed()
