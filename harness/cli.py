@@ -46,7 +46,7 @@ def add(sub: Subparsers, command: Command) -> None:
         for each in command.commands:
             add(group, each)
     else:
-        parser.set_defaults(func=command.func)
+        parser.set_defaults(func=command.run)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,7 +5,8 @@ the machine wing's in harness/machine/doctor.py); harness/cli.py only assembles 
 parser. A command's function imports its wing's work inside itself, so `--help` and the light
 commands start fast and no command imports a framework it does not use.
 
-    Command(name, help, func, *options)     a command: its options (parent parsers) in `--help`'s order
+    Command(name, help, func, *options)     a command: its options (parent parsers) in `--help`'s order;
+                                            func a function, or "module:function", imported when it runs
     Command(name, help, commands=(...))     a group of commands (`lab grade`, `lab report`, ...)
     option(*names, **kwargs)                one argument as a parent parser, for a command's list
     weights(), implementations(), device(), out(), calls(), rounds(), lock_timeout(), slurm_options()
@@ -15,6 +16,7 @@ commands start fast and no command imports a framework it does not use.
 """
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,11 +29,22 @@ Run = Callable[[argparse.Namespace], int]  # a command's function: the parsed ar
 
 class Command:
     """One command of `python -m harness`: run by `func` with `options` (parent parsers, in `--help`'s
-    order), or (a group) by one of `commands`, chosen by the word after its name."""
+    order), or (a group) by one of `commands`, chosen by the word after its name. A func named as
+    "module:function" is imported only when its command runs, so its module stays out of every other
+    command's start."""
 
-    def __init__(self, name: str, help: str, func: Run | None = None, *options: argparse.ArgumentParser,
+    def __init__(self, name: str, help: str, func: Run | str | None = None, *options: argparse.ArgumentParser,
                  commands: tuple["Command", ...] = ()) -> None:
         self.name, self.help, self.func, self.options, self.commands = name, help, func, options, commands
+
+    def run(self, args: argparse.Namespace) -> int:
+        """The command's function on the parsed arguments, imported first where it is named."""
+        func = self.func
+        if isinstance(func, str):
+            module, _, name = func.partition(":")
+            func = getattr(importlib.import_module(module), name)
+        assert func is not None, f"{self.name} is a group: one of its commands runs"
+        return func(args)
 
 
 def option(*names: str, **kwargs: Any) -> argparse.ArgumentParser:

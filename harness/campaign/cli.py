@@ -5,7 +5,6 @@ import argparse
 from pathlib import Path
 
 from harness import DEFAULT_REPORT, DEFAULT_RESULTS
-from harness.campaign import slurm
 from harness.command import Command, log, option, out, slurm_options, split_list
 from harness.errors import HarnessError, Unavailable
 
@@ -18,11 +17,11 @@ def commands() -> list[Command]:
             option("run_a", type=Path), option("run_b", type=Path)),
         gpu_study_command(), campaign_command(),
         Command(
-            "campaign-job", "(a campaign's Slurm job) one node type's runs", slurm.job,
+            "campaign-job", "(a campaign's Slurm job) one node type's runs", "harness.campaign.slurm:job",
             option("out", type=Path), option("--type", required=True)),
         Command(
             "campaign-merge", "(a campaign's merge job) every run imported at once, then the report",
-            slurm.merge, option("out", type=Path),
+            "harness.campaign.slurm:merge", option("out", type=Path),
             option("--into", type=Path, default=DEFAULT_RESULTS),
             option("--report", type=Path, required=True)),
         Command(
@@ -151,6 +150,8 @@ def cmd_gpu_study(args: argparse.Namespace) -> int:
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
+    from harness.campaign import slurm
+
     quick = tuple(part for flag in ("implementations", "rounds", "processes")
                   if getattr(args, flag) is not None for part in (f"--{flag}", str(getattr(args, flag))))
     options = slurm.Options(partition=args.partition, account=args.account, qos=args.qos, gres=args.gres,
