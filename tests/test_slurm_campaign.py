@@ -6,7 +6,6 @@ the same host, afresh on another), and a merge that imports nothing while a run 
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -86,8 +85,8 @@ def test_a_campaign_s_job_slurm_holds_is_named_with_the_command_that_releases_it
 
 
 def cluster_reason() -> str | None:
-    if not shutil.which("sbatch"):
-        return "sbatch is not on PATH; start the cluster with: sudo scripts/slurm-local.sh start --nodes 3"
+    if why := slurm_missing():
+        return why
     done = subprocess.run(["sinfo", "-h", "-N", "-o", "%f"], capture_output=True, text=True, timeout=30)
     features = {f for line in done.stdout.split() for f in line.split(",")}
     if done.returncode != 0 or not {"type-a", "type-b"} <= features:
